@@ -1,0 +1,3 @@
+"""layerscope: where the inference time of a neural network goes, layer by layer."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,441 @@
+"""Load an ONNX file into a resolved :class:`~layerscope.model.types.Graph`.
+
+Contract of :func:`load_model`:
+- the file is parsed without reading external weight data (so models over 2 GB work and load fast);
+  every external-data reference must resolve inside the model's folder, else ``ModelError``;
+- symbolic input dims are set from ``shapes`` (``--shape NAME=1x3x640x640``); an input left with an
+  unresolved dim, or a ``shapes`` entry for an unknown input, is a ``ShapeError`` that names them all;
+- constant subgraphs (Constant, ConstantOfShape, Shape of a static tensor, and every node computed only
+  from constants) are folded: their outputs become weights in ``Graph.constants``, not layers;
+- every tensor a layer reads or writes gets a static shape and a dtype, or ``ShapeError`` says which not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto, helper, numpy_helper
+
+from layerscope.errors import ModelError, ShapeError
+from layerscope.model.types import Graph, Node, TensorInfo
+
+#: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
+SMALL_CONST_ELEMENTS = 1 << 16
+
+#: Ops whose output is not a function of their inputs: never folded.
+_NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+                               "Multinomial", "Bernoulli"})
+#: Ops whose output depends only on the (static) shape of their input, not its values.
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+_ONNX_TO_NUMPY: Mapping[int, str] = {
+    TensorProto.FLOAT: "float32",
+    TensorProto.DOUBLE: "float64",
+    TensorProto.FLOAT16: "float16",
+    TensorProto.BFLOAT16: "bfloat16",
+    TensorProto.INT64: "int64",
+    TensorProto.UINT64: "uint64",
+    TensorProto.INT32: "int32",
+    TensorProto.UINT32: "uint32",
+    TensorProto.INT16: "int16",
+    TensorProto.UINT16: "uint16",
+    TensorProto.INT8: "int8",
+    TensorProto.UINT8: "uint8",
+    TensorProto.BOOL: "bool",
+    TensorProto.STRING: "string",
+    TensorProto.COMPLEX64: "complex64",
+    TensorProto.COMPLEX128: "complex128",
+}
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    """numpy-style name of an ONNX element type (``float8*`` types map to ``"float8"``)."""
+    if elem_type in _ONNX_TO_NUMPY:
+        return _ONNX_TO_NUMPY[elem_type]
+    name = TensorProto.DataType.Name(elem_type).lower() if elem_type in TensorProto.DataType.values() else ""
+    if name.startswith("float8"):
+        return "float8"
+    if name in ("int4", "uint4"):
+        return name
+    return "float32" if not name else name
+
+
+def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
+    """Parse ``NAME=1x3x640x640`` (``,`` also separates dims). ``ShapeError`` when malformed."""
+    name, sep, dims = text.rpartition("=")
+    if not sep or not name or not dims:
+        raise ShapeError(f"--shape {text!r}: expected NAME=DIMS, e.g. images=1x3x640x640")
+    parts = dims.replace(",", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise ShapeError(f"--shape {text!r}: dims must be positive integers separated by 'x'") from None
+    if any(d <= 0 for d in shape):
+        raise ShapeError(f"--shape {text!r}: dims must be positive integers")
+    return name, shape
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_model(path: Path) -> onnx.ModelProto:
+    if not path.exists():
+        raise ModelError(f"{path}: no such file")
+    if not path.is_file():
+        raise ModelError(f"{path}: not a file")
+    try:
+        model = onnx.load_model(str(path), load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError, OSError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: not a readable ONNX model ({first})",
+                         hint="is the file complete? a truncated download fails this way") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
+        raise ModelError(f"{path}: not an ONNX model (no graph or no nodes)",
+                         hint="is the file complete? a truncated download fails this way")
+    if not model.opset_import:
+        raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
+    return model
+
+
+def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
+    """Every external-data location must be a relative path that stays inside ``base_dir``."""
+    root = base_dir.resolve()
+    for tensor in _all_tensors(model):
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        target = (root / location).resolve()
+        if not location or Path(location).is_absolute() or not target.is_relative_to(root):
+            raise ModelError(
+                f"tensor {tensor.name!r}: external data location {location!r} is outside the model's folder "
+                f"{root}; refusing to read it")
+        if not target.is_file():
+            raise ModelError(f"tensor {tensor.name!r}: external data file {location!r} not found in {root}")
+
+
+def _all_tensors(model: onnx.ModelProto) -> Iterable[TensorProto]:
+    yield from model.graph.initializer
+    for node in model.graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+
+
+def _tensor_value(tensor: TensorProto, base_dir: Path) -> np.ndarray:
+    if tensor.data_location == TensorProto.EXTERNAL:
+        copy = TensorProto()
+        copy.CopyFrom(tensor)
+        onnx.external_data_helper.load_external_data_for_tensor(copy, str(base_dir))
+        return numpy_helper.to_array(copy)
+    return numpy_helper.to_array(tensor)
+
+
+def _dims(value_info: onnx.ValueInfoProto) -> list[int | str | None]:
+    dims: list[int | str | None] = []
+    for d in value_info.type.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            dims.append(d.dim_value)
+        elif d.HasField("dim_param"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return dims
+
+
+def _apply_input_shapes(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
+                        shapes: Mapping[str, tuple[int, ...]]) -> None:
+    by_name = {vi.name: vi for vi in runtime_inputs}
+    unknown = [name for name in shapes if name not in by_name]
+    if unknown:
+        known = ", ".join(f"{vi.name}{_fmt_dims(_dims(vi))}" for vi in runtime_inputs)
+        raise ShapeError(f"--shape names unknown input(s) {', '.join(unknown)}; the model's inputs: {known}")
+    for name, shape in shapes.items():
+        vi = by_name[name]
+        old = _dims(vi)
+        if old and len(old) != len(shape):
+            raise ShapeError(f"--shape {name}: {len(shape)} dims given, the model's input "
+                             f"{name}{_fmt_dims(old)} has {len(old)}")
+        for i, (was, new) in enumerate(zip(old, shape, strict=False)):
+            if isinstance(was, int) and was != new:
+                raise ShapeError(f"--shape {name}: dim {i} is fixed to {was} in the model, {new} given")
+        vi.type.tensor_type.shape.Clear()
+        for d in shape:
+            vi.type.tensor_type.shape.dim.add().dim_value = d
+
+
+def _fmt_dims(dims: list[int | str | None]) -> str:
+    return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto]) -> None:
+    unresolved = [vi for vi in runtime_inputs
+                  if not vi.type.tensor_type.HasField("shape") or any(not isinstance(d, int) for d in _dims(vi))]
+    if unresolved:
+        listed = "; ".join(f"{vi.name}{_fmt_dims(_dims(vi))}" for vi in unresolved)
+        example = unresolved[0].name
+        raise ShapeError(f"{path.name}: input dims not fixed: {listed}",
+                         hint=f"set them with --shape, e.g. --shape {example}=1x3x640x640")
+
+
+def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    """Run ONNX shape inference; return every tensor whose shape came out fully static."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as exc:  # onnx raises several internal error types
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ShapeError(f"ONNX shape inference failed: {first}") from None
+    infos: dict[str, TensorInfo] = {}
+    graph = inferred.graph
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
+            continue
+        dims = _dims(vi)
+        if all(isinstance(d, int) for d in dims):
+            infos[vi.name] = TensorInfo(vi.name, tuple(d for d in dims if isinstance(d, int)),
+                                        onnx_dtype_name(tt.elem_type))
+    for init in graph.initializer:
+        infos[init.name] = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
+    return infos
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.TENSOR:
+            out[attr.name] = numpy_helper.to_array(attr.t) if attr.t.data_location != TensorProto.EXTERNAL else None
+        elif attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            out[attr.name] = f"<subgraph {attr.name}>"
+        else:
+            value = helper.get_attribute_value(attr)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            elif isinstance(value, list):
+                value = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+            out[attr.name] = value
+    return out
+
+
+def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
+    """Stable ids: the node name when unique, else ``op(first output)``; ``~N`` on any collision."""
+    name_counts: dict[str, int] = {}
+    for n in nodes:
+        if n.name:
+            name_counts[n.name] = name_counts.get(n.name, 0) + 1
+    ids: list[str] = []
+    seen: set[str] = set()
+    for n in nodes:
+        base = n.name if n.name and name_counts[n.name] == 1 else f"{n.op_type}({n.output[0] if n.output else ''})"
+        candidate, k = base, 1
+        while candidate in seen:
+            k += 1
+            candidate = f"{base}~{k}"
+        seen.add(candidate)
+        ids.append(candidate)
+    return ids
+
+
+def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    """The nodes in a valid execution order (stable: the file order when it already is one)."""
+    produced = set(available)
+    ordered: list[onnx.NodeProto] = []
+    pending = list(nodes)
+    while pending:
+        rest: list[onnx.NodeProto] = []
+        for n in pending:
+            if all((not i) or i in produced for i in n.input):
+                ordered.append(n)
+                produced.update(o for o in n.output if o)
+            else:
+                rest.append(n)
+        if len(rest) == len(pending):
+            missing = sorted({i for n in rest for i in n.input if i and i not in produced})
+            raise ModelError(f"graph is not a DAG or reads undefined tensors: {', '.join(missing[:5])}"
+                             + (" ..." if len(missing) > 5 else ""))
+        pending = rest
+    return ordered
+
+
+def _evaluate(node: onnx.NodeProto, values: Mapping[str, np.ndarray], opset: list[onnx.OperatorSetIdProto],
+              ) -> list[np.ndarray] | None:
+    """Evaluate one constant node with ONNX's reference implementation; ``None`` when it cannot."""
+    from onnx.reference import ReferenceEvaluator
+
+    inputs = [i for i in node.input if i]
+    try:
+        graph = helper.make_graph(
+            [node], "fold",
+            [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(values[i].dtype), values[i].shape)
+             for i in inputs],
+            [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in node.output if o])
+        model = helper.make_model(graph, opset_imports=list(opset))
+        results = ReferenceEvaluator(model).run(None, {i: values[i] for i in inputs})
+    except Exception:
+        return None
+    return [np.asarray(r) for r in results]
+
+
+class _Folder:
+    """Finds the constant nodes of a graph and the values of its small constants."""
+
+    def __init__(self, model: onnx.ModelProto, infos: dict[str, TensorInfo], base_dir: Path) -> None:
+        self.model = model
+        self.infos = infos
+        self.base_dir = base_dir
+        self.constants: dict[str, TensorInfo] = {}
+        self.values: dict[str, np.ndarray] = {}
+        for init in model.graph.initializer:
+            info = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
+            self.constants[init.name] = info
+            if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
+                self.values[init.name] = _tensor_value(init, base_dir)
+
+    def is_constant_node(self, node: onnx.NodeProto) -> bool:
+        if node.op_type in _NONDETERMINISTIC:
+            return False
+        if node.op_type in _SHAPE_ONLY and node.domain in ("", "ai.onnx"):
+            return bool(node.input) and node.input[0] in self.infos
+        if node.domain not in ("", "ai.onnx"):
+            return False
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+            return False
+        return all((not i) or i in self.constants for i in node.input)
+
+    def fold(self, node: onnx.NodeProto) -> None:
+        """Record the outputs of a constant node as constants, with values where they are small."""
+        results = self._compute(node)
+        for k, out in enumerate(o for o in node.output if o):
+            value = results[k] if results is not None and k < len(results) else None
+            if value is not None:
+                info = TensorInfo(out, tuple(int(d) for d in value.shape), str(value.dtype))
+                if value.size <= SMALL_CONST_ELEMENTS:
+                    self.values[out] = value
+            elif out in self.infos:
+                info = self.infos[out]
+            else:
+                raise ShapeError(f"cannot fold constant node {node.name or node.op_type!r}: "
+                                 f"the shape of its output {out!r} is unknown")
+            self.constants[out] = info
+            self.infos[out] = info
+
+    def _compute(self, node: onnx.NodeProto) -> list[np.ndarray] | None:
+        if node.op_type == "Shape":
+            shape = np.array(self.infos[node.input[0]].shape, dtype=np.int64)
+            start = next((a.i for a in node.attribute if a.name == "start"), 0)
+            end = next((a.i for a in node.attribute if a.name == "end"), None)
+            return [shape[start:end]]
+        if node.op_type == "Size":
+            return [np.array(self.infos[node.input[0]].elements, dtype=np.int64)]
+        known = [o for o in node.output if o]
+        if known and all(o in self.infos for o in known) and \
+                sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
+            return None  # a large weight: its shape is enough, its value is not needed
+        if not all((not i) or i in self.values for i in node.input):
+            return None
+        return _evaluate(node, self.values, list(self.model.opset_import))
+
+
+def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
+    """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract."""
+    path = Path(path)
+    model = _read_model(path)
+    base_dir = path.resolve().parent
+    _check_external_data(model, base_dir)
+
+    init_names = {i.name for i in model.graph.initializer}
+    runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
+    _apply_input_shapes(model, runtime_inputs, shapes or {})
+    _check_static_inputs(path, runtime_inputs)
+
+    infos = _infer(model)
+    available = {vi.name for vi in runtime_inputs} | init_names
+    nodes = _topological(list(model.graph.node), available)
+
+    folder = _Folder(model, infos, base_dir)
+    layer_protos: list[onnx.NodeProto] = []
+    folded_protos: list[onnx.NodeProto] = []
+    for n in nodes:
+        if folder.is_constant_node(n):
+            folder.fold(n)
+            folded_protos.append(n)
+        else:
+            layer_protos.append(n)
+
+    needed = _needed_tensors(layer_protos, model.graph.output)
+    if any(t not in infos for t in needed):
+        infos = _reinfer(model, runtime_inputs, layer_protos, folder)
+        infos.update(folder.constants)
+    missing = [t for t in needed if t not in infos]
+    if missing:
+        producers = {o: n for n in layer_protos for o in n.output}
+        where = [f"{t} (from {producers[t].op_type} {producers[t].name!r})" if t in producers else t
+                 for t in dict.fromkeys(missing)]
+        raise ShapeError(f"{path.name}: shapes of {len(where)} tensor(s) could not be resolved: "
+                         f"{', '.join(where[:5])}{' ...' if len(where) > 5 else ''}",
+                         hint="pass --shape for every input; data-dependent shapes are not supported")
+
+    ids = _layer_ids(layer_protos + folded_protos)
+    all_nodes = [
+        Node(id=i, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
+             outputs=tuple(n.output), attrs=_attrs(n))
+        for i, n in zip(ids, layer_protos + folded_protos, strict=True)
+    ]
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return Graph(
+        name=model.graph.name or path.stem,
+        path=str(path),
+        sha256=sha256_file(path),
+        opset=opset,
+        inputs=tuple(infos[vi.name] for vi in runtime_inputs),
+        outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),
+        layers=tuple(all_nodes[: len(layer_protos)]),
+        folded=tuple(all_nodes[len(layer_protos):]),
+        tensors=dict(infos),
+        constants=dict(folder.constants),
+        const_values=dict(folder.values),
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+    )
+
+
+def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
+    """Tensors that must have a shape: every layer input, and every output something reads.
+
+    An optional output nobody consumes (e.g. Dropout's mask at inference) may stay without a shape;
+    ``Graph.tensor`` returns ``None`` for it.
+    """
+    consumed = {i for n in layers for i in n.input if i} | {o.name for o in outputs}
+    needed = [i for n in layers for i in n.input if i]
+    needed += [o for n in layers for o in n.output if o and o in consumed]
+    return list(dict.fromkeys(needed))
+
+
+def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
+             layers: list[onnx.NodeProto], folder: _Folder) -> dict[str, TensorInfo]:
+    """Shape inference again on the runtime graph, constants given as values (small) or shapes (large).
+
+    ONNX's data propagation does not see through every constant subgraph (e.g. a Reshape target built by
+    Gather/Concat of folded shapes); with the folded values as initializers it does.
+    """
+    used = {i for n in layers for i in n.input if i}
+    initializers = [numpy_helper.from_array(v, name) for name, v in folder.values.items() if name in used]
+    with_value = {t.name for t in initializers}
+    const_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(info.dtype))
+                                                  if info.dtype in np.sctypeDict else TensorProto.FLOAT,
+                                                  info.shape)
+                    for name, info in folder.constants.items() if name in used and name not in with_value]
+    graph = helper.make_graph(layers, model.graph.name or "g", [*runtime_inputs, *const_inputs],
+                              list(model.graph.output), initializer=initializers)
+    runtime = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
+    return _infer(runtime)

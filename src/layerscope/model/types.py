@@ -1,0 +1,133 @@
+"""The typed graph every other package reads.
+
+Contract: a ``Graph`` is fully resolved. Every tensor a runtime layer touches has a static shape
+and a dtype; constant subgraphs are already folded away into ``Graph.constants``; ``Graph.layers``
+is in topological order and every layer has a unique, stable ``id``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+#: numpy dtype name -> bytes per element, for the ONNX tensor types layerscope costs.
+DTYPE_BYTES: Mapping[str, int] = MappingProxyType(
+    {
+        "float64": 8,
+        "float32": 4,
+        "float16": 2,
+        "bfloat16": 2,
+        "float8": 1,
+        "int64": 8,
+        "uint64": 8,
+        "int32": 4,
+        "uint32": 4,
+        "int16": 2,
+        "uint16": 2,
+        "int8": 1,
+        "uint8": 1,
+        "int4": 1,  # rounded up: layerscope does not model sub-byte packing
+        "uint4": 1,
+        "bool": 1,
+        "complex64": 8,
+        "complex128": 16,
+        "string": 8,  # a pointer's worth: strings are not modelled
+    }
+)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor: name, static shape and numpy dtype name (e.g. ``"float32"``)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def elements(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 4)
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * self.itemsize
+
+
+@dataclass(frozen=True)
+class Node:
+    """One ONNX node.
+
+    ``id`` is the stable layer id: the node's name when it has a unique one, otherwise
+    ``"<op_type>(<first output name>)"`` (with ``~N`` appended on collision). ``inputs`` keep
+    ONNX's positions: an omitted optional input is ``""``. ``attrs`` hold plain Python values
+    (ints, floats, strings, lists of them; tensors as numpy arrays).
+    """
+
+    id: str
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A loaded, shape-resolved, constant-folded model.
+
+    ``layers``: the runtime layers, topological order. ``folded``: nodes computed only from
+    constants (Constant, ConstantOfShape, ...) that layerscope folded into weights.
+    ``tensors``: every tensor with a known shape, activations and constants alike.
+    ``constants``: initializers and folded outputs (weights). ``const_values``: the values of the
+    small constants that layers need to read (shapes, axes, scales); large weights are not kept.
+    """
+
+    name: str
+    path: str
+    sha256: str
+    opset: int
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    layers: tuple[Node, ...]
+    folded: tuple[Node, ...]
+    tensors: Mapping[str, TensorInfo]
+    constants: Mapping[str, TensorInfo]
+    const_values: Mapping[str, np.ndarray]
+    producer: str = ""
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        """The tensor called ``name``.
+
+        ``None`` for an omitted optional input (``""``) and for an optional output that nothing
+        consumes and whose shape ONNX could not infer (e.g. Dropout's mask); every other tensor of a
+        layer has a shape.
+        """
+        if not name:
+            return None
+        return self.tensors.get(name)
+
+    def is_constant(self, name: str) -> bool:
+        return name in self.constants
+
+    def value(self, name: str) -> np.ndarray | None:
+        """The value of a small constant tensor, or ``None`` when it is not known."""
+        return self.const_values.get(name)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of the constants the layers read: what a deployment stores (folded intermediates excluded)."""
+        read = {i for n in self.layers for i in n.inputs if i in self.constants}
+        return sum(self.constants[name].nbytes for name in read)

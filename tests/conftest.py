@@ -1,0 +1,58 @@
+"""Shared fixtures: the ONNX package's model-zoo networks and a small-graph builder."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+ZOO_MODELS = sorted(ZOO_DIR.glob("light_*.onnx"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never read or write the user's cache (host probe results, built samples)."""
+    monkeypatch.setenv("LAYERSCOPE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def zoo(name: str) -> Path:
+    """Path of a model-zoo network shipped with onnx, e.g. ``zoo("resnet50")``."""
+    path = ZOO_DIR / f"light_{name}.onnx"
+    assert path.exists(), path
+    return path
+
+
+ModelWriter = Callable[..., Path]
+
+
+@pytest.fixture()
+def write_model(tmp_path: Path) -> ModelWriter:
+    """Build a one-graph model with ``onnx.helper`` and save it; returns its path.
+
+    ``inputs``/``outputs`` are (name, elem_type, shape) triples; ``initializers`` maps names to arrays.
+    """
+
+    def write(nodes: Sequence[onnx.NodeProto], inputs: Sequence[tuple[str, int, Sequence[int | str]]],
+              outputs: Sequence[tuple[str, int, Sequence[int | str] | None]],
+              initializers: dict[str, np.ndarray] | None = None, name: str = "model.onnx",
+              opset: int = 17) -> Path:
+        graph = helper.make_graph(
+            list(nodes), "g",
+            [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs],
+            [helper.make_tensor_value_info(n, t, None if s is None else list(s)) for n, t, s in outputs],
+            initializer=[numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        path = tmp_path / name
+        onnx.save_model(model, str(path))
+        return path
+
+    return write
+
+
+F32 = TensorProto.FLOAT
+I64 = TensorProto.INT64

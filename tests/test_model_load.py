@@ -1,0 +1,187 @@
+"""Model loading: shapes, folding, ids, external data, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from conftest import F32, ZOO_MODELS, ModelWriter, zoo
+from onnx import TensorProto, helper, numpy_helper
+
+from layerscope.errors import ModelError, ShapeError
+from layerscope.model import load_model, parse_shape_arg
+
+
+@pytest.mark.parametrize("path", ZOO_MODELS, ids=lambda p: p.stem)
+def test_zoo_every_node_is_a_layer_or_folded_and_every_layer_tensor_has_a_shape(path: Path) -> None:
+    raw = onnx.load(str(path), load_external_data=False)
+    graph = load_model(path)
+    assert len(graph.layers) + len(graph.folded) == len(raw.graph.node)
+    assert {n.id for n in graph.layers}.isdisjoint({n.id for n in graph.folded})
+    for node in graph.layers:
+        for name in node.inputs:
+            assert not name or graph.tensor(name) is not None, (node.id, name)
+    # ConstantOfShape builds every weight of these networks: all of them fold, none is a layer.
+    assert not any(n.op_type == "ConstantOfShape" for n in graph.layers)
+    assert [t.shape for t in graph.inputs] == [(1, 3, 224, 224)]
+
+
+def test_resnet50_weights_are_folded_constants_of_the_right_size() -> None:
+    graph = load_model(zoo("resnet50"))
+    conv1 = next(n for n in graph.layers if n.op_type == "Conv")
+    weight = graph.tensor(conv1.inputs[1])
+    assert weight is not None and weight.shape == (64, 3, 7, 7)
+    assert graph.is_constant(weight.name)
+    # ResNet-50 has 25.56 M parameters (He et al. 2016; torchvision: 25,557,032), fp32 = 102.2 MB;
+    # the caffe2 export also stores BN running mean/var (2 x 53 vectors), hence "about".
+    assert 100e6 < graph.weight_bytes < 105e6
+
+
+def _dynamic_model(write_model: ModelWriter) -> Path:
+    w = np.ones((8, 3, 3, 3), np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    return write_model([node], [("x", F32, ["batch", 3, "h", "w"])], [("y", F32, None)], {"w": w})
+
+
+def test_dynamic_dims_without_shape_name_each_input(write_model: ModelWriter) -> None:
+    with pytest.raises(ShapeError, match=r"x\[batch,3,h,w\].*--shape x=") as err:
+        load_model(_dynamic_model(write_model))
+    assert err.value.exit_code == 2
+
+
+def test_shape_override_resolves_everything(write_model: ModelWriter) -> None:
+    graph = load_model(_dynamic_model(write_model), {"x": (2, 3, 64, 48)})
+    assert graph.inputs[0].shape == (2, 3, 64, 48)
+    y = graph.tensor("y")
+    assert y is not None and y.shape == (2, 8, 64, 48)
+
+
+def test_shape_for_unknown_input_lists_known_inputs(write_model: ModelWriter) -> None:
+    with pytest.raises(ShapeError, match=r"unknown input\(s\) images; the model's inputs: x\[batch,3,h,w\]"):
+        load_model(_dynamic_model(write_model), {"images": (1, 3, 8, 8)})
+
+
+def test_shape_conflicting_with_fixed_dim(write_model: ModelWriter) -> None:
+    with pytest.raises(ShapeError, match="dim 1 is fixed to 3"):
+        load_model(_dynamic_model(write_model), {"x": (1, 4, 8, 8)})
+
+
+@pytest.mark.parametrize("text", ["x", "x=", "=1x2", "x=1xax3", "x=0x3"])
+def test_parse_shape_arg_rejects_malformed(text: str) -> None:
+    with pytest.raises(ShapeError):
+        parse_shape_arg(text)
+
+
+def test_parse_shape_arg() -> None:
+    assert parse_shape_arg("images=1x3x640x640") == ("images", (1, 3, 640, 640))
+    assert parse_shape_arg("a=b=1,2") == ("a=b", (1, 2))
+
+
+def test_shape_subgraph_is_folded_and_feeds_reshape(write_model: ModelWriter) -> None:
+    # y = Reshape(x, Concat(Gather(Shape(x), 0), [-1])): the PyTorch export pattern for flatten.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+        helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+        helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Reshape", ["r", "target"], ["y"]),
+    ]
+    inits = {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "minus1": np.array([-1], np.int64)}
+    graph = load_model(write_model(nodes, [("x", F32, [2, 3, 4, 5])], [("y", F32, None)], inits))
+    assert [n.op_type for n in graph.layers] == ["Relu", "Reshape"]
+    assert [n.op_type for n in graph.folded] == ["Shape", "Gather", "Unsqueeze", "Concat"]
+    np.testing.assert_array_equal(graph.value("target"), [2, -1])
+    y = graph.tensor("y")
+    assert y is not None and y.shape == (2, 60)
+
+
+def test_layer_ids_are_names_or_synthesized_and_unique(write_model: ModelWriter) -> None:
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="act"),
+        helper.make_node("Relu", ["a"], ["b"]),
+        helper.make_node("Relu", ["b"], ["c"], name="dup"),
+        helper.make_node("Relu", ["c"], ["d"], name="dup"),
+    ]
+    graph = load_model(write_model(nodes, [("x", F32, [1, 4])], [("d", F32, None)]))
+    assert [n.id for n in graph.layers] == ["act", "Relu(b)", "Relu(c)", "Relu(d)"]
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ModelError, match="no such file"):
+        load_model("/nonexistent/model.onnx")
+
+
+def test_not_an_onnx_file(tmp_path: Path) -> None:
+    path = tmp_path / "notes.onnx"
+    path.write_text("this is a text file, not a protobuf\n" * 20)
+    with pytest.raises(ModelError, match="not .*ONNX model"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.5, 0.97])
+def test_truncated_model(tmp_path: Path, fraction: float) -> None:
+    data = zoo("squeezenet").read_bytes()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: int(len(data) * fraction)])
+    with pytest.raises(ModelError):
+        load_model(path)
+
+
+def _external_model(tmp_path: Path, shape: tuple[int, ...], location: str, create: bool = True) -> Path:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    weight = TensorProto()
+    weight.name = "w"
+    weight.data_type = TensorProto.FLOAT
+    weight.dims.extend(shape)
+    weight.data_location = TensorProto.EXTERNAL
+    entry = weight.external_data.add()
+    entry.key, entry.value = "location", location
+    nbytes = int(np.prod(shape)) * 4
+    if create:
+        with (folder / "weights.bin").open("wb") as fh:
+            fh.truncate(nbytes)  # sparse: nothing is written, and layerscope must not read it
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F32, [1, shape[0]])],
+                              [helper.make_tensor_value_info("y", F32, None)], initializer=[weight])
+    path = folder / "model.onnx"
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_external_data_over_2gb_loads_without_reading_weights(tmp_path: Path) -> None:
+    # 16384 x 32768 fp32 = 2 GiB (2,147,483,648 bytes): over protobuf's 2 GB limit, so it must stay external.
+    graph = load_model(_external_model(tmp_path, (16384, 32768), "weights.bin"))
+    assert graph.weight_bytes == 16384 * 32768 * 4
+    y = graph.tensor("y")
+    assert y is not None and y.shape == (1, 32768)
+
+
+@pytest.mark.parametrize("location", ["../weights.bin", "/etc/passwd", "sub/../../weights.bin"])
+def test_external_data_outside_model_folder_is_refused(tmp_path: Path, location: str) -> None:
+    with pytest.raises(ModelError, match="outside the model's folder"):
+        load_model(_external_model(tmp_path, (4, 4), location))
+
+
+def test_external_data_file_missing(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="not found"):
+        load_model(_external_model(tmp_path, (4, 4), "weights.bin", create=False))
+
+
+def test_initializer_listed_as_input_is_a_constant(write_model: ModelWriter) -> None:
+    # IR < 4 models (the zoo's) list weights among the graph inputs; they are not runtime inputs.
+    w = np.ones((4, 4), np.float32)
+    node = helper.make_node("MatMul", ["x", "w"], ["y"])
+    graph_proto = helper.make_graph([node], "g",
+                                    [helper.make_tensor_value_info("x", F32, [1, 4]),
+                                     helper.make_tensor_value_info("w", F32, [4, 4])],
+                                    [helper.make_tensor_value_info("y", F32, None)],
+                                    initializer=[numpy_helper.from_array(w, "w")])
+    path = Path(write_model([node], [("x", F32, [1, 4])], [("y", F32, None)], {"w": w})).parent / "ir3.onnx"
+    onnx.save_model(helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 9)]), str(path))
+    graph = load_model(path)
+    assert [t.name for t in graph.inputs] == ["x"]
+    assert graph.is_constant("w")
