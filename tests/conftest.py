@@ -39,7 +39,7 @@ def write_model(tmp_path: Path) -> ModelWriter:
 
     def write(nodes: Sequence[onnx.NodeProto], inputs: Sequence[tuple[str, int, Sequence[int | str]]],
               outputs: Sequence[tuple[str, int, Sequence[int | str] | None]],
-              initializers: dict[str, np.ndarray] | None = None, name: str = "model.onnx",
+              initializers: dict[str, np.ndarray] | None = None, *, name: str = "model.onnx",
               opset: int = 17) -> Path:
         graph = helper.make_graph(
             list(nodes), "g",

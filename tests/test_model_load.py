@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from conftest import F32, ZOO_MODELS, ModelWriter, zoo
 from onnx import TensorProto, helper, numpy_helper
 
+from conftest import F32, ZOO_MODELS, ModelWriter, zoo
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import load_model, parse_shape_arg
 
@@ -117,7 +117,7 @@ def test_missing_file() -> None:
 def test_not_an_onnx_file(tmp_path: Path) -> None:
     path = tmp_path / "notes.onnx"
     path.write_text("this is a text file, not a protobuf\n" * 20)
-    with pytest.raises(ModelError, match="not .*ONNX model"):
+    with pytest.raises(ModelError, match=r"not .*ONNX model"):
         load_model(path)
 
 

@@ -64,7 +64,7 @@ def onnx_dtype_name(elem_type: int) -> str:
         return "float8"
     if name in ("int4", "uint4"):
         return name
-    return "float32" if not name else name
+    return name or "float32"
 
 
 def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:

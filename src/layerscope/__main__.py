@@ -1,0 +1,5 @@
+"""``python -m layerscope``."""
+
+from layerscope.cli.main import entry
+
+entry()

@@ -1,0 +1,45 @@
+"""``layerscope estimate MODEL``: a static, per-layer estimate of a model on a hardware profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from layerscope.cli.options import parse_shapes, shape_option, target_option
+from layerscope.estimate import estimate_graph
+from layerscope.model import load_model
+from layerscope.report.terminal import estimate_summary, top_layers_table
+from layerscope.run import run_from_estimate, save_run
+from layerscope.targets import load_profile
+
+DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
+
+
+@click.command("estimate")
+@click.argument("model", type=click.Path(path_type=Path))
+@target_option
+@shape_option
+@click.option("--dtype", type=click.Choice(DTYPES), default=None,
+              help="Deployed dtype of the accelerator layers (default: the profile's).")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the run file (JSON) that later commands read and extend.")
+@click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
+              help="How many layers the table shows.")
+def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | None, json_out: Path | None,
+            top: int) -> None:
+    """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
+    profile = load_profile(target)
+    if dtype is not None and dtype not in profile.dtypes:
+        raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
+                                 param_hint="--dtype")
+    graph = load_model(model, parse_shapes(shapes))
+    run = run_from_estimate(graph, estimate_graph(graph, profile, dtype), profile)
+    console = Console()
+    if top:
+        console.print(top_layers_table(run, top))
+    console.print(estimate_summary(run))
+    if json_out is not None:
+        written = save_run(run, json_out)
+        console.print(f"run file: {written}")

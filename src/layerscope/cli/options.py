@@ -1,0 +1,27 @@
+"""Options shared by several subcommands."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import click
+
+from layerscope.model import parse_shape_arg
+
+shape_option = click.option(
+    "--shape", "shapes", multiple=True, metavar="NAME=DIMS",
+    help="Fix an input's dims, e.g. --shape images=1x3x640x640 (repeatable).")
+target_option = click.option(
+    "--target", "-t", default="host", show_default=True, metavar="NAME|FILE",
+    help="Hardware profile: a name from `layerscope targets` or a profile TOML file.")
+
+
+def parse_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
+    """``--shape`` values to a mapping; a repeated name is an error."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in values:
+        name, shape = parse_shape_arg(text)
+        if name in shapes:
+            raise click.BadParameter(f"input {name!r} given twice", param_hint="--shape")
+        shapes[name] = shape
+    return shapes

@@ -1,0 +1,233 @@
+"""Helpers shared by every cost family: tensor lookups, the one I/O byte count, LayerCost assembly.
+
+Contracts:
+- an omitted optional input or output (``""``) has size 0 and is never an error;
+- a named output without a shape is an optional output nobody reads (the loader leaves those
+  unresolved): it counts 0 bytes;
+- a named *input* always has a shape (the loader guarantees it); a cost function that needs one
+  that is missing gets :class:`MissingShapeError`, which :func:`layerscope.costs.cost_layer`
+  turns into a bytes-only ``known=False`` cost with a logged warning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from layerscope.costs.types import LayerCost, UnitKind
+from layerscope.errors import LayerscopeError
+from layerscope.model.types import Graph, Node, TensorInfo
+
+#: A cost function: one node of a resolved graph -> its hardware-independent cost.
+CostFn = Callable[[Node, Graph], LayerCost]
+
+#: A family's table: ``(domain, op_type) -> cost function``; domain ``""`` is the ONNX domain.
+CostTable = Mapping[tuple[str, str], CostFn]
+
+ONNX = ""
+MS = "com.microsoft"
+
+#: dtypes whose constant inputs count as learned parameters by default (see :func:`io_bytes`).
+FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
+
+
+class MissingShapeError(LayerscopeError):
+    """A tensor a cost function needs has no shape in the graph (a loader contract violation)."""
+
+
+def has_input(node: Node, index: int) -> bool:
+    """Whether input ``index`` is present (not beyond the list, not an omitted ``""``)."""
+    return index < len(node.inputs) and bool(node.inputs[index])
+
+
+def tensor_of(graph: Graph, name: str, node: Node) -> TensorInfo:
+    """The tensor ``name`` read or written by ``node``; ``MissingShapeError`` when it has no shape."""
+    info = graph.tensor(name)
+    if info is None:
+        raise MissingShapeError(f"layer {node.id!r} ({node.op_type}): tensor {name!r} has no shape")
+    return info
+
+
+def in_shape(node: Node, graph: Graph, index: int = 0) -> tuple[int, ...]:
+    """Shape of input ``index``; ``MissingShapeError`` when it is absent or has no shape."""
+    if not has_input(node, index):
+        raise MissingShapeError(f"layer {node.id!r} ({node.op_type}): input {index} is absent")
+    return tensor_of(graph, node.inputs[index], node).shape
+
+
+def out_shape(node: Node, graph: Graph, index: int = 0) -> tuple[int, ...]:
+    """Shape of output ``index``; ``MissingShapeError`` when it is absent or has no shape."""
+    if index >= len(node.outputs) or not node.outputs[index]:
+        raise MissingShapeError(f"layer {node.id!r} ({node.op_type}): output {index} is absent")
+    return tensor_of(graph, node.outputs[index], node).shape
+
+
+def in_elements(node: Node, graph: Graph, index: int = 0) -> int:
+    return math.prod(in_shape(node, graph, index))
+
+
+def out_elements(node: Node, graph: Graph, index: int = 0) -> int:
+    return math.prod(out_shape(node, graph, index))
+
+
+def present_inputs(node: Node) -> int:
+    """How many inputs are present (omitted optional ones not counted)."""
+    return sum(1 for name in node.inputs if name)
+
+
+@dataclass(frozen=True)
+class IOBytes:
+    """What a layer reads and writes. See :func:`io_bytes`."""
+
+    act: int
+    weight: int
+    written: int
+    params: int
+    dtype: str
+
+
+def io_bytes(node: Node, graph: Graph, *, params_from: Iterable[int] | None = None,
+             reads_data: bool = True) -> IOBytes:
+    """The bytes ``node`` moves, its learned parameter count and its dtype. Written once, used by all.
+
+    - ``act``: Σ bytes of the non-constant inputs; ``weight``: Σ bytes of the constant inputs
+      (:meth:`Graph.is_constant`); ``written``: Σ bytes of the outputs. A tensor named twice among
+      the inputs (``Mul(x, x)``) is read once. ``reads_data=False`` (Shape, Size: they read only
+      metadata) makes ``act`` and ``weight`` 0.
+    - ``params``: Σ elements of the constant inputs that are learned tensors. By default those are
+      the constant inputs of a float dtype (weights, biases, BN statistics, a PRelu slope, an
+      embedding table); integer shape/axes/index constants never count. ``params_from`` instead
+      names the input positions that may hold learned tensors (e.g. an int8 weight of QLinearConv,
+      or ``()`` for Clip, whose float min/max are not learned); only the constant ones count.
+    - ``dtype``: the dtype of the first non-constant input with a shape, else of the first output,
+      else of the first input, else ``"float32"``.
+    """
+    act = weight = 0
+    seen: set[str] = set()
+    for name in node.inputs:
+        info = graph.tensor(name)
+        if info is None or name in seen:
+            continue
+        seen.add(name)
+        if graph.is_constant(name):
+            weight += info.nbytes
+        else:
+            act += info.nbytes
+    if not reads_data:
+        act = weight = 0
+    written = sum(info.nbytes for info in _tensors(graph, node.outputs))
+    return IOBytes(act=act, weight=weight, written=written, params=_params(node, graph, params_from),
+                   dtype=_dtype(node, graph))
+
+
+def _tensors(graph: Graph, names: Iterable[str]) -> list[TensorInfo]:
+    return [info for info in (graph.tensor(n) for n in names) if info is not None]
+
+
+def _params(node: Node, graph: Graph, params_from: Iterable[int] | None) -> int:
+    positions = range(len(node.inputs)) if params_from is None else params_from
+    total = 0
+    counted: set[str] = set()
+    for i in positions:
+        if not has_input(node, i):
+            continue
+        name = node.inputs[i]
+        info = graph.tensor(name)
+        if info is None or name in counted or not graph.is_constant(name):
+            continue
+        if params_from is None and info.dtype not in FLOAT_DTYPES:
+            continue
+        counted.add(name)
+        total += info.elements
+    return total
+
+
+def _dtype(node: Node, graph: Graph) -> str:
+    for name in node.inputs:
+        info = graph.tensor(name)
+        if info is not None and not graph.is_constant(name):
+            return info.dtype
+    for info in _tensors(graph, node.outputs):
+        return info.dtype
+    for info in _tensors(graph, node.inputs):
+        return info.dtype
+    return "float32"
+
+
+def layer_cost(node: Node, graph: Graph, unit: UnitKind, *, macs: int = 0, flops: int = 0,
+               params_from: Iterable[int] | None = None, reads_data: bool = True,
+               known: bool = True) -> LayerCost:
+    """Assemble a :class:`LayerCost` from the arithmetic counts and :func:`io_bytes`."""
+    io = io_bytes(node, graph, params_from=params_from, reads_data=reads_data)
+    return LayerCost(
+        layer_id=node.id,
+        op_type=node.op_type,
+        unit_kind=unit,
+        macs=int(macs),
+        flops=int(flops),
+        bytes_read_act=io.act,
+        bytes_read_weight=io.weight,
+        bytes_written=io.written,
+        params=io.params,
+        dtype=io.dtype,
+        known=known,
+    )
+
+
+def zero_copy_cost(node: Node, graph: Graph) -> LayerCost:
+    """A view (Reshape, Squeeze, Identity, Dropout at inference ...): no arithmetic, no bytes, no params."""
+    io = io_bytes(node, graph, params_from=())
+    return LayerCost(layer_id=node.id, op_type=node.op_type, unit_kind=UnitKind.ZERO_COPY, macs=0,
+                     flops=0, bytes_read_act=0, bytes_read_weight=0, bytes_written=0, params=0,
+                     dtype=io.dtype)
+
+
+def unknown_cost(node: Node, graph: Graph) -> LayerCost:
+    """The cost of an op with no cost function: bytes only, one FLOP per output element, ``known=False``.
+
+    Never raises: outputs without a shape count 0 elements.
+    """
+    flops = sum(info.elements for info in _tensors(graph, node.outputs))
+    return layer_cost(node, graph, UnitKind.SCALAR, flops=flops, known=False)
+
+
+def per_output_cost(flops_per_output: int, unit: UnitKind = UnitKind.VECTOR, *,
+                    params_from: Iterable[int] | None = None) -> CostFn:
+    """A cost function of ``output elements × flops_per_output`` FLOPs (output 0; broadcast included)."""
+    positions = None if params_from is None else tuple(params_from)
+
+    def cost(node: Node, graph: Graph) -> LayerCost:
+        return layer_cost(node, graph, unit, flops=out_elements(node, graph) * flops_per_output,
+                          params_from=positions)
+
+    return cost
+
+
+def scan_cost(per_input: int, per_output: int, unit: UnitKind, *,
+              params_from: Iterable[int] | None = None) -> CostFn:
+    """A cost function of ``input elements × per_input + output elements × per_output`` FLOPs:
+    reductions, global pools, scans (input 0, output 0)."""
+    positions = None if params_from is None else tuple(params_from)
+
+    def cost(node: Node, graph: Graph) -> LayerCost:
+        flops = in_elements(node, graph) * per_input + out_elements(node, graph) * per_output
+        return layer_cost(node, graph, unit, flops=flops, params_from=positions)
+
+    return cost
+
+
+def table(ops: Iterable[str], fn: CostFn, domain: str = ONNX) -> dict[tuple[str, str], CostFn]:
+    """``{(domain, op): fn}`` for each op: the building block of a family's ``COSTS`` table."""
+    return {(domain, op): fn for op in ops}
+
+
+def attr_ints(node: Node, key: str, default: Iterable[int] = ()) -> tuple[int, ...]:
+    """An ints attribute as a tuple (``default`` when absent)."""
+    value = node.attr(key)
+    return tuple(int(v) for v in (default if value is None else value))
+
+
+def attr_str(node: Node, key: str, default: str) -> str:
+    value = node.attr(key)
+    return default if value is None else str(value)

@@ -1,0 +1,64 @@
+"""What the cost model says of one layer, independent of any hardware."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class UnitKind(StrEnum):
+    """The kind of hardware unit a layer runs on. Profiles map each kind to a concrete unit.
+
+    - ``tensor``: conv / matrix engines (Conv, Gemm, MatMul, ConvTranspose, Einsum, RNNs)
+    - ``vector``: elementwise arithmetic and activations, normalization, softmax, reductions
+    - ``aux``: pooling, resize, warp (Horizon's AAE does these)
+    - ``move``: data movement: transpose, concat, split, slice, pad, gather, scatter, tile
+    - ``zero_copy``: reshape, flatten, squeeze, unsqueeze, identity, dropout at inference
+    - ``scalar``: control-like or irregular ops: TopK, NMS, ArgMax, NonZero, shape arithmetic
+    """
+
+    TENSOR = "tensor"
+    VECTOR = "vector"
+    AUX = "aux"
+    MOVE = "move"
+    ZERO_COPY = "zero_copy"
+    SCALAR = "scalar"
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """Hardware-independent cost of one layer.
+
+    Counts are per inference of the whole model. ``macs`` counts multiply-accumulates of the
+    tensor engine kind (Conv, Gemm, MatMul, ...); ``flops`` counts every floating/integer
+    arithmetic operation (2 per MAC, plus elementwise work). Bytes are in the model's own
+    dtypes: ``bytes_read_act`` activations read (graph inputs and other layers' outputs),
+    ``bytes_read_weight`` constants read (initializers and folded constants),
+    ``bytes_written`` outputs written. ``known`` is False when no cost function exists for the
+    op: then only bytes are counted and ``flops`` is an elementwise guess (one per output element).
+    """
+
+    layer_id: str
+    op_type: str
+    unit_kind: UnitKind
+    macs: int
+    flops: int
+    bytes_read_act: int
+    bytes_read_weight: int
+    bytes_written: int
+    params: int
+    dtype: str
+    known: bool = True
+
+    @property
+    def bytes_read(self) -> int:
+        return self.bytes_read_act + self.bytes_read_weight
+
+    @property
+    def bytes_total(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOPs per byte moved (model dtypes); 0 when nothing is moved."""
+        return self.flops / self.bytes_total if self.bytes_total else 0.0

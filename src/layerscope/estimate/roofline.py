@@ -1,0 +1,150 @@
+"""Roofline estimate of every layer on a hardware profile.
+
+The model, per layer (documented in the README, "What the estimate assumes"):
+- compute: the layer's operations on the unit its kind maps to, at the deployed dtype's peak times the
+  unit's efficiency. Tensor layers count 2 ops per MAC (their ``flops``); data-movement and auxiliary
+  layers count one op per output element on top of their arithmetic.
+- DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep
+  theirs). An activation stays on chip, costing no store and no load, when the profile has SRAM, the
+  tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
+  and runs on the accelerator. Weights are always loaded; when they exceed the other half of SRAM they
+  are streamed in ``weight_passes`` passes, each reloading the layer's input activations.
+- latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute).
+- a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
+  traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
+- zero-copy layers (reshape and friends) are views: no time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from layerscope.costs import cost_graph
+from layerscope.costs.types import LayerCost, UnitKind
+from layerscope.estimate.types import Bound, Estimate, LayerEstimate
+from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
+from layerscope.targets import Profile, fallback_reason
+from layerscope.targets.profile import ComputeUnit
+
+_FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
+_DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "int16": "int16",
+                  "fp8": "float8", "int4": "int4", "tf32": "float32"}
+_FALLBACK_DTYPE = "fp32"
+
+
+def deployed_bytes(info: TensorInfo, dtype: str) -> int:
+    """Bytes of ``info`` when float tensors are stored as ``dtype`` (e.g. ``"int8"``, ``"fp16"``)."""
+    if info.dtype in _FLOAT_DTYPES:
+        return info.elements * DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
+    return info.nbytes
+
+
+def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
+    if cost.unit_kind in (UnitKind.MOVE, UnitKind.AUX):
+        out_elements = sum(t.elements for t in (graph.tensor(o) for o in node.outputs) if t)
+        return float(cost.flops + out_elements)
+    return float(max(cost.flops, 2 * cost.macs))
+
+
+class _Residency:
+    """Which activation tensors stay on chip (see the module docstring for the policy)."""
+
+    def __init__(self, graph: Graph, profile: Profile, dtype: str, on_cpu: Sequence[bool],
+                 costs: Sequence[LayerCost]) -> None:
+        budget = profile.sram_bytes // 2
+        position: dict[str, int] = {}  # layer id -> index among non-zero-copy layers
+        k = 0
+        for node, cpu, cost in zip(graph.layers, on_cpu, costs, strict=True):
+            if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
+                k += 1
+            position[node.id] = k
+        consumers: dict[str, list[int]] = {}
+        for idx, node in enumerate(graph.layers):
+            for name in node.inputs:
+                if name:
+                    consumers.setdefault(name, []).append(idx)
+        outputs = {t.name for t in graph.outputs}
+        self.resident: set[str] = set()
+        if budget <= 0:
+            return
+        for idx, node in enumerate(graph.layers):
+            if on_cpu[idx]:
+                continue
+            for name in node.outputs:
+                info = graph.tensor(name)
+                users = consumers.get(name, [])
+                if info is None or not users or name in outputs or deployed_bytes(info, dtype) > budget:
+                    continue
+                me = position[node.id]
+                if all(not on_cpu[u] and position[graph.layers[u].id] <= me + 1 for u in users):
+                    self.resident.add(name)
+
+
+def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
+                   costs: Sequence[LayerCost] | None = None) -> Estimate:
+    """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's)."""
+    dtype = dtype or profile.default_dtype
+    costs = tuple(costs) if costs is not None else cost_graph(graph)
+    reasons = [fallback_reason(profile, node, graph) for node in graph.layers]
+    on_cpu = [r is not None for r in reasons]
+    residency = _Residency(graph, profile, dtype, on_cpu, costs)
+    layers = tuple(
+        _estimate_layer(graph, profile, dtype, node, cost, reason=reason, resident=residency.resident)
+        for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
+    )
+    return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs)
+
+
+def _estimate_layer(graph: Graph, profile: Profile, dtype: str, node: Node, cost: LayerCost, *,
+                    reason: str | None, resident: set[str]) -> LayerEstimate:
+    if reason is not None:
+        return _on_cpu(graph, profile, node, cost, reason)
+    if cost.unit_kind is UnitKind.ZERO_COPY:
+        return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
+    unit = profile.unit_for(cost.unit_kind, dtype)
+    compute_us = _compute_us(_ops(cost, graph, node), unit, dtype)
+    weights = [t for t in (graph.tensor(i) for i in node.inputs) if t and graph.is_constant(t.name)]
+    acts = [t for t in (graph.tensor(i) for i in node.inputs) if t and not graph.is_constant(t.name)]
+    weight_bytes = sum(deployed_bytes(t, dtype) for t in weights)
+    act_in = sum(deployed_bytes(t, dtype) for t in acts if t.name not in resident)
+    passes = 1
+    weight_budget = profile.sram_bytes // 2
+    if weight_budget > 0 and weight_bytes > weight_budget:
+        passes = -(-weight_bytes // weight_budget)
+        act_in += (passes - 1) * sum(deployed_bytes(t, dtype) for t in acts)
+    read = act_in + weight_bytes
+    written = sum(deployed_bytes(t, dtype) for t in (graph.tensor(o) for o in node.outputs)
+                  if t and t.name not in resident)
+    return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
+                   bandwidth=profile.attainable_ddr_bytes_per_s, overhead_us=unit.overhead_us, passes=passes,
+                   reason=None)
+
+
+def _on_cpu(graph: Graph, profile: Profile, node: Node, cost: LayerCost, reason: str) -> LayerEstimate:
+    unit = profile.cpu
+    compute_us = _compute_us(_ops(cost, graph, node), unit, _FALLBACK_DTYPE)
+    read = sum(deployed_bytes(t, _FALLBACK_DTYPE) for t in (graph.tensor(i) for i in node.inputs) if t)
+    written = sum(deployed_bytes(t, _FALLBACK_DTYPE) for t in (graph.tensor(o) for o in node.outputs) if t)
+    overhead = unit.overhead_us + profile.transfer_overhead_us
+    return _finish(node.id, unit.name, _FALLBACK_DTYPE, compute_us=compute_us, read=read, written=written,
+                   bandwidth=profile.cpu_ddr_bandwidth_bytes_per_s, overhead_us=overhead, passes=1, reason=reason)
+
+
+def _compute_us(ops: float, unit: ComputeUnit, dtype: str) -> float:
+    return ops / unit.attainable_ops_per_s(dtype) * 1e6
+
+
+def _finish(layer_id: str, unit: str, dtype: str, *, compute_us: float, read: int, written: int,
+            bandwidth: float, overhead_us: float, passes: int, reason: str | None) -> LayerEstimate:
+    load_us = read / bandwidth * 1e6
+    store_us = written / bandwidth * 1e6
+    memory_us = load_us + store_us
+    body = max(compute_us, memory_us)
+    if overhead_us > body:
+        bound = Bound.OVERHEAD
+    elif compute_us >= memory_us:
+        bound = Bound.COMPUTE
+    else:
+        bound = Bound.BANDWIDTH
+    return LayerEstimate(layer_id, unit, dtype, compute_us, load_us, store_us, overhead_us,
+                         body + overhead_us, bound, read, written, passes, reason)

@@ -1,0 +1,66 @@
+"""What the static model says of each layer on one hardware profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from layerscope.costs.types import LayerCost
+
+
+class Bound(StrEnum):
+    """What limits a layer in the roofline model."""
+
+    COMPUTE = "compute"
+    BANDWIDTH = "bandwidth"
+    OVERHEAD = "overhead"
+    NONE = "none"  # zero-copy: a view, no work
+
+
+@dataclass(frozen=True)
+class LayerEstimate:
+    """Estimated time of one layer on one profile. An estimate, never a measurement.
+
+    ``compute_us`` on ``unit``; ``load_us``/``store_us`` for the DDR traffic ``ddr_read_bytes`` /
+    ``ddr_write_bytes`` at the deployed ``dtype``; ``latency_us`` = max(compute, load + store)
+    + ``overhead_us`` (DMA overlaps compute, load and store share DDR). ``fallback_reason`` is set
+    when the profile runs the layer on the CPU; ``weight_passes`` > 1 when its weights exceed the
+    on-chip SRAM and are streamed in that many passes, each reloading the input activations.
+    """
+
+    layer_id: str
+    unit: str
+    dtype: str
+    compute_us: float
+    load_us: float
+    store_us: float
+    overhead_us: float
+    latency_us: float
+    bound: Bound
+    ddr_read_bytes: int
+    ddr_write_bytes: int
+    weight_passes: int = 1
+    fallback_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A whole model's estimate on one profile: per layer, in graph order, and the totals."""
+
+    profile_name: str
+    dtype: str
+    layers: tuple[LayerEstimate, ...]
+    costs: tuple[LayerCost, ...]
+
+    @property
+    def latency_us(self) -> float:
+        """Layers run one after another in this model (no inter-layer overlap)."""
+        return sum(e.latency_us for e in self.layers)
+
+    @property
+    def ddr_bytes(self) -> int:
+        return sum(e.ddr_read_bytes + e.ddr_write_bytes for e in self.layers)
+
+    @property
+    def fallback_count(self) -> int:
+        return sum(1 for e in self.layers if e.fallback_reason)

@@ -1,0 +1,87 @@
+"""Terminal reporters: pure functions from a saved run (a dict) to rich renderables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.report.units import human_bytes, human_count, human_us
+
+
+def top_layers_table(run: Mapping[str, Any], top: int) -> Table:
+    """The ``top`` layers by estimated latency: id, op, output shape, MACs, est. µs, share, bound, unit."""
+    layers = run["layers"]
+    total = sum(layer["estimate"]["latency_us"] for layer in layers) or 1.0
+    ranked = sorted(layers, key=lambda layer: -layer["estimate"]["latency_us"])[:top]
+    table = Table(title=f"Top {len(ranked)} of {len(layers)} layers by estimated latency", title_justify="left",
+                  caption="* runs on the CPU (fallback): see the reasons below", caption_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("layer", overflow="fold", min_width=10)
+    table.add_column("op", no_wrap=True)
+    table.add_column("output shape", overflow="fold", min_width=9)
+    for header in ("MACs", "est. µs", "share"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("bound", no_wrap=True)
+    table.add_column("unit", no_wrap=True)
+    for rank, layer in enumerate(ranked, 1):
+        est = layer["estimate"]
+        shapes = [s for s in layer.get("output_shapes", []) if s is not None]
+        unit = est["unit"] + (" *" if est.get("fallback_reason") else "")
+        table.add_row(
+            str(rank),
+            Text(layer["id"]),
+            Text(layer["op_type"]),
+            "x".join(map(str, shapes[0])) if shapes else "-",
+            human_count(layer["macs"]) if layer["macs"] else "-",
+            f"{est['latency_us']:.1f}",
+            f"{100 * est['latency_us'] / total:.1f}%",
+            est["bound"],
+            Text(unit),
+        )
+    return table
+
+
+def estimate_summary(run: Mapping[str, Any]) -> RenderableType:
+    """Summary lines of an estimate: totals, latency and FPS, fallbacks, unknown ops."""
+    s = run["summary"]
+    target = run["target"]
+    model = run["model"]
+    inputs = ", ".join(f"{t['name']} {'x'.join(map(str, t['shape']))} {t['dtype']}" for t in model["inputs"])
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    rows: list[tuple[str, str | Text]] = [
+        ("model", Text(f"{model['name']}  ({model['path']})")),
+        ("inputs", Text(inputs)),
+        ("target", Text(f"{target['name']}: {target['description']}  [dtype {target['dtype']}]")),
+        ("layers", f"{s['layer_count']} runtime layers, {s['folded_count']} constant nodes folded, "
+                   f"{s['zero_copy_count']} zero-copy"),
+        ("MACs", f"{human_count(s['macs'])} total, {human_count(s['tensor_macs'])} conv/matmul"),
+        ("params", f"{human_count(s['params'])}  ({human_bytes(s['weight_bytes'])} of weights as stored in the model)"),
+        ("DDR traffic", f"{human_bytes(s['ddr_bytes'])} per run"),
+        ("est. latency", f"{human_us(s['est_latency_us'])}  ({s['est_fps']:.1f} FPS)" if s["est_fps"]
+         else human_us(s["est_latency_us"])),
+        ("CPU fallback", f"{s['cpu_fallback_count']} layer(s)"),
+        ("unknown ops", Text(", ".join(f"{u['op_type']} x{u['count']}" for u in run.get("unknown_ops", []))
+                             or "none")),
+    ]
+    for key, value in rows:
+        grid.add_row(key, value)
+    note = Text(f"ESTIMATE: {run['estimate_info']['note']}. Measure with a runtime to get real numbers.",
+                style="yellow")
+    fallbacks = [(layer["id"], layer["estimate"]["fallback_reason"]) for layer in run["layers"]
+                 if layer["estimate"].get("fallback_reason")]
+    parts: list[RenderableType] = [grid]
+    if fallbacks:
+        parts.append(Text("CPU fallback:", style="bold"))
+        parts.extend(Text(f"  {lid}: {reason}") for lid, reason in fallbacks[:10])
+        if len(fallbacks) > 10:
+            parts.append(Text(f"  ... and {len(fallbacks) - 10} more (see the run file)"))
+    parts.append(note)
+    return Group(*parts)

@@ -1,0 +1,261 @@
+"""The hardware profile types: what a target can compute, how fast, and what it cannot run.
+
+Contract:
+- Every rate is an aggregate over the whole device (all of ``Profile.cores`` together), in
+  operations per second where one multiply-accumulate counts as 2 operations.
+- Bandwidths are bytes per second; overheads are microseconds; sizes are bytes.
+- ``efficiency`` fields are the attainable fraction of the peak in (0, 1]; they are documented
+  assumptions (or measurements) recorded in ``Profile.sources``.
+- Instances are immutable and always valid: ``targets.schema`` validates every field before one is
+  built, so code that receives a ``Profile`` never re-checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from layerscope.costs.types import UnitKind
+
+#: dtype names a profile may use as keys of ``peak_ops_per_s`` and in ``dtypes``.
+KNOWN_DTYPES: tuple[str, ...] = (
+    "int4",
+    "int8",
+    "uint8",
+    "int16",
+    "int32",
+    "fp8",
+    "fp16",
+    "bf16",
+    "tf32",
+    "fp32",
+    "fp64",
+)
+
+#: numpy dtype names (as ``TensorInfo.dtype`` and ``LayerCost.dtype`` carry them) -> profile names.
+_NUMPY_TO_PROFILE: Mapping[str, str] = MappingProxyType(
+    {
+        "float64": "fp64",
+        "float32": "fp32",
+        "float16": "fp16",
+        "bfloat16": "bf16",
+        "float8": "fp8",
+        "uint4": "int4",
+    }
+)
+
+#: The documented fallback when a unit lists no rate for a dtype: try these, in order; if none is
+#: listed either, use the slowest rate the unit lists (a pessimistic but never-zero answer).
+#: Why each: a 16-bit integer path usually shares the half-precision datapath (or runs the int8
+#: array at half rate, which the fp16 rate approximates); sub-byte and unsigned integers run on the
+#: int8 path; bf16 shares the fp16 datapath; tf32 is an fp32 input format; int32 arithmetic runs at
+#: roughly the fp32 rate on CPUs and GPUs; fp16 without native support is computed in fp32.
+DTYPE_FALLBACKS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "int16": ("fp16", "int8"),
+        "uint8": ("int8",),
+        "int4": ("int8",),
+        "fp8": ("fp16", "int8"),
+        "bf16": ("fp16",),
+        "tf32": ("fp32",),
+        "int32": ("fp32",),
+        "fp16": ("fp32",),
+        "fp64": ("fp32",),
+    }
+)
+
+#: Kinds that compute (as opposed to moving data); only units with one count toward peak figures.
+COMPUTE_KINDS: frozenset[UnitKind] = frozenset(
+    {UnitKind.TENSOR, UnitKind.VECTOR, UnitKind.AUX, UnitKind.SCALAR}
+)
+
+#: The values of ``Profile.kind``.
+PROFILE_KINDS: tuple[str, ...] = ("npu", "gpu", "cpu")
+
+
+def normalize_dtype(dtype: str) -> str:
+    """Map a numpy dtype name (``"float16"``) or a profile dtype name (``"fp16"``) to the latter."""
+    name = dtype.strip().lower()
+    return _NUMPY_TO_PROFILE.get(name, name)
+
+
+@dataclass(frozen=True)
+class ComputeUnit:
+    """One compute engine of a target (e.g. Horizon's TAE, an NVIDIA tensor core, a CPU's SIMD).
+
+    ``kinds``: the layer kinds it runs. ``peak_ops_per_s``: dtype -> aggregate peak (1 MAC = 2 ops),
+    every value positive, at least one entry. ``efficiency``: attainable fraction of the peak.
+    ``overhead_us``: fixed cost per layer (dispatch, instruction setup).
+    """
+
+    name: str
+    kinds: tuple[UnitKind, ...]
+    peak_ops_per_s: Mapping[str, float]
+    efficiency: float
+    overhead_us: float
+
+    def __hash__(self) -> int:
+        # Explicit because the rate mapping is not hashable; consistent with the generated __eq__.
+        peaks = tuple(sorted(self.peak_ops_per_s.items()))
+        return hash((self.name, self.kinds, peaks, self.efficiency, self.overhead_us))
+
+    def ops_per_s(self, dtype: str) -> float:
+        """Peak ops/s for ``dtype`` (numpy or profile spelling); never 0.
+
+        The exact dtype if listed; else the first listed entry of ``DTYPE_FALLBACKS[dtype]``; else
+        the slowest rate the unit lists.
+        """
+        name = normalize_dtype(dtype)
+        if name in self.peak_ops_per_s:
+            return self.peak_ops_per_s[name]
+        for alias in DTYPE_FALLBACKS.get(name, ()):
+            if alias in self.peak_ops_per_s:
+                return self.peak_ops_per_s[alias]
+        return min(self.peak_ops_per_s.values())
+
+    def supports(self, dtype: str) -> bool:
+        """Whether the unit lists a rate for exactly this dtype (no fallback)."""
+        return normalize_dtype(dtype) in self.peak_ops_per_s
+
+    def attainable_ops_per_s(self, dtype: str) -> float:
+        """``ops_per_s(dtype) * efficiency``: what a well-shaped layer can expect."""
+        return self.ops_per_s(dtype) * self.efficiency
+
+
+@dataclass(frozen=True)
+class FallbackRule:
+    """A layer the accelerator does not run: it falls back to ``Profile.cpu``.
+
+    ``op_type`` is an ONNX op type, or ``"*"`` for any op. ``condition`` names a predicate
+    registered in ``targets.rules.PREDICATES``; ``None`` means always. ``reason`` is plain text for a
+    deployment engineer (what the hardware cannot do and where the layer runs instead).
+    """
+
+    op_type: str
+    condition: str | None
+    reason: str
+
+    def matches_op(self, op_type: str) -> bool:
+        return self.op_type in ("*", op_type)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A hardware target as data. See the module docstring for units and invariants.
+
+    ``cpu``: the host CPU that fallback layers run on (for a ``cpu`` profile, its own unit).
+    ``sources``: dotted field name (``"units.TAE.peak_ops_per_s.int8"``,
+    ``"ddr_bandwidth_bytes_per_s"``) -> a source URL/document, ``"measured: ..."`` or
+    ``"assumption: why"``; a parent key (``"cpu.peak_ops_per_s"``) covers its children.
+    """
+
+    name: str
+    description: str
+    kind: str
+    source_path: str
+    units: tuple[ComputeUnit, ...]
+    cpu: ComputeUnit
+    ddr_bandwidth_bytes_per_s: float
+    ddr_efficiency: float
+    cpu_ddr_bandwidth_bytes_per_s: float
+    transfer_overhead_us: float
+    sram_bytes: int
+    cores: int
+    clock_hz: float
+    default_dtype: str
+    dtypes: tuple[str, ...]
+    lane_width: int
+    fallback_rules: tuple[FallbackRule, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def __hash__(self) -> int:
+        # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.
+        return hash((self.name, self.kind, self.source_path, self.description, self.units, self.cpu))
+
+    def unit_for(self, kind: UnitKind, dtype: str | None = None) -> ComputeUnit:
+        """The unit that runs layers of ``kind``.
+
+        Without ``dtype``: the first unit listing ``kind``. With ``dtype``: the first unit listing
+        ``kind`` that has an exact rate for ``dtype`` (so fp32 vector work on a BPU goes to the
+        unit that actually does fp32), else the first unit listing ``kind``. No unit lists it:
+        ``cpu``.
+        """
+        candidates = [u for u in self.units if kind in u.kinds]
+        if dtype is not None:
+            for unit in candidates:
+                if unit.supports(dtype):
+                    return unit
+        return candidates[0] if candidates else self.cpu
+
+    def unit(self, name: str) -> ComputeUnit:
+        """The unit called ``name`` (the CPU included); ``KeyError`` if there is none."""
+        for unit in (*self.units, self.cpu):
+            if unit.name == name:
+                return unit
+        raise KeyError(name)
+
+    def peak_ops_per_s(self, dtype: str) -> float | None:
+        """The fastest exact rate a computing accelerator unit lists for ``dtype``; ``None`` if none.
+
+        Units that only move data (``move``/``zero_copy``) do not count. For a ``cpu`` profile the
+        CPU unit counts as the accelerator.
+        """
+        name = normalize_dtype(dtype)
+        units = self.units if self.kind != "cpu" else (*self.units, self.cpu)
+        rates = [
+            u.peak_ops_per_s[name]
+            for u in units
+            if name in u.peak_ops_per_s and COMPUTE_KINDS.intersection(u.kinds)
+        ]
+        return max(rates) if rates else None
+
+    @property
+    def attainable_ddr_bytes_per_s(self) -> float:
+        return self.ddr_bandwidth_bytes_per_s * self.ddr_efficiency
+
+    def source_for(self, dotted: str) -> str | None:
+        """The source of a field, looking up parent keys (``a.b.c``, then ``a.b``, then ``a``)."""
+        parts = dotted.split(".")
+        for end in range(len(parts), 0, -1):
+            key = ".".join(parts[:end])
+            if key in self.sources:
+                return self.sources[key]
+        return None
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """One row of ``list_profiles()``: enough to choose a target without loading its rules.
+
+    Peaks are the fastest exact rate for that dtype (``None``: no unit lists it). For the host
+    target before its first measurement, ``measured_on_first_use`` is True and the numbers are
+    ``None``.
+    """
+
+    name: str
+    kind: str
+    description: str
+    peak_int8_ops_per_s: float | None
+    peak_fp16_ops_per_s: float | None
+    peak_fp32_ops_per_s: float | None
+    ddr_bandwidth_bytes_per_s: float | None
+    sram_bytes: int | None
+    cores: int | None
+    source_path: str
+    measured_on_first_use: bool = False
+
+    @classmethod
+    def of(cls, profile: Profile) -> ProfileSummary:
+        return cls(
+            name=profile.name,
+            kind=profile.kind,
+            description=profile.description,
+            peak_int8_ops_per_s=profile.peak_ops_per_s("int8"),
+            peak_fp16_ops_per_s=profile.peak_ops_per_s("fp16"),
+            peak_fp32_ops_per_s=profile.peak_ops_per_s("fp32"),
+            ddr_bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s,
+            sram_bytes=profile.sram_bytes,
+            cores=profile.cores,
+            source_path=profile.source_path,
+        )

@@ -1,0 +1,118 @@
+"""Roofline estimate: hand-computed numbers on small graphs, and properties on real networks."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from conftest import F32, ZOO_MODELS, ModelWriter
+from layerscope.costs.types import UnitKind
+from layerscope.estimate import Bound, estimate_graph
+from layerscope.model import Graph, load_model
+from layerscope.targets import load_profile
+from layerscope.targets.profile import ComputeUnit, FallbackRule, Profile
+
+ALL_KINDS = tuple(UnitKind)
+
+
+def toy_profile(sram_bytes: int = 0, rules: tuple[FallbackRule, ...] = ()) -> Profile:
+    """1 Tops on every kind, 1 GB/s DDR, no overheads: numbers a test can compute by hand."""
+    unit = ComputeUnit("U", ALL_KINDS, {"fp32": 1e12, "int8": 4e12}, efficiency=1.0, overhead_us=0.0)
+    cpu = ComputeUnit("CPU", ALL_KINDS, {"fp32": 1e10}, efficiency=1.0, overhead_us=5.0)
+    return Profile(
+        name="toy", description="toy", kind="npu", source_path="<test>", units=(unit,), cpu=cpu,
+        ddr_bandwidth_bytes_per_s=1e9, ddr_efficiency=1.0, cpu_ddr_bandwidth_bytes_per_s=5e8,
+        transfer_overhead_us=10.0, sram_bytes=sram_bytes, cores=1, clock_hz=1e9, default_dtype="fp32",
+        dtypes=("fp32", "int8"), lane_width=8, fallback_rules=rules)
+
+
+def three_layers(write_model: ModelWriter) -> Graph:
+    """Conv(8->16, 3x3, pad 1) on 1x8x16x16 -> Relu -> MaxPool(2x2, stride 2): all fp32."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    w = np.zeros((16, 8, 3, 3), np.float32)
+    return load_model(write_model(nodes, [("x", F32, [1, 8, 16, 16])], [("y", F32, None)], {"w": w}))
+
+
+def test_three_layer_graph_by_hand_all_through_ddr(write_model: ModelWriter) -> None:
+    est = estimate_graph(three_layers(write_model), toy_profile())
+    conv, relu, pool = est.layers
+    # conv: MACs = 16 out ch x 16 x 16 x (8 x 3 x 3) = 294,912 -> 589,824 ops at 1e12/s = 0.589824 us
+    assert conv.compute_us == pytest.approx(0.589824)
+    # reads x (8x16x16x4 = 8,192 B) + w (16x8x9x4 = 4,608 B) = 12,800 B at 1e9 B/s = 12.8 us
+    assert conv.ddr_read_bytes == 12_800 and conv.load_us == pytest.approx(12.8)
+    # writes c (16x16x16x4 = 16,384 B) = 16.384 us
+    assert conv.ddr_write_bytes == 16_384 and conv.store_us == pytest.approx(16.384)
+    assert conv.latency_us == pytest.approx(12.8 + 16.384)
+    assert conv.bound is Bound.BANDWIDTH
+    # relu: reads and writes 16,384 B each
+    assert relu.latency_us == pytest.approx(2 * 16.384)
+    # pool: reads 16,384 B, writes 16x8x8x4 = 4,096 B
+    assert pool.latency_us == pytest.approx(16.384 + 4.096)
+    assert est.latency_us == pytest.approx(29.184 + 32.768 + 20.48)
+    assert est.ddr_bytes == 12_800 + 16_384 + 2 * 16_384 + 16_384 + 4_096
+
+
+def test_activations_stay_on_chip_when_they_fit(write_model: ModelWriter) -> None:
+    est = estimate_graph(three_layers(write_model), toy_profile(sram_bytes=1 << 20))
+    conv, relu, pool = est.layers
+    assert conv.ddr_write_bytes == 0  # c is consumed by the next layer only and fits
+    assert relu.ddr_read_bytes == 0 and relu.ddr_write_bytes == 0
+    assert pool.ddr_read_bytes == 0 and pool.ddr_write_bytes == 4_096  # y is a model output
+    assert relu.bound is Bound.COMPUTE
+
+
+def test_int8_deployment_quarters_float_traffic(write_model: ModelWriter) -> None:
+    est = estimate_graph(three_layers(write_model), toy_profile(), dtype="int8")
+    assert est.layers[0].ddr_read_bytes == 12_800 // 4
+    assert est.layers[0].compute_us == pytest.approx(589_824 / 4e12 * 1e6)
+
+
+def test_weights_larger_than_sram_are_streamed_in_passes(write_model: ModelWriter) -> None:
+    # weights 4,608 B; SRAM 4,096 B -> 2,048 B for weights -> ceil(4608 / 2048) = 3 passes,
+    # so the input (8,192 B) is read 3 times; c (16,384 B) does not fit the 2,048 B activation half.
+    est = estimate_graph(three_layers(write_model), toy_profile(sram_bytes=4_096))
+    conv = est.layers[0]
+    assert conv.weight_passes == 3
+    assert conv.ddr_read_bytes == 3 * 8_192 + 4_608
+
+
+def test_cpu_fallback_layer_runs_on_the_cpu_with_hand_off(write_model: ModelWriter) -> None:
+    rule = FallbackRule("Relu", None, "no Relu here")
+    est = estimate_graph(three_layers(write_model), toy_profile(sram_bytes=1 << 20, rules=(rule,)))
+    conv, relu, _ = est.layers
+    assert relu.fallback_reason == "no Relu here" and relu.unit == "CPU"
+    # 4,096 elements x 1 op at 1e10/s = 0.4096 us; 32,768 B at 5e8 B/s = 65.536 us; + 5 + 10 us
+    assert relu.latency_us == pytest.approx(65.536 + 15.0)
+    assert conv.ddr_write_bytes == 16_384  # its consumer is on the CPU: c must go to DDR
+    assert est.fallback_count == 1
+
+
+def test_zero_copy_layers_take_no_time(write_model: ModelWriter) -> None:
+    nodes = [helper.make_node("Flatten", ["x"], ["y"], axis=1)]
+    est = estimate_graph(load_model(write_model(nodes, [("x", F32, [2, 3, 4])], [("y", F32, None)])), toy_profile())
+    assert est.layers[0].latency_us == 0.0 and est.layers[0].bound is Bound.NONE
+
+
+@pytest.mark.parametrize("path", ZOO_MODELS, ids=lambda p: p.stem)
+def test_properties_on_the_zoo(path: Path) -> None:
+    graph = load_model(path)
+    s100 = load_profile("rdk-s100")
+    base = estimate_graph(graph, s100)
+    assert base.latency_us > 0
+    for e, c in zip(base.layers, base.costs, strict=True):
+        assert e.latency_us >= 0
+        if c.unit_kind is not UnitKind.ZERO_COPY:
+            # latency is at least the DDR time of what it moves and at least its compute
+            assert e.latency_us >= max(e.compute_us, e.load_us + e.store_us)
+    faster_ddr = dataclasses.replace(s100, ddr_bandwidth_bytes_per_s=2 * s100.ddr_bandwidth_bytes_per_s)
+    more_sram = dataclasses.replace(s100, sram_bytes=4 * s100.sram_bytes)
+    assert estimate_graph(graph, faster_ddr).latency_us <= base.latency_us
+    assert estimate_graph(graph, more_sram).latency_us <= base.latency_us * (1 + 1e-12)

@@ -1,0 +1,164 @@
+"""The host probe: measures this machine once, caches it atomically, reuses the cache."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from layerscope.cli.targets import command
+from layerscope.costs.types import UnitKind
+from layerscope.targets import host, list_profiles, load_profile
+from layerscope.targets.host import HostMeasurement
+
+FAKE = HostMeasurement(
+    probe_version=host.PROBE_VERSION,
+    measured_at="2025-01-01T00:00:00+00:00",
+    cpu_model="Test CPU 9000",
+    cores=4,
+    onnxruntime_version="1.0",
+    numpy_version="2.0",
+    machine="x86_64",
+    fp32_ops_per_s=100e9,
+    int8_ops_per_s=None,
+    fp16_ops_per_s=None,
+    copy_bytes_per_s=20e9,
+    dispatch_overhead_us=3.0,
+    llc_bytes=32 * 1024 * 1024,
+    clock_hz=None,
+    lane_width=8,
+)
+
+
+@pytest.fixture
+def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    monkeypatch.setenv("LAYERSCOPE_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def fake_probe(monkeypatch: pytest.MonkeyPatch, cache: Path) -> list[int]:
+    """Replace the real measurement by ``FAKE``; the list counts the calls."""
+    calls: list[int] = []
+
+    def measure() -> HostMeasurement:
+        calls.append(1)
+        return replace(FAKE, cores=FAKE.cores + len(calls) - 1)
+
+    monkeypatch.setattr(host, "measure_host", measure)
+    return calls
+
+
+def test_real_probe_measures_positive_numbers_and_the_second_call_reads_the_cache(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = host.host_profile()
+    files = list(cache.glob("host-*.json"))
+    assert len(files) == 1 and files[0] == host.cache_path()
+    assert not list(cache.glob("*.tmp"))
+    unit = first.unit_for(UnitKind.TENSOR)
+    assert unit == first.cpu and unit.name == "cpu-simd"
+    assert unit.ops_per_s("fp32") > 0 and unit.overhead_us > 0
+    assert first.ddr_bandwidth_bytes_per_s > 0 and first.cores >= 1
+    assert first.kind == "cpu" and first.fallback_rules == ()
+    assert host.cpu_model() in first.description and "onnxruntime" in first.description
+    assert (first.source_for(f"units.{unit.name}.peak_ops_per_s.fp32") or "").startswith("measured: ")
+
+    mtime = files[0].stat().st_mtime_ns
+
+    def refuse() -> None:
+        raise AssertionError("measured again instead of reading the cache")
+
+    monkeypatch.setattr(host, "measure_host", refuse)
+    second = load_profile("host")
+    assert second.cpu.peak_ops_per_s == first.cpu.peak_ops_per_s
+    assert second.description == first.description
+    assert files[0].stat().st_mtime_ns == mtime
+    row = next(r for r in list_profiles() if r.name == "host")
+    assert not row.measured_on_first_use and row.peak_fp32_ops_per_s == unit.ops_per_s("fp32")
+
+
+def test_refresh_measures_again_and_replaces_the_cache(fake_probe: list[int]) -> None:
+    assert host.host_measurement().cores == 4
+    assert host.host_measurement().cores == 4
+    assert len(fake_probe) == 1
+    assert host.host_measurement(refresh=True).cores == 5
+    assert len(fake_probe) == 2
+    assert host.load_cached() == replace(FAKE, cores=5)
+
+
+def test_a_corrupt_cache_is_measured_again(fake_probe: list[int]) -> None:
+    path = host.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json", encoding="utf-8")
+    assert host.host_measurement() == FAKE
+    assert fake_probe == [1]
+    assert json.loads(path.read_text(encoding="utf-8"))["schema"] == 1
+
+
+def test_a_cache_from_another_probe_version_is_ignored(fake_probe: list[int]) -> None:
+    path = host.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(replace(FAKE, probe_version=host.PROBE_VERSION + 1).to_json(), encoding="utf-8")
+    assert host.load_cached() is None
+    host.host_measurement()
+    assert fake_probe == [1]
+
+
+@pytest.mark.parametrize(("field", "value"), [("cores", "4"), ("fp32_ops_per_s", -1.0), ("cpu_model", None)])
+def test_a_cache_with_a_wrong_field_is_ignored(fake_probe: list[int], field: str, value: object) -> None:
+    path = host.cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(FAKE.to_json())
+    data[field] = value
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert host.load_cached() is None
+    assert host.host_measurement() == FAKE and fake_probe == [1]
+
+
+def test_the_profile_built_from_a_measurement(fake_probe: list[int]) -> None:
+    profile = host.host_profile()
+    assert profile.cpu.peak_ops_per_s == {"fp32": 100e9}
+    assert profile.dtypes == ("fp32",)
+    assert profile.cpu.ops_per_s("int8") == 100e9  # not measured: falls back to the slowest listed
+    assert (profile.ddr_bandwidth_bytes_per_s, profile.cpu_ddr_bandwidth_bytes_per_s) == (20e9, 20e9)
+    assert (profile.sram_bytes, profile.cores, profile.lane_width) == (32 * 1024 * 1024, 4, 8)
+    assert profile.clock_hz == 1e9
+    assert (profile.source_for("clock_hz") or "").startswith("assumption")
+    assert profile.description == (
+        "this machine, measured 2025-01-01T00:00:00+00:00: Test CPU 9000, 4 cores, onnxruntime 1.0"
+    )
+
+
+def test_cache_location(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("LAYERSCOPE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert host.cache_dir() == tmp_path / "xdg" / "layerscope"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert host.cache_dir() == tmp_path / "home" / ".cache" / "layerscope"
+    monkeypatch.setenv("LAYERSCOPE_CACHE_DIR", str(tmp_path / "mine"))
+    assert host.cache_path().parent == tmp_path / "mine"
+    assert host.cache_path().name.startswith("host-") and host.cache_path().suffix == ".json"
+
+
+def test_targets_reprobe_measures_and_shows_the_host(fake_probe: list[int]) -> None:
+    host.host_measurement()
+    result = CliRunner(env={"COLUMNS": "200"}).invoke(command, ["--reprobe"])
+    assert result.exit_code == 0, result.output
+    assert fake_probe == [1, 1]
+    assert "Test CPU 9000" in result.output and "cpu-simd" in result.output
+
+
+def test_an_unwritable_cache_warns_but_still_measures(
+    fake_probe: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("LAYERSCOPE_CACHE_DIR", str(blocker / "cache"))
+    with pytest.warns(UserWarning, match="could not cache the host measurement"):
+        assert host.host_measurement() == FAKE
+    assert fake_probe == [1]
