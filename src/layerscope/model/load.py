@@ -13,6 +13,7 @@ Contract of :func:`load_model`:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -189,6 +190,24 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto]) 
                          hint=f"set them with --shape, e.g. --shape {example}=1x3x640x640")
 
 
+def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy for shape inference where large initializers are typed graph inputs, not data.
+
+    Shape inference needs only their dims; serialising tens of MB of weights for it would dominate the
+    load time. Small initializers keep their values, which data propagation may need.
+    """
+    graph = model.graph
+    small = [t for t in graph.initializer if math.prod(t.dims) <= SMALL_CONST_ELEMENTS]
+    large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+             for t in graph.initializer if math.prod(t.dims) > SMALL_CONST_ELEMENTS]
+    listed = {vi.name for vi in graph.input}
+    light = helper.make_graph(list(graph.node), graph.name or "g",
+                              [*graph.input, *(vi for vi in large if vi.name not in listed)],
+                              list(graph.output), initializer=small, value_info=list(graph.value_info))
+    return helper.make_model(light, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4),
+                             functions=list(model.functions))
+
+
 def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     """Run ONNX shape inference; return every tensor whose shape came out fully static."""
     try:
@@ -359,7 +378,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     _apply_input_shapes(model, runtime_inputs, shapes or {})
     _check_static_inputs(path, runtime_inputs)
 
-    infos = _infer(model)
+    infos = _infer(_without_large_weights(model))
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(list(model.graph.node), available)
 

@@ -19,7 +19,9 @@ def top_layers_table(run: Mapping[str, Any], top: int) -> Table:
     total = sum(layer["estimate"]["latency_us"] for layer in layers) or 1.0
     ranked = sorted(layers, key=lambda layer: -layer["estimate"]["latency_us"])[:top]
     table = Table(title=f"Top {len(ranked)} of {len(layers)} layers by estimated latency", title_justify="left",
-                  caption="* runs on the CPU (fallback): see the reasons below", caption_justify="left",
+                  caption="* runs on the CPU (fallback): see the reasons below"
+                  if any(layer["estimate"].get("fallback_reason") for layer in ranked) else None,
+                  caption_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("layer", overflow="fold", min_width=10)
