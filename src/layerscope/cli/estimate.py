@@ -8,10 +8,11 @@ import click
 from rich.console import Console
 
 from layerscope.cli.options import parse_shapes, shape_option, target_option
-from layerscope.estimate import estimate_graph
+from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import load_model
 from layerscope.report.terminal import estimate_summary, top_layers_table
-from layerscope.run import run_from_estimate, save_run
+from layerscope.report.timeline_terminal import timeline_report
+from layerscope.run import run_from_estimate, save_run, timeline_section
 from layerscope.targets import load_profile
 
 DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
@@ -27,19 +28,27 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
               help="Write the run file (JSON) that later commands read and extend.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers the table shows.")
+@click.option("--timeline", is_flag=True,
+              help="Also schedule one frame over the units, cores and DDR: summary, memory plan, and with --json "
+                   "the timeline per unit and core and the bandwidth over time.")
 def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | None, json_out: Path | None,
-            top: int) -> None:
+            top: int, timeline: bool) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
     profile = load_profile(target)
     if dtype is not None and dtype not in profile.dtypes:
         raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
                                  param_hint="--dtype")
     graph = load_model(model, parse_shapes(shapes))
-    run = run_from_estimate(graph, estimate_graph(graph, profile, dtype), profile)
+    estimate = estimate_graph(graph, profile, dtype)
+    run = run_from_estimate(graph, estimate, profile)
+    if timeline:
+        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs))
     console = Console()
     if top:
         console.print(top_layers_table(run, top))
     console.print(estimate_summary(run))
+    if timeline:
+        console.print(timeline_report(run))
     if json_out is not None:
         written = save_run(run, json_out)
         console.print(f"run file: {written}")

@@ -1,6 +1,35 @@
-"""Static estimates: roofline per layer on a hardware profile."""
+"""Static estimates: roofline per layer on a hardware profile; the timeline of one frame over units,
+cores and DDR, with its memory plan."""
 
-from layerscope.estimate.roofline import deployed_bytes, estimate_graph
+from layerscope.estimate.memory import MemoryPlan, plan_memory
+from layerscope.estimate.roofline import deployed_bytes, estimate_graph, resident_tensors
+from layerscope.estimate.timeline import (
+    Busy,
+    Interval,
+    LayerSpan,
+    TimeBins,
+    Timeline,
+    Track,
+    core_share,
+    simulate_timeline,
+)
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 
-__all__ = ["Bound", "Estimate", "LayerEstimate", "deployed_bytes", "estimate_graph"]
+__all__ = [
+    "Bound",
+    "Busy",
+    "Estimate",
+    "Interval",
+    "LayerEstimate",
+    "LayerSpan",
+    "MemoryPlan",
+    "TimeBins",
+    "Timeline",
+    "Track",
+    "core_share",
+    "deployed_bytes",
+    "estimate_graph",
+    "plan_memory",
+    "resident_tensors",
+    "simulate_timeline",
+]

@@ -32,9 +32,14 @@ _DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int
 _FALLBACK_DTYPE = "fp32"
 
 
+def is_float(info: TensorInfo) -> bool:
+    """Whether ``info`` is a float tensor, i.e. one stored at the deployed dtype rather than its own."""
+    return info.dtype in _FLOAT_DTYPES
+
+
 def deployed_bytes(info: TensorInfo, dtype: str) -> int:
     """Bytes of ``info`` when float tensors are stored as ``dtype`` (e.g. ``"int8"``, ``"fp16"``)."""
-    if info.dtype in _FLOAT_DTYPES:
+    if is_float(info):
         return info.elements * DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
     return info.nbytes
 
@@ -78,6 +83,16 @@ class _Residency:
                 me = position[node.id]
                 if all(not on_cpu[u] and position[graph.layers[u].id] <= me + 1 for u in users):
                     self.resident.add(name)
+
+
+def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence[LayerCost],
+                     on_cpu: Sequence[bool]) -> frozenset[str]:
+    """Names of the activations that stay on chip (no store, no load) under the residency policy.
+
+    The policy of the module docstring, exactly as :func:`estimate_graph` applies it; ``on_cpu[i]``
+    says whether ``graph.layers[i]`` falls back to the CPU.
+    """
+    return frozenset(_Residency(graph, profile, dtype, on_cpu, costs).resident)
 
 
 def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,

@@ -1,0 +1,199 @@
+"""The memory plan of one model: what it needs in DDR, by the categories of Horizon's compiler report.
+
+A liveness analysis along a schedule (each layer's active window ``[start_us, end_us]``, e.g. from
+:func:`layerscope.estimate.timeline.simulate_timeline`). Every activation tensor gets a *buffer*:
+
+- a zero-copy view (Reshape, Flatten, ...) shares the buffer of its input, so a chain of views is one
+  buffer that lives until the last consumer of any of them;
+- a buffer is stored at its producer's dtype (the deployed dtype on the accelerator, fp32 on the CPU);
+  graph inputs at the deployed dtype;
+- it is live from its producer's active start (``0`` for a graph input) to the latest active end of
+  its consumers; a graph output stays live to the end of the frame; an output nobody reads lives
+  while its producer runs;
+- a layer reading a float buffer stored at another dtype (the CPU reading int8, the accelerator
+  reading the CPU's fp32) needs a converted copy at its own dtype, live while that layer runs: a
+  *temporary*.
+
+The categories (bytes; "peak" is the most live at one instant, frees before allocations at the
+same instant):
+
+- ``static_bytes``: the weights (constants read by layers that compute), at their readers' dtype;
+- ``input_bytes`` / ``output_bytes``: the graph's input and output buffers;
+- ``shared_temporary_bytes``: peak of the temporaries; no layer's state survives them, so one
+  allocation serves every frame and every model on the device;
+- ``exclusive_intermediate_bytes``: peak of the intermediate buffers held in DDR (not resident on
+  chip): needed once per frame in flight;
+- ``on_chip_peak_bytes``: peak of the intermediates the residency policy keeps in SRAM (not DDR);
+- ``peak_live_bytes``: peak of every buffer at once, wherever it lives (what a layer's inputs plus
+  outputs can never exceed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from layerscope.estimate.roofline import deployed_bytes, is_float
+from layerscope.estimate.types import Bound, Estimate
+from layerscope.model.types import Graph
+
+
+class BufferKind(StrEnum):
+    """Where a buffer lives and which category of the plan it counts toward."""
+
+    INPUT = "input"
+    OUTPUT = "output"
+    DDR = "ddr"  # an intermediate activation in DDR
+    ON_CHIP = "on_chip"  # an intermediate activation the residency policy keeps in SRAM
+    TEMPORARY = "temporary"  # a dtype-converted copy, live while its reader runs
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One allocation: ``nbytes`` live over ``[start_us, end_us]``; ``name`` is its root tensor."""
+
+    name: str
+    kind: BufferKind
+    nbytes: int
+    start_us: float
+    end_us: float
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """DDR memory of one model on one profile, in bytes (see the module docstring for each field).
+
+    ``frames_in_flight``: frames the device holds at once (one per core in a batch split); each needs
+    its own input, output and exclusive intermediate buffers, while weights and temporaries are shared.
+    """
+
+    static_bytes: int
+    input_bytes: int
+    output_bytes: int
+    shared_temporary_bytes: int
+    exclusive_intermediate_bytes: int
+    on_chip_peak_bytes: int
+    peak_live_bytes: int
+    frames_in_flight: int = 1
+
+    @property
+    def dynamic_bytes(self) -> int:
+        """Horizon's dynamic memory of one frame: input + output + shared temporary + exclusive intermediate."""
+        return self.input_bytes + self.output_bytes + self.shared_temporary_bytes + self.exclusive_intermediate_bytes
+
+    @property
+    def minimum_requirement_bytes(self) -> int:
+        """Static + shared temporary + frames in flight x (input + output + exclusive intermediate)."""
+        per_frame = self.input_bytes + self.output_bytes + self.exclusive_intermediate_bytes
+        return self.static_bytes + self.shared_temporary_bytes + self.frames_in_flight * per_frame
+
+
+def plan_memory(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
+                resident: frozenset[str], latency_us: float, frames_in_flight: int = 1) -> MemoryPlan:
+    """The memory plan of ``graph`` scheduled as ``windows`` (one ``(start_us, end_us)`` per layer).
+
+    ``estimate`` gives each layer's dtype and whether it is a zero-copy view; ``resident`` the
+    activations kept on chip; ``latency_us`` the end of the frame.
+    """
+    buffers = live_buffers(graph, estimate, windows, resident=resident, latency_us=latency_us)
+    peaks = peak_bytes(buffers)
+    return MemoryPlan(
+        static_bytes=static_bytes(graph, estimate),
+        input_bytes=sum(b.nbytes for b in buffers if b.kind is BufferKind.INPUT),
+        output_bytes=sum(b.nbytes for b in buffers if b.kind is BufferKind.OUTPUT),
+        shared_temporary_bytes=peaks[BufferKind.TEMPORARY],
+        exclusive_intermediate_bytes=peaks[BufferKind.DDR],
+        on_chip_peak_bytes=peaks[BufferKind.ON_CHIP],
+        peak_live_bytes=peaks[None],
+        frames_in_flight=frames_in_flight,
+    )
+
+
+def static_bytes(graph: Graph, estimate: Estimate) -> int:
+    """Bytes of the constants that computing layers read, each once, at the largest reader's dtype."""
+    sizes: dict[str, int] = {}
+    for node, est in zip(graph.layers, estimate.layers, strict=True):
+        if est.bound is Bound.NONE:
+            continue
+        for name in node.inputs:
+            info = graph.tensor(name)
+            if info is not None and graph.is_constant(name):
+                sizes[name] = max(sizes.get(name, 0), deployed_bytes(info, est.dtype))
+    return sum(sizes.values())
+
+
+def live_buffers(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
+                 resident: frozenset[str], latency_us: float) -> tuple[Buffer, ...]:
+    """Every buffer of the frame with its live range, in a deterministic order (see the module docstring)."""
+    root: dict[str, str] = {}  # tensor -> the tensor whose buffer it shares
+    start: dict[str, float] = {}
+    end: dict[str, float] = {}
+    dtype: dict[str, str] = {}
+    for t in graph.inputs:
+        root[t.name] = t.name
+        start[t.name] = end[t.name] = 0.0
+        dtype[t.name] = estimate.dtype
+    temporaries: list[Buffer] = []
+    for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
+        acts = [name for name in node.inputs if name in root]
+        if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
+            for name in node.outputs:
+                root[name] = root[acts[0]] if acts else name
+                start.setdefault(root[name], begin)
+                end[root[name]] = max(end.get(root[name], begin), finish)
+            continue
+        for name in dict.fromkeys(acts):
+            base = root[name]
+            end[base] = max(end[base], finish)
+            info = graph.tensor(name)
+            if info is not None and is_float(info) and dtype[base] != est.dtype:
+                temporaries.append(Buffer(f"{name}@{node.id}", BufferKind.TEMPORARY,
+                                          deployed_bytes(info, est.dtype), begin, finish))
+        for name in node.outputs:
+            if graph.tensor(name) is not None:
+                root[name] = name
+                start[name], end[name], dtype[name] = begin, finish, est.dtype
+    outputs = {t.name for t in graph.outputs}
+    for name in outputs & root.keys():
+        end[root[name]] = latency_us
+    kinds = _kinds(graph, root, outputs, resident)
+    buffers = [Buffer(name, kinds[name], deployed_bytes(info, dtype[name]), start[name], end[name])
+               for name in dict.fromkeys(root.values())
+               if name in dtype and (info := graph.tensor(name)) is not None]
+    return (*buffers, *temporaries)
+
+
+def _kinds(graph: Graph, root: dict[str, str], outputs: set[str], resident: frozenset[str]) -> dict[str, BufferKind]:
+    """The kind of each root buffer: input beats output beats on chip / DDR."""
+    inputs = {t.name for t in graph.inputs}
+    out_roots = {root[name] for name in outputs if name in root}
+    kinds: dict[str, BufferKind] = {}
+    for name in dict.fromkeys(root.values()):
+        if name in inputs:
+            kinds[name] = BufferKind.INPUT
+        elif name in out_roots:
+            kinds[name] = BufferKind.OUTPUT
+        else:
+            kinds[name] = BufferKind.ON_CHIP if name in resident else BufferKind.DDR
+    return kinds
+
+
+def peak_bytes(buffers: Sequence[Buffer]) -> dict[BufferKind | None, int]:
+    """The peak live bytes of each kind, and of all buffers together under the key ``None``.
+
+    At one instant, buffers whose range ends are freed before those that start are allocated, except
+    that a buffer with an empty range (start = end) overlaps everything live at that instant.
+    """
+    events: list[tuple[float, int, int, BufferKind]] = []
+    for b in buffers:
+        events.append((b.start_us, 1, b.nbytes, b.kind))
+        events.append((b.end_us, 0 if b.end_us > b.start_us else 2, -b.nbytes, b.kind))
+    events.sort(key=lambda e: (e[0], e[1]))
+    live: dict[BufferKind | None, int] = dict.fromkeys((*BufferKind, None), 0)
+    peak = dict(live)
+    for _, _, delta, kind in events:
+        for key in (kind, None):
+            live[key] += delta
+            peak[key] = max(peak[key], live[key])
+    return peak
