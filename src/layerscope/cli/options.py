@@ -14,6 +14,11 @@ shape_option = click.option(
 target_option = click.option(
     "--target", "-t", default="host", show_default=True, metavar="NAME|FILE",
     help="Hardware profile: a name from `layerscope targets` or a profile TOML file.")
+input_option = click.option(
+    "--input", "-i", "input_specs", multiple=True, metavar="NAME=FILE",
+    help="Feed an input from a file instead of seeded random values (repeatable): NAME=x.npy, "
+         "NAME=x.npz[:KEY], x.npz (every input by name), or NAME=x.bin (raw bytes in the model's shape "
+         "and dtype). Shape, dtype and size must match the model exactly; nothing is converted.")
 
 
 def parse_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:

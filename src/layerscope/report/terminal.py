@@ -87,3 +87,71 @@ def estimate_summary(run: Mapping[str, Any]) -> RenderableType:
             parts.append(Text(f"  ... and {len(fallbacks) - 10} more (see the run file)"))
     parts.append(note)
     return Group(*parts)
+
+
+def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
+    """The ``top`` layers by measured median: measured µs, share, P90, CV, est. µs, ratio, fused group."""
+    measured = [layer for layer in run["layers"] if layer.get("measured")]
+    total = sum(layer["measured"]["median_us"] for layer in measured) or 1.0
+    ranked = sorted(measured, key=lambda layer: -layer["measured"]["median_us"])[:top]
+    m = run["measurement"]
+    table = Table(title=f"Top {len(ranked)} of {len(run['layers'])} layers by measured time "
+                        f"({m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']})",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
+                  caption="fused: the layers ran as one kernel; its time is split by estimated cost",
+                  caption_justify="left")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("layer", overflow="fold", min_width=10)
+    table.add_column("op", no_wrap=True)
+    for header in ("meas. µs", "share", "P90 µs", "CV", "est. µs", "meas/est"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("kernel", overflow="fold")
+    for rank, layer in enumerate(ranked, 1):
+        meas = layer["measured"]
+        est = layer.get("estimate", {}).get("latency_us")
+        ratio = f"{meas['median_us'] / est:.2f}" if est else "-"
+        group = meas.get("fused_group") or []
+        kernel = meas.get("kernel") or "-"
+        table.add_row(
+            str(rank), Text(layer["id"]), Text(layer["op_type"]), f"{meas['median_us']:.1f}",
+            f"{100 * meas['median_us'] / total:.1f}%", f"{meas.get('p90_us', 0.0):.1f}", f"{meas.get('cv', 0.0):.2f}",
+            f"{est:.1f}" if est is not None else "-", ratio,
+            Text(f"{kernel} (fused x{len(group)})" if group else kernel))
+    return table
+
+
+def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
+    """What was measured, on what, and how far the instrument can be trusted."""
+    m, lat = run["measurement"], run["latency"]
+    machine = m["machine"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    model = run["model"]
+    statuses = [layer.get("measured", {}).get("status") for layer in run["layers"]]
+    rows: list[tuple[str, str | Text]] = [
+        ("model", Text(f"{model['name']}  ({model['path']})")),
+        ("latency", f"P50 {human_us(lat['p50_us'])}  P90 {human_us(lat['p90_us'])}  P99 {human_us(lat['p99_us'])}  "
+                    f"mean {human_us(lat['mean_us'])}  ({lat['fps']:.1f} FPS, {lat['samples']} uninstrumented runs)"),
+        ("layers", f"{statuses.count('measured')} measured alone, {statuses.count('fused')} fused into shared "
+                   f"kernels, {statuses.count('eliminated')} eliminated by the runtime"),
+        ("kernels", f"{len(run['kernels'])} runtime kernels; {100 * m['mapped_share']:.1f}% of kernel time mapped "
+                    f"to source layers; unmapped: {', '.join(m['unmapped_kernels']) or 'none'}"),
+        ("coverage", f"{100 * m['coverage']:.1f}% of each profiled run is inside kernels"),
+        ("overhead", f"{100 * m['overhead']:+.1f}% run time with the profiler on (percentiles above are without it)"),
+        ("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}, "
+                    f"intra-op threads {m['threads'] or 'default'}"),
+        ("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} cores, "
+                         f"{machine.get('os')}")),
+    ]
+    if "summary" in run and run["summary"].get("est_latency_us"):
+        target = run.get("target", {})
+        est = run["summary"]["est_latency_us"]
+        rows.append(("estimate", f"{human_us(est)} on profile {target.get('name')} "
+                                 f"(measured/estimated = {lat['p50_us'] / est:.2f})"))
+    for key, value in rows:
+        grid.add_row(key, value)
+    parts: list[RenderableType] = [grid]
+    if m.get("interrupted"):
+        parts.append(Text("INTERRUPTED: fewer runs than asked were measured.", style="red"))
+    return Group(*parts)

@@ -1,0 +1,167 @@
+"""``layerscope bench [MODEL]``: end-to-end latency distribution and throughput on ONNX Runtime.
+
+In the spirit of ``hrt_model_exec perf`` and ``trtexec``: warm-up, a run count or a duration, concurrent
+streams; prints latency mean/min/max/P50/P90/P99/P99.9, FPS, CPU utilization and peak RSS, each stated
+with the runtime, provider, threads and machine it was measured on; ``--json`` writes the run file.
+Exit codes: 0, 2 (bad model, shape or input file), 3 (provider not available here), 130 (Ctrl-C: what was
+measured by then is printed and saved).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.cli.options import input_option, parse_shapes, shape_option
+from layerscope.cli.progress import phase_progress
+from layerscope.measure.bench import (
+    DEFAULT_RUNS,
+    DEFAULT_WARMUP_RUNS,
+    BenchConfig,
+    run_bench,
+    run_from_bench,
+)
+from layerscope.measure.inputs import resolve_inputs
+from layerscope.measure.session import (
+    OPT_LEVELS,
+    PROVIDERS,
+    SessionConfig,
+    machine_info,
+    make_session,
+    ort_provider,
+)
+from layerscope.model import load_model
+from layerscope.report.units import human_bytes, human_us
+from layerscope.run import save_run
+from layerscope.samples import DEFAULT_SAMPLE, sample_path
+
+
+@click.command("bench")
+@click.argument("model", type=click.Path(path_type=Path), required=False)
+@click.option("--warmup", default=DEFAULT_WARMUP_RUNS, show_default=True, type=click.IntRange(min=0),
+              help="Untimed runs per stream before measuring.")
+@click.option("--runs", type=click.IntRange(min=1), default=None,
+              help=f"Measured runs, all streams together [default: {DEFAULT_RUNS}].")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Measure for S seconds instead of a run count.")
+@click.option("--threads", "streams", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Concurrent inference streams: threads calling session.run on one shared session.")
+@click.option("--intra-threads", default=0, show_default=True, type=click.IntRange(min=0),
+              help="ONNX Runtime intra-op threads per run (0: its default, one per physical core). "
+                   "With several streams, 1 avoids oversubscribing the cores.")
+@click.option("--provider", default="cpu", show_default=True, metavar="|".join(PROVIDERS),
+              help="Execution provider (exit 3 when this onnxruntime build does not have it).")
+@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
+              help="ONNX Runtime graph optimization level.")
+@shape_option
+@input_option
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the run file (JSON) with the measurement and latency sections.")
+def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
+            intra_threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
+            input_specs: tuple[str, ...], seed: int, json_out: Path | None) -> None:
+    """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime."""
+    if runs is not None and duration is not None:
+        raise click.UsageError("give --runs or --duration, not both")
+    config = BenchConfig(warmup_runs=warmup, runs=None if duration is not None else runs or DEFAULT_RUNS,
+                         duration_s=duration, streams=streams)
+    full_provider = ort_provider(provider)
+    session_config = SessionConfig(provider=provider, threads=intra_threads, opt_level=opt_level)
+    model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
+    graph = load_model(model_path, parse_shapes(shapes))
+    inputs = resolve_inputs(graph, input_specs, seed)
+    session = make_session(model_path, session_config)
+    unit = "s" if config.duration_s is not None else "runs"
+    with phase_progress({"warmup": "warm-up", "measure": "measuring"}, {"measure": unit}) as progress:
+        result = run_bench(session, inputs.arrays, config, progress)
+    run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
+                         seed=seed, machine=machine_info())
+    console = Console()
+    console.print(bench_report(run))
+    if json_out is not None:
+        console.print(f"run file: {save_run(run, json_out)}")
+    if result.interrupted:
+        # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
+        raise KeyboardInterrupt
+
+
+def bench_report(run: Mapping[str, Any]) -> RenderableType:
+    """The latency table and the context lines of a bench run file (a pure function of the saved run)."""
+    return Group(latency_table(run), Text(""), bench_context(run))
+
+
+def latency_table(run: Mapping[str, Any]) -> Table:
+    """One row per stream (when several) and one for all runs: runs, mean, min, max, percentiles, FPS."""
+    m, lat = run["measurement"], run["latency"]
+    table = Table(title=f"End-to-end latency, {lat['samples']} measured runs"
+                        f"{' (INTERRUPTED)' if m.get('interrupted') else ''}",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
+                  pad_edge=False, caption=_p999_caption(lat['samples']), caption_justify="left")
+    table.add_column("stream", no_wrap=True)
+    for header in ("runs", "mean", "min", "max", "P50", "P90", "P99", "P99.9", "FPS"):
+        table.add_column(header, justify="right", no_wrap=True)
+    streams = m.get("stream_results", [])
+    if len(streams) > 1:
+        for s in streams:
+            if s["latency"] is not None:
+                table.add_row(str(s["stream"]), *_latency_cells(s["latency"], s["runs"], s["fps"]))
+    table.add_row("all", *_latency_cells(lat, lat["samples"], lat["fps"]))
+    return table
+
+
+def _latency_cells(lat: Mapping[str, Any], runs: int, fps: float) -> list[str]:
+    p50 = lat.get("p50_us", lat.get("median_us"))
+    return [str(runs), *(human_us(v) for v in (lat["mean_us"], lat["min_us"], lat["max_us"], p50,
+                                               lat["p90_us"], lat["p99_us"], lat["p999_us"])), _fps(fps)]
+
+
+def _fps(fps: float) -> str:
+    return f"{fps:.1f}" if fps >= 10 else f"{fps:.2f}"
+
+
+def _p999_caption(samples: int) -> str | None:
+    if samples >= 1000:
+        return None
+    return f"P99.9 of {samples} runs is interpolated between the largest samples (numpy 'linear')"
+
+
+def bench_context(run: Mapping[str, Any]) -> Table:
+    """Throughput, CPU, memory, inputs, and what it was measured on: runtime, provider, threads, machine."""
+    m, lat = run["measurement"], run["latency"]
+    machine = m["machine"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    model = run["model"]
+    grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
+    for item in m["inputs"]:
+        shape = next((t for t in model["inputs"] if t["name"] == item["name"]), None)
+        described = f"{'x'.join(map(str, shape['shape']))} {shape['dtype']}  " if shape else ""
+        grid.add_row("input", Text(f"{item['name']} {described}{item['source']}"))
+    streams = m["streams"]
+    per_stream = f"; {_fps(lat['fps'] / streams)} per stream" if streams > 1 else ""
+    grid.add_row("throughput", f"{_fps(lat['fps'])} FPS ({streams} stream{'s' if streams > 1 else ''}{per_stream})")
+    grid.add_row("CPU", f"{100 * m['cpu_util']:.1f}% of {m['cores']} cores "
+                        f"({m['cpu_time_s'] / m['wall_s'] if m['wall_s'] else 0:.2f} cores busy, whole process)")
+    rss = m.get("peak_rss_bytes")
+    grid.add_row("peak RSS", f"{human_bytes(rss)} (whole process, since start)" if rss is not None else "n/a")
+    grid.add_row("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}")
+    intra = m["threads"] or "onnxruntime default (one per physical core)"
+    grid.add_row("threads", f"{streams} stream{'s' if streams > 1 else ''} x intra-op threads: {intra}")
+    grid.add_row("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} "
+                                 f"cores, {machine.get('os')}, Python {machine.get('python')}"))
+    grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
+                             "latency = one session.run call, inputs already in memory")
+    if m.get("interrupted"):
+        planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
+        grid.add_row("INTERRUPTED", f"by Ctrl-C after {lat['samples']} runs ({planned}): the figures cover "
+                                    "the runs measured")
+    return grid

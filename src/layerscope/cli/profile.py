@@ -1,0 +1,83 @@
+"""``layerscope profile [MODEL]``: measure every layer on ONNX Runtime, joined to the estimate in one run.
+
+Each runtime kernel is mapped back to the source layers it covers (see ``layerscope.measure.fusion``); a
+fused kernel's time is split over its layers in proportion to their estimated cost and flagged as split.
+Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130 (Ctrl-C: what was measured
+by then is printed and saved).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from layerscope.cli.options import input_option, parse_shapes, shape_option, target_option
+from layerscope.cli.progress import phase_progress
+from layerscope.estimate import estimate_graph
+from layerscope.measure.inputs import make_inputs
+from layerscope.measure.profile import profile_model
+from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, ort_provider
+from layerscope.model import load_model
+from layerscope.report.exec_trace import LEVELS, execution_trace
+from layerscope.report.terminal import measured_layers_table, measurement_summary
+from layerscope.run import add_measurement, run_from_estimate, save_run
+from layerscope.samples import DEFAULT_SAMPLE, sample_path
+from layerscope.targets import load_profile
+
+_PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled": "warm-up (profiler on)",
+           "profiled": "profiled runs"}
+
+
+@click.command("profile")
+@click.argument("model", type=click.Path(path_type=Path), required=False)
+@target_option
+@shape_option
+@input_option
+@click.option("--runs", default=50, show_default=True, type=click.IntRange(min=1), help="Measured runs.")
+@click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=0), help="Untimed runs first.")
+@click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Intra-op threads (0: onnxruntime's default, one per physical core).")
+@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
+              help="ONNX Runtime graph optimization level (all: what deployments use).")
+@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="cpu", show_default=True,
+              help="Execution provider; one this onnxruntime lacks exits 3.")
+@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the run file (estimate and measurement joined per layer).")
+@click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), help="Rows in the layer table.")
+@click.option("--format", "output_format", type=click.Choice(["table", "trace"]), default="table", show_default=True,
+              help="table: the terminal report; trace: the per-layer execution trace as JSON on stdout.")
+@click.option("--level", type=click.Choice(LEVELS), default="full", show_default=True,
+              help="Detail of --format trace: basic (times), full (times, shapes, memory, thread), memory.")
+def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
+            warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, top: int,
+            output_format: str, level: str) -> None:
+    """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
+    ort_provider(provider)  # exit 3 before any work when the provider is missing
+    model = model if model is not None else sample_path(DEFAULT_SAMPLE)
+    graph = load_model(model, parse_shapes(shapes))
+    feeds = make_inputs(graph, input_specs)
+    profile = load_profile(target)
+    estimate = estimate_graph(graph, profile)
+    weights = {e.layer_id: e.latency_us for e in estimate.layers}
+    config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
+    with phase_progress(_PHASES) as progress:
+        measurement = profile_model(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
+                                    progress=progress)
+    run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
+    if json_out is not None:
+        written = save_run(run, json_out)
+    if output_format == "trace":
+        click.echo(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
+    else:
+        console = Console()
+        if top:
+            console.print(measured_layers_table(run, top))
+        console.print(measurement_summary(run))
+        if json_out is not None:
+            console.print(f"run file: {written}")
+    if measurement.interrupted:
+        # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
+        raise KeyboardInterrupt

@@ -1,0 +1,252 @@
+"""The fusion map: which source layers each runtime kernel covers.
+
+ONNX Runtime rewrites the graph before it runs it (Conv+BatchNormalization+Relu become one FusedConv,
+the NCHWc transformer replaces convolutions by blocked-layout kernels and inserts Reorder nodes, Identity
+and Dropout disappear). Its profiler names the kernels of that optimized graph. This module relates each
+optimized-graph node to the source layers whose work it does, from tensor names and graph structure:
+
+1. *Equivalent tensors.* An optimized-graph tensor whose name exists in the source graph is that tensor.
+   A node of ``com.microsoft.nchwc`` called ``<t>_nchwc`` produces the blocked form of source tensor ``<t>``
+   (the NCHWc transformer names its nodes after the output they replace). Layout nodes (ReorderInput,
+   ReorderOutput, Memcpy*) produce the same logical tensor as their input. A fused node named
+   ``<source node>/<Fusion>/``, or a node that kept its source node's name, whose output was renamed
+   produces that source node's output, provided the source node lies downstream of everything it reads.
+2. *Cover.* A kernel covers the source layers needed to compute its outputs' equivalents from its inputs'
+   equivalents: ancestors(outputs) minus ancestors(inputs), over the source layers (bit sets).
+3. A kernel whose outputs have no equivalent is merged with the kernels that consume them: together they
+   cover the source region between their resolved inputs and outputs.
+
+Kernel categories: ``layer`` (covers source layers), ``layout`` (layout/transfer nodes the runtime inserted,
+or any node whose output holds the same source tensor as its input), ``constant`` (computes only from constants), ``unmapped`` (none of these: reported, never dropped).
+Source layers no kernel covers are ``eliminated`` (folded or removed by the runtime).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import onnx
+
+from layerscope.model.types import Graph, Node
+
+#: Nodes the runtime inserts to change layout or move data between devices: same logical tensor out.
+LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "MemcpyFromHost", "MemcpyToHost"})
+_NCHWC_DOMAIN = "com.microsoft.nchwc"
+_NCHWC_SUFFIX = "_nchwc"
+
+
+@dataclass(frozen=True)
+class KernelMapping:
+    """One optimized-graph node: the source layers (ids, topological order) whose work it does."""
+
+    kernel: str
+    op_type: str
+    domain: str
+    layers: tuple[str, ...]
+    category: str
+    merged_with: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FusionMap:
+    """Every kernel's mapping, and the source layers no kernel covers."""
+
+    kernels: Mapping[str, KernelMapping]
+    eliminated: tuple[str, ...]
+
+    def layer_status(self, layer_id: str) -> str:
+        """``measured`` (a kernel of its own), ``fused`` (shares a kernel) or ``eliminated``."""
+        groups = [k.layers for k in self.kernels.values() if layer_id in k.layers]
+        if not groups:
+            return "eliminated"
+        return "measured" if all(len(g) == 1 for g in groups) else "fused"
+
+
+class _SourceIndex:
+    """Ancestor bit sets of the source graph's tensors (bit i = ``graph.layers[i]``)."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.ancestors: dict[str, int] = {}
+        self.producer: dict[str, Node] = {o: n for n in graph.layers for o in n.outputs if o}
+        self.by_name: dict[str, Node] = {n.name: n for n in graph.layers if n.name}
+        self.index: dict[str, int] = {n.id: i for i, n in enumerate(graph.layers)}
+        self.consumers: dict[str, list[Node]] = {}
+        for node in graph.layers:
+            for name in dict.fromkeys(node.inputs):
+                if name:
+                    self.consumers.setdefault(name, []).append(node)
+        for index, node in enumerate(graph.layers):
+            bits = 1 << index
+            for name in node.inputs:
+                bits |= self.ancestors.get(name, 0)
+            for name in node.outputs:
+                if name:
+                    self.ancestors[name] = bits
+
+    def known(self, name: str) -> bool:
+        return name in self.ancestors or name in self.graph.tensors
+
+    def ids(self, bits: int) -> tuple[str, ...]:
+        layers = self.graph.layers
+        return tuple(layers[i].id for i in range(len(layers)) if bits >> i & 1)
+
+
+def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
+    """Map every node of ``optimized`` (the runtime's optimized graph) to the layers of ``graph``."""
+    source = _SourceIndex(graph)
+    nodes = list(optimized.graph.node)
+    constants = {t.name for t in optimized.graph.initializer}
+    producer = {o: n for n in nodes for o in n.output if o}
+    equivalent = _equivalents(nodes, source)
+
+    def resolved_inputs(node: onnx.NodeProto, merged: list[str]) -> list[str]:
+        """Source tensors feeding ``node``, walking up through producers whose outputs have no equivalent."""
+        found: list[str] = []
+        stack = [i for i in node.input if i and i not in constants]
+        seen: set[str] = set()
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in equivalent:
+                found.append(equivalent[name])
+            elif name in producer:
+                up = producer[name]
+                merged.append(up.name)
+                stack.extend(i for i in up.input if i and i not in constants)
+        return found
+
+    mappings: dict[str, KernelMapping] = {}
+    claimed: dict[str, list[str]] = {}  # unresolved kernel -> the resolved kernels it was merged into
+    for node in nodes:
+        outs = [equivalent[o] for o in node.output if o in equivalent]
+        if not outs:
+            continue  # handled through the consumers that merge it
+        merged: list[str] = []
+        ins = resolved_inputs(node, merged)
+        cover = 0
+        for name in outs:
+            cover |= source.ancestors.get(name, 0)
+        for name in ins:
+            cover &= ~source.ancestors.get(name, 0)
+        layers = source.ids(cover)
+        for m in merged:
+            claimed.setdefault(m, []).append(node.name)
+        mappings[node.name] = KernelMapping(
+            kernel=node.name, op_type=node.op_type, domain=node.domain, layers=layers,
+            category=_category(node, layers, constants, graph, relayout=set(outs) <= set(ins)),
+            merged_with=tuple(dict.fromkeys(merged)))
+    by_name = {n.name: n for n in nodes}
+    for name, partners in claimed.items():
+        if name in mappings:
+            continue
+        layers = tuple(dict.fromkeys(lid for p in partners for lid in mappings[p].layers))
+        node = by_name[name]
+        mappings[name] = KernelMapping(kernel=name, op_type=node.op_type, domain=node.domain, layers=layers,
+                                       category=_category(node, layers, constants, graph),
+                                       merged_with=tuple(dict.fromkeys(partners)))
+    for node in nodes:
+        if node.name not in mappings:
+            category = _category(node, (), constants, graph)
+            mappings[node.name] = KernelMapping(node.name, node.op_type, node.domain, (), category)
+    covered = {lid for m in mappings.values() for lid in m.layers}
+    eliminated = tuple(n.id for n in graph.layers if n.id not in covered)
+    return FusionMap(kernels=mappings, eliminated=eliminated)
+
+
+def _equivalents(nodes: Sequence[onnx.NodeProto], source: _SourceIndex) -> dict[str, str]:
+    """Optimized-graph tensor name -> the source tensor it holds (see the module docstring, step 1)."""
+    equivalent: dict[str, str] = {}
+    for node in nodes:  # ONNX Runtime writes its optimized graph in topological order
+        for name in node.input:
+            if name and name not in equivalent and source.known(name):
+                equivalent[name] = name
+        for index, out in enumerate(node.output):
+            if not out:
+                continue
+            if source.known(out):
+                equivalent[out] = out
+            elif node.op_type in LAYOUT_OPS and node.input and node.input[0] in equivalent:
+                equivalent[out] = equivalent[node.input[0]]
+            elif (index == 0 and node.domain == _NCHWC_DOMAIN and node.name.endswith(_NCHWC_SUFFIX)
+                  and source.known(node.name[: -len(_NCHWC_SUFFIX)])):
+                equivalent[out] = _nchwc_output(node, node.name[: -len(_NCHWC_SUFFIX)], equivalent, source)
+            elif index == 0 and (named := _named_output(node, equivalent, source)) is not None:
+                equivalent[out] = named
+    return equivalent
+
+
+def _named_output(node: onnx.NodeProto, equivalent: Mapping[str, str], source: _SourceIndex) -> str | None:
+    """The source tensor a node computes, when its name says which source node it is or ends with.
+
+    Nodes the layout transformer moves to blocked tensors keep their source name (``/model.2/Concat``)
+    while their outputs are renamed; ONNX Runtime's fusions name the fused node ``<last source node's
+    name>/<Fusion>/`` (``/model.0/act/Mul/QuickGeluFusion/``). The name alone is not trusted: the named
+    source node must lie downstream of every tensor the node reads.
+    """
+    names = [node.name]
+    while "/" in names[-1]:
+        names.append(names[-1].rsplit("/", 1)[0])
+    for name in names:
+        candidate = source.by_name.get(name)
+        if candidate is None or not candidate.outputs or not candidate.outputs[0]:
+            continue
+        reach = source.ancestors.get(candidate.outputs[0], 0)
+        inputs = [equivalent[i] for i in node.input if i in equivalent]
+        if inputs and all(_downstream(source, name, reach) for name in inputs):
+            return candidate.outputs[0]
+    return None
+
+
+def _downstream(source: _SourceIndex, tensor: str, reach: int) -> bool:
+    """Whether ``tensor`` feeds the region ``reach`` (ancestor bits): it is a graph input or its producer is in it."""
+    producer = source.producer.get(tensor)
+    if producer is None:
+        return True
+    return bool(reach >> source.index[producer.id] & 1)
+
+
+def _nchwc_output(node: onnx.NodeProto, base: str, equivalent: Mapping[str, str], source: _SourceIndex) -> str:
+    """The source tensor an NCHWc Conv really produces.
+
+    The transformer names the node after the Conv's own output ``base``, then may fuse into it the Add/Sum
+    that follows (the Conv's fourth input) and the activation after that (its ``activation`` attribute).
+    Walk forward from ``base`` over exactly those nodes.
+    """
+    if node.op_type != "Conv":
+        return base
+    activation = next((a.s.decode() for a in node.attribute if a.name == "activation"), None)
+    summand = equivalent.get(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    current = base
+    consumers = source.consumers
+    if summand is not None:
+        step = [n for n in consumers.get(current, []) if n.op_type in ("Add", "Sum")
+                and set(n.inputs) == {current, summand}]
+        if len(consumers.get(current, [])) == 1 and step:
+            current = step[0].outputs[0]
+    producer = source.producer.get(current)
+    if activation and (producer is None or producer.op_type != activation):
+        step = [n for n in consumers.get(current, []) if n.op_type == activation]
+        if len(consumers.get(current, [])) == 1 and step:
+            current = step[0].outputs[0]
+    return current
+
+
+def _category(node: onnx.NodeProto, layers: tuple[str, ...], constants: set[str], graph: Graph, *,
+              relayout: bool = False) -> str:
+    """``layout``, ``layer``, ``constant`` (only constants in, or only source constants out) or ``unmapped``.
+
+    ``relayout``: the node's outputs hold the same source tensors as its inputs (a Transpose the runtime
+    inserted around a node it moved to another layout): ``layout`` too.
+    """
+    if node.op_type in LAYOUT_OPS or (relayout and not layers):
+        return "layout"
+    if layers:
+        return "layer"
+    outputs = [o for o in node.output if o]
+    if all((not i) or i in constants for i in node.input) or (outputs and all(graph.is_constant(o) for o in outputs)):
+        return "constant"
+    return "unmapped"

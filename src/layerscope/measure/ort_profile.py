@@ -1,0 +1,102 @@
+"""Read ONNX Runtime's profiler output: per-run kernel durations.
+
+The profiler writes a JSON array of Chrome-trace events (``ph: "X"``, ``ts``/``dur`` in microseconds).
+``cat: "Session"`` events named ``model_run`` span one ``InferenceSession.run``; ``cat: "Node"`` events named
+``<node>_kernel_time`` time one kernel of the optimized graph (``args.op_name``, ``args.provider``).
+Contract of :func:`parse_profile`: kernel events are assigned to the run whose span contains them; the first
+``skip_runs`` runs (warm-up) are dropped; a kernel absent from a run counts 0 µs in it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layerscope.errors import LayerscopeError
+
+_KERNEL_SUFFIX = "_kernel_time"
+
+
+@dataclass(frozen=True)
+class KernelSamples:
+    """One kernel's duration in each measured run (µs), with what the profiler says of it."""
+
+    name: str
+    op_type: str
+    provider: str
+    durations_us: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One kernel execution of one run, relative to the run's start: for timelines."""
+
+    name: str
+    thread: int
+    start_us: float
+    duration_us: float
+
+
+@dataclass(frozen=True)
+class ProfileData:
+    """What one profiled session recorded over its measured runs."""
+
+    run_durations_us: tuple[float, ...]
+    kernels: tuple[KernelSamples, ...]
+    median_run: tuple[TraceEvent, ...]
+
+
+def load_events(path: str | Path) -> list[dict[str, Any]]:
+    """The events of a profile file; ``LayerscopeError`` when it is not ONNX Runtime's format."""
+    try:
+        events = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise LayerscopeError(f"{path}: cannot read ONNX Runtime's profile ({exc})") from None
+    if not isinstance(events, list):
+        raise LayerscopeError(f"{path}: ONNX Runtime's profile is not a JSON array of events")
+    return [e for e in events if isinstance(e, dict)]
+
+
+def parse_profile(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> ProfileData:
+    """Per-run kernel durations of the runs after the first ``skip_runs``. See the module docstring."""
+    spans = sorted((float(e["ts"]), float(e["dur"])) for e in events
+                   if e.get("cat") == "Session" and e.get("name") == "model_run" and "ts" in e and "dur" in e)
+    spans = spans[skip_runs:]
+    starts = [s for s, _ in spans]
+    per_kernel: dict[str, list[float]] = {}
+    info: dict[str, tuple[str, str]] = {}
+    by_run: list[list[TraceEvent]] = [[] for _ in spans]
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX) or "ts" not in e:
+            continue
+        run = _run_of(float(e["ts"]), spans, starts)
+        if run is None:
+            continue
+        kernel = name[: -len(_KERNEL_SUFFIX)]
+        raw_args = e.get("args")
+        args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+        info.setdefault(kernel, (str(args.get("op_name", "")), str(args.get("provider", ""))))
+        series = per_kernel.setdefault(kernel, [0.0] * len(spans))
+        series[run] += float(e.get("dur", 0.0))
+        by_run[run].append(TraceEvent(kernel, int(e.get("tid", 0)), float(e["ts"]) - spans[run][0],
+                                      float(e.get("dur", 0.0))))
+    kernels = tuple(KernelSamples(k, info[k][0], info[k][1], tuple(v)) for k, v in per_kernel.items())
+    durations = tuple(d for _, d in spans)
+    median_index = sorted(range(len(durations)), key=lambda i: durations[i])[len(durations) // 2] if durations else 0
+    median_run = tuple(by_run[median_index]) if by_run else ()
+    return ProfileData(run_durations_us=durations, kernels=kernels, median_run=median_run)
+
+
+def _run_of(ts: float, spans: Sequence[tuple[float, float]], starts: Sequence[float]) -> int | None:
+    """Index of the run whose span contains ``ts`` (spans are sorted and disjoint)."""
+    import bisect
+
+    index = bisect.bisect_right(starts, ts) - 1
+    if index < 0:
+        return None
+    start, duration = spans[index]
+    return index if ts <= start + duration else None

@@ -1,0 +1,199 @@
+"""Measure every layer of a model on ONNX Runtime: kernels, the fusion map, per-layer times.
+
+Contract of :func:`profile_model`:
+- end-to-end latency comes from an uninstrumented session (warm-up, then ``runs`` timed ``run`` calls);
+- per-kernel times come from a second session with ONNX Runtime's profiler on, same settings, same inputs;
+  its warm-up runs are dropped from the profile;
+- each kernel's time is split over the source layers it covers in proportion to ``weights`` (the layers'
+  estimated latency), equally when those are all zero; the split is per run, so per-layer percentiles
+  are percentiles of per-run sums;
+- ``coverage`` = Σ kernel medians / median instrumented run; ``overhead`` = median instrumented run /
+  median uninstrumented run − 1;
+- an interrupt (Ctrl-C) during a measured phase keeps the runs done so far and sets ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from layerscope.measure.fusion import FusionMap, build_fusion_map
+from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
+from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.stats import LatencyStats, summarize
+from layerscope.model.types import Graph
+
+#: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class KernelResult:
+    """One runtime kernel: its stats over the measured runs and the layers it covers."""
+
+    samples: KernelSamples
+    stats: LatencyStats
+    layers: tuple[str, ...]
+    category: str
+
+
+@dataclass(frozen=True)
+class LayerResult:
+    """One source layer's measured time (its share of the kernels that cover it)."""
+
+    layer_id: str
+    stats: LatencyStats | None
+    kernels: tuple[str, ...]
+    fused_group: tuple[str, ...]
+    split: bool
+    status: str  # "measured" | "fused" | "eliminated"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Everything one ``profile`` measured, ready to be joined into a run."""
+
+    config: SessionConfig
+    backend_version: str
+    provider: str
+    runs: int
+    warmup: int
+    latency: LatencyStats
+    instrumented: LatencyStats
+    kernels: tuple[KernelResult, ...]
+    layers: Mapping[str, LayerResult]
+    fusion: FusionMap
+    coverage: float
+    overhead: float
+    machine: Mapping[str, Any]
+    median_run: tuple[TraceEvent, ...]
+    interrupted: bool = False
+    created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+    @property
+    def unmapped_kernels(self) -> tuple[str, ...]:
+        return tuple(k.samples.name for k in self.kernels if k.category == "unmapped")
+
+    @property
+    def mapped_share(self) -> float:
+        """Share of kernel time that is explained: kernels covering layers, layout and constant kernels."""
+        total = sum(k.stats.median_us for k in self.kernels)
+        unmapped = sum(k.stats.median_us for k in self.kernels if k.category == "unmapped")
+        return 1.0 - unmapped / total if total > 0 else 1.0
+
+
+def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str,
+                progress: Progress | None) -> tuple[list[float], bool]:
+    """``count`` timed runs (µs); on Ctrl-C the runs done so far and ``True``."""
+    samples: list[float] = []
+    try:
+        for i in range(count):
+            start = time.perf_counter()
+            session.run(None, dict(feeds))
+            samples.append((time.perf_counter() - start) * 1e6)
+            if progress:
+                progress(phase, i + 1, count)
+    except KeyboardInterrupt:
+        return samples, True
+    return samples, False
+
+
+def _warm(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str, progress: Progress | None) -> None:
+    for i in range(count):
+        session.run(None, dict(feeds))
+        if progress:
+            progress(phase, i + 1, count)
+
+
+def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int = 50,
+                  warmup: int = 10, weights: Mapping[str, float] | None = None,
+                  progress: Progress | None = None) -> Measurement:
+    """Measure ``graph`` (loaded from ``graph.path``) on ONNX Runtime. See the module docstring."""
+    import onnxruntime as ort
+
+    plain = make_session(graph.path, config)
+    _warm(plain, feeds, warmup, "warmup", progress)
+    latency_samples, interrupted = _timed_runs(plain, feeds, runs, "latency", progress)
+    del plain
+    if not latency_samples:
+        raise KeyboardInterrupt
+    with tempfile.TemporaryDirectory(prefix="layerscope-") as tmp:
+        optimized_path = str(Path(tmp) / "optimized.onnx")
+        session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
+                               optimized_model_path=optimized_path)
+        profiled_runs = 0
+        if not interrupted:
+            _warm(session, feeds, warmup, "warmup-profiled", progress)
+            profiled, interrupted = _timed_runs(session, feeds, runs, "profiled", progress)
+            profiled_runs = len(profiled)
+        profile_file = session.end_profiling()
+        data = parse_profile(load_events(profile_file), skip_runs=warmup)
+        optimized = onnx.load(optimized_path, load_external_data=False)
+        provider = session.get_providers()[0]
+    if profiled_runs == 0 or not data.run_durations_us:
+        raise KeyboardInterrupt
+    fusion = build_fusion_map(graph, optimized)
+    kernels = _kernel_results(data, fusion)
+    layers = _layer_results(graph, kernels, weights or {})
+    latency = summarize(latency_samples)
+    instrumented = summarize(data.run_durations_us)
+    kernel_total = sum(k.stats.median_us for k in kernels)
+    return Measurement(
+        config=config, backend_version=ort.__version__, provider=provider, runs=len(data.run_durations_us),
+        warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
+        fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
+        overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
+        machine=machine_info(), median_run=data.median_run, interrupted=interrupted)
+
+
+def _kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:
+    results = []
+    for samples in data.kernels:
+        mapping = fusion.kernels.get(samples.name)
+        layers = mapping.layers if mapping else ()
+        category = mapping.category if mapping else "unmapped"
+        results.append(KernelResult(samples, summarize(samples.durations_us), layers, category))
+    return tuple(results)
+
+
+def _layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
+                   weights: Mapping[str, float]) -> dict[str, LayerResult]:
+    runs = len(kernels[0].samples.durations_us) if kernels else 0
+    per_layer: dict[str, np.ndarray] = {}
+    covering: dict[str, list[KernelResult]] = {}
+    for kernel in kernels:
+        if kernel.category != "layer" or not kernel.layers:
+            continue
+        shares = _shares(kernel.layers, weights)
+        series = np.asarray(kernel.samples.durations_us, dtype=np.float64)
+        for layer_id, share in zip(kernel.layers, shares, strict=True):
+            per_layer[layer_id] = per_layer.get(layer_id, np.zeros(runs)) + series * share
+            covering.setdefault(layer_id, []).append(kernel)
+    results: dict[str, LayerResult] = {}
+    for node in graph.layers:
+        ks = covering.get(node.id, [])
+        if not ks:  # no kernel does its work: the runtime folded or removed it
+            results[node.id] = LayerResult(node.id, None, (), (), False, "eliminated")
+            continue
+        group = tuple(dict.fromkeys(lid for k in ks for lid in k.layers))
+        results[node.id] = LayerResult(
+            layer_id=node.id, stats=summarize(per_layer[node.id]),
+            kernels=tuple(k.samples.name for k in ks), fused_group=group if len(group) > 1 else (),
+            split=len(group) > 1, status="fused" if len(group) > 1 else "measured")
+    return results
+
+
+def _shares(layers: tuple[str, ...], weights: Mapping[str, float]) -> list[float]:
+    """Each layer's share of a kernel: its weight over the group's, equal when all weights are 0."""
+    values = [max(0.0, float(weights.get(lid, 0.0))) for lid in layers]
+    total = sum(values)
+    if total <= 0:
+        return [1.0 / len(layers)] * len(layers)
+    return [v / total for v in values]
