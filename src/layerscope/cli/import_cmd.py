@@ -1,0 +1,202 @@
+"""``layerscope import FILES...``: the vendors' own profiling outputs into a run file.
+
+With ``--model`` the vendor entries are joined to the ONNX model's layers (what cannot be joined is
+listed); without it the run's layers are the vendor's entries. A Horizon ``profiler.log`` given with the
+compiler's static report JSON also prints k (board BPU time / static estimate) and the static per-layer
+shares scaled by k. The renderers here are pure functions of the imported run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.cli.options import parse_shapes, shape_option
+from layerscope.importers import FORMATS, ImportedRun, import_files
+from layerscope.model import load_model
+from layerscope.report.units import human_us
+from layerscope.run import save_run
+
+#: How many unmatched entries and warnings the summary lists before pointing to the run file.
+LIST_LIMIT = 10
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--model", type=click.Path(path_type=Path), default=None, metavar="MODEL",
+              help="The ONNX model the vendor files profile: join their entries to its layers.")
+@shape_option
+@click.option("--format", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
+              help="The files' format (auto: detected from each file's content).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="RUN.json",
+              help="Write the run file that later commands read.")
+@click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
+              help="How many layers each table shows.")
+def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, ...], fmt: str,
+            output: Path | None, top: int) -> None:
+    """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""
+    graph = load_model(model, parse_shapes(shapes)) if model is not None else None
+    imported = import_files(files, fmt, graph)
+    console = Console()
+    console.print(import_summary(imported, top))
+    if output is not None:
+        console.print(f"run file: {save_run(imported.run, output)}")
+
+
+def import_summary(imported: ImportedRun, top: int) -> RenderableType:
+    """Everything the command prints, from the imported run."""
+    run = imported.run
+    parts: list[RenderableType] = [files_table(run)]
+    if top:
+        if any("measured" in layer for layer in run["layers"]):
+            parts.append(measured_table(run, top))
+        elif any("estimate" in layer for layer in run["layers"]):
+            parts.append(estimated_table(run, top))
+    if "reconcile" in run:
+        parts.append(reconcile_view(run["reconcile"], top))
+    parts.append(totals_grid(run))
+    parts.extend(join_lines(run))
+    parts.extend(Text(f"warning: {w}", style="yellow") for w in imported.warnings[:LIST_LIMIT])
+    if len(imported.warnings) > LIST_LIMIT:
+        parts.append(Text(f"... and {len(imported.warnings) - LIST_LIMIT} more warnings", style="yellow"))
+    parts.extend(_notes(run))
+    return Group(*parts)
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
+                 pad_edge=False)
+
+
+def files_table(run: dict[str, Any]) -> Table:
+    """One row per imported file: name, format, tool, entries, warnings."""
+    table = _table(f"Imported {len(run['import']['files'])} file(s)")
+    for header in ("file", "format", "tool", "entries", "warnings"):
+        table.add_column(header, justify="right" if header in ("entries", "warnings") else "left")
+    for f in run["import"]["files"]:
+        table.add_row(Text(f["name"]), f["format"], f["tool"], str(f["entries"]), str(len(f["warnings"])))
+    return table
+
+
+def _typical(measured: dict[str, Any]) -> float:
+    value = measured["median_us"] if measured["median_us"] is not None else measured["mean_us"]
+    return float(value or 0.0)
+
+
+def measured_table(run: dict[str, Any], top: int) -> Table:
+    """The ``top`` layers by measured time (median, else mean), with their share and source kernel."""
+    layers = [layer for layer in run["layers"] if "measured" in layer]
+    total = sum(_typical(layer["measured"]) for layer in layers) or 1.0
+    ranked = sorted(layers, key=lambda layer: -_typical(layer["measured"]))[:top]
+    table = _table(f"Top {len(ranked)} of {len(layers)} measured layers")
+    for header, right in (("#", True), ("layer", False), ("op", False), ("measured µs", True), ("share", True),
+                          ("est. µs", True), ("kernel", False)):
+        table.add_column(header, justify="right" if right else "left", overflow="fold")
+    for rank, layer in enumerate(ranked, 1):
+        m = layer["measured"]
+        group = m["fused_group"]
+        kernel = m["kernel"] if m["kernel"] != layer["id"] else ""
+        if group:
+            kernel = f"{kernel} (fused x{len(group)}{', split' if m['split'] else ''})"
+        est = layer.get("estimate", {}).get("latency_us")
+        table.add_row(str(rank), Text(layer["id"]), Text(layer["op_type"] or "-"), f"{_typical(m):.1f}",
+                      f"{100 * _typical(m) / total:.1f}%", "-" if est is None else f"{est:.1f}", Text(kernel))
+    return table
+
+
+def estimated_table(run: dict[str, Any], top: int) -> Table:
+    """The ``top`` layers by the vendor's static estimate: compute, load, store, latency, bound, unit."""
+    layers = [layer for layer in run["layers"] if "estimate" in layer]
+    total = sum(layer["estimate"]["latency_us"] for layer in layers) or 1.0
+    ranked = sorted(layers, key=lambda layer: -layer["estimate"]["latency_us"])[:top]
+    table = _table(f"Top {len(ranked)} of {len(layers)} layers by the static estimate")
+    for header in ("#", "layer", "compute µs", "load µs", "store µs", "est. µs", "share", "bound", "unit"):
+        table.add_column(header, justify="left" if header in ("layer", "bound", "unit") else "right",
+                         overflow="fold")
+    for rank, layer in enumerate(ranked, 1):
+        e = layer["estimate"]
+        table.add_row(str(rank), Text(layer["id"]), _num(e["compute_us"]), _num(e["load_us"]), _num(e["store_us"]),
+                      f"{e['latency_us']:.1f}", f"{100 * e['latency_us'] / total:.1f}%", e["bound"],
+                      Text(e["unit"] or "-"))
+    return table
+
+
+def reconcile_view(rec: dict[str, Any], top: int) -> RenderableType:
+    """k and the static layers' shares scaled by k, largest first."""
+    head = Text.assemble(
+        ("k = ", "bold"), (f"{rec['k']:.3f}", "bold cyan"),
+        f"  = board BPU {human_us(rec['measured_us'])} ({rec['measured_source']}) / static estimate "
+        f"{human_us(rec['estimated_us'])} ({rec['estimated_source']})")
+    layers = rec["layers"]
+    shown = sorted(layers, key=lambda s: -s["share"])[:top] if top else []
+    title = Text(f"Static per-layer shares scaled by k: top {len(shown)} of {len(layers)} "
+                 f"(they add up to the board's {human_us(rec['measured_us'])})", style="italic")
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    for header in ("#", "layer", "static µs", "share", "scaled µs"):
+        table.add_column(header, justify="left" if header == "layer" else "right", overflow="fold")
+    for rank, s in enumerate(shown, 1):
+        table.add_row(str(rank), Text(s["name"]), f"{s['estimated_us']:.1f}", f"{100 * s['share']:.1f}%",
+                      f"{s['scaled_us']:.1f}")
+    note = Text("SCALED ESTIMATE: static shares x board time; ranks hot spots, not a per-layer measurement.",
+                style="yellow")
+    return Group(head, title, table, note) if layers else Group(head, note)
+
+
+def totals_grid(run: dict[str, Any]) -> Table:
+    """Whole-model figures: model, latency, FPS, accelerator time, static estimate, coverage."""
+    s = run["summary"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    model = run["model"]
+    grid.add_row("model", Text(f"{model.get('name') or '-'}  ({model.get('path') or 'no ONNX model given'})"))
+    grid.add_row("layers", f"{s['layer_count']} ({s['measured_layer_count']} measured, "
+                           f"{s['estimated_layer_count']} estimated)")
+    latency = run.get("latency")
+    if latency:
+        fps = f"  ({latency['fps']:.1f} FPS)" if latency.get("fps") else ""
+        grid.add_row("latency", Text(f"{human_us(latency['mean_us'])} mean{fps}  [{latency['source']}]"))
+    if s.get("accelerator_us") is not None:
+        grid.add_row("accelerator", f"{human_us(s['accelerator_us'])} per inference (measured)")
+    if s.get("est_latency_us") is not None:
+        grid.add_row("static est.", f"{human_us(s['est_latency_us'])} (compiler estimate)")
+    measurement = run.get("measurement")
+    if measurement and measurement.get("coverage") is not None:
+        grid.add_row("coverage", f"{100 * measurement['coverage']:.1f}% of the measured time joined to layers")
+    return grid
+
+
+def join_lines(run: dict[str, Any]) -> Sequence[RenderableType]:
+    """How the entries were joined, and the ones that were not (never dropped silently)."""
+    info = run["import"]
+    target = "model layers" if info["joined_to_model"] else "run layers (no --model)"
+    lines: list[RenderableType] = [Text(f"joined {info['joined']} of {info['entries']} entries to {target}; "
+                                        f"{info['layout']} layout; {len(info['unmatched'])} unmatched or partial")]
+    for item in info["unmatched"][:LIST_LIMIT]:
+        missing = f" (missing: {', '.join(item['missing'][:3])})" if item["missing"] else ""
+        lines.append(Text(f"  {item['name']}  [{item['file']}]: {item['reason']}{missing}"))
+    if len(info["unmatched"]) > LIST_LIMIT:
+        lines.append(Text(f"  ... and {len(info['unmatched']) - LIST_LIMIT} more (see 'import.unmatched' in the "
+                          "run file)"))
+    return lines
+
+
+def _notes(run: dict[str, Any]) -> list[RenderableType]:
+    notes: list[RenderableType] = []
+    if "measurement" in run:
+        notes.append(Text(f"MEASURED by the vendor's tool: {run['measurement']['source']}.", style="green"))
+    if "estimate_info" in run:
+        notes.append(Text(f"ESTIMATE: {run['estimate_info']['note']} ({run['estimate_info']['method']}).",
+                          style="yellow"))
+    return notes
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

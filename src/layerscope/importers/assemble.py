@@ -1,0 +1,461 @@
+"""Vendor import results -> one run (the JSON document of :mod:`layerscope.run`).
+
+Contract of :func:`build_run`:
+- entries of the same name from several files are one entry (trtexec's profile and layer info); when
+  two files both measure it the first is kept, with a warning;
+- with a graph, the run's ``layers`` are the model's, in graph order, with the model's costs;
+  measured and estimated times land on the layers their entries join to (:mod:`.join`); a fused
+  entry's time is split over its layers in proportion to their work (2 x MACs + FLOPs, evenly when
+  none has any) and says so (``split``, ``fused_group``). Without a graph the run's layers are the
+  vendor's entries, ids = vendor names, and the ``model`` section says only what the files say;
+- every measured entry is a ``kernels`` row whose ``category`` is ``layer``, ``layout`` or
+  ``unmapped``; unmapped entries are listed in ``measurement.unmapped_kernels`` and, with estimates
+  that joined nothing, in ``import.unmatched`` with the reason;
+- ``measured.method`` / ``estimate.method`` are ``"vendor:<tool>"``;
+- when one import measures the accelerator as a whole (Horizon's ``BPU_inference_time_cost``) and
+  another estimates it (the static report's latency), ``reconcile`` holds k and the per-layer static
+  shares scaled by k (:mod:`layerscope.analysis.reconcile`);
+- the output is deterministic: no clock, no host; the same files give the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from layerscope import __version__
+from layerscope.analysis.reconcile import ScaledLayer, ScaleFactor, scale_factor, scale_layers
+from layerscope.costs import LayerCost, cost_graph
+from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, LayerIndex, Resolution, resolve, self_resolution
+from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
+from layerscope.model.types import Graph
+from layerscope.run import SCHEMA_VERSION, model_section
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """An entry with the file and tool its measurement and its estimate came from."""
+
+    entry: VendorEntry
+    path: str
+    stats_tool: str = ""
+    estimate_tool: str = ""
+
+
+@dataclass(frozen=True)
+class Reconciled:
+    """k between an accelerator measurement and its static estimate, and the scaled static layers."""
+
+    factor: ScaleFactor
+    layers: tuple[ScaledLayer, ...]
+    measured_from: str
+    estimated_from: str
+
+
+@dataclass(frozen=True)
+class ImportedRun:
+    """The run, and what the terminal summary shows about how it was made."""
+
+    run: dict[str, Any]
+    results: tuple[ImportResult, ...]
+    resolutions: tuple[Resolution, ...]
+    reconciled: Reconciled | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> ImportedRun:
+    """One run from the imported files, joined to ``graph`` when given (see the module docstring)."""
+    sourced, warnings = merge_entries(results)
+    totals = _merge_totals(results)
+    index = LayerIndex(graph) if graph is not None else None
+    resolutions = tuple(resolve(s.entry, index) if index else self_resolution(s.entry) for s in sourced)
+    tools = {s.entry.name: s for s in sourced}
+    costs = cost_graph(graph) if graph is not None else ()
+    layers = (_model_layers(graph, costs, resolutions, tools) if graph is not None
+              else _vendor_layers(resolutions, tools))
+    reconciled = _reconcile(results)
+    run: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "layerscope", "version": __version__},
+        "model": model_section(graph) if graph is not None else _vendor_model(results),
+        "layers": layers,
+        "folded": [n.id for n in graph.folded] if graph is not None else [],
+        "unknown_ops": _unknown_ops(graph, costs) if graph is not None else [],
+        "summary": _summary(layers, costs, totals),
+        "import": _import_section(results, resolutions, tools, graph is not None),
+    }
+    kernels = [_kernel(r) for r in resolutions if r.entry.stats is not None]
+    if kernels:
+        run["kernels"] = kernels
+        run["measurement"] = _measurement(results, resolutions, tools)
+    if totals.latency is not None:
+        run["latency"] = _latency(totals, results)
+    estimate_tools = sorted({s.estimate_tool for s in sourced if s.estimate_tool})
+    if estimate_tools:
+        run["estimate_info"] = {"method": ",".join(f"vendor:{t}" for t in estimate_tools),
+                                "note": "the vendor compiler's static estimate, not a measurement"}
+    if reconciled is not None:
+        run["reconcile"] = _reconcile_section(reconciled)
+    return ImportedRun(run=run, results=tuple(results), resolutions=resolutions, reconciled=reconciled,
+                       warnings=tuple(w for r in results for w in r.warnings) + tuple(warnings))
+
+
+def merge_entries(results: Iterable[ImportResult]) -> tuple[list[Sourced], list[str]]:
+    """One :class:`Sourced` per entry name over all files, in first-seen order; warnings on conflicts."""
+    merged: dict[str, Sourced] = {}
+    warnings: list[str] = []
+    for result in results:
+        for entry in result.entries:
+            incoming = Sourced(entry, result.path, result.tool if entry.stats else "",
+                               result.tool if entry.estimate else "")
+            known = merged.get(entry.name)
+            if known is None:
+                merged[entry.name] = incoming
+                continue
+            if known.entry.stats is not None and entry.stats is not None:
+                warnings.append(f"{result.path}: {entry.name!r} is also measured in {known.path}; kept that one")
+            merged[entry.name] = Sourced(known.entry.merged(entry), known.path,
+                                         known.stats_tool or incoming.stats_tool,
+                                         known.estimate_tool or incoming.estimate_tool)
+    return list(merged.values()), warnings
+
+
+def _merge_totals(results: Iterable[ImportResult]) -> Totals:
+    totals = Totals()
+    for result in results:
+        totals = totals.merged(result.totals)
+    return totals
+
+
+# --- layers -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """One kernel's (share of) time on a layer: the kernel, the layers it ran, whether it was split."""
+
+    stats: TimeStats
+    kernel: str
+    group: tuple[str, ...]
+    split: bool
+    tool: str
+
+
+@dataclass
+class _Parts:
+    """What the entries joined to one layer contribute to it."""
+
+    stats: list[_Timed] = field(default_factory=list)
+    estimates: list[tuple[StaticCost, str]] = field(default_factory=list)
+
+
+def _model_layers(graph: Graph, costs: Sequence[LayerCost], resolutions: Sequence[Resolution],
+                  tools: dict[str, Sourced]) -> list[dict[str, Any]]:
+    weights = {c.layer_id: 2 * c.macs + c.flops for c in costs}
+    parts: dict[str, _Parts] = {node.id: _Parts() for node in graph.layers}
+    for res in resolutions:
+        if res.category != LAYER or not res.layer_ids:
+            continue
+        fractions = _fractions(res.layer_ids, weights)
+        split = len(res.layer_ids) > 1
+        source = tools[res.entry.name]
+        for layer_id, fraction in fractions.items():
+            if res.entry.stats is not None:
+                parts[layer_id].stats.append(_Timed(res.entry.stats.scaled(fraction), res.entry.name, res.layer_ids,
+                                                    split, source.stats_tool))
+            if res.entry.estimate is not None:
+                parts[layer_id].estimates.append((res.entry.estimate.scaled(fraction), source.estimate_tool))
+    layers = []
+    for node, cost in zip(graph.layers, costs, strict=True):
+        layer: dict[str, Any] = {
+            "id": node.id,
+            "name": node.name,
+            "op_type": node.op_type,
+            "domain": node.domain,
+            "inputs": list(node.inputs),
+            "outputs": list(node.outputs),
+            "output_shapes": [list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
+            "dtype": cost.dtype,
+            "macs": cost.macs,
+            "flops": cost.flops,
+            "bytes_read": cost.bytes_read,
+            "bytes_read_act": cost.bytes_read_act,
+            "bytes_read_weight": cost.bytes_read_weight,
+            "bytes_written": cost.bytes_written,
+            "weight_bytes": cost.bytes_read_weight,
+            "params": cost.params,
+            "unit_kind": cost.unit_kind.value,
+            "unit": None,
+            "known": cost.known,
+        }
+        _attach(layer, parts[node.id], graph_order=list(parts))
+        layers.append(layer)
+    return layers
+
+
+def _fractions(layer_ids: Sequence[str], weights: dict[str, int]) -> dict[str, float]:
+    """Each layer's part of a fused entry: its work over the group's, evenly when none has work."""
+    total = sum(weights.get(i, 0) for i in layer_ids)
+    if total <= 0:
+        return {i: 1.0 / len(layer_ids) for i in layer_ids}
+    return {i: weights.get(i, 0) / total for i in layer_ids}
+
+
+def _vendor_layers(resolutions: Sequence[Resolution], tools: dict[str, Sourced]) -> list[dict[str, Any]]:
+    layers = []
+    for res in resolutions:
+        if res.category != LAYER:
+            continue
+        entry = res.entry
+        source = tools[entry.name]
+        parts = _Parts()
+        if entry.stats is not None:
+            parts.stats.append(_Timed(entry.stats, entry.name, (entry.name,), False, source.stats_tool))
+        if entry.estimate is not None:
+            parts.estimates.append((entry.estimate, source.estimate_tool))
+        layer: dict[str, Any] = {"id": entry.name, "name": entry.name, "op_type": entry.op_type, "domain": "",
+                                 "inputs": [], "outputs": [], "output_shapes": [], "kind": entry.kind.value,
+                                 "unit": entry.provider or None}
+        if entry.status:
+            layer["status"] = entry.status
+        _attach(layer, parts, graph_order=[])
+        layers.append(layer)
+    return layers
+
+
+def _attach(layer: dict[str, Any], parts: _Parts, graph_order: list[str]) -> None:
+    if parts.stats:
+        layer["measured"] = _measured(parts.stats, graph_order)
+    if parts.estimates:
+        layer["estimate"] = _estimate(parts.estimates)
+        if layer.get("unit") is None:
+            layer["unit"] = layer["estimate"]["unit"]
+
+
+def _measured(timed: list[_Timed], graph_order: list[str]) -> dict[str, Any]:
+    """The ``measured`` section of one layer from the kernels (or kernel shares) that ran it."""
+    total = sum_stats(t.stats for t in timed)
+    assert total is not None
+    main = max(timed, key=lambda t: t.stats.typical_us)
+    group = {layer for t in timed for layer in t.group}
+    order = {layer: i for i, layer in enumerate(graph_order)}
+    return {
+        "median_us": _us(total.median_us),
+        "mean_us": _us(total.mean_us),
+        "p90_us": _us(total.p90_us),
+        "min_us": _us(total.min_us),
+        "max_us": _us(total.max_us),
+        "std_us": _us(total.std_us),
+        "cv": None if total.cv is None else round(total.cv, 4),
+        "samples": total.samples,
+        "kernel": main.kernel,
+        "fused_group": sorted(group, key=lambda layer: order.get(layer, 0)) if len(group) > 1 else None,
+        "split": any(t.split for t in timed),
+        "method": ",".join(f"vendor:{tool}" for tool in sorted({t.tool for t in timed if t.tool})),
+    }
+
+
+def _estimate(estimates: list[tuple[StaticCost, str]]) -> dict[str, Any]:
+    cost = estimates[0][0]
+    for other, _ in estimates[1:]:
+        cost = cost.plus(other)
+    tools = sorted({t for _, t in estimates if t})
+    return {
+        "latency_us": _us(cost.latency_us),
+        "compute_us": _us(cost.compute_us),
+        "load_us": _us(cost.load_us),
+        "store_us": _us(cost.store_us),
+        "overhead_us": None,
+        "bound": cost.bound,
+        "unit": cost.unit,
+        "dtype": None,
+        "ddr_read_bytes": None,
+        "ddr_write_bytes": None,
+        "weight_passes": None,
+        "fallback_reason": None,
+        "method": ",".join(f"vendor:{t}" for t in tools),
+    }
+
+
+def _us(value: float | None) -> float | None:
+    """Microseconds rounded to nanoseconds (stable bytes), ``None`` kept."""
+    return None if value is None else round(value, 3)
+
+
+# --- other sections ---------------------------------------------------------------------------------
+
+
+def _kernel(res: Resolution) -> dict[str, Any]:
+    entry = res.entry
+    stats = entry.stats
+    assert stats is not None
+    return {
+        "name": entry.name,
+        "op_type": entry.op_type,
+        "provider": entry.provider,
+        "median_us": _us(stats.median_us),
+        "mean_us": _us(stats.mean_us),
+        "p90_us": _us(stats.p90_us),
+        "min_us": _us(stats.min_us),
+        "max_us": _us(stats.max_us),
+        "std_us": _us(stats.std_us),
+        "cv": None if stats.cv is None else round(stats.cv, 4),
+        "samples": stats.samples,
+        "layers": list(res.layer_ids),
+        "category": res.category,
+    }
+
+
+def _measurement(results: Sequence[ImportResult], resolutions: Sequence[Resolution],
+                 tools: dict[str, Sourced]) -> dict[str, Any]:
+    measured = [r for r in resolutions if r.entry.stats is not None]
+    total = sum(r.entry.stats.typical_us for r in measured if r.entry.stats)
+    joined = sum(r.entry.stats.typical_us for r in measured if r.entry.stats and r.category == LAYER)
+    stat_tools = sorted({tools[r.entry.name].stats_tool for r in measured})
+    info = _first_info(results, "thread_num")
+    runs = _first_info(results, "frame_count") or _first_info(results, "count") or _first_info(results, "runs")
+    return {
+        "backend": ",".join(stat_tools),
+        "backend_version": _first_info(results, "version"),
+        "provider": _first_info(results, "provider") or ",".join(
+            sorted({r.entry.provider for r in measured if r.entry.provider})) or None,
+        "threads": int(info) if info and info.isdigit() else None,
+        "opt_level": None,
+        "runs": int(runs) if runs and runs.isdigit() else None,
+        "warmup": None,
+        "coverage": round(joined / total, 4) if total > 0 else None,
+        "overhead": None,
+        "unmapped_kernels": [r.entry.name for r in measured if r.category == UNMAPPED],
+        "machine": None,
+        "created_utc": None,
+        "source": "; ".join(f"vendor:{r.tool} {Path(r.path).name}" for r in results if r.measured),
+    }
+
+
+def _first_info(results: Iterable[ImportResult], key: str) -> str | None:
+    return next((r.info[key] for r in results if key in r.info), None)
+
+
+def _latency(totals: Totals, results: Sequence[ImportResult]) -> dict[str, Any]:
+    latency = totals.latency
+    assert latency is not None
+    source = next(r for r in results if r.totals.latency is not None)
+    return {
+        "mean_us": _us(latency.mean_us),
+        "min_us": _us(latency.min_us),
+        "max_us": _us(latency.max_us),
+        "p50_us": _us(latency.median_us),
+        "p90_us": _us(latency.p90_us),
+        "p99_us": _us(_percentile(latency.values_us, 0.99)),
+        "p999_us": _us(_percentile(latency.values_us, 0.999)),
+        "fps": None if totals.fps is None else round(totals.fps, 3),
+        "samples": latency.samples,
+        "source": f"vendor:{source.tool} {Path(source.path).name}",
+    }
+
+
+def _percentile(values: Sequence[float], q: float) -> float | None:
+    """Nearest-rank percentile of per-run values; ``None`` without them."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def _reconcile(results: Sequence[ImportResult]) -> Reconciled | None:
+    """k from the first file measuring the accelerator and the first estimating it, if both exist."""
+    measured = next((r for r in results if r.totals.accelerator is not None and r.totals.accelerator.mean_us), None)
+    estimated = next((r for r in results if r.totals.estimated_us), None)
+    if measured is None or estimated is None or measured is estimated:
+        return None
+    assert measured.totals.accelerator is not None and measured.totals.accelerator.mean_us is not None
+    assert estimated.totals.estimated_us is not None
+    factor = scale_factor(measured.totals.accelerator.mean_us, estimated.totals.estimated_us)
+    layers = scale_layers(((e.name, e.estimate.latency_us) for e in estimated.estimated if e.estimate), factor)
+    return Reconciled(factor, layers, measured_from=measured.path, estimated_from=estimated.path)
+
+
+def _reconcile_section(rec: Reconciled) -> dict[str, Any]:
+    return {
+        "k": round(rec.factor.k, 6),
+        "measured_us": _us(rec.factor.measured_us),
+        "estimated_us": _us(rec.factor.estimated_us),
+        "measured_source": Path(rec.measured_from).name,
+        "estimated_source": Path(rec.estimated_from).name,
+        "scope": "accelerator (BPU) time: board measurement over the static estimate",
+        "layers": [{"name": s.layer_id, "estimated_us": _us(s.estimated_us), "share": round(s.share, 6),
+                    "scaled_us": _us(s.scaled_us)} for s in rec.layers],
+    }
+
+
+def _summary(layers: Sequence[dict[str, Any]], costs: Sequence[LayerCost], totals: Totals) -> dict[str, Any]:
+    measured = [layer["measured"] for layer in layers if "measured" in layer]
+    estimated = [layer["estimate"]["latency_us"] for layer in layers if "estimate" in layer]
+    est_total = totals.estimated_us if totals.estimated_us is not None else (sum(estimated) if estimated else None)
+    return {
+        "layer_count": len(layers),
+        "measured_layer_count": len(measured),
+        "estimated_layer_count": len(estimated),
+        "macs": sum(c.macs for c in costs) if costs else None,
+        "flops": sum(c.flops for c in costs) if costs else None,
+        "est_latency_us": _us(est_total),
+        "est_fps": None if totals.estimated_fps is None else round(totals.estimated_fps, 3),
+        "measured_layer_sum_us": _us(sum((m["median_us"] if m["median_us"] is not None else m["mean_us"] or 0.0)
+                                         for m in measured)) if measured else None,
+        "latency_us": _us(totals.latency.mean_us) if totals.latency else None,
+        "accelerator_us": _us(totals.accelerator.mean_us) if totals.accelerator else None,
+        "fps": None if totals.fps is None else round(totals.fps, 3),
+    }
+
+
+def _unknown_ops(graph: Graph, costs: Sequence[LayerCost]) -> list[dict[str, Any]]:
+    unknown: dict[tuple[str, str], list[str]] = {}
+    for node, cost in zip(graph.layers, costs, strict=True):
+        if not cost.known:
+            unknown.setdefault((node.domain, node.op_type), []).append(node.id)
+    return [{"domain": d, "op_type": op, "count": len(ids), "layers": ids} for (d, op), ids in sorted(unknown.items())]
+
+
+def _vendor_model(results: Sequence[ImportResult]) -> dict[str, Any]:
+    return {
+        "name": _first_info(results, "model_name"),
+        "path": None,
+        "sha256": None,
+        "opset": None,
+        "producer": ",".join(sorted({r.tool for r in results})),
+        "inputs": [],
+        "outputs": [],
+        "note": "no ONNX model given: layers are the vendor's entries (pass --model to join them)",
+    }
+
+
+def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resolution],
+                    tools: dict[str, Sourced], joined_to_model: bool) -> dict[str, Any]:
+    unmatched = []
+    for res in resolutions:
+        if res.category == UNMAPPED or res.missing:
+            unmatched.append({"name": res.entry.name, "file": Path(tools[res.entry.name].path).name,
+                              "kind": res.entry.kind.value, "reason": res.reason or "some parts not found",
+                              "missing": list(res.missing)})
+    return {
+        "files": [{"path": r.path, "name": Path(r.path).name, "format": r.format, "tool": r.tool,
+                   "sha256": _sha256(r.path), "entries": len(r.entries), "info": dict(r.info),
+                   "warnings": list(r.warnings)} for r in results],
+        "joined_to_model": joined_to_model,
+        "entries": len(resolutions),
+        "joined": sum(1 for r in resolutions if r.category == LAYER),
+        "layout": sum(1 for r in resolutions if r.category == LAYOUT),
+        "unmatched": unmatched,
+    }
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
