@@ -1,5 +1,30 @@
 """The run file: one JSON document that every command writes or extends and every reporter reads.
 
+Schema (version 1). Sections are optional unless marked; a run may hold an estimate, a measurement or both:
+- ``schema_version`` (required), ``tool`` {name, version}
+- ``model`` (required) {name, path, sha256, opset, producer, inputs[{name, shape, dtype}], outputs[...]}
+- ``target`` {name, kind, description, source_path, dtype} -- the profile of the estimate, when there is one
+- ``estimate_info`` {method, note}
+- ``layers`` (required) [{id, name, op_type, domain, inputs, outputs, output_shapes, dtype, macs, flops,
+  bytes_read, bytes_read_act, bytes_read_weight, bytes_written, weight_bytes, params, unit_kind, unit, known,
+  ``estimate`` {latency_us, compute_us, load_us, store_us, overhead_us, bound, unit, dtype, ddr_read_bytes,
+  ddr_write_bytes, weight_passes, fallback_reason, method?},
+  ``measured`` {median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples, kernel, fused_group, split,
+  method} }] -- ``measured.kernel`` names the runtime kernel the time came from; ``fused_group`` lists the
+  ids of the layers that ran as that one kernel (``null`` when alone); ``split`` is true when the kernel's time
+  was divided over several layers; ``method`` is ``"kernel-profile"``, ``"differential"`` or
+  ``"vendor:<tool>"``.
+- ``kernels`` [{name, op_type, provider, median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples,
+  layers, category}] -- runtime kernels; ``category`` is ``"layer"``, ``"layout"`` or ``"unmapped"``
+- ``measurement`` {backend, backend_version, provider, threads, opt_level, runs, warmup, coverage, overhead,
+  unmapped_kernels, machine {hostname, cpu, cores, os, python}, created_utc, source}
+- ``latency`` {mean_us, min_us, max_us, p50_us, p90_us, p99_us, p999_us, fps, samples, source} -- end to end,
+  always from uninstrumented runs
+- ``summary`` (required) {macs, est_latency_us, ...}, ``unknown_ops``, ``folded``
+- ``timeline`` {method, note, split, cores, dtype, summary, memory, layers, units, temporal} -- one frame
+  scheduled per unit and core, DDR bandwidth over time and the memory plan (``estimate --timeline``;
+  fields in :func:`timeline_section`)
+
 Contract:
 - top-level keys ``schema_version``, ``tool``, ``model``, ``target``, ``layers``, ``summary``,
   ``unknown_ops``, ``folded``; later commands add sections (e.g. ``measurement``) without renaming these;
@@ -21,7 +46,9 @@ from typing import Any
 from layerscope import __version__
 from layerscope.costs.types import UnitKind
 from layerscope.errors import RunFileError
+from layerscope.estimate.timeline import Interval, Timeline
 from layerscope.estimate.types import Estimate
+from layerscope.measure.profile import Measurement
 from layerscope.model.types import Graph, TensorInfo
 from layerscope.targets import Profile
 
@@ -173,3 +200,159 @@ def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dic
 def _us(value: float) -> float:
     """Microseconds rounded to nanoseconds: stable bytes across platforms' float printing."""
     return round(value, 3)
+
+
+def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, Any]:
+    """``run`` with the measured sections added: ``layers[].measured``, ``kernels``, ``measurement``, ``latency``."""
+    for layer in run["layers"]:
+        result = measurement.layers.get(layer["id"])
+        if result is None:
+            continue
+        measured: dict[str, Any] = {
+            "status": result.status,
+            "kernel": result.kernels[0] if result.kernels else None,
+            "kernels": list(result.kernels),
+            "fused_group": list(result.fused_group) or None,
+            "split": result.split,
+            "method": "kernel-profile",
+        }
+        if result.stats is not None:
+            measured.update(result.stats.to_dict())
+        else:
+            measured.update({"median_us": 0.0, "samples": 0})
+        layer["measured"] = measured
+    run["kernels"] = [
+        {"name": k.samples.name, "op_type": k.samples.op_type, "provider": k.samples.provider,
+         "layers": list(k.layers), "category": k.category, **k.stats.to_dict()}
+        for k in measurement.kernels
+    ]
+    config = measurement.config
+    run["measurement"] = {
+        "backend": "onnxruntime",
+        "backend_version": measurement.backend_version,
+        "provider": measurement.provider,
+        "threads": config.threads,
+        "opt_level": config.opt_level,
+        "runs": measurement.runs,
+        "warmup": measurement.warmup,
+        "coverage": round(measurement.coverage, 6),
+        "overhead": round(measurement.overhead, 6),
+        "mapped_share": round(measurement.mapped_share, 6),
+        "unmapped_kernels": list(measurement.unmapped_kernels),
+        "eliminated_layers": list(measurement.fusion.eliminated),
+        "instrumented": measurement.instrumented.to_dict(),
+        "machine": dict(measurement.machine),
+        "created_utc": measurement.created_utc,
+        "interrupted": measurement.interrupted,
+        "median_run": [{"name": e.name, "thread": e.thread, "start_us": _us(e.start_us),
+                        "duration_us": _us(e.duration_us)} for e in measurement.median_run],
+        "source": "layerscope profile",
+    }
+    run["latency"] = {**measurement.latency.to_dict(), "p50_us": _us(measurement.latency.median_us),
+                      "fps": round(measurement.latency.fps, 3), "source": "uninstrumented session.run"}
+    run["summary"]["meas_latency_us"] = _us(measurement.latency.median_us)
+    return run
+
+
+def timeline_section(timeline: Timeline) -> dict[str, Any]:
+    """The ``timeline`` section (``layerscope estimate --timeline``); the other sections stay as they are.
+
+    - ``method``, ``note``, ``split`` (``"batch"``), ``cores``, ``dtype``, ``bandwidth_bytes_per_s`` and
+      ``sram_bytes`` (one core's share);
+    - ``summary`` {latency_us, fps_per_core, fps_total, serial_latency_us, macs, conv_macs, ddr_bytes,
+      ddr_mb_per_run, ddr_busy_us, busiest_unit, busiest_unit_busy_us, bound, cross_core_bytes};
+    - ``memory`` {static_bytes, input_bytes, output_bytes, shared_temporary_bytes,
+      exclusive_intermediate_bytes, dynamic_bytes, minimum_requirement_bytes, on_chip_peak_bytes,
+      peak_live_bytes, frames_in_flight};
+    - ``layers`` [{id, unit, core, active_start_us, active_end_us, compute_start_us, compute_end_us,
+      load_start_us, load_end_us, store_start_us, store_end_us, compute_us, overhead_us, load_us, store_us,
+      load_bytes, store_bytes}] in graph order (``null`` bursts: no DDR traffic);
+    - ``units`` [{name, core, busy_us, busy [{layer, start_us, end_us}]}]: every unit, the CPU, LOAD, STORE;
+    - ``temporal`` {interval_us, intervals, ddr_load_mb_per_s, ddr_store_mb_per_s, ddr_utilization,
+      utilization {unit: [...]}}: one value per interval (MB = 10^6 bytes; rates summed over the cores).
+    """
+    busiest = timeline.busiest_unit
+    memory = timeline.memory
+    bins = timeline.bins
+    return {
+        "method": "timeline",
+        "note": f"static schedule on profile {timeline.profile_name!r}, not a measurement",
+        "split": timeline.split,
+        "cores": timeline.cores,
+        "dtype": timeline.dtype,
+        "bandwidth_bytes_per_s": timeline.bandwidth_bytes_per_s,
+        "sram_bytes": timeline.sram_bytes,
+        "summary": {
+            "latency_us": _us(timeline.latency_us),
+            "fps_per_core": _rate(timeline.fps_per_core),
+            "fps_total": _rate(timeline.fps_total),
+            "serial_latency_us": _us(timeline.serial_latency_us),
+            "macs": timeline.macs,
+            "conv_macs": timeline.conv_macs,
+            "ddr_bytes": timeline.ddr_bytes,
+            "ddr_mb_per_run": _rate(timeline.ddr_bytes / 1e6),
+            "ddr_busy_us": _us(timeline.ddr_busy_us),
+            "busiest_unit": busiest.name if busiest else None,
+            "busiest_unit_busy_us": _us(busiest.busy_us) if busiest else 0.0,
+            "bound": timeline.bound,
+            "cross_core_bytes": timeline.cross_core_bytes,
+        },
+        "memory": {
+            "static_bytes": memory.static_bytes,
+            "input_bytes": memory.input_bytes,
+            "output_bytes": memory.output_bytes,
+            "shared_temporary_bytes": memory.shared_temporary_bytes,
+            "exclusive_intermediate_bytes": memory.exclusive_intermediate_bytes,
+            "dynamic_bytes": memory.dynamic_bytes,
+            "minimum_requirement_bytes": memory.minimum_requirement_bytes,
+            "on_chip_peak_bytes": memory.on_chip_peak_bytes,
+            "peak_live_bytes": memory.peak_live_bytes,
+            "frames_in_flight": memory.frames_in_flight,
+        },
+        "layers": [{
+            "id": s.layer_id,
+            "unit": s.unit,
+            "core": s.core,
+            "active_start_us": _us(s.active.start_us),
+            "active_end_us": _us(s.active.end_us),
+            "compute_start_us": _us(s.compute.start_us),
+            "compute_end_us": _us(s.compute.end_us),
+            **_burst("load", s.load),
+            **_burst("store", s.store),
+            "compute_us": _us(s.compute_us),
+            "overhead_us": _us(s.overhead_us),
+            "load_us": _us(s.load_us),
+            "store_us": _us(s.store_us),
+            "load_bytes": s.bytes_loaded,
+            "store_bytes": s.bytes_stored,
+        } for s in timeline.layers],
+        "units": [{
+            "name": t.name,
+            "core": t.core,
+            "busy_us": _us(t.busy_us),
+            "busy": [{"layer": b.layer_id, "start_us": _us(b.start_us), "end_us": _us(b.end_us)} for b in t.busy],
+        } for t in timeline.tracks],
+        "temporal": {
+            "interval_us": _us(bins.interval_us),
+            "intervals": len(bins.load_mb_per_s),
+            "ddr_load_mb_per_s": [_rate(v) for v in bins.load_mb_per_s],
+            "ddr_store_mb_per_s": [_rate(v) for v in bins.store_mb_per_s],
+            "ddr_utilization": [_fraction(v) for v in bins.ddr_utilization],
+            "utilization": {name: [_fraction(v) for v in values] for name, values in bins.utilization.items()},
+        },
+    }
+
+
+def _burst(name: str, interval: Interval | None) -> dict[str, float | None]:
+    return {f"{name}_start_us": _us(interval.start_us) if interval else None,
+            f"{name}_end_us": _us(interval.end_us) if interval else None}
+
+
+def _rate(value: float | None) -> float | None:
+    """Rates (FPS, MB/s) to three decimals; ``None`` stays."""
+    return None if value is None else round(value, 3)
+
+
+def _fraction(value: float) -> float:
+    """Utilizations in [0, 1] to six decimals."""
+    return round(value, 6)

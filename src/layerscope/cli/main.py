@@ -12,7 +12,8 @@ from collections.abc import Sequence
 import click
 
 from layerscope import __version__
-from layerscope.cli import estimate, targets
+from layerscope.cli import bench, estimate, profile, targets
+from layerscope.cli.import_cmd import command as import_command
 from layerscope.errors import LayerscopeError
 
 
@@ -23,8 +24,11 @@ def cli(debug: bool) -> None:
     """Where the inference time of a neural network goes, layer by layer, on the device it runs on."""
 
 
+cli.add_command(bench.command)
 cli.add_command(estimate.command)
+cli.add_command(profile.command)
 cli.add_command(targets.command)
+cli.add_command(import_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
