@@ -44,12 +44,12 @@ from pathlib import Path
 from typing import Any
 
 from layerscope import __version__
-from layerscope.costs.types import UnitKind
+from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.errors import RunFileError
 from layerscope.estimate.timeline import Interval, Timeline
 from layerscope.estimate.types import Estimate
 from layerscope.measure.profile import Measurement
-from layerscope.model.types import Graph, TensorInfo
+from layerscope.model.types import Graph, Node, TensorInfo
 from layerscope.targets import Profile
 
 SCHEMA_VERSION = 1
@@ -115,30 +115,38 @@ def _tensor_dict(t: TensorInfo) -> dict[str, Any]:
     return {"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
 
 
+def layer_record(graph: Graph, node: Node, cost: LayerCost) -> dict[str, Any]:
+    """The hardware-independent part of a run's layer: identity, tensors and cost (``unit`` not yet known)."""
+    return {
+        "id": node.id,
+        "name": node.name,
+        "op_type": node.op_type,
+        "domain": node.domain,
+        "inputs": list(node.inputs),
+        "outputs": list(node.outputs),
+        "output_shapes": [list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
+        "dtype": cost.dtype,
+        "macs": cost.macs,
+        "flops": cost.flops,
+        "bytes_read": cost.bytes_read,
+        "bytes_read_act": cost.bytes_read_act,
+        "bytes_read_weight": cost.bytes_read_weight,
+        "bytes_written": cost.bytes_written,
+        "weight_bytes": cost.bytes_read_weight,
+        "params": cost.params,
+        "unit_kind": cost.unit_kind.value,
+        "unit": None,
+        "known": cost.known,
+    }
+
+
 def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:
     """A run holding the model, its per-layer costs and the estimate on ``profile``."""
     layers = []
     for node, cost, est in zip(graph.layers, estimate.costs, estimate.layers, strict=True):
         layers.append({
-            "id": node.id,
-            "name": node.name,
-            "op_type": node.op_type,
-            "domain": node.domain,
-            "inputs": list(node.inputs),
-            "outputs": list(node.outputs),
-            "output_shapes": [list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
-            "dtype": cost.dtype,
-            "macs": cost.macs,
-            "flops": cost.flops,
-            "bytes_read": cost.bytes_read,
-            "bytes_read_act": cost.bytes_read_act,
-            "bytes_read_weight": cost.bytes_read_weight,
-            "bytes_written": cost.bytes_written,
-            "weight_bytes": cost.bytes_read_weight,
-            "params": cost.params,
-            "unit_kind": cost.unit_kind.value,
+            **layer_record(graph, node, cost),
             "unit": est.unit,
-            "known": cost.known,
             "estimate": {
                 "latency_us": _us(est.latency_us),
                 "compute_us": _us(est.compute_us),

@@ -33,7 +33,7 @@ from layerscope.costs import LayerCost, cost_graph
 from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, LayerIndex, Resolution, resolve, self_resolution
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
-from layerscope.run import SCHEMA_VERSION, model_section
+from layerscope.run import SCHEMA_VERSION, layer_record, model_section
 
 
 @dataclass(frozen=True)
@@ -171,27 +171,7 @@ def _model_layers(graph: Graph, costs: Sequence[LayerCost], resolutions: Sequenc
                 parts[layer_id].estimates.append((res.entry.estimate.scaled(fraction), source.estimate_tool))
     layers = []
     for node, cost in zip(graph.layers, costs, strict=True):
-        layer: dict[str, Any] = {
-            "id": node.id,
-            "name": node.name,
-            "op_type": node.op_type,
-            "domain": node.domain,
-            "inputs": list(node.inputs),
-            "outputs": list(node.outputs),
-            "output_shapes": [list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
-            "dtype": cost.dtype,
-            "macs": cost.macs,
-            "flops": cost.flops,
-            "bytes_read": cost.bytes_read,
-            "bytes_read_act": cost.bytes_read_act,
-            "bytes_read_weight": cost.bytes_read_weight,
-            "bytes_written": cost.bytes_written,
-            "weight_bytes": cost.bytes_read_weight,
-            "params": cost.params,
-            "unit_kind": cost.unit_kind.value,
-            "unit": None,
-            "known": cost.known,
-        }
+        layer = layer_record(graph, node, cost)
         _attach(layer, parts[node.id], graph_order=list(parts))
         layers.append(layer)
     return layers

@@ -13,6 +13,12 @@ from rich.text import Text
 from layerscope.report.units import human_bytes, human_count, human_us
 
 
+def key_value_grid() -> Table:
+    """An empty two-column grid: bold keys on the left, values on the right."""
+    grid = key_value_grid()
+    return grid
+
+
 def top_layers_table(run: Mapping[str, Any], top: int) -> Table:
     """The ``top`` layers by estimated latency: id, op, output shape, MACs, est. µs, share, bound, unit."""
     layers = run["layers"]
@@ -55,9 +61,7 @@ def estimate_summary(run: Mapping[str, Any]) -> RenderableType:
     target = run["target"]
     model = run["model"]
     inputs = ", ".join(f"{t['name']} {'x'.join(map(str, t['shape']))} {t['dtype']}" for t in model["inputs"])
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     rows: list[tuple[str, str | Text]] = [
         ("model", Text(f"{model['name']}  ({model['path']})")),
         ("inputs", Text(inputs)),
@@ -124,9 +128,7 @@ def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
     """What was measured, on what, and how far the instrument can be trusted."""
     m, lat = run["measurement"], run["latency"]
     machine = m["machine"]
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     model = run["model"]
     statuses = [layer.get("measured", {}).get("status") for layer in run["layers"]]
     rows: list[tuple[str, str | Text]] = [
