@@ -15,7 +15,9 @@ from layerscope.report.units import human_bytes, human_count, human_us
 
 def key_value_grid() -> Table:
     """An empty two-column grid: bold keys on the left, values on the right."""
-    grid = key_value_grid()
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
     return grid
 
 
