@@ -17,7 +17,8 @@ optimized-graph node to the source layers whose work it does, from tensor names 
    cover the source region between their resolved inputs and outputs.
 
 Kernel categories: ``layer`` (covers source layers), ``layout`` (layout/transfer nodes the runtime inserted,
-or any node whose output holds the same source tensor as its input), ``constant`` (computes only from constants), ``unmapped`` (none of these: reported, never dropped).
+or any node whose output holds the same source tensor as its input), ``constant`` (computes only from
+constants), ``unmapped`` (none of these: reported, never dropped).
 Source layers no kernel covers are ``eliminated`` (folded or removed by the runtime).
 """
 
