@@ -6,10 +6,12 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from onnx import helper
 
 from conftest import F32, ZOO_MODELS, ModelWriter
+from layerscope.costs import cost_graph
 from layerscope.costs.types import UnitKind
 from layerscope.estimate import Bound, estimate_graph
 from layerscope.model import Graph, load_model
@@ -95,6 +97,29 @@ def test_cpu_fallback_layer_runs_on_the_cpu_with_hand_off(write_model: ModelWrit
     assert est.fallback_count == 1
 
 
+def test_an_op_efficiency_of_one_half_doubles_that_ops_compute_time(write_model: ModelWriter) -> None:
+    graph = three_layers(write_model)
+    plain = toy_profile(rules=(FallbackRule("MaxPool", None, "no pooling here"),))
+    slow_conv = dataclasses.replace(plain, op_efficiency={"Conv": 0.5, "MaxPool": 0.25})
+    assert slow_conv.efficiency_for("Conv") == 0.5 and slow_conv.efficiency_for("Relu") == 1.0
+    before, after = estimate_graph(graph, plain), estimate_graph(graph, slow_conv)
+    # conv: 589,824 ops at 1e12/s x 0.5 = 1.179648 us, twice the 0.589824 us of the hand-checked case
+    assert after.layers[0].compute_us == pytest.approx(2 * 0.589824)
+    assert before.layers[0].compute_us == pytest.approx(0.589824)
+    # traffic and overhead are untouched, and so are ops not listed and CPU-fallback layers (MaxPool)
+    for b, a in zip(before.layers, after.layers, strict=True):
+        assert (a.load_us, a.store_us, a.overhead_us) == (b.load_us, b.store_us, b.overhead_us)
+    assert after.layers[1:] == before.layers[1:]
+
+
+def test_op_efficiency_can_make_a_layer_compute_bound(write_model: ModelWriter) -> None:
+    graph = three_layers(write_model)
+    slow = dataclasses.replace(toy_profile(), op_efficiency={"Conv": 0.01})
+    conv = estimate_graph(graph, slow).layers[0]
+    assert conv.compute_us == pytest.approx(58.9824) and conv.bound is Bound.COMPUTE
+    assert conv.latency_us == pytest.approx(58.9824)
+
+
 def test_zero_copy_layers_take_no_time(write_model: ModelWriter) -> None:
     nodes = [helper.make_node("Flatten", ["x"], ["y"], axis=1)]
     est = estimate_graph(load_model(write_model(nodes, [("x", F32, [2, 3, 4])], [("y", F32, None)])), toy_profile())
@@ -116,3 +141,20 @@ def test_properties_on_the_zoo(path: Path) -> None:
     more_sram = dataclasses.replace(s100, sram_bytes=4 * s100.sram_bytes)
     assert estimate_graph(graph, faster_ddr).latency_us <= base.latency_us
     assert estimate_graph(graph, more_sram).latency_us <= base.latency_us * (1 + 1e-12)
+
+
+def test_gather_reads_only_the_gathered_rows_of_an_embedding(write_model: ModelWriter) -> None:
+    # Gather(table 1000x64 fp32, ids 1x8) -> 1x8x64: reads 8 rows x 64 x 4 B = 2,048 B of the 256,000 B table.
+    table = np.zeros((1000, 64), np.float32)
+    ids = helper.make_tensor_value_info("ids", 7, [1, 8])
+    node = helper.make_node("Gather", ["table", "ids"], ["y"], axis=0)
+    path = write_model([node], [], [("y", F32, None)], {"table": table})
+    model = onnx.load(str(path))
+    model.graph.input.append(ids)
+    onnx.save(model, str(path))
+    graph = load_model(path)
+    cost = cost_graph(graph)[0]
+    assert cost.bytes_read_weight == 2_048
+    est = estimate_graph(graph, toy_profile())
+    # + the 8 int64 ids (64 B) read, 2,048 B written
+    assert est.layers[0].ddr_read_bytes == 2_048 + 64 and est.layers[0].ddr_write_bytes == 2_048

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import logging
 
-from layerscope.costs._common import unknown_cost
+from layerscope.costs._common import constant_elements_read, unknown_cost
 from layerscope.costs.registry import REGISTRY, canonical_domain, lookup
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.errors import LayerscopeError
 from layerscope.model.types import Graph, Node
 
-__all__ = ["KNOWN_OPS", "LayerCost", "UnitKind", "cost_graph", "cost_layer", "is_known"]
+__all__ = ["KNOWN_OPS", "LayerCost", "UnitKind", "constant_elements_read", "cost_graph", "cost_layer", "is_known"]
 
 _log = logging.getLogger(__name__)
 

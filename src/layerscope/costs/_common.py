@@ -76,6 +76,23 @@ def present_inputs(node: Node) -> int:
     return sum(1 for name in node.inputs if name)
 
 
+#: Ops that read only the rows their indices select from their data input (input 0).
+GATHER_OPS = frozenset({"Gather", "GatherElements", "GatherND"})
+
+
+def constant_elements_read(node: Node, graph: Graph, info: TensorInfo) -> int:
+    """Elements of the constant ``info`` that ``node`` actually reads.
+
+    All of them, except the table a Gather indexes (an embedding): only the gathered rows, i.e. as many
+    elements as the output holds (at most the whole table).
+    """
+    if node.op_type in GATHER_OPS and node.inputs and node.inputs[0] == info.name:
+        out = graph.tensor(node.outputs[0]) if node.outputs else None
+        if out is not None:
+            return min(info.elements, out.elements)
+    return info.elements
+
+
 @dataclass(frozen=True)
 class IOBytes:
     """What a layer reads and writes. See :func:`io_bytes`."""
@@ -111,7 +128,7 @@ def io_bytes(node: Node, graph: Graph, *, params_from: Iterable[int] | None = No
             continue
         seen.add(name)
         if graph.is_constant(name):
-            weight += info.nbytes
+            weight += constant_elements_read(node, graph, info) * info.itemsize
         else:
             act += info.nbytes
     if not reads_data:

@@ -2,8 +2,9 @@
 
 The model, per layer (documented in the README, "What the estimate assumes"):
 - compute: the layer's operations on the unit its kind maps to, at the deployed dtype's peak times the
-  unit's efficiency. Tensor layers count 2 ops per MAC (their ``flops``); data-movement and auxiliary
-  layers count one op per output element on top of their arithmetic.
+  unit's efficiency times the profile's ``op_efficiency`` multiplier for the layer's op type (1 when the
+  profile lists none; CPU-fallback layers never take it). Tensor layers count 2 ops per MAC (their
+  ``flops``); data-movement and auxiliary layers count one op per output element on top of their arithmetic.
 - DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep
   theirs). An activation stays on chip, costing no store and no load, when the profile has SRAM, the
   tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from layerscope.costs import cost_graph
+from layerscope.costs import constant_elements_read, cost_graph
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
@@ -37,11 +38,12 @@ def is_float(info: TensorInfo) -> bool:
     return info.dtype in _FLOAT_DTYPES
 
 
-def deployed_bytes(info: TensorInfo, dtype: str) -> int:
-    """Bytes of ``info`` when float tensors are stored as ``dtype`` (e.g. ``"int8"``, ``"fp16"``)."""
+def deployed_bytes(info: TensorInfo, dtype: str, elements: int | None = None) -> int:
+    """Bytes of ``info`` (or of ``elements`` of it) when float tensors are stored as ``dtype`` (``"int8"``...)."""
+    count = info.elements if elements is None else elements
     if is_float(info):
-        return info.elements * DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
-    return info.nbytes
+        return count * DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
+    return count * info.itemsize
 
 
 def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
@@ -117,10 +119,10 @@ def _estimate_layer(graph: Graph, profile: Profile, dtype: str, node: Node, cost
     if cost.unit_kind is UnitKind.ZERO_COPY:
         return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
     unit = profile.unit_for(cost.unit_kind, dtype)
-    compute_us = _compute_us(_ops(cost, graph, node), unit, dtype)
+    compute_us = _compute_us(_ops(cost, graph, node), unit, dtype, profile.efficiency_for(node.op_type))
     weights = [t for t in (graph.tensor(i) for i in node.inputs) if t and graph.is_constant(t.name)]
     acts = [t for t in (graph.tensor(i) for i in node.inputs) if t and not graph.is_constant(t.name)]
-    weight_bytes = sum(deployed_bytes(t, dtype) for t in weights)
+    weight_bytes = sum(deployed_bytes(t, dtype, constant_elements_read(node, graph, t)) for t in weights)
     act_in = sum(deployed_bytes(t, dtype) for t in acts if t.name not in resident)
     passes = 1
     weight_budget = profile.sram_bytes // 2
@@ -145,8 +147,9 @@ def _on_cpu(graph: Graph, profile: Profile, node: Node, cost: LayerCost, reason:
                    bandwidth=profile.cpu_ddr_bandwidth_bytes_per_s, overhead_us=overhead, passes=1, reason=reason)
 
 
-def _compute_us(ops: float, unit: ComputeUnit, dtype: str) -> float:
-    return ops / unit.attainable_ops_per_s(dtype) * 1e6
+def _compute_us(ops: float, unit: ComputeUnit, dtype: str, op_efficiency: float = 1.0) -> float:
+    """µs to run ``ops`` on ``unit`` at ``dtype``'s attainable rate times ``op_efficiency``."""
+    return ops / (unit.attainable_ops_per_s(dtype) * op_efficiency) * 1e6
 
 
 def _finish(layer_id: str, unit: str, dtype: str, *, compute_us: float, read: int, written: int,
