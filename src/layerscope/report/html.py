@@ -1,0 +1,208 @@
+"""The HTML report: one self-contained file that works offline, rendered from a saved run.
+
+:func:`render_html` is a pure function of the run (the same run gives the same bytes). Contract:
+
+- tabs Summary, Layer Details, Timeline, Temporal Statistics, Charts and Graph; each says what the run lacks
+  for it instead of failing (:func:`layerscope.report.sections.missing_notes`);
+- Jinja2 templates with inheritance (``templates/base.html`` <- ``templates/report.html``), autoescaped: every
+  string from the model or a vendor's file is escaped in the markup;
+- the data the page's script draws from is one ``<script type="application/json">`` whose ``<``, ``>`` and
+  ``&`` are written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (it cannot close the element), parsed with
+  ``JSON.parse``; the script sets text with ``textContent`` and escapes what goes into chart tooltips;
+- everything is inlined: the stylesheet, the script and Apache ECharts (vendored in
+  ``templates/vendor/echarts``, see its ``VENDORED.md``); a Content-Security-Policy allows no network access
+  and only the page's own scripts (by hash), so an injected ``onerror=`` attribute could not run either.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
+
+from layerscope.report.sections import (
+    LayerRow,
+    Run,
+    Tracks,
+    estimated_tracks,
+    findings,
+    graph_layout,
+    headline,
+    layer_rows,
+    measured_tracks,
+    missing_notes,
+    op_type_totals,
+    scale_factor,
+    share_basis,
+    summary_sections,
+    temporal,
+    top_layers,
+)
+
+#: The tabs in order: id and title.
+TABS: tuple[tuple[str, str], ...] = (
+    ("summary", "Summary"),
+    ("layers", "Layer Details"),
+    ("timeline", "Timeline"),
+    ("temporal", "Temporal Statistics"),
+    ("charts", "Charts"),
+    ("graph", "Graph"),
+)
+
+#: Columns of the layer table's data rows (the script names them the same way).
+LAYER_COLUMNS: tuple[str, ...] = ("index", "id", "op", "shapes", "macs", "est", "meas", "ratio", "share", "bound",
+                                  "unit", "core", "status", "group", "fallback")
+
+TOP_N = 20
+
+
+def _asset(*parts: str) -> str:
+    """The text of a file shipped under ``templates/``."""
+    return resources.files("layerscope.report").joinpath("templates", *parts).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("layerscope.report", "templates"), autoescape=True,
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["with_code"] = with_code
+    return env
+
+
+@lru_cache(maxsize=1)
+def _scripts() -> tuple[str, str]:
+    """(ECharts, the report's script): inlined as they ship."""
+    return _asset("vendor", "echarts", "echarts.min.js"), _asset("assets", "report.js")
+
+
+def with_code(text: str) -> Markup:
+    """Escaped ``text`` whose backticked parts become ``<code>`` (the missing-data notes name commands)."""
+    pieces = str(text).split("`")
+    return Markup("").join(Markup("<code>{}</code>").format(p) if i % 2 else escape(p) for i, p in enumerate(pieces))
+
+
+def script_json(data: Any) -> Markup:
+    """``data`` as JSON safe inside a ``<script type="application/json">`` element (see the module docstring)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+    return Markup(text)  # safe: no '<', '>' or '&' is left in it
+
+
+def csp_hash(script: str) -> str:
+    """The CSP source expression allowing one inline script: ``'sha256-<base64>'``."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+# --------------------------------------------------------------------------------------------------- payload
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _layer_row(row: LayerRow) -> list[Any]:
+    shapes = " → ".join(p for p in (", ".join(row.input_shapes), ", ".join(row.output_shapes)) if p)
+    group = f"{row.kernel} (×{len(row.fused_group)})" if row.fused_group else ""
+    return [row.index, row.id, row.op_type, shapes, row.macs, _r(row.est_us), _r(row.meas_us), _r(row.ratio, 4),
+            _r(row.share, 6), row.bound, row.unit, row.core, row.status, group, row.fallback_reason]
+
+
+def _tracks_payload(tracks: Tracks | None, *, names: bool) -> dict[str, Any] | None:
+    """Tracks as ``{tracks, events: [[track, start, end, layer, name?]], names?}`` (names only for kernels)."""
+    if tracks is None:
+        return None
+    name_index: dict[str, int] = {}
+    events = []
+    for t, track in enumerate(tracks.tracks):
+        for s in track.slices:
+            event: list[Any] = [t, _r(s.start_us), _r(s.end_us), s.layer]
+            if names:
+                event.append(name_index.setdefault(s.name, len(name_index)))
+            events.append(event)
+    payload: dict[str, Any] = {"source": tracks.source, "note": tracks.note, "end": _r(tracks.end_us),
+                               "tracks": [t.name for t in tracks.tracks], "events": events}
+    if names:
+        payload["names"] = list(name_index)
+    return payload
+
+
+def _temporal_payload(run: Run) -> dict[str, Any] | None:
+    series = temporal(run)
+    if series is None:
+        return None
+    return {"t": list(series.starts_us), "interval": series.interval_us, "load": list(series.ddr_load_mb_per_s),
+            "store": list(series.ddr_store_mb_per_s), "ddr": list(series.ddr_utilization),
+            "units": [[unit, list(values)] for unit, values in series.utilization]}
+
+
+def report_data(run: Run) -> dict[str, Any]:
+    """Everything the page's script draws, as JSON-ready data (compact: rows as arrays)."""
+    rows = layer_rows(run)
+    k = scale_factor(run)
+    layout = graph_layout(run)
+    return {
+        "basis": share_basis(run),
+        "layers": {"cols": list(LAYER_COLUMNS), "rows": [_layer_row(r) for r in rows]},
+        "details": [[[group, sorted(values.items())] for group, values in r.detail.items()] for r in rows],
+        "ops": sorted({r.op_type for r in rows}),
+        "timeline": {"est": _tracks_payload(estimated_tracks(run), names=False),
+                     "meas": _tracks_payload(measured_tracks(run), names=True)},
+        "temporal": _temporal_payload(run),
+        "charts": {
+            "byOp": [[t.op_type, t.count, _r(t.est_us), _r(t.meas_us)] for t in op_type_totals(rows)],
+            "top": [r.index for r in top_layers(rows, TOP_N)],
+            "k": None if k is None else {"value": round(k.value, 6), "source": k.source},
+        },
+        "graph": {"pos": [[x, y] for x, y in layout.position], "edges": [list(e) for e in layout.edges]},
+    }
+
+
+# --------------------------------------------------------------------------------------------------- page
+
+
+def _context(run: Run) -> dict[str, Any]:
+    model: Mapping[str, Any] = run.get("model") or {}
+    echarts, script = _scripts()
+    data = report_data(run)
+    return {
+        "title": f"layerscope report: {model.get('name') or 'model'}",
+        "model_name": str(model.get("name") or "model"),
+        "target_name": (run.get("target") or {}).get("name"),
+        "tool_text": " ".join(str(v) for v in ((run.get("tool") or {}).get("name", "layerscope"),
+                                               (run.get("tool") or {}).get("version")) if v),
+        "tabs": TABS,
+        "metrics": headline(run),
+        "sections": summary_sections(run),
+        "findings": findings(run, 10),
+        "findings_total": len(findings(run)),
+        "missing": missing_notes(run),
+        "estimate_note": (run.get("estimate_info") or {}).get("note"),
+        "measured_note": (run.get("measurement") or {}).get("source"),
+        "has": {
+            "layers": bool(data["layers"]["rows"]),
+            "estimated_timeline": data["timeline"]["est"] is not None,
+            "measured_timeline": data["timeline"]["meas"] is not None,
+            "temporal": data["temporal"] is not None,
+            "estimate": any(row[5] is not None for row in data["layers"]["rows"]),
+            "measured": any(row[6] is not None for row in data["layers"]["rows"]),
+        },
+        "basis": data["basis"],
+        "top_n": TOP_N,
+        "data_json": script_json(data),
+        "echarts_js": Markup(echarts),  # the vendored file, inlined as shipped
+        "report_js": Markup(script),  # our own script
+        "csp": f"default-src 'none'; script-src {csp_hash(echarts)} {csp_hash(script)}; "
+               "style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'",
+    }
+
+
+def render_html(run: Run) -> str:
+    """The report page for ``run`` (see the module docstring)."""
+    return _environment().get_template("report.html").render(**_context(run))

@@ -1,0 +1,746 @@
+"""Report sections as data: pure functions from a saved run to the rows, series and tracks every reporter shows.
+
+The HTML report, the Markdown summary, the CSV table and the Perfetto trace are all drawn from these, so a
+number is computed once and reads the same everywhere. Contract:
+
+- every function takes the run as loaded (``layerscope.run.load_run``) and never measures or reads files;
+- a run may hold an estimate, a measurement, a timeline, an import, or any mix: each function returns
+  what the run holds and ``None`` / empty where it holds nothing; :func:`missing_notes` says what is absent
+  and which command fills it;
+- values a vendor did not report are ``null`` in the run and ``None`` here, never 0;
+- the output depends only on the run: the same run gives the same sections, in the same order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from layerscope.report.units import human_bytes, human_count, human_us
+
+Run = Mapping[str, Any]
+
+
+# --------------------------------------------------------------------------------------------------- values
+
+
+def num(value: Any) -> float | None:
+    """``value`` as a float when it is a number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def measured_us(layer: Mapping[str, Any]) -> float | None:
+    """A layer's measured time: the median, else the mean (vendors that report only means); ``None`` if none."""
+    meas = layer.get("measured") or {}
+    value = num(meas.get("median_us"))
+    return value if value is not None else num(meas.get("mean_us"))
+
+
+def estimated_us(layer: Mapping[str, Any]) -> float | None:
+    """A layer's estimated latency, ``None`` when the run holds no estimate for it."""
+    return num((layer.get("estimate") or {}).get("latency_us"))
+
+
+def shape_text(shape: Sequence[Any] | None) -> str:
+    """``[1, 3, 640, 640]`` -> ``"1x3x640x640"``; a scalar is ``"scalar"``; unknown is ``"?"``."""
+    if shape is None:
+        return "?"
+    return "x".join(str(d) for d in shape) if shape else "scalar"
+
+
+def _pct(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{100 * value:.{digits}f}%"
+
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else human_us(value)
+
+
+# --------------------------------------------------------------------------------------------------- layers
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer as the reports show it. ``share`` is of the total on ``basis`` (measured, else estimated)."""
+
+    index: int
+    id: str
+    name: str
+    op_type: str
+    domain: str
+    input_shapes: tuple[str, ...]
+    output_shapes: tuple[str, ...]
+    macs: float | None
+    flops: float | None
+    est_us: float | None
+    meas_us: float | None
+    ratio: float | None
+    share: float | None
+    bound: str | None
+    unit: str | None
+    core: int | None
+    status: str | None
+    fused_group: tuple[str, ...]
+    split: bool
+    kernel: str | None
+    fallback_reason: str | None
+    detail: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def share_basis(run: Run) -> str | None:
+    """``"measured"`` when any layer has a measured time, ``"estimated"`` when any has an estimate, else ``None``."""
+    layers = run.get("layers") or []
+    if any(measured_us(layer) is not None for layer in layers):
+        return "measured"
+    if any(estimated_us(layer) is not None for layer in layers):
+        return "estimated"
+    return None
+
+
+def tensor_shapes(run: Run) -> dict[str, list[Any]]:
+    """Tensor name -> shape for the model inputs and every layer output the run knows."""
+    shapes: dict[str, list[Any]] = {}
+    for tensor in (run.get("model") or {}).get("inputs") or []:
+        if tensor.get("shape") is not None:
+            shapes[tensor["name"]] = tensor["shape"]
+    for layer in run.get("layers") or []:
+        for name, shape in zip(layer.get("outputs") or [], layer.get("output_shapes") or [], strict=False):
+            if shape is not None:
+                shapes[name] = shape
+    return shapes
+
+
+def _timeline_layers(run: Run) -> dict[str, Mapping[str, Any]]:
+    return {t["id"]: t for t in (run.get("timeline") or {}).get("layers") or []}
+
+
+def layer_rows(run: Run) -> list[LayerRow]:
+    """Every layer of the run, in the run's (graph) order, with estimate and measurement side by side."""
+    layers = run.get("layers") or []
+    basis = share_basis(run)
+    value_of = measured_us if basis == "measured" else estimated_us
+    total = sum(v for layer in layers if (v := value_of(layer)) is not None)
+    shapes = tensor_shapes(run)
+    placed = _timeline_layers(run)
+    rows = []
+    for index, layer in enumerate(layers):
+        est, meas = estimated_us(layer), measured_us(layer)
+        basis_value = value_of(layer) if basis else None
+        estimate = layer.get("estimate") or {}
+        measured = layer.get("measured") or {}
+        slot = placed.get(layer["id"], {})
+        rows.append(LayerRow(
+            index=index,
+            id=str(layer["id"]),
+            name=str(layer.get("name") or layer["id"]),
+            op_type=str(layer.get("op_type") or "?"),
+            domain=str(layer.get("domain") or ""),
+            input_shapes=tuple(shape_text(shapes[i]) for i in layer.get("inputs") or [] if i in shapes),
+            output_shapes=tuple(shape_text(s) for s in layer.get("output_shapes") or []),
+            macs=num(layer.get("macs")),
+            flops=num(layer.get("flops")),
+            est_us=est,
+            meas_us=meas,
+            ratio=meas / est if meas is not None and est else None,
+            share=basis_value / total if basis_value is not None and total > 0 else None,
+            bound=estimate.get("bound"),
+            unit=estimate.get("unit") or layer.get("unit"),
+            core=slot.get("core"),
+            status=measured.get("status") or ("measured" if measured else None),
+            fused_group=tuple(measured.get("fused_group") or ()),
+            split=bool(measured.get("split")),
+            kernel=measured.get("kernel"),
+            fallback_reason=estimate.get("fallback_reason"),
+            detail=_layer_detail(layer, slot),
+        ))
+    return rows
+
+
+_COST_KEYS = ("macs", "flops", "params", "bytes_read", "bytes_read_act", "bytes_read_weight", "bytes_written",
+              "weight_bytes", "dtype", "unit_kind", "known")
+
+
+def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The groups a layer's detail view shows; keys with ``null`` values are left out."""
+    groups = {
+        "layer": {"id": layer.get("id"), "name": layer.get("name"), "op_type": layer.get("op_type"),
+                  "domain": layer.get("domain") or None, "inputs": layer.get("inputs"),
+                  "outputs": layer.get("outputs")},
+        "cost": {k: layer.get(k) for k in _COST_KEYS},
+        "estimate": dict(layer.get("estimate") or {}),
+        "timeline": {k: v for k, v in slot.items() if k != "id"},
+        "measured": dict(layer.get("measured") or {}),
+    }
+    return {name: kept for name, values in groups.items()
+            if (kept := {k: v for k, v in values.items() if v is not None and v != []})}
+
+
+# --------------------------------------------------------------------------------------------------- summary
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a summary section: a label and its value, formatted for reading."""
+
+    label: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Section:
+    """A titled group of summary rows; ``note`` is a sentence shown under it (e.g. "an estimate")."""
+
+    title: str
+    rows: tuple[Row, ...]
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A headline number: label, value and a short qualifier (its source)."""
+
+    label: str
+    value: str
+    sub: str
+
+
+def _section(title: str, rows: Iterable[tuple[str, str | None]], note: str | None = None) -> Section | None:
+    kept = tuple(Row(label, value) for label, value in rows if value not in (None, ""))
+    return Section(title, kept, note) if kept else None
+
+
+def headline(run: Run) -> list[Metric]:
+    """The numbers at the top of the report: measured percentiles and FPS, estimate, MACs, fallbacks, coverage."""
+    metrics: list[Metric] = []
+    lat = run.get("latency") or {}
+    source = "measured" + (f", {lat['samples']} runs" if lat.get("samples") else "")
+    for key, label in (("p50_us", "P50"), ("p90_us", "P90"), ("p99_us", "P99")):
+        if num(lat.get(key)) is not None:
+            metrics.append(Metric(label, human_us(lat[key]), source))
+    if num(lat.get("p50_us")) is None and num(lat.get("mean_us")) is not None:
+        metrics.append(Metric("mean", human_us(lat["mean_us"]), source))
+    if num(lat.get("fps")) is not None:
+        metrics.append(Metric("FPS", f"{lat['fps']:.1f}", source))
+    summary = run.get("summary") or {}
+    timeline = (run.get("timeline") or {}).get("summary") or {}
+    if num(timeline.get("latency_us")) is not None:
+        metrics.append(Metric("est. latency", human_us(timeline["latency_us"]), "estimate, timeline"))
+        if num(timeline.get("fps_total")) is not None:
+            metrics.append(Metric("est. FPS", f"{timeline['fps_total']:.1f}", "estimate, all cores"))
+    elif num(summary.get("est_latency_us")) is not None:
+        metrics.append(Metric("est. latency", human_us(summary["est_latency_us"]), "estimate"))
+        if num(summary.get("est_fps")) is not None:
+            metrics.append(Metric("est. FPS", f"{summary['est_fps']:.1f}", "estimate"))
+    if num(summary.get("macs")) is not None:
+        metrics.append(Metric("MACs", human_count(summary["macs"]), "per run"))
+    if summary.get("cpu_fallback_count") is not None:
+        metrics.append(Metric("CPU fallback", str(summary["cpu_fallback_count"]), "layers"))
+    coverage = num((run.get("measurement") or {}).get("coverage"))
+    if coverage is not None:
+        metrics.append(Metric("coverage", _pct(coverage), "of each run in kernels"))
+    return metrics
+
+
+def summary_sections(run: Run) -> list[Section]:
+    """The Summary tab's sections, in reading order; a section the run has no data for is left out."""
+    builders = (_model_section, _target_section, _runtime_section, _latency_section, _compute_section,
+                _memory_section, _layers_section, _instrument_section, _import_section)
+    return [section for build in builders if (section := build(run)) is not None]
+
+
+def _model_section(run: Run) -> Section | None:
+    model = run.get("model") or {}
+    tensors = ", ".join(f"{t['name']} {shape_text(t.get('shape'))} {t.get('dtype') or ''}".strip()
+                        for t in model.get("inputs") or [])
+    outputs = ", ".join(f"{t['name']} {shape_text(t.get('shape'))}" for t in model.get("outputs") or [])
+    return _section("Model", [
+        ("name", model.get("name")),
+        ("file", model.get("path")),
+        ("sha256", model.get("sha256")),
+        ("opset", str(model["opset"]) if model.get("opset") is not None else None),
+        ("producer", model.get("producer")),
+        ("inputs", tensors),
+        ("outputs", outputs),
+        ("note", model.get("note")),
+    ])
+
+
+def _target_section(run: Run) -> Section | None:
+    target = run.get("target") or {}
+    info = run.get("estimate_info") or {}
+    if not target and not info:
+        return None
+    return _section("Estimate target", [
+        ("profile", target.get("name")),
+        ("kind", target.get("kind")),
+        ("description", target.get("description")),
+        ("dtype", target.get("dtype")),
+        ("method", info.get("method")),
+    ], note=f"ESTIMATE: {info['note']}." if info.get("note") else None)
+
+
+def _runtime_section(run: Run) -> Section | None:
+    m = run.get("measurement") or {}
+    if not m:
+        return None
+    machine = m.get("machine") or {}
+    machine_text = ", ".join(str(v) for v in (machine.get("hostname"), machine.get("cpu"),
+                                              f"{machine['cores']} cores" if machine.get("cores") else None,
+                                              machine.get("os")) if v)
+    threads = m.get("threads")
+    return _section("Runtime (measurement)", [
+        ("backend", " ".join(str(v) for v in (m.get("backend"), m.get("backend_version")) if v)),
+        ("provider", m.get("provider")),
+        ("threads", None if threads is None else (str(threads) if threads else "default")),
+        ("opt level", m.get("opt_level")),
+        ("runs", " ".join(p for p in (f"{m['runs']} measured" if m.get("runs") else "",
+                                      f"{m['warmup']} warm-up" if m.get("warmup") else "") if p)),
+        ("machine", machine_text),
+        ("python", machine.get("python")),
+        ("created", m.get("created_utc")),
+        ("source", m.get("source")),
+    ], note="INTERRUPTED: fewer runs than asked were measured." if m.get("interrupted") else None)
+
+
+_PERCENTILES = (("p50_us", "P50"), ("p90_us", "P90"), ("p99_us", "P99"), ("p999_us", "P99.9"), ("mean_us", "mean"),
+                ("min_us", "min"), ("max_us", "max"))
+
+
+def _latency_section(run: Run) -> Section | None:
+    lat = run.get("latency") or {}
+    summary = run.get("summary") or {}
+    timeline = (run.get("timeline") or {}).get("summary") or {}
+    rows: list[tuple[str, str | None]] = []
+    percentiles = "  ".join(f"{label} {human_us(lat[key])}" for key, label in _PERCENTILES
+                            if num(lat.get(key)) is not None)
+    rows.append(("measured", percentiles or None))
+    if num(lat.get("fps")) is not None:
+        rows.append(("measured FPS", f"{lat['fps']:.1f}" + (f" ({lat['source']})" if lat.get("source") else "")))
+    if num(summary.get("accelerator_us")) is not None:
+        rows.append(("accelerator", f"{human_us(summary['accelerator_us'])} per inference (measured by the vendor)"))
+    if num(summary.get("est_latency_us")) is not None:
+        fps = f"  ({summary['est_fps']:.1f} FPS)" if num(summary.get("est_fps")) is not None else ""
+        rows.append(("estimated, layer by layer", human_us(summary["est_latency_us"]) + fps))
+    if num(timeline.get("latency_us")) is not None:
+        fps_core, fps_total = timeline.get("fps_per_core") or 0.0, timeline.get("fps_total") or 0.0
+        rows.append(("estimated, timeline",
+                     f"{human_us(timeline['latency_us'])}  ({fps_core:.1f} FPS per core, {fps_total:.1f} total)"))
+    k = scale_factor(run)
+    if k is not None:
+        rows.append(("k = measured / estimated", f"{k.value:.3f}  ({k.source})"))
+    return _section("Latency", rows)
+
+
+def _fmt(value: Any, fmt: Any, suffix: str = "") -> str | None:
+    """``fmt(value) + suffix`` when ``value`` is a number, else ``None``."""
+    return None if num(value) is None else f"{fmt(value)}{suffix}"
+
+
+def _compute_section(run: Run) -> Section | None:
+    s = run.get("summary") or {}
+    timeline = (run.get("timeline") or {}).get("summary") or {}
+    macs = _fmt(s.get("macs"), human_count, " total")
+    if macs and num(s.get("tensor_macs")) is not None:
+        macs += f", {human_count(s['tensor_macs'])} conv/matmul"
+    busiest = timeline.get("busiest_unit")
+    return _section("Compute and traffic", [
+        ("MACs", macs),
+        ("FLOPs", _fmt(s.get("flops"), human_count)),
+        ("params", _fmt(s.get("params"), human_count)),
+        ("weights", _fmt(s.get("weight_bytes"), human_bytes, " as stored in the model")),
+        ("DDR traffic", _fmt(s.get("ddr_bytes"), human_bytes, " per run (estimate)")),
+        ("bound by", timeline.get("bound")),
+        ("busiest unit", f"{busiest} ({human_us(timeline.get('busiest_unit_busy_us') or 0)} busy)" if busiest
+         else None),
+    ])
+
+
+#: The memory plan's rows: run-file key, label (Horizon's summary names).
+MEMORY_ROWS: tuple[tuple[str, str], ...] = (
+    ("static_bytes", "static (weights)"),
+    ("input_bytes", "model input"),
+    ("output_bytes", "model output"),
+    ("shared_temporary_bytes", "shared temporary"),
+    ("exclusive_intermediate_bytes", "exclusive intermediate"),
+    ("minimum_requirement_bytes", "minimum requirement"),
+    ("on_chip_peak_bytes", "on-chip peak (SRAM)"),
+)
+
+
+def _memory_section(run: Run) -> Section | None:
+    memory = (run.get("timeline") or {}).get("memory") or {}
+    frames = memory.get("frames_in_flight")
+    return _section("Memory (estimate)", [
+        (label, human_bytes(memory[key])) for key, label in MEMORY_ROWS if num(memory.get(key)) is not None],
+        note=f"minimum requirement = static + shared temporary + {frames} frame(s) in flight x (input + output + "
+             "exclusive intermediate)" if frames else None)
+
+
+def _layers_section(run: Run) -> Section | None:
+    s = run.get("summary") or {}
+    layers = run.get("layers") or []
+    statuses = Counter(layer["measured"].get("status") or "measured" for layer in layers if layer.get("measured"))
+    fallbacks = [layer for layer in layers if (layer.get("estimate") or {}).get("fallback_reason")]
+    reasons = Counter(layer["estimate"]["fallback_reason"] for layer in fallbacks)
+    unknown = ", ".join(f"{u['op_type']} x{u['count']}" for u in run.get("unknown_ops") or [])
+    kernels = run.get("kernels") or []
+    fallback_text = f"{len(fallbacks)} layer(s)"
+    if fallbacks:
+        fallback_text += ": " + "; ".join(f"{n} x {r}" for r, n in reasons.most_common(5))
+    return _section("Layers", [
+        ("layers", f"{len(layers)} runtime layers" + (f", {s['folded_count']} constant nodes folded"
+                                                      if s.get("folded_count") else "")
+         + (f", {s['zero_copy_count']} zero-copy" if s.get("zero_copy_count") else "")),
+        ("measured", ", ".join(f"{n} {status}" for status, n in sorted(statuses.items(), key=lambda kv: str(kv[0])))
+         or None),
+        ("kernels", f"{len(kernels)} runtime kernels" if kernels else None),
+        ("CPU fallback", fallback_text if any(layer.get("estimate") for layer in layers) else None),
+        ("unknown ops", unknown or ("none" if "unknown_ops" in run else None)),
+    ])
+
+
+def _instrument_section(run: Run) -> Section | None:
+    m = run.get("measurement") or {}
+    if not m:
+        return None
+    coverage, overhead, mapped = num(m.get("coverage")), num(m.get("overhead")), num(m.get("mapped_share"))
+    return _section("Instrument", [
+        ("coverage", f"{_pct(coverage)} of each profiled run is inside kernels" if coverage is not None else None),
+        ("profiling overhead", f"{100 * overhead:+.1f}% run time with the profiler on (percentiles are without it)"
+         if overhead is not None else None),
+        ("mapped", f"{_pct(mapped)} of kernel time mapped to source layers" if mapped is not None else None),
+        ("unmapped kernels", ", ".join(m.get("unmapped_kernels") or []) or ("none" if mapped is not None else None)),
+        ("eliminated layers", ", ".join(m.get("eliminated_layers") or []) or None),
+    ])
+
+
+def _import_section(run: Run) -> Section | None:
+    imported = run.get("import") or {}
+    if not imported:
+        return None
+    rows: list[tuple[str, str | None]] = [
+        ("file", f"{f.get('name')}: {f.get('format')} ({f.get('tool')}), {f.get('entries')} entries"
+                 + (f", {len(f['warnings'])} warning(s)" if f.get("warnings") else ""))
+        for f in imported.get("files") or []]
+    unmatched = imported.get("unmatched") or []
+    rows.append(("joined", f"{imported.get('joined')} of {imported.get('entries')} entries"
+                           + ("" if imported.get("joined_to_model") else " (no model given)")))
+    rows.extend(("unmatched", f"{u.get('name')}: {u.get('reason') or 'no reason given'}") for u in unmatched[:10])
+    if len(unmatched) > 10:
+        rows.append(("unmatched", f"... and {len(unmatched) - 10} more (see the run file)"))
+    return _section("Import", rows)
+
+
+def missing_notes(run: Run) -> list[str]:
+    """What the run does not hold, each with the command that adds it."""
+    layers = run.get("layers") or []
+    notes = []
+    if not any(estimated_us(layer) is not None for layer in layers):
+        notes.append("No per-layer estimate: `layerscope estimate MODEL --json run.json` adds one.")
+    elif "timeline" not in run:
+        notes.append("No timeline: `layerscope estimate MODEL --timeline --json run.json` adds the schedule per "
+                     "unit and core, DDR bandwidth over time and the memory plan.")
+    if not any(layer.get("measured") for layer in layers):
+        notes.append("No per-layer measurement: `layerscope profile MODEL -o run.json` measures every layer on "
+                     "ONNX Runtime; `layerscope import` reads a vendor profiler's files.")
+    elif not (run.get("measurement") or {}).get("median_run"):
+        notes.append("No kernel events: the measurement keeps per-layer totals only (no timeline of one run).")
+    lat = run.get("latency") or {}
+    if num(lat.get("p50_us")) is None:
+        notes.append("No end-to-end latency percentiles: `layerscope profile` or `layerscope bench` measure them.")
+    if not (run.get("model") or {}).get("path"):
+        notes.append("No ONNX model: the layers are the vendor's entries (import with --model to join them).")
+    if "findings" not in run:
+        notes.append("No findings: the run has not been analysed for advice yet.")
+    return notes
+
+
+# --------------------------------------------------------------------------------------------------- findings
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    """A finding as the reports list it (``run["findings"]``, when an analysis added them)."""
+
+    severity: str
+    rule: str
+    layers: tuple[str, ...]
+    hazard: str
+    mitigation: str
+    expected_gain: str
+
+
+_SEVERITY_ORDER = {"critical": 0, "high": 1, "error": 1, "medium": 2, "warning": 2, "low": 3, "info": 4}
+
+
+def findings(run: Run, top: int | None = None) -> list[FindingRow]:
+    """The run's findings (``findings.items``, or a plain list), most severe first, then in the run's order;
+    tolerant of missing fields. An expected gain in µs reads as a time."""
+    raw = run.get("findings") or []
+    items = raw.get("items") or [] if isinstance(raw, Mapping) else raw  # {source, count, items[]} or a list
+    rows = []
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        gain = item.get("expected_gain_us", item.get("expected_gain"))
+        rows.append(FindingRow(
+            severity=str(item.get("severity") or "info"),
+            rule=str(item.get("rule_id") or item.get("rule") or item.get("id") or ""),
+            layers=tuple(str(x) for x in item.get("layer_ids") or item.get("layers") or []),
+            hazard=str(item.get("hazard") or item.get("title") or item.get("message") or ""),
+            mitigation=str(item.get("mitigation") or item.get("advice") or ""),
+            expected_gain=_gain_text(gain),
+        ))
+    rows.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity.lower(), 5))
+    return rows[:top] if top is not None else rows
+
+
+def _gain_text(gain: Any) -> str:
+    if gain is None:
+        return ""
+    if isinstance(gain, Mapping):
+        return ", ".join(f"{k} {v}" for k, v in gain.items())
+    if num(gain) is not None:
+        return human_us(float(gain))
+    return str(gain)
+
+
+# --------------------------------------------------------------------------------------------------- charts
+
+
+@dataclass(frozen=True)
+class ScaleFactor:
+    """k = measured / estimated, and where it comes from."""
+
+    value: float
+    source: str
+
+
+def scale_factor(run: Run) -> ScaleFactor | None:
+    """k from the vendor reconcile when the run has one, else Σ measured / Σ estimated over layers with both."""
+    reconcile = run.get("reconcile") or {}
+    if num(reconcile.get("k")) is not None:
+        return ScaleFactor(float(reconcile["k"]), "board time / static estimate, from the vendor's files")
+    pairs = [(est, meas) for layer in run.get("layers") or []
+             if (est := estimated_us(layer)) is not None and (meas := measured_us(layer)) is not None]
+    total_est = sum(est for est, _ in pairs)
+    if not pairs or total_est <= 0:
+        return None
+    return ScaleFactor(sum(meas for _, meas in pairs) / total_est,
+                       f"Σ measured / Σ estimated over {len(pairs)} layers")
+
+
+@dataclass(frozen=True)
+class OpTotal:
+    """Time of one op type, summed over its layers."""
+
+    op_type: str
+    count: int
+    est_us: float | None
+    meas_us: float | None
+
+
+def op_type_totals(rows: Sequence[LayerRow]) -> list[OpTotal]:
+    """Time per op type, largest first (by measured time when there is one, else estimated); ties by name."""
+    groups: dict[str, list[LayerRow]] = {}
+    for row in rows:
+        groups.setdefault(row.op_type, []).append(row)
+    totals = [OpTotal(op, len(members), _sum(r.est_us for r in members), _sum(r.meas_us for r in members))
+              for op, members in groups.items()]
+    totals.sort(key=lambda t: (-(t.meas_us if t.meas_us is not None else t.est_us or 0.0), t.op_type))
+    return totals
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def top_layers(rows: Sequence[LayerRow], n: int) -> list[LayerRow]:
+    """The ``n`` slowest layers, by measured time when any layer has one, else by estimate; ties by index."""
+    measured = any(r.meas_us is not None for r in rows)
+
+    def key(row: LayerRow) -> tuple[float, int]:
+        value = row.meas_us if measured else row.est_us
+        return (-(value or 0.0), row.index)
+
+    return sorted((r for r in rows if (r.meas_us if measured else r.est_us) is not None), key=key)[:n]
+
+
+# --------------------------------------------------------------------------------------------------- graph
+
+
+@dataclass(frozen=True)
+class GraphLayout:
+    """Layers placed in layers of a DAG: ``position[i] = (column, depth)``; ``edges`` are (producer, consumer)."""
+
+    position: tuple[tuple[float, int], ...]
+    edges: tuple[tuple[int, int], ...]
+
+
+def graph_edges(run: Run) -> list[tuple[int, int]]:
+    """(producer, consumer) layer indices through the tensors they share; each pair once, sorted."""
+    layers = run.get("layers") or []
+    producer: dict[str, int] = {}
+    for index, layer in enumerate(layers):
+        for name in layer.get("outputs") or []:
+            producer.setdefault(name, index)
+    edges = {(producer[name], index) for index, layer in enumerate(layers) for name in layer.get("inputs") or []
+             if name in producer and producer[name] != index}
+    return sorted(edges)
+
+
+def graph_layout(run: Run) -> GraphLayout:
+    """A simple layered layout: depth = longest path from an input; in a depth, layers ordered by the mean
+    column of their producers (one barycentre pass) and centred on 0. Deterministic."""
+    count = len(run.get("layers") or [])
+    edges = graph_edges(run)
+    preds: list[list[int]] = [[] for _ in range(count)]
+    for src, dst in edges:
+        preds[dst].append(src)
+    depth = [0] * count
+    for index in range(count):  # the run's layers are in topological order; a back edge is ignored
+        depth[index] = max((depth[p] + 1 for p in preds[index] if p < index), default=0)
+    by_depth: dict[int, list[int]] = {}
+    for index in range(count):
+        by_depth.setdefault(depth[index], []).append(index)
+    column = [0.0] * count
+    for level in sorted(by_depth):
+        members = by_depth[level]
+        members.sort(key=lambda i: (_mean([column[p] for p in preds[i] if p < i], default=0.0), i))
+        offset = (len(members) - 1) / 2
+        for rank, index in enumerate(members):
+            column[index] = rank - offset
+    return GraphLayout(tuple((column[i], depth[i]) for i in range(count)), tuple(edges))
+
+
+def _mean(values: Sequence[float], default: float) -> float:
+    return sum(values) / len(values) if values else default
+
+
+# --------------------------------------------------------------------------------------------------- timelines
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One busy interval on a track: what ran (``name``), the layer index it belongs to, extra labels."""
+
+    start_us: float
+    end_us: float
+    name: str
+    layer: int | None = None
+    args: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Track:
+    """A named row of slices: a unit of a core (estimated) or a thread (measured)."""
+
+    name: str
+    slices: tuple[Slice, ...]
+
+
+@dataclass(frozen=True)
+class Tracks:
+    """Tracks of one kind with how they were made (``source``) and a sentence for the reader."""
+
+    source: str
+    note: str
+    tracks: tuple[Track, ...]
+
+    @property
+    def end_us(self) -> float:
+        """The end of the last slice (0 when empty)."""
+        return max((s.end_us for t in self.tracks for s in t.slices), default=0.0)
+
+
+def estimated_tracks(run: Run) -> Tracks | None:
+    """Estimated layers per unit and core: the timeline's busy intervals, else the roofline's layers one after
+    another on their units (``source == "serial"``); ``None`` when the run holds no estimate."""
+    timeline = run.get("timeline")
+    index = {layer["id"]: i for i, layer in enumerate(run.get("layers") or [])}
+    if timeline and timeline.get("units"):
+        tracks = []
+        for unit in timeline["units"]:
+            slices = tuple(Slice(b["start_us"], b["end_us"], str(b["layer"]), index.get(b["layer"]))
+                           for b in unit.get("busy") or [])
+            if slices:
+                tracks.append(Track(f"core {unit.get('core', 0)} · {unit['name']}", slices))
+        return Tracks("timeline", f"ESTIMATE: {timeline.get('note') or 'static schedule'}", tuple(tracks))
+    return _serial_tracks(run, index)
+
+
+def _serial_tracks(run: Run, index: Mapping[str, int]) -> Tracks | None:
+    layers = run.get("layers") or []
+    if not any(estimated_us(layer) is not None for layer in layers):
+        return None
+    per_unit: dict[str, list[Slice]] = {}
+    clock = 0.0
+    for layer in layers:
+        est = estimated_us(layer)
+        if est is None:
+            continue
+        unit = str((layer.get("estimate") or {}).get("unit") or layer.get("unit") or "?")
+        per_unit.setdefault(unit, []).append(Slice(clock, clock + est, str(layer["id"]), index.get(layer["id"])))
+        clock += est
+    tracks = tuple(Track(unit, tuple(slices)) for unit, slices in per_unit.items())
+    return Tracks("serial", "ESTIMATE: layers one after another (the roofline's sum); estimate --timeline "
+                            "schedules them over units and cores", tracks)
+
+
+def measured_tracks(run: Run) -> Tracks | None:
+    """Measured kernels per thread from the median run's events; ``None`` when the run has no kernel events."""
+    m = run.get("measurement") or {}
+    events = m.get("median_run") or []
+    if not events:
+        return None
+    kernels = {k["name"]: k for k in run.get("kernels") or []}
+    index = {layer["id"]: i for i, layer in enumerate(run.get("layers") or [])}
+    threads: dict[Any, list[Slice]] = {}
+    for event in events:
+        kernel = kernels.get(event["name"], {})
+        mapped = [str(x) for x in kernel.get("layers") or []]
+        args = tuple((k, v) for k, v in (("op_type", kernel.get("op_type")), ("category", kernel.get("category")),
+                                         ("layers", ", ".join(mapped) or None)) if v)
+        start = float(event["start_us"])
+        threads.setdefault(event.get("thread", 0), []).append(
+            Slice(start, start + float(event["duration_us"]), str(event["name"]),
+                  index.get(mapped[0]) if mapped else None, args))
+    tracks = tuple(Track(f"thread {tid}", tuple(sorted(slices, key=lambda s: (s.start_us, -s.end_us, s.name))))
+                   for tid, slices in sorted(threads.items(), key=lambda kv: str(kv[0])))
+    source = " ".join(str(v) for v in (m.get("backend"), m.get("backend_version"), m.get("provider")) if v)
+    return Tracks("median_run", f"MEASURED: kernels of the median profiled run ({source})", tracks)
+
+
+@dataclass(frozen=True)
+class Temporal:
+    """Per-interval series of one estimated frame: DDR MB/s, DDR utilization and each unit's utilization."""
+
+    interval_us: float
+    starts_us: tuple[float, ...]
+    ddr_load_mb_per_s: tuple[float, ...]
+    ddr_store_mb_per_s: tuple[float, ...]
+    ddr_utilization: tuple[float, ...]
+    utilization: tuple[tuple[str, tuple[float, ...]], ...]
+
+
+def temporal(run: Run) -> Temporal | None:
+    """The timeline's temporal statistics; units that are never busy are left out; ``None`` without a timeline."""
+    t = (run.get("timeline") or {}).get("temporal")
+    if not t or not t.get("intervals"):
+        return None
+    step = float(t["interval_us"])
+    count = int(t["intervals"])
+    return Temporal(
+        interval_us=step,
+        starts_us=tuple(round(i * step, 3) for i in range(count)),
+        ddr_load_mb_per_s=tuple(t.get("ddr_load_mb_per_s") or ()),
+        ddr_store_mb_per_s=tuple(t.get("ddr_store_mb_per_s") or ()),
+        ddr_utilization=tuple(t.get("ddr_utilization") or ()),
+        utilization=tuple((unit, tuple(values)) for unit, values in sorted((t.get("utilization") or {}).items())
+                          if any(values)),
+    )

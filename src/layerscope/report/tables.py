@@ -1,0 +1,239 @@
+"""Tables of a run for scripts and posts: a CSV per layer and a Markdown summary.
+
+Pure functions of a saved run (:mod:`layerscope.report.sections` supplies the rows). Contracts:
+
+- :func:`layers_csv`: one row per layer in the run's order, namespaced columns (``layer.*``, ``cost.*``,
+  ``est.*``, ``tl.*``, ``meas.*``, ``derived.*``) fixed in :data:`CSV_COLUMNS` whatever the run holds; a value
+  the run does not hold is an empty cell, never 0. Text cells that a spreadsheet would run as a formula
+  (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get a leading ``'``. RFC 4180 quoting,
+  ``\\n`` line ends;
+- :func:`markdown_summary`: GitHub-flavoured Markdown to paste into a pull request or a forum post: the
+  headline numbers, the summary sections, the slowest layers, the findings when the run has them and what the
+  run is missing. Names from the model or a vendor's file are put in code spans (no HTML, no emphasis) with
+  ``|`` escaped, so a layer named ``<img src=x onerror=alert(1)>`` reads as text.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from layerscope.report.sections import (
+    LayerRow,
+    Run,
+    findings,
+    headline,
+    layer_rows,
+    missing_notes,
+    scale_factor,
+    share_basis,
+    summary_sections,
+    top_layers,
+)
+from layerscope.report.units import human_count
+
+Getter = Callable[[LayerRow], Any]
+
+
+def _est(key: str) -> Getter:
+    return lambda r: r.detail.get("estimate", {}).get(key)
+
+
+def _meas(key: str) -> Getter:
+    return lambda r: r.detail.get("measured", {}).get(key)
+
+
+def _cost(key: str) -> Getter:
+    return lambda r: r.detail.get("cost", {}).get(key)
+
+
+def _tl(key: str) -> Getter:
+    return lambda r: r.detail.get("timeline", {}).get(key)
+
+
+#: The CSV's columns, in order: name and how to get the value from a row.
+CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
+    ("layer.index", lambda r: r.index),
+    ("layer.id", lambda r: r.id),
+    ("layer.name", lambda r: r.name),
+    ("layer.op_type", lambda r: r.op_type),
+    ("layer.domain", lambda r: r.domain),
+    ("layer.input_shapes", lambda r: " ".join(r.input_shapes)),
+    ("layer.output_shapes", lambda r: " ".join(r.output_shapes)),
+    ("cost.macs", _cost("macs")),
+    ("cost.flops", _cost("flops")),
+    ("cost.params", _cost("params")),
+    ("cost.bytes_read", _cost("bytes_read")),
+    ("cost.bytes_written", _cost("bytes_written")),
+    ("cost.weight_bytes", _cost("weight_bytes")),
+    ("est.latency_us", _est("latency_us")),
+    ("est.compute_us", _est("compute_us")),
+    ("est.load_us", _est("load_us")),
+    ("est.store_us", _est("store_us")),
+    ("est.overhead_us", _est("overhead_us")),
+    ("est.bound", _est("bound")),
+    ("est.unit", lambda r: r.unit),
+    ("est.dtype", _est("dtype")),
+    ("est.ddr_read_bytes", _est("ddr_read_bytes")),
+    ("est.ddr_write_bytes", _est("ddr_write_bytes")),
+    ("est.fallback_reason", _est("fallback_reason")),
+    ("est.method", _est("method")),
+    ("tl.core", _tl("core")),
+    ("tl.active_start_us", _tl("active_start_us")),
+    ("tl.active_end_us", _tl("active_end_us")),
+    ("meas.status", lambda r: r.status),
+    ("meas.median_us", _meas("median_us")),
+    ("meas.mean_us", _meas("mean_us")),
+    ("meas.p90_us", _meas("p90_us")),
+    ("meas.min_us", _meas("min_us")),
+    ("meas.max_us", _meas("max_us")),
+    ("meas.cv", _meas("cv")),
+    ("meas.samples", _meas("samples")),
+    ("meas.kernel", lambda r: r.kernel),
+    ("meas.fused_group", lambda r: " ".join(r.fused_group)),
+    ("meas.split", lambda r: r.split if r.detail.get("measured") else None),
+    ("meas.method", _meas("method")),
+    ("derived.meas_over_est", lambda r: None if r.ratio is None else round(r.ratio, 6)),
+    ("derived.share", lambda r: None if r.share is None else round(r.share, 6)),
+)
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> str:
+    """A value as a CSV cell: ``None`` empty, bools ``true``/``false``, floats as Python prints them (shortest
+    round-trip), text guarded against spreadsheet formulas."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value) if isinstance(value, float) else str(value)
+    text = str(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def layers_csv(run: Run) -> str:
+    """The per-layer CSV (see the module docstring)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([name for name, _ in CSV_COLUMNS])
+    for row in layer_rows(run):
+        writer.writerow([csv_cell(get(row)) for _, get in CSV_COLUMNS])
+    return buffer.getvalue()
+
+
+# --------------------------------------------------------------------------------------------------- markdown
+
+
+def md_code(text: Any) -> str:
+    """``text`` as an inline code span safe inside a table cell: backticks fenced, pipes escaped, one line."""
+    value = " ".join(str(text).split())
+    if not value:
+        return ""
+    fence = "``" if "`" in value else "`"
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}".replace("|", "\\|")
+
+
+def md_text(text: Any, *, strip: bool = True) -> str:
+    """Plain text for a table cell: Markdown and HTML specials escaped, one line (``strip``: trimmed)."""
+    value = " ".join(str(text).split()) if strip else " ".join(str(text).splitlines())
+    for char in "\\`*_[]<>|#":
+        value = value.replace(char, "\\" + char)
+    return value.replace("&", "&amp;")
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> str:
+    """A GitHub table; ``align`` has one letter per column (``l`` or ``r``; missing means left)."""
+    marks = ["---:" if (align[i:i + 1] == "r") else "---" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _num(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _top_table(rows: Sequence[LayerRow], n: int) -> str:
+    ranked = top_layers(rows, n)
+    measured = any(r.meas_us is not None for r in rows)
+    table = [[str(rank), md_code(r.id), md_code(r.op_type), md_text(r.output_shapes[0] if r.output_shapes else "-"),
+              human_count(r.macs) if r.macs else "-", _num(r.est_us), _num(r.meas_us),
+              _num(r.ratio, "{:.2f}"), _num(None if r.share is None else 100 * r.share, "{:.1f}%"),
+              md_text(r.bound or "-"), md_text(r.unit or "-")]
+             for rank, r in enumerate(ranked, 1)]
+    title = f"Top {len(ranked)} of {len(rows)} layers by {'measured' if measured else 'estimated'} time"
+    return f"### {title}\n\n" + md_table(
+        ["#", "layer", "op", "output", "MACs", "est. µs", "meas. µs", "meas/est", "share", "bound", "unit"],
+        table, "rllrrrrrrll")
+
+
+def _findings_table(run: Run, n: int) -> str | None:
+    rows = findings(run, n)
+    if not rows:
+        return None
+    body = [[md_text(f.severity), md_code(f.rule), ", ".join(md_code(x) for x in f.layers[:3])
+             + (f" +{len(f.layers) - 3}" if len(f.layers) > 3 else ""), md_text(f.hazard), md_text(f.mitigation),
+             md_text(f.expected_gain or "-")] for f in rows]
+    return "### Findings\n\n" + md_table(["severity", "rule", "layers", "hazard", "mitigation", "expected gain"], body)
+
+
+def markdown_summary(run: Run, top: int = 10) -> str:
+    """The Markdown summary (see the module docstring); ``top`` slowest layers are listed."""
+    model = run.get("model") or {}
+    parts = [f"## layerscope report: {md_code(model.get('name') or '?')}"]
+    metrics = headline(run)
+    if metrics:
+        parts.append(md_table([md_text(m.label) for m in metrics], [[md_text(m.value) for m in metrics]],
+                              "r" * len(metrics)))
+    for section in summary_sections(run):
+        block = f"### {md_text(section.title)}\n\n" + md_table(
+            ["", ""], [[md_text(row.label), _value_cell(row.label, row.value)] for row in section.rows])
+        if section.note:
+            block += f"\n\n_{md_text(section.note)}_"
+        parts.append(block)
+    rows = layer_rows(run)
+    if share_basis(run) is not None and top > 0:
+        parts.append(_top_table(rows, top))
+    k = scale_factor(run)
+    if k is not None:
+        parts.append(f"k = measured / estimated = **{k.value:.3f}** ({md_text(k.source)})")
+    findings_block = _findings_table(run, 10)
+    if findings_block:
+        parts.append(findings_block)
+    notes = missing_notes(run)
+    if notes:
+        parts.append("### Not in this run\n\n" + "\n".join(f"- {_note(n)}" for n in notes))
+    parts.append(_footer(run))
+    return "\n\n".join(parts) + "\n"
+
+
+#: Summary rows whose values are names or paths from the model or a vendor file (shown as code).
+_CODE_ROWS = frozenset({"name", "file", "sha256", "inputs", "outputs", "producer", "unmatched kernels",
+                        "eliminated layers", "unmapped kernels"})
+
+
+def _value_cell(label: str, value: str) -> str:
+    return md_code(value) if label in _CODE_ROWS and value != "none" else md_text(value)
+
+
+def _note(text: str) -> str:
+    """A missing-data note: its backticked commands stay code spans, the rest is escaped text."""
+    pieces = text.split("`")
+    return "".join(md_code(p) if i % 2 else md_text(p, strip=False) for i, p in enumerate(pieces))
+
+
+def _footer(run: Mapping[str, Any]) -> str:
+    tool = run.get("tool") or {}
+    kinds = []
+    if (run.get("estimate_info") or {}).get("note"):
+        kinds.append("estimates are " + str(run["estimate_info"]["note"]))
+    if run.get("measurement"):
+        kinds.append("measured with " + str(run["measurement"].get("source") or run["measurement"].get("backend")))
+    sentence = "; ".join(kinds)
+    made_by = f"{tool.get('name', 'layerscope')} {tool.get('version', '')}".strip()
+    return f"<sub>{md_text(made_by)}" + (f": {md_text(sentence)}" if sentence else "") + "</sub>"
