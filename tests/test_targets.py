@@ -270,6 +270,34 @@ def test_a_malformed_profile_names_the_file_and_the_key(
     assert _load_error(tmp_path, VALID.replace(old, new, 1)).startswith(expected)
 
 
+def test_an_op_efficiency_table_loads_and_defaults_to_one(tmp_path: Path) -> None:
+    text = VALID.replace("[[fallback_rules]]", '[op_efficiency]\nLRN = 0.07\nMatMul = 2\n\n[[fallback_rules]]', 1)
+    profile = load_profile(str(_write(tmp_path / "my.toml", text)))
+    assert dict(profile.op_efficiency) == {"LRN": 0.07, "MatMul": 2.0}
+    assert profile.efficiency_for("LRN") == 0.07 and profile.efficiency_for("Conv") == 1.0
+    assert load_profile(str(_write(tmp_path / "plain.toml", VALID))).op_efficiency == {}
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ("[op_efficiency]\nLRN = 0", "op_efficiency.LRN must be a positive number, got 0"),
+        ("[op_efficiency]\nLRN = -0.5", "op_efficiency.LRN must be a positive number, got -0.5"),
+        ('[op_efficiency]\nLRN = "slow"', 'op_efficiency.LRN must be a positive number, got "slow"'),
+        ("[op_efficiency]\nLRN = inf", "op_efficiency.LRN must be a positive number, got inf"),
+        ("[op_efficiency.LRN]\nx = 1", "op_efficiency.LRN must be a positive number, got a table"),
+    ],
+)
+def test_a_bad_op_efficiency_names_the_file_and_the_key(tmp_path: Path, table: str, expected: str) -> None:
+    text = VALID.replace("[[fallback_rules]]", table + "\n\n[[fallback_rules]]", 1)
+    assert _load_error(tmp_path, text) == expected
+
+
+def test_op_efficiency_must_be_a_table(tmp_path: Path) -> None:
+    text = "op_efficiency = 3\n" + VALID
+    assert _load_error(tmp_path, text) == "op_efficiency must be a table, got 3"
+
+
 def test_invalid_toml_is_one_line_naming_the_file(tmp_path: Path) -> None:
     message = _load_error(tmp_path, VALID.replace("cores = 1", "cores = = 1"))
     assert message.startswith("not valid TOML: ") and "line 8" in message

@@ -148,6 +148,15 @@ class Profile:
     ``sources``: dotted field name (``"units.TAE.peak_ops_per_s.int8"``,
     ``"ddr_bandwidth_bytes_per_s"``) -> a source URL/document, ``"measured: ..."`` or
     ``"assumption: why"``; a parent key (``"cpu.peak_ops_per_s"``) covers its children.
+    ``op_efficiency``: ONNX op type (``"LRN"``, exactly as ``Node.op_type`` spells it, domain left
+    out) -> a positive, finite multiplier on the attainable rate of whichever unit runs a layer of
+    that op type. A layer's compute time is
+    ``ops / (unit.ops_per_s(dtype) * unit.efficiency * efficiency_for(op_type))``: ``0.5`` doubles
+    it, ``2.0`` halves it (values above 1 are allowed: an op the runtime implements better than the
+    unit's typical layer; the product may then exceed the unit's peak). It scales compute only,
+    never DDR traffic or overheads, and applies to layers on the profile's units -- not to layers
+    a fallback rule sends to ``cpu``, whose efficiency for an op is another machine's. Op types
+    not listed have multiplier 1 (the default, empty table: the unit's efficiency alone).
     """
 
     name: str
@@ -168,10 +177,15 @@ class Profile:
     lane_width: int
     fallback_rules: tuple[FallbackRule, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
+    op_efficiency: Mapping[str, float] = field(default_factory=dict)
 
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.
         return hash((self.name, self.kind, self.source_path, self.description, self.units, self.cpu))
+
+    def efficiency_for(self, op_type: str) -> float:
+        """The multiplier ``op_efficiency`` gives ``op_type``'s attainable rate; 1.0 when not listed."""
+        return self.op_efficiency.get(op_type, 1.0)
 
     def unit_for(self, kind: UnitKind, dtype: str | None = None) -> ComputeUnit:
         """The unit that runs layers of ``kind``.

@@ -11,6 +11,7 @@ errors too (a typo must not silently drop a number). The file layout::
     [[units]]                    # name, kinds, efficiency, overhead_us, [units.peak_ops_per_s]
     [cpu]                        # same keys as a unit; kinds optional (default: every kind)
     [[fallback_rules]]           # op_type, condition (optional), reason
+    [op_efficiency]              # optional: ONNX op type = positive multiplier on its unit's rate
     [sources]                    # "dotted.field" = "URL / document / assumption: why"
 """
 
@@ -57,6 +58,7 @@ _TOP_KEYS = frozenset(
         "lane_width",
         "fallback_rules",
         "sources",
+        "op_efficiency",
     }
 )
 _UNIT_KEYS = frozenset({"name", "kinds", "peak_ops_per_s", "efficiency", "overhead_us"})
@@ -220,6 +222,12 @@ def _sources(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, str]:
     return MappingProxyType({k: r.text(v, f"sources.{k}") for k, v in raw.items()})
 
 
+def _op_efficiency(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, float]:
+    """``[op_efficiency]``: op type -> a positive, finite multiplier (see ``Profile``); optional."""
+    raw = r.table(data.get("op_efficiency", {}), "op_efficiency")
+    return MappingProxyType({op: r.number(v, f"op_efficiency.{op}") for op, v in raw.items()})
+
+
 def _dtypes(r: _Reader, data: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
     listed = r.string_list(r.require(data, "dtypes", ""), "dtypes")
     dtypes = tuple(r.dtype(d, f"dtypes[{i}]") for i, d in enumerate(listed))
@@ -268,6 +276,7 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         lane_width=r.integer(r.require(data, "lane_width", ""), "lane_width", low=1),
         fallback_rules=_rules(r, data),
         sources=_sources(r, data),
+        op_efficiency=_op_efficiency(r, data),
     )
 
 

@@ -1,0 +1,84 @@
+"""Advise on a saved run: reload what the rules need (the model, verified; the profile), run the rules, store
+the findings.
+
+Contract:
+- :func:`reload_model` loads ``run["model"]["path"]`` (or an override) with the run's input shapes and refuses,
+  with ``ModelError`` (exit 2), a file whose sha256 differs from ``run["model"]["sha256"]``: rules must read
+  the model the run describes, not a file that changed since;
+- :func:`run_profile` loads the profile the run was estimated on (``target.source_path`` when that file still
+  exists, else ``target.name``); ``None`` when the run names none;
+- :func:`advise` never measures; :func:`with_findings` returns the run with a ``findings`` section
+  (see :func:`layerscope.analysis.findings.findings_section`) plus ``findings.diagnosis``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from layerscope.analysis.diagnose import Diagnosis, diagnose, diagnosis_section
+from layerscope.analysis.findings import findings_section
+from layerscope.analysis.rules import RULES, Advice, Rule, RuleContext, run_rules
+from layerscope.errors import ModelError, RunFileError
+from layerscope.model import load_model
+from layerscope.model.load import sha256_file
+from layerscope.model.types import Graph
+from layerscope.targets import load_profile
+from layerscope.targets.profile import Profile
+
+
+@dataclass(frozen=True)
+class AdviceReport:
+    """The diagnosis and the rules' advice for one run."""
+
+    diagnosis: Diagnosis
+    advice: Advice
+
+
+def reload_model(run: Mapping[str, Any], override: str | Path | None = None) -> Graph:
+    """The run's model, loaded with its recorded input shapes; sha256 checked against the run."""
+    model = run.get("model") or {}
+    path = Path(override) if override is not None else Path(str(model.get("path") or ""))
+    if not str(path) or str(path) == ".":
+        raise RunFileError("the run names no model file; pass it with --model")
+    if not path.is_file():
+        raise ModelError(f"{path}: the run's model file is not there", hint="pass it with --model")
+    expected = model.get("sha256")
+    if expected and sha256_file(path) != expected:
+        raise ModelError(f"{path}: sha256 differs from the run's model ({str(expected)[:12]}...); the file changed "
+                         "since the run was made", hint="pass the original with --model, or re-run the estimate")
+    shapes = {str(t["name"]): tuple(int(d) for d in t["shape"]) for t in model.get("inputs", [])
+              if isinstance(t.get("shape"), list) and all(isinstance(d, int) and d > 0 for d in t["shape"])}
+    return load_model(path, shapes)
+
+
+def run_profile(run: Mapping[str, Any], override: str | None = None) -> Profile | None:
+    """The profile the run was estimated on (or ``override``); ``None`` when the run names none."""
+    if override:
+        return load_profile(override)
+    target = run.get("target") or {}
+    source = target.get("source_path")
+    name = target.get("name")
+    if name == "host":
+        return load_profile("host")
+    if source and Path(str(source)).is_file() and str(source).endswith(".toml"):
+        return load_profile(str(source))
+    return load_profile(str(name)) if name else None
+
+
+def advise(run: Mapping[str, Any], profile: Profile | None, graph: Graph | None,
+           rules: tuple[Rule, ...] = RULES) -> AdviceReport:
+    """Diagnose ``run`` and run every rule on it."""
+    ctx = RuleContext.of(run, profile, graph)
+    return AdviceReport(diagnose(run, profile), run_rules(ctx, rules))
+
+
+def with_findings(run: dict[str, Any], report: AdviceReport, *, top: int = 10) -> dict[str, Any]:
+    """``run`` with its ``findings`` section set (replacing an earlier one)."""
+    section = findings_section(report.advice.findings, source="layerscope advise")
+    section["skipped_rules"] = [{"rule": rule, "reason": why} for rule, why in report.advice.skipped]
+    section["diagnosis"] = diagnosis_section(report.diagnosis, top)
+    run["findings"] = section
+    return run

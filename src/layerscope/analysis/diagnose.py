@@ -1,0 +1,161 @@
+"""Diagnose a run: hot spots, what bounds each layer (by the roofline and by measured efficiency), CPU fallback.
+
+Contract (pure functions of a run dict and a profile, no I/O):
+- a layer's time is its measured median when it was measured (and not eliminated by the runtime), else its
+  estimate; :attr:`Diagnosis.time_source` says which the ranking used (``"measured"`` when any layer was);
+- ``top20_share`` = the share of all layer time spent in the slowest 20% of the layers (at least one);
+- measured efficiency: achieved ops/s = ops / measured time against the peak of the unit the layer runs on at
+  its dtype, achieved bytes/s = bytes moved / measured time against the profile's attainable DDR bandwidth; the
+  larger utilization names the measured bound when it reaches :data:`LOW_UTILIZATION`, else ``"latency"``
+  (neither the unit nor memory is busy: dispatch, synchronization or a poor kernel);
+- CPU-fallback layers carry the profile's reason from the estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from layerscope.targets.profile import Profile
+
+#: Below this utilization of both compute and bandwidth a measured layer is "latency"-bound.
+LOW_UTILIZATION = 0.05
+
+
+@dataclass(frozen=True)
+class LayerDiagnosis:
+    """One layer: its time and share, its roofline bound, and (when measured) its achieved rates."""
+
+    layer_id: str
+    op_type: str
+    time_us: float
+    share: float
+    measured: bool
+    roofline_bound: str
+    measured_bound: str | None
+    achieved_ops_per_s: float | None
+    achieved_bytes_per_s: float | None
+    compute_utilization: float | None
+    bandwidth_utilization: float | None
+    unit: str
+    fallback_reason: str | None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Layers ranked by time (slowest first), the top-20% share, the fallback layers and bound counts."""
+
+    layers: tuple[LayerDiagnosis, ...]
+    time_source: str
+    total_us: float
+    top20_share: float
+    fallbacks: tuple[LayerDiagnosis, ...]
+    roofline_bounds: Mapping[str, int]
+    measured_bounds: Mapping[str, int]
+
+    def hotspots(self, n: int) -> tuple[LayerDiagnosis, ...]:
+        return self.layers[:n]
+
+
+def layer_time_us(layer: Mapping[str, Any], *, prefer_measured: bool = True) -> float:
+    """The measured median when the layer was measured (not eliminated), else its estimated latency, else 0."""
+    measured = layer.get("measured")
+    if prefer_measured and isinstance(measured, Mapping) and measured.get("status") != "eliminated":
+        value = measured.get("median_us")
+        if value is None:
+            value = measured.get("mean_us")
+        if isinstance(value, int | float):
+            return float(value)
+    estimate = layer.get("estimate")
+    if isinstance(estimate, Mapping) and isinstance(estimate.get("latency_us"), int | float):
+        return float(estimate["latency_us"])
+    return 0.0
+
+
+def has_measurement(run: Mapping[str, Any]) -> bool:
+    return any(isinstance(layer.get("measured"), Mapping) for layer in run.get("layers", []))
+
+
+def _ops(layer: Mapping[str, Any]) -> float:
+    return float(max(layer.get("flops") or 0, 2 * (layer.get("macs") or 0)))
+
+
+def _bytes(layer: Mapping[str, Any]) -> float:
+    return float((layer.get("bytes_read") or 0) + (layer.get("bytes_written") or 0))
+
+
+def _peak_ops_per_s(layer: Mapping[str, Any], profile: Profile | None) -> float | None:
+    estimate = layer.get("estimate") or {}
+    if profile is None or not estimate.get("unit") or estimate.get("unit") == "-":
+        return None
+    try:
+        unit = profile.unit(str(estimate["unit"]))
+    except KeyError:
+        return None
+    return unit.ops_per_s(str(estimate.get("dtype") or profile.default_dtype))
+
+
+def _measured_rates(layer: Mapping[str, Any], time_us: float, profile: Profile | None
+                    ) -> tuple[float | None, float | None, float | None, float | None, str | None]:
+    if time_us <= 0:
+        return None, None, None, None, None
+    ops_rate = _ops(layer) / (time_us * 1e-6)
+    bytes_rate = _bytes(layer) / (time_us * 1e-6)
+    peak = _peak_ops_per_s(layer, profile)
+    compute_util = ops_rate / peak if peak else None
+    bandwidth = profile.attainable_ddr_bytes_per_s if profile is not None else None
+    bandwidth_util = bytes_rate / bandwidth if bandwidth else None
+    utils = {"compute": compute_util or 0.0, "bandwidth": bandwidth_util or 0.0}
+    best = max(utils, key=lambda k: utils[k])
+    bound: str | None = best if utils[best] >= LOW_UTILIZATION else "latency"
+    if compute_util is None and bandwidth_util is None:
+        bound = None
+    return ops_rate, bytes_rate, compute_util, bandwidth_util, bound
+
+
+def diagnose(run: Mapping[str, Any], profile: Profile | None = None) -> Diagnosis:
+    """Diagnose ``run`` (see the module docstring); ``profile`` gives the peaks for measured efficiency."""
+    measured_any = has_measurement(run)
+    rows = []
+    for layer in run.get("layers", []):
+        time_us = layer_time_us(layer, prefer_measured=measured_any)
+        is_measured = measured_any and isinstance(layer.get("measured"), Mapping) and \
+            layer["measured"].get("status") != "eliminated"
+        rates = _measured_rates(layer, time_us, profile) if is_measured else (None, None, None, None, None)
+        estimate = layer.get("estimate") or {}
+        rows.append((layer, time_us, is_measured, rates, estimate))
+    total = sum(t for _, t, _, _, _ in rows)
+    diags = tuple(sorted((
+        LayerDiagnosis(str(layer.get("id")), str(layer.get("op_type", "?")), t, t / total if total else 0.0, m,
+                       str(est.get("bound", "?")), r[4], r[0], r[1], r[2], r[3], str(est.get("unit", "-")),
+                       est.get("fallback_reason"))
+        for layer, t, m, r, est in rows), key=lambda d: (-d.time_us, d.layer_id)))
+    top_count = max(1, math.ceil(0.2 * len(diags))) if diags else 0
+    top20 = sum(d.time_us for d in diags[:top_count]) / total if total else 0.0
+    roofline: dict[str, int] = {}
+    measured_bounds: dict[str, int] = {}
+    for d in diags:
+        roofline[d.roofline_bound] = roofline.get(d.roofline_bound, 0) + 1
+        if d.measured_bound is not None:
+            measured_bounds[d.measured_bound] = measured_bounds.get(d.measured_bound, 0) + 1
+    return Diagnosis(diags, "measured" if measured_any else "estimated", total, top20,
+                     tuple(d for d in diags if d.fallback_reason), roofline, measured_bounds)
+
+
+def diagnosis_section(diag: Diagnosis, top: int = 10) -> dict[str, Any]:
+    """A compact JSON form: the top-N hot spots, the top-20% share, bound counts, fallback layers."""
+
+    def row(d: LayerDiagnosis) -> dict[str, Any]:
+        return {"id": d.layer_id, "op_type": d.op_type, "time_us": round(d.time_us, 3), "share": round(d.share, 6),
+                "measured": d.measured, "roofline_bound": d.roofline_bound, "measured_bound": d.measured_bound,
+                "compute_utilization": None if d.compute_utilization is None else round(d.compute_utilization, 6),
+                "bandwidth_utilization": None if d.bandwidth_utilization is None
+                else round(d.bandwidth_utilization, 6), "unit": d.unit, "fallback_reason": d.fallback_reason}
+
+    return {"time_source": diag.time_source, "total_us": round(diag.total_us, 3),
+            "top20_share": round(diag.top20_share, 6), "hotspots": [row(d) for d in diag.hotspots(top)],
+            "roofline_bounds": dict(sorted(diag.roofline_bounds.items())),
+            "measured_bounds": dict(sorted(diag.measured_bounds.items())),
+            "fallbacks": [row(d) for d in diag.fallbacks]}

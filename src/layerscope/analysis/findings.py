@@ -1,0 +1,107 @@
+"""A finding: one thing an analysis found, as data (rule id, layers, severity, hazard, mitigation, evidence, gain).
+
+Rules (:mod:`layerscope.analysis.rules`) and the compile-config linter (:mod:`layerscope.analysis.lint`) return
+findings; reporters render them; the run file keeps them under ``findings`` (see :func:`findings_section`). The
+shape follows TensorRT's engine explorer linters ({hazard, mitigation, help}) plus what a per-layer tool adds:
+which layers, how sure, and how much time the change is expected to save.
+
+Contract:
+- a :class:`Finding` is immutable and JSON-safe through :meth:`Finding.to_dict` / :meth:`Finding.from_dict`
+  (a round trip gives an equal finding);
+- ``expected_gain_us`` is an estimate on the run's profile (``None`` when the rule cannot size it), never a
+  measurement; ``evidence`` holds the numbers the finding rests on, with units in the keys;
+- :func:`sort_findings` orders by severity, then expected gain (largest first), then rule id and first layer, so
+  the same run always lists its findings in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from layerscope.errors import RunFileError
+
+
+class Severity(StrEnum):
+    """How much a finding matters: ``error`` breaks or badly slows deployment, ``warning`` costs time,
+    ``info`` is worth knowing."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    @property
+    def rank(self) -> int:
+        """0 for the most severe."""
+        return (Severity.ERROR, Severity.WARNING, Severity.INFO).index(self)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding of one rule.
+
+    ``rule_id``: the rule's stable id (``"cpu-fallback"``, ``"lint.compile-mode"``). ``layer_ids``: the run's
+    layer ids it is about (empty for whole-model or config findings). ``hazard``: what is wrong and why it costs
+    time. ``mitigation``: what to change. ``evidence``: the numbers behind it (keys carry units: ``share``,
+    ``est_us``, ``weight_bytes``). ``expected_gain_us``: estimated time saved per inference by the mitigation,
+    on the run's profile; ``None`` when not sized. ``help``: where to read more (a document or a section).
+    """
+
+    rule_id: str
+    severity: Severity
+    hazard: str
+    mitigation: str
+    layer_ids: tuple[str, ...] = ()
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    expected_gain_us: float | None = None
+    help: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as the run file stores it."""
+        return {
+            "rule": self.rule_id,
+            "severity": self.severity.value,
+            "layers": list(self.layer_ids),
+            "hazard": self.hazard,
+            "mitigation": self.mitigation,
+            "evidence": {k: _json_safe(v) for k, v in self.evidence.items()},
+            "expected_gain_us": None if self.expected_gain_us is None else round(self.expected_gain_us, 3),
+            "help": self.help,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
+        """A finding from its stored form; ``RunFileError`` when a required field is missing or wrong."""
+        try:
+            return cls(rule_id=str(data["rule"]), severity=Severity(data["severity"]), hazard=str(data["hazard"]),
+                       mitigation=str(data["mitigation"]), layer_ids=tuple(data.get("layers", ())),
+                       evidence=dict(data.get("evidence", {})), expected_gain_us=data.get("expected_gain_us"),
+                       help=str(data.get("help", "")))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise RunFileError(f"malformed finding in the run file: {exc}") from None
+
+
+def _json_safe(value: Any) -> Any:
+    """Floats rounded to 6 significant decimals, tuples as lists: stable bytes in the run file."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, tuple | list):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    return value
+
+
+def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Most severe first, then largest expected gain, then rule id and first layer (deterministic)."""
+    return sorted(findings, key=lambda f: (f.severity.rank, -(f.expected_gain_us or 0.0), f.rule_id,
+                                           f.layer_ids[:1]))
+
+
+def findings_section(findings: Iterable[Finding], *, source: str) -> dict[str, Any]:
+    """The run file's ``findings`` section: ``{source, count, by_severity, items[]}``."""
+    ordered = sort_findings(findings)
+    counts = {s.value: sum(1 for f in ordered if f.severity is s) for s in Severity}
+    return {"source": source, "count": len(ordered), "by_severity": counts, "items": [f.to_dict() for f in ordered]}

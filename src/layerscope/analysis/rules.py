@@ -1,0 +1,664 @@
+"""Advice rules: each a small function from a :class:`RuleContext` to a list of :class:`Finding`.
+
+The rules follow Horizon's performance-tuning guide and the users' own write-ups (``shared/seeds``): CPU
+operators and where they sit, Focus stems, data-inflating movement ops, weights that do not fit on chip,
+bandwidth-bound layers, fp32 where a faster dtype exists, channels off the lane width, depthwise convolutions,
+constants outside the fp16/int16 range, and Softmax/LayerNorm-heavy blocks on the vector units.
+
+Contract:
+- a rule never raises on a well-formed run; it returns ``[]`` when it does not apply (including when it needs
+  the model graph and :attr:`RuleContext.graph` is ``None``; :func:`run_rules` reports those as skipped);
+- times are the layer's measured median when the run has measurements, else its estimate
+  (:func:`layerscope.analysis.diagnose.layer_time_us`); shares are of the sum over all layers;
+- ``expected_gain_us`` is an estimate on the run's profile, sized by re-estimating the rewritten layer or
+  model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layerscope.analysis.diagnose import has_measurement, layer_time_us
+from layerscope.analysis.findings import Finding, Severity, sort_findings
+from layerscope.costs.types import UnitKind
+from layerscope.model.types import Graph, Node
+from layerscope.targets.profile import Profile
+
+#: Horizon's docs: hb_compile ``remove_node_type`` removes only these op types at the model's inputs/outputs.
+REMOVABLE_IO_OPS = ("Quantize", "Transpose", "Dequantize", "Cast", "Reshape", "Softmax")
+FP16_MAX = 65504.0
+MOVEMENT_OPS = frozenset({"Concat", "Pad", "Slice", "Split", "Expand", "Tile", "Transpose"})
+INFLATING_OPS = frozenset({"Pad", "Expand", "Tile"})
+NORM_OPS = frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "SimplifiedLayerNormalization",
+                      "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "GroupNormalization",
+                      "InstanceNormalization"})
+TENSOR_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+
+#: Thresholds (shares are of all layer time).
+FALLBACK_ERROR_SHARE = 0.05
+BANDWIDTH_SHARE = 0.02
+BANDWIDTH_MAX_FINDINGS = 10
+MOVEMENT_SHARE = 0.10
+INFLATION_RATIO = 1.1
+LANE_WASTE = 0.10
+LANE_MIN_SHARE = 0.002
+NORM_SHARE = 0.05
+
+#: What to do about a CPU-fallback op, by op type (Horizon's J6 tuning guide, "common CPU operators").
+FALLBACK_MITIGATIONS: Mapping[str, str] = {
+    "ScatterND": "rewrite the update without ScatterND (e.g. Concat of the kept and new slices, or Where with a "
+                 "mask); the toolchain runs ScatterND on the BPU only for fp16/fp32 inputs on some J6 chips",
+    "TopK": "export int32 indices (or convert after qat with model.replace_index_tensor_type()) so no int64 "
+            "tensor and Cast is left; or move TopK into post-processing",
+    "ArgMax": "export int32 indices (or model.replace_index_tensor_type() after qat) so the Cast disappears; or "
+              "move ArgMax into post-processing",
+    "ArgMin": "export int32 indices so the Cast disappears; or move it into post-processing",
+    "Cast": "remove the int64 path that needs this Cast (int32 indices), or move it to the model's boundary and "
+            "drop it with remove_node_type",
+    "Resize": "use a nearest resize by a power-of-2 factor (2x/4x/8x), or a ConvTranspose for other factors",
+    "Upsample": "use a nearest upsample by a power-of-2 factor (2x/4x/8x), or a ConvTranspose for other factors",
+    "Softmax": "move the Softmax into post-processing (remove_node_type: Softmax) when it is the last layer",
+    "Reshape": "keep the tensor rank and layout the accelerator supports, or move the Reshape to the boundary "
+               "and drop it with remove_node_type",
+    "NonMaxSuppression": "run NMS in post-processing on the CPU, outside the model",
+    "NonZero": "avoid data-dependent shapes inside the model (mask with Where instead), or move it to "
+               "post-processing",
+}
+DEFAULT_FALLBACK_MITIGATION = ("bring the op's parameters inside the accelerator's constraints (check the "
+                               "toolchain's op-support list), replace the op, or move it to pre/post-processing")
+TUNING_GUIDE = "Horizon toolchain performance tuning guide (shared/seeds/003): "
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """What every rule sees: the run, the profile it was estimated on, and the model graph when it is loaded."""
+
+    run: Mapping[str, Any]
+    profile: Profile | None
+    graph: Graph | None = None
+    by_id: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    total_us: float = 0.0
+    measured: bool = False
+
+    @classmethod
+    def of(cls, run: Mapping[str, Any], profile: Profile | None, graph: Graph | None = None) -> RuleContext:
+        measured = has_measurement(run)
+        layers = run.get("layers", [])
+        total = sum(layer_time_us(layer, prefer_measured=measured) for layer in layers)
+        return cls(run, profile, graph, {str(layer.get("id")): layer for layer in layers}, total, measured)
+
+    @property
+    def layers(self) -> Sequence[Mapping[str, Any]]:
+        return self.run.get("layers", [])
+
+    def time_us(self, layer: Mapping[str, Any]) -> float:
+        return layer_time_us(layer, prefer_measured=self.measured)
+
+    def share(self, time_us: float) -> float:
+        return time_us / self.total_us if self.total_us > 0 else 0.0
+
+    @property
+    def dtype(self) -> str:
+        target = self.run.get("target") or {}
+        return str(target.get("dtype") or (self.profile.default_dtype if self.profile else "fp32"))
+
+    def node(self, layer_id: str) -> Node | None:
+        if self.graph is None:
+            return None
+        return next((n for n in self.graph.layers if n.id == layer_id), None)
+
+
+RuleFn = Callable[[RuleContext], list[Finding]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule: stable id, one-line title, the function, and whether it needs the model graph."""
+
+    rule_id: str
+    title: str
+    fn: RuleFn
+    needs_graph: bool = False
+
+
+def _est(layer: Mapping[str, Any]) -> Mapping[str, Any]:
+    estimate = layer.get("estimate")
+    return estimate if isinstance(estimate, Mapping) else {}
+
+
+def _evidence_times(ctx: RuleContext, layers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    time_us = sum(ctx.time_us(layer) for layer in layers)
+    return {"time_us": round(time_us, 3), "share": round(ctx.share(time_us), 6),
+            "time_source": "measured" if ctx.measured else "estimated"}
+
+
+# ------------------------------------------------------------------------------------------ CPU fallback
+def _accelerator_us(layer: Mapping[str, Any], profile: Profile, dtype: str) -> float:
+    """Rough estimate of the layer on the accelerator: its ops on the unit for its kind, its bytes through DDR
+    at the deployed dtype (bytes scaled from fp32 by the dtype's size), plus the unit's overhead."""
+    try:
+        kind = UnitKind(str(layer.get("unit_kind", "vector")))
+    except ValueError:
+        kind = UnitKind.VECTOR
+    unit = profile.unit_for(kind, dtype)
+    ops = float(max(layer.get("flops") or 0, 2 * (layer.get("macs") or 0)))
+    size = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2}.get(dtype, 4)
+    moved = float((layer.get("bytes_read") or 0) + (layer.get("bytes_written") or 0)) * size / 4
+    compute_us = ops / unit.attainable_ops_per_s(dtype) * 1e6
+    memory_us = moved / profile.attainable_ddr_bytes_per_s * 1e6
+    return max(compute_us, memory_us) + unit.overhead_us
+
+
+def cpu_fallback(ctx: RuleContext) -> list[Finding]:
+    """Layers the profile runs on the CPU, grouped by op type and reason, with the profile's reason."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for layer in ctx.layers:
+        reason = _est(layer).get("fallback_reason")
+        if reason:
+            groups.setdefault((str(layer.get("op_type")), _generic_reason(str(reason))), []).append(layer)
+    findings = []
+    for (op, _), layers in sorted(groups.items()):
+        evidence = _evidence_times(ctx, layers)
+        gain = None
+        if ctx.profile is not None:
+            gain = sum(max(0.0, float(_est(layer).get("latency_us") or 0.0) -
+                           _accelerator_us(layer, ctx.profile, ctx.dtype)) for layer in layers)
+        reasons = sorted({str(_est(layer)["fallback_reason"]) for layer in layers})
+        evidence["reasons"] = reasons[:3]
+        evidence["count"] = len(layers)
+        severity = Severity.ERROR if evidence["share"] >= FALLBACK_ERROR_SHARE else Severity.WARNING
+        findings.append(Finding(
+            "cpu-fallback", severity,
+            f"{len(layers)} {op} layer(s) run on the CPU: {reasons[0]}; each hand-off between the accelerator "
+            "and the CPU costs time on top of the slow CPU kernel",
+            FALLBACK_MITIGATIONS.get(op, DEFAULT_FALLBACK_MITIGATION),
+            tuple(str(layer["id"]) for layer in layers), evidence, gain,
+            TUNING_GUIDE + "'Handling CPU operators'"))
+    return findings
+
+
+def _generic_reason(reason: str) -> str:
+    """A reason without its layer-specific prefix (``"Resize by 3.0x ...: the BPU ..."``) for grouping."""
+    return reason.split(": ", 1)[-1]
+
+
+def _producers(ctx: RuleContext) -> dict[str, Mapping[str, Any]]:
+    return {str(name): layer for layer in ctx.layers for name in layer.get("outputs", [])}
+
+
+def _model_names(ctx: RuleContext, key: str) -> set[str]:
+    return {str(t.get("name")) for t in (ctx.run.get("model") or {}).get(key, [])}
+
+
+def _at_inputs(ctx: RuleContext, edge_ok: Callable[[Mapping[str, Any]], bool]) -> set[str]:
+    """Layers whose every activation input is a model input or the output of another such edge layer."""
+    producers = _producers(ctx)
+    inputs = _model_names(ctx, "inputs")
+    edge: set[str] = set()
+    for layer in ctx.layers:  # graph order: producers come first
+        if not edge_ok(layer):
+            continue
+        acts = [n for n in layer.get("inputs", []) if n and (n in inputs or n in producers)]
+        if acts and all(n in inputs or str(producers[n].get("id")) in edge for n in acts):
+            edge.add(str(layer["id"]))
+    return edge
+
+
+def _at_outputs(ctx: RuleContext, edge_ok: Callable[[Mapping[str, Any]], bool]) -> set[str]:
+    """Layers whose every output is a model output or read only by other such edge layers."""
+    outputs = _model_names(ctx, "outputs")
+    readers: dict[str, list[str]] = {}
+    for layer in ctx.layers:
+        for name in layer.get("inputs", []):
+            readers.setdefault(str(name), []).append(str(layer["id"]))
+    edge: set[str] = set()
+    for layer in reversed(list(ctx.layers)):
+        if not edge_ok(layer):
+            continue
+        outs = [str(n) for n in layer.get("outputs", []) if n]
+        if outs and all(n in outputs or (readers.get(n) and all(r in edge for r in readers[n])) for n in outs):
+            edge.add(str(layer["id"]))
+    return edge
+
+
+def cpu_at_io(ctx: RuleContext) -> list[Finding]:
+    """CPU-fallback layers (with the views around them) at the model's inputs or outputs: move them into
+    pre/post-processing, as hb_compile's ``remove_node_type`` does."""
+    def on_cpu(layer: Mapping[str, Any]) -> bool:
+        return bool(_est(layer).get("fallback_reason"))
+
+    def edge_ok(layer: Mapping[str, Any]) -> bool:
+        return on_cpu(layer) or layer.get("unit_kind") == UnitKind.ZERO_COPY.value
+
+    findings = []
+    for where, ids in (("inputs", _at_inputs(ctx, edge_ok)), ("outputs", _at_outputs(ctx, edge_ok))):
+        layers = [ctx.by_id[i] for i in sorted(ids) if on_cpu(ctx.by_id[i])]
+        if not layers:
+            continue
+        ops = sorted({str(layer["op_type"]) for layer in layers})
+        removable = [op for op in ops if op in REMOVABLE_IO_OPS]
+        how = (f"hb_compile can drop {', '.join(removable)} with model_parameters.remove_node_type"
+               if removable else "remove_node_type accepts only " + ", ".join(REMOVABLE_IO_OPS) +
+               "; cut these layers out of the ONNX model (or remove_io_op in the PTQ API / QAT)")
+        evidence = _evidence_times(ctx, layers) | {"ops": ops, "edge": where}
+        findings.append(Finding(
+            "cpu-at-io", Severity.WARNING,
+            f"{len(layers)} CPU layer(s) ({', '.join(ops)}) sit at the model's {where}: the model pays a CPU "
+            "kernel and an accelerator hand-off for work the application can do in its own "
+            f"{'pre' if where == 'inputs' else 'post'}-processing",
+            f"move them into {'pre' if where == 'inputs' else 'post'}-processing and remove them from the model; {how}",
+            tuple(str(layer["id"]) for layer in layers), evidence,
+            sum(float(_est(layer).get("latency_us") or 0.0) for layer in layers),
+            TUNING_GUIDE + "'CPU operators at the beginning or end of the model'"))
+    return findings
+
+
+# ---------------------------------------------------------------------------------------- structure
+def focus_stem(ctx: RuleContext) -> list[Finding]:
+    """A Concat whose inputs are all Slices of one tensor (YOLOv5's Focus / space-to-depth stem)."""
+    producers = _producers(ctx)
+    findings = []
+    for layer in ctx.layers:
+        if layer.get("op_type") != "Concat":
+            continue
+        sources = [producers.get(str(n)) for n in layer.get("inputs", []) if n]
+        if len(sources) < 2 or any(s is None or s.get("op_type") != "Slice" for s in sources):
+            continue
+        data = {str((s or {}).get("inputs", [""])[0]) for s in sources}
+        if len(data) != 1:
+            continue
+        slices = [s for s in sources if s is not None]
+        involved = [*slices, layer]
+        evidence = _evidence_times(ctx, involved) | {"slices": len(slices), "source_tensor": next(iter(data))}
+        findings.append(Finding(
+            "focus-stem", Severity.WARNING,
+            f"Focus-style stem: {len(slices)} strided Slices of '{next(iter(data))}' joined by Concat "
+            f"'{layer['id']}'; the slices are data movement the accelerator does poorly (and may run on the CPU), "
+            "and they quadruple the channels of a full-resolution tensor",
+            "replace the Focus block by one Conv 6x6 stride 2 padding 2 (what YOLOv5 v6.0 did; same receptive "
+            "field and output shape), or a SpaceToDepth the toolchain supports",
+            tuple(str(s["id"]) for s in involved), evidence,
+            sum(float(_est(s).get("latency_us") or 0.0) for s in involved),
+            "shared/seeds/002 (focus_slice -> 6x6 stride-2 conv saved 7 ms)"))
+    return findings
+
+
+def _act_bytes_in(layer: Mapping[str, Any]) -> int:
+    return int(layer.get("bytes_read_act") or layer.get("bytes_read") or 0)
+
+
+def data_inflation(ctx: RuleContext) -> list[Finding]:
+    """Pad/Expand/Tile whose output is larger than their input, and movement ops (concat, pad, slice, ...) that
+    together take a large share of the time."""
+    findings = []
+    inflating = [layer for layer in ctx.layers if layer.get("op_type") in INFLATING_OPS
+                 and _act_bytes_in(layer) > 0
+                 and (layer.get("bytes_written") or 0) > INFLATION_RATIO * _act_bytes_in(layer)]
+    if inflating:
+        ratio = max((layer.get("bytes_written") or 0) / _act_bytes_in(layer) for layer in inflating)
+        findings.append(Finding(
+            "data-inflation", Severity.WARNING,
+            f"{len(inflating)} Pad/Expand/Tile layer(s) write up to {ratio:.1f}x the data they read: the inflated "
+            "tensors cost DDR bandwidth in every layer that reads them",
+            "let elementwise broadcasting do the expansion instead of Expand/Tile, fold padding into the "
+            "convolution's pads attribute, and avoid materializing the larger tensor",
+            tuple(str(layer["id"]) for layer in inflating),
+            _evidence_times(ctx, inflating) | {"max_inflation": round(ratio, 3)},
+            sum(ctx.time_us(layer) for layer in inflating), TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
+    movement = [layer for layer in ctx.layers if layer.get("op_type") in MOVEMENT_OPS]
+    evidence = _evidence_times(ctx, movement)
+    if movement and evidence["share"] >= MOVEMENT_SHARE:
+        top = sorted(movement, key=lambda layer: -ctx.time_us(layer))[:10]
+        ops = sorted({str(layer["op_type"]) for layer in movement})
+        findings.append(Finding(
+            "data-inflation", Severity.WARNING,
+            f"data-movement layers ({', '.join(ops)}) take {evidence['share']:.0%} of the time: layout-sensitive "
+            "ops inflate traffic and break the accelerator's tiling",
+            "reduce and avoid Concat/Pad/Slice/Transpose: use broadcasting instead of expanding tensors by hand, "
+            "merge parallel branches before concatenating, keep one layout end to end",
+            tuple(str(layer["id"]) for layer in top), evidence | {"count": len(movement), "ops": ops}, None,
+            TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
+    return findings
+
+
+# ------------------------------------------------------------------------------------------- memory
+def _bottleneck_us(ctx: RuleContext, node: Node) -> tuple[float, int] | None:
+    """Estimated µs of the 1x1 -> kxk -> 1x1 bottleneck replacing ``node`` (a Conv), and its middle width."""
+    graph, profile = ctx.graph, ctx.profile
+    if graph is None or profile is None or node.op_type != "Conv" or len(node.inputs) < 2:
+        return None
+    x, w, y = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1]), graph.tensor(node.outputs[0])
+    if x is None or w is None or y is None or len(w.shape) != 4 or int(node.attr("group", 1)) != 1:
+        return None
+    cout, cin, kh, kw = w.shape
+    if kh * kw == 1:
+        return None
+    lane = max(1, profile.lane_width)
+    mid = max(lane, int(math.ceil(min(cin, cout) / 2 / lane) * lane))
+    return _estimate_bottleneck(ctx, node, x.shape, (cin, mid, cout), (kh, kw)), mid
+
+
+def _estimate_bottleneck(ctx: RuleContext, node: Node, in_shape: tuple[int, ...], channels: tuple[int, int, int],
+                         kernel: tuple[int, int]) -> float:
+    """Estimated µs of Conv 1x1 (cin->mid), Conv kxk (mid->mid, ``node``'s strides/pads), Conv 1x1 (mid->cout)."""
+    cin, mid, cout = channels
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from layerscope.estimate import estimate_graph
+    from layerscope.model import load_model
+
+    assert ctx.profile is not None
+    attrs = {k: node.attr(k) for k in ("strides", "pads", "dilations") if node.attr(k) is not None}
+
+    def weight(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.zeros(shape, np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="reduce"),
+             helper.make_node("Conv", ["a", "w2"], ["b"], name="spatial", kernel_shape=list(kernel), **attrs),
+             helper.make_node("Conv", ["b", "w3"], ["y"], name="expand")]
+    graph = helper.make_graph(nodes, "bottleneck", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                  list(in_shape))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [weight("w1", (mid, cin, 1, 1)), weight("w2", (mid, mid, *kernel)),
+                               weight("w3", (cout, mid, 1, 1))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bottleneck.onnx"
+        onnx.save_model(model, str(path))
+        rewritten = load_model(path)
+    return estimate_graph(rewritten, ctx.profile, ctx.dtype).latency_us
+
+
+def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
+    """Layers whose weights exceed the on-chip SRAM share for weights and are streamed in several passes."""
+    if ctx.profile is None or ctx.profile.sram_bytes <= 0:
+        return []
+    findings = []
+    for layer in ctx.layers:
+        passes = int(_est(layer).get("weight_passes") or 1)
+        if passes <= 1:
+            continue
+        est_us = float(_est(layer).get("latency_us") or 0.0)
+        node = ctx.node(str(layer["id"]))
+        rewrite = _bottleneck_us(ctx, node) if node is not None else None
+        evidence = _evidence_times(ctx, [layer]) | {
+            "weight_bytes": int(layer.get("weight_bytes") or 0), "weight_passes": passes,
+            "sram_bytes": ctx.profile.sram_bytes, "est_us": round(est_us, 3)}
+        if rewrite is not None:
+            new_us, mid = rewrite
+            evidence |= {"bottleneck_mid_channels": mid, "bottleneck_est_us": round(new_us, 3)}
+            mitigation = (f"replace it by a bottleneck: 1x1 conv down to {mid} channels, the same spatial conv at "
+                          f"{mid} channels, 1x1 conv back up (estimated {new_us:.1f} µs instead of {est_us:.1f} µs "
+                          "on this profile; check the accuracy); or let the compiler cache weights across cores")
+            gain: float | None = max(0.0, est_us - new_us)
+        else:
+            mitigation = ("reduce the layer's channels (a 1x1-3x3-1x1 bottleneck for spatial convolutions, a "
+                          "low-rank factorization for matrix products) so its weights fit on chip")
+            gain = None
+        findings.append(Finding(
+            "weights-exceed-sram", Severity.WARNING,
+            f"{layer.get('op_type')} '{layer['id']}' has {int(layer.get('weight_bytes') or 0) / 2**20:.2f} MiB of "
+            f"weights, more than the on-chip SRAM holds for weights: they stream from DDR in {passes} passes, each "
+            "reloading the input activations -- bandwidth, not compute, sets its time",
+            mitigation, (str(layer["id"]),), evidence, gain,
+            "shared/seeds/002 (512-channel 3x3 conv: SRAM cannot hold the weights; bottleneck halved the time)"))
+    return findings
+
+
+def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
+    """The biggest layers the roofline finds bandwidth-bound (DDR time above compute time)."""
+    candidates = [layer for layer in ctx.layers if _est(layer).get("bound") == "bandwidth"
+                  and ctx.share(ctx.time_us(layer)) >= BANDWIDTH_SHARE]
+    candidates.sort(key=lambda layer: -ctx.time_us(layer))
+    findings = []
+    for layer in candidates[:BANDWIDTH_MAX_FINDINGS]:
+        e = _est(layer)
+        compute_us = float(e.get("compute_us") or 0.0)
+        memory_us = float(e.get("load_us") or 0.0) + float(e.get("store_us") or 0.0)
+        overhead = float(e.get("overhead_us") or 0.0)
+        halved = max(compute_us, memory_us / 2) + overhead
+        share = ctx.share(ctx.time_us(layer))
+        evidence = _evidence_times(ctx, [layer]) | {
+            "compute_us": round(compute_us, 3), "memory_us": round(memory_us, 3),
+            "ddr_bytes": int((e.get("ddr_read_bytes") or 0) + (e.get("ddr_write_bytes") or 0)),
+            "gain_assumes": "the layer's DDR traffic halves"}
+        elementwise = layer.get("unit_kind") in ("vector", "move", "aux")
+        mitigation = ("fuse it into the layer that produces its input (activation after conv) or keep its tensors "
+                      "smaller so they stay on chip" if elementwise else
+                      "cut its DDR traffic: fewer channels or a lower resolution here, a narrower dtype, or keep "
+                      "its inputs on chip")
+        findings.append(Finding(
+            "bandwidth-bound", Severity.WARNING if share >= 0.05 else Severity.INFO,
+            f"{layer.get('op_type')} '{layer['id']}' is bandwidth-bound: {memory_us:.1f} µs of DDR traffic against "
+            f"{compute_us:.1f} µs of compute; the compute units wait for memory",
+            mitigation, (str(layer["id"]),), evidence, max(0.0, float(e.get("latency_us") or 0.0) - halved),
+            TUNING_GUIDE + "'Bandwidth analysis'"))
+    return findings
+
+
+# -------------------------------------------------------------------------------------------- dtype
+def fp32_dtype(ctx: RuleContext) -> list[Finding]:
+    """The model is deployed in fp32 (or fp16) where the profile lists a faster dtype."""
+    profile = ctx.profile
+    if profile is None:
+        return []
+    current = ctx.dtype
+    rate = profile.peak_ops_per_s(current) or 0.0
+    faster = [d for d in profile.dtypes if (profile.peak_ops_per_s(d) or 0.0) > rate * 1.2]
+    if current not in ("fp32", "fp16", "bf16") or not faster:
+        return []
+    best = max(faster, key=lambda d: profile.peak_ops_per_s(d) or 0.0)
+    layers = [layer for layer in ctx.layers if _est(layer).get("dtype") == current
+              and not _est(layer).get("fallback_reason") and layer.get("unit_kind") != UnitKind.ZERO_COPY.value]
+    gain = None
+    evidence: dict[str, Any] = {"dtype": current, "faster_dtype": best,
+                                "peak_ratio": round((profile.peak_ops_per_s(best) or 0.0) / rate, 3) if rate
+                                else None}
+    if ctx.graph is not None:
+        from layerscope.estimate import estimate_graph
+
+        now = estimate_graph(ctx.graph, profile, current).latency_us
+        then = estimate_graph(ctx.graph, profile, best).latency_us
+        gain = max(0.0, now - then)
+        evidence |= {"est_latency_us": round(now, 3), f"est_latency_{best}_us": round(then, 3)}
+    severity = Severity.INFO if profile.kind == "cpu" else Severity.WARNING
+    return [Finding(
+        "fp32-dtype", severity,
+        f"{len(layers)} layer(s) run in {current} although profile '{profile.name}' computes {best} "
+        f"{evidence['peak_ratio']}x faster; {current} also moves {'twice' if current == 'fp32' else 'more'} the "
+        "bytes of a 16-bit type (on Horizon's BPU, fp32 runs only on the slow VPU)",
+        f"deploy in {best} (quantize: calibrate int8/int16 in the toolchain), keeping only accuracy-critical "
+        "layers in a wider type",
+        tuple(str(layer["id"]) for layer in layers[:50]), evidence, gain,
+        TUNING_GUIDE + "'avoid fp32 precision'")]
+
+
+def lane_alignment(ctx: RuleContext) -> list[Finding]:
+    """Convolutions and matrix products whose channel counts are not multiples of the profile's lane width."""
+    profile, graph = ctx.profile, ctx.graph
+    if profile is None or graph is None or profile.lane_width <= 1:
+        return []
+    lane = profile.lane_width
+    inputs = {t.name for t in graph.inputs}
+    rows: list[tuple[Mapping[str, Any], int, int, float]] = []
+    for node in graph.layers:
+        if node.op_type not in TENSOR_OPS or node.id not in ctx.by_id:
+            continue
+        cin, cout = _channels(node, graph)
+        checked = [c for c, from_input in ((cin, node.inputs[0] in inputs), (cout, False))
+                   if c and not from_input and c % lane]
+        if not checked:
+            continue
+        waste = max(math.ceil(c / lane) * lane / c - 1 for c in checked)
+        layer = ctx.by_id[node.id]
+        if waste >= LANE_WASTE and ctx.share(ctx.time_us(layer)) >= LANE_MIN_SHARE:
+            rows.append((layer, cin, cout, waste))
+    if not rows:
+        return []
+    rows.sort(key=lambda r: -ctx.time_us(r[0]))
+    gain = sum(ctx.time_us(layer) * waste / (1 + waste) for layer, _, _, waste in rows
+               if _est(layer).get("bound") == "compute")
+    examples = [f"{layer['id']}: {cin}->{cout}" for layer, cin, cout, _ in rows[:5]]
+    evidence = _evidence_times(ctx, [r[0] for r in rows]) | {"lane_width": lane, "examples": examples,
+                                                             "max_padding_waste": round(max(r[3] for r in rows), 4)}
+    return [Finding(
+        "lane-alignment", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
+        f"{len(rows)} conv/matmul layer(s) have channel counts that are not multiples of the lane width {lane}: "
+        "the hardware pads them to the next multiple and computes on the padding",
+        f"round channel counts to multiples of {lane} (e.g. {examples[0].split(': ')[1]} -> aligned widths); for "
+        "a detection head, pad the class count or split the head so the big convolutions stay aligned",
+        tuple(str(r[0]["id"]) for r in rows), evidence, gain or None,
+        TUNING_GUIDE + "'32C alignment'")]
+
+
+def _channels(node: Node, graph: Graph) -> tuple[int, int]:
+    """(input channels, output channels) of a Conv/ConvTranspose/Gemm/MatMul; 0 when not known."""
+    w = graph.tensor(node.inputs[1]) if len(node.inputs) > 1 else None
+    if w is None or not w.shape:
+        return 0, 0
+    if node.op_type == "Conv" and len(w.shape) >= 3:
+        return w.shape[1] * int(node.attr("group", 1)), w.shape[0]
+    if node.op_type == "ConvTranspose" and len(w.shape) >= 3:
+        return w.shape[0], w.shape[1] * int(node.attr("group", 1))
+    if node.op_type == "Gemm" and len(w.shape) == 2:
+        return (w.shape[1], w.shape[0]) if node.attr("transB", 0) else (w.shape[0], w.shape[1])
+    if node.op_type == "MatMul" and len(w.shape) >= 2 and graph.is_constant(node.inputs[1]):
+        return w.shape[-2], w.shape[-1]
+    return 0, 0
+
+
+def depthwise_conv(ctx: RuleContext) -> list[Finding]:
+    """Depthwise convolutions (group == input channels > 1): few MACs per byte, low tensor-engine utilization."""
+    graph = ctx.graph
+    if graph is None:
+        return []
+    layers = []
+    for node in graph.layers:
+        if node.op_type != "Conv" or node.id not in ctx.by_id:
+            continue
+        group = int(node.attr("group", 1))
+        cin, _ = _channels(node, graph)
+        if group > 1 and group == cin:
+            layers.append(ctx.by_id[node.id])
+    if not layers:
+        return []
+    total_macs = sum(int(layer.get("macs") or 0) for layer in ctx.layers) or 1
+    macs = sum(int(layer.get("macs") or 0) for layer in layers)
+    evidence = _evidence_times(ctx, layers) | {"count": len(layers), "macs_share": round(macs / total_macs, 6)}
+    return [Finding(
+        "depthwise-conv", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
+        f"{len(layers)} depthwise convolution(s) take {evidence['share']:.1%} of the time for "
+        f"{evidence['macs_share']:.1%} of the MACs: tensor engines built for dense convolution reach a low "
+        "utilization on them",
+        "prefer regular or group convolutions with larger groups (the direction EfficientNetV2 and NFNet took for "
+        "accelerators), or fuse the depthwise conv with its pointwise neighbour where the toolchain supports it",
+        tuple(str(layer["id"]) for layer in layers), evidence, None,
+        TUNING_GUIDE + "'BPU-oriented efficient models'")]
+
+
+def large_constants(ctx: RuleContext) -> list[Finding]:
+    """Constants with finite values beyond the fp16 range (|x| > 65504, also beyond int16): 1e10-style masks."""
+    graph = ctx.graph
+    if graph is None:
+        return []
+    found: dict[str, float] = {}
+    for name, value in graph.const_values.items():
+        big = _largest_finite(value)
+        if big is not None and big > FP16_MAX:
+            found[name] = big
+    readers: dict[str, list[str]] = {}
+    for node in graph.layers:
+        for name in node.inputs:
+            if name in found:
+                readers.setdefault(name, []).append(node.id)
+        value = node.attr("value")
+        if isinstance(value, np.ndarray):
+            big = _largest_finite(value)
+            if big is not None and big > FP16_MAX:
+                found[f"{node.id}.value"] = big
+                readers.setdefault(f"{node.id}.value", []).append(node.id)
+    used = {name: big for name, big in found.items() if readers.get(name)}
+    if not used:
+        return []
+    layer_ids = tuple(dict.fromkeys(i for name in sorted(used) for i in readers[name]))
+    largest = max(used.values())
+    return [Finding(
+        "large-constants", Severity.WARNING,
+        f"{len(used)} constant(s) hold values up to {largest:.3g}, beyond the fp16 range (65504) and int16: "
+        "quantizing or exporting to fp16 saturates them (1e10 / finfo.min-style masks)",
+        "use a mask value that still separates but stays in range: about -100 (or -30000, enough for Softmax to "
+        "give 0) instead of 1e10 or finfo.min",
+        layer_ids, {"constants": sorted(used)[:10], "max_abs": largest}, None,
+        TUNING_GUIDE + "'masks: do not use 1e10 or 65536'")]
+
+
+def _largest_finite(value: np.ndarray) -> float | None:
+    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "fiu":
+        return None
+    finite = np.abs(value[np.isfinite(value)]) if value.dtype.kind == "f" else np.abs(value.astype(np.float64))
+    return float(finite.max()) if finite.size else None
+
+
+def norm_heavy(ctx: RuleContext) -> list[Finding]:
+    """Softmax / LayerNorm (and friends) on the vector units taking a large share of the time."""
+    layers = [layer for layer in ctx.layers if layer.get("op_type") in NORM_OPS
+              and not _est(layer).get("fallback_reason")]
+    evidence = _evidence_times(ctx, layers)
+    if not layers or evidence["share"] < NORM_SHARE:
+        return []
+    ops = sorted({str(layer["op_type"]) for layer in layers})
+    units = sorted({str(_est(layer).get("unit") or "-") for layer in layers})
+    return [Finding(
+        "norm-on-vector", Severity.WARNING,
+        f"{len(layers)} {'/'.join(ops)} layer(s) take {evidence['share']:.0%} of the time on the vector "
+        f"unit(s) {', '.join(units)}: exponentials, reductions and divisions run far below the tensor engine's rate",
+        "replace Softmax attention by SimA (normalized Q/K, no Softmax) and LayerNorm by DyT (Dynamic Tanh) where "
+        "accuracy allows; keep these ops in int16/fp16, never fp32",
+        tuple(str(layer["id"]) for layer in layers), evidence | {"ops": ops, "units": units}, None,
+        TUNING_GUIDE + "'VPU/VAE bottleneck: softmax, layernorm'")]
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("cpu-fallback", "CPU-fallback ops and why", cpu_fallback),
+    Rule("cpu-at-io", "CPU ops at the model's inputs/outputs", cpu_at_io),
+    Rule("focus-stem", "Focus-style slice+concat stems", focus_stem),
+    Rule("data-inflation", "concat/pad/slice that inflate data", data_inflation),
+    Rule("weights-exceed-sram", "weights larger than on-chip SRAM", weights_exceed_sram),
+    Rule("bandwidth-bound", "bandwidth-bound layers", bandwidth_bound),
+    Rule("fp32-dtype", "fp32 where the profile has a faster dtype", fp32_dtype),
+    Rule("lane-alignment", "channels not aligned to the lane width", lane_alignment, needs_graph=True),
+    Rule("depthwise-conv", "depthwise convolutions", depthwise_conv, needs_graph=True),
+    Rule("large-constants", "constants outside the fp16/int16 range", large_constants, needs_graph=True),
+    Rule("norm-on-vector", "Softmax/LayerNorm-heavy blocks on vector units", norm_heavy),
+)
+
+
+@dataclass(frozen=True)
+class Advice:
+    """All findings of a run, sorted, and the rules that could not run (and why)."""
+
+    findings: tuple[Finding, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+
+def run_rules(ctx: RuleContext, rules: Sequence[Rule] = RULES) -> Advice:
+    """Every rule on ``ctx``; rules that need the graph are skipped (and listed) when it is not loaded."""
+    findings: list[Finding] = []
+    skipped: list[tuple[str, str]] = []
+    for rule in rules:
+        if rule.needs_graph and ctx.graph is None:
+            skipped.append((rule.rule_id, "needs the model file"))
+            continue
+        if ctx.profile is None and rule.rule_id in ("weights-exceed-sram", "fp32-dtype", "lane-alignment"):
+            skipped.append((rule.rule_id, "needs the run's hardware profile"))
+            continue
+        findings.extend(rule.fn(ctx))
+    return Advice(tuple(sort_findings(findings)), tuple(skipped))

@@ -1,0 +1,45 @@
+"""``layerscope advise RUN``: hot spots, bounds and CPU fallback, then findings with advice, as data. The model is
+reloaded from the run's path (sha256 checked) for the rules that read the graph; exit 2 when it changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from layerscope.analysis.advise import advise, reload_model, run_profile, with_findings
+from layerscope.report.analysis_terminal import advice_report
+from layerscope.run import load_run, save_run
+
+
+@click.command("advise")
+@click.argument("run_path", metavar="RUN", type=click.Path(path_type=Path))
+@click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
+              help="The model file, when it moved since the run was made (its sha256 must match the run's).")
+@click.option("--no-model", is_flag=True, help="Do not load the model; rules that read the graph are skipped.")
+@click.option("--target", "-t", default=None, metavar="NAME|FILE",
+              help="Profile for the rules (default: the one the run was estimated on).")
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
+@click.option("--save", is_flag=True, help="Write the findings back into RUN.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the run with its findings section to OUT ('-' for the findings alone on stdout).")
+def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, top: int, save: bool,
+            json_out: Path | None) -> None:
+    """Diagnose RUN and advise what to change, layer by layer."""
+    run = load_run(run_path)
+    profile = run_profile(run, target)
+    graph = None if no_model else reload_model(run, model_path)
+    report = advise(run, profile, graph)
+    with_findings(run, report, top=top)
+    if json_out is not None and str(json_out) == "-":
+        click.echo(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(advice_report(report, top))
+    if save:
+        save_run(run, run_path)
+        console.print(f"findings saved in {run_path}")
+    if json_out is not None:
+        console.print(f"run file: {save_run(run, json_out)}")

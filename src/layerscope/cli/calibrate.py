@@ -1,0 +1,93 @@
+"""``layerscope calibrate RUN... -o my-host.toml``: fit a profile's efficiency per unit and layer kind, a compute
+factor per op type where the runs hold enough evidence (``[op_efficiency]``; ``--no-op-efficiency`` leaves it
+out), its per-layer overhead and its DDR bandwidth to measured runs; write a profile `--target` accepts; report
+the leave-one-model-out error (and the error on held-out ``--check`` runs).
+
+To calibrate on your own model family, pass its runs with the others (e.g. the model-zoo runs plus one YOLO
+run) and check on other members of the family with ``--check``: op types only that family has can only be
+learnt from its runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.analysis.calibrate import (
+    Calibration,
+    calibrate,
+    calibrated_profile,
+    calibration_section,
+    profile_toml,
+    run_data,
+    write_profile,
+)
+from layerscope.errors import InputError
+from layerscope.report.analysis_terminal import calibration_report
+from layerscope.run import load_run
+from layerscope.targets import load_profile
+from layerscope.targets.schema import load_profile_file
+
+
+def op_table(cal: Calibration) -> RenderableType:
+    """The op types that got a compute factor: evidence, spread, shrinkage weight, raw and fitted factor (compute
+    time relative to the unit kind's fitted efficiency), and the multiplier on the unit's rate it writes."""
+    if not cal.op_fits:
+        return Text("op-type factors: none (no op type had enough evidence, or --no-op-efficiency)")
+    table = Table(title="Op-type factors: compute time x factor, relative to the unit kind's",
+                  box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    for header in ("op type", "layers", "models", "share", "spread", "w", "x", "rate x"):
+        table.add_column(header, justify="left" if header == "op type" else "right", no_wrap=True)
+    for f in cal.op_fits:
+        table.add_row(Text(f.op_type), str(f.layers), str(f.models), f"{100 * f.share:.1f}%", f"{f.spread:.2f}",
+                      f"{f.weight:.2f}", f"{f.scale:.3g}", f"{1 / f.scale:.3g}")
+    note = Text("w: shrinkage weight; x: the fitted factor, raw x ** w (raw in --json); rate x: [op_efficiency] in "
+                "the profile, the multiplier on the unit's attainable rate (1 / x)")
+    parts: list[RenderableType] = [table, note]
+    return Group(*parts)
+
+
+@click.command("calibrate")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path), required=True, metavar="OUT.toml",
+              help="Where to write the calibrated profile.")
+@click.option("--name", default=None, help="Name of the calibrated profile (default: OUT's file name).")
+@click.option("--base", default=None, metavar="NAME|FILE",
+              help="The profile the runs were estimated on (default: the runs' target).")
+@click.option("--check", "checks", multiple=True, type=click.Path(path_type=Path), metavar="RUN",
+              help="A run of a model outside the calibration set, predicted with the fit (repeatable).")
+@click.option("--no-op-efficiency", "per_unit_only", is_flag=True,
+              help="Fit one efficiency per unit and layer kind only (no per-op-type factors).")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Also write the fit and its errors as JSON.")
+def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
+            per_unit_only: bool, json_out: Path | None) -> None:
+    """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml."""
+    if output.suffix != ".toml":
+        raise InputError(f"{output}: the calibrated profile must be a .toml file")
+    data = [run_data(load_run(path), str(path)) for path in runs]
+    held_out = [run_data(load_run(path), str(path)) for path in checks]
+    targets = sorted({d.target for d in data if d.target})
+    if base is None and len(targets) != 1:
+        raise InputError(f"the runs were estimated on {', '.join(targets) or 'no profile'}; pass --base")
+    profile = load_profile(base or targets[0])
+    cal = calibrate(data, profile, held_out, per_op=not per_unit_only)
+    mapping = calibrated_profile(profile, cal.params, name=name or output.stem, models=cal.models)
+    header = (f"Calibrated by `layerscope calibrate` from {len(data)} run(s) on base profile '{profile.name}'.\n"
+              "Efficiencies, op-type multipliers, overheads and bandwidth are fitted to those measurements "
+              "(see [sources]).")
+    written = write_profile(output, profile_toml(mapping, header))
+    load_profile_file(written)  # the file must load as any profile does; a failure here is a bug of ours
+    console = Console()
+    console.print(op_table(cal))
+    console.print(calibration_report(cal, str(written)))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n",
+                            encoding="utf-8")
+        console.print(f"calibration: {json_out}")

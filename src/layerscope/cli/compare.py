@@ -1,0 +1,44 @@
+"""``layerscope compare BEFORE AFTER``: the before/after table (latency, FPS, P99, utilization, CPU-fallback
+count, peak memory, MACs) and per-layer deltas matched by id, with renamed, added and removed layers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from layerscope.analysis.compare import compare_runs, comparison_section
+from layerscope.report.analysis_markdown import compare_markdown
+from layerscope.report.analysis_terminal import compare_report
+from layerscope.run import load_run, save_run
+
+
+@click.command("compare")
+@click.argument("before", type=click.Path(path_type=Path))
+@click.argument("after", type=click.Path(path_type=Path))
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Per-layer rows shown.")
+@click.option("--markdown", "markdown_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the comparison as Markdown ('-' for stdout instead of the terminal table).")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the AFTER run with a 'comparison' section (a run file reports can render).")
+@click.option("--labels", default="before,after", show_default=True, metavar="A,B", help="Column names.")
+def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, json_out: Path | None,
+            labels: str) -> None:
+    """Compare two runs of a model: before and after a change."""
+    names = [part.strip() for part in labels.split(",")]
+    if len(names) != 2 or not all(names):
+        raise click.BadParameter("give two names separated by a comma", param_hint="--labels")
+    run_before, run_after = load_run(before), load_run(after)
+    cmp = compare_runs(run_before, run_after, before_label=names[0], after_label=names[1])
+    if markdown_out is not None and str(markdown_out) == "-":
+        click.echo(compare_markdown(cmp, top), nl=False)
+    else:
+        Console().print(compare_report(cmp, top))
+        if markdown_out is not None:
+            markdown_out.parent.mkdir(parents=True, exist_ok=True)
+            markdown_out.write_text(compare_markdown(cmp, top), encoding="utf-8")
+            click.echo(f"markdown: {markdown_out}")
+    if json_out is not None:
+        run_after["comparison"] = comparison_section(cmp, run_before, run_after)
+        click.echo(f"run file: {save_run(run_after, json_out)}")

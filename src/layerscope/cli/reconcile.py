@@ -1,0 +1,45 @@
+"""``layerscope reconcile RUN [RUN ...]``: k = measured / estimated for the same part of the model, the estimate
+scaled by k against the measurement per layer, k per op type, rank agreement, a verdict; across several runs,
+the spread of k and what drives it. Exit 2 for a run without an estimate and a measurement of the same part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from layerscope.analysis.reconcile import k_spread, reconcile_run, reconcile_section
+from layerscope.errors import InputError
+from layerscope.report.analysis_terminal import reconcile_report, spread_report
+from layerscope.run import load_run, save_run
+
+
+@click.command("reconcile")
+@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Rows in the tables.")
+@click.option("--save", is_flag=True, help="Write the reconcile section back into each run file.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the (single) run with its reconcile section to OUT.")
+def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | None) -> None:
+    """Reconcile the estimate with the measurement in each RUN (from `profile` or `import`)."""
+    if json_out is not None and len(runs) > 1:
+        raise InputError("--json takes one run; with several runs use --save to update each run file")
+    loaded = [(path, load_run(path)) for path in runs]
+    recs = [reconcile_run(run) for _, run in loaded]
+    spread = k_spread(recs) if len(recs) > 1 else None
+    console = Console()
+    for (path, _), rec in zip(loaded, recs, strict=True):
+        console.print(f"[bold]{path}[/bold]")
+        console.print(reconcile_report(rec, top))
+        console.print()
+    if spread is not None:
+        console.print(spread_report(spread))
+    for (path, run), rec in zip(loaded, recs, strict=True):
+        run["reconcile"] = reconcile_section(rec, spread=spread)
+        if save:
+            save_run(run, path)
+    if json_out is not None:
+        console.print(f"run file: {save_run(loaded[0][1], json_out)}")
+    elif save:
+        console.print(f"reconcile saved in {len(loaded)} run file(s)")

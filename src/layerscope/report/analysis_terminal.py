@@ -1,0 +1,282 @@
+"""Terminal reporters for the analyses: reconcile, calibrate, advise, lint, compare. Pure functions from the
+analysis results to rich renderables; nothing here computes a number the analysis did not."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.analysis.advise import AdviceReport
+from layerscope.analysis.calibrate import Calibration, ModelError, summarize
+from layerscope.analysis.compare import Comparison, MetricDelta
+from layerscope.analysis.findings import Finding, Severity
+from layerscope.analysis.reconcile import KSpread, Reconciliation
+from layerscope.report.units import human_bytes, human_count, human_us
+
+_SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def _table(title: str | None = None) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
+                 pad_edge=False)
+
+
+def _grid(rows: Sequence[tuple[str, str | Text]]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for key, value in rows:
+        grid.add_row(key, value)
+    return grid
+
+
+def _k(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
+
+
+# ------------------------------------------------------------------------------------------------ reconcile
+def reconcile_report(rec: Reconciliation, top: int = 10) -> RenderableType:
+    """k, its scope, rank agreement, the verdict, k per op type and the top layers with their errors."""
+    rows: list[tuple[str, str | Text]] = [
+        ("model", Text(f"{rec.model_name}  (profile {rec.target_name})")),
+        ("k", Text.assemble((f"{rec.k:.3f}", "bold cyan"),
+                            f"  = measured {human_us(rec.factor.measured_us)} / estimated "
+                            f"{human_us(rec.factor.estimated_us)}")),
+        ("scope", Text(rec.scope)),
+    ]
+    if rec.end_to_end is not None:
+        rows.append(("end to end", f"k = {rec.end_to_end.k:.3f}  (latency P50 {human_us(rec.end_to_end.measured_us)}"
+                                   f" / whole estimate {human_us(rec.end_to_end.estimated_us)})"))
+    if rec.spearman is not None:
+        rows.append(("rank corr.", f"Spearman {rec.spearman:.3f} over {len(rec.layers)} layers"))
+        rows.append((f"top-{rec.top_n}", f"{_pct(rec.top_overlap)} of the measured top {rec.top_n} are in the "
+                                         f"estimate's top {rec.top_n}"))
+    if rec.median_abs_error is not None:
+        rows.append(("layer error", f"median |scaled - measured| / measured = {_pct(rec.median_abs_error)}"))
+    if rec.excluded_layer_ids:
+        rows.append(("excluded", f"{len(rec.excluded_layer_ids)} layer(s) (eliminated by the runtime or without "
+                                 "an estimate)"))
+    parts: list[RenderableType] = [_grid(rows)]
+    if rec.by_op_type:
+        table = _table("k per op type (largest measured time first)")
+        for header in ("op type", "layers", "est. µs", "meas. µs", "k"):
+            table.add_column(header, justify="left" if header == "op type" else "right")
+        for g in rec.by_op_type[:top]:
+            table.add_row(Text(g.name), str(g.layer_count), f"{g.estimated_us:.1f}", f"{g.measured_us:.1f}", _k(g.k))
+        parts.append(table)
+        layers = sorted(rec.layers, key=lambda c: -c.measured_us)[:top]
+        table = _table(f"Top {len(layers)} layers by measured time: estimate scaled by k against the measurement")
+        for header in ("#", "layer", "op", "est. µs", "scaled µs", "meas. µs", "error"):
+            table.add_column(header, justify="left" if header in ("layer", "op") else "right", overflow="fold")
+        for i, c in enumerate(layers, 1):
+            table.add_row(str(i), Text(c.layer_id), Text(c.op_type), f"{c.estimated_us:.1f}", f"{c.scaled_us:.1f}",
+                          f"{c.measured_us:.1f}", _pct(c.error, signed=True))
+        parts.append(table)
+    parts.append(Text("Verdict", style="bold"))
+    parts.extend(Text(f"  {line}") for line in rec.verdict.lines)
+    return Group(*parts)
+
+
+def spread_report(spread: KSpread) -> RenderableType:
+    """k per run, its range and dispersion, and the layer groups that drive it."""
+    table = _table("k across runs")
+    table.add_column("model")
+    table.add_column("k", justify="right")
+    for name, k in spread.runs:
+        table.add_row(Text(name), f"{k:.3f}")
+    parts: list[RenderableType] = [table]
+    if spread.drivers:
+        drivers = _table("layer groups: share of the estimate, pooled k, k range, correlation of share with k")
+        for header in ("group", "mean share", "pooled k", "k min", "k max", "r(share, k)"):
+            drivers.add_column(header, justify="left" if header == "group" else "right")
+        for d in spread.drivers[:8]:
+            drivers.add_row(Text(d.group), _pct(d.mean_share), _k(d.pooled_k), _k(d.k_min), _k(d.k_max),
+                            _k(d.share_k_correlation))
+        parts.append(drivers)
+    style = "bold yellow" if spread.dispersed else "green"
+    parts.extend(Text(line, style=style if line.startswith("WARNING") or not spread.dispersed else "")
+                 for line in spread.lines)
+    return Group(*parts)
+
+
+# ------------------------------------------------------------------------------------------------ calibrate
+def _errors_table(title: str, errs: Sequence[ModelError]) -> Table:
+    table = _table(title)
+    for header in ("model", "measured", "predicted", "error", "base profile", "base error"):
+        table.add_column(header, justify="left" if header == "model" else "right")
+    for e in errs:
+        base_error = (e.base_estimate_us - e.measured_us) / e.measured_us if e.base_estimate_us else None
+        table.add_row(Text(e.model), human_us(e.measured_us), human_us(e.predicted_us), _pct(e.error, signed=True),
+                      human_us(e.base_estimate_us) if e.base_estimate_us else "-", _pct(base_error, signed=True))
+    return table
+
+
+def _summary_line(label: str, errs: Sequence[ModelError]) -> Text:
+    s = summarize(errs)
+    if s is None:
+        return Text(f"{label}: no models")
+    return Text(f"{label}: mean |error| {_pct(s.mean_abs)}, max {_pct(s.max_abs)}, {s.within} of {s.count} within "
+                f"±{s.tolerance:.0%}", style="bold")
+
+
+def calibration_report(cal: Calibration, profile_path: str | None) -> RenderableType:
+    """The fitted parameters, in-sample, leave-one-model-out and held-out errors, and the outlier op types."""
+    p = cal.params
+    table = _table(f"Fitted on {len(cal.models)} model(s) against base profile '{cal.base_profile}'")
+    for header in ("unit/kind", "compute x", "overhead µs", "kernels"):
+        table.add_column(header, justify="left" if header == "unit/kind" else "right")
+    for group in sorted(p.compute_scale):
+        table.add_row(Text(group), f"{p.scale(group):.3f}", f"{p.overhead(group):.2f}",
+                      str(cal.group_rows.get(group, 0)))
+    parts: list[RenderableType] = [table, Text(f"memory time x{p.memory_scale:.3f} of the base profile's (DDR "
+                                               "bandwidth / that factor)")]
+    parts.append(_errors_table("End-to-end latency, in sample", cal.in_sample))
+    parts.append(_summary_line("in sample", cal.in_sample))
+    if cal.leave_one_out:
+        parts.append(_errors_table("Leave one model out: fitted without the model, then predicting it",
+                                   cal.leave_one_out))
+        parts.append(_summary_line("leave-one-model-out", cal.leave_one_out))
+    if cal.checks:
+        parts.append(_errors_table("Held-out models (--check): predicted with the full fit", cal.checks))
+        parts.append(_summary_line("held-out", cal.checks))
+    for o in cal.outliers:
+        parts.append(Text(f"outlier: {o.op_type} kernels run {o.ratio:.1f}x the fitted estimate "
+                          f"({o.kernels} kernel(s), {_pct(o.share)} of measured kernel time); one efficiency per "
+                          "unit cannot express it, so models rich in it are mispredicted", style="yellow"))
+    if profile_path:
+        parts.append(Text(f"profile: {profile_path}  (use it with --target {profile_path})"))
+    parts.append(Text("CALIBRATED ESTIMATE: fitted to these measurements on this machine; other machines, thread "
+                      "counts or runtimes need their own runs.", style="yellow"))
+    return Group(*parts)
+
+
+# --------------------------------------------------------------------------------------------------- advise
+def findings_table(findings: Sequence[Finding], title: str) -> RenderableType:
+    """One block per finding: severity, rule, hazard, mitigation, layers, expected gain."""
+    if not findings:
+        return Text(f"{title}: none", style="green")
+    parts: list[RenderableType] = [Text(title, style="bold")]
+    for i, f in enumerate(findings, 1):
+        gain = f"  (expected gain ~{human_us(f.expected_gain_us)} per inference)" if f.expected_gain_us else ""
+        parts.append(Text.assemble(f"{i:>2}. ", (f"[{f.severity.value}]", _SEVERITY_STYLE[f.severity]),
+                                   (f" {f.rule_id}", "bold"), gain))
+        parts.append(Text(f"    hazard:     {f.hazard}"))
+        parts.append(Text(f"    mitigation: {f.mitigation}"))
+        if f.layer_ids:
+            more = f" ... and {len(f.layer_ids) - 4} more" if len(f.layer_ids) > 4 else ""
+            parts.append(Text(f"    layers:     {', '.join(f.layer_ids[:4])}{more}"))
+        key = f.evidence.get("key")
+        if key is not None:
+            parts.append(Text(f"    key:        {key} = {f.evidence.get('value')!r}"))
+        if f.help:
+            parts.append(Text(f"    help:       {f.help}", style="dim"))
+    return Group(*parts)
+
+
+def advice_report(report: AdviceReport, top: int = 10) -> RenderableType:
+    """Hot spots with bounds, the top-20% share, CPU fallbacks, then the findings."""
+    diag = report.diagnosis
+    table = _table(f"Top {min(top, len(diag.layers))} of {len(diag.layers)} layers by {diag.time_source} time")
+    for header in ("#", "layer", "op", "µs", "share", "roofline", "measured", "compute util", "DDR util", "unit"):
+        table.add_column(header, justify="left" if header in ("layer", "op", "roofline", "measured", "unit")
+                         else "right", overflow="fold")
+    for i, d in enumerate(diag.hotspots(top), 1):
+        table.add_row(str(i), Text(d.layer_id), Text(d.op_type), f"{d.time_us:.1f}", _pct(d.share), d.roofline_bound,
+                      d.measured_bound or "-", _pct(d.compute_utilization), _pct(d.bandwidth_utilization),
+                      Text(d.unit + (" *" if d.fallback_reason else "")))
+    parts: list[RenderableType] = [table, _grid([
+        ("top 20%", f"the slowest 20% of the layers take {_pct(diag.top20_share)} of the time"),
+        ("bounds", ", ".join(f"{k} {v}" for k, v in sorted(diag.roofline_bounds.items())) + " (roofline)" +
+         (("; " + ", ".join(f"{k} {v}" for k, v in sorted(diag.measured_bounds.items())) + " (measured)")
+          if diag.measured_bounds else "")),
+        ("CPU fallback", f"{len(diag.fallbacks)} layer(s)"),
+    ])]
+    parts.extend(Text(f"  * {d.layer_id}: {d.fallback_reason}") for d in diag.fallbacks[:10])
+    parts.append(findings_table(report.advice.findings, f"Findings ({len(report.advice.findings)})"))
+    for rule, why in report.advice.skipped:
+        parts.append(Text(f"skipped {rule}: {why}", style="dim"))
+    return Group(*parts)
+
+
+# ----------------------------------------------------------------------------------------------------- lint
+def lint_report(path: str, findings: Sequence[Finding]) -> RenderableType:
+    counts = {s: sum(1 for f in findings if f.severity is s) for s in Severity}
+    head = Text(f"{path}: {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), "
+                f"{counts[Severity.INFO]} note(s)", style="bold")
+    return Group(head, findings_table(findings, "Findings"))
+
+
+# -------------------------------------------------------------------------------------------------- compare
+def format_metric(m: MetricDelta, value: float | None) -> str:
+    """A metric value in its unit, human-readable."""
+    if value is None:
+        return "-"
+    if m.unit == "us":
+        return human_us(value)
+    if m.unit == "bytes":
+        return human_bytes(value)
+    if m.unit == "fraction":
+        return f"{100 * value:.1f}%"
+    if m.unit == "fps":
+        return f"{value:.1f}"
+    if m.name == "MACs":
+        return human_count(value)
+    return f"{value:.0f}"
+
+
+def change_text(m: MetricDelta) -> tuple[str, str]:
+    """The relative change and whether it is an improvement (``"better"``, ``"worse"``, ``""``)."""
+    change = m.change
+    if change is None:
+        if m.before is not None and m.after is not None and m.before == m.after:
+            return "0", ""
+        if m.before == 0 and m.after is not None:
+            return f"{m.after - m.before:+.0f}", "worse" if (m.after > 0) == (m.better == "lower") else "better"
+        return "-", ""
+    if abs(change) < 1e-9:
+        return "0.0%", ""
+    improved = (change < 0) == (m.better == "lower")
+    return f"{100 * change:+.1f}%", "better" if improved else "worse"
+
+
+def compare_report(cmp: Comparison, top: int = 10) -> RenderableType:
+    """The before/after table, then the largest per-layer changes and the renamed, added and removed layers."""
+    table = _table(f"{cmp.before_label} -> {cmp.after_label}")
+    for header in ("metric", cmp.before_label, cmp.after_label, "change", "source"):
+        table.add_column(header, justify="left" if header in ("metric", "source") else "right")
+    for m in cmp.metrics:
+        change, verdict = change_text(m)
+        style = {"better": "green", "worse": "red"}.get(verdict, "")
+        source = m.source_before if m.source_before == m.source_after else f"{m.source_before} / {m.source_after}"
+        table.add_row(m.name, format_metric(m, m.before), format_metric(m, m.after), Text(change, style=style),
+                      Text(source, style="dim"))
+    parts: list[RenderableType] = [table]
+    if cmp.layers:
+        layers = _table(f"Largest per-layer changes ({cmp.time_source} time), {len(cmp.layers)} layers matched")
+        for header in ("#", "layer", "op", cmp.before_label + " µs", cmp.after_label + " µs", "delta µs"):
+            layers.add_column(header, justify="left" if header in ("layer", "op") else "right", overflow="fold")
+        for i, d in enumerate(cmp.layers[:top], 1):
+            name = d.after_id if not d.renamed else f"{d.before_id} -> {d.after_id}"
+            layers.add_row(str(i), Text(name), Text(d.op_type), f"{d.before_us:.1f}", f"{d.after_us:.1f}",
+                           f"{d.delta_us:+.1f}")
+        parts.append(layers)
+    for label, rows in (("renamed", [(f"{d.before_id} -> {d.after_id}", d.op_type) for d in cmp.renamed]),
+                        ("added", [(i, op) for i, op, _ in cmp.added]),
+                        ("removed", [(i, op) for i, op, _ in cmp.removed])):
+        if rows:
+            shown = ", ".join(f"{name} ({op})" for name, op in rows[:8])
+            more = f" ... and {len(rows) - 8} more" if len(rows) > 8 else ""
+            parts.append(Text(f"{label} ({len(rows)}): {shown}{more}"))
+        else:
+            parts.append(Text(f"{label}: none", style="dim"))
+    return Group(*parts)

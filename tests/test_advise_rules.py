@@ -1,0 +1,291 @@
+"""Every advice rule on a small model that triggers it and on one that does not; the advise command."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from onnx import helper
+from tests.conftest import F32, I64, ModelWriter
+
+from layerscope.analysis import rules as R
+from layerscope.analysis.findings import Finding
+from layerscope.cli.main import main
+from layerscope.estimate import estimate_graph
+from layerscope.model import load_model
+from layerscope.run import run_from_estimate, save_run
+from layerscope.targets import load_profile
+from layerscope.targets.loader import PROFILES_DIR
+from layerscope.targets.profile import Profile
+
+N = helper.make_node
+
+
+def check(path: Path, rule: R.RuleFn, *, target: str | Path = "rdk-s100", dtype: str | None = None
+          ) -> list[Finding]:
+    """Estimate the model on the profile, build the run, and apply one rule with the graph loaded."""
+    profile = load_profile(str(target))
+    graph = load_model(path)
+    run = run_from_estimate(graph, estimate_graph(graph, profile, dtype), profile)
+    return rule(R.RuleContext.of(run, profile, graph))
+
+
+def small_sram_profile(tmp_path: Path) -> Path:
+    text = (PROFILES_DIR / "rdk-s100.toml").read_text()
+    text = text.replace('name = "rdk-s100"', 'name = "tiny-sram"').replace("sram_bytes = 8388608", "sram_bytes = 65536")
+    path = tmp_path / "tiny-sram.toml"
+    path.write_text(text)
+    return path
+
+
+def conv(name: str, x: str, w: str, y: str, **attrs: Any) -> Any:
+    return N("Conv", [x, w], [y], name=name, **attrs)
+
+
+def w(shape: Sequence[int]) -> np.ndarray:
+    return np.full(shape, 0.01, np.float32)
+
+
+# ----------------------------------------------------------------------------------------------- cpu-fallback
+def test_cpu_fallback_triggers_on_scatternd_with_its_reason(write_model: ModelWriter) -> None:
+    path = write_model(
+        [N("Relu", ["x"], ["r"], name="relu"),
+         N("ScatterND", ["r", "idx", "upd"], ["s"], name="scatter"),
+         N("Relu", ["s"], ["y"], name="relu2")],
+        [("x", F32, [1, 64, 32, 32])], [("y", F32, [1, 64, 32, 32])],
+        {"idx": np.zeros((1, 1), np.int64), "upd": w((1, 64, 32, 32))})
+    found = check(path, R.cpu_fallback)
+    assert [f.layer_ids for f in found] == [("scatter",)]
+    assert "ScatterND" in found[0].hazard and "Concat" in found[0].mitigation
+    assert found[0].expected_gain_us and found[0].expected_gain_us > 0
+    assert check(path, R.cpu_at_io) == []  # the ScatterND sits in the middle of the model
+
+
+def test_cpu_fallback_is_quiet_when_everything_runs_on_the_accelerator(write_model: ModelWriter) -> None:
+    path = write_model([N("Relu", ["x"], ["y"], name="relu")], [("x", F32, [1, 8, 8, 8])], [("y", F32, [1, 8, 8, 8])])
+    assert check(path, R.cpu_fallback) == []
+
+
+# ------------------------------------------------------------------------------------------------- cpu-at-io
+def test_cpu_ops_at_the_outputs_are_sent_to_post_processing(write_model: ModelWriter) -> None:
+    path = write_model(
+        [N("Relu", ["x"], ["r"], name="relu"),
+         N("TopK", ["r", "k"], ["values", "indices"], name="topk", axis=-1)],
+        [("x", F32, [1, 1000])], [("values", F32, [1, 5]), ("indices", I64, [1, 5])],
+        {"k": np.array([5], np.int64)})
+    found = check(path, R.cpu_at_io)
+    assert [f.layer_ids for f in found] == [("topk",)]
+    assert found[0].evidence["edge"] == "outputs"
+    assert "post-processing" in found[0].mitigation and "remove_node_type accepts only" in found[0].mitigation
+
+
+# ------------------------------------------------------------------------------------------------ focus-stem
+def _focus_model(write_model: ModelWriter) -> Path:
+    consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64), "end": np.array([64], np.int64),
+              "two": np.array([2], np.int64), "ax_h": np.array([2], np.int64), "ax_w": np.array([3], np.int64)}
+    nodes = []
+    outs = []
+    for i, (h0, w0) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1))):
+        hs, ws = ("zero" if h0 == 0 else "one"), ("zero" if w0 == 0 else "one")
+        nodes.append(N("Slice", ["x", hs, "end", "ax_h", "two"], [f"h{i}"], name=f"slice_h{i}"))
+        nodes.append(N("Slice", [f"h{i}", ws, "end", "ax_w", "two"], [f"s{i}"], name=f"slice{i}"))
+        outs.append(f"s{i}")
+    nodes.append(N("Concat", outs, ["cat"], name="concat", axis=1))
+    nodes.append(conv("conv", "cat", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    return write_model(nodes, [("x", F32, [1, 3, 64, 64])], [("y", F32, [1, 32, 32, 32])],
+                       {**consts, "w": w((32, 12, 3, 3))}, name="focus.onnx")
+
+
+def _slice_pairs_model(write_model: ModelWriter) -> Path:
+    """Like Focus but each Concat input is one Slice of the *same* tensor: the pattern the rule looks for."""
+    consts = {"zero": np.array([0, 0], np.int64), "end": np.array([64, 64], np.int64),
+              "axes": np.array([2, 3], np.int64), "two": np.array([2, 2], np.int64),
+              "h": np.array([1, 0], np.int64), "v": np.array([0, 1], np.int64), "hv": np.array([1, 1], np.int64)}
+    nodes = [N("Slice", ["x", start, "end", "axes", "two"], [f"s{i}"], name=f"slice{i}")
+             for i, start in enumerate(("zero", "h", "v", "hv"))]
+    nodes.append(N("Concat", [f"s{i}" for i in range(4)], ["cat"], name="concat", axis=1))
+    nodes.append(conv("conv", "cat", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    return write_model(nodes, [("x", F32, [1, 3, 64, 64])], [("y", F32, [1, 32, 32, 32])],
+                       {**consts, "w": w((32, 12, 3, 3))}, name="focus2.onnx")
+
+
+def test_focus_stem_is_found_and_a_6x6_conv_suggested(write_model: ModelWriter) -> None:
+    found = check(_slice_pairs_model(write_model), R.focus_stem)
+    assert len(found) == 1
+    assert set(found[0].layer_ids) == {"slice0", "slice1", "slice2", "slice3", "concat"}
+    assert "6x6 stride 2" in found[0].mitigation and found[0].expected_gain_us
+
+
+def test_a_plain_stride_2_stem_is_not_a_focus(write_model: ModelWriter) -> None:
+    path = write_model([conv("stem", "x", "w", "y", kernel_shape=[6, 6], strides=[2, 2], pads=[2, 2, 2, 2])],
+                       [("x", F32, [1, 3, 64, 64])], [("y", F32, [1, 32, 32, 32])], {"w": w((32, 3, 6, 6))})
+    assert check(path, R.focus_stem) == []
+
+
+def test_the_yolov5_focus_sample_triggers_and_v6_does_not(tmp_path: Path) -> None:
+    from layerscope.samples import sample_path
+
+    assert check(sample_path("yolov5", size=64, focus=True), R.focus_stem)
+    assert check(sample_path("yolov5s", size=64), R.focus_stem) == []
+
+
+# -------------------------------------------------------------------------------------------- data-inflation
+def test_expand_that_inflates_data_is_flagged(write_model: ModelWriter) -> None:
+    path = write_model([N("Expand", ["x", "shape"], ["e"], name="expand"), N("Relu", ["e"], ["y"], name="relu")],
+                       [("x", F32, [1, 64, 1, 1])], [("y", F32, [1, 64, 80, 80])],
+                       {"shape": np.array([1, 64, 80, 80], np.int64)})
+    found = check(path, R.data_inflation)
+    assert found and found[0].layer_ids == ("expand",) and "broadcasting" in found[0].mitigation
+
+
+def test_no_inflation_in_a_conv_relu_model(write_model: ModelWriter) -> None:
+    path = write_model([conv("c", "x", "w", "r", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                        N("Relu", ["r"], ["y"], name="relu")],
+                       [("x", F32, [1, 32, 32, 32])], [("y", F32, [1, 32, 32, 32])], {"w": w((32, 32, 3, 3))})
+    assert check(path, R.data_inflation) == []
+
+
+# --------------------------------------------------------------------------------------- weights-exceed-sram
+def test_weights_beyond_sram_get_a_bottleneck_sized_by_re_estimating(write_model: ModelWriter,
+                                                                     tmp_path: Path) -> None:
+    path = write_model([conv("big", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                       [("x", F32, [1, 256, 20, 20])], [("y", F32, [1, 256, 20, 20])], {"w": w((256, 256, 3, 3))})
+    found = check(path, R.weights_exceed_sram, target=small_sram_profile(tmp_path))
+    assert len(found) == 1
+    f = found[0]
+    assert f.evidence["weight_passes"] > 1 and f.evidence["bottleneck_mid_channels"] == 128
+    assert f.expected_gain_us is not None and 0 < f.expected_gain_us < f.evidence["est_us"]
+    assert "1x1 conv down to 128 channels" in f.mitigation
+    assert check(path, R.weights_exceed_sram) == []  # 8 MiB of SRAM on the real S100 profile holds them
+
+
+# ------------------------------------------------------------------------------------------- bandwidth-bound
+def test_a_big_elementwise_layer_is_bandwidth_bound(write_model: ModelWriter) -> None:
+    path = write_model([N("Sigmoid", ["x"], ["y"], name="sig")], [("x", F32, [1, 64, 160, 160])],
+                       [("y", F32, [1, 64, 160, 160])])
+    found = check(path, R.bandwidth_bound)
+    assert [f.layer_ids for f in found] == [("sig",)]
+    assert found[0].evidence["memory_us"] > found[0].evidence["compute_us"]
+
+
+def test_a_compute_heavy_conv_is_not_bandwidth_bound(write_model: ModelWriter) -> None:
+    path = write_model([conv("c", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                       [("x", F32, [1, 256, 56, 56])], [("y", F32, [1, 256, 56, 56])], {"w": w((256, 256, 3, 3))})
+    assert check(path, R.bandwidth_bound) == []
+
+
+# ------------------------------------------------------------------------------------------------ fp32-dtype
+def test_fp32_on_an_npu_with_int8_is_flagged_with_the_re_estimated_gain(write_model: ModelWriter) -> None:
+    path = write_model([conv("c", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                       [("x", F32, [1, 64, 56, 56])], [("y", F32, [1, 64, 56, 56])], {"w": w((64, 64, 3, 3))})
+    found = check(path, R.fp32_dtype, dtype="fp32")
+    assert len(found) == 1 and found[0].evidence["faster_dtype"] == "int8"
+    assert found[0].expected_gain_us and found[0].expected_gain_us > 0
+    assert check(path, R.fp32_dtype) == []  # deployed in int8, the profile's default
+
+
+# -------------------------------------------------------------------------------------------- lane-alignment
+def _two_convs(write_model: ModelWriter, cout: int) -> Path:
+    return write_model([conv("c1", "x", "w1", "a", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                        conv("c2", "a", "w2", "y", kernel_shape=[1, 1])],
+                       [("x", F32, [1, 3, 40, 40])], [("y", F32, [1, cout, 40, 40])],
+                       {"w1": w((64, 3, 3, 3)), "w2": w((cout, 64, 1, 1))}, name=f"head{cout}.onnx")
+
+
+def test_channels_off_the_lane_width_are_flagged(write_model: ModelWriter) -> None:
+    found = check(_two_convs(write_model, 40), R.lane_alignment)  # 40 -> padded to 64
+    assert len(found) == 1 and found[0].layer_ids == ("c2",)  # c1 reads the 3-channel image: not flagged
+    assert found[0].evidence["lane_width"] == 32
+
+
+def test_aligned_channels_are_fine(write_model: ModelWriter) -> None:
+    assert check(_two_convs(write_model, 96), R.lane_alignment) == []
+    assert check(_two_convs(write_model, 255), R.lane_alignment) == []  # pads to 256: 0.4% waste, not worth it
+
+
+# -------------------------------------------------------------------------------------------- depthwise-conv
+def _grouped(write_model: ModelWriter, group: int) -> Path:
+    return write_model([conv("dw", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=group)],
+                       [("x", F32, [1, 64, 32, 32])], [("y", F32, [1, 64, 32, 32])],
+                       {"w": w((64, 64 // group, 3, 3))}, name=f"g{group}.onnx")
+
+
+def test_depthwise_convolutions_are_flagged(write_model: ModelWriter) -> None:
+    found = check(_grouped(write_model, 64), R.depthwise_conv)
+    assert len(found) == 1 and found[0].layer_ids == ("dw",)
+
+
+def test_dense_and_grouped_convolutions_are_not_depthwise(write_model: ModelWriter) -> None:
+    assert check(_grouped(write_model, 1), R.depthwise_conv) == []
+    assert check(_grouped(write_model, 4), R.depthwise_conv) == []
+
+
+# ------------------------------------------------------------------------------------------- large-constants
+def _masked(write_model: ModelWriter, value: float) -> Path:
+    return write_model([N("Add", ["x", "mask"], ["y"], name="add_mask")], [("x", F32, [1, 4, 16, 16])],
+                       [("y", F32, [1, 4, 16, 16])], {"mask": np.full((1, 1, 1, 16), value, np.float32)},
+                       name=f"mask{value:g}.onnx")
+
+
+def test_1e10_masks_are_flagged(write_model: ModelWriter) -> None:
+    found = check(_masked(write_model, -1e10), R.large_constants)
+    assert len(found) == 1 and found[0].layer_ids == ("add_mask",) and found[0].evidence["max_abs"] == 1e10
+
+
+def test_masks_in_range_are_fine(write_model: ModelWriter) -> None:
+    assert check(_masked(write_model, -100.0), R.large_constants) == []
+
+
+# -------------------------------------------------------------------------------------------- norm-on-vector
+def test_softmax_heavy_block_on_the_vector_unit(write_model: ModelWriter) -> None:
+    path = write_model([N("MatMul", ["q", "k"], ["s"], name="qk"), N("Softmax", ["s"], ["y"], name="softmax", axis=-1)],
+                       [("q", F32, [1, 4, 256, 16]), ("k", F32, [1, 4, 16, 256])], [("y", F32, [1, 4, 256, 256])])
+    found = check(path, R.norm_heavy)
+    assert len(found) == 1 and found[0].layer_ids == ("softmax",) and "SimA" in found[0].mitigation
+
+
+def test_no_norm_finding_for_a_conv_model(write_model: ModelWriter) -> None:
+    path = write_model([conv("c", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                       [("x", F32, [1, 32, 32, 32])], [("y", F32, [1, 32, 32, 32])], {"w": w((32, 32, 3, 3))})
+    assert check(path, R.norm_heavy) == []
+
+
+# --------------------------------------------------------------------------------------------- the command
+def _saved_run(path: Path, out: Path, profile: Profile | None = None) -> Path:
+    profile = profile or load_profile("rdk-s100")
+    graph = load_model(path)
+    return save_run(run_from_estimate(graph, estimate_graph(graph, profile), profile), out)
+
+
+def test_advise_reloads_the_model_and_saves_findings(write_model: ModelWriter, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    run_file = _saved_run(_masked(write_model, -1e10), tmp_path / "run.json")
+    assert main(["advise", str(run_file), "--save"]) == 0
+    saved = json.loads(run_file.read_text())
+    assert saved["findings"]["source"] == "layerscope advise"
+    assert "large-constants" in [f["rule"] for f in saved["findings"]["items"]]
+    assert saved["findings"]["diagnosis"]["hotspots"][0]["id"] == "add_mask"
+    capsys.readouterr()
+    assert main(["advise", str(run_file), "--json", "-"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] >= 1
+
+
+def test_advise_refuses_a_model_that_changed_since_the_run(write_model: ModelWriter, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    model = _masked(write_model, -1e10)
+    run_file = _saved_run(model, tmp_path / "run.json")
+    model.write_bytes(model.read_bytes() + b"\x00")
+    assert main(["advise", str(run_file)]) == 2
+    assert "sha256 differs" in capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["advise", str(run_file), "--no-model"]) == 0
+    assert "skipped large-constants: needs the model file" in capsys.readouterr().out
+
+
+def test_every_rule_is_registered_once() -> None:
+    ids = [rule.rule_id for rule in R.RULES]
+    assert len(ids) == len(set(ids)) == 11
