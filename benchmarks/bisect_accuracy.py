@@ -1,0 +1,123 @@
+"""Accuracy of `layerscope bisect` (differential profiling) on real CNNs, with the ONNX Runtime runner.
+
+Goals (issue #7), per model:
+  1. the segments add up to the whole model: |sum of increments + baseline - whole model| <= 5% of the whole
+     model, both timed in the same interleaved rounds (the independent reference beside it: the end-to-end
+     P50 of `layerscope profile`'s uninstrumented runs, measured after the bisect);
+  2. every segment holding >= 5% of the time agrees with `layerscope profile`'s per-layer kernel times
+     summed over the segment within 15% (`bisect --validate`).
+
+Each model is bisected by one `layerscope bisect --validate` process (no cache, so every number is measured
+in that run); the run file it writes is read back. Models: the ONNX model zoo's ResNet-50 and SqueezeNet
+(shipped with onnx) and the bundled YOLOv5s at 320x320.
+
+    .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats 30]
+        [--segments 12] [--runs-per-visit 1] [--threads 1] [--statistic median] [--clock wall]
+
+Exit status 0 when every model meets both goals, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+SUM_GOAL = 0.05
+SEGMENT_GOAL = 0.15
+LARGE_SHARE = 0.05
+ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+def model_path(name: str) -> Path:
+    """A zoo network by name, or the bundled sample ``yolov5s`` at 320x320."""
+    if name == "yolov5s":
+        from layerscope.samples import sample_path
+
+        return sample_path("yolov5s", size=320)
+    return ZOO / f"light_{name}.onnx"
+
+
+def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
+    """Run `layerscope bisect --validate` on ``model``; the wall time it took."""
+    exe = Path(sys.executable).with_name("layerscope")
+    command = [str(exe), "bisect", str(model), "--target", "host", "--threads", str(args.threads),
+               "--segments", str(args.segments), "--repeats", str(args.repeats), "--runs-per-visit",
+               str(args.runs_per_visit), "--statistic", args.statistic, "--clock", args.clock, "--validate",
+               "--validate-runs", str(args.validate_runs), "--no-cache", "-o", str(out)]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def judge(name: str, run: dict[str, Any], wall_s: float) -> bool:
+    """Print one model's figures and return whether both goals are met."""
+    section = run["bisect"]
+    whole = section["full_us"]
+    measured = section["sum_segments_us"] + (section["baseline_us"] or 0.0)
+    sum_error = (measured - whole) / whole
+    independent = section["validation"]["sum_vs_profile_latency"]
+    large = [s for s in section["segments"] if s["share"] >= LARGE_SHARE]
+    errors = [abs(s["error"]) for s in large if s["error"] is not None]
+    within = sum(1 for e in errors if e <= SEGMENT_GOAL)
+    ok_sum = abs(sum_error) <= SUM_GOAL
+    ok_segments = len(errors) == len(large) and within == len(large)
+    print(f"\n{name}: {len(section['segments'])} segments ({section['refinements']} refinement steps), "
+          f"{section['repeats']} rounds, {section['runs']} runs, {wall_s:.0f} s")
+    samples = sorted(section["prefixes"][-1]["samples_us"])
+    mean = sum(samples) / len(samples)
+    cv = (sum((x - mean) ** 2 for x in samples) / max(1, len(samples) - 1)) ** 0.5 / mean
+    print(f"  whole model {whole / 1e3:.2f} ms (run-to-run CV {cv:.1%}, fastest {samples[0] / 1e3:.2f} ms); "
+          f"baseline {section['baseline_us']:.1f} us; sum of segments {section['sum_segments_us'] / 1e3:.2f} ms")
+    print(f"  sum + baseline vs whole model (same rounds): {sum_error:+.1%}  "
+          f"[goal <= {SUM_GOAL:.0%}: {'PASS' if ok_sum else 'FAIL'}]")
+    if independent is not None:
+        print(f"  sum vs profile's end-to-end P50 ({section['validation']['profile_latency_p50_us'] / 1e3:.2f} ms, "
+              f"measured separately): {independent:+.1%}")
+    print(f"  segments >= {LARGE_SHARE:.0%} of the time: {within} of {len(large)} within {SEGMENT_GOAL:.0%} of "
+          f"profile (worst {max(errors, default=0.0):.1%}; median |error| "
+          f"{sorted(errors)[len(errors) // 2] if errors else 0.0:.1%})  "
+          f"[{'PASS' if ok_segments else 'FAIL'}]")
+    print("    #  layers     share  bisect us               profile us   error")
+    for s in section["segments"]:
+        mark = "*" if s["share"] >= LARGE_SHARE else " "
+        error = f"{s['error']:+.1%}" if s["error"] is not None else "-"
+        print(f"  {mark}{s['index']:2d}  {s['start']:4d}-{s['end'] - 1:<4d} {s['share']:6.1%}  "
+              f"{s['increment_us']:9.1f} [{s['ci_low_us']:8.1f},{s['ci_high_us']:8.1f}]  {s['profile_us']:9.1f}  "
+              f"{error:>7}")
+    return ok_sum and ok_segments
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="resnet50,squeezenet,yolov5s")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--segments", type=int, default=12)
+    parser.add_argument("--runs-per-visit", type=int, default=1)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--statistic", choices=("median", "min"), default="median")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    parser.add_argument("--validate-runs", type=int, default=50)
+    args = parser.parse_args()
+    print(f"layerscope bisect accuracy: ONNX Runtime CPU, threads {args.threads}, {args.segments} coarse segments, "
+          f"{args.repeats} rounds, best of {args.runs_per_visit} per visit, statistic {args.statistic}, "
+          f"clock {args.clock}; reference: layerscope profile, {args.validate_runs} runs")
+    verdicts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            out = Path(tmp) / f"{name}.json"
+            wall_s = bisect(model_path(name), args, out)
+            verdicts[name] = judge(name, json.loads(out.read_text()), wall_s)
+    print("\n" + ", ".join(f"{name}: {'PASS' if ok else 'FAIL'}" for name, ok in verdicts.items()))
+    return 0 if all(verdicts.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,370 @@
+"""``layerscope bisect [MODEL]``: per-segment times on a device that only times whole models.
+
+The model is cut after layer k for a set of k, each prefix is timed (ONNX Runtime here, or any device
+through ``--run-cmd``), and each segment's time is the difference of the prefixes around it, with a bootstrap
+confidence interval (:mod:`layerscope.measure.differential`). Measurements are cached by prefix model and
+runner, so an interrupted bisect resumes when the same command is run again.
+
+Exit codes: 0; 2 bad input (model, shape, input file, template, regex, budget, or command output that the
+latency regex / JSON field cannot read); 3 provider not available here, or the device command failed
+(non-zero exit, timeout: its exit code and the tail of its output are printed); 130 Ctrl-C (what was
+measured by then stays cached: run the same command again to resume).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.cli.options import input_option, parse_shapes, shape_option, target_option
+from layerscope.cli.progress import phase_progress
+from layerscope.estimate import estimate_graph
+from layerscope.measure.cuts import CutPlanner
+from layerscope.measure.differential import (
+    UNITS,
+    BisectConfig,
+    BisectResult,
+    CommandRunner,
+    CommandTemplate,
+    LatencyReader,
+    OrtRunner,
+    Runner,
+    SampleStore,
+    SegmentCheck,
+    add_bisect,
+    compare_with_profile,
+    default_cache_dir,
+    run_bisect,
+)
+from layerscope.measure.inputs import make_inputs
+from layerscope.measure.profile import Measurement, profile_model
+from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, ort_provider
+from layerscope.measure.stats import summarize
+from layerscope.model import load_model
+from layerscope.model.types import Graph
+from layerscope.report.units import human_us
+from layerscope.run import run_from_estimate, save_run
+from layerscope.samples import DEFAULT_SAMPLE, sample_path
+from layerscope.targets import load_profile
+
+#: Segments holding at least this share of the time are the ones the validation judges.
+LARGE_SHARE = 0.05
+#: Validation goal for those segments: |bisect - profile| / profile.
+GOAL_ERROR = 0.15
+#: The validation's profile is taken in this many parts between the bisect's rounds.
+VALIDATION_PROFILES = 5
+
+
+@click.command("bisect")
+@click.argument("model", type=click.Path(path_type=Path), required=False)
+@target_option
+@shape_option
+@input_option
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs and the bootstrap.")
+@click.option("--run-cmd", metavar="TEMPLATE", default=None,
+              help="Time each prefix with this shell command instead of ONNX Runtime, e.g. "
+                   "'compile {model} -o {compiled} && ssh board perf {compiled}'. Placeholders: {model} (the "
+                   "prefix .onnx), {compiled} (a path for the compiled file), {out} (a file to write the "
+                   "report to; read instead of the output), {dir} (the prefix's folder).")
+@click.option("--compile-cmd", metavar="TEMPLATE", default=None,
+              help="Run once per prefix before its first --run-cmd (same placeholders).")
+@click.option("--latency-regex", metavar="RE", default=None,
+              help="Read the latency from the command's output: the last match, its group 'latency' or first "
+                   "group (a group 'unit' may give the unit), e.g. 'average latency: ([0-9.]+) ms'.")
+@click.option("--latency-json", metavar="FIELD", default=None,
+              help="Read the latency from the JSON the command prints, at this dotted path (e.g. perf.avg_ms).")
+@click.option("--latency-unit", type=click.Choice(list(UNITS)), default="ms", show_default=True,
+              help="Unit of the number read, unless the regex has a 'unit' group.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Kill a device command that runs longer than S seconds (exit 3).")
+@click.option("--granularity", type=click.Choice(["segment", "layer"]), default="segment", show_default=True,
+              help="segment: coarse segments refined where the time is; layer: one segment per layer.")
+@click.option("--segments", default=12, show_default=True, type=click.IntRange(2, 256),
+              help="Coarse segments, of roughly equal estimated time on --target.")
+@click.option("--repeats", default=None, type=click.IntRange(min=2),
+              help="Rounds: final samples per prefix [default: 30 on ONNX Runtime, 10 with --run-cmd].")
+@click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Samples per prefix that decide where to refine.")
+@click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
+              help="Most runs (samples) to plan, pilot runs included [default: 2x the coarse plan; layer: all].")
+@click.option("--baseline/--no-baseline", default=True, show_default=True,
+              help="Also time an Identity-only model, the runtime's fixed cost per call (the first segment "
+                   "holds that cost without it).")
+@click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True,
+              help="median: median over rounds of the paired differences of neighbouring prefixes; min: "
+                   "difference of the prefixes' fastest rounds.")
+@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.999),
+              help="Confidence level of the bootstrap intervals.")
+@click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100),
+              help="Bootstrap resamples.")
+@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="cpu", show_default=True,
+              help="ONNX Runtime execution provider (without --run-cmd).")
+@click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0),
+              help="ONNX Runtime intra-op threads (0: its default). 1 on a shared or noisy machine.")
+@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
+              help="ONNX Runtime graph optimization level.")
+@click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
+              help="ONNX Runtime: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
+                   "the time other processes hold the core).")
+@click.option("--runs-per-visit", default=1, show_default=True, type=click.IntRange(min=1),
+              help="ONNX Runtime: timed runs per visit of a prefix; the fastest is the sample.")
+@click.option("--cache", "cache_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Cache of measurements [default: $LAYERSCOPE_CACHE_DIR/bisect or ~/.cache/layerscope/bisect].")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("--validate", is_flag=True,
+              help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
+@click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
+              help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
+@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Write the run file (estimate, per-layer differential times, the bisect section).")
+def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
+            run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,
+            latency_unit: str, timeout_s: float | None, granularity: str, segments: int, repeats: int | None,
+            pilot: int, budget_runs: int | None, baseline: bool, statistic: str, confidence: float, resamples: int,
+            provider: str, threads: int, opt_level: str, clock: str, runs_per_visit: int, cache_dir: Path | None,
+            no_cache: bool, validate: bool, validate_runs: int, json_out: Path | None) -> None:
+    """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes."""
+    command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
+                                     unit=latency_unit, timeout_s=timeout_s)
+    if validate and command_runner is not None:
+        raise click.UsageError("--validate compares with ONNX Runtime's profiler: it cannot check --run-cmd")
+    if command_runner is None:
+        ort_provider(provider)  # exit 3 before any work when the provider is missing
+    config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
+                          repeats=repeats or (10 if command_runner is not None else 30), pilot=pilot,
+                          budget_runs=budget_runs, baseline=baseline,
+                          statistic="min" if statistic == "min" else "median", confidence=confidence,
+                          resamples=resamples, seed=seed)
+    graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes))
+    profile = load_profile(target)
+    estimate = estimate_graph(graph, profile)
+    weights = {e.layer_id: e.latency_us for e in estimate.layers}
+    session_config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
+    feeds = make_inputs(graph, input_specs, seed)
+    runner: Runner = command_runner or OrtRunner(session_config, feeds, runs_per_visit=runs_per_visit,
+                                                 clock="cpu" if clock == "cpu" else "wall")
+    store = SampleStore(None if no_cache else (cache_dir or default_cache_dir()))
+    planner = CutPlanner.for_model(graph, [e.latency_us for e in estimate.layers],
+                                   bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)
+    validation = _Validation(graph, feeds, session_config, weights, runs=validate_runs,
+                             rounds=config.repeats) if validate else None
+    result = _measure(planner, runner, config, store, validation.after_round if validation else None)
+    checks: tuple[SegmentCheck, ...] = ()
+    profiles: list[Measurement] = []
+    if validation is not None:
+        profiles = validation.finish()
+        checks = compare_with_profile(result, profiles)
+    run = add_bisect(run_from_estimate(graph, estimate, profile), result, weights, checks, profiles)
+    _print(run, json_out)
+
+
+def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
+    console = Console()
+    console.print(bisect_report(run))
+    if "validation" in run["bisect"]:
+        console.print(Text(""))
+        console.print(validation_report(run))
+    if json_out is not None:
+        console.print(f"run file: {save_run(run, json_out)}")
+
+
+def _command_runner(run_cmd: str | None, compile_cmd: str | None, *, latency_regex: str | None,
+                    latency_json: str | None, unit: str, timeout_s: float | None) -> CommandRunner | None:
+    """The command-template runner, or ``None`` for ONNX Runtime; its options are checked first (exit 2)."""
+    if run_cmd is None:
+        stray = [name for name, value in (("--compile-cmd", compile_cmd), ("--latency-regex", latency_regex),
+                                          ("--latency-json", latency_json), ("--timeout", timeout_s))
+                 if value is not None]
+        if stray:
+            raise click.UsageError(f"{', '.join(stray)} only apply with --run-cmd")
+        return None
+    reader = LatencyReader.create(latency_regex, latency_json, unit)
+    return CommandRunner(CommandTemplate.parse(run_cmd, "--run-cmd"), reader,
+                         compile=CommandTemplate.parse(compile_cmd, "--compile-cmd") if compile_cmd else None,
+                         timeout_s=timeout_s)
+
+
+@contextmanager
+def _workdir(store: SampleStore, *, keep: bool) -> Iterator[Path]:
+    """Where prefix models are written: beside the cache for device commands (to rerun one by hand), else a
+    temporary folder."""
+    if keep and store.directory is not None:
+        yield store.directory / "models"
+        return
+    with tempfile.TemporaryDirectory(prefix="layerscope-bisect-") as tmp:
+        yield Path(tmp)
+
+
+def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore,
+             after_round: Callable[[int], None] | None) -> BisectResult:
+    """The bisect with a progress bar; on Ctrl-C, where the samples measured so far are, then re-raised."""
+    labels = {"measure": "measuring (final rounds)"}
+    labels.update({f"pilot-{i}": "coarse segments (pilot)" if i == 0 else f"refinement {i} (pilot)"
+                   for i in range(64)})
+    try:
+        with _workdir(store, keep=not isinstance(runner, OrtRunner)) as workdir, phase_progress(labels) as progress:
+            return run_bisect(planner, runner, config, store, workdir=workdir, progress=progress,
+                              after_round=after_round)
+    except KeyboardInterrupt:
+        where = f"cached in {store.directory}" if store.directory else "not cached (--no-cache)"
+        click.echo(f"layerscope: the samples measured so far are {where}; run the same command again to resume",
+                   err=True)
+        raise
+    finally:
+        runner.close()
+
+
+class _Validation:
+    """`layerscope profile` taken in :data:`VALIDATION_PROFILES` parts between the bisect's final rounds, so
+    that the reference sees the same machine as the bisect (a shared machine drifts between two phases run one
+    after the other); parts the rounds did not take (rounds from the cache) are taken at the end."""
+
+    def __init__(self, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig, weights: Mapping[str, float],
+                 *, runs: int, rounds: int) -> None:
+        self.graph, self.feeds, self.config, self.weights = graph, feeds, config, weights
+        self.parts = min(VALIDATION_PROFILES, rounds)
+        self.runs = -(-runs // self.parts)
+        self.every = max(1, rounds // self.parts)
+        self.profiles: list[Measurement] = []
+
+    def after_round(self, round_no: int) -> None:
+        if (round_no + 1) % self.every == 0 and len(self.profiles) < self.parts:
+            self._take()
+
+    def finish(self) -> list[Measurement]:
+        while len(self.profiles) < self.parts:
+            self._take()
+        return self.profiles
+
+    def _take(self) -> None:
+        self.profiles.append(profile_model(self.graph, self.feeds, self.config, runs=self.runs,
+                                           warmup=min(3, self.runs), weights=self.weights))
+
+
+# ----------------------------------------------------------------------------- rendering (pure)
+def bisect_report(run: Mapping[str, Any]) -> RenderableType:
+    """The segment table and the context lines of a bisect run file (a pure function of the saved run)."""
+    return Group(segment_table(run), Text(""), bisect_context(run))
+
+
+def segment_table(run: Mapping[str, Any]) -> Table:
+    """One row per segment: its layers, estimate, increment with interval, share, and what to make of it."""
+    section = run["bisect"]
+    level = round(100 * section["bootstrap"]["confidence"])
+    table = Table(title=f"{len(section['segments'])} segments by differential timing, {section['repeats']} rounds "
+                        f"({section['statistic']})",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("layers", overflow="fold", min_width=16)
+    table.add_column("n", justify="right", no_wrap=True)
+    for header in ("est. µs", "bisect µs", f"{level}% CI µs", "share"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("note", no_wrap=True)
+    total = section["sum_segments_us"] or 1.0
+    for seg in section["segments"]:
+        span = seg["first_layer"] if len(seg["layers"]) == 1 else f"{seg['first_layer']} … {seg['last_layer']}"
+        table.add_row(str(seg["index"]), Text(span), str(len(seg["layers"])), f"{seg['est_us']:.1f}",
+                      f"{seg['increment_us']:.1f}", f"[{seg['ci_low_us']:.1f}, {seg['ci_high_us']:.1f}]",
+                      f"{100 * seg['increment_us'] / total:.1f}%", _note(seg))
+    return table
+
+
+def _note(seg: Mapping[str, Any]) -> Text:
+    if seg["negative"]:
+        return Text("negative" + ("" if seg["significant"] else ", not significant"), style="yellow")
+    if not seg["significant"]:
+        return Text("not significant", style="yellow")
+    return Text("")
+
+
+def _runner_text(runner: Mapping[str, Any]) -> str:
+    if runner.get("runner") == "onnxruntime":
+        threads = runner["threads"] or "default"
+        visit = "1 run" if runner["runs_per_visit"] == 1 else f"best of {runner['runs_per_visit']} runs"
+        return (f"onnxruntime {runner['version']} {runner['provider']}, threads {threads}, "
+                f"opt {runner['opt_level']}, {runner.get('clock', 'wall')} clock, {visit} per visit")
+    return "device command"
+
+
+def bisect_context(run: Mapping[str, Any]) -> Table:
+    """Model, runner, plan, cache, whole-model time and how the segments add up to it."""
+    section = run["bisect"]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    model = run["model"]
+    grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
+    runner = section["runner"]
+    if runner.get("runner") != "onnxruntime":
+        grid.add_row("runner", Text(f"{runner['run_cmd']}  [{runner['latency']}]"))
+        if runner.get("compile_cmd"):
+            grid.add_row("compile", Text(runner["compile_cmd"]))
+    else:
+        grid.add_row("runner", _runner_text(runner))
+    prefixes = len(section["prefixes"])
+    refined = f", refined in {section['refinements']} step(s)" if section["refinements"] else ""
+    grid.add_row("plan", f"{len(section['segments'])} {section['granularity']}s{refined}: {prefixes} prefixes x "
+                         f"{section['repeats']} rounds + {section['pilot_runs']} pilot runs = {section['runs']} runs "
+                         f"(budget {section['budget_runs']})")
+    cache = section["cache"]
+    where = cache["dir"] or "off (--no-cache)"
+    grid.add_row("cache", Text(f"{cache['misses']} runs measured now, {cache['hits']} reused; {where}"))
+    whole = summarize(section["prefixes"][-1]["samples_us"])
+    grid.add_row("whole model", f"{human_us(section['full_us'])} ({section['statistic']} of the last prefix, the model "
+                                f"itself; run-to-run CV {100 * whole.cv:.1f}%, min {human_us(whole.min_us)})")
+    if section["baseline_us"] is not None:
+        grid.add_row("baseline", f"{human_us(section['baseline_us'])} (Identity-only model: the fixed cost per call)")
+    reference = section["full_us"] - (section["baseline_us"] or 0.0)
+    ratio = f" = {100 * section['sum_segments_us'] / reference:.1f}% of whole - baseline" if reference > 0 else ""
+    level = round(100 * section["bootstrap"]["confidence"])
+    grid.add_row("sum", f"{human_us(section['sum_segments_us'])}{ratio}  ({level}% CI "
+                        f"{human_us(section['sum_ci_low_us'])} - {human_us(section['sum_ci_high_us'])})")
+    flagged = sum(1 for s in section["segments"] if s["negative"] or not s["significant"])
+    if flagged:
+        grid.add_row("noise", f"{flagged} segment(s) negative or not significant: add --repeats, or merge them "
+                              "(fewer --segments)")
+    grid.add_row("MEASURED", "differences of whole-prefix timings: a segment's time includes what its cut changes "
+                             "(extra outputs written back, fusions across the cut)")
+    return grid
+
+
+def validation_report(run: Mapping[str, Any]) -> RenderableType:
+    """The validation table (segment, layers, bisect ± CI, profile, error) and its verdict."""
+    section = run["bisect"]
+    validation = section["validation"]
+    stat = "minimum" if section["statistic"] == "min" else "median"
+    table = Table(title=f"Validation against `layerscope profile` (per-layer kernel {stat}s, {validation['runs']} "
+                        f"runs in {validation.get('profiles', 1)} parts between the rounds, summed per segment)",
+                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("layers", overflow="fold", min_width=16)
+    for header in ("bisect µs", "CI µs", "profile µs", "error", "share"):
+        table.add_column(header, justify="right", no_wrap=True)
+    large = []
+    for seg in section["segments"]:
+        error = seg.get("error")
+        share = seg.get("share", 0.0)
+        if share >= LARGE_SHARE and error is not None:
+            large.append(abs(error))
+        style = "red" if share >= LARGE_SHARE and (error is None or abs(error) > GOAL_ERROR) else ""
+        span = f"{seg['start']}-{seg['end'] - 1}" if seg["end"] - seg["start"] > 1 else str(seg["start"])
+        table.add_row(str(seg["index"]), span, f"{seg['increment_us']:.1f}",
+                      f"[{seg['ci_low_us']:.1f}, {seg['ci_high_us']:.1f}]", f"{seg['profile_us']:.1f}",
+                      Text(f"{100 * error:+.1f}%" if error is not None else "-", style=style), f"{100 * share:.1f}%")
+    within = sum(1 for e in large if e <= GOAL_ERROR)
+    worst = f"; worst {100 * max(large):.1f}%" if large else ""
+    total = validation["sum_vs_profile_latency"]
+    verdict = Text(f"segments >= {100 * LARGE_SHARE:.0f}% of the time: {within} of {len(large)} within "
+                   f"{100 * GOAL_ERROR:.0f}% of the profile{worst}. Sum of segments vs profile's end-to-end P50 "
+                   f"({human_us(validation['profile_latency_p50_us'])}): "
+                   + (f"{100 * total:+.1f}%" if total is not None else "-"))
+    return Group(table, verdict)

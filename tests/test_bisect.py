@@ -1,0 +1,308 @@
+"""Differential profiling: the cut planner, the estimators and the bisect loop (``layerscope.measure``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from conftest import F32, ModelWriter, zoo
+from layerscope.errors import InputError
+from layerscope.measure.cuts import CutPlanner
+from layerscope.measure.differential import (
+    BisectConfig,
+    Job,
+    SampleStore,
+    bootstrap_increments,
+    increments,
+    round_matrix,
+    run_bisect,
+)
+from layerscope.measure.inputs import make_inputs
+from layerscope.model import load_model
+from layerscope.model.types import Graph
+
+RNG = np.random.default_rng(0)
+
+
+def _conv(name: str, x: str, w: str, out: str) -> onnx.NodeProto:
+    return helper.make_node("Conv", [x, w], [out], name=name, pads=[1, 1, 1, 1])
+
+
+@pytest.fixture()
+def residual(write_model: ModelWriter) -> Path:
+    return write_residual(write_model)
+
+
+def write_residual(write_model: ModelWriter) -> Path:
+    """conv0 -> relu0 -> conv1 -> add(relu0) -> relu1 -> pool -> flat -> gemm: a skip connection over 2 layers."""
+    nodes = [
+        _conv("conv0", "x", "w0", "c0"), helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+        _conv("conv1", "r0", "w1", "c1"), helper.make_node("Add", ["c1", "r0"], ["a1"], name="add1"),
+        helper.make_node("Relu", ["a1"], ["r1"], name="relu1"),
+        helper.make_node("GlobalAveragePool", ["r1"], ["p"], name="pool"),
+        helper.make_node("Flatten", ["p"], ["f"], name="flat"),
+        helper.make_node("Gemm", ["f", "wg"], ["y"], name="gemm", transB=1),
+    ]
+    weights = {"w0": RNG.standard_normal((8, 3, 3, 3)).astype(np.float32),
+               "w1": RNG.standard_normal((8, 8, 3, 3)).astype(np.float32),
+               "wg": RNG.standard_normal((4, 8)).astype(np.float32)}
+    return write_model(nodes, [("x", F32, [1, 3, 16, 16])], [("y", F32, [1, 4])], weights)
+
+
+def _planner(path: Path, weights: list[float] | None = None) -> tuple[Graph, CutPlanner]:
+    graph = load_model(path)
+    return graph, CutPlanner.for_model(graph, weights)
+
+
+def _run(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, dict(feeds)), strict=True))
+
+
+# --- cut planner -------------------------------------------------------------------------------------------------
+
+def test_crossing_tensors_follow_the_skip_connection(residual: Path) -> None:
+    _, planner = _planner(residual)
+    assert planner.cut(1).outputs == ("c0",)
+    assert planner.cut(2).outputs == ("r0",)
+    assert planner.cut(3).outputs == ("r0", "c1")  # the skip tensor crosses until the Add reads it
+    assert planner.cut(4).outputs == ("a1",)
+    assert planner.cut(8).outputs == ("y",)
+    assert planner.cut(3).crossing_bytes == 2 * 8 * 16 * 16 * 4
+    # conv -> relu and conv -> add are fused by runtimes: cutting between them is flagged
+    # conv1 -> add1 -> relu1 too (the add reads conv1's output, relu1 the add's, each its only reader)
+    assert planner.cut(1).breaks_fusion and planner.cut(3).breaks_fusion and planner.cut(4).breaks_fusion
+    # relu0's output also feeds the skip: conv1 is no tail, and neither is add1's read of it
+    assert not planner.cut(2).breaks_fusion and not planner.cut(5).breaks_fusion
+
+
+def test_every_prefix_is_valid_and_computes_the_models_values(residual: Path) -> None:
+    graph, planner = _planner(residual)
+    feeds = make_inputs(graph)
+    expected = ReferenceEvaluator(onnx.load(str(residual))).run(None, feeds, intermediate=True)
+    assert isinstance(expected, dict)
+    for cut in range(planner.layer_count + 1):
+        model = planner.prefix_model(cut)
+        onnx.checker.check_model(model, full_check=True)
+        assert [i.name for i in model.graph.input] == ["x"]
+        outputs = _run(model, feeds)
+        if cut == 0:
+            assert len(model.graph.node) == 1 and model.graph.node[0].op_type == "Identity"
+            np.testing.assert_array_equal(next(iter(outputs.values())), feeds["x"])
+            continue
+        assert list(outputs) == list(planner.cut(cut).outputs)
+        assert [n.name for n in model.graph.node] == [n.name for n in graph.layers[:cut]]
+        for name, value in outputs.items():
+            np.testing.assert_allclose(value, expected[name], rtol=1e-4, atol=1e-4)
+    full = planner.prefix_model(planner.layer_count)
+    assert [o.name for o in full.graph.output] == ["y"] and full.opset_import == onnx.load(str(residual)).opset_import
+
+
+def test_prefixes_keep_the_folded_constants_they_need(write_model: ModelWriter) -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Constant", [], ["shape"], name="const",
+                              value=helper.make_tensor("v", TensorProto.INT64, [2], [1, 12])),
+             helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape")]
+    graph, planner = _planner(write_model(nodes, [("x", F32, [1, 3, 2, 2])], [("y", F32, [1, 12])]))
+    assert [n.id for n in graph.layers] == ["relu", "reshape"] and [n.id for n in graph.folded] == ["const"]
+    assert [n.name for n in planner.prefix_model(1).graph.node] == ["relu"]  # not needed yet
+    model = planner.prefix_model(2)
+    assert [n.name for n in model.graph.node] == ["const", "relu", "reshape"]
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_a_tensor_read_only_inside_a_subgraph_crosses_the_cut(write_model: ModelWriter) -> None:
+    branch = helper.make_graph([helper.make_node("Neg", ["a"], ["out"])], "then", [],
+                               [helper.make_tensor_value_info("out", F32, [2])])
+    other = helper.make_graph([helper.make_node("Identity", ["a"], ["out2"])], "else", [],
+                              [helper.make_tensor_value_info("out2", F32, [2])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+             helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+             helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=other)]
+    path = write_model(nodes, [("x", F32, [2])], [("y", F32, [2])], {"zero": np.zeros((), np.float32)})
+    graph, planner = _planner(path)
+    assert [n.id for n in graph.layers] == ["relu", "sum", "gt", "if"]
+    assert planner.cut(3).outputs == ("a", "c")  # "a" is read by the If's branches only
+    onnx.checker.check_model(planner.prefix_model(3), full_check=True)
+
+
+def test_coarse_cuts_balance_the_estimate_and_avoid_fused_pairs() -> None:
+    graph, planner = _planner(zoo("resnet50"))
+    cuts = planner.coarse_cuts(12)
+    assert cuts[0] == 0 and cuts[-1] == planner.layer_count and list(cuts) == sorted(set(cuts))
+    assert len(cuts) == 13
+    assert not any(planner.cut(c).breaks_fusion for c in cuts)
+    segments = planner.segments(cuts)
+    assert [lid for s in segments for lid in s.layer_ids] == [n.id for n in graph.layers]
+    sizes = [s.end - s.start for s in segments]
+    assert max(sizes) <= 2.5 * planner.layer_count / 12  # equal weights: roughly equal layer counts
+    for cut in cuts:
+        onnx.checker.check_model(planner.prefix_model(cut))  # IR 3 model: initializers stay listed as inputs
+    assert planner.coarse_cuts(12, baseline=False)[0] != 0
+    assert planner.layer_cuts() == tuple(range(planner.layer_count + 1))
+
+
+def test_coarse_cuts_follow_the_estimated_time(residual: Path) -> None:
+    _, planner = _planner(residual, [40.0, 0, 10, 10, 0, 0, 0, 40])
+    # near half the time, cuts 2 and 5-7 do not split a fused group; after the pool only 32 bytes cross
+    assert planner.coarse_cuts(2) == (0, 6, 8)
+    _, lumpy = _planner(residual, [100.0, 0, 1, 1, 0, 0, 0, 1])
+    assert lumpy.coarse_cuts(4) == (0, 8)  # one layer holds the time: no near-empty segments beside it
+    assert planner.split_cut(2, 8) in range(3, 8) and planner.split_cut(3, 4) is None
+    assert planner.split_cut(0, 2) is None  # conv0 + relu0 run as one kernel
+    assert planner.split_cut(2, 5) is None  # conv1 + add1 + relu1 run as one kernel
+    assert planner.split_cut(2, 8) == 6 and planner.split_cut(4, 8) == 6
+
+
+def test_refinement_refuses_splits_that_would_mostly_time_their_outputs(residual: Path) -> None:
+    graph = load_model(residual)
+    weights = [40.0, 0, 10, 10, 0, 0, 0, 40]
+    fast = CutPlanner.for_model(graph, weights, bandwidth_bytes_per_s=1e12)
+    assert fast.boundary_us(5) == pytest.approx(2 * 8 * 16 * 16 * 4 / 1e6)
+    assert fast.split_cut(0, 6) == 2 and fast.boundary_us(8) == 0.0
+    # at 1 MB/s writing back r0 (8 KiB) costs ~16 ms: far more than a tenth of either half
+    slow = CutPlanner.for_model(graph, weights, bandwidth_bytes_per_s=1e6)
+    assert slow.split_cut(0, 6) is None
+    assert slow.split_cut(0, 6, measured_us=1e6) == 2  # the measured segment is 20,000x its estimate
+
+
+# --- estimators --------------------------------------------------------------------------------------------------
+
+def test_paired_median_cancels_drift_and_min_ignores_interference() -> None:
+    rounds = 9
+    truth = np.array([10.0, 110.0, 160.0, 150.0])  # the third segment is really negative
+    drift = np.linspace(0.0, 50.0, rounds)  # a slow drift, common to all prefixes in a round
+    matrix = truth[:, None] + drift[None, :]
+    np.testing.assert_allclose(increments(matrix, "median"), [100.0, 50.0, -10.0])
+    spiky = truth[:, None] + np.where(RNG.random((4, rounds)) < 0.3, 80.0, 0.0)
+    spiky[:, 0] = truth  # at least one quiet round per prefix
+    np.testing.assert_allclose(increments(spiky, "min"), [100.0, 50.0, -10.0])
+    no_baseline = round_matrix([[5.0, 5.0], [7.0, 9.0]], 2, baseline=False)
+    np.testing.assert_allclose(increments(no_baseline, "median"), [5.0, 3.0])
+
+
+def test_bootstrap_is_seeded_and_keeps_rounds_paired() -> None:
+    matrix = np.array([[0.0, 0, 0, 0], [10, 20, 30, 40], [15, 25, 35, 45]])
+    a = bootstrap_increments(matrix, "median", 500, seed=3)
+    assert a.shape == (2, 500) and np.array_equal(a, bootstrap_increments(matrix, "median", 500, seed=3))
+    assert not np.array_equal(a, bootstrap_increments(matrix, "median", 500, seed=4))
+    np.testing.assert_array_equal(a[1], 5.0)  # paired: the second difference is 5 in every round
+
+
+def test_round_matrix_needs_enough_rounds() -> None:
+    with pytest.raises(ValueError):
+        round_matrix([[1.0, 2.0], [1.0]], 2)
+
+
+# --- the bisect loop with a scripted runner ----------------------------------------------------------------------
+
+class ScriptedRunner:
+    """Times a prefix as ``per_layer_us`` x its layers + ``fixed_us`` + the round's ``drift``; counts calls."""
+
+    def __init__(self, per_layer_us: Mapping[int, float], *, fixed_us: float = 50.0, interrupt_after: int | None = None,
+                 tag: str = "scripted") -> None:
+        self.per_layer_us = per_layer_us
+        self.fixed_us = fixed_us
+        self.interrupt_after = interrupt_after
+        self.calls: list[int] = []
+        self._identity = {"runner": tag}
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def measure(self, job: Job) -> float:
+        if self.interrupt_after is not None and len(self.calls) >= self.interrupt_after:
+            raise KeyboardInterrupt
+        assert job.model_path.is_file()
+        self.calls.append(job.cut.layers)
+        drift = 7.0 * (len(self.calls) // 10)
+        return self.fixed_us + drift + sum(self.per_layer_us.get(i, 0.0) for i in range(job.cut.layers))
+
+    def close(self) -> None:
+        pass
+
+
+def test_layer_granularity_recovers_each_layer(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = {i: 10.0 * (i + 1) for i in range(8)}
+    runner = ScriptedRunner(times)
+    config = BisectConfig(granularity="layer", repeats=4)
+    result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path)
+    assert [s.increment_us for s in result.segments] == pytest.approx([times[i] for i in range(8)], abs=8.0)
+    assert result.baseline_us == pytest.approx(50.0, abs=8.0)
+    assert result.runs == 9 * 4 == len(runner.calls) and result.runs_measured == result.runs
+    # neighbours are timed back to back: rounds alternate direction
+    assert runner.calls[:18] == [*range(9), *reversed(range(9))]
+
+
+def test_refinement_splits_where_the_time_is(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    runner = ScriptedRunner({0: 10.0, 1: 10.0, 2: 1000.0, 3: 10.0, 4: 10.0, 5: 5.0, 6: 5.0, 7: 5.0})
+    config = BisectConfig(segments=2, repeats=3, pilot=1, budget_runs=40)
+    result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path)
+    cuts = [p.cut.layers for p in result.prefixes]
+    assert result.refinements >= 1 and len(cuts) > 3
+    heavy = next(s for s in result.segments if s.segment.start <= 2 < s.segment.end)
+    assert heavy.increment_us == pytest.approx(1000.0, abs=60.0)
+    assert result.pilot_runs + len(cuts) * config.repeats <= 40 == result.budget_runs
+    assert len(runner.calls) == result.runs
+
+
+def test_negative_increments_are_reported_not_clipped(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    runner = ScriptedRunner({0: 100.0, 1: -30.0, 2: 50.0})
+    result = run_bisect(planner, runner, BisectConfig(granularity="layer", repeats=3), SampleStore(None),
+                        workdir=tmp_path)
+    second = result.segments[1]
+    assert second.negative and second.increment_us == pytest.approx(-30.0, abs=8.0)
+    assert result.segments[4].increment_us == pytest.approx(0.0, abs=8.0) and not result.segments[4].negative
+
+
+def test_an_interrupted_bisect_resumes_from_the_cache(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = dict.fromkeys(range(8), 25.0)
+    config = BisectConfig(granularity="layer", repeats=3)
+    store_dir = tmp_path / "cache"
+    first = ScriptedRunner(times, interrupt_after=11)
+    with pytest.raises(KeyboardInterrupt):
+        run_bisect(planner, first, config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert len(first.calls) == 11
+    second = ScriptedRunner(times)
+    result = run_bisect(planner, second, config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert len(second.calls) == 27 - 11 and result.runs_measured == 16
+    again = ScriptedRunner(times)
+    cached = run_bisect(planner, again, config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert again.calls == [] and cached.runs_measured == 0
+    assert [s.increment_us for s in cached.segments] == [s.increment_us for s in result.segments]
+    other = ScriptedRunner(times, tag="another device")  # another runner never reuses these samples
+    run_bisect(planner, other, config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert len(other.calls) == 27
+
+
+def test_a_budget_below_the_coarse_plan_is_an_input_error(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    with pytest.raises(InputError, match="--budget 5 runs is too small"):
+        run_bisect(planner, ScriptedRunner({}), BisectConfig(segments=4, repeats=3, budget_runs=5),
+                   SampleStore(None), workdir=tmp_path)
+
+
+def test_a_corrupt_cache_entry_counts_as_empty(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    config = BisectConfig(granularity="layer", repeats=2)
+    run_bisect(planner, ScriptedRunner({}), config, SampleStore(tmp_path / "c"), workdir=tmp_path / "w")
+    entry = next((tmp_path / "c" / "samples").rglob("*.json"))
+    entry.write_text("{not json")
+    runner = ScriptedRunner({})
+    run_bisect(planner, runner, config, SampleStore(tmp_path / "c"), workdir=tmp_path / "w")
+    assert len(runner.calls) == 2
