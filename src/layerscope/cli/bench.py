@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.cli.options import input_option, parse_shapes, shape_option
+from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.measure.bench import (
     DEFAULT_RUNS,
@@ -37,6 +38,7 @@ from layerscope.measure.session import (
     make_session,
     ort_provider,
 )
+from layerscope.measure.stress import StressSpec, add_stress, paired_rounds
 from layerscope.model import load_model
 from layerscope.report.units import human_bytes, human_us
 from layerscope.run import save_run
@@ -65,9 +67,10 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
               help="Write the run file (JSON) with the measurement and latency sections.")
+@stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
             intra_threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
-            input_specs: tuple[str, ...], seed: int, json_out: Path | None) -> None:
+            input_specs: tuple[str, ...], seed: int, json_out: Path | None, stress: StressSpec | None) -> None:
     """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime."""
     if runs is not None and duration is not None:
         raise click.UsageError("give --runs or --duration, not both")
@@ -80,15 +83,25 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     inputs = resolve_inputs(graph, input_specs, seed)
     session = make_session(model_path, session_config)
     unit = "s" if config.duration_s is not None else "runs"
-    with phase_progress({"warmup": "warm-up", "measure": "measuring"}, {"measure": unit}) as progress:
+    labels = {"warmup": "warm-up", "measure": "measuring"}
+    with phase_progress(labels, {"measure": unit}) as progress:
         result = run_bench(session, inputs.arrays, config, progress)
     run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
                          seed=seed, machine=machine_info())
+    interrupted = result.interrupted
+    if stress is not None and not interrupted:
+        with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
+            experiment = paired_rounds(lambda stressed, i: run_bench(
+                session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
+        add_stress(run, experiment, lambda r: r.latency, model_threads=intra_threads * streams)
+        interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
     console = Console()
     console.print(bench_report(run))
+    if "stress" in run:
+        console.print(stress_report(run))
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
-    if result.interrupted:
+    if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
         raise KeyboardInterrupt
 
