@@ -24,6 +24,25 @@ Schema (version 1). Sections are optional unless marked; a run may hold an estim
 - ``timeline`` {method, note, split, cores, dtype, summary, memory, layers, units, temporal} -- one frame
   scheduled per unit and core, DDR bandwidth over time and the memory plan (``estimate --timeline``;
   fields in :func:`timeline_section`)
+- ``reconcile`` {k, measured_us, estimated_us, scope, layers[{name, estimated_us, share, scaled_us, measured_us?,
+  error?}], ...} -- k = measured / estimated for the same part of the model; ``layerscope import`` writes the
+  first keys, ``layerscope reconcile`` adds end_to_end, spearman, top_overlap, median_abs_error, verdict,
+  by_op_type, by_bound, by_unit_kind and, over several runs, spread
+  (:func:`layerscope.analysis.reconcile.reconcile_section`)
+- ``findings`` {source, count, by_severity, items[{rule, severity, layers, hazard, mitigation, evidence,
+  expected_gain_us, help}], skipped_rules, diagnosis} -- ``layerscope advise``
+  (:mod:`layerscope.analysis.findings`, :func:`layerscope.analysis.diagnose.diagnosis_section`)
+- ``comparison`` {before, after, time_source, metrics[], layers[], renamed[], added[], removed[]} -- in the
+  *after* run, ``layerscope compare --json`` (:func:`layerscope.analysis.compare.comparison_section`)
+- ``pipeline`` {function, runs, warmup, interrupted, model_calls_per_run, end_to_end {stats}, breakdown {pre_us,
+  model_us, post_us, other_us, end_to_end_us} (means), stages [{name, kind, depth, parent, calls_per_run, stats, self}],
+  top [{name, kind, median_us, p90_us, share}], trace {phase, run}, spans [{name, kind, thread, thread_name,
+  start_us, duration_us, depth, run}], kernels [{name, thread, start_us, duration_us, layers}] (µs from the traced
+  run's start)} -- user trace points and model calls (``layerscope pipeline``; :mod:`layerscope.measure.pipeline`)
+- ``stress`` {processes, buffer_bytes, traffic_bytes_per_s, rounds [{baseline, stressed, ratio_p50}],
+  latency_ratio_p50, layer_ratio, sensitive_layers, rule, ...} with ``layers[].measured.stress_baseline_us``,
+  ``stress_median_us``, ``stress_ratio``, ``stress_ratio_min``, ``memory_sensitive`` (``bench`` / ``profile
+  --stress``; :func:`layerscope.measure.stress.stress_section`)
 
 Contract:
 - top-level keys ``schema_version``, ``tool``, ``model``, ``target``, ``layers``, ``summary``,
@@ -38,7 +57,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +66,7 @@ from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.errors import RunFileError
 from layerscope.estimate.timeline import Interval, Timeline
 from layerscope.estimate.types import Estimate
+from layerscope.fileio import write_atomic
 from layerscope.measure.profile import Measurement
 from layerscope.model.types import Graph, Node, TensorInfo
 from layerscope.targets import Profile
@@ -57,21 +76,8 @@ SCHEMA_VERSION = 1
 
 def save_run(run: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write ``run`` to ``path`` atomically; return the path written."""
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(run, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(path, text)
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:

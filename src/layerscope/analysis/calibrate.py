@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 
 from layerscope.errors import InputError
+from layerscope.fileio import write_atomic
 from layerscope.targets.profile import ComputeUnit, Profile
 
 #: Lower bound of the compute and memory scales: a unit at most 20x faster than its base profile says.
@@ -904,19 +905,7 @@ def _array_table(name: str, table: Mapping[str, Any]) -> list[str]:
 
 def write_profile(path: Path, text: str) -> Path:
     """Write ``text`` atomically to ``path`` (temporary file in the same folder, then rename)."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, text)
 
 
 def calibration_section(cal: Calibration, profile_path: str | None) -> dict[str, Any]:

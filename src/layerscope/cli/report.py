@@ -10,8 +10,6 @@ bad run file, or for ``--annotate`` when the model file is missing or is not the
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,7 @@ import click
 import onnx
 
 from layerscope.errors import InputError
+from layerscope.fileio import write_atomic
 from layerscope.report.annotate import annotate_model, check_model
 from layerscope.report.html import render_html
 from layerscope.report.perfetto import trace_bytes
@@ -27,20 +26,6 @@ from layerscope.report.sections import missing_notes
 from layerscope.report.tables import layers_csv, markdown_summary
 from layerscope.report.units import human_bytes
 from layerscope.run import load_run
-
-
-def write_atomic(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def as_saved(run: Mapping[str, Any]) -> dict[str, Any]:

@@ -59,6 +59,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from layerscope.errors import BackendUnavailable, InputError
+from layerscope.fileio import write_atomic
 from layerscope.measure.cuts import Cut, CutPlanner, Segment
 from layerscope.measure.profile import Measurement
 from layerscope.measure.session import SessionConfig, machine_info, make_session
@@ -705,10 +706,7 @@ class _Bisect:
         """Write ``job``'s model file (atomically) unless it is there: only prefixes still to be measured."""
         if job.model_path.exists():
             return
-        job.model_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = job.model_path.with_suffix(".tmp")
-        tmp.write_bytes(self.planner.prefix_model(job.cut.layers).SerializeToString(deterministic=True))
-        os.replace(tmp, job.model_path)
+        write_atomic(job.model_path, self.planner.prefix_model(job.cut.layers).SerializeToString(deterministic=True))
 
     def measure(self, cuts: Sequence[int], phase: Phase, target: int, label: str) -> None:
         """Rounds over ``cuts`` in cut order, alternating direction, one sample per prefix and round, until

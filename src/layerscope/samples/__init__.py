@@ -16,13 +16,13 @@ from __future__ import annotations
 import inspect
 import os
 import re
-import tempfile
 import typing
 from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 
+from layerscope.fileio import write_atomic
 from layerscope.samples.ocr import crnn, dbnet
 from layerscope.samples.transformer import bert_tiny, vit_tiny
 from layerscope.samples.yolo import yolov5, yolov5s, yolov5s_deep, yolov8, yolov8s
@@ -134,14 +134,4 @@ def sample_path(name: str, *, cache_dir: str | os.PathLike[str] | None = None, *
     if target.is_file():
         return target
     model = SAMPLES[name](**resolve_params(name, **params))
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(model.SerializeToString())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a cache file is readable like any other
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic(target, model.SerializeToString())

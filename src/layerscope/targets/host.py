@@ -27,7 +27,6 @@ import hashlib
 import json
 import os
 import platform
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -39,6 +38,7 @@ import numpy as np
 
 from layerscope.costs.types import UnitKind
 from layerscope.errors import BackendUnavailable
+from layerscope.fileio import write_atomic
 from layerscope.targets.profile import Profile
 from layerscope.targets.schema import profile_from_mapping, read_toml
 
@@ -343,21 +343,6 @@ def load_cached() -> HostMeasurement | None:
     return HostMeasurement.from_json(text)
 
 
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def host_measurement(refresh: bool = False) -> HostMeasurement:
     """The cached measurement, or a fresh one (cached) when there is none or ``refresh`` is set.
 
@@ -370,7 +355,7 @@ def host_measurement(refresh: bool = False) -> HostMeasurement:
     measurement = measure_host()
     path = cache_path()
     try:
-        _write_atomically(path, measurement.to_json())
+        write_atomic(path, measurement.to_json())
     except OSError as exc:
         warnings.warn(f"could not cache the host measurement in {path}: {exc}", stacklevel=2)
     return measurement
