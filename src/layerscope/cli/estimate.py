@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 
 from layerscope.cli.options import parse_shapes, shape_option, target_option
+from layerscope.cli.outputs import write_html
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import load_model
 from layerscope.report.terminal import estimate_summary, top_layers_table
@@ -31,8 +32,10 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @click.option("--timeline", is_flag=True,
               help="Also schedule one frame over the units, cores and DDR: summary, memory plan, and with --json "
                    "the timeline per unit and core and the bandwidth over time.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | None, json_out: Path | None,
-            top: int, timeline: bool) -> None:
+            top: int, timeline: bool, html_out: Path | None) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
     profile = load_profile(target)
     if dtype is not None and dtype not in profile.dtypes:
@@ -52,3 +55,5 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     if json_out is not None:
         written = save_run(run, json_out)
         console.print(f"run file: {written}")
+    if html_out is not None:
+        console.print(f"report: {write_html(run, html_out)}")

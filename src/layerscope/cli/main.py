@@ -6,29 +6,54 @@ backend or device. Errors print one line on stderr; ``--debug`` shows the traceb
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 
 import click
 
 from layerscope import __version__
-from layerscope.cli import bench, estimate, profile, targets
-from layerscope.cli.import_cmd import command as import_command
 from layerscope.errors import LayerscopeError
 
+#: Subcommand name -> the module defining it as ``command``. Modules are imported only when their
+#: command runs (or help lists them), so ``layerscope estimate`` does not pay for onnxruntime or Jinja.
+SUBCOMMANDS: dict[str, str] = {
+    "advise": "layerscope.cli.advise",
+    "bench": "layerscope.cli.bench",
+    "bisect": "layerscope.cli.bisect",
+    "calibrate": "layerscope.cli.calibrate",
+    "compare": "layerscope.cli.compare",
+    "estimate": "layerscope.cli.estimate",
+    "import": "layerscope.cli.import_cmd",
+    "lint": "layerscope.cli.lint",
+    "pipeline": "layerscope.cli.pipeline",
+    "profile": "layerscope.cli.profile",
+    "reconcile": "layerscope.cli.reconcile",
+    "report": "layerscope.cli.report",
+    "targets": "layerscope.cli.targets",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+
+class _LazyGroup(click.Group):
+    """A group whose subcommands are imported from :data:`SUBCOMMANDS` on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(SUBCOMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = SUBCOMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        command = importlib.import_module(module).command
+        assert isinstance(command, click.Command), module
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="layerscope")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 def cli(debug: bool) -> None:
     """Where the inference time of a neural network goes, layer by layer, on the device it runs on."""
-
-
-cli.add_command(bench.command)
-cli.add_command(estimate.command)
-cli.add_command(profile.command)
-cli.add_command(targets.command)
-cli.add_command(import_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,11 +15,14 @@ import click
 from rich.console import Console
 
 from layerscope.cli.options import input_option, parse_shapes, shape_option, target_option
+from layerscope.cli.outputs import write_html
+from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, ort_provider
+from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
 from layerscope.report.exec_trace import LEVELS, execution_trace
 from layerscope.report.terminal import measured_layers_table, measurement_summary
@@ -46,14 +49,17 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
               help="Execution provider; one this onnxruntime lacks exits 3.")
 @click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
               help="Write the run file (estimate and measurement joined per layer).")
+@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), help="Rows in the layer table.")
 @click.option("--format", "output_format", type=click.Choice(["table", "trace"]), default="table", show_default=True,
               help="table: the terminal report; trace: the per-layer execution trace as JSON on stdout.")
 @click.option("--level", type=click.Choice(LEVELS), default="full", show_default=True,
               help="Detail of --format trace: basic (times), full (times, shapes, memory, thread), memory.")
+@stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
-            warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, top: int,
-            output_format: str, level: str) -> None:
+            warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, html_out: Path | None,
+            top: int, output_format: str, level: str, stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
     ort_provider(provider)  # exit 3 before any work when the provider is missing
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
@@ -67,8 +73,18 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         measurement = profile_model(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
                                     progress=progress)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
+    interrupted = measurement.interrupted
+    if stress is not None and not interrupted:
+        with stress_progress(_PHASES, stress.rounds) as progress_for:
+            experiment = paired_rounds(lambda stressed, i: profile_model(
+                graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress_for(stressed, i)),
+                stress, interrupted=lambda m: m.interrupted)
+        add_stress(run, experiment, lambda m: m.latency, model_threads=threads, layer_times=layer_medians)
+        interrupted = experiment.cut_short(stress, lambda m: m.interrupted)
     if json_out is not None:
         written = save_run(run, json_out)
+    if html_out is not None:
+        html_written = write_html(run, html_out)
     if output_format == "trace":
         click.echo(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
     else:
@@ -76,8 +92,12 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         if top:
             console.print(measured_layers_table(run, top))
         console.print(measurement_summary(run))
+        if "stress" in run:
+            console.print(stress_report(run, top or 10))
         if json_out is not None:
             console.print(f"run file: {written}")
-    if measurement.interrupted:
+        if html_out is not None:
+            console.print(f"report: {html_written}")
+    if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
         raise KeyboardInterrupt
