@@ -12,7 +12,7 @@ import pytest
 from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.measure.ort_profile import KernelSamples
-from layerscope.measure.profile import KernelResult, _layer_results, _shares, _timed_runs
+from layerscope.measure.profile import KernelResult, _shares, _timed_runs, layer_results
 from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.run import load_run
@@ -69,7 +69,7 @@ def test_split_is_per_run(tmp_path: Path) -> None:
     first, second = graph.layers[0].id, graph.layers[1].id  # Conv, Relu
     kernel = KernelResult(KernelSamples("k", "FusedConv", "cpu", (10.0, 30.0)), summarize([10.0, 30.0]),
                           (first, second), "layer")
-    results = _layer_results(graph, (kernel,), {first: 3.0, second: 1.0})
+    results = layer_results(graph, (kernel,), {first: 3.0, second: 1.0})
     conv = results[first]
     assert conv.stats is not None and conv.stats.min_us == pytest.approx(7.5) and conv.stats.max_us == 22.5
     assert conv.split and conv.fused_group == (first, second) and conv.status == "fused"

@@ -140,8 +140,8 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
     if profiled_runs == 0 or not data.run_durations_us:
         raise KeyboardInterrupt
     fusion = build_fusion_map(graph, optimized)
-    kernels = _kernel_results(data, fusion)
-    layers = _layer_results(graph, kernels, weights or {})
+    kernels = kernel_results(data, fusion)
+    layers = layer_results(graph, kernels, weights or {})
     latency = summarize(latency_samples)
     instrumented = summarize(data.run_durations_us)
     kernel_total = sum(k.stats.median_us for k in kernels)
@@ -153,7 +153,8 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
         machine=machine_info(), median_run=data.median_run, interrupted=interrupted)
 
 
-def _kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:
+def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:
+    """Each profiled kernel's stats with the layers the fusion map gives it (``unmapped`` when it has none)."""
     results = []
     for samples in data.kernels:
         mapping = fusion.kernels.get(samples.name)
@@ -163,8 +164,9 @@ def _kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult,
     return tuple(results)
 
 
-def _layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
-                   weights: Mapping[str, float]) -> dict[str, LayerResult]:
+def layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
+                  weights: Mapping[str, float]) -> dict[str, LayerResult]:
+    """Every layer's time: per run, each ``layer`` kernel's time split over its layers by ``weights``."""
     runs = len(kernels[0].samples.durations_us) if kernels else 0
     per_layer: dict[str, np.ndarray] = {}
     covering: dict[str, list[KernelResult]] = {}
