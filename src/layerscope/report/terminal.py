@@ -104,25 +104,27 @@ def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
     table = Table(title=f"Top {len(ranked)} of {len(run['layers'])} layers by measured time "
                         f"({m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']})",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
-                  caption="fused: the layers ran as one kernel; its time is split by estimated cost",
+                  caption="runtime kernel: the op ONNX Runtime ran; 'N layers': they ran as one kernel, its time split "
+                          "by estimated cost (see the run file for the group)",
                   caption_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("layer", overflow="fold", min_width=10)
     table.add_column("op", no_wrap=True)
     for header in ("meas. µs", "share", "P90 µs", "CV", "est. µs", "meas/est"):
         table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("kernel", overflow="fold")
+    table.add_column("runtime kernel", overflow="fold")
+    kernel_ops = {k["name"]: k["op_type"] for k in run.get("kernels", [])}
     for rank, layer in enumerate(ranked, 1):
         meas = layer["measured"]
         est = layer.get("estimate", {}).get("latency_us")
         ratio = f"{meas['median_us'] / est:.2f}" if est else "-"
         group = meas.get("fused_group") or []
-        kernel = meas.get("kernel") or "-"
+        kernel = kernel_ops.get(meas.get("kernel") or "", "-")
         table.add_row(
             str(rank), Text(layer["id"]), Text(layer["op_type"]), f"{meas['median_us']:.1f}",
             f"{100 * meas['median_us'] / total:.1f}%", f"{meas.get('p90_us', 0.0):.1f}", f"{meas.get('cv', 0.0):.2f}",
             f"{est:.1f}" if est is not None else "-", ratio,
-            Text(f"{kernel} (fused x{len(group)})" if group else kernel))
+            Text(f"{kernel}, {len(group)} layers" if group else kernel))
     return table
 
 
