@@ -19,7 +19,14 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.cli.options import input_option, parse_shapes, shape_option
+from layerscope.cli.options import (
+    input_option,
+    intra_threads_option,
+    opt_level_option,
+    parse_shapes,
+    provider_option,
+    shape_option,
+)
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.measure.bench import (
@@ -31,8 +38,6 @@ from layerscope.measure.bench import (
 )
 from layerscope.measure.inputs import resolve_inputs
 from layerscope.measure.session import (
-    OPT_LEVELS,
-    PROVIDERS,
     SessionConfig,
     machine_info,
     make_session,
@@ -40,6 +45,7 @@ from layerscope.measure.session import (
 )
 from layerscope.measure.stress import StressSpec, add_stress, paired_rounds
 from layerscope.model import load_model
+from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_us
 from layerscope.run import save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
@@ -55,13 +61,9 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
               help="Measure for S seconds instead of a run count.")
 @click.option("--threads", "streams", default=1, show_default=True, type=click.IntRange(min=1),
               help="Concurrent inference streams: threads calling session.run on one shared session.")
-@click.option("--intra-threads", default=0, show_default=True, type=click.IntRange(min=0),
-              help="ONNX Runtime intra-op threads per run (0: its default, one per physical core). "
-                   "With several streams, 1 avoids oversubscribing the cores.")
-@click.option("--provider", default="cpu", show_default=True, metavar="|".join(PROVIDERS),
-              help="Execution provider (exit 3 when this onnxruntime build does not have it).")
-@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
-              help="ONNX Runtime graph optimization level.")
+@intra_threads_option("--intra-threads")
+@provider_option
+@opt_level_option
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
@@ -150,9 +152,7 @@ def bench_context(run: Mapping[str, Any]) -> Table:
     """Throughput, CPU, memory, inputs, and what it was measured on: runtime, provider, threads, machine."""
     m, lat = run["measurement"], run["latency"]
     machine = m["machine"]
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     model = run["model"]
     grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
     for item in m["inputs"]:

@@ -25,7 +25,15 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.cli.options import input_option, parse_shapes, shape_option, target_option
+from layerscope.cli.options import (
+    input_option,
+    intra_threads_option,
+    opt_level_option,
+    parse_shapes,
+    provider_option,
+    shape_option,
+    target_option,
+)
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
 from layerscope.measure.cuts import CutPlanner
@@ -47,10 +55,11 @@ from layerscope.measure.differential import (
 )
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement, profile_model
-from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, ort_provider
+from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
 from layerscope.run import run_from_estimate, save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
@@ -106,12 +115,9 @@ VALIDATION_PROFILES = 5
               help="Confidence level of the bootstrap intervals.")
 @click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100),
               help="Bootstrap resamples.")
-@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="cpu", show_default=True,
-              help="ONNX Runtime execution provider (without --run-cmd).")
-@click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0),
-              help="ONNX Runtime intra-op threads (0: its default). 1 on a shared or noisy machine.")
-@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
-              help="ONNX Runtime graph optimization level.")
+@provider_option
+@intra_threads_option()
+@opt_level_option
 @click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
               help="ONNX Runtime: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
                    "the time other processes hold the core).")
@@ -298,9 +304,7 @@ def _runner_text(runner: Mapping[str, Any]) -> str:
 def bisect_context(run: Mapping[str, Any]) -> Table:
     """Model, runner, plan, cache, whole-model time and how the segments add up to it."""
     section = run["bisect"]
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     model = run["model"]
     grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
     runner = section["runner"]

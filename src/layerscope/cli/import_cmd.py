@@ -21,6 +21,7 @@ from rich.text import Text
 from layerscope.cli.options import parse_shapes, shape_option
 from layerscope.importers import FORMATS, ImportedRun, import_files
 from layerscope.model import load_model
+from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
 from layerscope.run import save_run
 
@@ -152,9 +153,7 @@ def reconcile_view(rec: dict[str, Any], top: int) -> RenderableType:
 def totals_grid(run: dict[str, Any]) -> Table:
     """Whole-model figures: model, latency, FPS, accelerator time, static estimate, coverage."""
     s = run["summary"]
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     model = run["model"]
     grid.add_row("model", Text(f"{model.get('name') or '-'}  ({model.get('path') or 'no ONNX model given'})"))
     grid.add_row("layers", f"{s['layer_count']} ({s['measured_layer_count']} measured, "

@@ -28,11 +28,19 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.cli.options import parse_shapes, shape_option, target_option
+from layerscope.cli.options import (
+    intra_threads_option,
+    opt_level_option,
+    parse_shapes,
+    provider_option,
+    shape_option,
+    target_option,
+)
 from layerscope.cli.progress import PhaseUpdate, phase_progress
 from layerscope.errors import InputError
-from layerscope.measure.session import OPT_LEVELS, PROVIDERS, ort_provider
+from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP, StressSpec, parse_stress
+from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_us
 from layerscope.run import save_run
 
@@ -86,12 +94,9 @@ def load_function(spec: str) -> tuple[Any, Path]:
 @shape_option
 @click.option("--runs", default=20, show_default=True, type=click.IntRange(min=1), help="Measured pipeline runs.")
 @click.option("--warmup", default=3, show_default=True, type=click.IntRange(min=0), help="Untimed runs first.")
-@click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Intra-op threads of the model (0: onnxruntime's default, one per physical core).")
-@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
-              help="ONNX Runtime graph optimization level.")
-@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="cpu", show_default=True,
-              help="Execution provider; one this onnxruntime lacks exits 3.")
+@intra_threads_option()
+@opt_level_option
+@provider_option
 @click.option("--layers/--no-layers", default=True, show_default=True,
               help="Run the pipeline again with ONNX Runtime's profiler on for per-layer times and kernels.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of model.example_inputs.")
@@ -206,9 +211,7 @@ def pipeline_summary(run: Mapping[str, Any]) -> Table:
     """End to end, the breakdown, the model's latency, and what it was measured on."""
     section = run["pipeline"]
     e2e, b = section["end_to_end"], section["breakdown"]
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     grid.add_row("end to end", f"P50 {human_us(e2e['median_us'])}  P90 {human_us(e2e['p90_us'])}  "
                                f"P99 {human_us(e2e['p99_us'])}  mean {human_us(e2e['mean_us'])}  "
                                f"({section['runs']} runs)")
@@ -341,9 +344,7 @@ def _stress_layers_table(layers: list[Mapping[str, Any]], top: int) -> Table:
 
 
 def _stress_context(stress: Mapping[str, Any]) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     llc = stress.get("llc_bytes")
     cache = f" ({stress['buffer_bytes'] / llc:g}x the {human_bytes(llc)} last-level cache)" if llc else ""
     grid.add_row("stress", f"{stress['processes']} process(es) copying 2 x {human_bytes(stress['buffer_bytes'])}"

@@ -14,14 +14,22 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from layerscope.cli.options import input_option, parse_shapes, shape_option, target_option
+from layerscope.cli.options import (
+    input_option,
+    intra_threads_option,
+    opt_level_option,
+    parse_shapes,
+    provider_option,
+    shape_option,
+    target_option,
+)
 from layerscope.cli.outputs import write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import profile_model
-from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, ort_provider
+from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
 from layerscope.report.exec_trace import LEVELS, execution_trace
@@ -41,12 +49,9 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @input_option
 @click.option("--runs", default=50, show_default=True, type=click.IntRange(min=1), help="Measured runs.")
 @click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=0), help="Untimed runs first.")
-@click.option("--threads", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Intra-op threads (0: onnxruntime's default, one per physical core).")
-@click.option("--opt-level", type=click.Choice(OPT_LEVELS), default="all", show_default=True,
-              help="ONNX Runtime graph optimization level (all: what deployments use).")
-@click.option("--provider", type=click.Choice(sorted(PROVIDERS)), default="cpu", show_default=True,
-              help="Execution provider; one this onnxruntime lacks exits 3.")
+@intra_threads_option()
+@opt_level_option
+@provider_option
 @click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
               help="Write the run file (estimate and measurement joined per layer).")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT",

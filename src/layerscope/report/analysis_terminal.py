@@ -15,6 +15,7 @@ from layerscope.analysis.calibrate import Calibration, ModelError, summarize
 from layerscope.analysis.compare import Comparison, MetricDelta
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.analysis.reconcile import KSpread, Reconciliation
+from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_count, human_us
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -26,9 +27,7 @@ def _table(title: str | None = None) -> Table:
 
 
 def _grid(rows: Sequence[tuple[str, str | Text]]) -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     for key, value in rows:
         grid.add_row(key, value)
     return grid

@@ -13,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_count, human_us
 
 #: The memory plan's rows: run-file key, label (Horizon's summary names).
@@ -47,9 +48,7 @@ def timeline_summary(timeline: Mapping[str, Any]) -> Table:
     fps = (f"{s['fps_per_core']:.1f} per core, {s['fps_total']:.1f} total ({cores} core{'s' if cores > 1 else ''}, "
            f"{timeline['split']} split)" if s["fps_per_core"] else "-")
     share = f" ({100 * s['ddr_busy_us'] / latency:.0f}% of the frame)" if latency > 0 else ""
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="bold")
-    grid.add_column()
+    grid = key_value_grid()
     rows: list[tuple[str, str | Text]] = [
         ("timeline", "one frame, units in parallel, one shared DDR channel"),
         ("latency", f"{human_us(latency)}  (layers one after another: {human_us(serial)}{hidden})"),
