@@ -185,3 +185,12 @@ def test_initializer_listed_as_input_is_a_constant(write_model: ModelWriter) -> 
     graph = load_model(path)
     assert [t.name for t in graph.inputs] == ["x"]
     assert graph.is_constant("w")
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.INT64,
+                                  TensorProto.INT8, TensorProto.BOOL, TensorProto.STRING, TensorProto.INT4,
+                                  TensorProto.UINT4, TensorProto.FLOAT8E4M3FN, TensorProto.COMPLEX64])
+def test_dtype_names_round_trip_to_onnx_types(elem: int) -> None:
+    from layerscope.model.load import onnx_dtype_name, onnx_elem_type
+
+    assert onnx_elem_type(onnx_dtype_name(elem)) == elem

@@ -39,9 +39,10 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper
+from onnx import helper
 
 from layerscope.errors import ModelError
+from layerscope.model.load import onnx_elem_type
 from layerscope.model.types import Graph, TensorInfo
 
 __all__ = ["BOUNDARY_SHARE", "FUSION_HEADS", "FUSION_TAILS", "Cut", "CutPlanner", "Segment", "segments_of"]
@@ -57,11 +58,6 @@ FUSION_TAILS = frozenset({"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardS
 #: Refinement refuses a split whose extra outputs would cost more than this share of a half's estimated time.
 BOUNDARY_SHARE = 0.1
 _BASELINE_SUFFIX = "__layerscope_baseline"
-#: Numpy dtype names that numpy cannot express -> ONNX element types.
-_EXOTIC_DTYPES = {"bfloat16": TensorProto.BFLOAT16, "string": TensorProto.STRING, "int4": TensorProto.INT4,
-                  "uint4": TensorProto.UINT4, "float8": TensorProto.FLOAT8E4M3FN}
-
-
 @dataclass(frozen=True)
 class Cut:
     """Cut ``layers`` (the prefix length): the tensors crossing it and how clean a boundary it is."""
@@ -389,8 +385,5 @@ def _nbytes(info: TensorInfo | None) -> int:
 
 
 def _value_info(info: TensorInfo) -> onnx.ValueInfoProto:
-    elem = _EXOTIC_DTYPES.get(info.dtype)
-    if elem is None:
-        elem = helper.np_dtype_to_tensor_dtype(np.dtype(info.dtype))
-    return helper.make_tensor_value_info(info.name, elem, list(info.shape))
+    return helper.make_tensor_value_info(info.name, onnx_elem_type(info.dtype), list(info.shape))
 

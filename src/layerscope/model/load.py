@@ -68,6 +68,26 @@ def onnx_dtype_name(elem_type: int) -> str:
     return name or "float32"
 
 
+#: Names ``onnx_dtype_name`` gives that are not 1:1 with an ONNX type -> the type layerscope writes back.
+_NAME_TO_ONNX: Mapping[str, int] = {
+    **{name: elem for elem, name in _ONNX_TO_NUMPY.items()},
+    "float8": TensorProto.FLOAT8E4M3FN,
+    "int4": TensorProto.INT4,
+    "uint4": TensorProto.UINT4,
+}
+
+
+def onnx_elem_type(dtype: str) -> int:
+    """The ONNX element type of a ``TensorInfo.dtype`` name (inverse of :func:`onnx_dtype_name`).
+
+    ``float8`` maps to FLOAT8E4M3FN (the variants are not told apart); other names that
+    :func:`onnx_dtype_name` passes through are ONNX's own type names, lower-cased.
+    """
+    if dtype in _NAME_TO_ONNX:
+        return _NAME_TO_ONNX[dtype]
+    return int(TensorProto.DataType.Value(dtype.upper()))
+
+
 def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     """Parse ``NAME=1x3x640x640`` (``,`` also separates dims). ``ShapeError`` when malformed."""
     name, sep, dims = text.rpartition("=")
@@ -450,9 +470,7 @@ def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
     used = {i for n in layers for i in n.input if i}
     initializers = [numpy_helper.from_array(v, name) for name, v in folder.values.items() if name in used]
     with_value = {t.name for t in initializers}
-    const_inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(np.dtype(info.dtype))
-                                                  if info.dtype in np.sctypeDict else TensorProto.FLOAT,
-                                                  info.shape)
+    const_inputs = [helper.make_tensor_value_info(name, onnx_elem_type(info.dtype), info.shape)
                     for name, info in folder.constants.items() if name in used and name not in with_value]
     graph = helper.make_graph(layers, model.graph.name or "g", [*runtime_inputs, *const_inputs],
                               list(model.graph.output), initializer=initializers)
