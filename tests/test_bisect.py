@@ -22,10 +22,14 @@ from layerscope.measure.differential import (
     SampleStore,
     bootstrap_increments,
     increments,
+    profile_segment_us,
     round_matrix,
     run_bisect,
 )
 from layerscope.measure.inputs import make_inputs
+from layerscope.measure.ort_profile import KernelSamples
+from layerscope.measure.profile import KernelResult
+from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 
@@ -189,6 +193,25 @@ def test_paired_median_cancels_drift_and_min_ignores_interference() -> None:
     np.testing.assert_allclose(increments(spiky, "min"), [100.0, 50.0, -10.0])
     no_baseline = round_matrix([[5.0, 5.0], [7.0, 9.0]], 2, baseline=False)
     np.testing.assert_allclose(increments(no_baseline, "median"), [5.0, 3.0])
+
+
+def _profiled(runs: int, **kernels: tuple[tuple[str, ...], tuple[float, ...]]) -> Any:
+    """A stand-in for a Measurement: what ``profile_segment_us`` reads (its runs and layer kernels)."""
+    results = tuple(KernelResult(KernelSamples(name, "Op", "cpu", durations), summarize(durations), layers, "layer")
+                    for name, (layers, durations) in kernels.items())
+    return type("Profiled", (), {"runs": runs, "kernels": results})()
+
+
+def test_validation_reference_is_a_statistic_of_per_run_segment_sums() -> None:
+    # kernel k1 runs layers a and b fused (split 3:1 by estimate), k2 runs layer c
+    weights = {"a": 3.0, "b": 1.0, "c": 1.0}
+    first = _profiled(2, k1=(("a", "b"), (10.0, 30.0)), k2=(("c",), (20.0, 5.0)))
+    # per run: [a] = 7.5, 22.5; [b, c] = 2.5 + 20 = 22.5, 7.5 + 5 = 12.5
+    assert profile_segment_us([["a"], ["b", "c"]], [first], weights, "min") == [7.5, 12.5]
+    assert profile_segment_us([["a"], ["b", "c"]], [first], weights, "median") == [15.0, 17.5]
+    # the sum of per-layer minima (2.5 + 5) would be no run's time; a second profile's runs are pooled
+    second = _profiled(1, k1=(("a", "b"), (4.0,)), k2=(("c",), (9.0,)))
+    assert profile_segment_us([["a"], ["b", "c"], ["gone"]], [first, second], weights, "min") == [3.0, 10.0, 0.0]
 
 
 def test_bootstrap_is_seeded_and_keeps_rounds_paired() -> None:

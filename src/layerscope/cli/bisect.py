@@ -48,6 +48,7 @@ from layerscope.measure.differential import (
     Runner,
     SampleStore,
     SegmentCheck,
+    Statistic,
     add_bisect,
     compare_with_profile,
     default_cache_dir,
@@ -100,7 +101,7 @@ VALIDATION_PROFILES = 5
 @click.option("--segments", default=12, show_default=True, type=click.IntRange(2, 256),
               help="Coarse segments, of roughly equal estimated time on --target.")
 @click.option("--repeats", default=None, type=click.IntRange(min=2),
-              help="Rounds: final samples per prefix [default: 30 on ONNX Runtime, 10 with --run-cmd].")
+              help="Rounds: final samples per prefix [default: 60 on ONNX Runtime, 10 with --run-cmd].")
 @click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
@@ -108,9 +109,11 @@ VALIDATION_PROFILES = 5
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Also time an Identity-only model, the runtime's fixed cost per call (the first segment "
                    "holds that cost without it).")
-@click.option("--statistic", type=click.Choice(["median", "min"]), default="median", show_default=True,
-              help="median: median over rounds of the paired differences of neighbouring prefixes; min: "
-                   "difference of the prefixes' fastest rounds.")
+@click.option("--statistic", type=click.Choice(["auto", "median", "min"]), default="auto", show_default=True,
+              help="median: median over rounds of the paired differences of neighbouring prefixes (for device "
+                   "tools that print an average); min: difference of the prefixes' fastest rounds (for a CPU "
+                   "shared with other work, where interference only adds time); auto: min on ONNX Runtime, "
+                   "median with --run-cmd.")
 @click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0.5, 0.999),
               help="Confidence level of the bootstrap intervals.")
 @click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100),
@@ -146,9 +149,9 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if command_runner is None:
         ort_provider(provider)  # exit 3 before any work when the provider is missing
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
-                          repeats=repeats or (10 if command_runner is not None else 30), pilot=pilot,
+                          repeats=repeats or (10 if command_runner is not None else 60), pilot=pilot,
                           budget_runs=budget_runs, baseline=baseline,
-                          statistic="min" if statistic == "min" else "median", confidence=confidence,
+                          statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed)
     graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes))
     profile = load_profile(target)
@@ -168,9 +171,18 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     profiles: list[Measurement] = []
     if validation is not None:
         profiles = validation.finish()
-        checks = compare_with_profile(result, profiles)
+        checks = compare_with_profile(result, profiles, weights)
     run = add_bisect(run_from_estimate(graph, estimate, profile), result, weights, checks, profiles)
     _print(run, json_out)
+
+
+def _statistic(choice: str, *, device: bool) -> Statistic:
+    """``--statistic``: ``auto`` is the median of paired differences for a device command (its tool prints an
+    average over many frames) and the difference of minima on ONNX Runtime (this CPU is shared: another
+    process only ever adds time to a run, so the fastest round is the least disturbed)."""
+    if choice == "auto":
+        return "median" if device else "min"
+    return "min" if choice == "min" else "median"
 
 
 def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
@@ -328,7 +340,10 @@ def bisect_context(run: Mapping[str, Any]) -> Table:
     if section["baseline_us"] is not None:
         grid.add_row("baseline", f"{human_us(section['baseline_us'])} (Identity-only model: the fixed cost per call)")
     reference = section["full_us"] - (section["baseline_us"] or 0.0)
-    ratio = f" = {100 * section['sum_segments_us'] / reference:.1f}% of whole - baseline" if reference > 0 else ""
+    if section["statistic"] == "min":  # differences of minima telescope: the sum is the whole by construction
+        ratio = " = whole - baseline (differences of minima add up exactly)"
+    else:
+        ratio = f" = {100 * section['sum_segments_us'] / reference:.1f}% of whole - baseline" if reference > 0 else ""
     level = round(100 * section["bootstrap"]["confidence"])
     grid.add_row("sum", f"{human_us(section['sum_segments_us'])}{ratio}  ({level}% CI "
                         f"{human_us(section['sum_ci_low_us'])} - {human_us(section['sum_ci_high_us'])})")
@@ -346,8 +361,9 @@ def validation_report(run: Mapping[str, Any]) -> RenderableType:
     section = run["bisect"]
     validation = section["validation"]
     stat = "minimum" if section["statistic"] == "min" else "median"
-    table = Table(title=f"Validation against `layerscope profile` (per-layer kernel {stat}s, {validation['runs']} "
-                        f"runs in {validation.get('profiles', 1)} parts between the rounds, summed per segment)",
+    table = Table(title=f"Validation against `layerscope profile` ({stat} over {validation['runs']} profiled runs, "
+                        f"taken in {validation.get('profiles', 1)} parts between the rounds, of each segment's "
+                        "kernel time in a run)",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("layers", overflow="fold", min_width=16)
@@ -367,8 +383,9 @@ def validation_report(run: Mapping[str, Any]) -> RenderableType:
     within = sum(1 for e in large if e <= GOAL_ERROR)
     worst = f"; worst {100 * max(large):.1f}%" if large else ""
     total = validation["sum_vs_profile_latency"]
+    whole = validation.get("profile_latency_us", validation["profile_latency_p50_us"])
     verdict = Text(f"segments >= {100 * LARGE_SHARE:.0f}% of the time: {within} of {len(large)} within "
-                   f"{100 * GOAL_ERROR:.0f}% of the profile{worst}. Sum of segments vs profile's end-to-end P50 "
-                   f"({human_us(validation['profile_latency_p50_us'])}): "
+                   f"{100 * GOAL_ERROR:.0f}% of the profile{worst}. Sum of segments + baseline vs the whole model "
+                   f"timed apart ({stat} of the profile's uninstrumented runs, {human_us(whole)}): "
                    + (f"{100 * total:+.1f}%" if total is not None else "-"))
     return Group(table, verdict)

@@ -145,8 +145,9 @@ class CutPlanner:
 
     def coarse_cuts(self, segments: int, baseline: bool = True) -> tuple[int, ...]:
         """Increasing cuts ending at N that split the model into at most ``segments`` segments of roughly
-        equal estimated time; fewer when the model has fewer layers or when a layer holds the time of several
-        segments (no segment gets less than a quarter of its share); cut 0 first when ``baseline``."""
+        equal estimated time (each boundary within half a segment's share of its equal-time position, chosen
+        as :meth:`_best_cut` prefers); fewer when the model has fewer layers or when a layer holds the time of
+        several segments (no segment gets less than a quarter of its share); cut 0 first when ``baseline``."""
         if segments < 1:
             raise ValueError("segments must be >= 1")
         n = self.layer_count
@@ -156,7 +157,8 @@ class CutPlanner:
         for j in range(1, count):
             target = total * j / count
             low = chosen[-1] + 1 if chosen else 1
-            best = self._best_cut(target, low, n - 1, total / count)
+            # the window reaches half a segment either side: room to find a boundary with few crossing bytes
+            best = self._best_cut(target, low, n - 1, 1.5 * total / count)
             # a layer that spans targets gives one cut, not near-empty segments beside it
             floor = total / count / 4
             if best is not None and self.cum_us[best] - self.cum_us[low - 1] >= floor \

@@ -61,7 +61,7 @@ import numpy as np
 from layerscope.errors import BackendUnavailable, InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.cuts import Cut, CutPlanner, Segment
-from layerscope.measure.profile import Measurement
+from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.run import save_run
 from layerscope.targets.host import cache_dir
@@ -89,6 +89,8 @@ __all__ = [
     "compare_with_profile",
     "default_cache_dir",
     "increments",
+    "profile_latency_us",
+    "profile_segment_us",
     "round_matrix",
     "run_bisect",
 ]
@@ -763,30 +765,47 @@ class SegmentCheck:
         return (self.segment.increment_us - self.profile_us) / self.profile_us if self.profile_us > 0 else None
 
 
-def compare_with_profile(result: BisectResult, profiles: Sequence[Measurement]) -> tuple[SegmentCheck, ...]:
-    """Each segment against ``profile``'s per-layer kernel times summed over its layers. ``profiles`` are
-    one or more profiles (e.g. taken between the bisect's rounds, so both see the same machine); per layer
-    their medians are combined by the median (their minima by the minimum when the bisect's statistic is
-    ``"min"``, so both sides resist interference alike). Layers the runtime eliminated count 0; layout
-    kernels no layer owns are in no segment."""
+def compare_with_profile(result: BisectResult, profiles: Sequence[Measurement],
+                         weights_us: Mapping[str, float]) -> tuple[SegmentCheck, ...]:
+    """Each segment against ``profile``'s kernel times of its layers. ``profiles`` are one or more profiles
+    (e.g. taken between the bisect's rounds, so both see the same machine) of the whole model; their runs are
+    pooled. Per profiled run, a segment's time is the sum of its layers' times in that run (kernels split
+    over the layers they cover by ``weights_us``, as ``profile`` does); the reference is the median of these
+    per-run sums, or their minimum when the bisect's statistic is ``"min"`` -- the same statistic of the same
+    kind of quantity (a whole run's work) as the bisect's prefixes. Layers the runtime eliminated count 0;
+    layout kernels no layer owns are in no segment."""
     if not profiles:
         raise ValueError("compare_with_profile: no profile")
     total = result.sum_segments_us or 1.0
-    per_layer = _profile_layer_us(profiles, result.config.statistic)
-    return tuple(SegmentCheck(segment=seg, profile_us=sum(per_layer.get(i, 0.0) for i in seg.segment.layer_ids),
-                              share=seg.increment_us / total)
-                 for seg in result.segments)
+    reference = profile_segment_us([seg.segment.layer_ids for seg in result.segments], profiles, weights_us,
+                                   result.config.statistic)
+    return tuple(SegmentCheck(segment=seg, profile_us=ref, share=seg.increment_us / total)
+                 for seg, ref in zip(result.segments, reference, strict=True))
 
 
-def _profile_layer_us(profiles: Sequence[Measurement], statistic: Statistic) -> dict[str, float]:
-    values: dict[str, list[float]] = {}
+def profile_segment_us(segments: Sequence[Sequence[str]], profiles: Sequence[Measurement],
+                       weights_us: Mapping[str, float], statistic: Statistic) -> list[float]:
+    """Per group of layer ids: ``statistic`` over all profiled runs of the group's summed time in a run."""
+    pooled: list[np.ndarray] = []
     for measurement in profiles:
-        for layer_id, layer in measurement.layers.items():
-            if layer.stats is not None:
-                values.setdefault(layer_id, []).append(layer.stats.min_us if statistic == "min"
-                                                       else layer.stats.median_us)
-    combine = min if statistic == "min" else (lambda v: float(np.median(v)))
-    return {layer_id: float(combine(v)) for layer_id, v in values.items()}
+        series = layer_series(measurement.kernels, weights_us)
+        runs = measurement.runs if not series else len(next(iter(series.values())))
+        zero = np.zeros(runs)
+        pooled.append(np.array([sum((series.get(i, zero) for i in ids), zero) for ids in segments]).reshape(
+            len(segments), runs))
+    sums = np.concatenate(pooled, axis=1)
+    if sums.shape[1] == 0:
+        return [0.0] * len(segments)
+    values = sums.min(axis=1) if statistic == "min" else np.median(sums, axis=1)
+    return [float(v) for v in values]
+
+
+def profile_latency_us(profiles: Sequence[Measurement], statistic: Statistic) -> float:
+    """The whole model's uninstrumented latency over the ``profiles``: the median of their medians, or the
+    minimum of their minima for ``"min"``."""
+    if statistic == "min":
+        return float(min(m.latency.min_us for m in profiles))
+    return float(np.median([m.latency.median_us for m in profiles]))
 
 
 # -------------------------------------------------------------------------------------- run file
@@ -857,11 +876,13 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
         "segments": [_segment_entry(s, by_segment.get(s.segment.index)) for s in result.segments],
     }
     if validation:
-        latency = float(np.median([m.latency.median_us for m in validation]))
+        # the segments plus the fixed cost per call against the whole model timed apart, same statistic
+        latency = profile_latency_us(validation, config.statistic)
         section["validation"] = {
             "method": "kernel-profile", "runs": sum(m.runs for m in validation), "profiles": len(validation),
-            "profile_latency_p50_us": _us(latency),
-            "sum_vs_profile_latency": _ratio_error(result.sum_segments_us, latency),
+            "statistic": config.statistic, "profile_latency_us": _us(latency),
+            "profile_latency_p50_us": _us(profile_latency_us(validation, "median")),
+            "sum_vs_profile_latency": _ratio_error(result.sum_segments_us + (result.baseline_us or 0.0), latency),
         }
     return section
 

@@ -164,20 +164,29 @@ def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, 
     return tuple(results)
 
 
-def layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
-                  weights: Mapping[str, float]) -> dict[str, LayerResult]:
-    """Every layer's time: per run, each ``layer`` kernel's time split over its layers by ``weights``."""
+def layer_series(kernels: tuple[KernelResult, ...], weights: Mapping[str, float]) -> dict[str, np.ndarray]:
+    """Per layer, its time in each measured run (µs): every ``layer`` kernel's duration in that run split
+    over the kernel's layers by ``weights`` (equally when those are all 0). Layers no kernel covers are absent."""
     runs = len(kernels[0].samples.durations_us) if kernels else 0
     per_layer: dict[str, np.ndarray] = {}
-    covering: dict[str, list[KernelResult]] = {}
     for kernel in kernels:
         if kernel.category != "layer" or not kernel.layers:
             continue
-        shares = _shares(kernel.layers, weights)
         series = np.asarray(kernel.samples.durations_us, dtype=np.float64)
-        for layer_id, share in zip(kernel.layers, shares, strict=True):
+        for layer_id, share in zip(kernel.layers, _shares(kernel.layers, weights), strict=True):
             per_layer[layer_id] = per_layer.get(layer_id, np.zeros(runs)) + series * share
-            covering.setdefault(layer_id, []).append(kernel)
+    return per_layer
+
+
+def layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
+                  weights: Mapping[str, float]) -> dict[str, LayerResult]:
+    """Every layer's time: the statistics of its :func:`layer_series`, with the kernels that cover it."""
+    per_layer = layer_series(kernels, weights)
+    covering: dict[str, list[KernelResult]] = {}
+    for kernel in kernels:
+        if kernel.category == "layer":
+            for layer_id in kernel.layers:
+                covering.setdefault(layer_id, []).append(kernel)
     results: dict[str, LayerResult] = {}
     for node in graph.layers:
         ks = covering.get(node.id, [])
