@@ -20,7 +20,7 @@ from conftest import F32, I64, ModelWriter, zoo
 from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.measure.bench import BenchConfig, run_bench
-from layerscope.measure.stats import summarize
+from layerscope.measure.stats import drift, summarize
 from layerscope.run import load_run
 
 LATENCY_KEYS = {"mean_us", "min_us", "max_us", "p50_us", "p90_us", "p99_us", "p999_us", "fps", "samples", "source"}
@@ -54,6 +54,16 @@ def test_summarize_one_sample_and_bad_input() -> None:
     for bad in ([], [1.0, float("nan")], [-1.0]):
         with pytest.raises(ValueError, match="summarize"):
             summarize(bad)
+
+
+def test_drift_compares_the_halves_in_timed_order() -> None:
+    # a machine that slowed from 100 to 115 us halfway: +15%, whatever the noise inside each half
+    assert drift([101, 99, 100, 98, 102, 116, 114, 115, 113, 117]) == pytest.approx(0.15)
+    assert drift([116, 114, 115, 113, 117, 101, 99, 100, 98, 102]) == pytest.approx(100 / 115 - 1)
+    # the same samples shuffled across the halves: no drift; an odd count leaves the middle run out
+    assert drift([100, 115, 100, 115, 100, 115, 100, 115]) == 0.0
+    assert drift([100, 100, 999, 110, 110]) == pytest.approx(0.10)
+    assert drift([1.0, 5.0, 9.0]) == 0.0  # too few runs to tell
 
 
 # --- the measuring loop ------------------------------------------------------------------------------------------

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult, _shares, _timed_runs, layer_results
 from layerscope.measure.stats import summarize
+from layerscope.report.terminal import measurement_summary
 from layerscope.model import load_model
 from layerscope.run import load_run
 
@@ -38,6 +41,23 @@ def test_run_file_has_the_measured_sections(squeezenet_run: dict[str, Any]) -> N
     lat = run["latency"]
     assert lat["samples"] == 5 and lat["p50_us"] <= lat["p90_us"] <= lat["p99_us"] <= lat["max_us"]
     assert lat["fps"] == pytest.approx(1e6 / lat["mean_us"], rel=1e-3)
+
+
+def test_steadiness_says_how_far_the_machine_moved(squeezenet_run: dict[str, Any]) -> None:
+    steadiness = squeezenet_run["measurement"]["steadiness"]
+    assert steadiness["latency_cv"] == pytest.approx(squeezenet_run["latency"]["cv"], abs=1e-6)
+    assert -1.0 < steadiness["latency_drift"] < 10.0 and -1.0 < steadiness["profiled_drift"] < 10.0
+
+    def rendered(**values: float) -> str:
+        run = copy.deepcopy(squeezenet_run)
+        run["measurement"]["steadiness"].update(values)
+        console = Console(width=240, record=True)
+        console.print(measurement_summary(run))
+        return console.export_text()
+
+    steady = rendered(latency_cv=0.01, latency_drift=0.004, profiled_drift=-0.02)
+    assert "median moved +0.4% from the first to the second half" in steady and "UNSTEADY" not in steady
+    assert "UNSTEADY MACHINE: its speed moved 18%" in rendered(latency_cv=0.01, latency_drift=0.0, profiled_drift=-0.18)
 
 
 def test_every_layer_is_measured_fused_or_eliminated(squeezenet_run: dict[str, Any]) -> None:

@@ -17,7 +17,9 @@ Schema (version 1). Sections are optional unless marked; a run may hold an estim
 - ``kernels`` [{name, op_type, provider, median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples,
   layers, category}] -- runtime kernels; ``category`` is ``"layer"``, ``"layout"`` or ``"unmapped"``
 - ``measurement`` {backend, backend_version, provider, threads, opt_level, runs, warmup, coverage, overhead,
-  unmapped_kernels, machine {hostname, cpu, cores, os, python}, created_utc, source}
+  unmapped_kernels, steadiness {latency_cv, latency_drift, profiled_drift}, machine {hostname, cpu, cores, os,
+  python}, created_utc, source} -- ``steadiness``: run-to-run CV of the uninstrumented runs and the drift
+  (:func:`layerscope.measure.stats.drift`) of the uninstrumented and of the profiled runs
 - ``latency`` {mean_us, min_us, max_us, p50_us, p90_us, p99_us, p999_us, fps, samples, source} -- end to end,
   always from uninstrumented runs
 - ``summary`` (required) {macs, est_latency_us, ...}, ``unknown_ops``, ``folded``
@@ -255,6 +257,9 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
         "unmapped_kernels": list(measurement.unmapped_kernels),
         "eliminated_layers": list(measurement.fusion.eliminated),
         "instrumented": measurement.instrumented.to_dict(),
+        "steadiness": {"latency_cv": round(measurement.latency.cv, 6),
+                       "latency_drift": round(measurement.latency_drift, 6),
+                       "profiled_drift": round(measurement.profiled_drift, 6)},
         "machine": dict(measurement.machine),
         "created_utc": measurement.created_utc,
         "interrupted": measurement.interrupted,

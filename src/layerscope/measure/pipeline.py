@@ -68,7 +68,7 @@ from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import TraceEvent, load_events, parse_profile
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, machine_info, make_session
-from layerscope.measure.stats import LatencyStats, summarize
+from layerscope.measure.stats import LatencyStats, drift, summarize
 from layerscope.model.types import Graph
 from layerscope.tracing import Span, SpanRecorder
 
@@ -359,7 +359,8 @@ def _measurement(graph: Graph, timed: _Phase, profiled: _Phase, *, events: list[
         layers=layer_results(graph, kernels, weights), fusion=fusion,
         coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine_info(), median_run=data.median_run, interrupted=profiled.interrupted)
+        machine=machine_info(), median_run=data.median_run, interrupted=profiled.interrupted,
+        latency_drift=drift(model_calls), profiled_drift=drift(data.run_durations_us))
 
 
 def _place_kernels(events: Sequence[dict[str, Any]], phase: _Phase, run: int,

@@ -27,7 +27,7 @@ import onnx
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
 from layerscope.measure.session import SessionConfig, machine_info, make_session
-from layerscope.measure.stats import LatencyStats, summarize
+from layerscope.measure.stats import LatencyStats, drift, summarize
 from layerscope.model.types import Graph
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
@@ -75,6 +75,9 @@ class Measurement:
     machine: Mapping[str, Any]
     median_run: tuple[TraceEvent, ...]
     interrupted: bool = False
+    #: :func:`~layerscope.measure.stats.drift` of the uninstrumented and of the profiled runs.
+    latency_drift: float = 0.0
+    profiled_drift: float = 0.0
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property
@@ -150,7 +153,8 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
         warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
         fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine_info(), median_run=data.median_run, interrupted=interrupted)
+        machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
+        latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us))
 
 
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:

@@ -11,6 +11,11 @@ Contract of :func:`summarize`:
 - ``std_us`` is the sample standard deviation (``ddof=1``; 0 for a single sample) and ``cv`` = std / mean
   (0 when the mean is 0): the coefficient of variation the run-to-run noise is judged by;
 - ``fps`` = 1e6 / mean: the throughput of one stream running back to back.
+
+:func:`drift` is how far the machine moved during the runs, in the order they were timed: the median of the
+second half over the median of the first half, minus 1 (0 with fewer than 4 runs). Noise that stays the same
+through a measurement leaves it near 0; a machine that slowed down or sped up between the halves (another
+tenant, a clock change) does not, and no statistic of those runs can then be steadier than that.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from typing import Final
 
 import numpy as np
 
-__all__ = ["PERCENTILE_METHOD", "LatencyStats", "summarize"]
+__all__ = ["DRIFT_WARNING", "PERCENTILE_METHOD", "LatencyStats", "drift", "summarize"]
 
 #: numpy's percentile method used for every percentile layerscope reports.
 PERCENTILE_METHOD: Final = "linear"
+#: A measurement whose run-to-run CV or drift exceeds this is reported as taken on an unsteady machine.
+DRIFT_WARNING: Final = 0.05
 
 
 @dataclass(frozen=True)
@@ -85,3 +92,14 @@ def summarize(samples_us: Sequence[float] | np.ndarray) -> LatencyStats:
         cv=std / mean if mean > 0 else 0.0,
         samples=int(values.size),
     )
+
+
+def drift(samples_us: Sequence[float] | np.ndarray) -> float:
+    """median(second half) / median(first half) - 1 of runs in the order they were timed (see the module
+    docstring); 0.0 with fewer than 4 runs or a first half whose median is 0."""
+    values = np.asarray(samples_us, dtype=np.float64)
+    if values.size < 4:
+        return 0.0
+    half = values.size // 2
+    first = float(np.median(values[:half]))
+    return float(np.median(values[values.size - half:])) / first - 1.0 if first > 0 else 0.0

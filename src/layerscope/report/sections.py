@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from layerscope.measure.stats import DRIFT_WARNING
 from layerscope.report.units import human_bytes, human_count, human_us
 
 Run = Mapping[str, Any]
@@ -415,6 +416,7 @@ def _instrument_section(run: Run) -> Section | None:
         ("mapped", f"{_pct(mapped)} of kernel time mapped to source layers" if mapped is not None else None),
         ("unmapped kernels", ", ".join(m.get("unmapped_kernels") or []) or ("none" if mapped is not None else None)),
         ("eliminated layers", ", ".join(m.get("eliminated_layers") or []) or None),
+        ("steadiness", steadiness_text(m["steadiness"]) if m.get("steadiness") else None),
     ])
 
 
@@ -744,3 +746,18 @@ def temporal(run: Run) -> Temporal | None:
         utilization=tuple((unit, tuple(values)) for unit, values in sorted((t.get("utilization") or {}).items())
                           if any(values)),
     )
+
+
+def steadiness_text(steadiness: Mapping[str, Any]) -> str:
+    """One line on how steady the machine was while it was measured (``measurement.steadiness``)."""
+    return (f"run-to-run CV {100 * steadiness['latency_cv']:.1f}%; median moved "
+            f"{100 * steadiness['latency_drift']:+.1f}% from the first to the second half of the runs "
+            f"({100 * steadiness['profiled_drift']:+.1f}% in the profiled runs)")
+
+
+def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
+    """The largest of the CV and the two drifts when it exceeds :data:`DRIFT_WARNING`, else ``None``."""
+    if not steadiness:
+        return None
+    worst = max(abs(float(steadiness.get(key, 0.0))) for key in ("latency_cv", "latency_drift", "profiled_drift"))
+    return worst if worst > DRIFT_WARNING else None

@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.report.sections import steadiness_text, unsteady
 from layerscope.report.units import human_bytes, human_count, human_us
 
 
@@ -145,6 +146,7 @@ def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
                     f"to source layers; unmapped: {', '.join(m['unmapped_kernels']) or 'none'}"),
         ("coverage", f"{100 * m['coverage']:.1f}% of each profiled run is inside kernels"),
         ("overhead", f"{100 * m['overhead']:+.1f}% run time with the profiler on (percentiles above are without it)"),
+        *([("steadiness", steadiness_text(m["steadiness"]))] if m.get("steadiness") else []),
         ("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}, "
                     f"intra-op threads {m['threads'] or 'default'}"),
         ("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} cores, "
@@ -160,4 +162,11 @@ def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
     parts: list[RenderableType] = [grid]
     if m.get("interrupted"):
         parts.append(Text("INTERRUPTED: fewer runs than asked were measured.", style="red"))
+    noise = unsteady(m.get("steadiness"))
+    if noise is not None:
+        parts.append(Text(f"UNSTEADY MACHINE: its speed moved {100 * noise:.0f}% during this measurement; differences "
+                          f"below that between this run and another are noise here (use a quiet machine, --threads "
+                          "1, more --runs, or compare in one process: layerscope stress / bisect pair their runs).",
+                          style="yellow"))
     return Group(*parts)
+
