@@ -19,6 +19,7 @@ from layerscope.errors import LayerscopeError
 #: command runs (or help lists them), so ``layerscope estimate`` does not pay for onnxruntime or Jinja.
 SUBCOMMANDS: dict[str, str] = {
     "advise": "layerscope.cli.advise",
+    "backends": "layerscope.cli.backends",
     "bench": "layerscope.cli.bench",
     "bisect": "layerscope.cli.bisect",
     "calibrate": "layerscope.cli.calibrate",

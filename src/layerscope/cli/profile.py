@@ -27,9 +27,9 @@ from layerscope.cli.outputs import write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
+from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import profile_model
-from layerscope.measure.session import SessionConfig, ort_provider
+from layerscope.measure.session import SessionConfig
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
 from layerscope.report.exec_trace import LEVELS, execution_trace
@@ -66,7 +66,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, html_out: Path | None,
             top: int, output_format: str, level: str, stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
-    ort_provider(provider)  # exit 3 before any work when the provider is missing
+    backend = get_backend("onnxruntime")
+    backend.check_provider(provider)  # exit 3 before any work when the provider is missing
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model, parse_shapes(shapes))
     feeds = make_inputs(graph, input_specs)
@@ -75,13 +76,13 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
     config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
     with phase_progress(_PHASES) as progress:
-        measurement = profile_model(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
-                                    progress=progress)
+        measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
+                                      progress=progress)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
     interrupted = measurement.interrupted
     if stress is not None and not interrupted:
         with stress_progress(_PHASES, stress.rounds) as progress_for:
-            experiment = paired_rounds(lambda stressed, i: profile_model(
+            experiment = paired_rounds(lambda stressed, i: backend.profile(
                 graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress_for(stressed, i)),
                 stress, interrupted=lambda m: m.interrupted)
         add_stress(run, experiment, lambda m: m.latency, model_threads=threads, layer_times=layer_medians)

@@ -1,0 +1,43 @@
+"""``layerscope backends``: the runtimes layerscope measures per layer with, what each can do here.
+
+For each backend (:mod:`layerscope.measure.backend`): its runtime version, the execution providers it knows
+and whether each is available in the installed build, its graph-optimization levels and its capabilities.
+``--json`` prints the same as JSON. Nothing is measured.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import click
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.measure.backend import BACKENDS, CAPABILITIES, BackendInfo, get_backend
+from layerscope.report.terminal import key_value_grid
+
+
+@click.command("backends")
+@click.option("--json", "as_json", is_flag=True, help="Print the backends as JSON.")
+def command(*, as_json: bool) -> None:
+    """List the measuring backends, their providers here and their capabilities."""
+    infos = [get_backend(name).info() for name in BACKENDS]
+    if as_json:
+        click.echo(json.dumps([asdict(info) for info in infos], indent=1))
+        return
+    Console().print(Group(*(backend_table(info) for info in infos)))
+
+
+def backend_table(info: BackendInfo) -> Table:
+    """One backend as a key/value grid: version, providers here and not, levels, capabilities."""
+    grid = key_value_grid()
+    grid.add_row("backend", Text(f"{info.name} {info.version or '(not installed)'}", style="bold"))
+    missing = [p for p in info.providers if p not in info.available_providers]
+    grid.add_row("providers", Text.assemble((", ".join(info.available_providers) or "none", "green"),
+                                            (f"   not in this build: {', '.join(missing)}" if missing else "", "dim")))
+    grid.add_row("opt levels", ", ".join(info.opt_levels))
+    for capability in info.capabilities:
+        grid.add_row(capability, CAPABILITIES[capability])
+    return grid
