@@ -4,7 +4,8 @@ These tests never skip: without ``/usr/bin/chromium`` or the ``playwright`` pack
 installs both. Each page is opened from a file with every network request refused and counted, so the report
 must work offline. Checked: no console errors or page errors, every tab draws, sorting and filtering work, a
 row click shows the layer, and a layer named ``<img src=x onerror=alert(1)>`` reads as text (no dialog fires,
-no element is made from it), in the table, the details and the chart tooltips.
+no element is made from it), in the table, the details and the chart tooltips. The Experiments tab (a run with
+bisect, comparison, pipeline and stress sections) shows its tables and links its layer names to their details.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 
-from layerscope.report.html import TABS, render_html
-from test_report_runs import ALL_RUNS, BARE_RUN, XSS, Runs, shared_runs
+from layerscope.report.html import TABS, render_html, tabs
+from test_report_runs import ALL_RUNS, BARE_RUN, XSS, Runs, shared_experiment_runs, shared_runs
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -175,3 +176,36 @@ def test_hostile_names_show_as_text(browser: Browser, pages: dict[str, Path]) ->
     assert page.evaluate("() => document.scripts.length") == 3  # the data, ECharts, the report's script
     page.close()
     assert watch.dialogs == [] and watch.errors == [] and watch.requests == []
+
+
+EXPERIMENT_TABLES = ("bisect-table", "comparison-metrics", "comparison-layers", "pipeline-breakdown",
+                     "pipeline-stages", "pipeline-top", "stress-rounds", "stress-layers")
+
+
+def test_experiments_tab_shows_its_tables(browser: Browser, pages: dict[str, Path],
+                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    run = shared_experiment_runs(tmp_path_factory).merged()  # bisect, comparison, pipeline and stress
+    path = tmp_path_factory.mktemp("browser-experiments") / "experiments.html"
+    path.write_text(render_html(run), encoding="utf-8")
+    page, watch = open_report(browser, path)
+    assert [tab for tab, _ in tabs(run)] == [tab for tab, _ in TABS] + ["experiments"]
+    assert page.locator("#panel-experiments").is_hidden()
+    show(page, "experiments")
+    assert page.inner_text("#tab-experiments") == "Experiments"
+    for table in EXPERIMENT_TABLES:
+        assert page.locator(f"#{table}").is_visible(), table
+        assert page.locator(f"#{table} tbody tr").count() >= 1, table
+    assert page.locator("#bisect-table tbody tr").count() == len(run["bisect"]["segments"])
+    assert page.locator("#bisect-table tbody tr").first.locator("td").nth(1).inner_text() == XSS  # text, not markup
+    page.locator("#stress-layers a.layer-link", has_text=XSS).click()  # a layer name opens its details
+    page.wait_for_selector("#panel-layers[data-rendered='1']", state="visible", timeout=10_000)
+    assert page.inner_text("#layer-detail h3") == XSS
+    for tab, _ in tabs(run):  # the other tabs still draw beside it
+        show(page, tab)
+        assert not page.locator(f"#panel-{tab} .error").count()
+    assert page.evaluate("() => document.querySelectorAll('img, iframe').length") == 0
+    page.close()
+    page, plain = open_report(browser, pages["estimate"], "experiments")  # no such tab here: the summary instead
+    assert page.locator("#panel-summary").is_visible() and not page.locator("#tab-experiments").count()
+    page.close()
+    assert watch.errors == [] and watch.dialogs == [] and watch.requests == [] and plain.errors == []

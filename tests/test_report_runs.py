@@ -9,22 +9,28 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
+import sys
 from dataclasses import dataclass
+from html import unescape
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pytest
+from markupsafe import escape
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.cli.main import main
 from layerscope.report.annotate import annotate_model
-from layerscope.report.html import render_html, report_data, script_json
+from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
 from layerscope.report.sections import (
     estimated_tracks,
+    experiments,
     findings,
     graph_layout,
     layer_rows,
@@ -34,6 +40,7 @@ from layerscope.report.sections import (
     summary_sections,
 )
 from layerscope.report.tables import CSV_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
+from layerscope.report.units import human_us
 from layerscope.run import load_run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
@@ -334,3 +341,342 @@ def test_a_bare_run_still_reports(tmp_path: Path) -> None:
     path = tmp_path / "bare.json"
     path.write_text(json.dumps(BARE_RUN), encoding="utf-8")
     assert main(["report", str(path), "--trace", str(tmp_path / "t.json"), "-o", str(tmp_path / "b.html")]) == 0
+
+
+# --------------------------------------------------------------------------------------------------- experiments
+#
+# The sections later commands add (bisect, compare --json, pipeline, --stress), made with the real commands on the
+# hostile model, then rendered: the Experiments tab must show their numbers as the terminal does and every name as
+# text.
+
+#: A stand-in for a board's perf tool (as in test_bisect_cli): its "latency" is the prefix model file's size
+#: (1 byte = 1 µs), so every segment's increment is known exactly.
+FAKE_DEVICE = r'''
+import os, sys
+print(f"average latency: {os.path.getsize(sys.argv[1]) / 1000:.3f} ms")
+'''
+#: A pipeline around the hostile model whose pre-processing trace point has a hostile name.
+PIPELINE_SCRIPT = f'''
+import layerscope
+
+
+def pipeline(model):
+    with layerscope.trace_point({XSS!r}):
+        feeds = {{name: array.copy() for name, array in model.example_inputs.items()}}
+    outputs = model.run(None, feeds)
+    with layerscope.trace_point("post"):
+        sum(float(o.sum()) for o in outputs)
+'''
+AFTER_LABEL = "<i>after</i>"
+
+
+def variant_model(path: Path) -> Path:
+    """The hostile model after a change: the Relu became a LeakyRelu (one layer removed, one added) and the TopK
+    was renamed (same op, shapes and weights: matched as renamed)."""
+    model = onnx.load_model(str(hostile_model(path)))
+    relu = next(n for n in model.graph.node if n.op_type == "Relu")
+    relu.op_type, relu.name = "LeakyRelu", "leaky"
+    relu.attribute.append(helper.make_attribute("alpha", 0.1))
+    next(n for n in model.graph.node if n.op_type == "TopK").name = "topk v2"
+    onnx.save_model(model, str(path))
+    return path
+
+
+def prefix_sizes(model: Path) -> list[int]:
+    """Bytes of each prefix model the bisect times (the Identity baseline first): the fake device's latencies."""
+    from layerscope.measure.cuts import CutPlanner
+    from layerscope.model import load_model
+
+    planner = CutPlanner.for_model(load_model(model))
+    return [len(planner.prefix_model(k).SerializeToString(deterministic=True)) for k in range(planner.layer_count + 1)]
+
+
+@dataclass(frozen=True)
+class ExperimentRuns:
+    """Run files with the experiment sections, all of the hostile model (``compared``: of its variant)."""
+
+    bisect: Path  # the fake device, one segment per layer: increments known exactly
+    validated: Path  # ONNX Runtime with --validate against the kernel profile
+    compared: Path  # compare profile.json variant.json --json: comparison and (from profile --stress) stress
+    pipeline: Path
+    sizes: tuple[int, ...]
+
+    def load(self, name: str) -> dict[str, Any]:
+        return load_run(getattr(self, name))
+
+    def merged(self) -> dict[str, Any]:
+        """One run holding all four sections: ``compared`` with ``bisect`` (validated) and ``pipeline`` added from
+        the other runs of the same model, for one page that shows everything."""
+        run = self.load("compared")
+        run["bisect"] = self.load("validated")["bisect"]
+        run["pipeline"] = self.load("pipeline")["pipeline"]
+        return run
+
+
+def make_experiment_runs(folder: Path, runs: Runs) -> ExperimentRuns:
+    """Make the experiment runs in ``folder`` through the CLI, as a user would (tiny rounds and runs)."""
+    out = ExperimentRuns(folder / "bisect.json", folder / "validated.json", folder / "compared.json",
+                         folder / "pipeline.json", tuple(prefix_sizes(runs.model)))
+    device = folder / "fake_device.py"
+    device.write_text(FAKE_DEVICE, encoding="utf-8")
+    script = folder / "hostile_pipeline.py"
+    script.write_text(PIPELINE_SCRIPT, encoding="utf-8")
+    variant, variant_run = variant_model(folder / "variant.onnx"), folder / "variant.json"
+    common = ["-t", "rdk-s100", "--threads", "1"]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LAYERSCOPE_CACHE_DIR", str(folder / "cache"))
+        assert main(["bisect", str(runs.model), "-t", "rdk-s100", "--run-cmd", f"{sys.executable} {device} {{model}}",
+                     "--latency-regex", r"latency: ([0-9.]+) ms", "--granularity", "layer", "--repeats", "2",
+                     "--no-cache", "-o", str(out.bisect)]) == 0
+        assert main(["bisect", str(runs.model), *common, "--granularity", "layer", "--repeats", "3", "--pilot", "1",
+                     "--validate", "--validate-runs", "3", "--no-cache", "-o", str(out.validated)]) == 0
+        assert main(["profile", str(variant), *common, "--runs", "3", "--warmup", "1", "--top", "0",
+                     "--stress", "memory", "-o", str(variant_run)]) == 0
+        assert main(["compare", str(runs.profile), str(variant_run), "--labels", f"before,{AFTER_LABEL}",
+                     "--json", str(out.compared)]) == 0
+        assert main(["pipeline", f"{script}:pipeline", "--model", str(runs.model), *common, "--runs", "3",
+                     "--warmup", "1", "--top", "0", "-o", str(out.pipeline)]) == 0
+    return out
+
+
+_EXPERIMENTS: dict[Path, ExperimentRuns] = {}
+
+
+def shared_experiment_runs(tmp_path_factory: pytest.TempPathFactory) -> ExperimentRuns:
+    """The experiment runs, made once per test session (read, never changed, by the tests)."""
+    key = tmp_path_factory.getbasetemp()
+    if key not in _EXPERIMENTS:
+        _EXPERIMENTS[key] = make_experiment_runs(tmp_path_factory.mktemp("experiment-runs"),
+                                                 shared_runs(tmp_path_factory))
+    return _EXPERIMENTS[key]
+
+
+@pytest.fixture(scope="module")
+def exp_runs(tmp_path_factory: pytest.TempPathFactory) -> ExperimentRuns:
+    return shared_experiment_runs(tmp_path_factory)
+
+
+class _Tables(HTMLParser):
+    """Every ``<table id=...>``: its rows of (cell text, cell class), entities decoded (what a reader sees), and
+    each row's class."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: dict[str, list[list[tuple[str, str]]]] = {}
+        self.row_classes: dict[str, list[str]] = {}
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+        self._cell_class = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "table" and a.get("id"):
+            self._table = a["id"]
+            self.tables[self._table], self.row_classes[self._table] = [], []
+        elif self._table and tag == "tr":
+            self.tables[self._table].append([])
+            self.row_classes[self._table].append(a.get("class") or "")
+        elif self._table and tag in ("td", "th"):
+            self._cell, self._cell_class = [], a.get("class") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table":
+            self._table = None
+        elif self._table and tag in ("td", "th") and self._cell is not None:
+            text = " ".join("".join(self._cell).split())
+            self.tables[self._table][-1].append((text, self._cell_class))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def tables(html: str) -> dict[str, list[list[tuple[str, str]]]]:
+    """``{table id: rows (header row first) of (cell text, cell class)}``."""
+    parser = _Tables()
+    parser.feed(html)
+    return parser.tables
+
+
+def row_classes(html: str, table_id: str) -> list[str]:
+    """The class of each body row of the table ``table_id``."""
+    parser = _Tables()
+    parser.feed(html)
+    return parser.row_classes[table_id][1:]
+
+
+def key_values(html: str, section_id: str) -> list[tuple[str, str]]:
+    """The label / value rows of the key-value tables in the experiment ``section_id`` (text, entities decoded)."""
+    part = html[html.index(f'id="{section_id}"'):]
+    end = part.find('id="exp-', 1)
+    pairs = re.findall(r'<tr><th scope="row">(.*?)</th><td>(.*?)</td></tr>', part[:end if end > 0 else len(part)],
+                       flags=re.S)
+    return [(unescape(k), unescape(v)) for k, v in pairs]
+
+
+def texts(rows: list[list[tuple[str, str]]]) -> list[list[str]]:
+    return [[text for text, _ in row] for row in rows]
+
+
+def assert_escaped(html: str) -> None:
+    assert XSS not in html and "</script><script>alert" not in html and "<i>after</i>" not in html
+    assert html.count("<script") == 3  # no script of its own: the tab is markup only
+
+
+def test_runs_without_experiments_have_no_experiments_tab(runs: Runs) -> None:
+    for name in ALL_RUNS:
+        run = runs.load(name)
+        assert not experiments(run) and tabs(run) == TABS
+        html = render_html(run)
+        assert 'id="tab-experiments"' not in html and 'id="panel-experiments"' not in html
+    assert 'id="tab-experiments"' not in render_html(BARE_RUN)
+
+
+def test_sections_from_older_or_partial_runs_render() -> None:
+    partial = dict(BARE_RUN, bisect={"segments": [{"index": 0, "increment_us": 5.0}, {}]},
+                   comparison={"metrics": [{"name": "latency P50", "unit": "us", "before": 0, "after": 2.0}],
+                               "layers": [{"after_id": "a"}]},
+                   pipeline={"stages": [{"name": "x", "parent": "x"}]}, stress={"rounds": [{"baseline": {}}]})
+    view = experiments(partial)
+    assert view.names == ("bisect", "comparison", "pipeline", "stress")
+    assert view.bisect is not None and view.bisect.segments[0].share == pytest.approx(1.0)
+    assert view.comparison is not None and view.comparison.metrics[0].change_text == "+2"
+    html = render_html(partial)
+    assert 'id="tab-experiments"' in html and tabs(partial)[-1] == EXPERIMENTS_TAB
+    for broken in ({"bisect": None}, {"bisect": []}, {"comparison": "x"}, {"stress": {"rounds": None}}):
+        render_html(dict(BARE_RUN, **broken))
+
+
+def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> None:
+    run = exp_runs.load("bisect")
+    section, sizes = run["bisect"], exp_runs.sizes
+    increments = [b - a for a, b in itertools.pairwise(sizes)]
+    assert [s["increment_us"] for s in section["segments"]] == increments
+    html = render_html(run)
+    assert_escaped(html)
+    assert 'id="tab-experiments"' in html and "This run also holds bisect" in html
+    header, *rows = texts(tables(html)["bisect-table"])
+    assert header[:5] == ["#", "layers", "n", "est. µs", "increment µs"] and "profile µs" not in header
+    assert [row[1] for row in rows] == [layer["id"] for layer in run["layers"]]  # the hostile names, as text
+    total = sum(increments)
+    for row, increment in zip(rows, increments, strict=True):  # by hand: size difference of the prefixes
+        assert row[4] == f"{increment:.1f}" == row[5] == row[6]  # a noiseless device: the interval is a point
+        assert row[7] == f"{100 * increment / total:.1f}%" and row[8] == ""
+    assert rows[0][4] == f"{sizes[1] - sizes[0]}.0"
+    context = dict(key_values(html, "exp-bisect"))
+    assert context["baseline"].startswith(human_us(sizes[0]))
+    assert context["sum"].startswith(f"{human_us(total)} = 100.0% of whole - baseline")
+    assert context["plan"].startswith("5 layers: 6 prefixes x 2 rounds")
+    assert "Validation" not in html
+
+
+def test_bisect_validation_flags_large_segments_off_the_profile(exp_runs: ExperimentRuns) -> None:
+    run = exp_runs.load("validated")
+    section = run["bisect"]
+    html = render_html(run)
+    assert_escaped(html)
+    header, *rows = tables(html)["bisect-table"]
+    assert [text for text, _ in header][-2:] == ["profile µs", "error"]
+    for row, seg in zip(rows, section["segments"], strict=True):
+        error_text, error_class = row[-1]
+        assert row[-2][0] == f"{seg['profile_us']:.1f}" and row[4][0] == f"{seg['increment_us']:.1f}"
+        assert error_text == (f"{100 * seg['error']:+.1f}%" if seg["error"] is not None else "-")
+        off = seg["share"] >= 0.05 and (seg["error"] is None or abs(seg["error"]) > 0.15)
+        assert ("flag" in error_class) == off
+        note = row[8][0]
+        assert ("negative" in note) == seg["negative"] and ("not significant" in note) == (not seg["significant"])
+    validation = dict(key_values(html, "exp-bisect"))
+    total = section["validation"]["sum_vs_profile_latency"]
+    assert validation["sum vs profile"].startswith(f"{100 * total:+.1f}%")
+    assert "minimum over 3 profiled runs" in validation["reference"]
+
+
+def test_comparison_shows_metrics_layers_and_renames(exp_runs: ExperimentRuns) -> None:
+    run = exp_runs.load("compared")
+    section = run["comparison"]
+    html = render_html(run)
+    assert_escaped(html)
+    assert "&lt;i&gt;after&lt;/i&gt;" in html  # the label, escaped
+    found = tables(html)
+    header, *metrics = texts(found["comparison-metrics"])
+    assert header == ["metric", "before", AFTER_LABEL, "change", "source"]
+    assert [m[0] for m in metrics] == [m["name"] for m in section["metrics"]]
+    p50 = next(m for m in section["metrics"] if m["name"] == "latency P50")
+    row = next(r for r in found["comparison-metrics"] if r[0][0] == "latency P50")
+    assert row[1][0] == human_us(p50["before"]) and row[2][0] == human_us(p50["after"])
+    assert row[3][0] == f"{100 * p50['change']:+.1f}%"
+    assert ("better" in row[3][1]) == (p50["change"] < 0) and ("worse" in row[3][1]) == (p50["change"] > 0)
+    fps = next(r for r in found["comparison-metrics"] if r[0][0] == "FPS")  # higher is better
+    fps_change = next(m for m in section["metrics"] if m["name"] == "FPS")["change"]
+    assert ("better" in fps[3][1]) == (fps_change > 0)
+    _, *layers = texts(found["comparison-layers"])
+    ranked = sorted(section["layers"], key=lambda d: -abs(d["delta_us"]))
+    assert len(layers) == min(30, len(ranked)) and layers[0][5] == f"{ranked[0]['delta_us']:+.1f}"
+    assert {r[1] for r in layers} >= {XSS, "topk → topk v2"}
+    lists = dict(re.findall(r'data-list="(\w+)"><b>\w+ \((\d+)\)</b>', html))
+    assert lists == {"renamed": "1", "added": "1", "removed": "1"}
+    assert "<code>leaky (LeakyRelu)</code>" in html
+    assert f"<code>{escape(SCRIPT)} (Relu)</code>" in html and SCRIPT not in html  # removed: a hostile name
+
+
+def test_pipeline_shows_the_breakdown_and_stages(exp_runs: ExperimentRuns) -> None:
+    run = exp_runs.load("pipeline")
+    section = run["pipeline"]
+    html = render_html(run)
+    assert_escaped(html)
+    found = tables(html)
+    b = section["breakdown"]
+    _, *parts = texts(found["pipeline-breakdown"])
+    assert parts == [[label, f"{b[key]:.1f}", f"{100 * b[key] / b['end_to_end_us']:.1f}%"]
+                     for label, key in (("pre", "pre_us"), ("model", "model_us"), ("post", "post_us"),
+                                        ("other", "other_us"))]
+    _, *stages = texts(found["pipeline-stages"])
+    e2e = section["end_to_end"]["median_us"]
+    by_name = {s["name"]: s for s in section["stages"]}
+    assert {row[0] for row in stages} == {"model", "post", XSS}
+    for row in stages:
+        stage = by_name[row[0]]
+        assert row[1:] == [stage["kind"], f"{stage['calls_per_run']:g}", f"{stage['stats']['median_us']:.1f}",
+                           f"{stage['stats']['p90_us']:.1f}", f"{stage['self']['median_us']:.1f}",
+                           f"{100 * stage['stats']['median_us'] / e2e:.1f}%"]
+    assert by_name[XSS]["kind"] == "pre" and "pipeline-top" in found
+
+
+def test_stress_shows_the_change_and_marks_sensitive_layers(exp_runs: ExperimentRuns) -> None:
+    run = exp_runs.load("compared")
+    stress = run["stress"]
+    html = render_html(run)
+    change = re.search(r'id="stress-change">([^<]*)<', html)
+    assert change is not None and change.group(1) == f"{100 * (stress['latency_ratio_p50'] - 1):+.1f}%"
+    found = tables(html)
+    _, *rounds = texts(found["stress-rounds"])
+    assert [r[3] for r in rounds] == [f"{100 * (r['ratio_p50'] - 1):+.1f}%" for r in stress["rounds"]]
+    assert [r[1] for r in rounds] == [f"{r['baseline']['median_us']:.1f}" for r in stress["rounds"]]
+    layers = {layer["id"]: layer["measured"] for layer in run["layers"] if "stress_ratio" in layer["measured"]}
+    total = sum(m["stress_baseline_us"] for m in layers.values())
+    large = {lid for lid, m in layers.items() if m["stress_baseline_us"] >= 0.005 * total}  # as the terminal
+    _, *rows = found["stress-layers"]
+    assert large and {row[1][0] for row in rows} == large
+    classes = row_classes(html, "stress-layers")
+    ratios = [float(row[6][0]) for row in rows]
+    assert ratios == sorted(ratios, reverse=True)
+    for row, row_class in zip(rows, classes, strict=True):
+        measured = layers[row[1][0]]
+        assert row[3][0] == f"{measured['stress_baseline_us']:.1f}" and row[6][0] == f"{measured['stress_ratio']:.2f}"
+        assert row[5][0] == f"{100 * (measured['stress_ratio'] - 1):+.1f}%"
+        assert (row_class == "sensitive") == measured["memory_sensitive"] == (row[8][0] == "memory-sensitive")
+    assert XSS in layers and XSS not in html
+
+
+def test_one_page_with_every_experiment(exp_runs: ExperimentRuns, tmp_path: Path) -> None:
+    run = exp_runs.merged()
+    assert experiments(run).names == ("bisect", "comparison", "pipeline", "stress")
+    html = render_html(run)
+    assert_escaped(html)
+    assert {"bisect-table", "comparison-metrics", "comparison-layers", "pipeline-breakdown", "pipeline-stages",
+            "stress-rounds", "stress-layers"} <= set(tables(html))
+    path = tmp_path / "merged.json"
+    path.write_text(json.dumps(run), encoding="utf-8")
+    assert main(["report", str(path), "-o", str(tmp_path / "merged.html")]) == 0
+    assert (tmp_path / "merged.html").read_text(encoding="utf-8") == html

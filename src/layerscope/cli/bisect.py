@@ -57,19 +57,14 @@ from layerscope.measure.differential import (
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement, profile_model
 from layerscope.measure.session import SessionConfig, ort_provider
-from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.report.sections import BisectView, bisect_view
 from layerscope.report.terminal import key_value_grid
-from layerscope.report.units import human_us
 from layerscope.run import run_from_estimate, save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
 
-#: Segments holding at least this share of the time are the ones the validation judges.
-LARGE_SHARE = 0.05
-#: Validation goal for those segments: |bisect - profile| / profile.
-GOAL_ERROR = 0.15
 #: The validation's profile is taken in this many parts between the bisect's rounds.
 VALIDATION_PROFILES = 5
 
@@ -270,122 +265,63 @@ class _Validation:
 
 # ----------------------------------------------------------------------------- rendering (pure)
 def bisect_report(run: Mapping[str, Any]) -> RenderableType:
-    """The segment table and the context lines of a bisect run file (a pure function of the saved run)."""
-    return Group(segment_table(run), Text(""), bisect_context(run))
+    """The segment table and the context lines of a bisect run file (a pure function of the saved run; the
+    data is :func:`layerscope.report.sections.bisect_view`'s, which the HTML report shows too)."""
+    view = bisect_view(run)
+    assert view is not None, "bisect_report needs a run with a bisect section"
+    return Group(segment_table(view), Text(""), bisect_context(run, view))
 
 
-def segment_table(run: Mapping[str, Any]) -> Table:
+def segment_table(view: BisectView) -> Table:
     """One row per segment: its layers, estimate, increment with interval, share, and what to make of it."""
-    section = run["bisect"]
-    level = round(100 * section["bootstrap"]["confidence"])
-    table = Table(title=f"{len(section['segments'])} segments by differential timing, {section['repeats']} rounds "
-                        f"({section['statistic']})",
-                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
+                  pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("layers", overflow="fold", min_width=16)
     table.add_column("n", justify="right", no_wrap=True)
-    for header in ("est. µs", "bisect µs", f"{level}% CI µs", "share"):
+    for header in ("est. µs", "bisect µs", f"{view.confidence_pct}% CI µs", "share"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
-    total = section["sum_segments_us"] or 1.0
-    for seg in section["segments"]:
-        span = seg["first_layer"] if len(seg["layers"]) == 1 else f"{seg['first_layer']} … {seg['last_layer']}"
-        table.add_row(str(seg["index"]), Text(span), str(len(seg["layers"])), f"{seg['est_us']:.1f}",
-                      f"{seg['increment_us']:.1f}", f"[{seg['ci_low_us']:.1f}, {seg['ci_high_us']:.1f}]",
-                      f"{100 * seg['increment_us'] / total:.1f}%", _note(seg))
+    for seg in view.segments:
+        span = seg.first_layer if seg.layer_count == 1 else f"{seg.first_layer} … {seg.last_layer}"
+        table.add_row(str(seg.index), Text(span), str(seg.layer_count), _num(seg.est_us), _num(seg.increment_us),
+                      f"[{_num(seg.ci_low_us)}, {_num(seg.ci_high_us)}]",
+                      f"{100 * seg.share:.1f}%" if seg.share is not None else "-",
+                      Text(seg.note, style="yellow") if seg.note else Text(""))
     return table
 
 
-def _note(seg: Mapping[str, Any]) -> Text:
-    if seg["negative"]:
-        return Text("negative" + ("" if seg["significant"] else ", not significant"), style="yellow")
-    if not seg["significant"]:
-        return Text("not significant", style="yellow")
-    return Text("")
+def _num(value: float | None) -> str:
+    return f"{value:.1f}" if value is not None else "-"
 
 
-def _runner_text(runner: Mapping[str, Any]) -> str:
-    if runner.get("runner") == "onnxruntime":
-        threads = runner["threads"] or "default"
-        visit = "1 run" if runner["runs_per_visit"] == 1 else f"best of {runner['runs_per_visit']} runs"
-        return (f"onnxruntime {runner['version']} {runner['provider']}, threads {threads}, "
-                f"opt {runner['opt_level']}, {runner.get('clock', 'wall')} clock, {visit} per visit")
-    return "device command"
-
-
-def bisect_context(run: Mapping[str, Any]) -> Table:
+def bisect_context(run: Mapping[str, Any], view: BisectView) -> Table:
     """Model, runner, plan, cache, whole-model time and how the segments add up to it."""
-    section = run["bisect"]
     grid = key_value_grid()
     model = run["model"]
     grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
-    runner = section["runner"]
-    if runner.get("runner") != "onnxruntime":
-        grid.add_row("runner", Text(f"{runner['run_cmd']}  [{runner['latency']}]"))
-        if runner.get("compile_cmd"):
-            grid.add_row("compile", Text(runner["compile_cmd"]))
-    else:
-        grid.add_row("runner", _runner_text(runner))
-    prefixes = len(section["prefixes"])
-    refined = f", refined in {section['refinements']} step(s)" if section["refinements"] else ""
-    grid.add_row("plan", f"{len(section['segments'])} {section['granularity']}s{refined}: {prefixes} prefixes x "
-                         f"{section['repeats']} rounds + {section['pilot_runs']} pilot runs = {section['runs']} runs "
-                         f"(budget {section['budget_runs']})")
-    cache = section["cache"]
-    where = cache["dir"] or "off (--no-cache)"
-    grid.add_row("cache", Text(f"{cache['misses']} runs measured now, {cache['hits']} reused; {where}"))
-    whole = summarize(section["prefixes"][-1]["samples_us"])
-    grid.add_row("whole model", f"{human_us(section['full_us'])} ({section['statistic']} of the last prefix, the model "
-                                f"itself; run-to-run CV {100 * whole.cv:.1f}%, min {human_us(whole.min_us)})")
-    if section["baseline_us"] is not None:
-        grid.add_row("baseline", f"{human_us(section['baseline_us'])} (Identity-only model: the fixed cost per call)")
-    reference = section["full_us"] - (section["baseline_us"] or 0.0)
-    if section["statistic"] == "min":  # differences of minima telescope: the sum is the whole by construction
-        ratio = " = whole - baseline (differences of minima add up exactly)"
-    else:
-        ratio = f" = {100 * section['sum_segments_us'] / reference:.1f}% of whole - baseline" if reference > 0 else ""
-    level = round(100 * section["bootstrap"]["confidence"])
-    grid.add_row("sum", f"{human_us(section['sum_segments_us'])}{ratio}  ({level}% CI "
-                        f"{human_us(section['sum_ci_low_us'])} - {human_us(section['sum_ci_high_us'])})")
-    flagged = sum(1 for s in section["segments"] if s["negative"] or not s["significant"])
-    if flagged:
-        grid.add_row("noise", f"{flagged} segment(s) negative or not significant: add --repeats, or merge them "
-                              "(fewer --segments)")
-    grid.add_row("MEASURED", "differences of whole-prefix timings: a segment's time includes what its cut changes "
-                             "(extra outputs written back, fusions across the cut)")
+    for row in view.context:
+        grid.add_row(row.label, Text(row.value))
     return grid
 
 
 def validation_report(run: Mapping[str, Any]) -> RenderableType:
-    """The validation table (segment, layers, bisect ± CI, profile, error) and its verdict."""
-    section = run["bisect"]
-    validation = section["validation"]
-    stat = "minimum" if section["statistic"] == "min" else "median"
-    table = Table(title=f"Validation against `layerscope profile` ({stat} over {validation['runs']} profiled runs, "
-                        f"taken in {validation.get('profiles', 1)} parts between the rounds, of each segment's "
-                        "kernel time in a run)",
-                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
+    """The validation table (segment, layers, bisect ± CI, profile, error) and its verdict lines."""
+    view = bisect_view(run)
+    assert view is not None and view.validated, "validation_report needs a validated bisect run"
+    table = Table(title="Validation against `layerscope profile`", title_justify="left", box=box.SIMPLE_HEAD,
+                  padding=(0, 1), collapse_padding=True, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("layers", overflow="fold", min_width=16)
     for header in ("bisect µs", "CI µs", "profile µs", "error", "share"):
         table.add_column(header, justify="right", no_wrap=True)
-    large = []
-    for seg in section["segments"]:
-        error = seg.get("error")
-        share = seg.get("share", 0.0)
-        if share >= LARGE_SHARE and error is not None:
-            large.append(abs(error))
-        style = "red" if share >= LARGE_SHARE and (error is None or abs(error) > GOAL_ERROR) else ""
-        span = f"{seg['start']}-{seg['end'] - 1}" if seg["end"] - seg["start"] > 1 else str(seg["start"])
-        table.add_row(str(seg["index"]), span, f"{seg['increment_us']:.1f}",
-                      f"[{seg['ci_low_us']:.1f}, {seg['ci_high_us']:.1f}]", f"{seg['profile_us']:.1f}",
-                      Text(f"{100 * error:+.1f}%" if error is not None else "-", style=style), f"{100 * share:.1f}%")
-    within = sum(1 for e in large if e <= GOAL_ERROR)
-    worst = f"; worst {100 * max(large):.1f}%" if large else ""
-    total = validation["sum_vs_profile_latency"]
-    whole = validation.get("profile_latency_us", validation["profile_latency_p50_us"])
-    verdict = Text(f"segments >= {100 * LARGE_SHARE:.0f}% of the time: {within} of {len(large)} within "
-                   f"{100 * GOAL_ERROR:.0f}% of the profile{worst}. Sum of segments + baseline vs the whole model "
-                   f"timed apart ({stat} of the profile's uninstrumented runs, {human_us(whole)}): "
-                   + (f"{100 * total:+.1f}%" if total is not None else "-"))
-    return Group(table, verdict)
+    for seg in view.segments:
+        error = f"{100 * seg.error:+.1f}%" if seg.error is not None else "-"
+        table.add_row(str(seg.index), seg.layer_span, _num(seg.increment_us),
+                      f"[{_num(seg.ci_low_us)}, {_num(seg.ci_high_us)}]", _num(seg.profile_us),
+                      Text(error, style="red" if seg.flagged else ""),
+                      f"{100 * seg.share:.1f}%" if seg.share is not None else "-")
+    grid = key_value_grid()
+    for row in view.validation:
+        grid.add_row(row.label, Text(row.value))
+    return Group(table, grid)

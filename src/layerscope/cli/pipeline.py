@@ -40,12 +40,11 @@ from layerscope.cli.progress import PhaseUpdate, phase_progress
 from layerscope.errors import InputError
 from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP, StressSpec, parse_stress
+from layerscope.report.sections import STRESS_ROUND_SPREAD
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_us
 from layerscope.run import save_run
 
-#: Per-round end-to-end changes further apart than this (ratio points) get a note: the machine's load moved.
-ROUND_SPREAD_WARNING = 0.10
 _PHASES = {"warmup": "warm-up", "timed": "pipeline runs", "warmup-profiled": "warm-up (profiler on)",
            "profiled": "pipeline runs (profiler on)"}
 
@@ -370,7 +369,7 @@ def _stress_context(stress: Mapping[str, Any]) -> Table:
             + ("no layer is marked memory-sensitive" if every else "the layer verdict uses the other rounds"),
             style="red"))
     low, high = stress["latency_ratio_p50_range"]
-    if high - low > ROUND_SPREAD_WARNING:
+    if high - low > STRESS_ROUND_SPREAD:
         grid.add_row("NOTE", Text(f"the rounds disagree by {100 * (high - low):.0f} points: the machine's load "
                                   "changed during the experiment; read the median with that spread, or rerun on "
                                   "a quiet machine", style="yellow"))

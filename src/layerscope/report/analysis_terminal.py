@@ -12,11 +12,12 @@ from rich.text import Text
 
 from layerscope.analysis.advise import AdviceReport
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
-from layerscope.analysis.compare import Comparison, MetricDelta
+from layerscope.analysis.compare import Comparison
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.analysis.reconcile import KSpread, Reconciliation
+from layerscope.report.sections import change_text, format_metric
 from layerscope.report.terminal import key_value_grid
-from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.report.units import human_us
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -216,38 +217,6 @@ def lint_report(path: str, findings: Sequence[Finding]) -> RenderableType:
 
 
 # -------------------------------------------------------------------------------------------------- compare
-def format_metric(m: MetricDelta, value: float | None) -> str:
-    """A metric value in its unit, human-readable."""
-    if value is None:
-        return "-"
-    if m.unit == "us":
-        return human_us(value)
-    if m.unit == "bytes":
-        return human_bytes(value)
-    if m.unit == "fraction":
-        return f"{100 * value:.1f}%"
-    if m.unit == "fps":
-        return f"{value:.1f}"
-    if m.name == "MACs":
-        return human_count(value)
-    return f"{value:.0f}"
-
-
-def change_text(m: MetricDelta) -> tuple[str, str]:
-    """The relative change and whether it is an improvement (``"better"``, ``"worse"``, ``""``)."""
-    change = m.change
-    if change is None:
-        if m.before is not None and m.after is not None and m.before == m.after:
-            return "0", ""
-        if m.before == 0 and m.after is not None:
-            return f"{m.after - m.before:+.0f}", "worse" if (m.after > 0) == (m.better == "lower") else "better"
-        return "-", ""
-    if abs(change) < 1e-9:
-        return "0.0%", ""
-    improved = (change < 0) == (m.better == "lower")
-    return f"{100 * change:+.1f}%", "better" if improved else "worse"
-
-
 def compare_report(cmp: Comparison, top: int = 10) -> RenderableType:
     """The before/after table, then the largest per-layer changes and the renamed, added and removed layers."""
     table = _table(f"{cmp.before_label} -> {cmp.after_label}")

@@ -3,7 +3,9 @@
 :func:`render_html` is a pure function of the run (the same run gives the same bytes). Contract:
 
 - tabs Summary, Layer Details, Timeline, Temporal Statistics, Charts and Graph; each says what the run lacks
-  for it instead of failing (:func:`layerscope.report.sections.missing_notes`);
+  for it instead of failing (:func:`layerscope.report.sections.missing_notes`); an Experiments tab only when the
+  run holds a section a later command added (``bisect``, ``comparison``, ``pipeline``, ``stress``:
+  :func:`layerscope.report.sections.experiments`), drawn in the markup (static tables, no script);
 - Jinja2 templates with inheritance (``templates/base.html`` <- ``templates/report.html``), autoescaped: every
   string from the model or a vendor's file is escaped in the markup;
 - the data the page's script draws from is one ``<script type="application/json">`` whose ``<``, ``>`` and
@@ -28,10 +30,13 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from layerscope.report.sections import (
+    BISECT_GOAL_ERROR,
+    BISECT_LARGE_SHARE,
     LayerRow,
     Run,
     Tracks,
     estimated_tracks,
+    experiments,
     findings,
     graph_layout,
     headline,
@@ -45,6 +50,7 @@ from layerscope.report.sections import (
     temporal,
     top_layers,
 )
+from layerscope.report.units import human_us
 
 #: The tabs in order: id and title.
 TABS: tuple[tuple[str, str], ...] = (
@@ -55,6 +61,10 @@ TABS: tuple[tuple[str, str], ...] = (
     ("charts", "Charts"),
     ("graph", "Graph"),
 )
+#: The tab of the sections later commands add (bisect, comparison, pipeline, stress), after :data:`TABS`, only in
+#: a run that holds at least one: one tab rather than four, so that the tab bar stays the same from run to run and
+#: the few tables a run holds read together (a compared run may also hold a bisect or a stress test).
+EXPERIMENTS_TAB: tuple[str, str] = ("experiments", "Experiments")
 
 #: Columns of the layer table's data rows (the script names them the same way).
 LAYER_COLUMNS: tuple[str, ...] = ("index", "id", "op", "shapes", "macs", "est", "meas", "ratio", "share", "bound",
@@ -73,7 +83,46 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("layerscope.report", "templates"), autoescape=True,
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["with_code"] = with_code
+    env.filters.update(NUMBER_FILTERS)
     return env
+
+
+def _fixed(digits: int, *, signed: bool = False, scale: float = 1.0, suffix: str = "") -> Any:
+    sign = "+" if signed else ""
+
+    def fmt(value: Any) -> str:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return "-"
+        return f"{scale * value:{sign}.{digits}f}{suffix}"
+
+    return fmt
+
+
+def _human_us(value: Any) -> str:
+    return human_us(value) if isinstance(value, int | float) and not isinstance(value, bool) else "-"
+
+
+def _general(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
+
+
+def _change(ratio: Any) -> str:
+    """A ratio as a signed change: ``1.25`` -> ``"+25.0%"``."""
+    return _fixed(1, signed=True, scale=100, suffix="%")(ratio - 1 if isinstance(ratio, int | float) else None)
+
+
+def _width(share: Any) -> str:
+    """A share as a CSS percentage in 0..100 (a number only, safe in a style attribute)."""
+    value = share if isinstance(share, int | float) else 0.0
+    return f"{100 * min(1.0, max(0.0, value)):.2f}"
+
+
+#: Number formats the templates use (``None`` reads ``-``): µs and ratios to 1 or 2 decimals, shares in percent.
+NUMBER_FILTERS: dict[str, Any] = {
+    "f1": _fixed(1), "f2": _fixed(2), "sf1": _fixed(1, signed=True), "pct": _fixed(1, scale=100, suffix="%"),
+    "pct0": _fixed(0, scale=100, suffix="%"), "spct": _fixed(1, signed=True, scale=100, suffix="%"),
+    "hus": _human_us, "g": _general, "change": _change, "width": _width,
+}
 
 
 @lru_cache(maxsize=1)
@@ -167,17 +216,26 @@ def report_data(run: Run) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------- page
 
 
+def tabs(run: Run) -> tuple[tuple[str, str], ...]:
+    """The page's tabs: :data:`TABS`, and :data:`EXPERIMENTS_TAB` when the run holds an experiment."""
+    return (*TABS, EXPERIMENTS_TAB) if experiments(run) else TABS
+
+
 def _context(run: Run) -> dict[str, Any]:
     model: Mapping[str, Any] = run.get("model") or {}
     echarts, script = _scripts()
     data = report_data(run)
+    exp = experiments(run)
     return {
         "title": f"layerscope report: {model.get('name') or 'model'}",
         "model_name": str(model.get("name") or "model"),
         "target_name": (run.get("target") or {}).get("name"),
         "tool_text": " ".join(str(v) for v in ((run.get("tool") or {}).get("name", "layerscope"),
                                                (run.get("tool") or {}).get("version")) if v),
-        "tabs": TABS,
+        "tabs": tabs(run),
+        "exp": exp,
+        "bisect_large_share": BISECT_LARGE_SHARE,
+        "bisect_goal_error": BISECT_GOAL_ERROR,
         "metrics": headline(run),
         "sections": summary_sections(run),
         "findings": findings(run, 10),
@@ -192,6 +250,7 @@ def _context(run: Run) -> dict[str, Any]:
             "temporal": data["temporal"] is not None,
             "estimate": any(row[5] is not None for row in data["layers"]["rows"]),
             "measured": any(row[6] is not None for row in data["layers"]["rows"]),
+            "experiments": bool(exp),
         },
         "basis": data["basis"],
         "top_n": TOP_N,

@@ -16,10 +16,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from layerscope.measure.stats import DRIFT_WARNING
+from layerscope.measure.stats import DRIFT_WARNING, summarize
+from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP
 from layerscope.report.units import human_bytes, human_count, human_us
+
+if TYPE_CHECKING:  # imported where used: the analysis package pulls in the target profiles
+    from layerscope.analysis.compare import MetricDelta
 
 Run = Mapping[str, Any]
 
@@ -761,3 +765,654 @@ def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
         return None
     worst = max(abs(float(steadiness.get(key, 0.0))) for key in ("latency_cv", "latency_drift", "profiled_drift"))
     return worst if worst > DRIFT_WARNING else None
+
+
+# --------------------------------------------------------------------------------------------------- experiments
+#
+# The sections later commands add to a run (``bisect``, ``comparison``, ``pipeline``, ``stress``), as the HTML
+# report's Experiments tab shows them. Each builder returns ``None`` when the run lacks its section and reads every
+# key with ``.get``: runs from older versions, or a section cut short, give fewer rows, never an error.
+
+#: Validation of a bisect: segments with at least this share of the time are judged.
+BISECT_LARGE_SHARE = 0.05
+#: ... and should be within this relative error of the kernel profile.
+BISECT_GOAL_ERROR = 0.15
+#: Per-layer rows the comparison shows (largest |delta| first).
+COMPARISON_TOP = 30
+#: Layers listed by name under renamed / added / removed (the counts are always complete).
+COMPARISON_NAMES = 100
+#: Layers the stress table shows (highest ratio first; memory-sensitive ones always).
+STRESS_TOP = 30
+#: Rows of the pipeline's top items.
+PIPELINE_TOP = 15
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _maps(value: Any) -> list[Mapping[str, Any]]:
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, list) else []
+
+
+def format_metric(m: MetricDelta, value: float | None) -> str:
+    """A metric value in its unit, human-readable."""
+    if value is None:
+        return "-"
+    if m.unit == "us":
+        return human_us(value)
+    if m.unit == "bytes":
+        return human_bytes(value)
+    if m.unit == "fraction":
+        return f"{100 * value:.1f}%"
+    if m.unit == "fps":
+        return f"{value:.1f}"
+    if m.name == "MACs":
+        return human_count(value)
+    return f"{value:.0f}"
+
+
+def change_text(m: MetricDelta) -> tuple[str, str]:
+    """The relative change and whether it is an improvement (``"better"``, ``"worse"``, ``""``)."""
+    change = m.change
+    if change is None:
+        if m.before is not None and m.after is not None and m.before == m.after:
+            return "0", ""
+        if m.before == 0 and m.after is not None:
+            return f"{m.after - m.before:+.0f}", "worse" if (m.after > 0) == (m.better == "lower") else "better"
+        return "-", ""
+    if abs(change) < 1e-9:
+        return "0.0%", ""
+    improved = (change < 0) == (m.better == "lower")
+    return f"{100 * change:+.1f}%", "better" if improved else "worse"
+
+
+def _int(value: Any) -> int | None:
+    number = num(value)
+    return int(number) if number is not None else None
+
+
+def _text(value: Any) -> str:
+    """A name from the run as text; ``"?"`` when missing."""
+    return "?" if value is None else str(value)
+
+
+def _layer_index(run: Run) -> dict[str, int]:
+    """Layer id -> index in the run (links from the experiments to the layer's details)."""
+    return {str(layer.get("id")): i for i, layer in enumerate(run.get("layers") or []) if isinstance(layer, Mapping)}
+
+
+# ------------------------------------------------------------------------------------------- bisect
+
+
+@dataclass(frozen=True)
+class SegmentRow:
+    """One bisect segment: its layers, estimate, increment with interval, share of the increments, and (with
+    ``--validate``) the kernel profile's time and the relative error; ``flagged``: judged and off the goal."""
+
+    index: int
+    start: int | None
+    end: int | None
+    first_layer: str
+    last_layer: str
+    first_layer_index: int | None
+    layer_count: int
+    est_us: float | None
+    increment_us: float | None
+    ci_low_us: float | None
+    ci_high_us: float | None
+    share: float | None
+    significant: bool
+    negative: bool
+    note: str
+    profile_us: float | None
+    error: float | None
+    flagged: bool
+
+    @property
+    def layer_span(self) -> str:
+        """Layer positions ``start-last`` (``start`` alone for one layer; ``?`` when the run lacks them)."""
+        if self.start is None or self.end is None:
+            return "?"
+        return str(self.start) if self.end - self.start <= 1 else f"{self.start}-{self.end - 1}"
+
+
+@dataclass(frozen=True)
+class BisectView:
+    """The ``bisect`` section: the segment table and its context (the terminal's ``segment_table``,
+    ``bisect_context`` and ``validation_report``)."""
+
+    title: str
+    confidence_pct: int
+    segments: tuple[SegmentRow, ...]
+    validated: bool
+    context: tuple[Row, ...]
+    validation: tuple[Row, ...]
+
+
+def _bisect_note(seg: Mapping[str, Any]) -> str:
+    negative, significant = bool(seg.get("negative")), bool(seg.get("significant", True))
+    if negative:
+        return "negative" + ("" if significant else ", not significant")
+    return "" if significant else "not significant"
+
+
+def _runner_text(runner: Mapping[str, Any]) -> str:
+    if runner.get("runner") == "onnxruntime":
+        threads = runner.get("threads") or "default"
+        per_visit = runner.get("runs_per_visit") or 1
+        visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
+        return (f"onnxruntime {runner.get('version', '?')} {runner.get('provider', '?')}, threads {threads}, "
+                f"opt {runner.get('opt_level', '?')}, {runner.get('clock', 'wall')} clock, {visit} per visit")
+    command = runner.get("run_cmd")
+    if not command:
+        return "device command"
+    return f"{command}  [{runner['latency']}]" if runner.get("latency") else str(command)
+
+
+def bisect_view(run: Run) -> BisectView | None:
+    """The run's ``bisect`` section as a table and context lines; ``None`` without one."""
+    section = run.get("bisect")
+    if not isinstance(section, Mapping):
+        return None
+    segments = _maps(section.get("segments"))
+    confidence = num(_map(section.get("bootstrap")).get("confidence"))
+    level = round(100 * (confidence if confidence is not None else 0.95))
+    increments = [v for s in segments if (v := num(s.get("increment_us"))) is not None]
+    total_us = num(section.get("sum_segments_us"))
+    if total_us is None:
+        total_us = sum(increments)
+    validation = _map(section.get("validation"))
+    validated = bool(validation) or any("profile_us" in s for s in segments)
+    index = _layer_index(run)
+    rows: list[SegmentRow] = []
+    for seg in segments:
+        layers = [str(x) for x in seg.get("layers") or []]
+        first = str(seg.get("first_layer", layers[0] if layers else "?"))
+        last = str(seg.get("last_layer", layers[-1] if layers else first))
+        increment = num(seg.get("increment_us"))
+        share = num(seg.get("share"))
+        if share is None and increment is not None:
+            share = increment / (total_us or 1.0)
+        error = num(seg.get("error"))
+        judged = validated and "profile_us" in seg and (share or 0.0) >= BISECT_LARGE_SHARE
+        number = num(seg.get("index"))
+        rows.append(SegmentRow(
+            index=int(number) if number is not None else len(rows), start=_int(seg.get("start")),
+            end=_int(seg.get("end")), first_layer=first, last_layer=last,
+            first_layer_index=index.get(first), layer_count=len(layers) or 1, est_us=num(seg.get("est_us")),
+            increment_us=increment, ci_low_us=num(seg.get("ci_low_us")), ci_high_us=num(seg.get("ci_high_us")),
+            share=share, significant=bool(seg.get("significant", True)), negative=bool(seg.get("negative")),
+            note=_bisect_note(seg), profile_us=num(seg.get("profile_us")), error=error,
+            flagged=judged and (error is None or abs(error) > BISECT_GOAL_ERROR)))
+    statistic = str(section.get("statistic") or "median")
+    title = (f"{len(rows)} segments by differential timing, {section.get('repeats', '?')} rounds ({statistic})")
+    return BisectView(title, level, tuple(rows), validated, _bisect_context(section, rows, level, total_us),
+                      _bisect_validation(section, rows, validation))
+
+
+def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], level: int,
+                    total_us: float) -> tuple[Row, ...]:
+    runner = _map(section.get("runner"))
+    statistic = str(section.get("statistic") or "median")
+    lines: list[tuple[str, str | None]] = [("runner", _runner_text(runner) if runner else None)]
+    if runner.get("compile_cmd"):
+        lines.append(("compile", str(runner["compile_cmd"])))
+    refined = f", refined in {section['refinements']} step(s)" if section.get("refinements") else ""
+    prefixes = len(section.get("prefixes") or [])
+    lines.append(("plan", f"{len(rows)} {section.get('granularity', 'segment')}s{refined}: {prefixes} prefixes x "
+                          f"{section.get('repeats', '?')} rounds + {section.get('pilot_runs', 0)} pilot runs = "
+                          f"{section.get('runs', '?')} runs (budget {section.get('budget_runs', '?')})"))
+    lines.append(("statistic", {"min": "min: difference of the prefixes' fastest rounds",
+                                "median": "median of the paired differences of neighbouring prefixes"}.get(
+                                    statistic, statistic) + f"; {level}% bootstrap intervals over the rounds"))
+    cache = _map(section.get("cache"))
+    if cache:
+        lines.append(("cache", f"{cache.get('misses', '?')} runs measured now, {cache.get('hits', '?')} reused; "
+                               f"{cache.get('dir') or 'off (--no-cache)'}"))
+    full, baseline = num(section.get("full_us")), num(section.get("baseline_us"))
+    if full is not None:
+        last = (_maps(section.get("prefixes")) or [{}])[-1]
+        samples = [v for x in last.get("samples_us") or [] if (v := num(x)) is not None and v >= 0]
+        spread = ""
+        if samples:
+            whole = summarize(samples)
+            spread = f"; run-to-run CV {100 * whole.cv:.1f}%, min {human_us(whole.min_us)}"
+        lines.append(("whole model", f"{human_us(full)} ({statistic} of the last prefix, the model itself{spread})"))
+    if baseline is not None:
+        lines.append(("baseline", f"{human_us(baseline)} (Identity-only model: the fixed cost per call)"))
+    if full is not None:
+        reference = full - (baseline or 0.0)
+        if statistic == "min":
+            ratio = " = whole - baseline (differences of minima add up exactly)"
+        else:
+            ratio = f" = {100 * total_us / reference:.1f}% of whole - baseline" if reference > 0 else ""
+        low, high = num(section.get("sum_ci_low_us")), num(section.get("sum_ci_high_us"))
+        interval = f"  ({level}% CI {human_us(low)} - {human_us(high)})" if low is not None and high is not None else ""
+        lines.append(("sum", f"{human_us(total_us)}{ratio}{interval}"))
+    flagged = sum(1 for r in rows if r.negative or not r.significant)
+    if flagged:
+        lines.append(("noise", f"{flagged} segment(s) negative or not significant: add --repeats, or merge them "
+                               "(fewer --segments)"))
+    lines.append(("MEASURED", "differences of whole-prefix timings: a segment's time includes what its cut changes "
+                              "(extra outputs written back, fusions across the cut)"))
+    return tuple(Row(label, value) for label, value in lines if value)
+
+
+def _bisect_validation(section: Mapping[str, Any], rows: Sequence[SegmentRow],
+                       validation: Mapping[str, Any]) -> tuple[Row, ...]:
+    if not validation:
+        return ()
+    stat = "minimum" if section.get("statistic") == "min" else "median"
+    judged = [r for r in rows if r.profile_us is not None and (r.share or 0.0) >= BISECT_LARGE_SHARE]
+    errors = [abs(r.error) for r in judged if r.error is not None]
+    within = sum(1 for e in errors if e <= BISECT_GOAL_ERROR)
+    worst = f"; worst {100 * max(errors):.1f}%" if errors else ""
+    whole = num(validation.get("profile_latency_us"))
+    if whole is None:
+        whole = num(validation.get("profile_latency_p50_us"))
+    total = num(validation.get("sum_vs_profile_latency"))
+    lines: list[tuple[str, str | None]] = [
+        ("reference", f"layerscope profile: {stat} over {validation.get('runs', '?')} profiled runs, taken in "
+                      f"{validation.get('profiles', 1)} parts between the rounds, of each segment's kernel time in a "
+                      "run"),
+        ("segments", f"segments >= {100 * BISECT_LARGE_SHARE:.0f}% of the time: {within} of {len(errors)} within "
+                     f"{100 * BISECT_GOAL_ERROR:.0f}% of the profile{worst}"),
+        ("whole model", None if whole is None else f"{human_us(whole)} ({stat} of the profile's uninstrumented runs)"),
+        ("sum vs profile", None if total is None else f"{100 * total:+.1f}% (sum of segments + baseline vs the whole "
+                                                      "model timed apart)"),
+    ]
+    return tuple(Row(label, value) for label, value in lines if value)
+
+
+# ------------------------------------------------------------------------------------------- comparison
+
+
+@dataclass(frozen=True)
+class MetricChange:
+    """One row of the before/after table: values formatted in their unit, the change and its verdict
+    (``"better"``, ``"worse"`` or ``""``: which direction is better is the metric's ``better``)."""
+
+    name: str
+    before: float | None
+    after: float | None
+    before_text: str
+    after_text: str
+    change: float | None
+    change_text: str
+    verdict: str
+    source: str
+
+
+@dataclass(frozen=True)
+class LayerChange:
+    """A layer in both runs (same id, or renamed) with its time before and after."""
+
+    before_id: str
+    after_id: str
+    after_index: int | None
+    op_type: str
+    before_us: float | None
+    after_us: float | None
+    delta_us: float | None
+    renamed: bool
+
+
+@dataclass(frozen=True)
+class NamedLayers:
+    """Renamed, added or removed layers: how many, and the first :data:`COMPARISON_NAMES` as text."""
+
+    label: str
+    count: int
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ComparisonView:
+    """The ``comparison`` section (``layerscope compare --json``, stored in the *after* run)."""
+
+    before_label: str
+    after_label: str
+    sides: tuple[Row, ...]
+    time_source: str
+    metrics: tuple[MetricChange, ...]
+    layers: tuple[LayerChange, ...]
+    layers_matched: int
+    lists: tuple[NamedLayers, ...]
+
+
+def comparison_view(run: Run) -> ComparisonView | None:
+    """The run's ``comparison`` section; ``None`` without one."""
+    section = run.get("comparison")
+    if not isinstance(section, Mapping):
+        return None
+    from layerscope.analysis.compare import MetricDelta
+
+    before, after = _map(section.get("before")), _map(section.get("after"))
+    before_label, after_label = str(before.get("label") or "before"), str(after.get("label") or "after")
+    metrics = []
+    for m in _maps(section.get("metrics")):
+        delta = MetricDelta(str(m.get("name") or "?"), str(m.get("unit") or ""), num(m.get("before")),
+                            num(m.get("after")), str(m.get("source_before") or "-"),
+                            str(m.get("source_after") or "-"), "higher" if m.get("better") == "higher" else "lower")
+        text, verdict = change_text(delta)
+        source = (delta.source_before if delta.source_before == delta.source_after
+                  else f"{delta.source_before} / {delta.source_after}")
+        metrics.append(MetricChange(delta.name, delta.before, delta.after, format_metric(delta, delta.before),
+                                    format_metric(delta, delta.after), delta.change, text, verdict, source))
+    index = _layer_index(run)
+    changes = [LayerChange(_text(d.get("before_id")), _text(d.get("after_id")), index.get(_text(d.get("after_id"))),
+                           str(d.get("op_type") or ""), num(d.get("before_us")), num(d.get("after_us")),
+                           num(d.get("delta_us")), bool(d.get("renamed")))
+               for d in _maps(section.get("layers"))]
+    changes.sort(key=lambda c: (-abs(c.delta_us or 0.0), c.before_id))
+    renamed = [f"{r.get('before_id')} → {r.get('after_id')}" for r in _maps(section.get("renamed"))]
+    added = [f"{a.get('id')} ({a.get('op_type')})" for a in _maps(section.get("added"))]
+    removed = [f"{r.get('id')} ({r.get('op_type')})" for r in _maps(section.get("removed"))]
+    lists = tuple(NamedLayers(label, len(names), tuple(names[:COMPARISON_NAMES]))
+                  for label, names in (("renamed", renamed), ("added", added), ("removed", removed)))
+    sides = tuple(Row(side.get("label") or default, text) for side, default in ((before, "before"), (after, "after"))
+                  if (text := " · ".join(str(v) for v in (side.get("model"), side.get("path"),
+                                                          side.get("target") and f"target {side['target']}")
+                                         if v)))
+    return ComparisonView(before_label, after_label, sides, str(section.get("time_source") or "?"), tuple(metrics),
+                          tuple(changes[:COMPARISON_TOP]), len(changes), lists)
+
+
+# ------------------------------------------------------------------------------------------- pipeline
+
+
+@dataclass(frozen=True)
+class BreakdownPart:
+    """Pre, model, post or other: mean µs per run and share of the mean end to end."""
+
+    label: str
+    time_us: float
+    share: float | None
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """A trace point or the model over the runs; ``level``: nesting under its parent stage."""
+
+    name: str
+    level: int
+    kind: str
+    calls_per_run: float | None
+    median_us: float | None
+    p90_us: float | None
+    self_median_us: float | None
+    share: float | None
+
+
+@dataclass(frozen=True)
+class TopItem:
+    """A user stage (self time) or a model layer (measured) in the pipeline's ranking."""
+
+    name: str
+    kind: str
+    layer_index: int | None
+    median_us: float | None
+    p90_us: float | None
+    share: float | None
+
+
+@dataclass(frozen=True)
+class PipelineView:
+    """The ``pipeline`` section: end to end, the breakdown, the stages and the top items."""
+
+    function: str
+    runs: int | None
+    end_to_end: tuple[Row, ...]
+    breakdown: tuple[BreakdownPart, ...]
+    breakdown_total_us: float | None
+    stages: tuple[StageRow, ...]
+    top: tuple[TopItem, ...]
+    notes: tuple[str, ...]
+
+
+def _stage_tree(stages: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """The stages as a tree (each followed by the stages inside it), keeping their order among siblings."""
+    names = {stage.get("name") for stage in stages}
+    out: list[tuple[int, Mapping[str, Any]]] = []
+    placed: set[int] = set()
+
+    def visit(parent: Any, level: int) -> None:
+        for index, stage in enumerate(stages):
+            own_parent = stage.get("parent") if stage.get("parent") in names else None
+            if index not in placed and own_parent == parent:
+                placed.add(index)
+                out.append((level, stage))
+                if level < 32:
+                    visit(stage.get("name"), level + 1)
+
+    visit(None, 0)
+    out.extend((0, stage) for index, stage in enumerate(stages) if index not in placed)  # cycles (recursion)
+    return out
+
+
+def pipeline_view(run: Run) -> PipelineView | None:
+    """The run's ``pipeline`` section; ``None`` without one."""
+    section = run.get("pipeline")
+    if not isinstance(section, Mapping):
+        return None
+    e2e = _map(section.get("end_to_end"))
+    e2e_median = num(e2e.get("median_us"))
+    b = _map(section.get("breakdown"))
+    total = num(b.get("end_to_end_us"))
+    parts = tuple(BreakdownPart(label, value, value / total if total else None)
+                  for label, key in (("pre", "pre_us"), ("model", "model_us"), ("post", "post_us"),
+                                     ("other", "other_us"))
+                  if (value := num(b.get(key))) is not None)
+    stages = []
+    for level, stage in _stage_tree(_maps(section.get("stages"))):
+        stats, own = _map(stage.get("stats")), _map(stage.get("self"))
+        median = num(stats.get("median_us"))
+        stages.append(StageRow(_text(stage.get("name")), level, str(stage.get("kind") or ""),
+                               num(stage.get("calls_per_run")), median, num(stats.get("p90_us")),
+                               num(own.get("median_us")),
+                               median / e2e_median if median is not None and e2e_median else None))
+    index = _layer_index(run)
+    top = tuple(TopItem(_text(item.get("name")), str(item.get("kind") or ""),
+                        index.get(_text(item.get("name"))) if item.get("kind") == "layer" else None,
+                        num(item.get("median_us")), num(item.get("p90_us")), num(item.get("share")))
+                for item in _maps(section.get("top"))[:PIPELINE_TOP])
+    runs = num(section.get("runs"))
+    percentiles = "  ".join(f"{label} {human_us(v)}" for key, label in (("median_us", "P50"), ("p90_us", "P90"),
+                                                                        ("p99_us", "P99"), ("mean_us", "mean"))
+                            if (v := num(e2e.get(key))) is not None)
+    calls = num(section.get("model_calls_per_run"))
+    lat = run.get("latency") or {}
+    model_line = f"{calls:g} model call(s) per run" if calls is not None else None
+    if model_line and num(lat.get("p50_us")) is not None:
+        model_line += f"; model.run P50 {human_us(lat['p50_us'])} (profiler off)"
+    trace = _map(section.get("trace"))
+    if percentiles and runs is not None:
+        percentiles += f"  ({int(runs)} runs)"
+    rows = [("end to end", percentiles or None),
+            ("model", model_line),
+            ("traced run", f"run {trace.get('run')} of the {trace.get('phase')} phase (the median one)" if trace
+             else None)]
+    notes = []
+    if calls == 0:
+        notes.append("the function never called model.run: nothing was measured of the model")
+    if section.get("interrupted"):
+        notes.append("INTERRUPTED: fewer runs than asked were measured")
+    return PipelineView(str(section.get("function") or "?"), None if runs is None else int(runs),
+                        tuple(Row(label, value) for label, value in rows if value), parts, total, tuple(stages), top,
+                        tuple(notes))
+
+
+# ------------------------------------------------------------------------------------------- stress
+
+
+@dataclass(frozen=True)
+class StressRound:
+    """One pair of measurements, without and with the stress: P50s, change (stressed / baseline - 1) and the
+    cores this process kept busy."""
+
+    number: int
+    order: str
+    baseline_p50_us: float | None
+    stressed_p50_us: float | None
+    change: float | None
+    baseline_cores_busy: float | None
+    stressed_cores_busy: float | None
+
+
+@dataclass(frozen=True)
+class StressLayer:
+    """A layer without and with the stress: medians over the rounds, median and smallest paired ratio."""
+
+    id: str
+    index: int
+    op_type: str
+    baseline_us: float | None
+    stressed_us: float | None
+    ratio: float | None
+    ratio_min: float | None
+    memory_sensitive: bool
+
+
+@dataclass(frozen=True)
+class StressView:
+    """The ``stress`` section with the per-layer changes it added to ``layers[].measured``."""
+
+    processes: int | None
+    latency_change: float | None
+    change_low: float | None
+    change_high: float | None
+    rounds: tuple[StressRound, ...]
+    layers: tuple[StressLayer, ...]
+    layers_compared: int
+    layers_eligible: int
+    sensitive: tuple[str, ...]
+    context: tuple[Row, ...]
+    warnings: tuple[str, ...]
+
+
+def _change(ratio: float | None) -> float | None:
+    return None if ratio is None else ratio - 1
+
+
+def stress_view(run: Run) -> StressView | None:
+    """The run's ``stress`` section; ``None`` without one. Layers: those with at least ``MIN_SHARE`` of the
+    baseline layer total (as the terminal ranks them), highest ratio first, the memory-sensitive ones always."""
+    stress = run.get("stress")
+    if not isinstance(stress, Mapping):
+        return None
+    rounds = tuple(StressRound(i + 1, "A B" if i % 2 == 0 else "B A",
+                               num(_map(r.get("baseline")).get("median_us")),
+                               num(_map(r.get("stressed")).get("median_us")), _change(num(r.get("ratio_p50"))),
+                               num(r.get("baseline_cores_busy")), num(r.get("stressed_cores_busy")))
+                   for i, r in enumerate(_maps(stress.get("rounds"))))
+    compared = [(i, layer) for i, layer in enumerate(run.get("layers") or [])
+                if isinstance(layer, Mapping) and num(_map(layer.get("measured")).get("stress_ratio")) is not None]
+    total = sum(num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0 for _, layer in compared)
+    eligible = [(i, layer) for i, layer in compared
+                if (num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0) >= MIN_SHARE * total
+                or _map(layer.get("measured")).get("memory_sensitive")]
+    def rank(item: tuple[int, Mapping[str, Any]]) -> tuple[float, str]:
+        return -(num(_map(item[1].get("measured")).get("stress_ratio")) or 0.0), str(item[1].get("id"))
+
+    eligible.sort(key=rank)
+    shown = eligible[:STRESS_TOP]
+    shown += [il for il in eligible[STRESS_TOP:] if _map(il[1].get("measured")).get("memory_sensitive")]
+    layers = []
+    for i, layer in sorted(shown, key=rank):
+        m = _map(layer.get("measured"))
+        layers.append(StressLayer(_text(layer.get("id")), i, str(layer.get("op_type") or ""),
+                                  num(m.get("stress_baseline_us")), num(m.get("stress_median_us")),
+                                  num(m.get("stress_ratio")), num(m.get("stress_ratio_min")),
+                                  bool(m.get("memory_sensitive"))))
+    span = stress.get("latency_ratio_p50_range")
+    low, high = (num(span[0]), num(span[1])) if isinstance(span, list) and len(span) == 2 else (None, None)
+    return StressView(
+        processes=int(p) if (p := num(stress.get("processes"))) is not None else None,
+        latency_change=_change(num(stress.get("latency_ratio_p50"))), change_low=_change(low),
+        change_high=_change(high), rounds=rounds, layers=tuple(layers), layers_compared=len(compared),
+        layers_eligible=len(eligible), sensitive=tuple(str(x) for x in stress.get("sensitive_layers") or []),
+        context=_stress_context(stress), warnings=_stress_warnings(stress, rounds, low, high))
+
+
+def _stress_context(stress: Mapping[str, Any]) -> tuple[Row, ...]:
+    buffer, llc = num(stress.get("buffer_bytes")), num(stress.get("llc_bytes"))
+    traffic, streaming = num(stress.get("traffic_bytes_per_s")), num(stress.get("streaming_s"))
+    what = None
+    if buffer is not None:
+        cache = f" ({buffer / llc:g}x the {human_bytes(llc)} last-level cache)" if llc else ""
+        what = f"{stress.get('processes', '?')} process(es) copying 2 x {human_bytes(buffer)}{cache}"
+        if traffic is not None:
+            what += f": {traffic / 1e9:.1f} GB/s memory traffic while streaming"
+            what += f" ({streaming:.1f} s)" if streaming is not None else ""
+    layer_ratio = num(stress.get("layer_ratio"))
+    layers = None
+    if layer_ratio is not None:
+        span = stress.get("layer_ratio_range")
+        rounds = (f" (rounds x{span[0]:.2f} to x{span[1]:.2f})"
+                  if isinstance(span, list) and len(span) == 2 and all(num(v) is not None for v in span) else "")
+        sensitive = [str(x) for x in stress.get("sensitive_layers") or []]
+        layers = (f"layer total x{layer_ratio:.2f} under stress{rounds}; memory-sensitive: "
+                  f"{', '.join(sensitive) if sensitive else 'none'}")
+    threads, load, cores = stress.get("model_threads"), num(stress.get("load_average_1min")), stress.get("cores")
+    cores_text = None
+    if cores is not None:
+        cores_text = (f"{cores} cores; model intra-op threads {threads or 'default (one per core)'}"
+                      + (f"; load average {load:.2f} when the stress started (this process included)"
+                         if load is not None else ""))
+    lines = [("stress", what), ("layers", layers), ("cores", cores_text), ("rule", stress.get("rule")),
+             ("MEASURED", stress.get("order"))]
+    return tuple(Row(label, str(value)) for label, value in lines if value)
+
+
+def _stress_warnings(stress: Mapping[str, Any], rounds: Sequence[StressRound], low: float | None,
+                     high: float | None) -> tuple[str, ...]:
+    warnings = []
+    contended = [str(x) for x in stress.get("contended_rounds") or []]
+    if contended:
+        every = len(contended) == len(rounds)
+        warnings.append(f"contended round(s) {', '.join(contended)}: under stress this process kept the CPU busy "
+                        f"over {OFF_CPU_DROP:.0%} less, so their slowdown is partly waiting for a core, not memory; "
+                        + ("no layer is marked memory-sensitive" if every else "the layer verdict uses the other "
+                                                                               "rounds"))
+    if low is not None and high is not None and high - low > STRESS_ROUND_SPREAD:
+        warnings.append(f"the rounds disagree by {100 * (high - low):.0f} points: the machine's load changed during "
+                        "the experiment; read the median with that spread, or rerun on a quiet machine")
+    threads, processes, cores = stress.get("model_threads"), num(stress.get("processes")), num(stress.get("cores"))
+    if processes is not None and cores is not None and (not threads or threads + processes > cores):
+        warnings.append("the model's threads and the stress processes outnumber the cores: the slowdown mixes CPU "
+                        "and memory contention")
+    if stress.get("expired"):
+        warnings.append("a stress process stopped on its own or did not follow pause / resume: some stressed runs "
+                        "may have run without stress")
+    return tuple(warnings)
+
+
+#: Per-round end-to-end changes further apart than this (ratio points) get a note: the machine's load moved.
+STRESS_ROUND_SPREAD = 0.10
+
+
+# ------------------------------------------------------------------------------------------- all four
+
+
+@dataclass(frozen=True)
+class Experiments:
+    """What the Experiments tab shows; each part ``None`` when the run lacks its section."""
+
+    bisect: BisectView | None
+    comparison: ComparisonView | None
+    pipeline: PipelineView | None
+    stress: StressView | None
+
+    def __bool__(self) -> bool:
+        return any(part is not None for part in (self.bisect, self.comparison, self.pipeline, self.stress))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The sections present, in the tab's order."""
+        return tuple(name for name in ("bisect", "comparison", "pipeline", "stress") if getattr(self, name))
+
+
+def experiments(run: Run) -> Experiments:
+    """The run's ``bisect``, ``comparison``, ``pipeline`` and ``stress`` sections as the report shows them."""
+    return Experiments(bisect_view(run), comparison_view(run), pipeline_view(run), stress_view(run))

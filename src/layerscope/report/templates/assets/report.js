@@ -1,6 +1,8 @@
 /* layerscope HTML report: draws the tabs from the JSON in #report-data (see layerscope/report/html.py).
  * Safety: text from the run (layer names, ops, kernels, vendor strings) is set with textContent, or passed
  * through esc() when it goes into HTML (ECharts tooltips). Nothing from the run reaches innerHTML raw.
+ * The Experiments tab (only in runs with a bisect, comparison, pipeline or stress section) is static markup: its
+ * layer names link to the layer's details.
  * A tab is drawn the first time it is shown; the page sets <html data-ready="1"> when the first tab is drawn
  * and each panel data-rendered="1" when it is. */
 (function () {
@@ -65,10 +67,10 @@
 
   // ------------------------------------------------------------------ tabs
   var renderers = {summary: function () {}, layers: renderLayers, timeline: renderTimeline,
-    temporal: renderTemporal, charts: renderCharts, graph: renderGraph};
+    temporal: renderTemporal, charts: renderCharts, graph: renderGraph, experiments: renderExperiments};
   var drawn = {};
   function showTab(name) {
-    if (!renderers[name]) name = 'summary';
+    if (!renderers[name] || !document.getElementById('panel-' + name)) name = 'summary';
     document.querySelectorAll('.tab').forEach(function (b) { b.setAttribute('aria-selected', String(b.dataset.tab === name)); });
     document.querySelectorAll('.panel').forEach(function (p) { p.hidden = p.dataset.tab !== name; });
     var panel = document.getElementById('panel-' + name);
@@ -434,9 +436,20 @@
     chart.on('click', function (p) { if (p.dataType === 'node') selectLayer(Number(p.data.id)); });
   }
 
+  // ------------------------------------------------------------------ experiments
+  function renderExperiments() {
+    var panel = document.getElementById('panel-experiments');
+    panel.addEventListener('click', function (ev) {
+      var link = ev.target.closest('a[data-layer]');
+      if (!link) return;
+      ev.preventDefault();
+      selectLayer(Number(link.dataset.layer));
+    });
+  }
+
   // ------------------------------------------------------------------ start
   var first = (location.hash || '').replace('#', '');
-  showTab(renderers[first] ? first : 'summary');
+  showTab(first);
   document.documentElement.dataset.ready = '1';
   window.layerscopeReport = {charts: charts, showTab: showTab, selectLayer: selectLayer};
 })();
