@@ -22,6 +22,7 @@ from layerscope.measure.differential import (
     SampleStore,
     bootstrap_increments,
     increments,
+    level,
     profile_segment_us,
     round_matrix,
     run_bisect,
@@ -195,6 +196,23 @@ def test_paired_median_cancels_drift_and_min_ignores_interference() -> None:
     np.testing.assert_allclose(increments(no_baseline, "median"), [5.0, 3.0])
 
 
+def test_p10_rests_on_several_fast_rounds_and_adds_up() -> None:
+    # 11 rounds: the 10th percentile sits at position (11 - 1) * 0.1 = 1 of the sorted rounds, the 2nd fastest
+    first = np.array([100.0, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110])
+    lucky = first + 50
+    lucky[3] = 120.0  # one lucky round of the second prefix: the minimum's difference follows it, p10's does not
+    matrix = np.vstack([np.zeros(11), first, lucky])
+    np.testing.assert_allclose(increments(matrix, "min"), [100.0, 20.0])
+    np.testing.assert_allclose(increments(matrix, "p10"), [101.0, 150.0 - 101.0])
+    np.testing.assert_allclose(level(lucky, "p10"), 150.0)
+    # differences of levels add up to the last prefix's level minus the first's, exactly
+    rng = np.random.default_rng(1)
+    noisy = np.cumsum(rng.random((6, 40)) * 10, axis=0)
+    for statistic in ("p10", "min"):
+        assert increments(noisy, statistic).sum() == pytest.approx(float(level(noisy[-1], statistic) -
+                                                                          level(noisy[0], statistic)))
+
+
 def _profiled(runs: int, **kernels: tuple[tuple[str, ...], tuple[float, ...]]) -> Any:
     """A stand-in for a Measurement: what ``profile_segment_us`` reads (its runs and layer kernels)."""
     results = tuple(KernelResult(KernelSamples(name, "Op", "cpu", durations), summarize(durations), layers, "layer")
@@ -209,6 +227,8 @@ def test_validation_reference_is_a_statistic_of_per_run_segment_sums() -> None:
     # per run: [a] = 7.5, 22.5; [b, c] = 2.5 + 20 = 22.5, 7.5 + 5 = 12.5
     assert profile_segment_us([["a"], ["b", "c"]], [first], weights, "min") == [7.5, 12.5]
     assert profile_segment_us([["a"], ["b", "c"]], [first], weights, "median") == [15.0, 17.5]
+    # p10 of two runs: 10% of the way from the faster to the slower (linear)
+    assert profile_segment_us([["a"], ["b", "c"]], [first], weights, "p10") == pytest.approx([9.0, 13.5])
     # the sum of per-layer minima (2.5 + 5) would be no run's time; a second profile's runs are pooled
     second = _profiled(1, k1=(("a", "b"), (4.0,)), k2=(("c",), (9.0,)))
     assert profile_segment_us([["a"], ["b", "c"], ["gone"]], [first, second], weights, "min") == [3.0, 10.0, 0.0]

@@ -208,10 +208,10 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     assert section["runner"]["runner"] == "onnxruntime" and section["runner"]["threads"] == 1
     assert section["validation"]["method"] == "kernel-profile" and section["validation"]["runs"] == 3
     # auto: a CPU shared with other work is read by its fastest rounds, and so is the reference
-    assert section["statistic"] == "min" and section["validation"]["statistic"] == "min"
+    assert section["statistic"] == "p10" and section["validation"]["statistic"] == "p10"
     whole = section["validation"]["profile_latency_us"]
     assert section["validation"]["sum_vs_profile_latency"] == pytest.approx(
-        (section["sum_segments_us"] + section["baseline_us"] - whole) / whole, abs=1e-5)
+        (section["sum_segments_us"] + section["baseline_us"] - whole) / whole, abs=1e-4)  # µs rounded to ns
     for seg in section["segments"]:
         assert {"profile_us", "error", "share", "ci_low_us", "ci_high_us", "significant"} <= seg.keys()
         assert seg["ci_low_us"] <= seg["ci_high_us"]

@@ -20,8 +20,11 @@ Contract of :func:`run_bisect`:
 - **estimates**: with ``statistic="median"`` (devices: their tools print an average, noise is roughly
   symmetric), per round r and segment k the paired difference d[k, r] = t[k, r] - t[k-1, r] of the
   prefixes around it, and the increment is the median of d[k, :] over the ``repeats`` rounds; with
-  ``"min"`` (a CPU shared with other work, where interference only ever adds time) the increment is
-  min(t[k, :]) - min(t[k-1, :]). Without a baseline the first segment is measured from 0 (fixed runtime
+  ``"p10"`` (a CPU shared with other work, where interference only ever adds time) the increment is
+  P10(t[k, :]) - P10(t[k-1, :]), the difference of the prefixes' 10th percentiles over the rounds (linear
+  interpolation): the least disturbed level, less at the mercy of one lucky run than ``"min"``,
+  min(t[k, :]) - min(t[k-1, :]). Differences of levels add up exactly to the last prefix minus the first;
+  medians of differences do not. Without a baseline the first segment is measured from 0 (fixed runtime
   cost included). Confidence intervals are percentile bootstraps over rounds (``resamples`` resamples,
   seeded by ``seed``, rounds kept paired); an increment is *significant* when its interval excludes 0.
   Negative increments are reported as measured, never clipped. The sum of the increments is not forced to
@@ -63,10 +66,12 @@ from layerscope.fileio import write_atomic
 from layerscope.measure.cuts import Cut, CutPlanner, Segment
 from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.stats import PERCENTILE_METHOD
 from layerscope.run import save_run
 from layerscope.targets.host import cache_dir
 
 __all__ = [
+    "LEVEL_STATISTICS",
     "PLACEHOLDERS",
     "UNITS",
     "BisectConfig",
@@ -89,6 +94,7 @@ __all__ = [
     "compare_with_profile",
     "default_cache_dir",
     "increments",
+    "level",
     "profile_latency_us",
     "profile_segment_us",
     "round_matrix",
@@ -101,8 +107,11 @@ Granularity = Literal["segment", "layer"]
 #: ``"pilot"`` samples choose where to refine; ``"final"`` samples give the estimates.
 Phase = Literal["pilot", "final"]
 #: How rounds become an increment: ``"median"`` of the paired differences, or the difference of the
-#: prefixes' ``"min"`` over the rounds (for CPUs shared with other work: interference only adds time).
-Statistic = Literal["median", "min"]
+#: prefixes' 10th percentile (``"p10"``) or minimum (``"min"``) over the rounds (for CPUs shared with other
+#: work: interference only adds time).
+Statistic = Literal["median", "min", "p10"]
+#: The statistics whose increments are differences of per-prefix levels (they add up exactly).
+LEVEL_STATISTICS: tuple[Statistic, ...] = ("min", "p10")
 #: What :class:`OrtRunner` times: elapsed time, or the calling thread's CPU time.
 Clock = Literal["wall", "cpu"]
 
@@ -141,7 +150,7 @@ class BisectConfig:
     def __post_init__(self) -> None:
         if self.segments < 1 or self.repeats < 1 or self.pilot < 1:
             raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1")
-        if self.statistic not in ("median", "min"):
+        if self.statistic not in ("median", "min", "p10"):
             raise ValueError(f"BisectConfig: unknown statistic {self.statistic!r}")
         if not 0 < self.confidence < 1 or self.resamples < 1:
             raise ValueError("BisectConfig: 0 < confidence < 1 and resamples >= 1")
@@ -170,8 +179,8 @@ class PrefixResult:
     measured_now: int
 
     def value_us(self, statistic: Statistic) -> float:
-        """The prefix's time: the median or the minimum of its final samples."""
-        return float(np.median(self.samples_us) if statistic == "median" else np.min(self.samples_us))
+        """The prefix's time: :func:`level` of its final samples."""
+        return float(level(np.asarray(self.samples_us, dtype=np.float64), statistic))
 
 
 @dataclass(frozen=True)
@@ -599,12 +608,22 @@ def round_matrix(series: Sequence[Sequence[float]], rounds: int, *, baseline: bo
     return matrix if baseline else np.vstack([np.zeros((1, rounds)), matrix])
 
 
+def level(values: np.ndarray, statistic: Statistic) -> np.ndarray:
+    """``statistic`` over the last axis: median, minimum, or 10th percentile (numpy's linear method)."""
+    if statistic == "min":
+        return np.asarray(values.min(axis=-1))
+    if statistic == "p10":
+        return np.asarray(np.quantile(values, 0.1, axis=-1, method=PERCENTILE_METHOD))
+    return np.asarray(np.median(values, axis=-1))
+
+
 def increments(matrix: np.ndarray, statistic: Statistic) -> np.ndarray:
     """Per segment (consecutive rows of a :func:`round_matrix`): the median over rounds of the paired
-    differences, or the difference of the rows' minima. Axis 0 is the prefix; the rounds are the last axis."""
+    differences, or (:data:`LEVEL_STATISTICS`) the difference of the rows' :func:`level`. Axis 0 is the
+    prefix; the rounds are the last axis."""
     if statistic == "median":
         return np.asarray(np.median(np.diff(matrix, axis=0), axis=-1))
-    return np.asarray(np.diff(matrix.min(axis=-1), axis=0))
+    return np.asarray(np.diff(level(matrix, statistic), axis=0))
 
 
 def bootstrap_increments(matrix: np.ndarray, statistic: Statistic, resamples: int, seed: int) -> np.ndarray:
@@ -770,10 +789,10 @@ def compare_with_profile(result: BisectResult, profiles: Sequence[Measurement],
     """Each segment against ``profile``'s kernel times of its layers. ``profiles`` are one or more profiles
     (e.g. taken between the bisect's rounds, so both see the same machine) of the whole model; their runs are
     pooled. Per profiled run, a segment's time is the sum of its layers' times in that run (kernels split
-    over the layers they cover by ``weights_us``, as ``profile`` does); the reference is the median of these
-    per-run sums, or their minimum when the bisect's statistic is ``"min"`` -- the same statistic of the same
-    kind of quantity (a whole run's work) as the bisect's prefixes. Layers the runtime eliminated count 0;
-    layout kernels no layer owns are in no segment."""
+    over the layers they cover by ``weights_us``, as ``profile`` does); the reference is the bisect's
+    statistic over these per-run sums (:func:`level`: median, minimum or 10th percentile) -- the same
+    statistic of the same kind of quantity (a whole run's work) as the bisect's prefixes. Layers the runtime
+    eliminated count 0; layout kernels no layer owns are in no segment."""
     if not profiles:
         raise ValueError("compare_with_profile: no profile")
     total = result.sum_segments_us or 1.0
@@ -796,16 +815,18 @@ def profile_segment_us(segments: Sequence[Sequence[str]], profiles: Sequence[Mea
     sums = np.concatenate(pooled, axis=1)
     if sums.shape[1] == 0:
         return [0.0] * len(segments)
-    values = sums.min(axis=1) if statistic == "min" else np.median(sums, axis=1)
-    return [float(v) for v in values]
+    return [float(v) for v in level(sums, statistic)]
 
 
 def profile_latency_us(profiles: Sequence[Measurement], statistic: Statistic) -> float:
-    """The whole model's uninstrumented latency over the ``profiles``: the median of their medians, or the
-    minimum of their minima for ``"min"``."""
-    if statistic == "min":
-        return float(min(m.latency.min_us for m in profiles))
-    return float(np.median([m.latency.median_us for m in profiles]))
+    """The whole model's uninstrumented latency over the ``profiles``: the median of their medians for
+    ``"median"``, else :func:`level` of their pooled uninstrumented runs."""
+    if statistic == "median":
+        return float(np.median([m.latency.median_us for m in profiles]))
+    pooled = np.asarray([x for m in profiles for x in m.latency_samples_us], dtype=np.float64)
+    if pooled.size == 0:
+        raise ValueError("profile_latency_us: the profiles kept no uninstrumented runs")
+    return float(level(pooled, statistic))
 
 
 # -------------------------------------------------------------------------------------- run file

@@ -360,7 +360,8 @@ def _measurement(graph: Graph, timed: _Phase, profiled: _Phase, *, events: list[
         coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
         machine=machine_info(), median_run=data.median_run, interrupted=profiled.interrupted,
-        latency_drift=drift(model_calls), profiled_drift=drift(data.run_durations_us))
+        latency_drift=drift(model_calls), profiled_drift=drift(data.run_durations_us),
+        latency_samples_us=tuple(model_calls))
 
 
 def _place_kernels(events: Sequence[dict[str, Any]], phase: _Phase, run: int,

@@ -78,6 +78,8 @@ class Measurement:
     #: :func:`~layerscope.measure.stats.drift` of the uninstrumented and of the profiled runs.
     latency_drift: float = 0.0
     profiled_drift: float = 0.0
+    #: The uninstrumented runs (µs) in the order they were timed.
+    latency_samples_us: tuple[float, ...] = ()
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property
@@ -154,7 +156,8 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
         fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
         machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
-        latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us))
+        latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us),
+        latency_samples_us=tuple(latency_samples))
 
 
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:

@@ -773,6 +773,12 @@ def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
 # report's Experiments tab shows them. Each builder returns ``None`` when the run lacks its section and reads every
 # key with ``.get``: runs from older versions, or a section cut short, give fewer rows, never an error.
 
+#: A bisect's statistic -> (what it takes of a set of runs, how an increment is made of it).
+BISECT_STATISTICS: Mapping[str, tuple[str, str]] = {
+    "median": ("median", "median of the paired differences of neighbouring prefixes"),
+    "p10": ("10th percentile", "p10: difference of the prefixes' 10th-percentile rounds"),
+    "min": ("minimum", "min: difference of the prefixes' fastest rounds"),
+}
 #: Validation of a bisect: segments with at least this share of the time are judged.
 BISECT_LARGE_SHARE = 0.05
 #: ... and should be within this relative error of the kernel profile.
@@ -963,9 +969,8 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
     lines.append(("plan", f"{len(rows)} {section.get('granularity', 'segment')}s{refined}: {prefixes} prefixes x "
                           f"{section.get('repeats', '?')} rounds + {section.get('pilot_runs', 0)} pilot runs = "
                           f"{section.get('runs', '?')} runs (budget {section.get('budget_runs', '?')})"))
-    lines.append(("statistic", {"min": "min: difference of the prefixes' fastest rounds",
-                                "median": "median of the paired differences of neighbouring prefixes"}.get(
-                                    statistic, statistic) + f"; {level}% bootstrap intervals over the rounds"))
+    lines.append(("statistic", BISECT_STATISTICS.get(statistic, (statistic, statistic))[1]
+                  + f"; {level}% bootstrap intervals over the rounds"))
     cache = _map(section.get("cache"))
     if cache:
         lines.append(("cache", f"{cache.get('misses', '?')} runs measured now, {cache.get('hits', '?')} reused; "
@@ -983,8 +988,8 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
         lines.append(("baseline", f"{human_us(baseline)} (Identity-only model: the fixed cost per call)"))
     if full is not None:
         reference = full - (baseline or 0.0)
-        if statistic == "min":
-            ratio = " = whole - baseline (differences of minima add up exactly)"
+        if statistic in ("min", "p10"):
+            ratio = " = whole - baseline (differences of per-prefix levels add up exactly)"
         else:
             ratio = f" = {100 * total_us / reference:.1f}% of whole - baseline" if reference > 0 else ""
         low, high = num(section.get("sum_ci_low_us")), num(section.get("sum_ci_high_us"))
@@ -1003,7 +1008,7 @@ def _bisect_validation(section: Mapping[str, Any], rows: Sequence[SegmentRow],
                        validation: Mapping[str, Any]) -> tuple[Row, ...]:
     if not validation:
         return ()
-    stat = "minimum" if section.get("statistic") == "min" else "median"
+    stat = BISECT_STATISTICS.get(str(section.get("statistic") or "median"), ("median", ""))[0]
     judged = [r for r in rows if r.profile_us is not None and (r.share or 0.0) >= BISECT_LARGE_SHARE]
     errors = [abs(r.error) for r in judged if r.error is not None]
     within = sum(1 for e in errors if e <= BISECT_GOAL_ERROR)
