@@ -589,7 +589,7 @@ def test_bisect_validation_flags_large_segments_off_the_profile(exp_runs: Experi
     validation = dict(key_values(html, "exp-bisect"))
     total = section["validation"]["sum_vs_profile_latency"]
     assert validation["sum vs profile"].startswith(f"{100 * total:+.1f}%")
-    assert "minimum over 3 profiled runs" in validation["reference"]
+    assert "10th percentile over 3 profiled runs" in validation["reference"]
 
 
 def test_comparison_shows_metrics_layers_and_renames(exp_runs: ExperimentRuns) -> None:
