@@ -22,8 +22,8 @@ Contract of :func:`run_bisect`:
   prefixes around it, and the increment is the median of d[k, :] over the ``repeats`` rounds; with
   ``"p10"`` (a CPU shared with other work, where interference only ever adds time) the increment is
   P10(t[k, :]) - P10(t[k-1, :]), the difference of the prefixes' 10th percentiles over the rounds (linear
-  interpolation): the least disturbed level, less at the mercy of one lucky run than ``"min"``,
-  min(t[k, :]) - min(t[k-1, :]). Differences of levels add up exactly to the last prefix minus the first;
+  interpolation): the least disturbed level, less at the mercy of one lucky run than ``"min"``
+  (min(t[k, :]) - min(t[k-1, :])). Differences of levels add up exactly to the last prefix minus the first;
   medians of differences do not. Without a baseline the first segment is measured from 0 (fixed runtime
   cost included). Confidence intervals are percentile bootstraps over rounds (``resamples`` resamples,
   seeded by ``seed``, rounds kept paired); an increment is *significant* when its interval excludes 0.
