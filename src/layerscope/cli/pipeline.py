@@ -39,10 +39,10 @@ from layerscope.cli.options import (
 from layerscope.cli.progress import PhaseUpdate, phase_progress
 from layerscope.errors import InputError
 from layerscope.measure.session import ort_provider
-from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP, StressSpec, parse_stress
-from layerscope.report.sections import STRESS_ROUND_SPREAD
+from layerscope.measure.stress import MIN_SHARE, StressSpec, parse_stress
+from layerscope.report.sections import StressView, stress_compared, stress_eligible, stress_view
 from layerscope.report.terminal import key_value_grid
-from layerscope.report.units import human_bytes, human_us
+from layerscope.report.units import human_us
 from layerscope.run import save_run
 
 _PHASES = {"warmup": "warm-up", "timed": "pipeline runs", "warmup-profiled": "warm-up (profiler on)",
@@ -286,43 +286,49 @@ def stress_progress(labels: Mapping[str, str], rounds: int, units: Mapping[str, 
 
 
 def stress_report(run: Mapping[str, Any], top: int = 10) -> RenderableType:
-    """The ``stress`` section: end to end without and with stress, the most affected layers, what ran."""
-    stress = run["stress"]
-    parts: list[RenderableType] = [Text(""), _stress_latency_table(stress)]
-    layers = [layer for layer in run["layers"] if "stress_ratio" in (layer.get("measured") or {})]
-    if layers and top:
-        parts += [Text(""), _stress_layers_table(layers, top)]
-    parts += [Text(""), _stress_context(stress)]
+    """The ``stress`` section: end to end without and with stress, the most affected layers, what ran (drawn
+    from :func:`layerscope.report.sections.stress_view`, which the HTML report shows too)."""
+    view = stress_view(run)
+    assert view is not None, "stress_report needs a run with a stress section"
+    parts: list[RenderableType] = [Text(""), _stress_latency_table(view)]
+    compared = stress_compared(run)
+    if compared and top:
+        parts += [Text(""), _stress_layers_table(stress_eligible(compared, keep_sensitive=False), top)]
+    parts += [Text(""), _stress_context(view)]
     return Group(*parts)
 
 
-def _stress_latency_table(stress: Mapping[str, Any]) -> Table:
-    processes = stress["processes"]
-    low, high = stress["latency_ratio_p50_range"]
+def _stress_latency_table(view: StressView) -> Table:
+    processes = view.processes or 0
     table = _table(f"End to end without and with memory stress ({processes} background process"
                    f"{'es' if processes > 1 else ''}), paired rounds",
                    f"change: stressed / baseline - 1 within a round; all: the median over the rounds (they range "
-                   f"from {_change(low)} to {_change(high)}); cores busy: this process's CPU time / wall time")
+                   f"from {_change(view.change_low)} to {_change(view.change_high)}); cores busy: this process's "
+                   "CPU time / wall time")
     table.add_column("round", no_wrap=True)
     for header in ("baseline P50", "stressed P50", "change", "cores busy", "under stress"):
         table.add_column(header, justify="right", no_wrap=True)
-    for index, pair in enumerate(stress["rounds"]):
-        order = "A B" if index % 2 == 0 else "B A"
-        table.add_row(f"{index + 1} ({order})", human_us(pair["baseline"]["median_us"]),
-                      human_us(pair["stressed"]["median_us"]), _change(pair["ratio_p50"]),
-                      f"{pair['baseline_cores_busy']:.2f}", f"{pair['stressed_cores_busy']:.2f}")
-    table.add_row("all", "", "", _change(stress["latency_ratio_p50"]), "", "")
+    for r in view.rounds:
+        table.add_row(f"{r.number} ({r.order})", _us_text(r.baseline_p50_us), _us_text(r.stressed_p50_us),
+                      _change(r.change), _fixed2(r.baseline_cores_busy), _fixed2(r.stressed_cores_busy))
+    table.add_row("all", "", "", _change(view.latency_change), "", "")
     return table
 
 
-def _change(ratio: float) -> str:
-    return f"{100 * (ratio - 1):+.1f}%"
+def _change(change: float | None) -> str:
+    return f"{100 * change:+.1f}%" if change is not None else "-"
 
 
-def _stress_layers_table(layers: list[Mapping[str, Any]], top: int) -> Table:
-    total = sum(layer["measured"]["stress_baseline_us"] for layer in layers)
-    eligible = [layer for layer in layers if layer["measured"]["stress_baseline_us"] >= MIN_SHARE * total]
-    ranked = sorted(eligible, key=lambda layer: (-layer["measured"]["stress_ratio"], layer["id"]))[:top]
+def _us_text(value: float | None) -> str:
+    return human_us(value) if value is not None else "-"
+
+
+def _fixed2(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"
+
+
+def _stress_layers_table(eligible: list[tuple[int, Mapping[str, Any]]], top: int) -> Table:
+    ranked = [layer for _, layer in eligible[:top]]
     table = _table(f"Layers most slowed by memory stress: top {len(ranked)} by ratio, of the {len(eligible)} "
                    f"layers with at least {MIN_SHARE:.1%} of the layer time",
                    "baseline / stressed: medians over the rounds; ratio: median of the rounds' paired ratios, "
@@ -342,44 +348,12 @@ def _stress_layers_table(layers: list[Mapping[str, Any]], top: int) -> Table:
     return table
 
 
-def _stress_context(stress: Mapping[str, Any]) -> Table:
+def _stress_context(view: StressView) -> Table:
     grid = key_value_grid()
-    llc = stress.get("llc_bytes")
-    cache = f" ({stress['buffer_bytes'] / llc:g}x the {human_bytes(llc)} last-level cache)" if llc else ""
-    grid.add_row("stress", f"{stress['processes']} process(es) copying 2 x {human_bytes(stress['buffer_bytes'])}"
-                           f"{cache}: {stress['traffic_bytes_per_s'] / 1e9:.1f} GB/s memory traffic while streaming "
-                           f"({stress['streaming_s']:.1f} s)")
-    if stress.get("layer_ratio") is not None:
-        sensitive = stress["sensitive_layers"]
-        low, high = stress["layer_ratio_range"]
-        grid.add_row("layers", Text(f"layer total x{stress['layer_ratio']:.2f} under stress (rounds x{low:.2f} to "
-                                    f"x{high:.2f}); memory-sensitive: {', '.join(sensitive) if sensitive else 'none'}"))
-    threads = stress["model_threads"]
-    load = stress.get("load_average_1min")
-    grid.add_row("cores", f"{stress['cores']} cores; model intra-op threads {threads or 'default (one per core)'}"
-                          + (f"; load average {load:.2f} when the stress started (this process included)"
-                             if load is not None else ""))
-    contended = stress.get("contended_rounds") or []
-    if contended:
-        every = len(contended) == len(stress["rounds"])
-        grid.add_row("WARNING", Text(
-            f"contended round(s) {', '.join(map(str, contended))}: under stress this process kept the CPU busy "
-            f"over {OFF_CPU_DROP:.0%} less (the stress processes and other load outnumbered the cores), so their "
-            "slowdown is partly waiting for a core, not memory; "
-            + ("no layer is marked memory-sensitive" if every else "the layer verdict uses the other rounds"),
-            style="red"))
-    low, high = stress["latency_ratio_p50_range"]
-    if high - low > STRESS_ROUND_SPREAD:
-        grid.add_row("NOTE", Text(f"the rounds disagree by {100 * (high - low):.0f} points: the machine's load "
-                                  "changed during the experiment; read the median with that spread, or rerun on "
-                                  "a quiet machine", style="yellow"))
-    if not threads or threads + stress["processes"] > stress["cores"]:
-        grid.add_row("NOTE", Text("the model's threads and the stress processes outnumber the cores: the slowdown "
-                                  "mixes CPU and memory contention (keep model threads + N <= cores: profile "
-                                  "--threads, bench --intra-threads)",
-                                  style="yellow"))
-    if stress.get("expired"):
-        grid.add_row("WARNING", Text("a stress process stopped on its own or did not follow pause / resume: some "
-                                     "stressed runs may have run without stress", style="red"))
-    grid.add_row("MEASURED", f"{stress['order']}")
+    for row in view.context:
+        grid.add_row(row.label, Text(row.value))
+    for notice in view.warnings:
+        grid.add_row(notice.level.upper(), Text(notice.text, style="red" if notice.level == "warning" else "yellow"))
+    if view.order:
+        grid.add_row("MEASURED", view.order)
     return grid

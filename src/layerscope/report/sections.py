@@ -1293,7 +1293,24 @@ class StressView:
     layers_eligible: int
     sensitive: tuple[str, ...]
     context: tuple[Row, ...]
-    warnings: tuple[str, ...]
+    rule: str | None
+    order: str | None
+    warnings: tuple[Notice, ...]
+
+    @property
+    def context_rows(self) -> tuple[Row, ...]:
+        """The context, then the rule that marks a layer memory-sensitive and the order the rounds ran in."""
+        return (*self.context, *(Row(label, value) for label, value in (("rule", self.rule), ("MEASURED", self.order))
+                                 if value))
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something to read the figures with: ``level`` ``"warning"`` (they are partly something else) or
+    ``"note"`` (read them with care)."""
+
+    level: str
+    text: str
 
 
 def _change(ratio: float | None) -> float | None:
@@ -1311,20 +1328,12 @@ def stress_view(run: Run) -> StressView | None:
                                num(_map(r.get("stressed")).get("median_us")), _change(num(r.get("ratio_p50"))),
                                num(r.get("baseline_cores_busy")), num(r.get("stressed_cores_busy")))
                    for i, r in enumerate(_maps(stress.get("rounds"))))
-    compared = [(i, layer) for i, layer in enumerate(run.get("layers") or [])
-                if isinstance(layer, Mapping) and num(_map(layer.get("measured")).get("stress_ratio")) is not None]
-    total = sum(num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0 for _, layer in compared)
-    eligible = [(i, layer) for i, layer in compared
-                if (num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0) >= MIN_SHARE * total
-                or _map(layer.get("measured")).get("memory_sensitive")]
-    def rank(item: tuple[int, Mapping[str, Any]]) -> tuple[float, str]:
-        return -(num(_map(item[1].get("measured")).get("stress_ratio")) or 0.0), str(item[1].get("id"))
-
-    eligible.sort(key=rank)
-    shown = eligible[:STRESS_TOP]
+    compared = stress_compared(run)
+    eligible = stress_eligible(compared, keep_sensitive=True)
+    shown = eligible[:STRESS_TOP]  # and, further down the ranking, the memory-sensitive ones
     shown += [il for il in eligible[STRESS_TOP:] if _map(il[1].get("measured")).get("memory_sensitive")]
     layers = []
-    for i, layer in sorted(shown, key=rank):
+    for i, layer in shown:
         m = _map(layer.get("measured"))
         layers.append(StressLayer(_text(layer.get("id")), i, str(layer.get("op_type") or ""),
                                   num(m.get("stress_baseline_us")), num(m.get("stress_median_us")),
@@ -1337,7 +1346,30 @@ def stress_view(run: Run) -> StressView | None:
         latency_change=_change(num(stress.get("latency_ratio_p50"))), change_low=_change(low),
         change_high=_change(high), rounds=rounds, layers=tuple(layers), layers_compared=len(compared),
         layers_eligible=len(eligible), sensitive=tuple(str(x) for x in stress.get("sensitive_layers") or []),
-        context=_stress_context(stress), warnings=_stress_warnings(stress, rounds, low, high))
+        context=_stress_context(stress), rule=_text_or_none(stress.get("rule")),
+        order=_text_or_none(stress.get("order")), warnings=_stress_warnings(stress, rounds, low, high))
+
+
+def stress_compared(run: Run) -> list[tuple[int, Mapping[str, Any]]]:
+    """(index, layer) of the layers the stress experiment compared (``measured.stress_ratio`` set)."""
+    return [(i, layer) for i, layer in enumerate(run.get("layers") or [])
+            if isinstance(layer, Mapping) and num(_map(layer.get("measured")).get("stress_ratio")) is not None]
+
+
+def stress_eligible(compared: Sequence[tuple[int, Mapping[str, Any]]], *,
+                    keep_sensitive: bool) -> list[tuple[int, Mapping[str, Any]]]:
+    """Of :func:`stress_compared`'s layers, those holding at least ``MIN_SHARE`` of their baseline total (and
+    with ``keep_sensitive`` the memory-sensitive ones too), highest ratio first, then by id."""
+    total = sum(num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0 for _, layer in compared)
+    eligible = [(i, layer) for i, layer in compared
+                if (num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0) >= MIN_SHARE * total
+                or (keep_sensitive and _map(layer.get("measured")).get("memory_sensitive"))]
+    return sorted(eligible, key=lambda item: (-(num(_map(item[1].get("measured")).get("stress_ratio")) or 0.0),
+                                              str(item[1].get("id"))))
+
+
+def _text_or_none(value: Any) -> str | None:
+    return str(value) if value else None
 
 
 def _stress_context(stress: Mapping[str, Any]) -> tuple[Row, ...]:
@@ -1365,31 +1397,33 @@ def _stress_context(stress: Mapping[str, Any]) -> tuple[Row, ...]:
         cores_text = (f"{cores} cores; model intra-op threads {threads or 'default (one per core)'}"
                       + (f"; load average {load:.2f} when the stress started (this process included)"
                          if load is not None else ""))
-    lines = [("stress", what), ("layers", layers), ("cores", cores_text), ("rule", stress.get("rule")),
-             ("MEASURED", stress.get("order"))]
+    lines = [("stress", what), ("layers", layers), ("cores", cores_text)]
     return tuple(Row(label, str(value)) for label, value in lines if value)
 
 
 def _stress_warnings(stress: Mapping[str, Any], rounds: Sequence[StressRound], low: float | None,
-                     high: float | None) -> tuple[str, ...]:
+                     high: float | None) -> tuple[Notice, ...]:
     warnings = []
     contended = [str(x) for x in stress.get("contended_rounds") or []]
     if contended:
         every = len(contended) == len(rounds)
-        warnings.append(f"contended round(s) {', '.join(contended)}: under stress this process kept the CPU busy "
-                        f"over {OFF_CPU_DROP:.0%} less, so their slowdown is partly waiting for a core, not memory; "
-                        + ("no layer is marked memory-sensitive" if every else "the layer verdict uses the other "
-                                                                               "rounds"))
+        warnings.append(Notice("warning", f"contended round(s) {', '.join(contended)}: under stress this process "
+                               f"kept the CPU busy over {OFF_CPU_DROP:.0%} less (the stress processes and other load "
+                               "outnumbered the cores), so their slowdown is partly waiting for a core, not memory; "
+                               + ("no layer is marked memory-sensitive" if every
+                                  else "the layer verdict uses the other rounds")))
     if low is not None and high is not None and high - low > STRESS_ROUND_SPREAD:
-        warnings.append(f"the rounds disagree by {100 * (high - low):.0f} points: the machine's load changed during "
-                        "the experiment; read the median with that spread, or rerun on a quiet machine")
+        warnings.append(Notice("note", f"the rounds disagree by {100 * (high - low):.0f} points: the machine's load "
+                               "changed during the experiment; read the median with that spread, or rerun on a quiet "
+                               "machine"))
     threads, processes, cores = stress.get("model_threads"), num(stress.get("processes")), num(stress.get("cores"))
     if processes is not None and cores is not None and (not threads or threads + processes > cores):
-        warnings.append("the model's threads and the stress processes outnumber the cores: the slowdown mixes CPU "
-                        "and memory contention")
+        warnings.append(Notice("note", "the model's threads and the stress processes outnumber the cores: the "
+                               "slowdown mixes CPU and memory contention (keep model threads + N <= cores: profile "
+                               "--threads, bench --intra-threads)"))
     if stress.get("expired"):
-        warnings.append("a stress process stopped on its own or did not follow pause / resume: some stressed runs "
-                        "may have run without stress")
+        warnings.append(Notice("warning", "a stress process stopped on its own or did not follow pause / resume: "
+                               "some stressed runs may have run without stress"))
     return tuple(warnings)
 
 
