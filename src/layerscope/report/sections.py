@@ -364,16 +364,17 @@ def _compute_section(run: Run) -> Section | None:
     ])
 
 
-#: The memory plan's rows: run-file key, label (Horizon's summary names).
-MEMORY_ROWS: tuple[tuple[str, str], ...] = (
+#: Horizon's memory categories: run-file key, label (Horizon's summary names).
+HORIZON_MEMORY_ROWS: tuple[tuple[str, str], ...] = (
     ("static_bytes", "static (weights)"),
     ("input_bytes", "model input"),
     ("output_bytes", "model output"),
     ("shared_temporary_bytes", "shared temporary"),
     ("exclusive_intermediate_bytes", "exclusive intermediate"),
     ("minimum_requirement_bytes", "minimum requirement"),
-    ("on_chip_peak_bytes", "on-chip peak (SRAM)"),
 )
+#: The memory plan's rows in the reports: Horizon's categories, then the on-chip peak.
+MEMORY_ROWS: tuple[tuple[str, str], ...] = (*HORIZON_MEMORY_ROWS, ("on_chip_peak_bytes", "on-chip peak (SRAM)"))
 
 
 def _memory_section(run: Run) -> Section | None:

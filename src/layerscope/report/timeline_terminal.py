@@ -13,18 +13,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.report.sections import HORIZON_MEMORY_ROWS
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_count, human_us
-
-#: The memory plan's rows: run-file key, label (Horizon's summary names).
-MEMORY_ROWS: tuple[tuple[str, str], ...] = (
-    ("static_bytes", "static (weights)"),
-    ("input_bytes", "model input"),
-    ("output_bytes", "model output"),
-    ("shared_temporary_bytes", "shared temporary"),
-    ("exclusive_intermediate_bytes", "exclusive intermediate"),
-    ("minimum_requirement_bytes", "minimum requirement"),
-)
 
 
 def timeline_report(run: Mapping[str, Any]) -> RenderableType:
@@ -87,7 +78,7 @@ def memory_table(timeline: Mapping[str, Any]) -> Table:
                   collapse_padding=True, pad_edge=False)
     table.add_column("memory", no_wrap=True)
     table.add_column("bytes", justify="right", no_wrap=True)
-    for key, label in MEMORY_ROWS:
+    for key, label in HORIZON_MEMORY_ROWS:  # the on-chip peak follows, beside the SRAM size
         table.add_row(label, human_bytes(memory[key]))
     sram = timeline.get("sram_bytes")
     of_sram = f" of {human_bytes(sram)}" if sram else ""
