@@ -807,11 +807,10 @@ def profile_segment_us(segments: Sequence[Sequence[str]], profiles: Sequence[Mea
     """Per group of layer ids: ``statistic`` over all profiled runs of the group's summed time in a run."""
     pooled: list[np.ndarray] = []
     for measurement in profiles:
-        series = layer_series(measurement.kernels, weights_us)
-        runs = measurement.runs if not series else len(next(iter(series.values())))
-        zero = np.zeros(runs)
+        series = layer_series(measurement.kernels, weights_us)  # every series has measurement.runs values
+        zero = np.zeros(measurement.runs)
         pooled.append(np.array([sum((series.get(i, zero) for i in ids), zero) for ids in segments]).reshape(
-            len(segments), runs))
+            len(segments), measurement.runs))
     sums = np.concatenate(pooled, axis=1)
     if sums.shape[1] == 0:
         return [0.0] * len(segments)
