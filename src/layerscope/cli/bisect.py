@@ -36,6 +36,7 @@ from layerscope.cli.options import (
 )
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
+from layerscope.measure.backend import get_backend
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
     UNITS,
@@ -55,7 +56,7 @@ from layerscope.measure.differential import (
     run_bisect,
 )
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import Measurement, profile_model
+from layerscope.measure.profile import Measurement
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -245,6 +246,7 @@ class _Validation:
     def __init__(self, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig, weights: Mapping[str, float],
                  *, runs: int, rounds: int) -> None:
         self.graph, self.feeds, self.config, self.weights = graph, feeds, config, weights
+        self.backend = get_backend("onnxruntime")
         self.parts = min(VALIDATION_PROFILES, rounds)
         self.runs = -(-runs // self.parts)
         self.every = max(1, rounds // self.parts)
@@ -260,8 +262,8 @@ class _Validation:
         return self.profiles
 
     def _take(self) -> None:
-        self.profiles.append(profile_model(self.graph, self.feeds, self.config, runs=self.runs,
-                                           warmup=min(3, self.runs), weights=self.weights))
+        self.profiles.append(self.backend.profile(self.graph, self.feeds, self.config, runs=self.runs,
+                                                  warmup=min(3, self.runs), weights=self.weights))
 
 
 # ----------------------------------------------------------------------------- rendering (pure)
