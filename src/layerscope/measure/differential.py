@@ -71,7 +71,6 @@ from layerscope.run import save_run
 from layerscope.targets.host import cache_dir
 
 __all__ = [
-    "LEVEL_STATISTICS",
     "PLACEHOLDERS",
     "UNITS",
     "BisectConfig",
@@ -110,8 +109,6 @@ Phase = Literal["pilot", "final"]
 #: prefixes' 10th percentile (``"p10"``) or minimum (``"min"``) over the rounds (for CPUs shared with other
 #: work: interference only adds time).
 Statistic = Literal["median", "min", "p10"]
-#: The statistics whose increments are differences of per-prefix levels (they add up exactly).
-LEVEL_STATISTICS: tuple[Statistic, ...] = ("min", "p10")
 #: What :class:`OrtRunner` times: elapsed time, or the calling thread's CPU time.
 Clock = Literal["wall", "cpu"]
 
@@ -619,8 +616,8 @@ def level(values: np.ndarray, statistic: Statistic) -> np.ndarray:
 
 def increments(matrix: np.ndarray, statistic: Statistic) -> np.ndarray:
     """Per segment (consecutive rows of a :func:`round_matrix`): the median over rounds of the paired
-    differences, or (:data:`LEVEL_STATISTICS`) the difference of the rows' :func:`level`. Axis 0 is the
-    prefix; the rounds are the last axis."""
+    differences, or (``"min"``, ``"p10"``) the difference of the rows' :func:`level`. Axis 0 is the prefix;
+    the rounds are the last axis."""
     if statistic == "median":
         return np.asarray(np.median(np.diff(matrix, axis=0), axis=-1))
     return np.asarray(np.diff(level(matrix, statistic), axis=0))
