@@ -9,12 +9,16 @@ Goals (issue #7), per model:
      (per profiled run summed over the segment, then the same statistic over the runs) within 15%
      (`bisect --validate`).
 
+Each segment is also judged as timed, without the cut-cost correction (`--boundary-runs`): the increment plus
+the correction the run file records, so both come from the same rounds.
+
 Each model is bisected by one `layerscope bisect --validate` process (no cache, so every number is measured
 in that run); the run file it writes is read back. Models: the ONNX model zoo's ResNet-50 and SqueezeNet
 (shipped with onnx) and the bundled YOLOv5s at 320x320.
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats 60]
         [--segments 12] [--runs-per-visit 1] [--threads 1] [--statistic auto|median|p10|min] [--clock wall]
+        [--boundary-runs 10] [--keep DIR]
 
 Exit status 0 when every model meets both goals, 1 otherwise.
 """
@@ -53,7 +57,8 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
     command = [str(exe), "bisect", str(model), "--target", "host", "--threads", str(args.threads),
                "--segments", str(args.segments), "--repeats", str(args.repeats), "--runs-per-visit",
                str(args.runs_per_visit), "--statistic", args.statistic, "--clock", args.clock, "--validate",
-               "--validate-runs", str(args.validate_runs), "--no-cache", "-o", str(out)]
+               "--validate-runs", str(args.validate_runs), "--boundary-runs", str(args.boundary_runs), "--no-cache",
+               "-o", str(out)]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -72,6 +77,8 @@ def judge(name: str, run: dict[str, Any], wall_s: float) -> bool:
     within = sum(1 for e in errors if e <= SEGMENT_GOAL)
     ok_sum = sum_error is not None and abs(sum_error) <= SUM_GOAL
     ok_segments = len(errors) == len(large) and within == len(large)
+    # the same run without the cut-cost correction: the increments as timed (increment + its correction)
+    raw_errors = [abs(raw_error(s)) for s in large if s["profile_us"]]
     print(f"\n{name}: {len(section['segments'])} segments ({section['refinements']} refinement steps), "
           f"{section['repeats']} rounds, {section['runs']} runs, {wall_s:.0f} s")
     samples = sorted(section["prefixes"][-1]["samples_us"])
@@ -90,14 +97,26 @@ def judge(name: str, run: dict[str, Any], wall_s: float) -> bool:
           f"profile (worst {max(errors, default=0.0):.1%}; median |error| "
           f"{sorted(errors)[len(errors) // 2] if errors else 0.0:.1%})  "
           f"[{'PASS' if ok_segments else 'FAIL'}]")
-    print("    #  layers     share  bisect us               profile us   error")
+    boundary = section.get("boundary", {})
+    if boundary.get("corrected"):
+        raw_within = sum(1 for e in raw_errors if e <= SEGMENT_GOAL)
+        print(f"  cut costs: {boundary['cuts_with_cost']} of {boundary['cuts']} prefixes, up to "
+              f"{boundary['max_us']:.1f} us ({boundary['runs']} profiled runs each); the same rounds uncorrected: "
+              f"{raw_within} of {len(large)} within {SEGMENT_GOAL:.0%} (worst {max(raw_errors, default=0.0):.1%})")
+    print("    #  layers     share  bisect us               profile us   error   cut us  uncorrected")
     for s in section["segments"]:
         mark = "*" if s["share"] >= LARGE_SHARE else " "
         error = f"{s['error']:+.1%}" if s["error"] is not None else "-"
+        raw = f"{raw_error(s):+.1%}" if s["profile_us"] else "-"
         print(f"  {mark}{s['index']:2d}  {s['start']:4d}-{s['end'] - 1:<4d} {s['share']:6.1%}  "
               f"{s['increment_us']:9.1f} [{s['ci_low_us']:8.1f},{s['ci_high_us']:8.1f}]  {s['profile_us']:9.1f}  "
-              f"{error:>7}")
+              f"{error:>7}  {s.get('boundary_us', 0.0):7.1f}  {raw:>7}")
     return ok_sum and ok_segments
+
+
+def raw_error(segment: dict[str, Any]) -> float:
+    """A segment's error against the profile had its cut costs not been subtracted."""
+    return (segment["increment_us"] + segment.get("boundary_us", 0.0) - segment["profile_us"]) / segment["profile_us"]
 
 
 def main() -> int:
@@ -110,16 +129,23 @@ def main() -> int:
     parser.add_argument("--statistic", choices=("auto", "median", "p10", "min"), default="auto")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     parser.add_argument("--validate-runs", type=int, default=50)
+    parser.add_argument("--boundary-runs", type=int, default=10,
+                        help="profiled runs per prefix timing its cut's own cost (0: no correction)")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR", help="also keep the run files here")
     args = parser.parse_args()
     print(f"layerscope bisect accuracy: ONNX Runtime CPU, threads {args.threads}, {args.segments} coarse segments, "
           f"{args.repeats} rounds, best of {args.runs_per_visit} per visit, statistic {args.statistic}, "
-          f"clock {args.clock}; reference: layerscope profile, {args.validate_runs} runs")
+          f"clock {args.clock}, cut costs {args.boundary_runs} profiled runs; reference: layerscope profile, "
+          f"{args.validate_runs} runs")
     verdicts = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             out = Path(tmp) / f"{name}.json"
             wall_s = bisect(model_path(name), args, out)
             verdicts[name] = judge(name, json.loads(out.read_text()), wall_s)
+            if args.keep is not None:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / out.name).write_bytes(out.read_bytes())
     print("\n" + ", ".join(f"{name}: {'PASS' if ok else 'FAIL'}" for name, ok in verdicts.items()))
     return 0 if all(verdicts.values()) else 1
 

@@ -17,8 +17,11 @@ from conftest import F32, ModelWriter, zoo
 from layerscope.errors import InputError
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
+    NO_BOUNDARY_COST,
     BisectConfig,
+    BoundaryCost,
     Job,
+    OrtRunner,
     SampleStore,
     bootstrap_increments,
     increments,
@@ -30,6 +33,7 @@ from layerscope.measure.differential import (
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult
+from layerscope.measure.session import SessionConfig
 from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -349,3 +353,82 @@ def test_a_corrupt_cache_entry_counts_as_empty(residual: Path, tmp_path: Path) -
     runner = ScriptedRunner({})
     run_bisect(planner, runner, config, SampleStore(tmp_path / "c"), workdir=tmp_path / "w")
     assert len(runner.calls) == 2
+
+
+# --- the cut's own cost ---------------------------------------------------------------------------------------------
+
+class CutCostRunner(ScriptedRunner):
+    """A scripted device on which some cuts cost extra (``cut_cost_us``, added to every sample of that prefix)
+    and which reports that cost as its profiler would; counts the prefixes whose cost it was asked for."""
+
+    def __init__(self, per_layer_us: Mapping[int, float], cut_cost_us: Mapping[int, float]) -> None:
+        super().__init__(per_layer_us)
+        self.cut_cost_us = cut_cost_us
+        self.asked: list[int] = []
+
+    def measure(self, job: Job) -> float:
+        return super().measure(job) + self.cut_cost_us.get(job.cut.layers, 0.0)
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
+        assert whole.cut.layers == 8 and job.model_path.is_file() and whole.model_path.is_file()
+        self.asked.append(job.cut.layers)
+        cost = self.cut_cost_us.get(job.cut.layers, 0.0)
+        return BoundaryCost((cost,) * runs, ("ReorderOutput",)) if cost else NO_BOUNDARY_COST
+
+
+def test_the_cuts_own_cost_is_subtracted_from_its_prefix(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = {i: 10.0 * (i + 1) for i in range(8)}
+    raw = run_bisect(planner, CutCostRunner(times, {3: 40.0}), BisectConfig(granularity="layer", repeats=4),
+                     SampleStore(None), workdir=tmp_path)
+    # as timed, the segment ending at cut 3 holds the cut's 40 µs and the next one lacks them
+    assert raw.segments[2].increment_us == pytest.approx(30.0 + 40.0, abs=8.0)
+    assert raw.segments[3].increment_us == pytest.approx(40.0 - 40.0, abs=8.0)
+    runner = CutCostRunner(times, {3: 40.0})
+    config = BisectConfig(granularity="layer", repeats=4, boundary_runs=3, statistic="p10")
+    store = SampleStore(tmp_path / "cache")
+    result = run_bisect(planner, runner, config, store, workdir=tmp_path)
+    assert [s.increment_us for s in result.segments] == pytest.approx([times[i] for i in range(8)], abs=8.0)
+    assert [s.boundary_us for s in result.segments] == [0.0, 0.0, 40.0, -40.0, 0.0, 0.0, 0.0, 0.0]
+    assert result.sum_segments_us == pytest.approx(result.full_us - (result.baseline_us or 0.0))
+    assert sorted(runner.asked) == [1, 2, 3, 4, 5, 6, 7]  # the baseline and the whole model are the reference
+    again = CutCostRunner(times, {3: 40.0})
+    cached = run_bisect(planner, again, config, SampleStore(tmp_path / "cache"), workdir=tmp_path)
+    assert again.asked == [] and cached.prefixes[3].boundary == BoundaryCost((40.0,) * 3, ("ReorderOutput",))
+
+
+def write_chain(write_model: ModelWriter) -> Path:
+    """conv0 -> relu0 -> conv1 -> relu1 -> softmax -> conv2 on 16 channels: ONNX Runtime runs the convolutions
+    in its blocked NCHWc layout and converts relu1's output back for the softmax, which has no blocked kernel."""
+    nodes = [_conv("conv0", "x", "w0", "c0"), helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+             _conv("conv1", "r0", "w1", "c1"), helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+             helper.make_node("Softmax", ["r1"], ["s"], name="soft", axis=1), _conv("conv2", "s", "w2", "y")]
+    weights = {f"w{i}": RNG.standard_normal((16, 16, 3, 3)).astype(np.float32) for i in range(3)}
+    return write_model(nodes, [("x", F32, [1, 16, 32, 32])], [("y", F32, [1, 16, 32, 32])], weights)
+
+
+def _jobs(planner: CutPlanner, folder: Path, *cuts: int) -> list[Job]:
+    jobs = []
+    for cut in cuts:
+        path = folder / f"prefix{cut}.onnx"
+        onnx.save(planner.prefix_model(cut), str(path))
+        jobs.append(Job(cut=planner.cut(cut), key=f"k{cut}", model_path=path, label=f"prefix {cut}"))
+    return jobs
+
+
+@pytest.mark.parametrize("opt_level", ["all", "extended"])
+def test_onnxruntime_times_the_layout_conversions_a_cut_adds(write_model: ModelWriter, tmp_path: Path,
+                                                            opt_level: str) -> None:
+    graph, planner = _planner(write_chain(write_model))
+    feeds = make_inputs(graph, (), 0)
+    runner = OrtRunner(SessionConfig(threads=1, opt_level=opt_level), feeds)
+    after_relu0, after_relu1, whole = _jobs(planner, tmp_path, 2, 4, 6)
+    cost = runner.boundary(after_relu0, whole, 5)
+    if opt_level == "extended":  # no NCHWc transformer below "all": nothing to convert back
+        assert cost == NO_BOUNDARY_COST
+        return
+    # r0 stays blocked inside the whole model; as the prefix's output it is converted back, in every run
+    assert len(cost.kernels) == 1 and cost.kernels[0].startswith("ReorderOutput")
+    assert len(cost.samples_us) == 5 and min(cost.samples_us) > 0
+    # the whole model converts r1 back itself (for the softmax): that cut adds nothing
+    assert runner.boundary(after_relu1, whole, 5) == NO_BOUNDARY_COST

@@ -98,6 +98,7 @@ def test_regex_runner_recovers_every_increment(model: Path, device: dict[str, An
     assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
     assert section["baseline_us"] == sizes[0] and section["full_us"] == sizes[-1]
     assert section["runner"]["runner"] == "command" and section["statistic"] == "median"
+    assert not section["boundary"]["corrected"] and "whole runs only" in section["boundary"]["why"]
     assert _calls(device) == 9 * 2 == section["runs"] == section["cache"]["misses"]
     for layer in run["layers"]:
         measured = layer["measured"]
@@ -188,6 +189,7 @@ def test_a_command_past_its_timeout_exits_3(model: Path, device: dict[str, Any],
     (["--latency-regex", REGEX], "only apply with --run-cmd"),
     (["--run-cmd", "{cmd} {{model}} regex", "--latency-regex", REGEX, "--budget", "5"], "too small"),
     (["--clock", "cpu", "--threads", "2"], "--clock cpu needs --threads 1"),
+    (["--run-cmd", "{cmd} {{model}} regex", "--latency-regex", REGEX, "--boundary-runs", "5"], "whole runs only"),
 ])
 def test_bad_input_exits_2_in_one_line(model: Path, device: dict[str, Any], capsys: pytest.CaptureFixture[str],
                                        args: list[str], message: str) -> None:
@@ -212,6 +214,14 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     whole = section["validation"]["profile_latency_us"]
     assert section["validation"]["sum_vs_profile_latency"] == pytest.approx(
         (section["sum_segments_us"] + section["baseline_us"] - whole) / whole, abs=1e-4)  # µs rounded to ns
+    # every cut's own cost was looked for (the baseline and the whole model are the reference: none)
+    boundary = section["boundary"]
+    assert boundary["corrected"] and boundary["runs"] == 10 and boundary["cuts"] == len(section["prefixes"])
+    prefixes = section["prefixes"]
+    assert prefixes[0]["boundary_us"] == prefixes[-1]["boundary_us"] == 0.0
+    costs = [p["boundary_us"] for p in prefixes]
+    steps = [b - a for a, b in itertools.pairwise(costs)]
+    assert [s["boundary_us"] for s in section["segments"]] == pytest.approx(steps, abs=2e-3)
     for seg in section["segments"]:
         assert {"profile_us", "error", "share", "ci_low_us", "ci_high_us", "significant"} <= seg.keys()
         assert seg["ci_low_us"] <= seg["ci_high_us"]

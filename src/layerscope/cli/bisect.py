@@ -68,6 +68,8 @@ from layerscope.targets import load_profile
 
 #: The validation's profile is taken in this many parts between the bisect's rounds.
 VALIDATION_PROFILES = 5
+#: Profiled runs per prefix that time its cut's own cost on ONNX Runtime, unless --boundary-runs says.
+BOUNDARY_RUNS = 10
 
 
 @click.command("bisect")
@@ -125,6 +127,10 @@ VALIDATION_PROFILES = 5
 @click.option("--cache", "cache_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Cache of measurements [default: $LAYERSCOPE_CACHE_DIR/bisect or ~/.cache/layerscope/bisect].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
+@click.option("--boundary-runs", type=click.IntRange(min=0), default=None, metavar="N",
+              help="ONNX Runtime: profiled runs per prefix that time what its cut alone costs (converting the "
+                   "crossing tensors back from the blocked NCHWc layout), subtracted from the prefix; 0: no "
+                   "correction [default: 10; not with --run-cmd].")
 @click.option("--validate", is_flag=True,
               help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
@@ -136,19 +142,24 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             latency_unit: str, timeout_s: float | None, granularity: str, segments: int, repeats: int | None,
             pilot: int, budget_runs: int | None, baseline: bool, statistic: str, confidence: float, resamples: int,
             provider: str, threads: int, opt_level: str, clock: str, runs_per_visit: int, cache_dir: Path | None,
-            no_cache: bool, validate: bool, validate_runs: int, json_out: Path | None) -> None:
+            no_cache: bool, boundary_runs: int | None, validate: bool, validate_runs: int,
+            json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes."""
     command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
                                      unit=latency_unit, timeout_s=timeout_s)
     if validate and command_runner is not None:
         raise click.UsageError("--validate compares with ONNX Runtime's profiler: it cannot check --run-cmd")
+    if boundary_runs and command_runner is not None:
+        raise click.UsageError("--boundary-runs times kernels with ONNX Runtime's profiler: a --run-cmd device "
+                               "times whole runs only")
     if command_runner is None:
         ort_provider(provider)  # exit 3 before any work when the provider is missing
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
                           repeats=repeats or (10 if command_runner is not None else 60), pilot=pilot,
                           budget_runs=budget_runs, baseline=baseline,
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
-                          resamples=resamples, seed=seed)
+                          resamples=resamples, seed=seed,
+                          boundary_runs=BOUNDARY_RUNS if boundary_runs is None else boundary_runs)
     graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes))
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
@@ -222,7 +233,7 @@ def _workdir(store: SampleStore, *, keep: bool) -> Iterator[Path]:
 def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore,
              after_round: Callable[[int], None] | None) -> BisectResult:
     """The bisect with a progress bar; on Ctrl-C, where the samples measured so far are, then re-raised."""
-    labels = {"measure": "measuring (final rounds)"}
+    labels = {"measure": "measuring (final rounds)", "boundary": "cut costs (profiled prefixes)"}
     labels.update({f"pilot-{i}": "coarse segments (pilot)" if i == 0 else f"refinement {i} (pilot)"
                    for i in range(64)})
     try:

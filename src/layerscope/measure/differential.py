@@ -29,6 +29,14 @@ Contract of :func:`run_bisect`:
   seeded by ``seed``, rounds kept paired); an increment is *significant* when its interval excludes 0.
   Negative increments are reported as measured, never clipped. The sum of the increments is not forced to
   equal the whole model's time: comparing them (with the baseline) is a check of the method;
+- **boundary correction** (``boundary_runs > 0``, runners that can see inside a run): a cut makes the crossing
+  tensors model outputs, and a runtime may spend time on that which the whole model never does (ONNX
+  Runtime converts an output back from its blocked NCHWc layout with a ReorderOutput kernel: 20-150 µs per
+  cut on SqueezeNet). After the final rounds the runner times exactly those kernels in each prefix
+  (:class:`BoundaryCost`, ``boundary_runs`` profiled runs) and their level under ``statistic`` is subtracted
+  from every sample of the prefix before the increments are taken. The baseline and the whole model get no
+  correction, so the increments still add up to whole - baseline. The correction is a constant per prefix:
+  the intervals do not include its own uncertainty;
 - **failures**: a device command that exits non-zero, times out or cannot start raises
   :class:`DeviceCommandError` (exit 3) with its exit code and the tail of its output; output the latency
   regex / JSON field cannot read, and templates or options that cannot work, raise ``InputError`` (exit 2).
@@ -51,19 +59,23 @@ import shlex
 import signal
 import string
 import subprocess
+import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
+import onnx
 
 from layerscope.errors import BackendUnavailable, InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.cuts import Cut, CutPlanner, Segment
+from layerscope.measure.fusion import LAYOUT_OPS
+from layerscope.measure.ort_profile import load_events, parse_profile
 from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.stats import PERCENTILE_METHOD
@@ -75,6 +87,7 @@ __all__ = [
     "UNITS",
     "BisectConfig",
     "BisectResult",
+    "BoundaryCost",
     "Clock",
     "CommandRunner",
     "CommandTemplate",
@@ -143,10 +156,12 @@ class BisectConfig:
     confidence: float = 0.95
     resamples: int = 2000
     seed: int = 0
+    #: Profiled runs per prefix that time its boundary cost (:class:`BoundaryCost`); 0: no correction.
+    boundary_runs: int = 0
 
     def __post_init__(self) -> None:
-        if self.segments < 1 or self.repeats < 1 or self.pilot < 1:
-            raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1")
+        if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0:
+            raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1, boundary_runs >= 0")
         if self.statistic not in ("median", "min", "p10"):
             raise ValueError(f"BisectConfig: unknown statistic {self.statistic!r}")
         if not 0 < self.confidence < 1 or self.resamples < 1:
@@ -164,9 +179,26 @@ class Job:
 
 
 @dataclass(frozen=True)
+class BoundaryCost:
+    """What a runtime spends in one prefix to hand the tensors crossing its cut out as outputs, work the
+    whole model does not do: per profiled run, the summed time (µs) of ``kernels`` (the runtime's names of
+    the kernels doing it; none: the cut costs nothing measurable of that kind, ``samples_us`` is ``(0.0,)``)."""
+
+    samples_us: tuple[float, ...]
+    kernels: tuple[str, ...]
+
+    def level_us(self, statistic: Statistic) -> float:
+        """:func:`level` of the per-run sums: what is subtracted from each of the prefix's samples."""
+        return float(level(np.asarray(self.samples_us, dtype=np.float64), statistic)) if self.samples_us else 0.0
+
+
+NO_BOUNDARY_COST = BoundaryCost(samples_us=(0.0,), kernels=())
+
+
+@dataclass(frozen=True)
 class PrefixResult:
-    """One timed prefix: its final samples (µs, round order), its pilot samples, and how many of both were
-    measured in this session (the rest came from the cache)."""
+    """One timed prefix: its final samples (µs, round order), its pilot samples, how many of both were
+    measured in this session (the rest came from the cache), and its boundary cost (``None``: not measured)."""
 
     cut: Cut
     key: str
@@ -174,21 +206,29 @@ class PrefixResult:
     samples_us: tuple[float, ...]
     pilot_us: tuple[float, ...]
     measured_now: int
+    boundary: BoundaryCost | None = None
 
     def value_us(self, statistic: Statistic) -> float:
-        """The prefix's time: :func:`level` of its final samples."""
+        """The prefix's time as timed: :func:`level` of its final samples."""
         return float(level(np.asarray(self.samples_us, dtype=np.float64), statistic))
+
+    def boundary_us(self, statistic: Statistic) -> float:
+        """What the boundary correction subtracts from each sample (0 when not measured)."""
+        return self.boundary.level_us(statistic) if self.boundary is not None else 0.0
 
 
 @dataclass(frozen=True)
 class SegmentResult:
-    """A segment's increment (µs) with its bootstrap interval; ``samples`` = the rounds it comes from."""
+    """A segment's increment (µs) with its bootstrap interval; ``samples`` = the rounds it comes from;
+    ``boundary_us``: the boundary correction's share of it (increment as timed = ``increment_us`` +
+    ``boundary_us``)."""
 
     segment: Segment
     increment_us: float
     ci_low_us: float
     ci_high_us: float
     samples: int
+    boundary_us: float = 0.0
 
     @property
     def significant(self) -> bool:
@@ -242,30 +282,48 @@ class BisectResult:
 
 # ---------------------------------------------------------------------------------------- cache
 class SampleStore:
-    """Samples per prefix key and phase: a folder of JSON files written atomically, one per key, or memory only.
+    """Samples per prefix key and phase, and the prefix's :class:`BoundaryCost`: a folder of JSON files written
+    atomically, one per key, or memory only.
 
-    A file holds ``{key, cut, label, runner, pilot_us, samples_us}`` (``samples_us``: the final phase, in
-    round order); one that cannot be read counts as empty and is overwritten by the next sample.
+    A file holds ``{key, cut, label, runner, pilot_us, samples_us, boundary}`` (``samples_us``: the final
+    phase, in round order; ``boundary``: ``{samples_us, kernels}`` or ``null``); one that cannot be read
+    counts as empty and is overwritten by the next sample.
     """
 
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
-        self._memory: dict[str, dict[Phase, list[float]]] = {}
+        self._memory: dict[str, _Entry] = {}
 
     def samples(self, key: str, phase: Phase = "final") -> list[float]:
         """The samples of ``key`` in ``phase``, oldest first."""
-        return list(self._entry(key)[phase])
+        return list(self._entry(key).samples[phase])
+
+    def boundary(self, key: str) -> BoundaryCost | None:
+        """The boundary cost measured for ``key``, ``None`` when there is none yet."""
+        return self._entry(key).boundary
 
     def add(self, key: str, phase: Phase, sample_us: float, *, job: Job, runner: Mapping[str, Any]) -> None:
         """Append one sample and write the entry (atomically) before returning."""
-        entry = self._entry(key)
-        entry[phase].append(round(float(sample_us), 3))
-        if self.directory is not None:
-            record = {"key": key, "cut": job.cut.layers, "label": job.label, "runner": dict(runner),
-                      "pilot_us": entry["pilot"], "samples_us": entry["final"]}
-            save_run(record, self._path(key))  # the run file's atomic JSON writer
+        self._entry(key).samples[phase].append(round(float(sample_us), 3))
+        self._write(key, job, runner)
 
-    def _entry(self, key: str) -> dict[Phase, list[float]]:
+    def set_boundary(self, key: str, cost: BoundaryCost, *, job: Job, runner: Mapping[str, Any]) -> None:
+        """Record ``key``'s boundary cost and write the entry (atomically) before returning."""
+        self._entry(key).boundary = BoundaryCost(tuple(round(float(v), 3) for v in cost.samples_us), cost.kernels)
+        self._write(key, job, runner)
+
+    def _write(self, key: str, job: Job, runner: Mapping[str, Any]) -> None:
+        if self.directory is None:
+            return
+        entry = self._entry(key)
+        boundary = entry.boundary
+        record = {"key": key, "cut": job.cut.layers, "label": job.label, "runner": dict(runner),
+                  "pilot_us": entry.samples["pilot"], "samples_us": entry.samples["final"],
+                  "boundary": None if boundary is None else {"samples_us": list(boundary.samples_us),
+                                                             "kernels": list(boundary.kernels)}}
+        save_run(record, self._path(key))  # the run file's atomic JSON writer
+
+    def _entry(self, key: str) -> _Entry:
         if key not in self._memory:
             self._memory[key] = self._read(key)
         return self._memory[key]
@@ -274,15 +332,32 @@ class SampleStore:
         assert self.directory is not None
         return self.directory / "samples" / key[:2] / f"{key}.json"
 
-    def _read(self, key: str) -> dict[Phase, list[float]]:
-        empty: dict[Phase, list[float]] = {"pilot": [], "final": []}
+    def _read(self, key: str) -> _Entry:
         if self.directory is None:
-            return empty
+            return _Entry()
         try:
             data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            return {"pilot": [float(v) for v in data["pilot_us"]], "final": [float(v) for v in data["samples_us"]]}
+            entry = _Entry({"pilot": [float(v) for v in data["pilot_us"]],
+                            "final": [float(v) for v in data["samples_us"]]})
         except (OSError, ValueError, KeyError, TypeError):
-            return empty
+            return _Entry()
+        try:
+            boundary = data.get("boundary")
+            if isinstance(boundary, Mapping):
+                samples = tuple(float(v) for v in boundary["samples_us"])
+                if samples:
+                    entry.boundary = BoundaryCost(samples, tuple(str(k) for k in boundary["kernels"]))
+        except (ValueError, KeyError, TypeError):
+            pass  # an unreadable boundary is measured again; the samples stay
+        return entry
+
+
+@dataclass
+class _Entry:
+    """One cache entry in memory (mutable: samples are appended as they come)."""
+
+    samples: dict[Phase, list[float]] = field(default_factory=lambda: {"pilot": [], "final": []})
+    boundary: BoundaryCost | None = None
 
 
 # -------------------------------------------------------------------------------------- runners
@@ -295,6 +370,10 @@ class Runner(Protocol):
 
     def measure(self, job: Job) -> float:
         """One sample of ``job``'s model, in microseconds."""
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost | None:
+        """What ``job``'s prefix spends handing its crossing tensors out that ``whole`` (the whole model) does
+        not, over ``runs`` profiled runs; ``None`` when the runner cannot see inside a run."""
 
     def close(self) -> None:
         """Release sessions, files or connections."""
@@ -332,6 +411,7 @@ class OrtRunner:
         self.max_sessions = max_sessions
         self._clock_ns = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
         self._sessions: OrderedDict[str, Any] = OrderedDict()
+        self._converted: dict[str, frozenset[str]] = {}
         machine = machine_info()
         digest = hashlib.sha256()
         for name, array in sorted(self.feeds.items()):
@@ -354,6 +434,47 @@ class OrtRunner:
         for _ in range(self.warmup if new else self.visit_warmup):
             self._run(session)
         return min(self._run(session) for _ in range(self.runs_per_visit)) / 1e3
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
+        """The layout kernels (:data:`~layerscope.measure.fusion.LAYOUT_OPS`, e.g. ReorderOutput from the
+        blocked NCHWc layout) that produce one of the prefix's outputs in its optimized graph, unless the
+        whole model's optimized graph produces that tensor with a layout kernel too; their summed time per
+        run from ONNX Runtime's profiler over ``runs`` runs (after :attr:`warmup` runs). A prefix without
+        such kernels is not run: :data:`NO_BOUNDARY_COST`."""
+        if whole.key not in self._converted:
+            self._converted[whole.key] = frozenset(
+                name for node in self._optimized(whole.model_path).node if node.op_type in LAYOUT_OPS
+                for name in node.output)
+        converted = self._converted[whole.key]
+        with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
+            optimized_path = Path(tmp) / "optimized.onnx"
+            session = make_session(job.model_path, self.config, profile_prefix=str(Path(tmp) / "ort"),
+                                   optimized_model_path=str(optimized_path))
+            try:
+                graph = onnx.load(str(optimized_path), load_external_data=False).graph
+                extra = {o.name for o in graph.output} - converted
+                kernels = tuple(node.name for node in graph.node
+                                if node.op_type in LAYOUT_OPS and any(name in extra for name in node.output))
+                if kernels:
+                    for _ in range(self.warmup + runs):
+                        self._run(session)
+            finally:
+                profile_file = session.end_profiling()
+            if not kernels:
+                return NO_BOUNDARY_COST
+            data = parse_profile(load_events(profile_file), skip_runs=self.warmup)
+        sums = np.zeros(len(data.run_durations_us))
+        for kernel in data.kernels:
+            if kernel.name in kernels:
+                sums += np.asarray(kernel.durations_us, dtype=np.float64)
+        return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=kernels)
+
+    def _optimized(self, model_path: Path) -> onnx.GraphProto:
+        """The graph ONNX Runtime runs for ``model_path`` under this runner's session settings."""
+        with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
+            optimized_path = Path(tmp) / "optimized.onnx"
+            make_session(model_path, self.config, optimized_model_path=str(optimized_path))
+            return onnx.load(str(optimized_path), load_external_data=False).graph
 
     def _run(self, session: Any) -> int:
         """One ``session.run`` timed in ns; ONNX Runtime's own failures are ``InputError`` (exit 2)."""
@@ -542,6 +663,10 @@ class CommandRunner:
                                      f"last output: {_tail(stdout + stderr)}", hint=hint)
         return stdout, stderr
 
+    def boundary(self, job: Job, whole: Job, runs: int) -> None:
+        """``None``: a device command times whole runs only."""
+        return None
+
     def close(self) -> None:
         self._compiled.clear()
 
@@ -670,9 +795,13 @@ class _Bisect:
                              hint="raise --budget, or lower --segments or --repeats")
         cuts, refinements = (cuts, 0) if layers else self.refine(cuts, budget)
         self.measure(cuts, "final", config.repeats, "measure")
-        prefixes = tuple(self.result(c) for c in cuts)
-        matrix = round_matrix([p.samples_us for p in prefixes], config.repeats, baseline=config.baseline)
-        segments, sum_ci = _estimate(planner.segments(cuts), matrix, config)
+        corrected = bool(config.boundary_runs) and self.measure_boundaries(cuts)
+        prefixes = tuple(self.result(c, boundary=corrected) for c in cuts)
+        corrections = [p.boundary_us(config.statistic) for p in prefixes]
+        matrix = round_matrix([[v - c for v in p.samples_us] for p, c in zip(prefixes, corrections, strict=True)],
+                              config.repeats, baseline=config.baseline)
+        boundary_us = [float(v) for v in np.diff(corrections if config.baseline else [0.0, *corrections])]
+        segments, sum_ci = _estimate(planner.segments(cuts), matrix, config, boundary_us)
         return BisectResult(config=config, runner=dict(self.runner.identity), prefixes=prefixes, segments=segments,
                             refinements=refinements, budget_runs=budget, pilot_runs=self.pilot_runs,
                             sum_ci_us=sum_ci, cache_dir=str(self.store.directory) if self.store.directory else None,
@@ -746,23 +875,46 @@ class _Bisect:
             if phase == "final" and self.after_round is not None:
                 self.after_round(round_no)
 
-    def result(self, cut: int) -> PrefixResult:
+    def measure_boundaries(self, cuts: Sequence[int]) -> bool:
+        """Store the :class:`BoundaryCost` of every cut that has none yet (the baseline, cut 0, and the whole
+        model are the reference: no cost by definition); ``False`` when the runner cannot measure it."""
+        whole = self.job(self.planner.layer_count)
+        reference = (0, whole.cut.layers)
+        todo = [self.job(c) for c in cuts if self.store.boundary(self.job(c).key) is None]
+        todo.sort(key=lambda job: job.cut.layers in reference)  # ask the runner first
+        for done, job in enumerate(todo, start=1):
+            cost: BoundaryCost | None = NO_BOUNDARY_COST
+            if job.cut.layers not in reference:
+                self.model_file(job)
+                self.model_file(whole)
+                cost = self.runner.boundary(job, whole, self.config.boundary_runs)
+            if cost is None:
+                return False
+            self.store.set_boundary(job.key, cost, job=job, runner=self.runner.identity)
+            if self.progress is not None:
+                self.progress("boundary", done, len(todo))
+        return True
+
+    def result(self, cut: int, *, boundary: bool) -> PrefixResult:
+        """The prefix at ``cut`` from the store, with its boundary cost when ``boundary``."""
         job = self.job(cut)
         pilot, final = self.store.samples(job.key, "pilot"), self.store.samples(job.key, "final")
         return PrefixResult(cut=job.cut, key=job.key, label=job.label, samples_us=tuple(final),
-                            pilot_us=tuple(pilot), measured_now=len(pilot) + len(final) - self.cached[job.key])
+                            pilot_us=tuple(pilot), measured_now=len(pilot) + len(final) - self.cached[job.key],
+                            boundary=self.store.boundary(job.key) if boundary else None)
 
 
-def _estimate(segments: Sequence[Segment], matrix: np.ndarray,
-              config: BisectConfig) -> tuple[tuple[SegmentResult, ...], tuple[float, float]]:
-    """Segment increments with bootstrap intervals, and the interval of their sum."""
+def _estimate(segments: Sequence[Segment], matrix: np.ndarray, config: BisectConfig,
+              boundary_us: Sequence[float]) -> tuple[tuple[SegmentResult, ...], tuple[float, float]]:
+    """Segment increments with bootstrap intervals, and the interval of their sum (``matrix`` is corrected
+    already; ``boundary_us`` is each segment's share of the correction)."""
     points = increments(matrix, config.statistic)
     draws = bootstrap_increments(matrix, config.statistic, config.resamples, config.seed)
     results = tuple(
         SegmentResult(segment=seg, increment_us=float(point), ci_low_us=low, ci_high_us=high,
-                      samples=matrix.shape[1])
-        for seg, point, (low, high) in zip(segments, points, (_interval(d, config.confidence) for d in draws),
-                                           strict=True))
+                      samples=matrix.shape[1], boundary_us=float(correction))
+        for seg, point, (low, high), correction in zip(
+            segments, points, (_interval(d, config.confidence) for d in draws), boundary_us, strict=True))
     return results, _interval(draws.sum(axis=0), config.confidence)
 
 
@@ -889,7 +1041,12 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
         "prefixes": [{"layers": p.cut.layers, "label": p.label, "key": p.key, "outputs": list(p.cut.outputs),
                       "crossing_bytes": p.cut.crossing_bytes, "breaks_fusion": p.cut.breaks_fusion,
                       "value_us": _us(p.value_us(config.statistic)), "samples_us": list(p.samples_us),
-                      "pilot_us": list(p.pilot_us), "measured_now": p.measured_now} for p in result.prefixes],
+                      "pilot_us": list(p.pilot_us), "measured_now": p.measured_now,
+                      "boundary_us": _us(p.boundary_us(config.statistic)) if p.boundary is not None else None,
+                      "boundary_kernels": list(p.boundary.kernels) if p.boundary is not None else [],
+                      "boundary_samples_us": list(p.boundary.samples_us) if p.boundary is not None else []}
+                     for p in result.prefixes],
+        "boundary": _boundary_section(result),
         "segments": [_segment_entry(s, by_segment.get(s.segment.index)) for s in result.segments],
     }
     if validation:
@@ -904,6 +1061,21 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
     return section
 
 
+def _boundary_section(result: BisectResult) -> dict[str, Any]:
+    """How the cuts' own cost was handled: ``corrected`` (measured and subtracted) or not, and how much."""
+    if not result.config.boundary_runs:
+        return {"corrected": False, "why": "turned off (--boundary-runs 0)"}
+    if any(p.boundary is None for p in result.prefixes):
+        return {"corrected": False, "why": "the runner cannot see inside a run (a device command times whole runs "
+                                           "only)"}
+    costs = [p.boundary_us(result.config.statistic) for p in result.prefixes]
+    return {"corrected": True, "method": "runtime profiler: layout kernels producing a cut's outputs that the "
+                                        "whole model does not run", "runs": result.config.boundary_runs,
+            "cuts": len(result.prefixes),
+            "cuts_with_cost": sum(1 for p in result.prefixes if p.boundary and p.boundary.kernels),
+            "max_us": _us(max(costs)), "total_us": _us(sum(costs))}
+
+
 def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "index": seg.segment.index, "start": seg.segment.start, "end": seg.segment.end,
@@ -911,6 +1083,7 @@ def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, 
         "layers": list(seg.segment.layer_ids), "est_us": _us(seg.segment.est_us),
         "increment_us": _us(seg.increment_us), "ci_low_us": _us(seg.ci_low_us), "ci_high_us": _us(seg.ci_high_us),
         "significant": seg.significant, "negative": seg.negative, "samples": seg.samples,
+        "boundary_us": _us(seg.boundary_us),
     }
     if check is not None:
         entry["profile_us"] = _us(check.profile_us)

@@ -784,6 +784,8 @@ BISECT_STATISTICS: Mapping[str, tuple[str, str]] = {
 BISECT_LARGE_SHARE = 0.05
 #: ... and should be within this relative error of the kernel profile.
 BISECT_GOAL_ERROR = 0.15
+#: A segment's note names the boundary correction when it is at least this share of the increment as timed.
+BISECT_BOUNDARY_NOTE = 0.05
 #: Per-layer rows the comparison shows (largest |delta| first).
 COMPARISON_TOP = 30
 #: Layers listed by name under renamed / added / removed (the counts are always complete).
@@ -899,9 +901,12 @@ class BisectView:
 
 def _bisect_note(seg: Mapping[str, Any]) -> str:
     negative, significant = bool(seg.get("negative")), bool(seg.get("significant", True))
-    if negative:
-        return "negative" + ("" if significant else ", not significant")
-    return "" if significant else "not significant"
+    notes = ["negative" + ("" if significant else ", not significant") if negative else
+             "" if significant else "not significant"]
+    boundary, increment = num(seg.get("boundary_us")), num(seg.get("increment_us"))
+    if boundary and increment is not None and abs(boundary) >= BISECT_BOUNDARY_NOTE * abs(increment + boundary):
+        notes.append(f"{-boundary:+.0f} µs cut costs")
+    return ", ".join(n for n in notes if n)
 
 
 def _runner_text(runner: Mapping[str, Any]) -> str:
@@ -1000,8 +1005,20 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
     if flagged:
         lines.append(("noise", f"{flagged} segment(s) negative or not significant: add --repeats, or merge them "
                                "(fewer --segments)"))
+    boundary = _map(section.get("boundary"))
+    if boundary.get("corrected"):
+        with_cost = boundary.get("cuts_with_cost", 0)
+        lines.append(("cut costs", f"{with_cost} of {boundary.get('cuts', '?')} prefixes convert crossing tensors "
+                                   "back from the runtime's own layout, which the whole model does not; up to "
+                                   f"{human_us(num(boundary.get('max_us')) or 0.0)}, timed by its profiler over "
+                                   f"{boundary.get('runs', '?')} runs and subtracted" if with_cost else
+                                   "no prefix runs layout conversions the whole model does not (checked with "
+                                   "the runtime's optimized graphs)"))
+    elif boundary.get("why"):
+        lines.append(("cut costs", f"not corrected: {boundary['why']}"))
+    corrected = "; its layout conversions are subtracted: see cut costs" if boundary.get("corrected") else ""
     lines.append(("MEASURED", "differences of whole-prefix timings: a segment's time includes what its cut changes "
-                              "(extra outputs written back, fusions across the cut)"))
+                              f"(extra outputs written back, fusions across the cut{corrected})"))
     return tuple(Row(label, value) for label, value in lines if value)
 
 
