@@ -18,7 +18,7 @@ in that run); the run file it writes is read back. Models: the ONNX model zoo's 
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats 60]
         [--segments 12] [--runs-per-visit 1] [--threads 1] [--statistic auto|median|p10|min] [--clock wall]
-        [--boundary-runs 10] [--keep DIR]
+        [--boundary-runs 10] [--no-suffixes] [--keep DIR]
 
 Exit status 0 when every model meets both goals, 1 otherwise.
 """
@@ -57,7 +57,8 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
     command = [str(exe), "bisect", str(model), "--target", "host", "--threads", str(args.threads),
                "--segments", str(args.segments), "--repeats", str(args.repeats), "--runs-per-visit",
                str(args.runs_per_visit), "--statistic", args.statistic, "--clock", args.clock, "--validate",
-               "--validate-runs", str(args.validate_runs), "--boundary-runs", str(args.boundary_runs), "--no-cache",
+               "--validate-runs", str(args.validate_runs), "--boundary-runs", str(args.boundary_runs),
+               "--suffixes" if args.suffixes else "--no-suffixes", "--no-cache",
                "-o", str(out)]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -86,8 +87,12 @@ def judge(name: str, run: dict[str, Any], wall_s: float) -> bool:
     cv = (sum((x - mean) ** 2 for x in samples) / max(1, len(samples) - 1)) ** 0.5 / mean
     print(f"  whole model {whole / 1e3:.2f} ms (run-to-run CV {cv:.1%}, fastest {samples[0] / 1e3:.2f} ms); "
           f"baseline {section['baseline_us']:.1f} us; sum of segments {section['sum_segments_us'] / 1e3:.2f} ms")
-    exact = " (exact by construction: differences of per-prefix levels telescope)" \
-        if section["statistic"] in ("min", "p10") else ""
+    if section.get("suffixes"):
+        exact = f" (prefixes meet suffixes at cut {section['meet']}: the rest is what that cut costs both halves)"
+    elif section["statistic"] in ("min", "p10"):
+        exact = " (exact by construction: differences of per-prefix levels telescope)"
+    else:
+        exact = ""
     print(f"  sum + baseline vs the last prefix in the same rounds: {same_rounds:+.1%}{exact}")
     stat = section["statistic"]
     print(f"  sum + baseline vs the whole model timed apart ({stat} of profile's uninstrumented runs, "
@@ -131,11 +136,14 @@ def main() -> int:
     parser.add_argument("--validate-runs", type=int, default=50)
     parser.add_argument("--boundary-runs", type=int, default=10,
                         help="profiled runs per prefix timing its cut's own cost (0: no correction)")
+    parser.add_argument("--no-suffixes", dest="suffixes", action="store_false",
+                        help="time every cut as a prefix (the segments past the middle then rest on large prefixes)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR", help="also keep the run files here")
     args = parser.parse_args()
     print(f"layerscope bisect accuracy: ONNX Runtime CPU, threads {args.threads}, {args.segments} coarse segments, "
           f"{args.repeats} rounds, best of {args.runs_per_visit} per visit, statistic {args.statistic}, "
-          f"clock {args.clock}, cut costs {args.boundary_runs} profiled runs; reference: layerscope profile, "
+          f"clock {args.clock}, cut costs {args.boundary_runs} profiled runs, "
+          f"{'prefixes and suffixes' if args.suffixes else 'prefixes only'}; reference: layerscope profile, "
           f"{args.validate_runs} runs")
     verdicts = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -116,6 +116,31 @@ def test_every_prefix_is_valid_and_computes_the_models_values(residual: Path) ->
     assert [o.name for o in full.graph.output] == ["y"] and full.opset_import == onnx.load(str(residual)).opset_import
 
 
+@pytest.mark.parametrize("name", ["residual", "squeezenet"])
+def test_every_suffix_computes_the_models_outputs_from_its_prefix(name: str, write_model: ModelWriter) -> None:
+    path = write_residual(write_model) if name == "residual" else zoo("squeezenet")
+    graph, planner = _planner(path)
+    feeds = make_inputs(graph, (), 0)
+    expected = _run(planner.prefix_model(planner.layer_count), feeds)
+    cuts = range(1, planner.layer_count) if name == "residual" else (7, 33, 60)
+    for k in cuts:
+        suffix = planner.suffix_model(k)
+        onnx.checker.check_model(suffix, full_check=True)
+        crossing = _run(planner.prefix_model(k), feeds)
+        weights = {t.name for t in suffix.graph.initializer}  # an IR 3 model lists them as inputs too
+        names = [i.name for i in suffix.graph.input if i.name not in weights]
+        # the prefix's crossing tensors a later layer reads, and the model inputs the suffix still reads
+        assert set(names) <= set(crossing) | set(feeds) and set(names) & set(crossing)
+        got = _run(suffix, {n: crossing[n] if n in crossing else feeds[n] for n in names})
+        assert list(got) == [o.name for o in graph.outputs]
+        for out, value in got.items():
+            np.testing.assert_allclose(value, expected[out], rtol=1e-4, atol=1e-4)
+    assert planner.suffix_model(0) == planner.prefix_model(planner.layer_count)
+    baseline = planner.suffix_model(planner.layer_count)
+    assert [n.op_type for n in baseline.graph.node] == ["Identity"] * len(graph.outputs)
+    assert [i.name for i in baseline.graph.input] == [o.name for o in graph.outputs]
+
+
 def test_prefixes_keep_the_folded_constants_they_need(write_model: ModelWriter) -> None:
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Constant", [], ["shape"], name="const",
@@ -254,7 +279,8 @@ def test_round_matrix_needs_enough_rounds() -> None:
 # --- the bisect loop with a scripted runner ----------------------------------------------------------------------
 
 class ScriptedRunner:
-    """Times a prefix as ``per_layer_us`` x its layers + ``fixed_us`` + the round's ``drift``; counts calls."""
+    """Times a model as ``per_layer_us`` x its layers (a prefix's before its cut, a suffix's from it on; the
+    residual model has 8) + ``fixed_us`` + the round's ``drift``; counts calls."""
 
     def __init__(self, per_layer_us: Mapping[int, float], *, fixed_us: float = 50.0, interrupt_after: int | None = None,
                  tag: str = "scripted") -> None:
@@ -274,7 +300,8 @@ class ScriptedRunner:
         assert job.model_path.is_file()
         self.calls.append(job.cut.layers)
         drift = 7.0 * (len(self.calls) // 10)
-        return self.fixed_us + drift + sum(self.per_layer_us.get(i, 0.0) for i in range(job.cut.layers))
+        layers = range(job.cut.layers) if job.side == "prefix" else range(job.cut.layers, 8)
+        return self.fixed_us + drift + sum(self.per_layer_us.get(i, 0.0) for i in layers)
 
     def close(self) -> None:
         pass
@@ -361,30 +388,30 @@ class CutCostRunner(ScriptedRunner):
     """A scripted device on which some cuts cost extra (``cut_cost_us``, added to every sample of that prefix)
     and which reports that cost as its profiler would; counts the prefixes whose cost it was asked for."""
 
-    def __init__(self, per_layer_us: Mapping[int, float], cut_cost_us: Mapping[int, float]) -> None:
+    def __init__(self, per_layer_us: Mapping[int, float], cut_cost_us: Mapping[tuple[str, int], float]) -> None:
         super().__init__(per_layer_us)
         self.cut_cost_us = cut_cost_us
         self.asked: list[int] = []
 
     def measure(self, job: Job) -> float:
-        return super().measure(job) + self.cut_cost_us.get(job.cut.layers, 0.0)
+        return super().measure(job) + self.cut_cost_us.get((job.side, job.cut.layers), 0.0)
 
     def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
         assert whole.cut.layers == 8 and job.model_path.is_file() and whole.model_path.is_file()
         self.asked.append(job.cut.layers)
-        cost = self.cut_cost_us.get(job.cut.layers, 0.0)
+        cost = self.cut_cost_us.get((job.side, job.cut.layers), 0.0)
         return BoundaryCost((cost,) * runs, ("ReorderOutput",)) if cost else NO_BOUNDARY_COST
 
 
 def test_the_cuts_own_cost_is_subtracted_from_its_prefix(residual: Path, tmp_path: Path) -> None:
     _, planner = _planner(residual)
     times = {i: 10.0 * (i + 1) for i in range(8)}
-    raw = run_bisect(planner, CutCostRunner(times, {3: 40.0}), BisectConfig(granularity="layer", repeats=4),
+    raw = run_bisect(planner, CutCostRunner(times, {("prefix", 3): 40.0}), BisectConfig(granularity="layer", repeats=4),
                      SampleStore(None), workdir=tmp_path)
     # as timed, the segment ending at cut 3 holds the cut's 40 µs and the next one lacks them
     assert raw.segments[2].increment_us == pytest.approx(30.0 + 40.0, abs=8.0)
     assert raw.segments[3].increment_us == pytest.approx(40.0 - 40.0, abs=8.0)
-    runner = CutCostRunner(times, {3: 40.0})
+    runner = CutCostRunner(times, {("prefix", 3): 40.0})
     config = BisectConfig(granularity="layer", repeats=4, boundary_runs=3, statistic="p10")
     store = SampleStore(tmp_path / "cache")
     result = run_bisect(planner, runner, config, store, workdir=tmp_path)
@@ -392,9 +419,45 @@ def test_the_cuts_own_cost_is_subtracted_from_its_prefix(residual: Path, tmp_pat
     assert [s.boundary_us for s in result.segments] == [0.0, 0.0, 40.0, -40.0, 0.0, 0.0, 0.0, 0.0]
     assert result.sum_segments_us == pytest.approx(result.full_us - (result.baseline_us or 0.0))
     assert sorted(runner.asked) == [1, 2, 3, 4, 5, 6, 7]  # the baseline and the whole model are the reference
-    again = CutCostRunner(times, {3: 40.0})
+    again = CutCostRunner(times, {("prefix", 3): 40.0})
     cached = run_bisect(planner, again, config, SampleStore(tmp_path / "cache"), workdir=tmp_path)
     assert again.asked == [] and cached.prefixes[3].boundary == BoundaryCost((40.0,) * 3, ("ReorderOutput",))
+
+
+def test_suffixes_time_the_second_half_and_meet_the_prefixes(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = {i: 10.0 * (i + 1) for i in range(8)}
+    runner = CutCostRunner(times, {("suffix", 6): 40.0})
+    config = BisectConfig(granularity="layer", repeats=4, statistic="p10", suffixes=True, boundary_runs=2)
+    result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path)
+    # equal weights: the middle is cut 4; prefixes up to it and the whole model, suffixes from it on
+    assert result.meet == 4
+    assert [p.cut.layers for p in result.prefixes] == [0, 1, 2, 3, 4, 8]
+    assert [p.cut.layers for p in result.suffixes] == [4, 5, 6, 7, 8]
+    assert {p.side for p in result.suffixes} == {"suffix"} and result.suffix_baseline_us == pytest.approx(50, abs=8)
+    assert [s.increment_us for s in result.segments] == pytest.approx([times[i] for i in range(8)], abs=8.0)
+    # suffix 6 costs 40 µs more: as timed, segment 5 lacks them and segment 6 holds them
+    assert [s.boundary_us for s in result.segments] == [0.0] * 5 + [-40.0, 40.0, 0.0]
+    assert result.runs == 11 * 4 == len(runner.calls)
+    assert sorted(runner.asked) == [1, 2, 3, 4, 4, 5, 6, 7]  # not the baselines, not the whole model
+
+
+def test_suffix_models_are_fed_by_their_prefix(residual: Path, tmp_path: Path) -> None:
+    graph, planner = _planner(residual)
+    feeds = make_inputs(graph, (), 0)
+    runner = OrtRunner(SessionConfig(threads=1), feeds)
+    config = BisectConfig(granularity="layer", repeats=2, statistic="p10", suffixes=True)
+    result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path / "w")
+    assert [p.cut.layers for p in result.suffixes] == [4, 5, 6, 7, 8]
+    assert len(result.segments) == 8 and all(len(p.samples_us) == 2 for p in result.suffixes)
+    # what feeds a suffix is what its prefix computes from the model's inputs
+    suffix, prefix = tmp_path / "suffix5.onnx", tmp_path / "prefix5.onnx"
+    onnx.save(planner.suffix_model(5), str(suffix))  # pool -> flat -> gemm, fed relu1's output
+    onnx.save(planner.prefix_model(5), str(prefix))
+    job = Job(cut=planner.cut(5), key="s5", model_path=suffix, label="suffix 5", side="suffix", feeds_model=prefix)
+    fed = runner.feeds_for(job)
+    assert set(fed) == {"r1"} and runner.measure(job) > 0
+    np.testing.assert_allclose(fed["r1"], _run(planner.prefix_model(5), feeds)["r1"], rtol=1e-6)
 
 
 def write_chain(write_model: ModelWriter) -> Path:

@@ -16,6 +16,7 @@ from conftest import ModelWriter
 from layerscope.cli.main import main
 from layerscope.measure.cuts import CutPlanner
 from layerscope.model import load_model
+from layerscope.report.sections import bisect_view
 from layerscope.run import load_run
 from test_bisect import write_residual
 
@@ -107,6 +108,23 @@ def test_regex_runner_recovers_every_increment(model: Path, device: dict[str, An
     assert run["measurement"]["source"] == "layerscope bisect"
     printed = capsys.readouterr().out
     assert "segments by differential timing" in printed and "conv0" in printed and "run file:" in printed
+
+
+def test_suffixes_on_a_device_command(model: Path, device: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--suffixes",
+                   "--granularity", "layer", "--repeats", "2", "--no-cache", "-o", str(out)) == 0
+    section = load_run(out)["bisect"]
+    planner = CutPlanner.for_model(load_model(model))
+    prefix = _sizes(model)
+    suffix = [len(planner.suffix_model(k).SerializeToString(deterministic=True)) for k in range(9)]
+    meet = section["meet"]
+    # segments before the meeting cut: prefix differences; from it on: suffix differences (the device's
+    # "latency" is the size of the file it was given)
+    expected = [prefix[k + 1] - prefix[k] if k < meet else suffix[k] - suffix[k + 1] for k in range(8)]
+    assert 0 < meet < 8 and [s["increment_us"] for s in section["segments"]] == expected
+    assert section["suffix_baseline_us"] == suffix[8] and section["full_us"] == prefix[8]
+    assert _calls(device) == (meet + 1 + 1 + (8 - meet) + 1) * 2 == section["runs"]
 
 
 def test_json_field_and_report_file(model: Path, device: dict[str, Any], tmp_path: Path) -> None:
@@ -214,14 +232,18 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     whole = section["validation"]["profile_latency_us"]
     assert section["validation"]["sum_vs_profile_latency"] == pytest.approx(
         (section["sum_segments_us"] + section["baseline_us"] - whole) / whole, abs=1e-4)  # µs rounded to ns
-    # every cut's own cost was looked for (the baseline and the whole model are the reference: none)
+    # auto: the cuts past the middle are timed as suffixes, which meet the prefixes at one cut
+    prefixes, suffixes, meet = section["prefixes"], section["suffixes"], section["meet"]
+    assert suffixes and suffixes[0]["layers"] == meet == prefixes[-2]["layers"] and prefixes[-1]["layers"] == 8
+    assert {p["side"] for p in prefixes} == {"prefix"} and {p["side"] for p in suffixes} == {"suffix"}
+    assert len(section["segments"]) == len(prefixes) - 2 + len(suffixes) - 1
+    # every model's own cost at its cut was looked for (the baselines and the whole model are the reference)
     boundary = section["boundary"]
-    assert boundary["corrected"] and boundary["runs"] == 10 and boundary["cuts"] == len(section["prefixes"])
-    prefixes = section["prefixes"]
-    assert prefixes[0]["boundary_us"] == prefixes[-1]["boundary_us"] == 0.0
-    costs = [p["boundary_us"] for p in prefixes]
-    steps = [b - a for a, b in itertools.pairwise(costs)]
-    assert [s["boundary_us"] for s in section["segments"]] == pytest.approx(steps, abs=2e-3)
+    assert boundary["corrected"] and boundary["runs"] == 10 and boundary["cuts"] == len(prefixes) + len(suffixes)
+    assert prefixes[0]["boundary_us"] == prefixes[-1]["boundary_us"] == suffixes[-1]["boundary_us"] == 0.0
+    # each side's corrections telescope to the meeting cut's
+    assert sum(s["boundary_us"] for s in section["segments"]) == pytest.approx(
+        prefixes[-2]["boundary_us"] + suffixes[0]["boundary_us"], abs=0.01)
     for seg in section["segments"]:
         assert {"profile_us", "error", "share", "ci_low_us", "ci_high_us", "significant"} <= seg.keys()
         assert seg["ci_low_us"] <= seg["ci_high_us"]
@@ -229,4 +251,7 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
         section["sum_segments_us"], abs=0.01 * len(run["layers"]))
     printed = capsys.readouterr().out
     assert "Validation against `layerscope profile`" in printed and "within 15%" in printed
+    context = {row.label: row.value for row in bisect_view(run).context}  # what the terminal prints
+    assert f"prefixes + {len(suffixes)} suffixes" in context["plan"] and "suffixes (the layers" in context["halves"]
+    assert "halves" in printed
     json.dumps(run)  # plain JSON all the way down

@@ -104,6 +104,11 @@ BOUNDARY_RUNS = 10
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
               help="Most runs (samples) to plan, pilot runs included [default: 2x the coarse plan; layer: all].")
+@click.option("--suffixes/--no-suffixes", default=None,
+              help="Time the cuts past the middle as suffixes (the layers after the cut, fed the tensors crossing "
+                   "it), so that every segment is the difference of two models of at most about half the model "
+                   "[default: on with ONNX Runtime; off with --run-cmd, whose tool must then feed the suffix's "
+                   "inputs].")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
               help="Also time an Identity-only model, the runtime's fixed cost per call (the first segment "
                    "holds that cost without it).")
@@ -140,10 +145,10 @@ BOUNDARY_RUNS = 10
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
             run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,
             latency_unit: str, timeout_s: float | None, granularity: str, segments: int, repeats: int | None,
-            pilot: int, budget_runs: int | None, baseline: bool, statistic: str, confidence: float, resamples: int,
-            provider: str, threads: int, opt_level: str, clock: str, runs_per_visit: int, cache_dir: Path | None,
-            no_cache: bool, boundary_runs: int | None, validate: bool, validate_runs: int,
-            json_out: Path | None) -> None:
+            pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
+            confidence: float, resamples: int, provider: str, threads: int, opt_level: str, clock: str,
+            runs_per_visit: int, cache_dir: Path | None, no_cache: bool, boundary_runs: int | None, validate: bool,
+            validate_runs: int, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes."""
     command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
                                      unit=latency_unit, timeout_s=timeout_s)
@@ -159,7 +164,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                           budget_runs=budget_runs, baseline=baseline,
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed,
-                          boundary_runs=BOUNDARY_RUNS if boundary_runs is None else boundary_runs)
+                          boundary_runs=BOUNDARY_RUNS if boundary_runs is None else boundary_runs,
+                          suffixes=command_runner is None if suffixes is None else suffixes)
     graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes))
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)

@@ -18,6 +18,11 @@ Contract of :meth:`CutPlanner.prefix_model`:
   shaped; nothing is left dangling. Cut ``N`` is the whole model with its own outputs, in its order;
 - cut ``0`` is the *baseline*: one ``Identity`` per runtime input, which times the runtime's fixed cost
   per call (feeding inputs, returning outputs);
+
+:meth:`CutPlanner.suffix_model` is the other side of cut ``k``: the layers from ``k`` on, fed the tensors
+crossing the cut (prefix ``k``'s outputs, those a later layer reads) and the model inputs they read, in that
+order after the inputs; outputs: the model outputs those layers produce, in the model's order. Suffix ``0`` is
+the whole model, suffix ``N`` the *suffix baseline* (one ``Identity`` per model output, fed as an input).
 - opsets, IR version, local functions and the producer are the model's; the result passes
   ``onnx.checker.check_model`` when the source model does.
 
@@ -244,6 +249,41 @@ class CutPlanner:
         graph = helper.make_graph(kept, f"{source.name or 'model'}_prefix{layers}", inputs, outputs,
                                   initializer=initializers, value_info=value_info)
         return self._wrap(graph)
+
+    def suffix_model(self, layers: int) -> onnx.ModelProto:
+        """The model of the layers after cut ``layers`` (see the module docstring); 0 is the whole model, N the
+        suffix baseline."""
+        self._check(layers)
+        if layers == 0:
+            return self.prefix_model(self.layer_count)
+        if layers == self.layer_count:
+            return self._suffix_baseline_model()
+        nodes = list(self.layer_nodes[layers:])
+        kept = [*_needed_folded(self.model, self.graph, nodes), *nodes]
+        read = {name for node in kept for name in _reads(node)}
+        source = self.model.graph
+        initializers = [t for t in source.initializer if t.name in read]
+        init_names = {t.name for t in initializers}
+        runtime = {t.name: t for t in self.graph.inputs}
+        inputs = [_value_info(runtime[vi.name]) if vi.name in runtime else vi
+                  for vi in source.input if vi.name in read and (vi.name in runtime or vi.name in init_names)]
+        inputs += [self._output_info(name) for name in self.crossing[layers] if name in read]
+        produced = {o for node in kept for o in node.output}
+        outputs = [vi for vi in source.output if vi.name in produced]
+        if not outputs:
+            raise ModelError(f"the layers after cut {layers} produce none of the model's outputs")
+        value_info = [vi for vi in source.value_info if vi.name in produced]
+        graph = helper.make_graph(kept, f"{source.name or 'model'}_suffix{layers}", inputs, outputs,
+                                  initializer=initializers, value_info=value_info)
+        return self._wrap(graph)
+
+    def _suffix_baseline_model(self) -> onnx.ModelProto:
+        """One ``Identity`` per model output, fed as an input: the fixed cost per call of a suffix."""
+        infos = [self._output_info(o.name) for o in self.graph.outputs]
+        nodes = [helper.make_node("Identity", [vi.name], [vi.name + _BASELINE_SUFFIX], name=f"suffix_baseline_{i}")
+                 for i, vi in enumerate(infos)]
+        outputs = [_value_info(TensorInfo(o.name + _BASELINE_SUFFIX, o.shape, o.dtype)) for o in self.graph.outputs]
+        return self._wrap(helper.make_graph(nodes, "layerscope_suffix_baseline", infos, outputs))
 
     def _baseline_model(self) -> onnx.ModelProto:
         inputs = [_value_info(t) for t in self.graph.inputs]

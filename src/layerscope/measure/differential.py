@@ -2,24 +2,36 @@
 
 The model is cut after layer k for a set of cuts (:mod:`layerscope.measure.cuts`); each prefix model is
 timed by a *runner*, and a segment's time is the difference between the times of the prefixes around it.
+With suffixes, the cuts past the middle are timed from the other side: a segment there is the difference of
+the suffixes (the layers after a cut, fed the tensors crossing it) around it.
 
 Contract of :func:`run_bisect`:
 
 - **plan**: ``granularity="layer"`` times every cut; ``"segment"`` starts with ``segments`` coarse segments
   of roughly equal estimated time and, while the budget allows, takes ``pilot`` samples of every prefix and
   splits the segments holding the most pilot time (the larger half of the splittable ones per step). The
-  budget counts every planned run: pilot runs plus ``repeats`` final runs per prefix (default: twice the
-  coarse plan's final runs). Pilot samples only choose where to cut; the estimates use the final ones;
-- **rounds**: every phase visits its prefixes in cut order, one sample per prefix and round, each round in
-  the opposite direction of the one before, so neighbouring prefixes are always timed back to back and
-  drift of the machine (other processes, clocks, heat) hits both alike;
+  budget counts every planned run: pilot runs plus ``repeats`` final runs per model (default: twice the
+  coarse plan's final runs). Pilot samples (prefixes only) only choose where to cut; the estimates use the
+  final ones;
+- **suffixes** (``suffixes=True``): the *meeting cut* m is the inner cut whose larger side (prefix or suffix,
+  by estimated time) is smallest. Cuts up to m are timed as prefixes, cuts from m on as suffixes (suffix N,
+  with a baseline, is the suffix baseline: Identity on the model's outputs), and the whole model besides.
+  A segment's noise grows with the size of the two models it is the difference of (a shared machine's
+  interference is roughly proportional to a run's length); this way neither is much more than half the
+  model, and a round costs about half as much as timing every prefix. The segments then add up to
+  P(m) + S(m) - the baselines, not to the whole model: the difference is what cutting at m costs both sides,
+  and comparing them is a check of the method;
+- **rounds**: every phase visits its models in order (prefixes by cut, the whole model, suffixes by cut), one
+  sample per model and round, each round in the opposite direction of the one before, so neighbouring models
+  are always timed back to back and drift of the machine (other processes, clocks, heat) hits both alike;
 - **cache**: each sample is appended to ``store`` under the key sha256(serialized prefix model + runner
   identity) as soon as it is measured, atomically; stored samples are reused, never re-measured, so an
   interrupted bisect resumes where it stopped (the same cache gives the same pilot samples, hence the
   same plan);
 - **estimates**: with ``statistic="median"`` (devices: their tools print an average, noise is roughly
   symmetric), per round r and segment k the paired difference d[k, r] = t[k, r] - t[k-1, r] of the
-  prefixes around it, and the increment is the median of d[k, :] over the ``repeats`` rounds; with
+  prefixes around it (on the suffix side, the suffix before the segment minus the one after), and the
+  increment is the median of d[k, :] over the ``repeats`` rounds; with
   ``"p10"`` (a CPU shared with other work, where interference only ever adds time) the increment is
   P10(t[k, :]) - P10(t[k-1, :]), the difference of the prefixes' 10th percentiles over the rounds (linear
   interpolation): the least disturbed level, less at the mercy of one lucky run than ``"min"``
@@ -30,19 +42,20 @@ Contract of :func:`run_bisect`:
   Negative increments are reported as measured, never clipped. The sum of the increments is not forced to
   equal the whole model's time: comparing them (with the baseline) is a check of the method;
 - **boundary correction** (``boundary_runs > 0``, runners that can see inside a run): a cut makes the crossing
-  tensors model outputs, and a runtime may spend time on that which the whole model never does (ONNX
-  Runtime converts an output back from its blocked NCHWc layout with a ReorderOutput kernel: 20-150 µs per
-  cut on SqueezeNet). After the final rounds the runner times exactly those kernels in each prefix
-  (:class:`BoundaryCost`, ``boundary_runs`` profiled runs) and their level under ``statistic`` is subtracted
-  from every sample of the prefix before the increments are taken. The baseline and the whole model get no
-  correction, so the increments still add up to whole - baseline. The correction is a constant per prefix:
-  the intervals do not include its own uncertainty;
+  tensors outputs of the prefix and inputs of the suffix, and a runtime may spend time on that which the
+  whole model never does (ONNX Runtime converts a prefix's output back from its blocked NCHWc layout with a
+  ReorderOutput kernel, 20-150 µs per cut on SqueezeNet, and a suffix's input into it with ReorderInput).
+  After the final rounds the runner times exactly those kernels in each model (:class:`BoundaryCost`,
+  ``boundary_runs`` profiled runs) and their level under ``statistic`` is subtracted from every sample of
+  the model before the increments are taken. The baselines and the whole model get no correction, so
+  prefix increments still add up to whole - baseline. The correction is a constant per model: the intervals
+  do not include its own uncertainty;
 - **failures**: a device command that exits non-zero, times out or cannot start raises
   :class:`DeviceCommandError` (exit 3) with its exit code and the tail of its output; output the latency
   regex / JSON field cannot read, and templates or options that cannot work, raise ``InputError`` (exit 2).
 
 Runners: :class:`OrtRunner` (ONNX Runtime in this process: one sample = one timed ``session.run`` call, or
-the fastest of ``runs_per_visit``) and :class:`CommandRunner` (a shell command template
+the fastest of ``runs_per_visit``; a suffix is fed what its prefix computes from the model's inputs) and :class:`CommandRunner` (a shell command template
 per sample, e.g. ``'hb_compile ... {model} && ssh board hrt_model_exec perf --model_file {compiled}'``,
 the latency read from its output by a regex or a JSON field).
 """
@@ -100,6 +113,7 @@ __all__ = [
     "SampleStore",
     "SegmentCheck",
     "SegmentResult",
+    "Side",
     "Statistic",
     "add_bisect",
     "bootstrap_increments",
@@ -122,6 +136,8 @@ Phase = Literal["pilot", "final"]
 #: prefixes' 10th percentile (``"p10"``) or minimum (``"min"``) over the rounds (for CPUs shared with other
 #: work: interference only adds time).
 Statistic = Literal["median", "min", "p10"]
+#: A cut's ``"prefix"`` (the layers before it) or ``"suffix"`` (the layers after it, fed what crosses it).
+Side = Literal["prefix", "suffix"]
 #: What :class:`OrtRunner` times: elapsed time, or the calling thread's CPU time.
 Clock = Literal["wall", "cpu"]
 
@@ -158,6 +174,8 @@ class BisectConfig:
     seed: int = 0
     #: Profiled runs per prefix that time its boundary cost (:class:`BoundaryCost`); 0: no correction.
     boundary_runs: int = 0
+    #: Time the cuts past the middle as suffixes (see the module docstring).
+    suffixes: bool = False
 
     def __post_init__(self) -> None:
         if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0:
@@ -170,12 +188,15 @@ class BisectConfig:
 
 @dataclass(frozen=True)
 class Job:
-    """One prefix to time: its cut, cache key, model file (written before its first sample) and a label."""
+    """One model to time: its cut and side, cache key, model file (written before its first sample) and a
+    label; a suffix's ``feeds_model`` is the prefix model whose outputs are the suffix's inputs."""
 
     cut: Cut
     key: str
     model_path: Path
     label: str
+    side: Side = "prefix"
+    feeds_model: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -197,8 +218,9 @@ NO_BOUNDARY_COST = BoundaryCost(samples_us=(0.0,), kernels=())
 
 @dataclass(frozen=True)
 class PrefixResult:
-    """One timed prefix: its final samples (µs, round order), its pilot samples, how many of both were
-    measured in this session (the rest came from the cache), and its boundary cost (``None``: not measured)."""
+    """One timed model, a prefix or (``side``) a suffix: its final samples (µs, round order), its pilot
+    samples, how many of both were measured in this session (the rest came from the cache), and its boundary
+    cost (``None``: not measured)."""
 
     cut: Cut
     key: str
@@ -207,6 +229,7 @@ class PrefixResult:
     pilot_us: tuple[float, ...]
     measured_now: int
     boundary: BoundaryCost | None = None
+    side: Side = "prefix"
 
     def value_us(self, statistic: Statistic) -> float:
         """The prefix's time as timed: :func:`level` of its final samples."""
@@ -242,7 +265,8 @@ class SegmentResult:
 
 @dataclass(frozen=True)
 class BisectResult:
-    """A finished bisect: prefixes in cut order, segments between them, the plan's settings."""
+    """A finished bisect: the prefixes in cut order (the whole model last), the suffixes in cut order (from
+    ``meet``, the cut where the two sides meet; none without suffixes), the segments, the plan's settings."""
 
     config: BisectConfig
     runner: Mapping[str, Any]
@@ -254,6 +278,8 @@ class BisectResult:
     sum_ci_us: tuple[float, float]
     cache_dir: str | None
     layer_count: int
+    suffixes: tuple[PrefixResult, ...] = ()
+    meet: int | None = None
 
     @property
     def full_us(self) -> float:
@@ -266,18 +292,23 @@ class BisectResult:
         return self.prefixes[0].value_us(self.config.statistic) if self.config.baseline else None
 
     @property
+    def suffix_baseline_us(self) -> float | None:
+        """The suffix side's fixed cost per call (Identity on the outputs), ``None`` without it."""
+        return self.suffixes[-1].value_us(self.config.statistic) if self.suffixes and self.config.baseline else None
+
+    @property
     def sum_segments_us(self) -> float:
         return sum(s.increment_us for s in self.segments)
 
     @property
     def runs(self) -> int:
         """Samples of this bisect, pilot and final, cached or not."""
-        return sum(len(p.samples_us) + len(p.pilot_us) for p in self.prefixes)
+        return sum(len(p.samples_us) + len(p.pilot_us) for p in (*self.prefixes, *self.suffixes))
 
     @property
     def runs_measured(self) -> int:
         """Samples measured in this session (the rest came from the cache)."""
-        return sum(p.measured_now for p in self.prefixes)
+        return sum(p.measured_now for p in (*self.prefixes, *self.suffixes))
 
 
 # ---------------------------------------------------------------------------------------- cache
@@ -317,7 +348,7 @@ class SampleStore:
             return
         entry = self._entry(key)
         boundary = entry.boundary
-        record = {"key": key, "cut": job.cut.layers, "label": job.label, "runner": dict(runner),
+        record = {"key": key, "cut": job.cut.layers, "side": job.side, "label": job.label, "runner": dict(runner),
                   "pilot_us": entry.samples["pilot"], "samples_us": entry.samples["final"],
                   "boundary": None if boundary is None else {"samples_us": list(boundary.samples_us),
                                                              "kernels": list(boundary.kernels)}}
@@ -411,7 +442,8 @@ class OrtRunner:
         self.max_sessions = max_sessions
         self._clock_ns = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
         self._sessions: OrderedDict[str, Any] = OrderedDict()
-        self._converted: dict[str, frozenset[str]] = {}
+        self._converted: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._suffix_feeds: dict[str, dict[str, np.ndarray]] = {}
         machine = machine_info()
         digest = hashlib.sha256()
         for name, array in sorted(self.feeds.items()):
@@ -431,33 +463,49 @@ class OrtRunner:
 
     def measure(self, job: Job) -> float:
         session, new = self._session(job)
+        feeds = self.feeds_for(job)
         for _ in range(self.warmup if new else self.visit_warmup):
-            self._run(session)
-        return min(self._run(session) for _ in range(self.runs_per_visit)) / 1e3
+            self._run(session, feeds)
+        return min(self._run(session, feeds) for _ in range(self.runs_per_visit)) / 1e3
+
+    def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
+        """The model's feeds for a prefix; for a suffix, the values its feeding prefix computes from them
+        (computed once per suffix) and the model inputs it reads."""
+        if job.feeds_model is None:
+            return self.feeds
+        if job.key not in self._suffix_feeds:
+            session = self._session(job)[0]
+            prefix = make_session(job.feeds_model, self.config)
+            values = dict(zip([o.name for o in prefix.get_outputs()], prefix.run(None, self.feeds), strict=True))
+            values.update(self.feeds)
+            self._suffix_feeds[job.key] = {i.name: values[i.name] for i in session.get_inputs()}
+        return self._suffix_feeds[job.key]
 
     def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
-        """The layout kernels (:data:`~layerscope.measure.fusion.LAYOUT_OPS`, e.g. ReorderOutput from the
-        blocked NCHWc layout) that produce one of the prefix's outputs in its optimized graph, unless the
-        whole model's optimized graph produces that tensor with a layout kernel too; their summed time per
-        run from ONNX Runtime's profiler over ``runs`` runs (after :attr:`warmup` runs). A prefix without
-        such kernels is not run: :data:`NO_BOUNDARY_COST`."""
+        """The layout kernels (:data:`~layerscope.measure.fusion.LAYOUT_OPS`: ReorderOutput from the blocked
+        NCHWc layout, ReorderInput into it) of the model's optimized graph that produce one of its outputs or
+        read one of its inputs, unless the whole model's optimized graph has a layout kernel producing /
+        reading that tensor too; their summed time per run from ONNX Runtime's profiler over ``runs`` runs
+        (after :attr:`warmup` runs). A model without such kernels is not run: :data:`NO_BOUNDARY_COST`."""
         if whole.key not in self._converted:
-            self._converted[whole.key] = frozenset(
-                name for node in self._optimized(whole.model_path).node if node.op_type in LAYOUT_OPS
-                for name in node.output)
-        converted = self._converted[whole.key]
+            nodes = [n for n in self._optimized(whole.model_path).node if n.op_type in LAYOUT_OPS]
+            self._converted[whole.key] = (frozenset(o for n in nodes for o in n.output),
+                                          frozenset(i for n in nodes for i in n.input))
+        produced, read = self._converted[whole.key]
         with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
             optimized_path = Path(tmp) / "optimized.onnx"
             session = make_session(job.model_path, self.config, profile_prefix=str(Path(tmp) / "ort"),
                                    optimized_model_path=str(optimized_path))
             try:
                 graph = onnx.load(str(optimized_path), load_external_data=False).graph
-                extra = {o.name for o in graph.output} - converted
-                kernels = tuple(node.name for node in graph.node
-                                if node.op_type in LAYOUT_OPS and any(name in extra for name in node.output))
+                outputs = {o.name for o in graph.output} - produced
+                inputs = {i.name for i in graph.input} - read
+                kernels = tuple(node.name for node in graph.node if node.op_type in LAYOUT_OPS
+                                and (set(node.output) & outputs or set(node.input) & inputs))
                 if kernels:
+                    feeds = self.feeds_for(job)
                     for _ in range(self.warmup + runs):
-                        self._run(session)
+                        self._run(session, feeds)
             finally:
                 profile_file = session.end_profiling()
             if not kernels:
@@ -476,12 +524,12 @@ class OrtRunner:
             make_session(model_path, self.config, optimized_model_path=str(optimized_path))
             return onnx.load(str(optimized_path), load_external_data=False).graph
 
-    def _run(self, session: Any) -> int:
+    def _run(self, session: Any, feeds: Mapping[str, np.ndarray]) -> int:
         """One ``session.run`` timed in ns; ONNX Runtime's own failures are ``InputError`` (exit 2)."""
         clock = self._clock_ns
         try:
             start = clock()
-            session.run(None, self.feeds)
+            session.run(None, feeds)
             return clock() - start
         except Exception as exc:
             if not type(exc).__module__.startswith("onnxruntime"):
@@ -502,6 +550,7 @@ class OrtRunner:
 
     def close(self) -> None:
         self._sessions.clear()
+        self._suffix_feeds.clear()
 
 
 @dataclass(frozen=True)
@@ -779,7 +828,7 @@ class _Bisect:
                  workdir: Path, progress: Progress | None, after_round: Callable[[int], None] | None) -> None:
         self.planner, self.runner, self.config, self.store = planner, runner, config, store
         self.workdir, self.progress, self.after_round = workdir, progress, after_round
-        self.jobs: dict[int, Job] = {}
+        self.jobs: dict[tuple[Side, int], Job] = {}
         self.cached: dict[str, int] = {}
         self.pilot_runs = 0
 
@@ -788,37 +837,67 @@ class _Bisect:
         layers = config.granularity == "layer"
         cuts = planner.layer_cuts(config.baseline) if layers else planner.coarse_cuts(config.segments, config.baseline)
         budget = config.budget_runs if config.budget_runs is not None else \
-            len(cuts) * config.repeats * (1 if layers else 2)
-        if len(cuts) * config.repeats > budget:
-            raise InputError(f"--budget {budget} runs is too small: {len(cuts)} prefixes x {config.repeats} "
-                             f"repeats need {len(cuts) * config.repeats}",
+            self.models(cuts) * config.repeats * (1 if layers else 2)
+        if self.models(cuts) * config.repeats > budget:
+            raise InputError(f"--budget {budget} runs is too small: {self.models(cuts)} models x {config.repeats} "
+                             f"repeats need {self.models(cuts) * config.repeats}",
                              hint="raise --budget, or lower --segments or --repeats")
         cuts, refinements = (cuts, 0) if layers else self.refine(cuts, budget)
-        self.measure(cuts, "final", config.repeats, "measure")
-        corrected = bool(config.boundary_runs) and self.measure_boundaries(cuts)
-        prefixes = tuple(self.result(c, boundary=corrected) for c in cuts)
-        corrections = [p.boundary_us(config.statistic) for p in prefixes]
-        matrix = round_matrix([[v - c for v in p.samples_us] for p, c in zip(prefixes, corrections, strict=True)],
-                              config.repeats, baseline=config.baseline)
-        boundary_us = [float(v) for v in np.diff(corrections if config.baseline else [0.0, *corrections])]
-        segments, sum_ci = _estimate(planner.segments(cuts), matrix, config, boundary_us)
+        meet = self.meeting_cut(cuts)
+        n = planner.layer_count
+        prefix_cuts = cuts if meet is None else (*(c for c in cuts if c <= meet), n)
+        suffix_cuts = () if meet is None else (*(c for c in cuts if meet <= c < n), *((n,) if config.baseline else ()))
+        jobs = [*(self.job(c) for c in prefix_cuts), *(self.job(c, "suffix") for c in suffix_cuts)]
+        self.measure(jobs, "final", config.repeats, "measure")
+        corrected = bool(config.boundary_runs) and self.measure_boundaries(jobs)
+        prefixes = tuple(self.result(c, "prefix", boundary=corrected) for c in prefix_cuts)
+        suffixes = tuple(self.result(c, "suffix", boundary=corrected) for c in suffix_cuts)
+        # prefixes up to the meeting cut give the segments before it, suffixes from it on the segments after
+        sides = [self.side(prefixes if meet is None else prefixes[:-1])]
+        if suffixes:
+            sides.append(self.side(tuple(reversed(suffixes))))
+        segments, sum_ci = _estimate(planner.segments(cuts), sides, config)
         return BisectResult(config=config, runner=dict(self.runner.identity), prefixes=prefixes, segments=segments,
                             refinements=refinements, budget_runs=budget, pilot_runs=self.pilot_runs,
                             sum_ci_us=sum_ci, cache_dir=str(self.store.directory) if self.store.directory else None,
-                            layer_count=planner.layer_count)
+                            layer_count=planner.layer_count, suffixes=suffixes, meet=meet)
+
+    def models(self, cuts: Sequence[int]) -> int:
+        """Models timed per final round for ``cuts``: one per cut, and with suffixes the whole model and the
+        meeting cut's suffix besides."""
+        return len(cuts) + (2 if self.meeting_cut(cuts) is not None else 0)
+
+    def meeting_cut(self, cuts: Sequence[int]) -> int | None:
+        """With :attr:`BisectConfig.suffixes`, the inner cut nearest the middle of the estimated time (the
+        larger of its prefix and suffix the smallest): prefixes up to it, suffixes from it; else ``None``."""
+        inner = [c for c in cuts if 0 < c < self.planner.layer_count]
+        if not self.config.suffixes or not inner:
+            return None
+        cum = self.planner.cum_us
+        return min(inner, key=lambda c: (max(cum[c], cum[-1] - cum[c]), c))
+
+    def side(self, rows: Sequence[PrefixResult]) -> tuple[np.ndarray, list[float]]:
+        """The round matrix of ``rows`` (ordered so that consecutive rows differ by one segment, the smaller
+        model first), each sample less its row's boundary cost, and each segment's share of that correction."""
+        statistic, baseline = self.config.statistic, self.config.baseline
+        corrections = [r.boundary_us(statistic) for r in rows]
+        matrix = round_matrix([[v - c for v in r.samples_us] for r, c in zip(rows, corrections, strict=True)],
+                              self.config.repeats, baseline=baseline)
+        return matrix, [float(v) for v in np.diff(corrections if baseline else [0.0, *corrections])]
 
     def refine(self, cuts: tuple[int, ...], budget: int) -> tuple[tuple[int, ...], int]:
         """Split the segments holding most pilot time while the planned runs (pilot runs, ``repeats`` per
-        prefix, a pilot for each new prefix) fit ``budget``; (cuts, refinement steps)."""
+        final model, a pilot for each new prefix) fit ``budget``; (cuts, refinement steps). Pilots time
+        prefixes only: they choose where to cut."""
         pilot_n, repeats = self.config.pilot, self.config.repeats
         piloted: set[int] = set()
         step = 0
         while True:
             pilot_needed = pilot_n * len(set(cuts) - piloted)
-            room = (budget - self.pilot_runs - pilot_needed - repeats * len(cuts)) // (pilot_n + repeats)
+            room = (budget - self.pilot_runs - pilot_needed - repeats * self.models(cuts)) // (pilot_n + repeats)
             if room <= 0:
                 return cuts, step
-            self.measure(cuts, "pilot", pilot_n, f"pilot-{step}")
+            self.measure([self.job(c) for c in cuts], "pilot", pilot_n, f"pilot-{step}")
             self.pilot_runs += pilot_needed
             piloted.update(cuts)
             matrix = round_matrix([self.store.samples(self.job(c).key, "pilot") for c in cuts], pilot_n,
@@ -835,30 +914,43 @@ class _Bisect:
             cuts = tuple(sorted({*cuts, *chosen}))
             step += 1
 
-    def job(self, cut: int) -> Job:
-        """The job of ``cut``: its cache key (sha256 of the serialized prefix model and the runner identity)."""
-        if cut in self.jobs:
-            return self.jobs[cut]
-        data = self.planner.prefix_model(cut).SerializeToString(deterministic=True)
+    def job(self, cut: int, side: Side = "prefix") -> Job:
+        """The job of ``cut`` on ``side``: its cache key (sha256 of the serialized model and the runner
+        identity); a suffix's job also names the prefix model whose outputs feed it."""
+        if (side, cut) in self.jobs:
+            return self.jobs[side, cut]
+        data = self.model(cut, side).SerializeToString(deterministic=True)
         identity = json.dumps(dict(self.runner.identity), sort_keys=True).encode()
         key = hashlib.sha256(data + b"\0" + identity).hexdigest()
-        label = "the baseline (Identity model)" if cut == 0 else \
-            f"prefix {cut}/{self.planner.layer_count} (after layer {self.planner.graph.layers[cut - 1].id!r})"
-        self.jobs[cut] = Job(cut=self.planner.cut(cut), key=key, model_path=self.workdir / key[:16] / "model.onnx",
-                             label=label)
+        n = self.planner.layer_count
+        after = f"layer {self.planner.graph.layers[cut - 1].id!r}" if cut else ""
+        if side == "prefix":
+            label = "the baseline (Identity model)" if cut == 0 else f"prefix {cut}/{n} (after {after})"
+        else:
+            label = "the suffix baseline (Identity on the outputs)" if cut == n else \
+                f"suffix {cut}/{n} (the layers after {after})"
+        folder = self.workdir / key[:16]
+        feeds = folder / "feeds.onnx" if side == "suffix" and cut > 0 else None
+        self.jobs[side, cut] = Job(cut=self.planner.cut(cut), key=key, model_path=folder / "model.onnx", label=label,
+                                   side=side, feeds_model=feeds)
         self.cached.setdefault(key, len(self.store.samples(key, "pilot")) + len(self.store.samples(key, "final")))
-        return self.jobs[cut]
+        return self.jobs[side, cut]
+
+    def model(self, cut: int, side: Side) -> onnx.ModelProto:
+        return self.planner.prefix_model(cut) if side == "prefix" else self.planner.suffix_model(cut)
 
     def model_file(self, job: Job) -> None:
-        """Write ``job``'s model file (atomically) unless it is there: only prefixes still to be measured."""
-        if job.model_path.exists():
-            return
-        write_atomic(job.model_path, self.planner.prefix_model(job.cut.layers).SerializeToString(deterministic=True))
+        """Write ``job``'s model file, and a suffix's feeding prefix, (atomically) unless they are there: only
+        models still to be measured."""
+        if not job.model_path.exists():
+            write_atomic(job.model_path, self.model(job.cut.layers, job.side).SerializeToString(deterministic=True))
+        if job.feeds_model is not None and not job.feeds_model.exists():
+            write_atomic(job.feeds_model, self.planner.prefix_model(job.cut.layers).SerializeToString(
+                deterministic=True))
 
-    def measure(self, cuts: Sequence[int], phase: Phase, target: int, label: str) -> None:
-        """Rounds over ``cuts`` in cut order, alternating direction, one sample per prefix and round, until
-        each has ``target`` samples of ``phase``: neighbouring prefixes are timed back to back."""
-        jobs = [self.job(c) for c in cuts]
+    def measure(self, jobs: Sequence[Job], phase: Phase, target: int, label: str) -> None:
+        """Rounds over ``jobs`` in their order, alternating direction, one sample per model and round, until
+        each has ``target`` samples of ``phase``: neighbouring models are timed back to back."""
         have = {j.key: len(self.store.samples(j.key, phase)) for j in jobs}
         total = sum(max(0, target - n) for n in have.values())
         done = 0
@@ -875,16 +967,20 @@ class _Bisect:
             if phase == "final" and self.after_round is not None:
                 self.after_round(round_no)
 
-    def measure_boundaries(self, cuts: Sequence[int]) -> bool:
-        """Store the :class:`BoundaryCost` of every cut that has none yet (the baseline, cut 0, and the whole
-        model are the reference: no cost by definition); ``False`` when the runner cannot measure it."""
-        whole = self.job(self.planner.layer_count)
-        reference = (0, whole.cut.layers)
-        todo = [self.job(c) for c in cuts if self.store.boundary(self.job(c).key) is None]
-        todo.sort(key=lambda job: job.cut.layers in reference)  # ask the runner first
+    def measure_boundaries(self, jobs: Sequence[Job]) -> bool:
+        """Store the :class:`BoundaryCost` of every job that has none yet (the baselines and the whole model
+        are the reference: no cost by definition); ``False`` when the runner cannot measure it."""
+        n = self.planner.layer_count
+        whole = self.job(n)
+
+        def reference(job: Job) -> bool:
+            return job.cut.layers == (0 if job.side == "prefix" else n) or job.key == whole.key
+
+        todo = [j for j in jobs if self.store.boundary(j.key) is None]
+        todo.sort(key=reference)  # ask the runner first
         for done, job in enumerate(todo, start=1):
             cost: BoundaryCost | None = NO_BOUNDARY_COST
-            if job.cut.layers not in reference:
+            if not reference(job):
                 self.model_file(job)
                 self.model_file(whole)
                 cost = self.runner.boundary(job, whole, self.config.boundary_runs)
@@ -895,27 +991,34 @@ class _Bisect:
                 self.progress("boundary", done, len(todo))
         return True
 
-    def result(self, cut: int, *, boundary: bool) -> PrefixResult:
-        """The prefix at ``cut`` from the store, with its boundary cost when ``boundary``."""
-        job = self.job(cut)
+    def result(self, cut: int, side: Side, *, boundary: bool) -> PrefixResult:
+        """The model at ``cut`` on ``side`` from the store, with its boundary cost when ``boundary``."""
+        job = self.job(cut, side)
         pilot, final = self.store.samples(job.key, "pilot"), self.store.samples(job.key, "final")
         return PrefixResult(cut=job.cut, key=job.key, label=job.label, samples_us=tuple(final),
                             pilot_us=tuple(pilot), measured_now=len(pilot) + len(final) - self.cached[job.key],
-                            boundary=self.store.boundary(job.key) if boundary else None)
+                            boundary=self.store.boundary(job.key) if boundary else None, side=side)
 
 
-def _estimate(segments: Sequence[Segment], matrix: np.ndarray, config: BisectConfig,
-              boundary_us: Sequence[float]) -> tuple[tuple[SegmentResult, ...], tuple[float, float]]:
-    """Segment increments with bootstrap intervals, and the interval of their sum (``matrix`` is corrected
-    already; ``boundary_us`` is each segment's share of the correction)."""
-    points = increments(matrix, config.statistic)
-    draws = bootstrap_increments(matrix, config.statistic, config.resamples, config.seed)
+def _estimate(segments: Sequence[Segment], sides: Sequence[tuple[np.ndarray, Sequence[float]]],
+              config: BisectConfig) -> tuple[tuple[SegmentResult, ...], tuple[float, float]]:
+    """Segment increments with bootstrap intervals, and the interval of their sum. ``sides``: the prefix
+    side's (round matrix, boundary correction per segment), then the suffix side's, whose rows run from the
+    end of the model back (its segments come out last first). Both sides' bootstraps draw the same rounds."""
+    points, draws, corrections = [], [], []
+    for number, (matrix, boundary_us) in enumerate(sides):
+        order = slice(None, None, -1 if number else 1)
+        points.append(increments(matrix, config.statistic)[order])
+        draws.append(bootstrap_increments(matrix, config.statistic, config.resamples, config.seed)[order])
+        corrections.extend(list(boundary_us)[order])
+    all_draws = np.concatenate(draws, axis=0)
     results = tuple(
         SegmentResult(segment=seg, increment_us=float(point), ci_low_us=low, ci_high_us=high,
-                      samples=matrix.shape[1], boundary_us=float(correction))
+                      samples=config.repeats, boundary_us=float(correction))
         for seg, point, (low, high), correction in zip(
-            segments, points, (_interval(d, config.confidence) for d in draws), boundary_us, strict=True))
-    return results, _interval(draws.sum(axis=0), config.confidence)
+            segments, np.concatenate(points), (_interval(d, config.confidence) for d in all_draws), corrections,
+            strict=True))
+    return results, _interval(all_draws.sum(axis=0), config.confidence)
 
 
 # ------------------------------------------------------------------------------------ validation
@@ -1038,14 +1141,10 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
         "baseline_us": _us(result.baseline_us) if result.baseline_us is not None else None,
         "sum_segments_us": _us(result.sum_segments_us),
         "sum_ci_low_us": _us(result.sum_ci_us[0]), "sum_ci_high_us": _us(result.sum_ci_us[1]),
-        "prefixes": [{"layers": p.cut.layers, "label": p.label, "key": p.key, "outputs": list(p.cut.outputs),
-                      "crossing_bytes": p.cut.crossing_bytes, "breaks_fusion": p.cut.breaks_fusion,
-                      "value_us": _us(p.value_us(config.statistic)), "samples_us": list(p.samples_us),
-                      "pilot_us": list(p.pilot_us), "measured_now": p.measured_now,
-                      "boundary_us": _us(p.boundary_us(config.statistic)) if p.boundary is not None else None,
-                      "boundary_kernels": list(p.boundary.kernels) if p.boundary is not None else [],
-                      "boundary_samples_us": list(p.boundary.samples_us) if p.boundary is not None else []}
-                     for p in result.prefixes],
+        "prefixes": [_model_entry(p, config.statistic) for p in result.prefixes],
+        "suffixes": [_model_entry(p, config.statistic) for p in result.suffixes],
+        "meet": result.meet,
+        "suffix_baseline_us": _us(result.suffix_baseline_us) if result.suffix_baseline_us is not None else None,
         "boundary": _boundary_section(result),
         "segments": [_segment_entry(s, by_segment.get(s.segment.index)) for s in result.segments],
     }
@@ -1061,18 +1160,29 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
     return section
 
 
+def _model_entry(p: PrefixResult, statistic: Statistic) -> dict[str, Any]:
+    return {"layers": p.cut.layers, "side": p.side, "label": p.label, "key": p.key, "outputs": list(p.cut.outputs),
+            "crossing_bytes": p.cut.crossing_bytes, "breaks_fusion": p.cut.breaks_fusion,
+            "value_us": _us(p.value_us(statistic)), "samples_us": list(p.samples_us), "pilot_us": list(p.pilot_us),
+            "measured_now": p.measured_now,
+            "boundary_us": _us(p.boundary_us(statistic)) if p.boundary is not None else None,
+            "boundary_kernels": list(p.boundary.kernels) if p.boundary is not None else [],
+            "boundary_samples_us": list(p.boundary.samples_us) if p.boundary is not None else []}
+
+
 def _boundary_section(result: BisectResult) -> dict[str, Any]:
     """How the cuts' own cost was handled: ``corrected`` (measured and subtracted) or not, and how much."""
     if not result.config.boundary_runs:
         return {"corrected": False, "why": "turned off (--boundary-runs 0)"}
-    if any(p.boundary is None for p in result.prefixes):
+    models = (*result.prefixes, *result.suffixes)
+    if any(p.boundary is None for p in models):
         return {"corrected": False, "why": "the runner cannot see inside a run (a device command times whole runs "
                                            "only)"}
-    costs = [p.boundary_us(result.config.statistic) for p in result.prefixes]
-    return {"corrected": True, "method": "runtime profiler: layout kernels producing a cut's outputs that the "
-                                        "whole model does not run", "runs": result.config.boundary_runs,
-            "cuts": len(result.prefixes),
-            "cuts_with_cost": sum(1 for p in result.prefixes if p.boundary and p.boundary.kernels),
+    costs = [p.boundary_us(result.config.statistic) for p in models]
+    return {"corrected": True, "method": "runtime profiler: layout kernels producing a cut's outputs or reading "
+                                        "its inputs that the whole model does not run",
+            "runs": result.config.boundary_runs, "cuts": len(models),
+            "cuts_with_cost": sum(1 for p in models if p.boundary and p.boundary.kernels),
             "max_us": _us(max(costs)), "total_us": _us(sum(costs))}
 
 

@@ -972,9 +972,18 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
         lines.append(("compile", str(runner["compile_cmd"])))
     refined = f", refined in {section['refinements']} step(s)" if section.get("refinements") else ""
     prefixes = len(section.get("prefixes") or [])
-    lines.append(("plan", f"{len(rows)} {section.get('granularity', 'segment')}s{refined}: {prefixes} prefixes x "
+    suffixes = len(section.get("suffixes") or [])
+    models = f"{prefixes} prefixes + {suffixes} suffixes" if suffixes else f"{prefixes} prefixes"
+    lines.append(("plan", f"{len(rows)} {section.get('granularity', 'segment')}s{refined}: {models} x "
                           f"{section.get('repeats', '?')} rounds + {section.get('pilot_runs', 0)} pilot runs = "
                           f"{section.get('runs', '?')} runs (budget {section.get('budget_runs', '?')})"))
+    meet = _int(section.get("meet"))
+    if suffixes and meet is not None:
+        after = next((r.last_layer for r in rows if r.end == meet), None)
+        where = f"after {after}" if after else f"at cut {meet}"
+        lines.append(("halves", f"prefixes up to the cut {where}, suffixes (the layers after a cut, fed what "
+                                "crosses it) from there on: each segment is the difference of two models of at "
+                                "most about half the model"))
     lines.append(("statistic", BISECT_STATISTICS.get(statistic, (statistic, statistic))[1]
                   + f"; {level}% bootstrap intervals over the rounds"))
     cache = _map(section.get("cache"))
@@ -991,10 +1000,12 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
             spread = f"; run-to-run CV {100 * whole.cv:.1f}%, min {human_us(whole.min_us)}"
         lines.append(("whole model", f"{human_us(full)} ({statistic} of the last prefix, the model itself{spread})"))
     if baseline is not None:
-        lines.append(("baseline", f"{human_us(baseline)} (Identity-only model: the fixed cost per call)"))
+        other = num(section.get("suffix_baseline_us"))
+        suffix = f"; suffixes' {human_us(other)}, Identity on the outputs" if other is not None else ""
+        lines.append(("baseline", f"{human_us(baseline)} (Identity-only model: the fixed cost per call{suffix})"))
     if full is not None:
         reference = full - (baseline or 0.0)
-        if statistic in ("min", "p10"):
+        if statistic in ("min", "p10") and not suffixes:
             ratio = " = whole - baseline (differences of per-prefix levels add up exactly)"
         else:
             ratio = f" = {100 * total_us / reference:.1f}% of whole - baseline" if reference > 0 else ""
