@@ -55,9 +55,9 @@ Contract of :func:`run_bisect`:
   regex / JSON field cannot read, and templates or options that cannot work, raise ``InputError`` (exit 2).
 
 Runners: :class:`OrtRunner` (ONNX Runtime in this process: one sample = one timed ``session.run`` call, or
-the fastest of ``runs_per_visit``; a suffix is fed what its prefix computes from the model's inputs) and :class:`CommandRunner` (a shell command template
-per sample, e.g. ``'hb_compile ... {model} && ssh board hrt_model_exec perf --model_file {compiled}'``,
-the latency read from its output by a regex or a JSON field).
+the fastest of ``runs_per_visit``; a suffix is fed what its prefix computes from the model's inputs) and
+:class:`CommandRunner` (a shell command template per sample, e.g. ``'hb_compile ... {model} && ssh board
+hrt_model_exec perf --model_file {compiled}'``, the latency read from its output by a regex or a JSON field).
 """
 
 from __future__ import annotations

@@ -776,9 +776,9 @@ def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
 
 #: A bisect's statistic -> (what it takes of a set of runs, how an increment is made of it).
 BISECT_STATISTICS: Mapping[str, tuple[str, str]] = {
-    "median": ("median", "median of the paired differences of neighbouring prefixes"),
-    "p10": ("10th percentile", "p10: difference of the prefixes' 10th-percentile rounds"),
-    "min": ("minimum", "min: difference of the prefixes' fastest rounds"),
+    "median": ("median", "median of the paired differences of neighbouring models"),
+    "p10": ("10th percentile", "p10: difference of the neighbouring models' 10th-percentile rounds"),
+    "min": ("minimum", "min: difference of the neighbouring models' fastest rounds"),
 }
 #: Validation of a bisect: segments with at least this share of the time are judged.
 BISECT_LARGE_SHARE = 0.05
@@ -1019,8 +1019,8 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
     boundary = _map(section.get("boundary"))
     if boundary.get("corrected"):
         with_cost = boundary.get("cuts_with_cost", 0)
-        lines.append(("cut costs", f"{with_cost} of {boundary.get('cuts', '?')} prefixes convert crossing tensors "
-                                   "back from the runtime's own layout, which the whole model does not; up to "
+        lines.append(("cut costs", f"{with_cost} of {boundary.get('cuts', '?')} models convert crossing tensors out "
+                                   "of or into the runtime's own layout, which the whole model does not; up to "
                                    f"{human_us(num(boundary.get('max_us')) or 0.0)}, timed by its profiler over "
                                    f"{boundary.get('runs', '?')} runs and subtracted" if with_cost else
                                    "no prefix runs layout conversions the whole model does not (checked with "
