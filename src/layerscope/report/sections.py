@@ -914,6 +914,8 @@ def _runner_text(runner: Mapping[str, Any]) -> str:
         threads = runner.get("threads") or "default"
         per_visit = runner.get("runs_per_visit") or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
+        warm = runner.get("visit_warmup") or 0
+        visit = f"{warm} untimed + {visit}" if warm else visit
         return (f"onnxruntime {runner.get('version', '?')} {runner.get('provider', '?')}, threads {threads}, "
                 f"opt {runner.get('opt_level', '?')}, {runner.get('clock', 'wall')} clock, {visit} per visit")
     command = runner.get("run_cmd")
