@@ -24,7 +24,7 @@ Contract of :func:`run_bisect`:
 - **rounds**: every phase visits its models in order (prefixes by cut, the whole model, suffixes by cut), one
   sample per model and round, each round in the opposite direction of the one before, so neighbouring models
   are always timed back to back and drift of the machine (other processes, clocks, heat) hits both alike;
-- **cache**: each sample is appended to ``store`` under the key sha256(serialized prefix model + runner
+- **cache**: each sample is appended to ``store`` under the key sha256(serialized model + runner
   identity) as soon as it is measured, atomically; stored samples are reused, never re-measured, so an
   interrupted bisect resumes where it stopped (the same cache gives the same pilot samples, hence the
   same plan);

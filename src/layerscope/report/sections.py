@@ -1030,7 +1030,8 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
     elif boundary.get("why"):
         lines.append(("cut costs", f"not corrected: {boundary['why']}"))
     corrected = "; its layout conversions are subtracted: see cut costs" if boundary.get("corrected") else ""
-    lines.append(("MEASURED", "differences of whole-prefix timings: a segment's time includes what its cut changes "
+    lines.append(("MEASURED", "differences of whole-model timings (prefixes, suffixes): a segment's time includes "
+                              "what its cut changes "
                               f"(extra outputs written back, fusions across the cut{corrected})"))
     return tuple(Row(label, value) for label, value in lines if value)
 
