@@ -230,16 +230,8 @@ class CutPlanner:
         self._check(layers)
         if layers == 0:
             return self._baseline_model()
-        nodes = list(self.layer_nodes[:layers])
-        folded = _needed_folded(self.model, self.graph, nodes)
-        kept = [*folded, *nodes]
-        read = {name for node in kept for name in _reads(node)}
+        kept, initializers, inputs, _ = self._part(self.layer_nodes[:layers], every_input=True)
         source = self.model.graph
-        initializers = [t for t in source.initializer if t.name in read]
-        init_names = {t.name for t in initializers}
-        runtime = {t.name: t for t in self.graph.inputs}
-        inputs = [_value_info(runtime[vi.name]) if vi.name in runtime else vi
-                  for vi in source.input if vi.name in runtime or vi.name in init_names]
         if layers == self.layer_count:
             outputs = list(source.output)
         else:
@@ -258,15 +250,8 @@ class CutPlanner:
             return self.prefix_model(self.layer_count)
         if layers == self.layer_count:
             return self._suffix_baseline_model()
-        nodes = list(self.layer_nodes[layers:])
-        kept = [*_needed_folded(self.model, self.graph, nodes), *nodes]
-        read = {name for node in kept for name in _reads(node)}
+        kept, initializers, inputs, read = self._part(self.layer_nodes[layers:], every_input=False)
         source = self.model.graph
-        initializers = [t for t in source.initializer if t.name in read]
-        init_names = {t.name for t in initializers}
-        runtime = {t.name: t for t in self.graph.inputs}
-        inputs = [_value_info(runtime[vi.name]) if vi.name in runtime else vi
-                  for vi in source.input if vi.name in read and (vi.name in runtime or vi.name in init_names)]
         inputs += [self._output_info(name) for name in self.crossing[layers] if name in read]
         produced = {o for node in kept for o in node.output}
         outputs = [vi for vi in source.output if vi.name in produced]
@@ -276,6 +261,21 @@ class CutPlanner:
         graph = helper.make_graph(kept, f"{source.name or 'model'}_suffix{layers}", inputs, outputs,
                                   initializer=initializers, value_info=value_info)
         return self._wrap(graph)
+
+    def _part(self, nodes: Sequence[onnx.NodeProto], *, every_input: bool) -> tuple[
+            list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.ValueInfoProto], set[str]]:
+        """``nodes`` preceded by the folded constants they need; the initializers they read; the model's inputs
+        (its runtime inputs, all of them when ``every_input`` else those read, and the initializers read that
+        it lists as inputs), in its order; and every name they read."""
+        kept = [*_needed_folded(self.model, self.graph, nodes), *nodes]
+        read = {name for node in kept for name in _reads(node)}
+        source = self.model.graph
+        initializers = [t for t in source.initializer if t.name in read]
+        init_names = {t.name for t in initializers}
+        runtime = {t.name: t for t in self.graph.inputs}
+        inputs = [_value_info(runtime[vi.name]) if vi.name in runtime else vi for vi in source.input
+                  if (vi.name in runtime and (every_input or vi.name in read)) or vi.name in init_names]
+        return kept, initializers, inputs, read
 
     def _suffix_baseline_model(self) -> onnx.ModelProto:
         """One ``Identity`` per model output, fed as an input: the fixed cost per call of a suffix."""
