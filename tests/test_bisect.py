@@ -17,11 +17,7 @@ from conftest import F32, ModelWriter, zoo
 from layerscope.errors import InputError
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
-    NO_BOUNDARY_COST,
     BisectConfig,
-    BoundaryCost,
-    Job,
-    OrtRunner,
     SampleStore,
     bootstrap_increments,
     increments,
@@ -33,6 +29,7 @@ from layerscope.measure.differential import (
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult
+from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, OrtRunner
 from layerscope.measure.session import SessionConfig
 from layerscope.measure.stats import summarize
 from layerscope.model import load_model

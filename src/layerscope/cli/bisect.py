@@ -39,14 +39,8 @@ from layerscope.estimate import estimate_graph
 from layerscope.measure.backend import get_backend
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
-    UNITS,
     BisectConfig,
     BisectResult,
-    CommandRunner,
-    CommandTemplate,
-    LatencyReader,
-    OrtRunner,
-    Runner,
     SampleStore,
     SegmentCheck,
     Statistic,
@@ -57,6 +51,7 @@ from layerscope.measure.differential import (
 )
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement
+from layerscope.measure.runners import UNITS, CommandRunner, CommandTemplate, LatencyReader, OrtRunner, Runner
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
 from layerscope.model.types import Graph

@@ -1,0 +1,476 @@
+"""What times one prefix or suffix model for differential profiling (:mod:`layerscope.measure.differential`).
+
+- :class:`OrtRunner`: ONNX Runtime in this process. One sample = one timed ``session.run`` call (the fastest of
+  ``runs_per_visit``, after ``visit_warmup`` untimed runs); a suffix is fed what its prefix computes from the
+  model's inputs. It can also time a model's *boundary cost* (:meth:`OrtRunner.boundary`): the layout
+  kernels a cut adds, read from ONNX Runtime's profiler.
+- :class:`CommandRunner`: a shell command template per sample, e.g. ``'hb_compile ... {model} && ssh board
+  hrt_model_exec perf --model_file {compiled}'``, the latency read from its output by a regex or a JSON field
+  (:class:`LatencyReader`). A command that exits non-zero, times out or cannot start raises
+  :class:`DeviceCommandError` (exit 3) with its exit code and the tail of its output; output the reader cannot
+  read, and templates that cannot work, raise ``InputError`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import shlex
+import signal
+import string
+import subprocess
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import onnx
+
+from layerscope.errors import BackendUnavailable, InputError
+from layerscope.measure.cuts import Cut
+from layerscope.measure.fusion import LAYOUT_OPS
+from layerscope.measure.ort_profile import load_events, parse_profile
+from layerscope.measure.session import SessionConfig, machine_info, make_session
+
+__all__ = [
+    "NO_BOUNDARY_COST",
+    "PLACEHOLDERS",
+    "UNITS",
+    "BoundaryCost",
+    "Clock",
+    "CommandRunner",
+    "CommandTemplate",
+    "DeviceCommandError",
+    "Job",
+    "LatencyReader",
+    "OrtRunner",
+    "Runner",
+    "Side",
+]
+
+#: A cut's ``"prefix"`` (the layers before it) or ``"suffix"`` (the layers after it, fed what crosses it).
+Side = Literal["prefix", "suffix"]
+#: What :class:`OrtRunner` times: elapsed time, or the calling thread's CPU time.
+Clock = Literal["wall", "cpu"]
+
+#: Placeholders of a command template: the prefix (suffix) model, a path for the compiled artifact, a file the
+#: command may write its report to (read instead of the output when the template names it), its folder.
+PLACEHOLDERS = ("model", "compiled", "out", "dir")
+#: Latency units a regex group or ``--latency-unit`` may name -> microseconds per unit.
+UNITS: Mapping[str, float] = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+
+
+class DeviceCommandError(BackendUnavailable):
+    """The device command failed: non-zero exit, timeout, or it could not start (exit 3)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One model to time: its cut and side, cache key, model file (written before its first sample) and a
+    label; a suffix's ``feeds_model`` is the prefix model whose outputs are the suffix's inputs."""
+
+    cut: Cut
+    key: str
+    model_path: Path
+    label: str
+    side: Side = "prefix"
+    feeds_model: Path | None = None
+
+
+@dataclass(frozen=True)
+class BoundaryCost:
+    """What a runtime spends in one prefix (suffix) to hand the tensors crossing its cut out as outputs (take
+    them in as inputs), work the whole model does not do: per profiled run, the summed time (µs) of ``kernels``
+    (the runtime's names of the kernels doing it; none: the cut costs nothing measurable of that kind,
+    ``samples_us`` is ``(0.0,)``)."""
+
+    samples_us: tuple[float, ...]
+    kernels: tuple[str, ...]
+
+
+NO_BOUNDARY_COST = BoundaryCost(samples_us=(0.0,), kernels=())
+
+
+class Runner(Protocol):
+    """Times one prefix or suffix model per call to :meth:`measure` (one sample, µs)."""
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        """What the samples depend on besides the model (part of the cache key)."""
+
+    def measure(self, job: Job) -> float:
+        """One sample of ``job``'s model, in microseconds."""
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost | None:
+        """What ``job``'s prefix spends handing its crossing tensors out that ``whole`` (the whole model) does
+        not, over ``runs`` profiled runs; ``None`` when the runner cannot see inside a run."""
+
+    def close(self) -> None:
+        """Release sessions, files or connections."""
+
+
+class OrtRunner:
+    """ONNX Runtime in this process. One sample = the fastest of ``runs_per_visit`` timed runs (as
+    ``timeit`` advises: slower runs are interference), after ``visit_warmup`` untimed runs (``warmup`` when
+    the session is new); at most ``max_sessions`` sessions stay open (least recently used closed first).
+
+    The defaults (one timed run per visit, no untimed one) keep neighbouring prefixes as close in time as
+    possible, which is what cancels a shared machine's interference; the run before a visit is the
+    neighbouring prefix, which shares all its layers but one segment, so the caches are warm.
+
+    ``clock="wall"`` times ``session.run`` with ``perf_counter``; ``"cpu"`` with the calling thread's CPU time,
+    which does not count the time other processes hold the core. ``"cpu"`` needs ``threads == 1`` (ONNX
+    Runtime then runs every kernel on the calling thread; pool threads' time would be missed): ``InputError``
+    otherwise. Runs are timed on the calling thread for that reason (not through ``measure.bench``).
+    """
+
+    def __init__(self, config: SessionConfig, feeds: Mapping[str, np.ndarray], *, runs_per_visit: int = 1,
+                 visit_warmup: int = 0, warmup: int = 2, clock: Clock = "wall", max_sessions: int = 32) -> None:
+        import onnxruntime as ort
+
+        if clock == "cpu" and config.threads != 1:
+            raise InputError(f"--clock cpu needs --threads 1 (got {config.threads}): with more threads the work "
+                             "runs on pool threads whose CPU time the calling thread does not see")
+        if runs_per_visit < 1 or visit_warmup < 0 or warmup < 0:
+            raise ValueError("OrtRunner: runs_per_visit >= 1, visit_warmup >= 0, warmup >= 0")
+        self.config = config
+        self.feeds = dict(feeds)
+        self.runs_per_visit = runs_per_visit
+        self.visit_warmup = visit_warmup
+        self.warmup = warmup
+        self.max_sessions = max_sessions
+        self._clock_ns = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
+        self._sessions: OrderedDict[str, Any] = OrderedDict()
+        self._converted: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self._suffix_feeds: dict[str, dict[str, np.ndarray]] = {}
+        machine = machine_info()
+        digest = hashlib.sha256()
+        for name, array in sorted(self.feeds.items()):
+            digest.update(name.encode() + b"\0" + str(array.dtype).encode() + str(array.shape).encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        self._identity = {
+            "runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
+            "threads": config.threads, "inter_op_threads": config.inter_op_threads, "opt_level": config.opt_level,
+            "runs_per_visit": runs_per_visit, "visit_statistic": "min", "visit_warmup": visit_warmup,
+            "warmup": warmup, "clock": clock, "inputs_sha256": digest.hexdigest(),
+            "hostname": machine["hostname"], "cpu": machine["cpu"],
+        }
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def measure(self, job: Job) -> float:
+        session, new = self._session(job)
+        feeds = self.feeds_for(job)
+        for _ in range(self.warmup if new else self.visit_warmup):
+            self._run(session, feeds)
+        return min(self._run(session, feeds) for _ in range(self.runs_per_visit)) / 1e3
+
+    def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
+        """The model's feeds for a prefix; for a suffix, the values its feeding prefix computes from them
+        (computed once per suffix) and the model inputs it reads."""
+        if job.feeds_model is None:
+            return self.feeds
+        if job.key not in self._suffix_feeds:
+            session = self._session(job)[0]
+            prefix = make_session(job.feeds_model, self.config)
+            values = dict(zip([o.name for o in prefix.get_outputs()], prefix.run(None, self.feeds), strict=True))
+            values.update(self.feeds)
+            self._suffix_feeds[job.key] = {i.name: values[i.name] for i in session.get_inputs()}
+        return self._suffix_feeds[job.key]
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
+        """The layout kernels (:data:`~layerscope.measure.fusion.LAYOUT_OPS`: ReorderOutput from the blocked
+        NCHWc layout, ReorderInput into it) of the model's optimized graph that produce one of its outputs or
+        read one of its inputs, unless the whole model's optimized graph has a layout kernel producing /
+        reading that tensor too; their summed time per run from ONNX Runtime's profiler over ``runs`` runs
+        (after :attr:`warmup` runs). A model without such kernels is not run: :data:`NO_BOUNDARY_COST`."""
+        if whole.key not in self._converted:
+            nodes = [n for n in self._optimized(whole.model_path).node if n.op_type in LAYOUT_OPS]
+            self._converted[whole.key] = (frozenset(o for n in nodes for o in n.output),
+                                          frozenset(i for n in nodes for i in n.input))
+        produced, read = self._converted[whole.key]
+        with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
+            optimized_path = Path(tmp) / "optimized.onnx"
+            session = make_session(job.model_path, self.config, profile_prefix=str(Path(tmp) / "ort"),
+                                   optimized_model_path=str(optimized_path))
+            try:
+                graph = onnx.load(str(optimized_path), load_external_data=False).graph
+                outputs = {o.name for o in graph.output} - produced
+                inputs = {i.name for i in graph.input} - read
+                kernels = tuple(node.name for node in graph.node if node.op_type in LAYOUT_OPS
+                                and (set(node.output) & outputs or set(node.input) & inputs))
+                if kernels:
+                    feeds = self.feeds_for(job)
+                    for _ in range(self.warmup + runs):
+                        self._run(session, feeds)
+            finally:
+                profile_file = session.end_profiling()
+            if not kernels:
+                return NO_BOUNDARY_COST
+            data = parse_profile(load_events(profile_file), skip_runs=self.warmup)
+        sums = np.zeros(len(data.run_durations_us))
+        for kernel in data.kernels:
+            if kernel.name in kernels:
+                sums += np.asarray(kernel.durations_us, dtype=np.float64)
+        return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=kernels)
+
+    def _optimized(self, model_path: Path) -> onnx.GraphProto:
+        """The graph ONNX Runtime runs for ``model_path`` under this runner's session settings."""
+        with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
+            optimized_path = Path(tmp) / "optimized.onnx"
+            make_session(model_path, self.config, optimized_model_path=str(optimized_path))
+            return onnx.load(str(optimized_path), load_external_data=False).graph
+
+    def _run(self, session: Any, feeds: Mapping[str, np.ndarray]) -> int:
+        """One ``session.run`` timed in ns; ONNX Runtime's own failures are ``InputError`` (exit 2)."""
+        clock = self._clock_ns
+        try:
+            start = clock()
+            session.run(None, feeds)
+            return clock() - start
+        except Exception as exc:
+            if not type(exc).__module__.startswith("onnxruntime"):
+                raise
+            text = str(exc).strip()
+            raise InputError(f"ONNX Runtime failed running a prefix: {text.splitlines()[0] if text else exc!r}",
+                             hint="check the inputs; rerun with --debug for details") from exc
+
+    def _session(self, job: Job) -> tuple[Any, bool]:
+        if job.key in self._sessions:
+            self._sessions.move_to_end(job.key)
+            return self._sessions[job.key], False
+        while len(self._sessions) >= self.max_sessions:
+            self._sessions.popitem(last=False)
+        session = make_session(job.model_path, self.config)
+        self._sessions[job.key] = session
+        return session, True
+
+    def close(self) -> None:
+        self._sessions.clear()
+        self._suffix_feeds.clear()
+
+
+@dataclass(frozen=True)
+class CommandTemplate:
+    """A shell command line with ``{model}``-style placeholders (:data:`PLACEHOLDERS`; ``{{``/``}}`` for
+    literal braces). Values are shell-quoted when rendered."""
+
+    text: str
+    option: str
+    fields: frozenset[str]
+
+    @classmethod
+    def parse(cls, text: str, option: str) -> CommandTemplate:
+        """Check ``text``: known placeholders only, balanced braces; ``InputError`` (exit 2) otherwise."""
+        try:
+            names = {name for _, name, spec, conv in string.Formatter().parse(text) if name is not None}
+        except ValueError as exc:
+            raise InputError(f"{option} {text!r}: {exc}", hint="write literal braces as {{ and }}") from None
+        unknown = sorted(n for n in names if n not in PLACEHOLDERS)
+        if unknown:
+            raise InputError(f"{option} {text!r}: unknown placeholder(s) {', '.join('{' + n + '}' for n in unknown)}",
+                             hint=f"use {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        if not text.strip():
+            raise InputError(f"{option}: empty command")
+        return cls(text=text, option=option, fields=frozenset(names))
+
+    def render(self, values: Mapping[str, str]) -> str:
+        return self.text.format(**{k: shlex.quote(v) for k, v in values.items()})
+
+
+@dataclass(frozen=True)
+class LatencyReader:
+    """Reads one latency from a command's output: the *last* match of ``pattern`` (its group ``latency``,
+    else its first group; a group ``unit`` overrides ``unit``), or the number at ``json_field`` (dotted
+    path, list indexes as numbers) of the output's JSON document (else of its last line that is JSON)."""
+
+    pattern: re.Pattern[str] | None
+    json_field: tuple[str, ...] | None
+    unit: str
+
+    @classmethod
+    def create(cls, regex: str | None, json_field: str | None, unit: str = "ms") -> LatencyReader:
+        """Check the options; ``InputError`` (exit 2) when they cannot work."""
+        if (regex is None) == (json_field is None):
+            raise InputError("give exactly one of --latency-regex and --latency-json with --run-cmd")
+        if unit not in UNITS:
+            raise InputError(f"--latency-unit {unit!r}: choose from {', '.join(UNITS)}")
+        if json_field is not None:
+            path = tuple(json_field.split("."))
+            if not all(path):
+                raise InputError(f"--latency-json {json_field!r}: expected a dotted path such as perf.latency_ms")
+            return cls(pattern=None, json_field=path, unit=unit)
+        assert regex is not None
+        try:
+            pattern = re.compile(regex)
+        except re.error as exc:
+            raise InputError(f"--latency-regex {regex!r}: not a valid regular expression ({exc})") from None
+        if pattern.groups < 1:
+            raise InputError(f"--latency-regex {regex!r}: needs a group around the number, "
+                             r"e.g. 'latency: ([0-9.]+) ms'")
+        return cls(pattern=pattern, json_field=None, unit=unit)
+
+    @property
+    def describe(self) -> str:
+        if self.pattern is not None:
+            return f"regex {self.pattern.pattern!r} ({self.unit})"
+        return f"json {'.'.join(self.json_field or ())} ({self.unit})"
+
+    def read(self, text: str, where: str) -> float:
+        """The latency in µs; ``InputError`` naming ``where`` and the output's tail when it is not there."""
+        value, unit = self._regex(text) if self.pattern is not None else self._json(text)
+        if value is None:
+            raise InputError(f"{where}: {self.describe} found no latency in the output; last output: "
+                             f"{_tail(text)}", hint="check --latency-regex / --latency-json against it")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: {self.describe} read {value!r}, which is not a number") from None
+        unit = (unit or self.unit).strip()
+        if unit not in UNITS or not math.isfinite(number) or number < 0:
+            raise InputError(f"{where}: {self.describe} read {value!r} {unit}: not a latency "
+                             f"(units: {', '.join(UNITS)})")
+        return number * UNITS[unit]
+
+    def _regex(self, text: str) -> tuple[Any, str | None]:
+        assert self.pattern is not None
+        matches = list(self.pattern.finditer(text))
+        if not matches:
+            return None, None
+        last = matches[-1]
+        groups = last.groupdict()
+        return (groups["latency"] if "latency" in groups else last.group(1)), groups.get("unit")
+
+    def _json(self, text: str) -> tuple[Any, str | None]:
+        document = _json_document(text)
+        for part in self.json_field or ():
+            if isinstance(document, Mapping) and part in document:
+                document = document[part]
+            elif isinstance(document, list) and part.isdigit() and int(part) < len(document):
+                document = document[int(part)]
+            else:
+                return None, None
+        return (document if isinstance(document, int | float | str) and not isinstance(document, bool)
+                else None), None
+
+
+class CommandRunner:
+    """Runs ``run`` (and ``compile`` once per prefix in this session, when given) as shell commands in the
+    prefix's own folder; one sample = the latency ``reader`` finds in the run command's output."""
+
+    def __init__(self, run: CommandTemplate, reader: LatencyReader, *, compile: CommandTemplate | None = None,
+                 timeout_s: float | None = None) -> None:
+        if "model" not in run.fields | (compile.fields if compile else frozenset()):
+            raise InputError(f"{run.option} {run.text!r}: the command never names {{model}}, so every prefix "
+                             "would run the same thing", hint="pass the prefix model as {model}")
+        self.run = run
+        self.compile = compile
+        self.reader = reader
+        self.timeout_s = timeout_s
+        self._compiled: set[str] = set()
+        self._identity = {"runner": "command", "run_cmd": run.text, "compile_cmd": compile.text if compile else None,
+                          "latency": reader.describe}
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def measure(self, job: Job) -> float:
+        folder = job.model_path.parent
+        values = {"model": str(job.model_path), "compiled": str(folder / "compiled"), "out": str(folder / "out.txt"),
+                  "dir": str(folder)}
+        if self.compile is not None and job.key not in self._compiled:
+            self._shell(self.compile, values, job)
+            self._compiled.add(job.key)
+        out_file = folder / "out.txt"
+        if "out" in self.run.fields:
+            out_file.unlink(missing_ok=True)
+        stdout, stderr = self._shell(self.run, values, job)
+        where = f"{self.run.option} on {job.label}"
+        if "out" in self.run.fields:
+            try:
+                text = out_file.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                raise InputError(f"{where}: the command did not write {{out}} ({out_file})") from None
+        else:
+            text = stdout if self.reader.json_field is not None else f"{stdout}\n{stderr}"
+        return self.reader.read(text, where)
+
+    def _shell(self, template: CommandTemplate, values: Mapping[str, str], job: Job) -> tuple[str, str]:
+        command = template.render(values)
+        code, stdout, stderr = _run_shell(command, self.timeout_s, job.model_path.parent)
+        if code is None:
+            raise DeviceCommandError(f"{template.option} timed out after {self.timeout_s:g} s on {job.label}: "
+                                     f"{command}; last output: {_tail(stdout + stderr)}")
+        if code != 0:
+            hint = ("the baseline is an Identity-only model; if the toolchain cannot compile it, use --no-baseline"
+                    if job.cut.layers == 0 else None)
+            raise DeviceCommandError(f"{template.option} exited with code {code} on {job.label}: {command}; "
+                                     f"last output: {_tail(stdout + stderr)}", hint=hint)
+        return stdout, stderr
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> None:
+        """``None``: a device command times whole runs only."""
+        return None
+
+    def close(self) -> None:
+        self._compiled.clear()
+
+
+def _run_shell(command: str, timeout_s: float | None, cwd: Path) -> tuple[int | None, str, str]:
+    """(exit code or ``None`` on timeout, stdout, stderr); the whole process group is killed on timeout or
+    Ctrl-C."""
+    try:
+        proc = subprocess.Popen(command, shell=True, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise DeviceCommandError(f"cannot start the device command {command!r}: {exc}") from None
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        stdout, stderr = proc.communicate()
+        return None, stdout, stderr
+    except BaseException:
+        _kill_group(proc)
+        proc.communicate()
+        raise
+    return proc.returncode, stdout, stderr
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    else:  # pragma: no cover - Windows
+        proc.kill()
+
+
+def _tail(text: str, lines: int = 6, chars: int = 500) -> str:
+    """The last lines of ``text`` on one line, joined by `` | ``."""
+    kept = [line.strip() for line in text.strip().splitlines() if line.strip()][-lines:]
+    joined = " | ".join(kept)
+    return repr(joined[-chars:]) if joined else "(no output)"
+
+
+def _json_document(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
