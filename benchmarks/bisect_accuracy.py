@@ -16,7 +16,7 @@ Each model is bisected by one `layerscope bisect --validate` process (no cache, 
 in that run); the run file it writes is read back. Models: the ONNX model zoo's ResNet-50 and SqueezeNet
 (shipped with onnx) and the bundled YOLOv5s at 320x320.
 
-    .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats 60]
+    .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats N]
         [--segments 12] [--visit-warmup 1] [--runs-per-visit 1] [--threads 1] [--statistic auto|median|p10|min]
         [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
 
@@ -55,7 +55,7 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
     """Run `layerscope bisect --validate` on ``model``; the wall time it took."""
     exe = Path(sys.executable).with_name("layerscope")
     command = [str(exe), "bisect", str(model), "--target", "host", "--threads", str(args.threads),
-               "--segments", str(args.segments), "--repeats", str(args.repeats),
+               "--segments", str(args.segments), *(["--repeats", str(args.repeats)] if args.repeats else []),
                "--runs-per-visit", str(args.runs_per_visit), "--visit-warmup", str(args.visit_warmup),
                "--statistic", args.statistic, "--clock", args.clock, "--validate",
                "--validate-runs", str(args.validate_runs), "--boundary-runs", str(args.boundary_runs),
@@ -127,7 +127,8 @@ def raw_error(segment: dict[str, Any]) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="resnet50,squeezenet,yolov5s")
-    parser.add_argument("--repeats", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="rounds [default: layerscope's: 60, more for a fast model]")
     parser.add_argument("--segments", type=int, default=12)
     parser.add_argument("--runs-per-visit", type=int, default=1)
     parser.add_argument("--visit-warmup", type=int, default=1)
@@ -142,7 +143,7 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR", help="also keep the run files here")
     args = parser.parse_args()
     print(f"layerscope bisect accuracy: ONNX Runtime CPU, threads {args.threads}, {args.segments} coarse segments, "
-          f"{args.repeats} rounds, {args.visit_warmup} untimed + best of {args.runs_per_visit} per visit, "
+          f"{args.repeats or 'default'} rounds, {args.visit_warmup} untimed + best of {args.runs_per_visit} per visit, "
           f"statistic {args.statistic}, clock {args.clock}, cut costs {args.boundary_runs} profiled runs, "
           f"{'prefixes and suffixes' if args.suffixes else 'prefixes only'}; reference: layerscope profile, "
           f"{args.validate_runs} runs")

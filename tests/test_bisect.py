@@ -330,6 +330,27 @@ def test_refinement_splits_where_the_time_is(residual: Path, tmp_path: Path) -> 
     assert len(runner.calls) == result.runs
 
 
+def test_a_fast_model_gets_more_rounds_within_the_budget(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = {i: 10.0 * (i + 1) for i in range(8)}
+
+    def bisect(rounds_s: float, budget: int = 1000) -> Any:
+        config = BisectConfig(segments=2, repeats=3, pilot=2, budget_runs=budget, rounds_s=rounds_s, statistic="p10")
+        return run_bisect(planner, ScriptedRunner(times), config, SampleStore(None), workdir=tmp_path)
+
+    assert bisect(0.0).rounds == 3 and bisect(1e-6).rounds == 3  # never fewer than repeats
+    assert bisect(10.0).rounds == 15  # at most 5 x repeats
+    capped = bisect(10.0, budget=60)
+    models = len(capped.prefixes)
+    assert capped.rounds == max(3, (60 - capped.pilot_runs) // models) < 15  # what the budget leaves
+    # in between: as many rounds as fit, by the prefixes' pilot medians (each ~50 µs + its layers)
+    middle = bisect(0.01)
+    round_us = sum(float(np.median(p.pilot_us)) for p in middle.prefixes)
+    assert 3 < middle.rounds == -(-10_000 // round_us) < 15
+    assert all(len(p.samples_us) == middle.rounds for p in middle.prefixes)
+    assert all(s.samples == middle.rounds for s in middle.segments)
+
+
 def test_negative_increments_are_reported_not_clipped(residual: Path, tmp_path: Path) -> None:
     _, planner = _planner(residual)
     runner = ScriptedRunner({0: 100.0, 1: -30.0, 2: 50.0})

@@ -65,6 +65,8 @@ from layerscope.targets import load_profile
 VALIDATION_PROFILES = 5
 #: Profiled runs per prefix that time its cut's own cost on ONNX Runtime, unless --boundary-runs says.
 BOUNDARY_RUNS = 10
+#: On ONNX Runtime without --repeats: more than 60 rounds while their timed runs fit in this many seconds.
+AUTO_ROUNDS_S = 15.0
 
 
 @click.command("bisect")
@@ -94,7 +96,8 @@ BOUNDARY_RUNS = 10
 @click.option("--segments", default=12, show_default=True, type=click.IntRange(2, 256),
               help="Coarse segments, of roughly equal estimated time on --target.")
 @click.option("--repeats", default=None, type=click.IntRange(min=2),
-              help="Rounds: final samples per prefix [default: 60 on ONNX Runtime, 10 with --run-cmd].")
+              help="Rounds: final samples per model [default: 10 with --run-cmd; on ONNX Runtime 60, or more "
+                   "(up to 300, within --budget) while the rounds' timed runs fit in about 15 s].")
 @click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
@@ -159,7 +162,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if command_runner is None:
         ort_provider(provider)  # exit 3 before any work when the provider is missing
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
-                          repeats=repeats or (10 if command_runner is not None else 60), pilot=pilot,
+                          repeats=repeats or (10 if command_runner is not None else 60),
+                          rounds_s=AUTO_ROUNDS_S if repeats is None and command_runner is None else 0.0, pilot=pilot,
                           budget_runs=budget_runs, baseline=baseline,
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed,

@@ -21,6 +21,10 @@ Contract of :func:`run_bisect`:
   model, and a round costs about half as much as timing every prefix. The segments then add up to
   P(m) + S(m) - the baselines, not to the whole model: the difference is what cutting at m costs both sides,
   and comparing them is a check of the method;
+- **how many rounds**: ``repeats``; with ``rounds_s`` and pilot samples of every cut, more when the model
+  is fast: as many as fit in ``rounds_s`` seconds of timed runs by the pilot's medians (a suffix counted as
+  the whole model less its prefix), at most 5 x ``repeats`` and what the budget leaves after the pilots.
+  The pilot samples are cached, so a resumed bisect plans the same number;
 - **rounds**: every phase visits its models in order (prefixes by cut, the whole model, suffixes by cut), one
   sample per model and round, each round in the opposite direction of the one before, so neighbouring models
   are always timed back to back and drift of the machine (other processes, clocks, heat) hits both alike;
@@ -61,6 +65,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -135,10 +140,14 @@ class BisectConfig:
     boundary_runs: int = 0
     #: Time the cuts past the middle as suffixes (see the module docstring).
     suffixes: bool = False
+    #: With pilot samples: more final rounds than ``repeats`` while their timed runs add up to less than this
+    #: many seconds by the pilot's times (see the module docstring); 0: exactly ``repeats`` rounds.
+    rounds_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0:
-            raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1, boundary_runs >= 0")
+        if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0 or self.rounds_s < 0:
+            raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1, boundary_runs and rounds_s "
+                             ">= 0")
         if self.statistic not in ("median", "min", "p10"):
             raise ValueError(f"BisectConfig: unknown statistic {self.statistic!r}")
         if not 0 < self.confidence < 1 or self.resamples < 1:
@@ -209,6 +218,7 @@ class BisectResult:
     sum_ci_us: tuple[float, float]
     cache_dir: str | None
     layer_count: int
+    rounds: int
     suffixes: tuple[PrefixResult, ...] = ()
     meet: int | None = None
 
@@ -401,19 +411,34 @@ class _Bisect:
         prefix_cuts = cuts if meet is None else (*(c for c in cuts if c <= meet), n)
         suffix_cuts = () if meet is None else (*(c for c in cuts if meet <= c < n), *((n,) if config.baseline else ()))
         jobs = [*(self.job(c) for c in prefix_cuts), *(self.job(c, "suffix") for c in suffix_cuts)]
-        self.measure(jobs, "final", config.repeats, "measure")
+        rounds = self.rounds(cuts, jobs, budget)
+        self.measure(jobs, "final", rounds, "measure")
         corrected = bool(config.boundary_runs) and self.measure_boundaries(jobs)
         prefixes = tuple(self.result(c, "prefix", boundary=corrected) for c in prefix_cuts)
         suffixes = tuple(self.result(c, "suffix", boundary=corrected) for c in suffix_cuts)
         # prefixes up to the meeting cut give the segments before it, suffixes from it on the segments after
-        sides = [self.side(prefixes if meet is None else prefixes[:-1])]
+        sides = [self.side(prefixes if meet is None else prefixes[:-1], rounds)]
         if suffixes:
-            sides.append(self.side(tuple(reversed(suffixes))))
-        segments, sum_ci = _estimate(planner.segments(cuts), sides, config)
+            sides.append(self.side(tuple(reversed(suffixes)), rounds))
+        segments, sum_ci = _estimate(planner.segments(cuts), sides, config, rounds)
         return BisectResult(config=config, runner=dict(self.runner.identity), prefixes=prefixes, segments=segments,
                             refinements=refinements, budget_runs=budget, pilot_runs=self.pilot_runs,
                             sum_ci_us=sum_ci, cache_dir=str(self.store.directory) if self.store.directory else None,
-                            layer_count=planner.layer_count, suffixes=suffixes, meet=meet)
+                            layer_count=planner.layer_count, rounds=rounds, suffixes=suffixes, meet=meet)
+
+    def rounds(self, cuts: Sequence[int], jobs: Sequence[Job], budget: int) -> int:
+        """Final rounds: ``repeats``, or with :attr:`BisectConfig.rounds_s` and pilot samples of every cut, as
+        many as fit in ``rounds_s`` seconds of timed runs (a prefix: its pilot median; a suffix: the whole
+        model's minus its prefix's), at most 5 x ``repeats`` and what the budget leaves after the pilots."""
+        repeats, n = self.config.repeats, self.planner.layer_count
+        pilot = {c: self.store.samples(self.job(c).key, "pilot") for c in cuts}
+        if not self.config.rounds_s or not all(pilot.values()):
+            return repeats
+        median = {c: float(np.median(v)) for c, v in pilot.items()}
+        round_us = sum(median[j.cut.layers] if j.side == "prefix" else max(0.0, median[n] - median[j.cut.layers])
+                       for j in jobs)
+        wanted = math.ceil(self.config.rounds_s * 1e6 / max(round_us, 1.0))
+        return max(repeats, min(wanted, 5 * repeats, (budget - self.pilot_runs) // len(jobs)))
 
     def models(self, cuts: Sequence[int]) -> int:
         """Models timed per final round for ``cuts``: one per cut, and with suffixes the whole model and the
@@ -429,13 +454,13 @@ class _Bisect:
         cum = self.planner.cum_us
         return min(inner, key=lambda c: (max(cum[c], cum[-1] - cum[c]), c))
 
-    def side(self, rows: Sequence[PrefixResult]) -> tuple[np.ndarray, list[float]]:
+    def side(self, rows: Sequence[PrefixResult], rounds: int) -> tuple[np.ndarray, list[float]]:
         """The round matrix of ``rows`` (ordered so that consecutive rows differ by one segment, the smaller
         model first), each sample less its row's boundary cost, and each segment's share of that correction."""
         statistic, baseline = self.config.statistic, self.config.baseline
         corrections = [r.boundary_us(statistic) for r in rows]
         matrix = round_matrix([[v - c for v in r.samples_us] for r, c in zip(rows, corrections, strict=True)],
-                              self.config.repeats, baseline=baseline)
+                              rounds, baseline=baseline)
         return matrix, [float(v) for v in np.diff(corrections if baseline else [0.0, *corrections])]
 
     def refine(self, cuts: tuple[int, ...], budget: int) -> tuple[tuple[int, ...], int]:
@@ -554,7 +579,7 @@ class _Bisect:
 
 
 def _estimate(segments: Sequence[Segment], sides: Sequence[tuple[np.ndarray, Sequence[float]]],
-              config: BisectConfig) -> tuple[tuple[SegmentResult, ...], tuple[float, float]]:
+              config: BisectConfig, rounds: int) -> tuple[tuple[SegmentResult, ...], tuple[float, float]]:
     """Segment increments with bootstrap intervals, and the interval of their sum. ``sides``: the prefix
     side's (round matrix, boundary correction per segment), then the suffix side's, whose rows run from the
     end of the model back (its segments come out last first). Both sides' bootstraps draw the same rounds."""
@@ -567,7 +592,7 @@ def _estimate(segments: Sequence[Segment], sides: Sequence[tuple[np.ndarray, Seq
     all_draws = np.concatenate(draws, axis=0)
     results = tuple(
         SegmentResult(segment=seg, increment_us=float(point), ci_low_us=low, ci_high_us=high,
-                      samples=config.repeats, boundary_us=float(correction))
+                      samples=rounds, boundary_us=float(correction))
         for seg, point, (low, high), correction in zip(
             segments, np.concatenate(points), (_interval(d, config.confidence) for d in all_draws), corrections,
             strict=True))
@@ -682,7 +707,8 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
     by_segment = {c.segment.segment.index: c for c in checks}
     section: dict[str, Any] = {
         "method": "differential", "granularity": config.granularity, "runner": dict(result.runner),
-        "repeats": config.repeats, "pilot": config.pilot, "budget_runs": result.budget_runs,
+        "repeats": result.rounds, "repeats_min": config.repeats, "rounds_s": config.rounds_s,
+        "pilot": config.pilot, "budget_runs": result.budget_runs,
         "refinements": result.refinements, "baseline": config.baseline, "statistic": config.statistic,
         "bootstrap": {"resamples": config.resamples, "confidence": config.confidence, "seed": config.seed,
                       "method": "percentile"},

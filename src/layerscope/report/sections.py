@@ -976,8 +976,10 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
     prefixes = len(section.get("prefixes") or [])
     suffixes = len(section.get("suffixes") or [])
     models = f"{prefixes} prefixes + {suffixes} suffixes" if suffixes else f"{prefixes} prefixes"
+    rounds, least = _int(section.get("repeats")), _int(section.get("repeats_min"))
+    more = f" (more than {least}: a fast model)" if rounds is not None and least is not None and rounds > least else ""
     lines.append(("plan", f"{len(rows)} {section.get('granularity', 'segment')}s{refined}: {models} x "
-                          f"{section.get('repeats', '?')} rounds + {section.get('pilot_runs', 0)} pilot runs = "
+                          f"{section.get('repeats', '?')} rounds{more} + {section.get('pilot_runs', 0)} pilot runs = "
                           f"{section.get('runs', '?')} runs (budget {section.get('budget_runs', '?')})"))
     meet = _int(section.get("meet"))
     if suffixes and meet is not None:
