@@ -12,6 +12,7 @@ import io
 import itertools
 import json
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 from html import unescape
@@ -680,3 +681,15 @@ def test_one_page_with_every_experiment(exp_runs: ExperimentRuns, tmp_path: Path
     path.write_text(json.dumps(run), encoding="utf-8")
     assert main(["report", str(path), "-o", str(tmp_path / "merged.html")]) == 0
     assert (tmp_path / "merged.html").read_text(encoding="utf-8") == html
+
+
+# --------------------------------------------------------------------------------------------------- start-up
+
+def test_a_report_from_a_run_file_does_not_load_onnx_or_onnxruntime(runs: Runs, tmp_path: Path) -> None:
+    """Reading a saved run needs neither (importing them is most of the command's start-up)."""
+    out = tmp_path / "report.html"
+    code = ("import sys; from layerscope.cli.main import main; "
+            f"assert main(['report', {str(runs.profile)!r}, '-o', {str(out)!r}]) == 0; "
+            "print(sorted(m for m in ('onnx', 'onnxruntime') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]" and out.stat().st_size > 0

@@ -61,17 +61,20 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from layerscope import __version__
-from layerscope.costs.types import LayerCost, UnitKind
+from layerscope.costs.types import UnitKind
 from layerscope.errors import RunFileError
-from layerscope.estimate.timeline import Interval, Timeline
-from layerscope.estimate.types import Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.profile import Measurement
-from layerscope.model.types import Graph, Node, TensorInfo
-from layerscope.targets import Profile
+
+if TYPE_CHECKING:  # annotations only: reading and writing run files needs none of these modules
+    from layerscope.costs.types import LayerCost
+    from layerscope.estimate.timeline import Interval, Timeline
+    from layerscope.estimate.types import Estimate
+    from layerscope.measure.profile import Measurement
+    from layerscope.model.types import Graph, Node, TensorInfo
+    from layerscope.targets import Profile
 
 SCHEMA_VERSION = 1
 

@@ -15,11 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import onnx
 
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
-from layerscope.report.annotate import annotate_model, check_model
 from layerscope.report.html import render_html
 from layerscope.report.perfetto import trace_bytes
 from layerscope.report.sections import missing_notes
@@ -46,6 +44,10 @@ def write_trace(run: Mapping[str, Any], path: Path) -> Path:
 
 def write_annotated(run: Mapping[str, Any], path: Path, model_path: Path | None) -> tuple[Path, int, int]:
     """The annotated model copy; returns the path, nodes annotated, nodes without a layer of the run."""
+    import onnx  # only here: a report from the run file alone does not need it
+
+    from layerscope.report.annotate import annotate_model, check_model
+
     source = check_model(run, model_path)
     try:
         model = onnx.load_model(str(source))
