@@ -197,6 +197,17 @@ def test_experiments_tab_shows_its_tables(browser: Browser, pages: dict[str, Pat
         assert page.locator(f"#{table} tbody tr").count() >= 1, table
     assert page.locator("#bisect-table tbody tr").count() == len(run["bisect"]["segments"])
     assert page.locator("#bisect-table tbody tr").first.locator("td").nth(1).inner_text() == XSS  # text, not markup
+    # the segment and layer tables sort by a click on a header: numbers largest first, then reversed
+    increment = page.locator("#bisect-table thead th").nth(4)
+    values = page.locator("#bisect-table tbody tr td:nth-child(5)")
+    expected = sorted(float(s["increment_us"]) for s in run["bisect"]["segments"])
+    increment.click()
+    assert increment.get_attribute("aria-sort") == "descending"
+    assert [float(v) for v in values.all_inner_texts()] == pytest.approx(expected[::-1], abs=0.051)
+    increment.click()
+    assert increment.get_attribute("aria-sort") == "ascending"
+    assert [float(v) for v in values.all_inner_texts()] == pytest.approx(expected, abs=0.051)
+    assert page.locator("#bisect-table tbody tr").count() == len(expected)
     page.locator("#stress-layers a.layer-link", has_text=XSS).click()  # a layer name opens its details
     page.wait_for_selector("#panel-layers[data-rendered='1']", state="visible", timeout=10_000)
     assert page.inner_text("#layer-detail h3") == XSS

@@ -445,6 +445,33 @@
       ev.preventDefault();
       selectLayer(Number(link.dataset.layer));
     });
+    panel.querySelectorAll('table.sortable').forEach(sortableTable);
+  }
+  // A click on a header sorts the rows by that column: numbers (columns of class num; '-' last) largest
+  // first, text A to Z; a second click reverses. The cells are the server-rendered text.
+  function sortableTable(table) {
+    var heads = table.querySelectorAll('thead th');
+    heads.forEach(function (th, col) {
+      th.setAttribute('role', 'columnheader');
+      th.addEventListener('click', function () {
+        var num = th.classList.contains('num');
+        var current = th.getAttribute('aria-sort');
+        var dir = current ? (current === 'ascending' ? -1 : 1) : (num && col > 0 ? -1 : 1);
+        var body = table.tBodies[0];
+        var rows = Array.prototype.slice.call(body.rows);
+        rows.sort(function (a, b) {
+          var x = a.cells[col] ? a.cells[col].textContent.trim() : '';
+          var y = b.cells[col] ? b.cells[col].textContent.trim() : '';
+          if (!num) return dir * x.localeCompare(y);
+          var u = parseFloat(x), v = parseFloat(y);
+          if (isNaN(u) || isNaN(v)) return isNaN(u) - isNaN(v);
+          return dir * (u - v);
+        });
+        body.append.apply(body, rows);
+        heads.forEach(function (h) { h.removeAttribute('aria-sort'); });
+        th.setAttribute('aria-sort', dir > 0 ? 'ascending' : 'descending');
+      });
+    });
   }
 
   // ------------------------------------------------------------------ start
