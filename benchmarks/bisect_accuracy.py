@@ -105,7 +105,7 @@ def judge(name: str, run: dict[str, Any], wall_s: float) -> bool:
     boundary = section.get("boundary", {})
     if boundary.get("corrected"):
         raw_within = sum(1 for e in raw_errors if e <= SEGMENT_GOAL)
-        print(f"  cut costs: {boundary['cuts_with_cost']} of {boundary['cuts']} models, up to "
+        print(f"  cut costs: {boundary['models_with_cost']} of {boundary['models']} models, up to "
               f"{boundary['max_us']:.1f} us ({boundary['runs']} profiled runs each); the same rounds uncorrected: "
               f"{raw_within} of {len(large)} within {SEGMENT_GOAL:.0%} (worst {max(raw_errors, default=0.0):.1%})")
     print("    #  layers     share  bisect us               profile us   error   cut us  uncorrected")

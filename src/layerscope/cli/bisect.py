@@ -1,9 +1,10 @@
 """``layerscope bisect [MODEL]``: per-segment times on a device that only times whole models.
 
-The model is cut after layer k for a set of k, each prefix is timed (ONNX Runtime here, or any device
-through ``--run-cmd``), and each segment's time is the difference of the prefixes around it, with a bootstrap
-confidence interval (:mod:`layerscope.measure.differential`). Measurements are cached by prefix model and
-runner, so an interrupted bisect resumes when the same command is run again.
+The model is cut after layer k for a set of k, each prefix (past the middle, each suffix: the layers after the
+cut) is timed (ONNX Runtime here, or any device through ``--run-cmd``), and each segment's time is the
+difference of the models around it, with a bootstrap confidence interval (:mod:`layerscope.measure.differential`).
+Measurements are cached by model and runner, so an interrupted bisect resumes when the same command is run
+again.
 
 Exit codes: 0; 2 bad input (model, shape, input file, template, regex, budget, or command output that the
 latency regex / JSON field cannot read); 3 provider not available here, or the device command failed
@@ -130,13 +131,13 @@ AUTO_ROUNDS_S = 15.0
                    "its weights in the caches as the whole model does in a loop (0 halves the time; fine when the "
                    "weights are far larger than the CPU's last-level cache).")
 @click.option("--runs-per-visit", default=1, show_default=True, type=click.IntRange(min=1),
-              help="ONNX Runtime: timed runs per visit of a prefix; the fastest is the sample.")
+              help="ONNX Runtime: timed runs per visit of a model; the fastest is the sample.")
 @click.option("--cache", "cache_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Cache of measurements [default: $LAYERSCOPE_CACHE_DIR/bisect or ~/.cache/layerscope/bisect].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @click.option("--boundary-runs", type=click.IntRange(min=0), default=None, metavar="N",
-              help="ONNX Runtime: profiled runs per prefix that time what its cut alone costs (converting the "
-                   "crossing tensors back from the blocked NCHWc layout), subtracted from the prefix; 0: no "
+              help="ONNX Runtime: profiled runs per model that time what its cut alone costs (converting the "
+                   "crossing tensors out of or into the blocked NCHWc layout), subtracted from its samples; 0: no "
                    "correction [default: 10; not with --run-cmd].")
 @click.option("--validate", is_flag=True,
               help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
@@ -151,7 +152,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             confidence: float, resamples: int, provider: str, threads: int, opt_level: str, clock: str,
             visit_warmup: int, runs_per_visit: int, cache_dir: Path | None, no_cache: bool,
             boundary_runs: int | None, validate: bool, validate_runs: int, json_out: Path | None) -> None:
-    """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes."""
+    """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
+    suffixes."""
     command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
                                      unit=latency_unit, timeout_s=timeout_s)
     if validate and command_runner is not None:

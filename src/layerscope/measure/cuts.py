@@ -18,13 +18,14 @@ Contract of :meth:`CutPlanner.prefix_model`:
   shaped; nothing is left dangling. Cut ``N`` is the whole model with its own outputs, in its order;
 - cut ``0`` is the *baseline*: one ``Identity`` per runtime input, which times the runtime's fixed cost
   per call (feeding inputs, returning outputs);
-
-:meth:`CutPlanner.suffix_model` is the other side of cut ``k``: the layers from ``k`` on, fed the tensors
-crossing the cut (prefix ``k``'s outputs, those a later layer reads) and the model inputs they read, in that
-order after the inputs; outputs: the model outputs those layers produce, in the model's order. Suffix ``0`` is
-the whole model, suffix ``N`` the *suffix baseline* (one ``Identity`` per model output, fed as an input).
 - opsets, IR version, local functions and the producer are the model's; the result passes
   ``onnx.checker.check_model`` when the source model does.
+
+:meth:`CutPlanner.suffix_model` is the other side of cut ``k``: the layers from ``k`` on (with the folded
+constants and initializers they need), fed first the model inputs they read (in the model's order), then the
+tensors crossing the cut that they read (prefix ``k``'s outputs, in production order); outputs: the model
+outputs those layers produce, in the model's order. Suffix ``0`` is the whole model, suffix ``N`` the *suffix
+baseline* (one ``Identity`` per model output, fed as an input).
 
 Where to cut (:meth:`CutPlanner.coarse_cuts`, :meth:`CutPlanner.split_cut`): boundaries are placed so
 that segments hold roughly equal *estimated* time (``weights_us``, one per layer; equal weights when all

@@ -254,10 +254,10 @@ class BisectResult:
 
 # ---------------------------------------------------------------------------------------- cache
 class SampleStore:
-    """Samples per prefix key and phase, and the prefix's :class:`BoundaryCost`: a folder of JSON files written
+    """Samples per model key and phase, and the model's :class:`BoundaryCost`: a folder of JSON files written
     atomically, one per key, or memory only.
 
-    A file holds ``{key, cut, label, runner, pilot_us, samples_us, boundary}`` (``samples_us``: the final
+    A file holds ``{key, cut, side, label, runner, pilot_us, samples_us, boundary}`` (``samples_us``: the final
     phase, in round order; ``boundary``: ``{samples_us, kernels}`` or ``null``); one that cannot be read
     counts as empty and is overwritten by the next sample.
     """
@@ -441,9 +441,9 @@ class _Bisect:
         return max(repeats, min(wanted, 5 * repeats, (budget - self.pilot_runs) // len(jobs)))
 
     def models(self, cuts: Sequence[int]) -> int:
-        """Models timed per final round for ``cuts``: one per cut, and with suffixes the whole model and the
-        meeting cut's suffix besides."""
-        return len(cuts) + (2 if self.meeting_cut(cuts) is not None else 0)
+        """Models timed per final round for ``cuts``: one per cut, and with suffixes the meeting cut's suffix
+        and (with a baseline) the suffix baseline besides."""
+        return len(cuts) + ((2 if self.config.baseline else 1) if self.meeting_cut(cuts) is not None else 0)
 
     def meeting_cut(self, cuts: Sequence[int]) -> int | None:
         """With :attr:`BisectConfig.suffixes`, the inner cut nearest the middle of the estimated time (the
@@ -760,8 +760,8 @@ def _boundary_section(result: BisectResult) -> dict[str, Any]:
     costs = [p.boundary_us(result.config.statistic) for p in models]
     return {"corrected": True, "method": "runtime profiler: layout kernels producing a cut's outputs or reading "
                                         "its inputs that the whole model does not run",
-            "runs": result.config.boundary_runs, "cuts": len(models),
-            "cuts_with_cost": sum(1 for p in models if p.boundary and p.boundary.kernels),
+            "runs": result.config.boundary_runs, "models": len(models),
+            "models_with_cost": sum(1 for p in models if p.boundary and p.boundary.kernels),
             "max_us": _us(max(costs)), "total_us": _us(sum(costs))}
 
 

@@ -122,9 +122,11 @@ class OrtRunner:
     ``timeit`` advises: slower runs are interference), after ``visit_warmup`` untimed runs (``warmup`` when
     the session is new); at most ``max_sessions`` sessions stay open (least recently used closed first).
 
-    The defaults (one timed run per visit, no untimed one) keep neighbouring prefixes as close in time as
-    possible, which is what cancels a shared machine's interference; the run before a visit is the
-    neighbouring prefix, which shares all its layers but one segment, so the caches are warm.
+    One timed run per visit keeps neighbouring models as close in time as possible, which is what cancels a
+    shared machine's interference. The neighbouring model shares all its layers but one segment, yet not its
+    weights: every session holds its own copy, so without an untimed run first (``visit_warmup``, one in
+    ``layerscope bisect``) a model is timed with its weights out of the caches, which the whole model run in a
+    loop is not when they fit there.
 
     ``clock="wall"`` times ``session.run`` with ``perf_counter``; ``"cpu"`` with the calling thread's CPU time,
     which does not count the time other processes hold the core. ``"cpu"`` needs ``threads == 1`` (ONNX

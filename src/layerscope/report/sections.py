@@ -1022,8 +1022,8 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
                                "(fewer --segments)"))
     boundary = _map(section.get("boundary"))
     if boundary.get("corrected"):
-        with_cost = boundary.get("cuts_with_cost", 0)
-        lines.append(("cut costs", f"{with_cost} of {boundary.get('cuts', '?')} models convert crossing tensors out "
+        with_cost = boundary.get("models_with_cost", 0)
+        lines.append(("cut costs", f"{with_cost} of {boundary.get('models', '?')} models convert crossing tensors out "
                                    "of or into the runtime's own layout, which the whole model does not; up to "
                                    f"{human_us(num(boundary.get('max_us')) or 0.0)}, timed by its profiler over "
                                    f"{boundary.get('runs', '?')} runs and subtracted" if with_cost else
