@@ -244,7 +244,7 @@ class OrtRunner:
             if not type(exc).__module__.startswith("onnxruntime"):
                 raise
             text = str(exc).strip()
-            raise InputError(f"ONNX Runtime failed running a prefix: {text.splitlines()[0] if text else exc!r}",
+            raise InputError(f"ONNX Runtime failed running a bisect model: {text.splitlines()[0] if text else exc!r}",
                              hint="check the inputs; rerun with --debug for details") from exc
 
     def _session(self, job: Job) -> tuple[Any, bool]:
