@@ -17,8 +17,8 @@ in that run); the run file it writes is read back. Models: the ONNX model zoo's 
 (shipped with onnx) and the bundled YOLOv5s at 320x320.
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats N]
-        [--segments 12] [--visit-warmup 1] [--runs-per-visit 1] [--threads 1] [--statistic auto|median|p10|min]
-        [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
+        [--segments 12] [--visit-warmup 1] [--warm-with whole|self] [--runs-per-visit 1] [--threads 1]
+        [--statistic auto|median|p10|min] [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
 
 Exit status 0 when every model meets both goals, 1 otherwise.
 """
@@ -57,6 +57,7 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
     command = [str(exe), "bisect", str(model), "--target", "host", "--threads", str(args.threads),
                "--segments", str(args.segments), *(["--repeats", str(args.repeats)] if args.repeats else []),
                "--runs-per-visit", str(args.runs_per_visit), "--visit-warmup", str(args.visit_warmup),
+               "--warm-with", args.warm_with,
                "--statistic", args.statistic, "--clock", args.clock, "--validate",
                "--validate-runs", str(args.validate_runs), "--boundary-runs", str(args.boundary_runs),
                "--suffixes" if args.suffixes else "--no-suffixes", "--no-cache", "-o", str(out)]
@@ -132,6 +133,7 @@ def main() -> int:
     parser.add_argument("--segments", type=int, default=12)
     parser.add_argument("--runs-per-visit", type=int, default=1)
     parser.add_argument("--visit-warmup", type=int, default=1)
+    parser.add_argument("--warm-with", choices=("whole", "self"), default="whole")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--statistic", choices=("auto", "median", "p10", "min"), default="auto")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
@@ -143,7 +145,8 @@ def main() -> int:
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR", help="also keep the run files here")
     args = parser.parse_args()
     print(f"layerscope bisect accuracy: ONNX Runtime CPU, threads {args.threads}, {args.segments} coarse segments, "
-          f"{args.repeats or 'default'} rounds, {args.visit_warmup} untimed + best of {args.runs_per_visit} per visit, "
+          f"{args.repeats or 'default'} rounds, {args.visit_warmup} untimed ({args.warm_with}) + best of "
+          f"{args.runs_per_visit} per visit, "
           f"statistic {args.statistic}, clock {args.clock}, cut costs {args.boundary_runs} profiled runs, "
           f"{'prefixes and suffixes' if args.suffixes else 'prefixes only'}; reference: layerscope profile, "
           f"{args.validate_runs} runs")

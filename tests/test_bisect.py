@@ -513,3 +513,37 @@ def test_onnxruntime_times_the_layout_conversions_a_cut_adds(write_model: ModelW
     assert len(cost.samples_us) == 5 and min(cost.samples_us) > 0
     # the whole model converts r1 back itself (for the softmax): that cut adds nothing
     assert runner.boundary(after_relu1, whole, 5) == NO_BOUNDARY_COST
+
+
+@pytest.mark.parametrize("warm_with", ["whole", "self"])
+def test_each_visit_warms_with_the_whole_model_or_itself(residual: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, warm_with: str) -> None:
+    graph, planner = _planner(residual)
+    prefix, whole = _jobs(planner, tmp_path, 3, 8)
+    job = Job(cut=prefix.cut, key=prefix.key, model_path=prefix.model_path, label="prefix 3",
+              whole_model=whole.model_path)
+    ran: list[str] = []
+
+    class Recorded:
+        def __init__(self, session: Any, name: str) -> None:
+            self.session, self.name = session, name
+
+        def run(self, *args: Any) -> Any:
+            ran.append(self.name)
+            return self.session.run(*args)
+
+    from layerscope.measure import runners
+
+    real = runners.make_session
+    monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: Recorded(real(path, config, **kw),
+                                                                                      Path(path).stem))
+    runner = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), visit_warmup=1,
+                       warm_with=warm_with)  # type: ignore[arg-type]
+    runner.measure(job)
+    first = list(ran)
+    ran.clear()
+    runner.measure(job)
+    warm = "prefix8" if warm_with == "whole" else "prefix3"
+    # a new session is warmed up twice by itself; every visit then runs the warm model once, then the timed run
+    assert first == ["prefix3", "prefix3", warm, "prefix3"] and ran == [warm, "prefix3"]
+    assert runner.identity["warm_with"] == warm_with

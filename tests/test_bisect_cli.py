@@ -226,7 +226,8 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     run = load_run(out)
     section = run["bisect"]
     assert section["runner"]["runner"] == "onnxruntime" and section["runner"]["threads"] == 1
-    assert section["runner"]["visit_warmup"] == 1  # each visit warms the model's caches first
+    # each visit first runs the whole model, so a model is timed in the state the whole model leaves
+    assert section["runner"]["visit_warmup"] == 1 and section["runner"]["warm_with"] == "whole"
     assert section["validation"]["method"] == "kernel-profile" and section["validation"]["runs"] == 3
     # auto: a CPU shared with other work is read by its fastest rounds, and so is the reference
     assert section["statistic"] == "p10" and section["validation"]["statistic"] == "p10"

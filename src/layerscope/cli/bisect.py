@@ -127,9 +127,12 @@ AUTO_ROUNDS_S = 15.0
               help="ONNX Runtime: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
                    "the time other processes hold the core).")
 @click.option("--visit-warmup", default=1, show_default=True, type=click.IntRange(min=0),
-              help="ONNX Runtime: untimed runs at each visit of a model before the timed one, so that it runs with "
-                   "its weights in the caches as the whole model does in a loop (0 halves the time; fine when the "
-                   "weights are far larger than the CPU's last-level cache).")
+              help="ONNX Runtime: untimed runs at each visit of a model before the timed one (see --warm-with); 0 "
+                   "times every model with its caches as the previous model left them.")
+@click.option("--warm-with", type=click.Choice(["whole", "self"]), default="whole", show_default=True,
+              help="ONNX Runtime: what the untimed runs run: the whole model, so that each model is timed in the "
+                   "state the whole model leaves the machine in, as in its loop; or the model itself (cheaper: a "
+                   "round costs about half, but a model's first layers then run with their data cached).")
 @click.option("--runs-per-visit", default=1, show_default=True, type=click.IntRange(min=1),
               help="ONNX Runtime: timed runs per visit of a model; the fastest is the sample.")
 @click.option("--cache", "cache_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
@@ -150,7 +153,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             latency_unit: str, timeout_s: float | None, granularity: str, segments: int, repeats: int | None,
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
             confidence: float, resamples: int, provider: str, threads: int, opt_level: str, clock: str,
-            visit_warmup: int, runs_per_visit: int, cache_dir: Path | None, no_cache: bool,
+            visit_warmup: int, warm_with: str, runs_per_visit: int, cache_dir: Path | None, no_cache: bool,
             boundary_runs: int | None, validate: bool, validate_runs: int, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
@@ -177,8 +180,9 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
     session_config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
     feeds = make_inputs(graph, input_specs, seed)
-    runner: Runner = command_runner or OrtRunner(session_config, feeds, runs_per_visit=runs_per_visit,
-                                                 visit_warmup=visit_warmup, clock="cpu" if clock == "cpu" else "wall")
+    runner: Runner = command_runner or OrtRunner(
+        session_config, feeds, runs_per_visit=runs_per_visit, visit_warmup=visit_warmup,
+        warm_with="self" if warm_with == "self" else "whole", clock="cpu" if clock == "cpu" else "wall")
     store = SampleStore(None if no_cache else (cache_dir or default_cache_dir()))
     planner = CutPlanner.for_model(graph, [e.latency_us for e in estimate.layers],
                                    bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)

@@ -509,8 +509,9 @@ class _Bisect:
                 f"suffix {cut}/{n} (the layers after {after})"
         folder = self.workdir / key[:16]
         feeds = folder / "feeds.onnx" if side == "suffix" and cut > 0 else None
+        whole = None if side == "prefix" and cut == n else self.job(n).model_path
         self.jobs[side, cut] = Job(cut=self.planner.cut(cut), key=key, model_path=folder / "model.onnx", label=label,
-                                   side=side, feeds_model=feeds)
+                                   side=side, feeds_model=feeds, whole_model=whole)
         self.cached.setdefault(key, len(self.store.samples(key, "pilot")) + len(self.store.samples(key, "final")))
         return self.jobs[side, cut]
 
@@ -518,13 +519,15 @@ class _Bisect:
         return self.planner.prefix_model(cut) if side == "prefix" else self.planner.suffix_model(cut)
 
     def model_file(self, job: Job) -> None:
-        """Write ``job``'s model file, and a suffix's feeding prefix, (atomically) unless they are there: only
-        models still to be measured."""
+        """Write ``job``'s model file, a suffix's feeding prefix and the whole model (atomically) unless they are
+        there: only models still to be measured."""
         if not job.model_path.exists():
             write_atomic(job.model_path, self.model(job.cut.layers, job.side).SerializeToString(deterministic=True))
         if job.feeds_model is not None and not job.feeds_model.exists():
             write_atomic(job.feeds_model, self.planner.prefix_model(job.cut.layers).SerializeToString(
                 deterministic=True))
+        if job.whole_model is not None:
+            self.model_file(self.job(self.planner.layer_count))
 
     def measure(self, jobs: Sequence[Job], phase: Phase, target: int, label: str) -> None:
         """Rounds over ``jobs`` in their order, alternating direction, one sample per model and round, until

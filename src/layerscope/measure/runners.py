@@ -54,12 +54,16 @@ __all__ = [
     "OrtRunner",
     "Runner",
     "Side",
+    "WarmWith",
 ]
 
 #: A cut's ``"prefix"`` (the layers before it) or ``"suffix"`` (the layers after it, fed what crosses it).
 Side = Literal["prefix", "suffix"]
 #: What :class:`OrtRunner` times: elapsed time, or the calling thread's CPU time.
 Clock = Literal["wall", "cpu"]
+#: What :class:`OrtRunner` runs untimed at each visit before the timed run: the model itself, or the whole
+#: model (so the timed run starts in the state the whole model leaves the machine in, as it does in a loop).
+WarmWith = Literal["self", "whole"]
 
 #: Placeholders of a command template: the prefix (suffix) model, a path for the compiled artifact, a file the
 #: command may write its report to (read instead of the output when the template names it), its folder.
@@ -75,7 +79,8 @@ class DeviceCommandError(BackendUnavailable):
 @dataclass(frozen=True)
 class Job:
     """One model to time: its cut and side, cache key, model file (written before its first sample) and a
-    label; a suffix's ``feeds_model`` is the prefix model whose outputs are the suffix's inputs."""
+    label; a suffix's ``feeds_model`` is the prefix model whose outputs are the suffix's inputs; ``whole_model``
+    is the whole model's file."""
 
     cut: Cut
     key: str
@@ -83,6 +88,8 @@ class Job:
     label: str
     side: Side = "prefix"
     feeds_model: Path | None = None
+    #: The whole model's file (none for the whole model itself): what runs before a visit with ``whole``.
+    whole_model: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -123,10 +130,12 @@ class OrtRunner:
     the session is new); at most ``max_sessions`` sessions stay open (least recently used closed first).
 
     One timed run per visit keeps neighbouring models as close in time as possible, which is what cancels a
-    shared machine's interference. The neighbouring model shares all its layers but one segment, yet not its
-    weights: every session holds its own copy, so without an untimed run first (``visit_warmup``, one in
-    ``layerscope bisect``) a model is timed with its weights out of the caches, which the whole model run in a
-    loop is not when they fit there.
+    shared machine's interference. What runs just before it decides the state of the caches the timed run
+    starts in: ``visit_warmup`` untimed runs of the model itself (``warm_with="self"``), or of the whole model
+    (``"whole"``, the job's ``whole_model``): then a segment is timed in the state the whole model leaves the
+    machine in, as in the whole model's loop. ``layerscope bisect`` runs the whole model once: on SqueezeNet
+    the first segment then reads 3-7% under the kernel profile, against 7-16% warmed by itself; without any
+    untimed run, each session's own copy of the weights is cold at every visit.
 
     ``clock="wall"`` times ``session.run`` with ``perf_counter``; ``"cpu"`` with the calling thread's CPU time,
     which does not count the time other processes hold the core. ``"cpu"`` needs ``threads == 1`` (ONNX
@@ -135,7 +144,8 @@ class OrtRunner:
     """
 
     def __init__(self, config: SessionConfig, feeds: Mapping[str, np.ndarray], *, runs_per_visit: int = 1,
-                 visit_warmup: int = 0, warmup: int = 2, clock: Clock = "wall", max_sessions: int = 32) -> None:
+                 visit_warmup: int = 0, warm_with: WarmWith = "self", warmup: int = 2, clock: Clock = "wall",
+                 max_sessions: int = 32) -> None:
         import onnxruntime as ort
 
         if clock == "cpu" and config.threads != 1:
@@ -147,6 +157,7 @@ class OrtRunner:
         self.feeds = dict(feeds)
         self.runs_per_visit = runs_per_visit
         self.visit_warmup = visit_warmup
+        self.warm_with = warm_with
         self.warmup = warmup
         self.max_sessions = max_sessions
         self._clock_ns = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
@@ -162,7 +173,7 @@ class OrtRunner:
             "runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
             "threads": config.threads, "inter_op_threads": config.inter_op_threads, "opt_level": config.opt_level,
             "runs_per_visit": runs_per_visit, "visit_statistic": "min", "visit_warmup": visit_warmup,
-            "warmup": warmup, "clock": clock, "inputs_sha256": digest.hexdigest(),
+            "warm_with": warm_with, "warmup": warmup, "clock": clock, "inputs_sha256": digest.hexdigest(),
             "hostname": machine["hostname"], "cpu": machine["cpu"],
         }
 
@@ -173,9 +184,23 @@ class OrtRunner:
     def measure(self, job: Job) -> float:
         session, new = self._session(job)
         feeds = self.feeds_for(job)
-        for _ in range(self.warmup if new else self.visit_warmup):
+        for _ in range(self.warmup if new else 0):
             self._run(session, feeds)
+        warm, warm_feeds = session, feeds
+        if self.warm_with == "whole" and job.whole_model is not None:
+            warm, warm_feeds = self._whole_session(job.whole_model), self.feeds
+        for _ in range(self.visit_warmup):
+            self._run(warm, warm_feeds)
         return min(self._run(session, feeds) for _ in range(self.runs_per_visit)) / 1e3
+
+    def _whole_session(self, path: Path) -> Any:
+        key = f"whole:{path}"
+        if key not in self._sessions:
+            while len(self._sessions) >= self.max_sessions:
+                self._sessions.popitem(last=False)
+            self._sessions[key] = make_session(path, self.config)
+        self._sessions.move_to_end(key)
+        return self._sessions[key]
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
         """The model's feeds for a prefix; for a suffix, the values its feeding prefix computes from them

@@ -915,7 +915,8 @@ def _runner_text(runner: Mapping[str, Any]) -> str:
         per_visit = runner.get("runs_per_visit") or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
         warm = runner.get("visit_warmup") or 0
-        visit = f"{warm} untimed + {visit}" if warm else visit
+        what = "of the whole model" if runner.get("warm_with") == "whole" else "of the model itself"
+        visit = f"{warm} untimed {what} + {visit}" if warm else visit
         return (f"onnxruntime {runner.get('version', '?')} {runner.get('provider', '?')}, threads {threads}, "
                 f"opt {runner.get('opt_level', '?')}, {runner.get('clock', 'wall')} clock, {visit} per visit")
     command = runner.get("run_cmd")
