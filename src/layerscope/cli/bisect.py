@@ -109,8 +109,8 @@ AUTO_ROUNDS_S = 15.0
                    "[default: on with ONNX Runtime; off with --run-cmd, whose tool must then feed the suffix's "
                    "inputs].")
 @click.option("--baseline/--no-baseline", default=True, show_default=True,
-              help="Also time an Identity-only model, the runtime's fixed cost per call (the first segment "
-                   "holds that cost without it).")
+              help="Also time a model that returns one element of each input, the runtime's fixed cost per call "
+                   "(the first segment holds that cost without it).")
 @click.option("--statistic", type=click.Choice(["auto", "median", "p10", "min"]), default="auto", show_default=True,
               help="median: median over rounds of the paired differences of neighbouring prefixes (for device "
                    "tools that print an average); p10 / min: difference of the prefixes' 10th-percentile / fastest "

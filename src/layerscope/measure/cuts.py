@@ -16,8 +16,8 @@ Contract of :meth:`CutPlanner.prefix_model`:
 - **outputs**: every tensor produced in the prefix that a later layer reads (directly or from inside a
   subgraph) or that is a model output: the tensors *crossing* the cut, in production order, typed and
   shaped; nothing is left dangling. Cut ``N`` is the whole model with its own outputs, in its order;
-- cut ``0`` is the *baseline*: one ``Identity`` per runtime input, which times the runtime's fixed cost
-  per call (feeding inputs, returning outputs);
+- cut ``0`` is the *baseline*: the runtime inputs, each cut to its first element (``Slice``), which times
+  the runtime's fixed cost per call (feeding inputs, a run, returning outputs) with no data moved;
 - opsets, IR version, local functions and the producer are the model's; the result passes
   ``onnx.checker.check_model`` when the source model does.
 
@@ -25,7 +25,7 @@ Contract of :meth:`CutPlanner.prefix_model`:
 constants and initializers they need), fed first the model inputs they read (in the model's order), then the
 tensors crossing the cut that they read (prefix ``k``'s outputs, in production order); outputs: the model
 outputs those layers produce, in the model's order. Suffix ``0`` is the whole model, suffix ``N`` the *suffix
-baseline* (one ``Identity`` per model output, fed as an input).
+baseline* (the model's outputs fed as inputs, each cut to its first element).
 
 Where to cut (:meth:`CutPlanner.coarse_cuts`, :meth:`CutPlanner.split_cut`): boundaries are placed so
 that segments hold roughly equal *estimated* time (``weights_us``, one per layer; equal weights when all
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from layerscope.errors import ModelError
 from layerscope.model.load import onnx_elem_type
@@ -279,19 +279,34 @@ class CutPlanner:
         return kept, initializers, inputs, read
 
     def _suffix_baseline_model(self) -> onnx.ModelProto:
-        """One ``Identity`` per model output, fed as an input: the fixed cost per call of a suffix."""
-        infos = [self._output_info(o.name) for o in self.graph.outputs]
-        nodes = [helper.make_node("Identity", [vi.name], [vi.name + _BASELINE_SUFFIX], name=f"suffix_baseline_{i}")
-                 for i, vi in enumerate(infos)]
-        outputs = [_value_info(TensorInfo(o.name + _BASELINE_SUFFIX, o.shape, o.dtype)) for o in self.graph.outputs]
-        return self._wrap(helper.make_graph(nodes, "layerscope_suffix_baseline", infos, outputs))
+        """The model's outputs fed as inputs, each cut to its first element: the fixed cost per call of a suffix."""
+        return self._first_elements(self.graph.outputs, "layerscope_suffix_baseline")
 
     def _baseline_model(self) -> onnx.ModelProto:
-        inputs = [_value_info(t) for t in self.graph.inputs]
-        nodes = [helper.make_node("Identity", [t.name], [t.name + _BASELINE_SUFFIX], name=f"baseline_{i}")
-                 for i, t in enumerate(self.graph.inputs)]
-        outputs = [_value_info(TensorInfo(t.name + _BASELINE_SUFFIX, t.shape, t.dtype)) for t in self.graph.inputs]
-        return self._wrap(helper.make_graph(nodes, "layerscope_baseline", inputs, outputs))
+        return self._first_elements(self.graph.inputs, "layerscope_baseline")
+
+    def _first_elements(self, tensors: Sequence[TensorInfo], name: str) -> onnx.ModelProto:
+        """A model fed ``tensors`` that returns the first element of each (a ``Slice`` to 1 along every axis;
+        ``Identity`` for a scalar): a call like any other that moves no data, whatever the tensors' size (an
+        ``Identity`` would copy them, cold after the whole model has run: 300 µs for YOLOv5s-320's outputs)."""
+        opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        nodes, outputs, constants = [], [], []
+        for i, tensor in enumerate(tensors):
+            out, rank = tensor.name + _BASELINE_SUFFIX, len(tensor.shape)
+            node_name = f"{name}_{i}"
+            if rank == 0:
+                nodes.append(helper.make_node("Identity", [tensor.name], [out], name=node_name))
+            elif opset < 10:  # Slice took attributes before opset 10
+                nodes.append(helper.make_node("Slice", [tensor.name], [out], name=node_name, starts=[0] * rank,
+                                              ends=[1] * rank, axes=list(range(rank))))
+            else:
+                bounds = [f"{node_name}_{part}" for part in ("starts", "ends", "axes")]
+                for bound, values in zip(bounds, ([0] * rank, [1] * rank, list(range(rank))), strict=True):
+                    constants.append(numpy_helper.from_array(np.asarray(values, dtype=np.int64), bound))
+                nodes.append(helper.make_node("Slice", [tensor.name, *bounds], [out], name=node_name))
+            outputs.append(_value_info(TensorInfo(out, tuple(min(1, d) for d in tensor.shape), tensor.dtype)))
+        return self._wrap(helper.make_graph(nodes, name, [_value_info(t) for t in tensors], outputs,
+                                            initializer=constants))
 
     def _wrap(self, graph: onnx.GraphProto) -> onnx.ModelProto:
         model = helper.make_model(graph, opset_imports=list(self.model.opset_import),

@@ -15,7 +15,8 @@ Contract of :func:`run_bisect`:
   final ones;
 - **suffixes** (``suffixes=True``): the *meeting cut* m is the inner cut whose larger side (prefix or suffix,
   by estimated time) is smallest. Cuts up to m are timed as prefixes, cuts from m on as suffixes (suffix N,
-  with a baseline, is the suffix baseline: Identity on the model's outputs), and the whole model besides.
+  with a baseline, is the suffix baseline: the model's outputs fed and cut to one element), and the whole
+  model besides.
   A segment's noise grows with the size of the two models it is the difference of (a shared machine's
   interference is roughly proportional to a run's length); this way neither is much more than half the
   model, and a round costs about half as much as timing every prefix. The segments then add up to
@@ -229,12 +230,12 @@ class BisectResult:
 
     @property
     def baseline_us(self) -> float | None:
-        """The runtime's fixed cost per call (the Identity model), ``None`` without a baseline."""
+        """The runtime's fixed cost per call (the baseline model), ``None`` without a baseline."""
         return self.prefixes[0].value_us(self.config.statistic) if self.config.baseline else None
 
     @property
     def suffix_baseline_us(self) -> float | None:
-        """The suffix side's fixed cost per call (Identity on the outputs), ``None`` without it."""
+        """The suffix side's fixed cost per call (the suffix baseline model), ``None`` without it."""
         return self.suffixes[-1].value_us(self.config.statistic) if self.suffixes and self.config.baseline else None
 
     @property
@@ -503,9 +504,10 @@ class _Bisect:
         n = self.planner.layer_count
         after = f"layer {self.planner.graph.layers[cut - 1].id!r}" if cut else ""
         if side == "prefix":
-            label = "the baseline (Identity model)" if cut == 0 else f"prefix {cut}/{n} (after {after})"
+            label = "the baseline (the inputs, one element returned)" if cut == 0 else \
+                f"prefix {cut}/{n} (after {after})"
         else:
-            label = "the suffix baseline (Identity on the outputs)" if cut == n else \
+            label = "the suffix baseline (the outputs fed, one element returned)" if cut == n else \
                 f"suffix {cut}/{n} (the layers after {after})"
         folder = self.workdir / key[:16]
         feeds = folder / "feeds.onnx" if side == "suffix" and cut > 0 else None

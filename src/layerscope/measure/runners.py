@@ -440,8 +440,8 @@ class CommandRunner:
             raise DeviceCommandError(f"{template.option} timed out after {self.timeout_s:g} s on {job.label}: "
                                      f"{command}; last output: {_tail(stdout + stderr)}")
         if code != 0:
-            hint = ("the baseline is an Identity-only model; if the toolchain cannot compile it, use --no-baseline"
-                    if job.cut.layers == 0 else None)
+            hint = ("the baseline model only slices one element of each input; if the toolchain cannot compile "
+                    "it, use --no-baseline" if job.cut.layers == 0 else None)
             raise DeviceCommandError(f"{template.option} exited with code {code} on {job.label}: {command}; "
                                      f"last output: {_tail(stdout + stderr)}", hint=hint)
         return stdout, stderr

@@ -1006,8 +1006,9 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
         lines.append(("whole model", f"{human_us(full)} ({statistic} of the last prefix, the model itself{spread})"))
     if baseline is not None:
         other = num(section.get("suffix_baseline_us"))
-        suffix = f"; suffixes' {human_us(other)}, Identity on the outputs" if other is not None else ""
-        lines.append(("baseline", f"{human_us(baseline)} (Identity-only model: the fixed cost per call{suffix})"))
+        suffix = f"; suffixes' {human_us(other)}, fed the outputs" if other is not None else ""
+        lines.append(("baseline", f"{human_us(baseline)} (a model that returns one element of each input: the fixed "
+                                  f"cost per call{suffix})"))
     if full is not None:
         reference = full - (baseline or 0.0)
         if statistic in ("min", "p10") and not suffixes:
