@@ -42,7 +42,7 @@ from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import MIN_SHARE, StressSpec, parse_stress
 from layerscope.report.sections import StressView, stress_compared, stress_eligible, stress_view
 from layerscope.report.terminal import key_value_grid
-from layerscope.report.units import human_us
+from layerscope.report.units import fixed, human_us, us_text
 from layerscope.run import save_run
 
 _PHASES = {"warmup": "warm-up", "timed": "pipeline runs", "warmup-profiled": "warm-up (profiler on)",
@@ -309,22 +309,14 @@ def _stress_latency_table(view: StressView) -> Table:
     for header in ("baseline P50", "stressed P50", "change", "cores busy", "under stress"):
         table.add_column(header, justify="right", no_wrap=True)
     for r in view.rounds:
-        table.add_row(f"{r.number} ({r.order})", _us_text(r.baseline_p50_us), _us_text(r.stressed_p50_us),
+        table.add_row(f"{r.number} ({r.order})", us_text(r.baseline_p50_us), us_text(r.stressed_p50_us),
                       _change(r.change), _fixed2(r.baseline_cores_busy), _fixed2(r.stressed_cores_busy))
     table.add_row("all", "", "", _change(view.latency_change), "", "")
     return table
 
 
-def _change(change: float | None) -> str:
-    return f"{100 * change:+.1f}%" if change is not None else "-"
-
-
-def _us_text(value: float | None) -> str:
-    return human_us(value) if value is not None else "-"
-
-
-def _fixed2(value: float | None) -> str:
-    return f"{value:.2f}" if value is not None else "-"
+_change = fixed(1, signed=True, scale=100, suffix="%")
+_fixed2 = fixed(2)
 
 
 def _stress_layers_table(eligible: list[tuple[int, Mapping[str, Any]]], top: int) -> Table:

@@ -50,7 +50,7 @@ from layerscope.report.sections import (
     temporal,
     top_layers,
 )
-from layerscope.report.units import human_us
+from layerscope.report.units import fixed, us_text
 
 #: The tabs in order: id and title.
 TABS: tuple[tuple[str, str], ...] = (
@@ -87,28 +87,13 @@ def _environment() -> Environment:
     return env
 
 
-def _fixed(digits: int, *, signed: bool = False, scale: float = 1.0, suffix: str = "") -> Any:
-    sign = "+" if signed else ""
-
-    def fmt(value: Any) -> str:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return "-"
-        return f"{scale * value:{sign}.{digits}f}{suffix}"
-
-    return fmt
-
-
-def _human_us(value: Any) -> str:
-    return human_us(value) if isinstance(value, int | float) and not isinstance(value, bool) else "-"
-
-
 def _general(value: Any) -> str:
     return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
 
 
 def _change(ratio: Any) -> str:
     """A ratio as a signed change: ``1.25`` -> ``"+25.0%"``."""
-    return _fixed(1, signed=True, scale=100, suffix="%")(ratio - 1 if isinstance(ratio, int | float) else None)
+    return fixed(1, signed=True, scale=100, suffix="%")(ratio - 1 if isinstance(ratio, int | float) else None)
 
 
 def _width(share: Any) -> str:
@@ -119,9 +104,9 @@ def _width(share: Any) -> str:
 
 #: Number formats the templates use (``None`` reads ``-``): µs and ratios to 1 or 2 decimals, shares in percent.
 NUMBER_FILTERS: dict[str, Any] = {
-    "f1": _fixed(1), "f2": _fixed(2), "sf1": _fixed(1, signed=True), "pct": _fixed(1, scale=100, suffix="%"),
-    "pct0": _fixed(0, scale=100, suffix="%"), "spct": _fixed(1, signed=True, scale=100, suffix="%"),
-    "hus": _human_us, "g": _general, "change": _change, "width": _width,
+    "f1": fixed(1), "f2": fixed(2), "sf1": fixed(1, signed=True), "pct": fixed(1, scale=100, suffix="%"),
+    "pct0": fixed(0, scale=100, suffix="%"), "spct": fixed(1, signed=True, scale=100, suffix="%"),
+    "hus": us_text, "g": _general, "change": _change, "width": _width,
 }
 
 

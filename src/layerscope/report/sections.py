@@ -61,10 +61,6 @@ def _pct(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{100 * value:.{digits}f}%"
 
 
-def _us(value: float | None) -> str:
-    return "-" if value is None else human_us(value)
-
-
 # --------------------------------------------------------------------------------------------------- layers
 
 

@@ -169,4 +169,3 @@ def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
                           "1, more --runs, or compare in one process: layerscope stress / bisect pair their runs).",
                           style="yellow"))
     return Group(*parts)
-

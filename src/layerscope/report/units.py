@@ -1,6 +1,10 @@
-"""Human-readable numbers for reports: counts, bytes, microseconds."""
+"""Human-readable numbers for reports: counts, bytes, microseconds; formatters that read ``-`` for a missing
+value (anything but a number: ``None``, a bool)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 
 def human_count(value: float) -> str:
@@ -26,3 +30,23 @@ def human_us(value: float) -> str:
     if abs(value) >= 1e3:
         return f"{value / 1e3:.2f} ms"
     return f"{value:.1f} µs"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def fixed(digits: int, *, signed: bool = False, scale: float = 1.0, suffix: str = "") -> Callable[[Any], str]:
+    """A formatter: ``scale * value`` to ``digits`` decimals (a sign when ``signed``), then ``suffix``; ``-``
+    for a missing value. ``fixed(1, signed=True, scale=100, suffix="%")(0.25)`` -> ``"+25.0%"``."""
+    sign = "+" if signed else ""
+
+    def fmt(value: Any) -> str:
+        return f"{scale * value:{sign}.{digits}f}{suffix}" if _number(value) else "-"
+
+    return fmt
+
+
+def us_text(value: Any) -> str:
+    """:func:`human_us` of ``value``; ``-`` for a missing value."""
+    return human_us(value) if _number(value) else "-"
