@@ -32,6 +32,7 @@ from markupsafe import Markup, escape
 from layerscope.report.sections import (
     BISECT_GOAL_ERROR,
     BISECT_LARGE_SHARE,
+    Experiments,
     LayerRow,
     Run,
     Tracks,
@@ -203,7 +204,11 @@ def report_data(run: Run) -> dict[str, Any]:
 
 def tabs(run: Run) -> tuple[tuple[str, str], ...]:
     """The page's tabs: :data:`TABS`, and :data:`EXPERIMENTS_TAB` when the run holds an experiment."""
-    return (*TABS, EXPERIMENTS_TAB) if experiments(run) else TABS
+    return _tabs(experiments(run))
+
+
+def _tabs(exp: Experiments) -> tuple[tuple[str, str], ...]:
+    return (*TABS, EXPERIMENTS_TAB) if exp else TABS
 
 
 def _context(run: Run) -> dict[str, Any]:
@@ -217,7 +222,7 @@ def _context(run: Run) -> dict[str, Any]:
         "target_name": (run.get("target") or {}).get("name"),
         "tool_text": " ".join(str(v) for v in ((run.get("tool") or {}).get("name", "layerscope"),
                                                (run.get("tool") or {}).get("version")) if v),
-        "tabs": tabs(run),
+        "tabs": _tabs(exp),
         "exp": exp,
         "bisect_large_share": BISECT_LARGE_SHARE,
         "bisect_goal_error": BISECT_GOAL_ERROR,
