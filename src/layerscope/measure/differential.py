@@ -564,8 +564,7 @@ class _Bisect:
         for done, job in enumerate(todo, start=1):
             cost: BoundaryCost | None = NO_BOUNDARY_COST
             if not reference(job):
-                self.model_file(job)
-                self.model_file(whole)
+                self.model_file(job)  # and the whole model's
                 cost = self.runner.boundary(job, whole, self.config.boundary_runs)
             if cost is None:
                 return False

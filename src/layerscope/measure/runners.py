@@ -182,25 +182,16 @@ class OrtRunner:
         return self._identity
 
     def measure(self, job: Job) -> float:
-        session, new = self._session(job)
+        session, new = self._session(job.key, job.model_path)
         feeds = self.feeds_for(job)
         for _ in range(self.warmup if new else 0):
             self._run(session, feeds)
         warm, warm_feeds = session, feeds
         if self.warm_with == "whole" and job.whole_model is not None:
-            warm, warm_feeds = self._whole_session(job.whole_model), self.feeds
+            warm, warm_feeds = self._session(f"whole:{job.whole_model}", job.whole_model)[0], self.feeds
         for _ in range(self.visit_warmup):
             self._run(warm, warm_feeds)
         return min(self._run(session, feeds) for _ in range(self.runs_per_visit)) / 1e3
-
-    def _whole_session(self, path: Path) -> Any:
-        key = f"whole:{path}"
-        if key not in self._sessions:
-            while len(self._sessions) >= self.max_sessions:
-                self._sessions.popitem(last=False)
-            self._sessions[key] = make_session(path, self.config)
-        self._sessions.move_to_end(key)
-        return self._sessions[key]
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
         """The model's feeds for a prefix; for a suffix, the values its feeding prefix computes from them
@@ -208,7 +199,7 @@ class OrtRunner:
         if job.feeds_model is None:
             return self.feeds
         if job.key not in self._suffix_feeds:
-            session = self._session(job)[0]
+            session = self._session(job.key, job.model_path)[0]
             prefix = make_session(job.feeds_model, self.config)
             values = dict(zip([o.name for o in prefix.get_outputs()], prefix.run(None, self.feeds), strict=True))
             values.update(self.feeds)
@@ -272,14 +263,16 @@ class OrtRunner:
             raise InputError(f"ONNX Runtime failed running a bisect model: {text.splitlines()[0] if text else exc!r}",
                              hint="check the inputs; rerun with --debug for details") from exc
 
-    def _session(self, job: Job) -> tuple[Any, bool]:
-        if job.key in self._sessions:
-            self._sessions.move_to_end(job.key)
-            return self._sessions[job.key], False
+    def _session(self, key: str, path: Path) -> tuple[Any, bool]:
+        """The open session under ``key`` (made from ``path`` when there is none: ``True``); at most
+        ``max_sessions`` stay open, the least recently used closed first."""
+        if key in self._sessions:
+            self._sessions.move_to_end(key)
+            return self._sessions[key], False
         while len(self._sessions) >= self.max_sessions:
             self._sessions.popitem(last=False)
-        session = make_session(job.model_path, self.config)
-        self._sessions[job.key] = session
+        session = make_session(path, self.config)
+        self._sessions[key] = session
         return session, True
 
     def close(self) -> None:
