@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 
 from layerscope.cli.options import parse_shapes, shape_option, target_option
 from layerscope.cli.outputs import write_html
+from layerscope.errors import RunFileError
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import load_model
 from layerscope.report.terminal import estimate_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
-from layerscope.run import run_from_estimate, save_run, timeline_section
+from layerscope.run import load_run, run_from_estimate, save_run, timeline_section
+from layerscope.run_merge import merge_estimate
 from layerscope.targets import load_profile
 
 DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
@@ -26,7 +29,8 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Deployed dtype of the accelerator layers (default: the profile's).")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
-              help="Write the run file (JSON) that later commands read and extend.")
+              help="Write the run file (JSON) that later commands read and extend. An existing run of the same "
+                   "model keeps its measured sections; only its estimate (and timeline) is refreshed.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers the table shows.")
 @click.option("--timeline", is_flag=True,
@@ -47,6 +51,10 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs))
     console = Console()
+    notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
+    if json_out is not None and json_out.exists():
+        merged = merge_estimate(_existing_run(json_out), run, str(json_out))
+        run, notes = merged.run, merged.notes
     if top:
         console.print(top_layers_table(run, top))
     console.print(estimate_summary(run))
@@ -54,6 +62,18 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
         console.print(timeline_report(run))
     if json_out is not None:
         written = save_run(run, json_out)
-        console.print(f"run file: {written}")
+        refreshed = " (estimate refreshed in the existing run)" if notes is not None else ""
+        console.print(f"run file: {written}{refreshed}")
+        for note in notes or ():
+            console.print(f"  {note}", markup=False, highlight=False)
     if html_out is not None:
         console.print(f"report: {write_html(run, html_out)}")
+
+
+def _existing_run(path: Path) -> dict[str, Any]:
+    """The run already at ``path``: an estimate is merged into it, never written over something else."""
+    try:
+        return load_run(path)
+    except RunFileError as exc:
+        raise RunFileError(exc.message, hint="--json adds the estimate to an existing run of the same model; "
+                                             "remove the file or choose another path") from None

@@ -26,7 +26,7 @@ from layerscope.cli.options import (
 from layerscope.cli.outputs import write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
-from layerscope.estimate import estimate_graph
+from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.session import SessionConfig
@@ -34,7 +34,8 @@ from layerscope.measure.stress import StressSpec, add_stress, layer_medians, pai
 from layerscope.model import load_model
 from layerscope.report.exec_trace import LEVELS, execution_trace
 from layerscope.report.terminal import measured_layers_table, measurement_summary
-from layerscope.run import add_measurement, run_from_estimate, save_run
+from layerscope.report.timeline_terminal import timeline_report
+from layerscope.run import add_measurement, run_from_estimate, save_run, timeline_section
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
 
@@ -61,10 +62,13 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
               help="table: the terminal report; trace: the per-layer execution trace as JSON on stdout.")
 @click.option("--level", type=click.Choice(LEVELS), default="full", show_default=True,
               help="Detail of --format trace: basic (times), full (times, shapes, memory, thread), memory.")
+@click.option("--timeline", is_flag=True,
+              help="Also schedule one frame of the estimate on --target over its units, cores and DDR (as "
+                   "`estimate --timeline`): the run holds the measurement and the timeline together.")
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
             warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, html_out: Path | None,
-            top: int, output_format: str, level: str, stress: StressSpec | None) -> None:
+            top: int, output_format: str, level: str, timeline: bool, stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
     backend = get_backend("onnxruntime")
     backend.check_provider(provider)  # exit 3 before any work when the provider is missing
@@ -79,6 +83,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
                                       progress=progress)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
+    if timeline:
+        run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs))
     interrupted = measurement.interrupted
     if stress is not None and not interrupted:
         with stress_progress(_PHASES, stress.rounds) as progress_for:
@@ -98,6 +104,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         if top:
             console.print(measured_layers_table(run, top))
         console.print(measurement_summary(run))
+        if timeline:
+            console.print(timeline_report(run))
         if "stress" in run:
             console.print(stress_report(run, top or 10))
         if json_out is not None:

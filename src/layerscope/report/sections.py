@@ -445,8 +445,10 @@ def missing_notes(run: Run) -> list[str]:
     if not any(estimated_us(layer) is not None for layer in layers):
         notes.append("No per-layer estimate: `layerscope estimate MODEL --json run.json` adds one.")
     elif "timeline" not in run:
-        notes.append("No timeline: `layerscope estimate MODEL --timeline --json run.json` adds the schedule per "
-                     "unit and core, DDR bandwidth over time and the memory plan.")
+        notes.append("No timeline: `layerscope estimate MODEL --target T --timeline --json run.json` adds the "
+                     "schedule per unit and core, DDR bandwidth over time and the memory plan to this run (its "
+                     "measured sections are kept); `layerscope profile MODEL --target T --timeline -o run.json` "
+                     "measures and schedules in one run.")
     if not any(layer.get("measured") for layer in layers):
         notes.append("No per-layer measurement: `layerscope profile MODEL -o run.json` measures every layer on "
                      "ONNX Runtime; `layerscope import` reads a vendor profiler's files.")
