@@ -30,6 +30,9 @@ FAKE = HostMeasurement(
     llc_bytes=32 * 1024 * 1024,
     clock_hz=None,
     lane_width=8,
+    on_chip_bytes=9 * 1024 * 1024,
+    on_chip_source="sysfs cpu0 caches, per core L2 0.5 MiB + L3 4 MiB x 2 cores",
+    cache_knee_bytes=None,
 )
 
 
@@ -125,7 +128,10 @@ def test_the_profile_built_from_a_measurement(fake_probe: list[int]) -> None:
     assert profile.dtypes == ("fp32",)
     assert profile.cpu.ops_per_s("int8") == 100e9  # not measured: falls back to the slowest listed
     assert (profile.ddr_bandwidth_bytes_per_s, profile.cpu_ddr_bandwidth_bytes_per_s) == (20e9, 20e9)
-    assert (profile.sram_bytes, profile.cores, profile.lane_width) == (32 * 1024 * 1024, 4, 8)
+    assert (profile.sram_bytes, profile.cores, profile.lane_width) == (9 * 1024 * 1024, 4, 8)
+    assert profile.source_for("sram_bytes") == (
+        "measured: sysfs cpu0 caches, per core L2 0.5 MiB + L3 4 MiB x 2 cores "
+        "(nominal last-level cache 33554432 bytes, not used)")
     assert profile.clock_hz == 1e9
     assert (profile.source_for("clock_hz") or "").startswith("assumption")
     assert profile.description == (
@@ -162,3 +168,72 @@ def test_an_unwritable_cache_warns_but_still_measures(
     with pytest.warns(UserWarning, match="could not cache the host measurement"):
         assert host.host_measurement() == FAKE
     assert fake_probe == [1]
+
+
+# ------------------------------------------------------------------ on-chip memory: sysfs caches and the knee
+MiB = 1024 * 1024
+
+
+def fake_sys(root: Path, caches: list[tuple[int, str, str, str]]) -> Path:
+    """A /sys/devices/system/cpu tree whose cpu0 lists ``caches`` as (level, type, size, shared_cpu_list)."""
+    for i, (level, kind, size, shared) in enumerate(caches):
+        index = root / "cpu0" / "cache" / f"index{i}"
+        index.mkdir(parents=True)
+        for name, text in (("level", str(level)), ("type", kind), ("size", size), ("shared_cpu_list", shared)):
+            (index / name).write_text(text + "\n")
+    return root
+
+
+def test_a_vms_bogus_l3_is_capped_per_core(tmp_path: Path) -> None:
+    # The VM that reported a 480 MiB L3 over its 4 vCPUs: 120 MiB per core counted as on-chip before.
+    root = fake_sys(tmp_path, [(1, "Data", "48K", "0"), (1, "Instruction", "32K", "0"),
+                               (2, "Unified", "2048K", "0"), (3, "Unified", "491520K", "0-3")])
+    levels = host.cache_levels(root)
+    assert levels == (host.CacheLevel(1, 48 * 1024, 1), host.CacheLevel(2, 2 * MiB, 1),
+                      host.CacheLevel(3, 480 * MiB, 4))
+    on_chip, source = host.on_chip_figure(levels, 4, None)
+    assert on_chip == 4 * (2 * MiB + 4 * MiB)  # L2 2 MiB + the L3 share capped at 4 MiB, per core, x 4 cores
+    assert "480 MiB over 4 CPUs, capped at 4 MiB" in source and "x 4 cores" in source
+
+
+def test_a_plain_cache_tree_counts_l2_and_the_l3_share(tmp_path: Path) -> None:
+    # This build machine's own tree: L2 512K per core, L3 32 MiB shared by CPUs 0-1 (16 MiB each, capped).
+    root = fake_sys(tmp_path, [(1, "Data", "32K", "0"), (2, "Unified", "512K", "0"), (3, "Unified", "8192K", "0,2-3")])
+    on_chip, source = host.on_chip_figure(host.cache_levels(root), 2, None)
+    assert on_chip == 2 * (512 * 1024 + 8 * MiB // 3)  # 8 MiB over 3 CPUs: under the cap
+    assert "capped" not in source and "no bandwidth knee measured" in source
+
+
+def test_the_knee_lowers_the_sysfs_figure_and_stands_in_without_sysfs(tmp_path: Path) -> None:
+    root = fake_sys(tmp_path, [(2, "Unified", "1024K", "0"), (3, "Unified", "32768K", "0-7")])
+    levels = host.cache_levels(root)
+    assert host.on_chip_figure(levels, 8, 64 * MiB)[0] == 8 * 5 * MiB  # the knee is above: sysfs stands
+    on_chip, source = host.on_chip_figure(levels, 8, 16 * MiB)
+    assert on_chip == 16 * MiB and source.startswith("measured copy-bandwidth knee 16 MiB")
+    assert host.on_chip_figure((), 8, 16 * MiB) == (16 * MiB, "measured copy-bandwidth knee 16 MiB (one thread); "
+                                                               "no L2/L3 in sysfs")
+    assert host.on_chip_figure(host.cache_levels(tmp_path / "missing"), 8, None)[0] == 0
+
+
+def _curve(points: list[tuple[float, float]]) -> list[tuple[int, float]]:
+    """(MiB, GB/s) to (bytes, bytes/s)."""
+    return [(int(size * MiB), gbps * 1e9) for size, gbps in points]
+
+
+def test_knee_of_synthetic_curves() -> None:
+    # Three cache levels then DRAM: the knee is the last size clearly above the DRAM floor (median 10 GB/s).
+    stairs = _curve([(0.25, 120), (0.5, 110), (1, 60), (2, 58), (4, 40), (8, 38), (16, 13), (32, 10), (64, 10),
+                     (128, 9)])
+    assert host.bandwidth_knee(stairs) == 8 * MiB
+    # Noise: a dip inside the cache range does not end it early; a late bump at DRAM size does not count.
+    noisy = _curve([(0.25, 6), (0.5, 70), (1, 55), (2, 30), (4, 70), (8, 22), (16, 9.5), (32, 4), (64, 7.3)])
+    assert host.bandwidth_knee(noisy) == 8 * MiB
+    flat = _curve([(0.25, 10), (1, 10.5), (4, 9.8), (16, 10), (64, 10)])
+    assert host.bandwidth_knee(flat) is None  # no cache effect visible: no knee
+    rising = _curve([(0.25, 10), (1, 10), (4, 10), (16, 30), (64, 40)])
+    assert host.bandwidth_knee(rising) is None  # faster at the end: not a cache curve
+    assert host.bandwidth_knee(stairs[:3]) is None  # too few points to tell
+
+
+def test_cpu_list_counts() -> None:
+    assert [host._cpu_count(t) for t in ("0", "0-3", "0,2-3", "0-1,8-9\n", "")] == [1, 4, 3, 4, 1]

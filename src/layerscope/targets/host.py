@@ -16,6 +16,12 @@ What each number means:
   one thread: the bandwidth a single CPU fallback layer streams at.
 - ``dispatch_overhead_us``: per-node cost of onnxruntime's sequential executor, from a chain of
   tiny Add nodes: (time(N+1 nodes) - time(1 node)) / N, one thread, graph optimizations off.
+- ``on_chip_bytes`` (the profile's ``sram_bytes``): the cache the cores this process may use hold between
+  them, not the nominal L3 a VM reports (a 480 MiB "L3" made 13 MB activations count as on-chip).
+  From sysfs (:func:`sysfs_on_chip`): per core, its L2 share plus its share of L3, each share capped at
+  ``_CACHE_SHARE_CAP`` per core, times the cores. A measured knee (:func:`bandwidth_knee` over
+  :func:`copy_bandwidth_curve`, one thread) lowers it when copies already fall to DRAM speed below it; with no
+  sysfs, the knee alone. ``on_chip_source`` says which, with the figures.
 Every timing is the best of several repeats: the least-disturbed run on a shared machine.
 """
 
@@ -29,7 +35,7 @@ import os
 import platform
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -42,7 +48,7 @@ from layerscope.fileio import write_atomic
 from layerscope.targets.profile import Profile
 from layerscope.targets.schema import profile_from_mapping, read_toml
 
-PROBE_VERSION = 1
+PROBE_VERSION = 2
 HOST_NAME = "host"
 CACHE_ENV = "LAYERSCOPE_CACHE_DIR"
 TEMPLATE_PATH = Path(__file__).with_name("profiles") / "host.toml"
@@ -50,6 +56,15 @@ TEMPLATE_PATH = Path(__file__).with_name("profiles") / "host.toml"
 _MATMUL_N = 512
 _CHAIN_NODES = 100
 _COPY_BYTES = 64 * 1024 * 1024
+# Per-core cap on a cache share: 4 MiB is the L3 per core of AMD Zen 2-4 and above Intel's 1.25-2 MiB; a VM's
+# nominal L3 (480 MiB seen) divided over its few vCPUs gives far more, which no core has.
+_CACHE_SHARE_CAP = 4 * 1024 * 1024
+_SYS_CPU = Path("/sys/devices/system/cpu")
+# Working sets (source + destination bytes) of the copy-bandwidth curve: 256 KiB to 256 MiB, doubling.
+_KNEE_SIZES = tuple(256 * 1024 * 2**i for i in range(11))
+_KNEE_BUDGET_S = 0.03
+# A size is "on chip" while its bandwidth stays this many times above the DRAM floor (the largest sizes').
+_KNEE_RATIO = 1.4
 _BUDGET_S = 0.4
 _MIN_REPEATS = 3
 _MAX_REPEATS = 50
@@ -76,6 +91,9 @@ class HostMeasurement:
     llc_bytes: int
     clock_hz: float | None
     lane_width: int
+    on_chip_bytes: int
+    on_chip_source: str
+    cache_knee_bytes: int | None
 
     def to_json(self) -> str:
         return json.dumps({"schema": 1, **asdict(self)}, indent=2, sort_keys=True) + "\n"
@@ -97,9 +115,11 @@ class HostMeasurement:
         return cls(**data)
 
 
-_CACHE_TEXT = frozenset({"measured_at", "cpu_model", "onnxruntime_version", "numpy_version", "machine"})
-_CACHE_OPTIONAL = frozenset({"int8_ops_per_s", "fp16_ops_per_s", "clock_hz"})
-_CACHE_INT = frozenset({"probe_version", "cores", "llc_bytes", "lane_width"})
+_CACHE_TEXT = frozenset({"measured_at", "cpu_model", "onnxruntime_version", "numpy_version", "machine",
+                         "on_chip_source"})
+_CACHE_OPTIONAL = frozenset({"int8_ops_per_s", "fp16_ops_per_s", "clock_hz", "cache_knee_bytes"})
+_CACHE_INT = frozenset({"probe_version", "cores", "llc_bytes", "lane_width", "on_chip_bytes", "cache_knee_bytes"})
+_CACHE_ZERO_OK = frozenset({"llc_bytes", "on_chip_bytes"})
 
 
 def _cache_value_ok(name: str, value: Any) -> bool:
@@ -111,7 +131,7 @@ def _cache_value_ok(name: str, value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
     if name in _CACHE_INT:
-        return isinstance(value, int) and value >= (0 if name == "llc_bytes" else 1)
+        return isinstance(value, int) and value >= (0 if name in _CACHE_ZERO_OK else 1)
     return value > 0 or (name == "dispatch_overhead_us" and value >= 0)
 
 
@@ -171,6 +191,120 @@ def _llc_bytes() -> int:
             if level > best_level:
                 best_level, best_size = level, size
     return best_size
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One data or unified cache of a CPU as sysfs lists it: ``size_bytes`` shared by ``shared_cpus`` CPUs."""
+
+    level: int
+    size_bytes: int
+    shared_cpus: int
+
+    @property
+    def per_cpu_bytes(self) -> int:
+        return self.size_bytes // max(1, self.shared_cpus)
+
+
+def _cpu_count(cpu_list: str) -> int:
+    """CPUs in a sysfs cpu list such as ``0-3,8``; 1 when it cannot be read."""
+    count = 0
+    for part in cpu_list.strip().split(","):
+        low, _, high = part.partition("-")
+        with contextlib.suppress(ValueError):
+            count += int(high) - int(low) + 1 if high else 1
+    return max(1, count)
+
+
+def cache_levels(cpu_dir: Path = _SYS_CPU) -> tuple[CacheLevel, ...]:
+    """cpu0's data and unified caches from ``cpu_dir/cpu0/cache/index*``, by level; empty if unreadable."""
+    levels = []
+    for index in sorted((cpu_dir / "cpu0" / "cache").glob("index*")):
+        with contextlib.suppress(OSError, ValueError):
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = _size_bytes((index / "size").read_text())
+            shared = (index / "shared_cpu_list").read_text() if (index / "shared_cpu_list").exists() else "0"
+            if size > 0:
+                levels.append(CacheLevel(int((index / "level").read_text()), size, _cpu_count(shared)))
+    return tuple(sorted(levels, key=lambda c: c.level))
+
+
+def _mib(n: float) -> str:
+    return f"{n / 1024**2:.3g} MiB"
+
+
+def sysfs_on_chip(levels: tuple[CacheLevel, ...], cores: int) -> tuple[int, str] | None:
+    """On-chip bytes of ``cores`` cores from their caches, and how: per core, the L2 share plus the share of the
+    last level beyond it (each capped at ``_CACHE_SHARE_CAP``), times ``cores``. L1 is left out (it holds the
+    working registers' spill, not activations). ``None`` without an L2 or deeper cache."""
+    outer = [c for c in levels if c.level >= 2]
+    if not outer:
+        return None
+    parts, per_core = [], 0
+    for cache in outer:
+        share = min(cache.per_cpu_bytes, _CACHE_SHARE_CAP)
+        per_core += share
+        capped = f", capped at {_mib(_CACHE_SHARE_CAP)}" if share < cache.per_cpu_bytes else ""
+        parts.append(f"L{cache.level} {_mib(share)} ({_mib(cache.size_bytes)} over {cache.shared_cpus} CPUs{capped})")
+    return per_core * cores, f"sysfs cpu0 caches, per core {' + '.join(parts)} x {cores} cores"
+
+
+def bandwidth_knee(curve: Sequence[tuple[int, float]], ratio: float = _KNEE_RATIO) -> int | None:
+    """The largest working set (bytes) still served from cache in a copy-bandwidth ``curve``.
+
+    ``curve``: (working-set bytes, bytes/s) with growing sizes. The DRAM floor is the median of the last
+    three points' bandwidth; the knee is the last size at or above ``ratio`` x floor after which every larger
+    size stays below it. ``None`` when there is no such drop: a flat curve (every size at DRAM speed, or all
+    in cache), or a drop only at the very first size.
+    """
+    if len(curve) < 4:
+        return None
+    points = sorted(curve)
+    floor = sorted(bw for _, bw in points[-3:])[1]
+    above = [bw >= ratio * floor for _, bw in points]
+    if not any(above) or above[-1]:
+        return None
+    last = max(i for i, fast in enumerate(above) if fast)
+    return points[last][0]
+
+
+def copy_bandwidth_curve(sizes: Sequence[int] = _KNEE_SIZES) -> tuple[tuple[int, float], ...]:
+    """(working-set bytes, bytes/s) of a one-thread numpy copy for each size (half source, half destination).
+
+    Each point repeats the copy until ~``_KNEE_BUDGET_S`` has passed and keeps the best repeat.
+    """
+    points = []
+    for size in sizes:
+        src = np.ones(max(1, size // 16), dtype=np.float64)
+        dst = np.empty_like(src)
+        inner = max(1, (8 * 1024 * 1024) // size)  # small copies are repeated to rise above the timer's step
+        best = float("inf")
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        while True:
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                np.copyto(dst, src)
+            best = min(best, (time.perf_counter() - t0) / inner)
+            if time.perf_counter() - start > _KNEE_BUDGET_S:
+                break
+        points.append((2 * src.nbytes, 2 * src.nbytes / max(best, 1e-9)))
+    return tuple(points)
+
+
+def on_chip_figure(levels: tuple[CacheLevel, ...], cores: int, knee: int | None) -> tuple[int, str]:
+    """The host's on-chip bytes and where the figure came from (see the module docstring)."""
+    sysfs = sysfs_on_chip(levels, cores)
+    knee_text = f"measured copy-bandwidth knee {_mib(knee)} (one thread)" if knee else ""
+    if sysfs is None:
+        if knee:
+            return knee, f"{knee_text}; no L2/L3 in sysfs"
+        return 0, "unknown: no L2/L3 in sysfs and no bandwidth knee measured (nothing counted on chip)"
+    total, text = sysfs
+    if knee and knee < total:
+        return knee, f"{knee_text}, below the {_mib(total)} from {text}"
+    return total, text + (f"; {knee_text}" if knee_text else "; no bandwidth knee measured")
 
 
 def _clock_hz(info: Mapping[str, str]) -> float | None:
@@ -297,11 +431,14 @@ def measure_host() -> HostMeasurement:
     fp32 = _matmul_ops_per_s("fp32")
     if fp32 is None:
         raise BackendUnavailable("onnxruntime cannot run an fp32 MatMul on this CPU; the host probe needs it")
+    cores = core_count()
+    knee = bandwidth_knee(copy_bandwidth_curve())
+    on_chip, on_chip_source = on_chip_figure(cache_levels(), cores, knee)
     return HostMeasurement(
         probe_version=PROBE_VERSION,
         measured_at=dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat(),
         cpu_model=cpu_model(),
-        cores=core_count(),
+        cores=cores,
         onnxruntime_version=_ort_version(),
         numpy_version=np.__version__,
         machine=platform.machine(),
@@ -313,6 +450,9 @@ def measure_host() -> HostMeasurement:
         llc_bytes=_llc_bytes(),
         clock_hz=_clock_hz(info),
         lane_width=_lane_width(info),
+        on_chip_bytes=on_chip,
+        on_chip_source=on_chip_source,
+        cache_knee_bytes=knee,
     )
 
 
@@ -386,7 +526,7 @@ def _measured_sources(unit: str, m: HostMeasurement) -> dict[str, str]:
         "cpu_ddr_bandwidth_bytes_per_s": "measured: same copy as ddr_bandwidth_bytes_per_s",
         "cores": "measured: CPUs this process may run on (sched_getaffinity)",
         "lane_width": "measured: fp32 lanes of the widest SIMD in /proc/cpuinfo flags",
-        "sram_bytes": "measured: cpu0 last-level cache size from sysfs (0 if unreadable)",
+        "sram_bytes": f"measured: {m.on_chip_source} (nominal last-level cache {m.llc_bytes} bytes, not used)",
     }
     if m.int8_ops_per_s is not None:
         sources[f"{peak}.int8"] = f"measured: onnxruntime MatMulInteger {shape} uint8, {when}"
@@ -420,7 +560,7 @@ def profile_mapping(template: Mapping[str, Any], m: HostMeasurement) -> dict[str
         "ddr_efficiency": template.get("ddr_efficiency"),
         "cpu_ddr_bandwidth_bytes_per_s": m.copy_bytes_per_s,
         "transfer_overhead_us": template.get("transfer_overhead_us"),
-        "sram_bytes": m.llc_bytes,
+        "sram_bytes": m.on_chip_bytes,
         "cores": m.cores,
         "clock_hz": m.clock_hz or 1e9,
         "default_dtype": template.get("default_dtype", "fp32"),
