@@ -3,7 +3,8 @@
 Schema (version 1). Sections are optional unless marked; a run may hold an estimate, a measurement or both:
 - ``schema_version`` (required), ``tool`` {name, version}
 - ``model`` (required) {name, path, sha256, opset, producer, inputs[{name, shape, dtype}], outputs[...]}
-- ``target`` {name, kind, description, source_path, dtype} -- the profile of the estimate, when there is one
+- ``target`` {name, kind, description, source_path, dtype, clock_hz, ddr_effective_bytes_per_s (attainable),
+  ddr_nominal_bytes_per_s (the vendor's figure, ``null`` when none)} -- the profile of the estimate, when there is one
 - ``estimate_info`` {method, note}
 - ``layers`` (required) [{id, name, op_type, domain, inputs, outputs, output_shapes, dtype, macs, flops,
   bytes_read, bytes_read_act, bytes_read_weight, bytes_written, weight_bytes, params, unit_kind, unit, known,
@@ -189,6 +190,9 @@ def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dic
             "description": profile.description,
             "source_path": profile.source_path,
             "dtype": estimate.dtype,
+            "clock_hz": profile.clock_hz,
+            "ddr_effective_bytes_per_s": profile.attainable_ddr_bytes_per_s,
+            "ddr_nominal_bytes_per_s": profile.ddr_nominal_bytes_per_s,
         },
         "estimate_info": {
             "method": "roofline",
@@ -276,11 +280,13 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
     return run
 
 
-def timeline_section(timeline: Timeline) -> dict[str, Any]:
+def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:
     """The ``timeline`` section (``layerscope estimate --timeline``); the other sections stay as they are.
 
     - ``method``, ``note``, ``split`` (``"batch"``), ``cores``, ``dtype``, ``bandwidth_bytes_per_s`` and
-      ``sram_bytes`` (one core's share);
+      ``sram_bytes`` (one core's share); ``ddr_effective_bytes_per_s`` (the attainable DDR rate of the whole
+      part: the share's times the cores) and ``ddr_nominal_bytes_per_s`` (the vendor's figure, ``null`` when
+      the profile has none);
     - ``summary`` {latency_us, fps_per_core, fps_total, serial_latency_us, macs, conv_macs, ddr_bytes,
       ddr_mb_per_run, ddr_busy_us, busiest_unit, busiest_unit_busy_us, bound, cross_core_bytes};
     - ``memory`` {static_bytes, input_bytes, output_bytes, shared_temporary_bytes,
@@ -291,11 +297,15 @@ def timeline_section(timeline: Timeline) -> dict[str, Any]:
       load_bytes, store_bytes}] in graph order (``null`` bursts: no DDR traffic);
     - ``units`` [{name, core, busy_us, busy [{layer, start_us, end_us}]}]: every unit, the CPU, LOAD, STORE;
     - ``temporal`` {interval_us, intervals, ddr_load_mb_per_s, ddr_store_mb_per_s, ddr_utilization,
-      utilization {unit: [...]}}: one value per interval (MB = 10^6 bytes; rates summed over the cores).
+      ddr_nominal_utilization, ddr_peak_mb_per_s, ddr_mean_mb_per_s, utilization {unit: [...]}}: one value per
+      interval (MB = 10^6 bytes; rates summed over the cores); ``ddr_nominal_utilization``: load + store over
+      the nominal rate (``null`` without one), beside ``ddr_utilization``, the busy share of the effective one.
     """
     busiest = timeline.busiest_unit
     memory = timeline.memory
     bins = timeline.bins
+    totals = [load + store for load, store in zip(bins.load_mb_per_s, bins.store_mb_per_s, strict=True)]
+    nominal_mb_per_s = ddr_nominal_bytes_per_s / 1e6 if ddr_nominal_bytes_per_s else None
     return {
         "method": "timeline",
         "note": f"static schedule on profile {timeline.profile_name!r}, not a measurement",
@@ -304,6 +314,8 @@ def timeline_section(timeline: Timeline) -> dict[str, Any]:
         "dtype": timeline.dtype,
         "bandwidth_bytes_per_s": timeline.bandwidth_bytes_per_s,
         "sram_bytes": timeline.sram_bytes,
+        "ddr_effective_bytes_per_s": timeline.bandwidth_bytes_per_s * timeline.cores,
+        "ddr_nominal_bytes_per_s": ddr_nominal_bytes_per_s,
         "summary": {
             "latency_us": _us(timeline.latency_us),
             "fps_per_core": _rate(timeline.fps_per_core),
@@ -360,6 +372,9 @@ def timeline_section(timeline: Timeline) -> dict[str, Any]:
             "ddr_load_mb_per_s": [_rate(v) for v in bins.load_mb_per_s],
             "ddr_store_mb_per_s": [_rate(v) for v in bins.store_mb_per_s],
             "ddr_utilization": [_fraction(v) for v in bins.ddr_utilization],
+            "ddr_nominal_utilization": [_fraction(v / nominal_mb_per_s) for v in totals] if nominal_mb_per_s else None,
+            "ddr_peak_mb_per_s": _rate(max(totals, default=0.0)),
+            "ddr_mean_mb_per_s": _rate(sum(totals) / len(totals) if totals else 0.0),
             "utilization": {name: [_fraction(v) for v in values] for name, values in bins.utilization.items()},
         },
     }

@@ -798,6 +798,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         "fallback_rules": [{"op_type": r.op_type, **({"condition": r.condition} if r.condition else {}),
                             "reason": r.reason} for r in base.fallback_rules],
         **({"op_efficiency": op_efficiency} if op_efficiency else {}),
+        **({"ddr_nominal_bytes_per_s": base.ddr_nominal_bytes_per_s} if base.ddr_nominal_bytes_per_s else {}),
         "sources": sources,
     }
 

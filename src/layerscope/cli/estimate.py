@@ -49,7 +49,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     estimate = estimate_graph(graph, profile, dtype)
     run = run_from_estimate(graph, estimate, profile)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs))
+        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs),
+                                          profile.ddr_nominal_bytes_per_s)
     console = Console()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
     if json_out is not None and json_out.exists():

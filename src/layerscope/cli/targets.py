@@ -98,6 +98,8 @@ def memory_table(profile: Profile) -> Table:
     table.add_column("value")
     rows = (
         ("DDR peak", f"{_gbps(profile.ddr_bandwidth_bytes_per_s)} GB/s"),
+        ("DDR nominal", f"{_gbps(profile.ddr_nominal_bytes_per_s)} GB/s (the vendor's figure; reports only)"
+         if profile.ddr_nominal_bytes_per_s else "- (no vendor figure)"),
         ("DDR efficiency", f"{profile.ddr_efficiency:.2f}"),
         ("CPU-side DDR", f"{_gbps(profile.cpu_ddr_bandwidth_bytes_per_s)} GB/s"),
         ("hand-off to CPU", f"{profile.transfer_overhead_us:g} us"),

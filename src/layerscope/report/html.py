@@ -168,12 +168,19 @@ def _tracks_payload(tracks: Tracks | None, *, names: bool) -> dict[str, Any] | N
     return payload
 
 
+def _gbps(value: float | None) -> float | None:
+    return None if value is None else round(value / 1e9, 4)
+
+
 def _temporal_payload(run: Run) -> dict[str, Any] | None:
     series = temporal(run)
     if series is None:
         return None
     return {"t": list(series.starts_us), "interval": series.interval_us, "load": list(series.ddr_load_mb_per_s),
             "store": list(series.ddr_store_mb_per_s), "ddr": list(series.ddr_utilization),
+            "ddr_nominal": list(series.ddr_nominal_utilization) or None,
+            "nominal_gbps": _gbps(series.ddr_nominal_bytes_per_s),
+            "effective_gbps": _gbps(series.ddr_effective_bytes_per_s),
             "units": [[unit, list(values)] for unit, values in series.utilization]}
 
 

@@ -119,7 +119,9 @@ def _counter_events(series: Temporal) -> list[dict[str, Any]]:
         events.append({"ph": "C", "pid": ESTIMATED_PID, "tid": 0, "name": "DDR bandwidth (MB/s)", "ts": start,
                        "args": {"load": at(series.ddr_load_mb_per_s), "store": at(series.ddr_store_mb_per_s)}})
         events.append({"ph": "C", "pid": ESTIMATED_PID, "tid": 0, "name": "DDR utilization (%)", "ts": start,
-                       "args": {"ddr": round(100 * at(series.ddr_utilization), 4)}})
+                       "args": {"ddr": round(100 * at(series.ddr_utilization), 4),
+                                **({"of_nominal": round(100 * at(series.ddr_nominal_utilization), 4)}
+                                   if series.ddr_nominal_utilization else {})}})
         if series.utilization:
             events.append({"ph": "C", "pid": ESTIMATED_PID, "tid": 0, "name": "unit utilization (%)", "ts": start,
                            "args": {unit: round(100 * at(values), 4) for unit, values in series.utilization}})

@@ -723,7 +723,11 @@ def measured_tracks(run: Run) -> Tracks | None:
 
 @dataclass(frozen=True)
 class Temporal:
-    """Per-interval series of one estimated frame: DDR MB/s, DDR utilization and each unit's utilization."""
+    """Per-interval series of one estimated frame: DDR MB/s, DDR utilization and each unit's utilization.
+
+    ``ddr_utilization``: busy share of the effective (attainable) bandwidth; ``ddr_nominal_utilization``:
+    load + store over the part's nominal bandwidth (empty when the profile states none).
+    """
 
     interval_us: float
     starts_us: tuple[float, ...]
@@ -731,11 +735,15 @@ class Temporal:
     ddr_store_mb_per_s: tuple[float, ...]
     ddr_utilization: tuple[float, ...]
     utilization: tuple[tuple[str, tuple[float, ...]], ...]
+    ddr_nominal_utilization: tuple[float, ...] = ()
+    ddr_nominal_bytes_per_s: float | None = None
+    ddr_effective_bytes_per_s: float | None = None
 
 
 def temporal(run: Run) -> Temporal | None:
     """The timeline's temporal statistics; units that are never busy are left out; ``None`` without a timeline."""
-    t = (run.get("timeline") or {}).get("temporal")
+    timeline = run.get("timeline") or {}
+    t = timeline.get("temporal")
     if not t or not t.get("intervals"):
         return None
     step = float(t["interval_us"])
@@ -748,6 +756,9 @@ def temporal(run: Run) -> Temporal | None:
         ddr_utilization=tuple(t.get("ddr_utilization") or ()),
         utilization=tuple((unit, tuple(values)) for unit, values in sorted((t.get("utilization") or {}).items())
                           if any(values)),
+        ddr_nominal_utilization=tuple(t.get("ddr_nominal_utilization") or ()),
+        ddr_nominal_bytes_per_s=num(timeline.get("ddr_nominal_bytes_per_s")),
+        ddr_effective_bytes_per_s=num(timeline.get("ddr_effective_bytes_per_s")),
     )
 
 

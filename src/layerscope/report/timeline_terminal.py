@@ -47,12 +47,35 @@ def timeline_summary(timeline: Mapping[str, Any]) -> Table:
         ("conv MACs", f"{human_count(s['conv_macs'])} per run  ({human_count(s['macs'])} MACs in all)"),
         ("DDR", f"{s['ddr_mb_per_run']:.2f} MB ({human_bytes(s['ddr_bytes'])}) per run, channel busy "
                 f"{human_us(s['ddr_busy_us'])}{share}"),
+        *([("DDR rate", rate)] if (rate := ddr_rate_text(timeline)) else []),
         ("bound by", Text(s["bound"])),
         ("cross-core", f"{human_bytes(s['cross_core_bytes'])} (a {timeline['split']} split keeps a frame on one core)"),
     ]
     for key, value in rows:
         grid.add_row(key, value)
     return grid
+
+
+def ddr_rate_text(timeline: Mapping[str, Any]) -> str | None:
+    """Peak and mean DDR rate of the frame against the effective (attainable) and the nominal bandwidth.
+
+    ``None`` for a run whose timeline predates these fields.
+    """
+    temporal = timeline.get("temporal") or {}
+    peak, mean = temporal.get("ddr_peak_mb_per_s"), temporal.get("ddr_mean_mb_per_s")
+    effective = timeline.get("ddr_effective_bytes_per_s")
+    if peak is None or mean is None or not effective:
+        return None
+
+    def against(limit: float) -> str:
+        return f"{100 * peak * 1e6 / limit:.0f}% / {100 * mean * 1e6 / limit:.0f}%"
+
+    text = (f"peak {peak / 1e3:.2f} GB/s, mean {mean / 1e3:.2f} GB/s: {against(effective)} of the profile's "
+            f"effective {effective / 1e9:.4g} GB/s")
+    nominal = timeline.get("ddr_nominal_bytes_per_s")
+    if nominal:
+        text += f", {against(nominal)} of the part's nominal {nominal / 1e9:.4g} GB/s"
+    return text
 
 
 def units_table(timeline: Mapping[str, Any]) -> Table:

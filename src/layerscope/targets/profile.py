@@ -157,6 +157,10 @@ class Profile:
     never DDR traffic or overheads, and applies to layers on the profile's units -- not to layers
     a fallback rule sends to ``cpu``, whose efficiency for an op is another machine's. Op types
     not listed have multiplier 1 (the default, empty table: the unit's efficiency alone).
+    ``ddr_nominal_bytes_per_s``: the DDR bandwidth the vendor states for the part (its theoretical peak, e.g.
+    6400 MT/s x 96 bit = 76.8 GB/s on the RDK S100), which its own tools scale bandwidth charts to; ``None``
+    where no vendor states one. Reports only: estimates use ``attainable_ddr_bytes_per_s``. A profile that
+    gives it also gives its source.
     """
 
     name: str
@@ -178,6 +182,7 @@ class Profile:
     fallback_rules: tuple[FallbackRule, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
     op_efficiency: Mapping[str, float] = field(default_factory=dict)
+    ddr_nominal_bytes_per_s: float | None = None
 
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.

@@ -8,6 +8,7 @@ errors too (a typo must not silently drop a number). The file layout::
     name = "rdk-s100"            # kind = "npu" | "gpu" | "cpu"
     description = "..."
     ddr_bandwidth_bytes_per_s = 76.8e9   # ... and the other scalar Profile fields
+    ddr_nominal_bytes_per_s = 76.8e9     # optional: the vendor's stated DDR peak (needs a [sources] entry)
     [[units]]                    # name, kinds, efficiency, overhead_us, [units.peak_ops_per_s]
     [cpu]                        # same keys as a unit; kinds optional (default: every kind)
     [[fallback_rules]]           # op_type, condition (optional), reason
@@ -59,6 +60,7 @@ _TOP_KEYS = frozenset(
         "fallback_rules",
         "sources",
         "op_efficiency",
+        "ddr_nominal_bytes_per_s",
     }
 )
 _UNIT_KEYS = frozenset({"name", "kinds", "peak_ops_per_s", "efficiency", "overhead_us"})
@@ -228,6 +230,18 @@ def _op_efficiency(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, float]:
     return MappingProxyType({op: r.number(v, f"op_efficiency.{op}") for op, v in raw.items()})
 
 
+def _ddr_nominal(r: _Reader, data: Mapping[str, Any]) -> float | None:
+    """``ddr_nominal_bytes_per_s``: optional; a vendor's figure is only given with where the vendor states it."""
+    if "ddr_nominal_bytes_per_s" not in data:
+        return None
+    value = r.number(data["ddr_nominal_bytes_per_s"], "ddr_nominal_bytes_per_s")
+    sources = data.get("sources")
+    if not isinstance(sources, dict) or not str(sources.get("ddr_nominal_bytes_per_s") or "").strip():
+        raise r.fail("ddr_nominal_bytes_per_s", "needs a sources.ddr_nominal_bytes_per_s entry (where the vendor "
+                                                "states it)")
+    return value
+
+
 def _dtypes(r: _Reader, data: Mapping[str, Any]) -> tuple[tuple[str, ...], str]:
     listed = r.string_list(r.require(data, "dtypes", ""), "dtypes")
     dtypes = tuple(r.dtype(d, f"dtypes[{i}]") for i, d in enumerate(listed))
@@ -277,6 +291,7 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         fallback_rules=_rules(r, data),
         sources=_sources(r, data),
         op_efficiency=_op_efficiency(r, data),
+        ddr_nominal_bytes_per_s=_ddr_nominal(r, data),
     )
 
 

@@ -300,8 +300,10 @@
       series: [
         {name: 'DDR load MB/s', type: 'line', step: 'start', symbol: 'none', areaStyle: {opacity: 0.25}, data: pairs(t.load, 1)},
         {name: 'DDR store MB/s', type: 'line', step: 'start', symbol: 'none', areaStyle: {opacity: 0.25}, data: pairs(t.store, 1)},
-        {name: 'DDR utilization %', type: 'line', step: 'start', symbol: 'none', yAxisIndex: 1, lineStyle: {type: 'dashed'}, data: pairs(t.ddr, 100)}
-      ]
+        {name: 'DDR % of effective' + (t.effective_gbps ? ' ' + t.effective_gbps + ' GB/s' : ''), type: 'line', step: 'start', symbol: 'none', yAxisIndex: 1, lineStyle: {type: 'dashed'}, data: pairs(t.ddr, 100)}
+      ].concat(t.ddr_nominal ? [
+        {name: 'DDR % of nominal ' + t.nominal_gbps + ' GB/s', type: 'line', step: 'start', symbol: 'none', yAxisIndex: 1, lineStyle: {type: 'dotted'}, data: pairs(t.ddr_nominal, 100)}
+      ] : [])
     }));
     var util = makeChart('chart-util');
     util.setOption(option({
