@@ -61,7 +61,8 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @click.option("--format", "output_format", type=click.Choice(["table", "trace"]), default="table", show_default=True,
               help="table: the terminal report; trace: the per-layer execution trace as JSON on stdout.")
 @click.option("--level", type=click.Choice(LEVELS), default="full", show_default=True,
-              help="Detail of --format trace: basic (times), full (times, shapes, memory, thread), memory.")
+              help="Detail of --format trace: basic (times), full (times, cycles, shapes, memory, thread, core, "
+                   "stage), memory (times, bytes), pipeline (times, core, pipeline stage, unit on --target).")
 @click.option("--timeline", is_flag=True,
               help="Also schedule one frame of the estimate on --target over its units, cores and DDR (as "
                    "`estimate --timeline`): the run holds the measurement and the timeline together.")
@@ -84,7 +85,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                                       progress=progress)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs))
+        run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs),
+                                          profile.ddr_nominal_bytes_per_s)
     interrupted = measurement.interrupted
     if stress is not None and not interrupted:
         with stress_progress(_PHASES, stress.rounds) as progress_for:

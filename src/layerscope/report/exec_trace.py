@@ -1,9 +1,34 @@
 """The per-layer execution trace users already script against (``hb_trace``-style JSON).
 
-A pure function of a measured run: ``{model_info, execution_trace[...], summary}``. Each layer's
-``timing.start_us``/``end_us`` place it inside the run whose total was the median: a kernel's interval is
-divided among the layers it covers in proportion to their share of its time. ``level`` chooses the detail:
-``basic`` (id, name, op, total), ``full`` (everything), ``memory`` (id, name, op, total, bytes).
+A pure function of a measured run: ``{model_info, execution_trace[...], summary}``, the layout of Horizon's
+``hb_trace --trace-level`` output (shared/seeds/002: ``timing {bpu_cycles, total_us, start_time, end_time}``,
+``memory {...}``, ``core_id``, ``pipeline_stage``; summary ``total_bpu_cycles``, ``total_time_us``,
+``bpu_utilization``, ``memory_peak_mb``). ``level`` chooses the detail: ``basic`` (id, name, op, total),
+``full`` (everything), ``memory`` (id, name, op, total, bytes), ``pipeline`` (id, name, op, times, core,
+stage, unit).
+
+Per layer:
+- ``timing.total_us``: the measured median; ``start_us``/``end_us`` (also under hb_trace's names
+  ``start_time``/``end_time``, µs) place it inside the run whose total was the median: a kernel's interval is
+  divided among the layers it covers in proportion to their share of its time;
+- ``timing.cycles``: ``total_us`` x the clock, only when the run's target is ``host`` (the machine that was
+  measured, whose clock the host profile reads); ``timing.est_us``/``est_cycles``: the estimate on the run's
+  target and its cycles at that profile's clock (hb_trace's ``bpu_cycles`` on an NPU target);
+- ``core_id`` and ``pipeline_stage`` come from the estimate on the target, not from the measurement:
+  ``core_id`` is the core the timeline schedules the layer on (0 without a timeline), ``-1`` when the layer
+  falls back to the CPU (as hb_trace marks CPU layers); ``pipeline_stage`` numbers the runs of consecutive
+  layers on one processor (accelerator subgraph or CPU) in execution order, as the vendor runtime splits a
+  model into subgraph nodes (zero-copy layers join the stage they sit in). Both ``null`` when the run holds
+  no estimate.
+
+Summary: ``total_time_us`` and ``fps`` are the same statistic (the median of the uninstrumented runs,
+``fps = 1e6 / total_time_us``; ``statistic`` says so); ``utilization_pct``: the share of each profiled run
+spent inside kernels (hb_trace's ``bpu_utilization``, for the device that ran it); ``est_utilization_pct``:
+each unit's busy share of the estimated frame (with a timeline); ``memory_peak_mb`` (MB = 10^6 bytes) /
+``memory_peak_bytes``: weights plus the largest set of activations alive at once when the layers run in
+order, each layer's outputs alive from it to their last reader, a view's (zero bytes written) inputs as long as
+its outputs (no other in-place reuse: an upper bound of what a runtime allocates); ``total_cycles`` and
+``total_est_cycles`` as per layer.
 """
 
 from __future__ import annotations
@@ -11,32 +36,46 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-LEVELS = ("basic", "full", "memory")
+import numpy as np
+
+LEVELS = ("basic", "full", "memory", "pipeline")
 
 
 def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, Any]:
     """The trace document of a run that holds a measurement. ``ValueError`` for an unknown level."""
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
-    model, m, lat = run["model"], run["measurement"], run["latency"]
+    model = run["model"]
     shapes = {t["name"]: t["shape"] for t in model["inputs"]}
     for layer in run["layers"]:
         for name, shape in zip(layer["outputs"], layer.get("output_shapes", []), strict=False):
             if shape is not None:
                 shapes[name] = shape
     placed = _placement(run)
+    cores, stages = placement_on_target(run)
+    target = run.get("target") or {}
+    clock = target.get("clock_hz")
+    measured_clock = clock if target.get("name") == "host" else None
     entries = []
     for index, layer in enumerate(run["layers"]):
         meas = layer.get("measured") or {}
+        est = layer.get("estimate") or {}
+        total = meas.get("median_us", 0.0)
         entry: dict[str, Any] = {"layer_id": index, "layer_name": layer["id"], "op_type": layer["op_type"],
-                                 "timing": {"total_us": meas.get("median_us", 0.0)}}
+                                 "timing": {"total_us": total}}
+        timing = entry["timing"]
         if level in ("full", "memory"):
             entry["memory"] = {"input_size_bytes": layer["bytes_read_act"],
                                "output_size_bytes": layer["bytes_written"],
                                "weight_size_bytes": layer["bytes_read_weight"]}
-        if level == "full":
+        if level in ("full", "pipeline"):
             start, end, thread = placed.get(layer["id"], (None, None, None))
-            entry["timing"].update({"start_us": start, "end_us": end})
+            timing.update({"start_us": start, "end_us": end, "start_time": start, "end_time": end})
+            entry["core_id"] = cores.get(layer["id"])
+            entry["pipeline_stage"] = stages.get(layer["id"])
+            entry["unit"] = est.get("unit")
+        if level == "full":
+            timing.update(_cycles(total, est.get("latency_us"), measured_clock, clock))
             entry["input_shape"] = next((shapes[i] for i in layer["inputs"] if i in shapes), None)
             entry["output_shape"] = next((s for s in layer.get("output_shapes", []) if s is not None), None)
             entry["thread"] = thread
@@ -50,11 +89,122 @@ def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, An
                        "output_shape": [t["shape"] for t in model.get("outputs", [])],
                        "total_layers": len(run["layers"])},
         "execution_trace": entries,
-        "summary": {"total_time_us": lat["p50_us"], "fps": lat["fps"], "runs": lat["samples"],
-                    "runtime": f"{m['backend']} {m['backend_version']}", "provider": m["provider"],
-                    "threads": m["threads"], "opt_level": m["opt_level"], "machine": m["machine"],
-                    "level": level, "measured": True},
+        "summary": _summary(run, level, measured_clock, clock),
     }
+
+
+def _cycles(total_us: float, est_us: Any, measured_clock: float | None, clock: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if measured_clock:
+        out["cycles"] = round(total_us * measured_clock / 1e6)
+    if isinstance(est_us, int | float):
+        out["est_us"] = est_us
+        if isinstance(clock, int | float) and clock > 0:
+            out["est_cycles"] = round(est_us * clock / 1e6)
+    return out
+
+
+def _summary(run: Mapping[str, Any], level: str, measured_clock: float | None, clock: Any) -> dict[str, Any]:
+    m, lat = run["measurement"], run["latency"]
+    total_us = float(lat["p50_us"])
+    summary: dict[str, Any] = {
+        "total_time_us": total_us,
+        "fps": round(1e6 / total_us, 3) if total_us > 0 else None,
+        "statistic": f"median of {lat['samples']} uninstrumented runs (fps = 1e6 / total_time_us)",
+        "runs": lat["samples"], "runtime": f"{m['backend']} {m['backend_version']}", "provider": m["provider"],
+        "threads": m["threads"], "opt_level": m["opt_level"], "machine": m["machine"], "level": level,
+        "measured": True,
+    }
+    if isinstance(m.get("coverage"), int | float):
+        summary["utilization_pct"] = round(100 * m["coverage"], 2)
+    peak = memory_peak_bytes(run)
+    summary["memory_peak_bytes"] = peak
+    summary["memory_peak_mb"] = round(peak / 1e6, 3)
+    if measured_clock:
+        summary["total_cycles"] = round(total_us * measured_clock / 1e6)
+    est_total = (run.get("summary") or {}).get("est_latency_us")
+    if isinstance(clock, int | float) and clock > 0 and isinstance(est_total, int | float):
+        summary["total_est_cycles"] = round(est_total * clock / 1e6)
+    timeline = run.get("timeline") or {}
+    latency = (timeline.get("summary") or {}).get("latency_us")
+    if latency:
+        summary["est_utilization_pct"] = {t["name"]: round(100 * t["busy_us"] / latency, 2)
+                                          for t in timeline.get("units", []) if t.get("core") == 0 and t["busy"]}
+    target = run.get("target") or {}
+    if target.get("name"):
+        summary["placement"] = (f"core_id, pipeline_stage, unit and est_* from the estimate on {target['name']!r} "
+                                f"({target.get('kind')}); timing.total_us, start/end from the measurement")
+    return summary
+
+
+def placement_on_target(run: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+    """Layer id -> ``core_id`` and -> ``pipeline_stage`` on the run's target (see the module docstring).
+
+    Layers without an estimate are left out (their fields are ``null``).
+    """
+    scheduled = {s["id"]: int(s.get("core") or 0) for s in (run.get("timeline") or {}).get("layers", [])}
+    cores: dict[str, int] = {}
+    stages: dict[str, int] = {}
+    stage, previous = -1, None
+    for layer in run["layers"]:
+        est = layer.get("estimate")
+        if not est:
+            continue
+        on_cpu = bool(est.get("fallback_reason"))
+        cores[layer["id"]] = -1 if on_cpu else scheduled.get(layer["id"], 0)
+        zero_copy = est.get("unit") == "-" and not on_cpu
+        if previous is None or (not zero_copy and on_cpu != previous):
+            stage += 1
+            previous = on_cpu
+        stages[layer["id"]] = max(stage, 0)
+    return cores, stages
+
+
+def memory_peak_bytes(run: Mapping[str, Any]) -> int:
+    """Weights plus the peak of activations alive at once, layers in run order (see the module docstring)."""
+    layers = run["layers"]
+    last_read: dict[str, int] = {}
+    for index, layer in enumerate(layers):
+        for name in layer["inputs"]:
+            if name:
+                last_read[name] = index
+    end = len(layers)
+    outputs = {t["name"] for t in (run.get("model") or {}).get("outputs", [])}
+    for index in reversed(range(end)):  # a layer writing nothing (a view) keeps its inputs alive through its outputs
+        layer = layers[index]
+        if not layer.get("bytes_written"):
+            until = max([end if o in outputs else last_read.get(o, index) for o in layer["outputs"]] or [index])
+            for name in layer["inputs"]:
+                if name:
+                    last_read[name] = max(last_read.get(name, index), until)
+    # (first step alive, last step alive, bytes): model inputs from step 0, each layer's outputs from the layer on
+    blocks = [(0, end if t["name"] in outputs else last_read.get(t["name"], 0), _tensor_bytes(t))
+              for t in (run.get("model") or {}).get("inputs", [])]
+    for index, layer in enumerate(layers):
+        until = max([end if o in outputs else last_read.get(o, index) for o in layer["outputs"]] or [index])
+        blocks.append((index, max(until, index), int(layer.get("bytes_written") or 0)))
+    change = [0] * (end + 2)  # a sweep over the steps: +size where a block starts, -size after it ends
+    for first, last, size in blocks:
+        change[first] += size
+        change[last + 1] -= size
+    peak = live = 0
+    for delta in change:
+        live += delta
+        peak = max(peak, live)
+    weights = int((run.get("summary") or {}).get("weight_bytes") or 0)
+    return weights + peak
+
+
+def _tensor_bytes(tensor: Mapping[str, Any]) -> int:
+    """Bytes of a model input from its shape and dtype name (4 per element when the dtype is unknown)."""
+    try:
+        itemsize = np.dtype(str(tensor.get("dtype"))).itemsize
+    except TypeError:
+        itemsize = 4
+    count = 1
+    for dim in tensor.get("shape") or []:
+        count *= int(dim) if isinstance(dim, int) and dim > 0 else 1
+    return count * itemsize
 
 
 def _placement(run: Mapping[str, Any]) -> dict[str, tuple[float, float, int]]:
