@@ -132,3 +132,9 @@ def test_merge_refuses_other_input_shapes() -> None:
     new["model"]["inputs"] = [{"name": "x", "shape": [1, 4], "dtype": "float32"}]
     with pytest.raises(RunFileError, match=r"other input shapes \(x=1x3\)"):
         merge_estimate(old, new)
+
+
+def test_merge_refuses_a_run_without_a_model() -> None:
+    old = _run("", [])
+    with pytest.raises(RunFileError, match="no model file behind it"):
+        merge_estimate(old, _run("s", []))

@@ -43,6 +43,10 @@ def check_same_model(old: Mapping[str, Any], new: Mapping[str, Any], where: str)
     """``RunFileError`` (exit 2) unless ``old`` and ``new`` are runs of the same model with the same inputs."""
     old_model, new_model = old.get("model") or {}, new.get("model") or {}
     old_sha, new_sha = old_model.get("sha256"), new_model.get("sha256")
+    if not old_sha:
+        raise RunFileError(f"{where} holds a run with no model file behind it (an import without --model?), so "
+                           "this estimate cannot be joined to it",
+                           hint="write the estimate to another file; nothing was changed")
     if old_sha != new_sha:
         raise RunFileError(
             f"{where} holds a run of another model (sha256 {str(old_sha)[:12]}..., "
