@@ -204,12 +204,18 @@ def test_a_plain_cache_tree_counts_l2_and_the_l3_share(tmp_path: Path) -> None:
     assert "capped" not in source and "no bandwidth knee measured" in source
 
 
-def test_the_knee_lowers_the_sysfs_figure_and_stands_in_without_sysfs(tmp_path: Path) -> None:
+def test_the_knee_bounds_the_l3_share_and_stands_in_without_sysfs(tmp_path: Path) -> None:
     root = fake_sys(tmp_path, [(2, "Unified", "1024K", "0"), (3, "Unified", "32768K", "0-7")])
     levels = host.cache_levels(root)
-    assert host.on_chip_figure(levels, 8, 64 * MiB)[0] == 8 * 5 * MiB  # the knee is above: sysfs stands
+    # One core reaches 64 MiB: (64 - 1) / 8 = 7.9 MiB of L3 each, above the 4 MiB share: sysfs stands.
+    assert host.on_chip_figure(levels, 8, 64 * MiB)[0] == 8 * (1 * MiB + 4 * MiB)
+    # One core reaches only 16 MiB: the L3 it can use is (16 - 1) / 8 = 1.875 MiB per core.
     on_chip, source = host.on_chip_figure(levels, 8, 16 * MiB)
-    assert on_chip == 16 * MiB and source.startswith("measured copy-bandwidth knee 16 MiB")
+    assert on_chip == 8 * (1 * MiB + 15 * MiB // 8)
+    assert "bounded by the measured knee 16 MiB" in source and "knee 16 MiB (one thread)" in source
+    # The VM with a 480 MiB L3: a 24 MiB knee leaves (24 - 2) / 4 = 5.5 MiB, so the 4 MiB cap decides.
+    vm = (host.CacheLevel(2, 2 * MiB, 1), host.CacheLevel(3, 480 * MiB, 4))
+    assert host.on_chip_figure(vm, 4, 24 * MiB)[0] == 4 * 6 * MiB
     assert host.on_chip_figure((), 8, 16 * MiB) == (16 * MiB, "measured copy-bandwidth knee 16 MiB (one thread); "
                                                                "no L2/L3 in sysfs")
     assert host.on_chip_figure(host.cache_levels(tmp_path / "missing"), 8, None)[0] == 0

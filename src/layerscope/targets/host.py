@@ -20,8 +20,8 @@ What each number means:
   them, not the nominal L3 a VM reports (a 480 MiB "L3" made 13 MB activations count as on-chip).
   From sysfs (:func:`sysfs_on_chip`): per core, its L2 share plus its share of L3, each share capped at
   ``_CACHE_SHARE_CAP`` per core, times the cores. A measured knee (:func:`bandwidth_knee` over
-  :func:`copy_bandwidth_curve`, one thread) lowers it when copies already fall to DRAM speed below it; with no
-  sysfs, the knee alone. ``on_chip_source`` says which, with the figures.
+  :func:`copy_bandwidth_curve`, one thread: the working set one core keeps in cache) bounds the L3 share
+  further; with no sysfs, the knee alone. ``on_chip_source`` says which, with the figures.
 Every timing is the best of several repeats: the least-disturbed run on a shared machine.
 """
 
@@ -60,9 +60,9 @@ _COPY_BYTES = 64 * 1024 * 1024
 # nominal L3 (480 MiB seen) divided over its few vCPUs gives far more, which no core has.
 _CACHE_SHARE_CAP = 4 * 1024 * 1024
 _SYS_CPU = Path("/sys/devices/system/cpu")
-# Working sets (source + destination bytes) of the copy-bandwidth curve: 256 KiB to 256 MiB, doubling.
-_KNEE_SIZES = tuple(256 * 1024 * 2**i for i in range(11))
-_KNEE_BUDGET_S = 0.03
+# Working sets (source + destination bytes) of the copy-bandwidth curve: 256 KiB to 128 MiB, doubling.
+_KNEE_SIZES = tuple(256 * 1024 * 2**i for i in range(10))
+_KNEE_BUDGET_S = 0.02
 # A size is "on chip" while its bandwidth stays this many times above the DRAM floor (the largest sizes').
 _KNEE_RATIO = 1.4
 _BUDGET_S = 0.4
@@ -234,20 +234,33 @@ def _mib(n: float) -> str:
     return f"{n / 1024**2:.3g} MiB"
 
 
-def sysfs_on_chip(levels: tuple[CacheLevel, ...], cores: int) -> tuple[int, str] | None:
-    """On-chip bytes of ``cores`` cores from their caches, and how: per core, the L2 share plus the share of the
-    last level beyond it (each capped at ``_CACHE_SHARE_CAP``), times ``cores``. L1 is left out (it holds the
-    working registers' spill, not activations). ``None`` without an L2 or deeper cache."""
+def sysfs_on_chip(levels: tuple[CacheLevel, ...], cores: int, knee: int | None = None) -> tuple[int, str] | None:
+    """On-chip bytes of ``cores`` cores from their caches, and how; ``None`` without an L2 or deeper cache.
+
+    Per core: its share of each cache from L2 out, each capped at ``_CACHE_SHARE_CAP``, times ``cores``. L1 is
+    left out (the kernels' own working set, not activations). A measured ``knee`` (what one core reaches
+    before copies fall to DRAM speed) bounds the outermost level: at most ``knee`` minus the inner levels,
+    over the CPUs sharing it -- a VM's nominal L3 cannot be larger than what a core can use of it.
+    """
     outer = [c for c in levels if c.level >= 2]
     if not outer:
         return None
-    parts, per_core = [], 0
-    for cache in outer:
+    parts, per_core, inner = [], 0, 0
+    for position, cache in enumerate(outer):
         share = min(cache.per_cpu_bytes, _CACHE_SHARE_CAP)
+        notes = [f"{_mib(cache.size_bytes)} over {cache.shared_cpus} CPUs"]
+        if share < cache.per_cpu_bytes:
+            notes.append(f"capped at {_mib(_CACHE_SHARE_CAP)}")
+        if knee and position == len(outer) - 1:
+            reachable = max(knee - inner, 0) // cache.shared_cpus
+            if reachable < share:
+                share = reachable
+                notes.append(f"bounded by the measured knee {_mib(knee)}")
         per_core += share
-        capped = f", capped at {_mib(_CACHE_SHARE_CAP)}" if share < cache.per_cpu_bytes else ""
-        parts.append(f"L{cache.level} {_mib(share)} ({_mib(cache.size_bytes)} over {cache.shared_cpus} CPUs{capped})")
-    return per_core * cores, f"sysfs cpu0 caches, per core {' + '.join(parts)} x {cores} cores"
+        inner += cache.size_bytes
+        parts.append(f"L{cache.level} {_mib(share)} ({', '.join(notes)})")
+    knee_text = f"; measured copy-bandwidth knee {_mib(knee)} (one thread)" if knee else "; no bandwidth knee measured"
+    return per_core * cores, f"sysfs cpu0 caches, per core {' + '.join(parts)} x {cores} cores{knee_text}"
 
 
 def bandwidth_knee(curve: Sequence[tuple[int, float]], ratio: float = _KNEE_RATIO) -> int | None:
@@ -272,7 +285,8 @@ def bandwidth_knee(curve: Sequence[tuple[int, float]], ratio: float = _KNEE_RATI
 def copy_bandwidth_curve(sizes: Sequence[int] = _KNEE_SIZES) -> tuple[tuple[int, float], ...]:
     """(working-set bytes, bytes/s) of a one-thread numpy copy for each size (half source, half destination).
 
-    Each point repeats the copy until ~``_KNEE_BUDGET_S`` has passed and keeps the best repeat.
+    Each point repeats the copy at least ``_MIN_REPEATS`` times and until ~``_KNEE_BUDGET_S`` has passed, and
+    keeps the best repeat (the least disturbed on a shared machine).
     """
     points = []
     for size in sizes:
@@ -282,12 +296,12 @@ def copy_bandwidth_curve(sizes: Sequence[int] = _KNEE_SIZES) -> tuple[tuple[int,
         best = float("inf")
         start = time.perf_counter()
         np.copyto(dst, src)
-        while True:
+        for repeat in range(_MAX_REPEATS):
             t0 = time.perf_counter()
             for _ in range(inner):
                 np.copyto(dst, src)
             best = min(best, (time.perf_counter() - t0) / inner)
-            if time.perf_counter() - start > _KNEE_BUDGET_S:
+            if repeat + 1 >= _MIN_REPEATS and time.perf_counter() - start > _KNEE_BUDGET_S:
                 break
         points.append((2 * src.nbytes, 2 * src.nbytes / max(best, 1e-9)))
     return tuple(points)
@@ -295,16 +309,12 @@ def copy_bandwidth_curve(sizes: Sequence[int] = _KNEE_SIZES) -> tuple[tuple[int,
 
 def on_chip_figure(levels: tuple[CacheLevel, ...], cores: int, knee: int | None) -> tuple[int, str]:
     """The host's on-chip bytes and where the figure came from (see the module docstring)."""
-    sysfs = sysfs_on_chip(levels, cores)
-    knee_text = f"measured copy-bandwidth knee {_mib(knee)} (one thread)" if knee else ""
-    if sysfs is None:
-        if knee:
-            return knee, f"{knee_text}; no L2/L3 in sysfs"
-        return 0, "unknown: no L2/L3 in sysfs and no bandwidth knee measured (nothing counted on chip)"
-    total, text = sysfs
-    if knee and knee < total:
-        return knee, f"{knee_text}, below the {_mib(total)} from {text}"
-    return total, text + (f"; {knee_text}" if knee_text else "; no bandwidth knee measured")
+    sysfs = sysfs_on_chip(levels, cores, knee)
+    if sysfs is not None:
+        return sysfs
+    if knee:
+        return knee, f"measured copy-bandwidth knee {_mib(knee)} (one thread); no L2/L3 in sysfs"
+    return 0, "unknown: no L2/L3 in sysfs and no bandwidth knee measured (nothing counted on chip)"
 
 
 def _clock_hz(info: Mapping[str, str]) -> float | None:
