@@ -138,3 +138,9 @@ def test_merge_refuses_a_run_without_a_model() -> None:
     old = _run("", [])
     with pytest.raises(RunFileError, match="no model file behind it"):
         merge_estimate(old, _run("s", []))
+
+
+def test_merge_refuses_to_replace_a_vendor_estimate() -> None:
+    old = _run("s", [{"id": "a", "estimate": {"latency_us": 9.0, "method": "vendor:horizon-static"}}])
+    with pytest.raises(RunFileError, match=r"vendor compiler's own estimate \(vendor:horizon-static\)"):
+        merge_estimate(old, _run("s", [{"id": "a", "estimate": {"latency_us": 1.0}}]))

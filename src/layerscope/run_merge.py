@@ -4,7 +4,8 @@ Contract of :func:`merge_estimate` (``old``: the run already in the file, ``new`
 the same model, as :func:`layerscope.run.run_from_estimate` makes it, with or without a ``timeline``):
 
 - the model must be the same: ``model.sha256`` and the input shapes equal, else :class:`RunFileError`
-  (exit 2) saying what differs -- the file is never touched then;
+  (exit 2) saying what differs -- the file is never touched then; a run holding an imported vendor estimate
+  (``method`` ``"vendor:..."``) is refused the same way, as the roofline would replace it;
 - the estimate-owned sections are replaced by the new ones: ``target``, ``estimate_info``, ``folded``,
   ``unknown_ops``, ``timeline`` (removed when the new run has none: a schedule on the old estimate would
   disagree with the new one), and the summary keys the estimate writes;
@@ -60,9 +61,21 @@ def check_same_model(old: Mapping[str, Any], new: Mapping[str, Any], where: str)
                            hint="pass the same --shape, or write the estimate to another file; nothing was changed")
 
 
+def check_not_vendor_estimate(old: Mapping[str, Any], where: str) -> None:
+    """``RunFileError`` (exit 2) when ``old`` holds an imported vendor estimate: replacing it would lose it."""
+    methods = {str((old.get("estimate_info") or {}).get("method") or "")}
+    methods.update(str((layer.get("estimate") or {}).get("method") or "") for layer in old.get("layers") or [])
+    vendor = sorted(m for m in methods if m.startswith("vendor:"))
+    if vendor:
+        raise RunFileError(f"{where} holds the vendor compiler's own estimate ({', '.join(vendor)}); the roofline "
+                           "estimate would replace it",
+                           hint="write the estimate to another file and compare the two; nothing was changed")
+
+
 def merge_estimate(old: Mapping[str, Any], new: Mapping[str, Any], where: str = "the run file") -> MergeResult:
     """``old`` with its estimate replaced by ``new``'s (see the module docstring); neither input is changed."""
     check_same_model(old, new, where)
+    check_not_vendor_estimate(old, where)
     merged: dict[str, Any] = {key: value for key, value in old.items() if key not in ESTIMATE_SECTIONS}
     for key in ESTIMATE_SECTIONS:
         if key in new:
