@@ -45,6 +45,7 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     if dtype is not None and dtype not in profile.dtypes:
         raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
                                  param_hint="--dtype")
+    existing = _existing_run(json_out) if json_out is not None and json_out.exists() else None
     graph = load_model(model, parse_shapes(shapes))
     estimate = estimate_graph(graph, profile, dtype)
     run = run_from_estimate(graph, estimate, profile)
@@ -53,8 +54,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
                                           profile.ddr_nominal_bytes_per_s)
     console = Console()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
-    if json_out is not None and json_out.exists():
-        merged = merge_estimate(_existing_run(json_out), run, str(json_out))
+    if existing is not None:
+        merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
     if top:
         console.print(top_layers_table(run, top))
