@@ -13,6 +13,7 @@ number is computed once and reads the same everywhere. Contract:
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -445,10 +446,13 @@ def missing_notes(run: Run) -> list[str]:
     if not any(estimated_us(layer) is not None for layer in layers):
         notes.append("No per-layer estimate: `layerscope estimate MODEL --json run.json` adds one.")
     elif "timeline" not in run:
-        notes.append("No timeline: `layerscope estimate MODEL --target T --timeline --json run.json` adds the "
-                     "schedule per unit and core, DDR bandwidth over time and the memory plan to this run (its "
-                     "measured sections are kept); `layerscope profile MODEL --target T --timeline -o run.json` "
-                     "measures and schedules in one run.")
+        # The run's own model and target, shell-quoted (no backtick: the note's code spans are backticked)
+        model = shlex.quote(str((run.get("model") or {}).get("path") or "MODEL").replace("`", "'"))
+        target = shlex.quote(str((run.get("target") or {}).get("name") or "T").replace("`", "'"))
+        notes.append(f"No timeline: `layerscope estimate {model} --target {target} --timeline --json run.json` "
+                     "adds the schedule per unit and core, DDR bandwidth over time and the memory plan to this run "
+                     "(its measured sections are kept); `layerscope profile MODEL --target T --timeline -o "
+                     "run.json` measures and schedules in one run.")
     if not any(layer.get("measured") for layer in layers):
         notes.append("No per-layer measurement: `layerscope profile MODEL -o run.json` measures every layer on "
                      "ONNX Runtime; `layerscope import` reads a vendor profiler's files.")
