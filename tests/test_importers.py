@@ -40,7 +40,7 @@ ESTIMATE_KEYS = {"latency_us", "compute_us", "load_us", "store_us", "bound", "un
 KERNEL_KEYS = {"name", "op_type", "provider", "median_us", "mean_us", "p90_us", "min_us", "max_us", "std_us", "cv",
                "samples", "layers", "category"}
 MEASUREMENT_KEYS = {"backend", "backend_version", "provider", "threads", "opt_level", "runs", "warmup", "coverage",
-                    "overhead", "unmapped_kernels", "machine", "created_utc", "source"}
+                    "overhead", "unmapped_kernels", "machine", "created_utc", "source", "kind"}
 LATENCY_KEYS = {"mean_us", "min_us", "max_us", "p50_us", "p90_us", "p99_us", "p999_us", "fps", "samples", "source"}
 
 needs_shared_trt = pytest.mark.skipif(

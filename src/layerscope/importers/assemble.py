@@ -313,6 +313,7 @@ def _measurement(results: Sequence[ImportResult], resolutions: Sequence[Resoluti
         "machine": None,
         "created_utc": None,
         "source": "; ".join(f"vendor:{r.tool} {Path(r.path).name}" for r in results if r.measured),
+        "kind": "vendor-import",
     }
 
 
