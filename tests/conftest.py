@@ -47,6 +47,8 @@ def _run_files_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def checked(document: Any) -> str:
         text = original(document)
+        if "schema_version" not in document:  # not a run: the bisect cache writes its records with save_run
+            return text
         errors = sorted(run_schema_validator().iter_errors(json.loads(text)), key=lambda e: list(e.absolute_path))
         assert not errors, f"run file off the schema at {errors[0].json_path}: {errors[0].message[:300]}"
         return text

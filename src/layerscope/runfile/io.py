@@ -142,5 +142,9 @@ def load(path: str | os.PathLike[str]) -> RunFile:
 
 
 def dump_text(document: Mapping[str, Any]) -> str:
-    """Deterministic text of ``document`` as version 2 (sorted keys, one-space indent, NaN refused)."""
-    return json.dumps(upgrade(document), indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    """Deterministic text of ``document`` (sorted keys, one-space indent, NaN refused); a run (a document with a
+    ``schema_version``) is written as version 2. Other JSON records written through ``save_run`` (the bisect cache)
+    are written as they are."""
+    if "schema_version" in document:
+        document = upgrade(document)
+    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

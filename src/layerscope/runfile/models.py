@@ -84,7 +84,7 @@ class EstimateInfo(Section):
 class LayerEstimate(Section):
     """A layer's estimated latency (roofline on the target, or a vendor's static report)."""
 
-    latency_us: Us
+    latency_us: Us | None = None
     compute_us: Us | None = None
     load_us: Us | None = None
     store_us: Us | None = None
