@@ -106,10 +106,11 @@ def measured_table(run: dict[str, Any], top: int) -> Table:
         table.add_column(header, justify="right" if right else "left", overflow="fold")
     for rank, layer in enumerate(ranked, 1):
         m = layer["measured"]
-        group = m["fused_group"]
-        kernel = m["kernel"] if m["kernel"] != layer["id"] else ""
+        group = m.get("fused_group")
+        kernel = m.get("kernel") or ""
+        kernel = kernel if kernel != layer["id"] else ""
         if group:
-            kernel = f"{kernel} (fused x{len(group)}{', split' if m['split'] else ''})"
+            kernel = f"{kernel} (fused x{len(group)}{', split' if m.get('split') else ''})"
         est = layer_estimated_us(layer)
         table.add_row(str(rank), Text(layer["id"]), Text(layer["op_type"] or "-"), f"{_typical(layer):.1f}",
                       f"{100 * (shares[id(layer)] or 0.0):.1f}%", "-" if est is None else f"{est:.1f}", Text(kernel))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,12 @@ def describe(error: ValidationError) -> str:
     where = _where(tuple(first["loc"]), frozenset(("kernel-profile", "bench", "differential", "vendor-import")))
     kind = first["type"]
     what = _EXPECTED.get(kind) or str(first["msg"]).removeprefix("Value error, ")
-    text = f"{where}: {what}" if kind == "missing" else f"{where}: {what}, got {_got(first.get('input'))}"
+    if kind == "value_error":  # a model's own check: its message names the field and the value
+        text = f"{where}.{what}" if re.match(r"^\w+: ", what) else f"{where}: {what}"
+    elif kind == "missing":
+        text = f"{where}: {what}"
+    else:
+        text = f"{where}: {what}, got {_got(first.get('input'))}"
     return text + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
 
 

@@ -132,7 +132,7 @@ class LayerMeasured(Section):
             for key in ("median_us", "mean_us", "p90_us", "min_us", "max_us"):
                 value = getattr(self, key)
                 if value is not None and value < 0:
-                    raise ValueError(f"{key} is {value}: a measured time cannot be negative")
+                    raise ValueError(f"{key}: a measured time cannot be negative, got {value}")
         return self
 
 
