@@ -97,6 +97,8 @@ def test_a_bad_field_is_one_line_naming_the_file_and_its_json_path(tmp_path: Pat
     (lambda d: d["layers"][1].update(estimate={"latency_us": float("nan")}),
      "layers[1].estimate.latency_us: expected a finite number, got NaN"),
     (lambda d: d["layers"][1].update(macs=1.5), "layers[1].macs: expected an integer, got 1.5"),
+    (lambda d: d.update(findings={"diagnosis": {"hotspots": [{"share": float("inf")}]}}),
+     "findings.diagnosis.hotspots[0].share: expected a finite number, got Infinity"),
     (lambda d: d.update(measurement={"kind": "nonsense"}), "measurement: Input tag 'nonsense'"),
     (lambda d: d["layers"][2].pop("id"), "layers[2].id: missing"),
     (lambda d: d.update(layers={"id": "x"}), "layers: expected a list"),

@@ -13,6 +13,7 @@ Contract:
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -132,7 +133,27 @@ def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     for key in ("model", "layers", "summary"):
         if key not in data:
             raise RunFileError(f"{source}: run file has no {key!r} section")
+    bad = _non_finite(data)
+    if bad is not None:
+        where, value = bad
+        raise RunFileError(f"{source}: {where}: expected a finite number, got {value}",
+                           hint="JSON has no NaN or Infinity; layerscope never writes them")
     return upgrade(data)
+
+
+def _non_finite(node: Any, where: str = "") -> tuple[str, str] | None:
+    """The JSON path and text of the first NaN or infinite number anywhere in ``node`` (also in the parts the
+    models leave permissive), else ``None``."""
+    stack: list[tuple[Any, str]] = [(node, where)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path or "(top level)", _got(value)
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value))))
+    return None
 
 
 def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
