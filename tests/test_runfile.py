@@ -268,6 +268,8 @@ def test_no_device_warning_when_measured_where_estimated() -> None:
     doc["measurement"] = {"kind": "kernel-profile", "backend": "onnxruntime", "provider": "CPUExecutionProvider",
                           "source": "layerscope profile"}
     assert device_mismatch(doc) is None
+    doc["target"] = {"name": "my-host", "kind": "cpu"}  # a profile `layerscope calibrate` fitted to this host
+    assert device_mismatch(doc) is None
     origin = measurement_origin(doc)
     assert origin is not None and origin.device == "host-cpu"
     doc["target"] = {"name": "a100-sxm", "kind": "gpu"}

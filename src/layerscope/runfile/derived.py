@@ -144,7 +144,7 @@ def device_mismatch(run: Document) -> str | None:
     if origin is None or not name:
         return None
     host_target = str(name) == "host" or str(name).startswith("host-")
-    if origin.device == "host-cpu" and host_target:
+    if origin.device == "host-cpu" and (host_target or kind == "cpu"):  # the host, or a profile calibrated on it
         return None
     if origin.device == "host-gpu" and kind == "gpu":
         return None
