@@ -123,13 +123,13 @@ def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, dict) or "schema_version" not in data:
         raise RunFileError(f"{source}: not a layerscope run file (no schema_version)")
     version = data["schema_version"]
-    if isinstance(version, bool) or version not in MIGRATABLE:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RunFileError(f"{source}: schema_version: expected an integer, got {_got(version)}")
+    if version not in MIGRATABLE:
+        newer = version > SCHEMA_VERSION
         raise RunFileError(
-            f"{source}: run file schema {_got(version)} is {'newer' if newer else 'older'} than this layerscope's "
-            f"({SCHEMA_VERSION})" if newer or isinstance(version, int) else
-            f"{source}: schema_version: expected an integer, got {_got(version)}",
-            hint="upgrade layerscope" if newer else "re-create the run with this version")
+            f"{source}: run file schema {version} is {'newer' if newer else 'older'} than this layerscope's "
+            f"({SCHEMA_VERSION})", hint="upgrade layerscope" if newer else "re-create the run with this version")
     for key in ("model", "layers", "summary"):
         if key not in data:
             raise RunFileError(f"{source}: run file has no {key!r} section")
