@@ -29,7 +29,9 @@ optional unless marked; a run may hold an estimate, a measurement or both:
   scheduled per unit and core, DDR bandwidth over time and the memory plan (``estimate --timeline``;
   fields in :func:`timeline_section`)
 - ``reconcile`` {k, measured_us, estimated_us, scope, layers[{name, estimated_us, share, scaled_us, measured_us?,
-  error?}], ...} -- k = measured / estimated for the same part of the model; ``layerscope import`` writes the
+  error?}], measured_on, device_mismatch, ...} -- k = measured / estimated for the same part of the model
+  (:func:`layerscope.runfile.scale_factor` defines which part); ``measured_on`` says where the measurement came
+  from, ``device_mismatch`` warns when that is not the estimate's target; ``layerscope import`` writes the
   first keys, ``layerscope reconcile`` adds end_to_end, spearman, top_overlap, median_abs_error, verdict,
   by_op_type, by_bound, by_unit_kind and, over several runs, spread
   (:func:`layerscope.analysis.reconcile.reconcile_section`)
