@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -18,6 +20,40 @@ ZOO_MODELS = sorted(ZOO_DIR.glob("light_*.onnx"))
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never read or write the user's cache (host probe results, built samples)."""
     monkeypatch.setenv("LAYERSCOPE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+_RUN_SCHEMA_VALIDATOR: list[Any] = []
+
+
+def run_schema_validator() -> Any:
+    """A ``jsonschema`` validator of the shipped ``run.schema.json`` (built once)."""
+    if not _RUN_SCHEMA_VALIDATOR:
+        import jsonschema
+
+        from layerscope.runfile.schema import shipped_text
+
+        schema = json.loads(shipped_text())
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _RUN_SCHEMA_VALIDATOR.append(jsonschema.Draft202012Validator(schema))
+    return _RUN_SCHEMA_VALIDATOR[0]
+
+
+@pytest.fixture(autouse=True)
+def _run_files_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run file a test writes through ``save_run`` is checked against the shipped JSON Schema."""
+    import layerscope.run
+
+    original = layerscope.run.dump_text
+
+    def checked(document: Any) -> str:
+        text = original(document)
+        if "schema_version" not in document:  # not a run: the bisect cache writes its records with save_run
+            return text
+        errors = sorted(run_schema_validator().iter_errors(json.loads(text)), key=lambda e: list(e.absolute_path))
+        assert not errors, f"run file off the schema at {errors[0].json_path}: {errors[0].message[:300]}"
+        return text
+
+    monkeypatch.setattr(layerscope.run, "dump_text", checked)
 
 
 def zoo(name: str) -> Path:

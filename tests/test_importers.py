@@ -40,7 +40,7 @@ ESTIMATE_KEYS = {"latency_us", "compute_us", "load_us", "store_us", "bound", "un
 KERNEL_KEYS = {"name", "op_type", "provider", "median_us", "mean_us", "p90_us", "min_us", "max_us", "std_us", "cv",
                "samples", "layers", "category"}
 MEASUREMENT_KEYS = {"backend", "backend_version", "provider", "threads", "opt_level", "runs", "warmup", "coverage",
-                    "overhead", "unmapped_kernels", "machine", "created_utc", "source"}
+                    "overhead", "unmapped_kernels", "machine", "created_utc", "source", "kind"}
 LATENCY_KEYS = {"mean_us", "min_us", "max_us", "p50_us", "p90_us", "p99_us", "p999_us", "fps", "samples", "source"}
 
 needs_shared_trt = pytest.mark.skipif(
@@ -204,12 +204,18 @@ def test_horizon_profiler_plus_static_report_gives_k_and_scaled_table_in_one_com
     rec = run["reconcile"]
     assert rec["k"] == pytest.approx(k, rel=1e-6)
     assert rec["measured_us"] == 4100.0 and rec["estimated_us"] == 3420.6
-    assert sum(s["share"] for s in rec["layers"]) == pytest.approx(1.0, abs=1e-5)
-    assert sum(s["scaled_us"] for s in rec["layers"]) == pytest.approx(4100.0, abs=0.01)
-    static_total = sum(s["estimated_us"] for s in rec["layers"])
+    # The report lists 13 layers summing to 819 µs of the 3420.6 µs static total: shares are of the vendor's
+    # total (they add up to 819 / 3420.6 = 23.9%), and the scaled column is k x static (118 µs -> 141.4 µs),
+    # not static x 4100 / 819 (= 5.0).
+    listed = sum(s["estimated_us"] for s in rec["layers"])
+    assert listed == pytest.approx(819.0)
+    assert sum(s["share"] for s in rec["layers"]) == pytest.approx(819.0 / 3420.6, abs=1e-5)
     for s in rec["layers"]:
-        assert s["scaled_us"] == pytest.approx(k * s["share"] * 3420.6, abs=1e-3)
-        assert s["share"] == pytest.approx(s["estimated_us"] / static_total, abs=1e-6)
+        assert s["scaled_us"] == pytest.approx(k * s["estimated_us"], abs=1e-3)
+        assert s["share"] == pytest.approx(s["estimated_us"] / 3420.6, abs=1e-6)
+    mul = next(s for s in rec["layers"] if s["name"] == "/model.0/act/Mul")
+    assert mul["estimated_us"] == 118.0 and mul["scaled_us"] == pytest.approx(141.437, abs=1e-3)
+    assert "141.4" in printed and "23.9% of it" in printed
     ranked = sorted(rec["layers"], key=lambda s: -s["share"])
     assert printed.index(ranked[0]["name"]) < printed.index(ranked[1]["name"])  # largest share first
     assert run["estimate_info"]["method"] == "vendor:hbm_perf"

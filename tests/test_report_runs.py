@@ -27,6 +27,7 @@ from markupsafe import escape
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.cli.main import main
+from layerscope.errors import RunFileError
 from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
 from layerscope.report.sections import (
@@ -43,6 +44,7 @@ from layerscope.report.sections import (
 from layerscope.report.tables import CSV_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
 from layerscope.report.units import human_us
 from layerscope.run import load_run
+from layerscope.runfile import check, upgrade
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 XSS = "<img src=x onerror=alert(1)>"
@@ -205,8 +207,9 @@ def test_findings_render_when_present(runs: Runs) -> None:
     rows = findings(run)
     assert [f.rule for f in rows] == ["cpu-fallback", "info-rule"]  # most severe first
     assert rows[0].expected_gain == "12.5 µs"
-    run_list = dict(run, findings=FINDINGS["items"])
-    assert [f.rule for f in findings(run_list)] == ["cpu-fallback", "info-rule"]
+    # one stored form (Finding.to_dict's, in {source, count, items}): a bare list is not a run file's findings
+    with pytest.raises(RunFileError, match=r"findings: expected an object"):
+        check(upgrade(dict(run, findings=FINDINGS["items"])), "run.json")
     html = render_html(run)
     assert "Top findings" in html and "cpu-fallback" in html and XSS not in html
     assert "### Findings" in markdown_summary(run)

@@ -1,6 +1,7 @@
 """The run file: one JSON document that every command writes or extends and every reporter reads.
 
-Schema (version 1). Sections are optional unless marked; a run may hold an estimate, a measurement or both:
+Schema (version 2; typed in :mod:`layerscope.runfile.models`, published by ``layerscope schema``). Sections are
+optional unless marked; a run may hold an estimate, a measurement or both:
 - ``schema_version`` (required), ``tool`` {name, version}
 - ``model`` (required) {name, path, sha256, opset, producer, inputs[{name, shape, dtype}], outputs[...]}
 - ``target`` {name, kind, description, source_path, dtype, clock_hz, ddr_effective_bytes_per_s (attainable),
@@ -19,7 +20,8 @@ Schema (version 1). Sections are optional unless marked; a run may hold an estim
   layers, category}] -- runtime kernels; ``category`` is ``"layer"``, ``"layout"`` or ``"unmapped"``
 - ``measurement`` {backend, backend_version, provider, threads, opt_level, runs, warmup, coverage, overhead,
   unmapped_kernels, steadiness {latency_cv, latency_drift, profiled_drift}, machine {hostname, cpu, cores, os,
-  python}, created_utc, source} -- ``steadiness``: run-to-run CV of the uninstrumented runs and the drift
+  python}, created_utc, source, kind} -- ``kind`` (version 2) tags the shape: ``kernel-profile``, ``bench``,
+  ``differential`` or ``vendor-import``; ``steadiness``: run-to-run CV of the uninstrumented runs and the drift
   (:func:`layerscope.measure.stats.drift`) of the uninstrumented and of the profiled runs
 - ``latency`` {mean_us, min_us, max_us, p50_us, p90_us, p99_us, p999_us, fps, samples, source} -- end to end,
   always from uninstrumented runs
@@ -28,7 +30,9 @@ Schema (version 1). Sections are optional unless marked; a run may hold an estim
   scheduled per unit and core, DDR bandwidth over time and the memory plan (``estimate --timeline``;
   fields in :func:`timeline_section`)
 - ``reconcile`` {k, measured_us, estimated_us, scope, layers[{name, estimated_us, share, scaled_us, measured_us?,
-  error?}], ...} -- k = measured / estimated for the same part of the model; ``layerscope import`` writes the
+  error?}], measured_on, device_mismatch, ...} -- k = measured / estimated for the same part of the model
+  (:func:`layerscope.runfile.scale_factor` defines which part); ``measured_on`` says where the measurement came
+  from, ``device_mismatch`` warns when that is not the estimate's target; ``layerscope import`` writes the
   first keys, ``layerscope reconcile`` adds end_to_end, spearman, top_overlap, median_abs_error, verdict,
   by_op_type, by_bound, by_unit_kind and, over several runs, spread
   (:func:`layerscope.analysis.reconcile.reconcile_section`)
@@ -53,12 +57,13 @@ Contract:
 - every layer has the stable ``id`` used to join estimate, measurement, findings and reports;
 - :func:`save_run` writes atomically (temporary file in the same folder, then ``os.replace``) and
   deterministically (sorted keys, fixed float formatting) so the same run gives identical bytes;
-- :func:`load_run` refuses files of another ``schema_version`` with a message saying which.
+- :func:`load_run` migrates a version-1 file, checks the document against the schema (one line naming the file
+  and the JSON path of the bad field, exit 2) and refuses files of another ``schema_version`` saying which;
+- these functions are thin wrappers over :mod:`layerscope.runfile`, which owns the file.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -66,8 +71,8 @@ from typing import TYPE_CHECKING, Any
 
 from layerscope import __version__
 from layerscope.costs.types import UnitKind
-from layerscope.errors import RunFileError
 from layerscope.fileio import write_atomic
+from layerscope.runfile.io import SCHEMA_VERSION, dump_text, load_document
 
 if TYPE_CHECKING:  # annotations only: reading and writing run files needs none of these modules
     from layerscope.costs.types import LayerCost
@@ -77,37 +82,17 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
     from layerscope.model.types import Graph, Node, TensorInfo
     from layerscope.targets import Profile
 
-SCHEMA_VERSION = 1
 
 
 def save_run(run: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write ``run`` to ``path`` atomically; return the path written."""
-    text = json.dumps(run, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
-    return write_atomic(path, text)
+    """Write ``run`` (as schema version 2) to ``path`` atomically; return the path written."""
+    return write_atomic(path, dump_text(run))
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a run file. ``RunFileError`` (exit 2) when missing, not JSON, or of another schema."""
-    source = Path(path)
-    try:
-        data = json.loads(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFileError(f"{source}: no such run file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
-    if not isinstance(data, dict) or "schema_version" not in data:
-        raise RunFileError(f"{source}: not a layerscope run file (no schema_version)")
-    version = data["schema_version"]
-    if version != SCHEMA_VERSION:
-        newer = isinstance(version, int) and version > SCHEMA_VERSION
-        raise RunFileError(
-            f"{source}: run file schema {version} is {'newer' if newer else 'older'} than this layerscope's "
-            f"({SCHEMA_VERSION})",
-            hint="upgrade layerscope" if newer else "re-create the run with this version")
-    for key in ("model", "layers", "summary"):
-        if key not in data:
-            raise RunFileError(f"{source}: run file has no {key!r} section")
-    return data
+    """Read a run file as a checked version-2 document. ``RunFileError`` (exit 2) when missing, not JSON, of
+    another schema, or with a field of the wrong type (the message names the JSON path)."""
+    return load_document(path)
 
 
 def model_section(graph: Graph) -> dict[str, Any]:
@@ -273,6 +258,7 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
         "median_run": [{"name": e.name, "thread": e.thread, "start_us": _us(e.start_us),
                         "duration_us": _us(e.duration_us)} for e in measurement.median_run],
         "source": "layerscope profile",
+        "kind": "kernel-profile",
     }
     run["latency"] = {**measurement.latency.to_dict(), "p50_us": _us(measurement.latency.median_us),
                       "fps": round(measurement.latency.fps, 3), "source": "uninstrumented session.run"}

@@ -1,8 +1,9 @@
 """Diagnose a run: hot spots, what bounds each layer (by the roofline and by measured efficiency), CPU fallback.
 
 Contract (pure functions of a run dict and a profile, no I/O):
-- a layer's time is its measured median when it was measured (and not eliminated by the runtime), else its
-  estimate; :attr:`Diagnosis.time_source` says which the ranking used (``"measured"`` when any layer was);
+- a layer's time is its measured time (:func:`layerscope.runfile.layer_measured_us`: the median, 0 when the
+  runtime eliminated it) when it was measured, else its estimate; :attr:`Diagnosis.time_source` says which the
+  ranking used (``"measured"`` when any layer was);
 - ``top20_share`` = the share of all layer time spent in the slowest 20% of the layers (at least one);
 - measured efficiency: achieved ops/s = ops / measured time against the peak of the unit the layer runs on at
   its dtype, achieved bytes/s = bytes moved / measured time against the profile's attainable DDR bandwidth; the
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from layerscope.runfile.derived import is_eliminated, layer_estimated_us, layer_measured_us
 from layerscope.targets.profile import Profile
 
 #: Below this utilization of both compute and bandwidth a measured layer is "latency"-bound.
@@ -60,18 +62,12 @@ class Diagnosis:
 
 
 def layer_time_us(layer: Mapping[str, Any], *, prefer_measured: bool = True) -> float:
-    """The measured median when the layer was measured (not eliminated), else its estimated latency, else 0."""
-    measured = layer.get("measured")
-    if prefer_measured and isinstance(measured, Mapping) and measured.get("status") != "eliminated":
-        value = measured.get("median_us")
-        if value is None:
-            value = measured.get("mean_us")
-        if isinstance(value, int | float):
-            return float(value)
-    estimate = layer.get("estimate")
-    if isinstance(estimate, Mapping) and isinstance(estimate.get("latency_us"), int | float):
-        return float(estimate["latency_us"])
-    return 0.0
+    """The layer's measured time (0 when eliminated) when it was measured, else its estimated latency, else 0."""
+    measured = layer_measured_us(layer) if prefer_measured else None
+    if measured is not None:
+        return measured
+    estimated = layer_estimated_us(layer)
+    return estimated if estimated is not None else 0.0
 
 
 def has_measurement(run: Mapping[str, Any]) -> bool:
@@ -121,8 +117,7 @@ def diagnose(run: Mapping[str, Any], profile: Profile | None = None) -> Diagnosi
     rows = []
     for layer in run.get("layers", []):
         time_us = layer_time_us(layer, prefer_measured=measured_any)
-        is_measured = measured_any and isinstance(layer.get("measured"), Mapping) and \
-            layer["measured"].get("status") != "eliminated"
+        is_measured = measured_any and layer_measured_us(layer) is not None and not is_eliminated(layer)
         rates = _measured_rates(layer, time_us, profile) if is_measured else (None, None, None, None, None)
         estimate = layer.get("estimate") or {}
         rows.append((layer, time_us, is_measured, rates, estimate))

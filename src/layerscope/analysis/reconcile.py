@@ -10,17 +10,21 @@ board's time. The result ranks hot spots; per-layer absolute values are an estim
 Contract (pure functions, no I/O):
 - :func:`scale_factor` refuses a non-positive or non-finite time with ``InputError`` (the numbers come
   from the user's files);
-- :func:`scale_layers` keeps the input order; shares add up to 1 and ``scaled_us`` to the measured time
-  (when any layer has a cost), each ``scaled_us == k * share * estimated_total_us``.
+- :func:`scale_layers` keeps the input order. With ``total_us`` (the vendor's estimate of the whole block, of
+  which the listed layers may be only a part): ``share = estimated_us / total_us`` and ``scaled_us = k *
+  estimated_us`` (the scaled column follows the k printed). Without it: shares of the listed layers' sum (they add
+  up to 1) and ``scaled_us = share * measured_us`` (adding up to the measured time).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from layerscope.errors import InputError
+from layerscope.runfile.derived import end_to_end_us, k_pairs
+from layerscope.runfile.derived import scale_factor as runfile_scale_factor
 
 
 @dataclass(frozen=True)
@@ -53,16 +57,18 @@ def scale_factor(measured_us: float, estimated_us: float) -> ScaleFactor:
     return ScaleFactor(measured_us=measured_us, estimated_us=estimated_us)
 
 
-def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor) -> tuple[ScaledLayer, ...]:
-    """Each ``(layer id, estimated µs)`` with its share of the layers' total and that share of the
-    measured time. All shares are 0 when no layer has a cost."""
+def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor,
+                 total_us: float | None = None) -> tuple[ScaledLayer, ...]:
+    """Each ``(layer id, estimated µs)`` with its share of ``total_us`` (default: the listed layers' sum) and its
+    estimate scaled by k. All shares are 0 when the total is 0."""
     items = [(layer_id, max(0.0, cost)) for layer_id, cost in layers]
-    total = sum(cost for _, cost in items)
+    listed = sum(cost for _, cost in items)
+    total = max(total_us, listed) if total_us is not None else listed
     scaled = []
     for layer_id, cost in items:
         share = cost / total if total > 0 else 0.0
         scaled.append(ScaledLayer(layer_id=layer_id, estimated_us=cost, share=share,
-                                  scaled_us=share * factor.measured_us))
+                                  scaled_us=cost * factor.k if total_us is not None else share * factor.measured_us))
     return tuple(scaled)
 
 
@@ -155,6 +161,8 @@ class Reconciliation:
     median_abs_error: float | None
     excluded_layer_ids: tuple[str, ...]
     verdict: Verdict
+    measured_on: str | None = None
+    device_mismatch: str | None = None
 
     @property
     def k(self) -> float:
@@ -191,24 +199,6 @@ class KSpread:
     dispersed: bool
     drivers: tuple[KDriver, ...]
     lines: tuple[str, ...]
-
-
-def _measured_us(layer: dict[str, object]) -> float | None:
-    measured = layer.get("measured")
-    if not isinstance(measured, dict) or measured.get("status") == "eliminated":
-        return None
-    value = measured.get("median_us")
-    if value is None:
-        value = measured.get("mean_us")
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _estimated_us(layer: dict[str, object]) -> float | None:
-    estimate = layer.get("estimate")
-    if not isinstance(estimate, dict):
-        return None
-    value = estimate.get("latency_us")
-    return float(value) if isinstance(value, int | float) else None
 
 
 def rank(values: list[float] | tuple[float, ...]) -> list[float]:
@@ -320,27 +310,15 @@ def _off(k: float) -> str:
     return f"{k:.2f}x too optimistic" if k > 1 else f"{1 / k:.2f}x too pessimistic"
 
 
-def _end_to_end(run: dict[str, object]) -> ScaleFactor | None:
-    latency = run.get("latency")
-    summary = run.get("summary")
-    if not isinstance(latency, dict) or not isinstance(summary, dict):
-        return None
-    measured = latency.get("p50_us") if latency.get("p50_us") is not None else latency.get("mean_us")
-    estimated = summary.get("est_latency_us")
-    if not isinstance(measured, int | float) or not isinstance(estimated, int | float):
-        return None
-    if measured <= 0 or estimated <= 0:
-        return None
-    return ScaleFactor(float(measured), float(estimated))
-
-
 def reconcile_run(run: dict[str, object]) -> Reconciliation:
     """Reconcile one run (see :class:`Reconciliation`).
 
-    Per layer when layers carry both ``estimate.latency_us`` and ``measured.median_us``; else the accelerator
-    block of a vendor import (the existing ``reconcile`` section: board time over static estimate); else end to
-    end (latency P50 over the summed estimate). ``InputError`` when the run has neither an estimate and a
-    measurement of the same part.
+    k and the layers it counts are :func:`layerscope.runfile.scale_factor`'s (one definition for every output):
+    per layer when layers carry both an estimate and a measured time (eliminated layers left out of both sums);
+    else the accelerator block of a vendor import (board time over static estimate); else end to end (latency
+    P50 over the summed estimate). ``InputError`` when the run has neither an estimate and a measurement of the
+    same part. ``measured_on`` / ``device_mismatch`` say where the measurement came from and whether it is the
+    device the estimate is for.
     """
     model = run.get("model")
     target = run.get("target")
@@ -348,38 +326,32 @@ def reconcile_run(run: dict[str, object]) -> Reconciliation:
     target_name = str(target.get("name") or "?") if isinstance(target, dict) else "?"
     raw_layers = run.get("layers")
     layers_in = [layer for layer in raw_layers if isinstance(layer, dict)] if isinstance(raw_layers, list) else []
-    end_to_end = _end_to_end(run)
-    pairs = []
-    excluded = []
-    for layer in layers_in:
-        est, meas = _estimated_us(layer), _measured_us(layer)
-        if est is not None and meas is not None:
-            pairs.append((layer, est, meas))
-        elif layer.get("measured") is not None:
-            excluded.append(str(layer.get("id")))
-    est_total = sum(e for _, e, _ in pairs)
-    meas_total = sum(m for _, _, m in pairs)
-    if pairs and est_total > 0 and meas_total > 0:
-        factor = scale_factor(meas_total, est_total)
+    e2e = end_to_end_us(run)
+    end_to_end = None if e2e is None else ScaleFactor(*e2e)
+    kf = runfile_scale_factor(run)
+    if kf is None:
+        raise InputError(f"run of {model_name!r} has no measurement and estimate of the same part to reconcile "
+                         "(profile it with `layerscope profile`, or import the board's log with the static report)")
+    factor = scale_factor(kf.measured_us, kf.estimated_us)
+    measured_on = kf.origin.label if kf.origin is not None else None
+    if kf.scope == "layers":
+        pairs, excluded = k_pairs(layers_in)
         scope = f"{len(pairs)} layers both estimated and measured (sum of per-layer medians over sum of estimates)"
         comparisons = tuple(
             LayerComparison(str(layer.get("id")), str(layer.get("op_type", "?")), str(layer.get("unit_kind", "?")),
                             str((layer.get("estimate") or {}).get("bound", "?")), est, est * factor.k, meas)
             for layer, est, meas in pairs)
-        return _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, tuple(excluded))
-    existing = run.get("reconcile")
-    if isinstance(existing, dict) and existing.get("measured_us") and existing.get("estimated_us"):
-        factor = scale_factor(float(existing["measured_us"]), float(existing["estimated_us"]))
-        scope = str(existing.get("scope") or "accelerator block measured on the board over its static estimate")
-    elif end_to_end is not None:
-        factor = end_to_end
-        scope = "end to end: latency P50 over the sum of the per-layer estimates"
+        rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, tuple(excluded))
+        return replace(rec, measured_on=measured_on, device_mismatch=kf.mismatch)
+    if kf.scope == "accelerator":
+        existing = run.get("reconcile")
+        scope = str(existing.get("scope") if isinstance(existing, dict) and existing.get("scope") else
+                    "accelerator block measured on the board over its static estimate")
     else:
-        raise InputError(f"run of {model_name!r} has no measurement and estimate of the same part to reconcile "
-                         "(profile it with `layerscope profile`, or import the board's log with the static report)")
+        scope = "end to end: latency P50 over the sum of the per-layer estimates"
     verdict = _verdict(factor, None, None, None, 0)
     return Reconciliation(model_name, target_name, scope, factor, end_to_end, (), (), (), (), None, None, TOP_N,
-                          None, tuple(excluded), verdict)
+                          None, kf.excluded_ids, verdict, measured_on, kf.mismatch)
 
 
 def _with_layers(names: tuple[str, str, str], factor: ScaleFactor, end_to_end: ScaleFactor | None,
@@ -480,6 +452,8 @@ def reconcile_section(rec: Reconciliation, *, spread: KSpread | None = None) -> 
         "measured_us": round(rec.factor.measured_us, 3),
         "estimated_us": round(rec.factor.estimated_us, 3),
         "scope": rec.scope,
+        "measured_on": rec.measured_on,
+        "device_mismatch": rec.device_mismatch,
         "end_to_end": None if rec.end_to_end is None else {
             "k": round(rec.end_to_end.k, 6), "measured_us": round(rec.end_to_end.measured_us, 3),
             "estimated_us": round(rec.end_to_end.estimated_us, 3)},

@@ -24,6 +24,7 @@ from layerscope.model import load_model
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
 from layerscope.run import save_run
+from layerscope.runfile.derived import device_mismatch, layer_estimated_us, layer_measured_us, layer_shares
 
 #: How many unmatched entries and warnings the summary lists before pointing to the run file.
 LIST_LIMIT = 10
@@ -62,6 +63,9 @@ def import_summary(imported: ImportedRun, top: int) -> RenderableType:
             parts.append(estimated_table(run, top))
     if "reconcile" in run:
         parts.append(reconcile_view(run["reconcile"], top))
+        mismatch = device_mismatch(run)
+        if mismatch:
+            parts.append(Text(f"WARNING: {mismatch}.", style="bold yellow"))
     parts.append(totals_grid(run))
     parts.extend(join_lines(run))
     parts.extend(Text(f"warning: {w}", style="yellow") for w in imported.warnings[:LIST_LIMIT])
@@ -86,29 +90,30 @@ def files_table(run: dict[str, Any]) -> Table:
     return table
 
 
-def _typical(measured: dict[str, Any]) -> float:
-    value = measured["median_us"] if measured["median_us"] is not None else measured["mean_us"]
-    return float(value or 0.0)
+def _typical(layer: dict[str, Any]) -> float:
+    return layer_measured_us(layer) or 0.0
 
 
 def measured_table(run: dict[str, Any], top: int) -> Table:
-    """The ``top`` layers by measured time (median, else mean), with their share and source kernel."""
+    """The ``top`` layers by measured time (:func:`layerscope.runfile.layer_measured_us`), with their share of all
+    the measured layers' time (:func:`layerscope.runfile.layer_shares`) and source kernel."""
     layers = [layer for layer in run["layers"] if "measured" in layer]
-    total = sum(_typical(layer["measured"]) for layer in layers) or 1.0
-    ranked = sorted(layers, key=lambda layer: -_typical(layer["measured"]))[:top]
+    shares = {id(layer): s for layer, s in zip(layers, layer_shares(layers, "measured"), strict=True)}
+    ranked = sorted(layers, key=lambda layer: -_typical(layer))[:top]
     table = _table(f"Top {len(ranked)} of {len(layers)} measured layers")
     for header, right in (("#", True), ("layer", False), ("op", False), ("measured µs", True), ("share", True),
                           ("est. µs", True), ("kernel", False)):
         table.add_column(header, justify="right" if right else "left", overflow="fold")
     for rank, layer in enumerate(ranked, 1):
         m = layer["measured"]
-        group = m["fused_group"]
-        kernel = m["kernel"] if m["kernel"] != layer["id"] else ""
+        group = m.get("fused_group")
+        kernel = m.get("kernel") or ""
+        kernel = kernel if kernel != layer["id"] else ""
         if group:
-            kernel = f"{kernel} (fused x{len(group)}{', split' if m['split'] else ''})"
-        est = layer.get("estimate", {}).get("latency_us")
-        table.add_row(str(rank), Text(layer["id"]), Text(layer["op_type"] or "-"), f"{_typical(m):.1f}",
-                      f"{100 * _typical(m) / total:.1f}%", "-" if est is None else f"{est:.1f}", Text(kernel))
+            kernel = f"{kernel} (fused x{len(group)}{', split' if m.get('split') else ''})"
+        est = layer_estimated_us(layer)
+        table.add_row(str(rank), Text(layer["id"]), Text(layer["op_type"] or "-"), f"{_typical(layer):.1f}",
+                      f"{100 * (shares[id(layer)] or 0.0):.1f}%", "-" if est is None else f"{est:.1f}", Text(kernel))
     return table
 
 
@@ -130,15 +135,18 @@ def estimated_table(run: dict[str, Any], top: int) -> Table:
 
 
 def reconcile_view(rec: dict[str, Any], top: int) -> RenderableType:
-    """k and the static layers' shares scaled by k, largest first."""
+    """k and the static layers scaled by k (scaled = k x static), largest first; shares are of the vendor's
+    static total for the block, so the listed layers' shares add up to the part of it they are."""
     head = Text.assemble(
         ("k = ", "bold"), (f"{rec['k']:.3f}", "bold cyan"),
         f"  = board BPU {human_us(rec['measured_us'])} ({rec['measured_source']}) / static estimate "
         f"{human_us(rec['estimated_us'])} ({rec['estimated_source']})")
     layers = rec["layers"]
     shown = sorted(layers, key=lambda s: -s["share"])[:top] if top else []
-    title = Text(f"Static per-layer shares scaled by k: top {len(shown)} of {len(layers)} "
-                 f"(they add up to the board's {human_us(rec['measured_us'])})", style="italic")
+    listed = sum(s["share"] for s in layers)
+    title = Text(f"Static per-layer estimates scaled by k: top {len(shown)} of {len(layers)} listed layers "
+                 f"(share = of the static total {human_us(rec['estimated_us'])}; the listed layers are "
+                 f"{100 * listed:.1f}% of it)", style="italic")
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
     for header in ("#", "layer", "static µs", "share", "scaled µs"):
         table.add_column(header, justify="left" if header == "layer" else "right", overflow="fold")

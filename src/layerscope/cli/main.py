@@ -31,6 +31,7 @@ SUBCOMMANDS: dict[str, str] = {
     "profile": "layerscope.cli.profile",
     "reconcile": "layerscope.cli.reconcile",
     "report": "layerscope.cli.report",
+    "schema": "layerscope.cli.schema",
     "targets": "layerscope.cli.targets",
 }
 

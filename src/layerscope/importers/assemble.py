@@ -313,6 +313,7 @@ def _measurement(results: Sequence[ImportResult], resolutions: Sequence[Resoluti
         "machine": None,
         "created_utc": None,
         "source": "; ".join(f"vendor:{r.tool} {Path(r.path).name}" for r in results if r.measured),
+        "kind": "vendor-import",
     }
 
 
@@ -356,7 +357,9 @@ def _reconcile(results: Sequence[ImportResult]) -> Reconciled | None:
     assert measured.totals.accelerator is not None and measured.totals.accelerator.mean_us is not None
     assert estimated.totals.estimated_us is not None
     factor = scale_factor(measured.totals.accelerator.mean_us, estimated.totals.estimated_us)
-    layers = scale_layers(((e.name, e.estimate.latency_us) for e in estimated.estimated if e.estimate), factor)
+    # shares of the vendor's total for the block (the report may list only some layers); scaled = k x static
+    layers = scale_layers(((e.name, e.estimate.latency_us) for e in estimated.estimated if e.estimate), factor,
+                          total_us=estimated.totals.estimated_us)
     return Reconciled(factor, layers, measured_from=measured.path, estimated_from=estimated.path)
 
 
@@ -368,6 +371,8 @@ def _reconcile_section(rec: Reconciled) -> dict[str, Any]:
         "measured_source": Path(rec.measured_from).name,
         "estimated_source": Path(rec.estimated_from).name,
         "scope": "accelerator (BPU) time: board measurement over the static estimate",
+        "measured_on": f"the vendor's profiler on the board ({Path(rec.measured_from).name})",
+        "device_mismatch": None,
         "layers": [{"name": s.layer_id, "estimated_us": _us(s.estimated_us), "share": round(s.share, 6),
                     "scaled_us": _us(s.scaled_us)} for s in rec.layers],
     }

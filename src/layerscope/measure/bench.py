@@ -363,6 +363,7 @@ def run_from_bench(graph: Graph, result: BenchResult, *, session_config: Session
             "machine": dict(machine),
             "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "source": "bench",
+            "kind": "bench",
         },
         "latency": {
             "mean_us": round(latency.mean_us, 3),

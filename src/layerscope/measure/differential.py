@@ -791,7 +791,8 @@ def _measurement_section(result: BisectResult) -> dict[str, Any]:
                "backend_version": runner.get("version", ""), "provider": runner.get("provider", ""),
                "threads": runner.get("threads"), "opt_level": runner.get("opt_level"), "method": "differential",
                "runs": result.runs, "machine": machine_info() if runner.get("runner") == "onnxruntime" else {},
-               "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "layerscope bisect"}
+               "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "layerscope bisect",
+               "kind": "differential"}
     if runner.get("runner") != "onnxruntime":
         section["run_cmd"] = runner.get("run_cmd")
     return section

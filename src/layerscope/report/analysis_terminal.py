@@ -54,6 +54,10 @@ def reconcile_report(rec: Reconciliation, top: int = 10) -> RenderableType:
                             f"{human_us(rec.factor.estimated_us)}")),
         ("scope", Text(rec.scope)),
     ]
+    if rec.measured_on:
+        rows.append(("measured by", Text(rec.measured_on)))
+    if rec.device_mismatch:
+        rows.append(("WARNING", Text(rec.device_mismatch, style="bold yellow")))
     if rec.end_to_end is not None:
         rows.append(("end to end", f"k = {rec.end_to_end.k:.3f}  (latency P50 {human_us(rec.end_to_end.measured_us)}"
                                    f" / whole estimate {human_us(rec.end_to_end.estimated_us)})"))

@@ -200,7 +200,7 @@ def report_data(run: Run) -> dict[str, Any]:
         "charts": {
             "byOp": [[t.op_type, t.count, _r(t.est_us), _r(t.meas_us)] for t in op_type_totals(rows)],
             "top": [r.index for r in top_layers(rows, TOP_N)],
-            "k": None if k is None else {"value": round(k.value, 6), "source": k.source},
+            "k": None if k is None else {"value": round(k.value, 6), "source": k.source, "warning": k.warning},
         },
         "graph": {"pos": [[x, y] for x, y in layout.position], "edges": [list(e) for e in layout.edges]},
     }

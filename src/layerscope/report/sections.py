@@ -19,9 +19,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from layerscope.measure.stats import DRIFT_WARNING, summarize
+from layerscope.measure.stats import summarize
 from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP
 from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.runfile.derived import (
+    layer_estimated_us,
+    layer_measured_us,
+    layer_shares,
+    steadiness_text,
+    time_basis,
+)
+from layerscope.runfile.derived import scale_factor as runfile_scale_factor
 
 if TYPE_CHECKING:  # imported where used: the analysis package pulls in the target profiles
     from layerscope.analysis.compare import MetricDelta
@@ -40,15 +48,13 @@ def num(value: Any) -> float | None:
 
 
 def measured_us(layer: Mapping[str, Any]) -> float | None:
-    """A layer's measured time: the median, else the mean (vendors that report only means); ``None`` if none."""
-    meas = layer.get("measured") or {}
-    value = num(meas.get("median_us"))
-    return value if value is not None else num(meas.get("mean_us"))
+    """A layer's measured time, as :func:`layerscope.runfile.layer_measured_us` defines it (0 when eliminated)."""
+    return layer_measured_us(layer)
 
 
 def estimated_us(layer: Mapping[str, Any]) -> float | None:
     """A layer's estimated latency, ``None`` when the run holds no estimate for it."""
-    return num((layer.get("estimate") or {}).get("latency_us"))
+    return layer_estimated_us(layer)
 
 
 def shape_text(shape: Sequence[Any] | None) -> str:
@@ -94,13 +100,9 @@ class LayerRow:
 
 
 def share_basis(run: Run) -> str | None:
-    """``"measured"`` when any layer has a measured time, ``"estimated"`` when any has an estimate, else ``None``."""
-    layers = run.get("layers") or []
-    if any(measured_us(layer) is not None for layer in layers):
-        return "measured"
-    if any(estimated_us(layer) is not None for layer in layers):
-        return "estimated"
-    return None
+    """``"measured"`` when any layer has a measured time, ``"estimated"`` when any has an estimate, else ``None``
+    (:func:`layerscope.runfile.time_basis`)."""
+    return time_basis(run)
 
 
 def tensor_shapes(run: Run) -> dict[str, list[Any]]:
@@ -123,15 +125,12 @@ def _timeline_layers(run: Run) -> dict[str, Mapping[str, Any]]:
 def layer_rows(run: Run) -> list[LayerRow]:
     """Every layer of the run, in the run's (graph) order, with estimate and measurement side by side."""
     layers = run.get("layers") or []
-    basis = share_basis(run)
-    value_of = measured_us if basis == "measured" else estimated_us
-    total = sum(v for layer in layers if (v := value_of(layer)) is not None)
+    shares = layer_shares(layers, share_basis(run))
     shapes = tensor_shapes(run)
     placed = _timeline_layers(run)
     rows = []
     for index, layer in enumerate(layers):
         est, meas = estimated_us(layer), measured_us(layer)
-        basis_value = value_of(layer) if basis else None
         estimate = layer.get("estimate") or {}
         measured = layer.get("measured") or {}
         slot = placed.get(layer["id"], {})
@@ -148,7 +147,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
             est_us=est,
             meas_us=meas,
             ratio=meas / est if meas is not None and est else None,
-            share=basis_value / total if basis_value is not None and total > 0 else None,
+            share=shares[index],
             bound=estimate.get("bound"),
             unit=estimate.get("unit") or layer.get("unit"),
             core=slot.get("core"),
@@ -334,6 +333,8 @@ def _latency_section(run: Run) -> Section | None:
     k = scale_factor(run)
     if k is not None:
         rows.append(("k = measured / estimated", f"{k.value:.3f}  ({k.source})"))
+        if k.warning:
+            rows.append(("k WARNING", k.warning))
     return _section("Latency", rows)
 
 
@@ -487,35 +488,25 @@ _SEVERITY_ORDER = {"critical": 0, "high": 1, "error": 1, "medium": 2, "warning":
 
 
 def findings(run: Run, top: int | None = None) -> list[FindingRow]:
-    """The run's findings (``findings.items``, or a plain list), most severe first, then in the run's order;
-    tolerant of missing fields. An expected gain in µs reads as a time."""
-    raw = run.get("findings") or []
-    items = raw.get("items") or [] if isinstance(raw, Mapping) else raw  # {source, count, items[]} or a list
+    """The run's findings (``findings.items``, read by :meth:`Finding.from_dict`: the one stored form), most
+    severe first, then in the run's order. An expected gain in µs reads as a time."""
+    from layerscope.analysis.findings import Finding
+
+    section = run.get("findings") or {}
+    items = section.get("items") or [] if isinstance(section, Mapping) else []
     rows = []
     for item in items:
-        if not isinstance(item, Mapping):
-            continue
-        gain = item.get("expected_gain_us", item.get("expected_gain"))
+        finding = Finding.from_dict(item)
         rows.append(FindingRow(
-            severity=str(item.get("severity") or "info"),
-            rule=str(item.get("rule_id") or item.get("rule") or item.get("id") or ""),
-            layers=tuple(str(x) for x in item.get("layer_ids") or item.get("layers") or []),
-            hazard=str(item.get("hazard") or item.get("title") or item.get("message") or ""),
-            mitigation=str(item.get("mitigation") or item.get("advice") or ""),
-            expected_gain=_gain_text(gain),
+            severity=finding.severity.value,
+            rule=finding.rule_id,
+            layers=finding.layer_ids,
+            hazard=finding.hazard,
+            mitigation=finding.mitigation,
+            expected_gain="" if finding.expected_gain_us is None else human_us(finding.expected_gain_us),
         ))
     rows.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity.lower(), 5))
     return rows[:top] if top is not None else rows
-
-
-def _gain_text(gain: Any) -> str:
-    if gain is None:
-        return ""
-    if isinstance(gain, Mapping):
-        return ", ".join(f"{k} {v}" for k, v in gain.items())
-    if num(gain) is not None:
-        return human_us(float(gain))
-    return str(gain)
 
 
 # --------------------------------------------------------------------------------------------------- charts
@@ -523,24 +514,20 @@ def _gain_text(gain: Any) -> str:
 
 @dataclass(frozen=True)
 class ScaleFactor:
-    """k = measured / estimated, and where it comes from."""
+    """k = measured / estimated, where it comes from, and the warning when the measurement ran on another device
+    than the estimate's target."""
 
     value: float
     source: str
+    warning: str | None = None
 
 
 def scale_factor(run: Run) -> ScaleFactor | None:
-    """k from the vendor reconcile when the run has one, else Σ measured / Σ estimated over layers with both."""
-    reconcile = run.get("reconcile") or {}
-    if num(reconcile.get("k")) is not None:
-        return ScaleFactor(float(reconcile["k"]), "board time / static estimate, from the vendor's files")
-    pairs = [(est, meas) for layer in run.get("layers") or []
-             if (est := estimated_us(layer)) is not None and (meas := measured_us(layer)) is not None]
-    total_est = sum(est for est, _ in pairs)
-    if not pairs or total_est <= 0:
+    """k as :func:`layerscope.runfile.scale_factor` defines it (the same number ``reconcile`` prints)."""
+    k = runfile_scale_factor(run)
+    if k is None:
         return None
-    return ScaleFactor(sum(meas for _, meas in pairs) / total_est,
-                       f"Σ measured / Σ estimated over {len(pairs)} layers")
+    return ScaleFactor(k.k, k.source, k.mismatch)
 
 
 @dataclass(frozen=True)
@@ -766,19 +753,7 @@ def temporal(run: Run) -> Temporal | None:
     )
 
 
-def steadiness_text(steadiness: Mapping[str, Any]) -> str:
-    """One line on how steady the machine was while it was measured (``measurement.steadiness``)."""
-    return (f"run-to-run CV {100 * steadiness['latency_cv']:.1f}%; median moved "
-            f"{100 * steadiness['latency_drift']:+.1f}% from the first to the second half of the runs "
-            f"({100 * steadiness['profiled_drift']:+.1f}% in the profiled runs)")
-
-
-def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
-    """The largest of the CV and the two drifts when it exceeds :data:`DRIFT_WARNING`, else ``None``."""
-    if not steadiness:
-        return None
-    worst = max(abs(float(steadiness.get(key, 0.0))) for key in ("latency_cv", "latency_drift", "profiled_drift"))
-    return worst if worst > DRIFT_WARNING else None
+# steadiness_text and unsteady: defined once in layerscope.runfile.derived.
 
 
 # --------------------------------------------------------------------------------------------------- experiments

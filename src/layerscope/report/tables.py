@@ -201,7 +201,8 @@ def markdown_summary(run: Run, top: int = 10) -> str:
         parts.append(_top_table(rows, top))
     k = scale_factor(run)
     if k is not None:
-        parts.append(f"k = measured / estimated = **{k.value:.3f}** ({md_text(k.source)})")
+        parts.append(f"k = measured / estimated = **{k.value:.3f}** ({md_text(k.source)})"
+                     + (f"\n\n**WARNING**: {md_text(k.warning)}" if k.warning else ""))
     findings_block = _findings_table(run, 10)
     if findings_block:
         parts.append(findings_block)

@@ -10,8 +10,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.report.sections import steadiness_text, unsteady
 from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.runfile.derived import (
+    layer_estimated_us,
+    layer_measured_us,
+    layer_shares,
+    scale_factor,
+    steadiness_text,
+    unsteady,
+)
 
 
 def key_value_grid() -> Table:
@@ -98,9 +105,9 @@ def estimate_summary(run: Mapping[str, Any]) -> RenderableType:
 
 def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
     """The ``top`` layers by measured median: measured µs, share, P90, CV, est. µs, ratio, fused group."""
-    measured = [layer for layer in run["layers"] if layer.get("measured")]
-    total = sum(layer["measured"]["median_us"] for layer in measured) or 1.0
-    ranked = sorted(measured, key=lambda layer: -layer["measured"]["median_us"])[:top]
+    measured = [layer for layer in run["layers"] if layer_measured_us(layer) is not None]
+    shares = {id(layer): share for layer, share in zip(measured, layer_shares(measured, "measured"), strict=True)}
+    ranked = sorted(measured, key=lambda layer: -(layer_measured_us(layer) or 0.0))[:top]
     m = run["measurement"]
     table = Table(title=f"Top {len(ranked)} of {len(run['layers'])} layers by measured time "
                         f"({m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']})",
@@ -117,13 +124,15 @@ def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
     kernel_ops = {k["name"]: k["op_type"] for k in run.get("kernels", [])}
     for rank, layer in enumerate(ranked, 1):
         meas = layer["measured"]
-        est = layer.get("estimate", {}).get("latency_us")
-        ratio = f"{meas['median_us'] / est:.2f}" if est else "-"
+        meas_us = layer_measured_us(layer) or 0.0
+        est = layer_estimated_us(layer)
+        ratio = f"{meas_us / est:.2f}" if est else "-"
         group = meas.get("fused_group") or []
         kernel = kernel_ops.get(meas.get("kernel") or "", "-")
         table.add_row(
-            str(rank), Text(layer["id"]), Text(layer["op_type"]), f"{meas['median_us']:.1f}",
-            f"{100 * meas['median_us'] / total:.1f}%", f"{meas.get('p90_us', 0.0):.1f}", f"{meas.get('cv', 0.0):.2f}",
+            str(rank), Text(layer["id"]), Text(layer["op_type"]), f"{meas_us:.1f}",
+            f"{100 * (shares[id(layer)] or 0.0):.1f}%", f"{meas.get('p90_us') or 0.0:.1f}",
+            f"{meas.get('cv') or 0.0:.2f}",
             f"{est:.1f}" if est is not None else "-", ratio,
             Text(f"{kernel}, {len(group)} layers" if group else kernel))
     return table
@@ -154,14 +163,17 @@ def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
     ]
     if "summary" in run and run["summary"].get("est_latency_us"):
         target = run.get("target", {})
-        est = run["summary"]["est_latency_us"]
-        rows.append(("estimate", f"{human_us(est)} on profile {target.get('name')} "
-                                 f"(measured/estimated = {lat['p50_us'] / est:.2f})"))
+        rows.append(("estimate", f"{human_us(run['summary']['est_latency_us'])} on profile {target.get('name')}"))
+    k = scale_factor(run)
+    if k is not None:
+        rows.append(("k", f"measured / estimated = {k.k:.3f}  ({k.source})"))
     for key, value in rows:
         grid.add_row(key, value)
     parts: list[RenderableType] = [grid]
     if m.get("interrupted"):
         parts.append(Text("INTERRUPTED: fewer runs than asked were measured.", style="red"))
+    if k is not None and k.mismatch:
+        parts.append(Text(f"WARNING: {k.mismatch}.", style="yellow"))
     noise = unsteady(m.get("steadiness"))
     if noise is not None:
         parts.append(Text(f"UNSTEADY MACHINE: its speed moved {100 * noise:.0f}% during this measurement; differences "

@@ -378,7 +378,8 @@
       series.push({name: 'k = ' + k.value.toFixed(3), type: 'line', symbol: 'none', lineStyle: {color: '#e4572e'},
         data: [[lo, lo * k.value], [hi, hi * k.value]], tooltip: {show: false}});
       document.getElementById('scatter-note').textContent = 'k = ' + k.value.toFixed(3) + ' (' + k.source +
-        '): a layer above the k line runs slower than the estimate predicts relative to the others.';
+        '): a layer above the k line runs slower than the estimate predicts relative to the others.' +
+        (k.warning ? ' WARNING: ' + k.warning + '.' : '');
     }
     chart.setOption(option({
       legend: {top: 0}, grid: {left: 10, right: 30, top: 36, bottom: 10, containLabel: true},

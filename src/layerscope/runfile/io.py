@@ -1,0 +1,177 @@
+"""Reading, checking, migrating and writing run files.
+
+Contract:
+- :func:`load_document` reads a file, migrates a version-1 document to version 2 and validates it against the
+  typed models (:mod:`layerscope.runfile.models`, the source of the published schema); every failure is a
+  ``RunFileError`` (exit 2) of one line naming the file and the JSON path of the first bad field, e.g.
+  ``run.json: layers[3].measured.median_us: expected a number, got "abc"``;
+- :func:`upgrade` is the one migration: version 1 had no ``measurement.kind``; version 2 tags the measurement
+  with it (inferred from ``measurement.source``). It never loses a key;
+- :func:`dump_text` writes deterministic bytes (sorted keys, NaN refused) of the version-2 document.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from layerscope.errors import RunFileError
+from layerscope.runfile.models import RunFile
+
+SCHEMA_VERSION = 2
+#: Versions :func:`upgrade` can read.
+MIGRATABLE = (1, 2)
+
+
+def measurement_kind(measurement: Mapping[str, Any]) -> str:
+    """The version-2 tag of a measurement section, from what version 1 told its shapes apart by."""
+    kind = measurement.get("kind")
+    if isinstance(kind, str):
+        return kind
+    source = str(measurement.get("source") or "")
+    if source == "bench":
+        return "bench"
+    if source == "layerscope bisect" or measurement.get("method") == "differential":
+        return "differential"
+    if source.startswith("vendor:"):
+        return "vendor-import"
+    if source in ("layerscope profile", "layerscope pipeline") or measurement.get("backend") == "onnxruntime":
+        return "kernel-profile"
+    return "vendor-import"
+
+
+def upgrade(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` (version 1 or 2) as version 2; the input is not changed."""
+    run = dict(document)
+    measurement = run.get("measurement")
+    if isinstance(measurement, Mapping) and "kind" not in measurement:
+        run["measurement"] = {**measurement, "kind": measurement_kind(measurement)}
+    run["schema_version"] = SCHEMA_VERSION
+    return run
+
+
+def _where(loc: tuple[int | str, ...], tags: frozenset[str]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part in tags:  # the tag pydantic puts in the path of a tagged union's member
+            continue
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "(top level)"
+
+
+_EXPECTED = {
+    "float_type": "expected a number", "int_type": "expected an integer", "string_type": "expected a string",
+    "bool_type": "expected true or false", "list_type": "expected a list", "model_type": "expected an object",
+    "dict_type": "expected an object", "missing": "missing", "finite_number": "expected a finite number",
+    "int_from_float": "expected an integer", "model_attributes_type": "expected an object",
+}
+
+
+def _got(value: Any) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=True, allow_nan=True)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def describe(error: ValidationError) -> str:
+    """The first error of ``error`` as ``path: what was expected, got what`` (and how many more)."""
+    errors = error.errors(include_url=False)
+    first = errors[0]
+    where = _where(tuple(first["loc"]), frozenset(("kernel-profile", "bench", "differential", "vendor-import")))
+    kind = first["type"]
+    what = _EXPECTED.get(kind) or str(first["msg"]).removeprefix("Value error, ")
+    if kind == "value_error":  # a model's own check: its message names the field and the value
+        text = f"{where}.{what}" if re.match(r"^\w+: ", what) else f"{where}: {what}"
+    elif kind == "missing":
+        text = f"{where}: {what}"
+    else:
+        text = f"{where}: {what}, got {_got(first.get('input'))}"
+    return text + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+
+
+def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -> RunFile:
+    """The typed run of a version-2 ``document``; ``RunFileError`` naming ``source`` and the bad field."""
+    try:
+        return RunFile.from_json(dict(document))
+    except ValidationError as exc:
+        raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
+
+
+def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The file's JSON object, migrated to version 2 (not yet validated)."""
+    source = Path(path)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise RunFileError(f"{source}: no such run file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
+    except ValueError as exc:  # e.g. an integer literal too long to convert
+        raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise RunFileError(f"{source}: not a layerscope run file (no schema_version)")
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RunFileError(f"{source}: schema_version: expected an integer, got {_got(version)}")
+    if version not in MIGRATABLE:
+        newer = version > SCHEMA_VERSION
+        raise RunFileError(
+            f"{source}: run file schema {version} is {'newer' if newer else 'older'} than this layerscope's "
+            f"({SCHEMA_VERSION})", hint="upgrade layerscope" if newer else "re-create the run with this version")
+    for key in ("model", "layers", "summary"):
+        if key not in data:
+            raise RunFileError(f"{source}: run file has no {key!r} section")
+    bad = _non_finite(data)
+    if bad is not None:
+        where, value = bad
+        raise RunFileError(f"{source}: {where}: expected a finite number, got {value}",
+                           hint="JSON has no NaN or Infinity; layerscope never writes them")
+    return upgrade(data)
+
+
+def _non_finite(node: Any, where: str = "") -> tuple[str, str] | None:
+    """The JSON path and text of the first NaN or infinite number anywhere in ``node`` (also in the parts the
+    models leave permissive), else ``None``."""
+    stack: list[tuple[Any, str]] = [(node, where)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path or "(top level)", _got(value)
+        if isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(list(value.items())))
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value))))
+    return None
+
+
+def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The run file at ``path`` as a checked version-2 JSON document (a plain dict the caller may change)."""
+    document = read_document(path)
+    check(document, path)
+    return document
+
+
+def load(path: str | os.PathLike[str]) -> RunFile:
+    """The run file at ``path``, typed."""
+    return check(read_document(path), path)
+
+
+def dump_text(document: Mapping[str, Any]) -> str:
+    """Deterministic text of ``document`` (sorted keys, one-space indent, NaN refused); a run (a document with a
+    ``schema_version``) is written as version 2. Other JSON records written through ``save_run`` (the bisect cache)
+    are written as they are."""
+    if "schema_version" in document:
+        document = upgrade(document)
+    return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"

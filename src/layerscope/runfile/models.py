@@ -1,0 +1,515 @@
+"""Typed run file: one frozen pydantic model per section, the published JSON Schema's source.
+
+Contract:
+- every model is frozen and validates strictly (no string-to-number coercion; NaN and infinity refused; times,
+  counts and byte sizes non-negative and below :data:`MAX_US` / :data:`MAX_COUNT`, so a reader never overflows);
+- keys the models do not name are kept (``extra="allow"``): commands add fields to their sections without a schema
+  change, and a run written by a newer minor version still loads;
+- the core sections (model, target, layers with their cost, estimate and measurement, kernels, measurement,
+  latency, summary, reconcile, findings, import) are typed field by field; the experiment sections (timeline,
+  comparison, pipeline, stress, bisect) are typed at their top level, with permissive inner parts;
+- ``measurement`` is a tagged union on ``kind``: ``kernel-profile`` (``layerscope profile`` / ``pipeline``),
+  ``bench``, ``differential`` (``layerscope bisect``) and ``vendor-import`` (``layerscope import``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Largest time in µs a run may hold (about 31 years): beyond it a file is garbage, not a measurement.
+MAX_US = 1e15
+#: Largest count or byte size (2^63 - 1).
+MAX_COUNT = 2**63 - 1
+
+Us = Annotated[float, Field(ge=0, le=MAX_US)]
+SignedUs = Annotated[float, Field(ge=-MAX_US, le=MAX_US)]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+Ratio = Annotated[float, Field(ge=-1e12, le=1e12)]
+Fraction = Annotated[float, Field(ge=0, le=1e6)]
+Dim = int | str | None
+
+
+class Section(BaseModel):
+    """Base of every section: frozen, strict, finite numbers, unknown keys kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
+
+
+# --------------------------------------------------------------------------------------------------- model, target
+
+
+class Tool(Section):
+    name: str
+    version: str | None = None
+
+
+class TensorInfo(Section):
+    name: str
+    shape: list[Dim] | None = None
+    dtype: str | None = None
+
+
+class ModelInfo(Section):
+    """What was analysed: enough to tell two models apart."""
+
+    name: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+    opset: Count | None = None
+    producer: str | None = None
+    inputs: list[TensorInfo] = []
+    outputs: list[TensorInfo] = []
+
+
+class Target(Section):
+    """The hardware profile the estimate was made for."""
+
+    name: str | None = None
+    kind: str | None = None
+    description: str | None = None
+    source_path: str | None = None
+    dtype: str | None = None
+
+
+class EstimateInfo(Section):
+    method: str | None = None
+    note: str | None = None
+
+
+# --------------------------------------------------------------------------------------------------- layers
+
+
+class LayerEstimate(Section):
+    """A layer's estimated latency (roofline on the target, or a vendor's static report)."""
+
+    latency_us: Us | None = None
+    compute_us: Us | None = None
+    load_us: Us | None = None
+    store_us: Us | None = None
+    overhead_us: Us | None = None
+    bound: str | None = None
+    unit: str | None = None
+    dtype: str | None = None
+    ddr_read_bytes: Count | None = None
+    ddr_write_bytes: Count | None = None
+    weight_passes: Annotated[float, Field(ge=0, le=MAX_COUNT)] | None = None
+    fallback_reason: str | None = None
+    method: str | None = None
+
+
+class LayerMeasured(Section):
+    """A layer's measured time. ``status``: ``measured``, ``fused`` (ran inside a kernel with others, time split),
+    ``eliminated`` (the runtime removed it: 0 µs), ``segment`` (a bisect segment's share). Times are non-negative
+    except a differential measurement's (an increment can come out below zero)."""
+
+    median_us: SignedUs | None = None
+    mean_us: SignedUs | None = None
+    p90_us: SignedUs | None = None
+    min_us: SignedUs | None = None
+    max_us: SignedUs | None = None
+    std_us: Us | None = None
+    cv: Fraction | None = None
+    samples: Count | None = None
+    status: str | None = None
+    kernel: str | None = None
+    kernels: list[str] | None = None
+    fused_group: list[str] | None = None
+    split: bool | None = None
+    method: str | None = None
+    ci_low_us: SignedUs | None = None
+    ci_high_us: SignedUs | None = None
+    stress_baseline_us: Us | None = None
+    stress_median_us: Us | None = None
+    stress_ratio: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    stress_ratio_min: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    memory_sensitive: bool | None = None
+
+    @model_validator(mode="after")
+    def _non_negative_unless_differential(self) -> LayerMeasured:
+        if self.method != "differential":
+            for key in ("median_us", "mean_us", "p90_us", "min_us", "max_us"):
+                value = getattr(self, key)
+                if value is not None and value < 0:
+                    raise ValueError(f"{key}: a measured time cannot be negative, got {value}")
+        return self
+
+
+class Layer(Section):
+    """One layer: identity, tensors, hardware-independent cost, and its estimate and measurement when present."""
+
+    id: str
+    name: str | None = None
+    op_type: str | None = None
+    domain: str | None = None
+    inputs: list[str] = []
+    outputs: list[str] = []
+    output_shapes: list[list[Dim] | None] = []
+    dtype: str | None = None
+    macs: Count | None = None
+    flops: Count | None = None
+    bytes_read: Count | None = None
+    bytes_read_act: Count | None = None
+    bytes_read_weight: Count | None = None
+    bytes_written: Count | None = None
+    weight_bytes: Count | None = None
+    params: Count | None = None
+    unit_kind: str | None = None
+    unit: str | None = None
+    known: bool | None = None
+    kind: str | None = None
+    status: str | None = None
+    estimate: LayerEstimate | None = None
+    measured: LayerMeasured | None = None
+
+
+class Kernel(Section):
+    """A runtime kernel (or a vendor's entry) and the layers it ran."""
+
+    name: str
+    op_type: str | None = None
+    provider: str | None = None
+    median_us: Us | None = None
+    mean_us: Us | None = None
+    p90_us: Us | None = None
+    min_us: Us | None = None
+    max_us: Us | None = None
+    std_us: Us | None = None
+    cv: Fraction | None = None
+    samples: Count | None = None
+    layers: list[str] = []
+    category: str | None = None
+
+
+# --------------------------------------------------------------------------------------------------- measurement
+
+
+class Steadiness(Section):
+    latency_cv: Ratio
+    latency_drift: Ratio
+    profiled_drift: Ratio
+
+
+class Event(Section):
+    name: str
+    thread: int | str | None = None
+    start_us: Us
+    duration_us: Us
+
+
+class _MeasurementBase(Section):
+    backend: str | None = None
+    backend_version: str | None = None
+    provider: str | None = None
+    threads: Count | None = None
+    opt_level: str | int | None = None
+    runs: Count | None = None
+    warmup: Count | None = None
+    machine: dict[str, Any] | None = None
+    created_utc: str | None = None
+    interrupted: bool | None = None
+    source: str | None = None
+
+
+class KernelProfileMeasurement(_MeasurementBase):
+    """``layerscope profile`` (and ``pipeline``): ONNX Runtime's kernel profiler, joined to layers."""
+
+    kind: Literal["kernel-profile"]
+    coverage: Fraction | None = None
+    overhead: Ratio | None = None
+    mapped_share: Fraction | None = None
+    unmapped_kernels: list[str] = []
+    eliminated_layers: list[str] = []
+    instrumented: dict[str, Any] | None = None
+    steadiness: Steadiness | None = None
+    median_run: list[Event] = []
+
+
+class BenchMeasurement(_MeasurementBase):
+    """``layerscope bench``: end-to-end latency only (no layer is measured)."""
+
+    kind: Literal["bench"]
+    streams: Count | None = None
+    stream_results: list[dict[str, Any]] = []
+
+
+class DifferentialMeasurement(_MeasurementBase):
+    """``layerscope bisect``: per-segment time from truncated models."""
+
+    kind: Literal["differential"]
+    method: str | None = None
+    run_cmd: str | list[str] | None = None
+
+
+class VendorMeasurement(_MeasurementBase):
+    """``layerscope import``: a vendor profiler's per-layer times (the board, TensorRT, OpenVINO, RKNN ...)."""
+
+    kind: Literal["vendor-import"]
+    coverage: Fraction | None = None
+    overhead: Ratio | None = None
+    unmapped_kernels: list[str] = []
+
+
+Measurement = Annotated[
+    KernelProfileMeasurement | BenchMeasurement | DifferentialMeasurement | VendorMeasurement,
+    Field(discriminator="kind")]
+
+
+class Latency(Section):
+    """End-to-end latency from uninstrumented runs."""
+
+    mean_us: Us | None = None
+    min_us: Us | None = None
+    max_us: Us | None = None
+    median_us: Us | None = None
+    p50_us: Us | None = None
+    p90_us: Us | None = None
+    p99_us: Us | None = None
+    p999_us: Us | None = None
+    std_us: Us | None = None
+    cv: Fraction | None = None
+    fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    samples: Count | None = None
+    source: str | None = None
+
+
+class Summary(Section):
+    """Whole-model totals; commands add keys (all numbers here are optional)."""
+
+    layer_count: Count | None = None
+    folded_count: Count | None = None
+    zero_copy_count: Count | None = None
+    unknown_count: Count | None = None
+    measured_layer_count: Count | None = None
+    estimated_layer_count: Count | None = None
+    macs: Count | None = None
+    tensor_macs: Count | None = None
+    flops: Count | None = None
+    params: Count | None = None
+    weight_bytes: Count | None = None
+    ddr_bytes: Count | None = None
+    est_latency_us: Us | None = None
+    est_fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    cpu_fallback_count: Count | None = None
+    meas_latency_us: Us | None = None
+    measured_layer_sum_us: Us | None = None
+    latency_us: Us | None = None
+    latency_p50_us: Us | None = None
+    accelerator_us: Us | None = None
+    fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
+
+
+class UnknownOp(Section):
+    domain: str
+    op_type: str
+    count: Count
+    layers: list[str] = []
+
+
+# --------------------------------------------------------------------------------------------------- analyses
+
+
+class ReconcileLayer(Section):
+    name: str
+    op_type: str | None = None
+    estimated_us: Us
+    share: Annotated[float, Field(ge=0, le=1)]
+    scaled_us: Us
+    measured_us: SignedUs | None = None
+    error: Ratio | None = None
+
+
+class ScalePair(Section):
+    k: Annotated[float, Field(gt=0, le=1e12)]
+    measured_us: Annotated[float, Field(gt=0, le=MAX_US)]
+    estimated_us: Annotated[float, Field(gt=0, le=MAX_US)]
+
+
+class GroupK(Section):
+    name: str
+    layers: Count
+    estimated_us: Us
+    measured_us: SignedUs
+    k: Ratio | None = None
+
+
+class Verdict(Section):
+    ranking: str
+    absolute: str
+    lines: list[str] = []
+
+
+class Reconcile(Section):
+    """k = measured / estimated for the same part of the model (``layerscope import`` or ``reconcile``).
+
+    ``measured_on``: where the measurement came from (:func:`layerscope.runfile.derived.measurement_origin`);
+    ``device_mismatch``: the one-line warning when it is not the device the estimate is for (else ``null``).
+    """
+
+    k: Annotated[float, Field(gt=0, le=1e12)]
+    measured_us: Annotated[float, Field(gt=0, le=MAX_US)]
+    estimated_us: Annotated[float, Field(gt=0, le=MAX_US)]
+    scope: str | None = None
+    method: str | None = None
+    measured_source: str | None = None
+    estimated_source: str | None = None
+    measured_on: str | None = None
+    device_mismatch: str | None = None
+    layers: list[ReconcileLayer] = []
+    end_to_end: ScalePair | None = None
+    spearman: Annotated[float, Field(ge=-1, le=1)] | None = None
+    top_n: Count | None = None
+    top_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
+    median_abs_error: Ratio | None = None
+    verdict: Verdict | None = None
+    excluded_layers: list[str] = []
+    by_op_type: list[GroupK] = []
+    by_bound: list[GroupK] = []
+    by_unit_kind: list[GroupK] = []
+    spread: dict[str, Any] | None = None
+
+
+class FindingItem(Section):
+    """One finding as :meth:`layerscope.analysis.findings.Finding.to_dict` writes it."""
+
+    rule: str
+    severity: Literal["error", "warning", "info"]
+    hazard: str
+    mitigation: str
+    layers: list[str] = []
+    evidence: dict[str, Any] = {}
+    expected_gain_us: SignedUs | None = None
+    help: str = ""
+
+
+class Findings(Section):
+    source: str | None = None
+    count: Count | None = None
+    by_severity: dict[str, Count] = {}
+    items: list[FindingItem] = []
+    skipped_rules: list[dict[str, Any]] = []
+    diagnosis: dict[str, Any] | None = None
+
+
+class ImportFile(Section):
+    name: str
+    path: str | None = None
+    format: str | None = None
+    tool: str | None = None
+    sha256: str | None = None
+    entries: Count | None = None
+    info: dict[str, Any] = {}
+    warnings: list[str] = []
+
+
+class Unmatched(Section):
+    name: str
+    file: str | None = None
+    kind: str | None = None
+    reason: str | None = None
+    missing: list[str] = []
+
+
+class ImportInfo(Section):
+    files: list[ImportFile] = []
+    joined_to_model: bool | None = None
+    entries: Count | None = None
+    joined: Count | None = None
+    layout: Count | None = None
+    unmatched: list[Unmatched] = []
+
+
+# --------------------------------------------------------------------------------------------------- experiments
+# Typed at their top level; their inner rows are permissive (dicts) in this schema version.
+
+
+class Timeline(Section):
+    method: str | None = None
+    note: str | None = None
+    split: str | None = None
+    cores: Count | None = None
+    dtype: str | None = None
+    summary: dict[str, Any] = {}
+    memory: dict[str, Any] = {}
+    layers: list[dict[str, Any]] = []
+    units: list[dict[str, Any]] = []
+    temporal: dict[str, Any] = {}
+
+
+class Comparison(Section):
+    before: dict[str, Any] | str | None = None
+    after: dict[str, Any] | str | None = None
+    time_source: str | None = None
+    metrics: list[dict[str, Any]] = []
+    layers: list[dict[str, Any]] = []
+    renamed: list[Any] = []
+    added: list[Any] = []
+    removed: list[Any] = []
+
+
+class Pipeline(Section):
+    function: str | None = None
+    runs: Count | None = None
+    warmup: Count | None = None
+    interrupted: bool | None = None
+    end_to_end: dict[str, Any] | None = None
+    breakdown: dict[str, Any] | None = None
+    stages: list[dict[str, Any]] = []
+    top: list[dict[str, Any]] = []
+    spans: list[dict[str, Any]] = []
+    kernels: list[dict[str, Any]] = []
+
+
+class Stress(Section):
+    processes: Count | None = None
+    buffer_bytes: Count | None = None
+    rounds: list[dict[str, Any]] = []
+    sensitive_layers: list[str] = []
+
+
+class Bisect(Section):
+    method: str | None = None
+    granularity: str | None = None
+    runner: dict[str, Any] = {}
+    segments: list[dict[str, Any]] = []
+    prefixes: list[dict[str, Any]] = []
+    suffixes: list[dict[str, Any]] = []
+
+
+# --------------------------------------------------------------------------------------------------- the run
+
+
+class RunFile(Section):
+    """A whole run file (``schema_version`` 2). ``model``, ``layers`` and ``summary`` are required."""
+
+    schema_version: Literal[2]
+    tool: Tool | None = None
+    model: ModelInfo
+    target: Target | None = None
+    estimate_info: EstimateInfo | None = None
+    layers: list[Layer]
+    folded: list[str] = []
+    unknown_ops: list[UnknownOp] = []
+    summary: Summary
+    kernels: list[Kernel] = []
+    measurement: Measurement | None = None
+    latency: Latency | None = None
+    timeline: Timeline | None = None
+    reconcile: Reconcile | None = None
+    findings: Findings | None = None
+    comparison: Comparison | None = None
+    pipeline: Pipeline | None = None
+    stress: Stress | None = None
+    bisect: Bisect | None = None
+    import_: ImportInfo | None = Field(default=None, alias="import")
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunFile:
+        """A typed run from its JSON document (already migrated to version 2); pydantic's ``ValidationError``
+        when a field is wrong (:func:`layerscope.runfile.io.load` turns it into one line)."""
+        return cls.model_validate(data, by_alias=True)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document (unset optional sections left out)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
