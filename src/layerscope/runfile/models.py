@@ -28,6 +28,8 @@ SignedUs = Annotated[float, Field(ge=-MAX_US, le=MAX_US)]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 Ratio = Annotated[float, Field(ge=-1e12, le=1e12)]
 Fraction = Annotated[float, Field(ge=0, le=1e6)]
+#: A physical rate (Hz, bytes/s): non-negative, below 10^18.
+Rate = Annotated[float, Field(ge=0, le=1e18)]
 Dim = int | str | None
 
 
@@ -71,6 +73,9 @@ class Target(Section):
     description: str | None = None
     source_path: str | None = None
     dtype: str | None = None
+    clock_hz: Rate | None = None
+    ddr_effective_bytes_per_s: Rate | None = None
+    ddr_nominal_bytes_per_s: Rate | None = None
 
 
 class EstimateInfo(Section):
@@ -430,6 +435,8 @@ class Timeline(Section):
     split: str | None = None
     cores: Count | None = None
     dtype: str | None = None
+    ddr_effective_bytes_per_s: Rate | None = None
+    ddr_nominal_bytes_per_s: Rate | None = None
     summary: dict[str, Any] = {}
     memory: dict[str, Any] = {}
     layers: list[dict[str, Any]] = []
