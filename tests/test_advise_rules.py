@@ -240,6 +240,38 @@ def test_masks_in_range_are_fine(write_model: ModelWriter) -> None:
     assert check(_masked(write_model, -100.0), R.large_constants) == []
 
 
+def test_a_large_mask_read_from_the_file_is_flagged(write_model: ModelWriter) -> None:
+    """A (1, 1, 512, 512) attention mask: too large for the loader's small constants, read by the weight scan."""
+    mask = np.zeros((1, 1, 512, 512), np.float32)
+    mask[..., np.triu_indices(512, 1)[0], np.triu_indices(512, 1)[1]] = -3.4e38  # finfo(float32).min-style
+    path = write_model([N("Add", ["s", "mask"], ["m"], name="add_mask"), N("Softmax", ["m"], ["y"], name="sm")],
+                       [("s", F32, [1, 4, 512, 512])], [("y", F32, [1, 4, 512, 512])], {"mask": mask})
+    (f,) = check(path, R.large_constants)
+    assert f.layer_ids == ("add_mask",) and f.evidence["masks"] == ["mask"] and f.evidence["max_abs"] == float(np.float32(3.4e38))
+    assert "-100" in f.mitigation
+
+
+def test_slice_sentinels_and_batchnorm_variance_are_not_masks(write_model: ModelWriter) -> None:
+    """What fooled the rule on public models: Slice's INT64_MAX "to the end", and a BatchNorm running variance
+    of 1e6 (folded into the conv before deployment)."""
+    int64_max = np.iinfo(np.int64).max
+    path = write_model(
+        [N("Slice", ["x", "starts", "ends", "axes"], ["s"], name="slice"),
+         N("BatchNormalization", ["s", "scale", "bias", "mean", "var"], ["y"], name="bn")],
+        [("x", F32, [1, 4, 16, 16])], [("y", F32, [1, 4, 15, 16])],
+        {"starts": np.array([1], np.int64), "ends": np.array([int64_max], np.int64), "axes": np.array([2], np.int64),
+         "scale": np.ones(4, np.float32), "bias": np.zeros(4, np.float32),
+         "mean": np.full(4, 7e4, np.float32), "var": np.full(4, 1e6, np.float32)})
+    assert check(path, R.large_constants) == []
+
+
+def test_a_huge_constant_multiplied_into_the_data_path_is_flagged(write_model: ModelWriter) -> None:
+    path = write_model([N("Mul", ["x", "k"], ["y"], name="mul")], [("x", F32, [1, 4, 16, 16])],
+                       [("y", F32, [1, 4, 16, 16])], {"k": np.array([1e5], np.float32)})
+    (f,) = check(path, R.large_constants)
+    assert f.layer_ids == ("mul",) and f.evidence["masks"] == [] and "rescale" in f.mitigation
+
+
 # -------------------------------------------------------------------------------------------- norm-on-vector
 def test_softmax_heavy_block_on_the_vector_unit(write_model: ModelWriter) -> None:
     path = write_model([N("MatMul", ["q", "k"], ["s"], name="qk"), N("Softmax", ["s"], ["y"], name="softmax", axis=-1)],
@@ -288,4 +320,121 @@ def test_advise_refuses_a_model_that_changed_since_the_run(write_model: ModelWri
 
 def test_every_rule_is_registered_once() -> None:
     ids = [rule.rule_id for rule in R.RULES]
-    assert len(ids) == len(set(ids)) == 11
+    assert len(ids) == len(set(ids)) == 12
+
+
+# ----------------------------------------------------------------------------------------- subnormal-weights
+TINY32 = float(np.finfo(np.float32).tiny)
+
+
+def _convs(write_model: ModelWriter, scale: float, *, name: str = "sub.onnx", hw: int = 32) -> tuple[Path, np.ndarray]:
+    """Two 1x1 convs 32->32 with weights of magnitude 0.05-0.1 and random signs; the first one's multiplied by
+    ``scale``: 1e-39 makes every one of them subnormal (5e-41..1e-40), 1e-36 none (5e-38..1e-37 > 1.18e-38)."""
+    rng = np.random.default_rng(0)
+    magnitude = rng.uniform(0.05, 0.1, (2, 32, 32, 1, 1)) * rng.choice([-1.0, 1.0], (2, 32, 32, 1, 1))
+    w1 = magnitude[0].astype(np.float32) * np.float32(scale)
+    w2 = magnitude[1].astype(np.float32)
+    path = write_model([conv("pw1", "x", "w1", "a", kernel_shape=[1, 1]), N("Relu", ["a"], ["r"], name="relu"),
+                        conv("pw2", "r", "w2", "y", kernel_shape=[1, 1])],
+                       [("x", F32, [1, 32, hw, hw])], [("y", F32, [1, 32, hw, hw])], {"w1": w1, "w2": w2}, name=name)
+    return path, w1
+
+
+def test_subnormal_weights_are_counted_and_their_layers_named(write_model: ModelWriter) -> None:
+    path, w1 = _convs(write_model, 1e-39)
+    expected = int(np.count_nonzero((w1 != 0) & (np.abs(w1) < TINY32)))
+    assert expected == w1.size == 1024
+    found = check(path, R.subnormal_weights)
+    assert len(found) == 1
+    f = found[0]
+    assert f.layer_ids == ("pw1",) and f.evidence["subnormal_values"] == expected
+    assert f.evidence["tensors"][0]["name"] == "w1" and f.evidence["tensors"][0]["fraction"] == 1.0
+    assert f.evidence["gain_source"].startswith("not sized") and f.expected_gain_us is None
+    assert "np.finfo(w.dtype).tiny] = 0" in f.mitigation and "session.set_denormal_as_zero" in f.mitigation
+
+
+def test_normal_and_tiny_but_normal_weights_are_not_subnormal(write_model: ModelWriter) -> None:
+    assert check(_convs(write_model, 1.0)[0], R.subnormal_weights) == []
+    assert check(_convs(write_model, 1e-36, name="small.onnx")[0], R.subnormal_weights) == []  # ~1e-37: normal
+
+
+def test_a_zoo_model_with_one_conv_scaled_to_subnormal(tmp_path: Path) -> None:
+    """SqueezeNet from the onnx zoo (weights as ConstantOfShape) with fire2's squeeze conv given real weights
+    scaled by 1e-39: only that conv is named."""
+    import onnx
+    from onnx import numpy_helper
+    from tests.conftest import zoo
+
+    model = onnx.load(str(zoo("squeezenet")))
+    conv_node = next(n for n in model.graph.node if n.op_type == "Conv" and n.input[1] == "fire2/squeeze1x1_w_0")
+    maker = next(n for n in model.graph.node if n.output[0] == "fire2/squeeze1x1_w_0")
+    shape = next(numpy_helper.to_array(t) for t in model.graph.initializer if t.name == maker.input[0])
+    model.graph.node.remove(maker)
+    values = np.random.default_rng(1).uniform(0.5, 1.0, tuple(int(d) for d in shape)).astype(np.float32)
+    model.graph.initializer.append(numpy_helper.from_array(values * np.float32(1e-39), "fire2/squeeze1x1_w_0"))
+    path = tmp_path / "squeezenet_subnormal.onnx"
+    onnx.save(model, str(path))
+    found = check(path, R.subnormal_weights, target="host")
+    assert len(found) == 1 and found[0].evidence["subnormal_values"] == values.size
+    graph = load_model(path)
+    assert found[0].layer_ids == tuple(n.id for n in graph.layers if n.name == conv_node.name)
+    assert check(zoo("squeezenet"), R.subnormal_weights, target="host") == []
+
+
+def test_flushed_copy_zeroes_only_the_subnormal_values(write_model: ModelWriter, tmp_path: Path) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    from layerscope.analysis.weights import count_subnormal, flushed_copy
+
+    path, w1 = _convs(write_model, 1e-39)
+    w1[0, 0, 0, 0] = 1.5  # one normal value stays
+    out = tmp_path / "flushed.onnx"
+    original = onnx.load(str(path))
+    for t in original.graph.initializer:
+        if t.name == "w1":
+            t.CopyFrom(numpy_helper.from_array(w1, "w1"))
+    onnx.save(original, str(path))
+    assert flushed_copy(path, out) == count_subnormal(w1) == int(np.count_nonzero(w1)) - 1
+    arrays = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(out)).graph.initializer}
+    assert count_subnormal(arrays["w1"]) == 0 and arrays["w1"][0, 0, 0, 0] == 1.5
+    assert np.count_nonzero(arrays["w1"]) == 1
+    assert np.array_equal(arrays["w2"], numpy_helper.to_array(original.graph.initializer[1]))
+
+
+def _measured_subnormal(path: Path) -> Finding:
+    from layerscope.measure.session import SessionConfig
+
+    profile = load_profile("host")
+    graph = load_model(path)
+    run = run_from_estimate(graph, estimate_graph(graph, profile), profile)
+    ctx = R.RuleContext.of(run, profile, graph, measure_config=SessionConfig(threads=1), measure_runs=10)
+    (finding,) = R.subnormal_weights(ctx)
+    return finding
+
+
+def test_the_gain_of_flushing_is_measured_not_estimated(write_model: ModelWriter) -> None:
+    path, w1 = _convs(write_model, 1e-39)
+    f = _measured_subnormal(path)
+    e = f.evidence
+    assert e["gain_source"] == "measured" and e["runs"] == 10 and e["provider"] == "CPUExecutionProvider"
+    assert e["flushed_values"] == int(np.count_nonzero(w1))
+    assert e["latency_us"] > 0 and e["flushed_latency_us"] > 0
+    assert f.expected_gain_us == pytest.approx(e["latency_us"] - e["flushed_latency_us"], abs=2e-3)
+    assert set(e["layers_us"]) == set(e["flushed_layers_us"]) == {"pw1"}
+    assert "measured" in f.hazard and f"{e['latency_us']:.1f}" in f.hazard
+
+
+def _intel() -> bool:
+    try:
+        return "GenuineIntel" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _intel(), reason="AMD Zen and Apple cores handle subnormal operands at full speed: "
+                                         "flushing gains nothing measurable there (checked on an AMD EPYC)")
+def test_flushing_subnormal_weights_makes_the_model_faster_on_intel(write_model: ModelWriter) -> None:
+    f = _measured_subnormal(_convs(write_model, 1e-39, hw=56)[0])
+    assert f.expected_gain_us is not None and f.expected_gain_us > 0
+    assert f.evidence["flushed_layers_us"]["pw1"] < f.evidence["layers_us"]["pw1"]

@@ -20,6 +20,7 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ import numpy as np
 
 from layerscope.analysis.diagnose import has_measurement, layer_time_us
 from layerscope.analysis.findings import Finding, Severity, sort_findings
+from layerscope.analysis.weights import TINY, WeightStats, measure_flush_gain, scan_weights
 from layerscope.costs.types import UnitKind
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph, Node
 from layerscope.targets.profile import Profile
 
@@ -86,13 +89,25 @@ class RuleContext:
     by_id: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     total_us: float = 0.0
     measured: bool = False
+    #: When set, rules that can measure their mitigation on ONNX Runtime do (subnormal-weights), with this
+    #: session config and this many runs; ``None``: they never measure.
+    measure_config: SessionConfig | None = None
+    measure_runs: int = 20
 
     @classmethod
-    def of(cls, run: Mapping[str, Any], profile: Profile | None, graph: Graph | None = None) -> RuleContext:
+    def of(cls, run: Mapping[str, Any], profile: Profile | None, graph: Graph | None = None, *,
+           measure_config: SessionConfig | None = None, measure_runs: int = 20) -> RuleContext:
         measured = has_measurement(run)
         layers = run.get("layers", [])
         total = sum(layer_time_us(layer, prefer_measured=measured) for layer in layers)
-        return cls(run, profile, graph, {str(layer.get("id")): layer for layer in layers}, total, measured)
+        return cls(run, profile, graph, {str(layer.get("id")): layer for layer in layers}, total, measured,
+                   measure_config, measure_runs)
+
+    @cached_property
+    def weights(self) -> Mapping[str, WeightStats]:
+        """The model file's float weights, read once (:func:`~layerscope.analysis.weights.scan_weights`);
+        empty without the graph."""
+        return scan_weights(self.graph) if self.graph is not None else {}
 
     @property
     def layers(self) -> Sequence[Mapping[str, Any]]:
@@ -564,8 +579,47 @@ def depthwise_conv(ctx: RuleContext) -> list[Finding]:
         TUNING_GUIDE + "'BPU-oriented efficient models'")]
 
 
+#: Inputs of these ops that are parameters, not data: shapes, indices, axes, steps and sentinels (Slice's
+#: INT64_MAX "ends"), normalization statistics and affine terms (BatchNorm's running variance is folded into
+#: the convolution before deployment), resize scales, clip bounds, pad values, quantization parameters.
+PARAMETER_INPUTS: Mapping[str, frozenset[int]] = {
+    "Slice": frozenset({1, 2, 3, 4}), "Reshape": frozenset({1}), "Expand": frozenset({1}),
+    "Tile": frozenset({1}), "Pad": frozenset({1, 2, 3}), "Resize": frozenset({1, 2, 3}),
+    "Upsample": frozenset({1}), "Clip": frozenset({1, 2}), "TopK": frozenset({1}), "Range": frozenset({0, 1, 2}),
+    "Gather": frozenset({1}), "GatherElements": frozenset({1}), "GatherND": frozenset({1}),
+    "ScatterND": frozenset({1}), "ScatterElements": frozenset({1}), "OneHot": frozenset({1, 2}),
+    "Unsqueeze": frozenset({1}), "Squeeze": frozenset({1}), "Split": frozenset({1}),
+    "ReduceSum": frozenset({1}), "ReduceMean": frozenset({1}), "ReduceMax": frozenset({1}),
+    "ReduceMin": frozenset({1}), "ReduceProd": frozenset({1}), "ReduceL2": frozenset({1}),
+    "BatchNormalization": frozenset({1, 2, 3, 4}), "InstanceNormalization": frozenset({1, 2}),
+    "LayerNormalization": frozenset({1, 2}), "GroupNormalization": frozenset({1, 2}),
+    "QuantizeLinear": frozenset({1, 2}), "DequantizeLinear": frozenset({1, 2}),
+    "ConstantOfShape": frozenset({0}), "NonMaxSuppression": frozenset({2, 3, 4}),
+}
+#: Readers that add a constant to scores: a large constant there is an additive mask.
+MASK_READERS = frozenset({"Add", "Sub", "Where"})
+
+
+def _data_reads(graph: Graph, names: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """For each name in ``names``: the (layer id, op type) of the layers that read it as data (not in one of
+    :data:`PARAMETER_INPUTS`' slots)."""
+    reads: dict[str, list[tuple[str, str]]] = {}
+    for node in graph.layers:
+        params = PARAMETER_INPUTS.get(node.op_type, frozenset())
+        for slot, name in enumerate(node.inputs):
+            if name in names and slot not in params:
+                reads.setdefault(name, []).append((node.id, node.op_type))
+    return reads
+
+
 def large_constants(ctx: RuleContext) -> list[Finding]:
-    """Constants with finite values beyond the fp16 range (|x| > 65504, also beyond int16): 1e10-style masks."""
+    """Float constants beyond the fp16 range (|x| > 65504) that flow into the data path: 1e10-style additive
+    masks (read by Add/Sub/Where) and huge weights or operands elsewhere.
+
+    Not counted (they are not data, and a quantizer or fp16 export does not saturate them into wrong results):
+    integer constants (shapes, indices, Slice's INT64_MAX / INT32_MAX "to the end" sentinels), and float
+    constants read only in a parameter slot (:data:`PARAMETER_INPUTS`: BatchNorm's running mean/variance,
+    normalization scales, resize scales, clip bounds)."""
     graph = ctx.graph
     if graph is None:
         return []
@@ -574,37 +628,138 @@ def large_constants(ctx: RuleContext) -> list[Finding]:
         big = _largest_finite(value)
         if big is not None and big > FP16_MAX:
             found[name] = big
-    readers: dict[str, list[str]] = {}
-    for node in graph.layers:
-        for name in node.inputs:
-            if name in found:
-                readers.setdefault(name, []).append(node.id)
+    for name, stats in ctx.weights.items():  # weights too large for const_values, read once from the file
+        if name not in found and stats.max_abs is not None and stats.max_abs > FP16_MAX:
+            found[name] = stats.max_abs
+    reads = _data_reads(graph, set(found))
+    for node in graph.layers:  # ConstantOfShape(value=-1e10) and the like: a layer that creates the mask
         value = node.attr("value")
-        if isinstance(value, np.ndarray):
-            big = _largest_finite(value)
-            if big is not None and big > FP16_MAX:
-                found[f"{node.id}.value"] = big
-                readers.setdefault(f"{node.id}.value", []).append(node.id)
-    used = {name: big for name, big in found.items() if readers.get(name)}
+        big = _largest_finite(value) if isinstance(value, np.ndarray) else None
+        if big is not None and big > FP16_MAX:
+            found[f"{node.id}.value"] = big
+            reads[f"{node.id}.value"] = [(node.id, node.op_type)]
+    used = {name: big for name, big in found.items() if reads.get(name)}
     if not used:
         return []
-    layer_ids = tuple(dict.fromkeys(i for name in sorted(used) for i in readers[name]))
+    masks = sorted(n for n in used if any(op in MASK_READERS or n.endswith(".value") for _, op in reads[n]))
+    layer_ids = tuple(dict.fromkeys(i for name in sorted(used) for i, _ in reads[name]))
     largest = max(used.values())
+    if masks:
+        hazard = (f"{len(masks)} additive mask constant(s) hold values up to {max(used[n] for n in masks):.3g}, "
+                  "beyond the fp16 range (65504): an fp16 export or a quantizer saturates them to inf or to the "
+                  "top of the int range, and the masked scores turn into NaN or stop being masked")
+        mitigation = ("use a mask value that still separates but stays in range: about -100 (or -30000, enough for "
+                      "Softmax to give 0) instead of -1e10 or finfo(float32).min")
+    else:
+        hazard = (f"{len(used)} constant(s) in the data path hold values up to {largest:.3g}, beyond the fp16 "
+                  "range (65504): fp16 or int8/int16 deployment saturates them and changes the result")
+        mitigation = ("rescale the constant and its reader (fold the scale into a neighbouring Mul or Conv) so the "
+                      "values fit the fp16 range, or keep this layer in fp32")
     return [Finding(
-        "large-constants", Severity.WARNING,
-        f"{len(used)} constant(s) hold values up to {largest:.3g}, beyond the fp16 range (65504) and int16: "
-        "quantizing or exporting to fp16 saturates them (1e10 / finfo.min-style masks)",
-        "use a mask value that still separates but stays in range: about -100 (or -30000, enough for Softmax to "
-        "give 0) instead of 1e10 or finfo.min",
-        layer_ids, {"constants": sorted(used)[:10], "max_abs": largest}, None,
+        "large-constants", Severity.WARNING, hazard, mitigation, layer_ids,
+        {"constants": sorted(used)[:10], "masks": masks[:10], "max_abs": largest}, None,
         TUNING_GUIDE + "'masks: do not use 1e10 or 65536'")]
 
 
 def _largest_finite(value: np.ndarray) -> float | None:
-    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "fiu":
+    """The largest finite |x| of a float array; ``None`` for integer and empty arrays (shapes, indices and
+    their INT64_MAX sentinels are not data a quantizer or an fp16 export touches)."""
+    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind != "f":
         return None
-    finite = np.abs(value[np.isfinite(value)]) if value.dtype.kind == "f" else np.abs(value.astype(np.float64))
+    finite = np.abs(value[np.isfinite(value)])
     return float(finite.max()) if finite.size else None
+
+
+#: A weight tensor counts when at least this fraction of its values is subnormal.
+SUBNORMAL_MIN_FRACTION = 0.001
+#: A measured gain below this share of the latency is within a shared machine's noise: not a clear gain.
+SUBNORMAL_CLEAR_GAIN = 0.1
+
+
+def _measured_us(layer: Mapping[str, Any]) -> float | None:
+    measured = layer.get("measured")
+    if not isinstance(measured, Mapping) or measured.get("status") == "eliminated":
+        return None
+    value = measured.get("median_us")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def subnormal_weights(ctx: RuleContext) -> list[Finding]:
+    """Weight tensors with subnormal values (0 < |w| < 1.18e-38 in fp32, 6.1e-5 in fp16): CPUs without
+    flush-to-zero run every product with them 10-100x slower, which no operation count shows.
+
+    The gain: with :attr:`RuleContext.measure_config`, measured (the model and its flushed copy profiled on
+    ONNX Runtime, :func:`~layerscope.analysis.weights.measure_flush_gain`); else, when the run was measured and
+    estimated on a CPU profile, estimated as the affected layers' measured time above their estimate; else
+    not sized. ``evidence["gain_source"]`` says which."""
+    if ctx.graph is None:
+        return []
+    tensors = sorted((t for t in ctx.weights.values() if t.layers and t.subnormal
+                      and t.subnormal_fraction >= SUBNORMAL_MIN_FRACTION),
+                     key=lambda t: (-t.subnormal, t.name))
+    if not tensors:
+        return []
+    layer_ids = tuple(dict.fromkeys(i for t in tensors for i in t.layers if i in ctx.by_id))
+    layers = [ctx.by_id[i] for i in layer_ids]
+    count = sum(t.subnormal for t in tensors)
+    elements = sum(t.elements for t in tensors)
+    evidence: dict[str, Any] = _evidence_times(ctx, layers) | {
+        "subnormal_values": count, "subnormal_fraction": round(count / elements, 6) if elements else 0.0,
+        "tensors": [{"name": t.name, "dtype": t.dtype, "subnormal": t.subnormal,
+                     "fraction": round(t.subnormal_fraction, 6), "layers": list(t.layers[:5])} for t in tensors[:10]],
+        "subnormal_below": {t.dtype: f"{TINY[t.dtype]:.8g}" for t in tensors if t.dtype in TINY}}
+    slow = [(layer, _measured_us(layer), float(_est(layer).get("latency_us") or 0.0)) for layer in layers]
+    ratios = {str(layer["id"]): round(m / e, 3) for layer, m, e in slow if m is not None and e > 0}
+    if ratios:
+        evidence["measured_over_estimated"] = ratios
+    gain: float | None = None
+    if ctx.measure_config is not None:
+        measured = measure_flush_gain(ctx.graph, [t.name for t in tensors], ctx.measure_config,
+                                      runs=ctx.measure_runs,
+                                      weights_us={str(x["id"]): float(_est(x).get("latency_us") or 0.0)
+                                                  for x in ctx.layers})
+        gain = measured.gain_us
+        evidence |= {
+            "gain_source": "measured", "latency_us": round(measured.latency_us, 3),
+            "flushed_latency_us": round(measured.flushed_latency_us, 3), "runs": measured.runs,
+            "provider": measured.provider, "cpu": measured.cpu, "flushed_values": measured.flushed_values,
+            "layers_us": {i: round(measured.layer_us[i], 3) for i in layer_ids if i in measured.layer_us},
+            "flushed_layers_us": {i: round(measured.flushed_layer_us[i], 3) for i in layer_ids
+                                  if i in measured.flushed_layer_us}}
+        share = gain / measured.latency_us if measured.latency_us > 0 else 0.0
+        severity = Severity.ERROR if share >= 0.2 else Severity.WARNING if share >= SUBNORMAL_CLEAR_GAIN \
+            else Severity.INFO
+        outcome = (f"flushing them to zero measured {measured.latency_us:.1f} -> {measured.flushed_latency_us:.1f} "
+                   f"µs per inference on ONNX Runtime ({measured.provider}, {measured.cpu or 'this CPU'})")
+        if share < SUBNORMAL_CLEAR_GAIN:
+            outcome += (": no clear gain, this CPU runs them at full speed (AMD Zen does); Intel x86 and many ARM "
+                        "cores do not")
+    else:
+        if ctx.measured and ctx.profile is not None and ctx.profile.kind == "cpu" and ratios:
+            gain = sum(max(0.0, m - e) for _, m, e in slow if m is not None)
+            evidence["gain_source"] = "estimated: the affected layers' measured time above their estimate"
+        else:
+            evidence["gain_source"] = "not sized: run advise with --measure to measure the flushed model"
+        worst = max(t.subnormal_fraction for t in tensors if t.dtype == "float32") if any(
+            t.dtype == "float32" for t in tensors) else 0.0
+        severity = Severity.WARNING if worst >= 0.1 else Severity.INFO
+        outcome = "the gain is not measured (advise --measure re-profiles the model with them flushed)"
+    names = ", ".join(f"'{t.name}' ({t.subnormal} of {t.elements})" for t in tensors[:3])
+    more = f" and {len(tensors) - 3} more" if len(tensors) > 3 else ""
+    readers = ", ".join(f"'{i}'" for i in layer_ids[:3]) + (" ..." if len(layer_ids) > 3 else "")
+    return [Finding(
+        "subnormal-weights", severity,
+        f"{count} weight values are subnormal in {len(tensors)} tensor(s): {names}{more}, read by "
+        f"{readers}: CPUs without flush-to-zero take a slow path (a microcode assist on x86) for "
+        f"each product with them, 10-100x slower, and the estimate cannot see it; {outcome}",
+        "flush them to zero in the model file (per weight: w = numpy_helper.to_array(t); "
+        "w[np.abs(w) < np.finfo(w.dtype).tiny] = 0; write it back with numpy_helper.from_array: products of "
+        "1e-38 change no output), or on ONNX Runtime's CPU provider set the session config entry "
+        "'session.set_denormal_as_zero' to '1' (SessionOptions.add_session_config_entry), which turns on "
+        "FTZ/DAZ in its intra-op threads; then find why training left them (dead channels under weight decay)",
+        layer_ids, evidence, gain,
+        "Intel optimization manual, 'Floating-point exceptions: denormals' (FTZ/DAZ); ONNX Runtime session "
+        "option session.set_denormal_as_zero")]
 
 
 def norm_heavy(ctx: RuleContext) -> list[Finding]:
@@ -637,6 +792,7 @@ RULES: tuple[Rule, ...] = (
     Rule("lane-alignment", "channels not aligned to the lane width", lane_alignment, needs_graph=True),
     Rule("depthwise-conv", "depthwise convolutions", depthwise_conv, needs_graph=True),
     Rule("large-constants", "constants outside the fp16/int16 range", large_constants, needs_graph=True),
+    Rule("subnormal-weights", "subnormal (denormal) weights", subnormal_weights, needs_graph=True),
     Rule("norm-on-vector", "Softmax/LayerNorm-heavy blocks on vector units", norm_heavy),
 )
 
