@@ -3,7 +3,7 @@
 The rules follow Horizon's performance-tuning guide and the users' own write-ups (``shared/seeds``): CPU
 operators and where they sit, Focus stems, data-inflating movement ops, weights that do not fit on chip,
 bandwidth-bound layers, fp32 where a faster dtype exists, channels off the lane width, depthwise convolutions,
-constants outside the fp16/int16 range, and Softmax/LayerNorm-heavy blocks on the vector units.
+constants outside the fp16/int16 range, subnormal weights, and Softmax/LayerNorm-heavy blocks on the vector units.
 
 Contract:
 - a rule never raises on a well-formed run; it returns ``[]`` when it does not apply (including when it needs
@@ -11,7 +11,9 @@ Contract:
 - times are the layer's measured median when the run has measurements, else its estimate
   (:func:`layerscope.analysis.diagnose.layer_time_us`); shares are of the sum over all layers;
 - ``expected_gain_us`` is an estimate on the run's profile, sized by re-estimating the rewritten layer or
-  model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``.
+  model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``;
+  the one exception, subnormal-weights with :attr:`RuleContext.measure_config` set, measures it on ONNX Runtime
+  and says so in ``evidence["gain_source"]``.
 """
 
 from __future__ import annotations

@@ -496,7 +496,8 @@ def findings(run: Run, top: int | None = None) -> list[FindingRow]:
             layers=tuple(str(x) for x in item.get("layer_ids") or item.get("layers") or []),
             hazard=str(item.get("hazard") or item.get("title") or item.get("message") or ""),
             mitigation=str(item.get("mitigation") or item.get("advice") or ""),
-            expected_gain=_gain_text(gain),
+            expected_gain=_gain_text(gain) + (" (measured)" if gain is not None and isinstance(
+                item.get("evidence"), Mapping) and item["evidence"].get("gain_source") == "measured" else ""),
         ))
     rows.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity.lower(), 5))
     return rows[:top] if top is not None else rows
