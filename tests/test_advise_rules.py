@@ -160,7 +160,22 @@ def test_weights_beyond_sram_get_a_bottleneck_sized_by_re_estimating(write_model
     assert f.evidence["weight_passes"] > 1 and f.evidence["bottleneck_mid_channels"] == 128
     assert f.expected_gain_us is not None and 0 < f.expected_gain_us < f.evidence["est_us"]
     assert "1x1 conv down to 128 channels" in f.mitigation
+    # deployed in int8 (the profile's dtype): 256*256*9 = 589824 bytes, not the model's 2.25 MiB of fp32
+    assert f.evidence["weight_bytes"] == 589824 and f.evidence["model_weight_bytes"] == 4 * 589824
+    assert f.evidence["weight_passes"] == 18  # 589824 / 32768 (half of the 64 KiB SRAM), rounded up
+    assert "0.56 MiB of weights in int8" in f.hazard and "2.25 MiB as the model's float32" in f.hazard
+    assert "0.03 MiB of on-chip SRAM left for weights" in f.hazard
     assert check(path, R.weights_exceed_sram) == []  # 8 MiB of SRAM on the real S100 profile holds them
+
+
+def test_weights_that_fit_once_quantized_are_not_flagged(write_model: ModelWriter) -> None:
+    """6.75 MiB of fp32 weights against the S100's 4 MiB for weights: too large in fp32, 1.7 MiB in int8."""
+    path = write_model([conv("big", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                       [("x", F32, [1, 384, 20, 20])], [("y", F32, [1, 512, 20, 20])], {"w": w((512, 384, 3, 3))})
+    assert check(path, R.weights_exceed_sram) == []
+    (f,) = check(path, R.weights_exceed_sram, dtype="fp32")
+    assert f.evidence["weight_bytes"] == 512 * 384 * 9 * 4 and f.evidence["weight_passes"] == 2
+    assert "6.75 MiB of weights in fp32 (the deployed dtype)" in f.hazard
 
 
 # ------------------------------------------------------------------------------------------- bandwidth-bound

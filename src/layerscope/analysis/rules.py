@@ -55,6 +55,9 @@ INFLATION_RATIO = 1.1
 LANE_WASTE = 0.10
 LANE_MIN_SHARE = 0.002
 NORM_SHARE = 0.05
+#: Bytes per element of the profiles' dtypes (as :func:`layerscope.estimate.roofline.deployed_bytes` stores them).
+DEPLOYED_SIZE: Mapping[str, int] = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2,
+                                    "fp32": 4, "tf32": 4}
 
 #: What to do about a CPU-fallback op, by op type (Horizon's J6 tuning guide, "common CPU operators").
 FALLBACK_MITIGATIONS: Mapping[str, str] = {
@@ -166,7 +169,7 @@ def _accelerator_us(layer: Mapping[str, Any], profile: Profile, dtype: str) -> f
         kind = UnitKind.VECTOR
     unit = profile.unit_for(kind, dtype)
     ops = float(max(layer.get("flops") or 0, 2 * (layer.get("macs") or 0)))
-    size = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2}.get(dtype, 4)
+    size = DEPLOYED_SIZE.get(dtype, 4)
     moved = float((layer.get("bytes_read") or 0) + (layer.get("bytes_written") or 0)) * size / 4
     compute_us = ops / unit.attainable_ops_per_s(dtype) * 1e6
     memory_us = moved / profile.attainable_ddr_bytes_per_s * 1e6
@@ -394,6 +397,26 @@ def _estimate_bottleneck(ctx: RuleContext, node: Node, in_shape: tuple[int, ...]
     return estimate_graph(rewritten, ctx.profile, ctx.dtype).latency_us
 
 
+def _mib(count: int) -> str:
+    return f"{count / 2**20:.2f} MiB"
+
+
+def _deployed_weight_bytes(ctx: RuleContext, layer: Mapping[str, Any], dtype: str) -> int:
+    """The layer's weights as the target stores them: float weights at the deployed ``dtype`` (int8 on an NPU),
+    integer ones at their own size, as the estimate counts them; from the graph when it is loaded, else scaled
+    from the model's bytes by the layer's dtype."""
+    from layerscope.costs import constant_elements_read
+    from layerscope.estimate.roofline import deployed_bytes
+
+    node, graph = ctx.node(str(layer["id"])), ctx.graph
+    if node is not None and graph is not None:
+        infos = [t for t in (graph.tensor(i) for i in node.inputs) if t is not None and graph.is_constant(t.name)]
+        return sum(deployed_bytes(t, dtype, constant_elements_read(node, graph, t)) for t in infos)
+    model_bytes = int(layer.get("weight_bytes") or 0)
+    own = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(str(layer.get("dtype") or "float32"))
+    return model_bytes * DEPLOYED_SIZE.get(dtype, 4) // own if own else model_bytes
+
+
 def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
     """Layers whose weights exceed the on-chip SRAM share for weights and are streamed in several passes."""
     if ctx.profile is None or ctx.profile.sram_bytes <= 0:
@@ -406,9 +429,13 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
         est_us = float(_est(layer).get("latency_us") or 0.0)
         node = ctx.node(str(layer["id"]))
         rewrite = _bottleneck_us(ctx, node) if node is not None else None
+        dtype = str(_est(layer).get("dtype") or ctx.dtype)
+        deployed = _deployed_weight_bytes(ctx, layer, dtype)
+        budget = ctx.profile.sram_bytes // 2
         evidence = _evidence_times(ctx, [layer]) | {
-            "weight_bytes": int(layer.get("weight_bytes") or 0), "weight_passes": passes,
-            "sram_bytes": ctx.profile.sram_bytes, "est_us": round(est_us, 3)}
+            "weight_bytes": deployed, "weight_dtype": dtype, "model_weight_bytes": int(layer.get("weight_bytes") or 0),
+            "weight_passes": passes, "sram_bytes": ctx.profile.sram_bytes, "sram_weight_bytes": budget,
+            "est_us": round(est_us, 3)}
         if rewrite is not None:
             new_us, mid = rewrite
             evidence |= {"bottleneck_mid_channels": mid, "bottleneck_est_us": round(new_us, 3)}
@@ -420,11 +447,15 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
             mitigation = ("reduce the layer's channels (a 1x1-3x3-1x1 bottleneck for spatial convolutions, a "
                           "low-rank factorization for matrix products) so its weights fit on chip")
             gain = None
+        model_bytes = int(layer.get("weight_bytes") or 0)
+        model_dtype = str(layer.get("dtype") or "float32")
+        in_model = f"; {_mib(model_bytes)} as the model's {model_dtype}" if model_bytes != deployed else ""
         findings.append(Finding(
             "weights-exceed-sram", Severity.WARNING,
-            f"{layer.get('op_type')} '{layer['id']}' has {int(layer.get('weight_bytes') or 0) / 2**20:.2f} MiB of "
-            f"weights, more than the on-chip SRAM holds for weights: they stream from DDR in {passes} passes, each "
-            "reloading the input activations -- bandwidth, not compute, sets its time",
+            f"{layer.get('op_type')} '{layer['id']}' has {_mib(deployed)} of weights in {dtype} (the deployed "
+            f"dtype{in_model}), more than the {_mib(budget)} of on-chip SRAM left for weights: they stream from "
+            f"DDR in {passes} passes, each reloading the input activations, so bandwidth, not compute, sets its "
+            "time",
             mitigation, (str(layer["id"]),), evidence, gain,
             "shared/seeds/002 (512-channel 3x3 conv: SRAM cannot hold the weights; bottleneck halved the time)"))
     return findings
