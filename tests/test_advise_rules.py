@@ -85,14 +85,18 @@ def test_cpu_ops_at_the_outputs_are_sent_to_post_processing(write_model: ModelWr
 
 # ------------------------------------------------------------------------------------------------ focus-stem
 def _focus_model(write_model: ModelWriter) -> Path:
-    consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64), "end": np.array([64], np.int64),
-              "two": np.array([2], np.int64), "ax_h": np.array([2], np.int64), "ax_w": np.array([3], np.int64)}
+    """YOLOv5 <= v5.0's Focus as torch exports it: ``torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2],
+    x[..., ::2, 1::2], x[..., 1::2, 1::2]], 1)``, each term a Slice on H then a Slice on W, "to the end" written
+    as INT64_MAX; then the 3x3 Conv."""
+    consts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64),
+              "end": np.array([np.iinfo(np.int64).max], np.int64), "step": np.array([2], np.int64),
+              "ax_h": np.array([2], np.int64), "ax_w": np.array([3], np.int64)}
     nodes = []
     outs = []
     for i, (h0, w0) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1))):
         hs, ws = ("zero" if h0 == 0 else "one"), ("zero" if w0 == 0 else "one")
-        nodes.append(N("Slice", ["x", hs, "end", "ax_h", "two"], [f"h{i}"], name=f"slice_h{i}"))
-        nodes.append(N("Slice", [f"h{i}", ws, "end", "ax_w", "two"], [f"s{i}"], name=f"slice{i}"))
+        nodes.append(N("Slice", ["x", hs, "end", "ax_h", "step"], [f"h{i}"], name=f"slice_h{i}"))
+        nodes.append(N("Slice", [f"h{i}", ws, "end", "ax_w", "step"], [f"s{i}"], name=f"slice{i}"))
         outs.append(f"s{i}")
     nodes.append(N("Concat", outs, ["cat"], name="concat", axis=1))
     nodes.append(conv("conv", "cat", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
@@ -118,6 +122,23 @@ def test_focus_stem_is_found_and_a_6x6_conv_suggested(write_model: ModelWriter) 
     assert len(found) == 1
     assert set(found[0].layer_ids) == {"slice0", "slice1", "slice2", "slice3", "concat"}
     assert "6x6 stride 2" in found[0].mitigation and found[0].expected_gain_us
+
+
+def test_the_real_yolov5_focus_export_is_found(write_model: ModelWriter) -> None:
+    (f,) = check(_focus_model(write_model), R.focus_stem)
+    assert set(f.layer_ids) == {*(f"slice_h{i}" for i in range(4)), *(f"slice{i}" for i in range(4)), "concat"}
+    assert f.evidence["concat_inputs"] == 4 and f.evidence["slices"] == 8 and f.evidence["source_tensor"] == "x"
+    assert f.evidence["form"] == "chained slices, one axis each"
+    assert check(_focus_model(write_model), R.large_constants) == []  # its INT64_MAX "ends" are not masks
+
+
+def test_unstrided_slices_joined_again_are_not_a_focus(write_model: ModelWriter) -> None:
+    """Four channel slices of one tensor (step 1), re-joined in another order: data movement, not space-to-depth."""
+    consts = {f"c{i}": np.array([i], np.int64) for i in range(5)}
+    nodes = [N("Slice", ["x", f"c{i}", f"c{i + 1}", "c1"], [f"s{i}"], name=f"slice{i}") for i in range(4)]
+    nodes.append(N("Concat", ["s3", "s2", "s1", "s0"], ["y"], name="concat", axis=1))
+    path = write_model(nodes, [("x", F32, [1, 4, 16, 16])], [("y", F32, [1, 4, 16, 16])], consts)
+    assert check(path, R.focus_stem) == []
 
 
 def test_a_plain_stride_2_stem_is_not_a_focus(write_model: ModelWriter) -> None:

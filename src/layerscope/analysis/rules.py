@@ -281,27 +281,65 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------------- structure
+#: How many chained Slices one Concat input may pass through back to the stem's tensor (YOLOv5's export slices
+#: H, then W: two).
+FOCUS_MAX_CHAIN = 3
+
+
+def _slice_chain(producers: Mapping[str, Mapping[str, Any]], name: str) -> tuple[list[Mapping[str, Any]], str] | None:
+    """The Slices that produce ``name`` one from the other (last first) and the tensor the first one reads;
+    ``None`` when ``name`` is not a Slice's output."""
+    chain: list[Mapping[str, Any]] = []
+    while (layer := producers.get(name)) is not None and layer.get("op_type") == "Slice" \
+            and len(chain) < FOCUS_MAX_CHAIN:
+        chain.append(layer)
+        name = str((layer.get("inputs") or [""])[0])
+    return (chain, name) if chain else None
+
+
+def _strided(ctx: RuleContext, layer: Mapping[str, Any]) -> bool | None:
+    """Whether a Slice steps by more than 1 on some axis; ``None`` when its steps are not known (no graph, or
+    steps computed at run time)."""
+    if ctx.graph is None:
+        return None
+    inputs = list(layer.get("inputs") or [])
+    if len(inputs) < 5 or not inputs[4]:
+        return False  # no steps input: step 1 (and opset < 10 Slices cannot stride)
+    steps = ctx.graph.value(str(inputs[4]))
+    return None if steps is None else bool(np.any(np.abs(np.asarray(steps)) > 1))
+
+
 def focus_stem(ctx: RuleContext) -> list[Finding]:
-    """A Concat whose inputs are all Slices of one tensor (YOLOv5's Focus / space-to-depth stem)."""
+    """A Concat whose inputs are all strided Slices of one tensor (YOLOv5's Focus / space-to-depth stem): one
+    Slice with steps on H and W per input, or, as YOLOv5 exports ``x[..., ::2, ::2]``, a Slice on H then a
+    Slice on W. A Concat of unstrided slices (a split and re-join) is not a Focus; without the graph the steps
+    are unknown and four or more inputs are required."""
     producers = _producers(ctx)
     findings = []
     for layer in ctx.layers:
-        if layer.get("op_type") != "Concat":
+        names = [str(n) for n in layer.get("inputs", []) if n]
+        if layer.get("op_type") != "Concat" or len(names) < 2:
             continue
-        sources = [producers.get(str(n)) for n in layer.get("inputs", []) if n]
-        if len(sources) < 2 or any(s is None or s.get("op_type") != "Slice" for s in sources):
+        chains = [_slice_chain(producers, n) for n in names]
+        if any(c is None for c in chains) or len({c[1] for c in chains if c}) != 1:
             continue
-        data = {str((s or {}).get("inputs", [""])[0]) for s in sources}
-        if len(data) != 1:
+        strided = [[_strided(ctx, s) for s in c[0]] for c in chains if c]
+        if any(all(step is False for step in chain) for chain in strided):
+            continue  # some input is not strided: a split and re-join, not space-to-depth
+        if any(step is None for chain in strided for step in chain) and len(names) < 4:
             continue
-        slices = [s for s in sources if s is not None]
+        source = next(c[1] for c in chains if c)
+        slices = list({str(s["id"]): s for c in chains if c for s in reversed(c[0])}.values())
+        pairs = max(len(c[0]) for c in chains if c) > 1
         involved = [*slices, layer]
-        evidence = _evidence_times(ctx, involved) | {"slices": len(slices), "source_tensor": next(iter(data))}
+        form = "chained slices, one axis each" if pairs else "one slice each"
+        evidence = _evidence_times(ctx, involved) | {"slices": len(slices), "source_tensor": source,
+                                                     "concat_inputs": len(names), "form": form}
         findings.append(Finding(
             "focus-stem", Severity.WARNING,
-            f"Focus-style stem: {len(slices)} strided Slices of '{next(iter(data))}' joined by Concat "
-            f"'{layer['id']}'; the slices are data movement the accelerator does poorly (and may run on the CPU), "
-            "and they quadruple the channels of a full-resolution tensor",
+            f"Focus-style stem: {len(names)} strided slices of '{source}' ({len(slices)} Slice layers) joined by "
+            f"Concat '{layer['id']}': the slices are data movement the accelerator does poorly (and may run on "
+            "the CPU), and they quadruple the channels of a full-resolution tensor",
             "replace the Focus block by one Conv 6x6 stride 2 padding 2 (what YOLOv5 v6.0 did; same receptive "
             "field and output shape), or a SpaceToDepth the toolchain supports",
             tuple(str(s["id"]) for s in involved), evidence,
