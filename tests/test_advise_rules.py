@@ -220,6 +220,9 @@ def test_fp32_on_an_npu_with_int8_is_flagged_with_the_re_estimated_gain(write_mo
                        [("x", F32, [1, 64, 56, 56])], [("y", F32, [1, 64, 56, 56])], {"w": w((64, 64, 3, 3))})
     found = check(path, R.fp32_dtype, dtype="fp32")
     assert len(found) == 1 and found[0].evidence["faster_dtype"] == "int8"
+    assert "fp32 also moves 4x the bytes of int8" in found[0].hazard
+    (fp16,) = check(path, R.fp32_dtype, dtype="fp16")
+    assert "fp16 also moves 2x the bytes of int8" in fp16.hazard and "VPU" not in fp16.hazard
     assert found[0].expected_gain_us and found[0].expected_gain_us > 0
     assert check(path, R.fp32_dtype) == []  # deployed in int8, the profile's default
 
@@ -236,11 +239,13 @@ def test_channels_off_the_lane_width_are_flagged(write_model: ModelWriter) -> No
     found = check(_two_convs(write_model, 40), R.lane_alignment)  # 40 -> padded to 64
     assert len(found) == 1 and found[0].layer_ids == ("c2",)  # c1 reads the 3-channel image: not flagged
     assert found[0].evidence["lane_width"] == 32
+    assert "(e.g. 'c2' (64->40 channels): 40 -> 32 or 64)" in found[0].mitigation
 
 
 def test_aligned_channels_are_fine(write_model: ModelWriter) -> None:
     assert check(_two_convs(write_model, 96), R.lane_alignment) == []
     assert check(_two_convs(write_model, 255), R.lane_alignment) == []  # pads to 256: 0.4% waste, not worth it
+    assert check(_two_convs(write_model, 1), R.lane_alignment) == []  # a 1-channel score map: the task sets it
 
 
 # -------------------------------------------------------------------------------------------- depthwise-conv

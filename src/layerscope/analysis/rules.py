@@ -54,6 +54,8 @@ MOVEMENT_SHARE = 0.10
 INFLATION_RATIO = 1.1
 LANE_WASTE = 0.10
 LANE_MIN_SHARE = 0.002
+#: Channel counts below this are set by the task (score maps, box coordinates, DFL), not by the designer.
+LANE_MIN_CHANNELS = 8
 NORM_SHARE = 0.05
 #: Bytes per element of the profiles' dtypes (as :func:`layerscope.estimate.roofline.deployed_bytes` stores them).
 DEPLOYED_SIZE: Mapping[str, int] = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2,
@@ -556,11 +558,15 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
         gain = max(0.0, now - then)
         evidence |= {"est_latency_us": round(now, 3), f"est_latency_{best}_us": round(then, 3)}
     severity = Severity.INFO if profile.kind == "cpu" else Severity.WARNING
+    faster_by = f"{evidence['peak_ratio']:g}x faster" if evidence["peak_ratio"] else "faster"
+    bytes_ratio = DEPLOYED_SIZE.get(current, 4) / DEPLOYED_SIZE.get(best, 4)
+    moves = f"; {current} also moves {bytes_ratio:g}x the bytes of {best}" if bytes_ratio > 1 else ""
+    horizon = " (on Horizon's BPU, fp32 runs only on the slow VPU)" if current == "fp32" and \
+        profile.name.startswith("rdk") else ""
     return [Finding(
         "fp32-dtype", severity,
         f"{len(layers)} layer(s) run in {current} although profile '{profile.name}' computes {best} "
-        f"{evidence['peak_ratio']}x faster; {current} also moves {'twice' if current == 'fp32' else 'more'} the "
-        "bytes of a 16-bit type (on Horizon's BPU, fp32 runs only on the slow VPU)",
+        f"{faster_by}{moves}{horizon}",
         f"deploy in {best} (quantize: calibrate int8/int16 in the toolchain), keeping only accuracy-critical "
         "layers in a wider type",
         tuple(str(layer["id"]) for layer in layers[:50]), evidence, gain,
@@ -568,39 +574,54 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
 
 
 def lane_alignment(ctx: RuleContext) -> list[Finding]:
-    """Convolutions and matrix products whose channel counts are not multiples of the profile's lane width."""
+    """Convolutions and matrix products whose channel counts are not multiples of the profile's lane width.
+
+    Not counted: the channels of a model input (the image's 3) and counts below :data:`LANE_MIN_CHANNELS`
+    (1-channel score maps, YOLOv8's 16->1 DFL conv, 4-value box heads: the task fixes them)."""
     profile, graph = ctx.profile, ctx.graph
     if profile is None or graph is None or profile.lane_width <= 1:
         return []
     lane = profile.lane_width
     inputs = {t.name for t in graph.inputs}
-    rows: list[tuple[Mapping[str, Any], int, int, float]] = []
+
+    def off_lane(c: int) -> bool:
+        return c >= LANE_MIN_CHANNELS and c % lane != 0
+
+    rows: list[tuple[Mapping[str, Any], int, int, float, bool, bool]] = []
     for node in graph.layers:
         if node.op_type not in TENSOR_OPS or node.id not in ctx.by_id:
             continue
         cin, cout = _channels(node, graph)
-        checked = [c for c, from_input in ((cin, node.inputs[0] in inputs), (cout, False))
-                   if c and not from_input and c % lane]
+        cin_off, cout_off = off_lane(cin) and node.inputs[0] not in inputs, off_lane(cout)
+        checked = [c for c, off in ((cin, cin_off), (cout, cout_off)) if off]
         if not checked:
             continue
         waste = max(math.ceil(c / lane) * lane / c - 1 for c in checked)
         layer = ctx.by_id[node.id]
         if waste >= LANE_WASTE and ctx.share(ctx.time_us(layer)) >= LANE_MIN_SHARE:
-            rows.append((layer, cin, cout, waste))
+            rows.append((layer, cin, cout, waste, cin_off, cout_off))
     if not rows:
         return []
     rows.sort(key=lambda r: -ctx.time_us(r[0]))
-    gain = sum(ctx.time_us(layer) * waste / (1 + waste) for layer, _, _, waste in rows
-               if _est(layer).get("bound") == "compute")
-    examples = [f"{layer['id']}: {cin}->{cout}" for layer, cin, cout, _ in rows[:5]]
+    gain = sum(ctx.time_us(r[0]) * r[3] / (1 + r[3]) for r in rows if _est(r[0]).get("bound") == "compute")
+
+    def choices(c: int) -> str:
+        down, up = c // lane * lane, math.ceil(c / lane) * lane
+        return f"{c} -> {down} or {up}" if down else f"{c} -> {up}"
+
+    first, cin, cout, _, cin_off, cout_off = rows[0]
+    example = (f"'{first['id']}' ({cin}->{cout} channels): "
+               + "; ".join(choices(c) for c, off in ((cin, cin_off), (cout, cout_off)) if off))
+    examples = [f"'{r[0]['id']}' {r[1]}->{r[2]} channels" for r in rows[:5]]
     evidence = _evidence_times(ctx, [r[0] for r in rows]) | {"lane_width": lane, "examples": examples,
                                                              "max_padding_waste": round(max(r[3] for r in rows), 4)}
     return [Finding(
         "lane-alignment", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
         f"{len(rows)} conv/matmul layer(s) have channel counts that are not multiples of the lane width {lane}: "
         "the hardware pads them to the next multiple and computes on the padding",
-        f"round channel counts to multiples of {lane} (e.g. {examples[0].split(': ')[1]} -> aligned widths); for "
-        "a detection head, pad the class count or split the head so the big convolutions stay aligned",
+        f"choose channel counts that are multiples of {lane}: rounding down removes the padded work, rounding up "
+        f"costs no more than the padding already does (e.g. {example}); for a detection head, pad the class "
+        "count or split the head so the big convolutions stay aligned",
         tuple(str(r[0]["id"]) for r in rows), evidence, gain or None,
         TUNING_GUIDE + "'32C alignment'")]
 
