@@ -307,6 +307,18 @@ def test_slice_sentinels_and_batchnorm_variance_are_not_masks(write_model: Model
     assert check(path, R.large_constants) == []
 
 
+def test_a_finfo_min_mask_scaled_by_mul_then_added_is_a_mask(write_model: ModelWriter) -> None:
+    """Hugging Face's extended attention mask: (1 - mask) * finfo(float32).min, unsqueezed, added to the scores."""
+    path = write_model([N("Sub", ["one", "mask"], ["inv"], name="sub"), N("Mul", ["inv", "min"], ["m"], name="mul"),
+                        N("Unsqueeze", ["m", "axes"], ["m4"], name="unsq"),
+                        N("Add", ["scores", "m4"], ["y"], name="add")],
+                       [("scores", F32, [1, 2, 8, 8]), ("mask", F32, [1, 8, 8])], [("y", F32, [1, 2, 8, 8])],
+                       {"one": np.array(1.0, np.float32), "min": np.array(np.finfo(np.float32).min, np.float32),
+                        "axes": np.array([1], np.int64)})
+    (f,) = check(path, R.large_constants)
+    assert f.layer_ids == ("mul",) and f.evidence["masks"] == ["min"] and "-30000" in f.mitigation
+
+
 def test_a_huge_constant_multiplied_into_the_data_path_is_flagged(write_model: ModelWriter) -> None:
     path = write_model([N("Mul", ["x", "k"], ["y"], name="mul")], [("x", F32, [1, 4, 16, 16])],
                        [("y", F32, [1, 4, 16, 16])], {"k": np.array([1e5], np.float32)})

@@ -690,6 +690,27 @@ PARAMETER_INPUTS: Mapping[str, frozenset[int]] = {
 }
 #: Readers that add a constant to scores: a large constant there is an additive mask.
 MASK_READERS = frozenset({"Add", "Sub", "Where"})
+#: What may sit between a mask constant's reader and the Add that applies the mask: HF's
+#: ``(1 - mask) * finfo.min`` is a Mul, then views and casts, then the Add.
+MASK_PATH_OPS = frozenset({"Mul", "Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Transpose", "Identity",
+                           "Flatten"})
+
+
+def _applied_as_mask(graph: Graph, layer_id: str, hops: int = 4) -> bool:
+    """Whether layer ``layer_id``'s output reaches an Add/Sub/Where through at most ``hops`` mask-path ops."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph.layers:
+        for name in node.inputs:
+            readers.setdefault(name, []).append(node)
+    frontier = [n for n in graph.layers if n.id == layer_id]
+    for _ in range(hops):
+        nxt = [r for n in frontier for out in n.outputs for r in readers.get(out, [])]
+        if any(r.op_type in MASK_READERS for r in nxt):
+            return True
+        frontier = [r for r in nxt if r.op_type in MASK_PATH_OPS]
+        if not frontier:
+            return False
+    return False
 
 
 def _data_reads(graph: Graph, names: set[str]) -> dict[str, list[tuple[str, str]]]:
@@ -706,7 +727,8 @@ def _data_reads(graph: Graph, names: set[str]) -> dict[str, list[tuple[str, str]
 
 def large_constants(ctx: RuleContext) -> list[Finding]:
     """Float constants beyond the fp16 range (|x| > 65504) that flow into the data path: 1e10-style additive
-    masks (read by Add/Sub/Where) and huge weights or operands elsewhere.
+    masks (read by Add/Sub/Where, or scaled by a Mul whose result an Add applies: HF's ``(1 - mask) *
+    finfo.min``) and huge weights or operands elsewhere.
 
     Not counted (they are not data, and a quantizer or fp16 export does not saturate them into wrong results):
     integer constants (shapes, indices, Slice's INT64_MAX / INT32_MAX "to the end" sentinels), and float
@@ -733,7 +755,8 @@ def large_constants(ctx: RuleContext) -> list[Finding]:
     used = {name: big for name, big in found.items() if reads.get(name)}
     if not used:
         return []
-    masks = sorted(n for n in used if any(op in MASK_READERS or n.endswith(".value") for _, op in reads[n]))
+    masks = sorted(n for n in used if any(op in MASK_READERS or n.endswith(".value") or
+                                          (op in MASK_PATH_OPS and _applied_as_mask(graph, i)) for i, op in reads[n]))
     layer_ids = tuple(dict.fromkeys(i for name in sorted(used) for i, _ in reads[name]))
     largest = max(used.values())
     if masks:
