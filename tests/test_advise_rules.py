@@ -13,7 +13,7 @@ from onnx import helper
 from tests.conftest import F32, I64, ModelWriter
 
 from layerscope.analysis import rules as R
-from layerscope.analysis.findings import Finding
+from layerscope.analysis.findings import Finding, Severity
 from layerscope.cli.main import main
 from layerscope.estimate import estimate_graph
 from layerscope.model import load_model
@@ -483,12 +483,13 @@ def test_the_gain_of_flushing_is_measured_not_estimated(write_model: ModelWriter
     path, w1 = _convs(write_model, 1e-39)
     f = _measured_subnormal(path)
     e = f.evidence
-    assert e["gain_source"] == "measured" and e["runs"] == 10 and e["provider"] == "CPUExecutionProvider"
+    assert e["gain_source"] == "measured" and e["rounds"] == 10 and e["provider"] == "CPUExecutionProvider"
     assert e["flushed_values"] == int(np.count_nonzero(w1))
-    assert e["latency_us"] > 0 and e["flushed_latency_us"] > 0
-    assert f.expected_gain_us == pytest.approx(e["latency_us"] - e["flushed_latency_us"], abs=2e-3)
+    assert e["latency_us"] > 0 and e["flushed_latency_us"] > 0 and 0 <= e["faster_rounds"] <= 10
+    assert f.expected_gain_us == pytest.approx(e["paired_gain_us"], abs=2e-3)
+    assert f"faster in {e['faster_rounds']} of 10 paired rounds" in f.hazard
     assert set(e["layers_us"]) == set(e["flushed_layers_us"]) == {"pw1"}
-    assert "measured" in f.hazard and f"{e['latency_us']:.1f}" in f.hazard
+    assert "flushing them to zero measured " in f.hazard and "µs per inference on ONNX Runtime" in f.hazard
 
 
 def _intel() -> bool:
@@ -502,8 +503,9 @@ def _intel() -> bool:
                                          "measurable there (an AMD EPYC: 381 -> 369 µs, within noise)")
 def test_flushing_subnormal_weights_makes_the_model_faster_on_intel(write_model: ModelWriter) -> None:
     f = _measured_subnormal(_convs(write_model, 1e-39, hw=56)[0])
-    assert f.expected_gain_us is not None and f.expected_gain_us > 0
+    assert f.expected_gain_us is not None and f.expected_gain_us > 0 and f.evidence["faster_rounds"] >= 8
     assert f.evidence["flushed_layers_us"]["pw1"] < f.evidence["layers_us"]["pw1"]
+    assert f.severity is not Severity.INFO
 
 
 def test_advise_measures_the_flushed_model_when_the_run_was_measured(write_model: ModelWriter, tmp_path: Path,
@@ -522,9 +524,8 @@ def test_advise_measures_the_flushed_model_when_the_run_was_measured(write_model
         return next(f for f in items if f["rule"] == "subnormal-weights")
 
     f = subnormal(str(measured))
-    assert f["evidence"]["gain_source"] == "measured" and f["evidence"]["runs"] == 5
-    assert f["expected_gain_us"] == pytest.approx(f["evidence"]["latency_us"] - f["evidence"]["flushed_latency_us"],
-                                                  abs=2e-3)
+    assert f["evidence"]["gain_source"] == "measured" and f["evidence"]["rounds"] == 5
+    assert f["expected_gain_us"] == pytest.approx(f["evidence"]["paired_gain_us"], abs=2e-3)
     assert set(f["evidence"]["measured_over_estimated"]) == {"pw1"}  # the run's own measurement against its estimate
     assert subnormal(str(measured), "--no-measure")["evidence"]["gain_source"].startswith("estimated")
     estimated = _saved_run(model, tmp_path / "estimated.json", load_profile("host"))

@@ -12,9 +12,10 @@ Contract:
 - subnormal: ``0 < |x| < tiny`` with ``tiny`` the smallest normal number of the tensor's dtype
   (:data:`TINY`: 1.1754944e-38 for fp32, 6.1035156e-05 for fp16);
 - :func:`flushed_copy` writes the model with every subnormal weight set to 0 (``w[np.abs(w) < tiny] = 0``) and
-  changes nothing else; :func:`measure_flush_gain` profiles the model and that copy with
-  :func:`layerscope.measure.profile.profile_model` under one session config and returns both measurements:
-  the gain is a measurement on this machine, never an estimate.
+  changes nothing else; :func:`measure_flush_gain` times the model and that copy in alternating rounds with
+  :class:`layerscope.measure.runners.OrtRunner` and profiles each once with
+  :func:`layerscope.measure.profile.profile_model`, under one session config: the gain is a measurement on
+  this machine, never an estimate.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from layerscope.measure.cuts import Cut
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement, profile_model
+from layerscope.measure.runners import Job, OrtRunner
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -169,37 +172,71 @@ def flushed_copy(path: Path, out: Path, names: Iterable[str] | None = None) -> i
 
 @dataclass(frozen=True)
 class FlushGain:
-    """The model and its flushed copy measured back to back on ONNX Runtime (medians in µs)."""
+    """The model and its flushed copy measured on ONNX Runtime (µs).
 
-    latency_us: float
-    flushed_latency_us: float
+    ``model_us`` / ``flushed_us``: one sample per round each, in the order A B | B A | A B ... (a drift of the
+    machine's load then cancels in the paired differences); ``layer_us`` / ``flushed_layer_us``: per-layer
+    medians from one :func:`~layerscope.measure.profile.profile_model` of each."""
+
+    model_us: tuple[float, ...]
+    flushed_us: tuple[float, ...]
     layer_us: Mapping[str, float]
     flushed_layer_us: Mapping[str, float]
     flushed_values: int
-    runs: int
     provider: str
     cpu: str
 
     @property
+    def latency_us(self) -> float:
+        return float(np.median(self.model_us))
+
+    @property
+    def flushed_latency_us(self) -> float:
+        return float(np.median(self.flushed_us))
+
+    @property
     def gain_us(self) -> float:
-        """Measured: the model's median latency minus the flushed copy's."""
-        return self.latency_us - self.flushed_latency_us
+        """Measured: the median over the rounds of (model - flushed copy)."""
+        return float(np.median(np.subtract(self.model_us, self.flushed_us)))
+
+    @property
+    def faster_rounds(self) -> int:
+        """Rounds in which the flushed copy ran faster."""
+        return int(np.count_nonzero(np.subtract(self.model_us, self.flushed_us) > 0))
+
+    @property
+    def rounds(self) -> int:
+        return len(self.model_us)
 
 
-def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig, *, runs: int = 20, warmup: int = 5,
-                       weights_us: Mapping[str, float] | None = None, seed: int = 0) -> FlushGain:
-    """Profile ``graph`` and its copy with the subnormal values of ``names`` flushed (same random inputs, same
-    session ``config``); see the module docstring."""
+def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig, *, rounds: int = 20,
+                       warmup: int = 3, weights_us: Mapping[str, float] | None = None, seed: int = 0) -> FlushGain:
+    """Time ``graph`` and its copy with the subnormal values of ``names`` flushed, with the same random inputs
+    and session ``config``: ``rounds`` paired visits of :class:`~layerscope.measure.runners.OrtRunner` (each the
+    fastest of 3 runs), then one :func:`~layerscope.measure.profile.profile_model` of each (``rounds // 2``
+    runs, at least 5) for the layers. See the module docstring."""
     feeds = make_inputs(graph, (), seed)
     shapes = {t.name: t.shape for t in graph.inputs}
-    before = profile_model(graph, feeds, config, runs=runs, warmup=warmup, weights=weights_us)
     with tempfile.TemporaryDirectory(prefix="layerscope-flush-") as folder:
         path = Path(folder) / "flushed.onnx"
         flushed_values = flushed_copy(Path(graph.path), path, names)
-        after = profile_model(load_model(path, shapes), feeds, config, runs=runs, warmup=warmup, weights=weights_us)
+        flushed_graph = load_model(path, shapes)
+        whole = Cut(len(graph.layers), (), 0, False)
+        jobs = (Job(whole, "model", Path(graph.path), "model"), Job(whole, "flushed", path, "flushed"))
+        runner = OrtRunner(config, feeds, runs_per_visit=3, warmup=warmup)
+        samples: dict[str, list[float]] = {"model": [], "flushed": []}
+        try:
+            for index in range(rounds):
+                for job in jobs if index % 2 == 0 else jobs[::-1]:
+                    samples[job.key].append(runner.measure(job))
+        finally:
+            runner.close()
+        profiled = max(5, rounds // 2)
+        before = profile_model(graph, feeds, config, runs=profiled, warmup=warmup, weights=weights_us)
+        after = profile_model(flushed_graph, feeds, config, runs=profiled, warmup=warmup, weights=weights_us)
 
     def medians(m: Measurement) -> dict[str, float]:
         return {i: r.stats.median_us for i, r in m.layers.items() if r.stats is not None}
 
-    return FlushGain(before.latency.median_us, after.latency.median_us, medians(before), medians(after),
-                     flushed_values, before.runs, before.provider, str(before.machine.get("cpu", "")))
+    return FlushGain(tuple(samples["model"]), tuple(samples["flushed"]), medians(before), medians(after),
+                     flushed_values, before.provider, str(before.machine.get("cpu", "")))

@@ -28,7 +28,7 @@ from layerscope.run import load_run, save_run
               help="Measure the gain of mitigations that can be tried on ONNX Runtime (flushing subnormal weights) "
                    "[default: when the run was measured on ONNX Runtime, with its session settings].")
 @click.option("--measure-runs", default=20, show_default=True, type=click.IntRange(min=3),
-              help="Timed runs per model when measuring a mitigation.")
+              help="Paired rounds (the model, then its mitigated copy, alternating) when measuring a mitigation.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
 @click.option("--save", is_flag=True, help="Write the findings back into RUN.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
