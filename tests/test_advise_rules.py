@@ -398,13 +398,16 @@ def test_subnormal_weights_are_counted_and_their_layers_named(write_model: Model
     path, w1 = _convs(write_model, 1e-39)
     expected = int(np.count_nonzero((w1 != 0) & (np.abs(w1) < TINY32)))
     assert expected == w1.size == 1024
-    found = check(path, R.subnormal_weights)
+    found = check(path, R.subnormal_weights, target="host")
     assert len(found) == 1
     f = found[0]
+    assert f.severity is Severity.WARNING  # fp32 on a CPU, every value of the tensor subnormal
     assert f.layer_ids == ("pw1",) and f.evidence["subnormal_values"] == expected
     assert f.evidence["tensors"][0]["name"] == "w1" and f.evidence["tensors"][0]["fraction"] == 1.0
     assert f.evidence["gain_source"].startswith("not sized") and f.expected_gain_us is None
     assert "np.finfo(w.dtype).tiny] = 0" in f.mitigation and "session.set_denormal_as_zero" in f.mitigation
+    (npu,) = check(path, R.subnormal_weights)  # int8 on the S100: quantized to 0, worth knowing only
+    assert npu.severity is Severity.INFO and "deployed in int8 on 'rdk-s100' they quantize to 0" in npu.hazard
 
 
 def test_normal_and_tiny_but_normal_weights_are_not_subnormal(write_model: ModelWriter) -> None:

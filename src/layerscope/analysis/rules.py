@@ -863,8 +863,14 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
             evidence["gain_source"] = "not sized: run advise with --measure to measure the flushed model"
         worst = max(t.subnormal_fraction for t in tensors if t.dtype == "float32") if any(
             t.dtype == "float32" for t in tensors) else 0.0
-        severity = Severity.WARNING if worst >= 0.1 else Severity.INFO
+        in_float = ctx.dtype in ("fp32", "fp16", "bf16", "tf32") or (ctx.profile is not None and
+                                                                       ctx.profile.kind == "cpu") or any(
+            _est(layer).get("fallback_reason") for layer in layers)
+        severity = Severity.WARNING if worst >= 0.1 and in_float else Severity.INFO
         outcome = "the gain is not measured (advise --measure re-profiles the model with them flushed)"
+        if not in_float:
+            outcome = (f"deployed in {ctx.dtype} on '{ctx.profile.name if ctx.profile else '?'}' they quantize to "
+                       "0 and cost nothing there, only where the model runs in float on a CPU; " + outcome)
     names = ", ".join(f"'{t.name}' ({t.subnormal} of {t.elements})" for t in tensors[:3])
     more = f" and {len(tensors) - 3} more" if len(tensors) > 3 else ""
     readers = ", ".join(f"'{i}'" for i in layer_ids[:3]) + (" ..." if len(layer_ids) > 3 else "")
