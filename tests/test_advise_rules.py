@@ -206,6 +206,14 @@ def test_a_big_elementwise_layer_is_bandwidth_bound(write_model: ModelWriter) ->
     found = check(path, R.bandwidth_bound)
     assert [f.layer_ids for f in found] == [("sig",)]
     assert found[0].evidence["memory_us"] > found[0].evidence["compute_us"]
+    assert "fuse it into the layer that produces its input" in found[0].mitigation
+
+
+def test_a_bandwidth_bound_concat_is_not_told_to_fuse_into_its_producer(write_model: ModelWriter) -> None:
+    path = write_model([N("Concat", ["a", "b"], ["y"], name="cat", axis=1)],
+                       [("a", F32, [1, 64, 160, 160]), ("b", F32, [1, 64, 160, 160])], [("y", F32, [1, 128, 160, 160])])
+    (f,) = check(path, R.bandwidth_bound)
+    assert f.layer_ids == ("cat",) and "let the consumers read the parts" in f.mitigation
 
 
 def test_a_compute_heavy_conv_is_not_bandwidth_bound(write_model: ModelWriter) -> None:
@@ -408,6 +416,17 @@ def test_subnormal_weights_are_counted_and_their_layers_named(write_model: Model
     assert "np.finfo(w.dtype).tiny] = 0" in f.mitigation and "session.set_denormal_as_zero" in f.mitigation
     (npu,) = check(path, R.subnormal_weights)  # int8 on the S100: quantized to 0, worth knowing only
     assert npu.severity is Severity.INFO and "deployed in int8 on 'rdk-s100' they quantize to 0" in npu.hazard
+
+
+def test_count_subnormal_by_dtype() -> None:
+    """fp32: subnormal below 1.1754944e-38; fp16: below 6.1035e-05 (1e-5 is a subnormal fp16, 1e-4 is not)."""
+    from layerscope.analysis.weights import count_subnormal
+
+    f32 = np.array([0.0, -0.0, 1e-39, -1e-40, 1.2e-38, 1.0, np.inf, np.nan, 1e-45], np.float32)
+    assert count_subnormal(f32) == 3  # 1e-39, -1e-40, 1e-45 (the smallest subnormal is 1.4e-45)
+    f16 = np.array([1e-5, -3e-5, 1e-4, 0.0, 6.2e-5, 1.0], np.float16)
+    assert count_subnormal(f16) == 2
+    assert count_subnormal(np.array([1e-310, 1e-300], np.float64)) == 1
 
 
 def test_normal_and_tiny_but_normal_weights_are_not_subnormal(write_model: ModelWriter) -> None:

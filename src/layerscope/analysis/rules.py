@@ -518,11 +518,20 @@ def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
             "compute_us": round(compute_us, 3), "memory_us": round(memory_us, 3),
             "ddr_bytes": int((e.get("ddr_read_bytes") or 0) + (e.get("ddr_write_bytes") or 0)),
             "gain_assumes": "the layer's DDR traffic halves"}
-        elementwise = layer.get("unit_kind") in ("vector", "move", "aux")
-        mitigation = ("fuse it into the layer that produces its input (activation after conv) or keep its tensors "
-                      "smaller so they stay on chip" if elementwise else
-                      "cut its DDR traffic: fewer channels or a lower resolution here, a narrower dtype, or keep "
-                      "its inputs on chip")
+        kind, op = layer.get("unit_kind"), layer.get("op_type")
+        if op in MOVEMENT_OPS or kind == "move":
+            mitigation = ("avoid materializing the copy: let the consumers read the parts directly (instead of "
+                          "Concat/Slice/Split), fold a Transpose into its neighbour's layout, or keep its tensors "
+                          "small enough to stay on chip")
+        elif op in NORM_OPS:
+            mitigation = ("keep its tensors on chip (smaller tiles or shorter sequences per call) and run it in "
+                          "int16/fp16, not fp32")
+        elif kind in ("vector", "aux"):
+            mitigation = ("fuse it into the layer that produces its input (an activation into its conv) or keep "
+                          "its tensors small enough to stay on chip")
+        else:
+            mitigation = ("cut its DDR traffic: fewer channels or a lower resolution here, a narrower dtype, or "
+                          "keep its inputs on chip")
         findings.append(Finding(
             "bandwidth-bound", Severity.WARNING if share >= 0.05 else Severity.INFO,
             f"{layer.get('op_type')} '{layer['id']}' is bandwidth-bound: {memory_us:.1f} µs of DDR traffic against "
