@@ -553,3 +553,20 @@ def test_advise_measures_the_flushed_model_when_the_run_was_measured(write_model
     estimated = _saved_run(model, tmp_path / "estimated.json", load_profile("host"))
     assert subnormal(str(estimated))["evidence"]["gain_source"].startswith("not sized")
     assert subnormal(str(estimated), "--measure")["evidence"]["gain_source"] == "measured"
+
+
+def test_a_run_measured_far_above_its_estimate_sizes_the_gain_from_the_excess(write_model: ModelWriter) -> None:
+    """The case that prompted the rule: the subnormal conv measured 129x its estimate. Without --measure the gain
+    is the measured time above the estimate, and says it is an estimate."""
+    path, _ = _convs(write_model, 1e-39)
+    profile = load_profile("host")
+    graph = load_model(path)
+    run = run_from_estimate(graph, estimate_graph(graph, profile), profile)
+    for layer in run["layers"]:
+        est = layer["estimate"]["latency_us"]
+        layer["measured"] = {"status": "measured", "median_us": est * (129 if layer["id"] == "pw1" else 1)}
+    est_pw1 = next(x["estimate"]["latency_us"] for x in run["layers"] if x["id"] == "pw1")
+    (f,) = R.subnormal_weights(R.RuleContext.of(run, profile, graph))
+    assert f.evidence["gain_source"].startswith("estimated") and f.evidence["measured_over_estimated"] == {"pw1": 129}
+    assert f.expected_gain_us == pytest.approx(128 * est_pw1)
+    assert "(in this run 'pw1' measured 129x its estimate)" in f.hazard and f.severity is Severity.WARNING

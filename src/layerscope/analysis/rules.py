@@ -799,6 +799,9 @@ SUBNORMAL_MIN_FRACTION = 0.001
 #: A measured gain is clear when the flushed model was faster in this share of the paired rounds (a sign test:
 #: 16 of 20 happens by chance 0.6% of the time) and saved at least this share of the latency.
 SUBNORMAL_CLEAR_ROUNDS = 0.8
+#: A layer measured this many times its estimate is called out in the finding (the case that prompted the rule:
+#: two 1x1 convs at 129x).
+SUBNORMAL_SLOW_RATIO = 5.0
 SUBNORMAL_CLEAR_GAIN = 0.02
 
 
@@ -838,8 +841,12 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
         "subnormal_below": {t.dtype: f"{TINY[t.dtype]:.8g}" for t in tensors if t.dtype in TINY}}
     slow = [(layer, _measured_us(layer), float(_est(layer).get("latency_us") or 0.0)) for layer in layers]
     ratios = {str(layer["id"]): round(m / e, 3) for layer, m, e in slow if m is not None and e > 0}
+    slow_note = ""
     if ratios:
         evidence["measured_over_estimated"] = ratios
+        worst_id = max(ratios, key=lambda i: ratios[i])
+        if ratios[worst_id] >= SUBNORMAL_SLOW_RATIO:
+            slow_note = f" (in this run '{worst_id}' measured {ratios[worst_id]:.0f}x its estimate)"
     gain: float | None = None
     if ctx.measure_config is not None:
         measured = measure_flush_gain(ctx.graph, [t.name for t in tensors], ctx.measure_config,
@@ -887,7 +894,7 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
         "subnormal-weights", severity,
         f"{count} weight values are subnormal in {len(tensors)} tensor(s): {names}{more}, read by "
         f"{readers}: CPUs without flush-to-zero take a slow path (a microcode assist on x86) for "
-        f"each product with them, 10-100x slower, and the estimate cannot see it; {outcome}",
+        f"each product with them, 10-100x slower, and the estimate cannot see it{slow_note}; {outcome}",
         "flush them to zero in the model file (per weight: w = numpy_helper.to_array(t); "
         "w[np.abs(w) < np.finfo(w.dtype).tiny] = 0; write it back with numpy_helper.from_array: products of "
         "1e-38 change no output), or on ONNX Runtime's CPU provider set the session config entry "
