@@ -570,3 +570,17 @@ def test_a_run_measured_far_above_its_estimate_sizes_the_gain_from_the_excess(wr
     assert f.evidence["gain_source"].startswith("estimated") and f.evidence["measured_over_estimated"] == {"pw1": 129}
     assert f.expected_gain_us == pytest.approx(128 * est_pw1)
     assert "(in this run 'pw1' measured 129x its estimate)" in f.hazard and f.severity is Severity.WARNING
+
+
+def test_a_hostile_weight_name_is_escaped_in_the_html_report(write_model: ModelWriter, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    name = "<img src=x onerror=alert(1)>"
+    values = np.full((8, 8, 1, 1), 1e-39, np.float32)
+    path = write_model([N("Conv", ["x", name], ["y"], name="pw", kernel_shape=[1, 1])],
+                       [("x", F32, [1, 8, 8, 8])], [("y", F32, [1, 8, 8, 8])], {name: values})
+    run_file = _saved_run(path, tmp_path / "run.json", load_profile("host"))
+    assert main(["advise", str(run_file), "--save"]) == 0
+    assert main(["report", str(run_file), "-o", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+    html = (tmp_path / "r.html").read_text()
+    assert "subnormal" in html and name not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
