@@ -7,7 +7,9 @@ Contract:
   the model the run describes, not a file that changed since;
 - :func:`run_profile` loads the profile the run was estimated on (``target.source_path`` when that file still
   exists, else ``target.name``); ``None`` when the run names none;
-- :func:`advise` never measures; :func:`with_findings` returns the run with a ``findings`` section
+- :func:`advise` measures only when given a ``measure_config`` (rules that can, the subnormal-weights rule, then
+  time their mitigation on ONNX Runtime); :func:`measure_config_of` is the session config of the run's own
+  ONNX Runtime measurement; :func:`with_findings` returns the run with a ``findings`` section
   (see :func:`layerscope.analysis.findings.findings_section`) plus ``findings.diagnosis``.
 """
 
@@ -22,6 +24,7 @@ from layerscope.analysis.diagnose import Diagnosis, diagnose, diagnosis_section
 from layerscope.analysis.findings import findings_section
 from layerscope.analysis.rules import RULES, Advice, Rule, RuleContext, run_rules
 from layerscope.errors import ModelError, RunFileError
+from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.load import sha256_file
 from layerscope.model.types import Graph
@@ -68,10 +71,23 @@ def run_profile(run: Mapping[str, Any], override: str | None = None) -> Profile 
     return load_profile(str(name)) if name else None
 
 
+def measure_config_of(run: Mapping[str, Any]) -> SessionConfig | None:
+    """The session config of the run's ONNX Runtime measurement (provider, threads, optimization level);
+    ``None`` when the run was not measured on ONNX Runtime."""
+    measurement = run.get("measurement")
+    if not isinstance(measurement, Mapping) or measurement.get("backend") != "onnxruntime":
+        return None
+    return SessionConfig(provider=str(measurement.get("provider") or "cpu"),
+                         threads=int(measurement.get("threads") or 0),
+                         opt_level=str(measurement.get("opt_level") or "all"))
+
+
 def advise(run: Mapping[str, Any], profile: Profile | None, graph: Graph | None,
-           rules: tuple[Rule, ...] = RULES) -> AdviceReport:
-    """Diagnose ``run`` and run every rule on it."""
-    ctx = RuleContext.of(run, profile, graph)
+           rules: tuple[Rule, ...] = RULES, *, measure_config: SessionConfig | None = None,
+           measure_runs: int = 20) -> AdviceReport:
+    """Diagnose ``run`` and run every rule on it; with ``measure_config``, rules that can measure their
+    mitigation do (``measure_runs`` timed runs each side)."""
+    ctx = RuleContext.of(run, profile, graph, measure_config=measure_config, measure_runs=measure_runs)
     return AdviceReport(diagnose(run, profile), run_rules(ctx, rules))
 
 

@@ -8,8 +8,10 @@ which layers, how sure, and how much time the change is expected to save.
 Contract:
 - a :class:`Finding` is immutable and JSON-safe through :meth:`Finding.to_dict` / :meth:`Finding.from_dict`
   (a round trip gives an equal finding);
-- ``expected_gain_us`` is an estimate on the run's profile (``None`` when the rule cannot size it), never a
-  measurement; ``evidence`` holds the numbers the finding rests on, with units in the keys;
+- ``expected_gain_us`` is an estimate on the run's profile (``None`` when the rule cannot size it), except when
+  ``evidence["gain_source"] == "measured"``: then it was measured (the subnormal-weights rule times the model
+  and its mitigated copy on ONNX Runtime), and may be negative; ``evidence`` holds the numbers the finding
+  rests on, with units in the keys;
 - :func:`sort_findings` orders by severity, then expected gain (largest first), then rule id and first layer, so
   the same run always lists its findings in the same order.
 """
@@ -46,7 +48,8 @@ class Finding:
     layer ids it is about (empty for whole-model or config findings). ``hazard``: what is wrong and why it costs
     time. ``mitigation``: what to change. ``evidence``: the numbers behind it (keys carry units: ``share``,
     ``est_us``, ``weight_bytes``). ``expected_gain_us``: estimated time saved per inference by the mitigation,
-    on the run's profile; ``None`` when not sized. ``help``: where to read more (a document or a section).
+    on the run's profile (measured when ``evidence["gain_source"] == "measured"``); ``None`` when not sized.
+    ``help``: where to read more (a document or a section).
     """
 
     rule_id: str

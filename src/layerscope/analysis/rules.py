@@ -3,7 +3,7 @@
 The rules follow Horizon's performance-tuning guide and the users' own write-ups (``shared/seeds``): CPU
 operators and where they sit, Focus stems, data-inflating movement ops, weights that do not fit on chip,
 bandwidth-bound layers, fp32 where a faster dtype exists, channels off the lane width, depthwise convolutions,
-constants outside the fp16/int16 range, and Softmax/LayerNorm-heavy blocks on the vector units.
+constants outside the fp16/int16 range, subnormal weights, and Softmax/LayerNorm-heavy blocks on the vector units.
 
 Contract:
 - a rule never raises on a well-formed run; it returns ``[]`` when it does not apply (including when it needs
@@ -11,7 +11,9 @@ Contract:
 - times are the layer's measured median when the run has measurements, else its estimate
   (:func:`layerscope.analysis.diagnose.layer_time_us`); shares are of the sum over all layers;
 - ``expected_gain_us`` is an estimate on the run's profile, sized by re-estimating the rewritten layer or
-  model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``.
+  model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``;
+  the one exception, subnormal-weights with :attr:`RuleContext.measure_config` set, measures it on ONNX Runtime
+  and says so in ``evidence["gain_source"]``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,9 @@ import numpy as np
 
 from layerscope.analysis.diagnose import has_measurement, layer_time_us
 from layerscope.analysis.findings import Finding, Severity, sort_findings
+from layerscope.analysis.weights import TINY, WeightStats, measure_flush_gain, scan_weights
 from layerscope.costs.types import UnitKind
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph, Node
 from layerscope.targets.profile import Profile
 
@@ -49,7 +54,12 @@ MOVEMENT_SHARE = 0.10
 INFLATION_RATIO = 1.1
 LANE_WASTE = 0.10
 LANE_MIN_SHARE = 0.002
+#: Channel counts below this are set by the task (score maps, box coordinates, DFL), not by the designer.
+LANE_MIN_CHANNELS = 8
 NORM_SHARE = 0.05
+#: Bytes per element of the profiles' dtypes (as :func:`layerscope.estimate.roofline.deployed_bytes` stores them).
+DEPLOYED_SIZE: Mapping[str, int] = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2,
+                                    "fp32": 4, "tf32": 4}
 
 #: What to do about a CPU-fallback op, by op type (Horizon's J6 tuning guide, "common CPU operators").
 FALLBACK_MITIGATIONS: Mapping[str, str] = {
@@ -86,13 +96,25 @@ class RuleContext:
     by_id: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     total_us: float = 0.0
     measured: bool = False
+    #: When set, rules that can measure their mitigation on ONNX Runtime do (subnormal-weights), with this
+    #: session config and this many paired rounds; ``None``: they never measure.
+    measure_config: SessionConfig | None = None
+    measure_runs: int = 20
 
     @classmethod
-    def of(cls, run: Mapping[str, Any], profile: Profile | None, graph: Graph | None = None) -> RuleContext:
+    def of(cls, run: Mapping[str, Any], profile: Profile | None, graph: Graph | None = None, *,
+           measure_config: SessionConfig | None = None, measure_runs: int = 20) -> RuleContext:
         measured = has_measurement(run)
         layers = run.get("layers", [])
         total = sum(layer_time_us(layer, prefer_measured=measured) for layer in layers)
-        return cls(run, profile, graph, {str(layer.get("id")): layer for layer in layers}, total, measured)
+        return cls(run, profile, graph, {str(layer.get("id")): layer for layer in layers}, total, measured,
+                   measure_config, measure_runs)
+
+    @cached_property
+    def weights(self) -> Mapping[str, WeightStats]:
+        """The model file's float weights, read once (:func:`~layerscope.analysis.weights.scan_weights`), each
+        with the layers that read it as data (not in :data:`PARAMETER_INPUTS`); empty without the graph."""
+        return scan_weights(self.graph, PARAMETER_INPUTS) if self.graph is not None else {}
 
     @property
     def layers(self) -> Sequence[Mapping[str, Any]]:
@@ -149,7 +171,7 @@ def _accelerator_us(layer: Mapping[str, Any], profile: Profile, dtype: str) -> f
         kind = UnitKind.VECTOR
     unit = profile.unit_for(kind, dtype)
     ops = float(max(layer.get("flops") or 0, 2 * (layer.get("macs") or 0)))
-    size = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2}.get(dtype, 4)
+    size = DEPLOYED_SIZE.get(dtype, 4)
     moved = float((layer.get("bytes_read") or 0) + (layer.get("bytes_written") or 0)) * size / 4
     compute_us = ops / unit.attainable_ops_per_s(dtype) * 1e6
     memory_us = moved / profile.attainable_ddr_bytes_per_s * 1e6
@@ -261,27 +283,65 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
 
 
 # ---------------------------------------------------------------------------------------- structure
+#: How many chained Slices one Concat input may pass through back to the stem's tensor (YOLOv5's export slices
+#: H, then W: two).
+FOCUS_MAX_CHAIN = 3
+
+
+def _slice_chain(producers: Mapping[str, Mapping[str, Any]], name: str) -> tuple[list[Mapping[str, Any]], str] | None:
+    """The Slices that produce ``name`` one from the other (last first) and the tensor the first one reads;
+    ``None`` when ``name`` is not a Slice's output."""
+    chain: list[Mapping[str, Any]] = []
+    while (layer := producers.get(name)) is not None and layer.get("op_type") == "Slice" \
+            and len(chain) < FOCUS_MAX_CHAIN:
+        chain.append(layer)
+        name = str((layer.get("inputs") or [""])[0])
+    return (chain, name) if chain else None
+
+
+def _strided(ctx: RuleContext, layer: Mapping[str, Any]) -> bool | None:
+    """Whether a Slice steps by more than 1 on some axis; ``None`` when its steps are not known (no graph, or
+    steps computed at run time)."""
+    if ctx.graph is None:
+        return None
+    inputs = list(layer.get("inputs") or [])
+    if len(inputs) < 5 or not inputs[4]:
+        return False  # no steps input: step 1 (and opset < 10 Slices cannot stride)
+    steps = ctx.graph.value(str(inputs[4]))
+    return None if steps is None else bool(np.any(np.abs(np.asarray(steps)) > 1))
+
+
 def focus_stem(ctx: RuleContext) -> list[Finding]:
-    """A Concat whose inputs are all Slices of one tensor (YOLOv5's Focus / space-to-depth stem)."""
+    """A Concat whose inputs are all strided Slices of one tensor (YOLOv5's Focus / space-to-depth stem): one
+    Slice with steps on H and W per input, or, as YOLOv5 exports ``x[..., ::2, ::2]``, a Slice on H then a
+    Slice on W. A Concat of unstrided slices (a split and re-join) is not a Focus; without the graph the steps
+    are unknown and four or more inputs are required."""
     producers = _producers(ctx)
     findings = []
     for layer in ctx.layers:
-        if layer.get("op_type") != "Concat":
+        names = [str(n) for n in layer.get("inputs", []) if n]
+        if layer.get("op_type") != "Concat" or len(names) < 2:
             continue
-        sources = [producers.get(str(n)) for n in layer.get("inputs", []) if n]
-        if len(sources) < 2 or any(s is None or s.get("op_type") != "Slice" for s in sources):
+        chains = [_slice_chain(producers, n) for n in names]
+        if any(c is None for c in chains) or len({c[1] for c in chains if c}) != 1:
             continue
-        data = {str((s or {}).get("inputs", [""])[0]) for s in sources}
-        if len(data) != 1:
+        strided = [[_strided(ctx, s) for s in c[0]] for c in chains if c]
+        if any(all(step is False for step in chain) for chain in strided):
+            continue  # some input is not strided: a split and re-join, not space-to-depth
+        if any(step is None for chain in strided for step in chain) and len(names) < 4:
             continue
-        slices = [s for s in sources if s is not None]
+        source = next(c[1] for c in chains if c)
+        slices = list({str(s["id"]): s for c in chains if c for s in reversed(c[0])}.values())
+        pairs = max(len(c[0]) for c in chains if c) > 1
         involved = [*slices, layer]
-        evidence = _evidence_times(ctx, involved) | {"slices": len(slices), "source_tensor": next(iter(data))}
+        form = "chained slices, one axis each" if pairs else "one slice each"
+        evidence = _evidence_times(ctx, involved) | {"slices": len(slices), "source_tensor": source,
+                                                     "concat_inputs": len(names), "form": form}
         findings.append(Finding(
             "focus-stem", Severity.WARNING,
-            f"Focus-style stem: {len(slices)} strided Slices of '{next(iter(data))}' joined by Concat "
-            f"'{layer['id']}'; the slices are data movement the accelerator does poorly (and may run on the CPU), "
-            "and they quadruple the channels of a full-resolution tensor",
+            f"Focus-style stem: {len(names)} strided slices of '{source}' ({len(slices)} Slice layers) joined by "
+            f"Concat '{layer['id']}': the slices are data movement the accelerator does poorly (and may run on "
+            "the CPU), and they quadruple the channels of a full-resolution tensor",
             "replace the Focus block by one Conv 6x6 stride 2 padding 2 (what YOLOv5 v6.0 did; same receptive "
             "field and output shape), or a SpaceToDepth the toolchain supports",
             tuple(str(s["id"]) for s in involved), evidence,
@@ -377,6 +437,26 @@ def _estimate_bottleneck(ctx: RuleContext, node: Node, in_shape: tuple[int, ...]
     return estimate_graph(rewritten, ctx.profile, ctx.dtype).latency_us
 
 
+def _mib(count: int) -> str:
+    return f"{count / 2**20:.2f} MiB"
+
+
+def _deployed_weight_bytes(ctx: RuleContext, layer: Mapping[str, Any], dtype: str) -> int:
+    """The layer's weights as the target stores them: float weights at the deployed ``dtype`` (int8 on an NPU),
+    integer ones at their own size, as the estimate counts them; from the graph when it is loaded, else scaled
+    from the model's bytes by the layer's dtype."""
+    from layerscope.costs import constant_elements_read
+    from layerscope.estimate.roofline import deployed_bytes
+
+    node, graph = ctx.node(str(layer["id"])), ctx.graph
+    if node is not None and graph is not None:
+        infos = [t for t in (graph.tensor(i) for i in node.inputs) if t is not None and graph.is_constant(t.name)]
+        return sum(deployed_bytes(t, dtype, constant_elements_read(node, graph, t)) for t in infos)
+    model_bytes = int(layer.get("weight_bytes") or 0)
+    own = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(str(layer.get("dtype") or "float32"))
+    return model_bytes * DEPLOYED_SIZE.get(dtype, 4) // own if own else model_bytes
+
+
 def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
     """Layers whose weights exceed the on-chip SRAM share for weights and are streamed in several passes."""
     if ctx.profile is None or ctx.profile.sram_bytes <= 0:
@@ -389,9 +469,13 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
         est_us = float(_est(layer).get("latency_us") or 0.0)
         node = ctx.node(str(layer["id"]))
         rewrite = _bottleneck_us(ctx, node) if node is not None else None
+        dtype = str(_est(layer).get("dtype") or ctx.dtype)
+        deployed = _deployed_weight_bytes(ctx, layer, dtype)
+        budget = ctx.profile.sram_bytes // 2
         evidence = _evidence_times(ctx, [layer]) | {
-            "weight_bytes": int(layer.get("weight_bytes") or 0), "weight_passes": passes,
-            "sram_bytes": ctx.profile.sram_bytes, "est_us": round(est_us, 3)}
+            "weight_bytes": deployed, "weight_dtype": dtype, "model_weight_bytes": int(layer.get("weight_bytes") or 0),
+            "weight_passes": passes, "sram_bytes": ctx.profile.sram_bytes, "sram_weight_bytes": budget,
+            "est_us": round(est_us, 3)}
         if rewrite is not None:
             new_us, mid = rewrite
             evidence |= {"bottleneck_mid_channels": mid, "bottleneck_est_us": round(new_us, 3)}
@@ -403,11 +487,15 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
             mitigation = ("reduce the layer's channels (a 1x1-3x3-1x1 bottleneck for spatial convolutions, a "
                           "low-rank factorization for matrix products) so its weights fit on chip")
             gain = None
+        model_bytes = int(layer.get("weight_bytes") or 0)
+        model_dtype = str(layer.get("dtype") or "float32")
+        in_model = f"; {_mib(model_bytes)} as the model's {model_dtype}" if model_bytes != deployed else ""
         findings.append(Finding(
             "weights-exceed-sram", Severity.WARNING,
-            f"{layer.get('op_type')} '{layer['id']}' has {int(layer.get('weight_bytes') or 0) / 2**20:.2f} MiB of "
-            f"weights, more than the on-chip SRAM holds for weights: they stream from DDR in {passes} passes, each "
-            "reloading the input activations -- bandwidth, not compute, sets its time",
+            f"{layer.get('op_type')} '{layer['id']}' has {_mib(deployed)} of weights in {dtype} (the deployed "
+            f"dtype{in_model}), more than the {_mib(budget)} of on-chip SRAM left for weights: they stream from "
+            f"DDR in {passes} passes, each reloading the input activations, so bandwidth, not compute, sets its "
+            "time",
             mitigation, (str(layer["id"]),), evidence, gain,
             "shared/seeds/002 (512-channel 3x3 conv: SRAM cannot hold the weights; bottleneck halved the time)"))
     return findings
@@ -430,11 +518,20 @@ def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
             "compute_us": round(compute_us, 3), "memory_us": round(memory_us, 3),
             "ddr_bytes": int((e.get("ddr_read_bytes") or 0) + (e.get("ddr_write_bytes") or 0)),
             "gain_assumes": "the layer's DDR traffic halves"}
-        elementwise = layer.get("unit_kind") in ("vector", "move", "aux")
-        mitigation = ("fuse it into the layer that produces its input (activation after conv) or keep its tensors "
-                      "smaller so they stay on chip" if elementwise else
-                      "cut its DDR traffic: fewer channels or a lower resolution here, a narrower dtype, or keep "
-                      "its inputs on chip")
+        kind, op = layer.get("unit_kind"), layer.get("op_type")
+        if op in MOVEMENT_OPS or kind == "move":
+            mitigation = ("avoid materializing the copy: let the consumers read the parts directly (instead of "
+                          "Concat/Slice/Split), fold a Transpose into its neighbour's layout, or keep its tensors "
+                          "small enough to stay on chip")
+        elif op in NORM_OPS:
+            mitigation = ("keep its tensors on chip (smaller tiles or shorter sequences per call) and run it in "
+                          "int16/fp16, not fp32")
+        elif kind in ("vector", "aux"):
+            mitigation = ("fuse it into the layer that produces its input (an activation into its conv) or keep "
+                          "its tensors small enough to stay on chip")
+        else:
+            mitigation = ("cut its DDR traffic: fewer channels or a lower resolution here, a narrower dtype, or "
+                          "keep its inputs on chip")
         findings.append(Finding(
             "bandwidth-bound", Severity.WARNING if share >= 0.05 else Severity.INFO,
             f"{layer.get('op_type')} '{layer['id']}' is bandwidth-bound: {memory_us:.1f} µs of DDR traffic against "
@@ -470,11 +567,15 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
         gain = max(0.0, now - then)
         evidence |= {"est_latency_us": round(now, 3), f"est_latency_{best}_us": round(then, 3)}
     severity = Severity.INFO if profile.kind == "cpu" else Severity.WARNING
+    faster_by = f"{evidence['peak_ratio']:g}x faster" if evidence["peak_ratio"] else "faster"
+    bytes_ratio = DEPLOYED_SIZE.get(current, 4) / DEPLOYED_SIZE.get(best, 4)
+    moves = f"; {current} also moves {bytes_ratio:g}x the bytes of {best}" if bytes_ratio > 1 else ""
+    horizon = " (on Horizon's BPU, fp32 runs only on the slow VPU)" if current == "fp32" and \
+        profile.name.startswith("rdk") else ""
     return [Finding(
         "fp32-dtype", severity,
         f"{len(layers)} layer(s) run in {current} although profile '{profile.name}' computes {best} "
-        f"{evidence['peak_ratio']}x faster; {current} also moves {'twice' if current == 'fp32' else 'more'} the "
-        "bytes of a 16-bit type (on Horizon's BPU, fp32 runs only on the slow VPU)",
+        f"{faster_by}{moves}{horizon}",
         f"deploy in {best} (quantize: calibrate int8/int16 in the toolchain), keeping only accuracy-critical "
         "layers in a wider type",
         tuple(str(layer["id"]) for layer in layers[:50]), evidence, gain,
@@ -482,39 +583,54 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
 
 
 def lane_alignment(ctx: RuleContext) -> list[Finding]:
-    """Convolutions and matrix products whose channel counts are not multiples of the profile's lane width."""
+    """Convolutions and matrix products whose channel counts are not multiples of the profile's lane width.
+
+    Not counted: the channels of a model input (the image's 3) and counts below :data:`LANE_MIN_CHANNELS`
+    (1-channel score maps, YOLOv8's 16->1 DFL conv, 4-value box heads: the task fixes them)."""
     profile, graph = ctx.profile, ctx.graph
     if profile is None or graph is None or profile.lane_width <= 1:
         return []
     lane = profile.lane_width
     inputs = {t.name for t in graph.inputs}
-    rows: list[tuple[Mapping[str, Any], int, int, float]] = []
+
+    def off_lane(c: int) -> bool:
+        return c >= LANE_MIN_CHANNELS and c % lane != 0
+
+    rows: list[tuple[Mapping[str, Any], int, int, float, bool, bool]] = []
     for node in graph.layers:
         if node.op_type not in TENSOR_OPS or node.id not in ctx.by_id:
             continue
         cin, cout = _channels(node, graph)
-        checked = [c for c, from_input in ((cin, node.inputs[0] in inputs), (cout, False))
-                   if c and not from_input and c % lane]
+        cin_off, cout_off = off_lane(cin) and node.inputs[0] not in inputs, off_lane(cout)
+        checked = [c for c, off in ((cin, cin_off), (cout, cout_off)) if off]
         if not checked:
             continue
         waste = max(math.ceil(c / lane) * lane / c - 1 for c in checked)
         layer = ctx.by_id[node.id]
         if waste >= LANE_WASTE and ctx.share(ctx.time_us(layer)) >= LANE_MIN_SHARE:
-            rows.append((layer, cin, cout, waste))
+            rows.append((layer, cin, cout, waste, cin_off, cout_off))
     if not rows:
         return []
     rows.sort(key=lambda r: -ctx.time_us(r[0]))
-    gain = sum(ctx.time_us(layer) * waste / (1 + waste) for layer, _, _, waste in rows
-               if _est(layer).get("bound") == "compute")
-    examples = [f"{layer['id']}: {cin}->{cout}" for layer, cin, cout, _ in rows[:5]]
+    gain = sum(ctx.time_us(r[0]) * r[3] / (1 + r[3]) for r in rows if _est(r[0]).get("bound") == "compute")
+
+    def choices(c: int) -> str:
+        down, up = c // lane * lane, math.ceil(c / lane) * lane
+        return f"{c} -> {down} or {up}" if down else f"{c} -> {up}"
+
+    first, cin, cout, _, cin_off, cout_off = rows[0]
+    example = (f"'{first['id']}' ({cin}->{cout} channels): "
+               + "; ".join(choices(c) for c, off in ((cin, cin_off), (cout, cout_off)) if off))
+    examples = [f"'{r[0]['id']}' {r[1]}->{r[2]} channels" for r in rows[:5]]
     evidence = _evidence_times(ctx, [r[0] for r in rows]) | {"lane_width": lane, "examples": examples,
                                                              "max_padding_waste": round(max(r[3] for r in rows), 4)}
     return [Finding(
         "lane-alignment", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
         f"{len(rows)} conv/matmul layer(s) have channel counts that are not multiples of the lane width {lane}: "
         "the hardware pads them to the next multiple and computes on the padding",
-        f"round channel counts to multiples of {lane} (e.g. {examples[0].split(': ')[1]} -> aligned widths); for "
-        "a detection head, pad the class count or split the head so the big convolutions stay aligned",
+        f"choose channel counts that are multiples of {lane}: rounding down removes the padded work, rounding up "
+        f"costs no more than the padding already does (e.g. {example}); for a detection head, pad the class "
+        "count or split the head so the big convolutions stay aligned",
         tuple(str(r[0]["id"]) for r in rows), evidence, gain or None,
         TUNING_GUIDE + "'32C alignment'")]
 
@@ -564,8 +680,69 @@ def depthwise_conv(ctx: RuleContext) -> list[Finding]:
         TUNING_GUIDE + "'BPU-oriented efficient models'")]
 
 
+#: Inputs of these ops that are parameters, not data: shapes, indices, axes, steps and sentinels (Slice's
+#: INT64_MAX "ends"), normalization statistics and affine terms (BatchNorm's running variance is folded into
+#: the convolution before deployment), resize scales, clip bounds, pad values, quantization parameters.
+PARAMETER_INPUTS: Mapping[str, frozenset[int]] = {
+    "Slice": frozenset({1, 2, 3, 4}), "Reshape": frozenset({1}), "Expand": frozenset({1}),
+    "Tile": frozenset({1}), "Pad": frozenset({1, 2, 3}), "Resize": frozenset({1, 2, 3}),
+    "Upsample": frozenset({1}), "Clip": frozenset({1, 2}), "TopK": frozenset({1}), "Range": frozenset({0, 1, 2}),
+    "Gather": frozenset({1}), "GatherElements": frozenset({1}), "GatherND": frozenset({1}),
+    "ScatterND": frozenset({1}), "ScatterElements": frozenset({1}), "OneHot": frozenset({1, 2}),
+    "Unsqueeze": frozenset({1}), "Squeeze": frozenset({1}), "Split": frozenset({1}),
+    "ReduceSum": frozenset({1}), "ReduceMean": frozenset({1}), "ReduceMax": frozenset({1}),
+    "ReduceMin": frozenset({1}), "ReduceProd": frozenset({1}), "ReduceL2": frozenset({1}),
+    "BatchNormalization": frozenset({1, 2, 3, 4}), "InstanceNormalization": frozenset({1, 2}),
+    "LayerNormalization": frozenset({1, 2}), "GroupNormalization": frozenset({1, 2}),
+    "QuantizeLinear": frozenset({1, 2}), "DequantizeLinear": frozenset({1, 2}),
+    "ConstantOfShape": frozenset({0}), "NonMaxSuppression": frozenset({2, 3, 4}),
+}
+#: Readers that add a constant to scores: a large constant there is an additive mask.
+MASK_READERS = frozenset({"Add", "Sub", "Where"})
+#: What may sit between a mask constant's reader and the Add that applies the mask: HF's
+#: ``(1 - mask) * finfo.min`` is a Mul, then views and casts, then the Add.
+MASK_PATH_OPS = frozenset({"Mul", "Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Transpose", "Identity",
+                           "Flatten"})
+
+
+def _applied_as_mask(graph: Graph, layer_id: str, hops: int = 4) -> bool:
+    """Whether layer ``layer_id``'s output reaches an Add/Sub/Where through at most ``hops`` mask-path ops."""
+    readers: dict[str, list[Node]] = {}
+    for node in graph.layers:
+        for name in node.inputs:
+            readers.setdefault(name, []).append(node)
+    frontier = [n for n in graph.layers if n.id == layer_id]
+    for _ in range(hops):
+        nxt = [r for n in frontier for out in n.outputs for r in readers.get(out, [])]
+        if any(r.op_type in MASK_READERS for r in nxt):
+            return True
+        frontier = [r for r in nxt if r.op_type in MASK_PATH_OPS]
+        if not frontier:
+            return False
+    return False
+
+
+def _data_reads(graph: Graph, names: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """For each name in ``names``: the (layer id, op type) of the layers that read it as data (not in one of
+    :data:`PARAMETER_INPUTS`' slots)."""
+    reads: dict[str, list[tuple[str, str]]] = {}
+    for node in graph.layers:
+        params = PARAMETER_INPUTS.get(node.op_type, frozenset())
+        for slot, name in enumerate(node.inputs):
+            if name in names and slot not in params:
+                reads.setdefault(name, []).append((node.id, node.op_type))
+    return reads
+
+
 def large_constants(ctx: RuleContext) -> list[Finding]:
-    """Constants with finite values beyond the fp16 range (|x| > 65504, also beyond int16): 1e10-style masks."""
+    """Float constants beyond the fp16 range (|x| > 65504) that flow into the data path: 1e10-style additive
+    masks (read by Add/Sub/Where, or scaled by a Mul whose result an Add applies: HF's ``(1 - mask) *
+    finfo.min``) and huge weights or operands elsewhere.
+
+    Not counted (they are not data, and a quantizer or fp16 export does not saturate them into wrong results):
+    integer constants (shapes, indices, Slice's INT64_MAX / INT32_MAX "to the end" sentinels), and float
+    constants read only in a parameter slot (:data:`PARAMETER_INPUTS`: BatchNorm's running mean/variance,
+    normalization scales, resize scales, clip bounds)."""
     graph = ctx.graph
     if graph is None:
         return []
@@ -574,37 +751,158 @@ def large_constants(ctx: RuleContext) -> list[Finding]:
         big = _largest_finite(value)
         if big is not None and big > FP16_MAX:
             found[name] = big
-    readers: dict[str, list[str]] = {}
-    for node in graph.layers:
-        for name in node.inputs:
-            if name in found:
-                readers.setdefault(name, []).append(node.id)
+    for name, stats in ctx.weights.items():  # weights too large for const_values, read once from the file
+        if name not in found and stats.max_abs is not None and stats.max_abs > FP16_MAX:
+            found[name] = stats.max_abs
+    reads = _data_reads(graph, set(found))
+    for node in graph.layers:  # ConstantOfShape(value=-1e10) and the like: a layer that creates the mask
         value = node.attr("value")
-        if isinstance(value, np.ndarray):
-            big = _largest_finite(value)
-            if big is not None and big > FP16_MAX:
-                found[f"{node.id}.value"] = big
-                readers.setdefault(f"{node.id}.value", []).append(node.id)
-    used = {name: big for name, big in found.items() if readers.get(name)}
+        big = _largest_finite(value) if isinstance(value, np.ndarray) else None
+        if big is not None and big > FP16_MAX:
+            found[f"{node.id}.value"] = big
+            reads[f"{node.id}.value"] = [(node.id, node.op_type)]
+    used = {name: big for name, big in found.items() if reads.get(name)}
     if not used:
         return []
-    layer_ids = tuple(dict.fromkeys(i for name in sorted(used) for i in readers[name]))
+    masks = sorted(n for n in used if any(op in MASK_READERS or n.endswith(".value") or
+                                          (op in MASK_PATH_OPS and _applied_as_mask(graph, i)) for i, op in reads[n]))
+    layer_ids = tuple(dict.fromkeys(i for name in sorted(used) for i, _ in reads[name]))
     largest = max(used.values())
+    if masks:
+        hazard = (f"{len(masks)} additive mask constant(s) hold values up to {max(used[n] for n in masks):.3g}, "
+                  "beyond the fp16 range (65504): an fp16 export or a quantizer saturates them to inf or to the "
+                  "top of the int range, and the masked scores turn into NaN or stop being masked")
+        mitigation = ("use a mask value that still separates but stays in range: about -100 (or -30000, enough for "
+                      "Softmax to give 0) instead of -1e10 or finfo(float32).min")
+    else:
+        hazard = (f"{len(used)} constant(s) in the data path hold values up to {largest:.3g}, beyond the fp16 "
+                  "range (65504): fp16 or int8/int16 deployment saturates them and changes the result")
+        mitigation = ("rescale the constant and its reader (fold the scale into a neighbouring Mul or Conv) so the "
+                      "values fit the fp16 range, or keep this layer in fp32")
     return [Finding(
-        "large-constants", Severity.WARNING,
-        f"{len(used)} constant(s) hold values up to {largest:.3g}, beyond the fp16 range (65504) and int16: "
-        "quantizing or exporting to fp16 saturates them (1e10 / finfo.min-style masks)",
-        "use a mask value that still separates but stays in range: about -100 (or -30000, enough for Softmax to "
-        "give 0) instead of 1e10 or finfo.min",
-        layer_ids, {"constants": sorted(used)[:10], "max_abs": largest}, None,
+        "large-constants", Severity.WARNING, hazard, mitigation, layer_ids,
+        {"constants": sorted(used)[:10], "masks": masks[:10], "max_abs": largest}, None,
         TUNING_GUIDE + "'masks: do not use 1e10 or 65536'")]
 
 
 def _largest_finite(value: np.ndarray) -> float | None:
-    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "fiu":
+    """The largest finite |x| of a float array; ``None`` for integer and empty arrays (shapes, indices and
+    their INT64_MAX sentinels are not data a quantizer or an fp16 export touches)."""
+    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind != "f":
         return None
-    finite = np.abs(value[np.isfinite(value)]) if value.dtype.kind == "f" else np.abs(value.astype(np.float64))
+    finite = np.abs(value[np.isfinite(value)])
     return float(finite.max()) if finite.size else None
+
+
+#: A weight tensor counts when at least this fraction of its values is subnormal.
+SUBNORMAL_MIN_FRACTION = 0.001
+#: A measured gain is clear when the flushed model was faster in this share of the paired rounds (a sign test:
+#: 16 of 20 happens by chance 0.6% of the time) and saved at least this share of the latency.
+SUBNORMAL_CLEAR_ROUNDS = 0.8
+#: A layer measured this many times its estimate is called out in the finding (the case that prompted the rule:
+#: two 1x1 convs at 129x).
+SUBNORMAL_SLOW_RATIO = 5.0
+SUBNORMAL_CLEAR_GAIN = 0.02
+
+
+def _measured_us(layer: Mapping[str, Any]) -> float | None:
+    measured = layer.get("measured")
+    if not isinstance(measured, Mapping) or measured.get("status") == "eliminated":
+        return None
+    value = measured.get("median_us")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def subnormal_weights(ctx: RuleContext) -> list[Finding]:
+    """Weight tensors with subnormal values (0 < |w| < 1.18e-38 in fp32, 6.1e-5 in fp16): CPUs without
+    flush-to-zero run every product with them 10-100x slower, which no operation count shows. Only tensors read
+    as data count: a BatchNorm running variance (a :data:`PARAMETER_INPUTS` slot) is folded into the conv, its
+    subnormals never multiply anything.
+
+    The gain: with :attr:`RuleContext.measure_config`, measured (the model and its flushed copy profiled on
+    ONNX Runtime, :func:`~layerscope.analysis.weights.measure_flush_gain`); else, when the run was measured and
+    estimated on a CPU profile, estimated as the affected layers' measured time above their estimate; else
+    not sized. ``evidence["gain_source"]`` says which."""
+    if ctx.graph is None:
+        return []
+    tensors = sorted((t for t in ctx.weights.values() if t.layers and t.subnormal
+                      and t.subnormal_fraction >= SUBNORMAL_MIN_FRACTION),
+                     key=lambda t: (-t.subnormal, t.name))
+    if not tensors:
+        return []
+    layer_ids = tuple(dict.fromkeys(i for t in tensors for i in t.layers if i in ctx.by_id))
+    layers = [ctx.by_id[i] for i in layer_ids]
+    count = sum(t.subnormal for t in tensors)
+    elements = sum(t.elements for t in tensors)
+    evidence: dict[str, Any] = _evidence_times(ctx, layers) | {
+        "subnormal_values": count, "subnormal_fraction": round(count / elements, 6) if elements else 0.0,
+        "tensors": [{"name": t.name, "dtype": t.dtype, "subnormal": t.subnormal,
+                     "fraction": round(t.subnormal_fraction, 6), "layers": list(t.layers[:5])} for t in tensors[:10]],
+        "subnormal_below": {t.dtype: f"{TINY[t.dtype]:.8g}" for t in tensors if t.dtype in TINY}}
+    slow = [(layer, _measured_us(layer), float(_est(layer).get("latency_us") or 0.0)) for layer in layers]
+    ratios = {str(layer["id"]): round(m / e, 3) for layer, m, e in slow if m is not None and e > 0}
+    slow_note = ""
+    if ratios:
+        evidence["measured_over_estimated"] = ratios
+        worst_id = max(ratios, key=lambda i: ratios[i])
+        if ratios[worst_id] >= SUBNORMAL_SLOW_RATIO:
+            slow_note = f" (in this run '{worst_id}' measured {ratios[worst_id]:.0f}x its estimate)"
+    gain: float | None = None
+    if ctx.measure_config is not None:
+        measured = measure_flush_gain(ctx.graph, [t.name for t in tensors], ctx.measure_config,
+                                      rounds=ctx.measure_runs,
+                                      weights_us={str(x["id"]): float(_est(x).get("latency_us") or 0.0)
+                                                  for x in ctx.layers})
+        gain = measured.gain_us
+        evidence |= {
+            "gain_source": "measured", "latency_us": round(measured.latency_us, 3),
+            "flushed_latency_us": round(measured.flushed_latency_us, 3), "paired_gain_us": round(gain, 3),
+            "rounds": measured.rounds, "faster_rounds": measured.faster_rounds,
+            "provider": measured.provider, "cpu": measured.cpu, "flushed_values": measured.flushed_values,
+            "layers_us": {i: round(measured.layer_us[i], 3) for i in layer_ids if i in measured.layer_us},
+            "flushed_layers_us": {i: round(measured.flushed_layer_us[i], 3) for i in layer_ids
+                                  if i in measured.flushed_layer_us}}
+        share = gain / measured.latency_us if measured.latency_us > 0 else 0.0
+        clear = measured.faster_rounds >= SUBNORMAL_CLEAR_ROUNDS * measured.rounds and share >= SUBNORMAL_CLEAR_GAIN
+        severity = Severity.ERROR if clear and share >= 0.2 else Severity.WARNING if clear else Severity.INFO
+        outcome = (f"flushing them to zero measured {measured.latency_us:.1f} -> {measured.flushed_latency_us:.1f} "
+                   f"µs per inference on ONNX Runtime ({measured.provider}, {measured.cpu or 'this CPU'}; faster in "
+                   f"{measured.faster_rounds} of {measured.rounds} paired rounds)")
+        if not clear:
+            outcome += (": no clear gain on this CPU (AMD Zen, for one, runs subnormal operands at full speed); "
+                        "Intel x86 and many ARM cores do not")
+    else:
+        if ctx.measured and ctx.profile is not None and ctx.profile.kind == "cpu" and ratios:
+            gain = sum(max(0.0, m - e) for _, m, e in slow if m is not None)
+            evidence["gain_source"] = "estimated: the affected layers' measured time above their estimate"
+        else:
+            evidence["gain_source"] = "not sized: run advise with --measure to measure the flushed model"
+        worst = max(t.subnormal_fraction for t in tensors if t.dtype == "float32") if any(
+            t.dtype == "float32" for t in tensors) else 0.0
+        in_float = ctx.dtype in ("fp32", "fp16", "bf16", "tf32") or (ctx.profile is not None and
+                                                                       ctx.profile.kind == "cpu") or any(
+            _est(layer).get("fallback_reason") for layer in layers)
+        severity = Severity.WARNING if worst >= 0.1 and in_float else Severity.INFO
+        outcome = "the gain is not measured (advise --measure re-profiles the model with them flushed)"
+        if not in_float:
+            outcome = (f"deployed in {ctx.dtype} on '{ctx.profile.name if ctx.profile else '?'}' they quantize to "
+                       "0 and cost nothing there, only where the model runs in float on a CPU; " + outcome)
+    names = ", ".join(f"'{t.name}' ({t.subnormal} of {t.elements})" for t in tensors[:3])
+    more = f" and {len(tensors) - 3} more" if len(tensors) > 3 else ""
+    readers = ", ".join(f"'{i}'" for i in layer_ids[:3]) + (" ..." if len(layer_ids) > 3 else "")
+    return [Finding(
+        "subnormal-weights", severity,
+        f"{count} weight values are subnormal in {len(tensors)} tensor(s): {names}{more}, read by "
+        f"{readers}: CPUs without flush-to-zero take a slow path (a microcode assist on x86) for "
+        f"each product with them, 10-100x slower, and the estimate cannot see it{slow_note}; {outcome}",
+        "flush them to zero in the model file (per weight: w = numpy_helper.to_array(t); "
+        "w[np.abs(w) < np.finfo(w.dtype).tiny] = 0; write it back with numpy_helper.from_array: products of "
+        "1e-38 change no output), or on ONNX Runtime's CPU provider set the session config entry "
+        "'session.set_denormal_as_zero' to '1' (SessionOptions.add_session_config_entry), which turns on "
+        "FTZ/DAZ in its intra-op threads; then find why training left them (dead channels under weight decay)",
+        layer_ids, evidence, gain,
+        "Intel optimization manual, 'Floating-point exceptions: denormals' (FTZ/DAZ); ONNX Runtime session "
+        "option session.set_denormal_as_zero")]
 
 
 def norm_heavy(ctx: RuleContext) -> list[Finding]:
@@ -637,6 +935,7 @@ RULES: tuple[Rule, ...] = (
     Rule("lane-alignment", "channels not aligned to the lane width", lane_alignment, needs_graph=True),
     Rule("depthwise-conv", "depthwise convolutions", depthwise_conv, needs_graph=True),
     Rule("large-constants", "constants outside the fp16/int16 range", large_constants, needs_graph=True),
+    Rule("subnormal-weights", "subnormal (denormal) weights", subnormal_weights, needs_graph=True),
     Rule("norm-on-vector", "Softmax/LayerNorm-heavy blocks on vector units", norm_heavy),
 )
 

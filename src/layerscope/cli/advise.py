@@ -1,5 +1,7 @@
 """``layerscope advise RUN``: hot spots, bounds and CPU fallback, then findings with advice, as data. The model is
-reloaded from the run's path (sha256 checked) for the rules that read the graph; exit 2 when it changed."""
+reloaded from the run's path (sha256 checked) for the rules that read the graph; exit 2 when it changed. With
+``--measure`` (the default when the run was measured on ONNX Runtime), mitigations that can be tried on ONNX
+Runtime are measured: the subnormal-weights finding then reports the flushed model's measured gain."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from layerscope.analysis.advise import advise, reload_model, run_profile, with_findings
+from layerscope.analysis.advise import advise, measure_config_of, reload_model, run_profile, with_findings
+from layerscope.measure.session import SessionConfig
 from layerscope.report.analysis_terminal import advice_report
 from layerscope.run import load_run, save_run
 
@@ -21,17 +24,26 @@ from layerscope.run import load_run, save_run
 @click.option("--no-model", is_flag=True, help="Do not load the model; rules that read the graph are skipped.")
 @click.option("--target", "-t", default=None, metavar="NAME|FILE",
               help="Profile for the rules (default: the one the run was estimated on).")
+@click.option("--measure/--no-measure", "measure", default=None,
+              help="Measure the gain of mitigations that can be tried on ONNX Runtime (flushing subnormal weights) "
+                   "[default: when the run was measured on ONNX Runtime, with its session settings].")
+@click.option("--measure-runs", default=20, show_default=True, type=click.IntRange(min=3),
+              help="Paired rounds (the model, then its mitigated copy, alternating) when measuring a mitigation.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
 @click.option("--save", is_flag=True, help="Write the findings back into RUN.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
               help="Write the run with its findings section to OUT ('-' for the findings alone on stdout).")
-def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, top: int, save: bool,
-            json_out: Path | None) -> None:
+def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, measure: bool | None,
+            measure_runs: int, top: int, save: bool, json_out: Path | None) -> None:
     """Diagnose RUN and advise what to change, layer by layer."""
     run = load_run(run_path)
     profile = run_profile(run, target)
     graph = None if no_model else reload_model(run, model_path)
-    report = advise(run, profile, graph)
+    config = measure_config_of(run)
+    if measure and config is None:
+        config = SessionConfig()
+    report = advise(run, profile, graph, measure_config=config if measure is not False else None,
+                    measure_runs=measure_runs)
     with_findings(run, report, top=top)
     if json_out is not None and str(json_out) == "-":
         click.echo(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))

@@ -171,7 +171,9 @@ def findings_table(findings: Sequence[Finding], title: str) -> RenderableType:
         return Text(f"{title}: none", style="green")
     parts: list[RenderableType] = [Text(title, style="bold")]
     for i, f in enumerate(findings, 1):
-        gain = f"  (expected gain ~{human_us(f.expected_gain_us)} per inference)" if f.expected_gain_us else ""
+        measured = f.evidence.get("gain_source") == "measured"
+        gain = (f"  ({'measured' if measured else 'expected'} gain {'' if measured else '~'}"
+                f"{human_us(f.expected_gain_us)} per inference)") if f.expected_gain_us else ""
         parts.append(Text.assemble(f"{i:>2}. ", (f"[{f.severity.value}]", _SEVERITY_STYLE[f.severity]),
                                    (f" {f.rule_id}", "bold"), gain))
         parts.append(Text(f"    hazard:     {f.hazard}"))

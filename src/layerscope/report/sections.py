@@ -503,7 +503,8 @@ def findings(run: Run, top: int | None = None) -> list[FindingRow]:
             layers=finding.layer_ids,
             hazard=finding.hazard,
             mitigation=finding.mitigation,
-            expected_gain="" if finding.expected_gain_us is None else human_us(finding.expected_gain_us),
+            expected_gain="" if finding.expected_gain_us is None else human_us(finding.expected_gain_us) + (
+                " (measured)" if finding.evidence.get("gain_source") == "measured" else ""),
         ))
     rows.sort(key=lambda f: _SEVERITY_ORDER.get(f.severity.lower(), 5))
     return rows[:top] if top is not None else rows
