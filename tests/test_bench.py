@@ -20,8 +20,8 @@ from conftest import F32, I64, ModelWriter, zoo
 from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.measure.bench import BenchConfig, run_bench
-from layerscope.measure.stats import drift, summarize
 from layerscope.run import load_run
+from layerscope.stats import drift, summarize
 
 LATENCY_KEYS = {"mean_us", "min_us", "max_us", "p50_us", "p90_us", "p99_us", "p999_us", "fps", "samples", "source"}
 MEASUREMENT_KEYS = {"backend", "backend_version", "provider", "threads", "opt_level", "runs", "warmup", "machine",

@@ -31,9 +31,9 @@ from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult
 from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, OrtRunner
 from layerscope.measure.session import SessionConfig
-from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.stats import summarize
 
 RNG = np.random.default_rng(0)
 

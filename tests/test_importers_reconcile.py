@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layerscope.analysis.reconcile import ScaleFactor, scale_factor, scale_layers
 from layerscope.errors import InputError
+from layerscope.runfile.derived import ScaleFactor, k_between, scale_layers
 
 
 def test_k_is_measured_over_estimated() -> None:
-    factor = scale_factor(4100.0, 3420.6)
+    factor = k_between(4100.0, 3420.6)
     assert factor.k == pytest.approx(4100.0 / 3420.6)
     assert factor == ScaleFactor(measured_us=4100.0, estimated_us=3420.6)
 
@@ -27,11 +27,11 @@ def test_k_is_measured_over_estimated() -> None:
                                                  (1.0, math.inf)])
 def test_k_refuses_times_that_are_not_positive_numbers(measured: float, estimated: float) -> None:
     with pytest.raises(InputError, match="cannot scale"):
-        scale_factor(measured, estimated)
+        k_between(measured, estimated)
 
 
 def test_scaled_layers_keep_order_and_add_up_to_the_board_time() -> None:
-    factor = scale_factor(200.0, 100.0)
+    factor = k_between(200.0, 100.0)
     scaled = scale_layers([("conv", 30.0), ("relu", 10.0), ("pool", 0.0)], factor)
     assert [s.layer_id for s in scaled] == ["conv", "relu", "pool"]
     assert [s.share for s in scaled] == [0.75, 0.25, 0.0]
@@ -40,7 +40,7 @@ def test_scaled_layers_keep_order_and_add_up_to_the_board_time() -> None:
 
 
 def test_no_cost_at_all_gives_zero_shares() -> None:
-    scaled = scale_layers([("a", 0.0), ("b", -1.0)], scale_factor(1.0, 1.0))
+    scaled = scale_layers([("a", 0.0), ("b", -1.0)], k_between(1.0, 1.0))
     assert [(s.share, s.scaled_us, s.estimated_us) for s in scaled] == [(0.0, 0.0, 0.0), (0.0, 0.0, 0.0)]
 
 
@@ -49,7 +49,7 @@ def test_no_cost_at_all_gives_zero_shares() -> None:
        estimated=st.floats(1e-3, 1e7))
 def test_shares_sum_to_one_and_scaled_to_the_measurement(costs: list[float], measured: float,
                                                          estimated: float) -> None:
-    factor = scale_factor(measured, estimated)
+    factor = k_between(measured, estimated)
     scaled = scale_layers([(str(i), c) for i, c in enumerate(costs)], factor)
     if sum(costs) > 0:
         assert sum(s.share for s in scaled) == pytest.approx(1.0)

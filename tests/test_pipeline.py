@@ -20,7 +20,7 @@ from layerscope.measure.pipeline import (
     stage_results,
 )
 from layerscope.measure.session import SessionConfig
-from layerscope.run import load_run
+from layerscope.run import load_run, save_run
 from layerscope.tracing import Span, SpanKind, recording
 
 SQUEEZENET = str(zoo("squeezenet"))
@@ -144,6 +144,16 @@ def test_the_perfetto_trace_shows_the_pipeline_with_the_layers(
                for e in layer_slices)
     assert trace["otherData"]["overlaps_fixed"] == 0
     assert any(e["pid"] == 1 for e in trace["traceEvents"])  # the reporter's measured kernels are there too
+
+
+def test_report_trace_of_the_saved_run_holds_the_same_pipeline_spans(
+        pipeline_run: tuple[dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
+    run, trace = pipeline_run
+    save_run(run, tmp_path / "run.json")
+    assert main(["report", str(tmp_path / "run.json"), "--trace", str(tmp_path / "again.json")]) == 0
+    again = json.loads((tmp_path / "again.json").read_text())
+    spans = [e for e in trace["traceEvents"] if e["pid"] == 3]
+    assert len(spans) > 10 and [e for e in again["traceEvents"] if e["pid"] == 3] == spans
 
 
 # --- the analysis, on spans made by hand ----------------------------------------------------------------------------

@@ -15,10 +15,10 @@ from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult, _shares, _timed_runs, layer_results
-from layerscope.measure.stats import summarize
 from layerscope.model import load_model
 from layerscope.report.terminal import measurement_summary
 from layerscope.run import load_run
+from layerscope.stats import summarize
 
 
 @pytest.fixture(scope="module")

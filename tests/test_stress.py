@@ -17,7 +17,6 @@ from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.cli.pipeline import stress_report
 from layerscope.errors import InputError
-from layerscope.measure.stats import summarize
 from layerscope.measure.stress import (
     MAX_SENSITIVE,
     MemoryStress,
@@ -32,6 +31,7 @@ from layerscope.measure.stress import (
     parse_stress,
 )
 from layerscope.run import load_run
+from layerscope.stats import summarize
 
 SQUEEZENET = str(zoo("squeezenet"))
 SMALL = 8 << 20  # 8 MiB buffers keep the unit tests light; the CLI tests use the default size

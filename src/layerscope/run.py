@@ -22,7 +22,7 @@ optional unless marked; a run may hold an estimate, a measurement or both:
   unmapped_kernels, steadiness {latency_cv, latency_drift, profiled_drift}, machine {hostname, cpu, cores, os,
   python}, created_utc, source, kind} -- ``kind`` (version 2) tags the shape: ``kernel-profile``, ``bench``,
   ``differential`` or ``vendor-import``; ``steadiness``: run-to-run CV of the uninstrumented runs and the drift
-  (:func:`layerscope.measure.stats.drift`) of the uninstrumented and of the profiled runs
+  (:func:`layerscope.stats.drift`) of the uninstrumented and of the profiled runs
 - ``latency`` {mean_us, min_us, max_us, p50_us, p90_us, p99_us, p999_us, fps, samples, source} -- end to end,
   always from uninstrumented runs
 - ``summary`` (required) {macs, est_latency_us, ...}, ``unknown_ops``, ``folded``

@@ -7,70 +7,18 @@ take ``k = board time / static estimate`` for the same part of the model (e.g. t
 report's per-layer *shares*, and scale them once by k, so that the per-layer figures add up to the
 board's time. The result ranks hot spots; per-layer absolute values are an estimate, not a measurement.
 
-Contract (pure functions, no I/O):
-- :func:`scale_factor` refuses a non-positive or non-finite time with ``InputError`` (the numbers come
-  from the user's files);
-- :func:`scale_layers` keeps the input order. With ``total_us`` (the vendor's estimate of the whole block, of
-  which the listed layers may be only a part): ``share = estimated_us / total_us`` and ``scaled_us = k *
-  estimated_us`` (the scaled column follows the k printed). Without it: shares of the listed layers' sum (they add
-  up to 1) and ``scaled_us = share * measured_us`` (adding up to the measured time).
+Pure functions, no I/O; k and the scaled layers are :mod:`layerscope.runfile.derived`'s (:func:`k_between`,
+:func:`scale_layers`), so an import and ``reconcile`` compute them the same way.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from layerscope.errors import InputError
-from layerscope.runfile.derived import end_to_end_us, k_pairs
+from layerscope.runfile.derived import ScaleFactor, end_to_end_us, k_between, k_pairs
 from layerscope.runfile.derived import scale_factor as runfile_scale_factor
-
-
-@dataclass(frozen=True)
-class ScaleFactor:
-    """``k = measured_us / estimated_us`` for one part of a model."""
-
-    measured_us: float
-    estimated_us: float
-
-    @property
-    def k(self) -> float:
-        return self.measured_us / self.estimated_us
-
-
-@dataclass(frozen=True)
-class ScaledLayer:
-    """One layer's static cost, its share of all the layers' cost, and that share of the measured time."""
-
-    layer_id: str
-    estimated_us: float
-    share: float
-    scaled_us: float
-
-
-def scale_factor(measured_us: float, estimated_us: float) -> ScaleFactor:
-    """The scale factor between a measurement and an estimate of the same part, both in µs."""
-    for label, value in (("measured", measured_us), ("estimated", estimated_us)):
-        if not math.isfinite(value) or value <= 0:
-            raise InputError(f"cannot scale: the {label} time is {value} µs (it must be a positive number)")
-    return ScaleFactor(measured_us=measured_us, estimated_us=estimated_us)
-
-
-def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor,
-                 total_us: float | None = None) -> tuple[ScaledLayer, ...]:
-    """Each ``(layer id, estimated µs)`` with its share of ``total_us`` (default: the listed layers' sum) and its
-    estimate scaled by k. All shares are 0 when the total is 0."""
-    items = [(layer_id, max(0.0, cost)) for layer_id, cost in layers]
-    listed = sum(cost for _, cost in items)
-    total = max(total_us, listed) if total_us is not None else listed
-    scaled = []
-    for layer_id, cost in items:
-        share = cost / total if total > 0 else 0.0
-        scaled.append(ScaledLayer(layer_id=layer_id, estimated_us=cost, share=share,
-                                  scaled_us=cost * factor.k if total_us is not None else share * factor.measured_us))
-    return tuple(scaled)
-
 
 # ------------------------------------------------------------------------------------------------------------
 # Reconciling a whole run: k for the measured part, per-layer error, rank agreement, verdict; several runs: spread.
@@ -332,7 +280,7 @@ def reconcile_run(run: dict[str, object]) -> Reconciliation:
     if kf is None:
         raise InputError(f"run of {model_name!r} has no measurement and estimate of the same part to reconcile "
                          "(profile it with `layerscope profile`, or import the board's log with the static report)")
-    factor = scale_factor(kf.measured_us, kf.estimated_us)
+    factor = k_between(kf.measured_us, kf.estimated_us)
     measured_on = kf.origin.label if kf.origin is not None else None
     if kf.scope == "layers":
         pairs, excluded = k_pairs(layers_in)

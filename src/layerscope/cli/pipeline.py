@@ -119,10 +119,10 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
     console = Console()
     console.print(pipeline_report(run, top))
     if trace_out is not None:
-        from layerscope.measure.pipeline_trace import pipeline_trace_bytes
+        from layerscope.report.perfetto import trace_bytes
 
         trace_out.parent.mkdir(parents=True, exist_ok=True)
-        trace_out.write_bytes(pipeline_trace_bytes(run, compress=trace_out.suffix == ".gz"))
+        trace_out.write_bytes(trace_bytes(run, compress=trace_out.suffix == ".gz"))
         console.print(f"trace: {trace_out} (open in https://ui.perfetto.dev)")
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")

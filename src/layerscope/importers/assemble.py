@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from layerscope import __version__
-from layerscope.analysis.reconcile import ScaledLayer, ScaleFactor, scale_factor, scale_layers
 from layerscope.costs import LayerCost, cost_graph
 from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, LayerIndex, Resolution, resolve, self_resolution
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
+from layerscope.runfile.derived import ScaledLayer, ScaleFactor, k_between, scale_layers
 
 
 @dataclass(frozen=True)
@@ -356,7 +356,7 @@ def _reconcile(results: Sequence[ImportResult]) -> Reconciled | None:
         return None
     assert measured.totals.accelerator is not None and measured.totals.accelerator.mean_us is not None
     assert estimated.totals.estimated_us is not None
-    factor = scale_factor(measured.totals.accelerator.mean_us, estimated.totals.estimated_us)
+    factor = k_between(measured.totals.accelerator.mean_us, estimated.totals.estimated_us)
     # shares of the vendor's total for the block (the report may list only some layers); scaled = k x static
     layers = scale_layers(((e.name, e.estimate.latency_us) for e in estimated.estimated if e.estimate), factor,
                           total_us=estimated.totals.estimated_us)

@@ -41,9 +41,9 @@ from layerscope.costs import cost_graph
 from layerscope.errors import InputError
 from layerscope.measure.inputs import ModelInputs
 from layerscope.measure.session import SessionConfig
-from layerscope.measure.stats import LatencyStats, summarize
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
+from layerscope.stats import LatencyStats, summarize
 
 __all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "Phase", "ProcessUsage",
            "ProgressFn", "StreamResult", "available_cores", "peak_rss_bytes", "run_bench", "run_from_bench"]

@@ -82,8 +82,8 @@ from layerscope.measure.cuts import Cut, CutPlanner, Segment
 from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, Runner, Side
 from layerscope.measure.session import machine_info
-from layerscope.measure.stats import PERCENTILE_METHOD
 from layerscope.run import save_run
+from layerscope.stats import PERCENTILE_METHOD
 from layerscope.targets.host import cache_dir
 
 __all__ = [

@@ -68,8 +68,8 @@ from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import TraceEvent, load_events, parse_profile
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, machine_info, make_session
-from layerscope.measure.stats import LatencyStats, drift, summarize
 from layerscope.model.types import Graph
+from layerscope.stats import LatencyStats, drift, summarize
 from layerscope.tracing import Span, SpanRecorder
 
 __all__ = ["MODEL_SPAN", "Breakdown", "KernelSpan", "ModelSession", "PipelineFn", "PipelineResult", "StageResult",

@@ -27,8 +27,8 @@ import onnx
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
 from layerscope.measure.session import SessionConfig, machine_info, make_session
-from layerscope.measure.stats import LatencyStats, drift, summarize
 from layerscope.model.types import Graph
+from layerscope.stats import LatencyStats, drift, summarize
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
 Progress = Callable[[str, int, int], None]
@@ -75,7 +75,7 @@ class Measurement:
     machine: Mapping[str, Any]
     median_run: tuple[TraceEvent, ...]
     interrupted: bool = False
-    #: :func:`~layerscope.measure.stats.drift` of the uninstrumented and of the profiled runs.
+    #: :func:`~layerscope.stats.drift` of the uninstrumented and of the profiled runs.
     latency_drift: float = 0.0
     profiled_drift: float = 0.0
     #: The uninstrumented runs (µs) in the order they were timed.

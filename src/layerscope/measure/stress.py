@@ -47,7 +47,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from layerscope.errors import BackendUnavailable, InputError
-from layerscope.measure.stats import LatencyStats
+from layerscope.stats import LatencyStats
 
 if TYPE_CHECKING:
     from layerscope.measure.profile import Measurement

@@ -6,7 +6,10 @@ A pure function of a saved run. Contract of :func:`trace_document`:
   "Estimated" holds the estimated layers, one track per unit and core (the timeline's schedule, or the
   roofline's layers one after another when the run has no timeline), and counter tracks (``ph: "C"``) of DDR
   bandwidth (MB/s), DDR utilization and unit utilization (%) over the frame. Each process starts at 0 on its own
-  clock: one is a measurement on this machine, the other an estimate on a profile. Names come from
+  clock: one is a measurement on this machine, the other an estimate on a profile. Process 3 "Pipeline" holds
+  the run's ``pipeline`` section when it has one (``layerscope pipeline``): one track per Python thread, with the
+  traced run's root span, the user's trace points, the ``model`` spans and, inside each model span, its kernels
+  named after the source layers they cover; its clock starts at 0 at the start of the traced run. Names come from
   ``process_name`` / ``thread_name`` metadata events; sort order from ``*_sort_index``;
 - complete events (``ph: "X"``) on one track nest exactly: two slices are disjoint or one contains the other.
   Times are handled in integer nanoseconds; a slice that starts inside an open slice and ends after it (partial
@@ -28,6 +31,7 @@ from layerscope.report.sections import Run, Slice, Temporal, Track, Tracks, esti
 
 MEASURED_PID = 1
 ESTIMATED_PID = 2
+PIPELINE_PID = 3
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,11 @@ def trace_document(run: Run) -> dict[str, Any]:
         fixed += cut
     if series is not None:
         events += _counter_events(series)
+    pipeline = pipeline_tracks(run)
+    if pipeline is not None:
+        pipeline_events, cut = _pipeline_events(pipeline)
+        events = pipeline_events + events
+        fixed += cut
     model = run.get("model") or {}
     other = {
         "model": model.get("name"),
@@ -175,7 +184,62 @@ def trace_document(run: Run) -> dict[str, Any]:
             (estimated is not None, "estimated layers (no estimate in the run)"),
             (series is not None, "bandwidth counters (no timeline in the run)")) if not present],
     }
+    if pipeline is not None:
+        other["pipeline_clock"] = "the pipeline process starts at 0 at the start of the traced run"
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def pipeline_tracks(run: Run) -> Tracks | None:
+    """The traced run's spans and kernels per thread; ``None`` when the run has no ``pipeline`` section."""
+    section = run.get("pipeline")
+    if not section or not section.get("spans"):
+        return None
+    names: dict[int, str] = {}
+    slices: dict[int, list[Slice]] = {}
+    for span in section["spans"]:
+        names.setdefault(span["thread"], span.get("thread_name") or f"thread {span['thread']}")
+        args: tuple[tuple[str, str], ...] = (("kind", str(span["kind"])), ("run", str(span["run"])))
+        slices.setdefault(span["thread"], []).append(_slice(span, str(span["name"]), args))
+    kernels = {k["name"]: k for k in run.get("kernels") or []}
+    for event in section.get("kernels") or []:
+        layers = [str(x) for x in event.get("layers") or []]
+        args = tuple((k, v) for k, v in (("kernel", str(event["name"])),
+                                         ("op_type", str(kernels.get(event["name"], {}).get("op_type") or "")),
+                                         ("layers", ", ".join(layers))) if v)
+        slices.setdefault(event["thread"], []).append(_slice(event, _layer_label(layers, event["name"]), args))
+        names.setdefault(event["thread"], f"thread {event['thread']}")
+    tracks = tuple(Track(f"{names[tid]} ({tid})", tuple(items)) for tid, items in sorted(slices.items()))
+    trace = section.get("trace") or {}
+    return Tracks("pipeline", f"PIPELINE: {section.get('function')}, run {trace.get('run')} "
+                              f"({trace.get('phase')} phase)", tracks)
+
+
+def _slice(item: Mapping[str, Any], name: str, args: tuple[tuple[str, str], ...]) -> Slice:
+    start = float(item["start_us"])
+    return Slice(start, start + float(item["duration_us"]), name, None, args)
+
+
+def _layer_label(layers: Sequence[str], kernel: str) -> str:
+    if not layers:
+        return kernel
+    return layers[0] if len(layers) == 1 else f"{layers[0]} (+{len(layers) - 1} fused)"
+
+
+def _pipeline_events(tracks: Tracks) -> tuple[list[dict[str, Any]], int]:
+    """Process 3's metadata and complete events, and how many slices were cut short to nest."""
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "pid": PIPELINE_PID, "tid": 0, "name": "process_name", "args": {"name": tracks.note}},
+        {"ph": "M", "pid": PIPELINE_PID, "tid": 0, "name": "process_sort_index", "args": {"sort_index": 0}},
+    ]
+    fixed = 0
+    for tid, track in enumerate(tracks.tracks, 1):
+        events.append({"ph": "M", "pid": PIPELINE_PID, "tid": tid, "name": "thread_name", "args": {"name": track.name}})
+        nested, cut = nest_exactly(track.slices)
+        fixed += cut
+        events.extend({"ph": "X", "pid": PIPELINE_PID, "tid": tid, "cat": "pipeline", "name": s.slice.name,
+                       "ts": s.start_ns / 1000, "dur": (s.end_ns - s.start_ns) / 1000, "args": dict(s.slice.args)}
+                      for s in nested)
+    return events, fixed
 
 
 def _process_name(kind: str, tracks: Tracks) -> str:

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from layerscope.measure.stats import summarize
 from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.runfile.derived import (
@@ -30,6 +29,7 @@ from layerscope.runfile.derived import (
     time_basis,
 )
 from layerscope.runfile.derived import scale_factor as runfile_scale_factor
+from layerscope.stats import summarize
 
 if TYPE_CHECKING:  # imported where used: the analysis package pulls in the target profiles
     from layerscope.analysis.compare import MetricDelta

@@ -16,8 +16,14 @@ Definitions (the contract):
   estimate's target (then k compares two devices, not the estimate's error).
 - **shares** (:func:`layer_shares`): a layer's time over the sum of all layers' times on one basis: measured when
   any layer has a measured time, else estimated; ``None`` for a layer without a time on that basis.
+- **k of one pair** (:func:`k_between`): measured over estimated for one part of a model, both in µs; a
+  non-positive or non-finite time is an ``InputError`` (the numbers come from the user's files).
+  :func:`scale_layers` keeps the input order. With ``total_us`` (the vendor's estimate of the whole block, of which
+  the listed layers may be only a part): ``share = estimated_us / total_us`` and ``scaled_us = k * estimated_us``
+  (the scaled column follows the k printed). Without it: shares of the listed layers' sum (they add up to 1) and
+  ``scaled_us = share * measured_us`` (adding up to the measured time).
 - **steadiness** (:func:`unsteady`): the largest |CV| or |drift| of ``measurement.steadiness`` when it exceeds
-  :data:`layerscope.measure.stats.DRIFT_WARNING`, else ``None``.
+  :data:`layerscope.stats.DRIFT_WARNING`, else ``None``.
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layerscope.measure.stats import DRIFT_WARNING
+from layerscope.errors import InputError
+from layerscope.stats import DRIFT_WARNING
 
 Document = Mapping[str, Any]
 
@@ -262,3 +269,48 @@ def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
         return None
     worst = max(abs(_num(steadiness.get(key)) or 0.0) for key in ("latency_cv", "latency_drift", "profiled_drift"))
     return worst if worst > DRIFT_WARNING else None
+
+
+@dataclass(frozen=True)
+class ScaleFactor:
+    """``k = measured_us / estimated_us`` for one part of a model."""
+
+    measured_us: float
+    estimated_us: float
+
+    @property
+    def k(self) -> float:
+        return self.measured_us / self.estimated_us
+
+
+@dataclass(frozen=True)
+class ScaledLayer:
+    """One layer's static cost, its share of all the layers' cost, and that share of the measured time."""
+
+    layer_id: str
+    estimated_us: float
+    share: float
+    scaled_us: float
+
+
+def k_between(measured_us: float, estimated_us: float) -> ScaleFactor:
+    """The scale factor between a measurement and an estimate of the same part, both in µs."""
+    for label, value in (("measured", measured_us), ("estimated", estimated_us)):
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(f"cannot scale: the {label} time is {value} µs (it must be a positive number)")
+    return ScaleFactor(measured_us=measured_us, estimated_us=estimated_us)
+
+
+def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor,
+                 total_us: float | None = None) -> tuple[ScaledLayer, ...]:
+    """Each ``(layer id, estimated µs)`` with its share of ``total_us`` (default: the listed layers' sum) and its
+    estimate scaled by k. All shares are 0 when the total is 0."""
+    items = [(layer_id, max(0.0, cost)) for layer_id, cost in layers]
+    listed = sum(cost for _, cost in items)
+    total = max(total_us, listed) if total_us is not None else listed
+    scaled = []
+    for layer_id, cost in items:
+        share = cost / total if total > 0 else 0.0
+        scaled.append(ScaledLayer(layer_id=layer_id, estimated_us=cost, share=share,
+                                  scaled_us=cost * factor.k if total_us is not None else share * factor.measured_us))
+    return tuple(scaled)
