@@ -39,11 +39,12 @@ from layerscope.cli.options import (
 from layerscope.cli.progress import PhaseUpdate, phase_progress
 from layerscope.errors import InputError
 from layerscope.measure.session import ort_provider
-from layerscope.measure.stress import MIN_SHARE, StressSpec, parse_stress
+from layerscope.measure.stress import StressSpec, parse_stress
 from layerscope.report.sections import StressView, stress_compared, stress_eligible, stress_view
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import fixed, human_us, us_text
 from layerscope.run import save_run
+from layerscope.runfile.io import stress_thresholds
 
 _PHASES = {"warmup": "warm-up", "timed": "pipeline runs", "warmup-profiled": "warm-up (profiler on)",
            "profiled": "pipeline runs (profiler on)"}
@@ -293,7 +294,9 @@ def stress_report(run: Mapping[str, Any], top: int = 10) -> RenderableType:
     parts: list[RenderableType] = [Text(""), _stress_latency_table(view)]
     compared = stress_compared(run)
     if compared and top:
-        parts += [Text(""), _stress_layers_table(stress_eligible(compared, keep_sensitive=False), top)]
+        min_share = stress_thresholds(run)[0]
+        eligible = stress_eligible(compared, min_share=min_share, keep_sensitive=False)
+        parts += [Text(""), _stress_layers_table(eligible, top, min_share)]
     parts += [Text(""), _stress_context(view)]
     return Group(*parts)
 
@@ -319,10 +322,10 @@ _change = fixed(1, signed=True, scale=100, suffix="%")
 _fixed2 = fixed(2)
 
 
-def _stress_layers_table(eligible: list[tuple[int, Mapping[str, Any]]], top: int) -> Table:
+def _stress_layers_table(eligible: list[tuple[int, Mapping[str, Any]]], top: int, min_share: float) -> Table:
     ranked = [layer for _, layer in eligible[:top]]
     table = _table(f"Layers most slowed by memory stress: top {len(ranked)} by ratio, of the {len(eligible)} "
-                   f"layers with at least {MIN_SHARE:.1%} of the layer time",
+                   f"layers with at least {min_share:.1%} of the layer time",
                    "baseline / stressed: medians over the rounds; ratio: median of the rounds' paired ratios, "
                    "min: the smallest; * memory-sensitive (rule: the run file's stress.rule)")
     table.add_column("#", justify="right", no_wrap=True)

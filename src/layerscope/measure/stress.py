@@ -465,6 +465,8 @@ def stress_section(report: StressReport, rounds: Sequence[tuple[Timed[LatencySta
         "layer_ratio": round(statistics.median(totals), 6) if totals else None,
         "layer_ratio_range": [round(min(totals), 6), round(max(totals), 6)] if totals else None,
         "sensitive_layers": [c.layer_id for c in ranked],
+        "min_share": MIN_SHARE,
+        "off_cpu_drop": OFF_CPU_DROP,
         "rule": f"memory_sensitive: baseline >= {MIN_SHARE:.1%} of the layer total, slower in every uncontended "
                 f"round, median ratio >= {1 + MIN_GROWTH:.2f} and above the layer total's; at most {MAX_SENSITIVE}, "
                 "highest first; none when every round was contended (this process lost the CPU under stress)",

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.runfile.derived import (
     layer_estimated_us,
@@ -29,6 +28,7 @@ from layerscope.runfile.derived import (
     time_basis,
 )
 from layerscope.runfile.derived import scale_factor as runfile_scale_factor
+from layerscope.runfile.io import stress_thresholds
 from layerscope.stats import summarize
 
 if TYPE_CHECKING:  # imported where used: the analysis package pulls in the target profiles
@@ -1343,7 +1343,7 @@ def _change(ratio: float | None) -> float | None:
 
 
 def stress_view(run: Run) -> StressView | None:
-    """The run's ``stress`` section; ``None`` without one. Layers: those with at least ``MIN_SHARE`` of the
+    """The run's ``stress`` section; ``None`` without one. Layers: those with at least ``stress.min_share`` of the
     baseline layer total (as the terminal ranks them), highest ratio first, the memory-sensitive ones always."""
     stress = run.get("stress")
     if not isinstance(stress, Mapping):
@@ -1354,7 +1354,7 @@ def stress_view(run: Run) -> StressView | None:
                                num(r.get("baseline_cores_busy")), num(r.get("stressed_cores_busy")))
                    for i, r in enumerate(_maps(stress.get("rounds"))))
     compared = stress_compared(run)
-    eligible = stress_eligible(compared, keep_sensitive=True)
+    eligible = stress_eligible(compared, min_share=stress_thresholds(run)[0], keep_sensitive=True)
     shown = eligible[:STRESS_TOP]  # and, further down the ranking, the memory-sensitive ones
     shown += [il for il in eligible[STRESS_TOP:] if _map(il[1].get("measured")).get("memory_sensitive")]
     layers = []
@@ -1381,13 +1381,14 @@ def stress_compared(run: Run) -> list[tuple[int, Mapping[str, Any]]]:
             if isinstance(layer, Mapping) and num(_map(layer.get("measured")).get("stress_ratio")) is not None]
 
 
-def stress_eligible(compared: Sequence[tuple[int, Mapping[str, Any]]], *,
+def stress_eligible(compared: Sequence[tuple[int, Mapping[str, Any]]], *, min_share: float,
                     keep_sensitive: bool) -> list[tuple[int, Mapping[str, Any]]]:
-    """Of :func:`stress_compared`'s layers, those holding at least ``MIN_SHARE`` of their baseline total (and
-    with ``keep_sensitive`` the memory-sensitive ones too), highest ratio first, then by id."""
+    """Of :func:`stress_compared`'s layers, those holding at least ``min_share`` (the run's ``stress.min_share``)
+    of their baseline total (and with ``keep_sensitive`` the memory-sensitive ones too), highest ratio first,
+    then by id."""
     total = sum(num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0 for _, layer in compared)
     eligible = [(i, layer) for i, layer in compared
-                if (num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0) >= MIN_SHARE * total
+                if (num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0) >= min_share * total
                 or (keep_sensitive and _map(layer.get("measured")).get("memory_sensitive"))]
     return sorted(eligible, key=lambda item: (-(num(_map(item[1].get("measured")).get("stress_ratio")) or 0.0),
                                               str(item[1].get("id"))))
@@ -1432,8 +1433,9 @@ def _stress_warnings(stress: Mapping[str, Any], rounds: Sequence[StressRound], l
     contended = [str(x) for x in stress.get("contended_rounds") or []]
     if contended:
         every = len(contended) == len(rounds)
+        drop = stress_thresholds({"stress": stress})[1]
         warnings.append(Notice("warning", f"contended round(s) {', '.join(contended)}: under stress this process "
-                               f"kept the CPU busy over {OFF_CPU_DROP:.0%} less (the stress processes and other load "
+                               f"kept the CPU busy over {drop:.0%} less (the stress processes and other load "
                                "outnumbered the cores), so their slowdown is partly waiting for a core, not memory; "
                                + ("no layer is marked memory-sensitive" if every
                                   else "the layer verdict uses the other rounds")))

@@ -47,6 +47,23 @@ def measurement_kind(measurement: Mapping[str, Any]) -> str:
     return "vendor-import"
 
 
+#: The thresholds of the memory-stress verdict, as ``layerscope`` judged runs before the ``stress`` section stored
+#: them (``min_share``: a layer's least share of the baseline layer total to be compared; ``off_cpu_drop``: the drop
+#: in the cores this process kept busy that marks a round contended).
+STRESS_THRESHOLDS_BEFORE_STORED = (0.005, 0.10)
+
+
+def stress_thresholds(run: Mapping[str, Any]) -> tuple[float, float]:
+    """``(min_share, off_cpu_drop)`` of the run's ``stress`` section: the values the measurement stored, else the
+    ones runs were judged by before they were stored."""
+    stress = run.get("stress")
+    stress = stress if isinstance(stress, Mapping) else {}
+    default_share, default_drop = STRESS_THRESHOLDS_BEFORE_STORED
+    share, drop = stress.get("min_share"), stress.get("off_cpu_drop")
+    return (float(share) if isinstance(share, int | float) else default_share,
+            float(drop) if isinstance(drop, int | float) else default_drop)
+
+
 def upgrade(document: Mapping[str, Any]) -> dict[str, Any]:
     """``document`` (version 1 or 2) as version 2; the input is not changed."""
     run = dict(document)

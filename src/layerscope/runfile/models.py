@@ -473,6 +473,8 @@ class Stress(Section):
     buffer_bytes: Count | None = None
     rounds: list[dict[str, Any]] = []
     sensitive_layers: list[str] = []
+    min_share: Fraction | None = None
+    off_cpu_drop: Fraction | None = None
 
 
 class Bisect(Section):
