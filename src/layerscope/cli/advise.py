@@ -10,6 +10,7 @@ import click
 from rich.console import Console
 
 from layerscope.analysis.advise import advise, reload_model, run_profile, with_findings
+from layerscope.cli.outputs import OutputPath
 from layerscope.report.analysis_terminal import advice_report
 from layerscope.run import load_run, save_run
 
@@ -23,7 +24,7 @@ from layerscope.run import load_run, save_run
               help="Profile for the rules (default: the one the run was estimated on).")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
 @click.option("--save", is_flag=True, help="Write the findings back into RUN.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
               help="Write the run with its findings section to OUT ('-' for the findings alone on stdout).")
 def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, top: int, save: bool,
             json_out: Path | None) -> None:

@@ -27,6 +27,7 @@ from layerscope.cli.options import (
     provider_option,
     shape_option,
 )
+from layerscope.cli.outputs import OutputPath
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.measure.bench import (
@@ -67,7 +68,7 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (JSON) with the measurement and latency sections.")
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,

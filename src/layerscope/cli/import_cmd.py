@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.cli.options import parse_shapes, shape_option
+from layerscope.cli.outputs import OutputPath
 from layerscope.importers import FORMATS, ImportedRun, import_files
 from layerscope.model import load_model
 from layerscope.report.terminal import key_value_grid
@@ -36,7 +37,7 @@ LIST_LIMIT = 10
 @shape_option
 @click.option("--format", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
               help="The files' format (auto: detected from each file's content).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="RUN.json",
+@click.option("-o", "--output", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file that later commands read.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers each table shows.")

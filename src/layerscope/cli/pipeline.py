@@ -36,8 +36,10 @@ from layerscope.cli.options import (
     shape_option,
     target_option,
 )
+from layerscope.cli.outputs import OutputPath
 from layerscope.cli.progress import PhaseUpdate, phase_progress
 from layerscope.errors import InputError
+from layerscope.fileio import write_atomic
 from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import MIN_SHARE, StressSpec, parse_stress
 from layerscope.report.sections import StressView, stress_compared, stress_eligible, stress_view
@@ -99,9 +101,9 @@ def load_function(spec: str) -> tuple[Any, Path]:
 @click.option("--layers/--no-layers", default=True, show_default=True,
               help="Run the pipeline again with ONNX Runtime's profiler on for per-layer times and kernels.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of model.example_inputs.")
-@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (estimate, per-layer measurement and the pipeline section).")
-@click.option("--trace", "trace_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write a Perfetto trace of one run: user spans with the model's layers (OUT.gz: compressed).")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=0), help="Rows in the top table.")
 def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...], runs: int, warmup: int,
@@ -121,9 +123,8 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
     if trace_out is not None:
         from layerscope.measure.pipeline_trace import pipeline_trace_bytes
 
-        trace_out.parent.mkdir(parents=True, exist_ok=True)
-        trace_out.write_bytes(pipeline_trace_bytes(run, compress=trace_out.suffix == ".gz"))
-        console.print(f"trace: {trace_out} (open in https://ui.perfetto.dev)")
+        written = write_atomic(trace_out, pipeline_trace_bytes(run, compress=trace_out.suffix == ".gz"))
+        console.print(f"trace: {written} (open in https://ui.perfetto.dev)")
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
     if run["pipeline"]["interrupted"]:

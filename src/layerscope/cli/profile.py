@@ -23,7 +23,7 @@ from layerscope.cli.options import (
     shape_option,
     target_option,
 )
-from layerscope.cli.outputs import write_html
+from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
@@ -52,9 +52,9 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @intra_threads_option()
 @opt_level_option
 @provider_option
-@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (estimate and measurement joined per layer).")
-@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), help="Rows in the layer table.")
 @click.option("--format", "output_format", type=click.Choice(["table", "trace"]), default="table", show_default=True,
