@@ -9,7 +9,6 @@ the parent's environment otherwise (so the test's ``LAYERSCOPE_CACHE_DIR`` appli
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -64,16 +63,20 @@ def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _limits(memory_bytes: int) -> Callable[[], None]:
-    def apply() -> None:  # runs in the child between fork and exec
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+#: The child's first statements: its limits, then ``python -m layerscope ARGS`` (``sys.argv[1]`` is the cap).
+_LAUNCH = (
+    "import resource, runpy, sys\n"
+    "cap = int(sys.argv.pop(1))\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (cap, cap))\n"
+    "resource.setrlimit(resource.RLIMIT_CORE, (0, 0))\n"
+    "sys.argv[0] = 'layerscope'\n"
+    "runpy.run_module('layerscope', run_name='__main__', alter_sys=True)\n"
+)
 
-    return apply
 
-
-def command_line(args: Sequence[str]) -> list[str]:
-    return [sys.executable, "-m", "layerscope", *map(str, args)]
+def command_line(args: Sequence[str], memory_bytes: int = DEFAULT_MEMORY_BYTES) -> list[str]:
+    """``python -m layerscope ARGS`` under an address-space cap of ``memory_bytes`` and no core dumps."""
+    return [sys.executable, "-c", _LAUNCH, str(memory_bytes), *map(str, args)]
 
 
 def run_cli(args: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | None = None,
@@ -82,8 +85,8 @@ def run_cli(args: Sequence[str | os.PathLike[str]], *, env: Mapping[str, str] | 
     """Run ``layerscope ARGS`` to completion; a run past ``timeout_s`` is killed and fails the test."""
     argv = [str(a) for a in args]
     try:
-        proc = subprocess.run(command_line(argv), env=cli_env(env), cwd=cwd, capture_output=True,
-                              stdin=subprocess.DEVNULL, timeout=timeout_s, preexec_fn=_limits(memory_bytes))
+        proc = subprocess.run(command_line(argv, memory_bytes), check=False, env=cli_env(env), cwd=cwd,
+                              capture_output=True, stdin=subprocess.DEVNULL, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"layerscope {' '.join(argv)} ran past {timeout_s} s\n{exc.stderr!r}")
     return CliResult(tuple(argv), proc.returncode, proc.stdout, proc.stderr)
@@ -132,6 +135,6 @@ def start_cli(args: Sequence[str | os.PathLike[str]], folder: Path, *, env: Mapp
     folder.mkdir(parents=True, exist_ok=True)
     out, err = folder / "stdout.txt", folder / "stderr.txt"
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        proc = subprocess.Popen(command_line(argv), env=cli_env(env), stdout=stdout, stderr=stderr,
-                                stdin=subprocess.DEVNULL, preexec_fn=_limits(memory_bytes))
+        proc = subprocess.Popen(command_line(argv, memory_bytes), env=cli_env(env), stdout=stdout, stderr=stderr,
+                                stdin=subprocess.DEVNULL)
     return Started(tuple(argv), proc, out, err)

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import click
 import pytest
+from tests._cli_subprocess import run_cli
+from tests.conftest import zoo
 
 from layerscope.cli.main import SUBCOMMANDS, cli, main
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import OutputError
 from layerscope.fileio import check_writable, write_atomic
-from tests._cli_subprocess import run_cli
-from tests.conftest import zoo
 
 SQUEEZENET = zoo("squeezenet")
 
@@ -127,12 +127,11 @@ def _expect_refusal(code: int, err: str, out: Path, kind: str, folder: Path) -> 
 CASES = [(c, o, s, kind) for c, o, s in OUTPUT_OPTIONS for kind in BAD_PATHS]
 
 
-@pytest.mark.parametrize(("command", "option", "suffix", "kind"), CASES,
-                         ids=[f"{c}{o}-{k}" for c, o, _, k in CASES])
-def test_unwritable_output_exits_2_with_one_line(command: str, option: str, suffix: str, kind: str,
-                                                  inputs: dict[str, Path], tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("case", CASES, ids=[f"{c}{o}-{k}" for c, o, _, k in CASES])
+def test_unwritable_output_exits_2_with_one_line(case: tuple[str, str, str, str], inputs: dict[str, Path],
+                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """All 60 cases (20 options x 3 bad paths), in process: the checks run before any work."""
+    command, option, suffix, kind = case
     out = bad_path(kind, tmp_path, suffix)
     before = sorted(p.name for p in tmp_path.rglob("*"))
     code = main(command_args(command, inputs, option, out))
@@ -144,10 +143,10 @@ def test_unwritable_output_exits_2_with_one_line(command: str, option: str, suff
 SUBPROCESS_CASES = [(c, o, s, BAD_PATHS[i % len(BAD_PATHS)]) for i, (c, o, s) in enumerate(OUTPUT_OPTIONS)]
 
 
-@pytest.mark.parametrize(("command", "option", "suffix", "kind"), SUBPROCESS_CASES,
-                         ids=[f"{c}{o}-{k}" for c, o, _, k in SUBPROCESS_CASES])
-def test_unwritable_output_exits_2_in_a_child_process(command: str, option: str, suffix: str, kind: str,
-                                                       inputs: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", SUBPROCESS_CASES, ids=[f"{c}{o}-{k}" for c, o, _, k in SUBPROCESS_CASES])
+def test_unwritable_output_exits_2_in_a_child_process(case: tuple[str, str, str, str], inputs: dict[str, Path],
+                                                       tmp_path: Path) -> None:
+    command, option, suffix, kind = case
     out = bad_path(kind, tmp_path, suffix)
     before = sorted(p.name for p in tmp_path.rglob("*"))
     result = run_cli(command_args(command, inputs, option, out), env={"TMPDIR": str(tmp_path)}, timeout_s=120)

@@ -25,6 +25,7 @@ class OutputPath(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         path = super().convert(value, param, ctx)
+        assert isinstance(path, Path)  # path_type=Path
         if not (self.allow_stdout and str(path) == "-"):
             check_writable(path)
         return path
