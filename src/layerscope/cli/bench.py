@@ -102,11 +102,12 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     console.print(bench_report(run))
     if "stress" in run:
         console.print(stress_report(run))
-    if json_out is not None:
-        console.print(f"run file: {save_run(run, json_out)}")
+    written = save_run(run, json_out) if json_out is not None else None
+    if written is not None:
+        console.print(f"run file: {written}")
     if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(f"what was measured is saved in {written} (marked interrupted)" if written else "")
 
 
 def bench_report(run: Mapping[str, Any]) -> RenderableType:

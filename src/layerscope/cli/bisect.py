@@ -258,9 +258,8 @@ def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: S
                               after_round=after_round)
     except KeyboardInterrupt:
         where = f"cached in {store.directory}" if store.directory else "not cached (--no-cache)"
-        click.echo(f"layerscope: the samples measured so far are {where}; run the same command again to resume",
-                   err=True)
-        raise
+        raise KeyboardInterrupt(f"the samples measured so far are {where}; run the same command again to "
+                                "resume") from None
     finally:
         runner.close()
 

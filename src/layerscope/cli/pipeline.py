@@ -125,10 +125,11 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
 
         written = write_atomic(trace_out, pipeline_trace_bytes(run, compress=trace_out.suffix == ".gz"))
         console.print(f"trace: {written} (open in https://ui.perfetto.dev)")
-    if json_out is not None:
-        console.print(f"run file: {save_run(run, json_out)}")
+    saved = save_run(run, json_out) if json_out is not None else None
+    if saved is not None:
+        console.print(f"run file: {saved}")
     if run["pipeline"]["interrupted"]:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(f"what was measured is saved in {saved} (marked interrupted)" if saved else "")
 
 
 # --- terminal reports (pure functions of a saved run) -------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -29,12 +30,14 @@ from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
 from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.session import SessionConfig
+from layerscope.measure.profile import PartialProfile
+from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
 from layerscope.report.exec_trace import LEVELS, execution_trace
 from layerscope.report.terminal import measured_layers_table, measurement_summary
-from layerscope.run import add_measurement, run_from_estimate, save_run
+from layerscope.report.units import human_us
+from layerscope.run import add_measurement, add_partial_latency, run_from_estimate, save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
 
@@ -75,9 +78,12 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
     config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
-    with phase_progress(_PHASES) as progress:
-        measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
-                                      progress=progress)
+    try:
+        with phase_progress(_PHASES) as progress:
+            measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
+                                          progress=progress)
+    except PartialProfile as partial:
+        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
     interrupted = measurement.interrupted
     if stress is not None and not interrupted:
@@ -106,4 +112,27 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             console.print(f"report: {html_written}")
     if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(_saved_note([written] if json_out is not None else [], "interrupted"))
+
+
+def _saved_note(paths: list[Path], mark: str) -> str:
+    """Where an interrupted command kept what it measured (the CLI's interruption line adds it)."""
+    if not paths:
+        return ""
+    return f"what was measured is saved in {', '.join(map(str, paths))} (marked {mark})"
+
+
+def _keep_partial(run: dict[str, Any], partial: PartialProfile, json_out: Path | None,
+                  html_out: Path | None) -> NoReturn:
+    """Print and save the end-to-end runs of a profile interrupted before its profiled runs, then re-raise."""
+    import onnxruntime as ort
+
+    run = add_partial_latency(run, partial, backend_version=ort.__version__, machine=machine_info())
+    lat = run["latency"]
+    Console().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
+                    f"end-to-end runs: median {human_us(lat['median_us'])}, P90 {human_us(lat['p90_us'])} "
+                    "(no per-layer times)", markup=False, highlight=False)
+    saved = [save_run(run, json_out)] if json_out is not None else []
+    if html_out is not None:
+        saved.append(write_html(run, html_out))
+    raise KeyboardInterrupt(_saved_note(saved, "partial"))
