@@ -114,6 +114,7 @@ class Started:
                             f"condition held\n{self.output()[-3000:]}")
             if time.monotonic() > deadline:
                 self.proc.kill()
+                self.proc.wait()
                 pytest.fail(f"condition not met within {timeout_s} s\n{self.output()[-3000:]}")
             time.sleep(0.05)
 
