@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from layerscope.analysis.advise import advise, reload_model, run_profile, with_findings
+from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.outputs import OutputPath
 from layerscope.report.analysis_terminal import advice_report
 from layerscope.run import load_run, save_run
@@ -35,9 +35,9 @@ def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: 
     report = advise(run, profile, graph)
     with_findings(run, report, top=top)
     if json_out is not None and str(json_out) == "-":
-        click.echo(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))
+        echo_json(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))
         return
-    console = Console()
+    console = SafeConsole()
     console.print(advice_report(report, top))
     if save:
         save_run(run, run_path)

@@ -15,10 +15,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     input_option,
     intra_threads_option,
@@ -98,7 +99,7 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
         add_stress(run, experiment, lambda r: r.latency, model_threads=intra_threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
-    console = Console()
+    console = SafeConsole()
     console.print(bench_report(run))
     if "stress" in run:
         console.print(stress_report(run))

@@ -22,10 +22,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     input_option,
     intra_threads_option,
@@ -210,7 +211,7 @@ def _statistic(choice: str, *, device: bool) -> Statistic:
 
 
 def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
-    console = Console()
+    console = SafeConsole()
     console.print(bisect_report(run))
     if "validation" in run["bisect"]:
         console.print(Text(""))

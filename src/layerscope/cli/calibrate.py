@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -27,6 +27,7 @@ from layerscope.analysis.calibrate import (
     run_data,
     write_profile,
 )
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
@@ -85,7 +86,7 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
               "(see [sources]).")
     written = write_profile(output, profile_toml(mapping, header))
     load_profile_file(written)  # the file must load as any profile does; a failure here is a bug of ours
-    console = Console()
+    console = SafeConsole()
     console.print(op_table(cal))
     console.print(calibration_report(cal, str(written)))
     if json_out is not None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from layerscope.analysis.compare import compare_runs, comparison_section
+from layerscope.cli.console import SafeConsole, echo
 from layerscope.cli.outputs import OutputPath
 from layerscope.fileio import write_atomic
 from layerscope.report.analysis_markdown import compare_markdown
@@ -34,11 +34,11 @@ def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, j
     run_before, run_after = load_run(before), load_run(after)
     cmp = compare_runs(run_before, run_after, before_label=names[0], after_label=names[1])
     if markdown_out is not None and str(markdown_out) == "-":
-        click.echo(compare_markdown(cmp, top), nl=False)
+        echo(compare_markdown(cmp, top), nl=False)
     else:
-        Console().print(compare_report(cmp, top))
+        SafeConsole().print(compare_report(cmp, top))
         if markdown_out is not None:
-            click.echo(f"markdown: {write_atomic(markdown_out, compare_markdown(cmp, top))}")
+            echo(f"markdown: {write_atomic(markdown_out, compare_markdown(cmp, top))}")
     if json_out is not None:
         run_after["comparison"] = comparison_section(cmp, run_before, run_after)
-        click.echo(f"run file: {save_run(run_after, json_out)}")
+        echo(f"run file: {save_run(run_after, json_out)}")

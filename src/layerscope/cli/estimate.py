@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import parse_shapes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.estimate import estimate_graph, simulate_timeline
@@ -46,7 +46,7 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     run = run_from_estimate(graph, estimate, profile)
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs))
-    console = Console()
+    console = SafeConsole()
     if top:
         console.print(top_layers_table(run, top))
     console.print(estimate_summary(run))

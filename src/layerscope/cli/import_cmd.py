@@ -14,10 +14,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import parse_shapes, shape_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.importers import FORMATS, ImportedRun, import_files
@@ -46,7 +47,7 @@ def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, .
     """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""
     graph = load_model(model, parse_shapes(shapes)) if model is not None else None
     imported = import_files(files, fmt, graph)
-    console = Console()
+    console = SafeConsole()
     console.print(import_summary(imported, top))
     if output is not None:
         console.print(f"run file: {save_run(imported.run, output)}")

@@ -12,6 +12,7 @@ measured kept and marked ``interrupted``) and exits 128 + the signal's number wi
 from __future__ import annotations
 
 import importlib
+import io
 import signal
 import sys
 import threading
@@ -23,6 +24,7 @@ import click
 
 from layerscope import __version__
 from layerscope.errors import LayerscopeError
+from layerscope.textsafe import terminal_text
 
 #: Subcommand name -> the module defining it as ``command``. Modules are imported only when their
 #: command runs (or help lists them), so ``layerscope estimate`` does not pay for onnxruntime or Jinja.
@@ -115,10 +117,15 @@ def _interrupted(exc: BaseException, received: Sequence[int]) -> int:
     note = f": {exc.args[0]}" if exc.args and exc.args[0] else ""
     if received:
         number = received[0]
-        click.echo(f"layerscope: terminated by {signal.Signals(number).name}{note}", err=True)
+        _error_line(f"layerscope: terminated by {signal.Signals(number).name}{note}")
         return 128 + number
-    click.echo(f"layerscope: interrupted{note}", err=True)
+    _error_line(f"layerscope: interrupted{note}")
     return 130
+
+
+def _error_line(text: str) -> None:
+    """One line on stderr, whatever the message quotes: no line break, control or bidi character survives."""
+    click.echo(terminal_text(text), err=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -139,14 +146,16 @@ def _main(args: list[str], received: list[int]) -> int:
     except LayerscopeError as exc:
         if debug:
             raise
-        click.echo(f"layerscope: error: {exc}", err=True)
+        _error_line(f"layerscope: error: {exc}")
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
         if debug:
             raise
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)  # usage, hint and message; the message can quote a name or a file's content
+        click.echo(terminal_text(shown.getvalue(), keep_newlines=True), err=True, nl=False)
         return 2
     except _Interrupted as exc:
         return _interrupted(exc.interrupt, received)
@@ -155,8 +164,7 @@ def _main(args: list[str], received: list[int]) -> int:
     except Exception as exc:
         if debug:
             raise
-        click.echo(f"layerscope: internal error: {type(exc).__name__}: {exc} (rerun with --debug and "
-                   "report it)", err=True)
+        _error_line(f"layerscope: internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")
         return 1
     return 0
 

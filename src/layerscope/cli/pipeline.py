@@ -24,10 +24,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     intra_threads_option,
     opt_level_option,
@@ -118,7 +119,7 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
         run = profile(fn, model, runs=runs, warmup=warmup, threads=threads, provider=provider, opt_level=opt_level,
                       target=target, layers=layers, shapes=parse_shapes(shapes), seed=seed,
                       name=f"{script.name}:{getattr(fn, '__qualname__', function)}", progress=progress)
-    console = Console()
+    console = SafeConsole()
     console.print(pipeline_report(run, top))
     if trace_out is not None:
         from layerscope.measure.pipeline_trace import pipeline_trace_bytes

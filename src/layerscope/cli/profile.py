@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-from rich.console import Console
 
+from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
     input_option,
     intra_threads_option,
@@ -98,9 +98,9 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if html_out is not None:
         html_written = write_html(run, html_out)
     if output_format == "trace":
-        click.echo(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
+        echo_json(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
     else:
-        console = Console()
+        console = SafeConsole()
         if top:
             console.print(measured_layers_table(run, top))
         console.print(measurement_summary(run))
@@ -129,7 +129,7 @@ def _keep_partial(run: dict[str, Any], partial: PartialProfile, json_out: Path |
 
     run = add_partial_latency(run, partial, backend_version=ort.__version__, machine=machine_info())
     lat = run["latency"]
-    Console().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
+    SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
                     f"end-to-end runs: median {human_us(lat['median_us'])}, P90 {human_us(lat['p90_us'])} "
                     "(no per-layer times)", markup=False, highlight=False)
     saved = [save_run(run, json_out)] if json_out is not None else []

@@ -11,9 +11,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from layerscope.cli.console import SafeConsole
 from layerscope.errors import OutputError
 
 #: update(phase, done, total): what measuring code calls as it goes.
@@ -24,7 +24,7 @@ PROGRESS_FILE_ENV = "LAYERSCOPE_PROGRESS_FILE"
 @contextmanager
 def phase_progress(labels: Mapping[str, str], units: Mapping[str, str] | None = None) -> Iterator[PhaseUpdate]:
     """Yield an update function; each new phase gets a bar labelled ``labels[phase]`` counting ``units[phase]``."""
-    console = Console(stderr=True)
+    console = SafeConsole(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(),
                TextColumn("{task.completed:.0f}/{task.total:.0f} {task.fields[unit]}"),
                TimeElapsedColumn(), TimeRemainingColumn())

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from layerscope.cli.console import echo
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
@@ -101,6 +102,6 @@ def command(*, run_file: Path, html_out: Path | None, trace_out: Path | None, cs
         written.append(("markdown", write_atomic(md_out, markdown_summary(run).encode("utf-8")), ""))
     for kind, path, note in written:
         size = human_bytes(path.stat().st_size)
-        click.echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})")
+        echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})")
     for note in missing_notes(run):
-        click.echo(f"missing    {note}")
+        echo(f"missing    {note}")
