@@ -3,8 +3,8 @@
 In the spirit of ``hrt_model_exec perf`` and ``trtexec``: warm-up, a run count or a duration, concurrent
 streams; prints latency mean/min/max/P50/P90/P99/P99.9, FPS, CPU utilization and peak RSS, each stated
 with the runtime, provider, threads and machine it was measured on; ``--json`` writes the run file.
-Exit codes: 0, 2 (bad model, shape or input file), 3 (provider not available here), 130 (Ctrl-C: what was
-measured by then is printed and saved).
+Exit codes: 0, 2 (bad model, shape or input file), 3 (provider not available here), 130/143/129 (Ctrl-C,
+SIGTERM, SIGHUP: what was measured by then is printed and saved).
 """
 
 from __future__ import annotations
@@ -178,6 +178,6 @@ def bench_context(run: Mapping[str, Any]) -> Table:
                              "latency = one session.run call, inputs already in memory")
     if m.get("interrupted"):
         planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
-        grid.add_row("INTERRUPTED", f"by Ctrl-C after {lat['samples']} runs ({planned}): the figures cover "
+        grid.add_row("INTERRUPTED", f"after {lat['samples']} runs ({planned}): the figures cover "
                                     "the runs measured")
     return grid

@@ -2,8 +2,8 @@
 
 Each runtime kernel is mapped back to the source layers it covers (see ``layerscope.measure.fusion``); a
 fused kernel's time is split over its layers in proportion to their estimated cost and flagged as split.
-Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130 (Ctrl-C: what was measured
-by then is printed and saved).
+Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130/143/129 (Ctrl-C, SIGTERM, SIGHUP:
+what was measured by then is printed and saved; before the profiled runs, the end-to-end runs, marked partial).
 """
 
 from __future__ import annotations
