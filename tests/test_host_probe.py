@@ -170,6 +170,18 @@ def test_an_unwritable_cache_warns_but_still_measures(
     assert fake_probe == [1]
 
 
+def test_a_cache_that_cannot_be_written_is_a_warning(fake_probe: list[int], cache: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache folder under a regular file: write_atomic's OutputError becomes a warning, the measurement
+    is returned."""
+    plain = cache / "plain"
+    plain.write_text("a file\n")
+    monkeypatch.setenv("LAYERSCOPE_CACHE_DIR", str(plain / "cache"))
+    with pytest.warns(UserWarning, match="could not cache the host measurement: .* is not a folder"):
+        assert host.host_measurement() == FAKE
+    assert fake_probe == [1]
+
+
 # ------------------------------------------------------------------ on-chip memory: sysfs caches and the knee
 MiB = 1024 * 1024
 

@@ -50,3 +50,7 @@ class BackendUnavailable(LayerscopeError):
     """A runtime, provider or device that is not available here."""
 
     exit_code = 3
+
+
+class OutputError(InputError):
+    """An output path cannot be written: a folder, under a regular file, read-only, full, ... (exit 2)."""

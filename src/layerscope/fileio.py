@@ -6,18 +6,32 @@ import os
 import tempfile
 from pathlib import Path
 
+from layerscope.errors import OutputError
+
+#: The temporary file's name keeps at most this many characters of the target's, so that a target whose
+#: name is near the file system's limit (255 bytes) does not fail only because of the temporary name.
+_TMP_NAME_CHARS = 64
+
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part.
 
     A temporary file in the same folder is written, flushed to disk and renamed over ``path``
     (``os.replace``); on any error it is removed. Parent folders are created. The file is readable by
-    everyone (0644), like a file written with ``open``. ``str`` data is written as UTF-8.
+    everyone (0644), like a file written with ``open``. ``str`` data is written as UTF-8. A symbolic link
+    at ``path`` is replaced by the file, never written through.
+
+    Raises :class:`~layerscope.errors.OutputError` (exit 2) naming ``path`` and the reason for every OS
+    error: ``path`` is a folder, a parent is a regular file, the folder is read-only, the disk is full, ...
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        _existing_folder(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -25,7 +39,47 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
         raise
     return target
+
+
+def check_writable(path: str | os.PathLike[str]) -> Path:
+    """Fail early, before any work, when :func:`write_atomic` could not write ``path``; creates nothing.
+
+    ``path`` must not be a folder, its nearest existing parent must be a folder, and a file must be
+    creatable there (probed with an anonymous temporary file, which leaves nothing behind). Raises
+    :class:`~layerscope.errors.OutputError` (exit 2) naming ``path`` and the reason; returns ``path``.
+    A path that passes can still fail later (the disk fills up): :func:`write_atomic` reports that too.
+    """
+    target = Path(path)
+    try:
+        folder = _existing_folder(target)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
+    return target
+
+
+def _existing_folder(target: Path) -> Path:
+    """The nearest existing parent folder of ``target``; ``OutputError`` when ``target`` is a folder or that
+    parent is not a folder (a path under a regular file)."""
+    if target.is_dir() and not target.is_symlink():
+        raise OutputError(f"{target}: cannot write (it is a folder)")
+    for parent in target.parents:
+        if parent.is_symlink() or parent.exists():
+            if not parent.is_dir():
+                raise OutputError(f"{target}: cannot write ({parent} is not a folder)")
+            return parent
+    return Path.cwd()  # pragma: no cover - a relative path's parents end at '.', which exists
+
+
+def _reason(exc: OSError) -> str:
+    """The OS's words for ``exc`` (``strerror``), without the path it repeats; ``str(exc)`` when it has none."""
+    if exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

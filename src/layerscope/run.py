@@ -78,7 +78,7 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
     from layerscope.costs.types import LayerCost
     from layerscope.estimate.timeline import Interval, Timeline
     from layerscope.estimate.types import Estimate
-    from layerscope.measure.profile import Measurement
+    from layerscope.measure.profile import Measurement, PartialProfile
     from layerscope.model.types import Graph, Node, TensorInfo
     from layerscope.targets import Profile
 
@@ -263,6 +263,28 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
     run["latency"] = {**measurement.latency.to_dict(), "p50_us": _us(measurement.latency.median_us),
                       "fps": round(measurement.latency.fps, 3), "source": "uninstrumented session.run"}
     run["summary"]["meas_latency_us"] = _us(measurement.latency.median_us)
+    return run
+
+
+def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend_version: str,
+                        machine: Mapping[str, Any]) -> dict[str, Any]:
+    """``run`` with what a ``profile`` interrupted before its profiled runs measured: the ``latency`` section of
+    its end-to-end (uninstrumented) runs and a ``measurement`` section marked ``interrupted`` and ``partial``
+    (no kernels, no per-layer times, ``runs`` = the end-to-end runs done of ``planned_runs``)."""
+    from layerscope.stats import summarize
+
+    latency = summarize(partial.latency_samples_us)
+    config = partial.config
+    run["measurement"] = {
+        "kind": "kernel-profile", "backend": "onnxruntime", "backend_version": backend_version,
+        "provider": config.provider, "threads": config.threads, "opt_level": config.opt_level, "runs": latency.samples,
+        "planned_runs": partial.planned_runs, "warmup": partial.warmup, "machine": dict(machine),
+        "interrupted": True, "partial": "end-to-end runs only: interrupted before the profiled runs",
+        "source": "layerscope profile",
+    }
+    run["latency"] = {**latency.to_dict(), "p50_us": _us(latency.median_us), "fps": round(latency.fps, 3),
+                      "source": "uninstrumented session.run"}
+    run["summary"]["meas_latency_us"] = _us(latency.median_us)
     return run
 
 

@@ -78,6 +78,7 @@ import numpy as np
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.targets.profile import ComputeUnit, Profile
+from layerscope.textsafe import terminal_text
 
 #: Lower bound of the compute and memory scales: a unit at most 20x faster than its base profile says.
 S_MIN = 0.05
@@ -845,8 +846,8 @@ def _toml_value(value: Any) -> str:
         if not math.isfinite(value):
             raise ValueError(f"cannot write {value} in a profile")
         return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str):  # JSON's escapes are TOML's; TOML also forbids a raw DEL, which JSON leaves
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
@@ -871,7 +872,7 @@ def _table_lines(header: str, table: Mapping[str, Any]) -> list[str]:
 def profile_toml(mapping: Mapping[str, Any], header_comment: str = "") -> str:
     """A profile mapping as TOML text (schema 1: scalars, ``[[units]]``, ``[cpu]``, ``[[fallback_rules]]``,
     ``[op_efficiency]`` when not empty, ``[sources]``)."""
-    lines = [f"# {line}" for line in header_comment.splitlines()]
+    lines = [f"# {terminal_text(line)}" for line in header_comment.splitlines()]  # TOML comments: no controls
     tables = ("units", "cpu", "fallback_rules", "op_efficiency", "sources")
     scalars = {k: v for k, v in mapping.items() if k not in tables}
     lines.extend(_table_lines("", scalars))

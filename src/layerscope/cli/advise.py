@@ -9,9 +9,10 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from layerscope.analysis.advise import advise, measure_config_of, reload_model, run_profile, with_findings
+from layerscope.cli.console import SafeConsole, echo_json
+from layerscope.cli.outputs import OutputPath
 from layerscope.measure.session import SessionConfig
 from layerscope.report.analysis_terminal import advice_report
 from layerscope.run import load_run, save_run
@@ -31,7 +32,7 @@ from layerscope.run import load_run, save_run
               help="Paired rounds (the model, then its mitigated copy, alternating) when measuring a mitigation.")
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
 @click.option("--save", is_flag=True, help="Write the findings back into RUN.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
               help="Write the run with its findings section to OUT ('-' for the findings alone on stdout).")
 def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, measure: bool | None,
             measure_runs: int, top: int, save: bool, json_out: Path | None) -> None:
@@ -46,9 +47,9 @@ def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: 
                     measure_runs=measure_runs)
     with_findings(run, report, top=top)
     if json_out is not None and str(json_out) == "-":
-        click.echo(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))
+        echo_json(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))
         return
-    console = Console()
+    console = SafeConsole()
     console.print(advice_report(report, top))
     if save:
         save_run(run, run_path)

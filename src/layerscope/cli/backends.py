@@ -11,10 +11,11 @@ import json
 from dataclasses import asdict
 
 import click
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.measure.backend import BACKENDS, CAPABILITIES, BackendInfo, get_backend
 from layerscope.report.terminal import key_value_grid
 
@@ -25,9 +26,9 @@ def command(*, as_json: bool) -> None:
     """List the measuring backends, their providers here and their capabilities."""
     infos = [get_backend(name).info() for name in BACKENDS]
     if as_json:
-        click.echo(json.dumps([asdict(info) for info in infos], indent=1))
+        echo_json(json.dumps([asdict(info) for info in infos], indent=1))
         return
-    Console().print(Group(*(backend_table(info) for info in infos)))
+    SafeConsole().print(Group(*(backend_table(info) for info in infos)))
 
 
 def backend_table(info: BackendInfo) -> Table:

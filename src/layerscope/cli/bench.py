@@ -3,8 +3,8 @@
 In the spirit of ``hrt_model_exec perf`` and ``trtexec``: warm-up, a run count or a duration, concurrent
 streams; prints latency mean/min/max/P50/P90/P99/P99.9, FPS, CPU utilization and peak RSS, each stated
 with the runtime, provider, threads and machine it was measured on; ``--json`` writes the run file.
-Exit codes: 0, 2 (bad model, shape or input file), 3 (provider not available here), 130 (Ctrl-C: what was
-measured by then is printed and saved).
+Exit codes: 0, 2 (bad model, shape or input file), 3 (provider not available here), 130/143/129 (Ctrl-C,
+SIGTERM, SIGHUP: what was measured by then is printed and saved).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     input_option,
     intra_threads_option,
@@ -27,6 +28,7 @@ from layerscope.cli.options import (
     provider_option,
     shape_option,
 )
+from layerscope.cli.outputs import OutputPath
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.measure.bench import (
@@ -67,7 +69,7 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (JSON) with the measurement and latency sections.")
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
@@ -97,15 +99,16 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
         add_stress(run, experiment, lambda r: r.latency, model_threads=intra_threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
-    console = Console()
+    console = SafeConsole()
     console.print(bench_report(run))
     if "stress" in run:
         console.print(stress_report(run))
-    if json_out is not None:
-        console.print(f"run file: {save_run(run, json_out)}")
+    written = save_run(run, json_out) if json_out is not None else None
+    if written is not None:
+        console.print(f"run file: {written}")
     if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(f"what was measured is saved in {written} (marked interrupted)" if written else "")
 
 
 def bench_report(run: Mapping[str, Any]) -> RenderableType:
@@ -175,6 +178,6 @@ def bench_context(run: Mapping[str, Any]) -> Table:
                              "latency = one session.run call, inputs already in memory")
     if m.get("interrupted"):
         planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
-        grid.add_row("INTERRUPTED", f"by Ctrl-C after {lat['samples']} runs ({planned}): the figures cover "
+        grid.add_row("INTERRUPTED", f"after {lat['samples']} runs ({planned}): the figures cover "
                                     "the runs measured")
     return grid

@@ -22,10 +22,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     input_option,
     intra_threads_option,
@@ -35,6 +36,7 @@ from layerscope.cli.options import (
     shape_option,
     target_option,
 )
+from layerscope.cli.outputs import OutputPath
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
 from layerscope.measure.backend import get_backend
@@ -146,7 +148,7 @@ AUTO_ROUNDS_S = 15.0
               help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
               help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
-@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (estimate, per-layer differential times, the bisect section).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
             run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,
@@ -209,7 +211,7 @@ def _statistic(choice: str, *, device: bool) -> Statistic:
 
 
 def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
-    console = Console()
+    console = SafeConsole()
     console.print(bisect_report(run))
     if "validation" in run["bisect"]:
         console.print(Text(""))
@@ -257,9 +259,8 @@ def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: S
                               after_round=after_round)
     except KeyboardInterrupt:
         where = f"cached in {store.directory}" if store.directory else "not cached (--no-cache)"
-        click.echo(f"layerscope: the samples measured so far are {where}; run the same command again to resume",
-                   err=True)
-        raise
+        raise KeyboardInterrupt(f"the samples measured so far are {where}; run the same command again to "
+                                "resume") from None
     finally:
         runner.close()
 

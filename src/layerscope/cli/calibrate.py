@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -27,7 +27,10 @@ from layerscope.analysis.calibrate import (
     run_data,
     write_profile,
 )
+from layerscope.cli.console import SafeConsole
+from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
+from layerscope.fileio import write_atomic
 from layerscope.report.analysis_terminal import calibration_report
 from layerscope.run import load_run
 from layerscope.targets import load_profile
@@ -54,7 +57,7 @@ def op_table(cal: Calibration) -> RenderableType:
 
 @click.command("calibrate")
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("-o", "--output", "output", type=click.Path(path_type=Path), required=True, metavar="OUT.toml",
+@click.option("-o", "--output", "output", type=OutputPath(), required=True, metavar="OUT.toml",
               help="Where to write the calibrated profile.")
 @click.option("--name", default=None, help="Name of the calibrated profile (default: OUT's file name).")
 @click.option("--base", default=None, metavar="NAME|FILE",
@@ -63,7 +66,7 @@ def op_table(cal: Calibration) -> RenderableType:
               help="A run of a model outside the calibration set, predicted with the fit (repeatable).")
 @click.option("--no-op-efficiency", "per_unit_only", is_flag=True,
               help="Fit one efficiency per unit and layer kind only (no per-op-type factors).")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the fit and its errors as JSON.")
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
             per_unit_only: bool, json_out: Path | None) -> None:
@@ -83,11 +86,9 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
               "(see [sources]).")
     written = write_profile(output, profile_toml(mapping, header))
     load_profile_file(written)  # the file must load as any profile does; a failure here is a bug of ours
-    console = Console()
+    console = SafeConsole()
     console.print(op_table(cal))
     console.print(calibration_report(cal, str(written)))
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n",
-                            encoding="utf-8")
-        console.print(f"calibration: {json_out}")
+        text = json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n"
+        console.print(f"calibration: {write_atomic(json_out, text)}")

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from layerscope.analysis.compare import compare_runs, comparison_section
+from layerscope.cli.console import SafeConsole, echo
+from layerscope.cli.outputs import OutputPath
+from layerscope.fileio import write_atomic
 from layerscope.report.analysis_markdown import compare_markdown
 from layerscope.report.analysis_terminal import compare_report
 from layerscope.run import load_run, save_run
@@ -18,9 +20,9 @@ from layerscope.run import load_run, save_run
 @click.argument("before", type=click.Path(path_type=Path))
 @click.argument("after", type=click.Path(path_type=Path))
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Per-layer rows shown.")
-@click.option("--markdown", "markdown_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--markdown", "markdown_out", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
               help="Write the comparison as Markdown ('-' for stdout instead of the terminal table).")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the AFTER run with a 'comparison' section (a run file reports can render).")
 @click.option("--labels", default="before,after", show_default=True, metavar="A,B", help="Column names.")
 def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, json_out: Path | None,
@@ -32,13 +34,11 @@ def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, j
     run_before, run_after = load_run(before), load_run(after)
     cmp = compare_runs(run_before, run_after, before_label=names[0], after_label=names[1])
     if markdown_out is not None and str(markdown_out) == "-":
-        click.echo(compare_markdown(cmp, top), nl=False)
+        echo(compare_markdown(cmp, top), nl=False)
     else:
-        Console().print(compare_report(cmp, top))
+        SafeConsole().print(compare_report(cmp, top))
         if markdown_out is not None:
-            markdown_out.parent.mkdir(parents=True, exist_ok=True)
-            markdown_out.write_text(compare_markdown(cmp, top), encoding="utf-8")
-            click.echo(f"markdown: {markdown_out}")
+            echo(f"markdown: {write_atomic(markdown_out, compare_markdown(cmp, top))}")
     if json_out is not None:
         run_after["comparison"] = comparison_section(cmp, run_before, run_after)
-        click.echo(f"run file: {save_run(run_after, json_out)}")
+        echo(f"run file: {save_run(run_after, json_out)}")

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import parse_shapes, shape_option, target_option
-from layerscope.cli.outputs import write_html
+from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.errors import RunFileError
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import load_model
@@ -28,7 +28,7 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @shape_option
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Deployed dtype of the accelerator layers (default: the profile's).")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (JSON) that later commands read and extend. An existing run of the same "
                    "model keeps its measured sections; only its estimate (and timeline) is refreshed.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
@@ -36,7 +36,7 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @click.option("--timeline", is_flag=True,
               help="Also schedule one frame over the units, cores and DDR: summary, memory plan, and with --json "
                    "the timeline per unit and core and the bandwidth over time.")
-@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | None, json_out: Path | None,
             top: int, timeline: bool, html_out: Path | None) -> None:
@@ -52,7 +52,7 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs),
                                           profile.ddr_nominal_bytes_per_s)
-    console = Console()
+    console = SafeConsole()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
     if existing is not None:
         merged = merge_estimate(existing, run, str(json_out))

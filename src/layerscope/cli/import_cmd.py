@@ -14,11 +14,13 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import parse_shapes, shape_option
+from layerscope.cli.outputs import OutputPath
 from layerscope.importers import FORMATS, ImportedRun, import_files
 from layerscope.model import load_model
 from layerscope.report.terminal import key_value_grid
@@ -37,7 +39,7 @@ LIST_LIMIT = 10
 @shape_option
 @click.option("--format", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
               help="The files' format (auto: detected from each file's content).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=None, metavar="RUN.json",
+@click.option("-o", "--output", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file that later commands read.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers each table shows.")
@@ -46,7 +48,7 @@ def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, .
     """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""
     graph = load_model(model, parse_shapes(shapes)) if model is not None else None
     imported = import_files(files, fmt, graph)
-    console = Console()
+    console = SafeConsole()
     console.print(import_summary(imported, top))
     if output is not None:
         console.print(f"run file: {save_run(imported.run, output)}")

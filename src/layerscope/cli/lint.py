@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from layerscope.analysis.findings import findings_section
 from layerscope.analysis.lint import lint_file
+from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.report.analysis_terminal import lint_report
 
 
@@ -21,7 +21,7 @@ def command(*, config: Path, json_out: bool) -> None:
     """Lint a Horizon hb_compile YAML CONFIG."""
     findings = lint_file(config)
     if json_out:
-        click.echo(json.dumps(findings_section(findings, source=f"layerscope lint {config}"), indent=1,
+        echo_json(json.dumps(findings_section(findings, source=f"layerscope lint {config}"), indent=1,
                               sort_keys=True, ensure_ascii=False))
         return
-    Console().print(lint_report(str(config), findings))
+    SafeConsole().print(lint_report(str(config), findings))

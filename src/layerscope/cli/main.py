@@ -1,19 +1,30 @@
 """The ``layerscope`` command: a click group, one module per subcommand.
 
 ``main(argv)`` returns the exit code: 0 success, 1 a failure of ours, 2 bad input, 3 an unavailable
-backend or device. Errors print one line on stderr; ``--debug`` shows the traceback instead.
+backend or device, 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP. Errors print one line on stderr; ``--debug`` shows the
+traceback instead.
+
+SIGTERM and SIGHUP are handled like Ctrl-C: while ``main`` runs they raise ``KeyboardInterrupt`` in the main
+thread, so every command stops the same way (temporary folders removed by their context managers, what was
+measured kept and marked ``interrupted``) and exits 128 + the signal's number with one line.
 """
 
 from __future__ import annotations
 
 import importlib
+import io
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from types import FrameType
 
 import click
 
 from layerscope import __version__
 from layerscope.errors import LayerscopeError
+from layerscope.textsafe import terminal_text
 
 #: Subcommand name -> the module defining it as ``command``. Modules are imported only when their
 #: command runs (or help lists them), so ``layerscope estimate`` does not pay for onnxruntime or Jinja.
@@ -50,6 +61,20 @@ class _LazyGroup(click.Group):
         assert isinstance(command, click.Command), module
         return command
 
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:  # past click, which would print a blank line and drop the message
+            raise _Interrupted(exc) from None
+
+
+class _Interrupted(Exception):
+    """A ``KeyboardInterrupt`` (Ctrl-C, or a signal of :data:`TERMINATING_SIGNALS`) on its way to :func:`main`."""
+
+    def __init__(self, interrupt: KeyboardInterrupt) -> None:
+        super().__init__(*interrupt.args)
+        self.interrupt = interrupt
+
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="layerscope")
@@ -58,35 +83,89 @@ def cli(debug: bool) -> None:
     """Where the inference time of a neural network goes, layer by layer, on the device it runs on."""
 
 
+#: Signals that stop a command the way Ctrl-C does (``kill``, ``docker stop``, a closed terminal or SSH session).
+TERMINATING_SIGNALS: tuple[str, ...] = ("SIGTERM", "SIGHUP")
+
+
+@contextmanager
+def _signals_interrupt(received: list[int]) -> Iterator[None]:
+    """While inside, :data:`TERMINATING_SIGNALS` raise ``KeyboardInterrupt`` (their numbers appended to
+    ``received``); the previous handlers are restored on the way out. Only the main thread can set handlers;
+    elsewhere (``main`` called from a thread) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = {}
+    for name in TERMINATING_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None:  # Windows has no SIGHUP
+            previous[number] = signal.signal(number, interrupt)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _interrupted(exc: BaseException, received: Sequence[int]) -> int:
+    """Print the one line of an interruption and return its exit code: 130 (Ctrl-C) or 128 + the signal's
+    number. A ``KeyboardInterrupt`` raised with a message (where the partial results are) adds it."""
+    note = f": {exc.args[0]}" if exc.args and exc.args[0] else ""
+    if received:
+        number = received[0]
+        _error_line(f"layerscope: terminated by {signal.Signals(number).name}{note}")
+        return 128 + number
+    _error_line(f"layerscope: interrupted{note}")
+    return 130
+
+
+def _error_line(text: str) -> None:
+    """One line on stderr, whatever the message quotes: no line break, control or bidi character survives."""
+    click.echo(terminal_text(text), err=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    received: list[int] = []
+    with _signals_interrupt(received):
+        try:
+            return _main(args, received)
+        except KeyboardInterrupt as exc:  # a second signal while the first one's was being reported
+            return _interrupted(exc, received)
+
+
+def _main(args: list[str], received: list[int]) -> int:
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="layerscope", standalone_mode=False)
     except LayerscopeError as exc:
         if debug:
             raise
-        click.echo(f"layerscope: error: {exc}", err=True)
+        _error_line(f"layerscope: error: {exc}")
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
         if debug:
             raise
-        exc.show()
+        shown = io.StringIO()
+        exc.show(file=shown)  # usage, hint and message; the message can quote a name or a file's content
+        click.echo(terminal_text(shown.getvalue(), keep_newlines=True), err=True, nl=False)
         return 2
-    except click.Abort:
-        click.echo("layerscope: interrupted", err=True)
-        return 130
-    except KeyboardInterrupt:
-        click.echo("layerscope: interrupted", err=True)
-        return 130
+    except _Interrupted as exc:
+        return _interrupted(exc.interrupt, received)
+    except (click.Abort, KeyboardInterrupt):  # while the arguments were parsed
+        return _interrupted(KeyboardInterrupt(), received)
     except Exception as exc:
         if debug:
             raise
-        click.echo(f"layerscope: internal error: {type(exc).__name__}: {exc} (rerun with --debug and "
-                   "report it)", err=True)
+        _error_line(f"layerscope: internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")
         return 1
     return 0
 

@@ -24,10 +24,11 @@ from typing import Any
 
 import click
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     intra_threads_option,
     opt_level_option,
@@ -36,8 +37,10 @@ from layerscope.cli.options import (
     shape_option,
     target_option,
 )
+from layerscope.cli.outputs import OutputPath
 from layerscope.cli.progress import PhaseUpdate, phase_progress
 from layerscope.errors import InputError
+from layerscope.fileio import write_atomic
 from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import StressSpec, parse_stress
 from layerscope.report.sections import StressView, stress_compared, stress_eligible, stress_view
@@ -100,9 +103,9 @@ def load_function(spec: str) -> tuple[Any, Path]:
 @click.option("--layers/--no-layers", default=True, show_default=True,
               help="Run the pipeline again with ONNX Runtime's profiler on for per-layer times and kernels.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of model.example_inputs.")
-@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (estimate, per-layer measurement and the pipeline section).")
-@click.option("--trace", "trace_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write a Perfetto trace of one run: user spans with the model's layers (OUT.gz: compressed).")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=0), help="Rows in the top table.")
 def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...], runs: int, warmup: int,
@@ -117,18 +120,18 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
         run = profile(fn, model, runs=runs, warmup=warmup, threads=threads, provider=provider, opt_level=opt_level,
                       target=target, layers=layers, shapes=parse_shapes(shapes), seed=seed,
                       name=f"{script.name}:{getattr(fn, '__qualname__', function)}", progress=progress)
-    console = Console()
+    console = SafeConsole()
     console.print(pipeline_report(run, top))
     if trace_out is not None:
         from layerscope.report.perfetto import trace_bytes
 
-        trace_out.parent.mkdir(parents=True, exist_ok=True)
-        trace_out.write_bytes(trace_bytes(run, compress=trace_out.suffix == ".gz"))
-        console.print(f"trace: {trace_out} (open in https://ui.perfetto.dev)")
-    if json_out is not None:
-        console.print(f"run file: {save_run(run, json_out)}")
+        written = write_atomic(trace_out, trace_bytes(run, compress=trace_out.suffix == ".gz"))
+        console.print(f"trace: {written} (open in https://ui.perfetto.dev)")
+    saved = save_run(run, json_out) if json_out is not None else None
+    if saved is not None:
+        console.print(f"run file: {saved}")
     if run["pipeline"]["interrupted"]:
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(f"what was measured is saved in {saved} (marked interrupted)" if saved else "")
 
 
 # --- terminal reports (pure functions of a saved run) -------------------------------------------------------------

@@ -2,18 +2,19 @@
 
 Each runtime kernel is mapped back to the source layers it covers (see ``layerscope.measure.fusion``); a
 fused kernel's time is split over its layers in proportion to their estimated cost and flagged as split.
-Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130 (Ctrl-C: what was measured
-by then is printed and saved).
+Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130/143/129 (Ctrl-C, SIGTERM, SIGHUP:
+what was measured by then is printed and saved; before the profiled runs, the end-to-end runs, marked partial).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, NoReturn
 
 import click
-from rich.console import Console
 
+from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
     input_option,
     intra_threads_option,
@@ -23,19 +24,21 @@ from layerscope.cli.options import (
     shape_option,
     target_option,
 )
-from layerscope.cli.outputs import write_html
+from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.session import SessionConfig
+from layerscope.measure.profile import PartialProfile
+from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
 from layerscope.report.exec_trace import LEVELS, execution_trace
 from layerscope.report.terminal import measured_layers_table, measurement_summary
 from layerscope.report.timeline_terminal import timeline_report
-from layerscope.run import add_measurement, run_from_estimate, save_run, timeline_section
+from layerscope.report.units import human_us
+from layerscope.run import add_measurement, add_partial_latency, run_from_estimate, save_run, timeline_section
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
 
@@ -53,9 +56,9 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @intra_threads_option()
 @opt_level_option
 @provider_option
-@click.option("-o", "--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (estimate and measurement joined per layer).")
-@click.option("--html", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), help="Rows in the layer table.")
 @click.option("--format", "output_format", type=click.Choice(["table", "trace"]), default="table", show_default=True,
@@ -80,9 +83,12 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
     config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
-    with phase_progress(_PHASES) as progress:
-        measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
-                                      progress=progress)
+    try:
+        with phase_progress(_PHASES) as progress:
+            measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
+                                          progress=progress)
+    except PartialProfile as partial:
+        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs),
@@ -100,9 +106,9 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if html_out is not None:
         html_written = write_html(run, html_out)
     if output_format == "trace":
-        click.echo(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
+        echo_json(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
     else:
-        console = Console()
+        console = SafeConsole()
         if top:
             console.print(measured_layers_table(run, top))
         console.print(measurement_summary(run))
@@ -116,4 +122,27 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             console.print(f"report: {html_written}")
     if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt(_saved_note([written] if json_out is not None else [], "interrupted"))
+
+
+def _saved_note(paths: list[Path], mark: str) -> str:
+    """Where an interrupted command kept what it measured (the CLI's interruption line adds it)."""
+    if not paths:
+        return ""
+    return f"what was measured is saved in {', '.join(map(str, paths))} (marked {mark})"
+
+
+def _keep_partial(run: dict[str, Any], partial: PartialProfile, json_out: Path | None,
+                  html_out: Path | None) -> NoReturn:
+    """Print and save the end-to-end runs of a profile interrupted before its profiled runs, then re-raise."""
+    import onnxruntime as ort
+
+    run = add_partial_latency(run, partial, backend_version=ort.__version__, machine=machine_info())
+    lat = run["latency"]
+    SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
+                    f"end-to-end runs: median {human_us(lat['median_us'])}, P90 {human_us(lat['p90_us'])} "
+                    "(no per-layer times)", markup=False, highlight=False)
+    saved = [save_run(run, json_out)] if json_out is not None else []
+    if html_out is not None:
+        saved.append(write_html(run, html_out))
+    raise KeyboardInterrupt(_saved_note(saved, "partial"))

@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
+from rich.text import Text
 
 from layerscope.analysis.reconcile import k_spread, reconcile_run, reconcile_section
+from layerscope.cli.console import SafeConsole
+from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.report.analysis_terminal import reconcile_report, spread_report
 from layerscope.run import load_run, save_run
@@ -19,7 +21,7 @@ from layerscope.run import load_run, save_run
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Rows in the tables.")
 @click.option("--save", is_flag=True, help="Write the reconcile section back into each run file.")
-@click.option("--json", "json_out", type=click.Path(path_type=Path), default=None, metavar="OUT",
+@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the (single) run with its reconcile section to OUT.")
 def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | None) -> None:
     """Reconcile the estimate with the measurement in each RUN (from `profile` or `import`)."""
@@ -28,9 +30,9 @@ def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | No
     loaded = [(path, load_run(path)) for path in runs]
     recs = [reconcile_run(run) for _, run in loaded]
     spread = k_spread(recs) if len(recs) > 1 else None
-    console = Console()
+    console = SafeConsole()
     for (path, _), rec in zip(loaded, recs, strict=True):
-        console.print(f"[bold]{path}[/bold]")
+        console.print(Text(str(path), style="bold"))
         console.print(reconcile_report(rec, top))
         console.print()
     if spread is not None:

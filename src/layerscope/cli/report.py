@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from layerscope.cli.console import echo
+from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.report.html import render_html
@@ -67,16 +69,16 @@ def _default_html(run_path: Path) -> Path:
 
 @click.command("report")
 @click.argument("run_file", metavar="RUN", type=click.Path(path_type=Path))
-@click.option("-o", "--output", "html_out", type=click.Path(path_type=Path), default=None, metavar="OUT.html",
+@click.option("-o", "--output", "html_out", type=OutputPath(), default=None, metavar="OUT.html",
               help="The self-contained HTML report (default, when no other output is asked for: RUN with .html).")
-@click.option("--trace", "trace_out", type=click.Path(path_type=Path), default=None, metavar="OUT.json[.gz]",
+@click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT.json[.gz]",
               help="Perfetto / Chrome trace: measured kernels per thread, estimated layers per unit and core, "
                    "DDR bandwidth counters (open in ui.perfetto.dev).")
-@click.option("--csv", "csv_out", type=click.Path(path_type=Path), default=None, metavar="OUT.csv",
+@click.option("--csv", "csv_out", type=OutputPath(), default=None, metavar="OUT.csv",
               help="One row per layer, namespaced columns (cost.*, est.*, meas.*).")
-@click.option("--markdown", "md_out", type=click.Path(path_type=Path), default=None, metavar="OUT.md",
+@click.option("--markdown", "md_out", type=OutputPath(), default=None, metavar="OUT.md",
               help="A Markdown summary to paste into a pull request or a forum post.")
-@click.option("--annotate", "onnx_out", type=click.Path(path_type=Path), default=None, metavar="OUT.onnx",
+@click.option("--annotate", "onnx_out", type=OutputPath(), default=None, metavar="OUT.onnx",
               help="A copy of the run's model whose nodes carry the run's numbers (Netron shows them).")
 @click.option("--model", "model_path", type=click.Path(path_type=Path), default=None, metavar="MODEL",
               help="With --annotate: the model file, when it is no longer at the run's model.path (same sha256).")
@@ -100,6 +102,6 @@ def command(*, run_file: Path, html_out: Path | None, trace_out: Path | None, cs
         written.append(("markdown", write_atomic(md_out, markdown_summary(run).encode("utf-8")), ""))
     for kind, path, note in written:
         size = human_bytes(path.stat().st_size)
-        click.echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})")
+        echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})")
     for note in missing_notes(run):
-        click.echo(f"missing    {note}")
+        echo(f"missing    {note}")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from layerscope.cli.console import SafeConsole
 from layerscope.targets import host
 from layerscope.targets.loader import list_profiles, load_profile
 from layerscope.targets.profile import ComputeUnit, Profile, ProfileSummary
@@ -136,7 +138,7 @@ def sources_table(profile: Profile) -> Table:
 
 def show(console: Console, profile: Profile) -> None:
     """Print one profile in full."""
-    console.print(f"[bold]{profile.name}[/bold] ({profile.kind}): {profile.description}")
+    console.print(Text.assemble((profile.name, "bold"), f" ({profile.kind}): {profile.description}"))
     console.print(f"file: {profile.source_path}")
     console.print(units_table(profile))
     console.print(memory_table(profile))
@@ -152,7 +154,7 @@ def show(console: Console, profile: Profile) -> None:
 @click.option("--reprobe", is_flag=True, help="Measure this machine again (the 'host' target).")
 def command(show_name: str | None, reprobe: bool) -> None:
     """List hardware targets, or show one target's units, rules and sources."""
-    console = Console()
+    console = SafeConsole()
     if reprobe:
         host.host_measurement(refresh=True)
         show_name = show_name or host.HOST_NAME

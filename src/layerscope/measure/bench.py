@@ -14,9 +14,9 @@ Contract of :func:`run_bench`:
 - aggregate throughput = measured runs / wall time from the first stream's first run to the last
   stream's last run; per stream likewise over its own runs;
 - CPU use and peak RSS are the process's (every thread, ONNX Runtime's pools included): CPU time
-  (``os.times``) over the measured phase / its wall time / the cores this process may use; peak RSS is
-  ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the high-water mark since the process started (model
-  loading included), ``None`` where ``resource`` is missing;
+  (``time.process_time``, see :mod:`layerscope.measure.cputime`) over the measured phase / its wall time /
+  the cores this process may use; peak RSS is ``resource.getrusage(RUSAGE_SELF).ru_maxrss``, the
+  high-water mark since the process started (model loading included), ``None`` where ``resource`` is missing;
 - Ctrl-C (``KeyboardInterrupt``) during the measured phase stops every stream after its current run and
   returns what was measured with ``interrupted=True``; before the first measured run it propagates;
 - an ONNX Runtime failure inside ``session.run`` (e.g. an index out of range in the inputs) stops every
@@ -39,6 +39,7 @@ import numpy as np
 from layerscope import __version__
 from layerscope.costs import cost_graph
 from layerscope.errors import InputError
+from layerscope.measure.cputime import CpuClock
 from layerscope.measure.inputs import ModelInputs
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
@@ -184,12 +185,12 @@ def run_bench(session: Any, feeds: Mapping[str, np.ndarray], config: BenchConfig
     else:
         shared = _Budget(stop, runs=config.runs)
         report = _runs_progress("measure", float(config.runs or 0), progress)
-    cpu_before = _cpu_time_s()
-    wall_before = time.perf_counter()
+    clock = CpuClock()
     streams, interrupted = _run_phase(session, feeds, [shared] * config.streams, stop, report,
                                       keep_on_interrupt=True)
-    usage = ProcessUsage(cpu_time_s=_cpu_time_s() - cpu_before, wall_s=time.perf_counter() - wall_before,
-                         cores=available_cores(), peak_rss_bytes=peak_rss_bytes())
+    span = clock.stop()
+    usage = ProcessUsage(cpu_time_s=span.cpu_s, wall_s=span.wall_s, cores=available_cores(),
+                         peak_rss_bytes=peak_rss_bytes())
     _raise_errors(streams)
     return _result(config, streams, usage, interrupted)
 
@@ -291,12 +292,6 @@ def _result(config: BenchConfig, streams: list[_Stream], usage: ProcessUsage, in
         for i, s in enumerate(streams))
     return BenchResult(config=config, latency=summarize(everything), streams=per_stream, wall_s=wall_s,
                        usage=usage, interrupted=interrupted)
-
-
-def _cpu_time_s() -> float:
-    """User + system CPU time of this process, every thread (``os.times``)."""
-    times = os.times()
-    return times.user + times.system
 
 
 def available_cores() -> int:

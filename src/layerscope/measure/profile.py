@@ -9,14 +9,17 @@ Contract of :func:`profile_model`:
   are percentiles of per-run sums;
 - ``coverage`` = Σ kernel medians / median instrumented run; ``overhead`` = median instrumented run /
   median uninstrumented run − 1;
-- an interrupt (Ctrl-C) during a measured phase keeps the runs done so far and sets ``interrupted``.
+- an interrupt (Ctrl-C, SIGTERM, SIGHUP) during the profiled runs keeps the runs done so far and sets
+  ``interrupted``; one before the first profiled run completes (during the end-to-end runs, the profiled
+  warm-up or the profiled session's creation) raises :class:`PartialProfile` with the end-to-end runs done by
+  then; one during the first warm-up, when nothing was measured, propagates as it came.
 """
 
 from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +97,19 @@ class Measurement:
         return 1.0 - unmapped / total if total > 0 else 1.0
 
 
+class PartialProfile(KeyboardInterrupt):
+    """An interrupt before any profiled run completed, carrying the uninstrumented runs measured by then (µs,
+    in order; at least one) and the settings they were measured with. Still a ``KeyboardInterrupt``."""
+
+    def __init__(self, latency_samples_us: Sequence[float], *, config: SessionConfig, warmup: int,
+                 planned_runs: int) -> None:
+        super().__init__()
+        self.latency_samples_us = tuple(latency_samples_us)
+        self.config = config
+        self.warmup = warmup
+        self.planned_runs = planned_runs
+
+
 def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str,
                 progress: Progress | None) -> tuple[list[float], bool]:
     """``count`` timed runs (µs); on Ctrl-C the runs done so far and ``True``."""
@@ -129,21 +145,27 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
     del plain
     if not latency_samples:
         raise KeyboardInterrupt
-    with tempfile.TemporaryDirectory(prefix="layerscope-") as tmp:
-        optimized_path = str(Path(tmp) / "optimized.onnx")
-        session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
-                               optimized_model_path=optimized_path)
-        profiled_runs = 0
-        if not interrupted:
+
+    def partial() -> PartialProfile:
+        return PartialProfile(latency_samples, config=config, warmup=warmup, planned_runs=runs)
+
+    if interrupted:
+        raise partial()
+    try:
+        with tempfile.TemporaryDirectory(prefix="layerscope-") as tmp:
+            optimized_path = str(Path(tmp) / "optimized.onnx")
+            session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
+                                   optimized_model_path=optimized_path)
             _warm(session, feeds, warmup, "warmup-profiled", progress)
             profiled, interrupted = _timed_runs(session, feeds, runs, "profiled", progress)
-            profiled_runs = len(profiled)
-        profile_file = session.end_profiling()
-        data = parse_profile(load_events(profile_file), skip_runs=warmup)
-        optimized = onnx.load(optimized_path, load_external_data=False)
-        provider = session.get_providers()[0]
-    if profiled_runs == 0 or not data.run_durations_us:
-        raise KeyboardInterrupt
+            profile_file = session.end_profiling()
+            data = parse_profile(load_events(profile_file), skip_runs=warmup)
+            optimized = onnx.load(optimized_path, load_external_data=False)
+            provider = session.get_providers()[0]
+    except KeyboardInterrupt:
+        raise partial() from None
+    if not profiled or not data.run_durations_us:
+        raise partial()
     fusion = build_fusion_map(graph, optimized)
     kernels = kernel_results(data, fusion)
     layers = layer_results(graph, kernels, weights or {})

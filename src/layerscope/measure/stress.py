@@ -47,6 +47,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from layerscope.errors import BackendUnavailable, InputError
+from layerscope.measure.cputime import CpuClock
 from layerscope.stats import LatencyStats
 
 if TYPE_CHECKING:
@@ -287,9 +288,9 @@ class MemoryStress:
 class Timed(Generic[T]):
     """One measurement of the experiment and how busy this process kept the CPU meanwhile.
 
-    ``cores_busy`` = this process's CPU time / wall time over the measurement (``os.times``): a model on one
-    intra-op thread that is never pre-empted keeps it near 1. Waiting for memory still counts as CPU time, so a
-    drop under stress means the model was off the CPU -- contention for cores, not for memory.
+    ``cores_busy`` = this process's CPU time / wall time over the measurement (:mod:`~layerscope.measure.cputime`):
+    a model on one intra-op thread that is never pre-empted keeps it near 1. Waiting for memory still counts as
+    CPU time, so a drop under stress means the model was off the CPU -- contention for cores, not for memory.
     """
 
     result: T
@@ -313,21 +314,15 @@ class PairedRounds(Generic[T]):
 
 
 def _timed(measure: Callable[[bool, int], T], stressed: bool, index: int) -> Timed[T]:
-    cpu_before, wall_before = _cpu_s(), time.perf_counter()
+    clock = CpuClock()
     result = measure(stressed, index)
-    wall_s = time.perf_counter() - wall_before
-    return Timed(result, (_cpu_s() - cpu_before) / wall_s if wall_s > 0 else 0.0)
+    return Timed(result, clock.stop().cores_busy)
 
 
 def contended(baseline: Timed[Any], stressed: Timed[Any]) -> bool:
     """Whether this process kept the CPU busy markedly less (by more than ``OFF_CPU_DROP``) under stress: the
     model waited for a core, and the slowdown of that round is not memory contention alone."""
     return stressed.cores_busy < (1.0 - OFF_CPU_DROP) * baseline.cores_busy
-
-
-def _cpu_s() -> float:
-    times = os.times()
-    return times.user + times.system
 
 
 def paired_rounds(measure: Callable[[bool, int], T], spec: StressSpec, *,

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from layerscope.costs.types import UnitKind
-from layerscope.errors import BackendUnavailable
+from layerscope.errors import BackendUnavailable, OutputError
 from layerscope.fileio import write_atomic
 from layerscope.targets.profile import Profile
 from layerscope.targets.schema import profile_from_mapping, read_toml
@@ -506,8 +506,8 @@ def host_measurement(refresh: bool = False) -> HostMeasurement:
     path = cache_path()
     try:
         write_atomic(path, measurement.to_json())
-    except OSError as exc:
-        warnings.warn(f"could not cache the host measurement in {path}: {exc}", stacklevel=2)
+    except OutputError as exc:  # the measurement stands; only its cache is lost
+        warnings.warn(f"could not cache the host measurement: {exc}", stacklevel=2)
     return measurement
 
 

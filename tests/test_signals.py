@@ -1,0 +1,137 @@
+"""SIGTERM and SIGHUP stop a measuring command the way Ctrl-C does: exit 128 + the signal, one line on stderr
+saying where the partial results are, those results kept and marked, no temporary file or folder left.
+
+Each command runs in a child process on squeezenet with ``TMPDIR`` pointed at an empty test folder and
+``LAYERSCOPE_PROGRESS_FILE`` set, and is signalled once its progress file shows that measured runs are under
+way (not before: an interrupt before anything was measured keeps nothing, by design).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from tests._cli_subprocess import cli_env, start_cli
+from tests.conftest import zoo
+
+SQUEEZENET = str(zoo("squeezenet"))
+
+SCRIPT = textwrap.dedent("""
+    def pipeline(model):
+        model.run(None, dict(model.example_inputs))
+""")
+
+
+@pytest.fixture(scope="module")
+def runtime_leftovers(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """What importing onnxruntime itself leaves in ``TMPDIR`` (a ``.ses`` file): not layerscope's to remove."""
+    folder = tmp_path_factory.mktemp("ort-tmp")
+    env = cli_env({"TMPDIR": str(folder)})
+    subprocess.run([sys.executable, "-c", "import onnxruntime"], env=env, check=True)
+    return {p.name for p in folder.iterdir()}
+
+
+def _started(progress: Path, phase: str) -> bool:
+    return progress.exists() and any(line.split()[0] == phase for line in progress.read_text().splitlines())
+
+
+def _signal_after(args: list[str], phase: str, tmp_path: Path, signum: int = signal.SIGTERM) -> tuple[int, str]:
+    """Start ``layerscope ARGS``, send ``signum`` once ``phase`` has done a unit of work; (exit code, its one
+    stderr line). What ``TMPDIR`` held when the signal was sent is left in ``tmp_path / "at-signal.txt"``."""
+    progress, scratch = tmp_path / "progress.txt", tmp_path / "tmp"
+    scratch.mkdir()
+    started = start_cli(args, tmp_path / "io", env={"TMPDIR": str(scratch), "LAYERSCOPE_PROGRESS_FILE": str(progress)})
+    started.wait_until(lambda: _started(progress, phase))
+    (tmp_path / "at-signal.txt").write_text("\n".join(sorted(p.name for p in scratch.iterdir())))
+    started.proc.send_signal(signum)
+    result = started.finish()
+    assert "Traceback" not in result.err, result.describe()
+    assert len(result.err_lines) == 1, result.describe()
+    return result.returncode, result.err_lines[0]
+
+
+def _leftovers(tmp_path: Path, runtime_leftovers: set[str]) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "tmp").iterdir() if p.name not in runtime_leftovers)
+
+
+def test_bench_sigterm_keeps_the_runs_measured(tmp_path: Path, runtime_leftovers: set[str]) -> None:
+    out = tmp_path / "bench.json"
+    code, line = _signal_after(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "1", "--json", out],
+                               "measure", tmp_path)
+    assert code == 143
+    assert line == f"layerscope: terminated by SIGTERM: what was measured is saved in {out} (marked interrupted)"
+    run = json.loads(out.read_text())
+    assert run["measurement"]["interrupted"] is True
+    assert 1 <= run["latency"]["samples"] < 100000
+    assert _leftovers(tmp_path, runtime_leftovers) == []
+
+
+def test_bench_sighup_exits_129(tmp_path: Path, runtime_leftovers: set[str]) -> None:
+    out = tmp_path / "bench.json"
+    code, line = _signal_after(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "0", "--json", out],
+                               "measure", tmp_path, signal.SIGHUP)
+    assert code == 129
+    assert line.startswith("layerscope: terminated by SIGHUP: what was measured is saved in")
+    assert json.loads(out.read_text())["measurement"]["interrupted"] is True
+    assert _leftovers(tmp_path, runtime_leftovers) == []
+
+
+def test_profile_sigterm_before_the_profiled_runs_keeps_the_end_to_end_runs(tmp_path: Path,
+                                                                            runtime_leftovers: set[str]) -> None:
+    out, html = tmp_path / "profile.json", tmp_path / "profile.html"
+    code, line = _signal_after(["profile", SQUEEZENET, "--runs", "100000", "--warmup", "1", "--top", "0",
+                                "--json", out, "--html", html], "latency", tmp_path)
+    assert code == 143
+    assert line == (f"layerscope: terminated by SIGTERM: what was measured is saved in {out}, {html} "
+                    "(marked partial)")
+    run = json.loads(out.read_text())
+    m = run["measurement"]
+    assert m["interrupted"] is True and m["partial"].startswith("end-to-end runs only")
+    assert m["planned_runs"] == 100000 and m["runs"] == run["latency"]["samples"] >= 1
+    assert run["summary"]["meas_latency_us"] == run["latency"]["p50_us"] > 0
+    assert "kernels" not in run and not any("measured" in layer for layer in run["layers"])
+    assert html.read_text().startswith("<!DOCTYPE html>") or "<html" in html.read_text()[:500]
+    assert _leftovers(tmp_path, runtime_leftovers) == []
+
+
+def test_profile_sigterm_in_the_profiled_runs_removes_its_temporary_folder(tmp_path: Path,
+                                                                           runtime_leftovers: set[str]) -> None:
+    """The profiled session writes its trace and optimized model in a temporary folder (7-99 MB on real
+    models): a signal during the profiled warm-up leaves none of it, and keeps the end-to-end runs."""
+    out = tmp_path / "profile.json"
+    code, line = _signal_after(["profile", SQUEEZENET, "--runs", "3", "--warmup", "40", "--top", "0",
+                                "--json", out], "warmup-profiled", tmp_path)
+    assert code == 143 and line.endswith(f"saved in {out} (marked partial)")
+    assert json.loads(out.read_text())["latency"]["samples"] == 3
+    assert any(name.startswith("layerscope-") for name in (tmp_path / "at-signal.txt").read_text().split())
+    assert _leftovers(tmp_path, runtime_leftovers) == []
+
+
+def test_pipeline_sigterm_keeps_the_runs_measured(tmp_path: Path, runtime_leftovers: set[str]) -> None:
+    script = tmp_path / "pipe.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "pipeline.json"
+    code, line = _signal_after(["pipeline", f"{script}:pipeline", "--model", SQUEEZENET, "--runs", "100000",
+                                "--warmup", "1", "-o", out], "timed", tmp_path)
+    assert code == 143
+    assert line == f"layerscope: terminated by SIGTERM: what was measured is saved in {out} (marked interrupted)"
+    run = json.loads(out.read_text())
+    assert run["pipeline"]["interrupted"] is True and 1 <= run["pipeline"]["runs"] < 100000
+    assert _leftovers(tmp_path, runtime_leftovers) == []
+
+
+def test_bisect_sigterm_keeps_the_samples_in_its_cache(tmp_path: Path, runtime_leftovers: set[str]) -> None:
+    cache = tmp_path / "cache"
+    code, line = _signal_after(["bisect", SQUEEZENET, "--target", "rdk-x3", "--cache", cache,
+                                "-o", tmp_path / "bisect.json"], "pilot-0", tmp_path)
+    assert code == 143
+    assert line == (f"layerscope: terminated by SIGTERM: the samples measured so far are cached in {cache}; "
+                    "run the same command again to resume")
+    assert any(cache.rglob("*.json"))  # the samples measured before the signal
+    assert not (tmp_path / "bisect.json").exists()
+    assert _leftovers(tmp_path, runtime_leftovers) == []
