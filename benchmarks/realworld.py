@@ -237,9 +237,21 @@ def _quantize_static_qdq(source: Path, out: Path) -> None:
                     activation_type=QuantType.QUInt8)
 
 
+def _ort_extended(source: Path, out: Path) -> None:
+    """ONNX Runtime's own extended graph optimizations, saved offline (``SessionOptions.optimized_model_filepath``):
+    on a BERT encoder, com.microsoft SkipLayerNormalization, FusedMatMul and FastGelu."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(out)
+    onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
 DERIVATIONS: dict[str, Callable[[Path, Path], None]] = {
     "quantize_dynamic": _quantize_dynamic,
     "quantize_static_qdq": _quantize_static_qdq,
+    "ort_extended": _ort_extended,
 }
 
 
