@@ -352,11 +352,12 @@ def _first_line(text: str) -> str:
 
 #: Few measured runs, one thread (a shared 2-core machine), no table rows: the run file holds the numbers.
 PROFILE_ARGS = ("--runs", "10", "--warmup", "2", "--threads", "1", "--top", "0")
-#: The quick bisect: 4 coarse segments, 5 rounds, 1 pilot sample, at most 60 runs, nothing cached, no
-#: cut-cost correction, 200 bootstrap resamples. Its sum error is a smoke test, not an accuracy figure
+#: The quick bisect: 4 coarse segments, 5 rounds, 1 pilot sample, at most 60 runs, each visit warmed by the
+#: model itself (half the cost of warming with the whole model), nothing cached, no cut-cost correction, 200
+#: bootstrap resamples. Its sum error is a smoke test, not an accuracy figure
 #: (benchmarks/bisect_accuracy.py is that).
 BISECT_ARGS = ("--segments", "4", "--repeats", "5", "--pilot", "1", "--budget", "60", "--threads", "1",
-               "--no-cache", "--boundary-runs", "0", "--resamples", "200")
+               "--warm-with", "self", "--no-cache", "--boundary-runs", "0", "--resamples", "200")
 STEPS = ("estimate", "profile", "bisect", "advise")
 
 
@@ -593,7 +594,9 @@ def render(results: Sequence[ModelResult], summary: dict[str, Any]) -> None:
             if result.prepare_error:
                 console.print(f"  {result.name} / prepare: {result.prepare_error}", markup=False)
         for result, name, step in failures:
-            console.print(f"  {result.name} / {name} / {step.exit_code}: {step.error}", markup=False)
+            earlier = [other for other in STEPS[:STEPS.index(name)] if result.steps[other].error == step.error]
+            text = f"same as {earlier[0]}" if earlier else _clip(step.error, 240)
+            console.print(f"  {result.name} / {name} / {step.exit_code}: {text}", markup=False)
     unknown: dict[str, list[str]] = {r.name: r.steps["estimate"].values["unknown_op_types"] for r in results
                                      if r.steps["estimate"].values.get("unknown_op_types")}
     if unknown:
@@ -612,6 +615,10 @@ def render(results: Sequence[ModelResult], summary: dict[str, Any]) -> None:
         parts.append(f"bisect sum error over {bisect['models_run']} models: median |err| "
                      f"{100 * bisect['median_abs']:.1f}%, max {100 * bisect['max_abs']:.1f}%")
     console.print("; ".join(parts), markup=False)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def select(entries: Sequence[Entry], only: Sequence[str]) -> list[Entry]:
