@@ -192,3 +192,17 @@ def test_one_model_through_every_step_but_bisect(tmp_path: Path, write_model: Mo
     assert failed.steps["estimate"].exit_code == 2
     assert "nope" in failed.steps["estimate"].error
     assert failed.steps["advise"].status == "skipped"
+
+
+def test_constant_inputs_become_npy_files(tmp_path: Path) -> None:
+    """The manifest's ``inputs`` (silero's scalar sample rate) are fed with --input NAME=FILE.npy."""
+    entry = rw.Entry(name="vad", family="audio", sha256="", args=(), note="",
+                     inputs=(("sr", rw.ConstInput("int64", (), 16000.0)),
+                             ("state", rw.ConstInput("float32", (2, 1, 3), 0.5))))
+    args = rw._const_input_args(entry, tmp_path)
+    assert args == ["--input", f"sr={tmp_path / 'inputs' / 'vad' / 'sr.npy'}",
+                    "--input", f"state={tmp_path / 'inputs' / 'vad' / 'state.npy'}"]
+    sr = np.load(tmp_path / "inputs" / "vad" / "sr.npy")
+    assert sr.dtype == np.int64 and sr.shape == () and int(sr) == 16000
+    state = np.load(tmp_path / "inputs" / "vad" / "state.npy")
+    assert state.dtype == np.float32 and state.shape == (2, 1, 3) and float(state.max()) == float(state.min()) == 0.5
