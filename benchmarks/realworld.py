@@ -21,8 +21,8 @@ model's later steps still run where they can (advise needs the profile's run fil
 
 Usage (from the repository root, with layerscope importable, e.g. ``PYTHONPATH=src``):
 
-    python benchmarks/realworld.py                       # everything: ~15-20 min on 2 cores
-    python benchmarks/realworld.py --skip-bisect         # estimate, profile, advise: a few minutes
+    python benchmarks/realworld.py                       # everything: 15 min (876 s) on 2 shared cores
+    python benchmarks/realworld.py --skip-bisect         # estimate, profile, advise: 9 min (523 s) there
     python benchmarks/realworld.py --only silero-vad --only nudenet-320n
     python benchmarks/realworld.py --timeout 300 --json out/realworld.json
     python benchmarks/realworld.py --prepare-only --export /tmp/models   # fetch, check, copy the models out
@@ -31,6 +31,10 @@ Options: ``--only NAME`` (repeatable; a family name selects the family), ``--ski
 (per command, default 240), ``--json OUT`` (default ``out/realworld.json``), ``--keep DIR`` (keep the run
 files), ``--export DIR`` (copy each model to DIR/FAMILY/NAME.onnx and write DIR/README.txt),
 ``--prepare-only`` (fetch, extract and derive, then stop).
+
+The quick bisect (see BISECT_ARGS) is a smoke test that the cut models load and run and that the segments
+roughly add up; with 5 rounds on a shared machine its sum error swings by tens of percent from run to run
+(benchmarks/bisect_accuracy.py measures accuracy). The first run downloads 14 wheels, 305 MB (51 s here).
 
 Exit status: 0 when the corpus was prepared and every command ran (whatever each command's outcome: the
 matrix is the result), 2 on a manifest or fetch error that leaves no model to run.
