@@ -48,6 +48,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -570,7 +571,7 @@ def summarise(results: Sequence[ModelResult]) -> dict[str, Any]:
     errors.sort()
     summary["bisect_sum_error"] = {
         "models_run": len(errors),
-        "median_abs": errors[len(errors) // 2] if errors else None,
+        "median_abs": statistics.median(errors) if errors else None,
         "max_abs": errors[-1] if errors else None,
     }
     return summary

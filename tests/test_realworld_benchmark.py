@@ -206,3 +206,34 @@ def test_constant_inputs_become_npy_files(tmp_path: Path) -> None:
     assert sr.dtype == np.int64 and sr.shape == () and int(sr) == 16000
     state = np.load(tmp_path / "inputs" / "vad" / "state.npy")
     assert state.dtype == np.float32 and state.shape == (2, 1, 3) and float(state.max()) == float(state.min()) == 0.5
+
+
+def test_summary_and_matrix(capsys: pytest.CaptureFixture[str]) -> None:
+    """Counts per step, the bisect's models and |sum error|s, and one failure line per failing step."""
+    ok = rw.ModelResult("good", "audio", "p==1:m.onnx", "")
+    ok.steps = {"estimate": rw.Step("ok", values={"layers": 20, "unknown_ops": 0}),
+                "profile": rw.Step("ok", values={"mapped_share": 0.5}),
+                "bisect": rw.Step("ok", values={"sum_error": -0.25}),
+                "advise": rw.Step("ok", values={"findings": 3, "rules": ["fp32-dtype", "lane-alignment"],
+                                                "run": "profile"})}
+    bad = rw.ModelResult("bad", "audio", "p==1:n.onnx", "")
+    bad.steps = {"estimate": rw.Step("failed", exit_code=2, error="shapes of 4 tensor(s) could not be resolved"),
+                 "profile": rw.Step("failed", exit_code=2, error="shapes of 4 tensor(s) could not be resolved"),
+                 "bisect": rw.Step("timeout", error="timed out after 9 s"),
+                 "advise": rw.Step("skipped", error="no run file")}
+    other = rw.ModelResult("other", "audio", "p==1:o.onnx", "")
+    other.steps = {**ok.steps, "bisect": rw.Step("ok", values={"sum_error": 0.1})}
+    summary = rw.summarise([ok, bad, other])
+    assert summary["estimate"] == {"ok": 2, "failed": 1}
+    assert summary["bisect"] == {"ok": 2, "timeout": 1}
+    assert summary["advise"] == {"ok": 2, "skipped": 1}
+    assert summary["bisect_sum_error"] == {"models_run": 2, "median_abs": pytest.approx(0.175), "max_abs": 0.25}
+
+    rw.render([ok, bad, other], summary)
+    out = capsys.readouterr().out
+    assert "ok 50% mapped" in out and "ok -25% sum" in out and "fp32-dtype, lane-alignment" in out
+    assert "bad / estimate / 2: shapes of 4 tensor(s) could not be resolved" in out
+    assert "bad / profile / 2: same as estimate" in out
+    assert "bad / bisect / None: timed out after 9 s" in out
+    assert "estimate 2/3 ok; profile 2/3 ok; bisect 2/3 ok; advise 2/3 ok" in out
+    assert "bisect sum error over 2 models: median |err| 17.5%, max 25.0%" in out
