@@ -154,6 +154,31 @@ def test_prefixes_keep_the_folded_constants_they_need(write_model: ModelWriter) 
     onnx.checker.check_model(model, full_check=True)
 
 
+def test_a_folded_shape_of_an_activation_is_given_as_its_value(write_model: ModelWriter) -> None:
+    # YOLOv8's head (nudenet-320n): Shape of an activation is folded (its shape is static) and read after the cut;
+    # kept as a node, it ran first in a suffix, before (or without) the layer that computes its input.
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["a"], name="sigmoid"),
+             helper.make_node("Tanh", ["a"], ["b"], name="tanh"),
+             helper.make_node("Shape", ["a"], ["s"], name="shape"),
+             helper.make_node("Reshape", ["b", "s"], ["y"], name="reshape")]
+    graph, planner = _planner(write_model(nodes, [("x", F32, [1, 3, 2, 2])], [("y", F32, [1, 3, 2, 2])]))
+    assert [n.id for n in graph.layers] == ["relu", "sigmoid", "tanh", "reshape"]
+    assert [n.id for n in graph.folded] == ["shape"]
+    feeds = {"x": np.linspace(-1, 1, 12, dtype=np.float32).reshape(1, 3, 2, 2)}
+    expected = _run(planner.prefix_model(planner.layer_count), feeds)["y"]
+    for k in range(1, planner.layer_count):
+        suffix = planner.suffix_model(k)
+        onnx.checker.check_model(suffix, full_check=True)
+        assert "shape" not in [n.name for n in suffix.graph.node]
+        np.testing.assert_array_equal([int(v) for v in onnx.numpy_helper.to_array(
+            next(t for t in suffix.graph.initializer if t.name == "s"))], [1, 3, 2, 2])
+        crossing = _run(planner.prefix_model(k), feeds)
+        inputs = [i.name for i in suffix.graph.input if i.name not in {t.name for t in suffix.graph.initializer}]
+        got = _run(suffix, {n: crossing[n] if n in crossing else feeds[n] for n in inputs})["y"]
+        np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
 def test_a_tensor_read_only_inside_a_subgraph_crosses_the_cut(write_model: ModelWriter) -> None:
     branch = helper.make_graph([helper.make_node("Neg", ["a"], ["out"])], "then", [],
                                [helper.make_tensor_value_info("out", F32, [2])])

@@ -268,10 +268,11 @@ class CutPlanner:
         """``nodes`` preceded by the folded constants they need; the initializers they read; the model's inputs
         (its runtime inputs, all of them when ``every_input`` else those read, and the initializers read that
         it lists as inputs), in its order; and every name they read."""
-        kept = [*_needed_folded(self.model, self.graph, nodes), *nodes]
+        folded, values = _folded_as_values(self.graph, _needed_folded(self.model, self.graph, nodes))
+        kept = [*folded, *nodes]
         read = {name for node in kept for name in _reads(node)}
         source = self.model.graph
-        initializers = [t for t in source.initializer if t.name in read]
+        initializers = [t for t in source.initializer if t.name in read] + values
         init_names = {t.name for t in initializers}
         runtime = {t.name: t for t in self.graph.inputs}
         inputs = [_value_info(runtime[vi.name]) if vi.name in runtime else vi for vi in source.input
@@ -392,6 +393,25 @@ def _needed_folded(model: onnx.ModelProto, graph: Graph, nodes: Iterable[onnx.No
         needed[id(producer)] = producer
         stack.extend(_reads(producer))
     return [n for n in model.graph.node if id(n) in needed]
+
+
+def _folded_as_values(graph: Graph, folded: Sequence[onnx.NodeProto]) -> tuple[
+        list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """``folded`` split into the nodes a part keeps and the initializers that stand for the others: a folded node
+    that reads a runtime tensor (``Shape`` of an activation whose shape is static) would read it before the part
+    computes it, or from the other side of the cut; its folded value is given instead."""
+    constant = set(graph.constants) | {o for n in graph.folded for o in n.outputs if o}
+    nodes: list[onnx.NodeProto] = []
+    values: list[onnx.TensorProto] = []
+    for node in folded:
+        outputs = [o for o in node.output if o]
+        known = [graph.value(o) for o in outputs]
+        if all(name in constant for name in _reads(node)) or any(v is None for v in known):
+            nodes.append(node)
+        else:
+            values.extend(numpy_helper.from_array(np.asarray(v), o)
+                          for o, v in zip(outputs, known, strict=True) if v is not None)
+    return nodes, values
 
 
 def _crossings(graph: Graph, nodes: Sequence[onnx.NodeProto]) -> tuple[tuple[tuple[str, ...], ...], tuple[bool, ...]]:
