@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 from tests.conftest import F32, I64, ModelWriter
 
 from layerscope.analysis import rules as R
@@ -233,6 +233,28 @@ def test_fp32_on_an_npu_with_int8_is_flagged_with_the_re_estimated_gain(write_mo
     assert "fp16 also moves 2x the bytes of int8" in fp16.hazard and "VPU" not in fp16.hazard
     assert found[0].expected_gain_us and found[0].expected_gain_us > 0
     assert check(path, R.fp32_dtype) == []  # deployed in int8, the profile's default
+
+
+def test_an_already_quantized_model_is_not_told_to_quantize(write_model: ModelWriter) -> None:
+    """On the host profile (int8 faster than fp32) a float conv gets fp32-dtype; the same conv in QDQ form (its
+    input and weight through DequantizeLinear) or as ConvInteger is int8 already, and its float glue is no reason."""
+    shape = [("x", F32, [1, 64, 56, 56])], [("y", F32, [1, 64, 56, 56])]
+    plain = write_model([conv("c", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])], *shape,
+                        {"w": w((64, 64, 3, 3))})
+    assert [f.rule_id for f in check(plain, R.fp32_dtype, target="host", dtype="fp32")] == ["fp32-dtype"]
+    scale, zero = np.float32(0.02), np.int8(0)
+    qdq = write_model([N("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+                       N("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
+                       N("DequantizeLinear", ["wq", "s", "z"], ["wd"], name="dqw"),
+                       conv("c", "xd", "wd", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])], *shape,
+                      {"s": np.asarray(scale), "z": np.asarray(zero), "wq": np.ones((64, 64, 3, 3), np.int8)})
+    assert check(qdq, R.fp32_dtype, target="host", dtype="fp32") == []
+    integer = write_model([N("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dq"),
+                           N("ConvInteger", ["xq", "wq", "xz"], ["acc"], name="ci", kernel_shape=[3, 3],
+                             pads=[1, 1, 1, 1]),
+                           N("Cast", ["acc"], ["y"], name="cast", to=TensorProto.FLOAT)], *shape,
+                          {"wq": np.ones((64, 64, 3, 3), np.uint8)})
+    assert check(integer, R.fp32_dtype, target="host", dtype="fp32") == []
 
 
 # -------------------------------------------------------------------------------------------- lane-alignment

@@ -542,6 +542,22 @@ def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
 
 
 # -------------------------------------------------------------------------------------------- dtype
+#: Ops that compute in an integer type: a model holding them is quantized already.
+QUANTIZED_OPS = frozenset({"QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "QGemm", "QAttention",
+                           "DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearAdd",
+                           "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearAveragePool",
+                           "QLinearGlobalAveragePool", "QLinearConcat", "QLinearSoftmax"})
+
+
+def _quantized_layers(layers: Sequence[Mapping[str, Any]]) -> set[str]:
+    """Ids of the layers that compute in an integer type: the :data:`QUANTIZED_OPS`, and in the QDQ form the layers
+    that read a ``DequantizeLinear`` output (the runtime fuses the pair into an integer kernel)."""
+    dequantized = {str(out) for layer in layers if layer.get("op_type") == "DequantizeLinear"
+                   for out in layer.get("outputs") or ()}
+    return {str(layer.get("id")) for layer in layers
+            if layer.get("op_type") in QUANTIZED_OPS or dequantized.intersection(map(str, layer.get("inputs") or ()))}
+
+
 def fp32_dtype(ctx: RuleContext) -> list[Finding]:
     """The model is deployed in fp32 (or fp16) where the profile lists a faster dtype."""
     profile = ctx.profile
@@ -553,8 +569,12 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
     if current not in ("fp32", "fp16", "bf16") or not faster:
         return []
     best = max(faster, key=lambda d: profile.peak_ops_per_s(d) or 0.0)
+    quantized = _quantized_layers(ctx.layers)
     layers = [layer for layer in ctx.layers if _est(layer).get("dtype") == current
-              and not _est(layer).get("fallback_reason") and layer.get("unit_kind") != UnitKind.ZERO_COPY.value]
+              and not _est(layer).get("fallback_reason") and layer.get("unit_kind") != UnitKind.ZERO_COPY.value
+              and str(layer.get("id")) not in quantized]
+    if quantized and not any(int(layer.get("macs") or 0) > 0 for layer in layers):
+        return []  # already quantized where the work is: what is left in float is glue, not a dtype choice
     gain = None
     evidence: dict[str, Any] = {"dtype": current, "faster_dtype": best,
                                 "peak_ratio": round((profile.peak_ops_per_s(best) or 0.0) / rate, 3) if rate
