@@ -1,6 +1,10 @@
 """Static estimates: roofline per layer on a hardware profile; the timeline of one frame over units,
 cores and DDR, with its memory plan."""
 
+import sys
+from types import ModuleType
+from typing import Any
+
 from layerscope.estimate.memory import MemoryPlan, plan_memory
 from layerscope.estimate.roofline import deployed_bytes, estimate_graph, resident_tensors
 from layerscope.estimate.timeline import (
@@ -33,3 +37,16 @@ __all__ = [
     "resident_tensors",
     "simulate_timeline",
 ]
+
+
+class _EstimatePackage(ModuleType):
+    """This package, callable as the API's :func:`layerscope.api.estimate`: ``layerscope.estimate(model, ...)``
+    names both this package and that function, and once the package is imported Python binds the name to it."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from layerscope.api import estimate
+
+        return estimate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _EstimatePackage
