@@ -3,11 +3,17 @@
 Contract of :func:`load_model`:
 - the file is parsed without reading external weight data (so models over 2 GB work and load fast);
   every external-data reference must resolve inside the model's folder, else ``ModelError``;
-- symbolic input dims are set from ``shapes`` (``--shape NAME=1x3x640x640``); an input left with an
-  unresolved dim, or a ``shapes`` entry for an unknown input, is a ``ShapeError`` that names them all;
+- symbolic input dims are set from ``shapes`` (``--shape NAME=1x3x640x640``), then from ``dims``
+  (``--dim NAME=V``, every input dim called NAME), then batch-like dims default to 1 (``Graph.assumptions``
+  says so; see :mod:`layerscope.model.shapes`); an input left with an unresolved dim, or a ``shapes`` entry
+  for an unknown input, is a ``ShapeError`` that names them all and suggests ``--dim``/``--shape``;
 - constant subgraphs (Constant, ConstantOfShape, Shape of a static tensor, and every node computed only
   from constants) are folded: their outputs become weights in ``Graph.constants``, not layers;
-- every tensor a layer reads or writes gets a static shape and a dtype, or ``ShapeError`` says which not.
+- every tensor a layer reads or writes gets a static shape and a dtype: from ONNX shape inference, else
+  ONNX Runtime's symbolic inference, else by running the model once on ONNX Runtime (each layer's
+  ``shape_source`` says which); only a model ONNX Runtime cannot run is refused (``ShapeError``);
+- control-flow subgraphs (``If``/``Loop``/``Scan``) are expanded into layers for what ran
+  (:mod:`layerscope.model.control_flow`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
+from layerscope.model import control_flow
+from layerscope.model.shapes import apply_dims, complete, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -205,9 +213,9 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto]) 
                   if not vi.type.tensor_type.HasField("shape") or any(not isinstance(d, int) for d in _dims(vi))]
     if unresolved:
         listed = "; ".join(f"{vi.name}{_fmt_dims(_dims(vi))}" for vi in unresolved)
-        example = unresolved[0].name
+        first = unresolved[0]
         raise ShapeError(f"{path.name}: input dims not fixed: {listed}",
-                         hint=f"set them with --shape, e.g. --shape {example}=1x3x640x640")
+                         hint=input_hint(first, onnx_dtype_name(first.type.tensor_type.elem_type)))
 
 
 def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -386,7 +394,8 @@ class _Folder:
         return _evaluate(node, self.values, list(self.model.opset_import))
 
 
-def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
+def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None,
+               dims: Mapping[str, int] | None = None) -> Graph:
     """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract."""
     path = Path(path)
     model = _read_model(path)
@@ -396,9 +405,11 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
     _apply_input_shapes(model, runtime_inputs, shapes or {})
+    assumptions = apply_dims(runtime_inputs, dims or {})
     _check_static_inputs(path, runtime_inputs)
 
-    infos = _infer(_without_large_weights(model))
+    light = _without_large_weights(model)
+    infos = _infer(light)
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(list(model.graph.node), available)
 
@@ -416,6 +427,8 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
+    sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
+                                    layers=layer_protos, infos=infos, needed=needed)
     missing = [t for t in needed if t not in infos]
     if missing:
         producers = {o: n for n in layer_protos for o in n.output}
@@ -423,14 +436,31 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
                  for t in dict.fromkeys(missing)]
         raise ShapeError(f"{path.name}: shapes of {len(where)} tensor(s) could not be resolved: "
                          f"{', '.join(where[:5])}{' ...' if len(where) > 5 else ''}",
-                         hint="pass --shape for every input; data-dependent shapes are not supported")
+                         hint="ONNX Runtime ran the model without producing them (unused optional outputs?)")
+
+    def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
+        return Node(id=node_id, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
+                    outputs=tuple(n.output), attrs=_attrs(n), shape_source=source, parent=parent,
+                    executions=executions)
 
     ids = _layer_ids(layer_protos + folded_protos)
-    all_nodes = [
-        Node(id=i, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
-             outputs=tuple(n.output), attrs=_attrs(n))
-        for i, n in zip(ids, layer_protos + folded_protos, strict=True)
-    ]
+    all_nodes = [make_node(n, i, layer_source(n, sources))
+                 for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
+    layers = all_nodes[: len(layer_protos)]
+    folded = all_nodes[len(layer_protos):]
+    if observation is not None and any(control_flow.subgraphs(n) for n in layer_protos):
+        expansion = control_flow.Expansion()
+        for node, proto in zip(layers, layer_protos, strict=True):
+            if control_flow.subgraphs(proto):
+                control_flow.expand(node, proto, observation, make_node=make_node, layer_ids=_layer_ids,
+                                        out=expansion)
+            else:
+                expansion.layers.append(node)
+        layers = expansion.layers
+        folded += expansion.folded
+        infos.update({k: v for k, v in expansion.tensors.items() if k not in infos})
+        folder.constants.update(expansion.constants)
+        folder.values.update(expansion.values)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return Graph(
         name=model.graph.name or path.stem,
@@ -439,12 +469,13 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         opset=opset,
         inputs=tuple(infos[vi.name] for vi in runtime_inputs),
         outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),
-        layers=tuple(all_nodes[: len(layer_protos)]),
-        folded=tuple(all_nodes[len(layer_protos):]),
+        layers=tuple(layers),
+        folded=tuple(folded),
         tensors=dict(infos),
         constants=dict(folder.constants),
         const_values=dict(folder.values),
         producer=f"{model.producer_name} {model.producer_version}".strip(),
+        assumptions=assumptions,
     )
 
 
