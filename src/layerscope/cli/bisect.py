@@ -27,10 +27,12 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.cli.options import (
+    cli_dims,
     input_option,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
+    print_shape_notes,
     provider_option,
     shape_option,
     target_option,
@@ -174,7 +176,9 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                           resamples=resamples, seed=seed,
                           boundary_runs=BOUNDARY_RUNS if boundary_runs is None else boundary_runs,
                           suffixes=command_runner is None if suffixes is None else suffixes)
-    graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes))
+    graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes),
+                       cli_dims())
+    print_shape_notes(graph)
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}

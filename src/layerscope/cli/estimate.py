@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from layerscope.cli.options import parse_shapes, shape_option, target_option
+from layerscope.cli.options import cli_dims, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import write_html
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import load_model
@@ -41,7 +41,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
     if dtype is not None and dtype not in profile.dtypes:
         raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
                                  param_hint="--dtype")
-    graph = load_model(model, parse_shapes(shapes))
+    graph = load_model(model, parse_shapes(shapes), cli_dims())
+    print_shape_notes(graph)
     estimate = estimate_graph(graph, profile, dtype)
     run = run_from_estimate(graph, estimate, profile)
     if timeline:

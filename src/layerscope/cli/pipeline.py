@@ -29,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.cli.options import (
+    cli_dims,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
@@ -114,7 +115,7 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
     fn, script = load_function(function)
     with phase_progress(_PHASES) as progress:
         run = profile(fn, model, runs=runs, warmup=warmup, threads=threads, provider=provider, opt_level=opt_level,
-                      target=target, layers=layers, shapes=parse_shapes(shapes), seed=seed,
+                      target=target, layers=layers, shapes=parse_shapes(shapes), dims=cli_dims(), seed=seed,
                       name=f"{script.name}:{getattr(fn, '__qualname__', function)}", progress=progress)
     console = Console()
     console.print(pipeline_report(run, top))

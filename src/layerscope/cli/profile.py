@@ -15,10 +15,12 @@ import click
 from rich.console import Console
 
 from layerscope.cli.options import (
+    cli_dims,
     input_option,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
+    print_shape_notes,
     provider_option,
     shape_option,
     target_option,
@@ -69,7 +71,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     backend = get_backend("onnxruntime")
     backend.check_provider(provider)  # exit 3 before any work when the provider is missing
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model, parse_shapes(shapes))
+    graph = load_model(model, parse_shapes(shapes), cli_dims())
+    print_shape_notes(graph)
     feeds = make_inputs(graph, input_specs)
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)

@@ -603,15 +603,15 @@ def run_from_pipeline(result: PipelineResult, graph: Graph, run: dict[str, Any])
 
 def profile(fn: PipelineFn, model: str | os.PathLike[str], *, runs: int = 20, warmup: int = 3, threads: int = 0,
             provider: str = "cpu", opt_level: str = "all", target: str = "host", layers: bool = True,
-            shapes: Mapping[str, tuple[int, ...]] | None = None, seed: int = 0, name: str | None = None,
-            progress: Progress | None = None) -> dict[str, Any]:
+            shapes: Mapping[str, tuple[int, ...]] | None = None, dims: Mapping[str, int] | None = None,
+            seed: int = 0, name: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Profile ``fn`` around ``model`` and return the run file (estimate on ``target``, measurement, pipeline)."""
     from layerscope.estimate import estimate_graph
     from layerscope.model import load_model
     from layerscope.run import run_from_estimate
     from layerscope.targets import load_profile
 
-    graph = load_model(model, dict(shapes or {}))
+    graph = load_model(model, dict(shapes or {}), dict(dims or {}))
     hardware = load_profile(target)
     estimate = estimate_graph(graph, hardware)
     result = profile_pipeline(fn, graph.path, runs=runs, warmup=warmup, layers=layers, graph=graph, seed=seed,

@@ -305,3 +305,18 @@ def layer_source(node: onnx.NodeProto, sources: Mapping[str, str]) -> str:
     if "executed" in found:
         return "executed"
     return "symbolic" if "symbolic" in found else "static"
+
+
+def shape_notes(sources: Mapping[str, int], assumptions: Sequence[str]) -> list[str]:
+    """Lines for the terminal: each assumption, and how many layers' shapes were not static."""
+    lines = [f"assumed: {a}" for a in assumptions]
+    executed, symbolic = sources.get("executed", 0), sources.get("symbolic", 0)
+    if executed or symbolic:
+        total = sum(sources.values())
+        parts = [f"{sources.get('static', 0)} static"]
+        if symbolic:
+            parts.append(f"{symbolic} by symbolic inference")
+        if executed:
+            parts.append(f"{executed} resolved by execution (ONNX Runtime, one run on seeded random inputs)")
+        lines.append(f"shapes of {total} layers: {', '.join(parts)}")
+    return lines
