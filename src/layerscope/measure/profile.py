@@ -28,6 +28,7 @@ from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.stats import LatencyStats, drift, summarize
+from layerscope.measure.subgraphs import exclusive_times, with_subgraph_kernels
 from layerscope.model.types import Graph
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
@@ -139,12 +140,12 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
             profiled, interrupted = _timed_runs(session, feeds, runs, "profiled", progress)
             profiled_runs = len(profiled)
         profile_file = session.end_profiling()
-        data = parse_profile(load_events(profile_file), skip_runs=warmup)
         optimized = onnx.load(optimized_path, load_external_data=False)
+        data = exclusive_times(parse_profile(load_events(profile_file), skip_runs=warmup), optimized)
         provider = session.get_providers()[0]
     if profiled_runs == 0 or not data.run_durations_us:
         raise KeyboardInterrupt
-    fusion = build_fusion_map(graph, optimized)
+    fusion = with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized)
     kernels = kernel_results(data, fusion)
     layers = layer_results(graph, kernels, weights or {})
     latency = summarize(latency_samples)

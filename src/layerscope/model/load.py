@@ -208,11 +208,12 @@ def _fmt_dims(dims: list[int | str | None]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto]) -> None:
+def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto], declared: Mapping[str, str]) -> None:
+    """``ShapeError`` naming every input still not static, as the model ``declared`` it (``name[dims]``)."""
     unresolved = [vi for vi in runtime_inputs
                   if not vi.type.tensor_type.HasField("shape") or any(not isinstance(d, int) for d in _dims(vi))]
     if unresolved:
-        listed = "; ".join(f"{vi.name}{_fmt_dims(_dims(vi))}" for vi in unresolved)
+        listed = "; ".join(f"{vi.name}{declared.get(vi.name, _fmt_dims(_dims(vi)))}" for vi in unresolved)
         first = unresolved[0]
         raise ShapeError(f"{path.name}: input dims not fixed: {listed}",
                          hint=input_hint(first, onnx_dtype_name(first.type.tensor_type.elem_type)))
@@ -405,8 +406,9 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
     _apply_input_shapes(model, runtime_inputs, shapes or {})
+    declared = {vi.name: _fmt_dims(_dims(vi)) for vi in runtime_inputs}
     assumptions = apply_dims(runtime_inputs, dims or {})
-    _check_static_inputs(path, runtime_inputs)
+    _check_static_inputs(path, runtime_inputs, declared)
 
     light = _without_large_weights(model)
     infos = _infer(light)

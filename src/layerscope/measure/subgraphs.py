@@ -1,0 +1,108 @@
+"""Control-flow kernels in ONNX Runtime's profile: subgraph kernels mapped to subgraph layers, exclusive times.
+
+ONNX Runtime's profiler times an ``If``/``Loop``/``Scan`` kernel from start to end, the kernels of the
+subgraph it runs included, and times each subgraph kernel on its own as well, under the subgraph node's
+name (``then_add_kernel_time``; a Loop body's kernels once per iteration). So:
+
+- :func:`exclusive_times` subtracts, run by run, the time of each control-flow kernel's direct subgraph
+  kernels from its own (clamped at 0): every µs is then counted once, by the kernel that spent it;
+- :func:`with_subgraph_kernels` adds to a :class:`FusionMap` a mapping for every kernel of the optimized
+  model's subgraphs: to the source layer of the same name under the same control-flow layer and subgraph
+  (see :mod:`layerscope.model.control_flow` for the ids), or of the name ONNX Runtime's fusions derive
+  (``<source node>/<Fusion>/``); a subgraph kernel matching no source layer is charged to its control-flow
+  layer (category ``layer``), never left unmapped. Source layers it covers are no longer ``eliminated``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import onnx
+
+from layerscope.measure.fusion import FusionMap, KernelMapping
+from layerscope.measure.ort_profile import ProfileData
+from layerscope.model.types import Graph
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.name, attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            for i, g in enumerate(attr.graphs):
+                yield f"{attr.name}[{i}]", g
+
+
+def _control_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for node in graph.node:
+        subs = list(_subgraphs(node))
+        if subs:
+            yield node
+            for _, sub in subs:
+                yield from _control_nodes(sub)
+
+
+def exclusive_times(data: ProfileData, optimized: onnx.ModelProto) -> ProfileData:
+    """``data`` with each control-flow kernel's time less its subgraph kernels' (see the module docstring)."""
+    children: dict[str, set[str]] = {}
+    for node in _control_nodes(optimized.graph):
+        names = {n.name for _, sub in _subgraphs(node) for n in sub.node} - {node.name}
+        children.setdefault(node.name, set()).update(names)
+    if not children:
+        return data
+    inclusive = {k.name: k.durations_us for k in data.kernels}
+    kernels = []
+    for kernel in data.kernels:
+        nested = [inclusive[c] for c in children.get(kernel.name, ()) if c in inclusive]
+        if nested:
+            durations = tuple(max(0.0, own - sum(c[i] for c in nested))
+                              for i, own in enumerate(kernel.durations_us))
+            kernels.append(replace(kernel, durations_us=durations))
+        else:
+            kernels.append(kernel)
+    return replace(data, kernels=tuple(kernels))
+
+
+def with_subgraph_kernels(fusion: FusionMap, graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
+    """``fusion`` plus the mappings of the optimized model's subgraph kernels (see the module docstring)."""
+    parents = {n.parent for n in graph.layers if n.parent}
+    if not parents:
+        return fusion
+    by_name = {n.name: n.id for n in graph.layers if n.name and n.id in parents}
+    kernels = dict(fusion.kernels)
+
+    def visit(node: onnx.NodeProto, parent_id: str) -> None:
+        for attr_name, sub in _subgraphs(node):
+            prefix = f"{parent_id}/{attr_name}/"
+            local = {n.name: n.id for n in graph.layers if n.parent == parent_id and n.id.startswith(prefix)
+                     and n.name}
+            for child in sub.node:
+                layer = _source_layer(child.name, local) or parent_id
+                kernels[child.name] = KernelMapping(kernel=child.name, op_type=child.op_type, domain=child.domain,
+                                                    layers=(layer,), category="layer")
+                if any(True for _ in _subgraphs(child)):
+                    visit(child, layer if layer in parents else parent_id)
+
+    for node in optimized.graph.node:
+        if not any(True for _ in _subgraphs(node)):
+            continue
+        parent_id = by_name.get(node.name)
+        if parent_id is None:
+            mapped = fusion.kernels.get(node.name)
+            candidates = [lid for lid in (mapped.layers if mapped else ()) if lid in parents]
+            parent_id = candidates[0] if len(candidates) == 1 else None
+        if parent_id is not None:
+            visit(node, parent_id)
+    covered = {lid for m in kernels.values() for lid in m.layers}
+    return FusionMap(kernels=kernels, eliminated=tuple(lid for lid in fusion.eliminated if lid not in covered))
+
+
+def _source_layer(kernel: str, local: dict[str, str]) -> str | None:
+    """The source layer a subgraph kernel computes: same name, or the name a fusion ``a/b/Fusion/`` derives."""
+    name = kernel
+    while name:
+        if name in local:
+            return local[name]
+        name = name.rstrip("/").rsplit("/", 1)[0] if "/" in name.rstrip("/") else ""
+    return None
