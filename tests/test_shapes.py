@@ -245,3 +245,15 @@ def test_zoo_models_stay_static(name: str) -> None:
     assert graph.shape_source_counts() == {"static": len(graph.layers)}
     assert graph.assumptions == ()
     assert not any(n.parent for n in graph.layers)
+
+
+def test_an_images_unnamed_height_and_width_are_not_assumed(write_model: ModelWriter) -> None:
+    node = helper.make_node("Relu", ["x"], ["y"])
+    path = write_model([node], [("x", F32, ["p2o.DynamicDimension.0", 3, "", "p2o.DynamicDimension.1"])],
+                       [("y", F32, None)])
+    with pytest.raises(ShapeError) as err:
+        load_model(path)
+    # axis 0's generated name is a batch (1); height (unnamed) and width (named) are asked for
+    assert "--shape x=1x3x640x640" in str(err.value)
+    assert "--dim p2o.DynamicDimension.1=640" in str(err.value)
+    assert load_model(path, {"x": (1, 3, 48, 320)}).inputs[0].shape == (1, 3, 48, 320)

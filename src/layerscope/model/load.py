@@ -32,7 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow
-from layerscope.model.shapes import apply_dims, complete, input_hint, layer_source
+from layerscope.model.shapes import apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -208,15 +208,17 @@ def _fmt_dims(dims: list[int | str | None]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto], declared: Mapping[str, str]) -> None:
-    """``ShapeError`` naming every input still not static, as the model ``declared`` it (``name[dims]``)."""
+def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
+                         declared: Mapping[str, list[int | str | None]]) -> None:
+    """``ShapeError`` naming every input still not static, with its dims as the model ``declared`` them."""
     unresolved = [vi for vi in runtime_inputs
                   if not vi.type.tensor_type.HasField("shape") or any(not isinstance(d, int) for d in _dims(vi))]
     if unresolved:
-        listed = "; ".join(f"{vi.name}{declared.get(vi.name, _fmt_dims(_dims(vi)))}" for vi in unresolved)
+        listed = "; ".join(f"{vi.name}{_fmt_dims(declared.get(vi.name, _dims(vi)))}" for vi in unresolved)
         first = unresolved[0]
         raise ShapeError(f"{path.name}: input dims not fixed: {listed}",
-                         hint=input_hint(first, onnx_dtype_name(first.type.tensor_type.elem_type)))
+                         hint=input_hint(first.name, declared.get(first.name, _dims(first)),
+                                         onnx_dtype_name(first.type.tensor_type.elem_type)))
 
 
 def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -406,7 +408,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
     _apply_input_shapes(model, runtime_inputs, shapes or {})
-    declared = {vi.name: _fmt_dims(_dims(vi)) for vi in runtime_inputs}
+    declared = {vi.name: declared_dims(vi) for vi in runtime_inputs}
     assumptions = apply_dims(runtime_inputs, dims or {})
     _check_static_inputs(path, runtime_inputs, declared)
 

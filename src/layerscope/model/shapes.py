@@ -3,7 +3,8 @@
 Contract:
 - :func:`apply_dims` fixes the model's symbolic input dims: a named dim given with ``--dim NAME=V`` takes
   ``V`` everywhere it appears; a batch-like dim (:func:`is_batch_like`: ``batch``, ``N``, ``unk__*``, ``?``,
-  an empty or missing name, ...) left unset defaults to 1, and each such default is returned as one line of
+  an empty or missing name, ...) left unset defaults to 1 (except the height and width axes of a 4-D float
+  input: an image is never silently 1 pixel high), and each such default is returned as one line of
   text (an assumption, shown to the user and recorded in the run file). A ``--dim`` naming no input dim is a
   ``ShapeError``. Any other named dim stays unresolved (the loader then refuses with :func:`input_hint`).
 - :func:`symbolic_shapes` runs ONNX Runtime's symbolic shape inference (needs ``sympy``; skipped, returning
@@ -39,11 +40,21 @@ _BATCH_LIKE = re.compile(r"^(\?|-1|n|b|bs|none|null|dynamic|unk__\d+|.*batch.*|n
 _ORT_TYPES: Mapping[str, str] = {"float": "float32", "double": "float64"}
 
 _TAG = "__layerscope_node_"
+_FLOAT_TYPES = frozenset({TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE})
 
 
-def is_batch_like(dim: str | None) -> bool:
-    """Whether a symbolic dim name means a batch (or has no name at all): it defaults to 1."""
-    return dim is None or not dim.strip() or bool(_BATCH_LIKE.match(dim.strip()))
+#: Exporters' generated names (``p2o.DynamicDimension.0``, ``dim_0``, ``unk_3``): a batch on axis 0.
+_GENERATED = re.compile(r"(dynamic|unk|^dim_?\d+$|^d\d+$)", re.IGNORECASE)
+
+
+def is_batch_like(dim: str | None, axis: int = 0) -> bool:
+    """Whether a symbolic dim name means a batch (or has no name at all): it defaults to 1.
+
+    An exporter-generated name (``p2o.DynamicDimension.0``, ``dim_0``) counts as a batch on axis 0 only.
+    """
+    if dim is None or not dim.strip():
+        return True
+    return bool(_BATCH_LIKE.match(dim.strip())) or (axis == 0 and bool(_GENERATED.search(dim)))
 
 
 def _dim_names(vi: onnx.ValueInfoProto) -> list[int | str | None]:
@@ -72,12 +83,14 @@ def apply_dims(runtime_inputs: Sequence[onnx.ValueInfoProto], dims: Mapping[str,
     for vi in runtime_inputs:
         if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
             continue
-        for axis, (dim, proto) in enumerate(zip(_dim_names(vi), vi.type.tensor_type.shape.dim, strict=True)):
+        names = _dim_names(vi)
+        image = len(names) == 4 and vi.type.tensor_type.elem_type in _FLOAT_TYPES
+        for axis, (dim, proto) in enumerate(zip(names, vi.type.tensor_type.shape.dim, strict=True)):
             if isinstance(dim, int):
                 continue
             if dim is not None and dim in dims:
                 value = dims[dim]
-            elif is_batch_like(dim):
+            elif is_batch_like(dim, axis) and not (image and axis >= 2):  # an image's height/width: ask
                 value = 1
                 label = "an unnamed dim" if dim is None else f"dim {dim!r}"
                 assumptions.append(f"input {vi.name} axis {axis} ({label}) assumed 1; set it with "
@@ -89,25 +102,30 @@ def apply_dims(runtime_inputs: Sequence[onnx.ValueInfoProto], dims: Mapping[str,
     return tuple(assumptions)
 
 
-def input_hint(vi: onnx.ValueInfoProto, elem_dtype: str) -> str:
+def declared_dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
+    """An input's dims as the model declares them (ints, names, ``None``): read before :func:`apply_dims`."""
+    return _dim_names(vi)
+
+
+def input_hint(name: str, dims: Sequence[int | str | None], elem_dtype: str) -> str:
     """What to pass for an input with unresolved dims: ``--dim`` for named dims, ``--shape`` of its rank.
 
     The example shape keeps fixed dims, uses 1 for batch-like ones and a plausible size for the others
     (640 for the spatial dims of a 4-D float input, 128 otherwise).
     """
-    dims = _dim_names(vi)
     example: list[str] = []
     for axis, d in enumerate(dims):
         if isinstance(d, int):
             example.append(str(d))
-        elif is_batch_like(d):
+        elif is_batch_like(d, axis) and not (elem_dtype.startswith(("float", "bfloat")) and len(dims) == 4
+                                             and axis >= 2):
             example.append("1")
         elif elem_dtype.startswith(("float", "bfloat")) and len(dims) == 4 and axis >= 2:
             example.append("640")
         else:
             example.append("128")
-    named = [d for d in dims if isinstance(d, str) and not is_batch_like(d)]
-    shape = f"--shape {vi.name}={'x'.join(example)}"
+    named = [d for axis, d in enumerate(dims) if isinstance(d, str) and not is_batch_like(d, axis)]
+    shape = f"--shape {name}={'x'.join(example)}"
     if named:
         dim_text = " ".join(f"--dim {d}={example[dims.index(d)]}" for d in dict.fromkeys(named))
         return f"set the named dims once for the whole model, e.g. {dim_text}, or the input's shape, e.g. {shape}"
@@ -187,7 +205,7 @@ def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo]
     finally:
         for node, name in zip(nodes, names, strict=True):
             node.name = name
-    events = _profile_once(data, model, base_dir, inputs)
+    events = _profile_once(data, model, base_dir, inputs, names)
     runs: dict[int, list[dict[str, object]]] = {}
     for event in events:
         name = str(event.get("name", ""))
@@ -229,8 +247,8 @@ def _infos(names: Sequence[str], listed: object) -> tuple[TensorInfo, ...]:
     return tuple(out)
 
 
-def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path,
-                  inputs: Sequence[TensorInfo]) -> list[dict[str, object]]:
+def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo],
+                  names: Sequence[str]) -> list[dict[str, object]]:
     import onnxruntime as ort
 
     from layerscope.measure.inputs import random_array
@@ -242,7 +260,7 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path,
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # its errors come back as the exception, once
         source: bytes | str = data
         if _has_external_data(model):
             source = str(Path(tmp) / "model.onnx")
@@ -256,8 +274,10 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path,
             session.run(None, feeds)
         except Exception as exc:  # ONNX Runtime raises its own untyped errors
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = re.sub(rf"{_TAG}(\d+)", lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names)
+                           else m.group(0), first)
             raise ShapeError(f"shapes not resolved statically, and ONNX Runtime could not run the model to "
-                             f"observe them: {first[:300]}") from None
+                             f"observe them: {first[:600]}") from None
         path = session.end_profiling()
         try:
             events = json.loads(Path(path).read_text(encoding="utf-8"))
