@@ -257,3 +257,17 @@ def test_an_images_unnamed_height_and_width_are_not_assumed(write_model: ModelWr
     assert "--shape x=1x3x640x640" in str(err.value)
     assert "--dim p2o.DynamicDimension.1=640" in str(err.value)
     assert load_model(path, {"x": (1, 3, 48, 320)}).inputs[0].shape == (1, 3, 48, 320)
+
+
+def test_bisect_cuts_the_top_level_with_subgraph_time_rolled_up(tmp_path: Path) -> None:
+    from layerscope.model.control_flow import rolled_up, top_level
+
+    graph = load_model(_loop_model(tmp_path, 3))
+    top = top_level(graph)
+    assert [n.id for n in top.layers] == ["Loop_0", "relu"]
+    per_layer = {"Loop_0": 0.0, "Loop_0/body/body_add": 3.0, "Loop_0/body/body_cond": 0.5, "relu": 1.0}
+    assert rolled_up(graph, per_layer, top) == [3.5, 1.0]
+    out = tmp_path / "bisect.json"
+    assert main(["bisect", str(_loop_model(tmp_path, 3)), "--segments", "2", "--repeats", "3", "--no-cache",
+                 "--threads", "1", "-o", str(out)]) == 0
+    assert out.exists()

@@ -15,7 +15,7 @@ folded (their values become constants). The control-flow layer itself gets ``obs
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -23,7 +23,7 @@ import onnx
 from onnx import numpy_helper
 
 from layerscope.model.shapes import Observation
-from layerscope.model.types import Node, TensorInfo
+from layerscope.model.types import Graph, Node, TensorInfo
 
 #: (proto, id, shape_source, parent, executions) -> Node; the loader's own conversion.
 MakeNode = Callable[[onnx.NodeProto, str, str, str, int], Node]
@@ -100,3 +100,26 @@ def expand(parent: Node, proto: onnx.NodeProto, observation: Observation, *, mak
         else:
             out.layers.append(child)
     return parent
+
+
+def top_level(graph: Graph) -> Graph:
+    """``graph`` without its subgraph layers: for what can only cut or rewrite the top-level graph (bisect).
+
+    A control-flow layer then stands for its whole subgraph; its own estimate is 0 (see ``costs``), so
+    cost-weighted choices see it as cheap.
+    """
+    if not any(n.parent for n in graph.layers):
+        return graph
+    return replace(graph, layers=tuple(n for n in graph.layers if not n.parent))
+
+
+def rolled_up(graph: Graph, per_layer: Mapping[str, float], top: Graph) -> list[float]:
+    """``per_layer`` values summed onto ``top``'s layers: each subgraph layer's onto its top-level ancestor."""
+    parent = {n.id: n.parent for n in graph.layers}
+    totals: dict[str, float] = {}
+    for layer_id, value in per_layer.items():
+        root = layer_id
+        while parent.get(root):
+            root = parent[root]
+        totals[root] = totals.get(root, 0.0) + value
+    return [totals.get(n.id, 0.0) for n in top.layers]
