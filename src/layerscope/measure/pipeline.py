@@ -69,6 +69,7 @@ from layerscope.measure.ort_profile import TraceEvent, load_events, parse_profil
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.stats import LatencyStats, drift, summarize
+from layerscope.measure.subgraphs import with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.tracing import Span, SpanRecorder
 
@@ -283,7 +284,7 @@ def _profiled_phase(fn: PipelineFn, model: ModelSession, *, graph: Graph, config
         events = load_events(profile_file)
         optimized = onnx.load(optimized_path, load_external_data=False)
         provider = str(ort_session.get_providers()[0])
-    return phase, events, build_fusion_map(graph, optimized), provider
+    return phase, events, with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized), provider
 
 
 def _run_phase(fn: PipelineFn, model: ModelSession, *, label: str, runs: int, warmup: int, phases: tuple[str, str],
