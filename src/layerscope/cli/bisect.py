@@ -57,7 +57,6 @@ from layerscope.measure.profile import Measurement
 from layerscope.measure.runners import UNITS, CommandRunner, CommandTemplate, LatencyReader, OrtRunner, Runner
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
-from layerscope.model.control_flow import rolled_up, top_level
 from layerscope.model.types import Graph
 from layerscope.report.sections import BisectView, bisect_view
 from layerscope.report.terminal import key_value_grid
@@ -189,9 +188,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         session_config, feeds, runs_per_visit=runs_per_visit, visit_warmup=visit_warmup,
         warm_with="self" if warm_with == "self" else "whole", clock="cpu" if clock == "cpu" else "wall")
     store = SampleStore(None if no_cache else (cache_dir or default_cache_dir()))
-    # cuts are made in the top-level graph: a control-flow layer stands for its subgraphs (their estimate with it)
-    top = top_level(graph)
-    planner = CutPlanner.for_model(top, rolled_up(graph, weights, top),
+    planner = CutPlanner.for_model(graph, [e.latency_us for e in estimate.layers],
                                    bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)
     validation = _Validation(graph, feeds, session_config, weights, runs=validate_runs,
                              rounds=config.repeats) if validate else None
