@@ -38,7 +38,7 @@ from layerscope.measure.bench import (
     run_bench,
     run_from_bench,
 )
-from layerscope.measure.inputs import resolve_inputs
+from layerscope.measure.inputs import feeder, resolve_inputs
 from layerscope.measure.session import (
     SessionConfig,
     machine_info,
@@ -83,7 +83,7 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     full_provider = ort_provider(provider)
     session_config = SessionConfig(provider=provider, threads=intra_threads, opt_level=opt_level)
     model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model_path, parse_shapes(shapes), cli_dims())
+    graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
     inputs = resolve_inputs(graph, input_specs, seed)
     session = make_session(model_path, session_config)

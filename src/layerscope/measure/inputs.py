@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -52,7 +52,7 @@ import numpy as np
 from layerscope.errors import InputError
 from layerscope.model.types import Graph, TensorInfo
 
-__all__ = ["INT_HIGH", "SUPPORTED_DTYPES", "InputSpec", "ModelInputs", "check_array", "make_inputs",
+__all__ = ["INT_HIGH", "SUPPORTED_DTYPES", "InputSpec", "ModelInputs", "check_array", "feeder", "make_inputs",
            "parse_input_spec", "random_array", "random_kind", "resolve_inputs"]
 
 #: Model dtypes layerscope can make arrays for (numpy names, as :class:`TensorInfo` carries them).
@@ -96,9 +96,19 @@ def make_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> dict[
     return dict(resolve_inputs(graph, specs, seed).arrays)
 
 
+def feeder(specs: Sequence[str] = (), seed: int = 0) -> Callable[[Sequence[TensorInfo]], dict[str, np.ndarray]]:
+    """What :func:`make_inputs` would feed, as a function of the inputs alone: for the loader, which runs the
+    model once to learn shapes before its :class:`Graph` exists (so the run sees the user's files)."""
+    return lambda inputs: dict(_resolve(tuple(inputs), specs, seed).arrays)
+
+
 def resolve_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> ModelInputs:
     """Like :func:`make_inputs`, with a one-line description of each input's source."""
-    infos = {t.name: t for t in graph.inputs}
+    return _resolve(graph.inputs, specs, seed)
+
+
+def _resolve(inputs: Sequence[TensorInfo], specs: Sequence[str], seed: int) -> ModelInputs:
+    infos = {t.name: t for t in inputs}
     arrays: dict[str, np.ndarray] = {}
     sources: dict[str, str] = {}
     for text in specs:
@@ -107,11 +117,11 @@ def resolve_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> Mo
                 raise InputError(f"input {name!r} is given twice ({sources[name]} and {source})")
             arrays[name] = array
             sources[name] = source
-    for index, info in enumerate(graph.inputs):
+    for index, info in enumerate(inputs):
         if info.name not in arrays:
             arrays[info.name] = random_array(info, seed, index)
             sources[info.name] = f"random {random_kind(info)}, seed {seed}"
-    order = [t.name for t in graph.inputs]
+    order = [t.name for t in inputs]
     return ModelInputs({n: arrays[n] for n in order}, {n: sources[n] for n in order})
 
 

@@ -7,10 +7,12 @@ name (``then_add_kernel_time``; a Loop body's kernels once per iteration). So:
 - :func:`exclusive_times` subtracts, run by run, the time of each control-flow kernel's direct subgraph
   kernels from its own (clamped at 0): every µs is then counted once, by the kernel that spent it;
 - :func:`with_subgraph_kernels` adds to a :class:`FusionMap` a mapping for every kernel of the optimized
-  model's subgraphs: to the source layer of the same name under the same control-flow layer and subgraph
-  (see :mod:`layerscope.model.control_flow` for the ids), or of the name ONNX Runtime's fusions derive
-  (``<source node>/<Fusion>/``); a subgraph kernel matching no source layer is charged to its control-flow
-  layer (category ``layer``), never left unmapped. Source layers it covers are no longer ``eliminated``.
+  model's subgraphs: each optimized subgraph is mapped to the source layers of that subgraph under that
+  control-flow layer (see :mod:`layerscope.model.control_flow` for the ids) by the top level's rules
+  (:func:`~layerscope.measure.fusion.build_fusion_map`: equivalent tensors, fused groups); a kernel those
+  rules leave without layers goes to the source layer of its name (or the name ONNX Runtime's fusions derive,
+  ``<source node>/<Fusion>/``), else to its control-flow layer (category ``layer``): never unmapped. Source
+  layers a kernel covers are no longer ``eliminated``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,9 @@ from dataclasses import replace
 
 import onnx
 
-from layerscope.measure.fusion import FusionMap, KernelMapping
+from layerscope.measure.fusion import FusionMap, KernelMapping, build_fusion_map
 from layerscope.measure.ort_profile import ProfileData
-from layerscope.model.types import Graph
+from layerscope.model.types import Graph, Node
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
@@ -77,11 +79,18 @@ def with_subgraph_kernels(fusion: FusionMap, graph: Graph, optimized: onnx.Model
             prefix = f"{parent_id}/{attr_name}/"
             local = {n.name: n.id for n in graph.layers if n.parent == parent_id and n.id.startswith(prefix)
                      and n.name}
+            inner = _inner_map(graph, sub, [n for n in graph.layers if n.parent == parent_id
+                                            and n.id.startswith(prefix)])
             for child in sub.node:
-                layer = _source_layer(child.name, local) or parent_id
-                kernels[child.name] = KernelMapping(kernel=child.name, op_type=child.op_type, domain=child.domain,
-                                                    layers=(layer,), category="layer")
+                mapped = inner.kernels.get(child.name)
+                if mapped is not None and (mapped.layers or mapped.category in ("layout", "constant")):
+                    kernels[child.name] = mapped
+                else:
+                    layer = _source_layer(child.name, local) or parent_id
+                    kernels[child.name] = KernelMapping(kernel=child.name, op_type=child.op_type,
+                                                        domain=child.domain, layers=(layer,), category="layer")
                 if any(True for _ in _subgraphs(child)):
+                    layer = _source_layer(child.name, local) or parent_id
                     visit(child, layer if layer in parents else parent_id)
 
     for node in optimized.graph.node:
@@ -96,6 +105,14 @@ def with_subgraph_kernels(fusion: FusionMap, graph: Graph, optimized: onnx.Model
             visit(node, parent_id)
     covered = {lid for m in kernels.values() for lid in m.layers}
     return FusionMap(kernels=kernels, eliminated=tuple(lid for lid in fusion.eliminated if lid not in covered))
+
+
+def _inner_map(graph: Graph, sub: onnx.GraphProto, layers: list[Node]) -> FusionMap:
+    """The fusion map of one optimized subgraph against the source layers of that subgraph (same rules as the
+    top level: equivalent tensors, covers, merged kernels)."""
+    model = onnx.ModelProto()
+    model.graph.CopyFrom(sub)
+    return build_fusion_map(replace(graph, layers=tuple(layers)), model)
 
 
 def _source_layer(kernel: str, local: dict[str, str]) -> str | None:

@@ -32,7 +32,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow
-from layerscope.model.shapes import apply_dims, complete, declared_dims, input_hint, layer_source
+from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -398,8 +398,12 @@ class _Folder:
 
 
 def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None,
-               dims: Mapping[str, int] | None = None) -> Graph:
-    """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract."""
+               dims: Mapping[str, int] | None = None, feeds: Feeds | None = None) -> Graph:
+    """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract.
+
+    ``feeds``: the input values to run the model on when shapes must be observed (see
+    :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
+    """
     path = Path(path)
     model = _read_model(path)
     base_dir = path.resolve().parent
@@ -432,7 +436,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
-                                    layers=layer_protos, infos=infos, needed=needed)
+                                    layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
     missing = [t for t in needed if t not in infos]
     if missing:
         producers = {o: n for n in layer_protos for o in n.output}

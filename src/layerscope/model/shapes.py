@@ -23,9 +23,10 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import TensorProto
@@ -194,8 +195,16 @@ def has_control_flow(nodes: Sequence[onnx.NodeProto]) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in nodes for a in n.attribute)
 
 
-def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo]) -> Observation:
-    """Run ``model`` once on ONNX Runtime and record every node's shapes. See the module docstring."""
+#: The arrays to run the model on, given its (static) inputs: ``layerscope.measure.inputs.feeder``.
+Feeds = Callable[[Sequence[TensorInfo]], Mapping[str, Any]]
+
+
+def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo], feeds: Feeds | None = None,
+            ) -> Observation:
+    """Run ``model`` once on ONNX Runtime and record every node's shapes. See the module docstring.
+
+    ``feeds`` gives the input values (default: the seeded random values ``profile`` feeds by default).
+    """
     nodes = list(walk(model.graph))
     names = [n.name for n in nodes]
     for k, node in enumerate(nodes):
@@ -205,7 +214,7 @@ def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo]
     finally:
         for node, name in zip(nodes, names, strict=True):
             node.name = name
-    events = _profile_once(data, model, base_dir, inputs, names)
+    events = _profile_once(data, model, base_dir, inputs, names, feeds)
     runs: dict[int, list[dict[str, object]]] = {}
     for event in events:
         name = str(event.get("name", ""))
@@ -247,8 +256,8 @@ def _infos(names: Sequence[str], listed: object) -> tuple[TensorInfo, ...]:
     return tuple(out)
 
 
-def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo],
-                  names: Sequence[str]) -> list[dict[str, object]]:
+def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo],  # noqa: PLR0917
+                  names: Sequence[str], feeds: Feeds | None) -> list[dict[str, object]]:
     import onnxruntime as ort
 
     from layerscope.measure.inputs import random_array
@@ -270,8 +279,9 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: S
                     os.symlink(entry, Path(tmp) / entry.name)
         try:
             session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-            feeds = {info.name: random_array(info, 0, index) for index, info in enumerate(inputs)}
-            session.run(None, feeds)
+            arrays = dict(feeds(inputs)) if feeds is not None else {
+                info.name: random_array(info, 0, index) for index, info in enumerate(inputs)}
+            session.run(None, arrays)
         except Exception as exc:  # ONNX Runtime raises its own untyped errors
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             first = re.sub(rf"{_TAG}(\d+)", lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names)
@@ -292,7 +302,7 @@ def _has_external_data(model: onnx.ModelProto) -> bool:
 
 def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, inputs: Sequence[TensorInfo],
              layers: Sequence[onnx.NodeProto], infos: dict[str, TensorInfo],
-             needed: Sequence[str]) -> tuple[dict[str, str], Observation | None]:
+             needed: Sequence[str], feeds: Feeds | None = None) -> tuple[dict[str, str], Observation | None]:
     """Resolve the ``needed`` tensors static inference left out: symbolic inference on ``light`` (the model
     without its large weights), then execution of ``model``; ``infos`` is updated in place.
 
@@ -311,7 +321,7 @@ def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, 
         missing = [t for t in missing if t not in infos]
     observation = None
     if missing or has_control_flow(layers):
-        observation = observe(model, base_dir, inputs)
+        observation = observe(model, base_dir, inputs, feeds)
         for name in missing:
             if name in observation.tensors:
                 infos[name] = observation.tensors[name]
@@ -337,6 +347,6 @@ def shape_notes(sources: Mapping[str, int], assumptions: Sequence[str]) -> list[
         if symbolic:
             parts.append(f"{symbolic} by symbolic inference")
         if executed:
-            parts.append(f"{executed} resolved by execution (ONNX Runtime, one run on seeded random inputs)")
+            parts.append(f"{executed} resolved by execution (one ONNX Runtime run on the inputs this command feeds)")
         lines.append(f"shapes of {total} layers: {', '.join(parts)}")
     return lines
