@@ -14,7 +14,7 @@ from layerscope.cli.main import main
 from layerscope.costs import cost_graph
 from layerscope.errors import ShapeError
 from layerscope.estimate import estimate_graph
-from layerscope.measure.inputs import make_inputs, random_array
+from layerscope.measure.inputs import feeder, make_inputs, random_array
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
@@ -271,3 +271,47 @@ def test_bisect_cuts_the_top_level_with_subgraph_time_rolled_up(tmp_path: Path) 
     assert main(["bisect", str(_loop_model(tmp_path, 3)), "--segments", "2", "--repeats", "3", "--no-cache",
                  "--threads", "1", "-o", str(out)]) == 0
     assert out.exists()
+
+
+def test_a_contrib_op_is_resolved_by_symbolic_inference(tmp_path: Path) -> None:
+    """ONNX has no schema for com.microsoft ops: static inference stops there, ONNX Runtime's symbolic one does not."""
+    pytest.importorskip("sympy")
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], domain="com.microsoft", name="gelu"),
+             helper.make_node("MatMul", ["g", "w"], ["y"], name="matmul")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F32, [2, 5])],
+                              [helper.make_tensor_value_info("y", F32, None)],
+                              initializer=[numpy_helper.from_array(np.ones((5, 3), np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    path = tmp_path / "contrib.onnx"
+    onnx.save_model(model, str(path))
+    loaded = load_model(path)
+    assert [(n.id, n.shape_source) for n in loaded.layers] == [("gelu", "symbolic"), ("matmul", "symbolic")]
+    assert loaded.tensors["y"].shape == (2, 3)
+    assert {c.layer_id: c.macs for c in cost_graph(loaded)}["matmul"] == 2 * 5 * 3
+
+
+def _rate_switch(tmp_path: Path) -> Path:
+    """silero-vad's pattern: an If on the value of an int64 scalar input (the sample rate)."""
+    then_g = helper.make_graph([helper.make_node("Relu", ["x"], ["t_out"], name="r16k")], "then", [],
+                               [helper.make_tensor_value_info("t_out", F32, [1, 4])])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e_out"], name="r8k")], "else", [],
+                               [helper.make_tensor_value_info("e_out", F32, [1, 4])])
+    nodes = [helper.make_node("Equal", ["sr", "k16"], ["is16"], name="eq"),
+             helper.make_node("If", ["is16"], ["y"], then_branch=then_g, else_branch=else_g, name="rate")]
+    return _save(tmp_path, nodes, [helper.make_tensor_value_info("x", F32, [1, 4]),
+                                   helper.make_tensor_value_info("sr", I64, [])],
+                 [helper.make_tensor_value_info("y", F32, None)], initializers={"k16": np.array(16000, np.int64)})
+
+
+def test_the_users_input_files_decide_the_branch_observed(tmp_path: Path) -> None:
+    path = _rate_switch(tmp_path)
+    # seeded random ids are in [0, 100): never 16000, the else branch runs
+    assert [n.id for n in load_model(path).layers] == ["eq", "rate", "rate/else_branch/r8k"]
+    np.save(tmp_path / "sr.npy", np.array(16000, np.int64))
+    graph = load_model(path, feeds=feeder([f"sr={tmp_path / 'sr.npy'}"]))
+    assert [n.id for n in graph.layers] == ["eq", "rate", "rate/then_branch/r16k"]
+    out = tmp_path / "run.json"
+    assert main(["estimate", str(path), "--input", f"sr={tmp_path / 'sr.npy'}", "--json", str(out), "--top", "0"]) == 0
+    assert [entry["id"] for entry in load_run(out)["layers"]][-1] == "rate/then_branch/r16k"
