@@ -187,8 +187,12 @@ def test_scan_rows_are_the_trip_count(tmp_path: Path) -> None:
 
 def test_control_flow_estimate_cli_records_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.json"
-    assert main(["estimate", str(_if_model(tmp_path)), "--json", str(out), "--top", "0"]) == 0
+    html = tmp_path / "report.html"
+    assert main(["estimate", str(_if_model(tmp_path)), "--json", str(out), "--top", "0", "--html", str(html)]) == 0
     run = load_run(out)
+    page = html.read_text(encoding="utf-8")
+    assert "observed branch_taken" in page  # the layer's detail view
+    assert "4 static, 1 executed" in page  # the model section
     layer = {entry["id"]: entry for entry in run["layers"]}
     assert layer["If_0"]["observed"]["branch_taken"] == "then_branch"
     assert layer["If_0/then_branch/then_add"]["parent"] == "If_0"
