@@ -319,3 +319,22 @@ def test_the_users_input_files_decide_the_branch_observed(tmp_path: Path) -> Non
     out = tmp_path / "run.json"
     assert main(["estimate", str(path), "--input", f"sr={tmp_path / 'sr.npy'}", "--json", str(out), "--top", "0"]) == 0
     assert [entry["id"] for entry in load_run(out)["layers"]][-1] == "rate/then_branch/r16k"
+
+
+def test_a_loop_kernel_keeps_only_its_own_time(tmp_path: Path) -> None:
+    """ONNX Runtime times a Loop kernel with its body's kernels inside: those are subtracted, once each."""
+    from layerscope.measure.subgraphs import exclusive_events
+
+    model = onnx.load(str(_loop_model(tmp_path, 2)))
+
+    def event(name: str, ts: float, dur: float) -> dict[str, object]:
+        return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur, "args": {}}
+
+    events = [event("body_add", 10, 20), event("body_cond", 32, 3), event("body_add", 40, 30),
+              event("body_cond", 71, 4), event("Loop_0", 5, 100), event("relu", 110, 7),
+              event("body_add", 300, 90), event("Loop_0", 290, 80)]
+    out = {(e["name"], e["ts"]): e["dur"] for e in exclusive_events(events, model)}
+    assert out[("Loop_0_kernel_time", 5)] == 100 - (20 + 3 + 30 + 4)
+    assert out[("Loop_0_kernel_time", 290)] == 0  # clamped: the body's event outlasts the Loop's
+    assert out[("relu_kernel_time", 110)] == 7
+    assert out[("body_add_kernel_time", 40)] == 30

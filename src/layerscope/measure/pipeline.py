@@ -69,7 +69,7 @@ from layerscope.measure.ort_profile import TraceEvent, load_events, parse_profil
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.stats import LatencyStats, drift, summarize
-from layerscope.measure.subgraphs import with_subgraph_kernels
+from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.tracing import Span, SpanRecorder
 
@@ -281,8 +281,8 @@ def _profiled_phase(fn: PipelineFn, model: ModelSession, *, graph: Graph, config
             return None
         finally:
             profile_file = ort_session.end_profiling()
-        events = load_events(profile_file)
         optimized = onnx.load(optimized_path, load_external_data=False)
+        events = exclusive_events(load_events(profile_file), optimized)
         provider = str(ort_session.get_providers()[0])
     return phase, events, with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized), provider
 

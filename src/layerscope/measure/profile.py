@@ -28,7 +28,7 @@ from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.stats import LatencyStats, drift, summarize
-from layerscope.measure.subgraphs import exclusive_times, with_subgraph_kernels
+from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
@@ -141,7 +141,7 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
             profiled_runs = len(profiled)
         profile_file = session.end_profiling()
         optimized = onnx.load(optimized_path, load_external_data=False)
-        data = exclusive_times(parse_profile(load_events(profile_file), skip_runs=warmup), optimized)
+        data = parse_profile(exclusive_events(load_events(profile_file), optimized), skip_runs=warmup)
         provider = session.get_providers()[0]
     if profiled_runs == 0 or not data.run_durations_us:
         raise KeyboardInterrupt

@@ -4,8 +4,8 @@ ONNX Runtime's profiler times an ``If``/``Loop``/``Scan`` kernel from start to e
 subgraph it runs included, and times each subgraph kernel on its own as well, under the subgraph node's
 name (``then_add_kernel_time``; a Loop body's kernels once per iteration). So:
 
-- :func:`exclusive_times` subtracts, run by run, the time of each control-flow kernel's direct subgraph
-  kernels from its own (clamped at 0): every µs is then counted once, by the kernel that spent it;
+- :func:`exclusive_events` subtracts, event by event, the time of each control-flow kernel's direct
+  subgraph kernels from its own (clamped at 0): every µs is then counted once, by the kernel that spent it;
 - :func:`with_subgraph_kernels` adds to a :class:`FusionMap` a mapping for every kernel of the optimized
   model's subgraphs: each optimized subgraph is mapped to the source layers of that subgraph under that
   control-flow layer (see :mod:`layerscope.model.control_flow` for the ids) by the top level's rules
@@ -17,14 +17,17 @@ name (``then_add_kernel_time``; a Loop body's kernels once per iteration). So:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import bisect
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from typing import Any
 
 import onnx
 
 from layerscope.measure.fusion import FusionMap, KernelMapping, build_fusion_map
-from layerscope.measure.ort_profile import ProfileData
 from layerscope.model.types import Graph, Node
+
+_KERNEL_SUFFIX = "_kernel_time"
 
 
 def _subgraphs(node: onnx.NodeProto) -> Iterator[tuple[str, onnx.GraphProto]]:
@@ -45,25 +48,39 @@ def _control_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from _control_nodes(sub)
 
 
-def exclusive_times(data: ProfileData, optimized: onnx.ModelProto) -> ProfileData:
-    """``data`` with each control-flow kernel's time less its subgraph kernels' (see the module docstring)."""
+def exclusive_events(events: Sequence[dict[str, Any]], optimized: onnx.ModelProto) -> list[dict[str, Any]]:
+    """``events`` (ONNX Runtime's profile) with each control-flow kernel's ``dur`` less the time of its direct
+    subgraph kernels' events inside its span (clamped at 0); other events unchanged (see the module docstring)."""
     children: dict[str, set[str]] = {}
     for node in _control_nodes(optimized.graph):
         names = {n.name for _, sub in _subgraphs(node) for n in sub.node} - {node.name}
         children.setdefault(node.name, set()).update(names)
     if not children:
-        return data
-    inclusive = {k.name: k.durations_us for k in data.kernels}
-    kernels = []
-    for kernel in data.kernels:
-        nested = [inclusive[c] for c in children.get(kernel.name, ()) if c in inclusive]
-        if nested:
-            durations = tuple(max(0.0, own - sum(c[i] for c in nested))
-                              for i, own in enumerate(kernel.durations_us))
-            kernels.append(replace(kernel, durations_us=durations))
-        else:
-            kernels.append(kernel)
-    return replace(data, kernels=tuple(kernels))
+        return list(events)
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for e in events:
+        name = str(e.get("name", ""))
+        if e.get("cat") == "Node" and name.endswith(_KERNEL_SUFFIX) and "ts" in e:
+            spans.setdefault(name[: -len(_KERNEL_SUFFIX)], []).append((float(e["ts"]), float(e.get("dur", 0.0))))
+    for series in spans.values():
+        series.sort()
+    out: list[dict[str, Any]] = []
+    for e in events:
+        name = str(e.get("name", ""))
+        kernel = name[: -len(_KERNEL_SUFFIX)] if name.endswith(_KERNEL_SUFFIX) else ""
+        if e.get("cat") != "Node" or kernel not in children or "ts" not in e:
+            out.append(e)
+            continue
+        start, duration = float(e["ts"]), float(e.get("dur", 0.0))
+        inner = 0.0
+        for child in children[kernel]:
+            series = spans.get(child, [])
+            i = bisect.bisect_left(series, (start, -1.0))
+            while i < len(series) and series[i][0] <= start + duration:
+                inner += series[i][1]
+                i += 1
+        out.append({**e, "dur": max(0.0, duration - inner)})
+    return out
 
 
 def with_subgraph_kernels(fusion: FusionMap, graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
