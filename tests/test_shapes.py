@@ -338,3 +338,20 @@ def test_a_loop_kernel_keeps_only_its_own_time(tmp_path: Path) -> None:
     assert out[("Loop_0_kernel_time", 290)] == 0  # clamped: the body's event outlasts the Loop's
     assert out[("relu_kernel_time", 110)] == 7
     assert out[("body_add_kernel_time", 40)] == 30
+
+
+def test_a_sequence_tensor_leaves_its_layers_cost_unknown_not_refused(tmp_path: Path) -> None:
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("SequenceConstruct", ["r", "r"], ["seq"], name="pack"),
+             helper.make_node("ConcatFromSequence", ["seq"], ["y"], axis=0, name="unpack")]
+    path = _save(tmp_path, nodes, [helper.make_tensor_value_info("x", F32, [2, 3])],
+                 [helper.make_tensor_value_info("y", F32, None)])
+    graph = load_model(path)
+    assert [(n.id, n.shape_source) for n in graph.layers] == [
+        ("relu", "static"), ("pack", "unknown"), ("unpack", "unknown")]
+    assert graph.tensor("seq") is None
+    estimate = estimate_graph(graph, load_profile("host"))
+    assert [e.layer_id for e in estimate.layers] == ["relu", "pack", "unpack"]
+    mapped, status = _profiled(graph)
+    assert mapped >= 0.99
+    assert set(status) == {"relu", "pack", "unpack"}

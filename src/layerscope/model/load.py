@@ -11,7 +11,9 @@ Contract of :func:`load_model`:
   from constants) are folded: their outputs become weights in ``Graph.constants``, not layers;
 - every tensor a layer reads or writes gets a static shape and a dtype: from ONNX shape inference, else
   ONNX Runtime's symbolic inference, else by running the model once on ONNX Runtime (each layer's
-  ``shape_source`` says which); only a model ONNX Runtime cannot run is refused (``ShapeError``);
+  ``shape_source`` says which); only a model ONNX Runtime cannot run is refused (``ShapeError``). A tensor
+  that has no shape even then (a sequence or map, an output the runtime did not report) leaves its layers
+  with ``shape_source`` ``"unknown"``: they are layers all the same, their cost unknown;
 - control-flow subgraphs (``If``/``Loop``/``Scan``) are expanded into layers for what ran
   (:mod:`layerscope.model.control_flow`).
 """
@@ -363,22 +365,29 @@ class _Folder:
             return False
         return all((not i) or i in self.constants for i in node.input)
 
-    def fold(self, node: onnx.NodeProto) -> None:
-        """Record the outputs of a constant node as constants, with values where they are small."""
+    def fold(self, node: onnx.NodeProto) -> bool:
+        """Record the outputs of a constant node as constants, with values where they are small.
+
+        ``False``, recording nothing, when an output has neither a computed value nor an inferred shape: the
+        node then stays a layer, its shapes resolved like any layer's (symbolic inference, execution).
+        """
         results = self._compute(node)
+        recorded: list[tuple[str, TensorInfo, np.ndarray | None]] = []
         for k, out in enumerate(o for o in node.output if o):
             value = results[k] if results is not None and k < len(results) else None
             if value is not None:
                 info = TensorInfo(out, tuple(int(d) for d in value.shape), str(value.dtype))
-                if value.size <= SMALL_CONST_ELEMENTS:
-                    self.values[out] = value
             elif out in self.infos:
                 info = self.infos[out]
             else:
-                raise ShapeError(f"cannot fold constant node {node.name or node.op_type!r}: "
-                                 f"the shape of its output {out!r} is unknown")
+                return False
+            recorded.append((out, info, value))
+        for out, info, value in recorded:
+            if value is not None and value.size <= SMALL_CONST_ELEMENTS:
+                self.values[out] = value
             self.constants[out] = info
             self.infos[out] = info
+        return True
 
     def _compute(self, node: onnx.NodeProto) -> list[np.ndarray] | None:
         if node.op_type == "Shape":
@@ -425,8 +434,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     layer_protos: list[onnx.NodeProto] = []
     folded_protos: list[onnx.NodeProto] = []
     for n in nodes:
-        if folder.is_constant_node(n):
-            folder.fold(n)
+        if folder.is_constant_node(n) and folder.fold(n):
             folded_protos.append(n)
         else:
             layer_protos.append(n)
@@ -437,14 +445,9 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         infos.update(folder.constants)
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
                                     layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
-    missing = [t for t in needed if t not in infos]
-    if missing:
-        producers = {o: n for n in layer_protos for o in n.output}
-        where = [f"{t} (from {producers[t].op_type} {producers[t].name!r})" if t in producers else t
-                 for t in dict.fromkeys(missing)]
-        raise ShapeError(f"{path.name}: shapes of {len(where)} tensor(s) could not be resolved: "
-                         f"{', '.join(where[:5])}{' ...' if len(where) > 5 else ''}",
-                         hint="ONNX Runtime ran the model without producing them (unused optional outputs?)")
+    # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
+    # did not report): their layers are kept, measured and marked, their cost unknown; never a refusal
+    sources.update({t: "unknown" for t in needed if t not in infos})
 
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
         return Node(id=node_id, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),

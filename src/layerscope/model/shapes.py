@@ -19,6 +19,8 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -142,7 +144,8 @@ def symbolic_shapes(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     from layerscope.model.load import onnx_dtype_name
 
     try:
-        inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints; stdout may be a JSON trace
+            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
     except Exception:  # its failures are many and untyped; execution takes over
         return {}
     if inferred is None:
@@ -330,8 +333,10 @@ def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, 
 
 
 def layer_source(node: onnx.NodeProto, sources: Mapping[str, str]) -> str:
-    """A layer's ``shape_source``: the least static source among its tensors."""
+    """A layer's ``shape_source``: the least static source among its tensors (``unknown`` when one has none)."""
     found = {sources.get(t) for t in (*node.input, *node.output) if t}
+    if "unknown" in found:
+        return "unknown"
     if "executed" in found:
         return "executed"
     return "symbolic" if "symbolic" in found else "static"
@@ -349,4 +354,7 @@ def shape_notes(sources: Mapping[str, int], assumptions: Sequence[str]) -> list[
         if executed:
             parts.append(f"{executed} resolved by execution (one ONNX Runtime run on the inputs this command feeds)")
         lines.append(f"shapes of {total} layers: {', '.join(parts)}")
+    if sources.get("unknown"):
+        lines.append(f"shapes: {sources['unknown']} layer(s) read or write tensors without a shape (sequences, "
+                     "maps, or not reported by ONNX Runtime): measured as usual, their cost unknown")
     return lines

@@ -1,7 +1,8 @@
 """The typed graph every other package reads.
 
 Contract: a ``Graph`` is fully resolved. Every tensor a runtime layer touches has a static shape
-and a dtype; constant subgraphs are already folded away into ``Graph.constants``; ``Graph.layers``
+and a dtype, except the tensors of a layer whose ``shape_source`` is ``"unknown"`` (sequences, maps);
+constant subgraphs are already folded away into ``Graph.constants``; ``Graph.layers``
 is in topological order and every layer has a unique, stable ``id``.
 """
 
@@ -72,8 +73,9 @@ class Node:
     (ints, floats, strings, lists of them; tensors as numpy arrays).
 
     ``shape_source`` says where the shapes of its tensors came from: ``"static"`` (ONNX shape inference),
-    ``"symbolic"`` (ONNX Runtime's symbolic shape inference) or ``"executed"`` (observed running the model
-    once on ONNX Runtime). A node of a control-flow subgraph (``If``/``Loop``/``Scan`` body) has
+    ``"symbolic"`` (ONNX Runtime's symbolic shape inference), ``"executed"`` (observed running the model
+    once on ONNX Runtime) or ``"unknown"`` (a tensor of it has no shape even then: its cost is unknown).
+    A node of a control-flow subgraph (``If``/``Loop``/``Scan`` body) has
     ``parent``: the id of the control-flow layer it runs under, and its id is
     ``<parent id>/<subgraph attribute>/<node id>``. ``executions``: how often it ran in one inference
     (observed; 1 for top-level layers), its cost counts every execution. ``observed``: what execution said
