@@ -263,7 +263,7 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: S
                   names: Sequence[str], feeds: Feeds | None) -> list[dict[str, object]]:
     import onnxruntime as ort
 
-    from layerscope.measure.inputs import random_array
+    from layerscope.model.random_inputs import random_array
 
     with tempfile.TemporaryDirectory(prefix="layerscope-shapes-") as tmp:
         options = ort.SessionOptions()
