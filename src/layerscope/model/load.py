@@ -443,6 +443,17 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
+        if any(folder.is_constant_node(n) for n in layer_protos):
+            # a constant node whose output shape was unknown before reinference is folded now
+            folder.infos = infos
+            kept = []
+            for n in layer_protos:
+                if folder.is_constant_node(n) and folder.fold(n):
+                    folded_protos.append(n)
+                else:
+                    kept.append(n)
+            layer_protos = kept
+            needed = _needed_tensors(layer_protos, model.graph.output)
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
                                     layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it

@@ -143,12 +143,17 @@ def symbolic_shapes(model: onnx.ModelProto) -> dict[str, TensorInfo]:
         return {}
     from layerscope.model.load import onnx_dtype_name
 
+    # Its infer_shapes() discards everything and writes sym_shape_infer_temp.onnx (and its weights) into the
+    # current folder when a single tensor stays symbolic: run its steps here and keep what it resolved.
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # it prints; stdout may be a JSON trace
-            inferred = SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=False)
+            inference = SymbolicShapeInference(2**31 - 1, True, False, 0)
+            inference._preprocess(model)
+            while inference.run_:
+                inference._infer_impl()
+            inference._update_output_from_vi()
+            inferred = inference.out_mp_
     except Exception:  # its failures are many and untyped; execution takes over
-        return {}
-    if inferred is None:
         return {}
     infos: dict[str, TensorInfo] = {}
     for vi in [*inferred.graph.value_info, *inferred.graph.output]:
