@@ -208,7 +208,7 @@ def test_batch_like_dims_default_to_one(dim: str, write_model: ModelWriter) -> N
     graph = load_model(path)
     assert graph.inputs[0].shape == (1, 2048)
     assert len(graph.assumptions) == 1
-    assert "input x axis 0" in graph.assumptions[0]
+    assert "x axis 0" in graph.assumptions[0]
     assert "assumed 1" in graph.assumptions[0]
     assert all(n.shape_source == "static" for n in graph.layers)
 
@@ -229,7 +229,9 @@ def test_named_dims_are_set_once_for_the_whole_model(write_model: ModelWriter, t
     out = tmp_path / "run.json"
     assert main(["estimate", str(path), "--dim", "sequence=8", "--json", str(out), "--top", "0"]) == 0
     assert load_run(out)["model"]["inputs"][0]["shape"] == [1, 8]
-    assert load_run(out)["model"]["assumptions"][0].startswith("input ids axis 0 (dim 'batch') assumed 1")
+    # one line per dim, wherever it appears
+    assert load_run(out)["model"]["assumptions"] == [
+        "dim 'batch' (ids axis 0, mask axis 0) assumed 1; set it with --dim batch=N"]
     assert main(["estimate", str(path), "--dim", "sequence=0"]) == 2
 
 

@@ -75,14 +75,16 @@ def _dim_names(vi: onnx.ValueInfoProto) -> list[int | str | None]:
 def apply_dims(runtime_inputs: Sequence[onnx.ValueInfoProto], dims: Mapping[str, int]) -> tuple[str, ...]:
     """Set named dims from ``dims`` and batch-like dims to 1 on ``runtime_inputs`` (in place).
 
-    Returns the assumptions made (one line each). See the module docstring.
+    Returns the assumptions made: one line per batch-like dim name (with every input axis it is on), one per
+    unnamed dim. See the module docstring.
     """
     seen = {d for vi in runtime_inputs for d in _dim_names(vi) if isinstance(d, str)}
     unknown = [name for name in dims if name not in seen]
     if unknown:
-        named = ", ".join(sorted(seen)) or "none"
-        raise ShapeError(f"--dim names unknown dim(s) {', '.join(unknown)}; the model's named input dims: {named}")
-    assumptions: list[str] = []
+        listed = ", ".join(sorted(seen)) or "none"
+        raise ShapeError(f"--dim names unknown dim(s) {', '.join(unknown)}; the model's named input dims: {listed}")
+    named: dict[str, list[str]] = {}  # batch-like dim name -> "input axis N" it was assumed 1 at
+    unnamed: list[str] = []
     for vi in runtime_inputs:
         if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
             continue
@@ -95,14 +97,17 @@ def apply_dims(runtime_inputs: Sequence[onnx.ValueInfoProto], dims: Mapping[str,
                 value = dims[dim]
             elif is_batch_like(dim, axis) and not (image and axis >= 2):  # an image's height/width: ask
                 value = 1
-                label = "an unnamed dim" if dim is None else f"dim {dim!r}"
-                assumptions.append(f"input {vi.name} axis {axis} ({label}) assumed 1; set it with "
-                                   + (f"--dim {dim}=N" if dim is not None else f"--shape {vi.name}=..."))
+                if dim is None:
+                    unnamed.append(f"input {vi.name} axis {axis} (an unnamed dim) assumed 1; "
+                                   f"set it with --shape {vi.name}=...")
+                else:
+                    named.setdefault(dim, []).append(f"{vi.name} axis {axis}")
             else:
                 continue
             proto.Clear()
             proto.dim_value = value
-    return tuple(assumptions)
+    lines = [f"dim {dim!r} ({', '.join(where)}) assumed 1; set it with --dim {dim}=N" for dim, where in named.items()]
+    return (*lines, *unnamed)
 
 
 def declared_dims(vi: onnx.ValueInfoProto) -> list[int | str | None]:
