@@ -354,7 +354,7 @@ def layer_source(node: onnx.NodeProto, sources: Mapping[str, str]) -> str:
 
 def shape_notes(sources: Mapping[str, int], assumptions: Sequence[str]) -> list[str]:
     """Lines for the terminal: each assumption, and how many layers' shapes were not static."""
-    lines = [f"assumed: {a}" for a in assumptions]
+    lines = [f"note: {a}" for a in assumptions]
     executed, symbolic = sources.get("executed", 0), sources.get("symbolic", 0)
     if executed or symbolic:
         total = sum(sources.values())
