@@ -105,6 +105,8 @@ def model_section(graph: Graph) -> dict[str, Any]:
         "producer": graph.producer,
         "inputs": [_tensor_dict(t) for t in graph.inputs],
         "outputs": [_tensor_dict(t) for t in graph.outputs],
+        "assumptions": list(graph.assumptions),
+        "shape_sources": graph.shape_source_counts(),
     }
 
 
@@ -134,7 +136,23 @@ def layer_record(graph: Graph, node: Node, cost: LayerCost) -> dict[str, Any]:
         "unit_kind": cost.unit_kind.value,
         "unit": None,
         "known": cost.known,
+        **control_record(node),
     }
+
+
+def control_record(node: Node) -> dict[str, Any]:
+    """Where a layer's shapes came from, and for control flow what execution observed.
+
+    ``shape_source`` always; ``parent`` and ``executions`` for a subgraph's layer; ``observed``
+    (``branch_taken`` / ``trip_count``, ``source: "executed"``) for an If/Loop/Scan layer.
+    """
+    record: dict[str, Any] = {"shape_source": node.shape_source}
+    if node.parent:
+        record["parent"] = node.parent
+        record["executions"] = node.executions
+    if node.observed:
+        record["observed"] = dict(node.observed)
+    return record
 
 
 def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:

@@ -21,10 +21,12 @@ from rich.text import Text
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    cli_dims,
     input_option,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
+    print_shape_notes,
     provider_option,
     shape_option,
 )
@@ -38,7 +40,7 @@ from layerscope.measure.bench import (
     run_bench,
     run_from_bench,
 )
-from layerscope.measure.inputs import resolve_inputs
+from layerscope.measure.inputs import feeder, resolve_inputs
 from layerscope.measure.session import (
     SessionConfig,
     machine_info,
@@ -83,7 +85,8 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     full_provider = ort_provider(provider)
     session_config = SessionConfig(provider=provider, threads=intra_threads, opt_level=opt_level)
     model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model_path, parse_shapes(shapes))
+    graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
+    print_shape_notes(graph)
     inputs = resolve_inputs(graph, input_specs, seed)
     session = make_session(model_path, session_config)
     unit = "s" if config.duration_s is not None else "runs"

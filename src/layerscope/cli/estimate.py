@@ -8,10 +8,11 @@ from typing import Any
 import click
 
 from layerscope.cli.console import SafeConsole
-from layerscope.cli.options import parse_shapes, shape_option, target_option
+from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.errors import RunFileError
 from layerscope.estimate import estimate_graph, simulate_timeline
+from layerscope.measure.inputs import feeder
 from layerscope.model import load_model
 from layerscope.report.terminal import estimate_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
@@ -26,6 +27,7 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @click.argument("model", type=click.Path(path_type=Path))
 @target_option
 @shape_option
+@input_option
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Deployed dtype of the accelerator layers (default: the profile's).")
 @click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
@@ -38,7 +40,8 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
                    "the timeline per unit and core and the bandwidth over time.")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
-def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | None, json_out: Path | None,
+def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], dtype: str | None,
+            json_out: Path | None,
             top: int, timeline: bool, html_out: Path | None) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
     profile = load_profile(target)
@@ -46,7 +49,9 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], dtype: str | N
         raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
                                  param_hint="--dtype")
     existing = _existing_run(json_out) if json_out is not None and json_out.exists() else None
-    graph = load_model(model, parse_shapes(shapes))
+    # the inputs matter only when shapes must be observed by running the model (data-dependent shapes, control flow)
+    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
+    print_shape_notes(graph)
     estimate = estimate_graph(graph, profile, dtype)
     run = run_from_estimate(graph, estimate, profile)
     if timeline:

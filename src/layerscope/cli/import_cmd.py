@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.cli.console import SafeConsole
-from layerscope.cli.options import parse_shapes, shape_option
+from layerscope.cli.options import cli_dims, parse_shapes, shape_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.importers import FORMATS, ImportedRun, import_files
 from layerscope.model import load_model
@@ -46,7 +46,7 @@ LIST_LIMIT = 10
 def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, ...], fmt: str,
             output: Path | None, top: int) -> None:
     """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""
-    graph = load_model(model, parse_shapes(shapes)) if model is not None else None
+    graph = load_model(model, parse_shapes(shapes), cli_dims()) if model is not None else None
     imported = import_files(files, fmt, graph)
     console = SafeConsole()
     console.print(import_summary(imported, top))

@@ -8,13 +8,54 @@ from typing import TypeVar
 import click
 
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS
-from layerscope.model import parse_shape_arg
+from layerscope.model import Graph, parse_shape_arg
 
 FC = TypeVar("FC", bound=Callable[..., object])
 
-shape_option = click.option(
-    "--shape", "shapes", multiple=True, metavar="NAME=DIMS",
-    help="Fix an input's dims, e.g. --shape images=1x3x640x640 (repeatable).")
+_DIMS_KEY = "layerscope.dims"
+
+
+def _store_dims(ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> None:
+    ctx.meta[_DIMS_KEY] = parse_dims(values)
+
+
+def parse_dims(values: Iterable[str]) -> dict[str, int]:
+    """``--dim NAME=V`` values to a mapping; malformed, non-positive or repeated names are errors."""
+    dims: dict[str, int] = {}
+    for text in values:
+        name, sep, value = text.rpartition("=")
+        if not sep or not name or not value.strip().isdigit() or int(value) <= 0:
+            raise click.BadParameter(f"{text!r}: expected NAME=V with V a positive integer, e.g. batch=1",
+                                     param_hint="--dim")
+        if name in dims:
+            raise click.BadParameter(f"dim {name!r} given twice", param_hint="--dim")
+        dims[name] = int(value)
+    return dims
+
+
+def cli_dims() -> dict[str, int]:
+    """The current command's ``--dim`` values (``{}`` outside a command or when none were given)."""
+    ctx = click.get_current_context(silent=True)
+    return dict(ctx.meta.get(_DIMS_KEY, {})) if ctx is not None else {}
+
+
+def shape_option(fn: FC) -> FC:
+    """``--shape NAME=DIMS`` (the command's ``shapes``) and ``--dim NAME=V`` (read with :func:`cli_dims`)."""
+    fn = click.option(
+        "--dim", "dims", multiple=True, metavar="NAME=V", expose_value=False, callback=_store_dims,
+        help="Set a named input dim for the whole model, e.g. --dim batch=1 --dim sequence=512 (repeatable). "
+             "Batch-like dims (batch, N, unk__*, ?) default to 1.")(fn)
+    return click.option(
+        "--shape", "shapes", multiple=True, metavar="NAME=DIMS",
+        help="Fix an input's dims, e.g. --shape images=1x3x640x640 (repeatable).")(fn)
+
+
+def print_shape_notes(graph: Graph) -> None:
+    """On stderr (stdout may be JSON): the dims layerscope assumed, how many layers' shapes were executed."""
+    from layerscope.model.shapes import shape_notes
+
+    for line in shape_notes(graph.shape_source_counts(), graph.assumptions):
+        click.echo(line, err=True)
 target_option = click.option(
     "--target", "-t", default="host", show_default=True, metavar="NAME|FILE",
     help="Hardware profile: a name from `layerscope targets` or a profile TOML file.")

@@ -30,6 +30,7 @@ from rich.text import Text
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    cli_dims,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
@@ -118,7 +119,7 @@ def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...],
     fn, script = load_function(function)
     with phase_progress(_PHASES) as progress:
         run = profile(fn, model, runs=runs, warmup=warmup, threads=threads, provider=provider, opt_level=opt_level,
-                      target=target, layers=layers, shapes=parse_shapes(shapes), seed=seed,
+                      target=target, layers=layers, shapes=parse_shapes(shapes), dims=cli_dims(), seed=seed,
                       name=f"{script.name}:{getattr(fn, '__qualname__', function)}", progress=progress)
     console = SafeConsole()
     console.print(pipeline_report(run, top))

@@ -16,10 +16,12 @@ import click
 
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
+    cli_dims,
     input_option,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
+    print_shape_notes,
     provider_option,
     shape_option,
     target_option,
@@ -29,7 +31,7 @@ from layerscope.cli.pipeline import stress_option, stress_progress, stress_repor
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.backend import get_backend
-from layerscope.measure.inputs import make_inputs
+from layerscope.measure.inputs import feeder, make_inputs
 from layerscope.measure.profile import PartialProfile
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
@@ -77,7 +79,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     backend = get_backend("onnxruntime")
     backend.check_provider(provider)  # exit 3 before any work when the provider is missing
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model, parse_shapes(shapes))
+    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
+    print_shape_notes(graph)
     feeds = make_inputs(graph, input_specs)
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)

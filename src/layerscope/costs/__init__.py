@@ -9,11 +9,15 @@ An op without a cost function is never silently free: it gets a bytes-only cost 
 ``known=False``, unit ``scalar`` and one FLOP per output element. A cost function that cannot
 cost a node (a tensor without a shape, a malformed attribute) gives the same fallback, with a
 logged warning naming the layer.
+
+A layer that runs more than once per inference (``Node.executions``: a Loop or Scan body's node) costs
+every execution: MACs, FLOPs and bytes are multiplied by it (params are not).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from layerscope.costs._common import constant_elements_read, unknown_cost
 from layerscope.costs.registry import REGISTRY, canonical_domain, lookup
@@ -36,6 +40,15 @@ def is_known(domain: str, op_type: str) -> bool:
 
 def cost_layer(node: Node, graph: Graph) -> LayerCost:
     """The cost of one layer. Never raises for a loaded graph; see the module docstring."""
+    cost = _cost_once(node, graph)
+    if node.executions == 1:
+        return cost
+    times = node.executions
+    return replace(cost, macs=cost.macs * times, flops=cost.flops * times, bytes_read_act=cost.bytes_read_act * times,
+                   bytes_read_weight=cost.bytes_read_weight * times, bytes_written=cost.bytes_written * times)
+
+
+def _cost_once(node: Node, graph: Graph) -> LayerCost:
     fn = lookup(node.domain, node.op_type)
     if fn is None:
         return unknown_cost(node, graph)

@@ -19,6 +19,7 @@ from layerscope.costs._common import (
     per_output_cost,
     scan_cost,
     table,
+    zero_copy_cost,
 )
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.model.types import Graph, Node
@@ -80,4 +81,6 @@ COSTS: CostTable = {
     **table(("Range", "OneHot"), per_output_cost(1, UnitKind.SCALAR, params_from=())),
     **table(("Unique",), _unique),
     **table(("MaxUnpool",), _max_unpool),
+    # Control flow: the work is done by the subgraph's nodes, which the loader makes layers of their own.
+    **table(("If", "Loop", "Scan"), zero_copy_cost),
 }

@@ -19,6 +19,7 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from layerscope.costs import constant_elements_read, cost_graph
 from layerscope.costs.types import LayerCost, UnitKind
@@ -106,10 +107,21 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     layers = tuple(
-        _estimate_layer(graph, profile, dtype, node, cost, reason=reason, resident=residency.resident)
+        _repeated(_estimate_layer(graph, profile, dtype, node, cost, reason=reason, resident=residency.resident),
+                  node.executions)
         for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
     )
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs)
+
+
+def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
+    """A layer that runs ``times`` per inference (a Loop body's node): every time, traffic included."""
+    if times == 1:
+        return est
+    return replace(est, compute_us=est.compute_us * times, load_us=est.load_us * times,
+                   store_us=est.store_us * times, overhead_us=est.overhead_us * times,
+                   latency_us=est.latency_us * times, ddr_read_bytes=est.ddr_read_bytes * times,
+                   ddr_write_bytes=est.ddr_write_bytes * times)
 
 
 def _estimate_layer(graph: Graph, profile: Profile, dtype: str, node: Node, cost: LayerCost, *,

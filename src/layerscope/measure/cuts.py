@@ -48,6 +48,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from layerscope.errors import ModelError
+from layerscope.model.control_flow import rolled_up, top_level
 from layerscope.model.load import onnx_elem_type
 from layerscope.model.types import Graph, TensorInfo
 
@@ -108,6 +109,8 @@ class CutPlanner:
                   model: onnx.ModelProto | None = None, *, bandwidth_bytes_per_s: float = 0.0) -> CutPlanner:
         """The planner for ``graph``; ``model`` defaults to ``graph.path`` loaded with its weights.
 
+        Subgraph layers (control flow) cannot be cut out: the planner's graph is the top-level one
+        (:func:`~layerscope.model.control_flow.top_level`), each control-flow layer weighing its subgraphs too.
         ``weights_us`` (estimated time per layer, in ``graph.layers`` order; negative values count as 0)
         places the boundaries; ``None`` or all zeros: every layer weighs the same. ``bandwidth_bytes_per_s``
         (the target's DDR bandwidth) lets refinement refuse splits whose extra outputs would cost more than
@@ -117,6 +120,11 @@ class CutPlanner:
             model = _load_full(graph.path)
         if weights_us is not None and len(weights_us) != len(graph.layers):
             raise ValueError(f"{len(weights_us)} weights for {len(graph.layers)} layers")
+        if any(n.parent for n in graph.layers):  # cuts are top-level: a control-flow layer carries its subgraphs
+            top = top_level(graph)
+            if weights_us is not None:
+                weights_us = rolled_up(graph, dict(zip((n.id for n in graph.layers), weights_us, strict=True)), top)
+            graph = top
         weights = np.maximum(np.asarray(weights_us if weights_us is not None else [], dtype=np.float64), 0.0)
         if weights.size == 0 or not weights.sum() > 0:
             weights = np.ones(len(graph.layers))

@@ -42,24 +42,20 @@ from __future__ import annotations
 
 import math
 import zipfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from layerscope.errors import InputError
+from layerscope.model.random_inputs import INT_HIGH, SUPPORTED_DTYPES, random_array, random_kind
+from layerscope.model.random_inputs import numpy_dtype as _numpy_dtype
 from layerscope.model.types import Graph, TensorInfo
 
-__all__ = ["INT_HIGH", "SUPPORTED_DTYPES", "InputSpec", "ModelInputs", "check_array", "make_inputs",
+__all__ = ["INT_HIGH", "SUPPORTED_DTYPES", "InputSpec", "ModelInputs", "check_array", "feeder", "make_inputs",
            "parse_input_spec", "random_array", "random_kind", "resolve_inputs"]
 
-#: Model dtypes layerscope can make arrays for (numpy names, as :class:`TensorInfo` carries them).
-SUPPORTED_DTYPES = frozenset({"float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
-                              "uint32", "int64", "uint64", "bool"})
-#: Upper bound (exclusive) of random values for integer inputs that are not masks, types or positions.
-INT_HIGH = 100
 _NPY_MAGIC = b"\x93NUMPY"
 
 
@@ -96,9 +92,19 @@ def make_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> dict[
     return dict(resolve_inputs(graph, specs, seed).arrays)
 
 
+def feeder(specs: Sequence[str] = (), seed: int = 0) -> Callable[[Sequence[TensorInfo]], dict[str, np.ndarray]]:
+    """What :func:`make_inputs` would feed, as a function of the inputs alone: for the loader, which runs the
+    model once to learn shapes before its :class:`Graph` exists (so the run sees the user's files)."""
+    return lambda inputs: dict(_resolve(tuple(inputs), specs, seed).arrays)
+
+
 def resolve_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> ModelInputs:
     """Like :func:`make_inputs`, with a one-line description of each input's source."""
-    infos = {t.name: t for t in graph.inputs}
+    return _resolve(graph.inputs, specs, seed)
+
+
+def _resolve(inputs: Sequence[TensorInfo], specs: Sequence[str], seed: int) -> ModelInputs:
+    infos = {t.name: t for t in inputs}
     arrays: dict[str, np.ndarray] = {}
     sources: dict[str, str] = {}
     for text in specs:
@@ -107,11 +113,11 @@ def resolve_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> Mo
                 raise InputError(f"input {name!r} is given twice ({sources[name]} and {source})")
             arrays[name] = array
             sources[name] = source
-    for index, info in enumerate(graph.inputs):
+    for index, info in enumerate(inputs):
         if info.name not in arrays:
             arrays[info.name] = random_array(info, seed, index)
             sources[info.name] = f"random {random_kind(info)}, seed {seed}"
-    order = [t.name for t in graph.inputs]
+    order = [t.name for t in inputs]
     return ModelInputs({n: arrays[n] for n in order}, {n: sources[n] for n in order})
 
 
@@ -295,80 +301,6 @@ def check_array(array: np.ndarray, info: TensorInfo, origin: str) -> np.ndarray:
                     f"np.save(path, a.astype(np.{want.name}))")
         raise InputError(f"input {info.name!r}: {origin} has {given}, the model expects {expected}", hint=hint)
     return np.ascontiguousarray(array, dtype=want)
-
-
-#: How :func:`random_array` fills an input: what :func:`_fill_kind` returns.
-_Fill = Literal["uniform", "ones", "zeros", "positions", "bool", "integers"]
-
-
-def _fill_kind(info: TensorInfo, dtype: np.dtype) -> _Fill:
-    name = info.name.lower()
-    if dtype.kind == "f":
-        return "uniform"
-    if "mask" in name:
-        return "ones"
-    if "type" in name or "segment" in name:
-        return "zeros"
-    if "position" in name and info.shape:
-        return "positions"
-    return "bool" if dtype.kind == "b" else "integers"
-
-
-def random_kind(info: TensorInfo) -> str:
-    """How :func:`random_array` fills ``info``, in words (``"uniform [0, 1)"``, ``"ones"``, ...)."""
-    dtype = _numpy_dtype(info)
-    kind = _fill_kind(info, dtype)
-    if kind == "uniform":
-        return "uniform [0, 1)"
-    if kind == "positions":
-        return "0, 1, 2, ... along the last axis"
-    if kind == "bool":
-        return "True/False"
-    if kind == "integers":
-        low, high = _int_range(dtype)
-        return f"integers in [{low}, {high})"
-    return kind
-
-
-def random_array(info: TensorInfo, seed: int, index: int = 0) -> np.ndarray:
-    """Seeded random values for input ``info`` (see the module docstring).
-
-    The generator is seeded with ``(seed, index)``: ``index`` (the input's position) keeps each input's
-    values the same whichever other inputs come from files.
-    """
-    dtype = _numpy_dtype(info)
-    rng = np.random.default_rng([seed, index])
-    kind = _fill_kind(info, dtype)
-    array: np.ndarray
-    if kind == "uniform":
-        array = rng.random(info.shape, dtype=np.float64).astype(dtype)
-    elif kind == "ones":
-        array = np.ones(info.shape, dtype)
-    elif kind == "zeros":
-        array = np.zeros(info.shape, dtype)
-    elif kind == "positions":
-        array = np.broadcast_to(np.arange(info.shape[-1]).astype(dtype), info.shape)
-    elif kind == "bool":
-        array = rng.integers(0, 2, info.shape).astype(dtype)
-    else:
-        low, high = _int_range(dtype)
-        array = rng.integers(low, high, info.shape, dtype=dtype)
-    return np.ascontiguousarray(array, dtype=dtype)
-
-
-def _int_range(dtype: np.dtype) -> tuple[int, int]:
-    if dtype == np.uint8:
-        return 0, 256
-    if dtype == np.int8:
-        return -128, 128
-    return 0, INT_HIGH
-
-
-def _numpy_dtype(info: TensorInfo) -> np.dtype:
-    if info.dtype not in SUPPORTED_DTYPES:
-        raise InputError(f"input {info.name!r} is {info.dtype}: layerscope cannot make or read arrays of that "
-                         f"dtype (supported: {', '.join(sorted(SUPPORTED_DTYPES))})")
-    return np.dtype(info.dtype)
 
 
 def _describe_inputs(infos: Iterable[TensorInfo]) -> str:

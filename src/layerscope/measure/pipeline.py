@@ -68,6 +68,7 @@ from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import TraceEvent, load_events, parse_profile
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.stats import LatencyStats, drift, summarize
 from layerscope.tracing import Span, SpanRecorder
@@ -280,10 +281,10 @@ def _profiled_phase(fn: PipelineFn, model: ModelSession, *, graph: Graph, config
             return None
         finally:
             profile_file = ort_session.end_profiling()
-        events = load_events(profile_file)
         optimized = onnx.load(optimized_path, load_external_data=False)
+        events = exclusive_events(load_events(profile_file), optimized)
         provider = str(ort_session.get_providers()[0])
-    return phase, events, build_fusion_map(graph, optimized), provider
+    return phase, events, with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized), provider
 
 
 def _run_phase(fn: PipelineFn, model: ModelSession, *, label: str, runs: int, warmup: int, phases: tuple[str, str],
@@ -603,15 +604,15 @@ def run_from_pipeline(result: PipelineResult, graph: Graph, run: dict[str, Any])
 
 def profile(fn: PipelineFn, model: str | os.PathLike[str], *, runs: int = 20, warmup: int = 3, threads: int = 0,
             provider: str = "cpu", opt_level: str = "all", target: str = "host", layers: bool = True,
-            shapes: Mapping[str, tuple[int, ...]] | None = None, seed: int = 0, name: str | None = None,
-            progress: Progress | None = None) -> dict[str, Any]:
+            shapes: Mapping[str, tuple[int, ...]] | None = None, dims: Mapping[str, int] | None = None,
+            seed: int = 0, name: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Profile ``fn`` around ``model`` and return the run file (estimate on ``target``, measurement, pipeline)."""
     from layerscope.estimate import estimate_graph
     from layerscope.model import load_model
     from layerscope.run import run_from_estimate
     from layerscope.targets import load_profile
 
-    graph = load_model(model, dict(shapes or {}))
+    graph = load_model(model, dict(shapes or {}), dict(dims or {}))
     hardware = load_profile(target)
     estimate = estimate_graph(graph, hardware)
     result = profile_pipeline(fn, graph.path, runs=runs, warmup=warmup, layers=layers, graph=graph, seed=seed,

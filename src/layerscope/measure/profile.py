@@ -30,6 +30,7 @@ import onnx
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
 from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.stats import LatencyStats, drift, summarize
 
@@ -159,14 +160,14 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
             _warm(session, feeds, warmup, "warmup-profiled", progress)
             profiled, interrupted = _timed_runs(session, feeds, runs, "profiled", progress)
             profile_file = session.end_profiling()
-            data = parse_profile(load_events(profile_file), skip_runs=warmup)
             optimized = onnx.load(optimized_path, load_external_data=False)
+            data = parse_profile(exclusive_events(load_events(profile_file), optimized), skip_runs=warmup)
             provider = session.get_providers()[0]
     except KeyboardInterrupt:
         raise partial() from None
     if not profiled or not data.run_durations_us:
         raise partial()
-    fusion = build_fusion_map(graph, optimized)
+    fusion = with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized)
     kernels = kernel_results(data, fusion)
     layers = layer_results(graph, kernels, weights or {})
     latency = summarize(latency_samples)

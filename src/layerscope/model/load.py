@@ -3,11 +3,19 @@
 Contract of :func:`load_model`:
 - the file is parsed without reading external weight data (so models over 2 GB work and load fast);
   every external-data reference must resolve inside the model's folder, else ``ModelError``;
-- symbolic input dims are set from ``shapes`` (``--shape NAME=1x3x640x640``); an input left with an
-  unresolved dim, or a ``shapes`` entry for an unknown input, is a ``ShapeError`` that names them all;
+- symbolic input dims are set from ``shapes`` (``--shape NAME=1x3x640x640``), then from ``dims``
+  (``--dim NAME=V``, every input dim called NAME), then batch-like dims default to 1 (``Graph.assumptions``
+  says so; see :mod:`layerscope.model.shapes`); an input left with an unresolved dim, or a ``shapes`` entry
+  for an unknown input, is a ``ShapeError`` that names them all and suggests ``--dim``/``--shape``;
 - constant subgraphs (Constant, ConstantOfShape, Shape of a static tensor, and every node computed only
   from constants) are folded: their outputs become weights in ``Graph.constants``, not layers;
-- every tensor a layer reads or writes gets a static shape and a dtype, or ``ShapeError`` says which not.
+- every tensor a layer reads or writes gets a static shape and a dtype: from ONNX shape inference, else
+  ONNX Runtime's symbolic inference, else by running the model once on ONNX Runtime (each layer's
+  ``shape_source`` says which); only a model ONNX Runtime cannot run is refused (``ShapeError``). A tensor
+  that has no shape even then (a sequence or map, an output the runtime did not report) leaves its layers
+  with ``shape_source`` ``"unknown"``: they are layers all the same, their cost unknown;
+- control-flow subgraphs (``If``/``Loop``/``Scan``) are expanded into layers for what ran
+  (:mod:`layerscope.model.control_flow`).
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
+from layerscope.model import control_flow
+from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -200,14 +210,17 @@ def _fmt_dims(dims: list[int | str | None]) -> str:
     return "[" + ",".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto]) -> None:
+def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
+                         declared: Mapping[str, list[int | str | None]]) -> None:
+    """``ShapeError`` naming every input still not static, with its dims as the model ``declared`` them."""
     unresolved = [vi for vi in runtime_inputs
                   if not vi.type.tensor_type.HasField("shape") or any(not isinstance(d, int) for d in _dims(vi))]
     if unresolved:
-        listed = "; ".join(f"{vi.name}{_fmt_dims(_dims(vi))}" for vi in unresolved)
-        example = unresolved[0].name
+        listed = "; ".join(f"{vi.name}{_fmt_dims(declared.get(vi.name, _dims(vi)))}" for vi in unresolved)
+        first = unresolved[0]
         raise ShapeError(f"{path.name}: input dims not fixed: {listed}",
-                         hint=f"set them with --shape, e.g. --shape {example}=1x3x640x640")
+                         hint=input_hint(first.name, declared.get(first.name, _dims(first)),
+                                         onnx_dtype_name(first.type.tensor_type.elem_type)))
 
 
 def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -352,22 +365,29 @@ class _Folder:
             return False
         return all((not i) or i in self.constants for i in node.input)
 
-    def fold(self, node: onnx.NodeProto) -> None:
-        """Record the outputs of a constant node as constants, with values where they are small."""
+    def fold(self, node: onnx.NodeProto) -> bool:
+        """Record the outputs of a constant node as constants, with values where they are small.
+
+        ``False``, recording nothing, when an output has neither a computed value nor an inferred shape: the
+        node then stays a layer, its shapes resolved like any layer's (symbolic inference, execution).
+        """
         results = self._compute(node)
+        recorded: list[tuple[str, TensorInfo, np.ndarray | None]] = []
         for k, out in enumerate(o for o in node.output if o):
             value = results[k] if results is not None and k < len(results) else None
             if value is not None:
                 info = TensorInfo(out, tuple(int(d) for d in value.shape), str(value.dtype))
-                if value.size <= SMALL_CONST_ELEMENTS:
-                    self.values[out] = value
             elif out in self.infos:
                 info = self.infos[out]
             else:
-                raise ShapeError(f"cannot fold constant node {node.name or node.op_type!r}: "
-                                 f"the shape of its output {out!r} is unknown")
+                return False
+            recorded.append((out, info, value))
+        for out, info, value in recorded:
+            if value is not None and value.size <= SMALL_CONST_ELEMENTS:
+                self.values[out] = value
             self.constants[out] = info
             self.infos[out] = info
+        return True
 
     def _compute(self, node: onnx.NodeProto) -> list[np.ndarray] | None:
         if node.op_type == "Shape":
@@ -386,8 +406,13 @@ class _Folder:
         return _evaluate(node, self.values, list(self.model.opset_import))
 
 
-def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None) -> Graph:
-    """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract."""
+def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None,
+               dims: Mapping[str, int] | None = None, feeds: Feeds | None = None) -> Graph:
+    """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract.
+
+    ``feeds``: the input values to run the model on when shapes must be observed (see
+    :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
+    """
     path = Path(path)
     model = _read_model(path)
     base_dir = path.resolve().parent
@@ -396,9 +421,12 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
     _apply_input_shapes(model, runtime_inputs, shapes or {})
-    _check_static_inputs(path, runtime_inputs)
+    declared = {vi.name: declared_dims(vi) for vi in runtime_inputs}
+    assumptions = apply_dims(runtime_inputs, dims or {})
+    _check_static_inputs(path, runtime_inputs, declared)
 
-    infos = _infer(_without_large_weights(model))
+    light = _without_large_weights(model)
+    infos = _infer(light)
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(list(model.graph.node), available)
 
@@ -406,8 +434,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     layer_protos: list[onnx.NodeProto] = []
     folded_protos: list[onnx.NodeProto] = []
     for n in nodes:
-        if folder.is_constant_node(n):
-            folder.fold(n)
+        if folder.is_constant_node(n) and folder.fold(n):
             folded_protos.append(n)
         else:
             layer_protos.append(n)
@@ -416,21 +443,46 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
-    missing = [t for t in needed if t not in infos]
-    if missing:
-        producers = {o: n for n in layer_protos for o in n.output}
-        where = [f"{t} (from {producers[t].op_type} {producers[t].name!r})" if t in producers else t
-                 for t in dict.fromkeys(missing)]
-        raise ShapeError(f"{path.name}: shapes of {len(where)} tensor(s) could not be resolved: "
-                         f"{', '.join(where[:5])}{' ...' if len(where) > 5 else ''}",
-                         hint="pass --shape for every input; data-dependent shapes are not supported")
+        if any(folder.is_constant_node(n) for n in layer_protos):
+            # a constant node whose output shape was unknown before reinference is folded now
+            folder.infos = infos
+            kept = []
+            for n in layer_protos:
+                if folder.is_constant_node(n) and folder.fold(n):
+                    folded_protos.append(n)
+                else:
+                    kept.append(n)
+            layer_protos = kept
+            needed = _needed_tensors(layer_protos, model.graph.output)
+    sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
+                                    layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
+    # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
+    # did not report): their layers are kept, measured and marked, their cost unknown; never a refusal
+    sources.update({t: "unknown" for t in needed if t not in infos})
+
+    def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
+        return Node(id=node_id, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
+                    outputs=tuple(n.output), attrs=_attrs(n), shape_source=source, parent=parent,
+                    executions=executions)
 
     ids = _layer_ids(layer_protos + folded_protos)
-    all_nodes = [
-        Node(id=i, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
-             outputs=tuple(n.output), attrs=_attrs(n))
-        for i, n in zip(ids, layer_protos + folded_protos, strict=True)
-    ]
+    all_nodes = [make_node(n, i, layer_source(n, sources))
+                 for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
+    layers = all_nodes[: len(layer_protos)]
+    folded = all_nodes[len(layer_protos):]
+    if observation is not None and any(control_flow.subgraphs(n) for n in layer_protos):
+        expansion = control_flow.Expansion()
+        for node, proto in zip(layers, layer_protos, strict=True):
+            if control_flow.subgraphs(proto):
+                control_flow.expand(node, proto, observation, make_node=make_node, layer_ids=_layer_ids,
+                                        out=expansion)
+            else:
+                expansion.layers.append(node)
+        layers = expansion.layers
+        folded += expansion.folded
+        infos.update({k: v for k, v in expansion.tensors.items() if k not in infos})
+        folder.constants.update(expansion.constants)
+        folder.values.update(expansion.values)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return Graph(
         name=model.graph.name or path.stem,
@@ -439,12 +491,13 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         opset=opset,
         inputs=tuple(infos[vi.name] for vi in runtime_inputs),
         outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),
-        layers=tuple(all_nodes[: len(layer_protos)]),
-        folded=tuple(all_nodes[len(layer_protos):]),
+        layers=tuple(layers),
+        folded=tuple(folded),
         tensors=dict(infos),
         constants=dict(folder.constants),
         const_values=dict(folder.values),
         producer=f"{model.producer_name} {model.producer_version}".strip(),
+        assumptions=assumptions,
     )
 
 

@@ -1,7 +1,8 @@
 """The typed graph every other package reads.
 
 Contract: a ``Graph`` is fully resolved. Every tensor a runtime layer touches has a static shape
-and a dtype; constant subgraphs are already folded away into ``Graph.constants``; ``Graph.layers``
+and a dtype, except the tensors of a layer whose ``shape_source`` is ``"unknown"`` (sequences, maps);
+constant subgraphs are already folded away into ``Graph.constants``; ``Graph.layers``
 is in topological order and every layer has a unique, stable ``id``.
 """
 
@@ -70,6 +71,15 @@ class Node:
     ``"<op_type>(<first output name>)"`` (with ``~N`` appended on collision). ``inputs`` keep
     ONNX's positions: an omitted optional input is ``""``. ``attrs`` hold plain Python values
     (ints, floats, strings, lists of them; tensors as numpy arrays).
+
+    ``shape_source`` says where the shapes of its tensors came from: ``"static"`` (ONNX shape inference),
+    ``"symbolic"`` (ONNX Runtime's symbolic shape inference), ``"executed"`` (observed running the model
+    once on ONNX Runtime) or ``"unknown"`` (a tensor of it has no shape even then: its cost is unknown).
+    A node of a control-flow subgraph (``If``/``Loop``/``Scan`` body) has
+    ``parent``: the id of the control-flow layer it runs under, and its id is
+    ``<parent id>/<subgraph attribute>/<node id>``. ``executions``: how often it ran in one inference
+    (observed; 1 for top-level layers), its cost counts every execution. ``observed``: what execution said
+    of a control-flow layer (``branch_taken``, ``trip_count``).
     """
 
     id: str
@@ -79,6 +89,10 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    shape_source: str = "static"
+    parent: str = ""
+    executions: int = 1
+    observed: Mapping[str, Any] = field(default_factory=dict)
 
     def attr(self, key: str, default: Any = None) -> Any:
         return self.attrs.get(key, default)
@@ -93,6 +107,7 @@ class Graph:
     ``tensors``: every tensor with a known shape, activations and constants alike.
     ``constants``: initializers and folded outputs (weights). ``const_values``: the values of the
     small constants that layers need to read (shapes, axes, scales); large weights are not kept.
+    ``assumptions``: one line per default layerscope chose (a batch-like input dim set to 1).
     """
 
     name: str
@@ -107,6 +122,14 @@ class Graph:
     constants: Mapping[str, TensorInfo]
     const_values: Mapping[str, np.ndarray]
     producer: str = ""
+    assumptions: tuple[str, ...] = ()
+
+    def shape_source_counts(self) -> dict[str, int]:
+        """How many layers got their shapes from each source (``static``/``symbolic``/``executed``)."""
+        counts: dict[str, int] = {}
+        for node in self.layers:
+            counts[node.shape_source] = counts.get(node.shape_source, 0) + 1
+        return counts
 
     def tensor(self, name: str) -> TensorInfo | None:
         """The tensor called ``name``.

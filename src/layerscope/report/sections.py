@@ -170,7 +170,9 @@ def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any]) -> dict[str
     groups = {
         "layer": {"id": layer.get("id"), "name": layer.get("name"), "op_type": layer.get("op_type"),
                   "domain": layer.get("domain") or None, "inputs": layer.get("inputs"),
-                  "outputs": layer.get("outputs")},
+                  "outputs": layer.get("outputs"), "shape_source": layer.get("shape_source"),
+                  "parent": layer.get("parent"), "executions": layer.get("executions"),
+                  **{f"observed {k}": v for k, v in (layer.get("observed") or {}).items() if k != "source"}},
         "cost": {k: layer.get(k) for k in _COST_KEYS},
         "estimate": dict(layer.get("estimate") or {}),
         "timeline": {k: v for k, v in slot.items() if k != "id"},
@@ -266,8 +268,17 @@ def _model_section(run: Run) -> Section | None:
         ("producer", model.get("producer")),
         ("inputs", tensors),
         ("outputs", outputs),
+        ("assumed", "; ".join(model.get("assumptions") or []) or None),
+        ("shapes", _sources_text(model.get("shape_sources") or {})),
         ("note", model.get("note")),
     ])
+
+
+def _sources_text(sources: Mapping[str, Any]) -> str | None:
+    """``"3 static, 5 executed"``, where a shape came from anything but static inference; else ``None``."""
+    if not any(sources.get(k) for k in ("symbolic", "executed")):
+        return None
+    return ", ".join(f"{sources[k]} {k}" for k in ("static", "symbolic", "executed") if sources.get(k))
 
 
 def _target_section(run: Run) -> Section | None:
