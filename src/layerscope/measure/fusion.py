@@ -6,15 +6,23 @@ and Dropout disappear). Its profiler names the kernels of that optimized graph. 
 optimized-graph node to the source layers whose work it does, from tensor names and graph structure:
 
 1. *Equivalent tensors.* An optimized-graph tensor whose name exists in the source graph is that tensor.
-   A node of ``com.microsoft.nchwc`` called ``<t>_nchwc`` produces the blocked form of source tensor ``<t>``
-   (the NCHWc transformer names its nodes after the output they replace). Layout nodes (ReorderInput,
+   A node of ``com.microsoft.nchwc`` called ``<t>_nchwc`` (``<t>_bn_nchwc``, ``<t>_mul_nchwc``) produces the
+   blocked form of source tensor ``<t>`` (the NCHWc transformer names its nodes after the output they replace). Layout nodes (ReorderInput,
    ReorderOutput, Memcpy*) produce the same logical tensor as their input. A fused node named
    ``<source node>/<Fusion>/``, or a node that kept its source node's name, whose output was renamed
    produces that source node's output, provided the source node lies downstream of everything it reads.
 2. *Cover.* A kernel covers the source layers needed to compute its outputs' equivalents from its inputs'
    equivalents: ancestors(outputs) minus ancestors(inputs), over the source layers (bit sets).
-3. A kernel whose outputs have no equivalent is merged with the kernels that consume them: together they
-   cover the source region between their resolved inputs and outputs.
+3. *Inputs of identified kernels.* A kernel identified with one source node reads, at the same input
+   positions, what that source node reads: ``<t>_nchwc`` (NCHWc transformer) or a node that kept its source
+   node's name and op type, or the only source node of its op type in the region it would otherwise cover
+   (``FusedConv`` for a ``Conv``). This resolves the outputs of kernels that were moved to blocked layout
+   under new names (a ``Gelu`` fused on NCHWc tensors writes ``reorder_token_1``, which the next NCHWc Conv
+   reads as its input 0: that is the source Conv's input 0, the GELU's output). Steps 1 and 3 repeat until
+   nothing new resolves.
+4. A kernel whose outputs still have no equivalent is merged with the kernels that consume them: together
+   they cover the source region between their resolved inputs and outputs (``merged_with``); the time
+   split then cannot tell them apart, and :func:`map_violations` reports it.
 
 Kernel categories: ``layer`` (covers source layers), ``layout`` (layout/transfer nodes the runtime inserted,
 or any node whose output holds the same source tensor as its input), ``constant`` (computes only from
@@ -33,6 +41,8 @@ from layerscope.model.types import Graph, Node
 
 #: Nodes the runtime inserts to change layout or move data between devices: same logical tensor out.
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "MemcpyFromHost", "MemcpyToHost"})
+#: Shape-only ops: one the runtime inserts (its name is no source node's) holds its input's data.
+_RESHAPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 _NCHWC_DOMAIN = "com.microsoft.nchwc"
 _NCHWC_SUFFIX = "_nchwc"
 
@@ -99,40 +109,21 @@ def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
     source = _SourceIndex(graph)
     nodes = list(optimized.graph.node)
     constants = {t.name for t in optimized.graph.initializer}
-    producer = {o: n for n in nodes for o in n.output if o}
-    equivalent = _equivalents(nodes, source)
-
-    def resolved_inputs(node: onnx.NodeProto, merged: list[str]) -> list[str]:
-        """Source tensors feeding ``node``, walking up through producers whose outputs have no equivalent."""
-        found: list[str] = []
-        stack = [i for i in node.input if i and i not in constants]
-        seen: set[str] = set()
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            if name in equivalent:
-                found.append(equivalent[name])
-            elif name in producer:
-                up = producer[name]
-                merged.append(up.name)
-                stack.extend(i for i in up.input if i and i not in constants)
-        return found
+    equivalent: dict[str, str] = {}
+    for _ in range(len(nodes) + 1):  # each round resolves at least one more tensor, or stops
+        _equivalents(nodes, source, equivalent)
+        covers = _covers(nodes, source, equivalent, constants)
+        learned = _identified_inputs(nodes, source, equivalent, constants, covers)
+        if not learned:
+            break
+        equivalent.update(learned)
 
     mappings: dict[str, KernelMapping] = {}
     claimed: dict[str, list[str]] = {}  # unresolved kernel -> the resolved kernels it was merged into
     for node in nodes:
-        outs = [equivalent[o] for o in node.output if o in equivalent]
-        if not outs:
+        if node.name not in covers:
             continue  # handled through the consumers that merge it
-        merged: list[str] = []
-        ins = resolved_inputs(node, merged)
-        cover = 0
-        for name in outs:
-            cover |= source.ancestors.get(name, 0)
-        for name in ins:
-            cover &= ~source.ancestors.get(name, 0)
+        outs, ins, cover, merged = covers[node.name]
         layers = source.ids(cover)
         for m in merged:
             claimed.setdefault(m, []).append(node.name)
@@ -158,26 +149,140 @@ def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
     return FusionMap(kernels=mappings, eliminated=eliminated)
 
 
-def _equivalents(nodes: Sequence[onnx.NodeProto], source: _SourceIndex) -> dict[str, str]:
-    """Optimized-graph tensor name -> the source tensor it holds (see the module docstring, step 1)."""
-    equivalent: dict[str, str] = {}
+_Cover = tuple[list[str], list[str], int, list[str]]
+
+
+def _covers(nodes: Sequence[onnx.NodeProto], source: _SourceIndex, equivalent: Mapping[str, str],
+            constants: set[str]) -> dict[str, _Cover]:
+    """Per kernel with a resolved output: (output equivalents, resolved input equivalents, cover bits, the
+    unresolved kernels walked through to reach those inputs)."""
+    producer = {o: n for n in nodes for o in n.output if o}
+    covers: dict[str, _Cover] = {}
+    for node in nodes:
+        outs = [equivalent[o] for o in node.output if o in equivalent]
+        if not outs:
+            continue
+        merged: list[str] = []
+        ins: list[str] = []
+        stack = [i for i in node.input if i and i not in constants]
+        seen: set[str] = set()
+        while stack:  # source tensors feeding the node, through producers whose outputs have no equivalent
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in equivalent:
+                ins.append(equivalent[name])
+            elif name in producer:
+                up = producer[name]
+                merged.append(up.name)
+                stack.extend(i for i in up.input if i and i not in constants)
+        cover = 0
+        for name in outs:
+            cover |= source.ancestors.get(name, 0)
+        for name in ins:
+            cover &= ~source.ancestors.get(name, 0)
+        covers[node.name] = (outs, ins, cover, merged)
+    return covers
+
+
+#: Runtime ops that do one source op's work under another name (fused activation, blocked layout).
+_BASE_OP = {"FusedConv": "Conv", "FusedMatMul": "MatMul", "FusedGemm": "Gemm", "NhwcConv": "Conv",
+            "QLinearConv": "Conv"}
+#: Input positions that carry the same tensor as the source op's (other positions: weights the runtime
+#: re-laid out, fused biases and summands).
+_DATA_INPUTS = {"Conv": (0,), "ConvTranspose": (0,), "MatMul": (0, 1), "Gemm": (0,)}
+
+
+def _identified_inputs(nodes: Sequence[onnx.NodeProto], source: _SourceIndex, equivalent: Mapping[str, str],
+                       constants: set[str], covers: Mapping[str, _Cover]) -> dict[str, str]:
+    """Unresolved tensors that an identified kernel reads at the position its source node reads a source
+    tensor (module docstring, step 3)."""
+    producer = {o: n for n in nodes for o in n.output if o}
+    learned: dict[str, str] = {}
+    for node in nodes:
+        pending = [i for i in node.input if i and i not in equivalent and i not in constants]
+        if not pending:
+            continue
+        found = _identify(node, source, covers)
+        if found is None:
+            continue
+        twin, positions = found
+        for j in positions:
+            if j >= len(node.input) or j >= len(twin.inputs):
+                continue
+            name, target = node.input[j], twin.inputs[j]
+            if (not name or name in equivalent or name in constants or name in learned or not target
+                    or source.graph.is_constant(target) or not source.known(target)):
+                continue
+            up = producer.get(name)
+            reach = source.ancestors.get(target, 0)
+            if up is not None and not all(_downstream(source, equivalent[i], reach) or equivalent[i] == target
+                                          for i in up.input if i in equivalent):
+                continue  # the producer reads something the candidate does not depend on
+            learned[name] = target
+        if node.domain == _NCHWC_DOMAIN and node.op_type == "Conv" and len(node.input) > 3:
+            summand = _nchwc_summand(node, twin, source)
+            if summand is not None and node.input[3] not in equivalent and node.input[3] not in learned:
+                learned[node.input[3]] = summand
+    return learned
+
+
+def _identify(node: onnx.NodeProto, source: _SourceIndex,
+              covers: Mapping[str, _Cover]) -> tuple[Node, tuple[int, ...]] | None:
+    """The source node ``node`` does the work of, and the input positions they share; ``None`` if unsure."""
+    base = _BASE_OP.get(node.op_type, node.op_type)
+    positions = _DATA_INPUTS.get(base)
+    if (nchwc := _nchwc_base(node, source)) is not None:
+        twin = source.producer.get(nchwc)
+        if twin is not None and twin.op_type == base:
+            return twin, positions or tuple(range(len(twin.inputs)))
+    named = source.by_name.get(node.name)
+    if named is not None and named.op_type == base:
+        return named, positions or tuple(range(len(named.inputs)))
+    cover = covers.get(node.name)
+    if cover is not None and cover[3] and positions is not None:  # merged: the only one of its kind there
+        candidates = [n for n in source.graph.layers
+                      if n.op_type == base and cover[2] >> source.index[n.id] & 1]
+        if len(candidates) == 1:
+            return candidates[0], positions
+    return None
+
+
+def _nchwc_summand(node: onnx.NodeProto, twin: Node, source: _SourceIndex) -> str | None:
+    """The source tensor an NCHWc Conv adds (its input 3): the other input of the Add/Sum after the Conv."""
+    after = source.consumers.get(twin.outputs[0], []) if twin.outputs else []
+    if len(after) == 1 and after[0].op_type in ("Add", "Sum") and len(after[0].inputs) == 2:
+        other = [i for i in after[0].inputs if i != twin.outputs[0]]
+        if len(other) == 1 and other[0] and not source.graph.is_constant(other[0]):
+            return other[0]
+    return None
+
+
+def _equivalents(nodes: Sequence[onnx.NodeProto], source: _SourceIndex, equivalent: dict[str, str]) -> None:
+    """Add to ``equivalent`` (optimized-graph tensor name -> the source tensor it holds) what step 1 of the
+    module docstring resolves, given what it already holds."""
+    for node in nodes:  # a shape-only node the runtime inserted holds its input's data under a new shape
+        if node.op_type in _RESHAPES and node.name not in source.by_name and node.input and node.output:
+            inner, outer = node.input[0], node.output[0]
+            if outer and source.known(outer) and inner and not source.known(inner):
+                equivalent.setdefault(inner, outer)  # e.g. MatMulAddFusion's Gemm between two Reshapes
     for node in nodes:  # ONNX Runtime writes its optimized graph in topological order
         for name in node.input:
             if name and name not in equivalent and source.known(name):
                 equivalent[name] = name
         for index, out in enumerate(node.output):
-            if not out:
+            if not out or out in equivalent:
                 continue
             if source.known(out):
                 equivalent[out] = out
-            elif node.op_type in LAYOUT_OPS and node.input and node.input[0] in equivalent:
+            elif ((node.op_type in LAYOUT_OPS or (node.op_type in _RESHAPES and node.name not in source.by_name))
+                  and index == 0 and node.input and node.input[0] in equivalent):
                 equivalent[out] = equivalent[node.input[0]]
-            elif (index == 0 and node.domain == _NCHWC_DOMAIN and node.name.endswith(_NCHWC_SUFFIX)
-                  and source.known(node.name[: -len(_NCHWC_SUFFIX)])):
-                equivalent[out] = _nchwc_output(node, node.name[: -len(_NCHWC_SUFFIX)], equivalent, source)
+            elif index == 0 and (base := _nchwc_base(node, source)) is not None:
+                equivalent[out] = _nchwc_output(node, base, equivalent, source)
             elif index == 0 and (named := _named_output(node, equivalent, source)) is not None:
                 equivalent[out] = named
-    return equivalent
 
 
 def _named_output(node: onnx.NodeProto, equivalent: Mapping[str, str], source: _SourceIndex) -> str | None:
@@ -208,6 +313,18 @@ def _downstream(source: _SourceIndex, tensor: str, reach: int) -> bool:
     if producer is None:
         return True
     return bool(reach >> source.index[producer.id] & 1)
+
+
+def _nchwc_base(node: onnx.NodeProto, source: _SourceIndex) -> str | None:
+    """The source tensor an NCHWc node is named after: ``<t>_nchwc``, or ``<t>_bn_nchwc`` / ``<t>_mul_nchwc``
+    (a BatchNormalization or a Mul by a constant the transformer turned into a depthwise Conv)."""
+    if node.domain != _NCHWC_DOMAIN or not node.name.endswith(_NCHWC_SUFFIX):
+        return None
+    base = node.name[: -len(_NCHWC_SUFFIX)]
+    if source.known(base):
+        return base
+    head, _, tail = base.rpartition("_")
+    return head if head and tail.isalpha() and source.known(head) else None
 
 
 def _nchwc_output(node: onnx.NodeProto, base: str, equivalent: Mapping[str, str], source: _SourceIndex) -> str:
@@ -251,3 +368,24 @@ def _category(node: onnx.NodeProto, layers: tuple[str, ...], constants: set[str]
     if all((not i) or i in constants for i in node.input) or (outputs and all(graph.is_constant(o) for o in outputs)):
         return "constant"
     return "unmapped"
+
+
+def map_violations(fusion: FusionMap) -> list[str]:
+    """What breaks the map's half of the attribution invariant; empty when it holds.
+
+    Every layer is done by one kernel: no two ``layer`` kernels share a source layer, and no kernel was
+    merged with another (``merged_with``: the map could not tell which of them did which layer, so a split
+    of their joint time would hand one kernel's time to the other's layers).
+    """
+    problems: list[str] = []
+    owner: dict[str, str] = {}
+    for mapping in fusion.kernels.values():
+        if mapping.merged_with:
+            problems.append(f"kernel {mapping.kernel!r} merged with {list(mapping.merged_with)}")
+        if mapping.category != "layer":
+            continue
+        for layer_id in mapping.layers:
+            if layer_id in owner:
+                problems.append(f"layer {layer_id!r} mapped to kernels {owner[layer_id]!r} and {mapping.kernel!r}")
+            owner.setdefault(layer_id, mapping.kernel)
+    return problems

@@ -187,16 +187,23 @@ def layer_series(kernels: tuple[KernelResult, ...], weights: Mapping[str, float]
 
 def layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
                   weights: Mapping[str, float]) -> dict[str, LayerResult]:
-    """Every layer's time: the statistics of its :func:`layer_series`, with the kernels that cover it."""
+    """Every layer's time: the statistics of its :func:`layer_series`, with the kernels that cover it, the one
+    that gave it the most time first."""
     per_layer = layer_series(kernels, weights)
     covering: dict[str, list[KernelResult]] = {}
     for kernel in kernels:
         if kernel.category == "layer":
             for layer_id in kernel.layers:
                 covering.setdefault(layer_id, []).append(kernel)
+    contribution: dict[tuple[str, str], float] = {}  # (kernel, layer) -> its median share of the kernel
+    for kernel in kernels:
+        if kernel.category == "layer" and kernel.layers:
+            for layer_id, share in zip(kernel.layers, _shares(kernel.layers, weights), strict=True):
+                contribution[kernel.samples.name, layer_id] = kernel.stats.median_us * share
     results: dict[str, LayerResult] = {}
     for node in graph.layers:
-        ks = covering.get(node.id, [])
+        # the kernel the layer's time (mostly) came from first: it is what reports name
+        ks = sorted(covering.get(node.id, []), key=lambda k: -contribution.get((k.samples.name, node.id), 0.0))
         if not ks:  # no kernel does its work: the runtime folded or removed it
             results[node.id] = LayerResult(node.id, None, (), (), False, "eliminated")
             continue
@@ -215,3 +222,39 @@ def _shares(layers: tuple[str, ...], weights: Mapping[str, float]) -> list[float
     if total <= 0:
         return [1.0 / len(layers)] * len(layers)
     return [v / total for v in values]
+
+
+def attribution_violations(kernels: tuple[KernelResult, ...], layers: Mapping[str, LayerResult], *,
+                           rel_tol: float = 1e-6, abs_tol_us: float = 1e-3) -> list[str]:
+    """What breaks the attribution invariant in measured results; empty when it holds.
+
+    - for every ``layer`` kernel, the median times of the layers it is mapped to add up to its own median
+      (this fails as soon as a layer also takes time from another kernel, or from none);
+    - a layer takes time only from kernels mapped to it: its ``kernels`` are exactly those;
+    - a layer's first kernel (the one reports name) is one that is mapped to it;
+    - a layer no kernel is mapped to has no time.
+    """
+    problems: list[str] = []
+    mapped_to: dict[str, list[str]] = {}
+    for kernel in kernels:
+        if kernel.category != "layer":
+            continue
+        for layer_id in kernel.layers:
+            mapped_to.setdefault(layer_id, []).append(kernel.samples.name)
+        total = 0.0
+        for layer_id in kernel.layers:
+            result = layers.get(layer_id)
+            total += result.stats.median_us if result is not None and result.stats is not None else 0.0
+        own = kernel.stats.median_us
+        if abs(total - own) > abs_tol_us + rel_tol * abs(own):
+            problems.append(f"kernel {kernel.samples.name!r}: {own:.3f} us, its layers {list(kernel.layers)} "
+                            f"got {total:.3f} us")
+    for layer_id, result in layers.items():
+        expected = mapped_to.get(layer_id, [])
+        if sorted(result.kernels) != sorted(expected):
+            problems.append(f"layer {layer_id!r}: kernels {list(result.kernels)}, mapped from {expected}")
+        if result.kernels and result.kernels[0] not in expected:
+            problems.append(f"layer {layer_id!r}: names kernel {result.kernels[0]!r}, not mapped to it")
+        if not expected and result.stats is not None and result.stats.median_us > 0:
+            problems.append(f"layer {layer_id!r}: {result.stats.median_us:.3f} us from no kernel")
+    return problems
