@@ -229,24 +229,32 @@ def test_conv_after_gelu_takes_its_own_kernels_time(write_model: ModelWriter) ->
         by_name["Gelu"].stats.median_us, rel=1e-9)
 
 
-def test_violations_name_what_is_wrong(write_model: ModelWriter, tmp_path: Path) -> None:
-    # A map where two kernels share a layer, and layer results that took time from the wrong kernel.
+def test_violations_name_what_is_wrong(write_model: ModelWriter) -> None:
+    # The map and the layer results as they were before the fix: the GELU kernel and the next Conv's
+    # kernel both mapped to the union of their layers, and the Conv naming the GELU's kernel.
     from dataclasses import replace
 
     graph = load_model(conv_gelu_conv(write_model))
     measurement = measure(graph, "extended")
     fusion = measurement.fusion
     conv2 = next(k for k in fusion.kernels.values() if k.layers == ("/c2/Conv",))
-    broken = replace(fusion, kernels={**fusion.kernels, "Gelu": replace(fusion.kernels["Gelu"],
-                                                                         layers=("/act/Div", "/c2/Conv"))})
-    assert map_violations(broken) == [f"layer '/c2/Conv' mapped to kernels 'Gelu' and {conv2.kernel!r}"
-                                      ] or map_violations(broken) == [
-        f"layer '/c2/Conv' mapped to kernels {conv2.kernel!r} and 'Gelu'"]
+    union = (*fusion.kernels["Gelu"].layers, "/c2/Conv")
+    broken = replace(fusion, kernels={**fusion.kernels,
+                                      "Gelu": replace(fusion.kernels["Gelu"], layers=union,
+                                                      merged_with=(conv2.kernel,)),
+                                      conv2.kernel: replace(conv2, layers=union, merged_with=("Gelu",))})
+    problems = map_violations(broken)
+    assert len(problems) == 2 and "(merged) both mapped to" in problems[0]
+    assert "mapped to the same 6 layers" in problems[1]
     layers = dict(measurement.layers)
     layers["/c2/Conv"] = replace(layers["/c2/Conv"], kernels=("Gelu",))
     problems = attribution_violations(measurement.kernels, layers)
-    assert any("layer '/c2/Conv': kernels ['Gelu']" in p for p in problems)
-    assert any("names kernel 'Gelu', not mapped to it" in p for p in problems)
+    assert problems == [f"layer '/c2/Conv': kernels ['Gelu'], mapped from [{conv2.kernel!r}]"]
+    gelu_kernel = next(k for k in measurement.kernels if k.samples.name == "Gelu")
+    short = replace(gelu_kernel, stats=replace(gelu_kernel.stats, median_us=gelu_kernel.stats.median_us + 5.0))
+    problems = attribution_violations(tuple(short if k is gelu_kernel else k for k in measurement.kernels),
+                                      measurement.layers)
+    assert len(problems) == 1 and problems[0].startswith("kernel(s) ['Gelu']")
 
 
 @pytest.mark.parametrize("level", ["extended", "all"])

@@ -7,8 +7,9 @@ optimized-graph node to the source layers whose work it does, from tensor names 
 
 1. *Equivalent tensors.* An optimized-graph tensor whose name exists in the source graph is that tensor.
    A node of ``com.microsoft.nchwc`` called ``<t>_nchwc`` (``<t>_bn_nchwc``, ``<t>_mul_nchwc``) produces the
-   blocked form of source tensor ``<t>`` (the NCHWc transformer names its nodes after the output they replace). Layout nodes (ReorderInput,
-   ReorderOutput, Memcpy*) produce the same logical tensor as their input. A fused node named
+   blocked form of source tensor ``<t>`` (the NCHWc transformer names its nodes after the output they
+   replace). Layout nodes (ReorderInput, ReorderOutput, Memcpy*) and shape-only nodes the runtime inserted
+   (the Reshapes around MatMulAddFusion's Gemm) produce the same logical tensor as their input. A fused node named
    ``<source node>/<Fusion>/``, or a node that kept its source node's name, whose output was renamed
    produces that source node's output, provided the source node lies downstream of everything it reads.
 2. *Cover.* A kernel covers the source layers needed to compute its outputs' equivalents from its inputs'
@@ -21,8 +22,9 @@ optimized-graph node to the source layers whose work it does, from tensor names 
    reads as its input 0: that is the source Conv's input 0, the GELU's output). Steps 1 and 3 repeat until
    nothing new resolves.
 4. A kernel whose outputs still have no equivalent is merged with the kernels that consume them: together
-   they cover the source region between their resolved inputs and outputs (``merged_with``); the time
-   split then cannot tell them apart, and :func:`map_violations` reports it.
+   they cover the source region between their resolved inputs and outputs (``merged_with``), and the
+   region is partitioned among them by op type (:func:`_partition`), so that no layer takes time from a
+   kernel that does not do its work.
 
 Kernel categories: ``layer`` (covers source layers), ``layout`` (layout/transfer nodes the runtime inserted,
 or any node whose output holds the same source tensor as its input), ``constant`` (computes only from
@@ -107,7 +109,7 @@ class _SourceIndex:
 def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
     """Map every node of ``optimized`` (the runtime's optimized graph) to the layers of ``graph``."""
     source = _SourceIndex(graph)
-    nodes = list(optimized.graph.node)
+    nodes = _named_nodes(optimized.graph.node)
     constants = {t.name for t in optimized.graph.initializer}
     equivalent: dict[str, str] = {}
     for _ in range(len(nodes) + 1):  # each round resolves at least one more tensor, or stops
@@ -119,26 +121,34 @@ def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
         equivalent.update(learned)
 
     mappings: dict[str, KernelMapping] = {}
+    by_name = {n.name: n for n in nodes}
     claimed: dict[str, list[str]] = {}  # unresolved kernel -> the resolved kernels it was merged into
+    shares: dict[str, int] = {}  # unresolved kernel -> the layers (bits) its partners' regions gave it
     for node in nodes:
         if node.name not in covers:
             continue  # handled through the consumers that merge it
         outs, ins, cover, merged = covers[node.name]
+        merged = list(dict.fromkeys(merged))
+        if merged:  # one region, several kernels: each layer to the kernel that does its kind of work
+            parts = _partition(cover, node, [by_name[m] for m in merged], source)
+            cover = parts[node.name]
+            for m in merged:
+                claimed.setdefault(m, []).append(node.name)
+                shares[m] = shares.get(m, 0) | parts[m]
         layers = source.ids(cover)
-        for m in merged:
-            claimed.setdefault(m, []).append(node.name)
         mappings[node.name] = KernelMapping(
             kernel=node.name, op_type=node.op_type, domain=node.domain, layers=layers,
-            category=_category(node, layers, constants, graph, relayout=set(outs) <= set(ins)),
-            merged_with=tuple(dict.fromkeys(merged)))
-    by_name = {n.name: n for n in nodes}
+            category=_category(node, layers, constants, graph, relayout=set(outs) <= set(ins),
+                               inserted_shape=_inserted_shape(node, source)),
+            merged_with=tuple(merged))
     for name, partners in claimed.items():
         if name in mappings:
             continue
-        layers = tuple(dict.fromkeys(lid for p in partners for lid in mappings[p].layers))
+        layers = source.ids(shares.get(name, 0))
         node = by_name[name]
         mappings[name] = KernelMapping(kernel=name, op_type=node.op_type, domain=node.domain, layers=layers,
-                                       category=_category(node, layers, constants, graph),
+                                       category=_category(node, layers, constants, graph,
+                                                          inserted_shape=_inserted_shape(node, source)),
                                        merged_with=tuple(dict.fromkeys(partners)))
     for node in nodes:
         if node.name not in mappings:
@@ -147,6 +157,69 @@ def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
     covered = {lid for m in mappings.values() for lid in m.layers}
     eliminated = tuple(n.id for n in graph.layers if n.id not in covered)
     return FusionMap(kernels=mappings, eliminated=eliminated)
+
+
+def _inserted_shape(node: onnx.NodeProto, source: _SourceIndex) -> bool:
+    """A shape-only node (Reshape, Squeeze, ...) the runtime inserted: no source node has its name."""
+    return node.op_type in _RESHAPES and node.name not in source.by_name
+
+
+def _affinity(node: onnx.NodeProto, source: _SourceIndex) -> set[str]:
+    """The source op types whose work ``node`` does: its own, its base op (``FusedConv``: Conv), the op of
+    the source node its name starts with (``/a/Gather_2/GatherSliceToSplitFusion``: Gather) or of the tensor
+    an NCHWc node is named after."""
+    ops = {node.op_type, _BASE_OP.get(node.op_type, node.op_type)}
+    name = node.name
+    while name:
+        named = source.by_name.get(name)
+        if named is not None:
+            ops.add(named.op_type)
+        name = name.rsplit("/", 1)[0] if "/" in name else ""
+    base = _nchwc_base(node, source)
+    if base is not None and base in source.producer:
+        ops.add(source.producer[base].op_type)
+    return ops
+
+
+def _partition(cover: int, owner: onnx.NodeProto, merged: Sequence[onnx.NodeProto],
+               source: _SourceIndex) -> dict[str, int]:
+    """Split the region ``cover`` of a kernel and the unresolved kernels merged into it (step 4).
+
+    Each layer goes to the one kernel whose :func:`_affinity` has its op type (to ``owner`` when several
+    do); the layers no kernel claims go to the one merged kernel left without layers, else to ``owner``.
+    Shape-only nodes the runtime inserted take no layers.
+    """
+    members = [owner, *merged]
+    affinity = {m.name: (set() if _inserted_shape(m, source) else _affinity(m, source)) for m in members}
+    parts = dict.fromkeys((m.name for m in members), 0)
+    leftover = 0
+    for i, layer in enumerate(source.graph.layers):
+        if not cover >> i & 1:
+            continue
+        takers = [m.name for m in members if layer.op_type in affinity[m.name]]
+        if not takers:
+            leftover |= 1 << i
+            continue
+        parts[owner.name if owner.name in takers else takers[0]] |= 1 << i
+    if leftover:
+        empty = [m.name for m in merged if not parts[m.name] and affinity[m.name]]
+        parts[empty[0] if len(empty) == 1 else owner.name] |= leftover
+    return parts
+
+
+def _named_nodes(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """The nodes, an unnamed one named as ONNX Runtime's profiler names it: ``<op_type>_<node index>``
+    (the index taken as the node's position in the optimized graph)."""
+    named = []
+    for index, node in enumerate(nodes):
+        if node.name:
+            named.append(node)
+            continue
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.name = f"{node.op_type}_{index}"
+        named.append(copy)
+    return named
 
 
 _Cover = tuple[list[str], list[str], int, list[str]]
@@ -238,7 +311,7 @@ def _identify(node: onnx.NodeProto, source: _SourceIndex,
         if twin is not None and twin.op_type == base:
             return twin, positions or tuple(range(len(twin.inputs)))
     named = source.by_name.get(node.name)
-    if named is not None and named.op_type == base:
+    if named is not None and named.op_type == base and _same_attributes(node, named):
         return named, positions or tuple(range(len(named.inputs)))
     cover = covers.get(node.name)
     if cover is not None and cover[3] and positions is not None:  # merged: the only one of its kind there
@@ -247,6 +320,27 @@ def _identify(node: onnx.NodeProto, source: _SourceIndex,
         if len(candidates) == 1:
             return candidates[0], positions
     return None
+
+
+def _same_attributes(node: onnx.NodeProto, twin: Node) -> bool:
+    """Whether the attributes both nodes set have the same values (a Transpose the runtime moved keeps its
+    name but not its ``perm``: it no longer computes what its source node did)."""
+    for attribute in node.attribute:
+        if attribute.name not in twin.attrs or attribute.type not in _PLAIN_ATTRIBUTES:
+            continue
+        value = onnx.helper.get_attribute_value(attribute)
+        value = value.decode() if isinstance(value, bytes) else value
+        theirs = twin.attrs[attribute.name]
+        if isinstance(value, list) or isinstance(theirs, (list, tuple)):
+            if list(value) != list(theirs):
+                return False
+        elif value != theirs:
+            return False
+    return True
+
+
+_PLAIN_ATTRIBUTES = frozenset({onnx.AttributeProto.INT, onnx.AttributeProto.FLOAT, onnx.AttributeProto.STRING,
+                               onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS})
 
 
 def _nchwc_summand(node: onnx.NodeProto, twin: Node, source: _SourceIndex) -> str | None:
@@ -293,6 +387,8 @@ def _named_output(node: onnx.NodeProto, equivalent: Mapping[str, str], source: _
     name>/<Fusion>/`` (``/model.0/act/Mul/QuickGeluFusion/``). The name alone is not trusted: the named
     source node must lie downstream of every tensor the node reads.
     """
+    if sum(1 for o in node.output if o) != 1:
+        return None  # a fused Split's outputs: which one the name stands for is not known
     names = [node.name]
     while "/" in names[-1]:
         names.append(names[-1].rsplit("/", 1)[0])
@@ -354,13 +450,14 @@ def _nchwc_output(node: onnx.NodeProto, base: str, equivalent: Mapping[str, str]
 
 
 def _category(node: onnx.NodeProto, layers: tuple[str, ...], constants: set[str], graph: Graph, *,
-              relayout: bool = False) -> str:
+              relayout: bool = False, inserted_shape: bool = False) -> str:
     """``layout``, ``layer``, ``constant`` (only constants in, or only source constants out) or ``unmapped``.
 
     ``relayout``: the node's outputs hold the same source tensors as its inputs (a Transpose the runtime
-    inserted around a node it moved to another layout): ``layout`` too.
+    inserted around a node it moved to another layout): ``layout`` too, as is a shape-only node the runtime
+    inserted (``inserted_shape``) that does no layer's work.
     """
-    if node.op_type in LAYOUT_OPS or (relayout and not layers):
+    if node.op_type in LAYOUT_OPS or ((relayout or inserted_shape) and not layers):
         return "layout"
     if layers:
         return "layer"
@@ -373,19 +470,26 @@ def _category(node: onnx.NodeProto, layers: tuple[str, ...], constants: set[str]
 def map_violations(fusion: FusionMap) -> list[str]:
     """What breaks the map's half of the attribution invariant; empty when it holds.
 
-    Every layer is done by one kernel: no two ``layer`` kernels share a source layer, and no kernel was
-    merged with another (``merged_with``: the map could not tell which of them did which layer, so a split
-    of their joint time would hand one kernel's time to the other's layers).
+    - no layer is mapped both to a kernel and to a kernel merged with it (their joint time would be split
+      over the union, handing one kernel's time to the other's layers);
+    - no two kernels are mapped to the same group of several layers (the signature of such a merge).
+
+    A layer may be mapped to several kernels that were not merged: the runtime split its work (a Transpose
+    pushed below three Gathers runs as three Transposes).
     """
     problems: list[str] = []
-    owner: dict[str, str] = {}
-    for mapping in fusion.kernels.values():
-        if mapping.merged_with:
-            problems.append(f"kernel {mapping.kernel!r} merged with {list(mapping.merged_with)}")
-        if mapping.category != "layer":
-            continue
-        for layer_id in mapping.layers:
-            if layer_id in owner:
-                problems.append(f"layer {layer_id!r} mapped to kernels {owner[layer_id]!r} and {mapping.kernel!r}")
-            owner.setdefault(layer_id, mapping.kernel)
+    layer_kernels = [m for m in fusion.kernels.values() if m.category == "layer"]
+    by_group: dict[tuple[str, ...], str] = {}
+    for mapping in layer_kernels:
+        for partner in mapping.merged_with:
+            other = fusion.kernels.get(partner)
+            shared = set(mapping.layers) & set(other.layers) if other is not None else set()
+            if shared and mapping.kernel < partner:
+                problems.append(f"kernels {mapping.kernel!r} and {partner!r} (merged) both mapped to "
+                                f"{sorted(shared)}")
+        if len(mapping.layers) > 1:
+            if mapping.layers in by_group:
+                problems.append(f"kernels {by_group[mapping.layers]!r} and {mapping.kernel!r} mapped to the same "
+                                f"{len(mapping.layers)} layers")
+            by_group.setdefault(mapping.layers, mapping.kernel)
     return problems

@@ -228,33 +228,49 @@ def attribution_violations(kernels: tuple[KernelResult, ...], layers: Mapping[st
                            rel_tol: float = 1e-6, abs_tol_us: float = 1e-3) -> list[str]:
     """What breaks the attribution invariant in measured results; empty when it holds.
 
-    - for every ``layer`` kernel, the median times of the layers it is mapped to add up to its own median
-      (this fails as soon as a layer also takes time from another kernel, or from none);
-    - a layer takes time only from kernels mapped to it: its ``kernels`` are exactly those;
-    - a layer's first kernel (the one reports name) is one that is mapped to it;
-    - a layer no kernel is mapped to has no time.
+    - the measured times of the layers a kernel is mapped to add up to that kernel's own time: medians
+      when no other kernel shares those layers; otherwise, over each group of kernels linked by shared
+      layers (the runtime split a layer's work), the layers' means add up to the kernels' means;
+    - a layer takes time only from kernels mapped to it: its ``kernels`` (the first is the one reports
+      name) are exactly those, and a layer no kernel is mapped to has no time.
     """
     problems: list[str] = []
-    mapped_to: dict[str, list[str]] = {}
-    for kernel in kernels:
-        if kernel.category != "layer":
+    layer_kernels = [k for k in kernels if k.category == "layer" and k.layers]
+    mapped_to: dict[str, list[KernelResult]] = {}
+    for kernel in layer_kernels:
+        for layer_id in kernel.layers:
+            mapped_to.setdefault(layer_id, []).append(kernel)
+
+    def layer_us(layer_id: str, key: str) -> float:
+        result = layers.get(layer_id)
+        return float(getattr(result.stats, key)) if result is not None and result.stats is not None else 0.0
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= abs_tol_us + rel_tol * max(abs(a), abs(b))
+
+    seen: set[str] = set()
+    for kernel in layer_kernels:
+        if kernel.samples.name in seen:
             continue
-        for layer_id in kernel.layers:
-            mapped_to.setdefault(layer_id, []).append(kernel.samples.name)
-        total = 0.0
-        for layer_id in kernel.layers:
-            result = layers.get(layer_id)
-            total += result.stats.median_us if result is not None and result.stats is not None else 0.0
-        own = kernel.stats.median_us
-        if abs(total - own) > abs_tol_us + rel_tol * abs(own):
-            problems.append(f"kernel {kernel.samples.name!r}: {own:.3f} us, its layers {list(kernel.layers)} "
-                            f"got {total:.3f} us")
+        group, members, stack = {kernel.samples.name: kernel}, set(kernel.layers), list(kernel.layers)
+        while stack:  # the kernels linked to this one by shared layers
+            for other in mapped_to[stack.pop()]:
+                if other.samples.name not in group:
+                    group[other.samples.name] = other
+                    stack.extend(lid for lid in other.layers if lid not in members)
+                    members.update(other.layers)
+        seen.update(group)
+        key = "median_us" if len(group) == 1 else "mean_us"
+        own = sum(getattr(k.stats, key) for k in group.values())
+        got = sum(layer_us(lid, key) for lid in members)
+        if not close(own, got):
+            problems.append(f"kernel(s) {sorted(group)}: {own:.3f} us ({key}), their layers {sorted(members)} "
+                            f"got {got:.3f} us")
     for layer_id, result in layers.items():
-        expected = mapped_to.get(layer_id, [])
-        if sorted(result.kernels) != sorted(expected):
+        expected = sorted(k.samples.name for k in mapped_to.get(layer_id, []))
+        if sorted(result.kernels) != expected:
             problems.append(f"layer {layer_id!r}: kernels {list(result.kernels)}, mapped from {expected}")
-        if result.kernels and result.kernels[0] not in expected:
-            problems.append(f"layer {layer_id!r}: names kernel {result.kernels[0]!r}, not mapped to it")
         if not expected and result.stats is not None and result.stats.median_us > 0:
             problems.append(f"layer {layer_id!r}: {result.stats.median_us:.3f} us from no kernel")
     return problems
+
