@@ -156,6 +156,19 @@ def totals_grid(run: dict[str, Any]) -> Table:
     grid = key_value_grid()
     model = run["model"]
     grid.add_row("model", Text(f"{model.get('name') or '-'}  ({model.get('path') or 'no ONNX model given'})"))
+    context = run["import"].get("context") or {}
+    if context.get("device"):
+        capability = f" (compute capability {context['compute_capability']})" if context.get("compute_capability") \
+            else ""
+        grid.add_row("device", Text(f"{context['device']}{capability}"))
+    if context.get("precision"):
+        grid.add_row("precision", Text(str(context["precision"])))
+    if context.get("batch"):
+        grid.add_row("batch", str(context["batch"]))
+    if context.get("throughput_per_s") is not None:
+        per_sample = (f" x batch {context['batch']} = {context['samples_per_s']:,.1f} samples/s"
+                      if context.get("samples_per_s") is not None else "")
+        grid.add_row("throughput", f"{context['throughput_per_s']:,.1f} inferences/s{per_sample}")
     grid.add_row("layers", f"{s['layer_count']} ({s['measured_layer_count']} measured, "
                            f"{s['estimated_layer_count']} estimated)")
     latency = run.get("latency")

@@ -323,7 +323,8 @@ def _first_info(results: Iterable[ImportResult], key: str) -> str | None:
 def _latency(totals: Totals, results: Sequence[ImportResult]) -> dict[str, Any]:
     latency = totals.latency
     assert latency is not None
-    source = next(r for r in results if r.totals.latency is not None)
+    source = next((r for r in results if r.totals.latency is latency),
+                  next(r for r in results if r.totals.latency is not None))
     return {
         "mean_us": _us(latency.mean_us),
         "min_us": _us(latency.min_us),
@@ -423,6 +424,7 @@ def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resol
                               "kind": res.entry.kind.value, "reason": res.reason or "some parts not found",
                               "missing": list(res.missing)})
     return {
+        "context": _context(results),
         "files": [{"path": r.path, "name": Path(r.path).name, "format": r.format, "tool": r.tool,
                    "sha256": _sha256(r.path), "entries": len(r.entries), "info": dict(r.info),
                    "warnings": list(r.warnings)} for r in results],
@@ -432,6 +434,25 @@ def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resol
         "layout": sum(1 for r in resolutions if r.category == LAYOUT),
         "unmatched": unmatched,
     }
+
+
+#: What the files say about where and how the model ran (``info`` keys the parsers fill), for the run's
+#: ``import.context``.
+CONTEXT_KEYS = ("device", "compute_capability", "device_memory_bytes", "precision", "batch", "throughput_per_s")
+
+
+def _context(results: Sequence[ImportResult]) -> dict[str, Any]:
+    """``import.context``: device, precision, batch, throughput (inferences/s) and ``samples_per_s``
+    (throughput x batch), each from the first file that says it, ``None`` when none does."""
+    context: dict[str, Any] = {key: _first_info(results, key) for key in CONTEXT_KEYS}
+    for key in ("batch", "device_memory_bytes"):
+        value = context[key]
+        context[key] = int(value) if value is not None and value.isdigit() else None
+    throughput = context["throughput_per_s"]
+    context["throughput_per_s"] = float(throughput) if throughput is not None else None
+    context["samples_per_s"] = (round(context["throughput_per_s"] * context["batch"], 3)
+                                if context["throughput_per_s"] is not None and context["batch"] else None)
+    return context
 
 
 def _sha256(path: str) -> str | None:
