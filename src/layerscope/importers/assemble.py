@@ -15,7 +15,9 @@ Contract of :func:`build_run`:
 - when one import measures the accelerator as a whole (Horizon's ``BPU_inference_time_cost``) and
   another estimates it (the static report's latency), ``reconcile`` holds k and the per-layer static
   shares scaled by k (:mod:`layerscope.analysis.reconcile`);
-- the output is deterministic: no clock, no host; the same files give the same bytes.
+- the output is deterministic: no clock, no host; the same files give the same bytes -- except that an
+  ONNX Runtime profile joined to a model goes through the optimized graph ONNX Runtime builds here
+  (:mod:`~layerscope.importers.ort_join`), which can depend on this CPU's instruction set.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from typing import Any
 from layerscope import __version__
 from layerscope.analysis.reconcile import ScaledLayer, ScaleFactor, scale_factor, scale_layers
 from layerscope.costs import LayerCost, cost_graph
+from layerscope.importers import ort
 from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, LayerIndex, Resolution, resolve, self_resolution
+from layerscope.importers.ort_join import FusionJoin, fusion_resolutions
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
@@ -72,7 +76,12 @@ def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> Im
     sourced, warnings = merge_entries(results)
     totals = _merge_totals(results)
     index = LayerIndex(graph) if graph is not None else None
-    resolutions = tuple(resolve(s.entry, index) if index else self_resolution(s.entry) for s in sourced)
+    ort_paths = {r.path for r in results if r.format == ort.FORMAT}
+    placed, join, join_warning = ({}, None, None) if graph is None or not ort_paths else fusion_resolutions(
+        graph, [s.entry for s in sourced if s.path in ort_paths])
+    if join_warning:
+        warnings.append(join_warning)
+    resolutions = tuple(_resolution(s, index, placed if s.path in ort_paths else {}) for s in sourced)
     tools = {s.entry.name: s for s in sourced}
     costs = cost_graph(graph) if graph is not None else ()
     layers = (_model_layers(graph, costs, resolutions, tools) if graph is not None
@@ -92,6 +101,10 @@ def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> Im
     if kernels:
         run["kernels"] = kernels
         run["measurement"] = _measurement(results, resolutions, tools)
+    if join is not None:
+        run["import"]["fusion_map"] = _fusion_section(join, resolutions, ort_paths, tools)
+        if "measurement" in run:
+            run["measurement"]["opt_level"] = join.opt_level
     if totals.latency is not None:
         run["latency"] = _latency(totals, results)
     estimate_tools = sorted({s.estimate_tool for s in sourced if s.estimate_tool})
@@ -122,6 +135,25 @@ def merge_entries(results: Iterable[ImportResult]) -> tuple[list[Sourced], list[
                                          known.stats_tool or incoming.stats_tool,
                                          known.estimate_tool or incoming.estimate_tool)
     return list(merged.values()), warnings
+
+
+def _resolution(sourced: Sourced, index: LayerIndex | None, placed: dict[str, Resolution]) -> Resolution:
+    """Where one entry lands: as the fusion map placed it, else joined by name (or itself, with no model)."""
+    if sourced.entry.name in placed:
+        return placed[sourced.entry.name]
+    return resolve(sourced.entry, index) if index is not None else self_resolution(sourced.entry)
+
+
+def _fusion_section(join: FusionJoin, resolutions: Sequence[Resolution], ort_paths: set[str],
+                    tools: dict[str, Sourced]) -> dict[str, Any]:
+    """``import.fusion_map``: the level ONNX Runtime's optimized graph was re-created at, how many of the
+    profile's kernels it names, and the share of their time placed on layers or layout (``mapped_share``,
+    as ``layerscope profile`` reports it)."""
+    timed = [r for r in resolutions if tools[r.entry.name].path in ort_paths and r.entry.stats is not None]
+    total = sum(r.entry.stats.typical_us for r in timed if r.entry.stats)
+    unmapped = sum(r.entry.stats.typical_us for r in timed if r.entry.stats and r.category == UNMAPPED)
+    return {"opt_level": join.opt_level, "kernels": join.kernels, "kernels_named": join.named,
+            "mapped_share": round(1.0 - unmapped / total, 6) if total > 0 else None}
 
 
 def _merge_totals(results: Iterable[ImportResult]) -> Totals:
