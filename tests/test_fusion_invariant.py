@@ -151,7 +151,39 @@ def transformer_block(write: ModelWriter) -> Path:
                  name="block.onnx")
 
 
+def conv_hardswish_conv(write: ModelWriter) -> Path:
+    """Conv -> HardSwish -> Conv: ONNX Runtime runs the HardSwish as two kernels (HardSigmoid, Mul) at
+    some levels; both do the one layer's work."""
+    rng = np.random.default_rng(3)
+    nodes = [helper.make_node("Conv", ["x", "cw1", "cb1"], ["c1"], name="/c1/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("HardSwish", ["c1"], ["a1"], name="/act/HardSwish"),
+             helper.make_node("Conv", ["a1", "cw2", "cb2"], ["y"], name="/c2/Conv", pads=[1, 1, 1, 1])]
+    init = {"cw1": rng.standard_normal((C, 3, 3, 3)).astype(np.float32), "cb1": np.zeros(C, np.float32),
+            "cw2": rng.standard_normal((C, C, 3, 3)).astype(np.float32), "cb2": np.zeros(C, np.float32)}
+    return write(nodes, [("x", F32, [1, 3, HW, HW])], [("y", F32, None)], init, name="conv_hardswish_conv.onnx")
+
+
+def focus(write: ModelWriter) -> Path:
+    """YOLOv5's Focus: four strided Slice pairs and a Concat, then a Conv."""
+    rng = np.random.default_rng(4)
+    starts = {"zero": np.array([0], np.int64), "one": np.array([1], np.int64)}
+    nodes: list[onnx.NodeProto] = []
+    parts = []
+    for i, (row, col) in enumerate((("zero", "zero"), ("one", "zero"), ("zero", "one"), ("one", "one"))):
+        nodes += [helper.make_node("Slice", ["x", row, "end", "ax2", "step"], [f"r{i}"], name=f"Slice_r{i}"),
+                  helper.make_node("Slice", [f"r{i}", col, "end", "ax3", "step"], [f"s{i}"], name=f"Slice_c{i}")]
+        parts.append(f"s{i}")
+    nodes += [helper.make_node("Concat", parts, ["cat"], name="Concat", axis=1),
+              helper.make_node("Conv", ["cat", "cw", "cb"], ["y"], name="Conv", pads=[1, 1, 1, 1])]
+    init = {**starts, "end": np.array([2 ** 62], np.int64), "ax2": np.array([2], np.int64),
+            "ax3": np.array([3], np.int64), "step": np.array([2], np.int64),
+            "cw": rng.standard_normal((C, 12, 3, 3)).astype(np.float32), "cb": np.zeros(C, np.float32)}
+    return write(nodes, [("x", F32, [1, 3, 2 * HW, 2 * HW])], [("y", F32, None)], init, name="focus.onnx")
+
+
 BUILDERS: dict[str, Builder] = {
+    "conv_hardswish_conv": conv_hardswish_conv,
+    "focus": focus,
     "conv_gelu_conv": conv_gelu_conv,
     "conv_quickgelu_conv": conv_quickgelu_conv,
     "gelu_erf": _token_model("gelu_erf", gelu_erf),
@@ -271,4 +303,23 @@ def test_transformer_block_kernels_cover_what_they_fused(level: str, write_model
     assert groups["Gemm"] == ["MatMul", "Add"]  # MatMulAddFusion, between two Reshapes it inserted
     reshapes = [k for k in fusion.kernels.values() if k.op_type == "Reshape"]
     assert len(reshapes) == 2 and {k.category for k in reshapes} == {"layout"}
+    assert map_violations(fusion) == []
+
+
+@pytest.mark.parametrize("level", ["basic", "extended"])
+def test_kernels_with_unnamed_outputs_split_their_region_by_op(level: str, write_model: ModelWriter,
+                                                               tmp_path: Path) -> None:
+    # HardSwish run as HardSigmoid + Mul (unnamed nodes, the HardSigmoid's output new): both run the one layer.
+    graph = load_model(conv_hardswish_conv(write_model))
+    fusion = fusion_of(graph, tmp_path, level)
+    groups = sorted((k.op_type, k.layers) for k in fusion.kernels.values() if k.category == "layer")
+    assert groups == [("Conv", ("/c1/Conv",)), ("Conv", ("/c2/Conv",)), ("HardSigmoid", ("/act/HardSwish",)),
+                      ("Mul", ("/act/HardSwish",))]
+    # Focus as SpaceToDepth + Gather: the Gather's input is a tensor of neither graph; the eight Slices go to
+    # SpaceToDepth, the Concat (a channel reorder) to the Gather -- not all nine to both.
+    graph = load_model(focus(write_model))
+    fusion = fusion_of(graph, tmp_path / "focus", level) if (tmp_path / "focus").mkdir() is None else fusion
+    by_op = {k.op_type: k.layers for k in fusion.kernels.values() if k.category == "layer"}
+    assert by_op["SpaceToDepth"] == tuple(f"Slice_{a}{i}" for i in range(4) for a in "rc")
+    assert by_op["Gather"] == ("Concat",)
     assert map_violations(fusion) == []

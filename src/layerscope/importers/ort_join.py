@@ -57,7 +57,7 @@ def best_fusion_map(graph: Graph, kernel_names: Iterable[str]) -> FusionJoin:
             path = str(Path(tmp) / f"optimized-{level}.onnx")
             make_session(graph.path, SessionConfig(opt_level=level, threads=1), optimized_model_path=path)
             fusion = build_fusion_map(graph, onnx.load(path, load_external_data=False))
-            found = FusionJoin(fusion, level, len(names & set(fusion.kernels)), len(names))
+            found = FusionJoin(fusion, level, len(fusion.profiled_names(names)), len(names))
             if best is None or found.named > best.named:
                 best = found
             if best.named == len(names):
@@ -82,8 +82,10 @@ def resolutions_from_map(entries: Iterable[VendorEntry], join: FusionJoin) -> di
     """The entries the map names, placed by it."""
     how = f"fusion-map:{join.opt_level}"
     placed: dict[str, Resolution] = {}
-    for entry in entries:
-        mapping = join.fusion.kernels.get(entry.name)
+    listed = list(entries)
+    known = join.fusion.profiled_names(e.name for e in listed)
+    for entry in listed:
+        mapping = join.fusion.kernels.get(known.get(entry.name, ""))
         if mapping is None:
             continue
         if mapping.category == "layer":

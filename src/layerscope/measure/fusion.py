@@ -34,7 +34,7 @@ Source layers no kernel covers are ``eliminated`` (folded or removed by the runt
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
@@ -67,6 +67,31 @@ class FusionMap:
 
     kernels: Mapping[str, KernelMapping]
     eliminated: tuple[str, ...]
+    #: The kernels of unnamed nodes, in graph order, under the names the map gave them (``<op>_<position>``).
+    unnamed: tuple[str, ...] = ()
+
+    def profiled_names(self, names: Iterable[str]) -> dict[str, str]:
+        """Which kernel of the map each profiled kernel name is.
+
+        A named node's kernel is profiled under its name. ONNX Runtime's profiler calls an unnamed node
+        ``<op_type>_<node index>``, an index of its own that the saved graph does not keep: those names are
+        paired, per op type, in index order with the map's unnamed kernels of that op in graph order, when
+        both count the same. Names neither way finds are left out.
+        """
+        found: dict[str, str] = {}
+        pending: dict[str, list[tuple[int, str]]] = {}
+        for name in names:
+            if name in self.kernels:
+                found[name] = name
+                continue
+            op, _, index = name.rpartition("_")
+            if op and index.isdigit():
+                pending.setdefault(op, []).append((int(index), name))
+        for op, profiled in pending.items():
+            ours = [k for k in self.unnamed if self.kernels[k].op_type == op and k not in found.values()]
+            if len(ours) == len(profiled):
+                found.update((name, kernel) for (_, name), kernel in zip(sorted(profiled), ours, strict=True))
+        return found
 
     def layer_status(self, layer_id: str) -> str:
         """``measured`` (a kernel of its own), ``fused`` (shares a kernel) or ``eliminated``."""
@@ -156,7 +181,8 @@ def build_fusion_map(graph: Graph, optimized: onnx.ModelProto) -> FusionMap:
             mappings[node.name] = KernelMapping(node.name, node.op_type, node.domain, (), category)
     covered = {lid for m in mappings.values() for lid in m.layers}
     eliminated = tuple(n.id for n in graph.layers if n.id not in covered)
-    return FusionMap(kernels=mappings, eliminated=eliminated)
+    unnamed = tuple(ours.name for ours, theirs in zip(nodes, optimized.graph.node, strict=True) if not theirs.name)
+    return FusionMap(kernels=mappings, eliminated=eliminated, unnamed=unnamed)
 
 
 def _inserted_shape(node: onnx.NodeProto, source: _SourceIndex) -> bool:
@@ -168,7 +194,7 @@ def _affinity(node: onnx.NodeProto, source: _SourceIndex) -> set[str]:
     """The source op types whose work ``node`` does: its own, its base op (``FusedConv``: Conv), the op of
     the source node its name starts with (``/a/Gather_2/GatherSliceToSplitFusion``: Gather) or of the tensor
     an NCHWc node is named after."""
-    ops = {node.op_type, _BASE_OP.get(node.op_type, node.op_type)}
+    ops = {node.op_type, _BASE_OP.get(node.op_type, node.op_type), *_DOES.get(node.op_type, ())}
     name = node.name
     while name:
         named = source.by_name.get(name)
@@ -186,8 +212,9 @@ def _partition(cover: int, owner: onnx.NodeProto, merged: Sequence[onnx.NodeProt
     """Split the region ``cover`` of a kernel and the unresolved kernels merged into it (step 4).
 
     Each layer goes to the one kernel whose :func:`_affinity` has its op type (to ``owner`` when several
-    do); the layers no kernel claims go to the one merged kernel left without layers, else to ``owner``.
-    Shape-only nodes the runtime inserted take no layers.
+    do); the layers no kernel claims go to every kernel left without layers -- together they ran them (a
+    HardSwish function inlined as HardSigmoid and Mul kernels) --, else to ``owner``. Shape-only nodes the
+    runtime inserted take no layers.
     """
     members = [owner, *merged]
     affinity = {m.name: (set() if _inserted_shape(m, source) else _affinity(m, source)) for m in members}
@@ -202,14 +229,14 @@ def _partition(cover: int, owner: onnx.NodeProto, merged: Sequence[onnx.NodeProt
             continue
         parts[owner.name if owner.name in takers else takers[0]] |= 1 << i
     if leftover:
-        empty = [m.name for m in merged if not parts[m.name] and affinity[m.name]]
-        parts[empty[0] if len(empty) == 1 else owner.name] |= leftover
+        empty = [m.name for m in members if not parts[m.name] and affinity[m.name]]
+        for name in empty or [owner.name]:
+            parts[name] |= leftover
     return parts
 
 
 def _named_nodes(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
-    """The nodes, an unnamed one named as ONNX Runtime's profiler names it: ``<op_type>_<node index>``
-    (the index taken as the node's position in the optimized graph)."""
+    """The nodes, an unnamed one named ``<op_type>_<position>`` (see :meth:`FusionMap.profiled_names`)."""
     named = []
     for index, node in enumerate(nodes):
         if node.name:
@@ -262,6 +289,9 @@ def _covers(nodes: Sequence[onnx.NodeProto], source: _SourceIndex, equivalent: M
 #: Runtime ops that do one source op's work under another name (fused activation, blocked layout).
 _BASE_OP = {"FusedConv": "Conv", "FusedMatMul": "MatMul", "FusedGemm": "Gemm", "NhwcConv": "Conv",
             "QLinearConv": "Conv"}
+#: Runtime ops that do source ops of another kind: ONNX Runtime runs YOLOv5's Focus (eight Slices and a
+#: Concat) as SpaceToDepth and a channel Gather.
+_DOES = {"SpaceToDepth": ("Slice",)}
 #: Input positions that carry the same tensor as the source op's (other positions: weights the runtime
 #: re-laid out, fused biases and summands).
 _DATA_INPUTS = {"Conv": (0,), "ConvTranspose": (0,), "MatMul": (0, 1), "Gemm": (0,)}
@@ -470,12 +500,13 @@ def _category(node: onnx.NodeProto, layers: tuple[str, ...], constants: set[str]
 def map_violations(fusion: FusionMap) -> list[str]:
     """What breaks the map's half of the attribution invariant; empty when it holds.
 
-    - no layer is mapped both to a kernel and to a kernel merged with it (their joint time would be split
-      over the union, handing one kernel's time to the other's layers);
+    - two kernels merged with each other share no layer, unless both are mapped to that one layer alone
+      (the runtime ran one source layer as several kernels); otherwise their joint time would be split over
+      layers one of them does not run;
     - no two kernels are mapped to the same group of several layers (the signature of such a merge).
 
-    A layer may be mapped to several kernels that were not merged: the runtime split its work (a Transpose
-    pushed below three Gathers runs as three Transposes).
+    Kernels that were not merged may share a layer: the runtime split its work (a Transpose pushed below
+    three Gathers runs as three Transposes, each mapped to the Transpose and its own Gather).
     """
     problems: list[str] = []
     layer_kernels = [m for m in fusion.kernels.values() if m.category == "layer"]
@@ -483,8 +514,10 @@ def map_violations(fusion: FusionMap) -> list[str]:
     for mapping in layer_kernels:
         for partner in mapping.merged_with:
             other = fusion.kernels.get(partner)
-            shared = set(mapping.layers) & set(other.layers) if other is not None else set()
-            if shared and mapping.kernel < partner:
+            if other is None or mapping.kernel > partner:
+                continue
+            shared = set(mapping.layers) & set(other.layers)
+            if shared and not (len(mapping.layers) == 1 and mapping.layers == other.layers):
                 problems.append(f"kernels {mapping.kernel!r} and {partner!r} (merged) both mapped to "
                                 f"{sorted(shared)}")
         if len(mapping.layers) > 1:

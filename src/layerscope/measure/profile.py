@@ -163,8 +163,9 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:
     """Each profiled kernel's stats with the layers the fusion map gives it (``unmapped`` when it has none)."""
     results = []
+    known = fusion.profiled_names(k.name for k in data.kernels)
     for samples in data.kernels:
-        mapping = fusion.kernels.get(samples.name)
+        mapping = fusion.kernels.get(known.get(samples.name, ""))
         layers = mapping.layers if mapping else ()
         category = mapping.category if mapping else "unmapped"
         results.append(KernelResult(samples, summarize(samples.durations_us), layers, category))
