@@ -130,6 +130,9 @@ def test_ort_profile_import_maps_as_the_profile_command_does(model: str, level: 
     assert fusion_section["kernels_named"] == fusion_section["kernels"]
     assert fusion_section["mapped_share"] >= 0.99 and fusion_section["mapped_share"] == pytest.approx(direct_share)
     assert run["measurement"]["unmapped_kernels"] == [] and run["import"]["unmatched"] == []
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (f"placed through its optimized graph (re-created here at level {fusion_section['opt_level']}: names "
+            f"{fusion_section['kernels']} of {fusion_section['kernels']} kernels)") in printed
     # a layer that is its kernel's only layer has that kernel's time, in both
     layers = layer_results(graph, direct, {})
     alone = [k for k in direct if k.category == "layer" and len(k.layers) == 1

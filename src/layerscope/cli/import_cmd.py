@@ -191,6 +191,12 @@ def join_lines(run: dict[str, Any]) -> Sequence[RenderableType]:
     target = "model layers" if info["joined_to_model"] else "run layers (no --model)"
     lines: list[RenderableType] = [Text(f"joined {info['joined']} of {info['entries']} entries to {target}; "
                                         f"{info['layout']} layout; {len(info['unmatched'])} unmatched or partial")]
+    fusion = info.get("fusion_map")
+    if fusion:
+        share = "-" if fusion["mapped_share"] is None else f"{100 * fusion['mapped_share']:.1f}%"
+        lines.append(Text(f"ONNX Runtime kernels placed through its optimized graph (re-created here at level "
+                          f"{fusion['opt_level']}: names {fusion['kernels_named']} of {fusion['kernels']} kernels); "
+                          f"{share} of their time on layers or layout"))
     for item in info["unmatched"][:LIST_LIMIT]:
         missing = f" (missing: {', '.join(item['missing'][:3])})" if item["missing"] else ""
         lines.append(Text(f"  {item['name']}  [{item['file']}]: {item['reason']}{missing}"))
