@@ -8,10 +8,11 @@ optimized-graph node to the source layers whose work it does, from tensor names 
 1. *Equivalent tensors.* An optimized-graph tensor whose name exists in the source graph is that tensor.
    A node of ``com.microsoft.nchwc`` called ``<t>_nchwc`` (``<t>_bn_nchwc``, ``<t>_mul_nchwc``) produces the
    blocked form of source tensor ``<t>`` (the NCHWc transformer names its nodes after the output they
-   replace). Layout nodes (ReorderInput, ReorderOutput, Memcpy*) and shape-only nodes the runtime inserted
-   (the Reshapes around MatMulAddFusion's Gemm) produce the same logical tensor as their input. A fused node named
-   ``<source node>/<Fusion>/``, or a node that kept its source node's name, whose output was renamed
-   produces that source node's output, provided the source node lies downstream of everything it reads.
+   replace). Layout nodes (ReorderInput, ReorderOutput, Memcpy*) and shape-only nodes the runtime
+   inserted (the Reshapes around MatMulAddFusion's Gemm) produce the same logical tensor as their input.
+   A fused node named ``<source node>/<Fusion>/``, or a node that kept its source node's name, whose one
+   output was renamed produces that source node's output, provided the source node lies downstream of
+   everything it reads.
 2. *Cover.* A kernel covers the source layers needed to compute its outputs' equivalents from its inputs'
    equivalents: ancestors(outputs) minus ancestors(inputs), over the source layers (bit sets).
 3. *Inputs of identified kernels.* A kernel identified with one source node reads, at the same input
@@ -27,9 +28,12 @@ optimized-graph node to the source layers whose work it does, from tensor names 
    kernel that does not do its work.
 
 Kernel categories: ``layer`` (covers source layers), ``layout`` (layout/transfer nodes the runtime inserted,
-or any node whose output holds the same source tensor as its input), ``constant`` (computes only from
-constants), ``unmapped`` (none of these: reported, never dropped).
-Source layers no kernel covers are ``eliminated`` (folded or removed by the runtime).
+shape-only nodes it inserted, or any node whose output holds the same source tensor as its input),
+``constant`` (computes only from constants), ``unmapped`` (none of these: reported, never dropped).
+Source layers no kernel covers are ``eliminated`` (folded or removed by the runtime). Unnamed nodes are
+keyed ``<op_type>_<position>``; :meth:`FusionMap.profiled_names` pairs them with the profiler's names.
+The attribution invariant the map serves is checked by :func:`map_violations` here and
+:func:`~layerscope.measure.profile.attribution_violations` on measured times.
 """
 
 from __future__ import annotations
