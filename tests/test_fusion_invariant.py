@@ -323,3 +323,18 @@ def test_kernels_with_unnamed_outputs_split_their_region_by_op(level: str, write
     assert by_op["SpaceToDepth"] == tuple(f"Slice_{a}{i}" for i in range(4) for a in "rc")
     assert by_op["Gather"] == ("Concat",)
     assert map_violations(fusion) == []
+
+
+def test_profiled_names_pair_unnamed_nodes_by_order() -> None:
+    from layerscope.measure.fusion import KernelMapping
+
+    kernels = {name: KernelMapping(name, op, "", layers, "layer") for name, op, layers in (
+        ("conv", "Conv", ("c",)), ("HardSigmoid_1", "HardSigmoid", ("h1",)), ("Mul_2", "Mul", ("h1",)),
+        ("HardSigmoid_4", "HardSigmoid", ("h2",)), ("Mul_5", "Mul", ("h2",)))}
+    fusion = FusionMap(kernels, (), unnamed=("HardSigmoid_1", "Mul_2", "HardSigmoid_4", "Mul_5"))
+    # the profiler's indices (3, 4, 10, 12) are its own: paired in order with the graph's positions
+    assert fusion.profiled_names(["conv", "Mul_12", "HardSigmoid_3", "Mul_4", "HardSigmoid_10"]) == {
+        "conv": "conv", "HardSigmoid_3": "HardSigmoid_1", "HardSigmoid_10": "HardSigmoid_4", "Mul_4": "Mul_2",
+        "Mul_12": "Mul_5"}
+    # a count that differs says the graphs differ: nothing is guessed
+    assert fusion.profiled_names(["Mul_4", "Mul_7", "Mul_9"]) == {}
