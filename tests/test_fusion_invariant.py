@@ -336,5 +336,7 @@ def test_profiled_names_pair_unnamed_nodes_by_order() -> None:
     assert fusion.profiled_names(["conv", "Mul_12", "HardSigmoid_3", "Mul_4", "HardSigmoid_10"]) == {
         "conv": "conv", "HardSigmoid_3": "HardSigmoid_1", "HardSigmoid_10": "HardSigmoid_4", "Mul_4": "Mul_2",
         "Mul_12": "Mul_5"}
+    # the profiler's "Mul_5" is the second unnamed Mul by index, not the node at position 5
+    assert fusion.profiled_names(["Mul_5", "Mul_9"]) == {"Mul_5": "Mul_2", "Mul_9": "Mul_5"}
     # a count that differs says the graphs differ: nothing is guessed
     assert fusion.profiled_names(["Mul_4", "Mul_7", "Mul_9"]) == {}

@@ -80,19 +80,21 @@ class FusionMap:
         A named node's kernel is profiled under its name. ONNX Runtime's profiler calls an unnamed node
         ``<op_type>_<node index>``, an index of its own that the saved graph does not keep: those names are
         paired, per op type, in index order with the map's unnamed kernels of that op in graph order, when
-        both count the same. Names neither way finds are left out.
+        both count the same (a profiled ``Mul_5`` is not the map's ``Mul_5``: that is a position). Names
+        neither way finds are left out.
         """
         found: dict[str, str] = {}
         pending: dict[str, list[tuple[int, str]]] = {}
+        unnamed = set(self.unnamed)
         for name in names:
-            if name in self.kernels:
+            if name in self.kernels and name not in unnamed:
                 found[name] = name
                 continue
             op, _, index = name.rpartition("_")
             if op and index.isdigit():
                 pending.setdefault(op, []).append((int(index), name))
         for op, profiled in pending.items():
-            ours = [k for k in self.unnamed if self.kernels[k].op_type == op and k not in found.values()]
+            ours = [k for k in self.unnamed if self.kernels[k].op_type == op]
             if len(ours) == len(profiled):
                 found.update((name, kernel) for (_, name), kernel in zip(sorted(profiled), ours, strict=True))
         return found
