@@ -10,7 +10,7 @@ import pytest
 from onnx import helper
 
 from conftest import F32, ZOO_MODELS, ModelWriter, zoo
-from layerscope.measure.fusion import FusionMap, build_fusion_map
+from layerscope.measure.fusion import FusionMap, build_fusion_map, map_violations
 from layerscope.measure.session import SessionConfig, make_session
 from layerscope.model import Graph, load_model
 from layerscope.samples import sample_path
@@ -42,6 +42,7 @@ def test_every_kernel_and_every_layer_is_accounted_for(model: Path | str, level:
     covered = {lid for k in fusion.kernels.values() for lid in k.layers}
     assert covered | set(fusion.eliminated) == {n.id for n in graph.layers}
     assert covered.isdisjoint(fusion.eliminated)
+    assert map_violations(fusion) == []  # one kernel per layer, none merged
 
 
 def test_resnet50_nchwc_conv_covers_conv_bn_sum_relu(tmp_path: Path) -> None:

@@ -166,6 +166,19 @@ def totals_grid(run: dict[str, Any]) -> Table:
     grid = key_value_grid()
     model = run["model"]
     grid.add_row("model", Text(f"{model.get('name') or '-'}  ({model.get('path') or 'no ONNX model given'})"))
+    context = run["import"].get("context") or {}
+    if context.get("device"):
+        capability = f" (compute capability {context['compute_capability']})" if context.get("compute_capability") \
+            else ""
+        grid.add_row("device", Text(f"{context['device']}{capability}"))
+    if context.get("precision"):
+        grid.add_row("precision", Text(str(context["precision"])))
+    if context.get("batch"):
+        grid.add_row("batch", str(context["batch"]))
+    if context.get("throughput_per_s") is not None:
+        per_sample = (f" x batch {context['batch']} = {context['samples_per_s']:,.1f} samples/s"
+                      if context.get("samples_per_s") is not None else "")
+        grid.add_row("throughput", f"{context['throughput_per_s']:,.1f} inferences/s{per_sample}")
     grid.add_row("layers", f"{s['layer_count']} ({s['measured_layer_count']} measured, "
                            f"{s['estimated_layer_count']} estimated)")
     latency = run.get("latency")
@@ -188,6 +201,12 @@ def join_lines(run: dict[str, Any]) -> Sequence[RenderableType]:
     target = "model layers" if info["joined_to_model"] else "run layers (no --model)"
     lines: list[RenderableType] = [Text(f"joined {info['joined']} of {info['entries']} entries to {target}; "
                                         f"{info['layout']} layout; {len(info['unmatched'])} unmatched or partial")]
+    fusion = info.get("fusion_map")
+    if fusion:
+        share = "-" if fusion["mapped_share"] is None else f"{100 * fusion['mapped_share']:.1f}%"
+        lines.append(Text(f"ONNX Runtime kernels placed through its optimized graph (re-created here at level "
+                          f"{fusion['opt_level']}: names {fusion['kernels_named']} of {fusion['kernels']} kernels); "
+                          f"{share} of their time on layers or layout"))
     for item in info["unmatched"][:LIST_LIMIT]:
         missing = f" (missing: {', '.join(item['missing'][:3])})" if item["missing"] else ""
         lines.append(Text(f"  {item['name']}  [{item['file']}]: {item['reason']}{missing}"))

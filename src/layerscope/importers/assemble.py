@@ -15,7 +15,9 @@ Contract of :func:`build_run`:
 - when one import measures the accelerator as a whole (Horizon's ``BPU_inference_time_cost``) and
   another estimates it (the static report's latency), ``reconcile`` holds k and the per-layer static
   shares scaled by k (:mod:`layerscope.analysis.reconcile`);
-- the output is deterministic: no clock, no host; the same files give the same bytes.
+- the output is deterministic: no clock, no host; the same files give the same bytes -- except that an
+  ONNX Runtime profile joined to a model goes through the optimized graph ONNX Runtime builds here
+  (:mod:`~layerscope.importers.ort_join`), which can depend on this CPU's instruction set.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from typing import Any
 
 from layerscope import __version__
 from layerscope.costs import LayerCost, cost_graph
+from layerscope.importers import ort
 from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, LayerIndex, Resolution, resolve, self_resolution
+from layerscope.importers.ort_join import FusionJoin, fusion_resolutions
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
@@ -72,7 +76,12 @@ def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> Im
     sourced, warnings = merge_entries(results)
     totals = _merge_totals(results)
     index = LayerIndex(graph) if graph is not None else None
-    resolutions = tuple(resolve(s.entry, index) if index else self_resolution(s.entry) for s in sourced)
+    ort_paths = {r.path for r in results if r.format == ort.FORMAT}
+    placed, join, join_warning = ({}, None, None) if graph is None or not ort_paths else fusion_resolutions(
+        graph, [s.entry for s in sourced if s.path in ort_paths])
+    if join_warning:
+        warnings.append(join_warning)
+    resolutions = tuple(_resolution(s, index, placed if s.path in ort_paths else {}) for s in sourced)
     tools = {s.entry.name: s for s in sourced}
     costs = cost_graph(graph) if graph is not None else ()
     layers = (_model_layers(graph, costs, resolutions, tools) if graph is not None
@@ -92,6 +101,10 @@ def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> Im
     if kernels:
         run["kernels"] = kernels
         run["measurement"] = _measurement(results, resolutions, tools)
+    if join is not None:
+        run["import"]["fusion_map"] = _fusion_section(join, resolutions, ort_paths, tools)
+        if "measurement" in run:
+            run["measurement"]["opt_level"] = join.opt_level
     if totals.latency is not None:
         run["latency"] = _latency(totals, results)
     estimate_tools = sorted({s.estimate_tool for s in sourced if s.estimate_tool})
@@ -122,6 +135,25 @@ def merge_entries(results: Iterable[ImportResult]) -> tuple[list[Sourced], list[
                                          known.stats_tool or incoming.stats_tool,
                                          known.estimate_tool or incoming.estimate_tool)
     return list(merged.values()), warnings
+
+
+def _resolution(sourced: Sourced, index: LayerIndex | None, placed: dict[str, Resolution]) -> Resolution:
+    """Where one entry lands: as the fusion map placed it, else joined by name (or itself, with no model)."""
+    if sourced.entry.name in placed:
+        return placed[sourced.entry.name]
+    return resolve(sourced.entry, index) if index is not None else self_resolution(sourced.entry)
+
+
+def _fusion_section(join: FusionJoin, resolutions: Sequence[Resolution], ort_paths: set[str],
+                    tools: dict[str, Sourced]) -> dict[str, Any]:
+    """``import.fusion_map``: the level ONNX Runtime's optimized graph was re-created at, how many of the
+    profile's kernels it names, and the share of their time placed on layers or layout (``mapped_share``,
+    as ``layerscope profile`` reports it)."""
+    timed = [r for r in resolutions if tools[r.entry.name].path in ort_paths and r.entry.stats is not None]
+    total = sum(r.entry.stats.typical_us for r in timed if r.entry.stats)
+    unmapped = sum(r.entry.stats.typical_us for r in timed if r.entry.stats and r.category == UNMAPPED)
+    return {"opt_level": join.opt_level, "kernels": join.kernels, "kernels_named": join.named,
+            "mapped_share": round(1.0 - unmapped / total, 6) if total > 0 else None}
 
 
 def _merge_totals(results: Iterable[ImportResult]) -> Totals:
@@ -324,7 +356,8 @@ def _first_info(results: Iterable[ImportResult], key: str) -> str | None:
 def _latency(totals: Totals, results: Sequence[ImportResult]) -> dict[str, Any]:
     latency = totals.latency
     assert latency is not None
-    source = next(r for r in results if r.totals.latency is not None)
+    source = next((r for r in results if r.totals.latency is latency),
+                  next(r for r in results if r.totals.latency is not None))
     return {
         "mean_us": _us(latency.mean_us),
         "min_us": _us(latency.min_us),
@@ -428,6 +461,7 @@ def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resol
                               "kind": res.entry.kind.value, "reason": res.reason or "some parts not found",
                               "missing": list(res.missing)})
     return {
+        "context": _context(results),
         "files": [{"path": r.path, "name": Path(r.path).name, "format": r.format, "tool": r.tool,
                    "sha256": _sha256(r.path), "entries": len(r.entries), "info": dict(r.info),
                    "warnings": list(r.warnings)} for r in results],
@@ -437,6 +471,25 @@ def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resol
         "layout": sum(1 for r in resolutions if r.category == LAYOUT),
         "unmatched": unmatched,
     }
+
+
+#: What the files say about where and how the model ran (``info`` keys the parsers fill), for the run's
+#: ``import.context``.
+CONTEXT_KEYS = ("device", "compute_capability", "device_memory_bytes", "precision", "batch", "throughput_per_s")
+
+
+def _context(results: Sequence[ImportResult]) -> dict[str, Any]:
+    """``import.context``: device, precision, batch, throughput (inferences/s) and ``samples_per_s``
+    (throughput x batch), each from the first file that says it, ``None`` when none does."""
+    context: dict[str, Any] = {key: _first_info(results, key) for key in CONTEXT_KEYS}
+    for key in ("batch", "device_memory_bytes"):
+        value = context[key]
+        context[key] = int(value) if value is not None and value.isdigit() else None
+    throughput = context["throughput_per_s"]
+    context["throughput_per_s"] = float(throughput) if throughput is not None else None
+    context["samples_per_s"] = (round(context["throughput_per_s"] * context["batch"], 3)
+                                if context["throughput_per_s"] is not None and context["batch"] else None)
+    return context
 
 
 def _sha256(path: str) -> str | None:

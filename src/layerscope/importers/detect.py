@@ -42,7 +42,8 @@ def detect_format(text: str, source: str) -> str:
     if _has_key(head, "layer details", "interval info", "DDR access data") or (
             _has_key(head, "summary") and _has_key(head, "BPU march", "performance")):
         return "horizon-static"
-    if _has_key(head, "averageMs", "Layers", "latencyMs", "computeMs") or re.match(r'\[\s*\{\s*"count"', head):
+    if _has_key(head, "averageMs", "Layers", "latencyMs", "computeMs", "performance_summary", "build_options",
+                "ComputeCapability") or re.match(r'\[\s*\{\s*"count"', head):
         return "trtexec"
     if _has_key(head, "cat") and _has_key(head, "ph", "dur"):
         return "ort"

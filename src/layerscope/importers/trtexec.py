@@ -9,6 +9,21 @@
 - times: a JSON array, one object per inference with ``latencyMs``, ``computeMs``, ``h2dMs``,
   ``d2hMs`` (and their start/end timestamps).
 
+With them, the TensorRT engine explorer's (trex) ``process_engine.py`` writes three metadata files from the
+trtexec logs and the device, which ``layerscope import *.json`` reads too:
+
+- ``*.metadata.json``: a JSON array with one object per GPU, CUDA's device properties (``Name``,
+  ``ComputeCapability`` [major, minor], ``TotalMemory`` bytes, ...);
+- ``*.build.metadata.json``: ``{"model_options": {...}, "build_options": {"Precision": "FP32+FP16",
+  "Max batch": ...}}``, trtexec's build options as it logged them;
+- ``*.profile.metadata.json``: ``{"performance_summary": {"Throughput": <inferences/s>, "Latency": [min,
+  max, mean, median, percentile] ms, "GPU Compute Time": [...] ms, ...}, "inference_options": {"Batch",
+  "Input inference shape": "input=32x3x224x224", ...}, "device_information": {"Selected Device", ...}}``.
+
+Their facts land in ``info``: ``device``, ``compute_capability``, ``device_memory_bytes``, ``precision``,
+``batch`` (the first dimension of the inference shape when the engine has an explicit batch),
+``throughput_per_s`` (inferences per second, each of ``batch`` samples).
+
 Engine layer names are fused names (``Conv_0 + Relu_1``, ``PWN(/m/Sigmoid, /m/Mul)``,
 ``{ForeignNode[a...b]}``); ``Reformatting CopyNode for Input Tensor 0 to <layer>`` entries are layout
 work for ``<layer>`` and ``<tensor> copy`` entries copy a tensor (a Concat done as copies).
@@ -45,10 +60,16 @@ def parse(text: str, source: str) -> ImportResult:
     """Read any of the three exports; which one it is follows from its content."""
     data = load_json(text, source)
     if isinstance(data, dict):
+        if "performance_summary" in data or "inference_options" in data:
+            return parse_profile_metadata(data, source)
+        if "build_options" in data or "model_options" in data:
+            return parse_build_metadata(data, source)
         if "Layers" not in data:
             fail(source, "", "a JSON object without 'Layers': not a trtexec --exportLayerInfo file")
         return parse_layer_info(data, source)
     items = expect_list(data, source, "top level")
+    if items and all(isinstance(i, dict) and "ComputeCapability" in i for i in items):
+        return parse_device_metadata(items, source)
     if any(isinstance(i, dict) and ("latencyMs" in i or "computeMs" in i) for i in items[:4]):
         return parse_times(items, source)
     return parse_profile(items, source)
@@ -140,3 +161,84 @@ def parse_times(items: Sequence[Any], source: str) -> ImportResult:
                     accelerator=TimeStats.from_values(compute) if compute else None)
     return ImportResult(path=source, format=FORMAT, tool=TOOL, totals=totals,
                         info=make_info({"profile": "exportTimes", "inferences": len(items)}))
+
+
+def parse_device_metadata(items: Sequence[Any], source: str) -> ImportResult:
+    """``*.metadata.json``: the GPU the engine was profiled on (the first one listed)."""
+    device = expect_dict(items[0], source, "[0]")
+    name = expect_str(device.get("Name", ""), source, "[0].Name")
+    capability = expect_list(device.get("ComputeCapability", []), source, "[0].ComputeCapability")
+    major_minor = [as_int(v, source, f"[0].ComputeCapability[{i}]") for i, v in enumerate(capability[:2])]
+    memory = device.get("TotalMemory")
+    info = {"profile": "metadata", "device": name or None,
+            "compute_capability": ".".join(str(v) for v in major_minor) or None,
+            "device_memory_bytes": as_int(memory, source, "[0].TotalMemory") if memory is not None else None}
+    return ImportResult(path=source, format=FORMAT, tool=TOOL, info=make_info(info))
+
+
+def parse_build_metadata(data: dict[str, Any], source: str) -> ImportResult:
+    """``*.build.metadata.json``: the precision the engine was built for, and the model it came from."""
+    build = expect_dict(data.get("build_options", {}), source, "build_options")
+    model = expect_dict(data.get("model_options", {}), source, "model_options")
+    precision = build.get("Precision")
+    model_path = model.get("Model") or model.get("ONNX")
+    info = {"profile": "build.metadata",
+            "precision": expect_str(precision, source, "build_options.Precision") if precision else None,
+            "max_batch": _text(build.get("Max batch")),
+            "model_name": _basename(expect_str(model_path, source, "model_options.Model")) if model_path else None}
+    return ImportResult(path=source, format=FORMAT, tool=TOOL, info=make_info(info))
+
+
+def parse_profile_metadata(data: dict[str, Any], source: str) -> ImportResult:
+    """``*.profile.metadata.json``: throughput, latency and GPU compute time summaries, batch, device."""
+    summary = expect_dict(data.get("performance_summary", {}), source, "performance_summary")
+    options = expect_dict(data.get("inference_options", {}), source, "inference_options")
+    device = expect_dict(data.get("device_information", {}), source, "device_information")
+    throughput = summary.get("Throughput")
+    fps = as_float(throughput, source, "performance_summary.Throughput") if throughput is not None else None
+    latency = _summary_stats(summary, "Latency", source)
+    compute = _summary_stats(summary, "GPU Compute Time", source)
+    selected = device.get("Selected Device")
+    info = {"profile": "profile.metadata",
+            "device": expect_str(selected, source, "device_information.Selected Device") if selected else None,
+            "compute_capability": _text(device.get("Compute Capability")),
+            "batch": _batch(options, source),
+            "throughput_per_s": fps,
+            "iterations": _text(options.get("Iterations")),
+            "cuda_graph": _text(options.get("CUDA Graph"))}
+    totals = Totals(latency=latency, fps=fps, accelerator=compute)
+    return ImportResult(path=source, format=FORMAT, tool=TOOL, totals=totals, info=make_info(info))
+
+
+def _summary_stats(summary: dict[str, Any], key: str, source: str) -> TimeStats | None:
+    """trtexec's ``min, max, mean, median, percentile`` (ms) of one performance summary line, in µs."""
+    if key not in summary:
+        return None
+    values = expect_list(summary[key], source, f"performance_summary.{key}")
+    numbers = [as_float(v, source, f"performance_summary.{key}[{i}]") * US_PER_MS for i, v in enumerate(values)]
+    if len(numbers) < 4:
+        fail(source, f"performance_summary.{key}", f"expected [min, max, mean, median, ...], got {len(numbers)} "
+             "values")
+    low, high, mean, median = numbers[:4]
+    return TimeStats(mean_us=mean, median_us=median, min_us=low, max_us=high)
+
+
+def _batch(options: dict[str, Any], source: str) -> int | None:
+    """The batch of the profiled inferences: ``Batch`` when it is a number, else the first dimension of the
+    first ``Input inference shape`` (``input.1=32x3x224x224``: 32)."""
+    batch = options.get("Batch")
+    if isinstance(batch, int) or (isinstance(batch, str) and batch.isdigit()):
+        return int(batch)
+    shape = options.get("Input inference shape") or options.get("Input inference shapes")
+    if not isinstance(shape, str) or "=" not in shape:
+        return None
+    first = shape.split(",")[0].rpartition("=")[2].split("x")[0].strip()
+    return int(first) if first.isdigit() else None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or isinstance(value, (dict, list)) else str(value)
+
+
+def _basename(path: str) -> str:
+    return path.replace("\\", "/").rsplit("/", 1)[-1]

@@ -233,15 +233,24 @@ class Totals:
     estimated_fps: float | None = None
 
     def merged(self, other: Totals) -> Totals:
-        """Field by field, this one's value when it has one, else the other's."""
+        """Field by field, this one's value when it has one, else the other's; for the time distributions,
+        the one with per-run values first."""
         return Totals(
-            latency=self.latency or other.latency,
+            latency=_richer(self.latency, other.latency),
             fps=self.fps if self.fps is not None else other.fps,
-            accelerator=self.accelerator or other.accelerator,
+            accelerator=_richer(self.accelerator, other.accelerator),
             cpu=self.cpu or other.cpu,
             estimated_us=self.estimated_us if self.estimated_us is not None else other.estimated_us,
             estimated_fps=self.estimated_fps if self.estimated_fps is not None else other.estimated_fps,
         )
+
+
+def _richer(first: TimeStats | None, second: TimeStats | None) -> TimeStats | None:
+    """``first`` unless only ``second`` has per-run values (trtexec's ``--exportTimes`` over the summary line
+    its profile metadata repeats)."""
+    if first is None or (second is not None and second.values_us and not first.values_us):
+        return second
+    return first
 
 
 def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:

@@ -381,13 +381,18 @@ def _place_kernels(events: Sequence[dict[str, Any]], phase: _Phase, run: int,
         window = [e for e in events if "ts" in e and ts <= float(e["ts"]) <= ts + dur]
         offset_us = (call.start_ns - root.start_ns) / 1e3
         limit_us = call.duration_ns / 1e3
-        placed.extend(_kernel_span(event, offset_us, limit_us, fusion) for event in parse_profile(window).median_run)
+        run_events = parse_profile(window).median_run
+        known = fusion.profiled_names(e.name for e in run_events)
+        placed.extend(_kernel_span(event, offset_us, limit_us, fusion, known.get(event.name, ""))
+                      for event in run_events)
     return tuple(placed)
 
 
-def _kernel_span(event: TraceEvent, offset_us: float, limit_us: float, fusion: FusionMap) -> KernelSpan:
-    """``event`` moved by ``offset_us`` and clipped to end no later than ``limit_us`` after it (the model span)."""
-    mapping = fusion.kernels.get(event.name)
+def _kernel_span(event: TraceEvent, offset_us: float, limit_us: float, fusion: FusionMap,
+                 kernel: str) -> KernelSpan:
+    """``event`` (kernel ``kernel`` of the map) moved by ``offset_us`` and clipped to end no later than
+    ``limit_us`` after it (the model span)."""
+    mapping = fusion.kernels.get(kernel)
     start_us = min(event.start_us, limit_us)
     return KernelSpan(event.name, event.thread, offset_us + start_us,
                       max(0.0, min(event.duration_us, limit_us - start_us)), mapping.layers if mapping else ())

@@ -186,8 +186,9 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:
     """Each profiled kernel's stats with the layers the fusion map gives it (``unmapped`` when it has none)."""
     results = []
+    known = fusion.profiled_names(k.name for k in data.kernels)
     for samples in data.kernels:
-        mapping = fusion.kernels.get(samples.name)
+        mapping = fusion.kernels.get(known.get(samples.name, ""))
         layers = mapping.layers if mapping else ()
         category = mapping.category if mapping else "unmapped"
         results.append(KernelResult(samples, summarize(samples.durations_us), layers, category))
@@ -210,16 +211,23 @@ def layer_series(kernels: tuple[KernelResult, ...], weights: Mapping[str, float]
 
 def layer_results(graph: Graph, kernels: tuple[KernelResult, ...],
                   weights: Mapping[str, float]) -> dict[str, LayerResult]:
-    """Every layer's time: the statistics of its :func:`layer_series`, with the kernels that cover it."""
+    """Every layer's time: the statistics of its :func:`layer_series`, with the kernels that cover it, the one
+    that gave it the most time first."""
     per_layer = layer_series(kernels, weights)
     covering: dict[str, list[KernelResult]] = {}
     for kernel in kernels:
         if kernel.category == "layer":
             for layer_id in kernel.layers:
                 covering.setdefault(layer_id, []).append(kernel)
+    contribution: dict[tuple[str, str], float] = {}  # (kernel, layer) -> its median share of the kernel
+    for kernel in kernels:
+        if kernel.category == "layer" and kernel.layers:
+            for layer_id, share in zip(kernel.layers, _shares(kernel.layers, weights), strict=True):
+                contribution[kernel.samples.name, layer_id] = kernel.stats.median_us * share
     results: dict[str, LayerResult] = {}
     for node in graph.layers:
-        ks = covering.get(node.id, [])
+        # the kernel the layer's time (mostly) came from first: it is what reports name
+        ks = sorted(covering.get(node.id, []), key=lambda k: -contribution.get((k.samples.name, node.id), 0.0))
         if not ks:  # no kernel does its work: the runtime folded or removed it
             results[node.id] = LayerResult(node.id, None, (), (), False, "eliminated")
             continue
@@ -238,3 +246,55 @@ def _shares(layers: tuple[str, ...], weights: Mapping[str, float]) -> list[float
     if total <= 0:
         return [1.0 / len(layers)] * len(layers)
     return [v / total for v in values]
+
+
+def attribution_violations(kernels: tuple[KernelResult, ...], layers: Mapping[str, LayerResult], *,
+                           rel_tol: float = 1e-6, abs_tol_us: float = 1e-3) -> list[str]:
+    """What breaks the attribution invariant in measured results; empty when it holds.
+
+    - the measured times of the layers a kernel is mapped to add up to that kernel's own time: medians
+      when no other kernel shares those layers; otherwise, over each group of kernels linked by shared
+      layers (the runtime split a layer's work), the layers' means add up to the kernels' means;
+    - a layer takes time only from kernels mapped to it: its ``kernels`` (the first is the one reports
+      name) are exactly those, and a layer no kernel is mapped to has no time.
+    """
+    problems: list[str] = []
+    layer_kernels = [k for k in kernels if k.category == "layer" and k.layers]
+    mapped_to: dict[str, list[KernelResult]] = {}
+    for kernel in layer_kernels:
+        for layer_id in kernel.layers:
+            mapped_to.setdefault(layer_id, []).append(kernel)
+
+    def layer_us(layer_id: str, key: str) -> float:
+        result = layers.get(layer_id)
+        return float(getattr(result.stats, key)) if result is not None and result.stats is not None else 0.0
+
+    def close(a: float, b: float) -> bool:
+        return abs(a - b) <= abs_tol_us + rel_tol * max(abs(a), abs(b))
+
+    seen: set[str] = set()
+    for kernel in layer_kernels:
+        if kernel.samples.name in seen:
+            continue
+        group, members, stack = {kernel.samples.name: kernel}, set(kernel.layers), list(kernel.layers)
+        while stack:  # the kernels linked to this one by shared layers
+            for other in mapped_to[stack.pop()]:
+                if other.samples.name not in group:
+                    group[other.samples.name] = other
+                    stack.extend(lid for lid in other.layers if lid not in members)
+                    members.update(other.layers)
+        seen.update(group)
+        key = "median_us" if len(group) == 1 else "mean_us"
+        own = sum(getattr(k.stats, key) for k in group.values())
+        got = sum(layer_us(lid, key) for lid in members)
+        if not close(own, got):
+            problems.append(f"kernel(s) {sorted(group)}: {own:.3f} us ({key}), their layers {sorted(members)} "
+                            f"got {got:.3f} us")
+    for layer_id, result in layers.items():
+        expected = sorted(k.samples.name for k in mapped_to.get(layer_id, []))
+        if sorted(result.kernels) != expected:
+            problems.append(f"layer {layer_id!r}: kernels {list(result.kernels)}, mapped from {expected}")
+        if not expected and result.stats is not None and result.stats.median_us > 0:
+            problems.append(f"layer {layer_id!r}: {result.stats.median_us:.3f} us from no kernel")
+    return problems
+
