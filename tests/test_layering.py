@@ -1,6 +1,7 @@
 """The data flow runs one way: no module imports a package above its own (DESIGN.md, STYLE.md).
 
-model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / importers / run ─▶ analysis ─▶ report ─▶ cli.
+model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / run ─▶ importers ─▶ analysis ─▶ report ─▶ cli
+(an importer of a runtime's profile maps its kernels with that runtime's fusion map, from ``measure``).
 Every import of a ``layerscope`` module counts, also one inside a function or under ``TYPE_CHECKING``: a type
 that points up the flow is a dependency that points up the flow.
 """
@@ -16,8 +17,7 @@ import layerscope
 
 PACKAGE = Path(layerscope.__file__).parent
 
-#: Rank of each top-level unit of the package; a module may import units of its own rank or below. Units of one
-#: rank that are peers (measure, importers) may not import each other.
+#: Rank of each top-level unit of the package; a module may import units of its own rank or below.
 RANKS: dict[str, int] = {
     "errors": 0, "fileio": 0, "stats": 0, "textsafe": 0, "tracing": 0, "samples": 0,
     "model": 1,
@@ -25,12 +25,12 @@ RANKS: dict[str, int] = {
     "targets": 3,
     "estimate": 4,
     "runfile": 5,
-    "measure": 6, "importers": 6, "run": 6, "run_merge": 6,
-    "analysis": 7,
-    "report": 8,
-    "cli": 9, "__main__": 9, "__init__": 9, "api": 9,
+    "measure": 6, "run": 6, "run_merge": 6,
+    "importers": 7,
+    "analysis": 8,
+    "report": 9,
+    "cli": 10, "__main__": 10, "__init__": 10, "api": 10,
 }
-PEERS = {"measure", "importers"}
 #: The one upward import allowed, and why: ``layerscope.estimate`` names both this package and the API's function
 #: (``layerscope.estimate(model, ...)``); Python binds the name to the package once it is imported, so the package
 #: is made callable and forwards the call, importing the API only then.
@@ -73,7 +73,7 @@ def test_imports_point_down_the_data_flow(path: Path) -> None:
     for unit in sorted(_imported_units(ast.parse(path.read_text(encoding="utf-8")))):
         if unit == own or unit not in RANKS or (rel, unit) in ALLOWED:
             continue
-        if RANKS[unit] > RANKS[own] or (own in PEERS and unit in PEERS) or unit in FORBIDDEN.get(own, ()):
+        if RANKS[unit] > RANKS[own] or unit in FORBIDDEN.get(own, ()):
             bad.append(unit)
     assert not bad, f"{path.relative_to(PACKAGE)} ({own}, rank {RANKS[own]}) imports {bad} from higher up the flow"
 
