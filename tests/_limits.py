@@ -2,8 +2,10 @@
 
 Contract of :func:`run_limited`: the command runs as ``python -m layerscope ARGS`` with this checkout's
 ``src`` first on the path, ``RLIMIT_AS`` set to ``memory_bytes`` (so an allocation beyond it fails in
-the child instead of swapping the machine) and killed after ``timeout_s``. The result carries the exit
-code, the wall time and stderr's lines; a timeout is ``returncode`` ``None`` and ``timed_out``.
+the child instead of swapping the machine), ``RLIMIT_CPU`` set to ``cpu_s`` (the 10 s budget is CPU
+time, so that a loaded test machine does not make it flaky: the kernel kills the child with SIGXCPU,
+exit -24) and killed after ``timeout_s`` of wall time. The result carries the exit code, the wall time
+and stderr's lines; a wall-clock timeout is ``returncode`` ``None`` and ``timed_out``.
 
 Tests of hostile inputs assert ``exit 2`` and one line naming the file and the field (or a correct
 result) within the limits: :func:`assert_one_line_error` does the usual checks.
@@ -25,8 +27,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: Address space for the child: ~1.5 GB (the Python interpreter, numpy, onnx and onnxruntime
 #: together map ~0.5 GB of it before any work starts).
 MEMORY_BYTES = 1536 * 1024 * 1024
-#: Wall-clock budget of one run.
-TIMEOUT_S = 10.0
+#: CPU-time budget of one run (user + system seconds).
+CPU_S = 10
+#: Wall-clock limit of one run: generous, the CPU budget is the real bound.
+TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -47,14 +51,16 @@ class Limited:
         return [line for line in self.stderr.splitlines() if line.strip()]
 
 
-def _limit(memory_bytes: int) -> None:
+def _limit(memory_bytes: int, cpu_s: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def run_limited(args: Sequence[str], *, timeout_s: float = TIMEOUT_S, memory_bytes: int = MEMORY_BYTES,
-                cwd: Path | None = None, env: dict[str, str] | None = None) -> Limited:
-    """``layerscope ARGS`` in a child under ``RLIMIT_AS = memory_bytes``, killed after ``timeout_s``."""
+                cpu_s: int = CPU_S, cwd: Path | None = None, env: dict[str, str] | None = None) -> Limited:
+    """``layerscope ARGS`` in a child under ``RLIMIT_AS = memory_bytes`` and ``RLIMIT_CPU = cpu_s``,
+    killed after ``timeout_s``."""
     child_env = dict(os.environ if env is None else env)
     child_env["PYTHONPATH"] = os.pathsep.join([str(SRC), child_env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     child_env.setdefault("OMP_NUM_THREADS", "1")
@@ -62,7 +68,7 @@ def run_limited(args: Sequence[str], *, timeout_s: float = TIMEOUT_S, memory_byt
     try:
         done = subprocess.run([sys.executable, "-m", "layerscope", *args], check=False, capture_output=True,
                               text=True, timeout=timeout_s, cwd=cwd, env=child_env,
-                              preexec_fn=lambda: _limit(memory_bytes))
+                              preexec_fn=lambda: _limit(memory_bytes, cpu_s))
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
@@ -73,6 +79,7 @@ def run_limited(args: Sequence[str], *, timeout_s: float = TIMEOUT_S, memory_byt
 def assert_one_line_error(result: Limited, *words: str, code: int = 2) -> str:
     """``result`` exited ``code`` in time with exactly one stderr line containing every one of ``words``."""
     assert not result.timed_out, f"timed out after {result.wall_s:.1f} s; stderr: {result.stderr[-500:]}"
+    assert result.returncode != -24, f"over the CPU budget (SIGXCPU) after {result.wall_s:.1f} s"
     lines = result.error_lines
     assert result.returncode == code, f"exit {result.returncode}, expected {code}; stderr: {result.stderr[-800:]}"
     assert len(lines) == 1, f"expected one line, got {len(lines)}: {result.stderr[-800:]}"

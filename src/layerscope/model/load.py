@@ -26,6 +26,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model.types import Graph, Node, TensorInfo
+from layerscope.model.validate import topological as _topological
+from layerscope.model.validate import validate_model
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
 SMALL_CONST_ELEMENTS = 1 << 16
@@ -286,27 +288,6 @@ def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
     return ids
 
 
-def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
-    """The nodes in a valid execution order (stable: the file order when it already is one)."""
-    produced = set(available)
-    ordered: list[onnx.NodeProto] = []
-    pending = list(nodes)
-    while pending:
-        rest: list[onnx.NodeProto] = []
-        for n in pending:
-            if all((not i) or i in produced for i in n.input):
-                ordered.append(n)
-                produced.update(o for o in n.output if o)
-            else:
-                rest.append(n)
-        if len(rest) == len(pending):
-            missing = sorted({i for n in rest for i in n.input if i and i not in produced})
-            raise ModelError(f"graph is not a DAG or reads undefined tensors: {', '.join(missing[:5])}"
-                             + (" ..." if len(missing) > 5 else ""))
-        pending = rest
-    return ordered
-
-
 def _evaluate(node: onnx.NodeProto, values: Mapping[str, np.ndarray], opset: list[onnx.OperatorSetIdProto],
               ) -> list[np.ndarray] | None:
     """Evaluate one constant node with ONNX's reference implementation; ``None`` when it cannot."""
@@ -392,6 +373,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     model = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
+    validate_model(model, path, base_dir)
 
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]

@@ -1,0 +1,147 @@
+"""Hostile ONNX models: each class is refused on load (exit 2, one line naming the file and the field)
+or gives a correct result, within the subprocess limits of tests/_limits.py (10 s, ~1.5 GB).
+
+Classes: external data with bad offsets or lengths; tensor data shorter or longer than its dims;
+opsets newer than the installed onnx; names defined twice (what ONNX Runtime refuses); graphs stored
+in reverse order (the topological sort is linear).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from _limits import assert_one_line_error, run_limited
+
+F32 = TensorProto.FLOAT
+TARGET = ["--target", "rdk-x5", "--top", "0"]
+
+
+def _save(path: Path, nodes: list[onnx.NodeProto], inits: list[TensorProto], *, opset: int = 17,
+          outputs: list[str] | None = None, inputs: list[str] | None = None) -> Path:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, F32, [1, 4]) for n in inputs or ["x"]],
+                              [helper.make_tensor_value_info(n, F32, [1, 4]) for n in outputs or ["y"]],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def _external(tmp: Path, offset: str | None, length: str | None, data_bytes: int = 16) -> Path:
+    """``y = x + w``, ``w`` (1x4 float) stored in ``w.bin`` at ``offset``/``length`` as given."""
+    (tmp / "w.bin").write_bytes(np.arange(data_bytes // 4, dtype=np.float32).tobytes())
+    w = TensorProto(name="w", data_type=F32, dims=[1, 4], data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "w.bin"), ("offset", offset), ("length", length)):
+        if value is not None:
+            entry = w.external_data.add()
+            entry.key, entry.value = key, value
+    return _save(tmp / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"], name="add")], [w])
+
+
+EXTERNAL = {
+    "negative-offset": (("-1", "16"), "offset"),
+    "text-offset": (("abc", "16"), "offset"),
+    "offset-past-end": (("4096", None), "offset 4096"),
+    "length-past-end": (("0", "4096"), "length 4096"),
+    "offset-plus-length-past-end": (("8", "16"), "offset 8 + length 16"),
+    "length-not-dims": (("0", "8"), "length 8"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXTERNAL))
+def test_bad_external_data_is_refused(kind: str, tmp_path: Path) -> None:
+    (offset, length), words = EXTERNAL[kind]
+    path = _external(tmp_path, offset, length)
+    line = assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "'w'", words)
+    assert "external data" in line
+
+
+def test_good_external_data_loads(tmp_path: Path) -> None:
+    path = _external(tmp_path, "0", "16")
+    result = run_limited(["estimate", str(path), *TARGET])
+    assert result.returncode == 0, result.stderr
+
+
+def _short_raw(tmp: Path) -> Path:
+    w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
+    w.raw_data = w.raw_data[:8]
+    return _save(tmp / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [w])
+
+
+def _short_typed(tmp: Path) -> Path:
+    w = TensorProto(name="w", data_type=F32, dims=[1, 4], float_data=[1.0, 2.0])
+    return _save(tmp / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [w])
+
+
+def _new_opset(tmp: Path) -> Path:
+    return _save(tmp / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [], opset=onnx.defs.onnx_opset_version() + 5)
+
+
+def _two_writers(tmp: Path) -> Path:
+    return _save(tmp / "m.onnx", [helper.make_node("Relu", ["x"], ["y"], name="a"),
+                                  helper.make_node("Sigmoid", ["x"], ["y"], name="b")], [])
+
+
+def _output_twice(tmp: Path) -> Path:
+    return _save(tmp / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [], outputs=["y", "y"])
+
+
+def _writes_input(tmp: Path) -> Path:
+    return _save(tmp / "m.onnx", [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Relu", ["y"], ["x"])],
+                 [])
+
+
+def _input_twice(tmp: Path) -> Path:
+    return _save(tmp / "m.onnx", [helper.make_node("Relu", ["x"], ["y"])], [], inputs=["x", "x"])
+
+
+def _initializer_twice(tmp: Path) -> Path:
+    w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
+    return _save(tmp / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [w, w])
+
+
+def _checker_refuses(tmp: Path) -> Path:
+    # Conv on a 2-D input: the checker's strict shape inference refuses it, as ONNX Runtime does.
+    w = numpy_helper.from_array(np.ones((4, 4, 3, 3), np.float32), "w")
+    return _save(tmp / "m.onnx", [helper.make_node("Conv", ["x", "w"], ["y"])], [w])
+
+
+MODELS: dict[str, tuple[Callable[[Path], Path], tuple[str, ...]]] = {
+    "raw-data-short": (_short_raw, ("graph.initializer[0] 'w'", "raw_data holds 8 bytes", "need 16")),
+    "typed-data-short": (_short_typed, ("graph.initializer[0] 'w'", "float_data holds 2 values", "need 4")),
+    "opset-newer": (_new_opset, ("opset_import ai.onnx version", "newer")),
+    "two-nodes-one-output": (_two_writers, ("graph.node[1]", "'y'", "duplicate")),
+    "output-listed-twice": (_output_twice, ("graph.output[1]", "'y'")),
+    "node-writes-an-input": (_writes_input, ("graph.node[1]", "'x'", "graph input")),
+    "input-listed-twice": (_input_twice, ("graph.input[1]", "'x'")),
+    "initializer-twice": (_initializer_twice, ("graph.initializer[1]", "'w'")),
+    "checker-refuses": (_checker_refuses, ("onnx.checker",)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_malformed_model_is_refused_with_the_field(kind: str, tmp_path: Path) -> None:
+    make, words = MODELS[kind]
+    path = make(tmp_path)
+    assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), *words)
+
+
+def test_reverse_ordered_graph_is_sorted_in_linear_time(tmp_path: Path) -> None:
+    """10,000 Relu nodes stored last-first: the old quadratic sort took ~28 s; the result is a chain."""
+    n = 10_000
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"r{i}") for i in range(n)]
+    graph = helper.make_graph(nodes[::-1], "g", [helper.make_tensor_value_info("t0", F32, [1, 8])],
+                              [helper.make_tensor_value_info(f"t{n}", F32, [1, 8])])
+    path = tmp_path / "reverse.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    from layerscope.model import load_model
+
+    order = [layer.name for layer in load_model(path).layers]
+    assert order == [f"r{i}" for i in range(n)]
+    result = run_limited(["estimate", str(path), *TARGET])
+    assert result.returncode == 0, result.stderr[-500:]
