@@ -145,3 +145,18 @@ def test_reverse_ordered_graph_is_sorted_in_linear_time(tmp_path: Path) -> None:
     assert order == [f"r{i}" for i in range(n)]
     result = run_limited(["estimate", str(path), *TARGET])
     assert result.returncode == 0, result.stderr[-500:]
+
+
+@pytest.mark.parametrize(("command", "shape", "needed"), [
+    ("profile", "x=1x3x100000x100000", "360,000,000,000 bytes"),   # 3e10 float32 + their float64 draw
+    ("bench", "x=1x3x2147483648x1", "77,309,411,328 bytes"),       # 3 x 2^31 x 12 bytes
+])
+def test_inputs_too_large_to_allocate_are_refused_before_allocating(command: str, shape: str, needed: str,
+                                                                     tmp_path: Path) -> None:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", F32, ["n", 3, "h", "w"])],
+                              [helper.make_tensor_value_info("y", F32, None)])
+    path = tmp_path / "dynamic.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    line = assert_one_line_error(run_limited([command, str(path), "--shape", shape]), "input 'x'", needed, "budget")
+    assert "smaller --shape" in line

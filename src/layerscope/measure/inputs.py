@@ -107,12 +107,60 @@ def resolve_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> Mo
                 raise InputError(f"input {name!r} is given twice ({sources[name]} and {source})")
             arrays[name] = array
             sources[name] = source
+    check_input_budget([info for info in graph.inputs if info.name not in arrays])
     for index, info in enumerate(graph.inputs):
         if info.name not in arrays:
             arrays[info.name] = random_array(info, seed, index)
             sources[info.name] = f"random {random_kind(info)}, seed {seed}"
     order = [t.name for t in graph.inputs]
     return ModelInputs({n: arrays[n] for n in order}, {n: sources[n] for n in order})
+
+
+#: Largest total of input bytes layerscope allocates, whatever the machine has (64 GiB).
+INPUT_BYTES_CAP = 64 << 30
+
+
+def input_budget_bytes() -> int:
+    """Bytes the random inputs may take: half the memory available now (or of the process's address-space
+    limit, when one is set), at most :data:`INPUT_BYTES_CAP`."""
+    import resource
+
+    available = INPUT_BYTES_CAP * 2
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        available = min(available, soft)
+    return min(available // 2, INPUT_BYTES_CAP)
+
+
+def random_input_bytes(info: TensorInfo) -> int:
+    """Peak bytes :func:`random_array` allocates for ``info``: the array, plus the float64 draw that
+    uniform values are made from. Computed from shape x dtype, before anything is allocated."""
+    dtype = _numpy_dtype(info)
+    elements = math.prod(info.shape)
+    extra = 8 if _fill_kind(info, dtype) == "uniform" and dtype != np.float64 else 0
+    return elements * (dtype.itemsize + extra)
+
+
+def check_input_budget(infos: Sequence[TensorInfo]) -> None:
+    """``InputError`` (exit 2) saying how many bytes are needed when the random inputs would exceed
+    :func:`input_budget_bytes`; nothing is allocated before."""
+    needed = {info.name: random_input_bytes(info) for info in infos}
+    total = sum(needed.values())
+    budget = input_budget_bytes()
+    if total > budget:
+        largest = max(needed, key=lambda n: needed[n])
+        info = next(i for i in infos if i.name == largest)
+        raise InputError(f"input {largest!r} ({_fmt_shape(info.shape)} {info.dtype}) needs {needed[largest]:,} bytes"
+                         f" ({total:,} for all inputs); the budget is {budget:,} bytes (half the available memory,"
+                         f" at most {INPUT_BYTES_CAP >> 30} GiB)", hint="pass a smaller --shape")
 
 
 def parse_input_spec(text: str, infos: Mapping[str, TensorInfo]) -> InputSpec:
