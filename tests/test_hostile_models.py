@@ -160,3 +160,78 @@ def test_inputs_too_large_to_allocate_are_refused_before_allocating(command: str
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     line = assert_one_line_error(run_limited([command, str(path), "--shape", shape]), "input 'x'", needed, "budget")
     assert "smaller --shape" in line
+
+
+def _const(name: str, value: np.ndarray) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(value), name=f"c_{name}")
+
+
+def _folding_model(path: Path, nodes: list[onnx.NodeProto]) -> Path:
+    """``z = x + y`` where ``y`` (a scalar) is computed from constants only: it all folds."""
+    nodes = [*nodes, helper.make_node("ReduceSum", ["r"], ["y"], keepdims=0, name="sum"),
+             helper.make_node("Add", ["x", "y"], ["z"], name="add")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F32, [1])],
+                              [helper.make_tensor_value_info("z", F32, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+FOLDING = {
+    # a few hundred bytes whose constant subgraph is GBs: 3e8 floats; 40,000^2 floats; 60,000^2 floats
+    "range": [_const("a", np.float32(0)), _const("b", np.float32(3e8)), _const("d", np.float32(1)),
+              helper.make_node("Range", ["a", "b", "d"], ["r"])],
+    "expand": [_const("u", np.ones((1,), np.float32)), _const("s", np.array([40_000, 40_000], np.int64)),
+               helper.make_node("Expand", ["u", "s"], ["r"])],
+    "gather-outer": [_const("u", np.ones((60_000, 1), np.float32)), _const("i", np.zeros((60_000,), np.int64)),
+                     helper.make_node("Gather", ["u", "i"], ["g"], axis=1),
+                     helper.make_node("Gather", ["g", "i"], ["r"], axis=1)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(FOLDING))
+def test_huge_constant_subgraphs_are_folded_by_shape_not_computed(case: str, tmp_path: Path) -> None:
+    path = _folding_model(tmp_path / f"{case}.onnx", FOLDING[case])
+    result = run_limited(["estimate", str(path), *TARGET])
+    assert result.returncode == 0, result.stderr[-500:]
+    from layerscope.model import load_model
+
+    graph = load_model(path)
+    assert [layer.op_type for layer in graph.layers] == ["Add"]
+    assert "r" in graph.constants and "r" not in graph.const_values  # its shape, not its value
+
+
+def _functions(path: Path, depth: int, *, cycle: bool = False) -> Path:
+    """Local functions f0..f{depth-1}, each calling the one below twice (f0 is a Relu): 2^(depth-1) nodes."""
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    funcs = [helper.make_function("local", "f0", ["a"], ["b"],
+                                  [helper.make_node("f1" if cycle else "Relu", ["a"], ["b"],
+                                                    domain="local" if cycle else "")], opsets)]
+    for k in range(1, depth):
+        funcs.append(helper.make_function("local", f"f{k}", ["a"], ["b"], [
+            helper.make_node(f"f{k - 1}", ["a"], ["t"], domain="local"),
+            helper.make_node(f"f{k - 1}", ["t"], ["b"], domain="local")], opsets))
+    graph = helper.make_graph([helper.make_node(f"f{depth - 1}", ["x"], ["y"], domain="local", name="call")], "g",
+                              [helper.make_tensor_value_info("x", F32, [1, 4])],
+                              [helper.make_tensor_value_info("y", F32, [1, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=opsets, functions=funcs), str(path))
+    return path
+
+
+def test_nested_functions_expanding_past_the_cap_are_refused(tmp_path: Path) -> None:
+    """18 levels (1.4 KB) expand to 131,072 nodes: shape inference alone took over 10 s; 40 levels never end."""
+    for depth, nodes in ((18, "131,072"), (40, "549,755,813,888")):
+        path = _functions(tmp_path / f"f{depth}.onnx", depth)
+        assert path.stat().st_size < 4000
+        assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "functions",
+                              f"expand to {nodes} nodes")
+
+
+def test_recursive_functions_are_refused(tmp_path: Path) -> None:
+    path = _functions(tmp_path / "cycle.onnx", 3, cycle=True)
+    assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "recursively")
+
+
+def test_functions_within_the_cap_still_load(tmp_path: Path) -> None:
+    path = _functions(tmp_path / "f10.onnx", 10)  # 512 nodes once expanded
+    result = run_limited(["estimate", str(path), *TARGET])
+    assert result.returncode == 0, result.stderr[-500:]

@@ -307,6 +307,43 @@ def _evaluate(node: onnx.NodeProto, values: Mapping[str, np.ndarray], opset: lis
     return [np.asarray(r) for r in results]
 
 
+#: Ops whose output is never larger than their inputs together (inputs with values are small): evaluated
+#: even when shape inference cannot tell their output's shape (NonZero, Unique ... are data-dependent).
+_NEVER_GROWS = frozenset({"Constant", "Identity", "Cast", "CastLike", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                          "Transpose", "Slice", "Concat", "Split", "NonZero", "Unique", "Compress", "TopK",
+                          "ArgMax", "ArgMin", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                          "Neg", "Abs", "Floor", "Ceil", "Round", "Sqrt", "Exp", "Log", "Relu", "Sigmoid", "Tanh",
+                          "Not", "Sign", "Reciprocal", "Shape", "Size"})
+
+
+def _predict(node: onnx.NodeProto, values: Mapping[str, np.ndarray], infos: Mapping[str, TensorInfo],
+             opset: list[onnx.OperatorSetIdProto]) -> dict[str, TensorInfo]:
+    """The static output shapes of one constant node, by ONNX shape inference with its input values as
+    initializers (which sees through Range, Expand, ConstantOfShape, Tile ...) and the other inputs as
+    typed inputs of their known shapes, computing nothing."""
+    names = [i for i in dict.fromkeys(node.input) if i]
+    inputs = [i for i in names if i in values]
+    typed = [helper.make_tensor_value_info(i, onnx_elem_type(infos[i].dtype), infos[i].shape)
+             for i in names if i not in values and i in infos]
+    try:
+        graph = helper.make_graph(
+            [node], "predict", typed,
+            [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in node.output if o],
+            initializer=[numpy_helper.from_array(values[i], i) for i in inputs])
+        model = helper.make_model(graph, opset_imports=opset)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # onnx raises several internal error types: nothing is predicted
+        return {}
+    out: dict[str, TensorInfo] = {}
+    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+        tt = vi.type.tensor_type
+        dims = _dims(vi) if vi.type.HasField("tensor_type") and tt.HasField("shape") else [None]
+        if all(isinstance(d, int) for d in dims) and tt.elem_type:
+            out[vi.name] = TensorInfo(vi.name, tuple(d for d in dims if isinstance(d, int)),
+                                      onnx_dtype_name(tt.elem_type))
+    return out
+
+
 class _Folder:
     """Finds the constant nodes of a graph and the values of its small constants."""
 
@@ -359,11 +396,16 @@ class _Folder:
         if node.op_type == "Size":
             return [np.array(self.infos[node.input[0]].elements, dtype=np.int64)]
         known = [o for o in node.output if o]
-        if known and all(o in self.infos for o in known) and \
-                sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
-            return None  # a large weight: its shape is enough, its value is not needed
+        if not (known and all(o in self.infos for o in known)):
+            predicted = _predict(node, self.values, self.infos, list(self.model.opset_import))
+            self.infos.update({name: info for name, info in predicted.items() if name not in self.infos})
         if not all((not i) or i in self.values for i in node.input):
             return None
+        if not (known and all(o in self.infos for o in known)) and node.op_type not in _NEVER_GROWS:
+            return None  # its output could be any size: not computed (fold() reports the unknown shape)
+        if known and all(o in self.infos for o in known) and \
+                sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
+            return None  # a large weight: its shape is enough, its value is not needed (nor computed)
         return _evaluate(node, self.values, list(self.model.opset_import))
 
 
