@@ -97,3 +97,35 @@ def test_foreign_range_is_split_at_the_first_dots() -> None:
     assert split_fused("{ForeignNode[/m/a...b]}").ranges == (("/m/a", "b"),)
     assert split_fused("ForeignNode[a....b]").ranges == (("a", ".b"),)
     assert split_fused("ForeignNode[...b]").parts == ("ForeignNode[...b]",)
+
+
+def test_a_foreign_node_range_over_a_long_chain_stores_its_group_once(tmp_path: Path) -> None:
+    """A 123-byte TensorRT profile whose ``{ForeignNode[r0...r4999]}`` spans a 5,000-layer chain: the
+    group used to be copied into every layer (2.3 GB, a 348 MB run file); now the kernel row holds it once
+    and each layer says its size, and the reader gives the same list back."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from layerscope.run import FUSED_GROUP_INLINE_MAX, fused_group, load_run
+
+    n = 5_000
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"r{i}") for i in range(n)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info(f"t{n}", TensorProto.FLOAT, [1, 8])])
+    model = tmp_path / "chain.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    profile = tmp_path / "profile.json"
+    profile.write_text(json.dumps([{"count": 10}, {"name": f"{{ForeignNode[r0...r{n - 1}]}}", "averageMs": 5.0}]))
+    out = tmp_path / "run.json"
+    result = run_limited(["import", str(profile), "--model", str(model), "--format", "trtexec", "-o", str(out)])
+    assert result.returncode == 0, result.stderr[-800:]
+    assert out.stat().st_size < 5 * 1024 * 1024  # was 348 MB
+    run = load_run(out)
+    (kernel,) = run["kernels"]
+    assert kernel["layers"] == [f"r{i}" for i in range(n)]
+    first, last = run["layers"][0]["measured"], run["layers"][-1]["measured"]
+    assert first["fused_group"] is None and first["fused_group_size"] == n > FUSED_GROUP_INLINE_MAX
+    cache: dict[str, tuple[str, ...]] = {}
+    assert fused_group(run, first, cache) == tuple(kernel["layers"]) == fused_group(run, last, cache)
+    # the 5 ms is split evenly (Relu has no MACs; FLOPs are equal): 1 µs per layer
+    assert first["mean_us"] == pytest.approx(1.0)

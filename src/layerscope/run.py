@@ -11,8 +11,10 @@ Schema (version 1). Sections are optional unless marked; a run may hold an estim
   ddr_write_bytes, weight_passes, fallback_reason, method?},
   ``measured`` {median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples, kernel, fused_group, split,
   method} }] -- ``measured.kernel`` names the runtime kernel the time came from; ``fused_group`` lists the
-  ids of the layers that ran as that one kernel (``null`` when alone); ``split`` is true when the kernel's time
-  was divided over several layers; ``method`` is ``"kernel-profile"``, ``"differential"`` or
+  ids of the layers that ran as that one kernel (``null`` when alone; for a group of more than
+  ``FUSED_GROUP_INLINE_MAX`` layers it is ``null`` with ``fused_group_size`` set, and the list is the
+  ``kernels[]`` row named by ``kernel``, stored once: read it with :func:`fused_group`); ``split`` is
+  true when the kernel's time was divided over several layers; ``method`` is ``"kernel-profile"``, ``"differential"`` or
   ``"vendor:<tool>"``.
 - ``kernels`` [{name, op_type, provider, median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples,
   layers, category}] -- runtime kernels; ``category`` is ``"layer"``, ``"layout"`` or ``"unmapped"``
@@ -77,6 +79,35 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
     from layerscope.targets import Profile
 
 SCHEMA_VERSION = 1
+
+#: Largest fused group copied into each of its layers' ``measured.fused_group``; larger groups are stored
+#: once, as their kernel's ``layers`` (see the module docstring and :func:`fused_group`).
+FUSED_GROUP_INLINE_MAX = 64
+
+
+def fused_group(run: Mapping[str, Any], measured: Mapping[str, Any],
+                cache: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
+    """The layer ids of a layer's fused group (empty when it ran alone), whichever form the run stores:
+    ``measured.fused_group`` inline, or ``fused_group_size`` with the list in the kernel's ``layers``.
+
+    Callers looping over layers pass one ``cache`` dict: a stored group is then built once and shared
+    by its layers (not copied into each)."""
+    inline = measured.get("fused_group")
+    if inline:
+        return tuple(str(i) for i in inline)
+    if not measured.get("fused_group_size"):
+        return ()
+    kernel = str(measured.get("kernel"))
+    if cache is not None and kernel in cache:
+        return cache[kernel]
+    group: tuple[str, ...] = ()
+    for row in run.get("kernels") or ():
+        if isinstance(row, Mapping) and row.get("name") == kernel:
+            group = tuple(str(i) for i in row.get("layers") or ())
+            break
+    if cache is not None:
+        cache[kernel] = group
+    return group
 
 
 def save_run(run: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

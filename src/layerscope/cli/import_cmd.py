@@ -23,7 +23,7 @@ from layerscope.importers import FORMATS, ImportedRun, import_files
 from layerscope.model import load_model
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
-from layerscope.run import save_run
+from layerscope.run import fused_group, save_run
 
 #: How many unmatched entries and warnings the summary lists before pointing to the run file.
 LIST_LIMIT = 10
@@ -100,9 +100,10 @@ def measured_table(run: dict[str, Any], top: int) -> Table:
     for header, right in (("#", True), ("layer", False), ("op", False), ("measured µs", True), ("share", True),
                           ("est. µs", True), ("kernel", False)):
         table.add_column(header, justify="right" if right else "left", overflow="fold")
+    groups: dict[str, tuple[str, ...]] = {}
     for rank, layer in enumerate(ranked, 1):
         m = layer["measured"]
-        group = m["fused_group"]
+        group = fused_group(run, m, groups)
         kernel = m["kernel"] if m["kernel"] != layer["id"] else ""
         if group:
             kernel = f"{kernel} (fused x{len(group)}{', split' if m['split'] else ''})"

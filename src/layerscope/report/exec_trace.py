@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from layerscope.run import fused_group
+
 LEVELS = ("basic", "full", "memory")
 
 
@@ -26,6 +28,7 @@ def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, An
                 shapes[name] = shape
     placed = _placement(run)
     entries = []
+    groups: dict[str, tuple[str, ...]] = {}
     for index, layer in enumerate(run["layers"]):
         meas = layer.get("measured") or {}
         entry: dict[str, Any] = {"layer_id": index, "layer_name": layer["id"], "op_type": layer["op_type"],
@@ -42,7 +45,7 @@ def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, An
             entry["thread"] = thread
             entry["status"] = meas.get("status")
             entry["kernel"] = meas.get("kernel")
-            entry["fused_group"] = meas.get("fused_group")
+            entry["fused_group"] = list(fused_group(run, meas, groups)) or None
         entries.append(entry)
     return {
         "model_info": {"model_name": model["name"], "path": model["path"], "sha256": model["sha256"],

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from layerscope.measure.stats import DRIFT_WARNING, summarize
 from layerscope.measure.stress import MIN_SHARE, OFF_CPU_DROP
 from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.run import fused_group
 
 if TYPE_CHECKING:  # imported where used: the analysis package pulls in the target profiles
     from layerscope.analysis.compare import MetricDelta
@@ -124,6 +125,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
     layers = run.get("layers") or []
     basis = share_basis(run)
     value_of = measured_us if basis == "measured" else estimated_us
+    groups: dict[str, tuple[str, ...]] = {}
     total = sum(v for layer in layers if (v := value_of(layer)) is not None)
     shapes = tensor_shapes(run)
     placed = _timeline_layers(run)
@@ -152,7 +154,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
             unit=estimate.get("unit") or layer.get("unit"),
             core=slot.get("core"),
             status=measured.get("status") or ("measured" if measured else None),
-            fused_group=tuple(measured.get("fused_group") or ()),
+            fused_group=fused_group(run, measured, groups),
             split=bool(measured.get("split")),
             kernel=measured.get("kernel"),
             fallback_reason=estimate.get("fallback_reason"),
