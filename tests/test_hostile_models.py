@@ -235,3 +235,19 @@ def test_functions_within_the_cap_still_load(tmp_path: Path) -> None:
     path = _functions(tmp_path / "f10.onnx", 10)  # 512 nodes once expanded
     result = run_limited(["estimate", str(path), *TARGET])
     assert result.returncode == 0, result.stderr[-500:]
+
+
+def test_names_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
+    """Found by benchmarks/fuzz_inputs.py: protobuf hands a string field that is not UTF-8 over as bytes,
+    which crashed the topological sort (TypeError, exit 1)."""
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Relu", ["x"], ["y"], name="NODENAME")], [])
+    path.write_bytes(path.read_bytes().replace(b"NODENAME", b"NODE\xe7\x80\xffE"))
+    assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "graph.node[0]", "UTF-8")
+
+
+def test_unknown_element_types_are_refused(tmp_path: Path) -> None:
+    w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
+    w.data_type = 65
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [w])
+    assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "graph.initializer[0] 'w'",
+                          "data_type 65")

@@ -50,12 +50,15 @@ _TYPED_FIELDS: dict[int, tuple[str, int]] = {
     TensorProto.FLOAT16: ("int32_data", 1), TensorProto.BFLOAT16: ("int32_data", 1),
 }
 
+_DATA_TYPES = frozenset(TensorProto.DataType.values())
+
 #: Domains whose newest opset the installed onnx knows.
 _KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path) -> None:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring)."""
+    _check_text(model, path)
     _check_opsets(model, path)
     _check_function_expansion(model, path)
     _check_unique_names(model.graph, path)
@@ -130,6 +133,20 @@ def newest_opset(domain: str) -> int:
     return max(versions, default=0)
 
 
+def _check_text(model: onnx.ModelProto, path: Path) -> None:
+    """Every name is text: protobuf hands over a string field that is not valid UTF-8 as ``bytes``."""
+    graph = model.graph
+    fields: list[tuple[str, Iterable[object]]] = [
+        ("graph.input", (vi.name for vi in graph.input)), ("graph.output", (vi.name for vi in graph.output)),
+        ("graph.initializer", (t.name for t in graph.initializer)),
+        ("opset_import", (o.domain for o in model.opset_import))]
+    for k, node in enumerate(graph.node):
+        fields.append((f"graph.node[{k}]", (node.name, node.op_type, node.domain, *node.input, *node.output)))
+    for field, values in fields:
+        if any(not isinstance(v, str) for v in values):
+            raise ModelError(f"{path}: {field}: a name that is not valid UTF-8 (a corrupt file?)")
+
+
 def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
     for opset in model.opset_import:
         domain = opset.domain or ""
@@ -190,6 +207,8 @@ def _expected_bytes(tensor: TensorProto) -> int | None:
 
 
 def _check_tensor_data(tensor: TensorProto, where: str, path: Path, base_dir: Path) -> None:
+    if tensor.data_type not in _DATA_TYPES or tensor.data_type == TensorProto.UNDEFINED:
+        raise ModelError(f"{path}: {where}: data_type {tensor.data_type} is not an ONNX element type")
     if any(d < 0 for d in tensor.dims):
         raise ModelError(f"{path}: {where}: negative dim in {list(tensor.dims)}")
     expected = _expected_bytes(tensor)
@@ -301,6 +320,16 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
     inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
     in a topological order (the runtime sorts them; the checker wants them sorted).
     """
+    try:
+        _run_checker(model)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
+        # string field that is not UTF-8
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: refused by onnx.checker (ONNX Runtime refuses it too): {first}") from None
+
+
+def _run_checker(model: onnx.ModelProto) -> None:
     graph = model.graph
     small = [t for t in graph.initializer
              if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= _CHECKER_MAX_INITIALIZER_BYTES]
@@ -317,11 +346,7 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
                              functions=list(model.functions))
     if any(not _has_shape(o) for o in outputs):
         _give_outputs_shapes(copy)
-    try:
-        onnx.checker.check_model(copy, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{path}: refused by onnx.checker (ONNX Runtime refuses it too): {first}") from None
+    onnx.checker.check_model(copy, full_check=True)
 
 
 def _has_shape(vi: onnx.ValueInfoProto) -> bool:
