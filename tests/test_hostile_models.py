@@ -251,3 +251,27 @@ def test_unknown_element_types_are_refused(tmp_path: Path) -> None:
     path = _save(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "w"], ["y"])], [w])
     assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "graph.initializer[0] 'w'",
                           "data_type 65")
+
+
+def test_a_model_with_3_gb_of_external_data_is_estimated_without_reading_it(tmp_path: Path) -> None:
+    """A 750 M-element weight in a (sparse) 3 GB file beside a 750 M-element 1-D input: ONNX's data
+    propagation used to allocate GBs and fail with std::bad_alloc; the data is never read."""
+    n = 750_000_000
+    with (tmp_path / "w.bin").open("wb") as fh:
+        fh.truncate(4 * n)
+    w = TensorProto(name="w", data_type=F32, dims=[n], data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", str(4 * n))):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"], name="add")], "g",
+                              [helper.make_tensor_value_info("x", F32, [n])],
+                              [helper.make_tensor_value_info("y", F32, [n])], initializer=[w])
+    path = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    json_out = tmp_path / "run.json"
+    result = run_limited(["estimate", str(path), *TARGET, "--json", str(json_out)])
+    assert result.returncode == 0, result.stderr[-500:]
+    import json
+
+    (layer,) = json.loads(json_out.read_text())["layers"]
+    assert layer["id"] == "add" and layer["bytes_read_weight"] == 4 * n

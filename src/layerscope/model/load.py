@@ -230,10 +230,26 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
                              functions=list(model.functions))
 
 
+#: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with
+#: more elements than this (a 750 M-element vector: std::bad_alloc after GBs) turns it off.
+DATA_PROP_MAX_ELEMENTS = 1 << 20
+
+
+def _data_prop_is_bounded(model: onnx.ModelProto) -> bool:
+    """Whether data propagation is safe: no graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS`."""
+    for vi in model.graph.input:
+        dims = _dims(vi)
+        if len(dims) <= 1 and all(isinstance(d, int) for d in dims) and \
+                math.prod(d for d in dims if isinstance(d, int)) > DATA_PROP_MAX_ELEMENTS:
+            return False
+    return True
+
+
 def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     """Run ONNX shape inference; return every tensor whose shape came out fully static."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                                     data_prop=_data_prop_is_bounded(model))
     except Exception as exc:  # onnx raises several internal error types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ShapeError(f"ONNX shape inference failed: {first}") from None

@@ -68,7 +68,7 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path) -> None:
 
 
 #: Most nodes a model may expand to through its local functions (see the module docstring).
-MAX_EXPANDED_NODES = 100_000
+MAX_EXPANDED_NODES = 50_000
 
 
 def expanded_nodes(model: onnx.ModelProto) -> int | None:
