@@ -329,7 +329,7 @@ class SampleStore:
         boundary = data.get("boundary")
         if isinstance(boundary, Mapping):
             try:
-                samples = tuple(_valid_samples(boundary["samples_us"]))
+                samples = tuple(_valid_samples(boundary["samples_us"], zero_ok=True))
                 kernels = boundary["kernels"]
                 if not isinstance(kernels, list) or len(kernels) > MAX_CACHED_SAMPLES:
                     raise ValueError("kernels is not a list")
@@ -346,9 +346,9 @@ MAX_CACHED_SAMPLES = 100_000
 MAX_SAMPLE_US = 1e12
 
 
-def _valid_samples(values: Any) -> list[float]:
-    """``values`` as a list of finite positive µs no larger than :data:`MAX_SAMPLE_US`; ``ValueError`` naming
-    the first bad one otherwise."""
+def _valid_samples(values: Any, *, zero_ok: bool = False) -> list[float]:
+    """``values`` as a list of finite positive µs no larger than :data:`MAX_SAMPLE_US` (``zero_ok``: zero too,
+    as a boundary cost of nothing is); ``ValueError`` naming the first bad one otherwise."""
     if not isinstance(values, list):
         raise ValueError(f"samples are {type(values).__name__}, not a list")
     if len(values) > MAX_CACHED_SAMPLES:
@@ -356,7 +356,7 @@ def _valid_samples(values: Any) -> list[float]:
     out: list[float] = []
     for k, v in enumerate(values):
         number = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
-        if not (0 < number <= MAX_SAMPLE_US):
+        if not (0 < number <= MAX_SAMPLE_US or (zero_ok and number == 0)):
             raise ValueError(f"sample {k} is {v!r}, not a positive number of µs")
         out.append(number)
     return out
