@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -427,6 +429,30 @@ def test_a_corrupt_cache_entry_counts_as_empty(residual: Path, tmp_path: Path) -
     runner = ScriptedRunner({})
     run_bisect(planner, runner, config, SampleStore(tmp_path / "c"), workdir=tmp_path / "w")
     assert len(runner.calls) == 2
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ({"pilot_us": [float("nan")]}, "sample 0 is nan"),
+    ({"samples_us": [12.0, -1e9]}, "sample 1 is -1000000000.0"),
+    ({"samples_us": "123"}, "samples are str"),
+    ({"pilot_us": [True]}, "sample 0 is True"),
+    ({"key": "another"}, "not an entry for this key"),
+])
+def test_a_cache_entry_with_bad_samples_is_dropped_with_a_warning_and_measured_again(
+        residual: Path, tmp_path: Path, bad: dict[str, Any], why: str) -> None:
+    """NaN used to crash the bisect and a negative sample made a segment '1000 s = 52,316,230% of whole'."""
+    _, planner = _planner(residual)
+    config = BisectConfig(granularity="layer", repeats=2)
+    run_bisect(planner, ScriptedRunner({}), config, SampleStore(tmp_path / "c"), workdir=tmp_path / "w")
+    entry = sorted((tmp_path / "c" / "samples").rglob("*.json"))[0]
+    data = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**data, **bad}))
+    runner = ScriptedRunner({})
+    store = SampleStore(tmp_path / "c")
+    result = run_bisect(planner, runner, config, store, workdir=tmp_path / "w")
+    assert len(runner.calls) == len(data["pilot_us"]) + len(data["samples_us"])  # that entry, measured again
+    assert len(store.dropped) == 1 and why in store.dropped[0] and str(entry) in store.dropped[0]
+    assert all(math.isfinite(s.increment_us) and abs(s.increment_us) < 1e6 for s in result.segments)
 
 
 # --- the cut's own cost ---------------------------------------------------------------------------------------------

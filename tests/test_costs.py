@@ -26,18 +26,19 @@ F32 = TensorProto.FLOAT
 def _load(tmp_path: Path, nodes: list[onnx.NodeProto], inputs: dict[str, tuple[tuple[int, ...], int]],
           inits: dict[str, np.ndarray] | None = None, *,
           outputs: dict[str, tuple[int, ...] | None] | None = None, opset: int = 17,
-          extra_domains: tuple[str, ...] = ()) -> Graph:
+          extra_domains: tuple[str, ...] = (), output_types: dict[str, int] | None = None) -> Graph:
     """Save a one-graph model and load it with the real loader.
 
     ``inputs``: runtime inputs, name -> (shape, ONNX elem type). ``outputs``: graph outputs, name ->
-    declared shape (``None``: left to shape inference; default: the last node's first output).
+    declared shape (``None``: left to shape inference; default: the last node's first output), of element
+    type float32 unless ``output_types`` says otherwise.
     """
     outputs = outputs if outputs is not None else {nodes[-1].output[0]: None}
     graph = helper.make_graph(
         nodes, "t",
         [helper.make_tensor_value_info(name, elem, shape) for name, (shape, elem) in inputs.items()],
-        [helper.make_tensor_value_info(name, F32 if shape else TensorProto.UNDEFINED, shape)
-         for name, shape in outputs.items()],
+        [helper.make_tensor_value_info(name, (output_types or {}).get(name, F32) if shape else TensorProto.UNDEFINED,
+                                       shape) for name, shape in outputs.items()],
         initializer=[numpy_helper.from_array(v, k) for k, v in (inits or {}).items()])
     opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in extra_domains)]
     model = helper.make_model(graph, opset_imports=opsets)
@@ -572,7 +573,7 @@ def test_nms_with_known_box_limit(tmp_path: Path) -> None:
     # The selected-indices output is data-dependent: the test declares its upper bound (6, 3).
     node = helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit"], ["sel"])
     g = _load(tmp_path, [node], {"boxes": ((1, 10, 4), F32), "scores": ((1, 2, 10), F32)},
-              {"limit": np.array([3], np.int64)}, outputs={"sel": (6, 3)})
+              {"limit": np.array([3], np.int64)}, outputs={"sel": (6, 3)}, output_types={"sel": TensorProto.INT64})
     c = _one(g)
     assert (c.flops, c.unit_kind, c.params) == (880, UnitKind.SCALAR, 0)
 

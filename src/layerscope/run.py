@@ -13,8 +13,11 @@ optional unless marked; a run may hold an estimate, a measurement or both:
   ddr_write_bytes, weight_passes, fallback_reason, method?},
   ``measured`` {median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples, kernel, fused_group, split,
   method} }] -- ``measured.kernel`` names the runtime kernel the time came from; ``fused_group`` lists the
-  ids of the layers that ran as that one kernel (``null`` when alone); ``split`` is true when the kernel's time
-  was divided over several layers; ``method`` is ``"kernel-profile"``, ``"differential"`` or
+  ids of the layers that ran as that one kernel (``null`` when alone; for a group of more than
+  ``FUSED_GROUP_INLINE_MAX`` layers it is ``null`` with ``fused_group_size`` set, and the list is the
+  ``kernels[]`` row named by ``kernel``, stored once: read it with
+  :func:`layerscope.runfile.derived.fused_group`); ``split`` is
+  true when the kernel's time was divided over several layers; ``method`` is ``"kernel-profile"``, ``"differential"`` or
   ``"vendor:<tool>"``.
 - ``kernels`` [{name, op_type, provider, median_us, mean_us, p90_us, min_us, max_us, std_us, cv, samples,
   layers, category}] -- runtime kernels; ``category`` is ``"layer"``, ``"layout"`` or ``"unmapped"``
@@ -81,7 +84,6 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
     from layerscope.measure.profile import Measurement, PartialProfile
     from layerscope.model.types import Graph, Node, TensorInfo
     from layerscope.targets import Profile
-
 
 
 def save_run(run: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:

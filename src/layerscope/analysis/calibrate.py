@@ -77,6 +77,7 @@ import numpy as np
 
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
+from layerscope.runfile.derived import fused_group
 from layerscope.targets.profile import ComputeUnit, Profile
 from layerscope.textsafe import terminal_text
 
@@ -343,11 +344,12 @@ def _kernel_rows(run: Mapping[str, Any], index: Mapping[str, int]) -> list[Kerne
     rows: list[KernelRow] = []
     seen: set[tuple[str, ...]] = set()
     by_id = {str(layer.get("id")): layer for layer in run.get("layers", [])}
+    groups: dict[str, tuple[str, ...]] = {}
     for layer in run.get("layers", []):
         measured = layer.get("measured")
         if not isinstance(measured, Mapping) or measured.get("status") == "eliminated":
             continue
-        group = tuple(measured.get("fused_group") or (str(layer["id"]),))
+        group = fused_group(run, measured, groups) or (str(layer["id"]),)
         if group in seen:
             continue
         seen.add(group)

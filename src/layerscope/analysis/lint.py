@@ -64,8 +64,12 @@ def read_config(path: Path) -> Mapping[str, Any]:
         raise InputError(f"{path}: no such config file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read the config ({exc})") from None
+    if len(text) > MAX_CONFIG_CHARS:
+        raise InputError(f"{path}: {len(text):,} characters; an hb_compile config is at most {MAX_CONFIG_CHARS:,}")
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise InputError(f"{path}: YAML nested too deeply to be an hb_compile config") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -73,7 +77,42 @@ def read_config(path: Path) -> Mapping[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{path}: an hb_compile config is a mapping of sections (model_parameters, ...), got "
                          f"{type(data).__name__}")
+    _check_size(data, path)
     return data
+
+
+#: Bounds on a config: its text, and the document once YAML aliases are expanded (an alias of an alias
+#: ... is exponential: the checks, which turn values into text, would walk every copy).
+MAX_CONFIG_CHARS = 4 << 20
+MAX_CONFIG_VALUES = 100_000
+MAX_CONFIG_DEPTH = 32
+MAX_CONFIG_EXPANDED_CHARS = 16 << 20
+
+
+def _check_size(data: Any, path: Path) -> None:
+    """``InputError`` when the parsed document, aliases expanded, is deeper than :data:`MAX_CONFIG_DEPTH`,
+    holds more than :data:`MAX_CONFIG_VALUES` values or :data:`MAX_CONFIG_EXPANDED_CHARS` characters of text.
+    Iterative, and stops at the first bound: its work is bounded whatever the aliases."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    values = chars = 0
+    while stack:
+        value, depth = stack.pop()
+        values += 1
+        if depth > MAX_CONFIG_DEPTH:
+            raise InputError(f"{path}: nested deeper than {MAX_CONFIG_DEPTH} levels; an hb_compile config is "
+                             "sections of keys")
+        if values > MAX_CONFIG_VALUES:
+            raise InputError(f"{path}: more than {MAX_CONFIG_VALUES:,} values once YAML aliases are expanded")
+        if isinstance(value, Mapping):
+            stack.extend((k, depth + 1) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list | tuple | set):
+            stack.extend((v, depth + 1) for v in value)
+        else:
+            chars += len(value) if isinstance(value, str | bytes) else 8
+            if chars > MAX_CONFIG_EXPANDED_CHARS:
+                raise InputError(f"{path}: more than {MAX_CONFIG_EXPANDED_CHARS:,} characters of values once "
+                                 "YAML aliases are expanded")
 
 
 def _finding(check: str, severity: Severity, key: str, value: Any, *texts: str) -> Finding:

@@ -195,6 +195,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     validation = _Validation(graph, feeds, session_config, weights, runs=validate_runs,
                              rounds=config.repeats) if validate else None
     result = _measure(planner, runner, config, store, validation.after_round if validation else None)
+    for warning in store.dropped:
+        click.echo(f"layerscope: warning: {warning}", err=True)
     checks: tuple[SegmentCheck, ...] = ()
     profiles: list[Measurement] = []
     if validation is not None:

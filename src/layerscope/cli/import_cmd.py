@@ -26,7 +26,7 @@ from layerscope.model import load_model
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
 from layerscope.run import save_run
-from layerscope.runfile.derived import device_mismatch, layer_estimated_us, layer_measured_us, layer_shares
+from layerscope.runfile.derived import device_mismatch, fused_group, layer_estimated_us, layer_measured_us, layer_shares
 
 #: How many unmatched entries and warnings the summary lists before pointing to the run file.
 LIST_LIMIT = 10
@@ -106,9 +106,10 @@ def measured_table(run: dict[str, Any], top: int) -> Table:
     for header, right in (("#", True), ("layer", False), ("op", False), ("measured µs", True), ("share", True),
                           ("est. µs", True), ("kernel", False)):
         table.add_column(header, justify="right" if right else "left", overflow="fold")
+    groups: dict[str, tuple[str, ...]] = {}
     for rank, layer in enumerate(ranked, 1):
         m = layer["measured"]
-        group = m.get("fused_group")
+        group = fused_group(run, m, groups)
         kernel = m.get("kernel") or ""
         kernel = kernel if kernel != layer["id"] else ""
         if group:

@@ -37,7 +37,7 @@ from layerscope.importers.ort_join import FusionJoin, fusion_resolutions
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
-from layerscope.runfile.derived import ScaledLayer, ScaleFactor, k_between, scale_layers
+from layerscope.runfile.derived import FUSED_GROUP_INLINE_MAX, ScaledLayer, ScaleFactor, k_between, scale_layers
 
 
 @dataclass(frozen=True)
@@ -201,10 +201,11 @@ def _model_layers(graph: Graph, costs: Sequence[LayerCost], resolutions: Sequenc
                                                     split, source.stats_tool))
             if res.entry.estimate is not None:
                 parts[layer_id].estimates.append((res.entry.estimate.scaled(fraction), source.estimate_tool))
+    order = {node.id: i for i, node in enumerate(graph.layers)}
     layers = []
     for node, cost in zip(graph.layers, costs, strict=True):
         layer = layer_record(graph, node, cost)
-        _attach(layer, parts[node.id], graph_order=list(parts))
+        _attach(layer, parts[node.id], order)
         layers.append(layer)
     return layers
 
@@ -234,27 +235,36 @@ def _vendor_layers(resolutions: Sequence[Resolution], tools: dict[str, Sourced])
                                  "unit": entry.provider or None}
         if entry.status:
             layer["status"] = entry.status
-        _attach(layer, parts, graph_order=[])
+        _attach(layer, parts, {})
         layers.append(layer)
     return layers
 
 
-def _attach(layer: dict[str, Any], parts: _Parts, graph_order: list[str]) -> None:
+def _attach(layer: dict[str, Any], parts: _Parts, order: dict[str, int]) -> None:
     if parts.stats:
-        layer["measured"] = _measured(parts.stats, graph_order)
+        layer["measured"] = _measured(parts.stats, order)
     if parts.estimates:
         layer["estimate"] = _estimate(parts.estimates)
         if layer.get("unit") is None:
             layer["unit"] = layer["estimate"]["unit"]
 
 
-def _measured(timed: list[_Timed], graph_order: list[str]) -> dict[str, Any]:
-    """The ``measured`` section of one layer from the kernels (or kernel shares) that ran it."""
+def _measured(timed: list[_Timed], order: dict[str, int]) -> dict[str, Any]:
+    """The ``measured`` section of one layer from the kernels (or kernel shares) that ran it.
+
+    A group of more than :data:`~layerscope.run.FUSED_GROUP_INLINE_MAX` layers from one kernel is not
+    copied into each of its layers (a TensorRT ForeignNode range over 5,000 layers made a 348 MB run):
+    ``fused_group`` is then ``None``, ``fused_group_size`` its size, and the list is the kernel's
+    ``layers`` row, once (:func:`layerscope.runfile.derived.fused_group` reads either form).
+    """
     total = sum_stats(t.stats for t in timed)
     assert total is not None
     main = max(timed, key=lambda t: t.stats.typical_us)
-    group = {layer for t in timed for layer in t.group}
-    order = {layer: i for i, layer in enumerate(graph_order)}
+    if len(timed) == 1:
+        group: Sequence[str] = timed[0].group  # already in graph order (join sorts it)
+    else:
+        group = sorted({layer for t in timed for layer in t.group}, key=lambda layer: order.get(layer, 0))
+    by_reference = len(timed) == 1 and len(group) > FUSED_GROUP_INLINE_MAX
     return {
         "median_us": _us(total.median_us),
         "mean_us": _us(total.mean_us),
@@ -265,7 +275,8 @@ def _measured(timed: list[_Timed], graph_order: list[str]) -> dict[str, Any]:
         "cv": None if total.cv is None else round(total.cv, 4),
         "samples": total.samples,
         "kernel": main.kernel,
-        "fused_group": sorted(group, key=lambda layer: order.get(layer, 0)) if len(group) > 1 else None,
+        "fused_group": list(group) if len(group) > 1 and not by_reference else None,
+        **({"fused_group_size": len(group)} if by_reference else {}),
         "split": any(t.split for t in timed),
         "method": ",".join(f"vendor:{tool}" for tool in sorted({t.tool for t in timed if t.tool})),
     }

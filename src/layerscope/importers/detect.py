@@ -50,7 +50,7 @@ def detect_format(text: str, source: str) -> str:
     if "layerName;execStatus" in head or "layerName,execStatus" in head or _has_key(
             head, "avg_performance", "detailed_performance"):
         return "openvino"
-    if re.search(r"\bID[ \t]+OpType\b.*\bTime\(us\)", head):
+    if rknn.find_header(head) is not None:
         return "rknn"
     raise InputError(f"{source}: not a vendor profile layerscope reads (formats: {', '.join(FORMATS)})",
                      hint="pass --format if you know which it is")

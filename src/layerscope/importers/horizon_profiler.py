@@ -56,7 +56,12 @@ _UCP_STAGES = ("Stage1-GenerateBpuTask", "Stage2-BpuCoreProcess")
 #: Keys inside an entry: never an entry of their own when a cut-short node is salvaged.
 _INNER_KEYS = frozenset((*_LEAF_KEYS, _UCP_TOTAL, *_UCP_STAGES))
 _SEPARATOR = re.compile(r"^[ \t]*\*{3,}[ \t]*$", re.MULTILINE)
-_UCP_VERSION = re.compile(r"^[ \t]*ucp_version[ \t]*[:,][ \t]*(?P<v>\S.*?)[ \t]*$", re.MULTILINE)
+#: How many times over its length a cut-short JSON object may be scanned while salvaging its entries.
+SALVAGE_PASSES = 2
+#: ... plus this many characters, so that small logs are never cut short by the bound.
+SALVAGE_SLACK_CHARS = 1 << 16
+#: Longest ``ucp_version`` value kept (real ones are like ``3.7.3``); a longer one is cut here.
+MAX_VERSION_CHARS = 64
 _KEY_OPEN = re.compile(r'"(?P<key>(?:[^"\\]|\\.){1,512})"\s*:\s*\{')
 _SUBGRAPH = re.compile(r"(^Node-\d+-BPU-.*_bpu_segment_\d+$)|(^BPU_.*subgraph_\d+$)")
 _LAYOUT = re.compile(r"(_input_layout_convert$)|(_output_layout_convert$)|(^Preprocess$)")
@@ -84,8 +89,23 @@ def parse_log(text: str, source: str) -> ImportResult:
     if not collected.sections:
         fail(source, "", "no profiler section (perf_result, model_latency, ...) found; is this an "
                          "hrt_model_exec profiler.log?")
-    version = _UCP_VERSION.search(text)
-    return _result(collected.sections, source, collected.warnings, version["v"] if version else None)
+    return _result(collected.sections, source, collected.warnings, ucp_version(text))
+
+
+def ucp_version(text: str) -> str | None:
+    """The value of the first ``ucp_version: <v>`` (or ``ucp_version,<v>``) line, blanks stripped.
+
+    Line by line with ``str`` methods: linear in the text's length (the former pattern's ``.*?``
+    followed by ``[ \\t]*$`` was quadratic in a line's run of blanks).
+    """
+    for line in text.splitlines():
+        head = line.lstrip(" \t")
+        if not head.startswith("ucp_version"):
+            continue
+        rest = head[len("ucp_version"):].lstrip(" \t")
+        if rest[:1] in (":", ",") and rest[1:].strip(" \t"):
+            return rest[1:].strip(" \t")[:MAX_VERSION_CHARS]
+    return None
 
 
 def _chunks(text: str) -> Iterator[tuple[int, str]]:
@@ -121,11 +141,19 @@ def _salvage(broken: str, offset: int, text: str, source: str, collected: _Colle
     section: str | None = None
     partial: dict[str, dict[str, Any]] = {}
     end = 0
+    # Each failed decode may scan to the end of the text; a real cut-short log fails once per object
+    # open at the cut (a handful), a hostile one at every key. Bound the scanning to a few passes.
+    budget = SALVAGE_PASSES * len(broken) + SALVAGE_SLACK_CHARS
     for match in _KEY_OPEN.finditer(broken):
         if match.start() < end:
             continue
+        if budget <= 0:
+            collected.warnings.append(f"{source}: line {line}: salvage of the cut-short object stopped at line "
+                                      f"{line_at(text, offset + match.start())} (too many unclosed objects)")
+            break
         key = match["key"]
         decoded = raw_decode(broken, match.end() - 1)
+        budget -= len(broken) - match.start() if decoded is None else decoded[1] - match.start()
         if key in SECTIONS:
             section = key
             if decoded is not None:

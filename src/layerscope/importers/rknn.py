@@ -21,7 +21,11 @@ from layerscope.importers.types import EntryKind, ImportResult, TimeStats, Total
 
 TOOL = "rknn eval_perf"
 FORMAT = "rknn"
-_HEADER = re.compile(r"^(?P<prefix>.*?)\bID[ \t]+OpType\b.*\bTime\(us\)", re.MULTILINE)
+#: The header's first two columns, and its time column (searched after them on the same line). Two
+#: simple searches per line instead of one pattern with ``.*?`` and ``.*`` around them, which
+#: backtracked quadratically over a long line repeating ``ID OpType``.
+_ID_OPTYPE = re.compile(r"\bID[ \t]+OpType\b")
+_TIME_COLUMN = re.compile(r"\bTime\(us\)")
 _TOTAL = re.compile(r"Total Operator Elapsed(?: Per Frame)? Time\(us\)\s*:\s*(?P<us>[0-9][0-9.,]*)")
 #: Second words of the two-word column names (``DDR Cycles``, ``Task Number``, ``Regcmd Size``).
 _SECOND_WORDS = frozenset({"Cycles", "Number", "Size"})
@@ -39,13 +43,11 @@ class _Row:
 
 def parse(text: str, source: str) -> ImportResult:
     """Read the first per-layer table and the per-frame total; skip rows that do not fit the header."""
-    header = _HEADER.search(text)
+    header = find_header(text)
     if header is None:
         fail(source, "", "no 'ID  OpType ... Time(us)' header: not an RKNN eval_perf table")
-    start = len(header["prefix"])
-    line_end = text.find("\n", header.start())
-    line_end = len(text) if line_end < 0 else line_end
-    columns = header_columns(text[header.start() + start:line_end])
+    line_start, start, line_end = header
+    columns = header_columns(text[line_start + start:line_end])
     first_line = text.count("\n", 0, line_end) + 2
     lines = text[line_end + 1:].split("\n") if line_end < len(text) else []
     rows, warnings = _rows(lines, first_line, (start, columns), source)
@@ -55,6 +57,24 @@ def parse(text: str, source: str) -> ImportResult:
                     if total else None)
     return ImportResult(path=source, format=FORMAT, tool=TOOL, entries=entries, totals=totals,
                         info=make_info({"columns": len(columns)}), warnings=tuple(warnings))
+
+
+def find_header(text: str) -> tuple[int, int, int] | None:
+    """The first header line: (its offset in ``text``, the ``ID`` column within it, its end offset).
+
+    A header line has ``ID``, blanks and ``OpType`` as words, and ``Time(us)`` after them. Linear in
+    the text's length: each line is searched once for each of the two parts.
+    """
+    line_start = 0
+    while line_start <= len(text):
+        line_end = text.find("\n", line_start)
+        line_end = len(text) if line_end < 0 else line_end
+        line = text[line_start:line_end]
+        columns = _ID_OPTYPE.search(line) if "Time(us)" in line else None
+        if columns is not None and _TIME_COLUMN.search(line, columns.end()) is not None:
+            return line_start, columns.start(), line_end
+        line_start = line_end + 1
+    return None
 
 
 def header_columns(line: str) -> list[str]:

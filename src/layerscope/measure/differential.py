@@ -266,6 +266,8 @@ class SampleStore:
     def __init__(self, directory: Path | None) -> None:
         self.directory = directory
         self._memory: dict[str, _Entry] = {}
+        #: Warnings about cache entries that failed validation on load (and are measured again).
+        self.dropped: list[str] = []
 
     def samples(self, key: str, phase: Phase = "final") -> list[float]:
         """The samples of ``key`` in ``phase``, oldest first."""
@@ -306,23 +308,58 @@ class SampleStore:
         return self.directory / "samples" / key[:2] / f"{key}.json"
 
     def _read(self, key: str) -> _Entry:
+        """The entry on disk, validated: a file that does not parse, is for another key, or holds a sample that
+        is not a finite positive number of µs (NaN, negative, a string...) is dropped whole, with a warning in
+        :attr:`dropped`, and measured again; a bad boundary alone drops only the boundary."""
         if self.directory is None:
             return _Entry()
+        path = self._path(key)
         try:
-            data = json.loads(self._path(key).read_text(encoding="utf-8"))
-            entry = _Entry({"pilot": [float(v) for v in data["pilot_us"]],
-                            "final": [float(v) for v in data["samples_us"]]})
-        except (OSError, ValueError, KeyError, TypeError):
+            text = path.read_text(encoding="utf-8")
+        except OSError:
             return _Entry()
         try:
-            boundary = data.get("boundary")
-            if isinstance(boundary, Mapping):
-                samples = tuple(float(v) for v in boundary["samples_us"])
+            data = json.loads(text)
+            if not isinstance(data, Mapping) or data.get("key", key) != key:
+                raise ValueError("not an entry for this key")
+            entry = _Entry({"pilot": _valid_samples(data["pilot_us"]), "final": _valid_samples(data["samples_us"])})
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            self.dropped.append(f"cache entry {path} dropped ({exc}); measured again")
+            return _Entry()
+        boundary = data.get("boundary")
+        if isinstance(boundary, Mapping):
+            try:
+                samples = tuple(_valid_samples(boundary["samples_us"], zero_ok=True))
+                kernels = boundary["kernels"]
+                if not isinstance(kernels, list) or len(kernels) > MAX_CACHED_SAMPLES:
+                    raise ValueError("kernels is not a list")
                 if samples:
-                    entry.boundary = BoundaryCost(samples, tuple(str(k) for k in boundary["kernels"]))
-        except (ValueError, KeyError, TypeError):
-            pass  # an unreadable boundary is measured again; the samples stay
+                    entry.boundary = BoundaryCost(samples, tuple(str(k) for k in kernels))
+            except (ValueError, KeyError, TypeError) as exc:
+                self.dropped.append(f"cache entry {path}: boundary dropped ({exc}); measured again")
         return entry
+
+
+#: Most samples one cache entry may hold per phase (a bisect takes tens).
+MAX_CACHED_SAMPLES = 100_000
+#: Largest sample accepted from the cache, in µs (~11.6 days: no model run takes longer).
+MAX_SAMPLE_US = 1e12
+
+
+def _valid_samples(values: Any, *, zero_ok: bool = False) -> list[float]:
+    """``values`` as a list of finite positive µs no larger than :data:`MAX_SAMPLE_US` (``zero_ok``: zero too,
+    as a boundary cost of nothing is); ``ValueError`` naming the first bad one otherwise."""
+    if not isinstance(values, list):
+        raise ValueError(f"samples are {type(values).__name__}, not a list")
+    if len(values) > MAX_CACHED_SAMPLES:
+        raise ValueError(f"{len(values)} samples, more than {MAX_CACHED_SAMPLES}")
+    out: list[float] = []
+    for k, v in enumerate(values):
+        number = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan
+        if not (0 < number <= MAX_SAMPLE_US or (zero_ok and number == 0)):
+            raise ValueError(f"sample {k} is {v!r}, not a positive number of µs")
+        out.append(number)
+    return out
 
 
 @dataclass

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from layerscope.errors import InputError
-from layerscope.model.random_inputs import INT_HIGH, SUPPORTED_DTYPES, random_array, random_kind
+from layerscope.model.random_inputs import INT_HIGH, SUPPORTED_DTYPES, random_array, random_input_bytes, random_kind
 from layerscope.model.random_inputs import numpy_dtype as _numpy_dtype
 from layerscope.model.types import Graph, TensorInfo
 
@@ -113,12 +113,51 @@ def _resolve(inputs: Sequence[TensorInfo], specs: Sequence[str], seed: int) -> M
                 raise InputError(f"input {name!r} is given twice ({sources[name]} and {source})")
             arrays[name] = array
             sources[name] = source
+    check_input_budget([info for info in inputs if info.name not in arrays])
     for index, info in enumerate(inputs):
         if info.name not in arrays:
             arrays[info.name] = random_array(info, seed, index)
             sources[info.name] = f"random {random_kind(info)}, seed {seed}"
     order = [t.name for t in inputs]
     return ModelInputs({n: arrays[n] for n in order}, {n: sources[n] for n in order})
+
+
+#: Largest total of input bytes layerscope allocates, whatever the machine has (64 GiB).
+INPUT_BYTES_CAP = 64 << 30
+
+
+def input_budget_bytes() -> int:
+    """Bytes the random inputs may take: half the memory available now (or of the process's address-space
+    limit, when one is set), at most :data:`INPUT_BYTES_CAP`."""
+    import resource
+
+    available = INPUT_BYTES_CAP * 2
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        available = min(available, soft)
+    return min(available // 2, INPUT_BYTES_CAP)
+
+
+def check_input_budget(infos: Sequence[TensorInfo]) -> None:
+    """``InputError`` (exit 2) saying how many bytes are needed when the random inputs would exceed
+    :func:`input_budget_bytes`; nothing is allocated before."""
+    needed = {info.name: random_input_bytes(info) for info in infos}
+    total = sum(needed.values())
+    budget = input_budget_bytes()
+    if total > budget:
+        largest = max(needed, key=lambda n: needed[n])
+        info = next(i for i in infos if i.name == largest)
+        raise InputError(f"input {largest!r} ({_fmt_shape(info.shape)} {info.dtype}) needs {needed[largest]:,} bytes"
+                         f" ({total:,} for all inputs); the budget is {budget:,} bytes (half the available memory,"
+                         f" at most {INPUT_BYTES_CAP >> 30} GiB)", hint="pass a smaller --shape")
 
 
 def parse_input_spec(text: str, infos: Mapping[str, TensorInfo]) -> InputSpec:

@@ -36,6 +36,8 @@ from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
+from layerscope.model.validate import topological as _topological
+from layerscope.model.validate import validate_model
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
 SMALL_CONST_ELEMENTS = 1 << 16
@@ -241,10 +243,26 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
                              functions=list(model.functions))
 
 
+#: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with
+#: more elements than this (a 750 M-element vector: std::bad_alloc after GBs) turns it off.
+DATA_PROP_MAX_ELEMENTS = 1 << 20
+
+
+def _data_prop_is_bounded(model: onnx.ModelProto) -> bool:
+    """Whether data propagation is safe: no graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS`."""
+    for vi in model.graph.input:
+        dims = _dims(vi)
+        if len(dims) <= 1 and all(isinstance(d, int) for d in dims) and \
+                math.prod(d for d in dims if isinstance(d, int)) > DATA_PROP_MAX_ELEMENTS:
+            return False
+    return True
+
+
 def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     """Run ONNX shape inference; return every tensor whose shape came out fully static."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
+                                                     data_prop=_data_prop_is_bounded(model))
     except Exception as exc:  # onnx raises several internal error types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ShapeError(f"ONNX shape inference failed: {first}") from None
@@ -299,27 +317,6 @@ def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
     return ids
 
 
-def _topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
-    """The nodes in a valid execution order (stable: the file order when it already is one)."""
-    produced = set(available)
-    ordered: list[onnx.NodeProto] = []
-    pending = list(nodes)
-    while pending:
-        rest: list[onnx.NodeProto] = []
-        for n in pending:
-            if all((not i) or i in produced for i in n.input):
-                ordered.append(n)
-                produced.update(o for o in n.output if o)
-            else:
-                rest.append(n)
-        if len(rest) == len(pending):
-            missing = sorted({i for n in rest for i in n.input if i and i not in produced})
-            raise ModelError(f"graph is not a DAG or reads undefined tensors: {', '.join(missing[:5])}"
-                             + (" ..." if len(missing) > 5 else ""))
-        pending = rest
-    return ordered
-
-
 def _evaluate(node: onnx.NodeProto, values: Mapping[str, np.ndarray], opset: list[onnx.OperatorSetIdProto],
               ) -> list[np.ndarray] | None:
     """Evaluate one constant node with ONNX's reference implementation; ``None`` when it cannot."""
@@ -337,6 +334,43 @@ def _evaluate(node: onnx.NodeProto, values: Mapping[str, np.ndarray], opset: lis
     except Exception:
         return None
     return [np.asarray(r) for r in results]
+
+
+#: Ops whose output is never larger than their inputs together (inputs with values are small): evaluated
+#: even when shape inference cannot tell their output's shape (NonZero, Unique ... are data-dependent).
+_NEVER_GROWS = frozenset({"Constant", "Identity", "Cast", "CastLike", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                          "Transpose", "Slice", "Concat", "Split", "NonZero", "Unique", "Compress", "TopK",
+                          "ArgMax", "ArgMin", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                          "Neg", "Abs", "Floor", "Ceil", "Round", "Sqrt", "Exp", "Log", "Relu", "Sigmoid", "Tanh",
+                          "Not", "Sign", "Reciprocal", "Shape", "Size"})
+
+
+def _predict(node: onnx.NodeProto, values: Mapping[str, np.ndarray], infos: Mapping[str, TensorInfo],
+             opset: list[onnx.OperatorSetIdProto]) -> dict[str, TensorInfo]:
+    """The static output shapes of one constant node, by ONNX shape inference with its input values as
+    initializers (which sees through Range, Expand, ConstantOfShape, Tile ...) and the other inputs as
+    typed inputs of their known shapes, computing nothing."""
+    names = [i for i in dict.fromkeys(node.input) if i]
+    inputs = [i for i in names if i in values]
+    typed = [helper.make_tensor_value_info(i, onnx_elem_type(infos[i].dtype), infos[i].shape)
+             for i in names if i not in values and i in infos]
+    try:
+        graph = helper.make_graph(
+            [node], "predict", typed,
+            [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in node.output if o],
+            initializer=[numpy_helper.from_array(values[i], i) for i in inputs])
+        model = helper.make_model(graph, opset_imports=opset)
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # onnx raises several internal error types: nothing is predicted
+        return {}
+    out: dict[str, TensorInfo] = {}
+    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+        tt = vi.type.tensor_type
+        dims = _dims(vi) if vi.type.HasField("tensor_type") and tt.HasField("shape") else [None]
+        if all(isinstance(d, int) for d in dims) and tt.elem_type:
+            out[vi.name] = TensorInfo(vi.name, tuple(d for d in dims if isinstance(d, int)),
+                                      onnx_dtype_name(tt.elem_type))
+    return out
 
 
 class _Folder:
@@ -398,11 +432,16 @@ class _Folder:
         if node.op_type == "Size":
             return [np.array(self.infos[node.input[0]].elements, dtype=np.int64)]
         known = [o for o in node.output if o]
-        if known and all(o in self.infos for o in known) and \
-                sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
-            return None  # a large weight: its shape is enough, its value is not needed
+        if not (known and all(o in self.infos for o in known)):
+            predicted = _predict(node, self.values, self.infos, list(self.model.opset_import))
+            self.infos.update({name: info for name, info in predicted.items() if name not in self.infos})
         if not all((not i) or i in self.values for i in node.input):
             return None
+        if not (known and all(o in self.infos for o in known)) and node.op_type not in _NEVER_GROWS:
+            return None  # its output could be any size: not computed (fold() reports the unknown shape)
+        if known and all(o in self.infos for o in known) and \
+                sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
+            return None  # a large weight: its shape is enough, its value is not needed (nor computed)
         return _evaluate(node, self.values, list(self.model.opset_import))
 
 
@@ -417,6 +456,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     model = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
+    validate_model(model, path, base_dir)
 
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]

@@ -7,6 +7,7 @@ They live with the model because the loader runs the model once on them when it 
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import numpy as np
@@ -94,3 +95,12 @@ def numpy_dtype(info: TensorInfo) -> np.dtype:
         raise InputError(f"input {info.name!r} is {info.dtype}: layerscope cannot make or read arrays of that "
                          f"dtype (supported: {', '.join(sorted(SUPPORTED_DTYPES))})")
     return np.dtype(info.dtype)
+
+
+def random_input_bytes(info: TensorInfo) -> int:
+    """Peak bytes :func:`random_array` allocates for ``info``: the array, plus the float64 draw that
+    uniform values are made from. Computed from shape x dtype, before anything is allocated."""
+    dtype = numpy_dtype(info)
+    elements = math.prod(info.shape)
+    extra = 8 if _fill_kind(info, dtype) == "uniform" and dtype != np.float64 else 0
+    return elements * (dtype.itemsize + extra)

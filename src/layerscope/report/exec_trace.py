@@ -38,6 +38,8 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.runfile.derived import fused_group
+
 LEVELS = ("basic", "full", "memory", "pipeline")
 
 
@@ -57,6 +59,7 @@ def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, An
     clock = target.get("clock_hz")
     measured_clock = clock if target.get("name") == "host" else None
     entries = []
+    groups: dict[str, tuple[str, ...]] = {}
     for index, layer in enumerate(run["layers"]):
         meas = layer.get("measured") or {}
         est = layer.get("estimate") or {}
@@ -81,7 +84,7 @@ def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, An
             entry["thread"] = thread
             entry["status"] = meas.get("status")
             entry["kernel"] = meas.get("kernel")
-            entry["fused_group"] = meas.get("fused_group")
+            entry["fused_group"] = list(fused_group(run, meas, groups)) or None
         entries.append(entry)
     return {
         "model_info": {"model_name": model["name"], "path": model["path"], "sha256": model["sha256"],

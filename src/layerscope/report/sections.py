@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.runfile.derived import (
+    fused_group,
     layer_estimated_us,
     layer_measured_us,
     layer_shares,
@@ -126,6 +127,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
     """Every layer of the run, in the run's (graph) order, with estimate and measurement side by side."""
     layers = run.get("layers") or []
     shares = layer_shares(layers, share_basis(run))
+    groups: dict[str, tuple[str, ...]] = {}
     shapes = tensor_shapes(run)
     placed = _timeline_layers(run)
     rows = []
@@ -152,7 +154,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
             unit=estimate.get("unit") or layer.get("unit"),
             core=slot.get("core"),
             status=measured.get("status") or ("measured" if measured else None),
-            fused_group=tuple(measured.get("fused_group") or ()),
+            fused_group=fused_group(run, measured, groups),
             split=bool(measured.get("split")),
             kernel=measured.get("kernel"),
             fallback_reason=estimate.get("fallback_reason"),

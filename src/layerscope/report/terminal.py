@@ -12,6 +12,7 @@ from rich.text import Text
 
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.runfile.derived import (
+    fused_group,
     layer_estimated_us,
     layer_measured_us,
     layer_shares,
@@ -122,12 +123,13 @@ def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("runtime kernel", overflow="fold")
     kernel_ops = {k["name"]: k["op_type"] for k in run.get("kernels", [])}
+    groups: dict[str, tuple[str, ...]] = {}
     for rank, layer in enumerate(ranked, 1):
         meas = layer["measured"]
         meas_us = layer_measured_us(layer) or 0.0
         est = layer_estimated_us(layer)
         ratio = f"{meas_us / est:.2f}" if est else "-"
-        group = meas.get("fused_group") or []
+        group = fused_group(run, meas, groups)
         kernel = kernel_ops.get(meas.get("kernel") or "", "-")
         table.add_row(
             str(rank), Text(layer["id"]), Text(layer["op_type"]), f"{meas_us:.1f}",

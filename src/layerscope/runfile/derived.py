@@ -314,3 +314,33 @@ def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor,
         scaled.append(ScaledLayer(layer_id=layer_id, estimated_us=cost, share=share,
                                   scaled_us=cost * factor.k if total_us is not None else share * factor.measured_us))
     return tuple(scaled)
+
+
+#: Largest fused group copied into each of its layers' ``measured.fused_group``; larger groups are stored
+#: once, as their kernel's ``layers`` (see the module docstring and :func:`fused_group`).
+FUSED_GROUP_INLINE_MAX = 64
+
+
+def fused_group(run: Mapping[str, Any], measured: Mapping[str, Any],
+                cache: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
+    """The layer ids of a layer's fused group (empty when it ran alone), whichever form the run stores:
+    ``measured.fused_group`` inline, or ``fused_group_size`` with the list in the kernel's ``layers``.
+
+    Callers looping over layers pass one ``cache`` dict: a stored group is then built once and shared
+    by its layers (not copied into each)."""
+    inline = measured.get("fused_group")
+    if inline:
+        return tuple(str(i) for i in inline)
+    if not measured.get("fused_group_size"):
+        return ()
+    kernel = str(measured.get("kernel"))
+    if cache is not None and kernel in cache:
+        return cache[kernel]
+    group: tuple[str, ...] = ()
+    for row in run.get("kernels") or ():
+        if isinstance(row, Mapping) and row.get("name") == kernel:
+            group = tuple(str(i) for i in row.get("layers") or ())
+            break
+    if cache is not None:
+        cache[kernel] = group
+    return group

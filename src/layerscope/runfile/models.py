@@ -121,6 +121,7 @@ class LayerMeasured(Section):
     kernel: str | None = None
     kernels: list[str] | None = None
     fused_group: list[str] | None = None
+    fused_group_size: Count | None = None
     split: bool | None = None
     method: str | None = None
     ci_low_us: SignedUs | None = None

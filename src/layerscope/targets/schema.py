@@ -68,6 +68,24 @@ _RULE_KEYS = frozenset({"op_type", "condition", "reason"})
 _KIND_NAMES = tuple(k.value for k in UnitKind)
 
 
+#: Physical bounds of a profile's numbers (inclusive). Below or above them, a number is a typo or an
+#: attack: 5e-324 ops/s made every latency infinite and the timeline NaN. The bounds are far outside any
+#: real device: 1 kOPS (a microcontroller does 1e7) to 1e18 ops/s (an exascale machine); 1 kB/s to
+#: 1 PB/s of memory bandwidth (HBM3e is ~5e12); 1 kHz to 100 GHz clocks; overheads up to 10 s; an
+#: efficiency of at least 1e-6; op_efficiency multipliers within 1e-6 .. 1e6; SRAM up to 1 TB;
+#: cores and lane width up to 1e6.
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "ops": (1e3, 1e18, "ops/s"),
+    "bandwidth": (1e3, 1e15, "bytes/s"),
+    "clock": (1e3, 1e11, "Hz"),
+    "overhead": (0.0, 1e7, "µs"),
+    "multiplier": (1e-6, 1e6, ""),
+}
+MIN_EFFICIENCY = 1e-6
+MAX_SRAM_BYTES = 10**12
+MAX_COUNT = 10**6
+
+
 def _show(value: Any) -> str:
     """A value as the user wrote it, short: strings quoted, tables/lists named."""
     if isinstance(value, bool):
@@ -114,22 +132,28 @@ class _Reader:
             raise self.fail(key, f"must be a non-empty string, got {_show(value)}")
         return value
 
-    def number(self, value: Any, key: str, *, low: float = 0.0, low_ok: bool = False) -> float:
-        """A finite number above ``low`` (or equal to it when ``low_ok``)."""
+    def number(self, value: Any, key: str, *, low: float = 0.0, low_ok: bool = False,
+               bounds: str | None = None) -> float:
+        """A finite number above ``low`` (or equal to it when ``low_ok``), within :data:`BOUNDS` ``[bounds]``."""
         is_num = isinstance(value, int | float) and not isinstance(value, bool)
         if not is_num or not math.isfinite(value) or value < low or (value == low and not low_ok):
             what = "a non-negative number" if low_ok and low == 0 else "a positive number"
             raise self.fail(key, f"must be {what}, got {_show(value)}")
+        if bounds is not None:
+            least, most, unit = BOUNDS[bounds]
+            if not least <= value <= most:
+                shown = f"{least:g} .. {most:g}" + (f" {unit}" if unit else "")
+                raise self.fail(key, f"must be within the physical bounds {shown}, got {_show(value)}")
         return float(value)
 
-    def integer(self, value: Any, key: str, *, low: int) -> int:
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise self.fail(key, f"must be an integer >= {low}, got {_show(value)}")
+    def integer(self, value: Any, key: str, *, low: int, high: int = MAX_COUNT) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low or value > high:
+            raise self.fail(key, f"must be an integer from {low} to {high:g}, got {_show(value)}")
         return value
 
     def fraction(self, value: Any, key: str) -> float:
-        if not _is_number(value) or not 0.0 < value <= 1.0:
-            raise self.fail(key, f"must be a number in (0, 1], got {_show(value)}")
+        if not _is_number(value) or not MIN_EFFICIENCY <= value <= 1.0:
+            raise self.fail(key, f"must be a number in [{MIN_EFFICIENCY:g}, 1], got {_show(value)}")
         return float(value)
 
     def dtype(self, value: Any, key: str) -> str:
@@ -165,14 +189,14 @@ def _unit(r: _Reader, raw: Any, where: str, *, default_kinds: bool) -> ComputeUn
     peaks = {}
     for dtype, rate in peaks_raw.items():
         r.dtype(dtype, f"{peaks_key} key")
-        peaks[dtype] = r.number(rate, f"{peaks_key}.{dtype}")
+        peaks[dtype] = r.number(rate, f"{peaks_key}.{dtype}", bounds="ops")
     return ComputeUnit(
         name=name,
         kinds=kinds,
         peak_ops_per_s=MappingProxyType(peaks),
         efficiency=r.fraction(r.require(table, "efficiency", where + "."), where + ".efficiency"),
         overhead_us=r.number(
-            r.require(table, "overhead_us", where + "."), where + ".overhead_us", low_ok=True
+            r.require(table, "overhead_us", where + "."), where + ".overhead_us", low_ok=True, bounds="overhead"
         ),
     )
 
@@ -227,7 +251,7 @@ def _sources(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, str]:
 def _op_efficiency(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, float]:
     """``[op_efficiency]``: op type -> a positive, finite multiplier (see ``Profile``); optional."""
     raw = r.table(data.get("op_efficiency", {}), "op_efficiency")
-    return MappingProxyType({op: r.number(v, f"op_efficiency.{op}") for op, v in raw.items()})
+    return MappingProxyType({op: r.number(v, f"op_efficiency.{op}", bounds="multiplier") for op, v in raw.items()})
 
 
 def _ddr_nominal(r: _Reader, data: Mapping[str, Any]) -> float | None:
@@ -268,8 +292,8 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         raise r.fail("kind", f"must be one of {', '.join(PROFILE_KINDS)}, got {_show(kind)}")
     dtypes, default_dtype = _dtypes(r, data)
 
-    def num(key: str, *, low_ok: bool = False) -> float:
-        return r.number(r.require(data, key, ""), key, low_ok=low_ok)
+    def num(key: str, bounds: str, *, low_ok: bool = False) -> float:
+        return r.number(r.require(data, key, ""), key, low_ok=low_ok, bounds=bounds)
 
     return Profile(
         name=r.text(r.require(data, "name", ""), "name"),
@@ -278,13 +302,13 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         source_path=source_path,
         units=_units(r, data),
         cpu=_unit(r, r.require(data, "cpu", ""), "cpu", default_kinds=True),
-        ddr_bandwidth_bytes_per_s=num("ddr_bandwidth_bytes_per_s"),
+        ddr_bandwidth_bytes_per_s=num("ddr_bandwidth_bytes_per_s", "bandwidth"),
         ddr_efficiency=r.fraction(r.require(data, "ddr_efficiency", ""), "ddr_efficiency"),
-        cpu_ddr_bandwidth_bytes_per_s=num("cpu_ddr_bandwidth_bytes_per_s"),
-        transfer_overhead_us=num("transfer_overhead_us", low_ok=True),
-        sram_bytes=r.integer(r.require(data, "sram_bytes", ""), "sram_bytes", low=0),
+        cpu_ddr_bandwidth_bytes_per_s=num("cpu_ddr_bandwidth_bytes_per_s", "bandwidth"),
+        transfer_overhead_us=num("transfer_overhead_us", "overhead", low_ok=True),
+        sram_bytes=r.integer(r.require(data, "sram_bytes", ""), "sram_bytes", low=0, high=MAX_SRAM_BYTES),
         cores=r.integer(r.require(data, "cores", ""), "cores", low=1),
-        clock_hz=num("clock_hz"),
+        clock_hz=num("clock_hz", "clock"),
         default_dtype=default_dtype,
         dtypes=dtypes,
         lane_width=r.integer(r.require(data, "lane_width", ""), "lane_width", low=1),
@@ -305,6 +329,8 @@ def read_toml(path: Path, display: str | None = None) -> dict[str, Any]:
         raise ProfileError(f"{shown}: profile file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{shown}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ProfileError(f"{shown}: not valid TOML: nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{shown}: cannot read the profile file: {exc}") from None
 

@@ -1,0 +1,364 @@
+"""Check a parsed ONNX model once, on load, for what ONNX Runtime would refuse or what would crash later.
+
+Contract of :func:`validate_model` (called by ``load_model`` before any shape work): it raises
+``ModelError`` (exit 2) with one line naming the file and the field when
+
+- an opset is newer than the installed ``onnx`` package knows (``ai.onnx`` and ``ai.onnx.ml``);
+- a name is defined twice: a graph input, an initializer, a node output (two nodes writing one tensor,
+  or a node output that is also a graph input or initializer), or a graph output listed twice;
+- a tensor's data does not match its dims: ``raw_data`` or a typed field shorter or longer than
+  ``prod(dims) x element size``; external data whose ``offset``/``length`` are not non-negative
+  integers, reach past the end of the data file, or disagree with the dims;
+- local functions call each other recursively, or expand (each call replaced by the function's body,
+  as shape inference and the runtime do) to more than :data:`MAX_EXPANDED_NODES` nodes and 4 times the
+  nodes in the file: 18 levels of functions calling the level below twice (1.4 KB) are 131,072 nodes;
+- ``onnx.checker.check_model(full_check=True)`` refuses the model (its first line is the reason).
+
+It reads no weight data (only file sizes) and is linear in the model's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto, helper
+
+from layerscope.errors import ModelError
+
+#: Bytes per element of the fixed-size ONNX types (``int4``/``uint4`` pack two in a byte: see
+#: :func:`_expected_bytes`).
+_ITEM_BYTES: dict[int, float] = {
+    TensorProto.FLOAT: 4, TensorProto.DOUBLE: 8, TensorProto.FLOAT16: 2, TensorProto.BFLOAT16: 2,
+    TensorProto.INT64: 8, TensorProto.UINT64: 8, TensorProto.INT32: 4, TensorProto.UINT32: 4,
+    TensorProto.INT16: 2, TensorProto.UINT16: 2, TensorProto.INT8: 1, TensorProto.UINT8: 1,
+    TensorProto.BOOL: 1, TensorProto.COMPLEX64: 8, TensorProto.COMPLEX128: 16,
+    TensorProto.FLOAT8E4M3FN: 1, TensorProto.FLOAT8E4M3FNUZ: 1, TensorProto.FLOAT8E5M2: 1,
+    TensorProto.FLOAT8E5M2FNUZ: 1, TensorProto.INT4: 0.5, TensorProto.UINT4: 0.5,
+}
+
+#: Typed data fields and how many of their values make one element.
+_TYPED_FIELDS: dict[int, tuple[str, int]] = {
+    TensorProto.FLOAT: ("float_data", 1), TensorProto.COMPLEX64: ("float_data", 2),
+    TensorProto.DOUBLE: ("double_data", 1), TensorProto.COMPLEX128: ("double_data", 2),
+    TensorProto.INT64: ("int64_data", 1), TensorProto.UINT32: ("uint64_data", 1),
+    TensorProto.UINT64: ("uint64_data", 1), TensorProto.STRING: ("string_data", 1),
+    TensorProto.INT32: ("int32_data", 1), TensorProto.INT16: ("int32_data", 1), TensorProto.UINT16: ("int32_data", 1),
+    TensorProto.INT8: ("int32_data", 1), TensorProto.UINT8: ("int32_data", 1), TensorProto.BOOL: ("int32_data", 1),
+    TensorProto.FLOAT16: ("int32_data", 1), TensorProto.BFLOAT16: ("int32_data", 1),
+}
+
+_DATA_TYPES = frozenset(TensorProto.DataType.values())
+
+#: Domains whose newest opset the installed onnx knows.
+_KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+
+
+def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path) -> None:
+    """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring)."""
+    _check_text(model, path)
+    _check_opsets(model, path)
+    _check_function_expansion(model, path)
+    _check_unique_names(model.graph, path)
+    for tensor, where in _tensors(model):
+        _check_tensor_data(tensor, where, path, base_dir)
+    _check_with_onnx(model, path)
+
+
+#: Most nodes a model may expand to through its local functions (see the module docstring).
+MAX_EXPANDED_NODES = 50_000
+
+
+def expanded_nodes(model: onnx.ModelProto) -> int | None:
+    """Nodes of the model with every local-function call replaced by the function's body, recursively
+    (subgraphs of If/Loop/Scan included); ``None`` when functions call each other in a cycle.
+    Linear in the model's size: each function's expanded size is computed once."""
+    bodies = {(f.domain, f.name): f for f in model.functions}
+    sizes: dict[tuple[str, str], int] = {}
+    visiting: set[tuple[str, str]] = set()
+
+    def count(nodes: Iterable[onnx.NodeProto]) -> int:
+        total = 0
+        for node in nodes:
+            key = (node.domain, node.op_type)
+            if key in bodies:
+                if key not in sizes:
+                    if key in visiting:
+                        raise _CycleError(key)
+                    visiting.add(key)
+                    sizes[key] = count(bodies[key].node)
+                    visiting.discard(key)
+                total += sizes[key]
+            else:
+                total += 1
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    total += count(attr.g.node)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    total += sum(count(g.node) for g in attr.graphs)
+        return total
+
+    try:
+        return count(model.graph.node)
+    except _CycleError:
+        return None
+
+
+class _CycleError(Exception):
+    """A local function that calls itself, directly or through others."""
+
+
+def _check_function_expansion(model: onnx.ModelProto, path: Path) -> None:
+    if not model.functions:
+        return
+    try:
+        expanded = expanded_nodes(model)
+    except RecursionError:
+        raise ModelError(f"{path}: functions: local functions nested too deeply") from None
+    if expanded is None:
+        raise ModelError(f"{path}: functions: local functions call each other recursively")
+    literal = len(model.graph.node) + sum(len(f.node) for f in model.functions)
+    if expanded > MAX_EXPANDED_NODES and expanded > 4 * literal:
+        raise ModelError(f"{path}: functions: the {len(model.functions)} local functions expand to {expanded:,} nodes "
+                         f"(at most {MAX_EXPANDED_NODES:,} are read) from {literal:,} in the file")
+
+
+def newest_opset(domain: str) -> int:
+    """The newest opset version of ``domain`` the installed onnx package has schemas for."""
+    if domain in ("", "ai.onnx"):
+        return int(onnx.defs.onnx_opset_version())
+    versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.domain == domain]
+    return max(versions, default=0)
+
+
+def _check_text(model: onnx.ModelProto, path: Path) -> None:
+    """Every name is text: protobuf hands over a string field that is not valid UTF-8 as ``bytes``."""
+    graph = model.graph
+    fields: list[tuple[str, Iterable[object]]] = [
+        ("graph.input", (vi.name for vi in graph.input)), ("graph.output", (vi.name for vi in graph.output)),
+        ("graph.initializer", (t.name for t in graph.initializer)),
+        ("opset_import", (o.domain for o in model.opset_import))]
+    for k, node in enumerate(graph.node):
+        fields.append((f"graph.node[{k}]", (node.name, node.op_type, node.domain, *node.input, *node.output)))
+    for field, values in fields:
+        if any(not isinstance(v, str) for v in values):
+            raise ModelError(f"{path}: {field}: a name that is not valid UTF-8 (a corrupt file?)")
+
+
+def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
+    for opset in model.opset_import:
+        domain = opset.domain or ""
+        if domain not in _KNOWN_DOMAINS:
+            continue
+        newest = newest_opset(domain)
+        if opset.version > newest:
+            raise ModelError(f"{path}: opset_import {domain or 'ai.onnx'} version {opset.version} is newer than "
+                             f"this onnx {onnx.__version__} supports ({newest})",
+                             hint="export with an older opset or upgrade onnx and onnxruntime")
+        if opset.version <= 0:
+            raise ModelError(f"{path}: opset_import {domain or 'ai.onnx'} version {opset.version} is not a version")
+
+
+def _check_unique_names(graph: onnx.GraphProto, path: Path) -> None:
+    """Every tensor name defined once; graph outputs listed once."""
+    _first_repeat((vi.name for vi in graph.input), path, "graph.input")
+    _first_repeat((t.name for t in graph.initializer), path, "graph.initializer")
+    _first_repeat((o.name for o in graph.output), path, "graph.output")
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    written: set[str] = set()
+    for k, node in enumerate(graph.node):
+        for out in node.output:
+            if not out:
+                continue
+            if out in written:
+                raise ModelError(f"{path}: graph.node[{k}] ({node.op_type} {node.name!r}) writes {out!r}, which "
+                                 "another node already writes (duplicate output name)")
+            if out in defined:
+                raise ModelError(f"{path}: graph.node[{k}] ({node.op_type} {node.name!r}) writes {out!r}, which is "
+                                 "a graph input or initializer (duplicate name)")
+            written.add(out)
+
+
+def _first_repeat(names: Iterable[str], path: Path, field: str) -> None:
+    seen: set[str] = set()
+    for k, name in enumerate(names):
+        if name in seen:
+            raise ModelError(f"{path}: {field}[{k}] repeats the name {name!r}")
+        seen.add(name)
+
+
+def _tensors(model: onnx.ModelProto) -> Iterable[tuple[TensorProto, str]]:
+    graph = model.graph
+    for k, t in enumerate(graph.initializer):
+        yield t, f"graph.initializer[{k}] {t.name!r}"
+    for k, node in enumerate(graph.node):
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t, f"graph.node[{k}] ({node.op_type} {node.name!r}).{attr.name}"
+
+
+def _expected_bytes(tensor: TensorProto) -> int | None:
+    item = _ITEM_BYTES.get(tensor.data_type)
+    if item is None:
+        return None
+    return math.ceil(math.prod(tensor.dims) * item)
+
+
+def _check_tensor_data(tensor: TensorProto, where: str, path: Path, base_dir: Path) -> None:
+    if tensor.data_type not in _DATA_TYPES or tensor.data_type == TensorProto.UNDEFINED:
+        raise ModelError(f"{path}: {where}: data_type {tensor.data_type} is not an ONNX element type")
+    if any(d < 0 for d in tensor.dims):
+        raise ModelError(f"{path}: {where}: negative dim in {list(tensor.dims)}")
+    expected = _expected_bytes(tensor)
+    if tensor.data_location == TensorProto.EXTERNAL:
+        _check_external(tensor, where, path, base_dir, expected)
+        return
+    if tensor.HasField("raw_data"):
+        if expected is not None and len(tensor.raw_data) != expected:
+            raise ModelError(f"{path}: {where}: raw_data holds {len(tensor.raw_data)} bytes, its dims "
+                             f"{list(tensor.dims)} need {expected}")
+        return
+    field = _TYPED_FIELDS.get(tensor.data_type)
+    if field is None:
+        return
+    name, per_element = field
+    count = len(getattr(tensor, name))
+    elements = math.prod(tensor.dims)
+    if count == 0 and elements == 0:
+        return
+    if count != elements * per_element:
+        raise ModelError(f"{path}: {where}: {name} holds {count} values, its dims {list(tensor.dims)} need "
+                         f"{elements * per_element}")
+
+
+def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path, expected: int | None) -> None:
+    entries = {e.key: e.value for e in tensor.external_data}
+    numbers: dict[str, int] = {}
+    for key in ("offset", "length"):
+        if key not in entries:
+            continue
+        text = entries[key]
+        if not text.isdigit() or len(text) > 20:
+            raise ModelError(f"{path}: {where}: external data {key} {text[:40]!r} is not a non-negative integer")
+        numbers[key] = int(text)
+    location = entries.get("location", "")
+    target = base_dir / location
+    try:
+        file_bytes = target.stat().st_size
+    except OSError:
+        return  # the location is checked (and reported) by load.py's external-data check
+    offset = numbers.get("offset", 0)
+    length = numbers.get("length", file_bytes - offset if expected is None else expected)
+    if offset > file_bytes:
+        raise ModelError(f"{path}: {where}: external data offset {offset} is past the end of {location!r} "
+                         f"({file_bytes} bytes)")
+    if offset + length > file_bytes:
+        raise ModelError(f"{path}: {where}: external data offset {offset} + length {length} reaches past the end "
+                         f"of {location!r} ({file_bytes} bytes)")
+    if expected is not None and length != expected:
+        raise ModelError(f"{path}: {where}: external data length {length} bytes, its dims {list(tensor.dims)} "
+                         f"need {expected}")
+
+
+def topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+    """The nodes in a valid execution order (stable: the file order when it already is one).
+
+    Kahn's algorithm with a heap of file positions: linear in nodes and edges (times log n), so a
+    graph stored in reverse order costs what one in order does.
+    """
+    import heapq
+
+    producer: dict[str, int] = {}
+    for k, n in enumerate(nodes):
+        for o in n.output:
+            if o and o not in available:
+                producer.setdefault(o, k)
+    waiting = [0] * len(nodes)
+    consumers: dict[int, list[int]] = {}
+    for k, n in enumerate(nodes):
+        for i in dict.fromkeys(x for x in n.input if x and x not in available):
+            p = producer.get(i)
+            if p is not None:
+                waiting[k] += 1  # a node reading its own output (p == k) is never released: a cycle
+                if p != k:
+                    consumers.setdefault(p, []).append(k)
+    missing = {i for n in nodes for i in n.input if i and i not in available and i not in producer}
+    ready = [k for k in range(len(nodes)) if waiting[k] == 0 and not _reads_any(nodes[k], missing)]
+    heapq.heapify(ready)
+    ordered: list[onnx.NodeProto] = []
+    while ready:
+        k = heapq.heappop(ready)
+        ordered.append(nodes[k])
+        for c in consumers.get(k, ()):
+            waiting[c] -= 1
+            if waiting[c] == 0 and not _reads_any(nodes[c], missing):
+                heapq.heappush(ready, c)
+    if len(ordered) < len(nodes):
+        done = {o for n in ordered for o in n.output}
+        listed = sorted(missing or {i for n in nodes for i in n.input if i in producer and i not in done})
+        raise ModelError(f"graph is not a DAG or reads undefined tensors: {', '.join(listed[:5])}"
+                         + (" ..." if len(listed) > 5 else ""))
+    return ordered
+
+
+def _reads_any(node: onnx.NodeProto, names: set[str]) -> bool:
+    return bool(names) and any(i in names for i in node.input)
+
+
+#: Initializers larger than this are given to the checker as typed graph inputs, not data (their
+#: sizes were checked above; serialising them for the checker would double the memory).
+_CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
+
+
+def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
+    """ONNX's own checker with ``full_check`` (strict shape inference), on a light copy of the model.
+
+    The copy keeps small initializers and makes large ones typed inputs. ONNX Runtime accepts graph
+    outputs declared without a shape, the checker does not: such outputs get the shape ONNX's
+    inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
+    in a topological order (the runtime sorts them; the checker wants them sorted).
+    """
+    try:
+        _run_checker(model)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
+        # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
+        # string field that is not UTF-8
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ModelError(f"{path}: refused by onnx.checker (ONNX Runtime refuses it too): {first}") from None
+
+
+def _run_checker(model: onnx.ModelProto) -> None:
+    graph = model.graph
+    small = [t for t in graph.initializer
+             if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= _CHECKER_MAX_INITIALIZER_BYTES]
+    kept = {t.name for t in small}
+    listed = {vi.name for vi in graph.input}
+    typed = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+             for t in graph.initializer if t.name not in kept and t.name not in listed]
+    outputs = list(graph.output)
+    available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    nodes = topological(list(graph.node), available)
+    light = helper.make_graph(nodes, graph.name or "g", [*graph.input, *typed], outputs, initializer=small,
+                              value_info=list(graph.value_info))
+    copy = helper.make_model(light, opset_imports=list(model.opset_import), ir_version=model.ir_version,
+                             functions=list(model.functions))
+    if any(not _has_shape(o) for o in outputs):
+        _give_outputs_shapes(copy)
+    onnx.checker.check_model(copy, full_check=True)
+
+
+def _has_shape(vi: onnx.ValueInfoProto) -> bool:
+    return not vi.type.HasField("tensor_type") or vi.type.tensor_type.HasField("shape")
+
+
+def _give_outputs_shapes(model: onnx.ModelProto) -> None:
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except Exception:  # onnx raises several internal error types; the checker will report the model
+        return
+    known = {vi.name: vi for vi in [*inferred.graph.value_info, *inferred.graph.output] if _has_shape(vi)}
+    outputs = [known.get(o.name, o) for o in model.graph.output]
+    del model.graph.output[:]
+    model.graph.output.extend(o for o in outputs if _has_shape(o))
