@@ -168,6 +168,55 @@ class Layer(Section):
     estimate: LayerEstimate | None = None
     measured: LayerMeasured | None = None
 
+    # Derived (the definitions of :mod:`layerscope.runfile.derived`, on the typed layer).
+
+    @property
+    def est(self) -> LayerEstimate:
+        """The layer's estimate, an empty one (every field ``None``) when it has none."""
+        return self.estimate if self.estimate is not None else _NO_ESTIMATE
+
+    @property
+    def eliminated(self) -> bool:
+        """True when the runtime removed the layer (``measured.status == "eliminated"``)."""
+        return self.measured is not None and self.measured.status == "eliminated"
+
+    @property
+    def measured_us(self) -> float | None:
+        """The layer's measured time: ``None`` unmeasured, 0 when eliminated, else the median (else the mean)."""
+        if self.measured is None:
+            return None
+        if self.measured.status == "eliminated":
+            return 0.0
+        value = self.measured.median_us if self.measured.median_us is not None else self.measured.mean_us
+        return None if value is None else float(value)
+
+    @property
+    def estimated_us(self) -> float | None:
+        """The layer's estimated latency, ``None`` without an estimate."""
+        value = self.estimate.latency_us if self.estimate is not None else None
+        return None if value is None else float(value)
+
+    def time_us(self, *, prefer_measured: bool = True) -> float:
+        """The measured time (0 when eliminated) when measured and ``prefer_measured``, else the estimate, else 0."""
+        measured = self.measured_us if prefer_measured else None
+        if measured is not None:
+            return measured
+        estimated = self.estimated_us
+        return estimated if estimated is not None else 0.0
+
+    @property
+    def ops(self) -> float:
+        """Arithmetic operations: FLOPs, or 2 x MACs when larger."""
+        return float(max(self.flops or 0, 2 * (self.macs or 0)))
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes read plus bytes written (0 for an unknown side)."""
+        return (self.bytes_read or 0) + (self.bytes_written or 0)
+
+
+_NO_ESTIMATE = LayerEstimate()
+
 
 class Kernel(Section):
     """A runtime kernel (or a vendor's entry) and the layers it ran."""
@@ -522,3 +571,21 @@ class RunFile(Section):
     def to_json(self) -> dict[str, Any]:
         """The JSON document (unset optional sections left out)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    # Convenience for readers (:mod:`layerscope.analysis`): what several of them need, defined once.
+
+    @property
+    def layer_by_id(self) -> dict[str, Layer]:
+        """Layers by id (the last one wins when ids repeat, as a dict built from the list would)."""
+        return {layer.id: layer for layer in self.layers}
+
+    @property
+    def has_measurement(self) -> bool:
+        """True when any layer has a ``measured`` section."""
+        return any(layer.measured is not None for layer in self.layers)
+
+    @property
+    def target_or_empty(self) -> Target:
+        """The ``target`` section, an empty one when the run has none."""
+        return self.target if self.target is not None else Target()
+
