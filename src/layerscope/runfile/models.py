@@ -14,9 +14,12 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from layerscope.runfile.derived import KFactor
 
 #: Largest time in µs a run may hold (about 31 years): beyond it a file is garbage, not a measurement.
 MAX_US = 1e15
@@ -583,6 +586,28 @@ class RunFile(Section):
     def has_measurement(self) -> bool:
         """True when any layer has a ``measured`` section."""
         return any(layer.measured is not None for layer in self.layers)
+
+    @property
+    def k_factor(self) -> KFactor | None:
+        """k of this run and what it covers (:func:`layerscope.runfile.derived.scale_factor`, the one
+        definition); ``None`` when no part is both estimated and measured."""
+        from layerscope.runfile.derived import scale_factor
+
+        return scale_factor(self.to_json())
+
+    @property
+    def k(self) -> float | None:
+        """k = measured / estimated (:attr:`k_factor`), ``None`` when the run has no k."""
+        factor = self.k_factor
+        return None if factor is None else factor.k
+
+    @property
+    def end_to_end_us(self) -> tuple[float, float] | None:
+        """(measured latency P50, else mean; summed estimate) when both are positive
+        (:func:`layerscope.runfile.derived.end_to_end_us`)."""
+        from layerscope.runfile.derived import end_to_end_us
+
+        return end_to_end_us(self.to_json())
 
     @property
     def target_or_empty(self) -> Target:
