@@ -14,7 +14,7 @@ Contract:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,6 +40,13 @@ class Section(BaseModel):
     """Base of every section: frozen, strict, finite numbers, unknown keys kept."""
 
     model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
+
+    def over(self, base: Self | None) -> Self:
+        """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
+        one does not hold is kept. ``self`` when ``base`` is ``None``."""
+        if base is None:
+            return self
+        return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
 
 # --------------------------------------------------------------------------------------------------- model, target
