@@ -1,6 +1,6 @@
 """Count string-key lookups (``x["key"]`` and ``x.get("key")``) in ``src/layerscope`` outside the run-file package.
 
-Usage: ``.venv/bin/python benchmarks/string_lookups.py [--top 25] [--all] [--json OUT] [--goal 150]``
+Usage: ``.venv/bin/python benchmarks/string_lookups.py [--top 25] [--all] [--json OUT] [--goal 150] [--src DIR]``
 
 Issue #15's done-when: "string-key lookups into run data outside the run-file package: under 150 in ``src/``".
 
@@ -107,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--all", action="store_true", help="also print the count over every file")
     parser.add_argument("--json", type=Path, default=None, help="write the counts to this JSON file")
     parser.add_argument("--goal", type=int, default=None, help="exit 1 unless the run-data count is below this")
+    parser.add_argument("--src", type=Path, default=SRC, help="the package folder (default: this checkout's)")
     args = parser.parse_args(argv)
-    every = count_tree()
+    every = count_tree(args.src)
     counts = run_data(every)
     total = sum(counts.values())
     print(f"string-key lookups into run data outside layerscope.runfile: {total} "
