@@ -69,10 +69,10 @@ class Run:
 
     def layer_measured_us(self, layer_id: str) -> float | None:
         """A layer's measured time as every report shows it (``None``: not measured; 0: eliminated)."""
-        for layer in self.document["layers"]:
-            if layer.get("id") == layer_id:
-                return layer_measured_us(layer)
-        raise KeyError(layer_id)
+        layer = self.typed.layer_by_id.get(layer_id)
+        if layer is None:
+            raise KeyError(layer_id)
+        return layer.measured_us
 
     def save(self, path: PathLike) -> Path:
         """Write the run file atomically (the bytes ``layerscope ... --json`` writes); return its path."""

@@ -25,11 +25,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from layerscope.errors import RunFileError
+from layerscope.runfile.io import as_run, upgrade
+from layerscope.runfile.models import Layer, RunFile, Section
 
 # Top-level sections an estimate writes; everything else in a run belongs to another command.
 ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeline")
 # Sections computed from the estimate by later commands: stale when the estimate changes.
 DERIVED_SECTIONS = ("reconcile", "findings", "comparison")
+# Sections the new estimate run brings as they are (``model``, ``summary`` and ``layers`` are merged key by key).
+OWN_SECTIONS = ("schema_version", "tool")
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,10 @@ class MergeResult:
     notes: tuple[str, ...]
 
 
-def check_same_model(old: Mapping[str, Any], new: Mapping[str, Any], where: str) -> None:
+def check_same_model(old: RunFile | Mapping[str, Any], new: RunFile | Mapping[str, Any], where: str) -> None:
     """``RunFileError`` (exit 2) unless ``old`` and ``new`` are runs of the same model with the same inputs."""
-    old_model, new_model = old.get("model") or {}, new.get("model") or {}
-    old_sha, new_sha = old_model.get("sha256"), new_model.get("sha256")
+    old_model, new_model = as_run(old, where).model, as_run(new).model
+    old_sha, new_sha = old_model.sha256, new_model.sha256
     if not old_sha:
         raise RunFileError(f"{where} holds a run with no model file behind it (an import without --model?), so "
                            "this estimate cannot be joined to it",
@@ -51,20 +55,21 @@ def check_same_model(old: Mapping[str, Any], new: Mapping[str, Any], where: str)
     if old_sha != new_sha:
         raise RunFileError(
             f"{where} holds a run of another model (sha256 {str(old_sha)[:12]}..., "
-            f"{old_model.get('name') or old_model.get('path') or 'unnamed'}; this one is {str(new_sha)[:12]}...)",
+            f"{old_model.name or old_model.path or 'unnamed'}; this one is {str(new_sha)[:12]}...)",
             hint="write the estimate to another file; nothing was changed")
-    old_inputs = {t.get("name"): t.get("shape") for t in old_model.get("inputs") or []}
-    new_inputs = {t.get("name"): t.get("shape") for t in new_model.get("inputs") or []}
+    old_inputs = {t.name: t.shape for t in old_model.inputs}
+    new_inputs = {t.name: t.shape for t in new_model.inputs}
     if old_inputs != new_inputs:
         shown = ", ".join(f"{n}={'x'.join(map(str, s or []))}" for n, s in old_inputs.items())
         raise RunFileError(f"{where} was made with other input shapes ({shown})",
                            hint="pass the same --shape, or write the estimate to another file; nothing was changed")
 
 
-def check_not_vendor_estimate(old: Mapping[str, Any], where: str) -> None:
+def check_not_vendor_estimate(old: RunFile | Mapping[str, Any], where: str) -> None:
     """``RunFileError`` (exit 2) when ``old`` holds an imported vendor estimate: replacing it would lose it."""
-    methods = {str((old.get("estimate_info") or {}).get("method") or "")}
-    methods.update(str((layer.get("estimate") or {}).get("method") or "") for layer in old.get("layers") or [])
+    typed = as_run(old, where)
+    methods = {str(typed.estimate_info.method or "") if typed.estimate_info is not None else ""}
+    methods.update(str(layer.est.method or "") for layer in typed.layers)
     vendor = sorted(m for m in methods if m.startswith("vendor:"))
     if vendor:
         raise RunFileError(f"{where} holds the vendor compiler's own estimate ({', '.join(vendor)}); the roofline "
@@ -72,48 +77,67 @@ def check_not_vendor_estimate(old: Mapping[str, Any], where: str) -> None:
                            hint="write the estimate to another file and compare the two; nothing was changed")
 
 
-def merge_estimate(old: Mapping[str, Any], new: Mapping[str, Any], where: str = "the run file") -> MergeResult:
-    """``old`` with its estimate replaced by ``new``'s (see the module docstring); neither input is changed."""
-    check_same_model(old, new, where)
-    check_not_vendor_estimate(old, where)
-    merged: dict[str, Any] = {key: value for key, value in old.items() if key not in ESTIMATE_SECTIONS}
-    for key in ESTIMATE_SECTIONS:
-        if key in new:
-            merged[key] = new[key]
-    merged["schema_version"] = new["schema_version"]
-    merged["tool"] = new["tool"]
-    merged["model"] = {**(old.get("model") or {}), **new["model"]}
-    merged["summary"] = {**(old.get("summary") or {}), **new["summary"]}
-    layers, unmatched = _merge_layers(old.get("layers") or [], new["layers"])
-    merged["layers"] = layers
-    return MergeResult(merged, _notes(old, new, unmatched))
+def _document(run: RunFile | Mapping[str, Any]) -> dict[str, Any]:
+    """The run's JSON document (a document as given, migrated; a typed run dumped)."""
+    return run.to_json() if isinstance(run, RunFile) else upgrade(run)
 
 
-def _merge_layers(old_layers: list[dict[str, Any]], new_layers: list[dict[str, Any]]
-                  ) -> tuple[list[dict[str, Any]], list[str]]:
+def merge_estimate(old: RunFile | Mapping[str, Any], new: RunFile | Mapping[str, Any], where: str = "the run file"
+                   ) -> MergeResult:
+    """``old`` with its estimate replaced by ``new``'s (see the module docstring); neither input is changed.
+    Both may be typed runs or their documents; the merged run is returned as a document."""
+    old_run, new_run = as_run(old, where), as_run(new)
+    check_same_model(old_run, new_run, where)
+    check_not_vendor_estimate(old_run, where)
+    old_doc, new_doc = _document(old), _document(new)
+    replaced = (*ESTIMATE_SECTIONS, *OWN_SECTIONS)
+    layers, unmatched = _merge_layers(old_run.layers, new_run.layers)
+    merged: dict[str, Any] = {key: value for key, value in old_doc.items() if key not in replaced}
+    merged.update((key, value) for key, value in new_doc.items() if key in replaced)
+    merged.update(_dump({"model": new_run.model.over(old_run.model), "summary": new_run.summary.over(old_run.summary)}))
+    merged.update(layers=[_dump(layer) for layer in layers])
+    return MergeResult(merged, _notes(old_run, new_run, unmatched))
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, Section):
+        return value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    if isinstance(value, dict):
+        return {key: _dump(item) for key, item in value.items()}
+    return value
+
+
+def _merge_layers(old_layers: list[Layer], new_layers: list[Layer]) -> tuple[list[Layer], list[str]]:
     """New layers in the new (graph) order, each over its old namesake's keys; unknown old layers last."""
-    by_id = {layer.get("id"): layer for layer in old_layers}
-    new_ids = {layer["id"] for layer in new_layers}
-    merged = [{**by_id.get(layer["id"], {}), **layer} for layer in new_layers]
-    leftover = [layer for layer in old_layers if layer.get("id") not in new_ids]
-    return merged + leftover, [str(layer.get("id")) for layer in leftover]
+    by_id = {layer.id: layer for layer in old_layers}
+    new_ids = {layer.id for layer in new_layers}
+    merged = [layer.over(by_id.get(layer.id)) for layer in new_layers]
+    leftover = [layer for layer in old_layers if layer.id not in new_ids]
+    return merged + leftover, [layer.id for layer in leftover]
 
 
-def _notes(old: Mapping[str, Any], new: Mapping[str, Any], unmatched: list[str]) -> tuple[str, ...]:
+def _keys(run: RunFile) -> set[str]:
+    """The top-level keys of the run's document."""
+    fields = type(run).model_fields
+    return {(fields[name].alias or name) if name in fields else name for name in run.model_fields_set}
+
+
+def _notes(old: RunFile, new: RunFile, unmatched: list[str]) -> tuple[str, ...]:
     notes = []
-    kept = [key for key in sorted(old) if key not in ESTIMATE_SECTIONS
+    present_old = _keys(old)
+    kept = [key for key in sorted(present_old) if key not in ESTIMATE_SECTIONS
             and key not in ("schema_version", "tool", "model", "summary", "layers")]
-    measured = sum(1 for layer in old.get("layers") or [] if layer.get("measured"))
+    measured = sum(1 for layer in old.layers if layer.measured)
     if kept or measured:
         notes.append(f"kept: {', '.join(kept) or 'no other section'}"
                      + (f"; {measured} layers' measured times" if measured else ""))
-    old_target, new_target = old.get("target") or {}, new.get("target") or {}
-    changed = (old_target.get("name"), old_target.get("dtype")) != (new_target.get("name"), new_target.get("dtype"))
-    stale = [key for key in DERIVED_SECTIONS if key in old]
+    old_target, new_target = old.target_or_empty, new.target_or_empty
+    changed = (old_target.name, old_target.dtype) != (new_target.name, new_target.dtype)
+    stale = [key for key in DERIVED_SECTIONS if key in present_old]
     if stale and changed:
-        notes.append(f"{', '.join(stale)} came from the estimate on {old_target.get('name')!r} "
-                     f"({old_target.get('dtype')}); re-run them against the estimate on {new_target.get('name')!r}")
-    if "timeline" in old and "timeline" not in new:
+        notes.append(f"{', '.join(stale)} came from the estimate on {old_target.name!r} "
+                     f"({old_target.dtype}); re-run them against the estimate on {new_target.name!r}")
+    if old.timeline is not None and new.timeline is None:
         notes.append("timeline removed: it scheduled the previous estimate (add --timeline to refresh it)")
     if unmatched:
         notes.append(f"{len(unmatched)} layers of the run are not in this model's estimate and kept as they were: "

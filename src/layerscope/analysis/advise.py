@@ -2,8 +2,9 @@
 the findings.
 
 Contract:
-- :func:`reload_model` loads ``run["model"]["path"]`` (or an override) with the run's input shapes and refuses,
-  with ``ModelError`` (exit 2), a file whose sha256 differs from ``run["model"]["sha256"]``: rules must read
+- readers take the typed run (:class:`~layerscope.runfile.models.RunFile`) or its document (checked on entry);
+- :func:`reload_model` loads ``model.path`` (or an override) with the run's input shapes and refuses,
+  with ``ModelError`` (exit 2), a file whose sha256 differs from ``model.sha256``: rules must read
   the model the run describes, not a file that changed since;
 - :func:`run_profile` loads the profile the run was estimated on (``target.source_path`` when that file still
   exists, else ``target.name``); ``None`` when the run names none;
@@ -28,6 +29,8 @@ from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.load import sha256_file
 from layerscope.model.types import Graph
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunFile
 from layerscope.targets import load_profile
 from layerscope.targets.profile import Profile
 
@@ -40,30 +43,29 @@ class AdviceReport:
     advice: Advice
 
 
-def reload_model(run: Mapping[str, Any], override: str | Path | None = None) -> Graph:
+def reload_model(run: RunFile | Mapping[str, Any], override: str | Path | None = None) -> Graph:
     """The run's model, loaded with its recorded input shapes; sha256 checked against the run."""
-    model = run.get("model") or {}
-    path = Path(override) if override is not None else Path(str(model.get("path") or ""))
+    model = as_run(run).model
+    path = Path(override) if override is not None else Path(str(model.path or ""))
     if not str(path) or str(path) == ".":
         raise RunFileError("the run names no model file; pass it with --model")
     if not path.is_file():
         raise ModelError(f"{path}: the run's model file is not there", hint="pass it with --model")
-    expected = model.get("sha256")
+    expected = model.sha256
     if expected and sha256_file(path) != expected:
         raise ModelError(f"{path}: sha256 differs from the run's model ({str(expected)[:12]}...); the file changed "
                          "since the run was made", hint="pass the original with --model, or re-run the estimate")
-    shapes = {str(t["name"]): tuple(int(d) for d in t["shape"]) for t in model.get("inputs", [])
-              if isinstance(t.get("shape"), list) and all(isinstance(d, int) and d > 0 for d in t["shape"])}
+    shapes = {t.name: dims for t in model.inputs if t.shape is not None
+              and len(dims := tuple(d for d in t.shape if isinstance(d, int) and d > 0)) == len(t.shape)}
     return load_model(path, shapes)
 
 
-def run_profile(run: Mapping[str, Any], override: str | None = None) -> Profile | None:
+def run_profile(run: RunFile | Mapping[str, Any], override: str | None = None) -> Profile | None:
     """The profile the run was estimated on (or ``override``); ``None`` when the run names none."""
     if override:
         return load_profile(override)
-    target = run.get("target") or {}
-    source = target.get("source_path")
-    name = target.get("name")
+    target = as_run(run).target_or_empty
+    source, name = target.source_path, target.name
     if name == "host":
         return load_profile("host")
     if source and Path(str(source)).is_file() and str(source).endswith(".toml"):
@@ -71,30 +73,29 @@ def run_profile(run: Mapping[str, Any], override: str | None = None) -> Profile 
     return load_profile(str(name)) if name else None
 
 
-def measure_config_of(run: Mapping[str, Any]) -> SessionConfig | None:
+def measure_config_of(run: RunFile | Mapping[str, Any]) -> SessionConfig | None:
     """The session config of the run's ONNX Runtime measurement (provider, threads, optimization level);
     ``None`` when the run was not measured on ONNX Runtime."""
-    measurement = run.get("measurement")
-    if not isinstance(measurement, Mapping) or measurement.get("backend") != "onnxruntime":
+    measurement = as_run(run).measurement
+    if measurement is None or measurement.backend != "onnxruntime":
         return None
-    return SessionConfig(provider=str(measurement.get("provider") or "cpu"),
-                         threads=int(measurement.get("threads") or 0),
-                         opt_level=str(measurement.get("opt_level") or "all"))
+    return SessionConfig(provider=str(measurement.provider or "cpu"), threads=int(measurement.threads or 0),
+                         opt_level=str(measurement.opt_level or "all"))
 
 
-def advise(run: Mapping[str, Any], profile: Profile | None, graph: Graph | None,
+def advise(run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Graph | None,
            rules: tuple[Rule, ...] = RULES, *, measure_config: SessionConfig | None = None,
            measure_runs: int = 20) -> AdviceReport:
-    """Diagnose ``run`` and run every rule on it; with ``measure_config``, rules that can measure their
-    mitigation do (``measure_runs`` timed runs each side)."""
-    ctx = RuleContext.of(run, profile, graph, measure_config=measure_config, measure_runs=measure_runs)
-    return AdviceReport(diagnose(run, profile), run_rules(ctx, rules))
+    """Diagnose ``run`` (typed, or its document) and run every rule on it; with ``measure_config``, rules that
+    can measure their mitigation do (``measure_runs`` timed runs each side)."""
+    typed = as_run(run)
+    ctx = RuleContext.of(typed, profile, graph, measure_config=measure_config, measure_runs=measure_runs)
+    return AdviceReport(diagnose(typed, profile), run_rules(ctx, rules))
 
 
 def with_findings(run: dict[str, Any], report: AdviceReport, *, top: int = 10) -> dict[str, Any]:
     """``run`` with its ``findings`` section set (replacing an earlier one)."""
-    section = findings_section(report.advice.findings, source="layerscope advise")
-    section["skipped_rules"] = [{"rule": rule, "reason": why} for rule, why in report.advice.skipped]
-    section["diagnosis"] = diagnosis_section(report.diagnosis, top)
-    run["findings"] = section
+    run["findings"] = {**findings_section(report.advice.findings, source="layerscope advise"),
+                       "skipped_rules": [{"rule": rule, "reason": why} for rule, why in report.advice.skipped],
+                       "diagnosis": diagnosis_section(report.diagnosis, top)}
     return run

@@ -77,7 +77,8 @@ import numpy as np
 
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
-from layerscope.runfile.derived import fused_group
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import ComputeUnit, Profile
 from layerscope.textsafe import terminal_text
 
@@ -283,14 +284,16 @@ class Calibration:
 
 
 # ------------------------------------------------------------------------------------------- from run files
-def group_of(layer: Mapping[str, Any]) -> str | None:
-    """The fit group of a run layer (``"<unit>/<kind>"``, ``"<cpu>/fallback"``); ``None`` for a view."""
-    estimate = layer.get("estimate")
-    if not isinstance(estimate, Mapping):
+def group_of(layer: Layer | Mapping[str, Any]) -> str | None:
+    """The fit group of a run layer, typed or its JSON (``"<unit>/<kind>"``, ``"<cpu>/fallback"``); ``None`` for
+    a view or a layer without an estimate."""
+    typed = layer if isinstance(layer, Layer) else Layer.model_validate(dict(layer))
+    estimate = typed.estimate
+    if estimate is None:
         return None
-    kind = str(layer.get("unit_kind", ""))
-    unit = str(estimate.get("unit", ""))
-    if estimate.get("fallback_reason"):
+    kind = typed.unit_kind or ""
+    unit = estimate.unit or ""
+    if estimate.fallback_reason:
         return f"{unit}/{FALLBACK_KIND}"
     if kind == "zero_copy" or unit in ("", "-"):
         return None
@@ -301,60 +304,57 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def run_data(run: Mapping[str, Any], label: str = "") -> RunData:
-    """The fit's view of a run from ``layerscope profile`` (per-layer estimate and measurement, end-to-end P50).
+def run_data(run: RunFile | Mapping[str, Any], label: str = "") -> RunData:
+    """The fit's view of a run from ``layerscope profile`` (per-layer estimate and measurement, end-to-end P50);
+    the typed run or its document.
 
     ``InputError`` when the run lacks the estimate, the measurement or the end-to-end latency.
     """
-    name = str(run.get("model", {}).get("name") or label or "?")
+    typed = as_run(run, label or "run")
+    name = str(typed.model.name or label or "?")
     where = label or name
-    latency = run.get("latency") or {}
-    latency_us = _number(latency.get(LATENCY_KEY)) or _number(latency.get("p50_us")) or _number(latency.get("mean_us"))
+    latency = typed.latency
+    latency_us = (_number(getattr(latency, LATENCY_KEY)) or _number(latency.p50_us) or _number(latency.mean_us)
+                  if latency is not None else None)
     if not latency_us or latency_us <= 0:
         raise InputError(f"{where}: run has no end-to-end latency (measure it with `layerscope profile`)")
     layers: list[LayerTerm] = []
     index: dict[str, int] = {}
-    for layer in run.get("layers", []):
+    for layer in typed.layers:
         group = group_of(layer)
         if group is None:
             continue
-        est = layer["estimate"]
-        compute, load, store = (_number(est.get(k)) for k in ("compute_us", "load_us", "store_us"))
+        est = layer.est
+        compute, load, store = (_number(v) for v in (est.compute_us, est.load_us, est.store_us))
         if compute is None or load is None or store is None:
-            raise InputError(f"{where}: layer {layer.get('id')!r} has no compute/load/store estimate "
+            raise InputError(f"{where}: layer {layer.id!r} has no compute/load/store estimate "
                              "(calibration needs runs estimated by layerscope)")
-        index[str(layer["id"])] = len(layers)
-        measured = layer.get("measured")
-        own = _number(measured.get("median_us")) if isinstance(measured, Mapping) else None
-        layers.append(LayerTerm(str(layer["id"]), group, compute, load + store, str(layer.get("op_type", "")),
-                                own or 0.0))
-    rows = _kernel_rows(run, index)
+        index[layer.id] = len(layers)
+        own = _number(layer.measured.median_us) if layer.measured is not None else None
+        layers.append(LayerTerm(layer.id, group, compute, load + store, layer.op_type or "", own or 0.0))
+    rows = _kernel_rows(typed, index)
     if not rows:
         raise InputError(f"{where}: run has no per-layer measurement (make it with `layerscope profile`)")
-    summary = run.get("summary") or {}
-    base = _number(summary.get("est_latency_us")) or 0.0
-    model = run.get("model") or {}
-    key = str(model.get("sha256") or model.get("path") or name)
-    return RunData(name, key, str((run.get("target") or {}).get("name", "")), latency_us, base, tuple(layers),
-                   tuple(rows))
+    base = _number(typed.summary.est_latency_us) or 0.0
+    key = str(typed.model.sha256 or typed.model.path or name)
+    return RunData(name, key, typed.target_or_empty.name or "", latency_us, base, tuple(layers), tuple(rows))
 
 
-def _kernel_rows(run: Mapping[str, Any], index: Mapping[str, int]) -> list[KernelRow]:
+def _kernel_rows(run: RunFile, index: Mapping[str, int]) -> list[KernelRow]:
     """One row per kernel: a fused group's layers together with the sum of their shares of its time."""
     rows: list[KernelRow] = []
     seen: set[tuple[str, ...]] = set()
-    by_id = {str(layer.get("id")): layer for layer in run.get("layers", [])}
-    groups: dict[str, tuple[str, ...]] = {}
-    for layer in run.get("layers", []):
-        measured = layer.get("measured")
-        if not isinstance(measured, Mapping) or measured.get("status") == "eliminated":
+    by_id = run.layer_by_id
+    for layer in run.layers:
+        measured = layer.measured
+        if measured is None or measured.status == "eliminated":
             continue
-        group = fused_group(run, measured, groups) or (str(layer["id"]),)
+        group = run.fused_group(layer) or (layer.id,)
         if group in seen:
             continue
         seen.add(group)
-        members = [by_id.get(i, {}).get("measured") or {} for i in group]
-        total = sum(_number(m.get("median_us")) or 0.0 for m in members)
+        members = [member.measured for i in group if (member := by_id.get(i)) is not None]
+        total = sum(_number(m.median_us) or 0.0 for m in members if m is not None)
         fitted = tuple(index[i] for i in group if i in index)
         if fitted and total > 0:
             rows.append(KernelRow(fitted, total))

@@ -1,7 +1,7 @@
 """Compare two runs: the before/after table users post (latency, FPS, P99, utilization, CPU-fallback count, peak
 memory, MACs) and per-layer deltas matched by layer id.
 
-Contract (pure functions of two run dicts):
+Contract (pure functions of two typed runs, or their documents):
 - a metric is taken from the measurement when the run has one (``latency``, ``measurement``), else from the
   estimate (``summary``, ``timeline``); each side says which (``source``); a metric neither side has is omitted;
 - layers are matched by id; the rest are matched as *renamed* when op type, output shapes, MACs and weight bytes
@@ -13,11 +13,12 @@ Contract (pure functions of two run dicts):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from layerscope.analysis.diagnose import has_measurement, layer_time_us
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import Layer, RunFile
 
 
 @dataclass(frozen=True)
@@ -80,62 +81,64 @@ def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _latency(run: Mapping[str, Any], key: str) -> tuple[float | None, str]:
-    latency = run.get("latency") or {}
-    value = _num(latency.get(key))
+def _latency(run: RunFile, key: str) -> tuple[float | None, str]:
+    value = _num(getattr(run.latency, key, None)) if run.latency is not None else None
     if value is not None:
         return value, "measured"
     if key == "p50_us":
-        return _num((run.get("summary") or {}).get("est_latency_us")), "estimate"
+        return _num(run.summary.est_latency_us), "estimate"
     return None, "-"
 
 
-def _fps(run: Mapping[str, Any]) -> tuple[float | None, str]:
-    latency = run.get("latency") or {}
-    if _num(latency.get("fps")) is not None:
-        return _num(latency.get("fps")), "measured"
-    summary = run.get("summary") or {}
-    if _num(summary.get("est_fps")) is not None:
-        return _num(summary.get("est_fps")), "estimate"
+def _fps(run: RunFile) -> tuple[float | None, str]:
+    fps = _num(run.latency.fps) if run.latency is not None else None
+    if fps is not None:
+        return fps, "measured"
+    if _num(run.summary.est_fps) is not None:
+        return _num(run.summary.est_fps), "estimate"
     return None, "-"
 
 
-def _utilization(run: Mapping[str, Any]) -> tuple[float | None, str]:
-    measurement = run.get("measurement") or {}
-    if _num(measurement.get("cpu_util")) is not None:
-        return _num(measurement.get("cpu_util")), "measured (CPU)"
-    timeline = (run.get("timeline") or {}).get("summary") or {}
+def _measurement_extra(run: RunFile, key: str) -> float | None:
+    """A number a command added to the measurement section beyond the schema (``bench``: ``cpu_util``,
+    ``peak_rss_bytes``)."""
+    return _num(getattr(run.measurement, key, None)) if run.measurement is not None else None
+
+
+def _utilization(run: RunFile) -> tuple[float | None, str]:
+    cpu_util = _measurement_extra(run, "cpu_util")
+    if cpu_util is not None:
+        return cpu_util, "measured (CPU)"
+    timeline = run.timeline.summary if run.timeline is not None else {}
     busy, latency = _num(timeline.get("busiest_unit_busy_us")), _num(timeline.get("latency_us"))
     if busy is not None and latency:
         return busy / latency, f"estimate ({timeline.get('busiest_unit')})"
     return None, "-"
 
 
-def _fallbacks(run: Mapping[str, Any]) -> tuple[float | None, str]:
-    summary = run.get("summary") or {}
-    if _num(summary.get("cpu_fallback_count")) is not None:
-        return _num(summary.get("cpu_fallback_count")), "estimate"
-    layers = run.get("layers") or []
-    if any(isinstance(layer.get("estimate"), Mapping) for layer in layers):
-        return float(sum(1 for layer in layers if (layer.get("estimate") or {}).get("fallback_reason"))), "estimate"
+def _fallbacks(run: RunFile) -> tuple[float | None, str]:
+    if _num(run.summary.cpu_fallback_count) is not None:
+        return _num(run.summary.cpu_fallback_count), "estimate"
+    if any(layer.estimate is not None for layer in run.layers):
+        return float(sum(1 for layer in run.layers if layer.est.fallback_reason)), "estimate"
     return None, "-"
 
 
-def _memory(run: Mapping[str, Any]) -> tuple[float | None, str]:
-    measurement = run.get("measurement") or {}
-    if _num(measurement.get("peak_rss_bytes")) is not None:
-        return _num(measurement.get("peak_rss_bytes")), "measured (peak RSS)"
-    memory = (run.get("timeline") or {}).get("memory") or {}
+def _memory(run: RunFile) -> tuple[float | None, str]:
+    peak_rss = _measurement_extra(run, "peak_rss_bytes")
+    if peak_rss is not None:
+        return peak_rss, "measured (peak RSS)"
+    memory = run.timeline.memory if run.timeline is not None else {}
     if _num(memory.get("minimum_requirement_bytes")) is not None:
         return _num(memory.get("minimum_requirement_bytes")), "estimate (memory plan)"
     return None, "-"
 
 
-def _macs(run: Mapping[str, Any]) -> tuple[float | None, str]:
-    return _num((run.get("summary") or {}).get("macs")), "model"
+def _macs(run: RunFile) -> tuple[float | None, str]:
+    return _num(run.summary.macs), "model"
 
 
-METRICS = (
+METRICS: tuple[tuple[str, str, str, Callable[[RunFile], tuple[float | None, str]]], ...] = (
     ("latency P50", "us", "lower", lambda r: _latency(r, "p50_us")),
     ("latency P99", "us", "lower", lambda r: _latency(r, "p99_us")),
     ("FPS", "fps", "higher", _fps),
@@ -146,32 +149,31 @@ METRICS = (
 )
 
 
-def _signature(layer: Mapping[str, Any]) -> tuple[Any, ...]:
-    shapes = tuple(tuple(s) if isinstance(s, list) else None for s in layer.get("output_shapes") or [])
-    return (layer.get("op_type"), shapes, layer.get("macs"), layer.get("weight_bytes"))
+def _signature(layer: Layer) -> tuple[Any, ...]:
+    shapes = tuple(tuple(s) if isinstance(s, list) else None for s in layer.output_shapes)
+    return (layer.op_type, shapes, layer.macs, layer.weight_bytes)
 
 
-def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], *, before_label: str = "before",
-                 after_label: str = "after") -> Comparison:
-    """Compare ``before`` and ``after`` (see the module docstring)."""
+def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any], *,
+                 before_label: str = "before", after_label: str = "after") -> Comparison:
+    """Compare ``before`` and ``after`` (typed runs, or their documents; see the module docstring)."""
+    b_run, a_run = as_run(before, before_label), as_run(after, after_label)
     metrics = []
     for name, unit, better, getter in METRICS:
-        (b, sb), (a, sa) = getter(before), getter(after)
+        (b, sb), (a, sa) = getter(b_run), getter(a_run)
         if b is not None or a is not None:
             metrics.append(MetricDelta(name, unit, b, a, sb, sa, better))
-    measured = has_measurement(before) and has_measurement(after)
-    b_layers = [layer for layer in before.get("layers", []) if isinstance(layer, Mapping)]
-    a_layers = [layer for layer in after.get("layers", []) if isinstance(layer, Mapping)]
-    a_by_id = {str(layer.get("id")): layer for layer in a_layers}
+    measured = b_run.has_measurement and a_run.has_measurement
+    a_by_id = {layer.id: layer for layer in a_run.layers}
     matched: list[LayerDelta] = []
     left_before = []
-    for layer in b_layers:
-        other = a_by_id.pop(str(layer.get("id")), None)
+    for layer in b_run.layers:
+        other = a_by_id.pop(layer.id, None)
         if other is None:
             left_before.append(layer)
         else:
             matched.append(_delta(layer, other, measured))
-    left_after = [layer for layer in a_layers if str(layer.get("id")) in a_by_id]
+    left_after = [layer for layer in a_run.layers if layer.id in a_by_id]
     removed = []
     for layer in left_before:
         sig = _signature(layer)
@@ -183,34 +185,34 @@ def compare_runs(before: Mapping[str, Any], after: Mapping[str, Any], *, before_
             matched.append(_delta(layer, twin, measured))
     matched.sort(key=lambda d: (-abs(d.delta_us), d.before_id))
 
-    def rows(layers: list[Mapping[str, Any]]) -> tuple[tuple[str, str, float], ...]:
-        return tuple((str(x.get("id")), str(x.get("op_type")), layer_time_us(x, prefer_measured=measured))
-                     for x in layers)
+    def rows(layers: list[Layer]) -> tuple[tuple[str, str, float], ...]:
+        return tuple((x.id, str(x.op_type), x.time_us(prefer_measured=measured)) for x in layers)
 
     return Comparison(before_label, after_label, tuple(metrics), tuple(matched), rows(left_after), rows(removed),
                       "measured" if measured else "estimated")
 
 
-def _delta(before: Mapping[str, Any], after: Mapping[str, Any], measured: bool) -> LayerDelta:
-    return LayerDelta(str(before.get("id")), str(after.get("id")), str(after.get("op_type")),
-                      layer_time_us(before, prefer_measured=measured), layer_time_us(after, prefer_measured=measured))
+def _delta(before: Layer, after: Layer, measured: bool) -> LayerDelta:
+    return LayerDelta(before.id, after.id, str(after.op_type),
+                      before.time_us(prefer_measured=measured), after.time_us(prefer_measured=measured))
 
 
-def _side(run: Mapping[str, Any], label: str) -> dict[str, Any]:
-    model = run.get("model") or {}
-    return {"label": label, "model": model.get("name"), "path": model.get("path"), "sha256": model.get("sha256"),
-            "target": (run.get("target") or {}).get("name")}
+def _side(run: RunFile, label: str) -> dict[str, Any]:
+    model = run.model
+    return {"label": label, "model": model.name, "path": model.path, "sha256": model.sha256,
+            "target": run.target_or_empty.name}
 
 
-def comparison_section(cmp: Comparison, before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+def comparison_section(cmp: Comparison, before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any]
+                       ) -> dict[str, Any]:
     """The run file's ``comparison`` section (stored in the *after* run)."""
 
     def r(value: float | None) -> float | None:
         return None if value is None else round(value, 6)
 
     return {
-        "before": _side(before, cmp.before_label),
-        "after": _side(after, cmp.after_label),
+        "before": _side(as_run(before, cmp.before_label), cmp.before_label),
+        "after": _side(as_run(after, cmp.after_label), cmp.after_label),
         "time_source": cmp.time_source,
         "metrics": [{"name": m.name, "unit": m.unit, "before": r(m.before), "after": r(m.after),
                      "change": r(m.change), "better": m.better, "source_before": m.source_before,

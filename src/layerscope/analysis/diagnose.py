@@ -1,7 +1,7 @@
 """Diagnose a run: hot spots, what bounds each layer (by the roofline and by measured efficiency), CPU fallback.
 
-Contract (pure functions of a run dict and a profile, no I/O):
-- a layer's time is its measured time (:func:`layerscope.runfile.layer_measured_us`: the median, 0 when the
+Contract (pure functions of the typed run, or its document, and a profile; no I/O):
+- a layer's time is its measured time (:attr:`layerscope.runfile.models.Layer.measured_us`: the median, 0 when the
   runtime eliminated it) when it was measured, else its estimate; :attr:`Diagnosis.time_source` says which the
   ranking used (``"measured"`` when any layer was);
 - ``top20_share`` = the share of all layer time spent in the slowest 20% of the layers (at least one);
@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from layerscope.runfile.derived import is_eliminated, layer_estimated_us, layer_measured_us
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import Profile
 
 #: Below this utilization of both compute and bandwidth a measured layer is "latency"-bound.
@@ -61,44 +62,34 @@ class Diagnosis:
         return self.layers[:n]
 
 
-def layer_time_us(layer: Mapping[str, Any], *, prefer_measured: bool = True) -> float:
-    """The layer's measured time (0 when eliminated) when it was measured, else its estimated latency, else 0."""
-    measured = layer_measured_us(layer) if prefer_measured else None
-    if measured is not None:
-        return measured
-    estimated = layer_estimated_us(layer)
-    return estimated if estimated is not None else 0.0
+def layer_time_us(layer: Layer, *, prefer_measured: bool = True) -> float:
+    """The layer's measured time (0 when eliminated) when it was measured, else its estimated latency, else 0
+    (:meth:`layerscope.runfile.models.Layer.time_us`)."""
+    return layer.time_us(prefer_measured=prefer_measured)
 
 
-def has_measurement(run: Mapping[str, Any]) -> bool:
-    return any(isinstance(layer.get("measured"), Mapping) for layer in run.get("layers", []))
+def has_measurement(run: RunFile | Mapping[str, Any]) -> bool:
+    """True when any layer of ``run`` was measured."""
+    return as_run(run).has_measurement
 
 
-def _ops(layer: Mapping[str, Any]) -> float:
-    return float(max(layer.get("flops") or 0, 2 * (layer.get("macs") or 0)))
-
-
-def _bytes(layer: Mapping[str, Any]) -> float:
-    return float((layer.get("bytes_read") or 0) + (layer.get("bytes_written") or 0))
-
-
-def _peak_ops_per_s(layer: Mapping[str, Any], profile: Profile | None) -> float | None:
-    estimate = layer.get("estimate") or {}
-    if profile is None or not estimate.get("unit") or estimate.get("unit") == "-":
+def _peak_ops_per_s(layer: Layer, profile: Profile | None) -> float | None:
+    estimate = layer.est
+    if profile is None or not estimate.unit or estimate.unit == "-":
         return None
     try:
-        unit = profile.unit(str(estimate["unit"]))
+        unit = profile.unit(estimate.unit)
     except KeyError:
         return None
-    return unit.ops_per_s(str(estimate.get("dtype") or profile.default_dtype))
+    return unit.ops_per_s(str(estimate.dtype or profile.default_dtype))
 
 
-def _measured_rates(layer: Mapping[str, Any], time_us: float, profile: Profile | None
+def _measured_rates(layer: Layer, time_us: float, profile: Profile | None
                     ) -> tuple[float | None, float | None, float | None, float | None, str | None]:
     if time_us <= 0:
         return None, None, None, None, None
-    ops_rate = _ops(layer) / (time_us * 1e-6)
-    bytes_rate = _bytes(layer) / (time_us * 1e-6)
+    ops_rate = layer.ops / (time_us * 1e-6)
+    bytes_rate = float(layer.bytes_moved) / (time_us * 1e-6)
     peak = _peak_ops_per_s(layer, profile)
     compute_util = ops_rate / peak if peak else None
     bandwidth = profile.attainable_ddr_bytes_per_s if profile is not None else None
@@ -111,21 +102,27 @@ def _measured_rates(layer: Mapping[str, Any], time_us: float, profile: Profile |
     return ops_rate, bytes_rate, compute_util, bandwidth_util, bound
 
 
-def diagnose(run: Mapping[str, Any], profile: Profile | None = None) -> Diagnosis:
-    """Diagnose ``run`` (see the module docstring); ``profile`` gives the peaks for measured efficiency."""
-    measured_any = has_measurement(run)
+def _or(value: str | None, missing: str) -> str:
+    """``value`` as text, ``missing`` when the run has none."""
+    return missing if value is None else str(value)
+
+
+def diagnose(run: RunFile | Mapping[str, Any], profile: Profile | None = None) -> Diagnosis:
+    """Diagnose ``run`` (the typed run, or its document; see the module docstring); ``profile`` gives the peaks
+    for measured efficiency."""
+    typed = as_run(run)
+    measured_any = typed.has_measurement
     rows = []
-    for layer in run.get("layers", []):
-        time_us = layer_time_us(layer, prefer_measured=measured_any)
-        is_measured = measured_any and layer_measured_us(layer) is not None and not is_eliminated(layer)
+    for layer in typed.layers:
+        time_us = layer.time_us(prefer_measured=measured_any)
+        is_measured = measured_any and layer.measured_us is not None and not layer.eliminated
         rates = _measured_rates(layer, time_us, profile) if is_measured else (None, None, None, None, None)
-        estimate = layer.get("estimate") or {}
-        rows.append((layer, time_us, is_measured, rates, estimate))
+        rows.append((layer, time_us, is_measured, rates, layer.est))
     total = sum(t for _, t, _, _, _ in rows)
     diags = tuple(sorted((
-        LayerDiagnosis(str(layer.get("id")), str(layer.get("op_type", "?")), t, t / total if total else 0.0, m,
-                       str(est.get("bound", "?")), r[4], r[0], r[1], r[2], r[3], str(est.get("unit", "-")),
-                       est.get("fallback_reason"))
+        LayerDiagnosis(layer.id, _or(layer.op_type, "?"), t, t / total if total else 0.0, m,
+                       _or(est.bound, "?"), r[4], r[0], r[1], r[2], r[3], _or(est.unit, "-"),
+                       est.fallback_reason)
         for layer, t, m, r, est in rows), key=lambda d: (-d.time_us, d.layer_id)))
     top_count = max(1, math.ceil(0.2 * len(diags))) if diags else 0
     top20 = sum(d.time_us for d in diags[:top_count]) / total if total else 0.0

@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
+
 from layerscope.errors import RunFileError
+from layerscope.runfile.io import describe
+from layerscope.runfile.models import FindingItem
 
 
 class Severity(StrEnum):
@@ -75,15 +79,22 @@ class Finding:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Finding:
-        """A finding from its stored form; ``RunFileError`` when a required field is missing or wrong."""
+    def from_item(cls, item: FindingItem) -> Finding:
+        """A finding from the typed run's ``findings.items`` entry."""
+        return cls(rule_id=item.rule, severity=Severity(item.severity), hazard=item.hazard,
+                   mitigation=item.mitigation, layer_ids=tuple(item.layers), evidence=dict(item.evidence),
+                   expected_gain_us=item.expected_gain_us, help=item.help)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | FindingItem) -> Finding:
+        """A finding from its stored form (checked against the run file's schema, or already typed);
+        ``RunFileError`` when a required field is missing or wrong."""
+        if isinstance(data, FindingItem):
+            return cls.from_item(data)
         try:
-            return cls(rule_id=str(data["rule"]), severity=Severity(data["severity"]), hazard=str(data["hazard"]),
-                       mitigation=str(data["mitigation"]), layer_ids=tuple(data.get("layers", ())),
-                       evidence=dict(data.get("evidence", {})), expected_gain_us=data.get("expected_gain_us"),
-                       help=str(data.get("help", "")))
-        except (KeyError, ValueError, TypeError) as exc:
-            raise RunFileError(f"malformed finding in the run file: {exc}") from None
+            return cls.from_item(FindingItem.model_validate(dict(data)))
+        except ValidationError as exc:
+            raise RunFileError(f"malformed finding in the run file: {describe(exc)}") from None
 
 
 def _json_safe(value: Any) -> Any:

@@ -14,11 +14,14 @@ Pure functions, no I/O; k and the scaled layers are :mod:`layerscope.runfile.der
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from layerscope.errors import InputError
-from layerscope.runfile.derived import ScaleFactor, end_to_end_us, k_between, k_pairs
-from layerscope.runfile.derived import scale_factor as runfile_scale_factor
+from layerscope.runfile.derived import ScaleFactor, k_between
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunFile
 
 # ------------------------------------------------------------------------------------------------------------
 # Reconciling a whole run: k for the measured part, per-layer error, rank agreement, verdict; several runs: spread.
@@ -258,8 +261,12 @@ def _off(k: float) -> str:
     return f"{k:.2f}x too optimistic" if k > 1 else f"{1 / k:.2f}x too pessimistic"
 
 
-def reconcile_run(run: dict[str, object]) -> Reconciliation:
-    """Reconcile one run (see :class:`Reconciliation`).
+def _or(value: str | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
+    """Reconcile one run, typed or its document (see :class:`Reconciliation`).
 
     k and the layers it counts are :func:`layerscope.runfile.scale_factor`'s (one definition for every output):
     per layer when layers carry both an estimate and a measured time (eliminated layers left out of both sums);
@@ -268,33 +275,32 @@ def reconcile_run(run: dict[str, object]) -> Reconciliation:
     same part. ``measured_on`` / ``device_mismatch`` say where the measurement came from and whether it is the
     device the estimate is for.
     """
-    model = run.get("model")
-    target = run.get("target")
-    model_name = str(model.get("name") or model.get("path") or "?") if isinstance(model, dict) else "?"
-    target_name = str(target.get("name") or "?") if isinstance(target, dict) else "?"
-    raw_layers = run.get("layers")
-    layers_in = [layer for layer in raw_layers if isinstance(layer, dict)] if isinstance(raw_layers, list) else []
-    e2e = end_to_end_us(run)
+    typed = as_run(run)
+    model_name = str(typed.model.name or typed.model.path or "?")
+    target_name = str(typed.target_or_empty.name or "?")
+    e2e = typed.end_to_end_us
     end_to_end = None if e2e is None else ScaleFactor(*e2e)
-    kf = runfile_scale_factor(run)
+    kf = typed.k_factor
     if kf is None:
         raise InputError(f"run of {model_name!r} has no measurement and estimate of the same part to reconcile "
                          "(profile it with `layerscope profile`, or import the board's log with the static report)")
     factor = k_between(kf.measured_us, kf.estimated_us)
     measured_on = kf.origin.label if kf.origin is not None else None
     if kf.scope == "layers":
-        pairs, excluded = k_pairs(layers_in)
+        by_id = typed.layer_by_id
+        pairs = [by_id[layer_id] for layer_id in kf.layer_ids]
         scope = f"{len(pairs)} layers both estimated and measured (sum of per-layer medians over sum of estimates)"
         comparisons = tuple(
-            LayerComparison(str(layer.get("id")), str(layer.get("op_type", "?")), str(layer.get("unit_kind", "?")),
-                            str((layer.get("estimate") or {}).get("bound", "?")), est, est * factor.k, meas)
-            for layer, est, meas in pairs)
-        rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, tuple(excluded))
+            LayerComparison(layer.id, _or(layer.op_type), _or(layer.unit_kind), _or(layer.est.bound), est,
+                            est * factor.k, meas)
+            for layer in pairs
+            if (est := layer.estimated_us) is not None and (meas := layer.measured_us) is not None)
+        rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, kf.excluded_ids)
         return replace(rec, measured_on=measured_on, device_mismatch=kf.mismatch)
     if kf.scope == "accelerator":
-        existing = run.get("reconcile")
-        scope = str(existing.get("scope") if isinstance(existing, dict) and existing.get("scope") else
-                    "accelerator block measured on the board over its static estimate")
+        existing = typed.reconcile
+        scope = (existing.scope if existing is not None and existing.scope else
+                 "accelerator block measured on the board over its static estimate")
     else:
         scope = "end to end: latency P50 over the sum of the per-layer estimates"
     verdict = _verdict(factor, None, None, None, 0)

@@ -9,7 +9,7 @@ Contract:
 - a rule never raises on a well-formed run; it returns ``[]`` when it does not apply (including when it needs
   the model graph and :attr:`RuleContext.graph` is ``None``; :func:`run_rules` reports those as skipped);
 - times are the layer's measured median when the run has measurements, else its estimate
-  (:func:`layerscope.analysis.diagnose.layer_time_us`); shares are of the sum over all layers;
+  (:meth:`layerscope.runfile.models.Layer.time_us`); shares are of the sum over all layers;
 - ``expected_gain_us`` is an estimate on the run's profile, sized by re-estimating the rewritten layer or
   model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``;
   the one exception, subnormal-weights with :attr:`RuleContext.measure_config` set, measures it on ONNX Runtime
@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from layerscope.analysis.diagnose import has_measurement, layer_time_us
 from layerscope.analysis.findings import Finding, Severity, sort_findings
 from layerscope.analysis.weights import TINY, WeightStats, measure_flush_gain, scan_weights
 from layerscope.costs.types import UnitKind
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph, Node
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import Profile
 
 #: Horizon's docs: hb_compile ``remove_node_type`` removes only these op types at the model's inputs/outputs.
@@ -90,10 +91,10 @@ TUNING_GUIDE = "Horizon toolchain performance tuning guide (shared/seeds/003): "
 class RuleContext:
     """What every rule sees: the run, the profile it was estimated on, and the model graph when it is loaded."""
 
-    run: Mapping[str, Any]
+    run: RunFile
     profile: Profile | None
     graph: Graph | None = None
-    by_id: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    by_id: Mapping[str, Layer] = field(default_factory=dict)
     total_us: float = 0.0
     measured: bool = False
     #: When set, rules that can measure their mitigation on ONNX Runtime do (subnormal-weights), with this
@@ -102,13 +103,13 @@ class RuleContext:
     measure_runs: int = 20
 
     @classmethod
-    def of(cls, run: Mapping[str, Any], profile: Profile | None, graph: Graph | None = None, *,
+    def of(cls, run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Graph | None = None, *,
            measure_config: SessionConfig | None = None, measure_runs: int = 20) -> RuleContext:
-        measured = has_measurement(run)
-        layers = run.get("layers", [])
-        total = sum(layer_time_us(layer, prefer_measured=measured) for layer in layers)
-        return cls(run, profile, graph, {str(layer.get("id")): layer for layer in layers}, total, measured,
-                   measure_config, measure_runs)
+        """The context of ``run`` (typed, or its document: checked and typed here)."""
+        typed = as_run(run)
+        measured = typed.has_measurement
+        total = sum(layer.time_us(prefer_measured=measured) for layer in typed.layers)
+        return cls(typed, profile, graph, typed.layer_by_id, total, measured, measure_config, measure_runs)
 
     @cached_property
     def weights(self) -> Mapping[str, WeightStats]:
@@ -117,19 +118,18 @@ class RuleContext:
         return scan_weights(self.graph, PARAMETER_INPUTS) if self.graph is not None else {}
 
     @property
-    def layers(self) -> Sequence[Mapping[str, Any]]:
-        return self.run.get("layers", [])
+    def layers(self) -> Sequence[Layer]:
+        return self.run.layers
 
-    def time_us(self, layer: Mapping[str, Any]) -> float:
-        return layer_time_us(layer, prefer_measured=self.measured)
+    def time_us(self, layer: Layer) -> float:
+        return layer.time_us(prefer_measured=self.measured)
 
     def share(self, time_us: float) -> float:
         return time_us / self.total_us if self.total_us > 0 else 0.0
 
     @property
     def dtype(self) -> str:
-        target = self.run.get("target") or {}
-        return str(target.get("dtype") or (self.profile.default_dtype if self.profile else "fp32"))
+        return str(self.run.target_or_empty.dtype or (self.profile.default_dtype if self.profile else "fp32"))
 
     def node(self, layer_id: str) -> Node | None:
         if self.graph is None:
@@ -150,29 +150,24 @@ class Rule:
     needs_graph: bool = False
 
 
-def _est(layer: Mapping[str, Any]) -> Mapping[str, Any]:
-    estimate = layer.get("estimate")
-    return estimate if isinstance(estimate, Mapping) else {}
-
-
-def _evidence_times(ctx: RuleContext, layers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _evidence_times(ctx: RuleContext, layers: Sequence[Layer]) -> dict[str, Any]:
     time_us = sum(ctx.time_us(layer) for layer in layers)
     return {"time_us": round(time_us, 3), "share": round(ctx.share(time_us), 6),
             "time_source": "measured" if ctx.measured else "estimated"}
 
 
 # ------------------------------------------------------------------------------------------ CPU fallback
-def _accelerator_us(layer: Mapping[str, Any], profile: Profile, dtype: str) -> float:
+def _accelerator_us(layer: Layer, profile: Profile, dtype: str) -> float:
     """Rough estimate of the layer on the accelerator: its ops on the unit for its kind, its bytes through DDR
     at the deployed dtype (bytes scaled from fp32 by the dtype's size), plus the unit's overhead."""
     try:
-        kind = UnitKind(str(layer.get("unit_kind", "vector")))
+        kind = UnitKind(str(layer.unit_kind or "vector"))
     except ValueError:
         kind = UnitKind.VECTOR
     unit = profile.unit_for(kind, dtype)
-    ops = float(max(layer.get("flops") or 0, 2 * (layer.get("macs") or 0)))
+    ops = float(max(layer.flops or 0, 2 * (layer.macs or 0)))
     size = DEPLOYED_SIZE.get(dtype, 4)
-    moved = float((layer.get("bytes_read") or 0) + (layer.get("bytes_written") or 0)) * size / 4
+    moved = float((layer.bytes_read or 0) + (layer.bytes_written or 0)) * size / 4
     compute_us = ops / unit.attainable_ops_per_s(dtype) * 1e6
     memory_us = moved / profile.attainable_ddr_bytes_per_s * 1e6
     return max(compute_us, memory_us) + unit.overhead_us
@@ -180,19 +175,19 @@ def _accelerator_us(layer: Mapping[str, Any], profile: Profile, dtype: str) -> f
 
 def cpu_fallback(ctx: RuleContext) -> list[Finding]:
     """Layers the profile runs on the CPU, grouped by op type and reason, with the profile's reason."""
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[Layer]] = {}
     for layer in ctx.layers:
-        reason = _est(layer).get("fallback_reason")
+        reason = layer.est.fallback_reason
         if reason:
-            groups.setdefault((str(layer.get("op_type")), _generic_reason(str(reason))), []).append(layer)
+            groups.setdefault((str(layer.op_type), _generic_reason(str(reason))), []).append(layer)
     findings = []
     for (op, _), layers in sorted(groups.items()):
         evidence = _evidence_times(ctx, layers)
         gain = None
         if ctx.profile is not None:
-            gain = sum(max(0.0, float(_est(layer).get("latency_us") or 0.0) -
+            gain = sum(max(0.0, float(layer.est.latency_us or 0.0) -
                            _accelerator_us(layer, ctx.profile, ctx.dtype)) for layer in layers)
-        reasons = sorted({str(_est(layer)["fallback_reason"]) for layer in layers})
+        reasons = sorted({str(layer.est.fallback_reason) for layer in layers})
         evidence["reasons"] = reasons[:3]
         evidence["count"] = len(layers)
         severity = Severity.ERROR if evidence["share"] >= FALLBACK_ERROR_SHARE else Severity.WARNING
@@ -201,7 +196,7 @@ def cpu_fallback(ctx: RuleContext) -> list[Finding]:
             f"{len(layers)} {op} layer(s) run on the CPU: {reasons[0]}; each hand-off between the accelerator "
             "and the CPU costs time on top of the slow CPU kernel",
             FALLBACK_MITIGATIONS.get(op, DEFAULT_FALLBACK_MITIGATION),
-            tuple(str(layer["id"]) for layer in layers), evidence, gain,
+            tuple(str(layer.id) for layer in layers), evidence, gain,
             TUNING_GUIDE + "'Handling CPU operators'"))
     return findings
 
@@ -211,15 +206,16 @@ def _generic_reason(reason: str) -> str:
     return reason.split(": ", 1)[-1]
 
 
-def _producers(ctx: RuleContext) -> dict[str, Mapping[str, Any]]:
-    return {str(name): layer for layer in ctx.layers for name in layer.get("outputs", [])}
+def _producers(ctx: RuleContext) -> dict[str, Layer]:
+    return {str(name): layer for layer in ctx.layers for name in layer.outputs}
 
 
 def _model_names(ctx: RuleContext, key: str) -> set[str]:
-    return {str(t.get("name")) for t in (ctx.run.get("model") or {}).get(key, [])}
+    tensors = ctx.run.model.inputs if key == "inputs" else ctx.run.model.outputs
+    return {t.name for t in tensors}
 
 
-def _at_inputs(ctx: RuleContext, edge_ok: Callable[[Mapping[str, Any]], bool]) -> set[str]:
+def _at_inputs(ctx: RuleContext, edge_ok: Callable[[Layer], bool]) -> set[str]:
     """Layers whose every activation input is a model input or the output of another such edge layer."""
     producers = _producers(ctx)
     inputs = _model_names(ctx, "inputs")
@@ -227,44 +223,44 @@ def _at_inputs(ctx: RuleContext, edge_ok: Callable[[Mapping[str, Any]], bool]) -
     for layer in ctx.layers:  # graph order: producers come first
         if not edge_ok(layer):
             continue
-        acts = [n for n in layer.get("inputs", []) if n and (n in inputs or n in producers)]
-        if acts and all(n in inputs or str(producers[n].get("id")) in edge for n in acts):
-            edge.add(str(layer["id"]))
+        acts = [n for n in layer.inputs if n and (n in inputs or n in producers)]
+        if acts and all(n in inputs or str(producers[n].id) in edge for n in acts):
+            edge.add(str(layer.id))
     return edge
 
 
-def _at_outputs(ctx: RuleContext, edge_ok: Callable[[Mapping[str, Any]], bool]) -> set[str]:
+def _at_outputs(ctx: RuleContext, edge_ok: Callable[[Layer], bool]) -> set[str]:
     """Layers whose every output is a model output or read only by other such edge layers."""
     outputs = _model_names(ctx, "outputs")
     readers: dict[str, list[str]] = {}
     for layer in ctx.layers:
-        for name in layer.get("inputs", []):
-            readers.setdefault(str(name), []).append(str(layer["id"]))
+        for name in layer.inputs:
+            readers.setdefault(str(name), []).append(str(layer.id))
     edge: set[str] = set()
     for layer in reversed(list(ctx.layers)):
         if not edge_ok(layer):
             continue
-        outs = [str(n) for n in layer.get("outputs", []) if n]
+        outs = [str(n) for n in layer.outputs if n]
         if outs and all(n in outputs or (readers.get(n) and all(r in edge for r in readers[n])) for n in outs):
-            edge.add(str(layer["id"]))
+            edge.add(str(layer.id))
     return edge
 
 
 def cpu_at_io(ctx: RuleContext) -> list[Finding]:
     """CPU-fallback layers (with the views around them) at the model's inputs or outputs: move them into
     pre/post-processing, as hb_compile's ``remove_node_type`` does."""
-    def on_cpu(layer: Mapping[str, Any]) -> bool:
-        return bool(_est(layer).get("fallback_reason"))
+    def on_cpu(layer: Layer) -> bool:
+        return bool(layer.est.fallback_reason)
 
-    def edge_ok(layer: Mapping[str, Any]) -> bool:
-        return on_cpu(layer) or layer.get("unit_kind") == UnitKind.ZERO_COPY.value
+    def edge_ok(layer: Layer) -> bool:
+        return on_cpu(layer) or layer.unit_kind == UnitKind.ZERO_COPY.value
 
     findings = []
     for where, ids in (("inputs", _at_inputs(ctx, edge_ok)), ("outputs", _at_outputs(ctx, edge_ok))):
         layers = [ctx.by_id[i] for i in sorted(ids) if on_cpu(ctx.by_id[i])]
         if not layers:
             continue
-        ops = sorted({str(layer["op_type"]) for layer in layers})
+        ops = sorted({str(layer.op_type) for layer in layers})
         removable = [op for op in ops if op in REMOVABLE_IO_OPS]
         how = (f"hb_compile can drop {', '.join(removable)} with model_parameters.remove_node_type"
                if removable else "remove_node_type accepts only " + ", ".join(REMOVABLE_IO_OPS) +
@@ -276,8 +272,8 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
             "kernel and an accelerator hand-off for work the application can do in its own "
             f"{'pre' if where == 'inputs' else 'post'}-processing",
             f"move them into {'pre' if where == 'inputs' else 'post'}-processing and remove them from the model; {how}",
-            tuple(str(layer["id"]) for layer in layers), evidence,
-            sum(float(_est(layer).get("latency_us") or 0.0) for layer in layers),
+            tuple(str(layer.id) for layer in layers), evidence,
+            sum(float(layer.est.latency_us or 0.0) for layer in layers),
             TUNING_GUIDE + "'CPU operators at the beginning or end of the model'"))
     return findings
 
@@ -288,23 +284,23 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
 FOCUS_MAX_CHAIN = 3
 
 
-def _slice_chain(producers: Mapping[str, Mapping[str, Any]], name: str) -> tuple[list[Mapping[str, Any]], str] | None:
+def _slice_chain(producers: Mapping[str, Layer], name: str) -> tuple[list[Layer], str] | None:
     """The Slices that produce ``name`` one from the other (last first) and the tensor the first one reads;
     ``None`` when ``name`` is not a Slice's output."""
-    chain: list[Mapping[str, Any]] = []
-    while (layer := producers.get(name)) is not None and layer.get("op_type") == "Slice" \
+    chain: list[Layer] = []
+    while (layer := producers.get(name)) is not None and layer.op_type == "Slice" \
             and len(chain) < FOCUS_MAX_CHAIN:
         chain.append(layer)
-        name = str((layer.get("inputs") or [""])[0])
+        name = str((layer.inputs or [""])[0])
     return (chain, name) if chain else None
 
 
-def _strided(ctx: RuleContext, layer: Mapping[str, Any]) -> bool | None:
+def _strided(ctx: RuleContext, layer: Layer) -> bool | None:
     """Whether a Slice steps by more than 1 on some axis; ``None`` when its steps are not known (no graph, or
     steps computed at run time)."""
     if ctx.graph is None:
         return None
-    inputs = list(layer.get("inputs") or [])
+    inputs = list(layer.inputs)
     if len(inputs) < 5 or not inputs[4]:
         return False  # no steps input: step 1 (and opset < 10 Slices cannot stride)
     steps = ctx.graph.value(str(inputs[4]))
@@ -319,8 +315,8 @@ def focus_stem(ctx: RuleContext) -> list[Finding]:
     producers = _producers(ctx)
     findings = []
     for layer in ctx.layers:
-        names = [str(n) for n in layer.get("inputs", []) if n]
-        if layer.get("op_type") != "Concat" or len(names) < 2:
+        names = [str(n) for n in layer.inputs if n]
+        if layer.op_type != "Concat" or len(names) < 2:
             continue
         chains = [_slice_chain(producers, n) for n in names]
         if any(c is None for c in chains) or len({c[1] for c in chains if c}) != 1:
@@ -331,7 +327,7 @@ def focus_stem(ctx: RuleContext) -> list[Finding]:
         if any(step is None for chain in strided for step in chain) and len(names) < 4:
             continue
         source = next(c[1] for c in chains if c)
-        slices = list({str(s["id"]): s for c in chains if c for s in reversed(c[0])}.values())
+        slices = list({str(s.id): s for c in chains if c for s in reversed(c[0])}.values())
         pairs = max(len(c[0]) for c in chains if c) > 1
         involved = [*slices, layer]
         form = "chained slices, one axis each" if pairs else "one slice each"
@@ -340,50 +336,50 @@ def focus_stem(ctx: RuleContext) -> list[Finding]:
         findings.append(Finding(
             "focus-stem", Severity.WARNING,
             f"Focus-style stem: {len(names)} strided slices of '{source}' ({len(slices)} Slice layers) joined by "
-            f"Concat '{layer['id']}': the slices are data movement the accelerator does poorly (and may run on "
+            f"Concat '{layer.id}': the slices are data movement the accelerator does poorly (and may run on "
             "the CPU), and they quadruple the channels of a full-resolution tensor",
             "replace the Focus block by one Conv 6x6 stride 2 padding 2 (what YOLOv5 v6.0 did; same receptive "
             "field and output shape), or a SpaceToDepth the toolchain supports",
-            tuple(str(s["id"]) for s in involved), evidence,
-            sum(float(_est(s).get("latency_us") or 0.0) for s in involved),
+            tuple(str(s.id) for s in involved), evidence,
+            sum(float(s.est.latency_us or 0.0) for s in involved),
             "shared/seeds/002 (focus_slice -> 6x6 stride-2 conv saved 7 ms)"))
     return findings
 
 
-def _act_bytes_in(layer: Mapping[str, Any]) -> int:
-    return int(layer.get("bytes_read_act") or layer.get("bytes_read") or 0)
+def _act_bytes_in(layer: Layer) -> int:
+    return int(layer.bytes_read_act or layer.bytes_read or 0)
 
 
 def data_inflation(ctx: RuleContext) -> list[Finding]:
     """Pad/Expand/Tile whose output is larger than their input, and movement ops (concat, pad, slice, ...) that
     together take a large share of the time."""
     findings = []
-    inflating = [layer for layer in ctx.layers if layer.get("op_type") in INFLATING_OPS
+    inflating = [layer for layer in ctx.layers if layer.op_type in INFLATING_OPS
                  and _act_bytes_in(layer) > 0
-                 and (layer.get("bytes_written") or 0) > INFLATION_RATIO * _act_bytes_in(layer)]
+                 and (layer.bytes_written or 0) > INFLATION_RATIO * _act_bytes_in(layer)]
     if inflating:
-        ratio = max((layer.get("bytes_written") or 0) / _act_bytes_in(layer) for layer in inflating)
+        ratio = max((layer.bytes_written or 0) / _act_bytes_in(layer) for layer in inflating)
         findings.append(Finding(
             "data-inflation", Severity.WARNING,
             f"{len(inflating)} Pad/Expand/Tile layer(s) write up to {ratio:.1f}x the data they read: the inflated "
             "tensors cost DDR bandwidth in every layer that reads them",
             "let elementwise broadcasting do the expansion instead of Expand/Tile, fold padding into the "
             "convolution's pads attribute, and avoid materializing the larger tensor",
-            tuple(str(layer["id"]) for layer in inflating),
+            tuple(str(layer.id) for layer in inflating),
             _evidence_times(ctx, inflating) | {"max_inflation": round(ratio, 3)},
             sum(ctx.time_us(layer) for layer in inflating), TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
-    movement = [layer for layer in ctx.layers if layer.get("op_type") in MOVEMENT_OPS]
+    movement = [layer for layer in ctx.layers if layer.op_type in MOVEMENT_OPS]
     evidence = _evidence_times(ctx, movement)
     if movement and evidence["share"] >= MOVEMENT_SHARE:
         top = sorted(movement, key=lambda layer: -ctx.time_us(layer))[:10]
-        ops = sorted({str(layer["op_type"]) for layer in movement})
+        ops = sorted({str(layer.op_type) for layer in movement})
         findings.append(Finding(
             "data-inflation", Severity.WARNING,
             f"data-movement layers ({', '.join(ops)}) take {evidence['share']:.0%} of the time: layout-sensitive "
             "ops inflate traffic and break the accelerator's tiling",
             "reduce and avoid Concat/Pad/Slice/Transpose: use broadcasting instead of expanding tensors by hand, "
             "merge parallel branches before concatenating, keep one layout end to end",
-            tuple(str(layer["id"]) for layer in top), evidence | {"count": len(movement), "ops": ops}, None,
+            tuple(str(layer.id) for layer in top), evidence | {"count": len(movement), "ops": ops}, None,
             TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
     return findings
 
@@ -441,19 +437,19 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:.2f} MiB"
 
 
-def _deployed_weight_bytes(ctx: RuleContext, layer: Mapping[str, Any], dtype: str) -> int:
+def _deployed_weight_bytes(ctx: RuleContext, layer: Layer, dtype: str) -> int:
     """The layer's weights as the target stores them: float weights at the deployed ``dtype`` (int8 on an NPU),
     integer ones at their own size, as the estimate counts them; from the graph when it is loaded, else scaled
     from the model's bytes by the layer's dtype."""
     from layerscope.costs import constant_elements_read
     from layerscope.estimate.roofline import deployed_bytes
 
-    node, graph = ctx.node(str(layer["id"])), ctx.graph
+    node, graph = ctx.node(str(layer.id)), ctx.graph
     if node is not None and graph is not None:
         infos = [t for t in (graph.tensor(i) for i in node.inputs) if t is not None and graph.is_constant(t.name)]
         return sum(deployed_bytes(t, dtype, constant_elements_read(node, graph, t)) for t in infos)
-    model_bytes = int(layer.get("weight_bytes") or 0)
-    own = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(str(layer.get("dtype") or "float32"))
+    model_bytes = int(layer.weight_bytes or 0)
+    own = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(str(layer.dtype or "float32"))
     return model_bytes * DEPLOYED_SIZE.get(dtype, 4) // own if own else model_bytes
 
 
@@ -463,17 +459,17 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
         return []
     findings = []
     for layer in ctx.layers:
-        passes = int(_est(layer).get("weight_passes") or 1)
+        passes = int(layer.est.weight_passes or 1)
         if passes <= 1:
             continue
-        est_us = float(_est(layer).get("latency_us") or 0.0)
-        node = ctx.node(str(layer["id"]))
+        est_us = float(layer.est.latency_us or 0.0)
+        node = ctx.node(str(layer.id))
         rewrite = _bottleneck_us(ctx, node) if node is not None else None
-        dtype = str(_est(layer).get("dtype") or ctx.dtype)
+        dtype = str(layer.est.dtype or ctx.dtype)
         deployed = _deployed_weight_bytes(ctx, layer, dtype)
         budget = ctx.profile.sram_bytes // 2
         evidence = _evidence_times(ctx, [layer]) | {
-            "weight_bytes": deployed, "weight_dtype": dtype, "model_weight_bytes": int(layer.get("weight_bytes") or 0),
+            "weight_bytes": deployed, "weight_dtype": dtype, "model_weight_bytes": int(layer.weight_bytes or 0),
             "weight_passes": passes, "sram_bytes": ctx.profile.sram_bytes, "sram_weight_bytes": budget,
             "est_us": round(est_us, 3)}
         if rewrite is not None:
@@ -487,38 +483,38 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
             mitigation = ("reduce the layer's channels (a 1x1-3x3-1x1 bottleneck for spatial convolutions, a "
                           "low-rank factorization for matrix products) so its weights fit on chip")
             gain = None
-        model_bytes = int(layer.get("weight_bytes") or 0)
-        model_dtype = str(layer.get("dtype") or "float32")
+        model_bytes = int(layer.weight_bytes or 0)
+        model_dtype = str(layer.dtype or "float32")
         in_model = f"; {_mib(model_bytes)} as the model's {model_dtype}" if model_bytes != deployed else ""
         findings.append(Finding(
             "weights-exceed-sram", Severity.WARNING,
-            f"{layer.get('op_type')} '{layer['id']}' has {_mib(deployed)} of weights in {dtype} (the deployed "
+            f"{layer.op_type} '{layer.id}' has {_mib(deployed)} of weights in {dtype} (the deployed "
             f"dtype{in_model}), more than the {_mib(budget)} of on-chip SRAM left for weights: they stream from "
             f"DDR in {passes} passes, each reloading the input activations, so bandwidth, not compute, sets its "
             "time",
-            mitigation, (str(layer["id"]),), evidence, gain,
+            mitigation, (str(layer.id),), evidence, gain,
             "shared/seeds/002 (512-channel 3x3 conv: SRAM cannot hold the weights; bottleneck halved the time)"))
     return findings
 
 
 def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
     """The biggest layers the roofline finds bandwidth-bound (DDR time above compute time)."""
-    candidates = [layer for layer in ctx.layers if _est(layer).get("bound") == "bandwidth"
+    candidates = [layer for layer in ctx.layers if layer.est.bound == "bandwidth"
                   and ctx.share(ctx.time_us(layer)) >= BANDWIDTH_SHARE]
     candidates.sort(key=lambda layer: -ctx.time_us(layer))
     findings = []
     for layer in candidates[:BANDWIDTH_MAX_FINDINGS]:
-        e = _est(layer)
-        compute_us = float(e.get("compute_us") or 0.0)
-        memory_us = float(e.get("load_us") or 0.0) + float(e.get("store_us") or 0.0)
-        overhead = float(e.get("overhead_us") or 0.0)
+        e = layer.est
+        compute_us = float(e.compute_us or 0.0)
+        memory_us = float(e.load_us or 0.0) + float(e.store_us or 0.0)
+        overhead = float(e.overhead_us or 0.0)
         halved = max(compute_us, memory_us / 2) + overhead
         share = ctx.share(ctx.time_us(layer))
         evidence = _evidence_times(ctx, [layer]) | {
             "compute_us": round(compute_us, 3), "memory_us": round(memory_us, 3),
-            "ddr_bytes": int((e.get("ddr_read_bytes") or 0) + (e.get("ddr_write_bytes") or 0)),
+            "ddr_bytes": int((e.ddr_read_bytes or 0) + (e.ddr_write_bytes or 0)),
             "gain_assumes": "the layer's DDR traffic halves"}
-        kind, op = layer.get("unit_kind"), layer.get("op_type")
+        kind, op = layer.unit_kind, layer.op_type
         if op in MOVEMENT_OPS or kind == "move":
             mitigation = ("avoid materializing the copy: let the consumers read the parts directly (instead of "
                           "Concat/Slice/Split), fold a Transpose into its neighbour's layout, or keep its tensors "
@@ -534,9 +530,9 @@ def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
                           "keep its inputs on chip")
         findings.append(Finding(
             "bandwidth-bound", Severity.WARNING if share >= 0.05 else Severity.INFO,
-            f"{layer.get('op_type')} '{layer['id']}' is bandwidth-bound: {memory_us:.1f} µs of DDR traffic against "
+            f"{layer.op_type} '{layer.id}' is bandwidth-bound: {memory_us:.1f} µs of DDR traffic against "
             f"{compute_us:.1f} µs of compute; the compute units wait for memory",
-            mitigation, (str(layer["id"]),), evidence, max(0.0, float(e.get("latency_us") or 0.0) - halved),
+            mitigation, (str(layer.id),), evidence, max(0.0, float(e.latency_us or 0.0) - halved),
             TUNING_GUIDE + "'Bandwidth analysis'"))
     return findings
 
@@ -549,13 +545,13 @@ QUANTIZED_OPS = frozenset({"QLinearConv", "QLinearMatMul", "MatMulInteger", "Con
                            "QLinearGlobalAveragePool", "QLinearConcat", "QLinearSoftmax"})
 
 
-def _quantized_layers(layers: Sequence[Mapping[str, Any]]) -> set[str]:
+def _quantized_layers(layers: Sequence[Layer]) -> set[str]:
     """Ids of the layers that compute in an integer type: the :data:`QUANTIZED_OPS`, and in the QDQ form the layers
     that read a ``DequantizeLinear`` output (the runtime fuses the pair into an integer kernel)."""
-    dequantized = {str(out) for layer in layers if layer.get("op_type") == "DequantizeLinear"
-                   for out in layer.get("outputs") or ()}
-    return {str(layer.get("id")) for layer in layers
-            if layer.get("op_type") in QUANTIZED_OPS or dequantized.intersection(map(str, layer.get("inputs") or ()))}
+    dequantized = {str(out) for layer in layers if layer.op_type == "DequantizeLinear"
+                   for out in layer.outputs}
+    return {str(layer.id) for layer in layers
+            if layer.op_type in QUANTIZED_OPS or dequantized.intersection(map(str, layer.inputs))}
 
 
 def fp32_dtype(ctx: RuleContext) -> list[Finding]:
@@ -570,10 +566,10 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
         return []
     best = max(faster, key=lambda d: profile.peak_ops_per_s(d) or 0.0)
     quantized = _quantized_layers(ctx.layers)
-    layers = [layer for layer in ctx.layers if _est(layer).get("dtype") == current
-              and not _est(layer).get("fallback_reason") and layer.get("unit_kind") != UnitKind.ZERO_COPY.value
-              and str(layer.get("id")) not in quantized]
-    if quantized and not any(int(layer.get("macs") or 0) > 0 for layer in layers):
+    layers = [layer for layer in ctx.layers if layer.est.dtype == current
+              and not layer.est.fallback_reason and layer.unit_kind != UnitKind.ZERO_COPY.value
+              and str(layer.id) not in quantized]
+    if quantized and not any(int(layer.macs or 0) > 0 for layer in layers):
         return []  # already quantized where the work is: what is left in float is glue, not a dtype choice
     gain = None
     evidence: dict[str, Any] = {"dtype": current, "faster_dtype": best,
@@ -598,7 +594,7 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
         f"{faster_by}{moves}{horizon}",
         f"deploy in {best} (quantize: calibrate int8/int16 in the toolchain), keeping only accuracy-critical "
         "layers in a wider type",
-        tuple(str(layer["id"]) for layer in layers[:50]), evidence, gain,
+        tuple(str(layer.id) for layer in layers[:50]), evidence, gain,
         TUNING_GUIDE + "'avoid fp32 precision'")]
 
 
@@ -616,7 +612,7 @@ def lane_alignment(ctx: RuleContext) -> list[Finding]:
     def off_lane(c: int) -> bool:
         return c >= LANE_MIN_CHANNELS and c % lane != 0
 
-    rows: list[tuple[Mapping[str, Any], int, int, float, bool, bool]] = []
+    rows: list[tuple[Layer, int, int, float, bool, bool]] = []
     for node in graph.layers:
         if node.op_type not in TENSOR_OPS or node.id not in ctx.by_id:
             continue
@@ -632,16 +628,16 @@ def lane_alignment(ctx: RuleContext) -> list[Finding]:
     if not rows:
         return []
     rows.sort(key=lambda r: -ctx.time_us(r[0]))
-    gain = sum(ctx.time_us(r[0]) * r[3] / (1 + r[3]) for r in rows if _est(r[0]).get("bound") == "compute")
+    gain = sum(ctx.time_us(r[0]) * r[3] / (1 + r[3]) for r in rows if r[0].est.bound == "compute")
 
     def choices(c: int) -> str:
         down, up = c // lane * lane, math.ceil(c / lane) * lane
         return f"{c} -> {down} or {up}" if down else f"{c} -> {up}"
 
     first, cin, cout, _, cin_off, cout_off = rows[0]
-    example = (f"'{first['id']}' ({cin}->{cout} channels): "
+    example = (f"'{first.id}' ({cin}->{cout} channels): "
                + "; ".join(choices(c) for c, off in ((cin, cin_off), (cout, cout_off)) if off))
-    examples = [f"'{r[0]['id']}' {r[1]}->{r[2]} channels" for r in rows[:5]]
+    examples = [f"'{r[0].id}' {r[1]}->{r[2]} channels" for r in rows[:5]]
     evidence = _evidence_times(ctx, [r[0] for r in rows]) | {"lane_width": lane, "examples": examples,
                                                              "max_padding_waste": round(max(r[3] for r in rows), 4)}
     return [Finding(
@@ -651,7 +647,7 @@ def lane_alignment(ctx: RuleContext) -> list[Finding]:
         f"choose channel counts that are multiples of {lane}: rounding down removes the padded work, rounding up "
         f"costs no more than the padding already does (e.g. {example}); for a detection head, pad the class "
         "count or split the head so the big convolutions stay aligned",
-        tuple(str(r[0]["id"]) for r in rows), evidence, gain or None,
+        tuple(str(r[0].id) for r in rows), evidence, gain or None,
         TUNING_GUIDE + "'32C alignment'")]
 
 
@@ -686,8 +682,8 @@ def depthwise_conv(ctx: RuleContext) -> list[Finding]:
             layers.append(ctx.by_id[node.id])
     if not layers:
         return []
-    total_macs = sum(int(layer.get("macs") or 0) for layer in ctx.layers) or 1
-    macs = sum(int(layer.get("macs") or 0) for layer in layers)
+    total_macs = sum(int(layer.macs or 0) for layer in ctx.layers) or 1
+    macs = sum(int(layer.macs or 0) for layer in layers)
     evidence = _evidence_times(ctx, layers) | {"count": len(layers), "macs_share": round(macs / total_macs, 6)}
     return [Finding(
         "depthwise-conv", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
@@ -696,7 +692,7 @@ def depthwise_conv(ctx: RuleContext) -> list[Finding]:
         "utilization on them",
         "prefer regular or group convolutions with larger groups (the direction EfficientNetV2 and NFNet took for "
         "accelerators), or fuse the depthwise conv with its pointwise neighbour where the toolchain supports it",
-        tuple(str(layer["id"]) for layer in layers), evidence, None,
+        tuple(str(layer.id) for layer in layers), evidence, None,
         TUNING_GUIDE + "'BPU-oriented efficient models'")]
 
 
@@ -825,12 +821,12 @@ SUBNORMAL_SLOW_RATIO = 5.0
 SUBNORMAL_CLEAR_GAIN = 0.02
 
 
-def _measured_us(layer: Mapping[str, Any]) -> float | None:
-    measured = layer.get("measured")
-    if not isinstance(measured, Mapping) or measured.get("status") == "eliminated":
+def _measured_us(layer: Layer) -> float | None:
+    """The measured median (not the mean), ``None`` when there is none or the runtime eliminated the layer."""
+    measured = layer.measured
+    if measured is None or measured.status == "eliminated" or measured.median_us is None:
         return None
-    value = measured.get("median_us")
-    return float(value) if isinstance(value, int | float) else None
+    return float(measured.median_us)
 
 
 def subnormal_weights(ctx: RuleContext) -> list[Finding]:
@@ -859,8 +855,8 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
         "tensors": [{"name": t.name, "dtype": t.dtype, "subnormal": t.subnormal,
                      "fraction": round(t.subnormal_fraction, 6), "layers": list(t.layers[:5])} for t in tensors[:10]],
         "subnormal_below": {t.dtype: f"{TINY[t.dtype]:.8g}" for t in tensors if t.dtype in TINY}}
-    slow = [(layer, _measured_us(layer), float(_est(layer).get("latency_us") or 0.0)) for layer in layers]
-    ratios = {str(layer["id"]): round(m / e, 3) for layer, m, e in slow if m is not None and e > 0}
+    slow = [(layer, _measured_us(layer), float(layer.est.latency_us or 0.0)) for layer in layers]
+    ratios = {str(layer.id): round(m / e, 3) for layer, m, e in slow if m is not None and e > 0}
     slow_note = ""
     if ratios:
         evidence["measured_over_estimated"] = ratios
@@ -871,7 +867,7 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
     if ctx.measure_config is not None:
         measured = measure_flush_gain(ctx.graph, [t.name for t in tensors], ctx.measure_config,
                                       rounds=ctx.measure_runs,
-                                      weights_us={str(x["id"]): float(_est(x).get("latency_us") or 0.0)
+                                      weights_us={str(x.id): float(x.est.latency_us or 0.0)
                                                   for x in ctx.layers})
         gain = measured.gain_us
         evidence |= {
@@ -901,7 +897,7 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
             t.dtype == "float32" for t in tensors) else 0.0
         in_float = ctx.dtype in ("fp32", "fp16", "bf16", "tf32") or (ctx.profile is not None and
                                                                        ctx.profile.kind == "cpu") or any(
-            _est(layer).get("fallback_reason") for layer in layers)
+            layer.est.fallback_reason for layer in layers)
         severity = Severity.WARNING if worst >= 0.1 and in_float else Severity.INFO
         outcome = "the gain is not measured (advise --measure re-profiles the model with them flushed)"
         if not in_float:
@@ -927,20 +923,20 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
 
 def norm_heavy(ctx: RuleContext) -> list[Finding]:
     """Softmax / LayerNorm (and friends) on the vector units taking a large share of the time."""
-    layers = [layer for layer in ctx.layers if layer.get("op_type") in NORM_OPS
-              and not _est(layer).get("fallback_reason")]
+    layers = [layer for layer in ctx.layers if layer.op_type in NORM_OPS
+              and not layer.est.fallback_reason]
     evidence = _evidence_times(ctx, layers)
     if not layers or evidence["share"] < NORM_SHARE:
         return []
-    ops = sorted({str(layer["op_type"]) for layer in layers})
-    units = sorted({str(_est(layer).get("unit") or "-") for layer in layers})
+    ops = sorted({str(layer.op_type) for layer in layers})
+    units = sorted({str(layer.est.unit or "-") for layer in layers})
     return [Finding(
         "norm-on-vector", Severity.WARNING,
         f"{len(layers)} {'/'.join(ops)} layer(s) take {evidence['share']:.0%} of the time on the vector "
         f"unit(s) {', '.join(units)}: exponentials, reductions and divisions run far below the tensor engine's rate",
         "replace Softmax attention by SimA (normalized Q/K, no Softmax) and LayerNorm by DyT (Dynamic Tanh) where "
         "accuracy allows; keep these ops in int16/fp16, never fp32",
-        tuple(str(layer["id"]) for layer in layers), evidence | {"ops": ops, "units": units}, None,
+        tuple(str(layer.id) for layer in layers), evidence | {"ops": ops, "units": units}, None,
         TUNING_GUIDE + "'VPU/VAE bottleneck: softmax, layernorm'")]
 
 

@@ -70,6 +70,8 @@ from layerscope.measure.profile import Measurement, kernel_results, layer_result
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import Layer
 from layerscope.stats import LatencyStats, drift, summarize
 from layerscope.tracing import Span, SpanRecorder
 
@@ -549,7 +551,7 @@ def _us(value: float) -> float:
     return round(value, 3)
 
 
-def pipeline_section(result: PipelineResult, layers: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def pipeline_section(result: PipelineResult, layers: Sequence[Layer] = ()) -> dict[str, Any]:
     """The run file's ``pipeline`` section. ``layers``: the run's layers, for the ``top`` ranking.
 
     ``spans`` / ``kernels`` are the traced run's, µs from its start; ``top`` ranks user stages by median self
@@ -585,11 +587,11 @@ def _span_dict(span: Span, origin_ns: int) -> dict[str, Any]:
             "depth": span.depth, "run": span.run}
 
 
-def _top(result: PipelineResult, layers: Sequence[Mapping[str, Any]], e2e_us: float) -> list[dict[str, Any]]:
+def _top(result: PipelineResult, layers: Sequence[Layer], e2e_us: float) -> list[dict[str, Any]]:
     items: list[tuple[float, float, str, str]] = [
         (s.self_time.median_us, s.self_time.p90_us, s.name, s.kind) for s in result.stages if s.kind != "model"]
-    items += [(float(layer["measured"]["median_us"]), float(layer["measured"].get("p90_us", 0.0)), str(layer["id"]),
-               "layer") for layer in layers if layer.get("measured") and layer["measured"].get("samples")]
+    items += [(float(m.median_us), float(m.p90_us or 0.0), layer.id, "layer") for layer in layers
+              if (m := layer.measured) is not None and m.samples and m.median_us is not None]
     ranked = sorted(items, key=lambda item: (-item[0], item[2]))[:TOP_ITEMS]
     return [{"name": name, "kind": kind, "median_us": _us(median), "p90_us": _us(p90),
              "share": round(median / e2e_us, 6) if e2e_us > 0 else 0.0} for median, p90, name, kind in ranked]
@@ -603,7 +605,7 @@ def run_from_pipeline(result: PipelineResult, graph: Graph, run: dict[str, Any])
         add_measurement(run, result.measurement)
         run["measurement"]["source"] = "layerscope pipeline"
         run["latency"]["source"] = "uninstrumented model.run calls inside the pipeline"
-    run["pipeline"] = pipeline_section(result, run["layers"])
+    run["pipeline"] = pipeline_section(result, as_run(run).layers)
     return run
 
 

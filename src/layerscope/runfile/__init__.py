@@ -17,11 +17,11 @@ from layerscope.runfile.derived import (
     time_basis,
     unsteady,
 )
-from layerscope.runfile.io import SCHEMA_VERSION, check, dump_text, load, load_document, upgrade
+from layerscope.runfile.io import SCHEMA_VERSION, as_run, check, dump_text, load, load_document, upgrade
 from layerscope.runfile.models import RunFile
 
 __all__ = [
-    "SCHEMA_VERSION", "KFactor", "Origin", "RunFile", "check", "device_mismatch", "dump_text", "is_eliminated",
-    "layer_estimated_us", "layer_measured_us", "layer_shares", "layer_time_us", "load", "load_document",
-    "measurement_origin", "scale_factor", "steadiness_text", "time_basis", "unsteady", "upgrade",
+    "SCHEMA_VERSION", "KFactor", "Origin", "RunFile", "as_run", "check", "device_mismatch", "dump_text",
+    "is_eliminated", "layer_estimated_us", "layer_measured_us", "layer_shares", "layer_time_us", "load",
+    "load_document", "measurement_origin", "scale_factor", "steadiness_text", "time_basis", "unsteady", "upgrade",
 ]

@@ -126,6 +126,15 @@ def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -
         raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 
+def as_run(run: RunFile | Mapping[str, Any], source: str | os.PathLike[str] = "run") -> RunFile:
+    """``run`` typed: a :class:`RunFile` as it is; a document (version 1 or 2) migrated and checked
+    (``RunFileError`` naming ``source`` and the bad field). Readers take either, so a command can pass the
+    document it loaded and keeps it to write back."""
+    if isinstance(run, RunFile):
+        return run
+    return check(upgrade(run), source)
+
+
 def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The file's JSON object, migrated to version 2 (not yet validated)."""
     source = Path(path)

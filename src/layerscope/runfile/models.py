@@ -14,9 +14,12 @@ Contract:
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from layerscope.runfile.derived import KFactor
 
 #: Largest time in µs a run may hold (about 31 years): beyond it a file is garbage, not a measurement.
 MAX_US = 1e15
@@ -37,6 +40,13 @@ class Section(BaseModel):
     """Base of every section: frozen, strict, finite numbers, unknown keys kept."""
 
     model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
+
+    def over(self, base: Self | None) -> Self:
+        """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
+        one does not hold is kept. ``self`` when ``base`` is ``None``."""
+        if base is None:
+            return self
+        return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
 
 # --------------------------------------------------------------------------------------------------- model, target
@@ -168,6 +178,55 @@ class Layer(Section):
     status: str | None = None
     estimate: LayerEstimate | None = None
     measured: LayerMeasured | None = None
+
+    # Derived (the definitions of :mod:`layerscope.runfile.derived`, on the typed layer).
+
+    @property
+    def est(self) -> LayerEstimate:
+        """The layer's estimate, an empty one (every field ``None``) when it has none."""
+        return self.estimate if self.estimate is not None else _NO_ESTIMATE
+
+    @property
+    def eliminated(self) -> bool:
+        """True when the runtime removed the layer (``measured.status == "eliminated"``)."""
+        return self.measured is not None and self.measured.status == "eliminated"
+
+    @property
+    def measured_us(self) -> float | None:
+        """The layer's measured time: ``None`` unmeasured, 0 when eliminated, else the median (else the mean)."""
+        if self.measured is None:
+            return None
+        if self.measured.status == "eliminated":
+            return 0.0
+        value = self.measured.median_us if self.measured.median_us is not None else self.measured.mean_us
+        return None if value is None else float(value)
+
+    @property
+    def estimated_us(self) -> float | None:
+        """The layer's estimated latency, ``None`` without an estimate."""
+        value = self.estimate.latency_us if self.estimate is not None else None
+        return None if value is None else float(value)
+
+    def time_us(self, *, prefer_measured: bool = True) -> float:
+        """The measured time (0 when eliminated) when measured and ``prefer_measured``, else the estimate, else 0."""
+        measured = self.measured_us if prefer_measured else None
+        if measured is not None:
+            return measured
+        estimated = self.estimated_us
+        return estimated if estimated is not None else 0.0
+
+    @property
+    def ops(self) -> float:
+        """Arithmetic operations: FLOPs, or 2 x MACs when larger."""
+        return float(max(self.flops or 0, 2 * (self.macs or 0)))
+
+    @property
+    def bytes_moved(self) -> int:
+        """Bytes read plus bytes written (0 for an unknown side)."""
+        return (self.bytes_read or 0) + (self.bytes_written or 0)
+
+
+_NO_ESTIMATE = LayerEstimate()
 
 
 class Kernel(Section):
@@ -523,3 +582,56 @@ class RunFile(Section):
     def to_json(self) -> dict[str, Any]:
         """The JSON document (unset optional sections left out)."""
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+    # Convenience for readers (:mod:`layerscope.analysis`): what several of them need, defined once.
+
+    @property
+    def layer_by_id(self) -> dict[str, Layer]:
+        """Layers by id (the last one wins when ids repeat, as a dict built from the list would)."""
+        return {layer.id: layer for layer in self.layers}
+
+    def fused_group(self, layer: Layer) -> tuple[str, ...]:
+        """The ids of the layers that ran as one kernel with ``layer`` (empty when it ran alone), whichever form
+        the run stores: ``measured.fused_group`` inline, or ``fused_group_size`` with the list once in the
+        kernel's ``layers`` (as :func:`layerscope.runfile.derived.fused_group` reads a document)."""
+        measured = layer.measured
+        if measured is None:
+            return ()
+        if measured.fused_group:
+            return tuple(measured.fused_group)
+        if not measured.fused_group_size:
+            return ()
+        return next((tuple(k.layers) for k in self.kernels if k.name == measured.kernel), ())
+
+    @property
+    def has_measurement(self) -> bool:
+        """True when any layer has a ``measured`` section."""
+        return any(layer.measured is not None for layer in self.layers)
+
+    @property
+    def k_factor(self) -> KFactor | None:
+        """k of this run and what it covers (:func:`layerscope.runfile.derived.scale_factor`, the one
+        definition); ``None`` when no part is both estimated and measured."""
+        from layerscope.runfile.derived import scale_factor
+
+        return scale_factor(self.to_json())
+
+    @property
+    def k(self) -> float | None:
+        """k = measured / estimated (:attr:`k_factor`), ``None`` when the run has no k."""
+        factor = self.k_factor
+        return None if factor is None else factor.k
+
+    @property
+    def end_to_end_us(self) -> tuple[float, float] | None:
+        """(measured latency P50, else mean; summed estimate) when both are positive
+        (:func:`layerscope.runfile.derived.end_to_end_us`)."""
+        from layerscope.runfile.derived import end_to_end_us
+
+        return end_to_end_us(self.to_json())
+
+    @property
+    def target_or_empty(self) -> Target:
+        """The ``target`` section, an empty one when the run has none."""
+        return self.target if self.target is not None else Target()
+
