@@ -236,25 +236,25 @@ def test_fp32_on_an_npu_with_int8_is_flagged_with_the_re_estimated_gain(write_mo
 
 
 def test_an_already_quantized_model_is_not_told_to_quantize(write_model: ModelWriter) -> None:
-    """On the host profile (int8 faster than fp32) a float conv gets fp32-dtype; the same conv in QDQ form (its
+    """Deployed in fp32 on the S100 (int8 far faster) a float conv gets fp32-dtype; the same conv in QDQ form (its
     input and weight through DequantizeLinear) or as ConvInteger is int8 already, and its float glue is no reason."""
     shape = [("x", F32, [1, 64, 56, 56])], [("y", F32, [1, 64, 56, 56])]
     plain = write_model([conv("c", "x", "w", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])], *shape,
                         {"w": w((64, 64, 3, 3))})
-    assert [f.rule_id for f in check(plain, R.fp32_dtype, target="host", dtype="fp32")] == ["fp32-dtype"]
+    assert [f.rule_id for f in check(plain, R.fp32_dtype, dtype="fp32")] == ["fp32-dtype"]
     scale, zero = np.float32(0.02), np.int8(0)
     qdq = write_model([N("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
                        N("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
                        N("DequantizeLinear", ["wq", "s", "z"], ["wd"], name="dqw"),
                        conv("c", "xd", "wd", "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1])], *shape,
                       {"s": np.asarray(scale), "z": np.asarray(zero), "wq": np.ones((64, 64, 3, 3), np.int8)})
-    assert check(qdq, R.fp32_dtype, target="host", dtype="fp32") == []
+    assert check(qdq, R.fp32_dtype, dtype="fp32") == []
     integer = write_model([N("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"], name="dq"),
                            N("ConvInteger", ["xq", "wq", "xz"], ["acc"], name="ci", kernel_shape=[3, 3],
                              pads=[1, 1, 1, 1]),
                            N("Cast", ["acc"], ["y"], name="cast", to=TensorProto.FLOAT)], *shape,
                           {"wq": np.ones((64, 64, 3, 3), np.uint8)})
-    assert check(integer, R.fp32_dtype, target="host", dtype="fp32") == []
+    assert check(integer, R.fp32_dtype, dtype="fp32") == []
 
 
 # -------------------------------------------------------------------------------------------- lane-alignment
