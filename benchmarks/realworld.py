@@ -460,7 +460,7 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
     feeds = _const_input_args(entry, cache)
     runs = {step: work / f"{entry.name}.{step}.json" for step in ("estimate", "profile", "bisect")}
 
-    step, _ = run_step(layerscope_command("estimate", model, *args, "--target", "host", "--top", "0",
+    step, _ = run_step(layerscope_command("estimate", model, *args, *feeds, "--target", "host", "--top", "0",
                                           "--json", str(runs["estimate"])), timeout_s)
     if step.status == "ok":
         step.values = _estimate_values(_read_json(runs["estimate"]))
@@ -486,7 +486,7 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
     if not advised:
         result.steps["advise"] = Step("skipped", error="no run file (estimate and profile failed)")
     else:
-        step, out = run_step(layerscope_command("advise", str(runs[advised]), "--json", "-"), timeout_s)
+        step, out = run_step(layerscope_command("advise", str(runs[advised]), *feeds, "--json", "-"), timeout_s)
         if step.status == "ok":
             try:
                 step.values = _advise_values(json.loads(out))

@@ -482,6 +482,8 @@ def test_a_zoo_model_with_one_conv_scaled_to_subnormal(tmp_path: Path) -> None:
     model.graph.node.remove(maker)
     values = np.random.default_rng(1).uniform(0.5, 1.0, tuple(int(d) for d in shape)).astype(np.float32)
     model.graph.initializer.append(numpy_helper.from_array(values * np.float32(1e-39), "fire2/squeeze1x1_w_0"))
+    # an IR 3 model lists its initializers among its inputs
+    model.graph.input.append(helper.make_tensor_value_info("fire2/squeeze1x1_w_0", TensorProto.FLOAT, values.shape))
     path = tmp_path / "squeezenet_subnormal.onnx"
     onnx.save(model, str(path))
     found = check(path, R.subnormal_weights, target="host")

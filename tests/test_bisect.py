@@ -198,6 +198,38 @@ def test_a_tensor_read_only_inside_a_subgraph_crosses_the_cut(write_model: Model
     onnx.checker.check_model(planner.prefix_model(3), full_check=True)
 
 
+def test_parts_of_a_control_flow_model_keep_the_declared_input_shapes(write_model: ModelWriter) -> None:
+    """Parts are fed static shapes (the ones the run gave), except with control flow: ONNX Runtime type-checks
+    every branch against the declared shapes, and the branch not taken need not check with the given ones."""
+    branch = helper.make_graph([helper.make_node("Neg", ["a"], ["out"])], "then", [],
+                               [helper.make_tensor_value_info("out", F32, ["N"])])
+    other = helper.make_graph([helper.make_node("Identity", ["a"], ["out2"])], "else", [],
+                              [helper.make_tensor_value_info("out2", F32, ["N"])])
+    plain = [helper.make_node("Relu", ["x"], ["a"], name="relu"), helper.make_node("Neg", ["a"], ["y"], name="neg")]
+    flow = [helper.make_node("Relu", ["x"], ["a"], name="relu"),
+            helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+            helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+            helper.make_node("If", ["c"], ["y"], name="if", then_branch=branch, else_branch=other)]
+    zero = {"zero": np.zeros((), np.float32)}
+    for nodes, declared in ((plain, False), (flow, True)):
+        path = write_model(nodes, [("x", F32, ["N"])], [("y", F32, ["N"])], zero if declared else None)
+        planner = CutPlanner.for_model(load_model(path, {"x": (4,)}))
+        dims = planner.prefix_model(1).graph.input[0].type.tensor_type.shape.dim
+        assert [d.dim_param or d.dim_value for d in dims] == (["N"] if declared else [4])
+
+
+def test_the_baseline_of_a_model_without_the_default_domain_loads() -> None:
+    """scikit-learn's logistic regression as ONNX Runtime ships it imports only ai.onnx.ml: the baseline's Slice
+    needs a default-domain opset of its own (ONNX Runtime refused it as an opset-1 Slice)."""
+    path = Path(ort.__file__).parent / "datasets" / "logreg_iris.onnx"
+    assert {o.domain for o in onnx.load(str(path)).opset_import} == {"ai.onnx.ml"}
+    graph, planner = _planner(path)
+    baseline = planner.prefix_model(0)
+    assert [n.op_type for n in baseline.graph.node] == ["Slice"] * len(graph.inputs)
+    feeds = {t.name: np.ones(t.shape, np.float32) for t in graph.inputs}
+    assert [v.shape for v in _run(baseline, feeds).values()] == [(1,) * len(t.shape) for t in graph.inputs]
+
+
 def test_coarse_cuts_balance_the_estimate_and_avoid_fused_pairs() -> None:
     graph, planner = _planner(zoo("resnet50"))
     cuts = planner.coarse_cuts(12)

@@ -16,7 +16,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from layerscope.analysis.diagnose import Diagnosis, diagnose, diagnosis_section
 from layerscope.analysis.findings import findings_section
 from layerscope.analysis.rules import RULES, Advice, Rule, RuleContext, run_rules
 from layerscope.errors import ModelError, RunFileError
+from layerscope.measure.inputs import feeder
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.load import sha256_file
@@ -43,8 +44,11 @@ class AdviceReport:
     advice: Advice
 
 
-def reload_model(run: RunFile | Mapping[str, Any], override: str | Path | None = None) -> Graph:
-    """The run's model, loaded with its recorded input shapes; sha256 checked against the run."""
+def reload_model(run: RunFile | Mapping[str, Any], override: str | Path | None = None,
+                 input_specs: Sequence[str] = ()) -> Graph:
+    """The run's model, loaded with its recorded input shapes; sha256 checked against the run. Shapes that must
+    be observed by running the model (control flow, data-dependent shapes) are observed on ``input_specs``
+    (``--input`` files) and seeded random values for the other inputs."""
     model = as_run(run).model
     path = Path(override) if override is not None else Path(str(model.path or ""))
     if not str(path) or str(path) == ".":
@@ -57,7 +61,7 @@ def reload_model(run: RunFile | Mapping[str, Any], override: str | Path | None =
                          "since the run was made", hint="pass the original with --model, or re-run the estimate")
     shapes = {t.name: dims for t in model.inputs if t.shape is not None
               and len(dims := tuple(d for d in t.shape if isinstance(d, int) and d > 0)) == len(t.shape)}
-    return load_model(path, shapes)
+    return load_model(path, shapes, feeds=feeder(input_specs))
 
 
 def run_profile(run: RunFile | Mapping[str, Any], override: str | None = None) -> Profile | None:
@@ -85,11 +89,12 @@ def measure_config_of(run: RunFile | Mapping[str, Any]) -> SessionConfig | None:
 
 def advise(run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Graph | None,
            rules: tuple[Rule, ...] = RULES, *, measure_config: SessionConfig | None = None,
-           measure_runs: int = 20) -> AdviceReport:
+           measure_runs: int = 20, input_specs: Sequence[str] = ()) -> AdviceReport:
     """Diagnose ``run`` (typed, or its document) and run every rule on it; with ``measure_config``, rules that
-    can measure their mitigation do (``measure_runs`` timed runs each side)."""
+    can measure their mitigation do (``measure_runs`` timed runs each side, the model fed ``input_specs``)."""
     typed = as_run(run)
-    ctx = RuleContext.of(typed, profile, graph, measure_config=measure_config, measure_runs=measure_runs)
+    ctx = RuleContext.of(typed, profile, graph, measure_config=measure_config, measure_runs=measure_runs,
+                         input_specs=input_specs)
     return AdviceReport(diagnose(typed, profile), run_rules(ctx, rules))
 
 

@@ -101,15 +101,19 @@ class RuleContext:
     #: session config and this many paired rounds; ``None``: they never measure.
     measure_config: SessionConfig | None = None
     measure_runs: int = 20
+    #: ``--input`` specs the measured model is fed (seeded random values for the rest).
+    input_specs: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Graph | None = None, *,
-           measure_config: SessionConfig | None = None, measure_runs: int = 20) -> RuleContext:
+           measure_config: SessionConfig | None = None, measure_runs: int = 20,
+           input_specs: Sequence[str] = ()) -> RuleContext:
         """The context of ``run`` (typed, or its document: checked and typed here)."""
         typed = as_run(run)
         measured = typed.has_measurement
         total = sum(layer.time_us(prefer_measured=measured) for layer in typed.layers)
-        return cls(typed, profile, graph, typed.layer_by_id, total, measured, measure_config, measure_runs)
+        return cls(typed, profile, graph, typed.layer_by_id, total, measured, measure_config, measure_runs,
+                   tuple(input_specs))
 
     @cached_property
     def weights(self) -> Mapping[str, WeightStats]:
@@ -866,7 +870,7 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
     gain: float | None = None
     if ctx.measure_config is not None:
         measured = measure_flush_gain(ctx.graph, [t.name for t in tensors], ctx.measure_config,
-                                      rounds=ctx.measure_runs,
+                                      rounds=ctx.measure_runs, input_specs=ctx.input_specs,
                                       weights_us={str(x.id): float(x.est.latency_us or 0.0)
                                                   for x in ctx.layers})
         gain = measured.gain_us

@@ -21,7 +21,7 @@ Contract:
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,12 +210,14 @@ class FlushGain:
 
 
 def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig, *, rounds: int = 20,
-                       warmup: int = 3, weights_us: Mapping[str, float] | None = None, seed: int = 0) -> FlushGain:
+                       warmup: int = 3, weights_us: Mapping[str, float] | None = None, seed: int = 0,
+                       input_specs: Sequence[str] = ()) -> FlushGain:
     """Time ``graph`` and its copy with the subnormal values of ``names`` flushed, with the same random inputs
-    and session ``config``: ``rounds`` paired visits of :class:`~layerscope.measure.runners.OrtRunner` (each the
-    fastest of 3 runs), then one :func:`~layerscope.measure.profile.profile_model` of each (``rounds // 2``
-    runs, at least 5) for the layers. See the module docstring."""
-    feeds = make_inputs(graph, (), seed)
+    (the ``--input`` files of ``input_specs`` where given) and session ``config``: ``rounds`` paired visits of
+    :class:`~layerscope.measure.runners.OrtRunner` (each the fastest of 3 runs), then one
+    :func:`~layerscope.measure.profile.profile_model` of each (``rounds // 2`` runs, at least 5) for the layers.
+    See the module docstring."""
+    feeds = make_inputs(graph, input_specs, seed)
     shapes = {t.name: t.shape for t in graph.inputs}
     with tempfile.TemporaryDirectory(prefix="layerscope-flush-") as folder:
         path = Path(folder) / "flushed.onnx"

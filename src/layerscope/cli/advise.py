@@ -12,6 +12,7 @@ import click
 
 from layerscope.analysis.advise import advise, measure_config_of, reload_model, run_profile, with_findings
 from layerscope.cli.console import SafeConsole, echo_json
+from layerscope.cli.options import input_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.measure.session import SessionConfig
 from layerscope.report.analysis_terminal import advice_report
@@ -30,21 +31,22 @@ from layerscope.run import load_run, save_run
                    "[default: when the run was measured on ONNX Runtime, with its session settings].")
 @click.option("--measure-runs", default=20, show_default=True, type=click.IntRange(min=3),
               help="Paired rounds (the model, then its mitigated copy, alternating) when measuring a mitigation.")
+@input_option
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
 @click.option("--save", is_flag=True, help="Write the findings back into RUN.")
 @click.option("--json", "json_out", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
               help="Write the run with its findings section to OUT ('-' for the findings alone on stdout).")
 def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, measure: bool | None,
-            measure_runs: int, top: int, save: bool, json_out: Path | None) -> None:
+            measure_runs: int, input_specs: tuple[str, ...], top: int, save: bool, json_out: Path | None) -> None:
     """Diagnose RUN and advise what to change, layer by layer."""
     run = load_run(run_path)
     profile = run_profile(run, target)
-    graph = None if no_model else reload_model(run, model_path)
+    graph = None if no_model else reload_model(run, model_path, input_specs)
     config = measure_config_of(run)
     if measure and config is None:
         config = SessionConfig()
     report = advise(run, profile, graph, measure_config=config if measure is not False else None,
-                    measure_runs=measure_runs)
+                    measure_runs=measure_runs, input_specs=input_specs)
     with_findings(run, report, top=top)
     if json_out is not None and str(json_out) == "-":
         echo_json(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))

@@ -65,6 +65,9 @@ FUSION_TAILS = frozenset({"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardS
 #: Refinement refuses a split whose extra outputs would cost more than this share of a half's estimated time.
 BOUNDARY_SHARE = 0.1
 _BASELINE_SUFFIX = "__layerscope_baseline"
+#: The ONNX opset of a baseline model's Slice nodes when the model imports none of the default domain (a model of
+#: ``ai.onnx.ml`` ops only).
+BASELINE_OPSET = 13
 @dataclass(frozen=True)
 class Cut:
     """Cut ``layers`` (the prefix length): the tensors crossing it and how clean a boundary it is."""
@@ -283,7 +286,11 @@ class CutPlanner:
         initializers = [t for t in source.initializer if t.name in read] + values
         init_names = {t.name for t in initializers}
         runtime = {t.name: t for t in self.graph.inputs}
-        inputs = [_value_info(runtime[vi.name]) if vi.name in runtime else vi for vi in source.input
+        # The model's inputs get the shapes this run gives them, so a part is as static as the whole model ran;
+        # not with control flow: ONNX Runtime type-checks every branch against the declared shapes, and a branch
+        # these inputs never take may not check with them (silero-vad's 8 kHz branch with a 16 kHz frame).
+        declared = _has_subgraphs(source)
+        inputs = [_value_info(runtime[vi.name]) if vi.name in runtime and not declared else vi for vi in source.input
                   if (vi.name in runtime and (every_input or vi.name in read)) or vi.name in init_names]
         return kept, initializers, inputs, read
 
@@ -298,7 +305,9 @@ class CutPlanner:
         """A model fed ``tensors`` that returns the first element of each (a ``Slice`` to 1 along every axis;
         ``Identity`` for a scalar): a call like any other that moves no data, whatever the tensors' size (an
         ``Identity`` would copy them, cold after the whole model has run: 300 µs for YOLOv5s-320's outputs)."""
-        opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), None)
+        extra = [] if opset is not None else [helper.make_opsetid("", BASELINE_OPSET)]  # e.g. an ai.onnx.ml model
+        opset = opset if opset is not None else BASELINE_OPSET
         nodes, outputs, constants = [], [], []
         for i, tensor in enumerate(tensors):
             out, rank = tensor.name + _BASELINE_SUFFIX, len(tensor.shape)
@@ -315,10 +324,10 @@ class CutPlanner:
                 nodes.append(helper.make_node("Slice", [tensor.name, *bounds], [out], name=node_name))
             outputs.append(_value_info(TensorInfo(out, tuple(min(1, d) for d in tensor.shape), tensor.dtype)))
         return self._wrap(helper.make_graph(nodes, name, [_value_info(t) for t in tensors], outputs,
-                                            initializer=constants))
+                                            initializer=constants), extra)
 
-    def _wrap(self, graph: onnx.GraphProto) -> onnx.ModelProto:
-        model = helper.make_model(graph, opset_imports=list(self.model.opset_import),
+    def _wrap(self, graph: onnx.GraphProto, extra_opsets: Sequence[onnx.OperatorSetIdProto] = ()) -> onnx.ModelProto:
+        model = helper.make_model(graph, opset_imports=[*self.model.opset_import, *extra_opsets],
                                   functions=list(self.model.functions))
         model.ir_version = self.model.ir_version
         model.producer_name = "layerscope bisect"
@@ -468,6 +477,12 @@ def _crossings(graph: Graph, nodes: Sequence[onnx.NodeProto]) -> tuple[tuple[tup
 
 def _nbytes(info: TensorInfo | None) -> int:
     return info.nbytes if info is not None else 0
+
+
+def _has_subgraphs(graph: onnx.GraphProto) -> bool:
+    """Whether a node of ``graph`` holds a subgraph (If, Loop, Scan)."""
+    kinds = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    return any(attr.type in kinds for node in graph.node for attr in node.attribute)
 
 
 def _value_info(info: TensorInfo) -> onnx.ValueInfoProto:
