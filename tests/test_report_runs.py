@@ -30,19 +30,13 @@ from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
-from layerscope.report.sections import (
-    estimated_tracks,
-    experiments,
-    findings,
-    graph_layout,
-    layer_rows,
-    missing_notes,
-    scale_factor,
-    share_basis,
-    summary_sections,
-)
 from layerscope.report.tables import CSV_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
 from layerscope.report.units import human_us
+from layerscope.report.views.experiments import experiments
+from layerscope.report.views.findings import findings
+from layerscope.report.views.layers import graph_layout, layer_rows, scale_factor, share_basis
+from layerscope.report.views.summary import missing_notes, summary_sections
+from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
 from layerscope.runfile import check, upgrade
 

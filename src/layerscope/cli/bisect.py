@@ -60,8 +60,8 @@ from layerscope.measure.runners import UNITS, CommandRunner, CommandTemplate, La
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
 from layerscope.model.types import Graph
-from layerscope.report.sections import BisectView, bisect_view
 from layerscope.report.terminal import key_value_grid
+from layerscope.report.views.bisect import BisectView, bisect_view
 from layerscope.run import run_from_estimate, save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
@@ -300,7 +300,7 @@ class _Validation:
 # ----------------------------------------------------------------------------- rendering (pure)
 def bisect_report(run: Mapping[str, Any]) -> RenderableType:
     """The segment table and the context lines of a bisect run file (a pure function of the saved run; the
-    data is :func:`layerscope.report.sections.bisect_view`'s, which the HTML report shows too)."""
+    data is :func:`layerscope.report.views.bisect.bisect_view`'s, which the HTML report shows too)."""
     view = bisect_view(run)
     assert view is not None, "bisect_report needs a run with a bisect section"
     return Group(segment_table(view), Text(""), bisect_context(run, view))

@@ -44,9 +44,9 @@ from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import StressSpec, parse_stress
-from layerscope.report.sections import StressView, stress_compared, stress_eligible, stress_view
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import fixed, human_us, us_text
+from layerscope.report.views.stress import StressView, stress_compared, stress_eligible, stress_view
 from layerscope.run import save_run
 from layerscope.runfile.io import stress_thresholds
 
@@ -292,7 +292,7 @@ def stress_progress(labels: Mapping[str, str], rounds: int, units: Mapping[str, 
 
 def stress_report(run: Mapping[str, Any], top: int = 10) -> RenderableType:
     """The ``stress`` section: end to end without and with stress, the most affected layers, what ran (drawn
-    from :func:`layerscope.report.sections.stress_view`, which the HTML report shows too)."""
+    from :func:`layerscope.report.views.stress.stress_view`, which the HTML report shows too)."""
     view = stress_view(run)
     assert view is not None, "stress_report needs a run with a stress section"
     parts: list[RenderableType] = [Text(""), _stress_latency_table(view)]

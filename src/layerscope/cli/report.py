@@ -22,9 +22,9 @@ from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.report.html import render_html
 from layerscope.report.perfetto import trace_bytes
-from layerscope.report.sections import missing_notes
 from layerscope.report.tables import layers_csv, markdown_summary
 from layerscope.report.units import human_bytes
+from layerscope.report.views.summary import missing_notes
 from layerscope.run import load_run
 
 
