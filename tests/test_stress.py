@@ -15,7 +15,6 @@ from rich.console import Console
 
 from conftest import zoo
 from layerscope.cli.main import main
-from layerscope.cli.pipeline import stress_report
 from layerscope.errors import InputError
 from layerscope.measure.stress import (
     MAX_SENSITIVE,
@@ -30,6 +29,7 @@ from layerscope.measure.stress import (
     paired_rounds,
     parse_stress,
 )
+from layerscope.report.stress_terminal import stress_report
 from layerscope.run import load_run
 from layerscope.stats import summarize
 

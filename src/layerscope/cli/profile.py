@@ -27,7 +27,7 @@ from layerscope.cli.options import (
     target_option,
 )
 from layerscope.cli.outputs import OutputPath, write_html
-from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
+from layerscope.cli.pipeline import stress_option, stress_progress
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.backend import get_backend
@@ -36,9 +36,8 @@ from layerscope.measure.profile import PartialProfile
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
+from layerscope.report.command_terminal import command_report
 from layerscope.report.exec_trace import LEVELS, execution_trace
-from layerscope.report.terminal import measured_layers_table, measurement_summary
-from layerscope.report.timeline_terminal import timeline_report
 from layerscope.report.units import human_us
 from layerscope.run import add_measurement, add_partial_latency, run_from_estimate, save_run, timeline_section
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
@@ -112,13 +111,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         echo_json(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
     else:
         console = SafeConsole()
-        if top:
-            console.print(measured_layers_table(run, top))
-        console.print(measurement_summary(run))
-        if timeline:
-            console.print(timeline_report(run))
-        if "stress" in run:
-            console.print(stress_report(run, top or 10))
+        console.print(command_report(run, top, timeline=timeline))
         if json_out is not None:
             console.print(f"run file: {written}")
         if html_out is not None:
