@@ -240,7 +240,7 @@ def _render(run: dict[str, Any]) -> str:
 
 def test_bench_with_stress_writes_the_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
-    assert main(["bench", SQUEEZENET, "--runs", "3", "--warmup", "1", "--intra-threads", "1",
+    assert main(["bench", SQUEEZENET, "--runs", "3", "--warmup", "1", "--threads", "1",
                  "--stress", "memory:1", "--json", str(out)]) == 0
     stress = load_run(out)["stress"]
     assert stress["processes"] == 1 and stress["traffic_bytes_per_s"] > 0 and not stress["expired"]

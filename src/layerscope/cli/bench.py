@@ -15,7 +15,9 @@ import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    Command,
     cli_dims,
+    deprecated_option,
     input_option,
     intra_threads_option,
     opt_level_option,
@@ -48,7 +50,7 @@ from layerscope.run import save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 
 
-@click.command("bench")
+@click.command("bench", cls=Command)
 @click.argument("model", type=click.Path(path_type=Path), required=False)
 @click.option("--warmup", default=DEFAULT_WARMUP_RUNS, show_default=True, type=click.IntRange(min=0),
               help="Untimed runs per stream before measuring.")
@@ -56,19 +58,20 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
               help=f"Measured runs, all streams together [default: {DEFAULT_RUNS}].")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Measure for S seconds instead of a run count.")
-@click.option("--threads", "streams", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--streams", "streams", default=1, show_default=True, type=click.IntRange(min=1),
               help="Concurrent inference streams: threads calling session.run on one shared session.")
-@intra_threads_option("--intra-threads")
+@intra_threads_option()
+@deprecated_option("--intra-threads", dest="threads", new="--threads", type=click.IntRange(min=0), default=None)
 @provider_option
 @opt_level_option
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (JSON) with the measurement and latency sections.")
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
-            intra_threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
+            threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
             input_specs: tuple[str, ...], seed: int, json_out: Path | None, stress: StressSpec | None) -> None:
     """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime."""
     if runs is not None and duration is not None:
@@ -76,7 +79,8 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     config = BenchConfig(warmup_runs=warmup, runs=None if duration is not None else runs or DEFAULT_RUNS,
                          duration_s=duration, streams=streams)
     full_provider = ort_provider(provider)
-    session_config = SessionConfig(provider=provider, threads=intra_threads, opt_level=opt_level)
+    _note_threads_meaning()
+    session_config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
     model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
@@ -93,7 +97,7 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
         with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
             experiment = paired_rounds(lambda stressed, i: run_bench(
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
-        add_stress(run, experiment, lambda r: r.latency, model_threads=intra_threads * streams)
+        add_stress(run, experiment, lambda r: r.latency, model_threads=threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
     console = SafeConsole()
     console.print(command_report(run))
@@ -103,3 +107,13 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     if interrupted:
         # What was measured is printed and saved; the CLI's handler reports the interruption and exits 130.
         raise KeyboardInterrupt(f"what was measured is saved in {written} (marked interrupted)" if written else "")
+
+
+def _note_threads_meaning() -> None:
+    """``--threads`` was the number of streams in bench until this release: say so once when it is given and
+    ``--streams`` is not (a script written for the old meaning now sets intra-op threads)."""
+    ctx = click.get_current_context()
+    given = click.core.ParameterSource.COMMANDLINE
+    if ctx.get_parameter_source("threads") is given and ctx.get_parameter_source("streams") is not given:
+        click.echo("layerscope: note: bench --threads is ONNX Runtime's intra-op threads, as in every command; "
+                   "concurrent streams are --streams (--threads meant streams before this release)", err=True)

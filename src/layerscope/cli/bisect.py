@@ -145,7 +145,7 @@ AUTO_ROUNDS_S = 15.0
               help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
               help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
-@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate, per-layer differential times, the bisect section).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
             run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,

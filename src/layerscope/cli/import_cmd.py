@@ -39,7 +39,7 @@ LIST_LIMIT = 10
 @shape_option
 @click.option("--format", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
               help="The files' format (auto: detected from each file's content).")
-@click.option("-o", "--output", type=OutputPath(), default=None, metavar="RUN.json",
+@click.option("-o", "--output", "--json", "output", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file that later commands read.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers each table shows.")

@@ -26,7 +26,9 @@ import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    Command,
     cli_dims,
+    deprecated_option,
     intra_threads_option,
     opt_level_option,
     parse_shapes,
@@ -83,10 +85,11 @@ def load_function(spec: str) -> tuple[Any, Path]:
 
 # --- the command --------------------------------------------------------------------------------------------------
 
-@click.command("pipeline")
+@click.command("pipeline", cls=Command)
 @click.argument("function", metavar="SCRIPT.py:FUNCTION")
-@click.option("--model", "-m", "model", required=True, type=click.Path(path_type=Path),
-              help="The ONNX model; FUNCTION is called with a session on it (call model.run(None, feeds)).")
+@click.argument("model", metavar="MODEL", required=False, type=click.Path(path_type=Path))
+@deprecated_option("--model", "-m", dest="model", new="MODEL as the second argument",
+                   type=click.Path(path_type=Path), default=None)
 @target_option
 @shape_option
 @click.option("--runs", default=20, show_default=True, type=click.IntRange(min=1), help="Measured pipeline runs.")
@@ -97,16 +100,20 @@ def load_function(spec: str) -> tuple[Any, Path]:
 @click.option("--layers/--no-layers", default=True, show_default=True,
               help="Run the pipeline again with ONNX Runtime's profiler on for per-layer times and kernels.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of model.example_inputs.")
-@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate, per-layer measurement and the pipeline section).")
 @click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write a Perfetto trace of one run: user spans with the model's layers (OUT.gz: compressed).")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=0), help="Rows in the top table.")
-def command(*, function: str, model: Path, target: str, shapes: tuple[str, ...], runs: int, warmup: int,
+def command(*, function: str, model: Path | None, target: str, shapes: tuple[str, ...], runs: int, warmup: int,
             threads: int, opt_level: str, provider: str, layers: bool, seed: int, json_out: Path | None,
             trace_out: Path | None, top: int) -> None:
-    """Profile a whole pipeline: FUNCTION(model) from SCRIPT.py, run after run, with its trace points."""
+    """Profile a whole pipeline: FUNCTION(model) from SCRIPT.py, run after run, with its trace points; FUNCTION
+    is called with a session on the ONNX MODEL (call model.run(None, feeds))."""
     from layerscope.measure.pipeline import profile
+
+    if model is None:
+        raise click.UsageError("Missing argument 'MODEL'.")
 
     ort_provider(provider)  # exit 3 before any work when the provider is missing
     fn, script = load_function(function)

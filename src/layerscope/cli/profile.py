@@ -54,10 +54,11 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @input_option
 @click.option("--runs", default=50, show_default=True, type=click.IntRange(min=1), help="Measured runs.")
 @click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=0), help="Untimed runs first.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
 @intra_threads_option()
 @opt_level_option
 @provider_option
-@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate and measurement joined per layer).")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
@@ -72,15 +73,16 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
                    "`estimate --timeline`): the run holds the measurement and the timeline together.")
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
-            warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, html_out: Path | None,
+            warmup: int, seed: int, threads: int, opt_level: str, provider: str, json_out: Path | None,
+            html_out: Path | None,
             top: int, output_format: str, level: str, timeline: bool, stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
     backend = get_backend("onnxruntime")
     backend.check_provider(provider)  # exit 3 before any work when the provider is missing
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
+    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
-    feeds = make_inputs(graph, input_specs)
+    feeds = make_inputs(graph, input_specs, seed)
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
