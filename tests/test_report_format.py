@@ -1,6 +1,6 @@
 """``layerscope report RUN --format``: one renderer per format, and ``--format terminal`` prints what the
-command that made the run printed (estimate --timeline, profile, bench, bisect, pipeline), read from the saved
-run alone."""
+command that made the run printed (estimate --timeline, profile, bench, bisect, pipeline, import), read from the
+saved run alone."""
 
 from __future__ import annotations
 
@@ -103,6 +103,18 @@ def test_pipeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed == again
     assert any(line.startswith("Top 4 items of pipeline") for line in again)
     assert any(line.lstrip().startswith("postprocess") for line in again)
+
+
+IMPORTS = Path(__file__).parent / "fixtures" / "importers"
+
+
+@pytest.mark.parametrize("files", [("horizon/s100_profiler.log", "horizon/s100_model.json"),
+                                   ("trtexec/yolov5s.profile.json",)])
+def test_import(files: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    printed, again = _command_then_report(["import", *(str(IMPORTS / f) for f in files)], tmp_path / "run.json",
+                                          capsys)
+    assert printed == again and len(again) > 15
+    assert run_kind(load_run(tmp_path / "run.json")) == "import"
 
 
 # --- the other formats ---------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """What each measuring command prints, as one pure function of the run it saved.
 
-``estimate``, ``profile``, ``bench``, ``bisect`` and ``pipeline`` print :func:`command_report` of their run,
+``estimate``, ``profile``, ``bench``, ``bisect``, ``pipeline`` and ``import`` print :func:`command_report` of their run,
 and ``layerscope report RUN --format terminal`` prints the same function of the saved file: the tables are
 the same, only the lines naming the files a command wrote are the command's own. Which command made a run is
 read from the run itself (:func:`run_kind`).
@@ -16,25 +16,29 @@ from rich.text import Text
 
 from layerscope.report.bench_terminal import bench_report
 from layerscope.report.bisect_terminal import bisect_report, validation_report
+from layerscope.report.import_terminal import import_report
 from layerscope.report.pipeline_terminal import pipeline_report
 from layerscope.report.stress_terminal import stress_report
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
 
-RunKind = Literal["pipeline", "bisect", "bench", "profile", "estimate"]
+RunKind = Literal["pipeline", "bisect", "bench", "import", "profile", "estimate"]
 
 #: Rows of the layer (or item) table when the command's ``--top`` is not known: each command's default.
-DEFAULT_TOP: Mapping[RunKind, int] = {"pipeline": 15, "bisect": 0, "bench": 0, "profile": 20, "estimate": 20}
+DEFAULT_TOP: Mapping[RunKind, int] = {"pipeline": 15, "bisect": 0, "bench": 0, "import": 20, "profile": 20,
+                                      "estimate": 20}
 
 
 def run_kind(run: Mapping[str, Any]) -> RunKind:
     """The command whose report a run gets: ``pipeline`` or ``bisect`` when it holds their section, ``bench``
-    for a bench measurement, ``profile`` for any other measurement (a kernel profile, a vendor import), else
-    ``estimate``."""
+    for a bench measurement, ``import`` for a run made of vendor files (its ``import`` section), ``profile``
+    for any other measurement, else ``estimate``."""
     if "pipeline" in run:
         return "pipeline"
     if "bisect" in run:
         return "bisect"
+    if "import" in run:
+        return "import"
     measurement = run.get("measurement")
     if isinstance(measurement, Mapping):
         return "bench" if measurement.get("source") == "bench" else "profile"
@@ -55,6 +59,8 @@ def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: 
         parts.append(bisect_report(run))
         if "validation" in run["bisect"]:
             parts += [Text(""), validation_report(run)]
+    elif kind == "import":
+        parts.append(import_report(run, rows))
     elif kind == "bench":
         parts.append(bench_report(run))
         if "stress" in run:
