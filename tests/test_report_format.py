@@ -74,6 +74,11 @@ def test_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert printed == again
     assert any(line.startswith("Top 5 of 66 layers by measured time") for line in again)
     assert run_kind(load_run(tmp_path / "run.json")) == "profile"
+    # an estimate refreshed into the measured run prints the estimate; the run stays a profile for the report
+    assert main(["estimate", SQUEEZENET, "-t", "rdk-s100", "--top", "5", "-o", str(tmp_path / "run.json")]) == 0
+    assert "Top 5 of 66 layers by estimated latency" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "run.json"), "--format", "terminal", "--top", "5"]) == 0
+    assert "Top 5 of 66 layers by measured time" in capsys.readouterr().out
 
 
 def test_bench(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

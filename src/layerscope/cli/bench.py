@@ -100,7 +100,7 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
         add_stress(run, experiment, lambda r: r.latency, model_threads=threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
     console = SafeConsole()
-    console.print(command_report(run))
+    console.print(command_report(run, kind="bench"))
     written = save_run(run, json_out) if json_out is not None else None
     if written is not None:
         console.print(f"run file: {written}")

@@ -211,7 +211,7 @@ def _statistic(choice: str, *, device: bool) -> Statistic:
 
 def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
     console = SafeConsole()
-    console.print(command_report(run))
+    console.print(command_report(run, kind="bisect"))
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
 

@@ -61,7 +61,7 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     if existing is not None:
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
-    console.print(command_report(run, top, timeline=timeline))
+    console.print(command_report(run, top, timeline=timeline, kind="estimate"))
     if json_out is not None:
         written = save_run(run, json_out)
         refreshed = " (estimate refreshed in the existing run)" if notes is not None else ""

@@ -122,7 +122,7 @@ def command(*, function: str, model: Path | None, target: str, shapes: tuple[str
                       target=target, layers=layers, shapes=parse_shapes(shapes), dims=cli_dims(), seed=seed,
                       name=f"{script.name}:{getattr(fn, '__qualname__', function)}", progress=progress)
     console = SafeConsole()
-    console.print(command_report(run, top))
+    console.print(command_report(run, top, kind="pipeline"))
     if trace_out is not None:
         from layerscope.report.perfetto import trace_bytes
 

@@ -113,7 +113,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         echo_json(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
     else:
         console = SafeConsole()
-        console.print(command_report(run, top, timeline=timeline))
+        console.print(command_report(run, top, timeline=timeline, kind="profile"))
         if json_out is not None:
             console.print(f"run file: {written}")
         if html_out is not None:

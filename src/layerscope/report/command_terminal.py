@@ -45,11 +45,13 @@ def run_kind(run: Mapping[str, Any]) -> RunKind:
     return "estimate"
 
 
-def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: bool | None = None) -> RenderableType:
-    """The tables the command that made ``run`` printed (see :func:`run_kind`): ``top`` rows in the layer table
-    (``None``: the command's default; 0: no table); the timeline report when ``timeline`` (``None``: when the
-    run holds a timeline)."""
-    kind = run_kind(run)
+def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: bool | None = None,
+                   kind: RunKind | None = None) -> RenderableType:
+    """The tables the command that made ``run`` printed: ``kind`` names it (``None``: :func:`run_kind`; a
+    command passes its own, so that ``estimate -o`` into a measured run still prints the estimate); ``top`` rows
+    in the layer table (``None``: the command's default; 0: no table); the timeline report when ``timeline``
+    (``None``: when the run holds a timeline)."""
+    kind = run_kind(run) if kind is None else kind
     rows = DEFAULT_TOP[kind] if top is None else top
     with_timeline = "timeline" in run if timeline is None else timeline
     parts: list[RenderableType] = []
@@ -66,7 +68,7 @@ def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: 
         if "stress" in run:
             parts.append(stress_report(run))
     else:
-        has_measurement = kind == "profile" and "latency" in run
+        has_measurement = kind == "profile" and "latency" in run and "measurement" in run
         if rows:
             parts.append(measured_layers_table(run, rows) if has_measurement else top_layers_table(run, rows))
         parts.append(measurement_summary(run) if has_measurement else estimate_summary(run))
