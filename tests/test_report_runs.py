@@ -432,7 +432,7 @@ def make_experiment_runs(folder: Path, runs: Runs) -> ExperimentRuns:
                      "--stress", "memory", "-o", str(variant_run)]) == 0
         assert main(["compare", str(runs.profile), str(variant_run), "--labels", f"before,{AFTER_LABEL}",
                      "--json", str(out.compared)]) == 0
-        assert main(["pipeline", f"{script}:pipeline", "--model", str(runs.model), *common, "--runs", "3",
+        assert main(["pipeline", f"{script}:pipeline", str(runs.model), *common, "--runs", "3",
                      "--warmup", "1", "--top", "0", "-o", str(out.pipeline)]) == 0
     return out
 
