@@ -48,7 +48,7 @@ def test_backend_profile_measures_every_layer() -> None:
 
 
 def test_backends_command(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["backends", "--json"]) == 0
+    assert main(["backends", "--format", "json"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)
     assert entry["name"] == "onnxruntime" and entry["version"] == ort.__version__
     assert "cpu" in entry["available_providers"]

@@ -197,8 +197,8 @@ def test_bench_writes_the_latency_and_measurement_sections(tmp_path: Path, capsy
 
 def test_bench_streams_and_intra_threads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
-    args = ["bench", SQUEEZENET, "--runs", "6", "--warmup", "1", "--threads", "2", "--intra-threads", "1",
-            "--json", str(out)]
+    args = ["bench", SQUEEZENET, "--runs", "6", "--warmup", "1", "--streams", "2", "--threads", "1",
+            "-o", str(out)]
     assert main(args) == 0
     m = json.loads(out.read_text())["measurement"]
     assert m["streams"] == 2 and m["threads"] == 1 and len(m["stream_results"]) == 2

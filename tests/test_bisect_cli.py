@@ -16,7 +16,7 @@ from conftest import ModelWriter
 from layerscope.cli.main import main
 from layerscope.measure.cuts import CutPlanner
 from layerscope.model import load_model
-from layerscope.report.sections import bisect_view
+from layerscope.report.views.bisect import bisect_view
 from layerscope.run import load_run
 from test_bisect import write_residual
 

@@ -83,10 +83,10 @@ def test_yaml_is_read_safely(tmp_path: Path) -> None:
 
 def test_cli_prints_findings_and_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "250")
-    assert main(["lint", str(FIXTURES / "bad_s100.yaml")]) == 0
+    assert main(["lint", str(FIXTURES / "bad_s100.yaml")]) == 1  # four errors: it fails a CI gate
     out = capsys.readouterr().out
     assert "did you mean 'scale_value'?" in out and "HBDK4 (nash) accepts O0-O2 only" in out
-    assert main(["lint", str(FIXTURES / "bad_s100.yaml"), "--json"]) == 0
+    assert main(["lint", str(FIXTURES / "bad_s100.yaml"), "--format", "json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["by_severity"]["error"] == 4
     assert {"rule", "severity", "hazard", "mitigation", "help", "evidence"} <= set(data["items"][0])

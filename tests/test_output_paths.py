@@ -37,7 +37,7 @@ OUTPUT_OPTIONS: list[tuple[str, str, str]] = [
     ("report", "-o", ".html"), ("report", "--trace", ".json"), ("report", "--csv", ".csv"),
     ("report", "--markdown", ".md"), ("report", "--annotate", ".onnx"),
     ("compare", "--markdown", ".md"), ("compare", "--json", ".json"),
-    ("calibrate", "-o", ".toml"), ("calibrate", "--json", ".json"),
+    ("calibrate", "-o", ".toml"), ("calibrate", "--fit-json", ".json"),
     ("reconcile", "--json", ".json"),
     ("advise", "--json", ".json"),
     ("import", "-o", ".json"),
@@ -76,7 +76,7 @@ def command_args(command: str, inputs: dict[str, Path], option: str, out: Path) 
         "bench": ["bench", model, *fast],
         "profile": ["profile", model, *fast],
         "bisect": ["bisect", model, "--target", "rdk-x3"],
-        "pipeline": ["pipeline", f"{inputs['script']}:pipeline", "--model", model, *fast],
+        "pipeline": ["pipeline", f"{inputs['script']}:pipeline", model, *fast],
     }
     return [*base[command], option, str(out)]
 
@@ -102,7 +102,8 @@ def _output_options() -> set[tuple[str, tuple[str, ...]]]:
         command = cli.get_command(click.Context(cli), name)
         assert command is not None
         for param in command.params:
-            if isinstance(param, click.Option) and isinstance(param.type, OutputPath):
+            # a hidden option is a deprecated spelling of one listed (calibrate --json: --fit-json)
+            if isinstance(param, click.Option) and isinstance(param.type, OutputPath) and not param.hidden:
                 found.add((name, tuple(param.opts)))
     return found
 

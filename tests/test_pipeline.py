@@ -69,7 +69,7 @@ def script(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def pipeline_run(script: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
     out = tmp_path_factory.mktemp("out")
-    assert main(["pipeline", f"{script}:pipeline", "--model", SQUEEZENET, "--runs", "4", "--warmup", "1",
+    assert main(["pipeline", f"{script}:pipeline", SQUEEZENET, "--runs", "4", "--warmup", "1",
                  "--threads", "1", "-o", str(out / "run.json"), "--trace", str(out / "trace.json")]) == 0
     return load_run(out / "run.json"), json.loads((out / "trace.json").read_text())
 
@@ -238,7 +238,7 @@ def test_without_layers_no_profiler_phase_runs() -> None:
 
 def test_an_exception_in_the_script_is_one_line_naming_its_line(script: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["pipeline", f"{script}:broken", "--model", SQUEEZENET, "--runs", "1", "--warmup", "0",
+    assert main(["pipeline", f"{script}:broken", SQUEEZENET, "--runs", "1", "--warmup", "0",
                  "--no-layers"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -248,12 +248,12 @@ def test_an_exception_in_the_script_is_one_line_naming_its_line(script: Path,
 
 def test_debug_shows_the_scripts_own_traceback(script: Path) -> None:
     with pytest.raises(UserCodeError) as info:
-        main(["--debug", "pipeline", f"{script}:broken", "--model", SQUEEZENET, "--runs", "1", "--warmup", "0"])
+        main(["--debug", "pipeline", f"{script}:broken", SQUEEZENET, "--runs", "1", "--warmup", "0"])
     assert isinstance(info.value.__cause__, IndexError)
 
 
 def test_a_pipeline_that_never_calls_the_model_says_so(script: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["pipeline", f"{script}:no_model", "--model", SQUEEZENET, "--runs", "2", "--warmup", "0"]) == 0
+    assert main(["pipeline", f"{script}:no_model", SQUEEZENET, "--runs", "2", "--warmup", "0"]) == 0
     assert "never called model.run" in capsys.readouterr().out
 
 
@@ -269,6 +269,6 @@ def test_script_errors_are_one_line_exit_2(script: Path, spec: str, message: str
     (script.parent / "bad_syntax.py").write_text("def f(model):\n    return (\n")
     (script.parent / "fails_on_import.py").write_text("raise RuntimeError('no camera')\n")
     target = spec.format(script=script, dir=script.parent)
-    assert main(["pipeline", target, "--model", SQUEEZENET, "--runs", "1"]) == 2
+    assert main(["pipeline", target, SQUEEZENET, "--runs", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err

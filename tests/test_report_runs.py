@@ -30,19 +30,13 @@ from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
-from layerscope.report.sections import (
-    estimated_tracks,
-    experiments,
-    findings,
-    graph_layout,
-    layer_rows,
-    missing_notes,
-    scale_factor,
-    share_basis,
-    summary_sections,
-)
 from layerscope.report.tables import CSV_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
 from layerscope.report.units import human_us
+from layerscope.report.views.experiments import experiments
+from layerscope.report.views.findings import findings
+from layerscope.report.views.layers import graph_layout, layer_rows, scale_factor, share_basis
+from layerscope.report.views.summary import missing_notes, summary_sections
+from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
 from layerscope.runfile import check, upgrade
 
@@ -438,7 +432,7 @@ def make_experiment_runs(folder: Path, runs: Runs) -> ExperimentRuns:
                      "--stress", "memory", "-o", str(variant_run)]) == 0
         assert main(["compare", str(runs.profile), str(variant_run), "--labels", f"before,{AFTER_LABEL}",
                      "--json", str(out.compared)]) == 0
-        assert main(["pipeline", f"{script}:pipeline", "--model", str(runs.model), *common, "--runs", "3",
+        assert main(["pipeline", f"{script}:pipeline", str(runs.model), *common, "--runs", "3",
                      "--warmup", "1", "--top", "0", "-o", str(out.pipeline)]) == 0
     return out
 

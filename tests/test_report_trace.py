@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from layerscope.cli.main import main
 from layerscope.report.perfetto import ESTIMATED_PID, MEASURED_PID, nest_exactly, trace_bytes, trace_document
-from layerscope.report.sections import Slice
+from layerscope.report.views.timeline import Slice
 from test_report_runs import ALL_RUNS, Runs, shared_runs
 
 PHASES = {"X", "M", "C"}

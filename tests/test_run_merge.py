@@ -13,7 +13,7 @@ from onnx import helper
 from conftest import F32, ModelWriter
 from layerscope.cli.main import main
 from layerscope.errors import RunFileError
-from layerscope.report.sections import missing_notes
+from layerscope.report.views.summary import missing_notes
 from layerscope.run import load_run, save_run
 from layerscope.run_merge import merge_estimate
 

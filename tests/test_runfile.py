@@ -15,14 +15,14 @@ from rich.console import Console
 from conftest import F32, ModelWriter, run_schema_validator
 from layerscope.analysis.diagnose import diagnose
 from layerscope.analysis.reconcile import reconcile_run
-from layerscope.cli.import_cmd import measured_table
 from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.report.html import render_html, report_data
-from layerscope.report.sections import layer_rows
-from layerscope.report.sections import scale_factor as report_k
+from layerscope.report.import_terminal import measured_table
 from layerscope.report.tables import markdown_summary
 from layerscope.report.terminal import measured_layers_table, measurement_summary
+from layerscope.report.views.layers import layer_rows
+from layerscope.report.views.layers import scale_factor as report_k
 from layerscope.run import load_run, save_run
 from layerscope.runfile import (
     SCHEMA_VERSION,

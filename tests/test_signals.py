@@ -116,7 +116,7 @@ def test_pipeline_sigterm_keeps_the_runs_measured(tmp_path: Path, runtime_leftov
     script = tmp_path / "pipe.py"
     script.write_text(SCRIPT)
     out = tmp_path / "pipeline.json"
-    code, line = _signal_after(["pipeline", f"{script}:pipeline", "--model", SQUEEZENET, "--runs", "100000",
+    code, line = _signal_after(["pipeline", f"{script}:pipeline", SQUEEZENET, "--runs", "100000",
                                 "--warmup", "1", "-o", out], "timed", tmp_path)
     assert code == 143
     assert line == f"layerscope: terminated by SIGTERM: what was measured is saved in {out} (marked interrupted)"

@@ -15,7 +15,6 @@ from rich.console import Console
 
 from conftest import zoo
 from layerscope.cli.main import main
-from layerscope.cli.pipeline import stress_report
 from layerscope.errors import InputError
 from layerscope.measure.stress import (
     MAX_SENSITIVE,
@@ -30,6 +29,7 @@ from layerscope.measure.stress import (
     paired_rounds,
     parse_stress,
 )
+from layerscope.report.stress_terminal import stress_report
 from layerscope.run import load_run
 from layerscope.stats import summarize
 
@@ -240,7 +240,7 @@ def _render(run: dict[str, Any]) -> str:
 
 def test_bench_with_stress_writes_the_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
-    assert main(["bench", SQUEEZENET, "--runs", "3", "--warmup", "1", "--intra-threads", "1",
+    assert main(["bench", SQUEEZENET, "--runs", "3", "--warmup", "1", "--threads", "1",
                  "--stress", "memory:1", "--json", str(out)]) == 0
     stress = load_run(out)["stress"]
     assert stress["processes"] == 1 and stress["traffic_bytes_per_s"] > 0 and not stress["expired"]

@@ -100,8 +100,10 @@ COMMANDS: dict[str, tuple[list[str], int]] = {
     "bench": (["bench", "{model}", "--runs", "3", "--warmup", "1"], 0),
     "bisect": (["bisect", "{model}", "--target", "rdk-x3", "--no-cache", "--segments", "2", "--pilot", "1",
                 "--repeats", "2"], 0),
-    "pipeline": (["pipeline", "{script}:pipeline", "--model", "{model}", "--runs", "2", "--warmup", "0"], 0),
+    "pipeline": (["pipeline", "{script}:pipeline", "{model}", "--runs", "2", "--warmup", "0"], 0),
     "report": (["report", "{run}", "-o", "{folder}/r{evil}.html", "--csv", "{folder}/r{evil}.csv"], 0),
+    "report-terminal": (["report", "{run}", "--format", "terminal"], 0),
+    "report-md": (["report", "{run}", "--format", "md"], 0),
     "compare": (["compare", "{run}", "{other_run}"], 0),
     "compare-markdown": (["compare", "{run}", "{other_run}", "--markdown", "-"], 0),
     "advise": (["advise", "{run}"], 0),
@@ -135,7 +137,7 @@ def test_no_name_reaches_the_terminal_as_control_characters(name: str, hostile: 
     assert "Traceback" not in result.err
     if expected == 2:
         assert len(result.err_lines) == 1 and result.err_lines[0].startswith("layerscope: error: "), result.describe()
-    if name in {"estimate", "profile", "compare", "estimate-on-board", "targets", "pipeline"}:
+    if name in {"estimate", "profile", "compare", "estimate-on-board", "targets", "pipeline", "report-terminal"}:
         assert MARKUP in result.out, result.describe()  # markup in a name is printed, not applied
     if name.endswith("json") or name == "profile-trace":
         json.loads(result.out)  # still JSON, and the same values: the escapes only spell them differently

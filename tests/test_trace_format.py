@@ -14,8 +14,8 @@ from conftest import F32, ModelWriter, zoo
 from layerscope.cli.main import main
 from layerscope.errors import ProfileError
 from layerscope.report.exec_trace import execution_trace, memory_peak_bytes, placement_on_target
-from layerscope.report.sections import temporal
 from layerscope.report.timeline_terminal import ddr_rate_text
+from layerscope.report.views.timeline import temporal
 from layerscope.run import load_run
 from layerscope.targets import load_profile
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import InputError
+from layerscope.report.renderers import RENDERERS, format_of, get_renderer
 from layerscope.runfile.derived import KFactor, layer_measured_us, layer_shares, scale_factor, time_basis
 
 if TYPE_CHECKING:
@@ -45,8 +46,9 @@ PathLike = str | os.PathLike[str]
 _IDENTITY = ("id", "name", "op_type", "domain", "shape_source")
 #: Layer fields that are lists of names or shapes: left out of the frame (the run file keeps them).
 _STRUCTURE = ("inputs", "outputs", "output_shapes", "observed")
-#: Report formats :meth:`Run.report` renders, with the file suffix each is written under.
-REPORT_FORMATS = {"html": ".html", "md": ".md", "csv": ".csv", "trace": ".json"}
+#: Report formats :meth:`Run.report` renders (:data:`layerscope.report.renderers.RENDERERS`), with the file suffix
+#: each is written under.
+REPORT_FORMATS = {name: renderer.suffix for name, renderer in RENDERERS.items()}
 
 
 @dataclass(frozen=True)
@@ -81,15 +83,16 @@ class Run:
         return save_run(self.document, path)
 
     def report(self, path: PathLike | None = None, *, fmt: str | None = None) -> str | bytes | Path:
-        """Render a report: ``fmt`` one of :data:`REPORT_FORMATS` (default: from ``path``'s suffix, else html).
-        With ``path`` the report is written atomically there and the path returned; else the text (bytes for
-        the trace) is returned."""
+        """Render a report: ``fmt`` one of :data:`REPORT_FORMATS` (default: from ``path``'s suffix, else html),
+        by the renderer ``layerscope report --format`` uses (:mod:`layerscope.report.renderers`; ``terminal`` is
+        what the command that made the run printed, ``onnx`` the run's model annotated). With ``path`` the
+        report is written atomically there (a trace to ``.gz`` compressed) and the path returned; else the text
+        (bytes for the trace and the model) is returned."""
         from layerscope.fileio import write_atomic
 
-        chosen = fmt or _format_of(path)
-        if chosen not in REPORT_FORMATS:
-            raise InputError(f"unknown report format {chosen!r}; known: {', '.join(REPORT_FORMATS)}")
-        content = _render(dict(self.document), chosen)
+        chosen = fmt or format_of(path)
+        compress = path is not None and str(path).endswith(".gz")
+        content = get_renderer(chosen, compress=compress).render(dict(self.document))
         return content if path is None else write_atomic(path, content)
 
     def layers_frame(self) -> pd.DataFrame:
@@ -195,22 +198,3 @@ def _as_saved(run: Mapping[str, Any]) -> dict[str, Any]:
 
 def _scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
-
-
-def _format_of(path: PathLike | None) -> str:
-    suffix = Path(path).suffix.lower() if path is not None else ".html"
-    return next((name for name, ext in REPORT_FORMATS.items() if ext == suffix), "html")
-
-
-def _render(run: dict[str, Any], fmt: str) -> str | bytes:
-    if fmt == "html":
-        from layerscope.report.html import render_html
-
-        return render_html(run)
-    if fmt == "trace":
-        from layerscope.report.perfetto import trace_bytes
-
-        return trace_bytes(run)
-    from layerscope.report.tables import layers_csv, markdown_summary
-
-    return layers_csv(run) if fmt == "csv" else markdown_summary(run)

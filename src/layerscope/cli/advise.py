@@ -12,7 +12,7 @@ import click
 
 from layerscope.analysis.advise import advise, measure_config_of, reload_model, run_profile, with_findings
 from layerscope.cli.console import SafeConsole, echo_json
-from layerscope.cli.options import input_option
+from layerscope.cli.options import input_option, one_target_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.measure.session import SessionConfig
 from layerscope.report.analysis_terminal import advice_report
@@ -24,8 +24,7 @@ from layerscope.run import load_run, save_run
 @click.option("--model", "model_path", type=click.Path(path_type=Path), default=None,
               help="The model file, when it moved since the run was made (its sha256 must match the run's).")
 @click.option("--no-model", is_flag=True, help="Do not load the model; rules that read the graph are skipped.")
-@click.option("--target", "-t", default=None, metavar="NAME|FILE",
-              help="Profile for the rules (default: the one the run was estimated on).")
+@one_target_option(default=None, help="Profile for the rules (default: the one the run was estimated on).")
 @click.option("--measure/--no-measure", "measure", default=None,
               help="Measure the gain of mitigations that can be tried on ONNX Runtime (flushing subnormal weights) "
                    "[default: when the run was measured on ONNX Runtime, with its session settings].")
@@ -34,7 +33,8 @@ from layerscope.run import load_run, save_run
 @input_option
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Hot spots shown.")
 @click.option("--save", is_flag=True, help="Write the findings back into RUN.")
-@click.option("--json", "json_out", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(allow_stdout=True), default=None,
+              metavar="RUN.json",
               help="Write the run with its findings section to OUT ('-' for the findings alone on stdout).")
 def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, measure: bool | None,
             measure_runs: int, input_specs: tuple[str, ...], top: int, save: bool, json_out: Path | None) -> None:

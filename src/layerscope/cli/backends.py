@@ -2,7 +2,7 @@
 
 For each backend (:mod:`layerscope.measure.backend`): its runtime version, the execution providers it knows
 and whether each is available in the installed build, its graph-optimization levels and its capabilities.
-``--json`` prints the same as JSON. Nothing is measured.
+``--format json`` prints the same as JSON. Nothing is measured.
 """
 
 from __future__ import annotations
@@ -16,16 +16,19 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.cli.console import SafeConsole, echo_json
+from layerscope.cli.options import Command, deprecated_option
 from layerscope.measure.backend import BACKENDS, CAPABILITIES, BackendInfo, get_backend
 from layerscope.report.terminal import key_value_grid
 
 
-@click.command("backends")
-@click.option("--json", "as_json", is_flag=True, help="Print the backends as JSON.")
-def command(*, as_json: bool) -> None:
+@click.command("backends", cls=Command)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table: one grid per backend; json: the same as JSON on stdout.")
+@deprecated_option("--json", dest="fmt", new="--format json", value="json", is_flag=True, default=False)
+def command(*, fmt: str) -> None:
     """List the measuring backends, their providers here and their capabilities."""
     infos = [get_backend(name).info() for name in BACKENDS]
-    if as_json:
+    if fmt == "json":
         echo_json(json.dumps([asdict(info) for info in infos], indent=1))
         return
     SafeConsole().print(Group(*(backend_table(info) for info in infos)))

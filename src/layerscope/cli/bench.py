@@ -9,19 +9,15 @@ SIGTERM, SIGHUP: what was measured by then is printed and saved).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    Command,
     cli_dims,
+    deprecated_option,
     input_option,
     intra_threads_option,
     opt_level_option,
@@ -31,7 +27,7 @@ from layerscope.cli.options import (
     shape_option,
 )
 from layerscope.cli.outputs import OutputPath
-from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
+from layerscope.cli.pipeline import stress_option, stress_progress
 from layerscope.cli.progress import phase_progress
 from layerscope.measure.bench import (
     DEFAULT_RUNS,
@@ -49,13 +45,12 @@ from layerscope.measure.session import (
 )
 from layerscope.measure.stress import StressSpec, add_stress, paired_rounds
 from layerscope.model import load_model
-from layerscope.report.terminal import key_value_grid
-from layerscope.report.units import human_bytes, human_us
+from layerscope.report.command_terminal import command_report
 from layerscope.run import save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 
 
-@click.command("bench")
+@click.command("bench", cls=Command)
 @click.argument("model", type=click.Path(path_type=Path), required=False)
 @click.option("--warmup", default=DEFAULT_WARMUP_RUNS, show_default=True, type=click.IntRange(min=0),
               help="Untimed runs per stream before measuring.")
@@ -63,19 +58,20 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
               help=f"Measured runs, all streams together [default: {DEFAULT_RUNS}].")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Measure for S seconds instead of a run count.")
-@click.option("--threads", "streams", default=1, show_default=True, type=click.IntRange(min=1),
+@click.option("--streams", "streams", default=1, show_default=True, type=click.IntRange(min=1),
               help="Concurrent inference streams: threads calling session.run on one shared session.")
-@intra_threads_option("--intra-threads")
+@intra_threads_option()
+@deprecated_option("--intra-threads", dest="threads", new="--threads", type=click.IntRange(min=0), default=None)
 @provider_option
 @opt_level_option
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (JSON) with the measurement and latency sections.")
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
-            intra_threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
+            threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
             input_specs: tuple[str, ...], seed: int, json_out: Path | None, stress: StressSpec | None) -> None:
     """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime."""
     if runs is not None and duration is not None:
@@ -83,7 +79,8 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     config = BenchConfig(warmup_runs=warmup, runs=None if duration is not None else runs or DEFAULT_RUNS,
                          duration_s=duration, streams=streams)
     full_provider = ort_provider(provider)
-    session_config = SessionConfig(provider=provider, threads=intra_threads, opt_level=opt_level)
+    _note_threads_meaning()
+    session_config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
     model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
@@ -100,12 +97,10 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
         with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
             experiment = paired_rounds(lambda stressed, i: run_bench(
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
-        add_stress(run, experiment, lambda r: r.latency, model_threads=intra_threads * streams)
+        add_stress(run, experiment, lambda r: r.latency, model_threads=threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
     console = SafeConsole()
-    console.print(bench_report(run))
-    if "stress" in run:
-        console.print(stress_report(run))
+    console.print(command_report(run, kind="bench"))
     written = save_run(run, json_out) if json_out is not None else None
     if written is not None:
         console.print(f"run file: {written}")
@@ -114,73 +109,11 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
         raise KeyboardInterrupt(f"what was measured is saved in {written} (marked interrupted)" if written else "")
 
 
-def bench_report(run: Mapping[str, Any]) -> RenderableType:
-    """The latency table and the context lines of a bench run file (a pure function of the saved run)."""
-    return Group(latency_table(run), Text(""), bench_context(run))
-
-
-def latency_table(run: Mapping[str, Any]) -> Table:
-    """One row per stream (when several) and one for all runs: runs, mean, min, max, percentiles, FPS."""
-    m, lat = run["measurement"], run["latency"]
-    table = Table(title=f"End-to-end latency, {lat['samples']} measured runs"
-                        f"{' (INTERRUPTED)' if m.get('interrupted') else ''}",
-                  title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
-                  pad_edge=False, caption=_p999_caption(lat['samples']), caption_justify="left")
-    table.add_column("stream", no_wrap=True)
-    for header in ("runs", "mean", "min", "max", "P50", "P90", "P99", "P99.9", "FPS"):
-        table.add_column(header, justify="right", no_wrap=True)
-    streams = m.get("stream_results", [])
-    if len(streams) > 1:
-        for s in streams:
-            if s["latency"] is not None:
-                table.add_row(str(s["stream"]), *_latency_cells(s["latency"], s["runs"], s["fps"]))
-    table.add_row("all", *_latency_cells(lat, lat["samples"], lat["fps"]))
-    return table
-
-
-def _latency_cells(lat: Mapping[str, Any], runs: int, fps: float) -> list[str]:
-    p50 = lat.get("p50_us", lat.get("median_us"))
-    return [str(runs), *(human_us(v) for v in (lat["mean_us"], lat["min_us"], lat["max_us"], p50,
-                                               lat["p90_us"], lat["p99_us"], lat["p999_us"])), _fps(fps)]
-
-
-def _fps(fps: float) -> str:
-    return f"{fps:.1f}" if fps >= 10 else f"{fps:.2f}"
-
-
-def _p999_caption(samples: int) -> str | None:
-    if samples >= 1000:
-        return None
-    return f"P99.9 of {samples} runs is interpolated between the largest samples (numpy 'linear')"
-
-
-def bench_context(run: Mapping[str, Any]) -> Table:
-    """Throughput, CPU, memory, inputs, and what it was measured on: runtime, provider, threads, machine."""
-    m, lat = run["measurement"], run["latency"]
-    machine = m["machine"]
-    grid = key_value_grid()
-    model = run["model"]
-    grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
-    for item in m["inputs"]:
-        shape = next((t for t in model["inputs"] if t["name"] == item["name"]), None)
-        described = f"{'x'.join(map(str, shape['shape']))} {shape['dtype']}  " if shape else ""
-        grid.add_row("input", Text(f"{item['name']} {described}{item['source']}"))
-    streams = m["streams"]
-    per_stream = f"; {_fps(lat['fps'] / streams)} per stream" if streams > 1 else ""
-    grid.add_row("throughput", f"{_fps(lat['fps'])} FPS ({streams} stream{'s' if streams > 1 else ''}{per_stream})")
-    grid.add_row("CPU", f"{100 * m['cpu_util']:.1f}% of {m['cores']} cores "
-                        f"({m['cpu_time_s'] / m['wall_s'] if m['wall_s'] else 0:.2f} cores busy, whole process)")
-    rss = m.get("peak_rss_bytes")
-    grid.add_row("peak RSS", f"{human_bytes(rss)} (whole process, since start)" if rss is not None else "n/a")
-    grid.add_row("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}")
-    intra = m["threads"] or "onnxruntime default (one per physical core)"
-    grid.add_row("threads", f"{streams} stream{'s' if streams > 1 else ''} x intra-op threads: {intra}")
-    grid.add_row("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} "
-                                 f"cores, {machine.get('os')}, Python {machine.get('python')}"))
-    grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
-                             "latency = one session.run call, inputs already in memory")
-    if m.get("interrupted"):
-        planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
-        grid.add_row("INTERRUPTED", f"after {lat['samples']} runs ({planned}): the figures cover "
-                                    "the runs measured")
-    return grid
+def _note_threads_meaning() -> None:
+    """``--threads`` was the number of streams in bench until this release: say so once when it is given and
+    ``--streams`` is not (a script written for the old meaning now sets intra-op threads)."""
+    ctx = click.get_current_context()
+    given = click.core.ParameterSource.COMMANDLINE
+    if ctx.get_parameter_source("threads") is given and ctx.get_parameter_source("streams") is not given:
+        click.echo("layerscope: note: bench --threads is ONNX Runtime's intra-op threads, as in every command; "
+                   "concurrent streams are --streams (--threads meant streams before this release)", err=True)

@@ -21,10 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
@@ -60,8 +56,7 @@ from layerscope.measure.runners import UNITS, CommandRunner, CommandTemplate, La
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
 from layerscope.model.types import Graph
-from layerscope.report.sections import BisectView, bisect_view
-from layerscope.report.terminal import key_value_grid
+from layerscope.report.command_terminal import command_report
 from layerscope.run import run_from_estimate, save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
@@ -150,7 +145,7 @@ AUTO_ROUNDS_S = 15.0
               help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
               help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
-@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate, per-layer differential times, the bisect section).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
             run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,
@@ -218,10 +213,7 @@ def _statistic(choice: str, *, device: bool) -> Statistic:
 
 def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
     console = SafeConsole()
-    console.print(bisect_report(run))
-    if "validation" in run["bisect"]:
-        console.print(Text(""))
-        console.print(validation_report(run))
+    console.print(command_report(run, kind="bisect"))
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
 
@@ -297,67 +289,3 @@ class _Validation:
     def _take(self) -> None:
         self.profiles.append(self.backend.profile(self.graph, self.feeds, self.config, runs=self.runs,
                                                   warmup=min(3, self.runs), weights=self.weights))
-
-
-# ----------------------------------------------------------------------------- rendering (pure)
-def bisect_report(run: Mapping[str, Any]) -> RenderableType:
-    """The segment table and the context lines of a bisect run file (a pure function of the saved run; the
-    data is :func:`layerscope.report.sections.bisect_view`'s, which the HTML report shows too)."""
-    view = bisect_view(run)
-    assert view is not None, "bisect_report needs a run with a bisect section"
-    return Group(segment_table(view), Text(""), bisect_context(run, view))
-
-
-def segment_table(view: BisectView) -> Table:
-    """One row per segment: its layers, estimate, increment with interval, share, and what to make of it."""
-    table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
-                  pad_edge=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("layers", overflow="fold", min_width=16)
-    table.add_column("n", justify="right", no_wrap=True)
-    for header in ("est. µs", "bisect µs", f"{view.confidence_pct}% CI µs", "share"):
-        table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("note", no_wrap=True)
-    for seg in view.segments:
-        span = seg.first_layer if seg.layer_count == 1 else f"{seg.first_layer} … {seg.last_layer}"
-        table.add_row(str(seg.index), Text(span), str(seg.layer_count), _num(seg.est_us), _num(seg.increment_us),
-                      f"[{_num(seg.ci_low_us)}, {_num(seg.ci_high_us)}]",
-                      f"{100 * seg.share:.1f}%" if seg.share is not None else "-",
-                      Text(seg.note, style="yellow") if seg.note else Text(""))
-    return table
-
-
-def _num(value: float | None) -> str:
-    return f"{value:.1f}" if value is not None else "-"
-
-
-def bisect_context(run: Mapping[str, Any], view: BisectView) -> Table:
-    """Model, runner, plan, cache, whole-model time and how the segments add up to it."""
-    grid = key_value_grid()
-    model = run["model"]
-    grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
-    for row in view.context:
-        grid.add_row(row.label, Text(row.value))
-    return grid
-
-
-def validation_report(run: Mapping[str, Any]) -> RenderableType:
-    """The validation table (segment, layers, bisect ± CI, profile, error) and its verdict lines."""
-    view = bisect_view(run)
-    assert view is not None and view.validated, "validation_report needs a validated bisect run"
-    table = Table(title="Validation against `layerscope profile`", title_justify="left", box=box.SIMPLE_HEAD,
-                  padding=(0, 1), collapse_padding=True, pad_edge=False)
-    table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("layers", overflow="fold", min_width=16)
-    for header in ("bisect µs", "CI µs", "profile µs", "error", "share"):
-        table.add_column(header, justify="right", no_wrap=True)
-    for seg in view.segments:
-        error = f"{100 * seg.error:+.1f}%" if seg.error is not None else "-"
-        table.add_row(str(seg.index), seg.layer_span, _num(seg.increment_us),
-                      f"[{_num(seg.ci_low_us)}, {_num(seg.ci_high_us)}]", _num(seg.profile_us),
-                      Text(error, style="red" if seg.flagged else ""),
-                      f"{100 * seg.share:.1f}%" if seg.share is not None else "-")
-    grid = key_value_grid()
-    for row in view.validation:
-        grid.add_row(row.label, Text(row.value))
-    return Group(table, grid)

@@ -28,6 +28,7 @@ from layerscope.analysis.calibrate import (
     write_profile,
 )
 from layerscope.cli.console import SafeConsole
+from layerscope.cli.options import Command, deprecated_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
@@ -55,7 +56,7 @@ def op_table(cal: Calibration) -> RenderableType:
     return Group(*parts)
 
 
-@click.command("calibrate")
+@click.command("calibrate", cls=Command)
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "output", type=OutputPath(), required=True, metavar="OUT.toml",
               help="Where to write the calibrated profile.")
@@ -66,8 +67,9 @@ def op_table(cal: Calibration) -> RenderableType:
               help="A run of a model outside the calibration set, predicted with the fit (repeatable).")
 @click.option("--no-op-efficiency", "per_unit_only", is_flag=True,
               help="Fit one efficiency per unit and layer kind only (no per-op-type factors).")
-@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
-              help="Also write the fit and its errors as JSON.")
+@click.option("--fit-json", "json_out", type=OutputPath(), default=None, metavar="OUT.json",
+              help="Also write the fit and its errors as JSON (not a run file).")
+@deprecated_option("--json", dest="json_out", new="--fit-json", type=OutputPath(), default=None)
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
             per_unit_only: bool, json_out: Path | None) -> None:
     """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml."""

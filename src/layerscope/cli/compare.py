@@ -22,7 +22,7 @@ from layerscope.run import load_run, save_run
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Per-layer rows shown.")
 @click.option("--markdown", "markdown_out", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
               help="Write the comparison as Markdown ('-' for stdout instead of the terminal table).")
-@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the AFTER run with a 'comparison' section (a run file reports can render).")
 @click.option("--labels", default="before,after", show_default=True, metavar="A,B", help="Column names.")
 def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, json_out: Path | None,

@@ -1,33 +1,16 @@
 """What the CLI prints goes through here: a rich console and a plain ``echo`` that never pass a control or
 bidirectional-override character from a name to the terminal (:mod:`layerscope.textsafe`), and never read
-rich markup in one (``[bold]`` in a layer name prints as it is)."""
+rich markup in one (``[bold]`` in a layer name prints as it is). The console is
+:class:`layerscope.report.console.SafeConsole` (wide when stdout is not a terminal)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 import click
-from rich.console import Console, ConsoleOptions, RenderableType
-from rich.segment import Segment
 
+from layerscope.report.console import SafeConsole
 from layerscope.textsafe import terminal_json, terminal_text
 
-
-class SafeConsole(Console):
-    """A rich console without markup whose rendered text is cleaned by :func:`terminal_text`; the styles and
-    control codes rich adds itself are kept. Removed characters have no width, so tables stay aligned."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("markup", False)
-        super().__init__(**kwargs)
-
-    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
-        for segment in super().render(renderable, options):
-            if segment.control or segment.text == "\n":
-                yield segment
-            else:
-                yield Segment(terminal_text(segment.text, keep_newlines=True), segment.style)
+__all__ = ["SafeConsole", "echo", "echo_json"]
 
 
 def echo(text: str, *, err: bool = False, nl: bool = True) -> None:

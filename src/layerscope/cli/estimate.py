@@ -14,8 +14,7 @@ from layerscope.errors import RunFileError
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.inputs import feeder
 from layerscope.model import load_model
-from layerscope.report.terminal import estimate_summary, top_layers_table
-from layerscope.report.timeline_terminal import timeline_report
+from layerscope.report.command_terminal import command_report
 from layerscope.run import load_run, run_from_estimate, save_run, timeline_section
 from layerscope.run_merge import merge_estimate
 from layerscope.targets import load_profile
@@ -30,7 +29,7 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @input_option
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Deployed dtype of the accelerator layers (default: the profile's).")
-@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (JSON) that later commands read and extend. An existing run of the same "
                    "model keeps its measured sections; only its estimate (and timeline) is refreshed.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
@@ -62,11 +61,7 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     if existing is not None:
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
-    if top:
-        console.print(top_layers_table(run, top))
-    console.print(estimate_summary(run))
-    if timeline:
-        console.print(timeline_report(run))
+    console.print(command_report(run, top, timeline=timeline, kind="estimate"))
     if json_out is not None:
         written = save_run(run, json_out)
         refreshed = " (estimate refreshed in the existing run)" if notes is not None else ""

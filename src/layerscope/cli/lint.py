@@ -1,5 +1,9 @@
 """``layerscope lint CONFIG.yaml``: settings in a Horizon hb_compile config that cost board performance, and
-unknown keys (likely typos) with a did-you-mean. Exit 2 for a missing or malformed file."""
+unknown keys (likely typos) with a did-you-mean.
+
+Exit codes, so that ``lint`` can gate CI: 0 no finding of severity error (warnings and infos are printed, not
+failed on), 1 at least one error-severity finding (the report or the JSON is printed first), 2 a missing or
+malformed file."""
 
 from __future__ import annotations
 
@@ -8,20 +12,28 @@ from pathlib import Path
 
 import click
 
-from layerscope.analysis.findings import findings_section
+from layerscope.analysis.findings import Severity, findings_section
 from layerscope.analysis.lint import lint_file
 from layerscope.cli.console import SafeConsole, echo_json
+from layerscope.cli.options import Command, deprecated_option
 from layerscope.report.analysis_terminal import lint_report
 
+#: Exit code when the config has an error-severity finding.
+EXIT_ERRORS = 1
 
-@click.command("lint")
+
+@click.command("lint", cls=Command)
 @click.argument("config", type=click.Path(path_type=Path))
-@click.option("--json", "json_out", is_flag=True, help="Print the findings as JSON instead of the report.")
-def command(*, config: Path, json_out: bool) -> None:
-    """Lint a Horizon hb_compile YAML CONFIG."""
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="table: the report; json: the findings as JSON on stdout.")
+@deprecated_option("--json", dest="fmt", new="--format json", value="json", is_flag=True, default=False)
+def command(*, config: Path, fmt: str) -> None:
+    """Lint a Horizon hb_compile YAML CONFIG; exit 1 when it has errors (warnings do not fail)."""
     findings = lint_file(config)
-    if json_out:
+    if fmt == "json":
         echo_json(json.dumps(findings_section(findings, source=f"layerscope lint {config}"), indent=1,
                               sort_keys=True, ensure_ascii=False))
-        return
-    SafeConsole().print(lint_report(str(config), findings))
+    else:
+        SafeConsole().print(lint_report(str(config), findings))
+    if any(f.severity is Severity.ERROR for f in findings):
+        raise click.exceptions.Exit(EXIT_ERRORS)

@@ -143,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(args: list[str], received: list[int]) -> int:
     debug = "--debug" in args
     try:
-        cli.main(args=args, prog_name="layerscope", standalone_mode=False)
+        result = cli.main(args=args, prog_name="layerscope", standalone_mode=False)
     except LayerscopeError as exc:
         if debug:
             raise
@@ -167,7 +167,8 @@ def _main(args: list[str], received: list[int]) -> int:
             raise
         _error_line(f"layerscope: internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")
         return 1
-    return 0
+    # a command's ``click.exceptions.Exit(code)`` comes back as the code (``lint``: 1 when it found errors)
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 def entry() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
@@ -56,9 +56,26 @@ def print_shape_notes(graph: Graph) -> None:
 
     for line in shape_notes(graph.shape_source_counts(), graph.assumptions):
         click.echo(line, err=True)
-target_option = click.option(
-    "--target", "-t", default="host", show_default=True, metavar="NAME|FILE",
-    help="Hardware profile: a name from `layerscope targets` or a profile TOML file.")
+def target_option(fn: FC) -> FC:
+    """``--target/-t NAME|FILE`` (default ``host``); given twice with different values: exit 2 naming both."""
+    return _one_value_option("--target", "-t", default="host", metavar="NAME|FILE",
+                             help="Hardware profile: a name from `layerscope targets` or a profile TOML file "
+                                  "[default: host].")(fn)
+
+
+def _one_value_option(*flags: str, default: str | None, **kwargs: Any) -> Callable[[FC], FC]:
+    """An option that takes one value, refusing two different ones (:func:`single`)."""
+    def decorate(fn: FC) -> FC:
+        fn = click.option(*flags, multiple=True, callback=single, **kwargs)(fn)
+        param = fn.__click_params__[-1]  # type: ignore[attr-defined]
+        param.default_one = default
+        return fn
+    return decorate
+
+
+def one_target_option(*, default: str | None, help: str) -> Callable[[FC], FC]:
+    """``--target/-t`` with another default and help (``advise``: the run's target when not given)."""
+    return _one_value_option("--target", "-t", default=default, metavar="NAME|FILE", help=help)
 input_option = click.option(
     "--input", "-i", "input_specs", multiple=True, metavar="NAME=FILE",
     help="Feed an input from a file instead of seeded random values (repeatable): NAME=x.npy, "
@@ -89,3 +106,54 @@ def parse_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
             raise click.BadParameter(f"input {name!r} given twice", param_hint="--shape")
         shapes[name] = shape
     return shapes
+
+
+# --- one vocabulary: old spellings kept one release, repeated single-valued options refused -------------------------
+
+_DEPRECATED_KEY = "layerscope.deprecated"
+
+
+def deprecation_notice(old: str, new: str) -> None:
+    """The one line on stderr that an old spelling still works this release."""
+    click.echo(f"layerscope: warning: {old} is deprecated and will be removed in the next release; use {new}",
+               err=True)
+
+
+def deprecated_option(*flags: str, dest: str, new: str, value: object = None, **kwargs: Any) -> Callable[[FC], FC]:
+    """A hidden old spelling of the option (or argument) ``dest``, spelled ``new`` now: when given, it prints
+    :func:`deprecation_notice` and sets ``dest`` (to ``value`` when not ``None``, for a flag that became a
+    choice). The command must be a :class:`Command`, which applies it; giving both spellings is a usage error."""
+    def store(ctx: click.Context, param: click.Parameter, given: Any) -> None:
+        if given is None or given is False or given == ():
+            return
+        old = "/".join(flags)
+        deprecation_notice(old, new)
+        ctx.meta.setdefault(_DEPRECATED_KEY, {})[dest] = (given if value is None else value, old, new)
+
+    return click.option(*flags, f"deprecated_{dest}", expose_value=False, hidden=True, callback=store, **kwargs)
+
+
+class Command(click.Command):
+    """A subcommand that applies its :func:`deprecated_option` values to the options they were renamed to."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        for dest, (value, old, new) in ctx.meta.get(_DEPRECATED_KEY, {}).items():
+            source = ctx.get_parameter_source(dest)
+            if source not in (None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP):
+                raise click.UsageError(f"give {new} or the deprecated {old}, not both")
+            ctx.params[dest] = value
+        return super().invoke(ctx)
+
+
+def single(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> str | None:
+    """Callback of a ``multiple=True`` option that takes one value: two different values are a usage error
+    (exit 2) naming both, instead of the last one silently winning; none gives the option's ``default_one``."""
+    distinct = list(dict.fromkeys(values))
+    flag = param.opts[0] if param.opts else param.name
+    if len(distinct) > 1:
+        raise click.BadParameter(f"given {len(distinct)} times ({', '.join(map(repr, distinct))}); this command "
+                                 "takes one", param_hint=flag)
+    if distinct:
+        return distinct[0]
+    default: str | None = getattr(param, "default_one", None)
+    return default

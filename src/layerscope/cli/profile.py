@@ -27,7 +27,7 @@ from layerscope.cli.options import (
     target_option,
 )
 from layerscope.cli.outputs import OutputPath, write_html
-from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
+from layerscope.cli.pipeline import stress_option, stress_progress
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.backend import get_backend
@@ -36,9 +36,8 @@ from layerscope.measure.profile import PartialProfile
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.model import load_model
+from layerscope.report.command_terminal import command_report
 from layerscope.report.exec_trace import LEVELS, execution_trace
-from layerscope.report.terminal import measured_layers_table, measurement_summary
-from layerscope.report.timeline_terminal import timeline_report
 from layerscope.report.units import human_us
 from layerscope.run import add_measurement, add_partial_latency, run_from_estimate, save_run, timeline_section
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
@@ -55,10 +54,11 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @input_option
 @click.option("--runs", default=50, show_default=True, type=click.IntRange(min=1), help="Measured runs.")
 @click.option("--warmup", default=10, show_default=True, type=click.IntRange(min=0), help="Untimed runs first.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
 @intra_threads_option()
 @opt_level_option
 @provider_option
-@click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate and measurement joined per layer).")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
@@ -73,15 +73,16 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
                    "`estimate --timeline`): the run holds the measurement and the timeline together.")
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
-            warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, html_out: Path | None,
+            warmup: int, seed: int, threads: int, opt_level: str, provider: str, json_out: Path | None,
+            html_out: Path | None,
             top: int, output_format: str, level: str, timeline: bool, stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
     backend = get_backend("onnxruntime")
     backend.check_provider(provider)  # exit 3 before any work when the provider is missing
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
+    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
-    feeds = make_inputs(graph, input_specs)
+    feeds = make_inputs(graph, input_specs, seed)
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
@@ -112,13 +113,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         echo_json(json.dumps(execution_trace(run, level), indent=1, ensure_ascii=False))
     else:
         console = SafeConsole()
-        if top:
-            console.print(measured_layers_table(run, top))
-        console.print(measurement_summary(run))
-        if timeline:
-            console.print(timeline_report(run))
-        if "stress" in run:
-            console.print(stress_report(run, top or 10))
+        console.print(command_report(run, top, timeline=timeline, kind="profile"))
         if json_out is not None:
             console.print(f"run file: {written}")
         if html_out is not None:

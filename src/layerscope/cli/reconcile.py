@@ -21,12 +21,12 @@ from layerscope.run import load_run, save_run
 @click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--top", default=10, show_default=True, type=click.IntRange(min=0), help="Rows in the tables.")
 @click.option("--save", is_flag=True, help="Write the reconcile section back into each run file.")
-@click.option("--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
+@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the (single) run with its reconcile section to OUT.")
 def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | None) -> None:
     """Reconcile the estimate with the measurement in each RUN (from `profile` or `import`)."""
     if json_out is not None and len(runs) > 1:
-        raise InputError("--json takes one run; with several runs use --save to update each run file")
+        raise InputError("-o/--json takes one run; with several runs use --save to update each run file")
     loaded = [(path, load_run(path)) for path in runs]
     recs = [reconcile_run(run) for _, run in loaded]
     spread = k_spread(recs) if len(recs) > 1 else None

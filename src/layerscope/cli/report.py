@@ -1,107 +1,126 @@
 """``layerscope report RUN``: the reports people read, rendered from a saved run (nothing is measured again).
 
-Outputs: ``-o report.html`` (self-contained, offline), ``--trace out.json[.gz]`` (Perfetto / Chrome trace),
-``--csv out.csv`` (one row per layer), ``--markdown out.md`` (summary for a pull request or a post),
-``--annotate out.onnx`` (the model with the run's numbers on its nodes, for Netron). With no output option the
-HTML report is written next to RUN (``run.json`` -> ``run.html``). Every file is written atomically. Exit 2 for a
-bad run file, or for ``--annotate`` when the model file is missing or is not the run's model (sha256).
+``--format terminal|html|csv|md|trace|onnx`` picks one renderer of :mod:`layerscope.report.renderers`;
+``-o/--output OUT`` is where it goes. ``terminal`` prints what the command that made the run printed
+(``estimate``, ``profile``, ``bench``, ``bisect``, ``pipeline``: the same tables). Without ``-o`` the text
+formats (terminal, csv, md) print on stdout, and html, trace and onnx are written next to RUN (``run.json`` ->
+``run.html``, ``run.trace.json``, ``run.annotated.onnx``); ``-o -`` prints a text format on stdout. With no
+``--format`` the format is the one ``-o``'s suffix names, else html (``report RUN`` writes ``run.html``).
+
+More outputs in one call: ``--trace out.json[.gz]`` (Perfetto / Chrome trace), ``--csv out.csv``,
+``--markdown out.md``, ``--annotate out.onnx`` (the model with the run's numbers on its nodes, for Netron).
+Every file is written atomically. One line per file written; when the main output is stdout those lines, and
+what the run lacks, go to stderr. Exit 2 for a bad run file, or for onnx when the model file is missing or is
+not the run's model (sha256).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import click
 
-from layerscope.cli.console import echo
+from layerscope.cli.console import SafeConsole, echo
 from layerscope.cli.outputs import OutputPath
-from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
-from layerscope.report.html import render_html
-from layerscope.report.perfetto import trace_bytes
-from layerscope.report.sections import missing_notes
-from layerscope.report.tables import layers_csv, markdown_summary
+from layerscope.report.command_terminal import command_report
+from layerscope.report.renderers import FORMATS, annotated_model, as_saved, format_of, get_renderer
 from layerscope.report.units import human_bytes
+from layerscope.report.views.summary import missing_notes
 from layerscope.run import load_run
 
+__all__ = ["as_saved", "command", "write_annotated", "write_html", "write_trace"]
 
-def as_saved(run: Mapping[str, Any]) -> dict[str, Any]:
-    """``run`` as it reads back from its run file, so a report made in memory equals one made from the file."""
-    loaded: dict[str, Any] = json.loads(json.dumps(run, allow_nan=False))
-    return loaded
+#: Formats printed on stdout when no ``-o`` is given; the others are written next to RUN.
+STDOUT_FORMATS = ("terminal", "csv", "md")
+#: Suffix of the file written next to RUN, per format written there by default.
+DEFAULT_SUFFIX = {"html": ".html", "trace": ".trace.json", "onnx": ".annotated.onnx"}
 
 
 def write_html(run: Mapping[str, Any], path: Path) -> Path:
     """Render the HTML report of ``run`` to ``path`` (used by ``report``, ``estimate --html``, ``profile --html``)."""
-    return write_atomic(path, render_html(as_saved(run)).encode("utf-8"))
+    return write_atomic(path, get_renderer("html").render(run))
 
 
 def write_trace(run: Mapping[str, Any], path: Path) -> Path:
     """The Perfetto / Chrome trace, gzip-compressed when ``path`` ends in ``.gz``."""
-    return write_atomic(path, trace_bytes(run, compress=path.suffix == ".gz"))
+    return write_atomic(path, get_renderer("trace", compress=path.suffix == ".gz").render(run))
 
 
 def write_annotated(run: Mapping[str, Any], path: Path, model_path: Path | None) -> tuple[Path, int, int]:
     """The annotated model copy; returns the path, nodes annotated, nodes without a layer of the run."""
-    import onnx  # only here: a report from the run file alone does not need it
-
-    from layerscope.report.annotate import annotate_model, check_model
-
-    source = check_model(run, model_path)
-    try:
-        model = onnx.load_model(str(source))
-    except Exception as exc:  # onnx raises several types for a corrupt file
-        raise InputError(f"{source}: cannot read the model ({exc})") from None
-    result = annotate_model(model, run)
-    try:
-        data = result.model.SerializeToString()
-    except ValueError as exc:  # protobuf's 2 GB limit
-        raise InputError(f"{source}: the annotated model cannot be written as one file ({exc})") from None
-    return write_atomic(path, data), result.annotated, result.unmatched
+    result = annotated_model(run, model_path)
+    return write_atomic(path, result.data), result.annotated, result.unmatched
 
 
-def _default_html(run_path: Path) -> Path:
-    return run_path.with_suffix(".html") if run_path.suffix else run_path.with_name(run_path.name + ".html")
+def _beside(run_path: Path, suffix: str) -> Path:
+    base = run_path.with_suffix("") if run_path.suffix else run_path
+    return base.with_name(base.name + suffix)
 
 
 @click.command("report")
 @click.argument("run_file", metavar="RUN", type=click.Path(path_type=Path))
-@click.option("-o", "--output", "html_out", type=OutputPath(), default=None, metavar="OUT.html",
-              help="The self-contained HTML report (default, when no other output is asked for: RUN with .html).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="terminal: what the command that made RUN printed; html, csv, md (Markdown summary), trace "
+                   "(Perfetto), onnx (the model annotated with the run) [default: from -o's suffix, else html].")
+@click.option("-o", "--output", "output", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
+              help="Where the --format output goes ('-': stdout) [default: stdout for terminal, csv, md; next to "
+                   "RUN for html, trace, onnx].")
+@click.option("--top", default=None, type=click.IntRange(min=0),
+              help="With --format terminal: rows of the layer table [default: the command's own].")
 @click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT.json[.gz]",
-              help="Perfetto / Chrome trace: measured kernels per thread, estimated layers per unit and core, "
-                   "DDR bandwidth counters (open in ui.perfetto.dev).")
+              help="Also write the Perfetto / Chrome trace: measured kernels per thread, estimated layers per unit "
+                   "and core, DDR bandwidth counters, pipeline spans (open in ui.perfetto.dev).")
 @click.option("--csv", "csv_out", type=OutputPath(), default=None, metavar="OUT.csv",
-              help="One row per layer, namespaced columns (cost.*, est.*, meas.*).")
+              help="Also write one row per layer, namespaced columns (cost.*, est.*, meas.*).")
 @click.option("--markdown", "md_out", type=OutputPath(), default=None, metavar="OUT.md",
-              help="A Markdown summary to paste into a pull request or a forum post.")
+              help="Also write a Markdown summary to paste into a pull request or a forum post.")
 @click.option("--annotate", "onnx_out", type=OutputPath(), default=None, metavar="OUT.onnx",
-              help="A copy of the run's model whose nodes carry the run's numbers (Netron shows them).")
+              help="Also write a copy of the run's model whose nodes carry the run's numbers (Netron shows them).")
 @click.option("--model", "model_path", type=click.Path(path_type=Path), default=None, metavar="MODEL",
-              help="With --annotate: the model file, when it is no longer at the run's model.path (same sha256).")
-def command(*, run_file: Path, html_out: Path | None, trace_out: Path | None, csv_out: Path | None,
-            md_out: Path | None, onnx_out: Path | None, model_path: Path | None) -> None:
-    """Render the reports of a saved RUN file: HTML, Perfetto trace, CSV, Markdown, annotated model."""
+              help="With onnx / --annotate: the model file, when it is no longer at the run's model.path (same "
+                   "sha256).")
+def command(*, run_file: Path, fmt: str | None, output: Path | None, top: int | None, trace_out: Path | None,
+            csv_out: Path | None, md_out: Path | None, onnx_out: Path | None, model_path: Path | None) -> None:
+    """Render a saved RUN file again: the terminal report, HTML, CSV, Markdown, Perfetto trace, annotated model."""
     run = load_run(run_file)
-    if not any((html_out, trace_out, csv_out, md_out, onnx_out)):
-        html_out = _default_html(run_file)
+    extras = any((trace_out, csv_out, md_out, onnx_out))
+    chosen = fmt or (format_of(output) if output is not None and str(output) != "-" else None)
+    if chosen is None and (output is not None or not extras):
+        chosen = "html"
+    to_stdout = chosen is not None and (str(output) == "-" or (output is None and chosen in STDOUT_FORMATS))
+    if to_stdout and chosen not in STDOUT_FORMATS:
+        raise click.BadParameter(f"--format {chosen} is not text: give a file", param_hint="-o/--output")
     written: list[tuple[str, Path, str]] = []
-    if onnx_out is not None:  # first: it is the one that can refuse
-        path, annotated, unmatched = write_annotated(run, onnx_out, model_path)
+    onnx_paths = [p for p in (onnx_out,) if p is not None]
+    if chosen == "onnx":
+        onnx_paths.append(output if output is not None else _beside(run_file, DEFAULT_SUFFIX["onnx"]))
+    for target in onnx_paths:  # first: it is the one that can refuse
+        path, annotated, unmatched = write_annotated(run, target, model_path)
         written.append(("annotated", path, f"{annotated} nodes annotated, {unmatched} without a layer of the run"))
-    if html_out is not None:
-        written.append(("html", write_html(run, html_out), ""))
+    if to_stdout:
+        if chosen == "terminal":
+            SafeConsole().print(command_report(as_saved(run), top))
+        else:
+            echo(str(get_renderer(chosen or "").render(run)), nl=False)
+    elif chosen is not None and chosen != "onnx":
+        path = output if output is not None else _beside(run_file, DEFAULT_SUFFIX.get(chosen, "." + chosen))
+        if chosen == "trace":
+            written.append(("trace", write_trace(run, path), "open in ui.perfetto.dev"))
+        else:
+            renderer = get_renderer(chosen, top=top)
+            written.append((renderer.name, write_atomic(path, renderer.render(run)), ""))
     if trace_out is not None:
         written.append(("trace", write_trace(run, trace_out), "open in ui.perfetto.dev"))
     if csv_out is not None:
-        written.append(("csv", write_atomic(csv_out, layers_csv(run).encode("utf-8")), ""))
+        written.append(("csv", write_atomic(csv_out, get_renderer("csv").render(run)), ""))
     if md_out is not None:
-        written.append(("markdown", write_atomic(md_out, markdown_summary(run).encode("utf-8")), ""))
+        written.append(("markdown", write_atomic(md_out, get_renderer("md").render(run)), ""))
     for kind, path, note in written:
         size = human_bytes(path.stat().st_size)
-        echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})")
-    for note in missing_notes(run):
-        echo(f"missing    {note}")
+        echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})", err=to_stdout)
+    if chosen != "terminal":
+        for note in missing_notes(run):
+            echo(f"missing    {note}", err=to_stdout)

@@ -15,9 +15,9 @@ from layerscope.analysis.calibrate import Calibration, ModelError, summarize
 from layerscope.analysis.compare import Comparison
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.analysis.reconcile import KSpread, Reconciliation
-from layerscope.report.sections import change_text, format_metric
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
+from layerscope.report.views.comparison import change_text, format_metric
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 

@@ -25,8 +25,9 @@ import onnx
 
 from layerscope.errors import InputError
 from layerscope.model.load import sha256_file
-from layerscope.report.sections import LayerRow, Run, layer_rows
 from layerscope.report.units import human_count, human_us
+from layerscope.report.views.common import Run
+from layerscope.report.views.layers import LayerRow, layer_rows
 
 PREFIX = "layerscope"
 

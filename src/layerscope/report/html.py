@@ -3,9 +3,9 @@
 :func:`render_html` is a pure function of the run (the same run gives the same bytes). Contract:
 
 - tabs Summary, Layer Details, Timeline, Temporal Statistics, Charts and Graph; each says what the run lacks
-  for it instead of failing (:func:`layerscope.report.sections.missing_notes`); an Experiments tab only when the
+  for it instead of failing (:func:`layerscope.report.views.summary.missing_notes`); an Experiments tab only when the
   run holds a section a later command added (``bisect``, ``comparison``, ``pipeline``, ``stress``:
-  :func:`layerscope.report.sections.experiments`), drawn in the markup (static tables, no script);
+  :func:`layerscope.report.views.experiments.experiments`), drawn in the markup (static tables, no script);
 - Jinja2 templates with inheritance (``templates/base.html`` <- ``templates/report.html``), autoescaped: every
   string from the model or a vendor's file is escaped in the markup;
 - the data the page's script draws from is one ``<script type="application/json">`` whose ``<``, ``>`` and
@@ -29,29 +29,22 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from layerscope.report.sections import (
-    BISECT_GOAL_ERROR,
-    BISECT_LARGE_SHARE,
-    Experiments,
+from layerscope.report.units import fixed, us_text
+from layerscope.report.views.bisect import BISECT_GOAL_ERROR, BISECT_LARGE_SHARE
+from layerscope.report.views.common import Run
+from layerscope.report.views.experiments import Experiments, experiments
+from layerscope.report.views.findings import findings
+from layerscope.report.views.layers import (
     LayerRow,
-    Run,
-    Tracks,
-    estimated_tracks,
-    experiments,
-    findings,
     graph_layout,
-    headline,
     layer_rows,
-    measured_tracks,
-    missing_notes,
     op_type_totals,
     scale_factor,
     share_basis,
-    summary_sections,
-    temporal,
     top_layers,
 )
-from layerscope.report.units import fixed, us_text
+from layerscope.report.views.summary import headline, missing_notes, summary_sections
+from layerscope.report.views.timeline import Tracks, estimated_tracks, measured_tracks, temporal
 
 #: The tabs in order: id and title.
 TABS: tuple[tuple[str, str], ...] = (

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layerscope.report.sections import Run, Slice, Temporal, Track, Tracks, estimated_tracks, measured_tracks, temporal
+from layerscope.report.views.common import Run
+from layerscope.report.views.timeline import Slice, Temporal, Track, Tracks, estimated_tracks, measured_tracks, temporal
 
 MEASURED_PID = 1
 ESTIMATED_PID = 2

@@ -1,6 +1,6 @@
 """Tables of a run for scripts and posts: a CSV per layer and a Markdown summary.
 
-Pure functions of a saved run (:mod:`layerscope.report.sections` supplies the rows). Contracts:
+Pure functions of a saved run (:mod:`layerscope.report.views` supply the rows). Contracts:
 
 - :func:`layers_csv`: one row per layer in the run's order, namespaced columns (``layer.*``, ``cost.*``,
   ``est.*``, ``tl.*``, ``meas.*``, ``derived.*``) fixed in :data:`CSV_COLUMNS` whatever the run holds; a value
@@ -20,19 +20,11 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from layerscope.report.sections import (
-    LayerRow,
-    Run,
-    findings,
-    headline,
-    layer_rows,
-    missing_notes,
-    scale_factor,
-    share_basis,
-    summary_sections,
-    top_layers,
-)
 from layerscope.report.units import human_count
+from layerscope.report.views.common import Run
+from layerscope.report.views.findings import findings
+from layerscope.report.views.layers import LayerRow, layer_rows, scale_factor, share_basis, top_layers
+from layerscope.report.views.summary import headline, missing_notes, summary_sections
 
 Getter = Callable[[LayerRow], Any]
 

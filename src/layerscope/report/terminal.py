@@ -180,6 +180,7 @@ def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
     if noise is not None:
         parts.append(Text(f"UNSTEADY MACHINE: its speed moved {100 * noise:.0f}% during this measurement; differences "
                           f"below that between this run and another are noise here (use a quiet machine, --threads "
-                          "1, more --runs, or compare in one process: layerscope stress / bisect pair their runs).",
+                          "1, more --runs, or compare in one process: `layerscope bench --stress`, `profile "
+                          "--stress` and `bisect` pair their runs).",
                           style="yellow"))
     return Group(*parts)

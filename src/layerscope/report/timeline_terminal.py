@@ -13,9 +13,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.report.sections import HORIZON_MEMORY_ROWS
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.report.views.summary import HORIZON_MEMORY_ROWS
 
 
 def timeline_report(run: Mapping[str, Any]) -> RenderableType:

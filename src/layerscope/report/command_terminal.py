@@ -1,0 +1,79 @@
+"""What each measuring command prints, as one pure function of the run it saved.
+
+``estimate``, ``profile``, ``bench``, ``bisect``, ``pipeline`` and ``import`` print :func:`command_report` of their run,
+and ``layerscope report RUN --format terminal`` prints the same function of the saved file: the tables are
+the same, only the lines naming the files a command wrote are the command's own. Which command made a run is
+read from the run itself (:func:`run_kind`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from layerscope.report.bench_terminal import bench_report
+from layerscope.report.bisect_terminal import bisect_report, validation_report
+from layerscope.report.import_terminal import import_report
+from layerscope.report.pipeline_terminal import pipeline_report
+from layerscope.report.stress_terminal import stress_report
+from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
+from layerscope.report.timeline_terminal import timeline_report
+
+RunKind = Literal["pipeline", "bisect", "bench", "import", "profile", "estimate"]
+
+#: Rows of the layer (or item) table when the command's ``--top`` is not known: each command's default.
+DEFAULT_TOP: Mapping[RunKind, int] = {"pipeline": 15, "bisect": 0, "bench": 0, "import": 20, "profile": 20,
+                                      "estimate": 20}
+
+
+def run_kind(run: Mapping[str, Any]) -> RunKind:
+    """The command whose report a run gets: ``pipeline`` or ``bisect`` when it holds their section, ``bench``
+    for a bench measurement, ``import`` for a run made of vendor files (its ``import`` section), ``profile``
+    for any other measurement, else ``estimate``."""
+    if "pipeline" in run:
+        return "pipeline"
+    if "bisect" in run:
+        return "bisect"
+    if "import" in run:
+        return "import"
+    measurement = run.get("measurement")
+    if isinstance(measurement, Mapping):
+        return "bench" if measurement.get("source") == "bench" else "profile"
+    return "estimate"
+
+
+def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: bool | None = None,
+                   kind: RunKind | None = None) -> RenderableType:
+    """The tables the command that made ``run`` printed: ``kind`` names it (``None``: :func:`run_kind`; a
+    command passes its own, so that ``estimate -o`` into a measured run still prints the estimate); ``top`` rows
+    in the layer table (``None``: the command's default; 0: no table); the timeline report when ``timeline``
+    (``None``: when the run holds a timeline)."""
+    kind = run_kind(run) if kind is None else kind
+    rows = DEFAULT_TOP[kind] if top is None else top
+    with_timeline = "timeline" in run if timeline is None else timeline
+    parts: list[RenderableType] = []
+    if kind == "pipeline":
+        parts.append(pipeline_report(run, rows))
+    elif kind == "bisect":
+        parts.append(bisect_report(run))
+        if "validation" in run["bisect"]:
+            parts += [Text(""), validation_report(run)]
+    elif kind == "import":
+        parts.append(import_report(run, rows))
+    elif kind == "bench":
+        parts.append(bench_report(run))
+        if "stress" in run:
+            parts.append(stress_report(run))
+    else:
+        has_measurement = kind == "profile" and "latency" in run and "measurement" in run
+        if rows:
+            parts.append(measured_layers_table(run, rows) if has_measurement else top_layers_table(run, rows))
+        parts.append(measurement_summary(run) if has_measurement else estimate_summary(run))
+        if with_timeline:
+            parts.append(timeline_report(run))
+        if "stress" in run:
+            parts.append(stress_report(run, rows or 10))
+    return Group(*parts)

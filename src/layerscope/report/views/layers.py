@@ -1,0 +1,240 @@
+"""Per-layer view: one row per layer (cost, estimate, measurement), the scale factor, op-type totals, the graph layout.
+
+Pure functions of a saved run; the contract is :mod:`layerscope.report.views.common`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from layerscope.report.views.common import Run, estimated_us, measured_us, num, shape_text
+from layerscope.runfile.derived import (
+    fused_group,
+    layer_shares,
+    time_basis,
+)
+from layerscope.runfile.derived import scale_factor as runfile_scale_factor
+
+# --------------------------------------------------------------------------------------------------- layers
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    """One layer as the reports show it. ``share`` is of the total on ``basis`` (measured, else estimated)."""
+
+    index: int
+    id: str
+    name: str
+    op_type: str
+    domain: str
+    input_shapes: tuple[str, ...]
+    output_shapes: tuple[str, ...]
+    macs: float | None
+    flops: float | None
+    est_us: float | None
+    meas_us: float | None
+    ratio: float | None
+    share: float | None
+    bound: str | None
+    unit: str | None
+    core: int | None
+    status: str | None
+    fused_group: tuple[str, ...]
+    split: bool
+    kernel: str | None
+    fallback_reason: str | None
+    detail: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def share_basis(run: Run) -> str | None:
+    """``"measured"`` when any layer has a measured time, ``"estimated"`` when any has an estimate, else ``None``
+    (:func:`layerscope.runfile.time_basis`)."""
+    return time_basis(run)
+
+
+def tensor_shapes(run: Run) -> dict[str, list[Any]]:
+    """Tensor name -> shape for the model inputs and every layer output the run knows."""
+    shapes: dict[str, list[Any]] = {}
+    for tensor in (run.get("model") or {}).get("inputs") or []:
+        if tensor.get("shape") is not None:
+            shapes[tensor["name"]] = tensor["shape"]
+    for layer in run.get("layers") or []:
+        for name, shape in zip(layer.get("outputs") or [], layer.get("output_shapes") or [], strict=False):
+            if shape is not None:
+                shapes[name] = shape
+    return shapes
+
+
+def _timeline_layers(run: Run) -> dict[str, Mapping[str, Any]]:
+    return {t["id"]: t for t in (run.get("timeline") or {}).get("layers") or []}
+
+
+def layer_rows(run: Run) -> list[LayerRow]:
+    """Every layer of the run, in the run's (graph) order, with estimate and measurement side by side."""
+    layers = run.get("layers") or []
+    shares = layer_shares(layers, share_basis(run))
+    groups: dict[str, tuple[str, ...]] = {}
+    shapes = tensor_shapes(run)
+    placed = _timeline_layers(run)
+    rows = []
+    for index, layer in enumerate(layers):
+        est, meas = estimated_us(layer), measured_us(layer)
+        estimate = layer.get("estimate") or {}
+        measured = layer.get("measured") or {}
+        slot = placed.get(layer["id"], {})
+        rows.append(LayerRow(
+            index=index,
+            id=str(layer["id"]),
+            name=str(layer.get("name") or layer["id"]),
+            op_type=str(layer.get("op_type") or "?"),
+            domain=str(layer.get("domain") or ""),
+            input_shapes=tuple(shape_text(shapes[i]) for i in layer.get("inputs") or [] if i in shapes),
+            output_shapes=tuple(shape_text(s) for s in layer.get("output_shapes") or []),
+            macs=num(layer.get("macs")),
+            flops=num(layer.get("flops")),
+            est_us=est,
+            meas_us=meas,
+            ratio=meas / est if meas is not None and est else None,
+            share=shares[index],
+            bound=estimate.get("bound"),
+            unit=estimate.get("unit") or layer.get("unit"),
+            core=slot.get("core"),
+            status=measured.get("status") or ("measured" if measured else None),
+            fused_group=fused_group(run, measured, groups),
+            split=bool(measured.get("split")),
+            kernel=measured.get("kernel"),
+            fallback_reason=estimate.get("fallback_reason"),
+            detail=_layer_detail(layer, slot),
+        ))
+    return rows
+
+
+_COST_KEYS = ("macs", "flops", "params", "bytes_read", "bytes_read_act", "bytes_read_weight", "bytes_written",
+              "weight_bytes", "dtype", "unit_kind", "known")
+
+
+def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The groups a layer's detail view shows; keys with ``null`` values are left out."""
+    groups = {
+        "layer": {"id": layer.get("id"), "name": layer.get("name"), "op_type": layer.get("op_type"),
+                  "domain": layer.get("domain") or None, "inputs": layer.get("inputs"),
+                  "outputs": layer.get("outputs"), "shape_source": layer.get("shape_source"),
+                  "parent": layer.get("parent"), "executions": layer.get("executions"),
+                  **{f"observed {k}": v for k, v in (layer.get("observed") or {}).items() if k != "source"}},
+        "cost": {k: layer.get(k) for k in _COST_KEYS},
+        "estimate": dict(layer.get("estimate") or {}),
+        "timeline": {k: v for k, v in slot.items() if k != "id"},
+        "measured": dict(layer.get("measured") or {}),
+    }
+    return {name: kept for name, values in groups.items()
+            if (kept := {k: v for k, v in values.items() if v is not None and v != []})}
+
+
+# --------------------------------------------------------------------------------------------------- charts
+
+
+@dataclass(frozen=True)
+class ScaleFactor:
+    """k = measured / estimated, where it comes from, and the warning when the measurement ran on another device
+    than the estimate's target."""
+
+    value: float
+    source: str
+    warning: str | None = None
+
+
+def scale_factor(run: Run) -> ScaleFactor | None:
+    """k as :func:`layerscope.runfile.scale_factor` defines it (the same number ``reconcile`` prints)."""
+    k = runfile_scale_factor(run)
+    if k is None:
+        return None
+    return ScaleFactor(k.k, k.source, k.mismatch)
+
+
+@dataclass(frozen=True)
+class OpTotal:
+    """Time of one op type, summed over its layers."""
+
+    op_type: str
+    count: int
+    est_us: float | None
+    meas_us: float | None
+
+
+def op_type_totals(rows: Sequence[LayerRow]) -> list[OpTotal]:
+    """Time per op type, largest first (by measured time when there is one, else estimated); ties by name."""
+    groups: dict[str, list[LayerRow]] = {}
+    for row in rows:
+        groups.setdefault(row.op_type, []).append(row)
+    totals = [OpTotal(op, len(members), _sum(r.est_us for r in members), _sum(r.meas_us for r in members))
+              for op, members in groups.items()]
+    totals.sort(key=lambda t: (-(t.meas_us if t.meas_us is not None else t.est_us or 0.0), t.op_type))
+    return totals
+
+
+def _sum(values: Iterable[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def top_layers(rows: Sequence[LayerRow], n: int) -> list[LayerRow]:
+    """The ``n`` slowest layers, by measured time when any layer has one, else by estimate; ties by index."""
+    measured = any(r.meas_us is not None for r in rows)
+
+    def key(row: LayerRow) -> tuple[float, int]:
+        value = row.meas_us if measured else row.est_us
+        return (-(value or 0.0), row.index)
+
+    return sorted((r for r in rows if (r.meas_us if measured else r.est_us) is not None), key=key)[:n]
+
+
+# --------------------------------------------------------------------------------------------------- graph
+
+
+@dataclass(frozen=True)
+class GraphLayout:
+    """Layers placed in layers of a DAG: ``position[i] = (column, depth)``; ``edges`` are (producer, consumer)."""
+
+    position: tuple[tuple[float, int], ...]
+    edges: tuple[tuple[int, int], ...]
+
+
+def graph_edges(run: Run) -> list[tuple[int, int]]:
+    """(producer, consumer) layer indices through the tensors they share; each pair once, sorted."""
+    layers = run.get("layers") or []
+    producer: dict[str, int] = {}
+    for index, layer in enumerate(layers):
+        for name in layer.get("outputs") or []:
+            producer.setdefault(name, index)
+    edges = {(producer[name], index) for index, layer in enumerate(layers) for name in layer.get("inputs") or []
+             if name in producer and producer[name] != index}
+    return sorted(edges)
+
+
+def graph_layout(run: Run) -> GraphLayout:
+    """A simple layered layout: depth = longest path from an input; in a depth, layers ordered by the mean
+    column of their producers (one barycentre pass) and centred on 0. Deterministic."""
+    count = len(run.get("layers") or [])
+    edges = graph_edges(run)
+    preds: list[list[int]] = [[] for _ in range(count)]
+    for src, dst in edges:
+        preds[dst].append(src)
+    depth = [0] * count
+    for index in range(count):  # the run's layers are in topological order; a back edge is ignored
+        depth[index] = max((depth[p] + 1 for p in preds[index] if p < index), default=0)
+    by_depth: dict[int, list[int]] = {}
+    for index in range(count):
+        by_depth.setdefault(depth[index], []).append(index)
+    column = [0.0] * count
+    for level in sorted(by_depth):
+        members = by_depth[level]
+        members.sort(key=lambda i: (_mean([column[p] for p in preds[i] if p < i], default=0.0), i))
+        offset = (len(members) - 1) / 2
+        for rank, index in enumerate(members):
+            column[index] = rank - offset
+    return GraphLayout(tuple((column[i], depth[i]) for i in range(count)), tuple(edges))
+
+
+def _mean(values: Sequence[float], default: float) -> float:
+    return sum(values) / len(values) if values else default
