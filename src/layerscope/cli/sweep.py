@@ -96,8 +96,7 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
                             num_cpus=num_cpus, on_done=on_done)
     rows, layer_rows = gather(cells, out_dir)
     write_atomic(out_dir / LEADERBOARD, render_leaderboard(rows))
-    ok = sum(1 for o in outcome.finished if o.get("status") == "ok")
-    click.echo(f"{len(cells)} cells: {len(outcome.skipped)} already done, {ok} run now, "
+    click.echo(f"{len(cells)} cells: {len(outcome.skipped)} already done, {len(outcome.finished)} run now, "
                f"{len(outcome.failed)} failed")
     click.echo(f"wrote {out_dir / RUNS_TABLE} ({len(rows)} rows), {out_dir / LAYERS_TABLE} ({layer_rows} rows), "
                f"{out_dir / LEADERBOARD}")

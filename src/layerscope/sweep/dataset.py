@@ -61,7 +61,7 @@ def run_row(document: Mapping[str, Any]) -> dict[str, Any]:
                 row.update({f"{section}.{key}.{k}": v for k, v in value.items() if _scalar(v)})
     k = scale_factor(document)
     if k is not None:
-        row.update({"k.value": k.measured_us / k.estimated_us if k.estimated_us else None,
+        row.update({"k.value": k.k if k.estimated_us else None,
                     "k.measured_us": k.measured_us, "k.estimated_us": k.estimated_us, "k.scope": k.scope})
     return row
 

@@ -8,8 +8,9 @@ Contract:
   running a cell is retried :data:`MAX_RETRIES` times by Ray, then recorded as failed;
 - measuring (``profile``) cells ask for one unit of the Ray resource :data:`MEASURE_RESOURCE`; the local runtime
   gives each node one, so two measurements never share a machine, while estimate cells run in parallel (one CPU
-  each). An existing cluster's nodes must declare it (``ray start ... --resources='{"layerscope_measure": 1}'``);
-  a sweep with profile cells on a cluster without it is refused (``BackendUnavailable``) before anything runs.
+  each) and all before the first measuring cell starts (no estimate disturbs a measurement of the same sweep).
+  An existing cluster's nodes must declare it (``ray start ... --resources='{"layerscope_measure": 1}'``); a
+  sweep with profile cells on a cluster without it is refused (``BackendUnavailable``) before anything runs.
 """
 
 from __future__ import annotations
@@ -95,21 +96,23 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
                 f"the Ray cluster has no {MEASURE_RESOURCE!r} resource for measuring cells",
                 hint=f"start each node with ray start ... --resources='{{\"{MEASURE_RESOURCE}\": 1}}'")
         remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(run_cell)
-        pending: dict[Any, Cell] = {}
-        for cell in todo:
-            options: dict[str, Any] = {"num_cpus": 1}
-            if cell.mode == "profile":
-                options["resources"] = {MEASURE_RESOURCE: 1}
-            pending[remote.options(**options).remote(cell, str(out_dir))] = cell
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                cell = pending.pop(ref)
-                try:
-                    outcome = ray.get(ref)
-                except ray.exceptions.RayError as exc:  # the worker died MAX_RETRIES + 1 times, or its node left
-                    outcome = failure(cell, exc)
-                done(cell, outcome)
+        # estimate cells first, all in parallel; then the measuring cells, which so share no machine with them
+        for phase in ("estimate", "profile"):
+            pending: dict[Any, Cell] = {}
+            for cell in (c for c in todo if c.mode == phase):
+                options: dict[str, Any] = {"num_cpus": 1}
+                if cell.mode == "profile":
+                    options["resources"] = {MEASURE_RESOURCE: 1}
+                pending[remote.options(**options).remote(cell, str(out_dir))] = cell
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    cell = pending.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except ray.exceptions.RayError as exc:  # its worker died MAX_RETRIES + 1 times, or its node left
+                        outcome = failure(cell, exc)
+                    done(cell, outcome)
     finally:
         if started_here:
             ray.shutdown()

@@ -1,0 +1,164 @@
+"""``layerscope sweep`` on a real local Ray cluster (started here on 127.0.0.1 once for the module, two CPUs, no
+dashboard; shut down at the end): zoo models x two targets, rerun does nothing, a failed cell is listed without
+stopping the sweep, a worker killed mid-cell is retried, a sweep killed halfway completes when rerun.
+
+Every CLI run is a child process under a timeout (connected to this cluster with ``--ray``), so no test can hang.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests._cli_subprocess import SRC, CliResult, run_cli, start_cli
+from tests.conftest import run_schema_validator, zoo
+
+import layerscope
+from layerscope.sweep import SweepSpec, expand
+from layerscope.sweep.dataset import iter_rows
+from layerscope.sweep.executor import MEASURE_RESOURCE
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("pyarrow")
+
+#: Ray reserves far more address space than it touches: the child's cap is a guard, not a measure.
+MEMORY_BYTES = 64 * 1024**3
+TIMEOUT_S = 240.0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """The address of a Ray cluster of one node on 127.0.0.1 with 2 CPUs and one measuring slot."""
+    with pytest.MonkeyPatch.context() as patch:
+        # the workers are started by this node and import this checkout
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
+        ray.init(address="local", num_cpus=2, include_dashboard=False, resources={MEASURE_RESOURCE: 1},
+                 _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+
+
+def sweep(address: str, *args: str | os.PathLike[str]) -> CliResult:
+    return run_cli(["sweep", "--ray", address, *args], timeout_s=TIMEOUT_S, memory_bytes=MEMORY_BYTES)
+
+
+def run_files(out: Path) -> dict[str, int]:
+    """Run file name -> mtime in ns."""
+    return {p.name: p.stat().st_mtime_ns for p in sorted((out / "runs").glob("*.json"))}
+
+
+def test_two_zoo_models_on_two_targets_then_a_rerun_does_nothing(cluster: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    models = [zoo("squeezenet"), zoo("resnet50")]
+    result = sweep(cluster, *models, "-t", "host", "-t", "rdk-s100", "-o", out)
+    assert result.returncode == 0, result.describe()
+    assert "4 cells: 0 already done, 4 run now, 0 failed" in result.out
+    cells = expand(SweepSpec(models=tuple(map(str, models)), targets=("host", "rdk-s100")))
+    assert sorted(run_files(out)) == sorted(f"{c.key}.json" for c in cells)
+
+    rows = {(r["cell.model_name"], r["cell.target"]): r for r in iter_rows(out / "runs.parquet")}
+    assert set(rows) == {(m.stem, t) for m in models for t in ("host", "rdk-s100")}
+    layers = list(iter_rows(out / "layers.parquet"))
+    for (name, target), row in rows.items():
+        assert row["cell.status"] == "ok" and row["cell.mode"] == "estimate" and row["cell.error"] is None
+        run = layerscope.load(out / row["cell.run_file"])
+        run_schema_validator().validate(run.document)
+        summary = run.document["summary"]
+        assert row["summary.est_latency_us"] == summary["est_latency_us"] and row["target.name"] == target
+        if target != "host":  # host is this machine's probe, measured (and cached) where the cell ran
+            # the same numbers as the Python API's estimate of the same cell
+            direct = layerscope.estimate(zoo(name.removeprefix("light_")), target=target).document["summary"]
+            assert row["summary.est_latency_us"] == direct["est_latency_us"]
+        assert row["summary.macs"] == layerscope.estimate(zoo(name.removeprefix("light_")),
+                                                          target=target).document["summary"]["macs"]
+        own = [r for r in layers if r["cell.key"] == row["cell.key"]]
+        assert len(own) == row["summary.layer_count"] == len(run.document["layers"])
+        assert {r["id"] for r in own} == {layer["id"] for layer in run.document["layers"]}
+    # an accelerator profile estimates each model far faster than the host CPU
+    for model in models:
+        assert rows[(model.stem, "rdk-s100")]["summary.est_latency_us"] < rows[(model.stem, "host")][
+            "summary.est_latency_us"]
+    html = (out / "leaderboard.html").read_text(encoding="utf-8")
+    assert "4 cells done, 0 failed" in html
+    # ranked by estimated latency within each target: resnet50 (4.1 GMACs) after squeezenet (0.35 GMACs)
+    host = html[html.index("host &middot; estimate"):html.index("rdk-s100 &middot; estimate")]
+    assert host.index("light_squeezenet") < host.index("light_resnet50")
+
+    before = run_files(out)
+    again = sweep(cluster, *models, "-t", "host,rdk-s100", "-o", out)
+    assert again.returncode == 0, again.describe()
+    assert "4 cells: 4 already done, 0 run now, 0 failed" in again.out
+    assert run_files(out) == before  # not one run file rewritten
+
+
+def test_a_failed_cell_is_listed_and_the_others_complete(cluster: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad<img src=x onerror=alert(1)>.onnx"
+    bad.write_text("not an onnx model", encoding="utf-8")
+    out = tmp_path / "sweep"
+    result = sweep(cluster, zoo("squeezenet"), bad, "-t", "host", "-o", out)
+    assert result.returncode == 2, result.describe()  # the bad model is bad input
+    assert "1 of 2 cells failed" in result.err
+    assert "2 cells: 0 already done, 2 run now, 1 failed" in result.out
+    rows = {r["cell.model_name"]: r for r in iter_rows(out / "runs.parquet")}
+    assert rows["light_squeezenet"]["cell.status"] == "ok"
+    failed = rows[bad.stem]
+    assert failed["cell.status"] == "failed" and failed["cell.run_file"] is None
+    assert failed["cell.error"] and failed["summary.est_latency_us"] is None
+    record = json.loads(next((out / "failed").glob("*.json")).read_text(encoding="utf-8"))
+    assert record["error"] == failed["cell.error"] and record["exit_code"] == 2
+    html = (out / "leaderboard.html").read_text(encoding="utf-8")
+    assert "<img" not in html and "bad&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "1 cells done, 1 failed" in html
+
+
+def test_a_worker_killed_mid_cell_is_retried(cluster: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    # a measuring cell: several seconds of ONNX Runtime sessions, long enough to be caught running
+    started = start_cli(["sweep", "--ray", cluster, zoo("squeezenet"), "--mode", "profile", "--runs", "20",
+                         "--warmup", "2", "-o", out], tmp_path / "log", memory_bytes=MEMORY_BYTES)
+    markers = out / "running"
+    started.wait_until(lambda: markers.is_dir() and any(markers.glob("*.json")), timeout_s=TIMEOUT_S)
+    marker = next(markers.glob("*.json"))
+    victim = json.loads(marker.read_text(encoding="utf-8"))["pid"]
+    os.kill(victim, signal.SIGKILL)
+    result = started.finish(timeout_s=TIMEOUT_S)
+    assert result.returncode == 0, result.describe()
+    assert "1 cells: 0 already done, 1 run now, 0 failed" in result.out
+    (row,) = iter_rows(out / "runs.parquet")
+    assert row["cell.status"] == "ok" and row["cell.mode"] == "profile"
+    assert row["summary.meas_latency_us"] > 0 and row["measurement.runs"] == 20
+    assert not any(markers.glob("*.json"))  # the retry ran to its end and cleaned up
+
+
+def test_a_sweep_killed_halfway_completes_when_rerun(cluster: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    models = [zoo(n) for n in ("vgg19", "densenet121", "inception_v2", "resnet50")]
+    targets = "host,rdk-s100,rdk-x5"
+    started = start_cli(["sweep", "--ray", cluster, *models, "-t", targets, "-o", out], tmp_path / "log",
+                        memory_bytes=MEMORY_BYTES)
+    runs = out / "runs"
+    started.wait_until(lambda: runs.is_dir() and any(runs.glob("*.json")), timeout_s=TIMEOUT_S)
+    started.proc.send_signal(signal.SIGKILL)
+    started.proc.wait(timeout=30)
+    kept = run_files(out)
+    assert 1 <= len(kept) < 12, kept  # killed halfway: some cells done, not all
+
+    result = sweep(cluster, *models, "-t", targets, "-o", out)
+    assert result.returncode == 0, result.describe()
+    assert f"12 cells: {len(kept)} already done, {12 - len(kept)} run now, 0 failed" in result.out
+    after = run_files(out)
+    assert len(after) == 12 and {k: after[k] for k in kept} == kept  # the cells done before were not rerun
+    assert [r["cell.status"] for r in iter_rows(out / "runs.parquet")] == ["ok"] * 12
+
+
+def test_an_unknown_mode_is_bad_input_before_any_cluster(tmp_path: Path) -> None:
+    """The plan's errors come before Ray is touched (no --ray: a local runtime would be started otherwise)."""
+    result = run_cli(["sweep", zoo("squeezenet"), "--mode", "estimate,bench", "-o", tmp_path / "o"])
+    assert result.returncode == 2 and "unknown sweep mode(s) 'bench'" in result.err, result.describe()
