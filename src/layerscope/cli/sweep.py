@@ -8,6 +8,7 @@ backend, 1 a failure of ours), after the dataset and the leaderboard are written
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +24,7 @@ from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE, gather
 from layerscope.sweep.executor import run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
 from layerscope.sweep.plan import MODES, SweepSpec, expand, load_spec
+from layerscope.sweep.tasks import RUNNING, is_done
 
 LEADERBOARD = "leaderboard.html"
 PLAN = "sweep.json"
@@ -79,14 +81,15 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
     spec = SweepSpec(**{"models": (), **axes})
     cells = expand(spec)
     if dry_run:
-        from layerscope.sweep.tasks import is_done
-
         for cell in cells:
             click.echo(f"{'done ' if is_done(out_dir, cell) else 'to do'}  {cell.key}")
         click.echo(f"{len(cells)} cells")
         return
     write_atomic(out_dir / PLAN, json.dumps({"cells": [{"key": c.key, **c.to_dict()} for c in cells]}, indent=1))
+    todo = sum(1 for cell in cells if not is_done(out_dir, cell))
     with phase_progress({"cells": "sweep"}, {"cells": "cells"}) as update:
+        update("cells", 0, todo)
+
         def on_done(outcome: dict[str, Any], finished: int, total: int) -> None:
             update("cells", finished, total)
             if outcome.get("status") != "ok":
@@ -94,6 +97,8 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
 
         outcome = run_sweep(cells, out_dir, executor="inline" if no_ray else "ray", address=address,
                             num_cpus=num_cpus, on_done=on_done)
+    with contextlib.suppress(OSError):  # the workers' markers folder, when empty (a killed worker leaves its own)
+        (out_dir / RUNNING).rmdir()
     rows, layer_rows = gather(cells, out_dir)
     write_atomic(out_dir / LEADERBOARD, render_leaderboard(rows))
     click.echo(f"{len(cells)} cells: {len(outcome.skipped)} already done, {len(outcome.finished)} run now, "
