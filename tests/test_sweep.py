@@ -11,16 +11,21 @@ import json
 import logging
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests._cli_subprocess import SRC, CliResult, run_cli, start_cli
-from tests.conftest import run_schema_validator, zoo
+from tests.conftest import ModelWriter, run_schema_validator, zoo
+from tests.test_bisect import write_residual
 
 import layerscope
+from layerscope.cli.main import main
+from layerscope.run import load_run
 from layerscope.sweep import SweepSpec, expand
 from layerscope.sweep.dataset import iter_rows
+from layerscope.sweep.devices import resource_name
 from layerscope.sweep.executor import MEASURE_RESOURCE
 
 ray = pytest.importorskip("ray")
@@ -33,11 +38,13 @@ TIMEOUT_S = 240.0
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """The address of a Ray cluster of one node on 127.0.0.1 with 2 CPUs and one measuring slot."""
+    """The address of a Ray cluster of one node (Ray resolves 127.0.0.1 to this machine's address) with 2 CPUs,
+    one measuring slot and two fake devices, ``a`` and ``b``."""
     with pytest.MonkeyPatch.context() as patch:
         # the workers are started by this node and import this checkout
         patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
-        ray.init(address="local", num_cpus=2, include_dashboard=False, resources={MEASURE_RESOURCE: 1},
+        ray.init(address="local", num_cpus=2, include_dashboard=False,
+                 resources={MEASURE_RESOURCE: 1, resource_name("a"): 1, resource_name("b"): 1},
                  _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=False)
         try:
             yield ray.get_runtime_context().gcs_address
@@ -162,3 +169,43 @@ def test_an_unknown_mode_is_bad_input_before_any_cluster(tmp_path: Path) -> None
     """The plan's errors come before Ray is touched (no --ray: a local runtime would be started otherwise)."""
     result = run_cli(["sweep", zoo("squeezenet"), "--mode", "estimate,bench", "-o", tmp_path / "o"])
     assert result.returncode == 2 and "unknown sweep mode(s) 'bench'" in result.err, result.describe()
+
+
+#: A device that sleeps for, and prints, a latency that is a function of the model file alone: 400 ms plus its
+#: size in bytes as µs; it logs "DEVICE MODEL" per call. A shell script: starting it costs little beside the sleep.
+FAKE_DEVICE = """#!/bin/sh
+us=$((400000 + $(stat -c %s "$1")))
+sleep "$(awk "BEGIN { printf \\"%.6f\\", $us / 1000000 }")"
+echo "$2 $1" >> "$3"
+echo "average latency: $(awk "BEGIN { printf \\"%.3f\\", $us / 1000 }") ms"
+"""
+
+
+def test_two_devices_bisect_in_at_most_0_6x_the_time_of_one(cluster: str, tmp_path: Path,
+                                                           write_model: ModelWriter) -> None:
+    model = write_residual(write_model)
+    script = tmp_path / "fake_device.py"
+    script.write_text(FAKE_DEVICE, encoding="utf-8")
+    results = {}
+    for devices in ("a", "a,b"):
+        log = tmp_path / f"calls-{devices}.log"
+        out = tmp_path / f"run-{devices}.json"
+        start = time.perf_counter()
+        code = main(["bisect", str(model), "--target", "rdk-s100", "--run-cmd",
+                     f"exec sh {script} {{model}} {{device}} {log}",
+                     "--latency-regex", r"latency: ([0-9.]+) ms", "--granularity", "layer", "--repeats", "2",
+                     "--no-cache", "--devices", devices, "-o", str(out)])
+        wall_s = time.perf_counter() - start
+        assert code == 0
+        calls = [line.split()[0] for line in log.read_text(encoding="utf-8").splitlines()]
+        results[devices] = (wall_s, load_run(out)["bisect"], calls)
+    one_s, one, one_calls = results["a"]
+    two_s, two, two_calls = results["a,b"]
+    # 9 models (baseline, 8 prefixes ... whole) x 2 rounds, each timed once; the pool shares them out evenly
+    assert len(one_calls) == len(two_calls) == 18 and set(one_calls) == {"a"}
+    assert two_calls.count("a") == two_calls.count("b") == 9
+    assert [s["increment_us"] for s in two["segments"]] == [s["increment_us"] for s in one["segments"]]
+    assert two["full_us"] == one["full_us"] and two["baseline_us"] == one["baseline_us"]
+    assert two["full_us"] - two["baseline_us"] == sum(s["increment_us"] for s in two["segments"])
+    print(f"bisect on one device {one_s:.2f} s, on two {two_s:.2f} s ({two_s / one_s:.2f}x)")
+    assert two_s <= 0.6 * one_s, (one_s, two_s)

@@ -71,7 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import onnx
@@ -377,20 +377,37 @@ def _interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------------------------ the bisect
+class DevicePool(Protocol):
+    """Devices that time the models of one round in parallel, one model per device at a time."""
+
+    def measure_round(self, jobs: Sequence[Job], round_no: int) -> list[float]:
+        """One sample (µs) of each of ``jobs``, in their order; the pool spreads them over its devices (rotating
+        with ``round_no``, so a model meets every device over the rounds) and retries a failed job on another
+        device; the error of the last device when every device failed it."""
+
+    def close(self) -> None:
+        """Release the pool."""
+
+
 def run_bisect(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore, *, workdir: Path,
-               progress: Progress | None = None, after_round: Callable[[int], None] | None = None) -> BisectResult:
+               progress: Progress | None = None, after_round: Callable[[int], None] | None = None,
+               pool: DevicePool | None = None) -> BisectResult:
     """Plan, measure and estimate (see the module docstring). Prefix models are written under ``workdir``;
-    ``after_round(r)`` is called after each final round this session measures (to interleave other work)."""
+    ``after_round(r)`` is called after each final round this session measures (to interleave other work). With
+    ``pool`` each round's models are timed in parallel on its devices; the samples are stored in the same order as
+    one device would store them, so the statistics and the cache are those of a single-device bisect."""
     return _Bisect(planner, runner, config, store, workdir=workdir, progress=progress,
-                   after_round=after_round).run()
+                   after_round=after_round, pool=pool).run()
 
 
 class _Bisect:
     """One bisect in progress: the jobs prepared so far and the samples each had before this session."""
 
     def __init__(self, planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore, *,
-                 workdir: Path, progress: Progress | None, after_round: Callable[[int], None] | None) -> None:
+                 workdir: Path, progress: Progress | None, after_round: Callable[[int], None] | None,
+                 pool: DevicePool | None = None) -> None:
         self.planner, self.runner, self.config, self.store = planner, runner, config, store
+        self.pool = pool
         self.workdir, self.progress, self.after_round = workdir, progress, after_round
         self.jobs: dict[tuple[Side, int], Job] = {}
         self.cached: dict[str, int] = {}
@@ -538,9 +555,18 @@ class _Bisect:
         total = sum(max(0, target - n) for n in have.values())
         done = 0
         for round_no in range(min(have.values()), target):
-            for j in jobs if round_no % 2 == 0 else reversed(jobs):
-                if have[j.key] > round_no:
-                    continue
+            ordered = [j for j in (jobs if round_no % 2 == 0 else reversed(jobs)) if have[j.key] <= round_no]
+            if self.pool is not None:
+                for j in ordered:
+                    self.model_file(j)
+                samples = self.pool.measure_round(ordered, round_no)
+                for j, sample in zip(ordered, samples, strict=True):
+                    self.store.add(j.key, phase, sample, job=j, runner=self.runner.identity)
+                    have[j.key] += 1
+                done += len(ordered)
+                if self.progress is not None:
+                    self.progress(label, done, total)
+            for j in ordered if self.pool is None else ():
                 self.model_file(j)
                 self.store.add(j.key, phase, self.runner.measure(j), job=j, runner=self.runner.identity)
                 have[j.key] += 1
