@@ -7,6 +7,7 @@ Every CLI run is a child process under a timeout (connected to this cluster with
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -22,6 +23,8 @@ from tests.test_bisect import write_residual
 
 import layerscope
 from layerscope.cli.main import main
+from layerscope.measure.cuts import CutPlanner
+from layerscope.model import load_model
 from layerscope.run import load_run
 from layerscope.sweep import SweepSpec, expand
 from layerscope.sweep.dataset import iter_rows
@@ -172,8 +175,10 @@ def test_an_unknown_mode_is_bad_input_before_any_cluster(tmp_path: Path) -> None
 
 
 #: A device that sleeps for, and prints, a latency that is a function of the model file alone: 400 ms plus its
-#: size in bytes as µs; it logs "DEVICE MODEL" per call. A shell script: starting it costs little beside the sleep.
+#: size in bytes as µs; it logs "DEVICE MODEL" per call, or fails while the file LOG.offline-DEVICE exists. A shell
+#: script: starting it costs little beside the sleep.
 FAKE_DEVICE = """#!/bin/sh
+if [ -e "$3.offline-$2" ]; then echo "board $2 is offline" >&2; exit 7; fi
 us=$((400000 + $(stat -c %s "$1")))
 sleep "$(awk "BEGIN { printf \\"%.6f\\", $us / 1000000 }")"
 echo "$2 $1" >> "$3"
@@ -184,7 +189,7 @@ echo "average latency: $(awk "BEGIN { printf \\"%.3f\\", $us / 1000 }") ms"
 def test_two_devices_bisect_in_at_most_0_6x_the_time_of_one(cluster: str, tmp_path: Path,
                                                            write_model: ModelWriter) -> None:
     model = write_residual(write_model)
-    script = tmp_path / "fake_device.py"
+    script = tmp_path / "fake_device.sh"
     script.write_text(FAKE_DEVICE, encoding="utf-8")
     results = {}
     for devices in ("a", "a,b"):
@@ -209,3 +214,24 @@ def test_two_devices_bisect_in_at_most_0_6x_the_time_of_one(cluster: str, tmp_pa
     assert two["full_us"] - two["baseline_us"] == sum(s["increment_us"] for s in two["segments"])
     print(f"bisect on one device {one_s:.2f} s, on two {two_s:.2f} s ({two_s / one_s:.2f}x)")
     assert two_s <= 0.6 * one_s, (one_s, two_s)
+
+
+def test_the_jobs_of_a_failing_device_are_rescheduled(cluster: str, tmp_path: Path,
+                                                      write_model: ModelWriter) -> None:
+    model = write_residual(write_model)
+    script = tmp_path / "fake_device.sh"
+    script.write_text(FAKE_DEVICE, encoding="utf-8")
+    log = tmp_path / "calls.log"
+    (tmp_path / "calls.log.offline-b").touch()
+    out = tmp_path / "run.json"
+    assert main(["bisect", str(model), "--target", "rdk-s100", "--run-cmd",
+                 f"exec sh {script} {{model}} {{device}} {log}", "--latency-regex", r"latency: ([0-9.]+) ms",
+                 "--granularity", "layer", "--repeats", "2", "--no-cache", "--devices", "a,b", "-o", str(out)]) == 0
+    calls = [line.split()[0] for line in log.read_text(encoding="utf-8").splitlines()]
+    assert calls == ["a"] * 18  # b's share went to a
+    planner = CutPlanner.for_model(load_model(model))
+    sizes = [len(planner.prefix_model(k).SerializeToString(deterministic=True))
+             for k in range(planner.layer_count + 1)]
+    section = load_run(out)["bisect"]
+    assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
+    assert section["baseline_us"] == 400_000 + sizes[0]

@@ -378,12 +378,15 @@ def _interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
 
 # ------------------------------------------------------------------------------------ the bisect
 class DevicePool(Protocol):
-    """Devices that time the models of one round in parallel, one model per device at a time."""
+    """Devices that time many models at once, one model per device at a time."""
 
-    def measure_round(self, jobs: Sequence[Job], round_no: int) -> list[float]:
-        """One sample (µs) of each of ``jobs``, in their order; the pool spreads them over its devices (rotating
-        with ``round_no``, so a model meets every device over the rounds) and retries a failed job on another
-        device; the error of the last device when every device failed it."""
+    def measure_rounds(self, rounds: Sequence[tuple[int, Sequence[Job]]],
+                       on_round: Callable[[int, list[float]], None]) -> None:
+        """One sample (µs) of each job of each round, all rounds in flight together; ``on_round(round_no,
+        samples)`` (samples in the round's job order) is called in round order as soon as a round and every round
+        before it are done. The pool spreads the jobs over its devices (rotating with the round, so a model meets
+        every device over the rounds) and retries a failed job on another device; the error of the last device
+        when every device failed it."""
 
     def close(self) -> None:
         """Release the pool."""
@@ -551,22 +554,16 @@ class _Bisect:
     def measure(self, jobs: Sequence[Job], phase: Phase, target: int, label: str) -> None:
         """Rounds over ``jobs`` in their order, alternating direction, one sample per model and round, until
         each has ``target`` samples of ``phase``: neighbouring models are timed back to back."""
+        if self.pool is not None:
+            self.measure_on_pool(self.pool, jobs, phase, target, label)
+            return
         have = {j.key: len(self.store.samples(j.key, phase)) for j in jobs}
         total = sum(max(0, target - n) for n in have.values())
         done = 0
         for round_no in range(min(have.values()), target):
-            ordered = [j for j in (jobs if round_no % 2 == 0 else reversed(jobs)) if have[j.key] <= round_no]
-            if self.pool is not None:
-                for j in ordered:
-                    self.model_file(j)
-                samples = self.pool.measure_round(ordered, round_no)
-                for j, sample in zip(ordered, samples, strict=True):
-                    self.store.add(j.key, phase, sample, job=j, runner=self.runner.identity)
-                    have[j.key] += 1
-                done += len(ordered)
-                if self.progress is not None:
-                    self.progress(label, done, total)
-            for j in ordered if self.pool is None else ():
+            for j in jobs if round_no % 2 == 0 else reversed(jobs):
+                if have[j.key] > round_no:
+                    continue
                 self.model_file(j)
                 self.store.add(j.key, phase, self.runner.measure(j), job=j, runner=self.runner.identity)
                 have[j.key] += 1
@@ -575,6 +572,30 @@ class _Bisect:
                     self.progress(label, done, total)
             if phase == "final" and self.after_round is not None:
                 self.after_round(round_no)
+
+    def measure_on_pool(self, pool: DevicePool, jobs: Sequence[Job], phase: Phase, target: int, label: str) -> None:
+        """:meth:`measure` on a device pool: the same rounds, in flight together, stored in round order."""
+        have = {j.key: len(self.store.samples(j.key, phase)) for j in jobs}
+        rounds = [(r, [j for j in (jobs if r % 2 == 0 else reversed(jobs)) if have[j.key] <= r])
+                  for r in range(min(have.values()), target)]
+        rounds = [(r, ordered) for r, ordered in rounds if ordered]
+        for j in jobs:
+            self.model_file(j)
+        total = sum(len(ordered) for _, ordered in rounds)
+        done = 0
+        by_round = dict(rounds)
+
+        def store_round(round_no: int, samples: list[float]) -> None:
+            nonlocal done
+            for j, sample in zip(by_round[round_no], samples, strict=True):
+                self.store.add(j.key, phase, sample, job=j, runner=self.runner.identity)
+            done += len(samples)
+            if self.progress is not None:
+                self.progress(label, done, total)
+            if phase == "final" and self.after_round is not None:
+                self.after_round(round_no)
+
+        pool.measure_rounds(rounds, store_round)
 
     def measure_boundaries(self, jobs: Sequence[Job]) -> bool:
         """Store the :class:`BoundaryCost` of every job that has none yet (the baselines and the whole model

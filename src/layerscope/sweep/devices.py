@@ -4,9 +4,11 @@ Contract (:class:`RayDevicePool`, a :class:`layerscope.measure.differential.Devi
 - device ``NAME`` is the Ray resource ``layerscope_device_NAME`` (one unit): a local Ray runtime started here
   declares one per device; an existing cluster (``--ray ADDRESS``) must have them on the nodes that reach each
   device (``ray start ... --resources='{"layerscope_device_board1": 1}'``), else ``BackendUnavailable``;
-- a round's jobs go to the devices in turn, starting one device further each round (a model meets every device
-  over the rounds, so no segment is the difference of two fixed devices); each job is a Ray task holding its
-  device's resource, so N devices time N models at once;
+- every round's jobs are submitted at once; a round's jobs go to the devices in turn, starting one device
+  further each round (a model meets every device over the rounds, so no segment is the difference of two fixed
+  devices); each job is a Ray task holding its device's resource, so N devices time N models at once; a round's
+  samples are handed back as soon as it and every round before it are done (what an interruption loses is the
+  rounds still in flight);
 - a job whose device fails (the command fails, or the worker or node dies) is retried on the next device; when
   every device failed it, the last error is raised (the samples of earlier rounds are already in the cache);
 - the model files are written by the driver: the workers must see the driver's work folder (one machine, or a
@@ -15,9 +17,10 @@ Contract (:class:`RayDevicePool`, a :class:`layerscope.measure.differential.Devi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from layerscope.errors import BackendUnavailable, InputError, LayerscopeError
@@ -82,27 +85,42 @@ class RayDevicePool:
     def _submit(self, job: Job, device: str) -> Any:
         return self.remote.options(num_cpus=0, resources={resource_name(device): 1}).remote(self.runners[device], job)
 
-    def measure_round(self, jobs: Sequence[Job], round_no: int) -> list[float]:
+    def measure_rounds(self, rounds: Sequence[tuple[int, Sequence[Job]]],
+                       on_round: Callable[[int, list[float]], None]) -> None:
         n = len(self.devices)
-        tries = dict.fromkeys(range(len(jobs)), 0)
-        pending = {self._submit(job, self.devices[(i + round_no) % n]): i for i, job in enumerate(jobs)}
-        samples: dict[int, float] = {}
+        tries: dict[tuple[int, int], int] = {}
+        pending: dict[Any, tuple[int, int]] = {}
+        jobs = {r: list(ordered) for r, ordered in rounds}
+        for r, ordered in rounds:
+            for i, job in enumerate(ordered):
+                tries[(r, i)] = 0
+                pending[self._submit(job, self.devices[(i + r) % n])] = (r, i)
+        samples: dict[tuple[int, int], float] = {}
+        order = [r for r, _ in rounds]
         while pending:
             ready, _ = self.ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                i = pending.pop(ref)
+                r, i = pending.pop(ref)
                 try:
-                    samples[i] = float(self.ray.get(ref))
+                    samples[(r, i)] = float(self.ray.get(ref))
                 except (self.ray.exceptions.RayError, LayerscopeError) as exc:
-                    tries[i] += 1
-                    if tries[i] >= n:
+                    tries[(r, i)] += 1
+                    if tries[(r, i)] >= n:
+                        self._cancel(pending)
                         cause = getattr(exc, "cause", None)
                         if isinstance(cause, LayerscopeError):
                             raise cause from None
-                        raise DeviceCommandError(f"every device failed {jobs[i].label}: "
+                        raise DeviceCommandError(f"every device failed {jobs[r][i].label}: "
                                                  f"{str(exc).strip().splitlines()[-1]}") from None
-                    pending[self._submit(jobs[i], self.devices[(i + round_no + tries[i]) % n])] = i
-        return [samples[i] for i in range(len(jobs))]
+                    pending[self._submit(jobs[r][i], self.devices[(i + r + tries[(r, i)]) % n])] = (r, i)
+            while order and all((order[0], i) in samples for i in range(len(jobs[order[0]]))):
+                r = order.pop(0)
+                on_round(r, [samples.pop((r, i)) for i in range(len(jobs[r]))])
+
+    def _cancel(self, pending: Mapping[Any, object]) -> None:
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                self.ray.cancel(ref, force=True)
 
     def close(self) -> None:
         if self.started_here and self.ray.is_initialized():
