@@ -8,7 +8,8 @@ Layout of a sweep's output folder (every file written atomically, so a killed ta
 - ``failed/<key>.json``: ``{"cell", "error", "error_type", "exit_code"}`` of a cell that failed; removed when the
   cell later succeeds;
 - ``running/<key>.json``: ``{"host", "pid", "started_utc"}`` while a task runs the cell (who runs what, and a
-  handle on a stuck worker); removed when it ends. A killed worker leaves it behind; it means nothing on resume.
+  handle on a stuck worker); removed when it ends. Written by the worker, so on a cluster without a shared folder
+  it lies on the worker's machine; a killed worker leaves it behind; it means nothing on resume.
 """
 
 from __future__ import annotations
