@@ -27,7 +27,9 @@ th{background:#f4f4f4}td.l,th.l{text-align:left}
 {{ counts.total }} in the plan. Latencies in ms; estimates are roofline estimates, not measurements.</p>
 {% for group in groups %}
 <h2>{{ group.target }} &middot; {{ group.mode }}</h2>
-<table><thead><tr><th>#</th><th class="l">model</th><th class="l">settings</th>
+{% if group.mode == "profile" %}<p>Measured on ONNX Runtime on the machine that ran each cell, beside the estimate
+on {{ group.target }}; k = measured / estimated compares two devices unless the target is that machine (host).</p>
+{% endif %}<table><thead><tr><th>#</th><th class="l">model</th><th class="l">settings</th>
 <th>{{ "measured ms" if group.mode == "profile" else "estimated ms" }}</th>
 {% if group.mode == "profile" %}<th>estimated ms</th><th>k</th>{% endif %}
 <th>GMACs</th><th>layers</th><th class="l">run file</th></tr></thead><tbody>
