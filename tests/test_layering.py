@@ -29,7 +29,7 @@ RANKS: dict[str, int] = {
     "importers": 7,
     "analysis": 8,
     "report": 9,
-    "cli": 10, "__main__": 10, "__init__": 10, "api": 10,
+    "cli": 10, "__main__": 10, "__init__": 10, "api": 10, "sweep": 10,
 }
 #: The one upward import allowed, and why: ``layerscope.estimate`` names both this package and the API's function
 #: (``layerscope.estimate(model, ...)``); Python binds the name to the package once it is imported, so the package

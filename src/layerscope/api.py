@@ -101,21 +101,28 @@ class Run:
             import pandas as pd
         except ImportError:
             raise InputError("layers_frame needs pandas", hint="pip install 'layerscope[pandas]'") from None
-        layers = list(self.document["layers"])
-        shares = layer_shares(layers, time_basis(self.document))
-        rows = []
-        for layer, share in zip(layers, shares, strict=True):
-            row: dict[str, Any] = {key: layer.get(key) for key in _IDENTITY}
-            for key, value in layer.items():
-                if key in ("estimate", "measured") and isinstance(value, Mapping):
-                    prefix = "est" if key == "estimate" else "meas"
-                    row.update({f"{prefix}.{k}": v for k, v in value.items() if _scalar(v)})
-                elif key not in _IDENTITY and key not in _STRUCTURE and _scalar(value):
-                    row[f"cost.{key}"] = value
-            row["meas.time_us"] = layer_measured_us(layer)
-            row["share"] = share
-            rows.append(row)
+        rows = layer_rows(self.document)
         return pd.DataFrame(rows)
+
+
+def layer_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One dict per layer of a run document, with the namespaced columns of :meth:`Run.layers_frame` (scalars only;
+    what a layer lacks is absent from its dict)."""
+    layers = list(document["layers"])
+    shares = layer_shares(layers, time_basis(document))
+    rows = []
+    for layer, share in zip(layers, shares, strict=True):
+        row: dict[str, Any] = {key: layer.get(key) for key in _IDENTITY}
+        for key, value in layer.items():
+            if key in ("estimate", "measured") and isinstance(value, Mapping):
+                prefix = "est" if key == "estimate" else "meas"
+                row.update({f"{prefix}.{k}": v for k, v in value.items() if _scalar(v)})
+            elif key not in _IDENTITY and key not in _STRUCTURE and _scalar(value):
+                row[f"cost.{key}"] = value
+        row["meas.time_us"] = layer_measured_us(layer)
+        row["share"] = share
+        rows.append(row)
+    return rows
 
 
 def load(path: PathLike) -> Run:

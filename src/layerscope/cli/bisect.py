@@ -42,6 +42,7 @@ from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,
     BisectResult,
+    DevicePool,
     SampleStore,
     SegmentCheck,
     Statistic,
@@ -59,6 +60,7 @@ from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
 from layerscope.run import run_from_estimate, save_run
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
+from layerscope.sweep.devices import RayDevicePool, parse_devices
 from layerscope.targets import load_profile
 
 #: The validation's profile is taken in this many parts between the bisect's rounds.
@@ -145,6 +147,13 @@ AUTO_ROUNDS_S = 15.0
               help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
               help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
+@click.option("--devices", "devices", default=None, metavar="NAME[,NAME]",
+              help="With --run-cmd: a pool of devices that time a round's models in parallel, one model per device "
+                   "at a time, each a Ray resource layerscope_device_NAME; the command names its device as "
+                   "{device}. A job whose device fails is retried on another.")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="With --devices: an existing Ray cluster whose nodes declare the device resources "
+                   "(default: a local Ray runtime).")
 @click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate, per-layer differential times, the bisect section).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
@@ -153,7 +162,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
             confidence: float, resamples: int, provider: str, threads: int, opt_level: str, clock: str,
             visit_warmup: int, warm_with: str, runs_per_visit: int, cache_dir: Path | None, no_cache: bool,
-            boundary_runs: int | None, validate: bool, validate_runs: int, json_out: Path | None) -> None:
+            boundary_runs: int | None, validate: bool, validate_runs: int, devices: str | None,
+            ray_address: str | None, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
     command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
@@ -163,6 +173,13 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if boundary_runs and command_runner is not None:
         raise click.UsageError("--boundary-runs times kernels with ONNX Runtime's profiler: a --run-cmd device "
                                "times whole runs only")
+    if devices is not None and command_runner is None:
+        raise click.UsageError("--devices times on devices through --run-cmd (which names {device})")
+    if ray_address is not None and devices is None:
+        raise click.UsageError("--ray schedules the --devices pool: give --devices")
+    if command_runner is not None and "device" in _fields(command_runner) and devices is None:
+        raise click.UsageError("the command names {device}: give the pool with --devices")
+    device_names = parse_devices(devices) if devices is not None else ()
     if command_runner is None:
         ort_provider(provider)  # exit 3 before any work when the provider is missing
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
@@ -189,7 +206,13 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                                    bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)
     validation = _Validation(graph, feeds, session_config, weights, runs=validate_runs,
                              rounds=config.repeats) if validate else None
-    result = _measure(planner, runner, config, store, validation.after_round if validation else None)
+    pool = RayDevicePool(command_runner, device_names, address=ray_address) \
+        if command_runner is not None and device_names else None
+    try:
+        result = _measure(planner, runner, config, store, validation.after_round if validation else None, pool=pool)
+    finally:
+        if pool is not None:
+            pool.close()
     for warning in store.dropped:
         click.echo(f"layerscope: warning: {warning}", err=True)
     checks: tuple[SegmentCheck, ...] = ()
@@ -245,8 +268,12 @@ def _workdir(store: SampleStore, *, keep: bool) -> Iterator[Path]:
         yield Path(tmp)
 
 
+def _fields(runner: CommandRunner) -> frozenset[str]:
+    return runner.run.fields | (runner.compile.fields if runner.compile else frozenset())
+
+
 def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore,
-             after_round: Callable[[int], None] | None) -> BisectResult:
+             after_round: Callable[[int], None] | None, *, pool: DevicePool | None = None) -> BisectResult:
     """The bisect with a progress bar; on Ctrl-C, where the samples measured so far are, then re-raised."""
     labels = {"measure": "measuring (final rounds)", "boundary": "cut costs (profiled prefixes)"}
     labels.update({f"pilot-{i}": "coarse segments (pilot)" if i == 0 else f"refinement {i} (pilot)"
@@ -254,7 +281,7 @@ def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: S
     try:
         with _workdir(store, keep=not isinstance(runner, OrtRunner)) as workdir, phase_progress(labels) as progress:
             return run_bisect(planner, runner, config, store, workdir=workdir, progress=progress,
-                              after_round=after_round)
+                              after_round=after_round, pool=pool)
     except KeyboardInterrupt:
         where = f"cached in {store.directory}" if store.directory else "not cached (--no-cache)"
         raise KeyboardInterrupt(f"the samples measured so far are {where}; run the same command again to "

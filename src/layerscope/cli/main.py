@@ -43,6 +43,7 @@ SUBCOMMANDS: dict[str, str] = {
     "reconcile": "layerscope.cli.reconcile",
     "report": "layerscope.cli.report",
     "schema": "layerscope.cli.schema",
+    "sweep": "layerscope.cli.sweep",
     "targets": "layerscope.cli.targets",
 }
 

@@ -71,7 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import onnx
@@ -414,20 +414,40 @@ def _interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------------------------ the bisect
+class DevicePool(Protocol):
+    """Devices that time many models at once, one model per device at a time."""
+
+    def measure_rounds(self, rounds: Sequence[tuple[int, Sequence[Job]]],
+                       on_round: Callable[[int, list[float]], None]) -> None:
+        """One sample (µs) of each job of each round, all rounds in flight together; ``on_round(round_no,
+        samples)`` (samples in the round's job order) is called in round order as soon as a round and every round
+        before it are done. The pool spreads the jobs over its devices (rotating with the round, so a model meets
+        every device over the rounds) and retries a failed job on another device; the error of the last device
+        when every device failed it."""
+
+    def close(self) -> None:
+        """Release the pool."""
+
+
 def run_bisect(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore, *, workdir: Path,
-               progress: Progress | None = None, after_round: Callable[[int], None] | None = None) -> BisectResult:
+               progress: Progress | None = None, after_round: Callable[[int], None] | None = None,
+               pool: DevicePool | None = None) -> BisectResult:
     """Plan, measure and estimate (see the module docstring). Prefix models are written under ``workdir``;
-    ``after_round(r)`` is called after each final round this session measures (to interleave other work)."""
+    ``after_round(r)`` is called after each final round this session measures (to interleave other work). With
+    ``pool`` each round's models are timed in parallel on its devices; the samples are stored in the same order as
+    one device would store them, so the statistics and the cache are those of a single-device bisect."""
     return _Bisect(planner, runner, config, store, workdir=workdir, progress=progress,
-                   after_round=after_round).run()
+                   after_round=after_round, pool=pool).run()
 
 
 class _Bisect:
     """One bisect in progress: the jobs prepared so far and the samples each had before this session."""
 
     def __init__(self, planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore, *,
-                 workdir: Path, progress: Progress | None, after_round: Callable[[int], None] | None) -> None:
+                 workdir: Path, progress: Progress | None, after_round: Callable[[int], None] | None,
+                 pool: DevicePool | None = None) -> None:
         self.planner, self.runner, self.config, self.store = planner, runner, config, store
+        self.pool = pool
         self.workdir, self.progress, self.after_round = workdir, progress, after_round
         self.jobs: dict[tuple[Side, int], Job] = {}
         self.cached: dict[str, int] = {}
@@ -571,6 +591,9 @@ class _Bisect:
     def measure(self, jobs: Sequence[Job], phase: Phase, target: int, label: str) -> None:
         """Rounds over ``jobs`` in their order, alternating direction, one sample per model and round, until
         each has ``target`` samples of ``phase``: neighbouring models are timed back to back."""
+        if self.pool is not None:
+            self.measure_on_pool(self.pool, jobs, phase, target, label)
+            return
         have = {j.key: len(self.store.samples(j.key, phase)) for j in jobs}
         total = sum(max(0, target - n) for n in have.values())
         done = 0
@@ -586,6 +609,30 @@ class _Bisect:
                     self.progress(label, done, total)
             if phase == "final" and self.after_round is not None:
                 self.after_round(round_no)
+
+    def measure_on_pool(self, pool: DevicePool, jobs: Sequence[Job], phase: Phase, target: int, label: str) -> None:
+        """:meth:`measure` on a device pool: the same rounds, in flight together, stored in round order."""
+        have = {j.key: len(self.store.samples(j.key, phase)) for j in jobs}
+        rounds = [(r, [j for j in (jobs if r % 2 == 0 else reversed(jobs)) if have[j.key] <= r])
+                  for r in range(min(have.values()), target)]
+        rounds = [(r, ordered) for r, ordered in rounds if ordered]
+        for j in jobs:
+            self.model_file(j)
+        total = sum(len(ordered) for _, ordered in rounds)
+        done = 0
+        by_round = dict(rounds)
+
+        def store_round(round_no: int, samples: list[float]) -> None:
+            nonlocal done
+            for j, sample in zip(by_round[round_no], samples, strict=True):
+                self.store.add(j.key, phase, sample, job=j, runner=self.runner.identity)
+            done += len(samples)
+            if self.progress is not None:
+                self.progress(label, done, total)
+            if phase == "final" and self.after_round is not None:
+                self.after_round(round_no)
+
+        pool.measure_rounds(rounds, store_round)
 
     def measure_boundaries(self, jobs: Sequence[Job]) -> bool:
         """Store the :class:`BoundaryCost` of every job that has none yet (the baselines and the whole model

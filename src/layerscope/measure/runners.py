@@ -67,7 +67,7 @@ WarmWith = Literal["self", "whole"]
 
 #: Placeholders of a command template: the prefix (suffix) model, a path for the compiled artifact, a file the
 #: command may write its report to (read instead of the output when the template names it), its folder.
-PLACEHOLDERS = ("model", "compiled", "out", "dir")
+PLACEHOLDERS = ("model", "compiled", "out", "dir", "device")
 #: Latency units a regex group or ``--latency-unit`` may name -> microseconds per unit.
 UNITS: Mapping[str, float] = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 
@@ -389,7 +389,7 @@ class CommandRunner:
     prefix's own folder; one sample = the latency ``reader`` finds in the run command's output."""
 
     def __init__(self, run: CommandTemplate, reader: LatencyReader, *, compile: CommandTemplate | None = None,
-                 timeout_s: float | None = None) -> None:
+                 timeout_s: float | None = None, device: str | None = None) -> None:
         if "model" not in run.fields | (compile.fields if compile else frozenset()):
             raise InputError(f"{run.option} {run.text!r}: the command never names {{model}}, so every prefix "
                              "would run the same thing", hint="pass the prefix model as {model}")
@@ -397,6 +397,8 @@ class CommandRunner:
         self.compile = compile
         self.reader = reader
         self.timeout_s = timeout_s
+        #: The device of a pool this runner times on (``{device}``; its own ``{out}`` and ``{compiled}``).
+        self.device = device
         self._compiled: set[str] = set()
         self._identity = {"runner": "command", "run_cmd": run.text, "compile_cmd": compile.text if compile else None,
                           "latency": reader.describe}
@@ -407,12 +409,13 @@ class CommandRunner:
 
     def measure(self, job: Job) -> float:
         folder = job.model_path.parent
-        values = {"model": str(job.model_path), "compiled": str(folder / "compiled"), "out": str(folder / "out.txt"),
-                  "dir": str(folder)}
+        tag = f"-{self.device}" if self.device is not None else ""
+        out_file = folder / f"out{tag}.txt"
+        values = {"model": str(job.model_path), "compiled": str(folder / f"compiled{tag}"), "out": str(out_file),
+                  "dir": str(folder), "device": self.device or ""}
         if self.compile is not None and job.key not in self._compiled:
             self._shell(self.compile, values, job)
             self._compiled.add(job.key)
-        out_file = folder / "out.txt"
         if "out" in self.run.fields:
             out_file.unlink(missing_ok=True)
         stdout, stderr = self._shell(self.run, values, job)

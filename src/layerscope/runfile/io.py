@@ -195,9 +195,24 @@ def load(path: str | os.PathLike[str]) -> RunFile:
 
 
 def dump_text(document: Mapping[str, Any]) -> str:
-    """Deterministic text of ``document`` (sorted keys, one-space indent, NaN refused); a run (a document with a
-    ``schema_version``) is written as version 2. Other JSON records written through ``save_run`` (the bisect cache)
-    are written as they are."""
+    """Deterministic text of ``document`` (sorted keys, NaN refused); a run (a document with a ``schema_version``)
+    is written as version 2 in the layout of :func:`_run_text` (a section per line group, one layer per line).
+    Other JSON records written through ``save_run`` (the bisect cache) are written as they are, one-space indent."""
     if "schema_version" in document:
-        document = upgrade(document)
+        return _run_text(upgrade(document)) + "\n"
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def _run_text(value: Any, level: int = 0) -> str:
+    """JSON of a run: the top-level object and its sections expanded (one-space indent), everything deeper on one
+    line (so each layer, kernel, timeline span ... is one line). Python's C encoder does the deep part; the
+    pure-Python encoder that ``indent`` selects took 80 % of ``estimate --json`` on a 10k-layer model."""
+    if level < 2 and isinstance(value, Mapping) and value:
+        pad = " " * (level + 1)
+        items = (f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_run_text(value[k], level + 1)}"
+                 for k in sorted(value))
+        return "{\n" + ",\n".join(items) + "\n" + " " * level + "}"
+    if level < 2 and isinstance(value, list | tuple) and value:
+        pad = " " * (level + 1)
+        return "[\n" + ",\n".join(f"{pad}{_run_text(v, level + 1)}" for v in value) + "\n" + " " * level + "]"
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

@@ -1,0 +1,119 @@
+"""``layerscope sweep MODEL... -t host,rdk-s100 --mode estimate,profile -o DIR``: every model on every target in
+every mode and setting, each cell a task on Ray (a local runtime, or ``--ray ADDRESS``), gathered into
+``DIR/runs.parquet``, ``DIR/layers.parquet`` and ``DIR/leaderboard.html``; each cell's run file is kept under
+``DIR/runs/``. Rerunning the same sweep skips the cells already done (and retries the failed ones).
+
+Exit status: 0 when every cell has its run file; else that of the worst failed cell (2 bad input, 3 an unavailable
+backend, 1 a failure of ours), after the dataset and the leaderboard are written with the failures listed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from layerscope.cli.options import parse_shapes
+from layerscope.cli.progress import phase_progress
+from layerscope.errors import BackendUnavailable, InputError, LayerscopeError
+from layerscope.fileio import write_atomic
+from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE, gather
+from layerscope.sweep.executor import run_sweep
+from layerscope.sweep.leaderboard import render_leaderboard
+from layerscope.sweep.plan import MODES, SweepSpec, expand, load_spec
+from layerscope.sweep.tasks import RUNNING, is_done
+
+LEADERBOARD = "leaderboard.html"
+PLAN = "sweep.json"
+
+
+def _split(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+@click.command("sweep")
+@click.argument("models", nargs=-1, type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
+              metavar="DIR", help="Folder of the sweep: run files, Parquet tables, leaderboard (resumed if it exists).")
+@click.option("--config", "config", type=click.Path(path_type=Path), default=None, metavar="FILE",
+              help="A TOML/YAML/JSON file with any of: models, targets, modes, dtypes, threads, opt_levels, shapes, "
+                   "runs, warmup. Options given on the command line replace the file's.")
+@click.option("--target", "-t", "targets", multiple=True, metavar="NAME[,NAME]",
+              help="Hardware profiles (repeatable or comma-separated; default host).")
+@click.option("--mode", "modes", multiple=True, metavar="MODE[,MODE]",
+              help=f"What each cell does: {', '.join(MODES)} (repeatable or comma-separated; default estimate).")
+@click.option("--dtype", "dtypes", multiple=True, metavar="DTYPE[,DTYPE]",
+              help="Dtypes of the estimate cells (default: each profile's own).")
+@click.option("--threads", "threads", multiple=True, metavar="N[,N]",
+              help="ONNX Runtime intra-op threads of the profile cells (0: its default).")
+@click.option("--opt-level", "opt_levels", multiple=True, metavar="LEVEL[,LEVEL]",
+              help="ONNX Runtime graph optimization levels of the profile cells (default all).")
+@click.option("--shape", "shapes", multiple=True, metavar="NAME=DIMS", help="Fix an input's dims in every cell.")
+@click.option("--runs", type=click.IntRange(min=1), default=None, help="Profiled runs per profile cell (default 20).")
+@click.option("--warmup", type=click.IntRange(min=0), default=None, help="Warm-up runs per profile cell (default 5).")
+@click.option("--ray", "address", default=None, metavar="ADDRESS",
+              help="An existing Ray cluster (e.g. 10.0.0.5:6379 or auto); default: a local Ray runtime.")
+@click.option("--num-cpus", type=click.IntRange(min=1), default=None,
+              help="CPUs of the local Ray runtime (default: all); estimate cells run this many at a time.")
+@click.option("--no-ray", is_flag=True, help="Run the cells one after another in this process instead of on Ray.")
+@click.option("--dry-run", is_flag=True, help="Print the cells (and which are done) and stop.")
+def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, targets: tuple[str, ...],
+            modes: tuple[str, ...], dtypes: tuple[str, ...], threads: tuple[str, ...], opt_levels: tuple[str, ...],
+            shapes: tuple[str, ...], runs: int | None, warmup: int | None, address: str | None,
+            num_cpus: int | None, no_ray: bool, dry_run: bool) -> None:
+    """Run MODEL... x targets x modes x settings as a sweep of cells (see `layerscope sweep --help`)."""
+    axes: dict[str, Any] = load_spec(config) if config is not None else {}
+    cli: dict[str, Any] = {"models": tuple(str(m) for m in models), "targets": _split(targets),
+                           "modes": _split(modes), "dtypes": _split(dtypes), "opt_levels": _split(opt_levels),
+                           "threads": tuple(_int(t) for t in _split(threads))}
+    axes.update({k: v for k, v in cli.items() if v})
+    if shapes:
+        axes["shapes"] = tuple(sorted(parse_shapes(shapes).items()))
+    if runs is not None:
+        axes["runs"] = runs
+    if warmup is not None:
+        axes["warmup"] = warmup
+    if address and no_ray:
+        raise click.UsageError("--ray and --no-ray exclude each other")
+    spec = SweepSpec(**{"models": (), **axes})
+    cells = expand(spec)
+    if dry_run:
+        for cell in cells:
+            click.echo(f"{'done ' if is_done(out_dir, cell) else 'to do'}  {cell.key}")
+        click.echo(f"{len(cells)} cells")
+        return
+    write_atomic(out_dir / PLAN, json.dumps({"cells": [{"key": c.key, **c.to_dict()} for c in cells]}, indent=1))
+    todo = sum(1 for cell in cells if not is_done(out_dir, cell))
+    with phase_progress({"cells": "sweep"}, {"cells": "cells"}) as update:
+        update("cells", 0, todo)
+
+        def on_done(outcome: dict[str, Any], finished: int, total: int) -> None:
+            update("cells", finished, total)
+            if outcome.get("status") != "ok":
+                click.echo(f"failed: {outcome['key']}: {outcome.get('error')}", err=True)
+
+        outcome = run_sweep(cells, out_dir, executor="inline" if no_ray else "ray", address=address,
+                            num_cpus=num_cpus, on_done=on_done)
+    with contextlib.suppress(OSError):  # the workers' markers folder, when empty (a killed worker leaves its own)
+        (out_dir / RUNNING).rmdir()
+    rows, layer_rows = gather(cells, out_dir)
+    write_atomic(out_dir / LEADERBOARD, render_leaderboard(rows))
+    click.echo(f"{len(cells)} cells: {len(outcome.skipped)} already done, {len(outcome.finished)} run now, "
+               f"{len(outcome.failed)} failed")
+    click.echo(f"wrote {out_dir / RUNS_TABLE} ({len(rows)} rows), {out_dir / LAYERS_TABLE} ({layer_rows} rows), "
+               f"{out_dir / LEADERBOARD}")
+    if outcome.failed:
+        codes = [int(o.get("exit_code") or 1) for o in outcome.failed]
+        worst = 3 if 3 in codes else (2 if 2 in codes else 1)
+        error_class: type[LayerscopeError] = {3: BackendUnavailable, 2: InputError}.get(worst, LayerscopeError)
+        raise error_class(f"{len(outcome.failed)} of {len(cells)} cells failed; their errors are in "
+                          f"{out_dir / 'failed'} and the leaderboard")
+
+
+def _int(text: str) -> int:
+    if not text.isdigit():
+        raise click.BadParameter(f"{text!r} is not a non-negative integer", param_hint="--threads")
+    return int(text)

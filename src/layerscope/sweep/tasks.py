@@ -1,0 +1,109 @@
+"""One cell's work, wherever it runs (a Ray worker or this process): run it through the Python API and hand the
+run document back; the driver (:func:`store`) writes its run file, or an error record when it failed, so the output
+folder need not be shared with the workers of a cluster.
+
+Layout of a sweep's output folder (every file written atomically, so a killed task never leaves half a file):
+- ``runs/<key>.json``: the run file of a cell that finished (exactly what ``Run.save`` writes); its presence is
+  what "done" means when a sweep resumes;
+- ``failed/<key>.json``: ``{"cell", "error", "error_type", "exit_code"}`` of a cell that failed; removed when the
+  cell later succeeds;
+- ``running/<key>.json``: ``{"host", "pid", "started_utc"}`` while a task runs the cell (who runs what, and a
+  handle on a stuck worker); removed when it ends. Written by the worker, so on a cluster without a shared folder
+  it lies on the worker's machine; a killed worker leaves it behind; it means nothing on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from layerscope.errors import LayerscopeError
+from layerscope.fileio import write_atomic
+from layerscope.sweep.plan import Cell
+
+RUNS = "runs"
+FAILED = "failed"
+RUNNING = "running"
+
+
+def run_path(out_dir: Path, cell: Cell) -> Path:
+    return out_dir / RUNS / f"{cell.key}.json"
+
+
+def failure_path(out_dir: Path, cell: Cell) -> Path:
+    return out_dir / FAILED / f"{cell.key}.json"
+
+
+def is_done(out_dir: Path, cell: Cell) -> bool:
+    """A cell is done when its run file exists (run files are written atomically: present means complete)."""
+    return run_path(out_dir, cell).is_file()
+
+
+def run_cell(cell: Cell, out_dir: str | None = None) -> dict[str, Any]:
+    """Run ``cell`` and return ``{"key", "status": "ok", "seconds", "document"}`` (the run file's document); on a
+    :class:`LayerscopeError` or any other exception return the error record with ``"status": "failed"`` (a task
+    never raises for a bad cell, so one bad cell does not stop the sweep). A worker that dies does not return:
+    its scheduler retries the cell or reports it. With ``out_dir`` (a folder this worker can write) the task
+    also keeps ``running/<key>.json`` there while it runs."""
+    marker = Path(out_dir) / RUNNING / f"{cell.key}.json" if out_dir is not None else None
+    if marker is not None:
+        try:
+            write_atomic(marker, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+        except LayerscopeError:
+            marker = None  # not our folder on this node: the marker is a convenience, not the result
+    start = time.perf_counter()
+    try:
+        run = _run(cell)
+        return {"key": cell.key, "status": "ok", "seconds": round(time.perf_counter() - start, 3),
+                "document": dict(run.document)}
+    except Exception as exc:
+        return failure(cell, exc)
+    finally:
+        if marker is not None:
+            marker.unlink(missing_ok=True)
+
+
+def failure(cell: Cell, exc: BaseException) -> dict[str, Any]:
+    """The error record of ``cell`` failing with ``exc`` (``status`` ``failed``; ``exit_code`` as the CLI's)."""
+    message = (str(exc) or type(exc).__name__).strip().splitlines()
+    return {"key": cell.key, "status": "failed", "cell": cell.to_dict(),
+            "error": message[0] if message else type(exc).__name__, "error_type": type(exc).__name__,
+            "exit_code": exc.exit_code if isinstance(exc, LayerscopeError) else 1}
+
+
+def store(out_dir: Path, cell: Cell, outcome: dict[str, Any]) -> dict[str, Any]:
+    """Write what a task returned: the run file (and drop an old error record), or the error record. Returns the
+    outcome without its document (what the driver keeps in memory)."""
+    if outcome.get("status") == "ok":
+        from layerscope.run import save_run
+
+        save_run(outcome["document"], run_path(out_dir, cell))
+        failure_path(out_dir, cell).unlink(missing_ok=True)
+        return {k: v for k, v in outcome.items() if k != "document"}
+    write_atomic(failure_path(out_dir, cell), json.dumps(outcome, indent=1))
+    return outcome
+
+
+def load_failure(out_dir: Path, cell: Cell) -> dict[str, Any] | None:
+    """The error record a previous sweep left for ``cell``, if any (unreadable records count as none)."""
+    try:
+        record = json.loads(failure_path(out_dir, cell).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _run(cell: Cell) -> Any:
+    from layerscope import api
+
+    shapes = {name: list(dims) for name, dims in cell.shapes}
+    if cell.mode == "estimate":
+        return api.estimate(cell.model, target=cell.target, shapes=shapes, dtype=cell.dtype)
+    return api.profile(cell.model, target=cell.target, shapes=shapes, runs=cell.runs or 20,
+                       warmup=cell.warmup if cell.warmup is not None else 5, threads=cell.threads or 0,
+                       opt_level=cell.opt_level or "all")

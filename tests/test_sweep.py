@@ -1,0 +1,237 @@
+"""``layerscope sweep`` on a real local Ray cluster (started here on 127.0.0.1 once for the module, two CPUs, no
+dashboard; shut down at the end): zoo models x two targets, rerun does nothing, a failed cell is listed without
+stopping the sweep, a worker killed mid-cell is retried, a sweep killed halfway completes when rerun.
+
+Every CLI run is a child process under a timeout (connected to this cluster with ``--ray``), so no test can hang.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests._cli_subprocess import SRC, CliResult, run_cli, start_cli
+from tests.conftest import ModelWriter, run_schema_validator, zoo
+from tests.test_bisect import write_residual
+
+import layerscope
+from layerscope.cli.main import main
+from layerscope.measure.cuts import CutPlanner
+from layerscope.model import load_model
+from layerscope.run import load_run
+from layerscope.sweep import SweepSpec, expand
+from layerscope.sweep.dataset import iter_rows
+from layerscope.sweep.devices import resource_name
+from layerscope.sweep.executor import MEASURE_RESOURCE
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("pyarrow")
+
+#: Ray reserves far more address space than it touches: the child's cap is a guard, not a measure.
+MEMORY_BYTES = 64 * 1024**3
+TIMEOUT_S = 240.0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """The address of a Ray cluster of one node (Ray resolves 127.0.0.1 to this machine's address) with 2 CPUs,
+    one measuring slot and two fake devices, ``a`` and ``b``."""
+    with pytest.MonkeyPatch.context() as patch:
+        # the workers are started by this node and import this checkout
+        patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
+        ray.init(address="local", num_cpus=2, include_dashboard=False,
+                 resources={MEASURE_RESOURCE: 1, resource_name("a"): 1, resource_name("b"): 1},
+                 _node_ip_address="127.0.0.1", logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+
+
+def sweep(address: str, *args: str | os.PathLike[str]) -> CliResult:
+    return run_cli(["sweep", "--ray", address, *args], timeout_s=TIMEOUT_S, memory_bytes=MEMORY_BYTES)
+
+
+def run_files(out: Path) -> dict[str, int]:
+    """Run file name -> mtime in ns."""
+    return {p.name: p.stat().st_mtime_ns for p in sorted((out / "runs").glob("*.json"))}
+
+
+def test_two_zoo_models_on_two_targets_then_a_rerun_does_nothing(cluster: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    models = [zoo("squeezenet"), zoo("resnet50")]
+    result = sweep(cluster, *models, "-t", "host", "-t", "rdk-s100", "-o", out)
+    assert result.returncode == 0, result.describe()
+    assert "4 cells: 0 already done, 4 run now, 0 failed" in result.out
+    cells = expand(SweepSpec(models=tuple(map(str, models)), targets=("host", "rdk-s100")))
+    assert sorted(run_files(out)) == sorted(f"{c.key}.json" for c in cells)
+
+    rows = {(r["cell.model_name"], r["cell.target"]): r for r in iter_rows(out / "runs.parquet")}
+    assert set(rows) == {(m.stem, t) for m in models for t in ("host", "rdk-s100")}
+    layers = list(iter_rows(out / "layers.parquet"))
+    for (name, target), row in rows.items():
+        assert row["cell.status"] == "ok" and row["cell.mode"] == "estimate" and row["cell.error"] is None
+        run = layerscope.load(out / row["cell.run_file"])
+        run_schema_validator().validate(run.document)
+        summary = run.document["summary"]
+        assert row["summary.est_latency_us"] == summary["est_latency_us"] and row["target.name"] == target
+        if target != "host":  # host is this machine's probe, measured (and cached) where the cell ran
+            # the same numbers as the Python API's estimate of the same cell
+            direct = layerscope.estimate(zoo(name.removeprefix("light_")), target=target).document["summary"]
+            assert row["summary.est_latency_us"] == direct["est_latency_us"]
+        assert row["summary.macs"] == layerscope.estimate(zoo(name.removeprefix("light_")),
+                                                          target=target).document["summary"]["macs"]
+        own = [r for r in layers if r["cell.key"] == row["cell.key"]]
+        assert len(own) == row["summary.layer_count"] == len(run.document["layers"])
+        assert {r["id"] for r in own} == {layer["id"] for layer in run.document["layers"]}
+    # an accelerator profile estimates each model far faster than the host CPU
+    for model in models:
+        assert rows[(model.stem, "rdk-s100")]["summary.est_latency_us"] < rows[(model.stem, "host")][
+            "summary.est_latency_us"]
+    html = (out / "leaderboard.html").read_text(encoding="utf-8")
+    assert "4 cells done, 0 failed" in html
+    # ranked by estimated latency within each target: resnet50 (4.1 GMACs) after squeezenet (0.35 GMACs)
+    host = html[html.index("host &middot; estimate"):html.index("rdk-s100 &middot; estimate")]
+    assert host.index("light_squeezenet") < host.index("light_resnet50")
+
+    before = run_files(out)
+    again = sweep(cluster, *models, "-t", "host,rdk-s100", "-o", out)
+    assert again.returncode == 0, again.describe()
+    assert "4 cells: 4 already done, 0 run now, 0 failed" in again.out
+    assert run_files(out) == before  # not one run file rewritten
+
+
+def test_a_failed_cell_is_listed_and_the_others_complete(cluster: str, tmp_path: Path) -> None:
+    bad = tmp_path / "bad<img src=x onerror=alert(1)>.onnx"
+    bad.write_text("not an onnx model", encoding="utf-8")
+    out = tmp_path / "sweep"
+    result = sweep(cluster, zoo("squeezenet"), bad, "-t", "host", "-o", out)
+    assert result.returncode == 2, result.describe()  # the bad model is bad input
+    assert "1 of 2 cells failed" in result.err
+    assert "2 cells: 0 already done, 2 run now, 1 failed" in result.out
+    rows = {r["cell.model_name"]: r for r in iter_rows(out / "runs.parquet")}
+    assert rows["light_squeezenet"]["cell.status"] == "ok"
+    failed = rows[bad.stem]
+    assert failed["cell.status"] == "failed" and failed["cell.run_file"] is None
+    assert failed["cell.error"] and failed["summary.est_latency_us"] is None
+    record = json.loads(next((out / "failed").glob("*.json")).read_text(encoding="utf-8"))
+    assert record["error"] == failed["cell.error"] and record["exit_code"] == 2
+    html = (out / "leaderboard.html").read_text(encoding="utf-8")
+    assert "<img" not in html and "bad&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "1 cells done, 1 failed" in html
+
+
+def test_a_worker_killed_mid_cell_is_retried(cluster: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    # a measuring cell: several seconds of ONNX Runtime sessions, long enough to be caught running
+    started = start_cli(["sweep", "--ray", cluster, zoo("squeezenet"), "--mode", "profile", "--runs", "20",
+                         "--warmup", "2", "-o", out], tmp_path / "log", memory_bytes=MEMORY_BYTES)
+    markers = out / "running"
+    started.wait_until(lambda: markers.is_dir() and any(markers.glob("*.json")), timeout_s=TIMEOUT_S)
+    marker = next(markers.glob("*.json"))
+    victim = json.loads(marker.read_text(encoding="utf-8"))["pid"]
+    os.kill(victim, signal.SIGKILL)
+    result = started.finish(timeout_s=TIMEOUT_S)
+    assert result.returncode == 0, result.describe()
+    assert "1 cells: 0 already done, 1 run now, 0 failed" in result.out
+    (row,) = iter_rows(out / "runs.parquet")
+    assert row["cell.status"] == "ok" and row["cell.mode"] == "profile"
+    assert row["summary.meas_latency_us"] > 0 and row["measurement.runs"] == 20
+    assert not any(markers.glob("*.json"))  # the retry ran to its end and cleaned up
+
+
+def test_a_sweep_killed_halfway_completes_when_rerun(cluster: str, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    models = [zoo(n) for n in ("vgg19", "densenet121", "inception_v2", "resnet50")]
+    targets = "host,rdk-s100,rdk-x5"
+    started = start_cli(["sweep", "--ray", cluster, *models, "-t", targets, "-o", out], tmp_path / "log",
+                        memory_bytes=MEMORY_BYTES)
+    runs = out / "runs"
+    started.wait_until(lambda: runs.is_dir() and any(runs.glob("*.json")), timeout_s=TIMEOUT_S)
+    started.proc.send_signal(signal.SIGKILL)
+    started.proc.wait(timeout=30)
+    kept = run_files(out)
+    assert 1 <= len(kept) < 12, kept  # killed halfway: some cells done, not all
+
+    result = sweep(cluster, *models, "-t", targets, "-o", out)
+    assert result.returncode == 0, result.describe()
+    assert f"12 cells: {len(kept)} already done, {12 - len(kept)} run now, 0 failed" in result.out
+    after = run_files(out)
+    assert len(after) == 12 and {k: after[k] for k in kept} == kept  # the cells done before were not rerun
+    assert [r["cell.status"] for r in iter_rows(out / "runs.parquet")] == ["ok"] * 12
+
+
+def test_an_unknown_mode_is_bad_input_before_any_cluster(tmp_path: Path) -> None:
+    """The plan's errors come before Ray is touched (no --ray: a local runtime would be started otherwise)."""
+    result = run_cli(["sweep", zoo("squeezenet"), "--mode", "estimate,bench", "-o", tmp_path / "o"])
+    assert result.returncode == 2 and "unknown sweep mode(s) 'bench'" in result.err, result.describe()
+
+
+#: A device that sleeps for, and prints, a latency that is a function of the model file alone: 400 ms plus its
+#: size in bytes as µs; it logs "DEVICE MODEL" per call, or fails while the file LOG.offline-DEVICE exists. A shell
+#: script: starting it costs little beside the sleep.
+FAKE_DEVICE = """#!/bin/sh
+if [ -e "$3.offline-$2" ]; then echo "board $2 is offline" >&2; exit 7; fi
+us=$((400000 + $(stat -c %s "$1")))
+sleep "$(awk "BEGIN { printf \\"%.6f\\", $us / 1000000 }")"
+echo "$2 $1" >> "$3"
+echo "average latency: $(awk "BEGIN { printf \\"%.3f\\", $us / 1000 }") ms"
+"""
+
+
+def test_two_devices_bisect_in_at_most_0_6x_the_time_of_one(cluster: str, tmp_path: Path,
+                                                           write_model: ModelWriter) -> None:
+    model = write_residual(write_model)
+    script = tmp_path / "fake_device.sh"
+    script.write_text(FAKE_DEVICE, encoding="utf-8")
+    results = {}
+    for devices in ("a", "a,b"):
+        log = tmp_path / f"calls-{devices}.log"
+        out = tmp_path / f"run-{devices}.json"
+        start = time.perf_counter()
+        code = main(["bisect", str(model), "--target", "rdk-s100", "--run-cmd",
+                     f"exec sh {script} {{model}} {{device}} {log}",
+                     "--latency-regex", r"latency: ([0-9.]+) ms", "--granularity", "layer", "--repeats", "2",
+                     "--no-cache", "--devices", devices, "-o", str(out)])
+        wall_s = time.perf_counter() - start
+        assert code == 0
+        calls = [line.split()[0] for line in log.read_text(encoding="utf-8").splitlines()]
+        results[devices] = (wall_s, load_run(out)["bisect"], calls)
+    one_s, one, one_calls = results["a"]
+    two_s, two, two_calls = results["a,b"]
+    # 9 models (baseline, 8 prefixes ... whole) x 2 rounds, each timed once; the pool shares them out evenly
+    assert len(one_calls) == len(two_calls) == 18 and set(one_calls) == {"a"}
+    assert two_calls.count("a") == two_calls.count("b") == 9
+    assert [s["increment_us"] for s in two["segments"]] == [s["increment_us"] for s in one["segments"]]
+    assert two["full_us"] == one["full_us"] and two["baseline_us"] == one["baseline_us"]
+    assert two["full_us"] - two["baseline_us"] == sum(s["increment_us"] for s in two["segments"])
+    print(f"bisect on one device {one_s:.2f} s, on two {two_s:.2f} s ({two_s / one_s:.2f}x)")
+    assert two_s <= 0.6 * one_s, (one_s, two_s)
+
+
+def test_the_jobs_of_a_failing_device_are_rescheduled(cluster: str, tmp_path: Path,
+                                                      write_model: ModelWriter) -> None:
+    model = write_residual(write_model)
+    script = tmp_path / "fake_device.sh"
+    script.write_text(FAKE_DEVICE, encoding="utf-8")
+    log = tmp_path / "calls.log"
+    (tmp_path / "calls.log.offline-b").touch()
+    out = tmp_path / "run.json"
+    assert main(["bisect", str(model), "--target", "rdk-s100", "--run-cmd",
+                 f"exec sh {script} {{model}} {{device}} {log}", "--latency-regex", r"latency: ([0-9.]+) ms",
+                 "--granularity", "layer", "--repeats", "2", "--no-cache", "--devices", "a,b", "-o", str(out)]) == 0
+    calls = [line.split()[0] for line in log.read_text(encoding="utf-8").splitlines()]
+    assert calls == ["a"] * 18  # b's share went to a
+    planner = CutPlanner.for_model(load_model(model))
+    sizes = [len(planner.prefix_model(k).SerializeToString(deterministic=True))
+             for k in range(planner.layer_count + 1)]
+    section = load_run(out)["bisect"]
+    assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
+    assert section["baseline_us"] == 400_000 + sizes[0]
