@@ -1,6 +1,8 @@
-"""``layerscope sweep`` on a real local Ray cluster (started here on 127.0.0.1 once for the module, two CPUs, no
-dashboard; shut down at the end): zoo models x two targets, rerun does nothing, a failed cell is listed without
-stopping the sweep, a worker killed mid-cell is retried, a sweep killed halfway completes when rerun.
+"""``layerscope sweep`` on a real local Ray cluster (started here once for the module, two CPUs, no dashboard; shut
+down at the end), in a network namespace with loopback alone, where Ray's node address is 127.0.0.1 (elsewhere Ray
+takes the machine's own address whatever it is told; `make test` runs these tests under ``unshare -n``): zoo models
+x two targets, rerun does nothing, a failed cell is listed without stopping the sweep, a worker killed mid-cell is
+retried, a sweep killed halfway completes when rerun.
 
 Every CLI run is a child process under a timeout (connected to this cluster with ``--ray``), so no test can hang.
 """
@@ -12,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +36,16 @@ from layerscope.sweep.executor import MEASURE_RESOURCE
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("pyarrow")
+pytestmark = pytest.mark.ray
+
+
+def _loopback_only() -> bool:
+    """Whether this process's network namespace has no interface but loopback (asked of the kernel: /sys/class/net
+    shows the namespace sysfs was mounted in)."""
+    try:
+        return {name for _, name in socket.if_nameindex()} <= {"lo"}
+    except OSError:
+        return False
 
 #: Ray reserves far more address space than it touches: the child's cap is a guard, not a measure.
 MEMORY_BYTES = 64 * 1024**3
@@ -41,8 +54,11 @@ TIMEOUT_S = 240.0
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[str]:
-    """The address of a Ray cluster of one node (Ray resolves 127.0.0.1 to this machine's address) with 2 CPUs,
+    """The address of a Ray cluster of one node (127.0.0.1: this namespace has loopback alone) with 2 CPUs,
     one measuring slot and two fake devices, ``a`` and ``b``."""
+    if not _loopback_only():
+        pytest.skip("the Ray cluster starts only in a network namespace with loopback alone: `make test` runs "
+                    "these tests under `unshare -n`")
     with pytest.MonkeyPatch.context() as patch:
         # the workers are started by this node and import this checkout
         patch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p))
