@@ -249,12 +249,18 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
         layer["measured"] = measured
     run["kernels"] = [
         {"name": k.samples.name, "op_type": k.samples.op_type, "provider": k.samples.provider,
-         "layers": list(k.layers), "category": k.category, **k.stats.to_dict()}
+         "layers": list(k.layers), "category": k.category, **k.stats.to_dict(),
+         **({"exec_type": k.samples.exec_type} if k.samples.exec_type else {}),
+         **({"precision": k.samples.precision} if k.samples.precision else {})}
         for k in measurement.kernels
     ]
     config = measurement.config
+    compiled = {key: value for key, value in (
+        ("device", measurement.device), ("precision", measurement.precision),
+        ("performance_hint", measurement.performance_hint), ("streams", measurement.streams)) if value}
     run["measurement"] = {
-        "backend": "onnxruntime",
+        **compiled,
+        "backend": measurement.backend,
         "backend_version": measurement.backend_version,
         "provider": measurement.provider,
         "threads": config.threads,
@@ -279,7 +285,9 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
         "kind": "kernel-profile",
     }
     run["latency"] = {**measurement.latency.to_dict(), "p50_us": _us(measurement.latency.median_us),
-                      "fps": round(measurement.latency.fps, 3), "source": "uninstrumented session.run"}
+                      "fps": round(measurement.latency.fps, 3),
+                      "source": "uninstrumented InferRequest.infer" if measurement.backend == "openvino"
+                      else "uninstrumented session.run"}
     run["summary"]["meas_latency_us"] = _us(measurement.latency.median_us)
     return run
 

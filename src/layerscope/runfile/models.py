@@ -185,6 +185,9 @@ class Kernel(Section):
     samples: Count | None = None
     layers: list[str] = []
     category: str | None = None
+    #: A compiling runtime's kernel implementation (OpenVINO ``jit_avx2_f32``) and the precision it ran at.
+    exec_type: str | None = None
+    precision: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------- measurement
@@ -221,6 +224,11 @@ class KernelProfileMeasurement(_MeasurementBase):
     """``layerscope profile`` (and ``pipeline``): ONNX Runtime's kernel profiler, joined to layers."""
 
     kind: Literal["kernel-profile"]
+    #: Compiling runtimes (OpenVINO): the device, the inference precision, performance hint and streams.
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
+    streams: Count | None = None
     coverage: Fraction | None = None
     overhead: Ratio | None = None
     mapped_share: Fraction | None = None
