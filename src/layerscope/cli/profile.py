@@ -16,13 +16,16 @@ import click
 
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
+    backend_option,
     cli_dims,
     input_option,
     intra_threads_option,
+    openvino_options,
     opt_level_option,
     parse_shapes,
     print_shape_notes,
     provider_option,
+    selected_backend,
     shape_option,
     target_option,
 )
@@ -30,7 +33,6 @@ from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph, simulate_timeline
-from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import feeder, make_inputs
 from layerscope.measure.profile import PartialProfile
 from layerscope.measure.session import SessionConfig, machine_info
@@ -58,6 +60,8 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @intra_threads_option()
 @opt_level_option
 @provider_option
+@backend_option
+@openvino_options
 @click.option("-o", "--json", "json_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write the run file (estimate and measurement joined per layer).")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
@@ -73,11 +77,13 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
                    "`estimate --timeline`): the run holds the measurement and the timeline together.")
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
-            warmup: int, threads: int, opt_level: str, provider: str, json_out: Path | None, html_out: Path | None,
-            top: int, output_format: str, level: str, timeline: bool, stress: StressSpec | None) -> None:
-    """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
-    backend = get_backend("onnxruntime")
-    backend.check_provider(provider)  # exit 3 before any work when the provider is missing
+            warmup: int, threads: int, opt_level: str, provider: str, backend_name: str, json_out: Path | None,
+            html_out: Path | None, top: int, output_format: str, level: str, timeline: bool,
+            stress: StressSpec | None) -> None:
+    """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime or OpenVINO, beside its
+    estimate."""
+    # exit 3 before any work when the provider (OpenVINO: the device) is missing
+    backend, provider = selected_backend(backend_name, provider)
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
     print_shape_notes(graph)
@@ -85,7 +91,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
+    config = SessionConfig(provider=provider, threads=threads,
+                           opt_level=opt_level if backend_name == "onnxruntime" else "compiler")
     try:
         with phase_progress(_PHASES) as progress:
             measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,

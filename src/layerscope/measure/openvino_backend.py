@@ -64,6 +64,9 @@ PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 #: Runtime-model layer types that move or hold data without computing a source layer.
 _LAYOUT_TYPES = frozenset({"Reorder", "Input", "Output", "Parameter", "Result", "MemoryInput", "MemoryOutput"})
 _CONSTANT_TYPES = frozenset({"Const", "Constant"})
+#: ONNX ops a compiler may drop outright (no work): never given to a neighbour's node by consumption alone.
+_NO_WORK_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape",
+                          "Transpose", "Concat", "Split", "Slice", "Expand", "Cast"})
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,7 @@ def _rt(info: Any, key: str) -> str:
 #: Runtime-model layer types -> the ONNX op types a node of that type may run (for nodes a transformation
 #: created without carrying the original names along: OpenVINO's VariadicSplit, RNNSeq, Convert).
 _COMPATIBLE_OPS: Mapping[str, frozenset[str]] = {
-    "Split": frozenset({"Split"}),
+    "Split": frozenset({"Split", "Slice"}),
     "RNNSeq": frozenset({"LSTM", "GRU", "RNN"}),
     "RNNCell": frozenset({"LSTM", "GRU", "RNN"}),
     "Convert": frozenset({"Cast"}),
@@ -226,10 +229,13 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     A node's layers are those its ``originalLayersNames`` name (through ``owner``). Transformations rename
     what they fuse (Conv+BatchNormalization becomes ``Multiply_9004`` with ``n1,n2`` but not ``n0``) or create
     nodes without original names (``VariadicSplit_6742``); source layers no name covers are then given, until
-    nothing changes, to (1) the one node holding every layer that consumes them (or every layer they consume),
-    when that node also holds a name no source layer has; (2) a node with no source layer whose type can run
-    them (:data:`_COMPATIBLE_OPS`) and whose neighbours in the runtime model (three steps either way) hold a
-    layer next to them in the source graph."""
+    nothing changes, to (a) the nodes with no source layer whose type can run them (:data:`_COMPATIBLE_OPS`) and
+    whose neighbours in the runtime model (four steps either way) hold a layer next to them in the source graph
+    (four steps, through layers no node holds); or else (b) the one node holding every layer that consumes them
+    (or every layer they consume), when that node also holds a name no source layer has, or holds both what they
+    read and what reads them (a Sigmoid inside a fused SiLU), or, once nothing else applies, consumes them and
+    they are not an op a compiler drops for free (:data:`_NO_WORK_OPS`: a MatMul folded into the
+    FullyConnected named after its Add)."""
     order = {node.id: i for i, node in enumerate(graph.layers)}
     ops = list(compiled.get_runtime_model().get_ordered_ops())
     infos = {op.get_friendly_name(): op.get_rt_info() for op in ops}
@@ -239,7 +245,7 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     layers: dict[str, set[str]] = {name: {owner[n] for n in orig if n in owner} for name, orig in original.items()}
     renamed = {name for name, orig in original.items() if any(n not in owner for n in orig)
                and types[name] not in _LAYOUT_TYPES | _CONSTANT_TYPES}
-    neighbours = _runtime_neighbours(ops, depth=3)
+    neighbours = _runtime_neighbours(ops, depth=4)
     producers = {t: node.id for node in graph.layers for t in node.outputs if t}
     consumers: dict[str, set[str]] = {}
     for node in graph.layers:
@@ -247,28 +253,23 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
             if t in producers:
                 consumers.setdefault(producers[t], set()).add(node.id)
     feeds = {node.id: {producers[t] for t in node.inputs if t in producers} for node in graph.layers}
-    changed = True
-    while changed:
-        changed = False
-        holder = {lid: name for name, ls in layers.items() for lid in ls}
-        for node in graph.layers:
-            if node.id in holder:
-                continue
-            for side in (consumers.get(node.id, set()), feeds[node.id]):
-                nodes_of = {holder.get(lid) for lid in side}
-                target = next(iter(nodes_of)) if len(nodes_of) == 1 else None
-                if side and target is not None and target in renamed:
-                    layers[target].add(node.id)
-                    holder[node.id] = target
-                    changed = True
-                    break
-            if node.id in holder:
-                continue
-            near = (feeds[node.id] | consumers.get(node.id, set()))
-            for name in layers:
-                if (not layers[name] and node.op_type in _COMPATIBLE_OPS.get(types[name], ())
-                        and any(lid in near for other in neighbours.get(name, ()) for lid in layers[other])):
+    for strict in (True, False):  # the relaxed consumer rule only once nothing else applies
+        changed = True
+        while changed:
+            changed = False
+            holder = {lid: name for name, ls in layers.items() for lid in ls}
+            for node in graph.layers:
+                if node.id in holder:
+                    continue
+                target_names = _compatible_nodes(node.id, node.op_type, feeds, consumers, holder=holder,
+                                                 layers=layers, types=types, neighbours=neighbours)
+                if not target_names:
+                    target = _holding_node(node.id, node.op_type, feeds, consumers, holder=holder, renamed=renamed,
+                                           strict=strict)
+                    target_names = [target] if target is not None else []
+                for name in target_names:
                     layers[name].add(node.id)
+                    holder.setdefault(node.id, name)
                     changed = True
     nodes: dict[str, _ExecNode] = {}
     for name, info in infos.items():
@@ -285,6 +286,38 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
         nodes[name] = _ExecNode(name, layer_type, _rt(info, "primitiveType"), _rt(info, "runtimePrecision"),
                                 original[name], ids, category)
     return nodes
+
+
+def _holding_node(layer: str, op_type: str, feeds: Mapping[str, set[str]], consumers: Mapping[str, set[str]], *,
+                  holder: Mapping[str, str], renamed: set[str], strict: bool) -> str | None:
+    """Rule (b) of :func:`runtime_nodes`: the node that holds ``layer``'s consumers (or feeds), or ``None``."""
+    before, after = feeds[layer], consumers.get(layer, set())
+    inside = {holder.get(lid) for lid in before | after}
+    for side in (after, before):
+        nodes_of = {holder.get(lid) for lid in side}
+        target = next(iter(nodes_of)) if len(nodes_of) == 1 else None
+        if not side or target is None:
+            continue
+        if target in renamed or (len(inside) == 1 and before and after):
+            return target
+        if not strict and side is after and op_type not in _NO_WORK_OPS:
+            return target
+    return None
+
+
+def _compatible_nodes(layer: str, op_type: str, feeds: Mapping[str, set[str]], consumers: Mapping[str, set[str]], *,
+                      holder: Mapping[str, str], layers: Mapping[str, set[str]], types: Mapping[str, str],
+                      neighbours: Mapping[str, set[str]]) -> list[str]:
+    """Rule (a) of :func:`runtime_nodes`: nodes with no source layer that can run ``layer`` next to it."""
+    near: set[str] = set()
+    frontier = {layer}
+    for _ in range(4):  # source neighbours, through layers no node holds yet (dropped reshapes)
+        frontier = {n for f in frontier for n in feeds[f] | consumers.get(f, set())} - near - {layer}
+        near |= frontier
+        frontier = {n for n in frontier if n not in holder}
+    return [name for name, held in layers.items()
+            if not held and op_type in _COMPATIBLE_OPS.get(types[name], ())
+            and any(lid in near for other in neighbours.get(name, ()) for lid in layers[other])]
 
 
 def _runtime_neighbours(ops: Sequence[Any], depth: int) -> dict[str, set[str]]:
@@ -336,7 +369,8 @@ class OpenVinoBackend:
         plain = compile_for(graph, config, self.options, profiling=False)
         request = plain.create_infer_request()
         inputs = _feed_dict(plain, feeds)
-        latency_samples, interrupted = _timed(request, inputs, warmup, runs, ("warmup", "latency"), progress)
+        latency_samples, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup", "latency"),
+                                             progress=progress)
         del request, plain
         if not latency_samples:
             raise KeyboardInterrupt
@@ -352,8 +386,8 @@ class OpenVinoBackend:
             request = compiled.create_infer_request()
             inputs = _feed_dict(compiled, feeds)
             per_run: list[dict[str, float]] = []
-            run_us, interrupted = _timed(request, inputs, warmup, runs, ("warmup-profiled", "profiled"), progress,
-                                         after=lambda: per_run.append(_counters(request)))
+            run_us, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup-profiled", "profiled"),
+                                         progress=progress, after=lambda: per_run.append(_counters(request)))
         except KeyboardInterrupt:
             raise partial() from None
         if not run_us:
@@ -362,7 +396,7 @@ class OpenVinoBackend:
         nodes = runtime_nodes(compiled, graph, owner)
         precision = _type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
         kernels = _kernel_results(nodes, per_run, device)
-        fusion = _fusion_map(graph, nodes)
+        fusion = _fusion_map(graph, nodes, kernels)
         layers = layer_results(graph, kernels, weights or {})
         latency, instrumented = summarize(latency_samples), summarize(run_us)
         kernel_total = sum(k.stats.median_us for k in kernels)
@@ -395,7 +429,7 @@ def _read(graph: Graph) -> Any:
         raise ModelError(f"{graph.name}: OpenVINO cannot read the model: {first.strip()}") from None
 
 
-def _timed(request: Any, inputs: Mapping[Any, np.ndarray], warmup: int, runs: int, phases: tuple[str, str],
+def _timed(request: Any, inputs: Mapping[Any, np.ndarray], warmup: int, runs: int, *, phases: tuple[str, str],
            progress: Progress | None, after: Any = None) -> tuple[list[float], bool]:
     """``warmup`` untimed then ``runs`` timed ``infer`` calls (µs); on Ctrl-C in the timed ones, those done and
     ``True`` (Ctrl-C in the warm-up propagates)."""
@@ -445,9 +479,11 @@ def _kernel_results(nodes: Mapping[str, _ExecNode], per_run: Sequence[Mapping[st
     return tuple(results)
 
 
-def _fusion_map(graph: Graph, nodes: Mapping[str, _ExecNode]) -> FusionMap:
+def _fusion_map(graph: Graph, nodes: Mapping[str, _ExecNode], executed: Sequence[KernelResult]) -> FusionMap:
+    """Every runtime node's layers; eliminated: the source layers no *executed* node covers (a reshape done in
+    place, a node the compiler kept but never runs, a layer folded away)."""
     kernels = {n.name: KernelMapping(n.name, n.layer_type, "", n.layers, n.category) for n in nodes.values()}
-    covered = {lid for n in nodes.values() if n.category == "layer" for lid in n.layers}
+    covered = {lid for k in executed if k.category == "layer" for lid in k.layers}
     return FusionMap(kernels, tuple(node.id for node in graph.layers if node.id not in covered))
 
 
