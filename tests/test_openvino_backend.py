@@ -126,3 +126,18 @@ def test_backends_lists_openvino_with_its_devices(capsys: pytest.CaptureFixture[
     infos = {info["name"]: info for info in json.loads(capsys.readouterr().out)}
     assert infos["openvino"]["version"] == ov.get_version()
     assert "CPU" in infos["openvino"]["available_providers"]
+
+
+def test_bench_cli_times_openvino_infer_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["bench", str(_conv_relu(tmp_path)), "--backend", "openvino", "--precision", "f32",
+                 "--intra-threads", "1", "--threads", "2", "--runs", "20", "--warmup", "2", "--json", str(out)]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # rich wraps lines at spaces
+    assert "InferRequest.infer" in printed and "precision f32" in printed
+    load(out)  # the run file passes the schema
+    run = json.loads(out.read_text())
+    m, lat = run["measurement"], run["latency"]
+    assert (m["kind"], m["backend"], m["device"], m["precision"]) == ("bench", "openvino", "CPU", "f32")
+    assert m["backend_version"] == ov.get_version() and m["performance_hint"] == "LATENCY"
+    assert m["streams"] == 2 and sum(s["runs"] for s in m["stream_results"]) == 20 == lat["samples"]
+    assert 0 < lat["min_us"] <= lat["p50_us"] <= lat["p90_us"] <= lat["p99_us"] <= lat["max_us"]

@@ -21,13 +21,16 @@ from rich.text import Text
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    backend_option,
     cli_dims,
     input_option,
     intra_threads_option,
+    openvino_options,
     opt_level_option,
     parse_shapes,
     print_shape_notes,
     provider_option,
+    selected_backend,
     shape_option,
 )
 from layerscope.cli.outputs import OutputPath
@@ -67,6 +70,8 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
               help="Concurrent inference streams: threads calling session.run on one shared session.")
 @intra_threads_option("--intra-threads")
 @provider_option
+@backend_option
+@openvino_options
 @opt_level_option
 @shape_option
 @input_option
@@ -75,26 +80,40 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
               help="Write the run file (JSON) with the measurement and latency sections.")
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
-            intra_threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
+            intra_threads: int, provider: str, backend_name: str, opt_level: str, shapes: tuple[str, ...],
             input_specs: tuple[str, ...], seed: int, json_out: Path | None, stress: StressSpec | None) -> None:
-    """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime."""
+    """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime or
+    OpenVINO (--backend openvino: each stream one synchronous infer request on the compiled model)."""
     if runs is not None and duration is not None:
         raise click.UsageError("give --runs or --duration, not both")
     config = BenchConfig(warmup_runs=warmup, runs=None if duration is not None else runs or DEFAULT_RUNS,
                          duration_s=duration, streams=streams)
-    full_provider = ort_provider(provider)
-    session_config = SessionConfig(provider=provider, threads=intra_threads, opt_level=opt_level)
+    backend, provider = selected_backend(backend_name, provider)  # exit 3 before any work
+    session_config = SessionConfig(provider=provider, threads=intra_threads,
+                                   opt_level=opt_level if backend_name == "onnxruntime" else "compiler")
     model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
     inputs = resolve_inputs(graph, input_specs, seed)
-    session = make_session(model_path, session_config)
+    backend_info: dict[str, Any] = {}
+    if backend_name == "openvino":
+        from layerscope.measure.openvino_backend import InferSession, OpenVinoBackend, compile_for, compiled_settings
+
+        assert isinstance(backend, OpenVinoBackend)
+        compiled = compile_for(graph, session_config, backend.options, profiling=False)
+        session: Any = InferSession(compiled, streams)
+        backend_info = {"backend": "openvino", "backend_version": backend.info().version,
+                        "settings": {"device": provider, **compiled_settings(compiled)}}
+        full_provider = provider
+    else:
+        full_provider = ort_provider(provider)
+        session = make_session(model_path, session_config)
     unit = "s" if config.duration_s is not None else "runs"
     labels = {"warmup": "warm-up", "measure": "measuring"}
     with phase_progress(labels, {"measure": unit}) as progress:
         result = run_bench(session, inputs.arrays, config, progress)
     run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
-                         seed=seed, machine=machine_info())
+                         seed=seed, machine=machine_info(), **backend_info)
     interrupted = result.interrupted
     if stress is not None and not interrupted:
         with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
@@ -172,13 +191,17 @@ def bench_context(run: Mapping[str, Any]) -> Table:
                         f"({m['cpu_time_s'] / m['wall_s'] if m['wall_s'] else 0:.2f} cores busy, whole process)")
     rss = m.get("peak_rss_bytes")
     grid.add_row("peak RSS", f"{human_bytes(rss)} (whole process, since start)" if rss is not None else "n/a")
-    grid.add_row("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}")
-    intra = m["threads"] or "onnxruntime default (one per physical core)"
+    openvino = m["backend"] == "openvino"
+    grid.add_row("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, " + (
+        f"precision {m.get('precision')}, {m.get('performance_hint')} hint, {m.get('num_streams')} OpenVINO "
+        "stream(s)" if openvino else f"opt level {m['opt_level']}"))
+    intra = m["threads"] or ("OpenVINO default" if openvino else "onnxruntime default (one per physical core)")
     grid.add_row("threads", f"{streams} stream{'s' if streams > 1 else ''} x intra-op threads: {intra}")
     grid.add_row("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} "
                                  f"cores, {machine.get('os')}, Python {machine.get('python')}"))
     grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
-                             "latency = one session.run call, inputs already in memory")
+                             f"latency = one {'InferRequest.infer' if openvino else 'session.run'} call, "
+                             "inputs already in memory")
     if m.get("interrupted"):
         planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
         grid.add_row("INTERRUPTED", f"after {lat['samples']} runs ({planned}): the figures cover "

@@ -53,8 +53,8 @@ from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
 from layerscope.stats import drift, summarize
 
-__all__ = ["DEVICES", "PERFORMANCE_HINTS", "PRECISIONS", "OpenVinoBackend", "OpenVinoOptions", "compile_for",
-           "source_layers_of_ops"]
+__all__ = ["DEVICES", "PERFORMANCE_HINTS", "PRECISIONS", "InferSession", "OpenVinoBackend", "OpenVinoOptions",
+           "compile_for", "compiled_settings", "source_layers_of_ops"]
 
 #: Devices OpenVINO may offer (``AUTO`` picks among those present).
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
@@ -133,6 +133,35 @@ def compile_for(graph: Graph, config: SessionConfig, options: OpenVinoOptions, *
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise ModelError(f"{graph.name}: OpenVINO cannot compile the model for {device}: {first.strip()}") from None
+
+
+class InferSession:
+    """A compiled model behind ``run(None, feeds)``, the call :func:`~layerscope.measure.bench.run_bench` times:
+    ``requests`` infer requests are created up front; a call takes a free one, runs one synchronous
+    ``InferRequest.infer`` and gives it back (so concurrent streams are concurrent requests). More concurrent
+    calls than ``requests`` is ``RuntimeError``."""
+
+    def __init__(self, compiled: Any, requests: int = 1) -> None:
+        self.compiled = compiled
+        self._free = [compiled.create_infer_request() for _ in range(max(1, requests))]
+
+    def run(self, _outputs: object, feeds: Mapping[str, np.ndarray]) -> None:
+        try:
+            request = self._free.pop()  # atomic under the GIL
+        except IndexError:
+            raise RuntimeError("more concurrent calls than OpenVINO infer requests") from None
+        try:
+            request.infer(feeds)
+        finally:
+            self._free.append(request)
+
+
+def compiled_settings(compiled: Any) -> dict[str, Any]:
+    """What the compiler chose: inference precision, performance hint, streams, threads."""
+    return {"precision": _type_name(compiled.get_property("INFERENCE_PRECISION_HINT")),
+            "performance_hint": str(compiled.get_property("PERFORMANCE_HINT")),
+            "num_streams": int(compiled.get_property("NUM_STREAMS")),
+            "inference_threads": int(compiled.get_property("INFERENCE_NUM_THREADS"))}
 
 
 def _feed_dict(compiled: Any, feeds: Mapping[str, np.ndarray]) -> dict[Any, np.ndarray]:

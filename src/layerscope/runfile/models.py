@@ -244,6 +244,11 @@ class BenchMeasurement(_MeasurementBase):
 
     kind: Literal["bench"]
     streams: Count | None = None
+    #: OpenVINO: the device, the compiler's inference precision, performance hint and NUM_STREAMS.
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
+    num_streams: Count | None = None
     stream_results: list[dict[str, Any]] = []
 
 
