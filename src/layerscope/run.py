@@ -293,7 +293,7 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
 
 
 def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend_version: str,
-                        machine: Mapping[str, Any]) -> dict[str, Any]:
+                        machine: Mapping[str, Any], backend: str = "onnxruntime") -> dict[str, Any]:
     """``run`` with what a ``profile`` interrupted before its profiled runs measured: the ``latency`` section of
     its end-to-end (uninstrumented) runs and a ``measurement`` section marked ``interrupted`` and ``partial``
     (no kernels, no per-layer times, ``runs`` = the end-to-end runs done of ``planned_runs``)."""
@@ -302,7 +302,7 @@ def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend
     latency = summarize(partial.latency_samples_us)
     config = partial.config
     run["measurement"] = {
-        "kind": "kernel-profile", "backend": "onnxruntime", "backend_version": backend_version,
+        "kind": "kernel-profile", "backend": backend, "backend_version": backend_version,
         "provider": config.provider, "threads": config.threads, "opt_level": config.opt_level, "runs": latency.samples,
         "planned_runs": partial.planned_runs, "warmup": partial.warmup, "machine": dict(machine),
         "interrupted": True, "partial": "end-to-end runs only: interrupted before the profiled runs",

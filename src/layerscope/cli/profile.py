@@ -33,6 +33,7 @@ from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.cli.pipeline import stress_option, stress_progress, stress_report
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph, simulate_timeline
+from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import feeder, make_inputs
 from layerscope.measure.profile import PartialProfile
 from layerscope.measure.session import SessionConfig, machine_info
@@ -98,7 +99,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
                                           progress=progress)
     except PartialProfile as partial:
-        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out)
+        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out, backend.name)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs),
@@ -143,11 +144,10 @@ def _saved_note(paths: list[Path], mark: str) -> str:
 
 
 def _keep_partial(run: dict[str, Any], partial: PartialProfile, json_out: Path | None,
-                  html_out: Path | None) -> NoReturn:
+                  html_out: Path | None, backend_name: str = "onnxruntime") -> NoReturn:
     """Print and save the end-to-end runs of a profile interrupted before its profiled runs, then re-raise."""
-    import onnxruntime as ort
-
-    run = add_partial_latency(run, partial, backend_version=ort.__version__, machine=machine_info())
+    version = get_backend(backend_name).info().version
+    run = add_partial_latency(run, partial, backend_version=version, machine=machine_info(), backend=backend_name)
     lat = run["latency"]
     SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
                     f"end-to-end runs: median {human_us(lat['median_us'])}, P90 {human_us(lat['p90_us'])} "
