@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.errors import BackendUnavailable
+from layerscope.importers.openvino import parse_csv
 from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement, attribution_violations
@@ -28,11 +31,11 @@ _COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", 
                       "MaxPool", "AveragePool", "GlobalAveragePool"})
 
 
-def _profile(path: Path, runs: int = 1) -> tuple[Measurement, object]:
+def _profile(path: Path, runs: int = 1, warmup: int = 0) -> tuple[Measurement, object]:
     graph = load_model(path)
     backend = get_backend("openvino")
     measurement = backend.profile(graph, make_inputs(graph, ()), SessionConfig(provider="cpu", threads=1),
-                                  runs=runs, warmup=0)
+                                  runs=runs, warmup=warmup)
     return measurement, graph
 
 
@@ -141,3 +144,39 @@ def test_bench_cli_times_openvino_infer_requests(tmp_path: Path, capsys: pytest.
     assert m["backend_version"] == ov.get_version() and m["performance_hint"] == "LATENCY"
     assert m["streams"] == 2 and sum(s["runs"] for s in m["stream_results"]) == 20 == lat["samples"]
     assert 0 < lat["min_us"] <= lat["p50_us"] <= lat["p90_us"] <= lat["p99_us"] <= lat["max_us"]
+
+
+def _benchmark_app(model: Path, folder: Path, report_type: str) -> Path:
+    tool = Path(sys.executable).parent / "benchmark_app"
+    if not tool.exists():
+        pytest.skip("benchmark_app is not installed beside this Python")
+    subprocess.run([str(tool), "-m", str(model), "-d", "CPU", "-niter", "20", "-hint", "none", "-nthreads", "1",
+                    "-nstreams", "1", "-nireq", "1", "-api", "sync", "-ip", "f32", "-report_type", report_type,
+                    "-report_folder", str(folder), "-exec_graph_path", str(folder / "exec.xml")],
+                   check=True, capture_output=True, timeout=300)
+    return folder / f"benchmark_{report_type}_report.csv"
+
+
+@pytest.mark.parametrize("report_type", ["detailed_counters", "average_counters"])
+def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
+        tmp_path: Path, report_type: str, capsys: pytest.CaptureFixture[str]) -> None:
+    model = _conv_relu(tmp_path)
+    report = _benchmark_app(model, tmp_path, report_type)
+    out = tmp_path / "imported.json"
+    assert main(["import", str(report), str(tmp_path / "exec.xml"), "--model", str(model), "-o", str(out)]) == 0
+    imported = json.loads(out.read_text())
+    # the exec graph's names join every timed node of the counters report (without it, conv/WithoutBiases is
+    # "some parts not found")
+    timed = {e.name: e for e in parse_csv(report.read_text(), str(report)).entries if e.stats is not None}
+    assert timed and not {u["name"] for u in imported["import"]["unmatched"]} & set(timed)
+    layers = {layer["id"]: layer["measured"] for layer in imported["layers"]}
+    # the same fusion as the direct backend sees: the ReLU inside the convolution's node, the pool alone
+    direct, _ = _profile(model, runs=20, warmup=5)
+    for lid in ("conv", "relu", "pool"):
+        assert bool(layers[lid].get("fused_group")) == bool(direct.layers[lid].fused_group)
+    assert layers["conv"]["kernel"] == layers["relu"]["kernel"] == direct.layers["conv"].kernels[0]
+    assert layers["pool"]["kernel"] == direct.layers["pool"].kernels[0]
+    # one node's time from both tools, same thread count: within 3x of each other on a shared machine
+    imported_us = layers["conv"]["mean_us"] + layers["relu"]["mean_us"]
+    direct_us = direct.layers["conv"].stats.mean_us + direct.layers["relu"].stats.mean_us  # type: ignore[union-attr]
+    assert direct_us / 3 <= imported_us <= direct_us * 3
