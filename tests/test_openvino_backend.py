@@ -61,9 +61,7 @@ def test_zoo_networks_map_every_executed_node_to_source_layers(name: str) -> Non
     _check_mapping(zoo(name))
 
 
-@pytest.mark.parametrize("name", ["yolov5s", "yolov8s", "dbnet", "bert_tiny", "vit_tiny", pytest.param(
-    "crnn", marks=pytest.mark.xfail(strict=True, reason="OpenVINO's LSTMSequence nodes carry no original "
-                                    "layer names and are not yet tied to the ONNX LSTM layers (~20% unmapped)"))])
+@pytest.mark.parametrize("name", ["yolov5s", "yolov8s", "dbnet", "bert_tiny", "vit_tiny", "crnn"])
 def test_bundled_samples_map_every_executed_node_to_source_layers(name: str) -> None:
     _check_mapping(sample_path(name))
 
@@ -176,7 +174,10 @@ def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
         assert bool(layers[lid].get("fused_group")) == bool(direct.layers[lid].fused_group)
     assert layers["conv"]["kernel"] == layers["relu"]["kernel"] == direct.layers["conv"].kernels[0]
     assert layers["pool"]["kernel"] == direct.layers["pool"].kernels[0]
-    # one node's time from both tools, same thread count: within 3x of each other on a shared machine
-    imported_us = layers["conv"]["mean_us"] + layers["relu"]["mean_us"]
-    direct_us = direct.layers["conv"].stats.mean_us + direct.layers["relu"].stats.mean_us  # type: ignore[union-attr]
-    assert direct_us / 3 <= imported_us <= direct_us * 3
+    # the convolution node's share of the layers' time, from both tools (shares, not absolute times: both run
+    # one thread on a shared machine whose speed moves between the two runs); hand-checked: about 0.9 here
+    imported_share = (layers["conv"]["mean_us"] + layers["relu"]["mean_us"]) / sum(
+        layers[lid]["mean_us"] for lid in ("conv", "relu", "pool"))
+    direct_share = sum(direct.layers[lid].stats.mean_us for lid in ("conv", "relu")) / sum(  # type: ignore[union-attr]
+        direct.layers[lid].stats.mean_us for lid in ("conv", "relu", "pool"))  # type: ignore[union-attr]
+    assert 0.5 < direct_share < 1.0 and abs(imported_share - direct_share) <= 0.15, (imported_share, direct_share)

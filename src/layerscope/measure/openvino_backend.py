@@ -264,7 +264,9 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     (or every layer they consume), when that node also holds a name no source layer has, or holds both what they
     read and what reads them (a Sigmoid inside a fused SiLU), or, once nothing else applies, consumes them and
     they are not an op a compiler drops for free (:data:`_NO_WORK_OPS`: a MatMul folded into the
-    FullyConnected named after its Add)."""
+    FullyConnected named after its Add). Last, (c): a node still without a source layer whose type can run a
+    layer that a neighbour (two steps) holds takes that layer too (the frontend decomposed an ONNX LSTM into
+    Transpose/Gather pieces named after it; the compiler's ``LSTMSequence_4435`` does the work)."""
     order = {node.id: i for i, node in enumerate(graph.layers)}
     ops = list(compiled.get_runtime_model().get_ordered_ops())
     infos = {op.get_friendly_name(): op.get_rt_info() for op in ops}
@@ -300,6 +302,12 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
                     layers[name].add(node.id)
                     holder.setdefault(node.id, name)
                     changed = True
+    op_types = {node.id: node.op_type for node in graph.layers}
+    near_nodes = _runtime_neighbours(ops, depth=2)
+    for name, held in list(layers.items()):  # (c) a decomposed node's pieces hold it, the real kernel does not
+        if not held and types[name] in _COMPATIBLE_OPS:
+            held.update(lid for other in near_nodes.get(name, ()) for lid in layers[other]
+                        if op_types[lid] in _COMPATIBLE_OPS[types[name]])
     nodes: dict[str, _ExecNode] = {}
     for name, info in infos.items():
         layer_type = types[name]
