@@ -181,3 +181,17 @@ def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
     direct_share = sum(direct.layers[lid].stats.mean_us for lid in ("conv", "relu")) / sum(  # type: ignore[union-attr]
         direct.layers[lid].stats.mean_us for lid in ("conv", "relu", "pool"))  # type: ignore[union-attr]
     assert 0.5 < direct_share < 1.0 and abs(imported_share - direct_share) <= 0.15, (imported_share, direct_share)
+
+
+def test_bench_throughput_mode_keeps_an_async_queue_busy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["bench", str(_conv_relu(tmp_path)), "--backend", "openvino", "--performance-hint", "throughput",
+                 "--threads", "3", "--runs", "30", "--warmup", "1", "--json", str(out)]) == 0
+    assert "AsyncInferQueue of 3 requests" in " ".join(capsys.readouterr().out.split())
+    load(out)
+    run = json.loads(out.read_text())
+    m, lat = run["measurement"], run["latency"]
+    assert (m["mode"], m["async_requests"], m["performance_hint"]) == ("throughput: AsyncInferQueue", 3, "THROUGHPUT")
+    assert lat["samples"] == 30 and 0 < lat["min_us"] <= lat["p50_us"] <= lat["max_us"]
+    # 30 runs over the queue's wall time: at least one run's worth of FPS, at most 3 in flight at once
+    assert 1e6 / lat["max_us"] <= lat["fps"] <= 3 * 1e6 / lat["min_us"]

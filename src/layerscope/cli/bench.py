@@ -110,14 +110,22 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
         session = make_session(model_path, session_config)
     unit = "s" if config.duration_s is not None else "runs"
     labels = {"warmup": "warm-up", "measure": "measuring"}
+    throughput = backend_name == "openvino" and backend_info["settings"]["performance_hint"] != "LATENCY"
     with phase_progress(labels, {"measure": unit}) as progress:
-        result = run_bench(session, inputs.arrays, config, progress)
+        if throughput:  # OpenVINO's throughput mode: an AsyncInferQueue, --threads requests (1: its optimum)
+            from layerscope.measure.openvino_backend import async_bench
+
+            jobs = streams if streams > 1 else int(session.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            result = async_bench(session.compiled, inputs.arrays, config, jobs, progress)
+            backend_info["settings"].update(mode="throughput: AsyncInferQueue", async_requests=jobs)
+        else:
+            result = run_bench(session, inputs.arrays, config, progress)
     run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
                          seed=seed, machine=machine_info(), **backend_info)
     interrupted = result.interrupted
     if stress is not None and not interrupted:
         with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
-            experiment = paired_rounds(lambda stressed, i: run_bench(
+            experiment = paired_rounds(lambda stressed, i: run_bench(  # (latency mode)
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
         add_stress(run, experiment, lambda r: r.latency, model_threads=intra_threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
@@ -199,9 +207,14 @@ def bench_context(run: Mapping[str, Any]) -> Table:
     grid.add_row("threads", f"{streams} stream{'s' if streams > 1 else ''} x intra-op threads: {intra}")
     grid.add_row("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} "
                                  f"cores, {machine.get('os')}, Python {machine.get('python')}"))
-    grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
-                             f"latency = one {'InferRequest.infer' if openvino else 'session.run'} call, "
-                             "inputs already in memory")
+    if m.get("async_requests"):
+        grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per request; "
+                                 f"latency = start_async to completion on an AsyncInferQueue of "
+                                 f"{m['async_requests']} requests, inputs already in memory")
+    else:
+        grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
+                                 f"latency = one {'InferRequest.infer' if openvino else 'session.run'} call, "
+                                 "inputs already in memory")
     if m.get("interrupted"):
         planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
         grid.add_row("INTERRUPTED", f"after {lat['samples']} runs ({planned}): the figures cover "

@@ -249,6 +249,9 @@ class BenchMeasurement(_MeasurementBase):
     precision: str | None = None
     performance_hint: str | None = None
     num_streams: Count | None = None
+    #: OpenVINO's throughput mode: ``throughput: AsyncInferQueue`` and the queue's requests.
+    mode: str | None = None
+    async_requests: Count | None = None
     stream_results: list[dict[str, Any]] = []
 
 
