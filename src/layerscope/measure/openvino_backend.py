@@ -266,7 +266,10 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     they are not an op a compiler drops for free (:data:`_NO_WORK_OPS`: a MatMul folded into the
     FullyConnected named after its Add). Last, (c): a node still without a source layer whose type can run a
     layer that a neighbour (two steps) holds takes that layer too (the frontend decomposed an ONNX LSTM into
-    Transpose/Gather pieces named after it; the compiler's ``LSTMSequence_4435`` does the work)."""
+    Transpose/Gather pieces named after it; the compiler's ``LSTMSequence_4435`` does the work). Then (d): a
+    computing node still without one (a ``Convert`` or dequantizing ``Multiply`` the compiler inserted) works
+    for the one node it feeds that has source layers (following nodes without layers), and takes its layers.
+    Layout nodes (reorders, inputs, outputs) and constants keep none."""
     order = {node.id: i for i, node in enumerate(graph.layers)}
     ops = list(compiled.get_runtime_model().get_ordered_ops())
     infos = {op.get_friendly_name(): op.get_rt_info() for op in ops}
@@ -308,6 +311,17 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
         if not held and types[name] in _COMPATIBLE_OPS:
             held.update(lid for other in near_nodes.get(name, ()) for lid in layers[other]
                         if op_types[lid] in _COMPATIBLE_OPS[types[name]])
+    consumers_of = _runtime_consumers(ops)
+    for name, held in list(layers.items()):  # (d) a helper the compiler inserted works for the node it feeds
+        if not held and types[name] not in _LAYOUT_TYPES | _CONSTANT_TYPES:
+            frontier, seen = [name], {name}
+            while frontier and not held:
+                targets = {c for f in frontier for c in consumers_of.get(f, ())} - seen
+                with_layers = [t for t in targets if layers[t]]
+                if len(with_layers) == 1:
+                    held.update(layers[with_layers[0]])
+                seen |= targets
+                frontier = [t for t in targets if not layers[t]] if len(seen) < 64 else []
     nodes: dict[str, _ExecNode] = {}
     for name, info in infos.items():
         layer_type = types[name]
@@ -355,6 +369,16 @@ def _compatible_nodes(layer: str, op_type: str, feeds: Mapping[str, set[str]], c
     return [name for name, held in layers.items()
             if not held and op_type in _COMPATIBLE_OPS.get(types[name], ())
             and any(lid in near for other in neighbours.get(name, ()) for lid in layers[other])]
+
+
+def _runtime_consumers(ops: Sequence[Any]) -> dict[str, set[str]]:
+    """Each runtime node -> the nodes that read its outputs."""
+    consumers: dict[str, set[str]] = {}
+    for op in ops:
+        for port in op.inputs():
+            consumers.setdefault(port.get_source_output().get_node().get_friendly_name(), set()).add(
+                op.get_friendly_name())
+    return consumers
 
 
 def _runtime_neighbours(ops: Sequence[Any], depth: int) -> dict[str, set[str]]:
