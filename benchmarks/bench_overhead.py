@@ -1,6 +1,11 @@
 """Overhead of ``layerscope bench``'s measuring loop against a plain ``session.run`` loop.
 
-Usage: ``.venv/bin/python benchmarks/bench_overhead.py [--rounds 10] [--runs 20] [--size 320] [--model X.onnx]``
+Usage: ``.venv/bin/python benchmarks/bench_overhead.py [--rounds 10] [--runs 20] [--size 320] [--model X.onnx]
+[--backend onnxruntime|openvino]``
+
+With ``--backend openvino`` the bench side times :class:`~layerscope.measure.openvino_backend.InferSession`
+(what ``bench --backend openvino`` runs) and the plain side ``InferRequest.infer`` on a request of the same
+compiled model (OpenVINO's CPU device, its defaults).
 
 Both sides time the same ``session.run(None, feeds)`` calls on ONE shared session in this process:
 ``layerscope.measure.bench.run_bench`` (one stream, no warm-up: the session is warmed once up front)
@@ -18,6 +23,7 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +38,13 @@ from layerscope.samples import sample_path
 GOAL_RATIO = 1.03
 
 
-def plain_round_median_us(session: Any, feeds: dict[str, np.ndarray], runs: int) -> float:
-    """The reference: a bare loop timing each ``session.run`` with ``time.perf_counter``; its median."""
+def plain_round_median_us(call: Callable[[], object], runs: int) -> float:
+    """The reference: a bare loop timing each ``session.run`` (``InferRequest.infer``) with
+    ``time.perf_counter``; its median."""
     samples = []
     for _ in range(runs):
         start = time.perf_counter()
-        session.run(None, feeds)
+        call()
         samples.append((time.perf_counter() - start) * 1e6)
     return statistics.median(samples)
 
@@ -54,12 +61,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="alternating rounds (default 10)")
     parser.add_argument("--runs", type=int, default=20, help="runs per side per round (default 20)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs before the first round")
+    parser.add_argument("--backend", choices=("onnxruntime", "openvino"), default="onnxruntime")
     args = parser.parse_args(argv)
 
     model = args.model or sample_path("yolov5s", size=args.size)
     graph = load_model(model)
     feeds = make_inputs(graph)
-    session = make_session(model, SessionConfig())
+    session: Any
+    if args.backend == "openvino":
+        from layerscope.measure.openvino_backend import (
+            InferSession,
+            OpenVinoOptions,
+            compile_for,
+            compiled_settings,
+        )
+
+        compiled = compile_for(graph, SessionConfig(provider="CPU"), OpenVinoOptions(), profiling=False)
+        session, request = InferSession(compiled), compiled.create_infer_request()
+        runtime = f"openvino, CPU, {compiled_settings(compiled)}"
+
+        def plain() -> object:
+            return request.infer(feeds)
+    else:
+        session = make_session(model, SessionConfig())
+        runtime = "onnxruntime, CPUExecutionProvider, intra-op threads default"
+
+        def plain() -> object:
+            return session.run(None, feeds)
     for _ in range(args.warmup):
         session.run(None, feeds)
 
@@ -69,24 +97,25 @@ def main(argv: list[str] | None = None) -> int:
         # alternate who goes first, so drift within a round does not favour one side
         if i % 2 == 0:
             bench_p50s.append(bench_round_p50_us(session, feeds, args.runs))
-            plain_medians.append(plain_round_median_us(session, feeds, args.runs))
+            plain_medians.append(plain_round_median_us(plain, args.runs))
         else:
-            plain_medians.append(plain_round_median_us(session, feeds, args.runs))
+            plain_medians.append(plain_round_median_us(plain, args.runs))
             bench_p50s.append(bench_round_p50_us(session, feeds, args.runs))
 
     paired = [b / p for b, p in zip(bench_p50s, plain_medians, strict=True)]
     ratio = statistics.median(paired)
     machine = machine_info()
     print(f"model        {model}")
-    print(f"machine      {machine['cpu']}, {machine['cores']} cores; onnxruntime {machine['onnxruntime']}, "
-          "CPUExecutionProvider, intra-op threads default")
+    print(f"machine      {machine['cpu']}, {machine['cores']} cores; onnxruntime {machine['onnxruntime']}")
+    print(f"runtime      {runtime}")
     print(f"method       {args.rounds} alternating rounds x {args.runs} runs per side, one shared session")
     print(f"bench P50    {statistics.median(bench_p50s) / 1e3:9.3f} ms  (median of the rounds' P50s)")
     print(f"plain median {statistics.median(plain_medians) / 1e3:9.3f} ms  (median of the rounds' medians)")
     print(f"ratio        {ratio:.4f}  (median of the rounds' bench P50 / plain median; "
           f"range {min(paired):.3f}-{max(paired):.3f})")
     ok = ratio <= GOAL_RATIO
-    print(f"goal: bench P50 / plain session.run median <= {GOAL_RATIO}: {'PASS' if ok else 'FAIL'}")
+    call = "InferRequest.infer" if args.backend == "openvino" else "session.run"
+    print(f"goal: bench P50 / plain {call} median <= {GOAL_RATIO}: {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
 
 

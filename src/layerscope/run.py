@@ -251,12 +251,18 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
         layer["measured"] = measured
     run["kernels"] = [
         {"name": k.samples.name, "op_type": k.samples.op_type, "provider": k.samples.provider,
-         "layers": list(k.layers), "category": k.category, **k.stats.to_dict()}
+         "layers": list(k.layers), "category": k.category, **k.stats.to_dict(),
+         **({"exec_type": k.samples.exec_type} if k.samples.exec_type else {}),
+         **({"precision": k.samples.precision} if k.samples.precision else {})}
         for k in measurement.kernels
     ]
     config = measurement.config
+    compiled = {key: value for key, value in (
+        ("device", measurement.device), ("precision", measurement.precision),
+        ("performance_hint", measurement.performance_hint), ("streams", measurement.streams)) if value}
     run["measurement"] = {
-        "backend": "onnxruntime",
+        **compiled,
+        "backend": measurement.backend,
         "backend_version": measurement.backend_version,
         "provider": measurement.provider,
         "threads": config.threads,
@@ -281,13 +287,15 @@ def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, 
         "kind": "kernel-profile",
     }
     run["latency"] = {**measurement.latency.to_dict(), "p50_us": _us(measurement.latency.median_us),
-                      "fps": round(measurement.latency.fps, 3), "source": "uninstrumented session.run"}
+                      "fps": round(measurement.latency.fps, 3),
+                      "source": "uninstrumented InferRequest.infer" if measurement.backend == "openvino"
+                      else "uninstrumented session.run"}
     run["summary"]["meas_latency_us"] = _us(measurement.latency.median_us)
     return run
 
 
 def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend_version: str,
-                        machine: Mapping[str, Any]) -> dict[str, Any]:
+                        machine: Mapping[str, Any], backend: str = "onnxruntime") -> dict[str, Any]:
     """``run`` with what a ``profile`` interrupted before its profiled runs measured: the ``latency`` section of
     its end-to-end (uninstrumented) runs and a ``measurement`` section marked ``interrupted`` and ``partial``
     (no kernels, no per-layer times, ``runs`` = the end-to-end runs done of ``planned_runs``)."""
@@ -296,7 +304,7 @@ def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend
     latency = summarize(partial.latency_samples_us)
     config = partial.config
     run["measurement"] = {
-        "kind": "kernel-profile", "backend": "onnxruntime", "backend_version": backend_version,
+        "kind": "kernel-profile", "backend": backend, "backend_version": backend_version,
         "provider": config.provider, "threads": config.threads, "opt_level": config.opt_level, "runs": latency.samples,
         "planned_runs": partial.planned_runs, "warmup": partial.warmup, "machine": dict(machine),
         "interrupted": True, "partial": "end-to-end runs only: interrupted before the profiled runs",

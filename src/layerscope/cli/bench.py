@@ -10,20 +10,24 @@ SIGTERM, SIGHUP: what was measured by then is printed and saved).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     Command,
+    backend_option,
     cli_dims,
     deprecated_option,
     input_option,
     intra_threads_option,
+    openvino_bench_options,
     opt_level_option,
     parse_shapes,
     print_shape_notes,
     provider_option,
+    selected_backend,
     shape_option,
 )
 from layerscope.cli.outputs import OutputPath
@@ -63,6 +67,8 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
 @intra_threads_option()
 @deprecated_option("--intra-threads", dest="threads", new="--threads", type=click.IntRange(min=0), default=None)
 @provider_option
+@backend_option
+@openvino_bench_options
 @opt_level_option
 @shape_option
 @input_option
@@ -71,31 +77,53 @@ from layerscope.samples import DEFAULT_SAMPLE, sample_path
               help="Write the run file (JSON) with the measurement and latency sections.")
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
-            threads: int, provider: str, opt_level: str, shapes: tuple[str, ...],
+            threads: int, provider: str, backend_name: str, opt_level: str, shapes: tuple[str, ...],
             input_specs: tuple[str, ...], seed: int, json_out: Path | None, stress: StressSpec | None) -> None:
-    """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime."""
+    """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime or
+    OpenVINO (--backend openvino: each stream one synchronous infer request on the compiled model)."""
     if runs is not None and duration is not None:
         raise click.UsageError("give --runs or --duration, not both")
     config = BenchConfig(warmup_runs=warmup, runs=None if duration is not None else runs or DEFAULT_RUNS,
                          duration_s=duration, streams=streams)
-    full_provider = ort_provider(provider)
+    backend, provider = selected_backend(backend_name, provider)  # exit 3 before any work
     _note_threads_meaning()
-    session_config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
+    session_config = SessionConfig(provider=provider, threads=threads,
+                                   opt_level=opt_level if backend_name == "onnxruntime" else "compiler")
     model_path = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
     inputs = resolve_inputs(graph, input_specs, seed)
-    session = make_session(model_path, session_config)
+    backend_info: dict[str, Any] = {}
+    if backend_name == "openvino":
+        from layerscope.measure.openvino_backend import InferSession, OpenVinoBackend, compile_for, compiled_settings
+
+        assert isinstance(backend, OpenVinoBackend)
+        compiled = compile_for(graph, session_config, backend.options, profiling=False)
+        session: Any = InferSession(compiled, streams)
+        backend_info = {"backend": "openvino", "backend_version": backend.info().version,
+                        "settings": {"device": provider, **compiled_settings(compiled)}}
+        full_provider = provider
+    else:
+        full_provider = ort_provider(provider)
+        session = make_session(model_path, session_config)
     unit = "s" if config.duration_s is not None else "runs"
     labels = {"warmup": "warm-up", "measure": "measuring"}
+    throughput = backend_name == "openvino" and backend_info["settings"]["performance_hint"] != "LATENCY"
     with phase_progress(labels, {"measure": unit}) as progress:
-        result = run_bench(session, inputs.arrays, config, progress)
+        if throughput:  # OpenVINO's throughput mode: an AsyncInferQueue, --streams requests (1: its optimum)
+            from layerscope.measure.openvino_backend import async_bench
+
+            jobs = streams if streams > 1 else int(session.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+            result = async_bench(session.compiled, inputs.arrays, config, jobs, progress)
+            backend_info["settings"].update(mode="throughput: AsyncInferQueue", async_requests=jobs)
+        else:
+            result = run_bench(session, inputs.arrays, config, progress)
     run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
-                         seed=seed, machine=machine_info())
+                         seed=seed, machine=machine_info(), **backend_info)
     interrupted = result.interrupted
     if stress is not None and not interrupted:
         with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
-            experiment = paired_rounds(lambda stressed, i: run_bench(
+            experiment = paired_rounds(lambda stressed, i: run_bench(  # (latency mode)
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
         add_stress(run, experiment, lambda r: r.latency, model_threads=threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS
 from layerscope.model import Graph, parse_shape_arg
+
+if TYPE_CHECKING:
+    from layerscope.measure.backend import Backend
 
 FC = TypeVar("FC", bound=Callable[..., object])
 
@@ -157,3 +160,66 @@ def single(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
         return distinct[0]
     default: str | None = getattr(param, "default_one", None)
     return default
+
+
+_OPENVINO_KEY = "layerscope.openvino"
+_OPENVINO_DEFAULTS = {"device": "CPU", "precision": "", "performance_hint": "LATENCY", "streams": 0}
+
+backend_option = click.option(
+    "--backend", "backend_name", type=click.Choice(["onnxruntime", "openvino"]), default="onnxruntime",
+    show_default=True, help="Runtime that measures: ONNX Runtime (--provider) or OpenVINO (--device ...).")
+
+
+def _store_openvino(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    ctx.meta.setdefault(_OPENVINO_KEY, dict(_OPENVINO_DEFAULTS))[str(param.name)] = value
+
+
+def openvino_options(fn: FC) -> FC:
+    """``--device``, ``--precision``, ``--performance-hint``, ``--streams`` (used with ``--backend openvino``;
+    read with :func:`selected_backend`)."""
+    fn = click.option("--streams", "streams", default=0, show_default=True, type=click.IntRange(min=0),
+                      expose_value=False, callback=_store_openvino,
+                      help="OpenVINO: concurrent inference streams on the device, NUM_STREAMS (0: what the "
+                           "performance hint chooses).")(fn)
+    return openvino_bench_options(fn)
+
+
+def openvino_bench_options(fn: FC) -> FC:
+    """``--device``, ``--precision``, ``--performance-hint`` (used with ``--backend openvino``; read with
+    :func:`selected_backend`). ``bench`` has its own ``--streams``: concurrent requests, one per stream."""
+    from layerscope.measure.openvino_backend import PERFORMANCE_HINTS, PRECISIONS
+
+    for decorator in (
+        click.option("--performance-hint", "performance_hint", default="LATENCY", show_default=True,
+                     type=click.Choice(PERFORMANCE_HINTS, case_sensitive=False), expose_value=False,
+                     callback=_store_openvino, help="OpenVINO: PERFORMANCE_HINT."),
+        click.option("--precision", "precision", default="", type=click.Choice(PRECISIONS, case_sensitive=False),
+                     expose_value=False, callback=_store_openvino,
+                     help="OpenVINO: INFERENCE_PRECISION_HINT [default: the device's, bf16 where the CPU has it]."),
+        click.option("--device", "device", default="CPU", show_default=True, metavar="CPU|GPU|NPU|AUTO",
+                     expose_value=False, callback=_store_openvino,
+                     help="OpenVINO device; one this installation does not see exits 3 naming those present."),
+    ):
+        fn = decorator(fn)
+    return fn
+
+
+def selected_backend(name: str, provider: str) -> tuple[Backend, str]:
+    """The measuring backend of ``--backend`` and the provider its sessions use: ``--provider`` for ONNX
+    Runtime, ``--device`` (with the other OpenVINO options) for OpenVINO. Exit 3 when it is not available."""
+    from layerscope.measure.backend import get_backend
+
+    if name != "openvino":
+        backend = get_backend(name)
+        backend.check_provider(provider)
+        return backend, provider
+    from layerscope.measure.openvino_backend import OpenVinoBackend, OpenVinoOptions
+
+    ctx = click.get_current_context(silent=True)
+    values = dict(_OPENVINO_DEFAULTS)
+    if ctx is not None:
+        values.update(ctx.meta.get(_OPENVINO_KEY, {}))
+    ov_backend = OpenVinoBackend(OpenVinoOptions(precision=str(values["precision"]).lower(),
+                                                 performance_hint=str(values["performance_hint"]).upper(),
+                                                 streams=int(str(values["streams"]))))
+    return ov_backend, ov_backend.check_provider(str(values["device"]))

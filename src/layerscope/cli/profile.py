@@ -16,13 +16,16 @@ import click
 
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
+    backend_option,
     cli_dims,
     input_option,
     intra_threads_option,
+    openvino_options,
     opt_level_option,
     parse_shapes,
     print_shape_notes,
     provider_option,
+    selected_backend,
     shape_option,
     target_option,
 )
@@ -58,6 +61,8 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
 @intra_threads_option()
 @opt_level_option
 @provider_option
+@backend_option
+@openvino_options
 @click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate and measurement joined per layer).")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
@@ -73,12 +78,13 @@ _PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled":
                    "`estimate --timeline`): the run holds the measurement and the timeline together.")
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
-            warmup: int, seed: int, threads: int, opt_level: str, provider: str, json_out: Path | None,
-            html_out: Path | None,
-            top: int, output_format: str, level: str, timeline: bool, stress: StressSpec | None) -> None:
-    """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime, beside its estimate."""
-    backend = get_backend("onnxruntime")
-    backend.check_provider(provider)  # exit 3 before any work when the provider is missing
+            warmup: int, seed: int, threads: int, opt_level: str, provider: str, backend_name: str,
+            json_out: Path | None, html_out: Path | None, top: int, output_format: str, level: str, timeline: bool,
+            stress: StressSpec | None) -> None:
+    """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime or OpenVINO, beside its
+    estimate."""
+    # exit 3 before any work when the provider (OpenVINO: the device) is missing
+    backend, provider = selected_backend(backend_name, provider)
     model = model if model is not None else sample_path(DEFAULT_SAMPLE)
     graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
@@ -86,13 +92,14 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
+    config = SessionConfig(provider=provider, threads=threads,
+                           opt_level=opt_level if backend_name == "onnxruntime" else "compiler")
     try:
         with phase_progress(_PHASES) as progress:
             measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
                                           progress=progress)
     except PartialProfile as partial:
-        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out)
+        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out, backend.name)
     run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs),
@@ -131,11 +138,10 @@ def _saved_note(paths: list[Path], mark: str) -> str:
 
 
 def _keep_partial(run: dict[str, Any], partial: PartialProfile, json_out: Path | None,
-                  html_out: Path | None) -> NoReturn:
+                  html_out: Path | None, backend_name: str = "onnxruntime") -> NoReturn:
     """Print and save the end-to-end runs of a profile interrupted before its profiled runs, then re-raise."""
-    import onnxruntime as ort
-
-    run = add_partial_latency(run, partial, backend_version=ort.__version__, machine=machine_info())
+    version = get_backend(backend_name).info().version
+    run = add_partial_latency(run, partial, backend_version=version, machine=machine_info(), backend=backend_name)
     lat = run["latency"]
     SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
                     f"end-to-end runs: median {human_us(lat['median_us'])}, P90 {human_us(lat['p90_us'])} "

@@ -47,6 +47,8 @@ def detect_format(text: str, source: str) -> str:
         return "trtexec"
     if _has_key(head, "cat") and _has_key(head, "ph", "dur"):
         return "ort"
+    if head.startswith("<") and "<net" in head and ("originalLayersNames" in head or "execOrder" in head):
+        return "openvino"
     if "layerName;execStatus" in head or "layerName,execStatus" in head or _has_key(
             head, "avg_performance", "detailed_performance"):
         return "openvino"
@@ -64,7 +66,10 @@ def _horizon_profiler(text: str, source: str) -> ImportResult:
 
 
 def _openvino(text: str, source: str) -> ImportResult:
-    return openvino.parse_json(text, source) if text.lstrip().startswith("{") else openvino.parse_csv(text, source)
+    stripped = text.lstrip()
+    if stripped.startswith("<"):
+        return openvino.parse_exec_graph(text, source)
+    return openvino.parse_json(text, source) if stripped.startswith("{") else openvino.parse_csv(text, source)
 
 
 #: Format name -> parser of (text, source name).

@@ -9,6 +9,12 @@
   "detailed", "detailed_performance": [{"nodes": [...]}, ...]}``, each node ``{name, status,
   node_type, exec_type, real_time, cpu_time}`` with times in ms.
 
+- exec graph XML (``-exec_graph_path``, :func:`parse_exec_graph`): the runtime model as OpenVINO IR, one
+  ``<layer name type>`` per runtime node whose ``<data originalLayersNames="a,b">`` names the operations of
+  the model as read that the node does (the compiler's fusion map); it gives the entries of the same name in
+  a counters report their ``source_names`` (``layerscope import report.csv exec.xml --model m.onnx``). A
+  document type or entity declaration is refused (no entity expansion).
+
 Only ``EXECUTED`` nodes carry a time; ``OPTIMIZED_OUT`` and ``NOT_RUN`` nodes are kept, with their
 status and no time (they were fused into a neighbour or skipped). Several tables give a per-node
 distribution over the requests; one table gives its (average) time.
@@ -16,6 +22,7 @@ distribution over the requests; one table gives its (average) time.
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -148,3 +155,33 @@ def _entry(row: _Row, values_us: Iterable[float], *, many: bool) -> VendorEntry:
             else EntryKind.OTHER if row.layer_type in _IO_TYPES else EntryKind.LAYER)
     return VendorEntry(name=row.name, kind=kind, op_type=row.layer_type, stats=stats, provider=row.exec_type,
                        status="" if values else row.status or "NOT_RUN")
+
+
+def parse_exec_graph(text: str, source: str) -> ImportResult:
+    """Read an exec graph XML: one timeless entry per runtime node with the original names it covers."""
+    if "<!DOCTYPE" in text or "<!ENTITY" in text:
+        fail(source, "", "a document type or entity declaration: not an OpenVINO exec graph")
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        fail(source, f"line {exc.position[0]}", f"not well-formed XML ({exc})")
+    if root.tag != "net" or root.find("layers") is None:
+        fail(source, "", "no <net><layers>: not an OpenVINO exec graph")
+    entries = []
+    for i, layer in enumerate(root.iter("layer")):
+        name, layer_type = layer.get("name", ""), layer.get("type", "")
+        if not name:
+            fail(source, f"layer[{i}]", "empty layer name")
+        data = layer.find("data")
+        attrs = data.attrib if data is not None else {}
+        if layer_type == "Const":  # weights: never executed, nothing to join
+            continue
+        listed = [n.strip() for n in attrs.get("originalLayersNames", "").split(",") if n.strip()]
+        # "n0/WithoutBiases" beside "n0": a piece the frontend split off the same source node
+        names = tuple(n for n in listed if n.rsplit("/", 1)[0] not in listed or "/" not in n)
+        kind = (EntryKind.LAYOUT if layer_type in _LAYOUT_TYPES
+                else EntryKind.OTHER if layer_type in _IO_TYPES else EntryKind.LAYER)
+        entries.append(VendorEntry(name=name, kind=kind, op_type=layer_type, provider=attrs.get("primitiveType", ""),
+                                   source_names=names))
+    return ImportResult(path=source, format=FORMAT, tool=TOOL, entries=tuple(entries),
+                        info=make_info({"form": "exec-graph", "tables": 0, "report_type": None}))

@@ -10,6 +10,8 @@ Contract:
 - :func:`get_backend` resolves a name from :data:`BACKENDS` (unknown: ``InputError``, exit 2); a backend whose
   runtime is not installed still answers :meth:`~Backend.info` (version ``""``, nothing available) and raises
   ``BackendUnavailable`` from the other methods;
+- :class:`~layerscope.measure.openvino_backend.OpenVinoBackend` (``openvino``) is the second implementation:
+  its providers are OpenVINO devices (``CPU``, ``GPU``, ``NPU``, ``AUTO``);
 - devices that only time whole models are not backends: ``layerscope bisect --run-cmd`` measures them by
   differential profiling (:mod:`layerscope.measure.differential`).
 """
@@ -104,8 +106,14 @@ def _require_onnxruntime() -> None:
         raise BackendUnavailable("onnxruntime is not installed", hint="pip install onnxruntime") from None
 
 
+def _openvino() -> Backend:
+    from layerscope.measure.openvino_backend import OpenVinoBackend  # imports openvino only when used
+
+    return OpenVinoBackend()
+
+
 #: Backend name -> factory.
-BACKENDS: Mapping[str, Callable[[], Backend]] = {"onnxruntime": OnnxRuntimeBackend}
+BACKENDS: Mapping[str, Callable[[], Backend]] = {"onnxruntime": OnnxRuntimeBackend, "openvino": _openvino}
 
 
 def get_backend(name: str) -> Backend:

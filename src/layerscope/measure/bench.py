@@ -312,8 +312,11 @@ def peak_rss_bytes() -> int | None:
 
 
 def run_from_bench(graph: Graph, result: BenchResult, *, session_config: SessionConfig, provider: str,
-                   inputs: ModelInputs, seed: int, machine: Mapping[str, Any]) -> dict[str, Any]:
+                   inputs: ModelInputs, seed: int, machine: Mapping[str, Any], backend: str = "onnxruntime",
+                   backend_version: str | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A run file holding ``result``: ``model``, ``measurement``, ``latency``, empty ``layers``, short ``summary``.
+    ``backend``/``backend_version`` name the runtime (default ONNX Runtime, its version from ``machine``);
+    ``settings`` (OpenVINO: device, precision, performance hint, NUM_STREAMS) are added to ``measurement``.
 
     ``measurement.threads`` is the session's intra-op thread setting (0: onnxruntime's default, one per
     physical core), as in ``layerscope profile``; the concurrent streams are ``measurement.streams``.
@@ -332,8 +335,9 @@ def run_from_bench(graph: Graph, result: BenchResult, *, session_config: Session
             "fps": round(result.fps, 3),
         },
         "measurement": {
-            "backend": "onnxruntime",
-            "backend_version": str(machine.get("onnxruntime", "")),
+            **(settings or {}),
+            "backend": backend,
+            "backend_version": backend_version if backend_version is not None else str(machine.get("onnxruntime", "")),
             "provider": provider,
             "threads": session_config.threads,
             "inter_op_threads": session_config.inter_op_threads,

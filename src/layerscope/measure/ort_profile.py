@@ -28,6 +28,9 @@ class KernelSamples:
     op_type: str
     provider: str
     durations_us: tuple[float, ...]
+    #: What a compiling runtime says of the kernel (OpenVINO: ``jit_avx2_f32``, ``f32``); "" when it does not.
+    exec_type: str = ""
+    precision: str = ""
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,12 @@ class Measurement:
     profiled_drift: float = 0.0
     #: The uninstrumented runs (µs) in the order they were timed.
     latency_samples_us: tuple[float, ...] = ()
+    #: Which runtime measured, and (compiling runtimes) on which device, at which precision, hint and streams.
+    backend: str = "onnxruntime"
+    device: str = ""
+    precision: str = ""
+    performance_hint: str = ""
+    streams: int = 0
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property

@@ -73,13 +73,22 @@ def bench_context(run: Mapping[str, Any]) -> Table:
                         f"({m['cpu_time_s'] / m['wall_s'] if m['wall_s'] else 0:.2f} cores busy, whole process)")
     rss = m.get("peak_rss_bytes")
     grid.add_row("peak RSS", f"{human_bytes(rss)} (whole process, since start)" if rss is not None else "n/a")
-    grid.add_row("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}")
-    intra = m["threads"] or "onnxruntime default (one per physical core)"
+    openvino = m["backend"] == "openvino"
+    grid.add_row("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, " + (
+        f"precision {m.get('precision')}, {m.get('performance_hint')} hint, {m.get('num_streams')} OpenVINO "
+        "stream(s)" if openvino else f"opt level {m['opt_level']}"))
+    intra = m["threads"] or ("OpenVINO default" if openvino else "onnxruntime default (one per physical core)")
     grid.add_row("threads", f"{streams} stream{'s' if streams > 1 else ''} x intra-op threads: {intra}")
     grid.add_row("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} "
                                  f"cores, {machine.get('os')}, Python {machine.get('python')}"))
-    grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
-                             "latency = one session.run call, inputs already in memory")
+    if m.get("async_requests"):
+        grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per request; "
+                                 f"latency = start_async to completion on an AsyncInferQueue of "
+                                 f"{m['async_requests']} requests, inputs already in memory")
+    else:
+        grid.add_row("MEASURED", f"{lat['samples']} runs after {m['warmup']} warm-up run(s) per stream; "
+                                 f"latency = one {'InferRequest.infer' if openvino else 'session.run'} call, "
+                                 "inputs already in memory")
     if m.get("interrupted"):
         planned = f"{m['planned_runs']} planned" if m.get("planned_runs") else f"{m['duration_s']:g} s planned"
         grid.add_row("INTERRUPTED", f"after {lat['samples']} runs ({planned}): the figures cover "

@@ -132,6 +132,12 @@ def measurement_origin(run: Document) -> Origin | None:
     source = str(measurement.get("source") or "")
     if kind == "vendor-import":
         return Origin(kind, "vendor", f"the vendor's profiler ({source or 'imported files'})")
+    if measurement.get("backend") == "openvino" and kind == "kernel-profile":
+        machine = _map(measurement.get("machine"))
+        device = str(measurement.get("device") or measurement.get("provider") or "")
+        where = str(machine.get("cpu") or machine.get("hostname") or "this host")
+        return Origin(kind, "host-cpu" if device.upper().startswith("CPU") else "device",
+                      f"OpenVINO performance counters, {device} ({measurement.get('precision') or '?'}) on {where}")
     if measurement.get("backend") not in (None, "onnxruntime"):
         return Origin(kind, "device", f"a device command ({source or measurement.get('backend')})")
     provider = str(measurement.get("provider") or "CPUExecutionProvider")

@@ -245,6 +245,9 @@ class Kernel(Section):
     samples: Count | None = None
     layers: list[str] = []
     category: str | None = None
+    #: A compiling runtime's kernel implementation (OpenVINO ``jit_avx2_f32``) and the precision it ran at.
+    exec_type: str | None = None
+    precision: str | None = None
 
 
 # --------------------------------------------------------------------------------------------------- measurement
@@ -281,6 +284,11 @@ class KernelProfileMeasurement(_MeasurementBase):
     """``layerscope profile`` (and ``pipeline``): ONNX Runtime's kernel profiler, joined to layers."""
 
     kind: Literal["kernel-profile"]
+    #: Compiling runtimes (OpenVINO): the device, the inference precision, performance hint and streams.
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
+    streams: Count | None = None
     coverage: Fraction | None = None
     overhead: Ratio | None = None
     mapped_share: Fraction | None = None
@@ -296,6 +304,14 @@ class BenchMeasurement(_MeasurementBase):
 
     kind: Literal["bench"]
     streams: Count | None = None
+    #: OpenVINO: the device, the compiler's inference precision, performance hint and NUM_STREAMS.
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
+    num_streams: Count | None = None
+    #: OpenVINO's throughput mode: ``throughput: AsyncInferQueue`` and the queue's requests.
+    mode: str | None = None
+    async_requests: Count | None = None
     stream_results: list[dict[str, Any]] = []
 
 

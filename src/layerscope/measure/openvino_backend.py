@@ -1,0 +1,609 @@
+"""OpenVINO as a measuring backend: a compiling runtime whose compiler reports its own fusion map.
+
+Contract of :class:`OpenVinoBackend` (the second implementation of
+:class:`~layerscope.measure.backend.Backend`; ``openvino`` is imported only when a method needs it):
+
+- ``provider`` is an OpenVINO device (``CPU``, ``GPU``, ``NPU``, ``AUTO``; case-insensitive);
+  :meth:`~OpenVinoBackend.check_provider` returns OpenVINO's name for it or raises ``BackendUnavailable``
+  (exit 3) naming the devices this installation sees (``AUTO`` is there whenever one device is);
+- the model is read and compiled for the device with the backend's hints: inference precision
+  (``f32``/``bf16``/``f16``; empty: the device's default, which picks bf16 where the CPU has it),
+  performance hint (``LATENCY``/``THROUGHPUT``/``CUMULATIVE_THROUGHPUT``), ``config.threads``
+  (``INFERENCE_NUM_THREADS``, 0: OpenVINO's default) and streams (``NUM_STREAMS``, 0: the hint's default);
+- end-to-end latency: a model compiled without performance counters, ``warmup`` then ``runs`` timed
+  ``InferRequest.infer`` calls;
+- per executed node: a second compilation with ``PERF_COUNT`` on; after each of ``runs`` profiled runs (after
+  ``warmup`` untimed ones) ``InferRequest.profiling_info`` gives every node's real time in that run (nodes
+  whose status is not ``EXECUTED`` count 0 µs); a kernel's median, P90 and CV are over those runs, with the
+  node's exec type (``jit_avx2_f32``) and its runtime precision from the runtime model;
+- the fusion map is the compiler's: the runtime model's (``compiled.get_runtime_model()``) nodes carry
+  ``originalLayersNames``, the names of the operations of the model as read (``Core.read_model``); each of
+  those is tied to an ONNX node by :func:`source_layers_of_ops` (its name, the ONNX tensor it writes, or the
+  layer whose inputs it computes); a node's layers are the source layers of its original names. Executed
+  nodes with source layers are ``layer`` kernels; reorders, inputs and outputs are ``layout``; constants
+  ``constant``; anything else ``unmapped`` (reported, never dropped). Source layers no executed node covers are
+  ``eliminated`` (the compiler removed or folded them); layers sharing one node are ``fused`` and its time is
+  split over them by ``weights`` as on ONNX Runtime (:func:`~layerscope.measure.profile.layer_results`);
+- ``coverage`` = Σ node medians / median profiled run; ``overhead`` = median profiled / median plain − 1;
+- Ctrl-C during the profiled runs keeps the runs done so far (``interrupted``); before the first profiled
+  run it raises :class:`~layerscope.measure.profile.PartialProfile` with the end-to-end runs done by then;
+- a model OpenVINO cannot read or compile is ``ModelError`` (exit 2).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from layerscope.errors import BackendUnavailable, ModelError
+from layerscope.measure.fusion import FusionMap, KernelMapping
+from layerscope.measure.ort_profile import KernelSamples, TraceEvent
+from layerscope.measure.profile import (
+    KernelResult,
+    Measurement,
+    PartialProfile,
+    Progress,
+    layer_results,
+)
+from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.model.types import Graph
+from layerscope.stats import drift, summarize
+
+__all__ = ["DEVICES", "PERFORMANCE_HINTS", "PRECISIONS", "InferSession", "OpenVinoBackend", "OpenVinoOptions",
+           "compile_for", "compiled_settings", "source_layers_of_ops"]
+
+#: Devices OpenVINO may offer (``AUTO`` picks among those present).
+DEVICES = ("CPU", "GPU", "NPU", "AUTO")
+#: Inference precision hints ("" = the device's default).
+PRECISIONS = ("", "f32", "bf16", "f16")
+PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
+#: Runtime-model layer types that move or hold data without computing a source layer.
+_LAYOUT_TYPES = frozenset({"Reorder", "Input", "Output", "Parameter", "Result", "MemoryInput", "MemoryOutput"})
+_CONSTANT_TYPES = frozenset({"Const", "Constant"})
+#: ONNX ops a compiler may drop outright (no work): never given to a neighbour's node by consumption alone.
+_NO_WORK_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape",
+                          "Transpose", "Concat", "Split", "Slice", "Expand", "Cast"})
+
+
+@dataclass(frozen=True)
+class OpenVinoOptions:
+    """OpenVINO's compile settings beyond ``SessionConfig``: precision hint ("" = device default),
+    performance hint, streams (0 = the hint's default)."""
+
+    precision: str = ""
+    performance_hint: str = "LATENCY"
+    streams: int = 0
+
+
+def _require_openvino() -> Any:
+    try:
+        import openvino
+    except ImportError:
+        raise BackendUnavailable("openvino is not installed", hint="pip install openvino") from None
+    return openvino
+
+
+def _core() -> Any:
+    return _require_openvino().Core()
+
+
+def available_devices() -> tuple[str, ...]:
+    """The devices this OpenVINO sees, ``AUTO`` added when there is any; ``()`` when it is not installed."""
+    try:
+        import openvino
+    except ImportError:
+        return ()
+    found = tuple(str(d) for d in openvino.Core().available_devices)
+    return (*found, "AUTO") if found else ()
+
+
+def device_name(device: str) -> str:
+    """OpenVINO's name for ``device`` (``cpu`` -> ``CPU``; ``GPU`` matches ``GPU.0``); exit 3 naming the
+    devices present when this installation does not see it."""
+    _require_openvino()
+    present = available_devices()
+    wanted = device.strip().upper()
+    for name in present:
+        if name == wanted or name.split(".")[0] == wanted:
+            return name
+    raise BackendUnavailable(f"OpenVINO device {device!r} is not available here; available: "
+                             f"{', '.join(present) or 'none'}")
+
+
+def compile_for(graph: Graph, config: SessionConfig, options: OpenVinoOptions, *, profiling: bool,
+                model: Any = None) -> Any:
+    """``model`` (default: ``graph.path`` read) compiled for ``config.provider`` with ``options`` (``PERF_COUNT`` when
+    ``profiling``); ``ModelError`` (exit 2) when OpenVINO cannot read or compile it."""
+    core = _core()
+    device = device_name(config.provider)
+    properties: dict[str, Any] = {"PERF_COUNT": profiling, "PERFORMANCE_HINT": options.performance_hint}
+    if config.threads:
+        properties["INFERENCE_NUM_THREADS"] = config.threads
+    if options.streams:
+        properties["NUM_STREAMS"] = options.streams
+    if options.precision:
+        properties["INFERENCE_PRECISION_HINT"] = options.precision
+    try:
+        return core.compile_model(model if model is not None else core.read_model(str(graph.path)), device,
+                                  properties)
+    except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ModelError(f"{graph.name}: OpenVINO cannot compile the model for {device}: {first.strip()}") from None
+
+
+class InferSession:
+    """A compiled model behind ``run(None, feeds)``, the call :func:`~layerscope.measure.bench.run_bench` times:
+    ``requests`` infer requests are created up front; a call takes a free one, runs one synchronous
+    ``InferRequest.infer`` and gives it back (so concurrent streams are concurrent requests). More concurrent
+    calls than ``requests`` is ``RuntimeError``."""
+
+    def __init__(self, compiled: Any, requests: int = 1) -> None:
+        self.compiled = compiled
+        self._free = [compiled.create_infer_request() for _ in range(max(1, requests))]
+
+    def run(self, _outputs: object, feeds: Mapping[str, np.ndarray]) -> None:
+        try:
+            request = self._free.pop()  # atomic under the GIL
+        except IndexError:
+            raise RuntimeError("more concurrent calls than OpenVINO infer requests") from None
+        try:
+            request.infer(feeds)
+        finally:
+            self._free.append(request)
+
+
+def compiled_settings(compiled: Any) -> dict[str, Any]:
+    """What the compiler chose: inference precision, performance hint, streams, threads."""
+    return {"precision": _type_name(compiled.get_property("INFERENCE_PRECISION_HINT")),
+            "performance_hint": str(compiled.get_property("PERFORMANCE_HINT")),
+            "num_streams": int(compiled.get_property("NUM_STREAMS")),
+            "inference_threads": int(compiled.get_property("INFERENCE_NUM_THREADS"))}
+
+
+def _feed_dict(compiled: Any, feeds: Mapping[str, np.ndarray]) -> dict[Any, np.ndarray]:
+    """Feeds keyed by the compiled model's inputs (matched by any of their names)."""
+    out: dict[Any, np.ndarray] = {}
+    for port in compiled.inputs:
+        name = next((n for n in port.get_names() if n in feeds), None)
+        if name is None:
+            raise ModelError(f"OpenVINO input {port.get_any_name()!r} has no feed; feeds: {', '.join(feeds)}")
+        out[port] = np.ascontiguousarray(feeds[name])
+    return out
+
+
+def source_layers_of_ops(graph: Graph, read_model: Any) -> dict[str, str]:
+    """Each operation of the model as OpenVINO read it (friendly name) -> the id of the source layer it is part
+    of; constants, parameters and operations of folded subgraphs are absent.
+
+    An operation is a layer's when its name is the layer's name or id, when it writes one of the layer's
+    output tensors, or when its name is ``<name>/<suffix>`` of such an operation (the ONNX frontend splits a
+    Conv with bias into ``n0/WithoutBiases`` and ``n0``). Any other non-constant operation belongs to the
+    layer of the first consumer it leads to (frontends decompose one node into a chain ending in the
+    operation that writes the node's output)."""
+    by_name: dict[str, str] = {}
+    for node in graph.layers:
+        by_name.setdefault(node.id, node.id)
+        if node.name:
+            by_name.setdefault(node.name, node.id)
+    producer = {t: node.id for node in graph.layers for t in node.outputs if t}
+    ops = list(read_model.get_ordered_ops())
+    owner: dict[str, str] = {}
+    pending = []
+    for op in ops:
+        kind = op.get_type_name()
+        if kind in ("Parameter", "Result", "Constant"):
+            continue
+        name = op.get_friendly_name()
+        layer = by_name.get(name)
+        if layer is None:
+            layer = next((producer[t] for out in op.outputs() for t in out.get_names() if t in producer), None)
+        if layer is None and "/" in name:
+            layer = by_name.get(name.split("/", 1)[0])
+        if layer is not None:
+            owner[name] = layer
+        else:
+            pending.append(op)
+    for op in reversed(pending):  # consumers first: a chain resolves back to front
+        name = op.get_friendly_name()
+        for out in op.outputs():
+            for target in out.get_target_inputs():
+                consumer = target.get_node().get_friendly_name()
+                if consumer in owner:
+                    owner[name] = owner[consumer]
+                    break
+            if name in owner:
+                break
+    return owner
+
+
+@dataclass(frozen=True)
+class _ExecNode:
+    """One node of the runtime model: type, exec type, precision and the source layers it does."""
+
+    name: str
+    layer_type: str
+    exec_type: str
+    precision: str
+    original: tuple[str, ...]
+    layers: tuple[str, ...]
+    category: str
+
+
+def _rt(info: Any, key: str) -> str:
+    try:
+        return str(info[key].astype(str)) if key in info else ""
+    except Exception:  # an rt_info entry of another type
+        return ""
+
+
+#: Runtime-model layer types -> the ONNX op types a node of that type may run (for nodes a transformation
+#: created without carrying the original names along: OpenVINO's VariadicSplit, RNNSeq, Convert).
+_COMPATIBLE_OPS: Mapping[str, frozenset[str]] = {
+    "Split": frozenset({"Split", "Slice"}),
+    "RNNSeq": frozenset({"LSTM", "GRU", "RNN"}),
+    "RNNCell": frozenset({"LSTM", "GRU", "RNN"}),
+    "Convert": frozenset({"Cast"}),
+    "Transpose": frozenset({"Transpose"}),
+    "Gather": frozenset({"Gather"}),
+}
+
+
+def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict[str, _ExecNode]:
+    """The compiled model's runtime nodes by name, each tied to its source layers.
+
+    A node's layers are those its ``originalLayersNames`` name (through ``owner``). Transformations rename
+    what they fuse (Conv+BatchNormalization becomes ``Multiply_9004`` with ``n1,n2`` but not ``n0``) or create
+    nodes without original names (``VariadicSplit_6742``); source layers no name covers are then given, until
+    nothing changes, to (a) the nodes with no source layer whose type can run them (:data:`_COMPATIBLE_OPS`) and
+    whose neighbours in the runtime model (four steps either way) hold a layer next to them in the source graph
+    (four steps, through layers no node holds); or else (b) the one node holding every layer that consumes them
+    (or every layer they consume), when that node also holds a name no source layer has, or holds both what they
+    read and what reads them (a Sigmoid inside a fused SiLU), or, once nothing else applies, consumes them and
+    they are not an op a compiler drops for free (:data:`_NO_WORK_OPS`: a MatMul folded into the
+    FullyConnected named after its Add). Last, (c): a node still without a source layer whose type can run a
+    layer that a neighbour (two steps) holds takes that layer too (the frontend decomposed an ONNX LSTM into
+    Transpose/Gather pieces named after it; the compiler's ``LSTMSequence_4435`` does the work). Then (d): a
+    computing node still without one (a ``Convert`` or dequantizing ``Multiply`` the compiler inserted) works
+    for the one node it feeds that has source layers (following nodes without layers), and takes its layers.
+    Layout nodes (reorders, inputs, outputs) and constants keep none."""
+    order = {node.id: i for i, node in enumerate(graph.layers)}
+    ops = list(compiled.get_runtime_model().get_ordered_ops())
+    infos = {op.get_friendly_name(): op.get_rt_info() for op in ops}
+    original = {name: tuple(n for n in _rt(info, "originalLayersNames").split(",") if n)
+                for name, info in infos.items()}
+    types = {name: _rt(info, "layerType") for name, info in infos.items()}
+    layers: dict[str, set[str]] = {name: {owner[n] for n in orig if n in owner} for name, orig in original.items()}
+    renamed = {name for name, orig in original.items() if any(n not in owner for n in orig)
+               and types[name] not in _LAYOUT_TYPES | _CONSTANT_TYPES}
+    neighbours = _runtime_neighbours(ops, depth=4)
+    producers = {t: node.id for node in graph.layers for t in node.outputs if t}
+    consumers: dict[str, set[str]] = {}
+    for node in graph.layers:
+        for t in node.inputs:
+            if t in producers:
+                consumers.setdefault(producers[t], set()).add(node.id)
+    feeds = {node.id: {producers[t] for t in node.inputs if t in producers} for node in graph.layers}
+    for strict in (True, False):  # the relaxed consumer rule only once nothing else applies
+        changed = True
+        while changed:
+            changed = False
+            holder = {lid: name for name, ls in layers.items() for lid in ls}
+            for node in graph.layers:
+                if node.id in holder:
+                    continue
+                target_names = _compatible_nodes(node.id, node.op_type, feeds, consumers, holder=holder,
+                                                 layers=layers, types=types, neighbours=neighbours)
+                if not target_names:
+                    target = _holding_node(node.id, node.op_type, feeds, consumers, holder=holder, renamed=renamed,
+                                           strict=strict)
+                    target_names = [target] if target is not None else []
+                for name in target_names:
+                    layers[name].add(node.id)
+                    holder.setdefault(node.id, name)
+                    changed = True
+    op_types = {node.id: node.op_type for node in graph.layers}
+    near_nodes = _runtime_neighbours(ops, depth=2)
+    for name, held in list(layers.items()):  # (c) a decomposed node's pieces hold it, the real kernel does not
+        if not held and types[name] in _COMPATIBLE_OPS:
+            held.update(lid for other in near_nodes.get(name, ()) for lid in layers[other]
+                        if op_types[lid] in _COMPATIBLE_OPS[types[name]])
+    consumers_of = _runtime_consumers(ops)
+    for name, held in list(layers.items()):  # (d) a helper the compiler inserted works for the node it feeds
+        if not held and types[name] not in _LAYOUT_TYPES | _CONSTANT_TYPES:
+            frontier, seen = [name], {name}
+            while frontier and not held:
+                targets = {c for f in frontier for c in consumers_of.get(f, ())} - seen
+                with_layers = [t for t in targets if layers[t]]
+                if len(with_layers) == 1:
+                    held.update(layers[with_layers[0]])
+                seen |= targets
+                frontier = [t for t in targets if not layers[t]] if len(seen) < 64 else []
+    nodes: dict[str, _ExecNode] = {}
+    for name, info in infos.items():
+        layer_type = types[name]
+        ids = tuple(sorted(layers[name], key=order.__getitem__))
+        if ids:
+            category = "layer"
+        elif layer_type in _LAYOUT_TYPES:
+            category = "layout"
+        elif layer_type in _CONSTANT_TYPES:
+            category = "constant"
+        else:
+            category = "unmapped"
+        nodes[name] = _ExecNode(name, layer_type, _rt(info, "primitiveType"), _rt(info, "runtimePrecision"),
+                                original[name], ids, category)
+    return nodes
+
+
+def _holding_node(layer: str, op_type: str, feeds: Mapping[str, set[str]], consumers: Mapping[str, set[str]], *,
+                  holder: Mapping[str, str], renamed: set[str], strict: bool) -> str | None:
+    """Rule (b) of :func:`runtime_nodes`: the node that holds ``layer``'s consumers (or feeds), or ``None``."""
+    before, after = feeds[layer], consumers.get(layer, set())
+    inside = {holder.get(lid) for lid in before | after}
+    for side in (after, before):
+        nodes_of = {holder.get(lid) for lid in side}
+        target = next(iter(nodes_of)) if len(nodes_of) == 1 else None
+        if not side or target is None:
+            continue
+        if target in renamed or (len(inside) == 1 and before and after):
+            return target
+        if not strict and side is after and op_type not in _NO_WORK_OPS:
+            return target
+    return None
+
+
+def _compatible_nodes(layer: str, op_type: str, feeds: Mapping[str, set[str]], consumers: Mapping[str, set[str]], *,
+                      holder: Mapping[str, str], layers: Mapping[str, set[str]], types: Mapping[str, str],
+                      neighbours: Mapping[str, set[str]]) -> list[str]:
+    """Rule (a) of :func:`runtime_nodes`: nodes with no source layer that can run ``layer`` next to it."""
+    near: set[str] = set()
+    frontier = {layer}
+    for _ in range(4):  # source neighbours, through layers no node holds yet (dropped reshapes)
+        frontier = {n for f in frontier for n in feeds[f] | consumers.get(f, set())} - near - {layer}
+        near |= frontier
+        frontier = {n for n in frontier if n not in holder}
+    return [name for name, held in layers.items()
+            if not held and op_type in _COMPATIBLE_OPS.get(types[name], ())
+            and any(lid in near for other in neighbours.get(name, ()) for lid in layers[other])]
+
+
+def _runtime_consumers(ops: Sequence[Any]) -> dict[str, set[str]]:
+    """Each runtime node -> the nodes that read its outputs."""
+    consumers: dict[str, set[str]] = {}
+    for op in ops:
+        for port in op.inputs():
+            consumers.setdefault(port.get_source_output().get_node().get_friendly_name(), set()).add(
+                op.get_friendly_name())
+    return consumers
+
+
+def _runtime_neighbours(ops: Sequence[Any], depth: int) -> dict[str, set[str]]:
+    """Each runtime node -> the nodes within ``depth`` edges of it, either direction."""
+    adjacent: dict[str, set[str]] = {op.get_friendly_name(): set() for op in ops}
+    for op in ops:
+        name = op.get_friendly_name()
+        for port in op.inputs():
+            source = port.get_source_output().get_node().get_friendly_name()
+            adjacent[name].add(source)
+            adjacent.setdefault(source, set()).add(name)
+    reach: dict[str, set[str]] = {}
+    for name in adjacent:
+        seen, frontier = {name}, {name}
+        for _ in range(depth):
+            frontier = {n for f in frontier for n in adjacent.get(f, ())} - seen
+            seen |= frontier
+        reach[name] = seen - {name}
+    return reach
+
+
+class OpenVinoBackend:
+    """OpenVINO through its Python API: ``profiling_info`` for node times, the runtime model's
+    ``originalLayersNames`` for the fusion map. See the module docstring."""
+
+    name = "openvino"
+
+    def __init__(self, options: OpenVinoOptions | None = None) -> None:
+        self.options = options or OpenVinoOptions()
+
+    def info(self) -> Any:
+        from layerscope.measure.backend import BackendInfo
+
+        capabilities = ("kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads")
+        try:
+            import openvino
+        except ImportError:
+            return BackendInfo(self.name, "", capabilities, DEVICES, (), ())
+        return BackendInfo(self.name, openvino.get_version(), capabilities, DEVICES, available_devices(), ())
+
+    def check_provider(self, provider: str) -> str:
+        return device_name(provider)
+
+    def profile(self, graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int,
+                warmup: int, weights: Mapping[str, float] | None = None,
+                progress: Progress | None = None) -> Measurement:
+        openvino = _require_openvino()
+        device = self.check_provider(config.provider)
+        plain = compile_for(graph, config, self.options, profiling=False)
+        request = plain.create_infer_request()
+        inputs = _feed_dict(plain, feeds)
+        latency_samples, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup", "latency"),
+                                             progress=progress)
+        del request, plain
+        if not latency_samples:
+            raise KeyboardInterrupt
+
+        def partial() -> PartialProfile:
+            return PartialProfile(latency_samples, config=config, warmup=warmup, planned_runs=runs)
+
+        if interrupted:
+            raise partial()
+        try:
+            read = _read(graph)
+            compiled = compile_for(graph, config, self.options, profiling=True, model=read)
+            request = compiled.create_infer_request()
+            inputs = _feed_dict(compiled, feeds)
+            per_run: list[dict[str, float]] = []
+            run_us, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup-profiled", "profiled"),
+                                         progress=progress, after=lambda: per_run.append(_counters(request)))
+        except KeyboardInterrupt:
+            raise partial() from None
+        if not run_us:
+            raise partial()
+        owner = source_layers_of_ops(graph, read)
+        nodes = runtime_nodes(compiled, graph, owner)
+        precision = _type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        kernels = _kernel_results(nodes, per_run, device)
+        fusion = _fusion_map(graph, nodes, kernels)
+        layers = layer_results(graph, kernels, weights or {})
+        latency, instrumented = summarize(latency_samples), summarize(run_us)
+        kernel_total = sum(k.stats.median_us for k in kernels)
+        machine = {**machine_info(), "openvino": openvino.get_version(), "device": device,
+                   "device_name": str(_core().get_property(device.split(".")[0], "FULL_DEVICE_NAME"))
+                   if device != "AUTO" else "AUTO"}
+        return Measurement(
+            config=config, backend_version=openvino.get_version(), provider=device, runs=len(run_us),
+            warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
+            fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
+            overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
+            machine=machine, median_run=_median_run(kernels, nodes), interrupted=interrupted,
+            latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
+            latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
+            performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
+            streams=int(compiled.get_property("NUM_STREAMS")))
+
+
+def _type_name(value: Any) -> str:
+    """``f32`` for OpenVINO's ``Type.f32`` (other values as text)."""
+    getter = getattr(value, "get_type_name", None)
+    return str(getter()) if callable(getter) else str(value)
+
+
+def _read(graph: Graph) -> Any:
+    try:
+        return _core().read_model(str(graph.path))
+    except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise ModelError(f"{graph.name}: OpenVINO cannot read the model: {first.strip()}") from None
+
+
+def _timed(request: Any, inputs: Mapping[Any, np.ndarray], warmup: int, runs: int, *, phases: tuple[str, str],
+           progress: Progress | None, after: Any = None) -> tuple[list[float], bool]:
+    """``warmup`` untimed then ``runs`` timed ``infer`` calls (µs); on Ctrl-C in the timed ones, those done and
+    ``True`` (Ctrl-C in the warm-up propagates)."""
+    for i in range(warmup):
+        request.infer(inputs)
+        if progress:
+            progress(phases[0], i + 1, warmup)
+    samples: list[float] = []
+    try:
+        for i in range(runs):
+            start = time.perf_counter()
+            request.infer(inputs)
+            samples.append((time.perf_counter() - start) * 1e6)
+            if after is not None:
+                after()
+            if progress:
+                progress(phases[1], i + 1, runs)
+    except KeyboardInterrupt:
+        return samples, True
+    return samples, False
+
+
+def _counters(request: Any) -> dict[str, float]:
+    """The last inference's real time per executed node (µs)."""
+    times: dict[str, float] = {}
+    for info in request.profiling_info:
+        if info.status.name == "EXECUTED":
+            times[info.node_name] = times.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e6
+    return times
+
+
+def _kernel_results(nodes: Mapping[str, _ExecNode], per_run: Sequence[Mapping[str, float]],
+                    device: str) -> tuple[KernelResult, ...]:
+    """One kernel per node that executed in any profiled run, in runtime-model order."""
+    executed = {name for run in per_run for name in run}
+    results = []
+    for name, node in nodes.items():
+        if name not in executed:
+            continue
+        series = tuple(run.get(name, 0.0) for run in per_run)
+        samples = KernelSamples(name, node.layer_type, device, series, exec_type=node.exec_type,
+                                precision=node.precision)
+        results.append(KernelResult(samples, summarize(series), node.layers, node.category))
+    for name in sorted(executed - set(nodes)):  # counters for a node the runtime model lacks: keep, unmapped
+        series = tuple(run.get(name, 0.0) for run in per_run)
+        results.append(KernelResult(KernelSamples(name, "", device, series), summarize(series), (), "unmapped"))
+    return tuple(results)
+
+
+def _fusion_map(graph: Graph, nodes: Mapping[str, _ExecNode], executed: Sequence[KernelResult]) -> FusionMap:
+    """Every runtime node's layers; eliminated: the source layers no *executed* node covers (a reshape done in
+    place, a node the compiler kept but never runs, a layer folded away)."""
+    kernels = {n.name: KernelMapping(n.name, n.layer_type, "", n.layers, n.category) for n in nodes.values()}
+    covered = {lid for k in executed if k.category == "layer" for lid in k.layers}
+    return FusionMap(kernels, tuple(node.id for node in graph.layers if node.id not in covered))
+
+
+def _median_run(kernels: Sequence[KernelResult], nodes: Mapping[str, _ExecNode]) -> tuple[TraceEvent, ...]:
+    """The executed nodes back to back in execution order, each lasting its median (the counters have no
+    timestamps; OpenVINO's CPU plugin runs one node after another within a stream)."""
+    events, start = [], 0.0
+    for kernel in kernels:
+        duration = kernel.stats.median_us
+        if duration <= 0:
+            continue
+        events.append(TraceEvent(kernel.samples.name, 0, start, duration))
+        start += duration
+    return tuple(events)
+
+
+def async_bench(compiled: Any, feeds: Mapping[str, np.ndarray], config: Any, requests: int = 0,
+                progress: Any = None) -> Any:
+    """OpenVINO's throughput mode: an ``AsyncInferQueue`` of ``requests`` infer requests (0: the compiled
+    model's ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``) kept busy; ``config`` is a
+    :class:`~layerscope.measure.bench.BenchConfig` (``warmup_runs`` per request, then ``runs`` in all or
+    ``duration_s``). One sample per run: ``perf_counter_ns`` when ``start_async`` hands it to an idle request
+    to its completion callback. Throughput = runs / wall time from the first start to the last completion. The
+    result is a :class:`~layerscope.measure.bench.BenchResult` with one stream (the queue); Ctrl-C stops
+    handing out runs and keeps those completed (``interrupted``)."""
+    from layerscope.measure.bench import BenchResult, ProcessUsage, StreamResult, available_cores, peak_rss_bytes
+    from layerscope.measure.cputime import CpuClock
+
+    openvino = _require_openvino()
+    jobs = requests or int(compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
+    queue = openvino.AsyncInferQueue(compiled, jobs)
+    done: list[tuple[int, int]] = []
+    queue.set_callback(lambda _request, started: done.append((started, time.perf_counter_ns())))
+    inputs = dict(feeds)
+    for i in range(config.warmup_runs * jobs):
+        queue.start_async(inputs, time.perf_counter_ns())
+        if progress:
+            progress("warmup", float(i + 1), float(config.warmup_runs * jobs))
+    queue.wait_all()
+    done.clear()
+    clock = CpuClock()
+    interrupted, started = False, 0
+    deadline = time.perf_counter() + config.duration_s if config.duration_s is not None else None
+    try:
+        while (started < config.runs) if deadline is None else (time.perf_counter() < deadline):
+            queue.start_async(inputs, time.perf_counter_ns())
+            started += 1
+            if progress:
+                progress("measure", float(started), float(config.runs or 0))
+    except KeyboardInterrupt:
+        interrupted = True
+    queue.wait_all()
+    span = clock.stop()
+    if not done:
+        raise KeyboardInterrupt
+    samples_us = np.asarray([end - start for start, end in done], dtype=np.float64) / 1e3
+    wall_s = (max(end for _, end in done) - min(start for start, _ in done)) / 1e9
+    latency = summarize(samples_us)
+    usage = ProcessUsage(cpu_time_s=span.cpu_s, wall_s=span.wall_s, cores=available_cores(),
+                         peak_rss_bytes=peak_rss_bytes())
+    return BenchResult(config=config, latency=latency, streams=(StreamResult(0, len(done), wall_s, latency),),
+                       wall_s=wall_s, usage=usage, interrupted=interrupted)
