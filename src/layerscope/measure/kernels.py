@@ -129,7 +129,8 @@ def _act(nodes: list[onnx.NodeProto], x: str, act: str) -> str:
     return "a"
 
 
-def conv_kernel(hw: int, cin: int, cout: int, k: int, stride: int, depthwise: bool, bn: bool, act: str) -> KernelModel:
+def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise: bool, bn: bool,
+                act: str) -> KernelModel:
     """Conv (depthwise when ``depthwise``: groups = channels = ``cin``) [+BatchNormalization] [+activation]."""
     if depthwise:
         cout = cin
@@ -151,7 +152,7 @@ def conv_kernel(hw: int, cin: int, cout: int, k: int, stride: int, depthwise: bo
                        .SerializeToString())
 
 
-def matmul_kernel(batch: int, m: int, k: int, n: int, bias: bool, weights: bool) -> KernelModel:
+def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bool) -> KernelModel:
     """MatMul of ``[batch, m, k]`` by a ``[k, n]`` weight [+Add bias] (a Gemm / FusedMatMul in ORT), or by a
     second activation ``[batch, k, n]`` (attention's QK^T and AV) when not ``weights``."""
     label = f"matmul b={batch} m={m} k={k} n={n} bias={int(bias)} w={int(weights)}"
@@ -251,15 +252,17 @@ def _configs(family: str) -> list[KernelModel]:
                 for k in (1, 3, 5):
                     for s in (1, 2):
                         for act in ("relu", "none", "hardswish", "clip", "silu"):
-                            out.append(conv_kernel(hw, cin, cin, k, s, True, True, act))
+                            out.append(conv_kernel(hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
                             for cout in chans:
-                                out.append(conv_kernel(hw, cin, cout, k, s, False, act != "none", act))
+                                out.append(conv_kernel(hw, cin, cout, k=k, stride=s, depthwise=False,
+                                                           bn=act != "none", act=act))
     elif family == "matmul":
         for b in (1, 4, 8):
             for m in (1, 16, 64, 128, 256, 512):
                 for k in (64, 128, 256, 512, 1024):
                     for n in (64, 128, 256, 512, 1024):
-                        out += [matmul_kernel(1, b * m, k, n, True, True), matmul_kernel(b, m, k, n, False, False)]
+                        out += [matmul_kernel(1, b * m, k, n, bias=True, weights=True),
+                                matmul_kernel(b, m, k, n, bias=False, weights=False)]
     elif family == "pool":
         out = [pool_kernel(hw, c, kind, k, s) for hw in sizes for c in chans for kind in ("max", "avg", "global")
                for k in (2, 3, 5) for s in (1, 2)]
@@ -467,7 +470,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
             out.append(KernelTiming(kernel, value, tuple(samples), overhead_us, was_cached))
             if progress is not None:
                 progress(index + 1, len(kernels))
-    return out, overhead_us, identity
+    return out, overhead_us, dict(identity)
 
 
 def _key(kernel: KernelModel, identity: Mapping[str, Any]) -> str:
@@ -487,7 +490,8 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         key = _key(kernel, runner.identity)
         have = store.samples(key)
         cached = len(have) >= timing.visits
-        job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key=key, model_path=path, label=kernel.label)
+        cut = Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False)
+        job = Job(cut=cut, key=key, model_path=path, label=kernel.label)
         while len(store.samples(key)) < timing.visits:
             store.add(key, "final", runner.measure(job), job=job, runner=runner.identity)
         return store.samples(key)[:timing.visits], runner.identity, cached
