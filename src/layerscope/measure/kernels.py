@@ -74,13 +74,16 @@ def kernel_family(op_types: Sequence[str]) -> str:
 class KernelModel:
     """One kernel to time: its family, a label (configuration or source layers), the single-kernel model's
     bytes, and where its features come from: ``source`` (a model path) and ``layers`` (the source layer ids it
-    covers) for a kernel of a user's model; empty for a generated one (its features come from the model)."""
+    covers) for a kernel of a user's model, loaded with ``shapes``; empty for a generated one (its features come
+    from the model)."""
 
     family: str
     label: str
     model_bytes: bytes
     source: str = ""
     layers: tuple[str, ...] = ()
+    #: The ``--shape`` overrides the source model was loaded with.
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     @property
     def digest(self) -> str:
@@ -344,7 +347,7 @@ def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, conf
             notes.append(f"{name}: not extracted ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
             continue
         kernel = KernelModel(kernel_family([n.op_type for n in nodes]), f"{graph.name}:{name}", data,
-                             source=str(path), layers=tuple(layers))
+                             source=str(path), layers=tuple(layers), shapes=tuple(sorted((shapes or {}).items())))
         kernels.setdefault(kernel.digest, kernel)
     return graph, list(kernels.values()), notes
 
