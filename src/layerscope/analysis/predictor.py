@@ -361,3 +361,32 @@ def runtime_kernels(graph: Graph, config: SessionConfig) -> tuple[list[tuple[str
     groups = kernel_groups(graph, config)
     return [(name, kernel_family([by_id[i].op_type for i in layers if i in by_id]), layers)
             for name, layers in groups], "onnxruntime"
+
+
+def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate) -> ModelPrediction:
+    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels as ONNX Runtime would run
+    them at the predictor's thread count; ``InputError`` when the runtime here is not the predictor's."""
+    threads = int(predictor.runtime.get("threads", 1) or 1)
+    config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level", "all")))
+    try:
+        import onnxruntime as ort
+
+        here: dict[str, Any] = {"runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
+                                "threads": threads, "opt_level": config.opt_level}
+        predictor.check_runtime(here)
+    except ImportError:
+        pass  # no runtime here to disagree with: one kernel per layer
+    kernels, fusion = runtime_kernels(graph, config)
+    return predict_model(predictor, graph, estimate, kernels, fusion)
+
+
+def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predictor: Predictor) -> None:
+    """Write ``pred`` into ``run``: the ``predictor`` section and each layer's ``predicted`` {latency_us, kernel,
+    family} (layers of no kernel: 0, kernel ``null``)."""
+    run["predictor"] = prediction_section(pred, path, predictor)
+    owner = {layer: k for k in pred.kernels for layer in k.layers}
+    for layer in run.get("layers", []):
+        kernel = owner.get(layer["id"])
+        layer["predicted"] = {"latency_us": round(pred.layers_us.get(layer["id"], 0.0), 3),
+                              "kernel": kernel.kernel if kernel else None,
+                              "family": kernel.family if kernel else None}
