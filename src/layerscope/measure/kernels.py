@@ -19,12 +19,14 @@ median of its samples minus the runner's per-call overhead (the same statistic f
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,9 @@ def _model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, Sequence[int
         [numpy_helper.from_array(v.astype(np.float32), k) for k, v in sorted(inits.items())])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="layerscope")
     model.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(model).graph.output  # outputs declared with their shapes
+    for out, full in zip(model.graph.output, inferred, strict=True):
+        out.CopyFrom(full)
     return model
 
 
@@ -245,44 +250,42 @@ def movement_kernel(hw: int, c: int, kind: str) -> KernelModel:
     return KernelModel("movement", label, model.SerializeToString())
 
 
-def _configs(family: str) -> list[KernelModel]:
-    """Every configuration of ``family``'s space (unordered)."""
-    out: list[KernelModel] = []
+def _configs(family: str) -> list[Callable[[], KernelModel]]:
+    """Every configuration of ``family``'s space (unordered), each a function that builds its model (building
+    all of them up front would cost seconds and gigabytes of random weights)."""
+    out: list[Callable[[], KernelModel]] = []
     sizes, chans = (7, 14, 28, 56, 112), (16, 32, 64, 128, 256)
     if family == "conv":
-        for hw in sizes:
-            for cin in chans:
-                for k in (1, 3, 5):
-                    for s in (1, 2):
-                        for act in ("relu", "none", "hardswish", "clip", "silu"):
-                            out.append(conv_kernel(hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
-                            for cout in chans:
-                                out.append(conv_kernel(hw, cin, cout, k=k, stride=s, depthwise=False,
-                                                           bn=act != "none", act=act))
+        for hw, cin, k, s, act in itertools.product(sizes, chans, (1, 3, 5), (1, 2),
+                                                    ("relu", "none", "hardswish", "clip", "silu")):
+            out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
+            out += [partial(conv_kernel, hw, cin, cout, k=k, stride=s, depthwise=False, bn=act != "none", act=act)
+                    for cout in chans]
     elif family == "matmul":
-        for b in (1, 4, 8):
-            for m in (1, 16, 64, 128, 256, 512):
-                for k in (64, 128, 256, 512, 1024):
-                    for n in (64, 128, 256, 512, 1024):
-                        out += [matmul_kernel(1, b * m, k, n, bias=True, weights=True),
-                                matmul_kernel(b, m, k, n, bias=False, weights=False)]
+        for b, m, k, n in itertools.product((1, 4, 8), (1, 16, 64, 128, 256, 512), (64, 128, 256, 512, 1024),
+                                            (64, 128, 256, 512, 1024)):
+            out += [partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True),
+                    partial(matmul_kernel, b, m, k, n, bias=False, weights=False)]
     elif family == "pool":
-        out = [pool_kernel(hw, c, kind, k, s) for hw in sizes for c in chans for kind in ("max", "avg", "global")
-               for k in (2, 3, 5) for s in (1, 2)]
+        out = [partial(pool_kernel, hw, c, kind, k, s) for hw, c, kind, k, s in
+               itertools.product(sizes, chans, ("max", "avg", "global"), (2, 3, 5), (1, 2))
+               if kind != "global" or (k, s) == (2, 1)]
     elif family == "elementwise":
-        out = [elementwise_kernel(n, op, op in ("Add", "Mul")) for n in (256, 1024, 4096, 16384, 65536, 262144,
-                                                                        1048576, 2097152)
-               for op in ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip")]
+        out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul")) for n, op in
+               itertools.product((256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152),
+                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"))]
     elif family == "concat":
-        out = [concat_kernel(hw, c, p) for hw in sizes for c in chans for p in (2, 3, 4)]
+        out = [partial(concat_kernel, hw, c, p) for hw, c, p in itertools.product(sizes, chans, (2, 3, 4))]
     elif family == "resize":
-        out = [resize_kernel(hw, c, mode) for hw in sizes for c in chans for mode in ("nearest", "linear")]
+        out = [partial(resize_kernel, hw, c, mode) for hw, c, mode in itertools.product(sizes, chans,
+                                                                                         ("nearest", "linear"))]
     elif family == "norm":
-        out = [norm_kernel(r, c, kind) for r in (1, 16, 64, 128, 256, 1024, 4096) for c in (32, 64, 128, 256, 384,
-                                                                                               768, 1024)
-               for kind in ("softmax", "layernorm")]
+        out = [partial(norm_kernel, r, c, kind) for r, c, kind in
+               itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
+                                 ("softmax", "layernorm"))]
     elif family == "movement":
-        out = [movement_kernel(hw, c, kind) for hw in sizes for c in chans for kind in ("transpose", "slice")]
+        out = [partial(movement_kernel, hw, c, kind) for hw, c, kind in itertools.product(sizes, chans,
+                                                                                           ("transpose", "slice"))]
     return out
 
 
@@ -305,7 +308,7 @@ def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -
                 if limit is not None and count >= limit:
                     return
                 count += 1
-                yield order[round_]
+                yield order[round_]()
 
 
 # ------------------------------------------------------------------------------ kernels of a model
