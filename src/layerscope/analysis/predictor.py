@@ -3,7 +3,8 @@
 Each kernel (:mod:`layerscope.measure.kernels`) is described by :data:`FEATURES`, computed from layerscope's own
 costs and roofline estimate of the source layers it covers (MACs, FLOPs, bytes, the roofline time and the
 compute share of it, kernel / stride / groups / channels of its main node). The regressor of the kernel's family
-learns ``log(measured_us / roofline_us)``: the roofline carries the scaling with size, the trees learn how far
+learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
+cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
 proportion (trees alone cannot extrapolate). Families with fewer than :data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
@@ -49,6 +50,10 @@ FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements")
 MIN_FAMILY_SAMPLES = 12
+#: Added to the measured and the roofline time before their ratio is learnt (µs): a kernel's fixed cost. Without
+#: it, a kernel whose roofline is ~0 (a Reshape, a small Add) has a ratio in the hundreds, and a tree leaf
+#: holding such kernels multiplies a larger kernel that lands in it by as much.
+FLOOR_US = 2.0
 #: The identity fields a predictor must share with the runtime it predicts for.
 RUNTIME_KEYS = ("runner", "version", "provider", "threads", "opt_level")
 _MAIN_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize",
@@ -156,7 +161,7 @@ class Predictor:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
-                "features": list(FEATURES), "target": "log(measured_us / roofline_us)",
+                "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
                 "overhead_us": self.overhead_us,
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
@@ -210,7 +215,7 @@ def _design(samples: Sequence[KernelSample], with_family: bool) -> tuple[np.ndar
     if with_family:
         onehot = np.asarray([[float(s.family == f) for f in FAMILIES] for s in samples])
         x = np.hstack([x, onehot])
-    y = np.log(np.asarray([max(s.measured_us, 0.05) / s.roofline_us for s in samples]))
+    y = np.log(np.asarray([(max(s.measured_us, 0.0) + FLOOR_US) / (s.roofline_us + FLOOR_US) for s in samples]))
     return x, y
 
 
@@ -232,7 +237,10 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
     for train, test in KFold(k, shuffle=True, random_state=seed).split(x):
         model = _regressor(seed).fit(x[train], y[train])
         residuals[test] = y[test] - model.predict(x[test])
-    ratio_err = np.abs(np.exp(-residuals) - 1.0)  # predicted / measured - 1
+    measured = np.asarray([s.measured_us for s in samples])
+    roof = np.asarray([s.roofline_us for s in samples])
+    predicted = np.maximum(0.0, (roof + FLOOR_US) * np.exp(y - residuals) - FLOOR_US)
+    ratio_err = np.abs(predicted / np.maximum(measured, 0.05) - 1.0)
     final = _regressor(seed).fit(x, y)
     return FamilyFit(family, len(samples), float(np.median(ratio_err)), float(np.mean(ratio_err <= 0.10)), k,
                      float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))
@@ -290,9 +298,12 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
         x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
     roof = roofline_us(graph, estimate, layers)
     value = float(fit.model.predict(x[None, :])[0])
-    return KernelPrediction(name, fit.family, tuple(layers), roof * math.exp(value),
-                            roof * math.exp(value + fit.residual_low), roof * math.exp(value + fit.residual_high),
-                            roof)
+
+    def us(log_ratio: float) -> float:
+        return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
+
+    return KernelPrediction(name, fit.family, tuple(layers), us(value), us(value + fit.residual_low),
+                            us(value + fit.residual_high), roof)
 
 
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
