@@ -7,12 +7,14 @@ Steps (all with ONNX Runtime on one thread, from the repository root with ``PYTH
    every distinct kernel of the zoo networks, then generated kernels of every family until the budget is spent.
 2. Today's calibration: ``layerscope profile`` each zoo network (``--runs R --threads 1``) and
    ``layerscope calibrate <zoo runs> -o OUT/host-cal.toml`` (per-op efficiency).
-3. Held out: the real-world corpus (``benchmarks/realworld_models.toml``, models extracted under ``--models``,
+3. The zoo scale: ``layerscope estimate`` each zoo network with the predictor; the median of its measured P50 (step
+   2) over the prediction is the ``predictor-s`` column's factor (fitted on the calibration models only).
+4. Held out: the real-world corpus (``benchmarks/realworld_models.toml``, models extracted under ``--models``,
    default ``/work/models``; those needing constant inputs left out): ``layerscope profile MODEL --threads 1``
    twice (rounds A and B, all models in turn between them): A is the truth, |A/B - 1| the machine's noise on
    that model. ``layerscope estimate MODEL -t OUT/host-cal.toml --predictor OUT/predictor.json`` gives the
    calibrated estimate and the prediction; A's own estimate is the uncalibrated roofline (``host``).
-4. Prints per model and method: end-to-end error (predicted / measured P50 - 1), per-layer Spearman rank
+5. Prints per model and method: end-to-end error (predicted / measured P50 - 1), per-layer Spearman rank
    correlation (layers with a measured time) and top-10 overlap; then per method the share within ±10%, the
    median |error|, the median Spearman; and the noise. Writes everything to ``OUT/predictor-bench.json``.
 
@@ -41,7 +43,7 @@ from realworld import load_manifest  # noqa: E402
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO_MODELS = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
               "squeezenet", "vgg19", "zfnet512")
-METHODS = ("roofline", "calibrate", "predictor")
+METHODS = ("roofline", "calibrate", "predictor", "predictor-s")
 
 
 def _layerscope(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
@@ -97,7 +99,7 @@ def top_overlap(measured: Mapping[str, float], predicted: Mapping[str, float], n
 def _per_layer(run: Mapping[str, Any], method: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for layer in run.get("layers", []):
-        if method == "predictor":
+        if method.startswith("predictor"):
             value = (layer.get("predicted") or {}).get("latency_us")
         else:
             value = (layer.get("estimate") or {}).get("latency_us")
@@ -120,7 +122,7 @@ def _measured_layers(run: Mapping[str, Any]) -> dict[str, float]:
 def score(measured_run: Mapping[str, Any], method_run: Mapping[str, Any], method: str) -> dict[str, Any]:
     """End-to-end error, Spearman and top-10 overlap of ``method`` against the measured run."""
     truth = float(measured_run["latency"]["p50_us"])
-    if method == "predictor":
+    if method.startswith("predictor"):
         total = float(method_run["predictor"]["latency_us"])
     else:
         total = float(method_run["summary"]["est_latency_us"])
@@ -170,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if done.returncode != 0:
         print(done.stderr)
         return 2
+    scale = zoo_scale(zoo_runs, predictor, out)
     models = _held_out(args.models, args.only)
     runs: dict[str, dict[str, Any]] = {}
     for round_ in ("a", "b"):
@@ -191,9 +194,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                "noise": abs(a["latency"]["p50_us"] / b["latency"]["p50_us"] - 1) if b else None,
                "roofline": score(a, a, "roofline"), "calibrate": score(a, est, "calibrate"),
                "predictor": score(a, est, "predictor"),
+               "predictor-s": _scaled(score(a, est, "predictor"), scale),
                "interval_us": [est["predictor"]["low_us"], est["predictor"]["high_us"]]}
         results[name] = row
     summary = render(results)
+    summary["zoo_scale"] = scale
+    print(f"predictor-s: the predictor x {scale:.3f}, the median of measured P50 / predicted over the zoo's own "
+          "profile runs in this session (fitted on the calibration models only)")
     (out / "predictor-bench.json").write_text(json.dumps({"models": results, "summary": summary}, indent=1))
     ok = [r for r in results.values() if "roofline" in r]
     if not ok:
@@ -204,9 +211,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if goal else 1
 
 
+def zoo_scale(zoo_runs: Sequence[Path], predictor: Path, out: Path) -> float:
+    """The median of measured P50 / predicted latency over the zoo networks' profile runs (the calibration
+    models): what a kernel timed alone, as the fastest of its runs, misses of a whole model's P50 in this session
+    (caches the neighbouring kernels evict, the machine's other load). 1.0 when no zoo run predicts."""
+    ratios = []
+    for model, run_path in zip(ZOO_MODELS, zoo_runs, strict=True):
+        est_path = out / f"zoo-{model}-est.json"
+        done = _layerscope("estimate", str(ZOO / f"light_{model}.onnx"), "--predictor", str(predictor), "--top", "0",
+                           "--json", str(est_path))
+        if done.returncode == 0 and run_path.exists():
+            measured = json.loads(run_path.read_text())["latency"]["p50_us"]
+            ratios.append(measured / json.loads(est_path.read_text())["predictor"]["latency_us"])
+    return statistics.median(ratios) if ratios else 1.0
+
+
+def _scaled(scored: dict[str, Any], scale: float) -> dict[str, Any]:
+    total = scored["predicted_us"] * scale
+    return dict(scored, predicted_us=total, error=(1 + scored["error"]) * scale - 1)
+
+
 def render(results: Mapping[str, Any]) -> dict[str, Any]:
     """Print the side-by-side table and the per-method summary; return the summary."""
-    print(f"\n{'model':22} {'meas ms':>8} {'noise':>6} | " + " | ".join(f"{m:^22}" for m in METHODS))
+    print(f"\n{'model':22} {'meas ms':>8} {'noise':>6} | " + " | ".join(f"{m:^21}" for m in METHODS))
     print(f"{'':22} {'':>8} {'':>6} | " + " | ".join(f"{'err':>7} {'rho':>6} {'top10':>6}" for _ in METHODS))
     for name, row in results.items():
         if "roofline" not in row:
