@@ -6,7 +6,9 @@ compute share of it, kernel / stride / groups / channels of its main node). The 
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
 cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
-proportion (trees alone cannot extrapolate). Families with fewer than :data:`MIN_FAMILY_SAMPLES` kernels use the
+proportion (trees alone cannot extrapolate). A kernel of ``other`` ops (LSTM, GRU, contrib ops: no family) is
+predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
+:data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
 
 The fit: scikit-learn's ``GradientBoostingRegressor``; its error is estimated by k-fold cross-validation per
@@ -297,12 +299,14 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
     if fit.family == "all":
         x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
     roof = roofline_us(graph, estimate, layers)
-    value = float(fit.model.predict(x[None, :])[0])
+    # an op no family holds (LSTM, contrib ops): nothing like it was timed, the roofline gives the number
+    value = float(fit.model.predict(x[None, :])[0]) if family != "other" else 0.0
 
     def us(log_ratio: float) -> float:
         return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
 
-    return KernelPrediction(name, fit.family, tuple(layers), us(value), us(value + fit.residual_low),
+    used = fit.family if family != "other" else "other"
+    return KernelPrediction(name, used, tuple(layers), us(value), us(value + fit.residual_low),
                             us(value + fit.residual_high), roof)
 
 

@@ -48,7 +48,7 @@ from layerscope.model.types import Graph
 FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement")
 _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("conv", frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})),
-    ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum"})),
+    ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum", "FusedMatMul"})),
     ("pool", frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"})),
     ("norm", frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
                         "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "GroupNormalization"})),
@@ -57,6 +57,14 @@ _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("movement", frozenset({"Transpose", "Gather", "Slice", "Split", "Pad", "Tile", "Expand", "GatherElements",
                             "DepthToSpace", "SpaceToDepth", "ScatterND", "Where"})),
 )
+#: Ops of the ``elementwise`` family (activations, arithmetic, casts, comparisons); a kernel of none of the
+#: families' ops is ``other`` (LSTM, GRU, contrib ops): no regressor was trained on anything like it.
+ELEMENTWISE_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Relu", "LeakyRelu", "PRelu",
+    "Elu", "Selu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf", "Gelu", "FastGelu", "BiasGelu", "Clip",
+    "Min", "Max", "Cast", "Equal", "Less", "Greater", "Not", "And", "Or", "Floor", "Ceil", "Round", "Sin", "Cos",
+    "Softplus", "Mish", "QuickGelu", "Sign", "Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+    "DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "Shape", "Size"})
 _OPSET = 17
 #: Per-family seeds of the configuration space's shuffle (so a family's order does not depend on the others).
 _SEED = 18
@@ -64,12 +72,13 @@ _SEED = 18
 
 def kernel_family(op_types: Sequence[str]) -> str:
     """The family of a kernel whose source layers have ``op_types``: the first family (in :data:`_FAMILY_OPS`
-    order) one of them belongs to; ``"elementwise"`` when none does (activations, arithmetic, casts)."""
+    order) one of them belongs to; ``"elementwise"`` when all are :data:`ELEMENTWISE_OPS`; else ``"other"``
+    (predicted by the roofline alone)."""
     present = set(op_types)
     for family, ops in _FAMILY_OPS:
         if present & ops:
             return family
-    return "elementwise"
+    return "elementwise" if present <= ELEMENTWISE_OPS else "other"
 
 
 @dataclass(frozen=True)
