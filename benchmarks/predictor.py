@@ -184,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, path, extra in models:
         a, b = runs.get(f"{name}:a"), runs.get(f"{name}:b")
         est_path = out / f"held-{name}-est.json"
+        est_path.unlink(missing_ok=True)  # estimate --json merges into an existing run
         done = _layerscope("estimate", str(path), *extra, "-t", str(calibrated), "--predictor", str(predictor),
                            "--top", "0", "--json", str(est_path))
         if a is None or done.returncode != 0:
@@ -218,6 +219,7 @@ def zoo_scale(zoo_runs: Sequence[Path], predictor: Path, out: Path) -> float:
     ratios = []
     for model, run_path in zip(ZOO_MODELS, zoo_runs, strict=True):
         est_path = out / f"zoo-{model}-est.json"
+        est_path.unlink(missing_ok=True)
         done = _layerscope("estimate", str(ZOO / f"light_{model}.onnx"), "--predictor", str(predictor), "--top", "0",
                            "--json", str(est_path))
         if done.returncode == 0 and run_path.exists():

@@ -242,3 +242,14 @@ def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest
     assert predictor.runtime["threads"] == 1 and predictor.profile == "host"
     assert main(["calibrate", "--kernels", "--families", "nope", "-o", str(out)]) == 2
     assert main(["calibrate", "-o", str(tmp_path / "x.toml")]) == 2
+
+
+def test_estimate_into_an_existing_run_replaces_its_prediction(fitted: tuple[Predictor, Path], tmp_path: Path) -> None:
+    _, path = fitted
+    copy = tmp_path / "second.json"
+    copy.write_bytes(path.read_bytes())
+    out = tmp_path / "run.json"
+    for predictor in (path, copy):
+        assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(predictor), "--json",
+                     str(out), "--top", "0"]) == 0
+    assert load_run(out)["predictor"]["file"] == str(copy)

@@ -60,8 +60,6 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     print_shape_notes(graph)
     estimate = estimate_graph(graph, profile, dtype)
     run = run_from_estimate(graph, estimate, profile)
-    if predictor_path is not None:
-        _predict(run, graph, predictor_path, dtype)
     if timeline:
         run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs),
                                           profile.ddr_nominal_bytes_per_s)
@@ -70,6 +68,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     if existing is not None:
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
+    if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept
+        _predict(run, graph, predictor_path, dtype)
     if top:
         console.print(top_layers_table(run, top))
     console.print(estimate_summary(run))
