@@ -27,11 +27,13 @@ from layerscope.analysis.calibrate import (
     run_data,
     write_profile,
 )
+from layerscope.cli.calibrate_kernels import run_kernels
 from layerscope.cli.console import SafeConsole
-from layerscope.cli.options import Command, deprecated_option
+from layerscope.cli.options import Command, deprecated_option, parse_shapes, shape_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
+from layerscope.measure.kernels import FAMILIES
 from layerscope.report.analysis_terminal import calibration_report
 from layerscope.run import load_run
 from layerscope.targets import load_profile
@@ -57,9 +59,23 @@ def op_table(cal: Calibration) -> RenderableType:
 
 
 @click.command("calibrate", cls=Command)
-@click.argument("runs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("runs", nargs=-1, required=False, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "output", type=OutputPath(), required=True, metavar="OUT.toml",
-              help="Where to write the calibrated profile.")
+              help="Where to write the calibrated profile (with --kernels: the predictor, OUT.json).")
+@click.option("--kernels", is_flag=True,
+              help="Sample and time single kernels (and every kernel of the MODELs given as RUNS) on ONNX Runtime "
+                   "and fit the kernel-level latency predictor that `estimate --predictor` uses.")
+@click.option("--budget", default="10m", show_default=True, metavar="DURATION",
+              help="With --kernels: stop timing new kernels after this long (90s, 10m); cached ones are free.")
+@click.option("--families", default=None, metavar="A,B",
+              help=f"With --kernels: the generated kernel families (default all: {', '.join(FAMILIES)}).")
+@click.option("--kernel-threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="With --kernels: ONNX Runtime intra-op threads the kernels are timed with.")
+@click.option("--visits", default=5, show_default=True, type=click.IntRange(min=1),
+              help="With --kernels: samples per kernel (each the fastest of 5 runs).")
+@click.option("--cache", "cache", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="With --kernels: the sample cache [default: the bisect cache's kernels/ folder].")
+@shape_option
 @click.option("--name", default=None, help="Name of the calibrated profile (default: OUT's file name).")
 @click.option("--base", default=None, metavar="NAME|FILE",
               help="The profile the runs were estimated on (default: the runs' target).")
@@ -71,8 +87,16 @@ def op_table(cal: Calibration) -> RenderableType:
               help="Also write the fit and its errors as JSON (not a run file).")
 @deprecated_option("--json", dest="json_out", new="--fit-json", type=OutputPath(), default=None)
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
-            per_unit_only: bool, json_out: Path | None) -> None:
-    """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml."""
+            per_unit_only: bool, json_out: Path | None, kernels: bool, budget: str, families: str | None,
+            kernel_threads: int, visits: int, cache: Path | None, shapes: tuple[str, ...]) -> None:
+    """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml; with
+    --kernels, fit the kernel-level latency predictor (RUNS: calibration models, optional) to OUT.json."""
+    if kernels:
+        run_kernels(models=runs, output=output, budget=budget, families=families, threads=kernel_threads,
+                    visits=visits, cache=cache, shapes=parse_shapes(shapes))
+        return
+    if not runs:
+        raise InputError("calibrate needs at least one RUN (or --kernels)")
     if output.suffix != ".toml":
         raise InputError(f"{output}: the calibrated profile must be a .toml file")
     data = [run_data(load_run(path), str(path)) for path in runs]

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
@@ -14,6 +15,7 @@ from layerscope.errors import RunFileError
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.measure.inputs import feeder
 from layerscope.model import load_model
+from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
 from layerscope.run import load_run, run_from_estimate, save_run, timeline_section
 from layerscope.run_merge import merge_estimate
@@ -39,9 +41,12 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
                    "the timeline per unit and core and the bandwidth over time.")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
               help="Also write the self-contained HTML report (as `layerscope report` renders it).")
+@click.option("--predictor", "predictor_path", type=click.Path(path_type=Path), default=None, metavar="P.json",
+              help="Also predict the latency per kernel with a predictor from `calibrate --kernels` (the roofline "
+                   "stays the explanation).")
 def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], dtype: str | None,
             json_out: Path | None,
-            top: int, timeline: bool, html_out: Path | None) -> None:
+            top: int, timeline: bool, html_out: Path | None, predictor_path: Path | None) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
     profile = load_profile(target)
     if dtype is not None and dtype not in profile.dtypes:
@@ -61,6 +66,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     if existing is not None:
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
+    if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept
+        _predict(run, graph, predictor_path, dtype)
     console.print(command_report(run, top, timeline=timeline, kind="estimate"))
     if json_out is not None:
         written = save_run(run, json_out)
@@ -70,6 +77,13 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
             console.print(f"  {note}", markup=False, highlight=False)
     if html_out is not None:
         console.print(f"report: {write_html(run, html_out)}")
+
+
+def _predict(run: dict[str, Any], graph: Graph, path: Path, dtype: str | None) -> None:
+    """Add the kernel predictor's numbers to ``run`` (its roofline features on the predictor's own profile)."""
+    predictor = load_predictor(path)
+    estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
+    add_prediction(run, predict_path(predictor, graph, estimate), str(path), predictor)
 
 
 def _existing_run(path: Path) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from layerscope.report.bench_terminal import bench_report
 from layerscope.report.bisect_terminal import bisect_report, validation_report
 from layerscope.report.import_terminal import import_report
 from layerscope.report.pipeline_terminal import pipeline_report
+from layerscope.report.predictor_terminal import predictor_report
 from layerscope.report.stress_terminal import stress_report
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
@@ -74,6 +75,8 @@ def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: 
         parts.append(measurement_summary(run) if has_measurement else estimate_summary(run))
         if with_timeline:
             parts.append(timeline_report(run))
+        if "predictor" in run:
+            parts.append(predictor_report(run, rows))
         if "stress" in run:
             parts.append(stress_report(run, rows or 10))
     return Group(*parts)

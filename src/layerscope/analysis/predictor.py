@@ -1,0 +1,407 @@
+"""The kernel-level latency predictor (issue #18): per-family regressors on timed kernels, and their prediction.
+
+Each kernel (:mod:`layerscope.measure.kernels`) is described by :data:`FEATURES`, computed from layerscope's own
+costs and roofline estimate of the source layers it covers (MACs, FLOPs, bytes, the roofline time and the
+compute share of it, kernel / stride / groups / channels of its main node). The regressor of the kernel's family
+learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
+cost): the roofline carries the scaling with size, the trees learn how far
+this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
+proportion (trees alone cannot extrapolate). A kernel of ``other`` ops (LSTM, GRU, contrib ops: no family) is
+predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
+:data:`MIN_FAMILY_SAMPLES` kernels use the
+``all`` model (every family, the family as one-hot features).
+
+The fit: scikit-learn's ``GradientBoostingRegressor``; its error is estimated by k-fold cross-validation per
+family (median absolute error and share within ±10%, on the kernel's time); the 10th and 90th percentile of the
+cross-validated log residuals give each kernel's interval. Saved as JSON (:mod:`layerscope.analysis.trees`):
+loads without pickle and without scikit-learn; refused (exit 2) when its format version differs, and when it
+was trained for another runtime, version, provider or thread count than the one it is asked to predict for.
+
+A model's prediction: the sum of its kernels' predictions (kernels from ONNX Runtime's optimized graph through
+the fusion map) plus the per-call overhead measured with the kernels. Each kernel's time is spread over the
+source layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated)
+get 0. The interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from layerscope.analysis.trees import Ensemble, dump_gbr
+from layerscope.errors import InputError
+from layerscope.estimate import estimate_graph
+from layerscope.estimate.types import Bound, Estimate
+from layerscope.fileio import write_atomic
+from layerscope.measure.kernels import FAMILIES, KernelTiming, kernel_family, kernel_groups
+from layerscope.measure.session import SessionConfig
+from layerscope.model import load_model
+from layerscope.model.types import Graph
+from layerscope.targets.profile import Profile
+
+FORMAT = "layerscope-predictor"
+VERSION = 1
+FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
+            "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
+            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements")
+MIN_FAMILY_SAMPLES = 12
+#: Added to the measured and the roofline time before their ratio is learnt (µs): a kernel's fixed cost. Without
+#: it, a kernel whose roofline is ~0 (a Reshape, a small Add) has a ratio in the hundreds, and a tree leaf
+#: holding such kernels multiplies a larger kernel that lands in it by as much.
+FLOOR_US = 2.0
+#: The identity fields a predictor must share with the runtime it predicts for.
+RUNTIME_KEYS = ("runner", "version", "provider", "threads", "opt_level")
+_MAIN_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize",
+             "Concat", "Softmax", "LayerNormalization")
+
+
+# ------------------------------------------------------------------------------------------ features
+def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> np.ndarray:
+    """The :data:`FEATURES` of the kernel covering source ``layers`` of ``graph`` (costs and roofline from
+    ``estimate``, which must be ``graph``'s)."""
+    index = {n.id: i for i, n in enumerate(graph.layers)}
+    rows = [index[i] for i in layers if i in index]
+    costs = [estimate.costs[i] for i in rows]
+    ests = [estimate.layers[i] for i in rows]
+    nodes = [graph.layers[i] for i in rows]
+    roof = sum(e.latency_us for e in ests)
+    compute = sum(e.compute_us for e in ests)
+    main = next((n for n in nodes if n.op_type in _MAIN_OPS), nodes[0] if nodes else None)
+    kernel = stride = groups = 1.0
+    in_ch = out_ch = out_el = 1.0
+    if main is not None:
+        kernel = float(np.prod(main.attr("kernel_shape", [1]) or [1]))
+        stride = float(max(main.attr("strides", [1]) or [1]))
+        groups = float(main.attr("group", 1) or 1)
+        first = graph.tensor(main.inputs[0]) if main.inputs else None
+        out = graph.tensor(main.outputs[0]) if main.outputs else None
+        if first is not None and first.shape:
+            in_ch = float(first.shape[1] if len(first.shape) > 1 else first.shape[-1])
+            in_ch = float(first.shape[-1]) if main.op_type in ("MatMul", "Gemm") else in_ch
+        if out is not None and out.shape:
+            out_ch = float(out.shape[-1] if main.op_type in ("MatMul", "Gemm") or len(out.shape) < 2
+                           else out.shape[1])
+            out_el = float(np.prod(out.shape))
+    bound = sum(1 for e in ests if e.bound is Bound.COMPUTE) / max(1, len(ests))
+    values = [math.log1p(sum(c.macs for c in costs)), math.log1p(sum(c.flops for c in costs)),
+              math.log1p(sum(c.bytes_read_act for c in costs)), math.log1p(sum(c.bytes_read_weight for c in costs)),
+              math.log1p(sum(c.bytes_written for c in costs)), math.log1p(roof), compute / roof if roof else 0.0,
+              bound, float(len(rows)), kernel, stride, math.log(groups),
+              float(groups > 1 and groups == in_ch), math.log(max(in_ch, 1.0)), math.log(max(out_ch, 1.0)),
+              math.log1p(out_el)]
+    return np.asarray(values, dtype=np.float64)
+
+
+def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> float:
+    """The roofline time of ``layers`` (µs, at least 0.01 so that a ratio to it is defined)."""
+    index = {n.id: i for i, n in enumerate(graph.layers)}
+    return max(0.01, sum(estimate.layers[index[i]].latency_us for i in layers if i in index))
+
+
+# ------------------------------------------------------------------------------------------ samples
+@dataclass(frozen=True)
+class KernelSample:
+    """One timed kernel: its family, features, roofline time and measured time (µs, overhead removed)."""
+
+    family: str
+    label: str
+    features: tuple[float, ...]
+    roofline_us: float
+    measured_us: float
+
+
+@dataclass(frozen=True)
+class FamilyFit:
+    """A family's fitted model: how many samples, its cross-validated error (``cv_median_abs_error``: median
+    of |predicted/measured - 1|; ``cv_within_10``: the share within ±10%; ``cv_folds``), and the 10th / 90th
+    percentile of the cross-validated log residuals (the interval)."""
+
+    family: str
+    samples: int
+    cv_median_abs_error: float
+    cv_within_10: float
+    cv_folds: int
+    residual_low: float
+    residual_high: float
+    model: Ensemble
+
+    def to_json(self) -> dict[str, Any]:
+        return {"samples": self.samples, "cv_median_abs_error": self.cv_median_abs_error,
+                "cv_within_10": self.cv_within_10, "cv_folds": self.cv_folds,
+                "residual_low": self.residual_low, "residual_high": self.residual_high, "model": self.model.to_json()}
+
+    @classmethod
+    def from_json(cls, family: str, data: Mapping[str, Any]) -> FamilyFit:
+        try:
+            return cls(family, int(data["samples"]), float(data["cv_median_abs_error"]), float(data["cv_within_10"]),
+                       int(data["cv_folds"]), float(data["residual_low"]), float(data["residual_high"]),
+                       Ensemble.from_json(data["model"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"predictor file: family {family!r} is malformed ({exc})") from None
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """Fitted per-family models for one runtime (``runtime``: the runner's identity), the profile the roofline
+    features were computed on, and the per-call ``overhead_us`` a model's prediction adds once."""
+
+    runtime: Mapping[str, Any]
+    profile: str
+    overhead_us: float
+    families: Mapping[str, FamilyFit]
+
+    def fit_for(self, family: str) -> FamilyFit:
+        """``family``'s fit, else the ``all`` fit."""
+        return self.families.get(family) or self.families["all"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
+                "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
+                "overhead_us": self.overhead_us,
+                "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
+
+    def save(self, path: Path) -> Path:
+        return write_atomic(path, json.dumps(self.to_json(), sort_keys=True) + "\n")
+
+    def check_runtime(self, runtime: Mapping[str, Any]) -> None:
+        """``InputError`` (exit 2) when ``runtime`` differs from the one the predictor was trained for in any of
+        :data:`RUNTIME_KEYS`."""
+        diffs = [f"{k} {self.runtime.get(k)!r} (here {runtime.get(k)!r})" for k in RUNTIME_KEYS
+                 if self.runtime.get(k) != runtime.get(k)]
+        if diffs:
+            raise InputError(f"the predictor was trained for another runtime: {'; '.join(diffs)}",
+                             hint="sample and fit again on this runtime: layerscope calibrate --kernels")
+
+
+def load_predictor(path: Path) -> Predictor:
+    """Read a predictor file (JSON, no pickle); ``InputError`` (exit 2) when it is not one, or of another format
+    version."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the predictor file ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not a predictor file (not JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"{path}: not a layerscope predictor file")
+    if data.get("version") != VERSION:
+        raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
+                         f"{VERSION}", hint="fit it again with this layerscope: layerscope calibrate --kernels")
+    if list(data.get("features", [])) != list(FEATURES):
+        raise InputError(f"{path}: the predictor's features differ from this layerscope's")
+    try:
+        families = {str(k): FamilyFit.from_json(str(k), v) for k, v in dict(data["families"]).items()}
+        runtime = dict(data["runtime"])
+        predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{path}: predictor file is malformed ({exc})") from None
+    if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
+        raise InputError(f"{path}: predictor file is malformed (no 'all' model, or a model of the wrong width)")
+    return predictor
+
+
+def _width(family: str) -> int:
+    return len(FEATURES) + (len(FAMILIES) if family == "all" else 0)
+
+
+# ---------------------------------------------------------------------------------------------- fit
+def _design(samples: Sequence[KernelSample], with_family: bool) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray([s.features for s in samples], dtype=np.float64)
+    if with_family:
+        onehot = np.asarray([[float(s.family == f) for f in FAMILIES] for s in samples])
+        x = np.hstack([x, onehot])
+    y = np.log(np.asarray([(max(s.measured_us, 0.0) + FLOOR_US) / (s.roofline_us + FLOOR_US) for s in samples]))
+    return x, y
+
+
+def _regressor(seed: int) -> Any:
+    from sklearn.ensemble import GradientBoostingRegressor
+
+    return GradientBoostingRegressor(n_estimators=150, max_depth=3, learning_rate=0.08, subsample=0.8,
+                                     min_samples_leaf=2, random_state=seed)
+
+
+def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0) -> FamilyFit:
+    """Fit ``family``'s model on ``samples`` (``"all"``: every family, with the family as features) and
+    cross-validate it (``min(folds, len(samples))`` folds, at least 2)."""
+    from sklearn.model_selection import KFold
+
+    x, y = _design(samples, family == "all")
+    k = max(2, min(folds, len(samples)))
+    residuals = np.zeros(len(y))
+    for train, test in KFold(k, shuffle=True, random_state=seed).split(x):
+        model = _regressor(seed).fit(x[train], y[train])
+        residuals[test] = y[test] - model.predict(x[test])
+    measured = np.asarray([s.measured_us for s in samples])
+    roof = np.asarray([s.roofline_us for s in samples])
+    predicted = np.maximum(0.0, (roof + FLOOR_US) * np.exp(y - residuals) - FLOOR_US)
+    ratio_err = np.abs(predicted / np.maximum(measured, 0.05) - 1.0)
+    final = _regressor(seed).fit(x, y)
+    return FamilyFit(family, len(samples), float(np.median(ratio_err)), float(np.mean(ratio_err <= 0.10)), k,
+                     float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))
+
+
+def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], profile: str, overhead_us: float,
+                  ) -> Predictor:
+    """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples, and the ``all`` fit;
+    ``InputError`` when there are fewer than 4 samples in all."""
+    if len(samples) < 4:
+        raise InputError(f"only {len(samples)} kernel(s) were timed; a predictor needs at least 4",
+                         hint="raise --budget")
+    fits = {"all": fit_family("all", samples)}
+    for family in FAMILIES:
+        chosen = [s for s in samples if s.family == family]
+        if len(chosen) >= MIN_FAMILY_SAMPLES:
+            fits[family] = fit_family(family, chosen)
+    return Predictor(dict(runtime), profile, overhead_us, fits)
+
+
+# ------------------------------------------------------------------------------------------ predict
+@dataclass(frozen=True)
+class KernelPrediction:
+    """One kernel's prediction (µs) and interval, the family model used, and the source layers it covers."""
+
+    kernel: str
+    family: str
+    layers: tuple[str, ...]
+    latency_us: float
+    low_us: float
+    high_us: float
+    roofline_us: float
+
+
+@dataclass(frozen=True)
+class ModelPrediction:
+    """A model's predicted latency: kernels' sum plus ``overhead_us``, its interval, each kernel, and per layer
+    (µs; a kernel's time spread over its layers by roofline share)."""
+
+    latency_us: float
+    low_us: float
+    high_us: float
+    overhead_us: float
+    kernels: tuple[KernelPrediction, ...]
+    layers_us: Mapping[str, float]
+    fusion: str
+
+
+def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Estimate,
+                   layers: Sequence[str], *, name: str) -> KernelPrediction:
+    """The prediction for the kernel covering ``layers`` of ``graph``."""
+    fit = predictor.fit_for(family)
+    x = kernel_features(graph, estimate, layers)
+    if fit.family == "all":
+        x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
+    roof = roofline_us(graph, estimate, layers)
+    # an op no family holds (LSTM, contrib ops): nothing like it was timed, the roofline gives the number
+    value = float(fit.model.predict(x[None, :])[0]) if family != "other" else 0.0
+
+    def us(log_ratio: float) -> float:
+        return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
+
+    used = fit.family if family != "other" else "other"
+    return KernelPrediction(name, used, tuple(layers), us(value), us(value + fit.residual_low),
+                            us(value + fit.residual_high), roof)
+
+
+def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
+                  kernels: Sequence[tuple[str, str, tuple[str, ...]]], fusion: str) -> ModelPrediction:
+    """Predict ``graph`` from its ``kernels`` (name, family, source layers); ``fusion`` says where the kernels
+    came from (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer)."""
+    preds = tuple(predict_kernel(predictor, fam, graph, estimate, layers, name=name) for name, fam, layers in kernels)
+    index = {n.id: i for i, n in enumerate(graph.layers)}
+    per_layer = {n.id: 0.0 for n in graph.layers}
+    for p in preds:
+        weights = [max(estimate.layers[index[i]].latency_us, 1e-9) for i in p.layers if i in index]
+        total = sum(weights)
+        for layer, w in zip([i for i in p.layers if i in index], weights, strict=True):
+            per_layer[layer] += p.latency_us * w / total
+    overhead = predictor.overhead_us
+    return ModelPrediction(sum(p.latency_us for p in preds) + overhead, sum(p.low_us for p in preds) + overhead,
+                           sum(p.high_us for p in preds) + overhead, overhead, preds, per_layer, fusion)
+
+
+def prediction_section(pred: ModelPrediction, path: str, predictor: Predictor) -> dict[str, Any]:
+    """The run file's ``predictor`` section."""
+    return {"file": path, "latency_us": round(pred.latency_us, 3), "low_us": round(pred.low_us, 3),
+            "high_us": round(pred.high_us, 3), "overhead_us": round(pred.overhead_us, 3), "fusion": pred.fusion,
+            "runtime": dict(predictor.runtime), "profile": predictor.profile,
+            "kernels": [{"kernel": k.kernel, "family": k.family, "layers": list(k.layers),
+                         "latency_us": round(k.latency_us, 3), "low_us": round(k.low_us, 3),
+                         "high_us": round(k.high_us, 3), "roofline_us": round(k.roofline_us, 3)}
+                        for k in pred.kernels]}
+
+
+# ------------------------------------------------------------------------------------------- glue
+def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile) -> list[KernelSample]:
+    """Features and roofline (on ``profile``) for each timed kernel: a generated kernel's from its own model, a
+    model's kernel's from the source model it came from (as it will be predicted)."""
+    sources: dict[str, tuple[Graph, Estimate]] = {}
+    out: list[KernelSample] = []
+    with tempfile.TemporaryDirectory(prefix="layerscope-predictor-") as tmp:
+        for timing in timings:
+            kernel = timing.kernel
+            if kernel.source:
+                if kernel.source not in sources:
+                    graph = load_model(kernel.source, dict(kernel.shapes))
+                    sources[kernel.source] = (graph, estimate_graph(graph, profile, "fp32"))
+                graph, est = sources[kernel.source]
+                layers: Sequence[str] = kernel.layers
+            else:
+                path = Path(tmp) / f"{kernel.digest}.onnx"
+                path.write_bytes(kernel.model_bytes)
+                graph = load_model(path)
+                est = estimate_graph(graph, profile, "fp32")
+                layers = [n.id for n in graph.layers]
+            features = kernel_features(graph, est, layers)
+            out.append(KernelSample(kernel.family, kernel.label, tuple(float(v) for v in features),
+                                    roofline_us(graph, est, layers), timing.latency_us))
+    return out
+
+
+def runtime_kernels(graph: Graph, config: SessionConfig) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
+    """``graph``'s kernels as ONNX Runtime runs them (name, family, source layers) and ``"onnxruntime"``; one
+    kernel per top-level layer and ``"none"`` when ONNX Runtime is not installed."""
+    by_id = {n.id: n for n in graph.layers}
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return [(n.id, kernel_family([n.op_type]), (n.id,)) for n in graph.layers if not n.parent], "none"
+    groups = kernel_groups(graph, config)
+    return [(name, kernel_family([by_id[i].op_type for i in layers if i in by_id]), layers)
+            for name, layers in groups], "onnxruntime"
+
+
+def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate) -> ModelPrediction:
+    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels as ONNX Runtime would run
+    them at the predictor's thread count; ``InputError`` when the runtime here is not the predictor's."""
+    threads = int(predictor.runtime.get("threads", 1) or 1)
+    config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level", "all")))
+    try:
+        import onnxruntime as ort
+
+        here: dict[str, Any] = {"runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
+                                "threads": threads, "opt_level": config.opt_level}
+        predictor.check_runtime(here)
+    except ImportError:
+        pass  # no runtime here to disagree with: one kernel per layer
+    kernels, fusion = runtime_kernels(graph, config)
+    return predict_model(predictor, graph, estimate, kernels, fusion)
+
+
+def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predictor: Predictor) -> None:
+    """Write ``pred`` into ``run``: the ``predictor`` section and each layer's ``predicted`` {latency_us, kernel,
+    family} (layers of no kernel: 0, kernel ``null``)."""
+    run["predictor"] = prediction_section(pred, path, predictor)
+    owner = {layer: k for k in pred.kernels for layer in k.layers}
+    for layer in run.get("layers", []):
+        kernel = owner.get(layer["id"])
+        layer["predicted"] = {"latency_us": round(pred.layers_us.get(layer["id"], 0.0), 3),
+                              "kernel": kernel.kernel if kernel else None,
+                              "family": kernel.family if kernel else None}

@@ -1,0 +1,92 @@
+"""``layerscope calibrate --kernels [MODEL...] -o P.json``: sample kernels, time them on ONNX Runtime, fit the
+kernel-level latency predictor (issue #18) that ``layerscope estimate MODEL --predictor P.json`` uses.
+
+The kernels: generated single-kernel models of every family (:mod:`layerscope.measure.kernels`), interleaved so
+that any budget covers every family, after every distinct kernel of the calibration MODELs (ONNX Runtime's
+optimized graph, through the fusion map). Timed with ``--threads`` intra-op threads (default 1) in the bisect
+cache (``--cache``; rerun the same command to resume), until ``--budget`` is spent (cached kernels are free).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from layerscope.analysis.predictor import FamilyFit, fit_predictor, samples_from_timings
+from layerscope.cli.console import SafeConsole
+from layerscope.cli.progress import phase_progress
+from layerscope.errors import InputError
+from layerscope.measure.differential import SampleStore
+from layerscope.measure.kernels import FAMILIES, KernelModel, TimingConfig, kernel_space, model_kernels, time_kernels
+from layerscope.measure.session import SessionConfig
+from layerscope.targets import load_profile
+from layerscope.targets.host import cache_dir
+
+
+def parse_budget(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``10m`` or ``1h``; ``InputError`` otherwise."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if match is None or float(match.group(1)) <= 0:
+        raise InputError(f"--budget {text!r}: give a positive duration such as 90s, 10m or 1h")
+    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+def parse_families(text: str | None) -> tuple[str, ...]:
+    """The families of ``--families a,b`` (default: all); ``InputError`` for one that does not exist."""
+    if not text:
+        return FAMILIES
+    chosen = tuple(f.strip() for f in text.split(",") if f.strip())
+    unknown = [f for f in chosen if f not in FAMILIES]
+    if unknown or not chosen:
+        raise InputError(f"--families: unknown {', '.join(unknown) or 'empty list'}; choose from {', '.join(FAMILIES)}")
+    return chosen
+
+
+def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: str | None, threads: int,
+                visits: int, cache: Path | None, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Sample, time, fit and write the predictor; print the fit per family."""
+    if output.suffix != ".json":
+        raise InputError(f"{output}: the predictor file must be a .json file")
+    budget_s = parse_budget(budget)
+    chosen = parse_families(families)
+    console = SafeConsole()
+    config = SessionConfig(threads=threads)
+    kernels: list[KernelModel] = []
+    for path in models:
+        _, found, notes = model_kernels(path, shapes, config)
+        kernels += found
+        console.print(f"{path}: {len(found)} distinct kernel(s)" + (f", {len(notes)} left out" if notes else ""),
+                      markup=False, highlight=False)
+    kernels += list(kernel_space(chosen))
+    store = SampleStore((cache or cache_dir() / "bisect") / "kernels")
+    with phase_progress({"kernels": "timing kernels"}, {"kernels": "kernels"}) as update:
+        timings, overhead_us, identity = time_kernels(
+            kernels, store, TimingConfig(visits=visits, threads=threads), budget_s=budget_s,
+            progress=lambda done, total: update("kernels", done, total))
+    profile = load_profile("host")
+    predictor = fit_predictor(samples_from_timings(timings, profile), identity, profile.name, overhead_us)
+    written = predictor.save(output)
+    cached = sum(1 for t in timings if t.cached)
+    console.print(f"timed {len(timings)} of {len(kernels)} kernel(s) ({cached} from the cache); per-call overhead "
+                  f"{overhead_us:.1f} us")
+    console.print(_fit_table(predictor.families))
+    console.print(f"predictor: {written}")
+
+
+def _fit_table(fits: Mapping[str, FamilyFit]) -> Table:
+    """Per family: kernels, folds, cross-validated median error and share within ±10%, the interval factors."""
+    table = Table(title="Kernel predictor: cross-validated error per family", box=box.SIMPLE_HEAD,
+                  title_justify="left", pad_edge=False)
+    for header in ("family", "kernels", "folds", "median |err|", "within ±10%", "interval"):
+        table.add_column(header, justify="left" if header == "family" else "right", no_wrap=True)
+    for name, fit in sorted(fits.items()):
+        table.add_row(Text(name), str(fit.samples), str(fit.cv_folds), f"{100 * fit.cv_median_abs_error:.1f}%",
+                      f"{100 * fit.cv_within_10:.0f}%",
+                      f"x{math.exp(fit.residual_low):.2f}..x{math.exp(fit.residual_high):.2f}")
+    return table

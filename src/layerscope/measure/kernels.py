@@ -1,0 +1,515 @@
+"""Kernel sampling for the latency predictor (issue #18): single-kernel ONNX models, timed on ONNX Runtime.
+
+A *kernel* is what the runtime runs as one node of its optimized graph (Conv+BatchNormalization+Relu become
+one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nodes). Two sources of kernels:
+
+- :func:`kernel_space`: generated models, one fusable group of source nodes each, per kernel family
+  (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups), in a seeded random
+  order interleaved across families so that any budget covers every family.
+- :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of ONNX
+  Runtime's optimized graph covers (:mod:`layerscope.measure.fusion`), extracted as a model of its own.
+
+:func:`time_kernels` times them with the bisect runner (:class:`~layerscope.measure.runners.OrtRunner`: one
+sample = the fastest of ``runs_per_visit`` runs) and the bisect cache (:class:`~layerscope.measure.differential
+.SampleStore`, keyed by the model's bytes and the runner's identity), so that an interrupted sampling resumes
+where it stopped, and stops starting new kernels when its ``budget_s`` is spent. A kernel's time is the
+median of its samples minus the runner's per-call overhead (the same statistic for an empty model).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from layerscope.errors import LayerscopeError
+from layerscope.measure.cuts import Cut
+from layerscope.measure.differential import SampleStore
+from layerscope.measure.fusion import build_fusion_map
+from layerscope.measure.inputs import make_inputs
+from layerscope.measure.runners import Job, OrtRunner
+from layerscope.measure.session import SessionConfig, make_session
+from layerscope.model import load_model
+from layerscope.model.types import Graph
+
+#: Kernel families, each with its own regressor; :func:`kernel_family` classifies a kernel's source ops.
+FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement")
+_FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("conv", frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})),
+    ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum", "FusedMatMul"})),
+    ("pool", frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"})),
+    ("norm", frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
+                        "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "GroupNormalization"})),
+    ("resize", frozenset({"Resize", "Upsample"})),
+    ("concat", frozenset({"Concat"})),
+    ("movement", frozenset({"Transpose", "Gather", "Slice", "Split", "Pad", "Tile", "Expand", "GatherElements",
+                            "DepthToSpace", "SpaceToDepth", "ScatterND", "Where"})),
+)
+#: Ops of the ``elementwise`` family (activations, arithmetic, casts, comparisons); a kernel of none of the
+#: families' ops is ``other`` (LSTM, GRU, contrib ops): no regressor was trained on anything like it.
+ELEMENTWISE_OPS = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Relu", "LeakyRelu", "PRelu",
+    "Elu", "Selu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf", "Gelu", "FastGelu", "BiasGelu", "Clip",
+    "Min", "Max", "Cast", "Equal", "Less", "Greater", "Not", "And", "Or", "Floor", "Ceil", "Round", "Sin", "Cos",
+    "Softplus", "Mish", "QuickGelu", "Sign", "Identity", "Dropout", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+    "DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear", "Shape", "Size"})
+_OPSET = 17
+#: Per-family seeds of the configuration space's shuffle (so a family's order does not depend on the others).
+_SEED = 18
+
+
+def kernel_family(op_types: Sequence[str]) -> str:
+    """The family of a kernel whose source layers have ``op_types``: the first family (in :data:`_FAMILY_OPS`
+    order) one of them belongs to; ``"elementwise"`` when all are :data:`ELEMENTWISE_OPS`; else ``"other"``
+    (predicted by the roofline alone)."""
+    present = set(op_types)
+    for family, ops in _FAMILY_OPS:
+        if present & ops:
+            return family
+    return "elementwise" if present <= ELEMENTWISE_OPS else "other"
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """One kernel to time: its family, a label (configuration or source layers), the single-kernel model's
+    bytes, and where its features come from: ``source`` (a model path) and ``layers`` (the source layer ids it
+    covers) for a kernel of a user's model, loaded with ``shapes``; empty for a generated one (its features come
+    from the model)."""
+
+    family: str
+    label: str
+    model_bytes: bytes
+    source: str = ""
+    layers: tuple[str, ...] = ()
+    #: The ``--shape`` overrides the source model was loaded with.
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.model_bytes).hexdigest()
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """A kernel's measured time: the median of its samples (µs) minus the per-call ``overhead_us``; its
+    samples; and whether they came from the cache."""
+
+    kernel: KernelModel
+    latency_us: float
+    samples_us: tuple[float, ...]
+    overhead_us: float
+    cached: bool
+
+
+# --------------------------------------------------------------------------------- generated kernels
+def _model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str],
+           inits: Mapping[str, np.ndarray], name: str) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in sorted(inits.items())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="layerscope")
+    model.ir_version = 8
+    inferred = onnx.shape_inference.infer_shapes(model).graph.output  # outputs declared with their shapes
+    for out, full in zip(model.graph.output, inferred, strict=True):
+        out.CopyFrom(full)
+    return model
+
+
+def _rng(label: str) -> np.random.Generator:
+    return np.random.default_rng(int(hashlib.sha256(label.encode()).hexdigest()[:8], 16))
+
+
+def _act(nodes: list[onnx.NodeProto], x: str, act: str) -> str:
+    if act == "none":
+        return x
+    if act == "hardswish":
+        nodes.append(helper.make_node("HardSwish", [x], ["a"]))
+    elif act == "silu":
+        nodes.append(helper.make_node("Sigmoid", [x], ["s"]))
+        nodes.append(helper.make_node("Mul", [x, "s"], ["a"]))
+    else:
+        nodes.append(helper.make_node("Relu" if act == "relu" else "Clip" if act == "clip" else "Sigmoid", [x], ["a"]))
+    return "a"
+
+
+def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise: bool, bn: bool,
+                act: str) -> KernelModel:
+    """Conv (depthwise when ``depthwise``: groups = channels = ``cin``) [+BatchNormalization] [+activation]."""
+    if depthwise:
+        cout = cin
+    groups = cin if depthwise else 1
+    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g={groups} bn={int(bn)} act={act}"
+    rng = _rng(label)
+    inits = {"w": rng.standard_normal((cout, cin // groups, k, k)) * 0.1, "b": rng.standard_normal(cout)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
+                              pads=[k // 2] * 4, group=groups)]
+    out = "c"
+    if bn:
+        for n, v in (("scale", rng.random(cout) + 0.5), ("bias", rng.standard_normal(cout)),
+                     ("mean", rng.standard_normal(cout) * 0.1), ("var", rng.random(cout) + 0.5)):
+            inits[n] = v
+        nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]))
+        out = "n"
+    out = _act(nodes, out, act)
+    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv")
+                       .SerializeToString())
+
+
+def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bool) -> KernelModel:
+    """MatMul of ``[batch, m, k]`` by a ``[k, n]`` weight [+Add bias] (a Gemm / FusedMatMul in ORT), or by a
+    second activation ``[batch, k, n]`` (attention's QK^T and AV) when not ``weights``."""
+    label = f"matmul b={batch} m={m} k={k} n={n} bias={int(bias)} w={int(weights)}"
+    rng = _rng(label)
+    inits: dict[str, np.ndarray] = {}
+    inputs: list[tuple[str, Sequence[int]]] = [("x", (batch, m, k))]
+    if weights:
+        inits["w"] = rng.standard_normal((k, n)) * 0.1
+    else:
+        inputs.append(("w", (batch, k, n)))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    out = "y"
+    if bias:
+        inits["b"] = rng.standard_normal(n)
+        nodes.append(helper.make_node("Add", ["y", "b"], ["z"]))
+        out = "z"
+    return KernelModel("matmul", label, _model(nodes, inputs, [out], inits, "matmul").SerializeToString())
+
+
+def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
+    """MaxPool / AveragePool (``k``, ``stride``) or GlobalAveragePool over ``[1, c, hw, hw]``."""
+    label = f"pool hw={hw} c={c} {kind} k={k} s={stride}"
+    if kind == "global":
+        node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
+    else:
+        node = helper.make_node("MaxPool" if kind == "max" else "AveragePool", ["x"], ["y"], kernel_shape=[k, k],
+                                strides=[stride, stride], pads=[k // 2] * 4)
+    return KernelModel("pool", label, _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "pool").SerializeToString())
+
+
+def elementwise_kernel(elements: int, op: str, binary: bool) -> KernelModel:
+    """One elementwise op over ``elements`` values shaped ``[1, c, h, w]``-like (binary ops add a tensor of the
+    same shape)."""
+    shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
+    label = f"elementwise n={int(np.prod(shape))} {op}"
+    inputs: list[tuple[str, Sequence[int]]] = [("x", shape)]
+    if binary:
+        inputs.append(("y", shape))
+        node = helper.make_node(op, ["x", "y"], ["z"])
+    else:
+        node = helper.make_node(op, ["x"], ["z"])
+    return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew").SerializeToString())
+
+
+def concat_kernel(hw: int, c: int, parts: int) -> KernelModel:
+    """Concat of ``parts`` tensors ``[1, c, hw, hw]`` on the channel axis."""
+    label = f"concat hw={hw} c={c} parts={parts}"
+    names = [f"x{i}" for i in range(parts)]
+    node = helper.make_node("Concat", names, ["y"], axis=1)
+    return KernelModel("concat", label, _model([node], [(n, (1, c, hw, hw)) for n in names], ["y"], {},
+                                                "concat").SerializeToString())
+
+
+def resize_kernel(hw: int, c: int, mode: str) -> KernelModel:
+    """Resize ``[1, c, hw, hw]`` by 2 (``nearest`` or ``linear``)."""
+    label = f"resize hw={hw} c={c} {mode}"
+    inits = {"scales": np.array([1, 1, 2, 2], dtype=np.float32)}
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode)
+    return KernelModel("resize", label, _model([node], [("x", (1, c, hw, hw))], ["y"], inits,
+                                                "resize").SerializeToString())
+
+
+def norm_kernel(rows: int, cols: int, kind: str) -> KernelModel:
+    """Softmax or LayerNormalization over the last axis of ``[1, rows, cols]``."""
+    label = f"norm rows={rows} cols={cols} {kind}"
+    inits: dict[str, np.ndarray] = {}
+    if kind == "softmax":
+        node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
+    else:
+        inits = {"g": np.ones(cols), "b": np.zeros(cols)}
+        node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)
+    return KernelModel("norm", label, _model([node], [("x", (1, rows, cols))], ["y"], inits,
+                                              "norm").SerializeToString())
+
+
+def movement_kernel(hw: int, c: int, kind: str) -> KernelModel:
+    """Transpose (NCHW to NHWC) or a channel Slice (half the channels) of ``[1, c, hw, hw]``."""
+    label = f"movement hw={hw} c={c} {kind}"
+    inits: dict[str, np.ndarray] = {}
+    if kind == "transpose":
+        node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])
+    else:
+        inits = {"st": np.array([0]), "en": np.array([c // 2]), "ax": np.array([1])}
+        node = helper.make_node("Slice", ["x", "st", "en", "ax"], ["y"])
+    model = _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "movement")
+    model.graph.initializer.extend(numpy_helper.from_array(v.astype(np.int64), k) for k, v in inits.items())
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def _configs(family: str) -> list[Callable[[], KernelModel]]:
+    """Every configuration of ``family``'s space (unordered), each a function that builds its model (building
+    all of them up front would cost seconds and gigabytes of random weights)."""
+    out: list[Callable[[], KernelModel]] = []
+    sizes, chans = (7, 14, 28, 56, 112), (16, 32, 64, 128, 256)
+    if family == "conv":
+        for hw, cin, k, s, act in itertools.product(sizes, chans, (1, 3, 5), (1, 2),
+                                                    ("relu", "none", "hardswish", "clip", "silu")):
+            out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
+            out += [partial(conv_kernel, hw, cin, cout, k=k, stride=s, depthwise=False, bn=act != "none", act=act)
+                    for cout in chans]
+    elif family == "matmul":
+        for b, m, k, n in itertools.product((1, 4, 8), (1, 16, 64, 128, 256, 512), (64, 128, 256, 512, 1024),
+                                            (64, 128, 256, 512, 1024)):
+            out += [partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True),
+                    partial(matmul_kernel, b, m, k, n, bias=False, weights=False)]
+    elif family == "pool":
+        out = [partial(pool_kernel, hw, c, kind, k, s) for hw, c, kind, k, s in
+               itertools.product(sizes, chans, ("max", "avg", "global"), (2, 3, 5), (1, 2))
+               if kind != "global" or (k, s) == (2, 1)]
+    elif family == "elementwise":
+        out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul")) for n, op in
+               itertools.product((256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152),
+                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"))]
+    elif family == "concat":
+        out = [partial(concat_kernel, hw, c, p) for hw, c, p in itertools.product(sizes, chans, (2, 3, 4))]
+    elif family == "resize":
+        out = [partial(resize_kernel, hw, c, mode) for hw, c, mode in itertools.product(sizes, chans,
+                                                                                         ("nearest", "linear"))]
+    elif family == "norm":
+        out = [partial(norm_kernel, r, c, kind) for r, c, kind in
+               itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
+                                 ("softmax", "layernorm"))]
+    elif family == "movement":
+        out = [partial(movement_kernel, hw, c, kind) for hw, c, kind in itertools.product(sizes, chans,
+                                                                                           ("transpose", "slice"))]
+    return out
+
+
+def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -> Iterator[KernelModel]:
+    """The generated kernels of ``families``, each family's configurations in a seeded random order,
+    interleaved round-robin across families (so any prefix of the sequence covers every family);
+    at most ``limit`` in all."""
+    unknown = sorted(set(families) - set(FAMILIES))
+    if unknown:
+        raise ValueError(f"unknown kernel families {unknown}")
+    orders = []
+    for family in families:
+        configs = _configs(family)
+        random.Random(f"{_SEED}:{family}").shuffle(configs)
+        orders.append(configs)
+    count = 0
+    for round_ in range(max(len(o) for o in orders)):
+        for order in orders:
+            if round_ < len(order):
+                if limit is not None and count >= limit:
+                    return
+                count += 1
+                yield order[round_]()
+
+
+# ------------------------------------------------------------------------------ kernels of a model
+def optimized_graph(model_path: Path, config: SessionConfig) -> onnx.GraphProto:
+    """The graph ONNX Runtime runs for ``model_path`` (its optimized model, external data not loaded)."""
+    with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
+        out = Path(tmp) / "optimized.onnx"
+        make_session(model_path, config, optimized_model_path=str(out))
+        return onnx.load(str(out), load_external_data=False).graph
+
+
+def kernel_groups(graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
+    """ONNX Runtime's kernels for ``graph`` that do the work of source layers: ``(kernel name, layer ids)``,
+    from the fusion map of its optimized graph (layout, constant and unmapped kernels left out)."""
+    optimized = onnx.ModelProto(graph=optimized_graph(Path(graph.path), config))
+    fusion = build_fusion_map(graph, optimized)
+    return [(k.kernel, k.layers) for k in fusion.kernels.values() if k.category == "layer" and k.layers]
+
+
+def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, config: SessionConfig,
+                  ) -> tuple[Graph, list[KernelModel], list[str]]:
+    """Every distinct kernel of the model at ``path`` (distinct by the extracted model's bytes) as a model of its
+    own, with notes on the kernels that could not be extracted. Top-level layers only: kernels inside
+    control-flow subgraphs are left out (noted)."""
+    graph = load_model(path, shapes)
+    source = onnx.shape_inference.infer_shapes(onnx.load(str(path)), data_prop=True)
+    _pin_inputs(source, graph)
+    by_id = {n.id: n for n in graph.layers}
+    kernels: dict[str, KernelModel] = {}
+    notes: list[str] = []
+    for name, layers in kernel_groups(graph, config):
+        nodes = [by_id[i] for i in layers if i in by_id]
+        if not nodes or any(n.parent for n in nodes):
+            notes.append(f"{name}: inside a control-flow subgraph, left out")
+            continue
+        try:
+            data = _extract(source, graph, layers)
+        except (LayerscopeError, ValueError, KeyError, onnx.checker.ValidationError) as exc:
+            notes.append(f"{name}: not extracted ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+            continue
+        kernel = KernelModel(kernel_family([n.op_type for n in nodes]), f"{graph.name}:{name}", data,
+                             source=str(path), layers=tuple(layers), shapes=tuple(sorted((shapes or {}).items())))
+        kernels.setdefault(kernel.digest, kernel)
+    return graph, list(kernels.values()), notes
+
+
+def _pin_inputs(model: onnx.ModelProto, graph: Graph) -> None:
+    """Give ``model``'s inputs the shapes ``graph`` resolved (dynamic dims pinned) and re-infer its shapes."""
+    for vi in model.graph.input:
+        info = graph.tensors.get(vi.name)
+        if info is not None and info.shape is not None:
+            dims = vi.type.tensor_type.shape.dim
+            for dim, size in zip(dims, info.shape, strict=False):
+                dim.ClearField("dim_param")
+                dim.dim_value = int(size)
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    model.CopyFrom(inferred)
+
+
+def _extract(model: onnx.ModelProto, graph: Graph, layers: Sequence[str]) -> bytes:
+    """The source nodes of ``layers`` as a model: inputs are the activations they read from outside (shapes from
+    ``graph``), outputs those they produce for other layers or the model; constants become initializers."""
+    by_id = {n.id: n for n in graph.layers}
+    chosen = [by_id[i] for i in layers]
+    produced = {o for n in chosen for o in n.outputs if o}
+    consumers = {i for n in graph.layers if n.id not in set(layers) for i in n.inputs}
+    model_outputs = {t.name for t in graph.outputs}
+    outputs = [o for n in chosen for o in n.outputs if o and (o in consumers or o in model_outputs)]
+    if not outputs:
+        outputs = [o for o in chosen[-1].outputs if o]
+    reads = [i for n in chosen for i in n.inputs if i and i not in produced]
+    protos = {p.output[0] if p.output else "": p for p in model.graph.node}
+    inits = {t.name: t for t in model.graph.initializer}
+    new_inits: list[onnx.TensorProto] = []
+    inputs: list[onnx.ValueInfoProto] = []
+    seen: set[str] = set()
+    for name in reads:
+        if name in seen:
+            continue
+        seen.add(name)
+        info = graph.tensors.get(name)
+        if name in inits:
+            new_inits.append(inits[name])
+        elif name in graph.const_values:
+            new_inits.append(numpy_helper.from_array(np.asarray(graph.const_values[name]), name))
+        elif name in graph.constants:
+            if info is None or info.shape is None:
+                raise ValueError(f"constant {name} has no shape")
+            dtype = helper.tensor_dtype_to_np_dtype(_elem(info.dtype))
+            new_inits.append(numpy_helper.from_array(np.zeros(info.shape, dtype=dtype), name))
+        else:
+            if info is None or info.shape is None:
+                raise ValueError(f"input {name} has no shape")
+            inputs.append(helper.make_tensor_value_info(name, _elem(info.dtype), list(info.shape)))
+    nodes = []
+    for node in chosen:
+        proto = protos.get(node.outputs[0] if node.outputs else "")
+        if proto is None:
+            raise ValueError(f"source node of {node.id} not found")
+        nodes.append(proto)
+    outs = []
+    for name in outputs:
+        info = graph.tensors.get(name)
+        if info is None or info.shape is None:
+            raise ValueError(f"output {name} has no shape")
+        outs.append(helper.make_tensor_value_info(name, _elem(info.dtype), list(info.shape)))
+    g = helper.make_graph(nodes, "kernel", inputs, outs, new_inits)
+    out = helper.make_model(g, opset_imports=list(model.opset_import), producer_name="layerscope")
+    out.ir_version = max(model.ir_version, 7)  # initializers need not be graph inputs from IR 4 on
+    onnx.checker.check_model(out)
+    return bytes(out.SerializeToString())
+
+
+def _elem(dtype: str) -> int:
+    from layerscope.model.load import onnx_elem_type
+
+    return onnx_elem_type(dtype)
+
+
+# ---------------------------------------------------------------------------------------- timing
+Progress = Callable[[float, float], None]
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How each kernel is timed: ``visits`` samples, each the fastest of ``runs_per_visit`` runs after
+    ``visit_warmup`` untimed runs; ``threads`` ONNX Runtime intra-op threads."""
+
+    visits: int = 5
+    runs_per_visit: int = 5
+    visit_warmup: int = 1
+    threads: int = 1
+
+
+def _empty_model() -> bytes:
+    node = helper.make_node("Relu", ["x"], ["y"])
+    return _model([node], [("x", (1, 1))], ["y"], {}, "empty").SerializeToString()
+
+
+def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: TimingConfig = TimingConfig(), *,
+                 budget_s: float | None = None, progress: Progress | None = None,
+                 ) -> tuple[list[KernelTiming], float, dict[str, Any]]:
+    """Time ``kernels`` in order until ``budget_s`` (wall seconds, checked before each uncached kernel) is spent.
+
+    Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
+    (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. A
+    kernel ONNX Runtime cannot load or run is skipped."""
+    config = SessionConfig(threads=timing.threads)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
+        empty = KernelModel("overhead", "empty", _empty_model())
+        overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp))
+        overhead_us = float(np.median(overhead_samples))
+        out: list[KernelTiming] = []
+        for index, kernel in enumerate(kernels):
+            key = _key(kernel, identity)
+            cached = len(store.samples(key)) >= timing.visits
+            if not cached and budget_s is not None and time.monotonic() - start > budget_s:
+                break
+            try:
+                samples, _, was_cached = _time_one(kernel, store, timing, config, Path(tmp))
+            except LayerscopeError:
+                continue
+            value = max(float(np.median(samples)) - overhead_us, 0.05)
+            out.append(KernelTiming(kernel, value, tuple(samples), overhead_us, was_cached))
+            if progress is not None:
+                progress(index + 1, len(kernels))
+    return out, overhead_us, dict(identity)
+
+
+def _key(kernel: KernelModel, identity: Mapping[str, Any]) -> str:
+    stable = {k: v for k, v in identity.items() if k != "inputs_sha256"}
+    text = json.dumps(stable, sort_keys=True, default=str)
+    return hashlib.sha256(kernel.model_bytes + text.encode()).hexdigest()
+
+
+def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, config: SessionConfig,
+              workdir: Path) -> tuple[list[float], Mapping[str, Any], bool]:
+    path = workdir / f"{kernel.digest}.onnx"
+    path.write_bytes(kernel.model_bytes)
+    graph = load_model(path)
+    runner = OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
+                       visit_warmup=timing.visit_warmup, warmup=2)
+    try:
+        key = _key(kernel, runner.identity)
+        have = store.samples(key)
+        cached = len(have) >= timing.visits
+        cut = Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False)
+        job = Job(cut=cut, key=key, model_path=path, label=kernel.label)
+        while len(store.samples(key)) < timing.visits:
+            store.add(key, "final", runner.measure(job), job=job, runner=runner.identity)
+        return store.samples(key)[:timing.visits], runner.identity, cached
+    finally:
+        runner.close()
+        path.unlink(missing_ok=True)

@@ -1,0 +1,255 @@
+"""The kernel-level latency predictor (issue #18): sampling, timing with the cache and a budget, the fit, the
+JSON predictor file (no pickle) and prediction, end to end with real timings on small kernel spaces."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from conftest import zoo
+from layerscope.analysis.predictor import (
+    FEATURES,
+    Predictor,
+    fit_predictor,
+    load_predictor,
+    predict_path,
+    samples_from_timings,
+)
+from layerscope.analysis.trees import Ensemble, Tree, dump_forest, dump_gbr
+from layerscope.cli.main import main
+from layerscope.errors import InputError
+from layerscope.estimate import estimate_graph
+from layerscope.measure.differential import SampleStore
+from layerscope.measure.kernels import (
+    FAMILIES,
+    KernelTiming,
+    TimingConfig,
+    conv_kernel,
+    kernel_family,
+    kernel_groups,
+    kernel_space,
+    model_kernels,
+    time_kernels,
+)
+from layerscope.measure.session import SessionConfig
+from layerscope.model import load_model
+from layerscope.run import load_run
+from layerscope.targets import load_profile
+
+FAST = TimingConfig(visits=3, runs_per_visit=2, visit_warmup=0)
+
+
+# ------------------------------------------------------------------------------------------ trees
+def test_tree_dump_predicts_what_scikit_learn_predicts() -> None:
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 5))
+    y = x[:, 0] * 2 + np.sin(x[:, 1]) + (x[:, 2] > 0)
+    gbr = GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0).fit(x, y)
+    forest = RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0).fit(x, y)
+    test = rng.standard_normal((50, 5))
+    for fitted, dumped in ((gbr, dump_gbr(gbr)), (forest, dump_forest(forest))):
+        loaded = Ensemble.from_json(json.loads(json.dumps(dumped.to_json())))
+        np.testing.assert_allclose(loaded.predict(test), fitted.predict(test), rtol=1e-9, atol=1e-9)
+
+
+def test_a_tree_whose_children_point_back_is_refused() -> None:
+    # node 0 splits; its left child 1 is a leaf, its right child points back to 0: a walk would never end
+    bad = {"feature": [0, -2], "threshold": [0.0, -2.0], "left": [1, -1], "right": [0, -1], "value": [0.0, 1.0]}
+    with pytest.raises(InputError, match="point forward"):
+        Tree.from_json(bad)
+    good = dict(bad, right=[1, -1])
+    assert Tree.from_json(good).predict(np.array([[5.0]])).tolist() == [1.0]
+
+
+# ------------------------------------------------------------------------------------------ sampling
+def test_kernel_space_interleaves_families_and_is_deterministic() -> None:
+    first = list(kernel_space(limit=2 * len(FAMILIES)))
+    assert [k.family for k in first] == list(FAMILIES) * 2
+    assert [k.label for k in first] == [k.label for k in kernel_space(limit=2 * len(FAMILIES))]
+    only = list(kernel_space(("pool", "resize"), limit=5))
+    assert [k.family for k in only] == ["pool", "resize", "pool", "resize", "pool"]
+    assert len({k.digest for k in kernel_space(("conv",), limit=50)}) == 50  # distinct models
+    for kernel in first:
+        onnx.checker.check_model(onnx.load_from_string(kernel.model_bytes))
+
+
+def test_kernel_family_by_the_ops_a_kernel_covers() -> None:
+    assert kernel_family(["Conv", "BatchNormalization", "Relu"]) == "conv"
+    assert kernel_family(["MatMul", "Add"]) == "matmul"
+    assert kernel_family(["Sigmoid", "Mul"]) == "elementwise"
+    assert kernel_family(["LSTM"]) == "other" and kernel_family(["FusedMatMul"]) == "matmul"
+    assert kernel_family(["Softmax"]) == "norm"
+    assert kernel_family(["MaxPool"]) == "pool"
+
+
+def test_a_generated_conv_bn_relu_is_one_runtime_kernel(tmp_path: Path) -> None:
+    kernel = conv_kernel(14, 16, 32, k=3, stride=1, depthwise=False, bn=True, act="relu")
+    path = tmp_path / "k.onnx"
+    path.write_bytes(kernel.model_bytes)
+    graph = load_model(path)
+    assert [n.op_type for n in graph.layers] == ["Conv", "BatchNormalization", "Relu"]
+    groups = kernel_groups(graph, SessionConfig(threads=1))
+    assert len(groups) == 1 and set(groups[0][1]) == {n.id for n in graph.layers}
+
+
+def test_kernels_of_squeezenet_cover_its_layers_once() -> None:
+    graph, kernels, notes = model_kernels(zoo("squeezenet"), None, SessionConfig(threads=1))
+    assert notes == []
+    covered = [layer for k in kernels for layer in k.layers]
+    assert len(covered) == len(set(covered))  # distinct kernels never share a layer here
+    assert set(covered) <= {n.id for n in graph.layers}
+    by_id = {n.id: n.op_type for n in graph.layers}
+    convs = [k for k in kernels if k.family == "conv"]
+    assert len(convs) == sum(1 for t in by_id.values() if t == "Conv")  # 26 convs, each fused with its Relu
+    # each Conv fused with its Relu (the Dropout before the last one, removed by ORT, goes with it)
+    assert all([by_id[i] for i in k.layers][-2:] == ["Conv", "Relu"] for k in convs)
+    for kernel in kernels:
+        onnx.checker.check_model(onnx.load_from_string(kernel.model_bytes))
+
+
+# ------------------------------------------------------------------------------------------ timing
+@pytest.fixture(scope="module")
+def timed(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[KernelTiming], float, dict[str, object], Path]:
+    cache = tmp_path_factory.mktemp("kernel-cache")
+    kernels = list(kernel_space(("conv", "pool", "elementwise"), limit=42))
+    timings, overhead, identity = time_kernels(kernels, SampleStore(cache), FAST)
+    return timings, overhead, identity, cache
+
+
+def test_timing_fills_the_cache_and_resumes_from_it(timed: tuple[list[KernelTiming], float, dict[str, object],
+                                                                 Path]) -> None:
+    timings, overhead, _, cache = timed
+    assert len(timings) >= 40  # a kernel ORT cannot run is skipped; these all run
+    assert overhead > 0 and all(len(t.samples_us) == FAST.visits for t in timings)
+    assert not any(t.cached for t in timings)
+    again, overhead2, _ = time_kernels([t.kernel for t in timings], SampleStore(cache), FAST, budget_s=0.0)
+    assert all(t.cached for t in again) and len(again) == len(timings)  # a spent budget still reads the cache
+    assert [t.samples_us for t in again] == [t.samples_us for t in timings]
+    assert overhead2 == overhead
+    fresh = list(kernel_space(("resize",), limit=3))
+    none, _, _ = time_kernels(fresh, SampleStore(cache), FAST, budget_s=0.0)
+    assert none == []  # nothing cached, no budget: nothing new is timed
+
+
+def test_a_thousand_times_the_macs_takes_longer(tmp_path: Path) -> None:
+    small = conv_kernel(14, 16, 16, k=1, stride=1, depthwise=False, bn=False, act="none")
+    large = conv_kernel(56, 64, 64, k=3, stride=1, depthwise=False, bn=False, act="none")  # 1152x the MACs
+    timings, _, _ = time_kernels([small, large], SampleStore(tmp_path), FAST)
+    assert timings[1].latency_us > 5 * timings[0].latency_us
+
+
+# ------------------------------------------------------------------------------------------ fit, file, predict
+@pytest.fixture(scope="module")
+def fitted(timed: tuple[list[KernelTiming], float, dict[str, object], Path],
+           tmp_path_factory: pytest.TempPathFactory) -> tuple[Predictor, Path]:
+    timings, overhead, identity, _ = timed
+    samples = samples_from_timings(timings, load_profile("host"))
+    predictor = fit_predictor(samples, identity, "host", overhead)
+    return predictor, predictor.save(tmp_path_factory.mktemp("predictor") / "p.json")
+
+
+def test_fit_has_a_model_per_sampled_family_and_cross_validated_errors(fitted: tuple[Predictor, Path]) -> None:
+    predictor, _ = fitted
+    assert set(predictor.families) == {"all", "conv", "pool", "elementwise"}
+    for fit in predictor.families.values():
+        assert 0.0 <= fit.cv_within_10 <= 1.0 and fit.cv_median_abs_error >= 0.0
+        assert fit.residual_low <= fit.residual_high
+        assert fit.model.features == len(FEATURES) + (len(FAMILIES) if fit.family == "all" else 0)
+
+
+def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predictor, Path]) -> None:
+    predictor, path = fitted
+    assert path.read_bytes().startswith(b"{")
+    data = json.loads(path.read_text())
+    assert data["format"] == "layerscope-predictor" and data["version"] == 1
+    loaded = load_predictor(path)
+    assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    a, b = predict_path(predictor, graph, est), predict_path(loaded, graph, est)
+    assert a.latency_us == b.latency_us
+
+
+def test_prediction_sums_kernels_and_overhead(fitted: tuple[Predictor, Path]) -> None:
+    predictor, _ = fitted
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    pred = predict_path(predictor, graph, est)
+    assert pred.fusion == "onnxruntime" and len(pred.kernels) == 39
+    assert math.isclose(pred.latency_us, sum(k.latency_us for k in pred.kernels) + predictor.overhead_us)
+    assert math.isclose(sum(pred.layers_us.values()) + pred.overhead_us, pred.latency_us, rel_tol=1e-9)
+    assert pred.low_us <= pred.latency_us <= pred.high_us
+    assert all(k.low_us <= k.latency_us <= k.high_us for k in pred.kernels)
+    # a 1000-class 1x1 conv over 13x13x512 outweighs the 16-channel squeeze convs
+    by_layer = pred.layers_us
+    assert by_layer["n62"] > by_layer["n3"]
+
+
+def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], tmp_path: Path) -> None:
+    _, path = fitted
+    data = json.loads(path.read_text())
+    other = tmp_path / "other-runtime.json"
+    other.write_text(json.dumps(dict(data, runtime=dict(data["runtime"], version="0.1.0"))))
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    with pytest.raises(InputError, match=r"another runtime: version '0\.1\.0'") as info:
+        predict_path(load_predictor(other), graph, est)
+    assert info.value.exit_code == 2
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(dict(data, version=2)))
+    with pytest.raises(InputError, match="version 2"):
+        load_predictor(newer)
+    pickled = tmp_path / "pickled.json"
+    pickled.write_bytes(b"\x80\x04\x95")
+    with pytest.raises(InputError, match="not JSON"):
+        load_predictor(pickled)
+
+
+def test_estimate_with_predictor_writes_per_layer_predictions(fitted: tuple[Predictor, Path], tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    _, path = fitted
+    out = tmp_path / "run.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "--json", str(out),
+                 "--top", "3"]) == 0
+    assert "predicted latency:" in capsys.readouterr().out
+    run = load_run(out)
+    section = run["predictor"]
+    assert section["low_us"] <= section["latency_us"] <= section["high_us"]
+    layers = {layer["id"]: layer for layer in run["layers"]}
+    assert sum(layer["predicted"]["latency_us"] for layer in layers.values()) == pytest.approx(
+        section["latency_us"] - section["overhead_us"], rel=1e-4)
+    assert layers["n0"]["predicted"]["family"] == "conv" and layers["n0"]["estimate"]["bound"]  # roofline kept
+    data = json.loads(path.read_text())
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(dict(data, runtime=dict(data["runtime"], threads=1, provider="cuda"))))
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(bad)]) == 2
+
+
+def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--kernels", "--budget", "4s", "--families", "pool,concat", "--visits", "2",
+                 "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cross-validated error per family" in text and "predictor:" in text
+    predictor = load_predictor(out)
+    assert predictor.runtime["threads"] == 1 and predictor.profile == "host"
+    assert main(["calibrate", "--kernels", "--families", "nope", "-o", str(out)]) == 2
+    assert main(["calibrate", "-o", str(tmp_path / "x.toml")]) == 2
+
+
+def test_estimate_into_an_existing_run_replaces_its_prediction(fitted: tuple[Predictor, Path], tmp_path: Path) -> None:
+    _, path = fitted
+    copy = tmp_path / "second.json"
+    copy.write_bytes(path.read_bytes())
+    out = tmp_path / "run.json"
+    for predictor in (path, copy):
+        assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(predictor), "--json",
+                     str(out), "--top", "0"]) == 0
+    assert load_run(out)["predictor"]["file"] == str(copy)
