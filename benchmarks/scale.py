@@ -30,40 +30,21 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "benchmarks" / ".cache"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from timeline import synthetic_model as timeline_graph  # noqa: E402
+
 CHANNELS = 8
 SIZE = 16
-LAYERS_PER_BLOCK = 5
 GOALS = {"estimate_s": 5.0, "estimate_peak_mb": 600.0, "timeline_s": 5.0, "html_mb": 10.0}
 
 
 def synthetic_model(layers: int) -> onnx.ModelProto:
-    """``layers`` // 5 blocks of Conv3x3 -> Sigmoid -> Mul, beside a Conv1x1, joined by Add."""
-    nodes: list[onnx.NodeProto] = []
-    inits = []
-    w3 = np.zeros((CHANNELS, CHANNELS, 3, 3), np.float32)
-    w1 = np.zeros((CHANNELS, CHANNELS, 1, 1), np.float32)
-    x = "x"
-    for b in range(max(1, layers // LAYERS_PER_BLOCK)):
-        p = f"b{b}"
-        inits += [numpy_helper.from_array(w3, f"{p}.w3"), numpy_helper.from_array(w1, f"{p}.w1")]
-        nodes += [
-            helper.make_node("Conv", [x, f"{p}.w3"], [f"{p}.c"], name=f"{p}/conv3", pads=[1, 1, 1, 1]),
-            helper.make_node("Sigmoid", [f"{p}.c"], [f"{p}.s"], name=f"{p}/sigmoid"),
-            helper.make_node("Mul", [f"{p}.c", f"{p}.s"], [f"{p}.m"], name=f"{p}/mul"),
-            helper.make_node("Conv", [x, f"{p}.w1"], [f"{p}.k"], name=f"{p}/conv1"),
-            helper.make_node("Add", [f"{p}.m", f"{p}.k"], [f"{p}.y"], name=f"{p}/add"),
-        ]
-        x = f"{p}.y"
-    shape = [1, CHANNELS, SIZE, SIZE]
-    graph = helper.make_graph(nodes, "synthetic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    """``benchmarks/timeline.py``'s graph of ``layers`` layers at this benchmark's size."""
+    return timeline_graph(layers, CHANNELS, SIZE)
 
 
 def model_path(layers: int) -> Path:

@@ -42,12 +42,13 @@ SIZE = 40
 LAYERS_PER_BLOCK = 5
 
 
-def synthetic_model(layers: int) -> onnx.ModelProto:
-    """``layers`` // 5 blocks of Conv3x3 -> Sigmoid -> Mul, beside a Conv1x1, joined by Add."""
+def synthetic_model(layers: int, channels: int = CHANNELS, size: int = SIZE) -> onnx.ModelProto:
+    """``layers`` // 5 blocks of Conv3x3 -> Sigmoid -> Mul, beside a Conv1x1, joined by Add, on ``channels`` x
+    ``size`` x ``size`` activations (``benchmarks/scale.py`` builds its graphs with it too)."""
     nodes: list[onnx.NodeProto] = []
     inits = []
-    w3 = np.zeros((CHANNELS, CHANNELS, 3, 3), np.float32)
-    w1 = np.zeros((CHANNELS, CHANNELS, 1, 1), np.float32)
+    w3 = np.zeros((channels, channels, 3, 3), np.float32)
+    w1 = np.zeros((channels, channels, 1, 1), np.float32)
     x = "x"
     for b in range(max(1, layers // LAYERS_PER_BLOCK)):
         p = f"b{b}"
@@ -60,7 +61,7 @@ def synthetic_model(layers: int) -> onnx.ModelProto:
             helper.make_node("Add", [f"{p}.m", f"{p}.k"], [f"{p}.y"], name=f"{p}/add"),
         ]
         x = f"{p}.y"
-    shape = [1, CHANNELS, SIZE, SIZE]
+    shape = [1, channels, size, size]
     graph = helper.make_graph(nodes, "synthetic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                               [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)], initializer=inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
