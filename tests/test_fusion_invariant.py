@@ -101,27 +101,25 @@ def _weights(seed: int = 0) -> dict[str, np.ndarray]:
 Builder = Callable[[ModelWriter], Path]
 
 
-def conv_gelu_conv(write: ModelWriter) -> Path:
-    """Conv -> GELU (Erf form) -> Conv: the detector case where the GELU and the next Conv were merged."""
-    rng = np.random.default_rng(1)
-    nodes = [helper.make_node("Conv", ["x", "cw1", "cb1"], ["c1"], name="/c1/Conv", pads=[1, 1, 1, 1]),
-             *gelu_erf("c1", "/act", "a1"),
-             helper.make_node("Conv", ["a1", "cw2", "cb2"], ["y"], name="/c2/Conv", pads=[1, 1, 1, 1])]
-    init = {"cw1": rng.standard_normal((C, 3, 3, 3)).astype(np.float32), "cb1": np.zeros(C, np.float32),
-            "cw2": rng.standard_normal((C, C, 3, 3)).astype(np.float32), "cb2": np.zeros(C, np.float32)}
-    return write(nodes, [("x", F32, [1, 3, HW, HW])], [("y", F32, None)], {**init, **_scalars()},
-                 name="conv_gelu_conv.onnx")
+def _conv_model(name: str, body: Callable[[str, str, str], list[onnx.NodeProto]], seed: int) -> Builder:
+    """Conv -> body -> Conv on [1, 3, HW, HW]: the activation between two kernels it must not merge with."""
+
+    def build(write: ModelWriter) -> Path:
+        rng = np.random.default_rng(seed)
+        nodes = [helper.make_node("Conv", ["x", "cw1", "cb1"], ["c1"], name="/c1/Conv", pads=[1, 1, 1, 1]),
+                 *body("c1", "/act", "a1"),
+                 helper.make_node("Conv", ["a1", "cw2", "cb2"], ["y"], name="/c2/Conv", pads=[1, 1, 1, 1])]
+        init = {"cw1": rng.standard_normal((C, 3, 3, 3)).astype(np.float32), "cb1": np.zeros(C, np.float32),
+                "cw2": rng.standard_normal((C, C, 3, 3)).astype(np.float32), "cb2": np.zeros(C, np.float32)}
+        return write(nodes, [("x", F32, [1, 3, HW, HW])], [("y", F32, None)], {**init, **_scalars()},
+                     name=f"{name}.onnx")
+
+    return build
 
 
-def conv_quickgelu_conv(write: ModelWriter) -> Path:
-    rng = np.random.default_rng(2)
-    nodes = [helper.make_node("Conv", ["x", "cw1", "cb1"], ["c1"], name="/c1/Conv", pads=[1, 1, 1, 1]),
-             *quick_gelu("c1", "/act", "a1"),
-             helper.make_node("Conv", ["a1", "cw2", "cb2"], ["y"], name="/c2/Conv", pads=[1, 1, 1, 1])]
-    init = {"cw1": rng.standard_normal((C, 3, 3, 3)).astype(np.float32), "cb1": np.zeros(C, np.float32),
-            "cw2": rng.standard_normal((C, C, 3, 3)).astype(np.float32), "cb2": np.zeros(C, np.float32)}
-    return write(nodes, [("x", F32, [1, 3, HW, HW])], [("y", F32, None)], {**init, **_scalars()},
-                 name="conv_quickgelu_conv.onnx")
+#: Conv -> GELU (Erf form) -> Conv: the detector case where the GELU and the next Conv were merged.
+conv_gelu_conv = _conv_model("conv_gelu_conv", gelu_erf, 1)
+conv_quickgelu_conv = _conv_model("conv_quickgelu_conv", quick_gelu, 2)
 
 
 def _token_model(name: str, body: Callable[[str, str, str], list[onnx.NodeProto]]) -> Builder:
