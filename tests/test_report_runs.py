@@ -542,8 +542,11 @@ def test_sections_from_older_or_partial_runs_render() -> None:
     assert view.comparison is not None and view.comparison.metrics[0].change_text == "+2"
     html = render_html(partial)
     assert 'id="tab-experiments"' in html and tabs(partial)[-1] == EXPERIMENTS_TAB
-    for broken in ({"bisect": None}, {"bisect": []}, {"comparison": "x"}, {"stress": {"rounds": None}}):
-        render_html(dict(BARE_RUN, **broken))
+    render_html(dict(BARE_RUN, bisect=None))  # an empty section is absent
+    for broken, where in (({"bisect": []}, "bisect"), ({"comparison": "x"}, "comparison"),
+                          ({"stress": {"rounds": None}}, "stress.rounds")):
+        with pytest.raises(RunFileError, match=where):  # a malformed section is refused, naming it
+            render_html(dict(BARE_RUN, **broken))
 
 
 def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> None:

@@ -13,14 +13,15 @@ from rich.text import Text
 
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_us
+from layerscope.report.views.common import Run
 
 
-def bench_report(run: Mapping[str, Any]) -> RenderableType:
+def bench_report(run: Run) -> RenderableType:
     """The latency table and the context lines of a bench run file (a pure function of the saved run)."""
     return Group(latency_table(run), Text(""), bench_context(run))
 
 
-def latency_table(run: Mapping[str, Any]) -> Table:
+def latency_table(run: Run) -> Table:
     """One row per stream (when several) and one for all runs: runs, mean, min, max, percentiles, FPS."""
     m, lat = run["measurement"], run["latency"]
     table = Table(title=f"End-to-end latency, {lat['samples']} measured runs"
@@ -55,7 +56,7 @@ def _p999_caption(samples: int) -> str | None:
     return f"P99.9 of {samples} runs is interpolated between the largest samples (numpy 'linear')"
 
 
-def bench_context(run: Mapping[str, Any]) -> Table:
+def bench_context(run: Run) -> Table:
     """Throughput, CPU, memory, inputs, and what it was measured on: runtime, provider, threads, machine."""
     m, lat = run["measurement"], run["latency"]
     machine = m["machine"]

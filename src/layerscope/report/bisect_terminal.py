@@ -3,9 +3,6 @@ the saved run; ``bisect`` and ``report --format terminal`` print the same)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -13,9 +10,10 @@ from rich.text import Text
 
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.views.bisect import BisectView, bisect_view
+from layerscope.report.views.common import Run
 
 
-def bisect_report(run: Mapping[str, Any]) -> RenderableType:
+def bisect_report(run: Run) -> RenderableType:
     """The segment table and the context lines of a bisect run file (a pure function of the saved run; the
     data is :func:`layerscope.report.views.bisect.bisect_view`'s, which the HTML report shows too)."""
     view = bisect_view(run)
@@ -46,7 +44,7 @@ def _num(value: float | None) -> str:
     return f"{value:.1f}" if value is not None else "-"
 
 
-def bisect_context(run: Mapping[str, Any], view: BisectView) -> Table:
+def bisect_context(run: Run, view: BisectView) -> Table:
     """Model, runner, plan, cache, whole-model time and how the segments add up to it."""
     grid = key_value_grid()
     model = run["model"]
@@ -56,7 +54,7 @@ def bisect_context(run: Mapping[str, Any], view: BisectView) -> Table:
     return grid
 
 
-def validation_report(run: Mapping[str, Any]) -> RenderableType:
+def validation_report(run: Run) -> RenderableType:
     """The validation table (segment, layers, bisect ± CI, profile, error) and its verdict lines."""
     view = bisect_view(run)
     assert view is not None and view.validated, "validation_report needs a validated bisect run"

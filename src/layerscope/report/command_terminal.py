@@ -9,7 +9,7 @@ read from the run itself (:func:`run_kind`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -22,6 +22,9 @@ from layerscope.report.predictor_terminal import predictor_report
 from layerscope.report.stress_terminal import stress_report
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
+from layerscope.report.views.common import Run
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunLike
 
 RunKind = Literal["pipeline", "bisect", "bench", "import", "profile", "estimate"]
 
@@ -30,7 +33,7 @@ DEFAULT_TOP: Mapping[RunKind, int] = {"pipeline": 15, "bisect": 0, "bench": 0, "
                                       "estimate": 20}
 
 
-def run_kind(run: Mapping[str, Any]) -> RunKind:
+def run_kind(run: Run) -> RunKind:
     """The command whose report a run gets: ``pipeline`` or ``bisect`` when it holds their section, ``bench``
     for a bench measurement, ``import`` for a run made of vendor files (its ``import`` section), ``profile``
     for any other measurement, else ``estimate``."""
@@ -46,12 +49,13 @@ def run_kind(run: Mapping[str, Any]) -> RunKind:
     return "estimate"
 
 
-def command_report(run: Mapping[str, Any], top: int | None = None, *, timeline: bool | None = None,
+def command_report(run: RunLike, top: int | None = None, *, timeline: bool | None = None,
                    kind: RunKind | None = None) -> RenderableType:
     """The tables the command that made ``run`` printed: ``kind`` names it (``None``: :func:`run_kind`; a
     command passes its own, so that ``estimate -o`` into a measured run still prints the estimate); ``top`` rows
     in the layer table (``None``: the command's default; 0: no table); the timeline report when ``timeline``
     (``None``: when the run holds a timeline)."""
+    run = as_run(run)
     kind = run_kind(run) if kind is None else kind
     rows = DEFAULT_TOP[kind] if top is None else top
     with_timeline = "timeline" in run if timeline is None else timeline

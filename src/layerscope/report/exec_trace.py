@@ -38,13 +38,17 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.report.views.common import Run
 from layerscope.runfile.derived import fused_group
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunLike
 
 LEVELS = ("basic", "full", "memory", "pipeline")
 
 
-def execution_trace(run: Mapping[str, Any], level: str = "full") -> dict[str, Any]:
+def execution_trace(run: RunLike, level: str = "full") -> dict[str, Any]:
     """The trace document of a run that holds a measurement. ``ValueError`` for an unknown level."""
+    run = as_run(run)
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
     model = run["model"]
@@ -107,7 +111,7 @@ def _cycles(total_us: float, est_us: Any, measured_clock: float | None, clock: A
     return out
 
 
-def _summary(run: Mapping[str, Any], level: str, measured_clock: float | None, clock: Any) -> dict[str, Any]:
+def _summary(run: Run, level: str, measured_clock: float | None, clock: Any) -> dict[str, Any]:
     m, lat = run["measurement"], run["latency"]
     total_us = float(lat["p50_us"])
     summary: dict[str, Any] = {
@@ -140,7 +144,7 @@ def _summary(run: Mapping[str, Any], level: str, measured_clock: float | None, c
     return summary
 
 
-def placement_on_target(run: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, int]]:
+def placement_on_target(run: Run) -> tuple[dict[str, int], dict[str, int]]:
     """Layer id -> ``core_id`` and -> ``pipeline_stage`` on the run's target (see the module docstring).
 
     Layers without an estimate are left out (their fields are ``null``).
@@ -163,7 +167,7 @@ def placement_on_target(run: Mapping[str, Any]) -> tuple[dict[str, int], dict[st
     return cores, stages
 
 
-def memory_peak_bytes(run: Mapping[str, Any]) -> int:
+def memory_peak_bytes(run: Run) -> int:
     """Weights plus the peak of activations alive at once, layers in run order (see the module docstring)."""
     layers = run["layers"]
     last_read: dict[str, int] = {}
@@ -210,7 +214,7 @@ def _tensor_bytes(tensor: Mapping[str, Any]) -> int:
     return count * itemsize
 
 
-def _placement(run: Mapping[str, Any]) -> dict[str, tuple[float, float, int]]:
+def _placement(run: Run) -> dict[str, tuple[float, float, int]]:
     """Layer id -> (start µs, end µs, thread) inside the median run, from its kernel events."""
     members: dict[str, list[tuple[str, float]]] = {}
     for layer in run["layers"]:

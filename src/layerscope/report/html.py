@@ -45,6 +45,8 @@ from layerscope.report.views.layers import (
 )
 from layerscope.report.views.summary import headline, missing_notes, summary_sections
 from layerscope.report.views.timeline import Tracks, estimated_tracks, measured_tracks, temporal
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunLike
 
 #: The tabs in order: id and title.
 TABS: tuple[tuple[str, str], ...] = (
@@ -252,6 +254,7 @@ def _context(run: Run) -> dict[str, Any]:
     }
 
 
-def render_html(run: Run) -> str:
+def render_html(run: RunLike) -> str:
     """The report page for ``run`` (see the module docstring)."""
+    run = as_run(run)
     return _environment().get_template("report.html").render(**_context(run))

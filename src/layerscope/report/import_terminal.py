@@ -14,15 +14,19 @@ from rich.text import Text
 
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
+from layerscope.report.views.common import Run
 from layerscope.runfile.derived import device_mismatch, fused_group, layer_estimated_us, layer_measured_us, layer_shares
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunLike
 
 #: How many unmatched entries and warnings the summary lists before pointing to the run file.
 LIST_LIMIT = 10
 
 
-def import_report(run: Mapping[str, Any], top: int = 20, warnings: Sequence[str] = ()) -> RenderableType:
+def import_report(run: RunLike, top: int = 20, warnings: Sequence[str] = ()) -> RenderableType:
     """Everything ``layerscope import`` prints, from the imported run; ``warnings``: what the import met that
     the run does not keep (the files' own warnings are in the run's ``import.files``)."""
+    run = as_run(run)
     parts: list[RenderableType] = [files_table(run)]
     if top:
         if any("measured" in layer for layer in run["layers"]):
@@ -48,7 +52,7 @@ def _table(title: str) -> Table:
                  pad_edge=False)
 
 
-def files_table(run: Mapping[str, Any]) -> Table:
+def files_table(run: Run) -> Table:
     """One row per imported file: name, format, tool, entries, warnings."""
     table = _table(f"Imported {len(run['import']['files'])} file(s)")
     for header in ("file", "format", "tool", "entries", "warnings"):
@@ -62,7 +66,7 @@ def _typical(layer: Mapping[str, Any]) -> float:
     return layer_measured_us(layer) or 0.0
 
 
-def measured_table(run: Mapping[str, Any], top: int) -> Table:
+def measured_table(run: Run, top: int) -> Table:
     """The ``top`` layers by measured time (:func:`layerscope.runfile.layer_measured_us`), with their share of all
     the measured layers' time (:func:`layerscope.runfile.layer_shares`) and source kernel."""
     layers = [layer for layer in run["layers"] if "measured" in layer]
@@ -86,7 +90,7 @@ def measured_table(run: Mapping[str, Any], top: int) -> Table:
     return table
 
 
-def estimated_table(run: Mapping[str, Any], top: int) -> Table:
+def estimated_table(run: Run, top: int) -> Table:
     """The ``top`` layers by the vendor's static estimate: compute, load, store, latency, bound, unit."""
     layers = [layer for layer in run["layers"] if "estimate" in layer]
     total = sum(layer["estimate"]["latency_us"] for layer in layers) or 1.0
@@ -127,7 +131,7 @@ def reconcile_view(rec: Mapping[str, Any], top: int) -> RenderableType:
     return Group(head, title, table, note) if layers else Group(head, note)
 
 
-def totals_grid(run: Mapping[str, Any]) -> Table:
+def totals_grid(run: Run) -> Table:
     """Whole-model figures: model, latency, FPS, accelerator time, static estimate, coverage."""
     s = run["summary"]
     grid = key_value_grid()
@@ -162,7 +166,7 @@ def totals_grid(run: Mapping[str, Any]) -> Table:
     return grid
 
 
-def join_lines(run: Mapping[str, Any]) -> Sequence[RenderableType]:
+def join_lines(run: Run) -> Sequence[RenderableType]:
     """How the entries were joined, and the ones that were not (never dropped silently)."""
     info = run["import"]
     target = "model layers" if info["joined_to_model"] else "run layers (no --model)"
@@ -183,7 +187,7 @@ def join_lines(run: Mapping[str, Any]) -> Sequence[RenderableType]:
     return lines
 
 
-def _notes(run: Mapping[str, Any]) -> list[RenderableType]:
+def _notes(run: Run) -> list[RenderableType]:
     notes: list[RenderableType] = []
     if "measurement" in run:
         notes.append(Text(f"MEASURED by the vendor's tool: {run['measurement']['source']}.", style="green"))

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
+from layerscope.report.views.common import Run
 
 
 def _table(title: str, caption: str | None = None) -> Table:
@@ -24,7 +25,7 @@ def _share(value: float, total: float) -> str:
     return f"{100 * value / total:.1f}%" if total > 0 else "-"
 
 
-def pipeline_report(run: Mapping[str, Any], top: int = 15) -> RenderableType:
+def pipeline_report(run: Run, top: int = 15) -> RenderableType:
     """The top items (user stages and model layers), the stages, and the end-to-end breakdown."""
     section = run["pipeline"]
     parts: list[RenderableType] = []
@@ -89,7 +90,7 @@ def _tree(stages: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, A
     return out
 
 
-def pipeline_summary(run: Mapping[str, Any]) -> Table:
+def pipeline_summary(run: Run) -> Table:
     """End to end, the breakdown, the model's latency, and what it was measured on."""
     section = run["pipeline"]
     e2e, b = section["end_to_end"], section["breakdown"]

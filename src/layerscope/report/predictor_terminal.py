@@ -4,15 +4,16 @@ explains them (bound, compute / load / store), and the model's predicted latency
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.report.views.common import Run
 
-def predictor_report(run: Mapping[str, Any], top: int) -> RenderableType:
+
+def predictor_report(run: Run, top: int) -> RenderableType:
     """Top ``top`` layers by predicted time (µs) with their roofline estimate and bound, then the total."""
     section = run.get("predictor") or {}
     layers = [layer for layer in run.get("layers", []) if isinstance(layer.get("predicted"), Mapping)]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from layerscope.errors import InputError
-from layerscope.report.views.common import Run
+from layerscope.runfile.models import RunLike
 
 
 @runtime_checkable
@@ -42,7 +42,7 @@ class Renderer(Protocol):
     @property
     def binary(self) -> bool: ...
 
-    def render(self, run: Run) -> str | bytes:
+    def render(self, run: RunLike) -> str | bytes:
         """The report of ``run``: ``bytes`` when :attr:`binary`, else text."""
         ...
 
@@ -64,7 +64,7 @@ class TerminalRenderer:
     suffix: str = ".txt"
     binary: bool = False
 
-    def render(self, run: Run) -> str:
+    def render(self, run: RunLike) -> str:
         from layerscope.report.command_terminal import command_report
         from layerscope.report.console import render_text
 
@@ -79,10 +79,10 @@ class HtmlRenderer:
     suffix: str = ".html"
     binary: bool = False
 
-    def render(self, run: Run) -> str:
+    def render(self, run: RunLike) -> str:
         from layerscope.report.html import render_html  # Jinja and the templates only here
 
-        return render_html(as_saved(run))
+        return render_html(run)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ class CsvRenderer:
     suffix: str = ".csv"
     binary: bool = False
 
-    def render(self, run: Run) -> str:
+    def render(self, run: RunLike) -> str:
         from layerscope.report.tables import layers_csv
 
         return layers_csv(run)
@@ -107,7 +107,7 @@ class MarkdownRenderer:
     suffix: str = ".md"
     binary: bool = False
 
-    def render(self, run: Run) -> str:
+    def render(self, run: RunLike) -> str:
         from layerscope.report.tables import markdown_summary
 
         return markdown_summary(run)
@@ -122,7 +122,7 @@ class TraceRenderer:
     suffix: str = ".json"
     binary: bool = True
 
-    def render(self, run: Run) -> bytes:
+    def render(self, run: RunLike) -> bytes:
         from layerscope.report.perfetto import trace_bytes
 
         return trace_bytes(run, compress=self.compress)
@@ -137,7 +137,7 @@ class AnnotatedModel:
     unmatched: int
 
 
-def annotated_model(run: Run, model_path: Path | None = None) -> AnnotatedModel:
+def annotated_model(run: RunLike, model_path: Path | None = None) -> AnnotatedModel:
     """The run's model (``model_path``, else the run's ``model.path``; same sha256 or ``InputError``) with the
     run's numbers on its nodes."""
     import onnx  # only here: a report from the run file alone does not need it
@@ -167,7 +167,7 @@ class OnnxRenderer:
     suffix: str = ".onnx"
     binary: bool = True
 
-    def render(self, run: Run) -> bytes:
+    def render(self, run: RunLike) -> bytes:
         return annotated_model(run, self.model_path).data
 
 

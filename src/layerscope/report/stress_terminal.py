@@ -13,11 +13,12 @@ from rich.text import Text
 from layerscope.report.pipeline_terminal import _table
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import fixed, us_text
+from layerscope.report.views.common import Run
 from layerscope.report.views.stress import StressView, stress_compared, stress_eligible, stress_view
 from layerscope.runfile.io import stress_thresholds
 
 
-def stress_report(run: Mapping[str, Any], top: int = 10) -> RenderableType:
+def stress_report(run: Run, top: int = 10) -> RenderableType:
     """The ``stress`` section: end to end without and with stress, the most affected layers, what ran (drawn
     from :func:`layerscope.report.views.stress.stress_view`, which the HTML report shows too)."""
     view = stress_view(run)

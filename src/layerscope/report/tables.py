@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from layerscope.report.units import human_count
@@ -25,6 +25,8 @@ from layerscope.report.views.common import Run
 from layerscope.report.views.findings import findings
 from layerscope.report.views.layers import LayerRow, layer_rows, scale_factor, share_basis, top_layers
 from layerscope.report.views.summary import headline, missing_notes, summary_sections
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunLike
 
 Getter = Callable[[LayerRow], Any]
 
@@ -107,8 +109,9 @@ def csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def layers_csv(run: Run) -> str:
+def layers_csv(run: RunLike) -> str:
     """The per-layer CSV (see the module docstring)."""
+    run = as_run(run)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([name for name, _ in CSV_COLUMNS])
@@ -174,8 +177,9 @@ def _findings_table(run: Run, n: int) -> str | None:
     return "### Findings\n\n" + md_table(["severity", "rule", "layers", "hazard", "mitigation", "expected gain"], body)
 
 
-def markdown_summary(run: Run, top: int = 10) -> str:
+def markdown_summary(run: RunLike, top: int = 10) -> str:
     """The Markdown summary (see the module docstring); ``top`` slowest layers are listed."""
+    run = as_run(run)
     model = run.get("model") or {}
     parts = [f"## layerscope report: {md_code(model.get('name') or '?')}"]
     metrics = headline(run)
@@ -220,7 +224,7 @@ def _note(text: str) -> str:
     return "".join(md_code(p) if i % 2 else md_text(p, strip=False) for i, p in enumerate(pieces))
 
 
-def _footer(run: Mapping[str, Any]) -> str:
+def _footer(run: Run) -> str:
     tool = run.get("tool") or {}
     kinds = []
     if (run.get("estimate_info") or {}).get("note"):

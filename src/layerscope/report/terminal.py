@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.report.views.common import Run
 from layerscope.runfile.derived import (
     fused_group,
     layer_estimated_us,
@@ -30,7 +28,7 @@ def key_value_grid() -> Table:
     return grid
 
 
-def top_layers_table(run: Mapping[str, Any], top: int) -> Table:
+def top_layers_table(run: Run, top: int) -> Table:
     """The ``top`` layers by estimated latency: id, op, output shape, MACs, est. µs, share, bound, unit."""
     layers = run["layers"]
     total = sum(layer["estimate"]["latency_us"] for layer in layers) or 1.0
@@ -66,7 +64,7 @@ def top_layers_table(run: Mapping[str, Any], top: int) -> Table:
     return table
 
 
-def estimate_summary(run: Mapping[str, Any]) -> RenderableType:
+def estimate_summary(run: Run) -> RenderableType:
     """Summary lines of an estimate: totals, latency and FPS, fallbacks, unknown ops."""
     s = run["summary"]
     target = run["target"]
@@ -104,7 +102,7 @@ def estimate_summary(run: Mapping[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
-def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
+def measured_layers_table(run: Run, top: int) -> Table:
     """The ``top`` layers by measured median: measured µs, share, P90, CV, est. µs, ratio, fused group."""
     measured = [layer for layer in run["layers"] if layer_measured_us(layer) is not None]
     shares = {id(layer): share for layer, share in zip(measured, layer_shares(measured, "measured"), strict=True)}
@@ -140,7 +138,7 @@ def measured_layers_table(run: Mapping[str, Any], top: int) -> Table:
     return table
 
 
-def measurement_summary(run: Mapping[str, Any]) -> RenderableType:
+def measurement_summary(run: Run) -> RenderableType:
     """What was measured, on what, and how far the instrument can be trusted."""
     m, lat = run["measurement"], run["latency"]
     machine = m["machine"]

@@ -15,10 +15,11 @@ from rich.text import Text
 
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_bytes, human_count, human_us
+from layerscope.report.views.common import Run
 from layerscope.report.views.summary import HORIZON_MEMORY_ROWS
 
 
-def timeline_report(run: Mapping[str, Any]) -> RenderableType:
+def timeline_report(run: Run) -> RenderableType:
     """The summary, the unit occupancy table and the memory breakdown of ``run["timeline"]``."""
     timeline = run["timeline"]
     note = Text(f"ESTIMATE: {timeline['note']}. Units, DDR and memory follow the model in the README "

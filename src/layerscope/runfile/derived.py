@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from layerscope.errors import InputError
+from layerscope.runfile.models import RunLike
 from layerscope.stats import DRIFT_WARNING
 
-Document = Mapping[str, Any]
+#: A run as readers get it: typed, or its JSON document (sections read by key either way).
+Document = RunLike
 
 
 def _num(value: Any) -> float | None:
@@ -327,7 +329,7 @@ def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor,
 FUSED_GROUP_INLINE_MAX = 64
 
 
-def fused_group(run: Mapping[str, Any], measured: Mapping[str, Any],
+def fused_group(run: Document, measured: Mapping[str, Any],
                 cache: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
     """The layer ids of a layer's fused group (empty when it ran alone), whichever form the run stores:
     ``measured.fused_group`` inline, or ``fused_group_size`` with the list in the kernel's ``layers``.

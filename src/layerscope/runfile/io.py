@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from layerscope.errors import RunFileError
-from layerscope.runfile.models import RunFile
+from layerscope.runfile.models import RunFile, RunLike
 
 SCHEMA_VERSION = 2
 #: Versions :func:`upgrade` can read.
@@ -53,7 +53,7 @@ def measurement_kind(measurement: Mapping[str, Any]) -> str:
 STRESS_THRESHOLDS_BEFORE_STORED = (0.005, 0.10)
 
 
-def stress_thresholds(run: Mapping[str, Any]) -> tuple[float, float]:
+def stress_thresholds(run: RunLike) -> tuple[float, float]:
     """``(min_share, off_cpu_drop)`` of the run's ``stress`` section: the values the measurement stored, else the
     ones runs were judged by before they were stored."""
     stress = run.get("stress")
@@ -126,7 +126,7 @@ def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -
         raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 
-def as_run(run: RunFile | Mapping[str, Any], source: str | os.PathLike[str] = "run") -> RunFile:
+def as_run(run: RunLike, source: str | os.PathLike[str] = "run") -> RunFile:
     """``run`` typed: a :class:`RunFile` as it is; a document (version 1 or 2) migrated and checked
     (``RunFileError`` naming ``source`` and the bad field). Readers take either, so a command can pass the
     document it loaded and keeps it to write back."""

@@ -14,6 +14,7 @@ Contract:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,12 +42,52 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
 
+    # Read access by JSON key, as on the document (``section["latency_us"]``, ``section.get("kind")``, ``"k" in
+    # section``): the bridge that lets a reader written against the JSON document take the typed run unchanged
+    # while it moves to attributes. A key reads as present when the document held it (set fields and unknown
+    # keys); aliases (``import``) are JSON keys.
+
+    def _json_field(self, key: str) -> str | None:
+        fields = type(self).model_fields
+        if key in fields:
+            return key
+        return next((name for name, info in fields.items() if info.alias == key), None)
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        name = self._json_field(key)
+        if name is not None:
+            return name in self.model_fields_set
+        return key in (self.model_extra or {})
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self:
+            raise KeyError(key)
+        name = self._json_field(key)
+        return getattr(self, name) if name is not None else (self.model_extra or {})[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value under JSON key ``key`` when the document held it, else ``default`` (as ``dict.get``)."""
+        if key not in self:
+            return default
+        return self[key]
+
+    def keys(self) -> list[str]:
+        """The JSON keys the document held (set fields by their JSON name, then unknown keys)."""
+        fields = type(self).model_fields
+        return [fields[name].alias or name for name in fields if name in self.model_fields_set] + list(
+            self.model_extra or {})
+
     def over(self, base: Self | None) -> Self:
         """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
         one does not hold is kept. ``self`` when ``base`` is ``None``."""
         if base is None:
             return self
         return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
+
+
+Mapping.register(Section)  # the read-by-key bridge above: readers of the document take a section as it is
 
 
 # --------------------------------------------------------------------------------------------------- model, target
@@ -651,3 +692,8 @@ class RunFile(Section):
         """The ``target`` section, an empty one when the run has none."""
         return self.target if self.target is not None else Target()
 
+
+
+#: What readers accept: the typed run, or its JSON document (converted once with
+#: :func:`layerscope.runfile.io.as_run`).
+RunLike = RunFile | Mapping[str, Any]

@@ -21,8 +21,9 @@ from layerscope.runfile.derived import (
     layer_estimated_us,
     layer_measured_us,
 )
+from layerscope.runfile.models import RunFile
 
-Run = Mapping[str, Any]
+Run = RunFile
 
 
 # --------------------------------------------------------------------------------------------------- values

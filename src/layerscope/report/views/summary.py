@@ -13,9 +13,9 @@ from typing import Any
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Row, Run, _pct, estimated_us, num, shape_text
 from layerscope.report.views.layers import scale_factor
-from layerscope.runfile.derived import (
-    steadiness_text,
-)
+from layerscope.runfile.derived import steadiness_text
+from layerscope.runfile.io import as_run
+from layerscope.runfile.models import RunLike
 
 
 @dataclass(frozen=True)
@@ -276,8 +276,9 @@ def _import_section(run: Run) -> Section | None:
     return _section("Import", rows)
 
 
-def missing_notes(run: Run) -> list[str]:
+def missing_notes(run: RunLike) -> list[str]:
     """What the run does not hold, each with the command that adds it."""
+    run = as_run(run)
     layers = run.get("layers") or []
     notes = []
     if not any(estimated_us(layer) is not None for layer in layers):
