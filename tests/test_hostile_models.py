@@ -200,6 +200,30 @@ def test_huge_constant_subgraphs_are_folded_by_shape_not_computed(case: str, tmp
     assert "r" in graph.constants and "r" not in graph.const_values  # its shape, not its value
 
 
+def test_a_constant_node_left_unfolded_for_size_is_said(tmp_path: Path) -> None:
+    """NonZero of a 70,000-element constant: its input is over the 65,536 elements whose values are kept and its
+    output shape depends on the values, so it stays a layer; the estimate says so and why."""
+    big = numpy_helper.from_array(np.ones((70_000,), np.float32), "big")
+    graph = helper.make_graph(
+        [helper.make_node("NonZero", ["big"], ["nz"], name="nonzero"),
+         helper.make_node("Shape", ["nz"], ["s"], name="shape"),
+         helper.make_node("Cast", ["s"], ["sf"], to=F32, name="cast"),
+         helper.make_node("Add", ["x", "sf"], ["y"], name="add")], "g",
+        [helper.make_tensor_value_info("x", F32, [2])], [helper.make_tensor_value_info("y", F32, None)],
+        initializer=[big])
+    path = tmp_path / "nonzero.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    result = run_limited(["estimate", str(path), *TARGET])
+    assert result.returncode == 0, result.stderr[-500:]
+    assert "1 constant node(s) not folded ('nonzero'): their values were not computed at load (inputs or outputs " \
+           "over 65,536 elements" in " ".join(result.stderr.split())
+    from layerscope.model import load_model
+
+    graph_ = load_model(path)
+    assert "nonzero" in [layer.id for layer in graph_.layers]
+    assert any("not folded ('nonzero')" in a for a in graph_.assumptions)
+
+
 def _functions(path: Path, depth: int, *, cycle: bool = False) -> Path:
     """Local functions f0..f{depth-1}, each calling the one below twice (f0 is a Relu): 2^(depth-1) nodes."""
     opsets = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
@@ -273,5 +297,9 @@ def test_a_model_with_3_gb_of_external_data_is_estimated_without_reading_it(tmp_
     assert result.returncode == 0, result.stderr[-500:]
     import json
 
-    (layer,) = json.loads(json_out.read_text())["layers"]
+    run = json.loads(json_out.read_text())
+    (layer,) = run["layers"]
     assert layer["id"] == "add" and layer["bytes_read_weight"] == 4 * n
+    said = "ONNX data propagation off: input 'x' has 750,000,000 elements (over 1,048,576)"
+    assert said in " ".join(result.stderr.split())
+    assert any(a.startswith(said) for a in run["model"]["assumptions"])

@@ -248,14 +248,41 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
 DATA_PROP_MAX_ELEMENTS = 1 << 20
 
 
-def _data_prop_is_bounded(model: onnx.ModelProto) -> bool:
-    """Whether data propagation is safe: no graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS`."""
+def _unbounded_data_prop(model: onnx.ModelProto) -> tuple[str, int] | None:
+    """The first graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS` (name, elements), which makes
+    data propagation unsafe; ``None`` when it is safe."""
     for vi in model.graph.input:
         dims = _dims(vi)
-        if len(dims) <= 1 and all(isinstance(d, int) for d in dims) and \
-                math.prod(d for d in dims if isinstance(d, int)) > DATA_PROP_MAX_ELEMENTS:
-            return False
-    return True
+        if len(dims) <= 1 and all(isinstance(d, int) for d in dims):
+            elements = math.prod(d for d in dims if isinstance(d, int))
+            if elements > DATA_PROP_MAX_ELEMENTS:
+                return vi.name, elements
+    return None
+
+
+def _data_prop_is_bounded(model: onnx.ModelProto) -> bool:
+    """Whether data propagation is safe: no graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS`."""
+    return _unbounded_data_prop(model) is None
+
+
+def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> tuple[str, ...]:
+    """One line per load-time limit that changed how shapes were found (printed with the other assumptions):
+    data propagation turned off for a huge vector input, constant nodes left as layers because their values
+    were not computed at load."""
+    notes: list[str] = []
+    unbounded = _unbounded_data_prop(model)
+    if unbounded is not None:
+        name, elements = unbounded
+        notes.append(f"ONNX data propagation off: input {name!r} has {elements:,} elements (over "
+                     f"{DATA_PROP_MAX_ELEMENTS:,}); shapes that depend on its values come from execution")
+    kept = [n.name or n.output[0] for n in unfolded if n.output]
+    if kept:
+        more = f" and {len(kept) - 3} more" if len(kept) > 3 else ""
+        notes.append(f"{len(kept)} constant node(s) not folded ({', '.join(map(repr, kept[:3]))}{more}): their "
+                     f"values were not computed at load (inputs or outputs over {SMALL_CONST_ELEMENTS:,} elements, "
+                     "or an op ONNX's reference evaluator cannot run) and their shapes depend on them, so they "
+                     "stay layers, measured as usual")
+    return tuple(notes)
 
 
 def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
@@ -382,6 +409,8 @@ class _Folder:
         self.base_dir = base_dir
         self.constants: dict[str, TensorInfo] = {}
         self.values: dict[str, np.ndarray] = {}
+        #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
+        self.unfolded: set[str] = set()
         for init in model.graph.initializer:
             info = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
             self.constants[init.name] = info
@@ -414,6 +443,7 @@ class _Folder:
             elif out in self.infos:
                 info = self.infos[out]
             else:
+                self.unfolded.update(o for o in node.output if o)
                 return False
             recorded.append((out, info, value))
         for out, info, value in recorded:
@@ -537,7 +567,8 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         constants=dict(folder.constants),
         const_values=dict(folder.values),
         producer=f"{model.producer_name} {model.producer_version}".strip(),
-        assumptions=assumptions,
+        assumptions=assumptions + _limit_notes(model, [n for n in layer_protos
+                                                       if any(o in folder.unfolded for o in n.output)]),
     )
 
 
