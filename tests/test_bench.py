@@ -133,6 +133,25 @@ def test_ctrl_c_keeps_what_was_measured() -> None:
     assert result.latency.samples == result.runs
 
 
+def test_ctrl_c_while_the_main_thread_starts_the_streams_keeps_what_was_measured(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a busy machine a stream can run and be interrupted before the main thread is back from starting it:
+    the interrupt then lands in ``Thread.start`` (made slow here, deterministically) and is still handled."""
+    session = FakeSession(0.002, on_call=lambda n: _thread.interrupt_main() if n == 5 else None)
+    start = threading.Thread.start
+
+    def slow_start(thread: threading.Thread) -> None:
+        start(thread)
+        deadline = time.monotonic() + 30
+        while session.calls < 6 and time.monotonic() < deadline:  # the stream runs on; main waits here
+            time.sleep(0.005)
+
+    monkeypatch.setattr(threading.Thread, "start", slow_start)
+    result = run_bench(session, {}, BenchConfig(warmup_runs=1, runs=100_000))
+    assert result.interrupted
+    assert 4 <= result.runs < 100_000 and result.latency.samples == result.runs
+
+
 def test_ctrl_c_during_warmup_propagates() -> None:
     session = FakeSession(0.002, on_call=lambda n: _thread.interrupt_main() if n == 2 else None)
     with pytest.raises(KeyboardInterrupt):

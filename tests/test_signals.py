@@ -135,3 +135,29 @@ def test_bisect_sigterm_keeps_the_samples_in_its_cache(tmp_path: Path, runtime_l
     assert any(cache.rglob("*.json"))  # the samples measured before the signal
     assert not (tmp_path / "bisect.json").exists()
     assert _leftovers(tmp_path, runtime_leftovers) == []
+
+
+def test_sweep_sigterm_keeps_the_cells_done_and_resumes(tmp_path: Path, runtime_leftovers: set[str]) -> None:
+    """A sweep (``--no-ray``: Ray's own signal handling is the cluster's) stopped after its first cell keeps the
+    cells done (each run file is written whole), leaves no marker or temporary file, and a rerun runs the rest."""
+    out, scratch = tmp_path / "sweep", tmp_path / "tmp"
+    scratch.mkdir()
+    models = [zoo(n) for n in ("vgg19", "densenet121", "resnet50")]
+    args = ["sweep", "--no-ray", *models, "-t", "host,rdk-s100,rdk-x5", "-o", out]
+    started = start_cli(args, tmp_path / "io", env={"TMPDIR": str(scratch)})
+    runs = out / "runs"
+    started.wait_until(lambda: runs.is_dir() and any(runs.glob("*.json")))
+    started.proc.send_signal(signal.SIGTERM)
+    result = started.finish()
+    assert result.returncode == 143 and "Traceback" not in result.err, result.describe()
+    (line,) = result.err_lines
+    kept = sorted(p.name for p in runs.glob("*.json"))
+    assert line == (f"layerscope: terminated by SIGTERM: {len(kept)} of 9 cells are done, their run files in {runs}; "
+                    "run the same command again to run the others"), result.describe()
+    assert 1 <= len(kept) < 9
+    assert not (out / "running").exists() and not any(runs.glob("*.tmp*"))
+    assert _leftovers(tmp_path, runtime_leftovers) == []
+
+    again = start_cli(args, tmp_path / "io2").finish()
+    assert again.returncode == 0, again.describe()
+    assert f"9 cells: {len(kept)} already done, {9 - len(kept)} run now, 0 failed" in again.out

@@ -184,6 +184,28 @@ def test_a_sweep_killed_halfway_completes_when_rerun(cluster: str, tmp_path: Pat
     assert [r["cell.status"] for r in iter_rows(out / "runs.parquet")] == ["ok"] * 12
 
 
+def test_a_sweep_sigterm_cancels_its_tasks_and_keeps_the_cells_done(cluster: str, tmp_path: Path) -> None:
+    """SIGTERM on the driver: the queued and running tasks are cancelled, their markers removed, the cells done
+    kept; exit 143 with one line; a rerun runs only the others."""
+    out = tmp_path / "sweep"
+    models = [zoo(n) for n in ("vgg19", "densenet121", "inception_v2", "resnet50")]
+    args = ["sweep", "--ray", cluster, *models, "-t", "host,rdk-s100,rdk-x5", "-o", out]
+    started = start_cli(args, tmp_path / "log", memory_bytes=MEMORY_BYTES)
+    runs = out / "runs"
+    started.wait_until(lambda: runs.is_dir() and any(runs.glob("*.json")), timeout_s=TIMEOUT_S)
+    started.proc.send_signal(signal.SIGTERM)
+    result = started.finish(timeout_s=TIMEOUT_S)
+    assert result.returncode == 143 and "Traceback" not in result.err, result.describe()
+    kept = run_files(out)
+    assert result.err_lines[-1] == (f"layerscope: terminated by SIGTERM: {len(kept)} of 12 cells are done, their run "
+                                    f"files in {runs}; run the same command again to run the others")
+    assert not (out / "running").exists()
+    again = sweep(cluster, *models, "-t", "host,rdk-s100,rdk-x5", "-o", out)
+    assert again.returncode == 0, again.describe()
+    assert f"12 cells: {len(kept)} already done, {12 - len(kept)} run now, 0 failed" in again.out
+    assert {k: v for k, v in run_files(out).items() if k in kept} == kept
+
+
 def test_an_unknown_mode_is_bad_input_before_any_cluster(tmp_path: Path) -> None:
     """The plan's errors come before Ray is touched (no --ray: a local runtime would be started otherwise)."""
     result = run_cli(["sweep", zoo("squeezenet"), "--mode", "estimate,bench", "-o", tmp_path / "o"])

@@ -24,7 +24,7 @@ from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE, gather
 from layerscope.sweep.executor import run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
 from layerscope.sweep.plan import MODES, SweepSpec, expand, load_spec
-from layerscope.sweep.tasks import RUNNING, is_done
+from layerscope.sweep.tasks import RUNNING, RUNS, is_done
 
 LEADERBOARD = "leaderboard.html"
 PLAN = "sweep.json"
@@ -95,8 +95,15 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
             if outcome.get("status") != "ok":
                 click.echo(f"failed: {outcome['key']}: {outcome.get('error')}", err=True)
 
-        outcome = run_sweep(cells, out_dir, executor="inline" if no_ray else "ray", address=address,
-                            num_cpus=num_cpus, on_done=on_done)
+        try:
+            outcome = run_sweep(cells, out_dir, executor="inline" if no_ray else "ray", address=address,
+                                num_cpus=num_cpus, on_done=on_done)
+        except KeyboardInterrupt:
+            with contextlib.suppress(OSError):
+                (out_dir / RUNNING).rmdir()
+            done = sum(1 for cell in cells if is_done(out_dir, cell))
+            raise KeyboardInterrupt(f"{done} of {len(cells)} cells are done, their run files in {out_dir / RUNS}; "
+                                    "run the same command again to run the others") from None
     with contextlib.suppress(OSError):  # the workers' markers folder, when empty (a killed worker leaves its own)
         (out_dir / RUNNING).rmdir()
     rows, layer_rows = gather(cells, out_dir)

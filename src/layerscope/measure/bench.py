@@ -213,22 +213,30 @@ def _run_phase(session: Any, feeds: dict[str, np.ndarray], budgets: list[_Budget
     threads = [threading.Thread(target=_stream_loop, args=(session, feeds, budget, stream, finished),
                                 name=f"layerscope-stream-{i}", daemon=True)
                for i, (budget, stream) in enumerate(zip(budgets, streams, strict=True))]
-    for thread in threads:
-        thread.start()
     interrupted = False
     try:
+        # inside the try: a stream may be interrupted (Ctrl-C, a signal) while the main thread still waits in
+        # start() for the next thread to begin, on a busy machine
+        for thread in threads:
+            thread.start()
         while not done.wait(POLL_S):
             report(streams)
     except KeyboardInterrupt:
         stop.set()
-        done.wait()
+        _join_started(threads)
         if not keep_on_interrupt or not any(s.samples_ns for s in streams):
             raise
         interrupted = True
-    for thread in threads:
-        thread.join()
+    _join_started(threads)
     report(streams)
     return streams, interrupted
+
+
+def _join_started(threads: list[threading.Thread]) -> None:
+    """Wait for every thread of ``threads`` that was started (an interrupt may come before the last start)."""
+    for thread in threads:
+        if thread.ident is not None:
+            thread.join()
 
 
 def _stream_loop(session: Any, feeds: dict[str, np.ndarray], budget: _Budget, stream: _Stream,

@@ -15,7 +15,10 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from typing import Any
 
 from layerscope.errors import BackendUnavailable, InputError
 from layerscope.sweep.plan import Cell
-from layerscope.sweep.tasks import failure, is_done, run_cell, store
+from layerscope.sweep.tasks import RUNNING, failure, is_done, run_cell, store
 
 MEASURE_RESOURCE = "layerscope_measure"
 #: Times Ray reruns a cell whose worker died (a crash, OOM kill, a lost node) before the cell counts as failed.
@@ -80,6 +83,7 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
                                  hint="pip install 'ray>=2.9', or run with --no-ray") from None
     started_here = False
     if not ray.is_initialized():
+        handlers = _signal_handlers()
         try:
             if address:
                 ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
@@ -89,6 +93,7 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"the Ray cluster at {address}" if address else "a local Ray runtime"
             raise BackendUnavailable(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+        _restore(handlers)  # ray.init installs its own SIGTERM handler, which would end the driver with exit 1
         started_here = True
     try:
         if any(c.mode == "profile" for c in todo) and ray.cluster_resources().get(MEASURE_RESOURCE, 0) < 1:
@@ -104,15 +109,38 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
                 if cell.mode == "profile":
                     options["resources"] = {MEASURE_RESOURCE: 1}
                 pending[remote.options(**options).remote(cell, str(out_dir))] = cell
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for ref in ready:
-                    cell = pending.pop(ref)
-                    try:
-                        outcome = ray.get(ref)
-                    except ray.exceptions.RayError as exc:  # its worker died MAX_RETRIES + 1 times, or its node left
-                        outcome = failure(cell, exc)
-                    done(cell, outcome)
+            try:
+                while pending:
+                    ready, _ = ray.wait(list(pending), num_returns=1)
+                    for ref in ready:
+                        cell = pending.pop(ref)
+                        try:
+                            outcome = ray.get(ref)
+                        except ray.exceptions.RayError as exc:  # its worker died MAX_RETRIES + 1 times, or left
+                            outcome = failure(cell, exc)
+                        done(cell, outcome)
+            except KeyboardInterrupt:  # stop the cells still queued or running; what is done stays done
+                for ref in pending:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(ref, force=True)
+                for cell in pending.values():  # a cancelled worker cannot remove its own marker
+                    (out_dir / RUNNING / f"{cell.key}.json").unlink(missing_ok=True)
+                raise
     finally:
         if started_here:
             ray.shutdown()
+
+
+def _signal_handlers() -> dict[int, Any]:
+    """This process's Python handlers of SIGTERM and SIGHUP (the CLI's: they stop a command like Ctrl-C)."""
+    numbers = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    return {number: signal.getsignal(number) for number in numbers}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """Set ``handlers`` again (only the main thread may; a handler Python did not set is left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for number, handler in handlers.items():
+        if handler is not None:
+            signal.signal(number, handler)
