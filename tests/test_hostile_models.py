@@ -200,6 +200,17 @@ def test_huge_constant_subgraphs_are_folded_by_shape_not_computed(case: str, tmp
     assert "r" in graph.constants and "r" not in graph.const_values  # its shape, not its value
 
 
+def test_a_single_file_over_protobufs_2_gib_is_refused_before_reading(tmp_path: Path) -> None:
+    """A 2 GiB + 1 byte .onnx (sparse: nothing is written or read) is refused by its size, with the fix."""
+    path = tmp_path / "huge.onnx"
+    with path.open("wb") as fh:
+        fh.truncate(2**31 + 1)
+    result = run_limited(["estimate", str(path), *TARGET])
+    assert result.returncode == 2, result.stderr[-500:]
+    (line,) = result.stderr.strip().splitlines()
+    assert f"{path}: 2.15 GB in one file is over protobuf's 2 GiB limit" in line and "save_as_external_data" in line
+
+
 def test_a_constant_node_left_unfolded_for_size_is_said(tmp_path: Path) -> None:
     """NonZero of a 70,000-element constant: its input is over the 65,536 elements whose values are kept and its
     output shape depends on the values, so it stays a layer; the estimate says so and why."""

@@ -123,11 +123,20 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+#: Protobuf cannot parse a message of 2 GiB or more: a bigger .onnx must keep its weights as external data.
+PROTOBUF_LIMIT_BYTES = 2**31
+
+
 def _read_model(path: Path) -> onnx.ModelProto:
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
         raise ModelError(f"{path}: not a file")
+    size = path.stat().st_size
+    if size >= PROTOBUF_LIMIT_BYTES:
+        raise ModelError(f"{path}: {size / 1e9:.2f} GB in one file is over protobuf's 2 GiB limit for an ONNX model",
+                         hint="save the weights as external data: onnx.save_model(model, path, "
+                              "save_as_external_data=True)")
     try:
         model = onnx.load_model(str(path), load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
