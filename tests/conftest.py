@@ -16,6 +16,18 @@ ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO_MODELS = sorted(ZOO_DIR.glob("light_*.onnx"))
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Interrupts reach the tests and their child processes: a shell that starts a job in the background without
+    job control (``make test &``, ``nohup``) leaves SIGINT (or SIGHUP) ignored, and an ignored signal stays ignored
+    in every child; the tests of Ctrl-C and SIGHUP need the defaults."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never read or write the user's cache (host probe results, built samples)."""

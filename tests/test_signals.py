@@ -161,3 +161,20 @@ def test_sweep_sigterm_keeps_the_cells_done_and_resumes(tmp_path: Path, runtime_
     again = start_cli(args, tmp_path / "io2").finish()
     assert again.returncode == 0, again.describe()
     assert f"9 cells: {len(kept)} already done, {9 - len(kept)} run now, 0 failed" in again.out
+
+
+def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
+    """Under ``nohup`` (SIGHUP ignored on entry) a closed terminal does not stop the command: it runs to its end."""
+    progress, out = tmp_path / "progress.txt", tmp_path / "bench.json"
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does: the child inherits it
+    try:
+        started = start_cli(["bench", SQUEEZENET, "--runs", "30", "--warmup", "1", "--json", out],
+                            tmp_path / "io", env={"LAYERSCOPE_PROGRESS_FILE": str(progress)})
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    started.wait_until(lambda: _started(progress, "measure"))
+    started.proc.send_signal(signal.SIGHUP)
+    result = started.finish()
+    assert result.returncode == 0, result.describe()
+    run = json.loads(out.read_text())
+    assert run["latency"]["samples"] == 30 and not run["measurement"].get("interrupted")

@@ -91,7 +91,8 @@ TERMINATING_SIGNALS: tuple[str, ...] = ("SIGTERM", "SIGHUP")
 @contextmanager
 def _signals_interrupt(received: list[int]) -> Iterator[None]:
     """While inside, :data:`TERMINATING_SIGNALS` raise ``KeyboardInterrupt`` (their numbers appended to
-    ``received``); the previous handlers are restored on the way out. Only the main thread can set handlers;
+    ``received``); the previous handlers are restored on the way out. A signal ignored on entry stays ignored
+    (``nohup layerscope ...`` keeps running when its terminal closes). Only the main thread can set handlers;
     elsewhere (``main`` called from a thread) nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -104,7 +105,7 @@ def _signals_interrupt(received: list[int]) -> Iterator[None]:
     previous = {}
     for name in TERMINATING_SIGNALS:
         number = getattr(signal, name, None)
-        if number is not None:  # Windows has no SIGHUP
+        if number is not None and signal.getsignal(number) is not signal.SIG_IGN:  # Windows has no SIGHUP
             previous[number] = signal.signal(number, interrupt)
     try:
         yield
