@@ -871,13 +871,18 @@ def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, 
 
 def _measurement_section(result: BisectResult) -> dict[str, Any]:
     runner = result.runner
-    section = {"backend": "onnxruntime" if runner.get("runner") == "onnxruntime" else "device command",
-               "backend_version": runner.get("version", ""), "provider": runner.get("provider", ""),
+    local = runner.get("runner") in ("onnxruntime", "openvino")
+    section = {"backend": runner.get("runner") if local else "device command",
+               "backend_version": runner.get("version", ""),
+               "provider": runner.get("provider", "") or runner.get("device", ""),
                "threads": runner.get("threads"), "opt_level": runner.get("opt_level"), "method": "differential",
-               "runs": result.runs, "machine": machine_info() if runner.get("runner") == "onnxruntime" else {},
+               "runs": result.runs, "machine": machine_info() if local else {},
                "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "layerscope bisect",
                "kind": "differential"}
-    if runner.get("runner") != "onnxruntime":
+    if runner.get("runner") == "openvino":
+        section.update({"device": runner.get("device"), "precision": runner.get("precision") or "default",
+                        "performance_hint": runner.get("performance_hint")})
+    if not local:
         section["run_cmd"] = runner.get("run_cmd")
     return section
 

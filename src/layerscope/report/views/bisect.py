@@ -85,13 +85,17 @@ def _bisect_note(seg: Mapping[str, Any]) -> str:
 
 
 def _runner_text(runner: Mapping[str, Any]) -> str:
-    if runner.get("runner") == "onnxruntime":
+    if runner.get("runner") in ("onnxruntime", "openvino"):
         threads = runner.get("threads") or "default"
         per_visit = runner.get("runs_per_visit") or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
         warm = runner.get("visit_warmup") or 0
         what = "of the whole model" if runner.get("warm_with") == "whole" else "of the model itself"
         visit = f"{warm} untimed {what} + {visit}" if warm else visit
+        if runner.get("runner") == "openvino":
+            return (f"openvino {runner.get('version', '?')} {runner.get('device', '?')}, precision "
+                    f"{runner.get('precision') or 'default'}, {runner.get('performance_hint', '?')}, threads "
+                    f"{threads}, each model compiled and timed end to end, {visit} per visit")
         return (f"onnxruntime {runner.get('version', '?')} {runner.get('provider', '?')}, threads {threads}, "
                 f"opt {runner.get('opt_level', '?')}, {runner.get('clock', 'wall')} clock, {visit} per visit")
     command = runner.get("run_cmd")
