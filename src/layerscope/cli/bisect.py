@@ -52,7 +52,9 @@ from layerscope.measure.differential import (
     add_bisect,
     compare_with_profile,
     default_cache_dir,
+    kernel_gaps,
     run_bisect,
+    with_systematic,
 )
 from layerscope.measure.inputs import feeder, make_inputs
 from layerscope.measure.openvino_backend import OpenVinoBackend
@@ -160,6 +162,9 @@ AUTO_ROUNDS_S = 15.0
                    "counters; not with --run-cmd).")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
               help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
+@click.option("--gap-runs", default=20, show_default=True, type=click.IntRange(min=0),
+              help="Profiled runs of the whole model that estimate the time between kernels (part of each "
+                   "segment's systematic error; 0: not estimated; not with --run-cmd).")
 @click.option("--devices", "devices", default=None, metavar="NAME[,NAME]",
               help="With --run-cmd: a pool of devices that time a round's models in parallel, one model per device "
                    "at a time, each a Ray resource layerscope_device_NAME; the command names its device as "
@@ -176,7 +181,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             confidence: float, resamples: int, backend_name: str, cut_rule: str, provider: str,
             threads: int, opt_level: str, clock: str,
             visit_warmup: int, warm_with: str, runs_per_visit: int, cache_dir: Path | None, no_cache: bool,
-            boundary_runs: int | None, validate: bool, validate_runs: int, devices: str | None,
+            boundary_runs: int | None, validate: bool, validate_runs: int, gap_runs: int, devices: str | None,
             ray_address: str | None, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
@@ -253,6 +258,12 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             pool.close()
     for warning in store.dropped:
         click.echo(f"layerscope: warning: {warning}", err=True)
+    gaps = None
+    if backend is not None and gap_runs:
+        gap_profile = backend.profile(graph, feeds, session_config, runs=gap_runs, warmup=min(3, gap_runs),
+                                      weights=weights)
+        gaps = kernel_gaps(result.segments_only, gap_profile, result.baseline_us or 0.0)
+    result = with_systematic(result, gaps)
     checks: tuple[SegmentCheck, ...] = ()
     profiles: list[Measurement] = []
     if validation is not None:
