@@ -3,6 +3,8 @@ node the compiler fused, the intervals' random and systematic parts, and `compar
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from collections.abc import Mapping
@@ -29,6 +31,7 @@ from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult
 from layerscope.measure.runners import Job
 from layerscope.model import load_model
+from layerscope.report.tables import layers_csv
 from layerscope.stats import summarize
 
 RNG = np.random.default_rng(0)
@@ -234,3 +237,8 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     assert section.exit_code == 0 and "Where each runtime spends its time" in section.output
     stored = json.loads((tmp_path / "cmp.json").read_text())["comparison"]["runtimes"]
     assert stored["after"]["backend"] == "openvino" and len(stored["layers"]) == len(rt.layers)
+    # the CSV names the runtime, device, precision and kernel implementation of each measured layer
+    rows = {row["layer.id"]: row for row in csv.DictReader(io.StringIO(layers_csv(runs["openvino"])))}
+    assert (rows["n0"]["meas.backend"], rows["n0"]["meas.device"], rows["n0"]["meas.precision"]) == (
+        "openvino", "CPU", "f32")
+    assert rows["n0"]["meas.exec_type"].endswith("_f32") and rows["n0"]["meas.fused_group"] == f"n0 {first_relu}"

@@ -30,7 +30,7 @@ from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
-from layerscope.report.tables import CSV_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
+from layerscope.report.tables import CSV_COLUMNS, RUNTIME_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
 from layerscope.report.units import human_us
 from layerscope.report.views.experiments import experiments
 from layerscope.report.views.findings import findings
@@ -218,13 +218,15 @@ def test_csv_has_namespaced_columns_and_one_row_per_layer(runs: Runs) -> None:
         run = runs.load(name)
         table = list(csv.DictReader(io.StringIO(layers_csv(run))))
         assert len(table) == len(run["layers"])
-        assert list(table[0]) == [c for c, _ in CSV_COLUMNS]
+        assert list(table[0]) == [*(c for c, _ in CSV_COLUMNS), *RUNTIME_COLUMNS]
     est = list(csv.DictReader(io.StringIO(layers_csv(runs.load("estimate")))))
     assert all(row["meas.median_us"] == "" for row in est)  # not measured: empty, never 0
     assert est[0]["layer.id"] == XSS and est[0]["cost.macs"] == str(8 * 32 * 32 * 27)
     assert next(r for r in est if r["layer.op_type"] == "Add")["layer.id"] == "'" + FORMULA  # no formula
     prof = list(csv.DictReader(io.StringIO(layers_csv(runs.load("profile")))))
     assert all(float(row["meas.median_us"]) >= 0 for row in prof)
+    assert {row["meas.backend"] for row in prof} == {"onnxruntime"}
+    assert all(row["meas.backend"] == row["meas.device"] == "" for row in est)
 
 
 def test_csv_cells() -> None:
