@@ -31,7 +31,9 @@ from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult
 from layerscope.measure.runners import Job
 from layerscope.model import load_model
+from layerscope.report.perfetto import trace_document
 from layerscope.report.tables import layers_csv
+from layerscope.report.views.summary import summary_sections
 from layerscope.stats import summarize
 
 RNG = np.random.default_rng(0)
@@ -242,3 +244,9 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     assert (rows["n0"]["meas.backend"], rows["n0"]["meas.device"], rows["n0"]["meas.precision"]) == (
         "openvino", "CPU", "f32")
     assert rows["n0"]["meas.exec_type"].endswith("_f32") and rows["n0"]["meas.fused_group"] == f"n0 {first_relu}"
+    # the trace's kernel slices too, and the summary's runtime section names the device and precision
+    slices = [e for e in trace_document(runs["openvino"])["traceEvents"] if e.get("ph") == "X"]
+    conv = next(e["args"] for e in slices if "n0" in e["args"].get("layers", "").split(", "))
+    assert conv["fused_group"] == f"n0, {first_relu}" and conv["precision"] == "f32" and conv["exec_type"]
+    runtime = next(s for s in summary_sections(runs["openvino"]) if s.title.startswith("Runtime"))
+    assert {(r.label, r.value) for r in runtime.rows} >= {("precision", "f32"), ("performance hint", "LATENCY")}
