@@ -756,8 +756,9 @@ CORRECTION_UNCERTAINTY = 0.5
 
 @dataclass(frozen=True)
 class GapEstimate:
-    """The whole model's time between kernels from a kernel profile: ``gap_us`` = its uninstrumented latency less
-    the fixed cost per call (the baseline) less the sum of its kernels' medians (0 when that is negative), spread
+    """The whole model's time between kernels from a kernel profile: ``gap_us`` = its median profiled run less
+    the fixed cost per call (the baseline) less the median over the runs of the kernels' summed time in a run (0
+    when that is negative; medians: a shared machine's interference inside a kernel stays the kernel's), spread
     evenly over its ``kernels`` executed kernels; per segment, the kernels it holds (a kernel covering layers of
     several segments counts in each by its share of those layers)."""
 
@@ -773,8 +774,9 @@ class GapEstimate:
 def kernel_gaps(segments: Sequence[Segment], profile: Measurement, baseline_us: float) -> GapEstimate:
     """:class:`GapEstimate` of ``profile`` (a profile of the whole model) for ``segments``."""
     executed = [k for k in profile.kernels if k.stats.median_us > 0]
-    busy = sum(k.stats.median_us for k in executed)
-    gap = max(0.0, profile.latency.median_us - baseline_us - busy)
+    runs = min((len(k.samples.durations_us) for k in executed), default=0)
+    per_run = np.sum([k.samples.durations_us[:runs] for k in executed], axis=0) if runs else np.zeros(1)
+    gap = max(0.0, profile.instrumented.median_us - baseline_us - float(np.median(per_run)))
     where = {lid: seg.index for seg in segments for lid in seg.layer_ids}
     counts = [0.0] * len(segments)
     for kernel in executed:
