@@ -33,6 +33,7 @@ from layerscope.measure.runners import Job
 from layerscope.model import load_model
 from layerscope.report.perfetto import trace_document
 from layerscope.report.tables import layers_csv
+from layerscope.report.views.layers import layer_rows
 from layerscope.report.views.summary import summary_sections
 from layerscope.stats import summarize
 
@@ -248,5 +249,7 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     slices = [e for e in trace_document(runs["openvino"])["traceEvents"] if e.get("ph") == "X"]
     conv = next(e["args"] for e in slices if "n0" in e["args"].get("layers", "").split(", "))
     assert conv["fused_group"] == f"n0, {first_relu}" and conv["precision"] == "f32" and conv["exec_type"]
+    kernel = next(r for r in layer_rows(runs["openvino"]) if r.id == "n0").detail["kernel"]  # the HTML's details
+    assert kernel["precision"] == "f32" and kernel["device"] == "CPU" and kernel["fused_group"] == ["n0", first_relu]
     runtime = next(s for s in summary_sections(runs["openvino"]) if s.title.startswith("Runtime"))
     assert {(r.label, r.value) for r in runtime.rows} >= {("precision", "f32"), ("performance hint", "LATENCY")}
