@@ -183,14 +183,15 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     result = CliRunner().invoke(cli, [
         "bisect", str(zoo("squeezenet")), "--target", "host", "--backend", "openvino", "--threads", "1",
-        "--segments", "3", "--repeats", "3", "--pilot", "1", "--boundary-runs", "2", "--gap-runs", "3", "--validate",
-        "--validate-runs", "5", "--no-cache", "-o", str(out)], catch_exceptions=False)
+        "--clock", "cpu", "--segments", "3", "--repeats", "3", "--pilot", "1", "--boundary-runs", "2", "--gap-runs",
+        "3", "--validate", "--validate-runs", "5", "--no-cache", "-o", str(out)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     run = json.loads(out.read_text())
     measurement, section = run["measurement"], run["bisect"]
     assert measurement["backend"] == "openvino" and measurement["device"] == "CPU"
     assert measurement["precision"] == "f32"  # what the compiler chose on this CPU (no hint given)
     assert section["runner"]["runner"] == "openvino" and section["cuts"]["rule"] == "exec-graph"
+    assert section["runner"]["clock"] == "cpu"
     # squeezenet: OpenVINO runs every Conv with its Relu: no segment starts at a Relu
     layers = {layer["id"]: layer for layer in run["layers"]}
     assert all(layers[s["first_layer"]]["op_type"] != "Relu" for s in section["segments"])

@@ -139,7 +139,7 @@ AUTO_ROUNDS_S = 15.0
 @intra_threads_option()
 @opt_level_option
 @click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
-              help="ONNX Runtime: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
+              help="ONNX Runtime, OpenVINO: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
                    "the time other processes hold the core).")
 @click.option("--visit-warmup", default=1, show_default=True, type=click.IntRange(min=0),
               help="ONNX Runtime, OpenVINO: untimed runs at each visit of a model before the timed one (see "
@@ -233,10 +233,9 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if command_runner is not None:
         runner = command_runner
     elif isinstance(backend, OpenVinoBackend):
-        if clock == "cpu":
-            raise click.UsageError("--clock cpu times ONNX Runtime's calling thread: not with --backend openvino")
         runner = OpenVinoRunner(session_config, backend.options, feeds, runs_per_visit=runs_per_visit,
-                                visit_warmup=visit_warmup, warm_with="self" if warm_with == "self" else "whole")
+                                visit_warmup=visit_warmup, warm_with="self" if warm_with == "self" else "whole",
+                                clock="cpu" if clock == "cpu" else "wall")
     else:
         runner = OrtRunner(session_config, feeds, runs_per_visit=runs_per_visit, visit_warmup=visit_warmup,
                            warm_with="self" if warm_with == "self" else "whole",

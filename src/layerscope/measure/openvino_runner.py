@@ -7,7 +7,10 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
   performance hint, threads, streams) *without* performance counters; one sample = the fastest of
   ``runs_per_visit`` timed ``InferRequest.infer`` calls, after ``visit_warmup`` untimed calls of the whole model
   (``warm_with="whole"``) or of the model itself (``"self"``), and ``warmup`` calls when it is newly compiled;
-  at most ``max_models`` compiled models stay open (least recently used released first);
+  at most ``max_models`` compiled models stay open (least recently used released first); ``clock="cpu"`` times
+  the calling thread's CPU time instead of elapsed time (needs ``threads == 1``: OpenVINO's CPU plugin then runs
+  the whole inference on the calling thread -- on squeezenet its thread time equals the process's -- so the
+  time other processes hold the core is not counted);
 - a suffix is fed the values its feeding prefix (compiled the same way) computes from the model's inputs;
 - the identity (part of the cache key) names the backend, OpenVINO's version, the device, the precision and
   performance hints, threads and streams: samples of another device or precision are never reused;
@@ -24,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,7 +35,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from layerscope.errors import ModelError
+from layerscope.errors import InputError, ModelError
 from layerscope.measure.openvino_backend import (
     OpenVinoOptions,
     _require_openvino,
@@ -42,7 +45,7 @@ from layerscope.measure.openvino_backend import (
     runtime_nodes,
     source_layers_of_ops,
 )
-from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, WarmWith
+from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Clock, Job, WarmWith
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
 
@@ -72,11 +75,11 @@ class _Compiled:
                 raise ModelError(f"OpenVINO input {port.get_any_name()!r} has no feed; feeds: {', '.join(feeds)}")
             self.inputs[port] = np.ascontiguousarray(feeds[name])
 
-    def infer(self) -> int:
-        """One ``infer`` call, timed in ns."""
-        start = time.perf_counter_ns()
+    def infer(self, clock: Callable[[], int] = time.perf_counter_ns) -> int:
+        """One ``infer`` call, timed in ns by ``clock``."""
+        start = clock()
         self.request.infer(self.inputs)
-        return time.perf_counter_ns() - start
+        return clock() - start
 
     def outputs(self) -> dict[str, np.ndarray]:
         """Every output of one run, under each of its tensor names."""
@@ -93,9 +96,13 @@ class OpenVinoRunner:
 
     def __init__(self, config: SessionConfig, options: OpenVinoOptions, feeds: Mapping[str, np.ndarray], *,
                  runs_per_visit: int = 1, visit_warmup: int = 1, warm_with: WarmWith = "whole", warmup: int = 2,
-                 max_models: int = 24) -> None:
+                 max_models: int = 24, clock: Clock = "wall") -> None:
         if runs_per_visit < 1 or visit_warmup < 0 or warmup < 0 or max_models < 2:
             raise ValueError("OpenVinoRunner: runs_per_visit >= 1, visit_warmup >= 0, warmup >= 0, max_models >= 2")
+        if clock == "cpu" and config.threads != 1:
+            raise InputError(f"--clock cpu needs --threads 1 (got {config.threads}): with more threads OpenVINO runs "
+                             "the work on its own threads, whose CPU time the calling thread does not see")
+        self._clock = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
         openvino = _require_openvino()
         self.config, self.options = config, options
         self.device = device_name(config.provider)
@@ -116,7 +123,7 @@ class OpenVinoRunner:
             "precision": options.precision, "performance_hint": options.performance_hint,
             "streams": options.streams, "threads": config.threads, "runs_per_visit": runs_per_visit,
             "visit_statistic": "min", "visit_warmup": visit_warmup, "warm_with": warm_with, "warmup": warmup,
-            "clock": "wall", "inputs_sha256": digest.hexdigest(), "hostname": machine["hostname"],
+            "clock": clock, "inputs_sha256": digest.hexdigest(), "hostname": machine["hostname"],
             "cpu": machine["cpu"],
         }
 
@@ -133,7 +140,7 @@ class OpenVinoRunner:
             warm = self._model(f"whole:{job.whole_model}", job.whole_model, self.feeds)[0]
         for _ in range(self.visit_warmup):
             warm.infer()
-        return min(model.infer() for _ in range(self.runs_per_visit)) / 1e3
+        return min(model.infer(self._clock) for _ in range(self.runs_per_visit)) / 1e3
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
         """The model's inputs for a prefix; for a suffix, what its feeding prefix computes (once per suffix)
