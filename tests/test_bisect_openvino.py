@@ -162,14 +162,18 @@ def test_the_gap_between_kernels_is_spread_over_the_segments_kernels(write_model
     a, b, c, d, e = (layer.id for layer in graph.layers)
     planner = CutPlanner.for_model(graph)
     segments = planner.segments((0, 2, 5))
-    # profiled runs 1000 µs, baseline 100, kernels 700 a run: 200 µs between 4 kernels, 50 each; the kernel running
-    # b and c counts half in each segment; the layout kernel in none
-    profile = type("Profiled", (), {"instrumented": summarize([990.0, 1000.0, 1100.0]), "kernels": (
+    # fastest profiled run 1000 µs, baseline 100, kernels 700 a run: 2/9 of a run less its fixed cost is between
+    # kernels; the bisect's whole model 1900 µs: 400 µs between 4 kernels, 100 each; the kernel running b and c
+    # counts half in each segment; the layout kernel in none
+    profile = type("Profiled", (), {"instrumented": summarize([1000.0, 1010.0, 1100.0]), "kernels": (
         _kernel("k1", (a,), 300.0), _kernel("k2", (b, c), 200.0), _kernel("k3", (d, e), 150.0),
         _kernel("reorder", (), 50.0))})()
-    gaps = kernel_gaps(segments, profile, baseline_us=100.0)  # type: ignore[arg-type]
-    assert gaps.gap_us == pytest.approx(200.0) and gaps.kernels == 4 and gaps.per_kernel_us == pytest.approx(50.0)
-    assert gaps.per_segment == pytest.approx((75.0, 75.0))
+    gaps = kernel_gaps(segments, profile, baseline_us=100.0, whole_us=1900.0)  # type: ignore[arg-type]
+    assert gaps.share == pytest.approx(2 / 9) and gaps.gap_us == pytest.approx(400.0) and gaps.kernels == 4
+    assert gaps.per_kernel_us == pytest.approx(100.0) and gaps.per_segment == pytest.approx((150.0, 150.0))
+    # without the bisect's whole model: the profile's fastest run
+    alone = kernel_gaps(segments, profile, baseline_us=100.0)  # type: ignore[arg-type]
+    assert alone.gap_us == pytest.approx(200.0)
 
 
 # --- end to end on OpenVINO ------------------------------------------------------------------------------------

@@ -261,7 +261,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if backend is not None and gap_runs:
         gap_profile = backend.profile(graph, feeds, session_config, runs=gap_runs, warmup=min(3, gap_runs),
                                       weights=weights)
-        gaps = kernel_gaps(result.segments_only, gap_profile, result.baseline_us or 0.0)
+        gaps = kernel_gaps(result.segments_only, gap_profile, result.baseline_us or 0.0, result.full_us)
     result = with_systematic(result, gaps)
     checks: tuple[SegmentCheck, ...] = ()
     profiles: list[Measurement] = []

@@ -756,27 +756,33 @@ CORRECTION_UNCERTAINTY = 0.5
 
 @dataclass(frozen=True)
 class GapEstimate:
-    """The whole model's time between kernels from a kernel profile: ``gap_us`` = its median profiled run less
-    the fixed cost per call (the baseline) less the median over the runs of the kernels' summed time in a run (0
-    when that is negative; medians: a shared machine's interference inside a kernel stays the kernel's), spread
-    evenly over its ``kernels`` executed kernels; per segment, the kernels it holds (a kernel covering layers of
-    several segments counts in each by its share of those layers)."""
+    """The whole model's time between kernels: from a kernel profile, the gap's ``share`` of a run less its fixed
+    cost = 1 - (fastest run's summed kernel time) / (fastest profiled run - baseline) (0 when negative; the fastest
+    runs: the least disturbed by other processes), times the bisect's own whole model less its baseline (its
+    clock and statistic) = ``gap_us``, spread evenly over the profile's ``kernels`` executed kernels; per segment,
+    the kernels it holds (a kernel covering layers of several segments counts in each by its share of them)."""
 
     gap_us: float
     kernels: int
     per_segment: tuple[float, ...]
+    share: float = 0.0
 
     @property
     def per_kernel_us(self) -> float:
         return self.gap_us / self.kernels if self.kernels else 0.0
 
 
-def kernel_gaps(segments: Sequence[Segment], profile: Measurement, baseline_us: float) -> GapEstimate:
-    """:class:`GapEstimate` of ``profile`` (a profile of the whole model) for ``segments``."""
+def kernel_gaps(segments: Sequence[Segment], profile: Measurement, baseline_us: float,
+                whole_us: float | None = None) -> GapEstimate:
+    """:class:`GapEstimate` of ``profile`` (a profile of the whole model) for ``segments``; ``whole_us``: the
+    bisect's whole model less nothing (default: the profile's fastest run), ``baseline_us`` its fixed cost."""
     executed = [k for k in profile.kernels if k.stats.median_us > 0]
     runs = min((len(k.samples.durations_us) for k in executed), default=0)
     per_run = np.sum([k.samples.durations_us[:runs] for k in executed], axis=0) if runs else np.zeros(1)
-    gap = max(0.0, profile.instrumented.median_us - baseline_us - float(np.median(per_run)))
+    run_us = profile.instrumented.min_us - baseline_us
+    share = max(0.0, 1.0 - float(np.min(per_run)) / run_us) if run_us > 0 else 0.0
+    whole = profile.instrumented.min_us if whole_us is None else whole_us
+    gap = share * max(0.0, whole - baseline_us)
     where = {lid: seg.index for seg in segments for lid in seg.layer_ids}
     counts = [0.0] * len(segments)
     for kernel in executed:
@@ -784,7 +790,8 @@ def kernel_gaps(segments: Sequence[Segment], profile: Measurement, baseline_us: 
         for index in owners:
             counts[index] += 1.0 / len(owners)
     per_kernel = gap / len(executed) if executed else 0.0
-    return GapEstimate(gap_us=gap, kernels=len(executed), per_segment=tuple(per_kernel * c for c in counts))
+    return GapEstimate(gap_us=gap, kernels=len(executed), per_segment=tuple(per_kernel * c for c in counts),
+                       share=share)
 
 
 def closure_us(result: BisectResult) -> float | None:
@@ -969,6 +976,7 @@ def _intervals_section(result: BisectResult) -> dict[str, Any]:
             "closure_us": _us(closure) if closure is not None else None,
             "per_cut_us": _us(abs(closure) / 2) if closure is not None else None,
             "gap_us": _us(gaps.gap_us) if gaps is not None else None,
+            "gap_share": round(gaps.share, 6) if gaps is not None else None,
             "gap_kernels": gaps.kernels if gaps is not None else None,
             "gap_per_kernel_us": _us(gaps.per_kernel_us) if gaps is not None else None}
 
