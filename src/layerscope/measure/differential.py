@@ -198,7 +198,8 @@ class Systematic:
       that cut costs both sides), per inner end of the segment;
     - ``correction_us``: the uncertainty of the cut-cost correction (:data:`CORRECTION_UNCERTAINTY` of it);
     - ``relative_us``: :data:`SYSTEMATIC_REL` of the increment (what a cut changes that none of the above sees:
-      fusion, scheduling and cache state across it), calibrated on the bisect benchmark.
+      fusion, scheduling and cache state across it): a set value, not yet calibrated (see
+      :data:`SYSTEMATIC_REL`).
     """
 
     gap_us: float = 0.0
@@ -748,7 +749,8 @@ def _estimate(segments: Sequence[Segment], sides: Sequence[tuple[np.ndarray, Seq
 
 
 # ------------------------------------------------------------------------------ systematic part
-#: The relative systematic half-width of a segment (see :class:`Systematic`), calibrated on the bisect benchmark.
+#: The relative systematic half-width of a segment (see :class:`Systematic`). Set, not calibrated: the bisect
+#: benchmark's references could not be trusted on the loaded machine it last ran on (README, Intervals).
 SYSTEMATIC_REL = 0.05
 #: Share of a segment's cut-cost correction counted as the correction's own uncertainty.
 CORRECTION_UNCERTAINTY = 0.5
