@@ -17,7 +17,8 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
 - :meth:`OpenVinoRunner.boundary` is the cut's own cost as OpenVINO's performance counters see it: the
   ``Reorder`` / ``Convert`` nodes of the model's runtime graph that write one of its outputs or read one of its
   inputs whose output (input) node the whole model's runtime graph does not have (the cut's tensors, converted
-  out of the plugin's blocked layout or precision for the caller), summed per profiled run;
+  out of the plugin's blocked layout or precision for the caller), summed per profiled run (the counters are
+  elapsed time; on the CPU clock, scaled by the run's CPU time over its elapsed time);
 - :func:`fused_groups`: the source layers of every node of the compiled whole model's runtime graph that runs
   more than one layer (the compiler's fusion), for the planner to never cut inside one.
 """
@@ -169,9 +170,13 @@ class OpenVinoRunner:
             model.infer()
         sums = []
         for _ in range(runs):
+            start_ns, clock_ns = time.perf_counter_ns(), self._clock()
             model.infer()
-            sums.append(sum(info.real_time.total_seconds() * 1e6 for info in model.request.profiling_info
-                            if info.node_name in kernels and info.status.name == "EXECUTED"))
+            # the counters are elapsed time: on the CPU clock, the nodes' share of the run's CPU time
+            scale = 1.0 if self._clock is time.perf_counter_ns else \
+                (self._clock() - clock_ns) / max(1, time.perf_counter_ns() - start_ns)
+            sums.append(scale * sum(info.real_time.total_seconds() * 1e6 for info in model.request.profiling_info
+                                    if info.node_name in kernels and info.status.name == "EXECUTED"))
         return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=tuple(sorted(kernels)))
 
     def _compile(self, path: Path, *, profiling: bool) -> Any:
