@@ -558,6 +558,7 @@ def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> 
     assert 'id="tab-experiments"' in html and "This run also holds bisect" in html
     header, *rows = texts(tables(html)["bisect-table"])
     assert header[:5] == ["#", "layers", "n", "est. µs", "increment µs"] and "profile µs" not in header
+    assert header[-4:] == ["random CI low µs", "random CI high µs", "syst. ± µs", "gap µs"]  # the interval's parts
     assert [row[1] for row in rows] == [layer["id"] for layer in run["layers"]]  # the hostile names, as text
     total = sum(increments)
     for row, increment in zip(rows, increments, strict=True):  # by hand: size difference of the prefixes
