@@ -104,7 +104,10 @@ def test_regex_runner_recovers_every_increment(model: Path, device: dict[str, An
     for layer in run["layers"]:
         measured = layer["measured"]
         assert measured["method"] == "differential" and measured["significant"]
-        assert measured["ci_low_us"] == measured["median_us"] == measured["ci_high_us"]  # a noiseless device
+        assert measured["ci_low_us"] < measured["median_us"] < measured["ci_high_us"]  # the systematic part
+    for seg in section["segments"]:  # a noiseless device: the random part is nothing, the systematic part 5%
+        assert seg["random_ci_low_us"] == seg["increment_us"] == seg["random_ci_high_us"]
+        assert seg["ci_high_us"] - seg["increment_us"] == pytest.approx(0.05 * abs(seg["increment_us"]), abs=1e-3)
     assert run["measurement"]["source"] == "layerscope bisect"
     printed = capsys.readouterr().out
     assert "segments by differential timing" in printed and "conv0" in printed and "run file:" in printed

@@ -30,7 +30,7 @@ from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
-from layerscope.report.tables import CSV_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
+from layerscope.report.tables import CSV_COLUMNS, RUNTIME_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
 from layerscope.report.units import human_us
 from layerscope.report.views.experiments import experiments
 from layerscope.report.views.findings import findings
@@ -218,13 +218,15 @@ def test_csv_has_namespaced_columns_and_one_row_per_layer(runs: Runs) -> None:
         run = runs.load(name)
         table = list(csv.DictReader(io.StringIO(layers_csv(run))))
         assert len(table) == len(run["layers"])
-        assert list(table[0]) == [c for c, _ in CSV_COLUMNS]
+        assert list(table[0]) == [*(c for c, _ in CSV_COLUMNS), *RUNTIME_COLUMNS]
     est = list(csv.DictReader(io.StringIO(layers_csv(runs.load("estimate")))))
     assert all(row["meas.median_us"] == "" for row in est)  # not measured: empty, never 0
     assert est[0]["layer.id"] == XSS and est[0]["cost.macs"] == str(8 * 32 * 32 * 27)
     assert next(r for r in est if r["layer.op_type"] == "Add")["layer.id"] == "'" + FORMULA  # no formula
     prof = list(csv.DictReader(io.StringIO(layers_csv(runs.load("profile")))))
     assert all(float(row["meas.median_us"]) >= 0 for row in prof)
+    assert {row["meas.backend"] for row in prof} == {"onnxruntime"}
+    assert all(row["meas.backend"] == row["meas.device"] == "" for row in est)
 
 
 def test_csv_cells() -> None:
@@ -559,10 +561,14 @@ def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> 
     assert 'id="tab-experiments"' in html and "This run also holds bisect" in html
     header, *rows = texts(tables(html)["bisect-table"])
     assert header[:5] == ["#", "layers", "n", "est. µs", "increment µs"] and "profile µs" not in header
+    assert header[-4:] == ["random CI low µs", "random CI high µs", "syst. ± µs", "gap µs"]  # the interval's parts
     assert [row[1] for row in rows] == [layer["id"] for layer in run["layers"]]  # the hostile names, as text
     total = sum(increments)
     for row, increment in zip(rows, increments, strict=True):  # by hand: size difference of the prefixes
-        assert row[4] == f"{increment:.1f}" == row[5] == row[6]  # a noiseless device: the interval is a point
+        # a noiseless device: the bootstrap interval is a point; the stated one is its 5% systematic part
+        spread = 0.05 * abs(increment)
+        assert row[4] == f"{increment:.1f}" and (row[5], row[6]) == (f"{round(increment - spread, 3):.1f}",
+                                                                    f"{round(increment + spread, 3):.1f}")
         assert row[7] == f"{100 * increment / total:.1f}%" and row[8] == ""
     assert rows[0][4] == f"{sizes[1] - sizes[0]}.0"
     context = dict(key_values(html, "exp-bisect"))

@@ -8,7 +8,13 @@ Contract (pure functions of two typed runs, or their documents):
   agree (first unmatched candidate in graph order); what is left is *added* (after only) or *removed* (before
   only) -- every layer of both runs is in exactly one of matched, renamed, added, removed;
 - a layer's time is its measured median when both runs measured layers, else its estimate; the same basis on
-  both sides, named in :attr:`Comparison.time_source`.
+  both sides, named in :attr:`Comparison.time_source`;
+- *two runtimes* (:func:`compare_runtimes`, :attr:`Comparison.runtimes`): when both runs measured layers and their
+  runtimes differ (backend, device or precision), the layers matched by id with, on each side, the kernel that
+  ran the layer, the layers that kernel fused with it (the layer alone when it ran alone) and the kernel's
+  precision (else the run's, else the layer's own type: ONNX Runtime runs the model's types); per op type, the
+  time each runtime spends. A layer is *fused differently* when its groups differ as sets of layers; a runtime
+  that eliminated a layer runs it in no group.
 """
 
 from __future__ import annotations
@@ -61,6 +67,62 @@ class LayerDelta:
 
 
 @dataclass(frozen=True)
+class RuntimeSide:
+    """Which runtime measured a run: backend, device (ONNX Runtime: its provider) and precision (``""``:
+    unknown)."""
+
+    backend: str
+    device: str
+    precision: str
+
+    @property
+    def text(self) -> str:
+        return " ".join(part for part in (self.backend, self.device, self.precision) if part)
+
+
+@dataclass(frozen=True)
+class LayerRuntime:
+    """One layer as each runtime ran it: time, kernel, the layers of its kernel (fused group), precision."""
+
+    layer_id: str
+    op_type: str
+    before_us: float
+    after_us: float
+    before_kernel: str
+    after_kernel: str
+    before_group: tuple[str, ...]
+    after_group: tuple[str, ...]
+    before_precision: str
+    after_precision: str
+
+    @property
+    def fused_differently(self) -> bool:
+        return set(self.before_group) != set(self.after_group)
+
+    @property
+    def precision_differs(self) -> bool:
+        return bool(self.before_precision and self.after_precision) and self.before_precision != self.after_precision
+
+
+@dataclass(frozen=True)
+class RuntimeComparison:
+    """The same model on two runtimes: the layers lined up (graph order) and the time per op type."""
+
+    before: RuntimeSide
+    after: RuntimeSide
+    layers: tuple[LayerRuntime, ...]
+    by_op: tuple[tuple[str, float, float], ...]
+
+    @property
+    def fused_differently(self) -> tuple[LayerRuntime, ...]:
+        return tuple(layer for layer in self.layers if layer.fused_differently)
+
+    @property
+    def precision_differs(self) -> tuple[LayerRuntime, ...]:
+        return tuple(layer for layer in self.layers if layer.precision_differs)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Before vs after: metrics, matched layers (largest change first), renamed, added and removed layers."""
 
@@ -71,6 +133,8 @@ class Comparison:
     added: tuple[tuple[str, str, float], ...]
     removed: tuple[tuple[str, str, float], ...]
     time_source: str
+    #: Two runtimes measured the runs (see :func:`compare_runtimes`); ``None`` otherwise.
+    runtimes: RuntimeComparison | None = None
 
     @property
     def renamed(self) -> tuple[LayerDelta, ...]:
@@ -189,7 +253,66 @@ def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[s
         return tuple((x.id, str(x.op_type), x.time_us(prefer_measured=measured)) for x in layers)
 
     return Comparison(before_label, after_label, tuple(metrics), tuple(matched), rows(left_after), rows(removed),
-                      "measured" if measured else "estimated")
+                      "measured" if measured else "estimated", compare_runtimes(b_run, a_run))
+
+
+def runtime_side(run: RunFile) -> RuntimeSide:
+    """The runtime that measured ``run`` (empty fields where the run does not say)."""
+    m = run.measurement
+    if m is None:
+        return RuntimeSide("", "", "")
+    device = getattr(m, "device", None) or getattr(m, "provider", None) or ""
+    return RuntimeSide(str(m.backend or ""), str(device), str(getattr(m, "precision", None) or ""))
+
+
+def compare_runtimes(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any]
+                     ) -> RuntimeComparison | None:
+    """The same model measured on two runtimes, lined up by layer id (see the module docstring); ``None`` unless
+    both runs measured layers and their runtimes differ."""
+    b_run, a_run = as_run(before, "before"), as_run(after, "after")
+    if not (b_run.has_measurement and a_run.has_measurement):
+        return None
+    b_side, a_side = runtime_side(b_run), runtime_side(a_run)
+    if b_side == a_side:
+        return None
+    a_by_id = {layer.id: layer for layer in a_run.layers}
+    b_kernels, a_kernels = _kernel_precisions(b_run), _kernel_precisions(a_run)
+    rows = []
+    by_op: dict[str, list[float]] = {}
+    for layer in b_run.layers:
+        other = a_by_id.get(layer.id)
+        if other is None:
+            continue
+        b_kernel, b_group, b_precision = _ran(layer, b_kernels, b_side.precision)
+        a_kernel, a_group, a_precision = _ran(other, a_kernels, a_side.precision)
+        row = LayerRuntime(layer.id, str(layer.op_type), layer.time_us(), other.time_us(), b_kernel, a_kernel,
+                           b_group, a_group, b_precision, a_precision)
+        rows.append(row)
+        totals = by_op.setdefault(row.op_type, [0.0, 0.0])
+        totals[0] += row.before_us
+        totals[1] += row.after_us
+    ops = sorted(((op, b, a) for op, (b, a) in by_op.items()), key=lambda item: (-max(item[1], item[2]), item[0]))
+    return RuntimeComparison(b_side, a_side, tuple(rows), tuple(ops))
+
+
+def _kernel_precisions(run: RunFile) -> dict[str, str]:
+    return {k.name: k.precision for k in run.kernels or () if k.precision}
+
+
+def _ran(layer: Layer, precisions: Mapping[str, str], default: str) -> tuple[str, tuple[str, ...], str]:
+    """(kernel, fused group, precision) of a measured layer; an eliminated or unmeasured layer runs in none."""
+    m = layer.measured
+    if m is None or layer.eliminated:
+        return "", (), ""
+    kernel = m.kernel or ""
+    group = tuple(m.fused_group) if m.fused_group else (layer.id,)
+    # a runtime that reports no precision (ONNX Runtime) runs the layer in the model's own type
+    return kernel, group, precisions.get(kernel, default) or _DTYPES.get(layer.dtype or "", layer.dtype or "")
+
+
+#: ONNX element types as runtimes name precisions.
+_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int8": "i8", "uint8": "u8",
+           "int32": "i32", "int64": "i64"}
 
 
 def _delta(before: Layer, after: Layer, measured: bool) -> LayerDelta:
@@ -223,4 +346,19 @@ def comparison_section(cmp: Comparison, before: RunFile | Mapping[str, Any], aft
         "renamed": [{"before_id": d.before_id, "after_id": d.after_id} for d in cmp.renamed],
         "added": [{"id": i, "op_type": op, "time_us": round(t, 3)} for i, op, t in cmp.added],
         "removed": [{"id": i, "op_type": op, "time_us": round(t, 3)} for i, op, t in cmp.removed],
+        **({"runtimes": _runtimes_section(cmp.runtimes)} if cmp.runtimes is not None else {}),
+    }
+
+
+def _runtimes_section(rt: RuntimeComparison) -> dict[str, Any]:
+    return {
+        "before": {"backend": rt.before.backend, "device": rt.before.device, "precision": rt.before.precision},
+        "after": {"backend": rt.after.backend, "device": rt.after.device, "precision": rt.after.precision},
+        "by_op": [{"op_type": op, "before_us": round(b, 3), "after_us": round(a, 3)} for op, b, a in rt.by_op],
+        "layers": [{"id": x.layer_id, "op_type": x.op_type, "before_us": round(x.before_us, 3),
+                    "after_us": round(x.after_us, 3), "before_kernel": x.before_kernel, "after_kernel": x.after_kernel,
+                    "before_group": list(x.before_group), "after_group": list(x.after_group),
+                    "before_precision": x.before_precision, "after_precision": x.after_precision,
+                    "fused_differently": x.fused_differently} for x in rt.layers],
+        "fused_differently": len(rt.fused_differently), "precision_differs": len(rt.precision_differs),
     }

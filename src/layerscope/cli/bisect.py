@@ -1,7 +1,7 @@
 """``layerscope bisect [MODEL]``: per-segment times on a device that only times whole models.
 
 The model is cut after layer k for a set of k, each prefix (past the middle, each suffix: the layers after the
-cut) is timed (ONNX Runtime here, or any device through ``--run-cmd``), and each segment's time is the
+cut) is timed (ONNX Runtime or OpenVINO here, or any device through ``--run-cmd``), and each segment's time is the
 difference of the models around it, with a bootstrap confidence interval (:mod:`layerscope.measure.differential`).
 Measurements are cached by model and runner, so an interrupted bisect resumes when the same command is run
 again.
@@ -24,20 +24,23 @@ import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    backend_option,
     cli_dims,
     input_option,
     intra_threads_option,
+    openvino_bench_options,
     opt_level_option,
     parse_shapes,
     print_shape_notes,
     provider_option,
+    selected_backend,
     shape_option,
     target_option,
 )
 from layerscope.cli.outputs import OutputPath
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
-from layerscope.measure.backend import get_backend
+from layerscope.measure.backend import Backend, get_backend
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,
@@ -49,9 +52,13 @@ from layerscope.measure.differential import (
     add_bisect,
     compare_with_profile,
     default_cache_dir,
+    kernel_gaps,
     run_bisect,
+    with_systematic,
 )
 from layerscope.measure.inputs import feeder, make_inputs
+from layerscope.measure.openvino_backend import OpenVinoBackend
+from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups, group_cuts
 from layerscope.measure.profile import Measurement
 from layerscope.measure.runners import UNITS, CommandRunner, CommandTemplate, LatencyReader, OrtRunner, Runner
 from layerscope.measure.session import SessionConfig, ort_provider
@@ -121,32 +128,43 @@ AUTO_ROUNDS_S = 15.0
               help="Confidence level of the bootstrap intervals.")
 @click.option("--resamples", default=2000, show_default=True, type=click.IntRange(min=100),
               help="Bootstrap resamples.")
+@backend_option
+@openvino_bench_options
+@click.option("--cuts", "cut_rule", type=click.Choice(["auto", "exec-graph", "heuristic"]), default="auto",
+              show_default=True,
+              help="Where cuts may fall: exec-graph: only between the nodes the runtime's compiled whole model runs "
+                   "(never inside a group it fused; OpenVINO); heuristic: op types runtimes usually fuse are kept "
+                   "together where possible; auto: exec-graph with --backend openvino, else heuristic.")
 @provider_option
 @intra_threads_option()
 @opt_level_option
 @click.option("--clock", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
-              help="ONNX Runtime: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
+              help="ONNX Runtime, OpenVINO: wall time, or the inference thread's CPU time (needs --threads 1; ignores "
                    "the time other processes hold the core).")
 @click.option("--visit-warmup", default=1, show_default=True, type=click.IntRange(min=0),
-              help="ONNX Runtime: untimed runs at each visit of a model before the timed one (see --warm-with); 0 "
-                   "times every model with its caches as the previous model left them.")
+              help="ONNX Runtime, OpenVINO: untimed runs at each visit of a model before the timed one (see "
+                   "--warm-with); 0 times every model with its caches as the previous model left them.")
 @click.option("--warm-with", type=click.Choice(["whole", "self"]), default="whole", show_default=True,
-              help="ONNX Runtime: what the untimed runs run: the whole model, so that each model is timed in the "
-                   "state the whole model leaves the machine in, as in its loop; or the model itself (cheaper: a "
-                   "round costs about half, but a model's first layers then run with their data cached).")
+              help="ONNX Runtime, OpenVINO: what the untimed runs run: the whole model, so that each model is "
+                   "timed in the state the whole model leaves the machine in, as in its loop; or the model itself "
+                   "(cheaper: a round costs about half, but a model's first layers then run with their data cached).")
 @click.option("--runs-per-visit", default=1, show_default=True, type=click.IntRange(min=1),
-              help="ONNX Runtime: timed runs per visit of a model; the fastest is the sample.")
+              help="ONNX Runtime, OpenVINO: timed runs per visit of a model; the fastest is the sample.")
 @click.option("--cache", "cache_dir", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="Cache of measurements [default: $LAYERSCOPE_CACHE_DIR/bisect or ~/.cache/layerscope/bisect].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the cache.")
 @click.option("--boundary-runs", type=click.IntRange(min=0), default=None, metavar="N",
-              help="ONNX Runtime: profiled runs per model that time what its cut alone costs (converting the "
-                   "crossing tensors out of or into the blocked NCHWc layout), subtracted from its samples; 0: no "
-                   "correction [default: 10; not with --run-cmd].")
+              help="ONNX Runtime, OpenVINO: profiled runs per model that time what its cut alone costs (converting "
+                   "the crossing tensors out of or into the runtime's blocked layout), subtracted from its "
+                   "samples; 0: no correction [default: 10; not with --run-cmd].")
 @click.option("--validate", is_flag=True,
-              help="ONNX Runtime only: compare each segment with `layerscope profile`'s kernel times.")
+              help="Compare each segment with `layerscope profile`'s kernel times (OpenVINO: its performance "
+                   "counters; not with --run-cmd).")
 @click.option("--validate-runs", default=50, show_default=True, type=click.IntRange(min=1),
               help="Profiled runs of the validation, taken in 5 parts between the bisect's rounds.")
+@click.option("--gap-runs", default=20, show_default=True, type=click.IntRange(min=0),
+              help="Profiled runs of the whole model that estimate the time between kernels (part of each "
+                   "segment's systematic error; 0: not estimated; not with --run-cmd).")
 @click.option("--devices", "devices", default=None, metavar="NAME[,NAME]",
               help="With --run-cmd: a pool of devices that time a round's models in parallel, one model per device "
                    "at a time, each a Ray resource layerscope_device_NAME; the command names its device as "
@@ -160,16 +178,21 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,
             latency_unit: str, timeout_s: float | None, granularity: str, segments: int, repeats: int | None,
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
-            confidence: float, resamples: int, provider: str, threads: int, opt_level: str, clock: str,
+            confidence: float, resamples: int, backend_name: str, cut_rule: str, provider: str,
+            threads: int, opt_level: str, clock: str,
             visit_warmup: int, warm_with: str, runs_per_visit: int, cache_dir: Path | None, no_cache: bool,
-            boundary_runs: int | None, validate: bool, validate_runs: int, devices: str | None,
+            boundary_runs: int | None, validate: bool, validate_runs: int, gap_runs: int, devices: str | None,
             ray_address: str | None, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
     command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
                                      unit=latency_unit, timeout_s=timeout_s)
     if validate and command_runner is not None:
-        raise click.UsageError("--validate compares with ONNX Runtime's profiler: it cannot check --run-cmd")
+        raise click.UsageError("--validate compares with the runtime's profiler: it cannot check --run-cmd")
+    if backend_name != "onnxruntime" and command_runner is not None:
+        raise click.UsageError("--backend openvino times in this process: not with --run-cmd")
+    if cut_rule == "exec-graph" and backend_name != "openvino":
+        raise click.UsageError("--cuts exec-graph reads OpenVINO's execution graph: give --backend openvino")
     if boundary_runs and command_runner is not None:
         raise click.UsageError("--boundary-runs times kernels with ONNX Runtime's profiler: a --run-cmd device "
                                "times whole runs only")
@@ -180,8 +203,14 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if command_runner is not None and "device" in _fields(command_runner) and devices is None:
         raise click.UsageError("the command names {device}: give the pool with --devices")
     device_names = parse_devices(devices) if devices is not None else ()
-    if command_runner is None:
+    backend: Backend | None = None
+    if command_runner is not None:
+        pass
+    elif backend_name == "openvino":  # exit 3 before any work when the device is missing
+        backend, provider = selected_backend(backend_name, provider)
+    else:
         ort_provider(provider)  # exit 3 before any work when the provider is missing
+        backend = get_backend("onnxruntime")
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
                           repeats=repeats or (10 if command_runner is not None else 60),
                           rounds_s=AUTO_ROUNDS_S if repeats is None and command_runner is None else 0.0, pilot=pilot,
@@ -196,16 +225,29 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     profile = load_profile(target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    session_config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
+    openvino = isinstance(backend, OpenVinoBackend)
+    session_config = SessionConfig(provider=provider, threads=threads,
+                                   opt_level="compiler" if openvino else opt_level)
     feeds = make_inputs(graph, input_specs, seed)
-    runner: Runner = command_runner or OrtRunner(
-        session_config, feeds, runs_per_visit=runs_per_visit, visit_warmup=visit_warmup,
-        warm_with="self" if warm_with == "self" else "whole", clock="cpu" if clock == "cpu" else "wall")
+    runner: Runner
+    if command_runner is not None:
+        runner = command_runner
+    elif isinstance(backend, OpenVinoBackend):
+        runner = OpenVinoRunner(session_config, backend.options, feeds, runs_per_visit=runs_per_visit,
+                                visit_warmup=visit_warmup, warm_with="self" if warm_with == "self" else "whole",
+                                clock="cpu" if clock == "cpu" else "wall")
+    else:
+        runner = OrtRunner(session_config, feeds, runs_per_visit=runs_per_visit, visit_warmup=visit_warmup,
+                           warm_with="self" if warm_with == "self" else "whole",
+                           clock="cpu" if clock == "cpu" else "wall")
     store = SampleStore(None if no_cache else (cache_dir or default_cache_dir()))
     planner = CutPlanner.for_model(graph, [e.latency_us for e in estimate.layers],
                                    bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)
-    validation = _Validation(graph, feeds, session_config, weights, runs=validate_runs,
-                             rounds=config.repeats) if validate else None
+    if isinstance(backend, OpenVinoBackend) and cut_rule != "heuristic":
+        planner = planner.with_fused_groups(group_cuts(planner.graph, fused_groups(graph, session_config,
+                                                                                   backend.options)))
+    validation = _Validation(backend, graph, feeds, session_config, weights, runs=validate_runs,
+                             rounds=config.repeats) if validate and backend is not None else None
     pool = RayDevicePool(command_runner, device_names, address=ray_address) \
         if command_runner is not None and device_names else None
     try:
@@ -215,12 +257,24 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             pool.close()
     for warning in store.dropped:
         click.echo(f"layerscope: warning: {warning}", err=True)
+    gaps = None
+    if backend is not None and gap_runs:
+        gap_profile = backend.profile(graph, feeds, session_config, runs=gap_runs, warmup=min(3, gap_runs),
+                                      weights=weights)
+        gaps = kernel_gaps(result.segments_only, gap_profile, result.baseline_us or 0.0, result.full_us)
+    result = with_systematic(result, gaps)
     checks: tuple[SegmentCheck, ...] = ()
     profiles: list[Measurement] = []
     if validation is not None:
         profiles = validation.finish()
         checks = compare_with_profile(result, profiles, weights)
     run = add_bisect(run_from_estimate(graph, estimate, profile), result, weights, checks, profiles)
+    if isinstance(runner, OpenVinoRunner) and runner.settings:  # what the compiler chose, not the hint
+        run["measurement"]["precision"] = runner.settings["precision"]
+    if planner.locked:
+        run["bisect"]["cuts"] = {"rule": "exec-graph", "locked": len(planner.locked)}
+    elif isinstance(backend, OpenVinoBackend) or cut_rule == "heuristic":
+        run["bisect"]["cuts"] = {"rule": "heuristic", "locked": 0}
     _print(run, json_out)
 
 
@@ -295,10 +349,10 @@ class _Validation:
     that the reference sees the same machine as the bisect (a shared machine drifts between two phases run one
     after the other); parts the rounds did not take (rounds from the cache) are taken at the end."""
 
-    def __init__(self, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig, weights: Mapping[str, float],
-                 *, runs: int, rounds: int) -> None:
+    def __init__(self, backend: Backend, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig,
+                 weights: Mapping[str, float], *, runs: int, rounds: int) -> None:
         self.graph, self.feeds, self.config, self.weights = graph, feeds, config, weights
-        self.backend = get_backend("onnxruntime")
+        self.backend = backend
         self.parts = min(VALIDATION_PROFILES, rounds)
         self.runs = -(-runs // self.parts)
         self.every = max(1, rounds // self.parts)

@@ -38,6 +38,7 @@ back), and a cut close to the target.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,8 @@ class CutPlanner:
     breaks: tuple[bool, ...]
     layer_nodes: tuple[onnx.NodeProto, ...]
     bandwidth_bytes_per_s: float = 0.0
+    #: Cuts never chosen: inside a group the runtime compiled into one node (:meth:`with_fused_groups`).
+    locked: frozenset[int] = frozenset()
 
     @classmethod
     def for_model(cls, graph: Graph, weights_us: Sequence[float] | None = None,
@@ -143,6 +146,15 @@ class CutPlanner:
     def layer_count(self) -> int:
         return len(self.graph.layers)
 
+    def with_fused_groups(self, inside: Iterable[int]) -> CutPlanner:
+        """This planner, never cutting at the cuts ``inside`` (inner cuts of groups the runtime fused into one
+        node, from its execution graph): no plan chooses them (layer granularity skips them: a fused group is
+        one segment). The runtime's own fusion replaces the op-type heuristic: the fusion-breaking cuts
+        (:attr:`breaks`) are exactly the locked ones. Cuts 0 and N cannot be locked."""
+        locked = frozenset(k for k in inside if 0 < k < self.layer_count)
+        breaks = tuple(k in locked for k in range(self.layer_count + 1))
+        return dataclasses.replace(self, locked=locked, breaks=breaks)
+
     def boundary_us(self, layers: int) -> float:
         """Estimated cost of cut ``layers``'s extra outputs: its crossing bytes written out and read back once
         at ``bandwidth_bytes_per_s`` (0 when the bandwidth is unknown, and for the whole model's own outputs)."""
@@ -158,7 +170,7 @@ class CutPlanner:
 
     def layer_cuts(self, baseline: bool = True) -> tuple[int, ...]:
         """Every cut: one segment per layer (cut 0 first when ``baseline``)."""
-        return tuple(range(0 if baseline else 1, self.layer_count + 1))
+        return tuple(k for k in range(0 if baseline else 1, self.layer_count + 1) if k not in self.locked)
 
     def coarse_cuts(self, segments: int, baseline: bool = True) -> tuple[int, ...]:
         """Increasing cuts ending at N that split the model into at most ``segments`` segments of roughly
@@ -218,12 +230,15 @@ class CutPlanner:
             return None
         position = position or self.cum_us.__getitem__
         window = max(width / 3, 1e-12)
-        candidates = [k for k in range(low, high + 1) if abs(position(k) - target) <= window]
+        allowed = [k for k in range(low, high + 1) if k not in self.locked]
+        if not allowed:
+            return None
+        candidates = [k for k in allowed if abs(position(k) - target) <= window]
         if all(self.breaks[k] for k in candidates):
-            wider = [k for k in range(low, high + 1) if abs(position(k) - target) <= 1.5 * window]
+            wider = [k for k in allowed if abs(position(k) - target) <= 1.5 * window]
             candidates = [k for k in wider if not self.breaks[k]] or candidates
         if not candidates:  # one layer spans the window: the nearest clean cut, else the nearest cut
-            candidates = [min(range(low, high + 1), key=lambda k: (self.breaks[k], abs(position(k) - target), k))]
+            candidates = [min(allowed, key=lambda k: (self.breaks[k], abs(position(k) - target), k))]
         biggest = max(self.crossing_bytes[k] for k in candidates) or 1
 
         def badness(k: int) -> tuple[bool, float, int]:

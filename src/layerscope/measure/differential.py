@@ -64,6 +64,7 @@ this process) and :class:`~layerscope.measure.runners.CommandRunner` (a shell co
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -89,21 +90,26 @@ from layerscope.targets.host import cache_dir
 __all__ = [
     "BisectConfig",
     "BisectResult",
+    "GapEstimate",
     "PrefixResult",
     "SampleStore",
     "SegmentCheck",
     "SegmentResult",
     "Statistic",
+    "Systematic",
     "add_bisect",
     "bootstrap_increments",
+    "closure_us",
     "compare_with_profile",
     "default_cache_dir",
     "increments",
+    "kernel_gaps",
     "level",
     "profile_latency_us",
     "profile_segment_us",
     "round_matrix",
     "run_bisect",
+    "with_systematic",
 ]
 
 #: progress(phase, done, total): phases ``"pilot-0"``, ``"pilot-1"``, ... and ``"measure"``.
@@ -182,10 +188,37 @@ class PrefixResult:
 
 
 @dataclass(frozen=True)
+class Systematic:
+    """The part of a segment's error that more rounds do not shrink (µs, all >= 0; see :func:`with_systematic`):
+
+    - ``gap_us``: the time between kernels the increment holds (the runtime's per-kernel overhead, which a
+      kernel profile does not count): the segment's kernels x the whole model's gap per kernel;
+    - ``cut_us``: what the cuts at the segment's ends change beyond the measured correction, from the bisect's own
+      closure (prefixes and suffixes meeting at one cut: the sum of the segments less whole - baseline is what
+      that cut costs both sides), per inner end of the segment;
+    - ``correction_us``: the uncertainty of the cut-cost correction (:data:`CORRECTION_UNCERTAINTY` of it);
+    - ``relative_us``: :data:`SYSTEMATIC_REL` of the increment (what a cut changes that none of the above sees:
+      fusion, scheduling and cache state across it): a set value, not yet calibrated (see
+      :data:`SYSTEMATIC_REL`).
+    """
+
+    gap_us: float = 0.0
+    cut_us: float = 0.0
+    correction_us: float = 0.0
+    relative_us: float = 0.0
+
+    @property
+    def spread_us(self) -> float:
+        """The two-sided systematic half-width: the independent parts added in quadrature (``gap_us`` excluded)."""
+        return math.hypot(self.cut_us, self.correction_us, self.relative_us)
+
+
+@dataclass(frozen=True)
 class SegmentResult:
-    """A segment's increment (µs) with its bootstrap interval; ``samples`` = the rounds it comes from;
-    ``boundary_us``: the boundary correction's share of it (increment as timed = ``increment_us`` +
-    ``boundary_us``)."""
+    """A segment's increment (µs) with its bootstrap interval (``ci_low_us`` / ``ci_high_us``: the random part,
+    round to round); ``samples`` = the rounds it comes from; ``boundary_us``: the boundary correction's share of
+    it (increment as timed = ``increment_us`` + ``boundary_us``); ``systematic``: the part rounds do not average
+    out (``None``: not estimated). :attr:`low_us` / :attr:`high_us` are the interval to state: both parts."""
 
     segment: Segment
     increment_us: float
@@ -193,11 +226,31 @@ class SegmentResult:
     ci_high_us: float
     samples: int
     boundary_us: float = 0.0
+    systematic: Systematic | None = None
+
+    @property
+    def low_us(self) -> float:
+        """The stated interval's low end: the bootstrap's distance below the increment and the systematic
+        spread in quadrature, and below that the gap between kernels (the increment counts it, a kernel profile
+        does not: the interval covers both readings)."""
+        if self.systematic is None:
+            return self.ci_low_us
+        below = math.hypot(max(0.0, self.increment_us - self.ci_low_us), self.systematic.spread_us)
+        return self.increment_us - below - self.systematic.gap_us
+
+    @property
+    def high_us(self) -> float:
+        """The stated interval's high end: the bootstrap's distance above and the systematic spread in
+        quadrature."""
+        if self.systematic is None:
+            return self.ci_high_us
+        return self.increment_us + math.hypot(max(0.0, self.ci_high_us - self.increment_us),
+                                              self.systematic.spread_us)
 
     @property
     def significant(self) -> bool:
-        """The interval excludes 0."""
-        return self.ci_low_us > 0 or self.ci_high_us < 0
+        """The stated interval excludes 0."""
+        return self.low_us > 0 or self.high_us < 0
 
     @property
     def negative(self) -> bool:
@@ -222,6 +275,9 @@ class BisectResult:
     rounds: int
     suffixes: tuple[PrefixResult, ...] = ()
     meet: int | None = None
+    #: The systematic part's inputs (:func:`with_systematic`); ``relative`` ``None``: not estimated.
+    gaps: GapEstimate | None = None
+    relative: float | None = None
 
     @property
     def full_us(self) -> float:
@@ -237,6 +293,11 @@ class BisectResult:
     def suffix_baseline_us(self) -> float | None:
         """The suffix side's fixed cost per call (the suffix baseline model), ``None`` without it."""
         return self.suffixes[-1].value_us(self.config.statistic) if self.suffixes and self.config.baseline else None
+
+    @property
+    def segments_only(self) -> tuple[Segment, ...]:
+        """The planned segments (layers, estimate) without their measurements."""
+        return tuple(s.segment for s in self.segments)
 
     @property
     def sum_segments_us(self) -> float:
@@ -687,6 +748,82 @@ def _estimate(segments: Sequence[Segment], sides: Sequence[tuple[np.ndarray, Seq
     return results, _interval(all_draws.sum(axis=0), config.confidence)
 
 
+# ------------------------------------------------------------------------------ systematic part
+#: The relative systematic half-width of a segment (see :class:`Systematic`). Set, not calibrated: the bisect
+#: benchmark's references could not be trusted on the loaded machine it last ran on (README, Intervals).
+SYSTEMATIC_REL = 0.05
+#: Share of a segment's cut-cost correction counted as the correction's own uncertainty.
+CORRECTION_UNCERTAINTY = 0.5
+
+
+@dataclass(frozen=True)
+class GapEstimate:
+    """The whole model's time between kernels: from a kernel profile, the gap's ``share`` of a run less its fixed
+    cost = 1 - (fastest run's summed kernel time) / (fastest profiled run - baseline) (0 when negative; the fastest
+    runs: the least disturbed by other processes), times the bisect's own whole model less its baseline (its
+    clock and statistic) = ``gap_us``, spread evenly over the profile's ``kernels`` executed kernels; per segment,
+    the kernels it holds (a kernel covering layers of several segments counts in each by its share of them)."""
+
+    gap_us: float
+    kernels: int
+    per_segment: tuple[float, ...]
+    share: float = 0.0
+
+    @property
+    def per_kernel_us(self) -> float:
+        return self.gap_us / self.kernels if self.kernels else 0.0
+
+
+def kernel_gaps(segments: Sequence[Segment], profile: Measurement, baseline_us: float,
+                whole_us: float | None = None) -> GapEstimate:
+    """:class:`GapEstimate` of ``profile`` (a profile of the whole model) for ``segments``; ``whole_us``: the
+    bisect's whole model less nothing (default: the profile's fastest run), ``baseline_us`` its fixed cost."""
+    executed = [k for k in profile.kernels if k.stats.median_us > 0]
+    runs = min((len(k.samples.durations_us) for k in executed), default=0)
+    per_run = np.sum([k.samples.durations_us[:runs] for k in executed], axis=0) if runs else np.zeros(1)
+    run_us = profile.instrumented.min_us - baseline_us
+    share = max(0.0, 1.0 - float(np.min(per_run)) / run_us) if run_us > 0 else 0.0
+    whole = profile.instrumented.min_us if whole_us is None else whole_us
+    gap = share * max(0.0, whole - baseline_us)
+    where = {lid: seg.index for seg in segments for lid in seg.layer_ids}
+    counts = [0.0] * len(segments)
+    for kernel in executed:
+        owners = [where[lid] for lid in kernel.layers if lid in where]
+        for index in owners:
+            counts[index] += 1.0 / len(owners)
+    per_kernel = gap / len(executed) if executed else 0.0
+    return GapEstimate(gap_us=gap, kernels=len(executed), per_segment=tuple(per_kernel * c for c in counts),
+                       share=share)
+
+
+def closure_us(result: BisectResult) -> float | None:
+    """With suffixes: the segments' sum less (whole - baseline), what cutting at the meeting cut costs both sides
+    beyond the correction (and their noise); ``None`` without suffixes (prefix levels add up by construction)."""
+    if result.meet is None or not result.suffixes:
+        return None
+    return result.sum_segments_us - (result.full_us - (result.baseline_us or 0.0))
+
+
+def with_systematic(result: BisectResult, gaps: GapEstimate | None, *,
+                    relative: float = SYSTEMATIC_REL) -> BisectResult:
+    """``result`` with every segment's :class:`Systematic` part: the gap between kernels from ``gaps`` (0
+    without), the cut term (half the :func:`closure_us` per inner end of the segment, in quadrature: a segment
+    ending at a cut inside the model on both sides has two), the correction's uncertainty and ``relative`` of
+    the increment."""
+    closure = closure_us(result)
+    per_cut = abs(closure) / 2 if closure is not None else 0.0
+    n = result.layer_count
+    segments = []
+    for seg in result.segments:
+        ends = (seg.segment.start > 0) + (seg.segment.end < n)
+        part = Systematic(gap_us=gaps.per_segment[seg.segment.index] if gaps is not None else 0.0,
+                          cut_us=per_cut * math.sqrt(ends),
+                          correction_us=CORRECTION_UNCERTAINTY * abs(seg.boundary_us),
+                          relative_us=relative * abs(seg.increment_us))
+        segments.append(dataclasses.replace(seg, systematic=part))
+    return dataclasses.replace(result, segments=tuple(segments), gaps=gaps, relative=relative)
+
+
 # ------------------------------------------------------------------------------------ validation
 @dataclass(frozen=True)
 class SegmentCheck:
@@ -781,10 +918,10 @@ def _layer_measured(seg: SegmentResult, share: float) -> dict[str, Any]:
     multi = len(seg.segment.layer_ids) > 1
     return {
         "method": "differential", "status": "segment" if multi else "measured",
-        "median_us": _us(seg.increment_us * share), "ci_low_us": _us(seg.ci_low_us * share),
-        "ci_high_us": _us(seg.ci_high_us * share), "significant": seg.significant, "segment": seg.segment.index,
-        "segment_us": _us(seg.increment_us), "segment_ci_low_us": _us(seg.ci_low_us),
-        "segment_ci_high_us": _us(seg.ci_high_us), "split": multi, "samples": seg.samples,
+        "median_us": _us(seg.increment_us * share), "ci_low_us": _us(seg.low_us * share),
+        "ci_high_us": _us(seg.high_us * share), "significant": seg.significant, "segment": seg.segment.index,
+        "segment_us": _us(seg.increment_us), "segment_ci_low_us": _us(seg.low_us),
+        "segment_ci_high_us": _us(seg.high_us), "split": multi, "samples": seg.samples,
         "kernel": None, "fused_group": None,
     }
 
@@ -813,6 +950,7 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
         "meet": result.meet,
         "suffix_baseline_us": _us(result.suffix_baseline_us) if result.suffix_baseline_us is not None else None,
         "boundary": _boundary_section(result),
+        "intervals": _intervals_section(result),
         "segments": [_segment_entry(s, by_segment.get(s.segment.index)) for s in result.segments],
     }
     if validation:
@@ -825,6 +963,24 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
             "sum_vs_profile_latency": _ratio_error(result.sum_segments_us + (result.baseline_us or 0.0), latency),
         }
     return section
+
+
+def _intervals_section(result: BisectResult) -> dict[str, Any]:
+    """How a segment's stated interval (``ci_low_us`` / ``ci_high_us``) is made: the bootstrap's (random part,
+    ``random_ci_*``) widened by the systematic part (:class:`Systematic`), or the bootstrap's alone."""
+    confidence = result.config.confidence
+    if result.relative is None:
+        return {"method": "bootstrap", "confidence": confidence, "systematic": False}
+    closure = closure_us(result)
+    gaps = result.gaps
+    return {"method": "bootstrap + systematic", "confidence": confidence, "systematic": True,
+            "relative": result.relative, "correction_uncertainty": CORRECTION_UNCERTAINTY,
+            "closure_us": _us(closure) if closure is not None else None,
+            "per_cut_us": _us(abs(closure) / 2) if closure is not None else None,
+            "gap_us": _us(gaps.gap_us) if gaps is not None else None,
+            "gap_share": round(gaps.share, 6) if gaps is not None else None,
+            "gap_kernels": gaps.kernels if gaps is not None else None,
+            "gap_per_kernel_us": _us(gaps.per_kernel_us) if gaps is not None else None}
 
 
 def _model_entry(p: PrefixResult, statistic: Statistic) -> dict[str, Any]:
@@ -858,10 +1014,17 @@ def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, 
         "index": seg.segment.index, "start": seg.segment.start, "end": seg.segment.end,
         "first_layer": seg.segment.layer_ids[0], "last_layer": seg.segment.layer_ids[-1],
         "layers": list(seg.segment.layer_ids), "est_us": _us(seg.segment.est_us),
-        "increment_us": _us(seg.increment_us), "ci_low_us": _us(seg.ci_low_us), "ci_high_us": _us(seg.ci_high_us),
+        "increment_us": _us(seg.increment_us), "ci_low_us": _us(seg.low_us), "ci_high_us": _us(seg.high_us),
+        "random_ci_low_us": _us(seg.ci_low_us), "random_ci_high_us": _us(seg.ci_high_us),
         "significant": seg.significant, "negative": seg.negative, "samples": seg.samples,
         "boundary_us": _us(seg.boundary_us),
     }
+    if seg.systematic is not None:
+        part = seg.systematic
+        entry["systematic_us"] = _us(part.spread_us)
+        entry["gap_us"] = _us(part.gap_us)
+        entry["systematic"] = {"gap_us": _us(part.gap_us), "cut_us": _us(part.cut_us),
+                               "correction_us": _us(part.correction_us), "relative_us": _us(part.relative_us)}
     if check is not None:
         entry["profile_us"] = _us(check.profile_us)
         entry["error"] = round(check.error, 6) if check.error is not None else None
@@ -871,13 +1034,18 @@ def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, 
 
 def _measurement_section(result: BisectResult) -> dict[str, Any]:
     runner = result.runner
-    section = {"backend": "onnxruntime" if runner.get("runner") == "onnxruntime" else "device command",
-               "backend_version": runner.get("version", ""), "provider": runner.get("provider", ""),
+    local = runner.get("runner") in ("onnxruntime", "openvino")
+    section = {"backend": runner.get("runner") if local else "device command",
+               "backend_version": runner.get("version", ""),
+               "provider": runner.get("provider", "") or runner.get("device", ""),
                "threads": runner.get("threads"), "opt_level": runner.get("opt_level"), "method": "differential",
-               "runs": result.runs, "machine": machine_info() if runner.get("runner") == "onnxruntime" else {},
+               "runs": result.runs, "machine": machine_info() if local else {},
                "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "layerscope bisect",
                "kind": "differential"}
-    if runner.get("runner") != "onnxruntime":
+    if runner.get("runner") == "openvino":
+        section.update({"device": runner.get("device"), "precision": runner.get("precision") or "default",
+                        "performance_hint": runner.get("performance_hint")})
+    if not local:
         section["run_cmd"] = runner.get("run_cmd")
     return section
 

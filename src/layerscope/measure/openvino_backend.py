@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -114,7 +114,17 @@ def device_name(device: str) -> str:
                              f"{', '.join(present) or 'none'}")
 
 
-def compile_for(graph: Graph, config: SessionConfig, options: OpenVinoOptions, *, profiling: bool,
+class ModelFile(Protocol):
+    """What :func:`compile_for` reads of a model: its name (for messages) and the path of its file."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+
+def compile_for(graph: ModelFile, config: SessionConfig, options: OpenVinoOptions, *, profiling: bool,
                 model: Any = None) -> Any:
     """``model`` (default: ``graph.path`` read) compiled for ``config.provider`` with ``options`` (``PERF_COUNT`` when
     ``profiling``); ``ModelError`` (exit 2) when OpenVINO cannot read or compile it."""

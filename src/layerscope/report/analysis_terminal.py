@@ -12,7 +12,7 @@ from rich.text import Text
 
 from layerscope.analysis.advise import AdviceReport
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
-from layerscope.analysis.compare import Comparison
+from layerscope.analysis.compare import Comparison, RuntimeComparison
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.analysis.reconcile import KSpread, Reconciliation
 from layerscope.report.terminal import key_value_grid
@@ -253,4 +253,41 @@ def compare_report(cmp: Comparison, top: int = 10) -> RenderableType:
             parts.append(Text(f"{label} ({len(rows)}): {shown}{more}"))
         else:
             parts.append(Text(f"{label}: none", style="dim"))
+    if cmp.runtimes is not None:
+        parts.extend(runtimes_report(cmp.runtimes, cmp.before_label, cmp.after_label, top))
     return Group(*parts)
+
+
+def runtimes_report(rt: RuntimeComparison, before: str, after: str, top: int = 10) -> list[RenderableType]:
+    """Two runtimes on one model: time per op type on each, then the layers each fused differently or ran at
+    another precision (largest time first), with the kernel and group each ran in."""
+    ops = _table(f"Where each runtime spends its time: {before} = {rt.before.text}, {after} = {rt.after.text}")
+    for header in ("op", before + " µs", after + " µs", "delta µs"):
+        ops.add_column(header, justify="left" if header == "op" else "right")
+    for op, b, a in rt.by_op[:max(top, 1)]:
+        ops.add_row(Text(op), f"{b:.1f}", f"{a:.1f}", f"{a - b:+.1f}")
+    parts: list[RenderableType] = [ops]
+    differ = [x for x in rt.layers if x.fused_differently or x.precision_differs]
+    differ.sort(key=lambda x: (-max(x.before_us, x.after_us), x.layer_id))
+    if differ:
+        table = _table(f"Fused differently: {len(rt.fused_differently)} layers; other precision: "
+                       f"{len(rt.precision_differs)} layers")
+        for header in ("layer", "op", before + " µs", after + " µs", before + " group", after + " group",
+                       "precision"):
+            table.add_column(header, justify="right" if header.endswith("µs") else "left", overflow="fold")
+        for x in differ[:top]:
+            precision = x.before_precision if not x.precision_differs else f"{x.before_precision} / {x.after_precision}"
+            table.add_row(Text(x.layer_id), Text(x.op_type), f"{x.before_us:.1f}", f"{x.after_us:.1f}",
+                          Text(_group(x.before_group, x.before_kernel)), Text(_group(x.after_group, x.after_kernel)),
+                          Text(precision or "-"))
+        parts.append(table)
+    else:
+        parts.append(Text("both runtimes fused the same layers together, at the same precision", style="dim"))
+    return parts
+
+
+def _group(layers: tuple[str, ...], kernel: str) -> str:
+    if not layers:
+        return "eliminated"
+    names = ", ".join(layers[:4]) + (f" +{len(layers) - 4}" if len(layers) > 4 else "")
+    return f"{kernel}: {names}" if kernel else names

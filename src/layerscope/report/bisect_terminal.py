@@ -28,13 +28,18 @@ def segment_table(view: BisectView) -> Table:
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("layers", overflow="fold", min_width=16)
     table.add_column("n", justify="right", no_wrap=True)
-    for header in ("est. µs", "bisect µs", f"{view.confidence_pct}% CI µs", "share"):
+    systematic = any(seg.systematic_us is not None for seg in view.segments)
+    headers = ("est. µs", "bisect µs", f"{view.confidence_pct}% CI µs",
+               *(("random CI µs", "syst. ± µs", "gap µs") if systematic else ()), "share")
+    for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
     for seg in view.segments:
         span = seg.first_layer if seg.layer_count == 1 else f"{seg.first_layer} … {seg.last_layer}"
+        parts = (f"[{_num(seg.random_low_us)}, {_num(seg.random_high_us)}]", _num(seg.systematic_us),
+                 _num(seg.gap_us)) if systematic else ()
         table.add_row(str(seg.index), Text(span), str(seg.layer_count), _num(seg.est_us), _num(seg.increment_us),
-                      f"[{_num(seg.ci_low_us)}, {_num(seg.ci_high_us)}]",
+                      f"[{_num(seg.ci_low_us)}, {_num(seg.ci_high_us)}]", *parts,
                       f"{100 * seg.share:.1f}%" if seg.share is not None else "-",
                       Text(seg.note, style="yellow") if seg.note else Text(""))
     return table

@@ -3,7 +3,8 @@
 Pure functions of a saved run (:mod:`layerscope.report.views` supply the rows). Contracts:
 
 - :func:`layers_csv`: one row per layer in the run's order, namespaced columns (``layer.*``, ``cost.*``,
-  ``est.*``, ``tl.*``, ``meas.*``, ``derived.*``) fixed in :data:`CSV_COLUMNS` whatever the run holds; a value
+  ``est.*``, ``tl.*``, ``meas.*``, ``derived.*``) fixed in :data:`CSV_COLUMNS` then :data:`RUNTIME_COLUMNS`
+  whatever the run holds; a value
   the run does not hold is an empty cell, never 0. Text cells that a spreadsheet would run as a formula
   (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get a leading ``'``. RFC 4180 quoting,
   ``\\n`` line ends;
@@ -93,6 +94,10 @@ CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
     ("derived.share", lambda r: None if r.share is None else round(r.share, 6)),
 )
 
+#: Columns after :data:`CSV_COLUMNS`: the runtime that measured the layer (the run's backend and device) and what
+#: its kernel ran as (precision: the kernel's, else the run's; a compiling runtime's kernel implementation).
+RUNTIME_COLUMNS = ("meas.backend", "meas.device", "meas.precision", "meas.exec_type")
+
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -114,10 +119,27 @@ def layers_csv(run: RunLike) -> str:
     run = as_run(run)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([name for name, _ in CSV_COLUMNS])
+    writer.writerow([*(name for name, _ in CSV_COLUMNS), *RUNTIME_COLUMNS])
+    runtime = _runtime_cells(run)
     for row in layer_rows(run):
-        writer.writerow([csv_cell(get(row)) for _, get in CSV_COLUMNS])
+        writer.writerow([*(csv_cell(get(row)) for _, get in CSV_COLUMNS), *(csv_cell(v) for v in runtime(row))])
     return buffer.getvalue()
+
+
+def _runtime_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
+    """The :data:`RUNTIME_COLUMNS` of a layer row (empty for a layer the run did not measure)."""
+    measurement = run.get("measurement") if isinstance(run.get("measurement"), Mapping) else {}
+    assert isinstance(measurement, Mapping)
+    kernels = {k.get("name"): k for k in run.get("kernels") or [] if isinstance(k, Mapping)}
+
+    def cells(row: LayerRow) -> list[Any]:
+        if not row.detail.get("measured"):
+            return [None] * len(RUNTIME_COLUMNS)
+        kernel = kernels.get(row.kernel) or {}
+        return [measurement.get("backend"), measurement.get("device") or measurement.get("provider"),
+                kernel.get("precision") or measurement.get("precision"), kernel.get("exec_type")]
+
+    return cells
 
 
 # --------------------------------------------------------------------------------------------------- markdown

@@ -52,6 +52,12 @@ class SegmentRow:
     profile_us: float | None
     error: float | None
     flagged: bool
+    #: The interval's parts: the bootstrap's (round to round) and the systematic half-width and gap between
+    #: kernels (``ci_low_us`` / ``ci_high_us`` are both together; ``None``: the run states no systematic part).
+    random_low_us: float | None = None
+    random_high_us: float | None = None
+    systematic_us: float | None = None
+    gap_us: float | None = None
 
     @property
     def layer_span(self) -> str:
@@ -85,13 +91,17 @@ def _bisect_note(seg: Mapping[str, Any]) -> str:
 
 
 def _runner_text(runner: Mapping[str, Any]) -> str:
-    if runner.get("runner") == "onnxruntime":
+    if runner.get("runner") in ("onnxruntime", "openvino"):
         threads = runner.get("threads") or "default"
         per_visit = runner.get("runs_per_visit") or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
         warm = runner.get("visit_warmup") or 0
         what = "of the whole model" if runner.get("warm_with") == "whole" else "of the model itself"
         visit = f"{warm} untimed {what} + {visit}" if warm else visit
+        if runner.get("runner") == "openvino":
+            return (f"openvino {runner.get('version', '?')} {runner.get('device', '?')}, precision "
+                    f"{runner.get('precision') or 'default'}, {runner.get('performance_hint', '?')}, threads "
+                    f"{threads}, each model compiled and timed end to end, {visit} per visit")
         return (f"onnxruntime {runner.get('version', '?')} {runner.get('provider', '?')}, threads {threads}, "
                 f"opt {runner.get('opt_level', '?')}, {runner.get('clock', 'wall')} clock, {visit} per visit")
     command = runner.get("run_cmd")
@@ -134,7 +144,9 @@ def bisect_view(run: Run) -> BisectView | None:
             increment_us=increment, ci_low_us=num(seg.get("ci_low_us")), ci_high_us=num(seg.get("ci_high_us")),
             share=share, significant=bool(seg.get("significant", True)), negative=bool(seg.get("negative")),
             note=_bisect_note(seg), profile_us=num(seg.get("profile_us")), error=error,
-            flagged=judged and (error is None or abs(error) > BISECT_GOAL_ERROR)))
+            flagged=judged and (error is None or abs(error) > BISECT_GOAL_ERROR),
+            random_low_us=num(seg.get("random_ci_low_us")), random_high_us=num(seg.get("random_ci_high_us")),
+            systematic_us=num(seg.get("systematic_us")), gap_us=num(seg.get("gap_us"))))
     statistic = str(section.get("statistic") or "median")
     title = (f"{len(rows)} segments by differential timing, {section.get('repeats', '?')} rounds ({statistic})")
     return BisectView(title, level, tuple(rows), validated, _bisect_context(section, rows, level, total_us),
@@ -164,8 +176,20 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
         lines.append(("halves", f"prefixes up to the cut {where}, suffixes (the layers after a cut, fed what "
                                 "crosses it) from there on: each segment is the difference of two models of at "
                                 "most about half the model"))
-    lines.append(("statistic", BISECT_STATISTICS.get(statistic, (statistic, statistic))[1]
-                  + f"; {level}% bootstrap intervals over the rounds"))
+    intervals = _map(section.get("intervals"))
+    if intervals.get("systematic"):
+        closure, gap = num(intervals.get("per_cut_us")), num(intervals.get("gap_per_kernel_us"))
+        parts = [f"{100 * (num(intervals.get('relative')) or 0.0):.0f}% of the increment"]
+        if closure is not None:
+            parts.append(f"{human_us(closure)} per cut (half the prefixes' and suffixes' closure)")
+        parts.append("half the cut-cost correction")
+        if gap is not None:
+            parts.append(f"below, {human_us(gap)} between kernels per kernel (a kernel profile does not count it)")
+        how = (f"; {level}% intervals: the bootstrap over the rounds (random) widened by a systematic part: "
+               + ", ".join(parts))
+    else:
+        how = f"; {level}% bootstrap intervals over the rounds"
+    lines.append(("statistic", BISECT_STATISTICS.get(statistic, (statistic, statistic))[1] + how))
     cache = _map(section.get("cache"))
     if cache:
         lines.append(("cache", f"{cache.get('misses', '?')} runs measured now, {cache.get('hits', '?')} reused; "

@@ -77,6 +77,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
     groups: dict[str, tuple[str, ...]] = {}
     shapes = tensor_shapes(run)
     placed = _timeline_layers(run)
+    kernels = {k.get("name"): k for k in run.get("kernels") or [] if isinstance(k, Mapping)}
     rows = []
     for index, layer in enumerate(layers):
         est, meas = estimated_us(layer), measured_us(layer)
@@ -105,7 +106,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
             split=bool(measured.get("split")),
             kernel=measured.get("kernel"),
             fallback_reason=estimate.get("fallback_reason"),
-            detail=_layer_detail(layer, slot),
+            detail=_layer_detail(layer, slot, kernels.get(measured.get("kernel"))),
         ))
     return rows
 
@@ -114,8 +115,10 @@ _COST_KEYS = ("macs", "flops", "params", "bytes_read", "bytes_read_act", "bytes_
               "weight_bytes", "dtype", "unit_kind", "known")
 
 
-def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The groups a layer's detail view shows; keys with ``null`` values are left out."""
+def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any],
+                  kernel: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The groups a layer's detail view shows (``kernel``: the kernel that ran it, as the runtime names it: its
+    type, implementation, precision, device and the layers it fused); keys with ``null`` values are left out."""
     groups = {
         "layer": {"id": layer.get("id"), "name": layer.get("name"), "op_type": layer.get("op_type"),
                   "domain": layer.get("domain") or None, "inputs": layer.get("inputs"),
@@ -126,6 +129,10 @@ def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any]) -> dict[str
         "estimate": dict(layer.get("estimate") or {}),
         "timeline": {k: v for k, v in slot.items() if k != "id"},
         "measured": dict(layer.get("measured") or {}),
+        "kernel": {} if kernel is None else {
+            "name": kernel.get("name"), "op_type": kernel.get("op_type"), "exec_type": kernel.get("exec_type"),
+            "precision": kernel.get("precision"), "device": kernel.get("provider"),
+            "fused_group": kernel.get("layers") if len(kernel.get("layers") or []) > 1 else None},
     }
     return {name: kept for name, values in groups.items()
             if (kept := {k: v for k, v in values.items() if v is not None and v != []})}

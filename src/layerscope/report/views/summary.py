@@ -132,6 +132,9 @@ def _runtime_section(run: Run) -> Section | None:
     return _section("Runtime (measurement)", [
         ("backend", " ".join(str(v) for v in (m.get("backend"), m.get("backend_version")) if v)),
         ("provider", m.get("provider")),
+        ("device", m.get("device") if m.get("device") != m.get("provider") else None),
+        ("precision", m.get("precision")),
+        ("performance hint", m.get("performance_hint")),
         ("threads", None if threads is None else (str(threads) if threads else "default")),
         ("opt level", m.get("opt_level")),
         ("runs", " ".join(p for p in (f"{m['runs']} measured" if m.get("runs") else "",

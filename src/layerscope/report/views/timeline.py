@@ -93,14 +93,19 @@ def measured_tracks(run: Run) -> Tracks | None:
         kernel = kernels.get(event["name"], {})
         mapped = [str(x) for x in kernel.get("layers") or []]
         args = tuple((k, v) for k, v in (("op_type", kernel.get("op_type")), ("category", kernel.get("category")),
-                                         ("layers", ", ".join(mapped) or None)) if v)
+                                         ("layers", ", ".join(mapped) or None),
+                                         ("fused_group", ", ".join(mapped) if len(mapped) > 1 else None),
+                                         ("precision", kernel.get("precision") or m.get("precision")),
+                                         ("exec_type", kernel.get("exec_type"))) if v)
         start = float(event["start_us"])
         threads.setdefault(event.get("thread", 0), []).append(
             Slice(start, start + float(event["duration_us"]), str(event["name"]),
                   index.get(mapped[0]) if mapped else None, args))
     tracks = tuple(Track(f"thread {tid}", tuple(sorted(slices, key=lambda s: (s.start_us, -s.end_us, s.name))))
                    for tid, slices in sorted(threads.items(), key=lambda kv: str(kv[0])))
-    source = " ".join(str(v) for v in (m.get("backend"), m.get("backend_version"), m.get("provider")) if v)
+    device = m.get("device") if m.get("device") != m.get("provider") else None
+    source = " ".join(str(v) for v in (m.get("backend"), m.get("backend_version"), m.get("provider"), device,
+                                       m.get("precision")) if v)
     return Tracks("median_run", f"MEASURED: kernels of the median profiled run ({source})", tracks)
 
 
