@@ -180,16 +180,16 @@ def test_the_gap_between_kernels_is_spread_over_the_segments_kernels(write_model
 
 def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     pytest.importorskip("openvino")
-    from click.testing import CliRunner
-
-    from layerscope.cli.main import cli
+    from tests._cli_subprocess import run_cli
 
     out = tmp_path / "run.json"
-    result = CliRunner().invoke(cli, [
+    # in a child process: OpenVINO compiled many times in this one, then a SIGINT to it (test_bisect_cli's
+    # Ctrl-C test) crashed the interpreter in native code; one command per process, as a user runs it
+    result = run_cli([
         "bisect", str(zoo("squeezenet")), "--target", "host", "--backend", "openvino", "--threads", "1",
         "--clock", "cpu", "--segments", "3", "--repeats", "3", "--pilot", "1", "--boundary-runs", "2", "--gap-runs",
-        "3", "--validate", "--validate-runs", "5", "--no-cache", "-o", str(out)], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+        "3", "--validate", "--validate-runs", "5", "--no-cache", "-o", str(out)], timeout_s=600)
+    assert result.returncode == 0, result.describe()
     run = json.loads(out.read_text())
     measurement, section = run["measurement"], run["bisect"]
     assert measurement["backend"] == "openvino" and measurement["device"] == "CPU"

@@ -128,16 +128,16 @@ def layers_csv(run: RunLike) -> str:
 
 def _runtime_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
     """The :data:`RUNTIME_COLUMNS` of a layer row (empty for a layer the run did not measure)."""
-    measurement = run.get("measurement") if isinstance(run.get("measurement"), Mapping) else {}
-    assert isinstance(measurement, Mapping)
-    kernels = {k.get("name"): k for k in run.get("kernels") or [] if isinstance(k, Mapping)}
+    measurement = run.measurement
+    kernels = {k.name: k for k in run.kernels}
 
     def cells(row: LayerRow) -> list[Any]:
-        if not row.detail.get("measured"):
+        if not row.detail.get("measured") or measurement is None:
             return [None] * len(RUNTIME_COLUMNS)
-        kernel = kernels.get(row.kernel) or {}
-        return [measurement.get("backend"), measurement.get("device") or measurement.get("provider"),
-                kernel.get("precision") or measurement.get("precision"), kernel.get("exec_type")]
+        kernel = kernels.get(row.kernel) if row.kernel is not None else None
+        device = getattr(measurement, "device", None) or measurement.provider
+        precision = (kernel.precision if kernel is not None else None) or getattr(measurement, "precision", None)
+        return [measurement.backend, device, precision, kernel.exec_type if kernel is not None else None]
 
     return cells
 
