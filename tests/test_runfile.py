@@ -33,6 +33,7 @@ from layerscope.runfile import (
     measurement_origin,
     scale_factor,
 )
+from layerscope.runfile.io import as_run
 from layerscope.runfile.schema import schema_text, shipped_text
 
 
@@ -217,7 +218,7 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
     # reports: HTML data and page, Markdown, terminal (measurement summary and layer table)
     report = report_k(run)
     assert report is not None and report.value == pytest.approx(expected, rel=1e-12)
-    data = report_data(run)
+    data = report_data(as_run(run))
     assert data["charts"]["k"]["value"] == round(expected, 6)
     assert {r.id: r.meas_us for r in layer_rows(run)} == measured
     html = render_html(run)

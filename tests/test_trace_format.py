@@ -17,6 +17,7 @@ from layerscope.report.exec_trace import execution_trace, memory_peak_bytes, pla
 from layerscope.report.timeline_terminal import ddr_rate_text
 from layerscope.report.views.timeline import temporal
 from layerscope.run import load_run
+from layerscope.runfile.io import as_run, load
 from layerscope.targets import load_profile
 
 
@@ -94,12 +95,12 @@ def test_placement_and_memory_peak_by_hand() -> None:
     run = _run("npu", [("a", "TAE", None, ["x"], ["a"], 100), ("b", "-", None, ["a"], ["b"], 100),
                        ("c", "cpu", "NMS", ["b"], ["c"], 50), ("d", "VAE", None, ["c", "a"], ["y"], 20)],
                timeline={"layers": [{"id": "a", "core": 1}, {"id": "d", "core": 0}]})
-    cores, stages = placement_on_target(run)
+    cores, stages = placement_on_target(as_run(run))
     assert cores == {"a": 1, "b": 0, "c": -1, "d": 0}
     assert stages == {"a": 0, "b": 0, "c": 1, "d": 2}
     # x (1,000 B) alive at step 0; a (100) from 0 to 3 (d reads it); b (100) 1..2; c (50) 2..3; y (20) 3..end.
     # Steps: 0: 1,100; 1: 200; 2: 250; 3: 170; end: 20 -> peak 1,100, plus 10 B of weights.
-    assert memory_peak_bytes(run) == 1_110
+    assert memory_peak_bytes(as_run(run)) == 1_110
 
 
 def test_ddr_against_the_nominal_and_the_effective_bandwidth(tmp_path: Path) -> None:
@@ -117,9 +118,11 @@ def test_ddr_against_the_nominal_and_the_effective_bandwidth(tmp_path: Path) -> 
     # mean rate over the frame = bytes per frame / frame time
     s = timeline["summary"]
     assert t["ddr_mean_mb_per_s"] == pytest.approx(s["ddr_bytes"] / s["latency_us"], rel=1e-3)
-    text = ddr_rate_text(timeline) or ""
+    typed = as_run(run).timeline
+    assert typed is not None
+    text = ddr_rate_text(typed) or ""
     assert "of the profile's effective 46.08 GB/s" in text and "of the part's nominal 76.8 GB/s" in text
-    series = temporal(run)
+    series = temporal(as_run(run))
     assert series is not None and series.ddr_nominal_bytes_per_s == 76.8e9
     assert len(series.ddr_nominal_utilization) == t["intervals"]
     assert run["target"]["ddr_nominal_bytes_per_s"] == 76.8e9
@@ -129,8 +132,9 @@ def test_a_profile_without_a_vendor_figure_has_no_nominal_series(tmp_path: Path)
     out = tmp_path / "run.json"
     assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-x5", "--timeline", "--top", "0",
                  "--json", str(out)]) == 0
-    timeline = load_run(out)["timeline"]
-    assert timeline["ddr_nominal_bytes_per_s"] is None and timeline["temporal"]["ddr_nominal_utilization"] is None
+    timeline = load(out).timeline
+    assert timeline is not None and timeline.temporal is not None
+    assert timeline.ddr_nominal_bytes_per_s is None and timeline.temporal.ddr_nominal_utilization is None
     assert "nominal" not in (ddr_rate_text(timeline) or "nominal")
 
 

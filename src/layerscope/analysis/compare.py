@@ -173,10 +173,9 @@ def _utilization(run: RunFile) -> tuple[float | None, str]:
     cpu_util = _measurement_extra(run, "cpu_util")
     if cpu_util is not None:
         return cpu_util, "measured (CPU)"
-    timeline = run.timeline.summary if run.timeline is not None else {}
-    busy, latency = _num(timeline.get("busiest_unit_busy_us")), _num(timeline.get("latency_us"))
-    if busy is not None and latency:
-        return busy / latency, f"estimate ({timeline.get('busiest_unit')})"
+    timeline = run.timeline.summary if run.timeline is not None else None
+    if timeline is not None and timeline.busiest_unit_busy_us is not None and timeline.latency_us:
+        return timeline.busiest_unit_busy_us / timeline.latency_us, f"estimate ({timeline.busiest_unit})"
     return None, "-"
 
 
@@ -192,9 +191,9 @@ def _memory(run: RunFile) -> tuple[float | None, str]:
     peak_rss = _measurement_extra(run, "peak_rss_bytes")
     if peak_rss is not None:
         return peak_rss, "measured (peak RSS)"
-    memory = run.timeline.memory if run.timeline is not None else {}
-    if _num(memory.get("minimum_requirement_bytes")) is not None:
-        return _num(memory.get("minimum_requirement_bytes")), "estimate (memory plan)"
+    memory = run.timeline.memory if run.timeline is not None else None
+    if memory is not None and memory.minimum_requirement_bytes is not None:
+        return float(memory.minimum_requirement_bytes), "estimate (memory plan)"
     return None, "-"
 
 

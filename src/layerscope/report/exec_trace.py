@@ -33,115 +33,116 @@ its outputs (no other in-place reuse: an upper bound of what a runtime allocates
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from layerscope.errors import InputError
 from layerscope.report.views.common import Run
-from layerscope.runfile.derived import fused_group
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import (
+    Dim,
+    KernelProfileMeasurement,
+    Latency,
+    Layer,
+    Measurement,
+    RunLike,
+    TensorInfo,
+    VendorMeasurement,
+)
 
 LEVELS = ("basic", "full", "memory", "pipeline")
 
 
 def execution_trace(run: RunLike, level: str = "full") -> dict[str, Any]:
-    """The trace document of a run that holds a measurement. ``ValueError`` for an unknown level."""
+    """The trace document of a run that holds a measurement and its latency. ``ValueError`` for an unknown level;
+    ``InputError`` for a run without a measurement or without a latency P50."""
     run = as_run(run)
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
-    model = run["model"]
-    shapes = {t["name"]: t["shape"] for t in model["inputs"]}
-    for layer in run["layers"]:
-        for name, shape in zip(layer["outputs"], layer.get("output_shapes", []), strict=False):
+    if run.measurement is None or run.latency is None or run.latency.p50_us is None:
+        raise InputError("the execution trace needs a measured run (measurement and latency P50)",
+                         hint="make one with `layerscope profile MODEL -o run.json`")
+    model = run.model
+    shapes: dict[str, list[Dim] | None] = {t.name: t.shape for t in model.inputs}
+    for layer in run.layers:
+        for name, shape in zip(layer.outputs, layer.output_shapes, strict=False):
             if shape is not None:
                 shapes[name] = shape
     placed = _placement(run)
     cores, stages = placement_on_target(run)
-    target = run.get("target") or {}
-    clock = target.get("clock_hz")
-    measured_clock = clock if target.get("name") == "host" else None
+    target = run.target_or_empty
+    clock = target.clock_hz
+    measured_clock = clock if target.name == "host" else None
     entries = []
-    groups: dict[str, tuple[str, ...]] = {}
-    for index, layer in enumerate(run["layers"]):
-        meas = layer.get("measured") or {}
-        est = layer.get("estimate") or {}
-        total = meas.get("median_us", 0.0)
-        entry: dict[str, Any] = {"layer_id": index, "layer_name": layer["id"], "op_type": layer["op_type"],
-                                 "timing": {"total_us": total}}
-        timing = entry["timing"]
-        if level in ("full", "memory"):
-            entry["memory"] = {"input_size_bytes": layer["bytes_read_act"],
-                               "output_size_bytes": layer["bytes_written"],
-                               "weight_size_bytes": layer["bytes_read_weight"]}
-        if level in ("full", "pipeline"):
-            start, end, thread = placed.get(layer["id"], (None, None, None))
-            timing.update({"start_us": start, "end_us": end, "start_time": start, "end_time": end})
-            entry["core_id"] = cores.get(layer["id"])
-            entry["pipeline_stage"] = stages.get(layer["id"])
-            entry["unit"] = est.get("unit")
-        if level == "full":
-            timing.update(_cycles(total, est.get("latency_us"), measured_clock, clock))
-            entry["input_shape"] = next((shapes[i] for i in layer["inputs"] if i in shapes), None)
-            entry["output_shape"] = next((s for s in layer.get("output_shapes", []) if s is not None), None)
-            entry["thread"] = thread
-            entry["status"] = meas.get("status")
-            entry["kernel"] = meas.get("kernel")
-            entry["fused_group"] = list(fused_group(run, meas, groups)) or None
-        entries.append(entry)
+    for index, layer in enumerate(run.layers):
+        meas = layer.measured
+        total = meas.median_us if meas is not None and meas.median_us is not None else 0.0
+        start, end, thread = placed.get(layer.id, (None, None, None))
+        placement = level in ("full", "pipeline")
+        full = level == "full"
+        entries.append({
+            "layer_id": index, "layer_name": layer.id, "op_type": layer.op_type,
+            "timing": {"total_us": total,
+                       **({"start_us": start, "end_us": end, "start_time": start, "end_time": end} if placement
+                          else {}),
+                       **(_cycles(total, layer.est.latency_us, measured_clock, clock) if full else {})},
+            **({"memory": {"input_size_bytes": layer.bytes_read_act, "output_size_bytes": layer.bytes_written,
+                           "weight_size_bytes": layer.bytes_read_weight}} if level in ("full", "memory") else {}),
+            **({"core_id": cores.get(layer.id), "pipeline_stage": stages.get(layer.id), "unit": layer.est.unit}
+               if placement else {}),
+            **({"input_shape": next((shapes[i] for i in layer.inputs if i in shapes), None),
+                "output_shape": next((s for s in layer.output_shapes if s is not None), None),
+                "thread": thread,
+                "status": meas.status if meas is not None else None,
+                "kernel": meas.kernel if meas is not None else None,
+                "fused_group": list(run.fused_group(layer)) or None} if full else {}),
+        })
     return {
-        "model_info": {"model_name": model["name"], "path": model["path"], "sha256": model["sha256"],
-                       "input_shape": [t["shape"] for t in model["inputs"]],
-                       "output_shape": [t["shape"] for t in model.get("outputs", [])],
-                       "total_layers": len(run["layers"])},
+        "model_info": {"model_name": model.name, "path": model.path, "sha256": model.sha256,
+                       "input_shape": [t.shape for t in model.inputs],
+                       "output_shape": [t.shape for t in model.outputs],
+                       "total_layers": len(run.layers)},
         "execution_trace": entries,
-        "summary": _summary(run, level, measured_clock, clock),
+        "summary": _summary(run, level, measurement=run.measurement, latency=run.latency, total_us=run.latency.p50_us,
+                            measured_clock=measured_clock, clock=clock),
     }
 
 
-def _cycles(total_us: float, est_us: Any, measured_clock: float | None, clock: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if measured_clock:
-        out["cycles"] = round(total_us * measured_clock / 1e6)
-    if isinstance(est_us, int | float):
-        out["est_us"] = est_us
-        if isinstance(clock, int | float) and clock > 0:
-            out["est_cycles"] = round(est_us * clock / 1e6)
-    return out
+def _cycles(total_us: float, est_us: float | None, measured_clock: float | None,
+            clock: float | None) -> dict[str, Any]:
+    return {**({"cycles": round(total_us * measured_clock / 1e6)} if measured_clock else {}),
+            **({"est_us": est_us} if est_us is not None else {}),
+            **({"est_cycles": round(est_us * clock / 1e6)} if est_us is not None and clock else {})}
 
 
-def _summary(run: Run, level: str, measured_clock: float | None, clock: Any) -> dict[str, Any]:
-    m, lat = run["measurement"], run["latency"]
-    total_us = float(lat["p50_us"])
-    summary: dict[str, Any] = {
+def _summary(run: Run, level: str, *, measurement: Measurement, latency: Latency, total_us: float,
+             measured_clock: float | None, clock: float | None) -> dict[str, Any]:
+    m, lat = measurement, latency
+    coverage = m.coverage if isinstance(m, KernelProfileMeasurement | VendorMeasurement) else None
+    peak = memory_peak_bytes(run)
+    est_total = run.summary.est_latency_us
+    timeline = run.timeline
+    frame_us = timeline.summary.latency_us if timeline is not None and timeline.summary is not None else None
+    target = run.target_or_empty
+    return {
         "total_time_us": total_us,
         "fps": round(1e6 / total_us, 3) if total_us > 0 else None,
-        "statistic": f"median of {lat['samples']} uninstrumented runs (fps = 1e6 / total_time_us)",
-        "runs": lat["samples"], "runtime": f"{m['backend']} {m['backend_version']}", "provider": m["provider"],
-        "threads": m["threads"], "opt_level": m["opt_level"], "machine": m["machine"], "level": level,
+        "statistic": f"median of {lat.samples} uninstrumented runs (fps = 1e6 / total_time_us)",
+        "runs": lat.samples, "runtime": f"{m.backend} {m.backend_version}", "provider": m.provider,
+        "threads": m.threads, "opt_level": m.opt_level, "machine": m.machine, "level": level,
         "measured": True,
+        **({"utilization_pct": round(100 * coverage, 2)} if coverage is not None else {}),
+        "memory_peak_bytes": peak,
+        "memory_peak_mb": round(peak / 1e6, 3),
+        **({"total_cycles": round(total_us * measured_clock / 1e6)} if measured_clock else {}),
+        **({"total_est_cycles": round(est_total * clock / 1e6)} if clock and est_total is not None else {}),
+        **({"est_utilization_pct": {t.name: round(100 * t.busy_us / frame_us, 2) for t in timeline.units
+                                    if t.core == 0 and t.busy and t.busy_us is not None}}
+           if timeline is not None and frame_us else {}),
+        **({"placement": f"core_id, pipeline_stage, unit and est_* from the estimate on {target.name!r} "
+                         f"({target.kind}); timing.total_us, start/end from the measurement"} if target.name else {}),
     }
-    if isinstance(m.get("coverage"), int | float):
-        summary["utilization_pct"] = round(100 * m["coverage"], 2)
-    peak = memory_peak_bytes(run)
-    summary["memory_peak_bytes"] = peak
-    summary["memory_peak_mb"] = round(peak / 1e6, 3)
-    if measured_clock:
-        summary["total_cycles"] = round(total_us * measured_clock / 1e6)
-    est_total = (run.get("summary") or {}).get("est_latency_us")
-    if isinstance(clock, int | float) and clock > 0 and isinstance(est_total, int | float):
-        summary["total_est_cycles"] = round(est_total * clock / 1e6)
-    timeline = run.get("timeline") or {}
-    latency = (timeline.get("summary") or {}).get("latency_us")
-    if latency:
-        summary["est_utilization_pct"] = {t["name"]: round(100 * t["busy_us"] / latency, 2)
-                                          for t in timeline.get("units", []) if t.get("core") == 0 and t["busy"]}
-    target = run.get("target") or {}
-    if target.get("name"):
-        summary["placement"] = (f"core_id, pipeline_stage, unit and est_* from the estimate on {target['name']!r} "
-                                f"({target.get('kind')}); timing.total_us, start/end from the measurement")
-    return summary
 
 
 def placement_on_target(run: Run) -> tuple[dict[str, int], dict[str, int]]:
@@ -149,47 +150,49 @@ def placement_on_target(run: Run) -> tuple[dict[str, int], dict[str, int]]:
 
     Layers without an estimate are left out (their fields are ``null``).
     """
-    scheduled = {s["id"]: int(s.get("core") or 0) for s in (run.get("timeline") or {}).get("layers", [])}
+    scheduled = {s.id: s.core or 0 for s in run.timeline.layers} if run.timeline is not None else {}
     cores: dict[str, int] = {}
     stages: dict[str, int] = {}
     stage, previous = -1, None
-    for layer in run["layers"]:
-        est = layer.get("estimate")
-        if not est:
+    for layer in run.layers:
+        est = layer.estimate
+        if est is None:
             continue
-        on_cpu = bool(est.get("fallback_reason"))
-        cores[layer["id"]] = -1 if on_cpu else scheduled.get(layer["id"], 0)
-        zero_copy = est.get("unit") == "-" and not on_cpu
+        on_cpu = bool(est.fallback_reason)
+        cores[layer.id] = -1 if on_cpu else scheduled.get(layer.id, 0)
+        zero_copy = est.unit == "-" and not on_cpu
         if previous is None or (not zero_copy and on_cpu != previous):
             stage += 1
             previous = on_cpu
-        stages[layer["id"]] = max(stage, 0)
+        stages[layer.id] = max(stage, 0)
     return cores, stages
 
 
 def memory_peak_bytes(run: Run) -> int:
     """Weights plus the peak of activations alive at once, layers in run order (see the module docstring)."""
-    layers = run["layers"]
+    layers = run.layers
     last_read: dict[str, int] = {}
     for index, layer in enumerate(layers):
-        for name in layer["inputs"]:
+        for name in layer.inputs:
             if name:
                 last_read[name] = index
     end = len(layers)
-    outputs = {t["name"] for t in (run.get("model") or {}).get("outputs", [])}
+    outputs = {t.name for t in run.model.outputs}
+
+    def alive_until(layer: Layer, index: int) -> int:
+        return max([end if o in outputs else last_read.get(o, index) for o in layer.outputs] or [index])
+
     for index in reversed(range(end)):  # a layer writing nothing (a view) keeps its inputs alive through its outputs
         layer = layers[index]
-        if not layer.get("bytes_written"):
-            until = max([end if o in outputs else last_read.get(o, index) for o in layer["outputs"]] or [index])
-            for name in layer["inputs"]:
+        if not layer.bytes_written:
+            until = alive_until(layer, index)
+            for name in layer.inputs:
                 if name:
                     last_read[name] = max(last_read.get(name, index), until)
     # (first step alive, last step alive, bytes): model inputs from step 0, each layer's outputs from the layer on
-    blocks = [(0, end if t["name"] in outputs else last_read.get(t["name"], 0), _tensor_bytes(t))
-              for t in (run.get("model") or {}).get("inputs", [])]
+    blocks = [(0, end if t.name in outputs else last_read.get(t.name, 0), _tensor_bytes(t)) for t in run.model.inputs]
     for index, layer in enumerate(layers):
-        until = max([end if o in outputs else last_read.get(o, index) for o in layer["outputs"]] or [index])
-        blocks.append((index, max(until, index), int(layer.get("bytes_written") or 0)))
+        blocks.append((index, max(alive_until(layer, index), index), layer.bytes_written or 0))
     change = [0] * (end + 2)  # a sweep over the steps: +size where a block starts, -size after it ends
     for first, last, size in blocks:
         change[first] += size
@@ -198,37 +201,41 @@ def memory_peak_bytes(run: Run) -> int:
     for delta in change:
         live += delta
         peak = max(peak, live)
-    weights = int((run.get("summary") or {}).get("weight_bytes") or 0)
-    return weights + peak
+    return (run.summary.weight_bytes or 0) + peak
 
 
-def _tensor_bytes(tensor: Mapping[str, Any]) -> int:
+def _tensor_bytes(tensor: TensorInfo) -> int:
     """Bytes of a model input from its shape and dtype name (4 per element when the dtype is unknown)."""
     try:
-        itemsize = np.dtype(str(tensor.get("dtype"))).itemsize
+        itemsize = np.dtype(str(tensor.dtype)).itemsize
     except TypeError:
         itemsize = 4
     count = 1
-    for dim in tensor.get("shape") or []:
-        count *= int(dim) if isinstance(dim, int) and dim > 0 else 1
+    for dim in tensor.shape or []:
+        count *= dim if isinstance(dim, int) and dim > 0 else 1
     return count * itemsize
 
 
-def _placement(run: Run) -> dict[str, tuple[float, float, int]]:
-    """Layer id -> (start µs, end µs, thread) inside the median run, from its kernel events."""
+def _placement(run: Run) -> dict[str, tuple[float, float, int | None]]:
+    """Layer id -> (start µs, end µs, thread) inside the median run, from its kernel events (the thread ``None``
+    when the runtime named it other than by a number)."""
     members: dict[str, list[tuple[str, float]]] = {}
-    for layer in run["layers"]:
-        meas = layer.get("measured") or {}
-        for kernel in meas.get("kernels", []):
-            members.setdefault(kernel, []).append((layer["id"], float(meas.get("median_us", 0.0))))
-    placed: dict[str, tuple[float, float, int]] = {}
-    for event in run["measurement"].get("median_run", []):
-        group = members.get(event["name"], [])
+    for layer in run.layers:
+        meas = layer.measured
+        if meas is None:
+            continue
+        for kernel in meas.kernels or []:
+            members.setdefault(kernel, []).append((layer.id, meas.median_us if meas.median_us is not None else 0.0))
+    placed: dict[str, tuple[float, float, int | None]] = {}
+    m = run.measurement
+    for event in m.median_run if isinstance(m, KernelProfileMeasurement) else []:
+        group = members.get(event.name, [])
         total = sum(t for _, t in group)
-        start = float(event["start_us"])
+        start = event.start_us
         for layer_id, t in group:
-            length = event["duration_us"] * (t / total if total > 0 else 1 / len(group))
+            length = event.duration_us * (t / total if total > 0 else 1 / len(group))
             if layer_id not in placed:
-                placed[layer_id] = (round(start, 3), round(start + length, 3), int(event["thread"]))
+                thread = event.thread if isinstance(event.thread, int) else None
+                placed[layer_id] = (round(start, 3), round(start + length, 3), thread)
             start += length
     return placed

@@ -30,7 +30,7 @@ from typing import Any
 from layerscope.report.views.common import Run
 from layerscope.report.views.timeline import Slice, Temporal, Track, Tracks, estimated_tracks, measured_tracks, temporal
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import PipelineKernel, PipelineSpan, RunLike
 
 MEASURED_PID = 1
 ESTIMATED_PID = 2
@@ -138,11 +138,10 @@ def _counter_events(series: Temporal) -> list[dict[str, Any]]:
 def _layer_args(run: Run) -> list[dict[str, Any]]:
     """Per layer, what an estimated slice shows when clicked: op, estimated µs, bound, unit."""
     out = []
-    for layer in run.get("layers") or []:
-        est = layer.get("estimate") or {}
-        args = {"layer": layer.get("id"), "op_type": layer.get("op_type"), "est_latency_us": est.get("latency_us"),
-                "bound": est.get("bound"), "unit": est.get("unit") or layer.get("unit"),
-                "fallback_reason": est.get("fallback_reason")}
+    for layer in run.layers:
+        est = layer.est
+        args = {"layer": layer.id, "op_type": layer.op_type, "est_latency_us": est.latency_us, "bound": est.bound,
+                "unit": est.unit or layer.unit, "fallback_reason": est.fallback_reason}
         out.append({k: v for k, v in args.items() if v is not None})
     return out
 
@@ -175,52 +174,50 @@ def trace_document(run: RunLike) -> dict[str, Any]:
         pipeline_events, cut = _pipeline_events(pipeline)
         events = pipeline_events + events
         fixed += cut
-    model = run.get("model") or {}
     other = {
-        "model": model.get("name"),
-        "model_sha256": model.get("sha256"),
-        "target": (run.get("target") or {}).get("name"),
-        "tool": f"layerscope {(run.get('tool') or {}).get('version', '')}".strip(),
+        "model": run.model.name,
+        "model_sha256": run.model.sha256,
+        "target": run.target_or_empty.name,
+        "tool": f"layerscope {(run.tool.version if run.tool is not None else None) or ''}".strip(),
         "clocks": "the measured and the estimated process each start at 0 on their own clock",
         "overlaps_fixed": fixed,
         "missing": [text for present, text in (
             (measured is not None, "measured kernels (no kernel events in the run)"),
             (estimated is not None, "estimated layers (no estimate in the run)"),
             (series is not None, "bandwidth counters (no timeline in the run)")) if not present],
+        **({"pipeline_clock": "the pipeline process starts at 0 at the start of the traced run"}
+           if pipeline is not None else {}),
     }
-    if pipeline is not None:
-        other["pipeline_clock"] = "the pipeline process starts at 0 at the start of the traced run"
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
 def pipeline_tracks(run: Run) -> Tracks | None:
     """The traced run's spans and kernels per thread; ``None`` when the run has no ``pipeline`` section."""
-    section = run.get("pipeline")
-    if not section or not section.get("spans"):
+    section = run.pipeline
+    if section is None or not section.spans:
         return None
     names: dict[int, str] = {}
     slices: dict[int, list[Slice]] = {}
-    for span in section["spans"]:
-        names.setdefault(span["thread"], span.get("thread_name") or f"thread {span['thread']}")
-        args: tuple[tuple[str, str], ...] = (("kind", str(span["kind"])), ("run", str(span["run"])))
-        slices.setdefault(span["thread"], []).append(_slice(span, str(span["name"]), args))
-    kernels = {k["name"]: k for k in run.get("kernels") or []}
-    for event in section.get("kernels") or []:
-        layers = [str(x) for x in event.get("layers") or []]
-        args = tuple((k, v) for k, v in (("kernel", str(event["name"])),
-                                         ("op_type", str(kernels.get(event["name"], {}).get("op_type") or "")),
-                                         ("layers", ", ".join(layers))) if v)
-        slices.setdefault(event["thread"], []).append(_slice(event, _layer_label(layers, event["name"]), args))
-        names.setdefault(event["thread"], f"thread {event['thread']}")
+    for span in section.spans:
+        names.setdefault(span.thread, span.thread_name or f"thread {span.thread}")
+        args: tuple[tuple[str, str], ...] = (("kind", str(span.kind)), ("run", str(span.run)))
+        slices.setdefault(span.thread, []).append(_slice(span, span.name, args))
+    kernels = {k.name: k for k in run.kernels}
+    for event in section.kernels:
+        kernel = kernels.get(event.name)
+        args = tuple((k, v) for k, v in (("kernel", event.name),
+                                         ("op_type", (kernel.op_type if kernel is not None else None) or ""),
+                                         ("layers", ", ".join(event.layers))) if v)
+        slices.setdefault(event.thread, []).append(_slice(event, _layer_label(event.layers, event.name), args))
+        names.setdefault(event.thread, f"thread {event.thread}")
     tracks = tuple(Track(f"{names[tid]} ({tid})", tuple(items)) for tid, items in sorted(slices.items()))
-    trace = section.get("trace") or {}
-    return Tracks("pipeline", f"PIPELINE: {section.get('function')}, run {trace.get('run')} "
-                              f"({trace.get('phase')} phase)", tracks)
+    trace = section.trace
+    return Tracks("pipeline", f"PIPELINE: {section.function}, run {trace.run if trace else None} "
+                              f"({trace.phase if trace else None} phase)", tracks)
 
 
-def _slice(item: Mapping[str, Any], name: str, args: tuple[tuple[str, str], ...]) -> Slice:
-    start = float(item["start_us"])
-    return Slice(start, start + float(item["duration_us"]), name, None, args)
+def _slice(item: PipelineSpan | PipelineKernel, name: str, args: tuple[tuple[str, str], ...]) -> Slice:
+    return Slice(item.start_us, item.start_us + item.duration_us, name, None, args)
 
 
 def _layer_label(layers: Sequence[str], kernel: str) -> str:

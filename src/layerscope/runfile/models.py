@@ -546,19 +546,127 @@ class ImportInfo(Section):
 # Typed at their top level; their inner rows are permissive (dicts) in this schema version.
 
 
+class TimelineSummary(Section):
+    """One estimated frame of the timeline (:func:`layerscope.run.timeline_section`): latency with units in
+    parallel and layers one after another (``serial_latency_us``), FPS (``None`` for a frame of 0 µs), MACs,
+    DDR traffic (MB = 10^6 bytes) and how long the channel is busy, the busiest unit and what bounds the frame."""
+
+    latency_us: Us | None = None
+    fps_per_core: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    fps_total: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    serial_latency_us: Us | None = None
+    macs: Count | None = None
+    conv_macs: Count | None = None
+    ddr_bytes: Count | None = None
+    ddr_mb_per_run: Annotated[float, Field(ge=0, le=1e18)] | None = None
+    ddr_busy_us: Us | None = None
+    busiest_unit: str | None = None
+    busiest_unit_busy_us: Us | None = None
+    bound: str | None = None
+    cross_core_bytes: Count | None = None
+
+
+class TimelineMemory(Section):
+    """The memory plan of one frame, in Horizon's categories (bytes); ``dynamic_bytes`` = input + output + shared
+    temporary + exclusive intermediate; ``minimum_requirement_bytes`` = static + shared temporary +
+    ``frames_in_flight`` x (input + output + exclusive intermediate)."""
+
+    static_bytes: Count | None = None
+    input_bytes: Count | None = None
+    output_bytes: Count | None = None
+    shared_temporary_bytes: Count | None = None
+    exclusive_intermediate_bytes: Count | None = None
+    dynamic_bytes: Count | None = None
+    minimum_requirement_bytes: Count | None = None
+    on_chip_peak_bytes: Count | None = None
+    peak_live_bytes: Count | None = None
+    frames_in_flight: Count | None = None
+
+
+class TimelineLayer(Section):
+    """Where one layer is scheduled: its unit and core, the intervals it is active, computes, loads and stores
+    (µs from the frame's start; a burst is ``None`` when the layer moves no DDR bytes that way), the times the
+    roofline gives each part and the bytes it loads and stores."""
+
+    id: str
+    unit: str | None = None
+    core: Count | None = None
+    active_start_us: Us | None = None
+    active_end_us: Us | None = None
+    compute_start_us: Us | None = None
+    compute_end_us: Us | None = None
+    load_start_us: Us | None = None
+    load_end_us: Us | None = None
+    store_start_us: Us | None = None
+    store_end_us: Us | None = None
+    compute_us: Us | None = None
+    overhead_us: Us | None = None
+    load_us: Us | None = None
+    store_us: Us | None = None
+    load_bytes: Count | None = None
+    store_bytes: Count | None = None
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Part of the temporary read-by-key bridge (see :class:`Section`): ``(JSON key, value)`` pairs as
+        ``dict.items`` gives, for a reader that iterates a timeline slot as the dict it was
+        (``report/views/layers.py``); removed with the bridge."""
+        return [(key, self[key]) for key in self.keys()]
+
+
+class TimelineBusy(Section):
+    """One busy interval of a unit: the layer it runs, µs from the frame's start."""
+
+    layer: str
+    start_us: Us
+    end_us: Us
+
+
+class TimelineUnit(Section):
+    """A track of the timeline: a compute unit of one core, the CPU, or the DDR channel's ``LOAD`` / ``STORE``."""
+
+    name: str
+    core: Count | None = None
+    busy_us: Us | None = None
+    busy: list[TimelineBusy] = []
+
+
+class TimelineTemporal(Section):
+    """The frame cut into ``intervals`` of ``interval_us``: one value per interval in each series. DDR rates in
+    MB/s (10^6 bytes, summed over the cores); ``ddr_utilization``: busy share of the effective bandwidth;
+    ``ddr_nominal_utilization``: load + store over the part's nominal bandwidth (``None`` without one);
+    ``utilization``: each unit's busy share, by unit name."""
+
+    interval_us: Us | None = None
+    intervals: Count | None = None
+    ddr_load_mb_per_s: list[Rate] = []
+    ddr_store_mb_per_s: list[Rate] = []
+    ddr_utilization: list[Fraction] = []
+    ddr_nominal_utilization: list[Fraction] | None = None
+    ddr_peak_mb_per_s: Rate | None = None
+    ddr_mean_mb_per_s: Rate | None = None
+    utilization: dict[str, list[Fraction]] = {}
+
+
 class Timeline(Section):
+    """``layerscope estimate --timeline``: a static schedule of one frame over the target's units and cores
+    (:func:`layerscope.run.timeline_section` writes it). ``bandwidth_bytes_per_s`` and ``sram_bytes``: one core's
+    share; ``ddr_effective_bytes_per_s``: the attainable rate of the whole part; ``ddr_nominal_bytes_per_s``: the
+    vendor's figure (``None`` when the profile has none)."""
+
     method: str | None = None
     note: str | None = None
     split: str | None = None
     cores: Count | None = None
     dtype: str | None = None
+    bandwidth_bytes_per_s: Rate | None = None
+    sram_bytes: Count | None = None
     ddr_effective_bytes_per_s: Rate | None = None
     ddr_nominal_bytes_per_s: Rate | None = None
-    summary: dict[str, Any] = {}
-    memory: dict[str, Any] = {}
-    layers: list[dict[str, Any]] = []
-    units: list[dict[str, Any]] = []
-    temporal: dict[str, Any] = {}
+    summary: TimelineSummary | None = None
+    memory: TimelineMemory | None = None
+    layers: list[TimelineLayer] = []
+    units: list[TimelineUnit] = []
+    temporal: TimelineTemporal | None = None
 
 
 class Comparison(Section):
@@ -572,17 +680,106 @@ class Comparison(Section):
     removed: list[Any] = []
 
 
+class PipelineStats(Section):
+    """Statistics of one time over the pipeline's runs (:class:`layerscope.stats.LatencyStats`), µs except ``cv``
+    (a ratio) and ``samples``."""
+
+    median_us: Us | None = None
+    mean_us: Us | None = None
+    p90_us: Us | None = None
+    p99_us: Us | None = None
+    p999_us: Us | None = None
+    min_us: Us | None = None
+    max_us: Us | None = None
+    std_us: Us | None = None
+    cv: Fraction | None = None
+    samples: Count | None = None
+
+
+class PipelineBreakdown(Section):
+    """Time per run before the first model call, in model calls, after the last and the rest; ``statistic``
+    says which (``mean``: then the four add up to ``end_to_end_us``)."""
+
+    pre_us: Us | None = None
+    model_us: Us | None = None
+    post_us: Us | None = None
+    other_us: Us | None = None
+    end_to_end_us: Us | None = None
+    statistic: str | None = None
+
+
+class PipelineStage(Section):
+    """A trace point (or the model) over the runs: ``kind`` pre / between / post / other / model, nesting
+    ``depth`` and ``parent`` stage, calls per run, the time it covers (``stats``) and its self time (``self``
+    in the file: without the trace points nested in it)."""
+
+    name: str
+    kind: str | None = None
+    depth: Count | None = None
+    parent: str | None = None
+    calls_per_run: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    stats: PipelineStats | None = None
+    self_time: PipelineStats | None = Field(default=None, alias="self")
+
+
+class PipelineTopItem(Section):
+    """A user stage (by self time) or a model layer (``kind == "layer"``, by measured median) in the ranking;
+    ``share``: of the median end to end."""
+
+    name: str
+    kind: str | None = None
+    median_us: Us | None = None
+    p90_us: Us | None = None
+    share: Fraction | None = None
+
+
+class PipelineTrace(Section):
+    """Which run the spans and kernels are of: run ``run`` of the ``phase`` (``timed`` or ``profiled``)."""
+
+    phase: str | None = None
+    run: Count | None = None
+
+
+class PipelineSpan(Section):
+    """A trace point of the traced run on one Python thread: µs from the start of the run."""
+
+    name: str
+    kind: str | None = None
+    thread: Count
+    thread_name: str | None = None
+    start_us: SignedUs
+    duration_us: Us
+    depth: Count | None = None
+    run: Count | None = None
+
+
+class PipelineKernel(Section):
+    """A model kernel of the traced run on the pipeline's clock, and the layers it ran."""
+
+    name: str
+    thread: Count
+    start_us: SignedUs
+    duration_us: Us
+    layers: list[str] = []
+
+
 class Pipeline(Section):
+    """``layerscope pipeline``: a user function around the model, traced (``measure.pipeline.pipeline_section``
+    writes it). ``spans`` and ``kernels`` are those of the one traced run (``trace``)."""
+
     function: str | None = None
     runs: Count | None = None
     warmup: Count | None = None
     interrupted: bool | None = None
-    end_to_end: dict[str, Any] | None = None
-    breakdown: dict[str, Any] | None = None
-    stages: list[dict[str, Any]] = []
-    top: list[dict[str, Any]] = []
-    spans: list[dict[str, Any]] = []
-    kernels: list[dict[str, Any]] = []
+    model_calls_per_run: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    end_to_end: PipelineStats | None = None
+    breakdown: PipelineBreakdown | None = None
+    stages: list[PipelineStage] = []
+    top: list[PipelineTopItem] = []
+    trace: PipelineTrace | None = None
+    spans: list[PipelineSpan] = []
+    kernels: list[PipelineKernel] = []
+    source: str | None = None
 
 
 class Stress(Section):

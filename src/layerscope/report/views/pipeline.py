@@ -4,12 +4,12 @@ Pure functions of a saved run; the contract is :mod:`layerscope.report.views.com
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from layerscope.report.units import human_us
-from layerscope.report.views.common import Row, Run, _layer_index, _map, _maps, _text, num
+from layerscope.report.views.common import Row, Run
+from layerscope.runfile.models import PipelineBreakdown, PipelineStage, PipelineStats
 
 #: Rows of the pipeline's top items.
 PIPELINE_TOP = 15
@@ -67,20 +67,21 @@ class PipelineView:
     notes: tuple[str, ...]
 
 
-def _stage_tree(stages: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
-    """The stages as a tree (each followed by the stages inside it), keeping their order among siblings."""
-    names = {stage.get("name") for stage in stages}
-    out: list[tuple[int, Mapping[str, Any]]] = []
+def stage_tree(stages: Sequence[PipelineStage]) -> list[tuple[int, PipelineStage]]:
+    """The stages as a tree (each followed by the stages inside it), keeping their order among siblings; a stage
+    deeper than 32 levels or in a cycle of parents is listed at level 0 (the HTML and terminal reports)."""
+    names = {stage.name for stage in stages}
+    out: list[tuple[int, PipelineStage]] = []
     placed: set[int] = set()
 
-    def visit(parent: Any, level: int) -> None:
+    def visit(parent: str | None, level: int) -> None:
         for index, stage in enumerate(stages):
-            own_parent = stage.get("parent") if stage.get("parent") in names else None
+            own_parent = stage.parent if stage.parent in names else None
             if index not in placed and own_parent == parent:
                 placed.add(index)
                 out.append((level, stage))
                 if level < 32:
-                    visit(stage.get("name"), level + 1)
+                    visit(stage.name, level + 1)
 
     visit(None, 0)
     out.extend((0, stage) for index, stage in enumerate(stages) if index not in placed)  # cycles (recursion)
@@ -89,51 +90,45 @@ def _stage_tree(stages: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[
 
 def pipeline_view(run: Run) -> PipelineView | None:
     """The run's ``pipeline`` section; ``None`` without one."""
-    section = run.get("pipeline")
-    if not isinstance(section, Mapping):
+    section = run.pipeline
+    if section is None:
         return None
-    e2e = _map(section.get("end_to_end"))
-    e2e_median = num(e2e.get("median_us"))
-    b = _map(section.get("breakdown"))
-    total = num(b.get("end_to_end_us"))
+    e2e = section.end_to_end or PipelineStats()
+    b = section.breakdown or PipelineBreakdown()
+    total = b.end_to_end_us
     parts = tuple(BreakdownPart(label, value, value / total if total else None)
-                  for label, key in (("pre", "pre_us"), ("model", "model_us"), ("post", "post_us"),
-                                     ("other", "other_us"))
-                  if (value := num(b.get(key))) is not None)
+                  for label, value in (("pre", b.pre_us), ("model", b.model_us), ("post", b.post_us),
+                                       ("other", b.other_us))
+                  if value is not None)
     stages = []
-    for level, stage in _stage_tree(_maps(section.get("stages"))):
-        stats, own = _map(stage.get("stats")), _map(stage.get("self"))
-        median = num(stats.get("median_us"))
-        stages.append(StageRow(_text(stage.get("name")), level, str(stage.get("kind") or ""),
-                               num(stage.get("calls_per_run")), median, num(stats.get("p90_us")),
-                               num(own.get("median_us")),
-                               median / e2e_median if median is not None and e2e_median else None))
-    index = _layer_index(run)
-    top = tuple(TopItem(_text(item.get("name")), str(item.get("kind") or ""),
-                        index.get(_text(item.get("name"))) if item.get("kind") == "layer" else None,
-                        num(item.get("median_us")), num(item.get("p90_us")), num(item.get("share")))
-                for item in _maps(section.get("top"))[:PIPELINE_TOP])
-    runs = num(section.get("runs"))
-    percentiles = "  ".join(f"{label} {human_us(v)}" for key, label in (("median_us", "P50"), ("p90_us", "P90"),
-                                                                        ("p99_us", "P99"), ("mean_us", "mean"))
-                            if (v := num(e2e.get(key))) is not None)
-    calls = num(section.get("model_calls_per_run"))
-    lat = run.get("latency") or {}
+    for level, stage in stage_tree(section.stages):
+        stats, own = stage.stats or PipelineStats(), stage.self_time or PipelineStats()
+        median = stats.median_us
+        stages.append(StageRow(stage.name, level, stage.kind or "", stage.calls_per_run, median, stats.p90_us,
+                               own.median_us, median / e2e.median_us if median is not None and e2e.median_us else None))
+    index = {layer.id: i for i, layer in enumerate(run.layers)}
+    top = tuple(TopItem(item.name, item.kind or "", index.get(item.name) if item.kind == "layer" else None,
+                        item.median_us, item.p90_us, item.share)
+                for item in section.top[:PIPELINE_TOP])
+    runs = section.runs
+    percentiles = "  ".join(f"{label} {human_us(v)}" for label, v in (("P50", e2e.median_us), ("P90", e2e.p90_us),
+                                                                      ("P99", e2e.p99_us), ("mean", e2e.mean_us))
+                            if v is not None)
+    calls = section.model_calls_per_run
+    p50 = run.latency.p50_us if run.latency is not None else None
     model_line = f"{calls:g} model call(s) per run" if calls is not None else None
-    if model_line and num(lat.get("p50_us")) is not None:
-        model_line += f"; model.run P50 {human_us(lat['p50_us'])} (profiler off)"
-    trace = _map(section.get("trace"))
+    if model_line and p50 is not None:
+        model_line += f"; model.run P50 {human_us(p50)} (profiler off)"
+    trace = section.trace
     if percentiles and runs is not None:
-        percentiles += f"  ({int(runs)} runs)"
+        percentiles += f"  ({runs} runs)"
     rows = [("end to end", percentiles or None),
             ("model", model_line),
-            ("traced run", f"run {trace.get('run')} of the {trace.get('phase')} phase (the median one)" if trace
-             else None)]
+            ("traced run", f"run {trace.run} of the {trace.phase} phase (the median one)" if trace else None)]
     notes = []
     if calls == 0:
         notes.append("the function never called model.run: nothing was measured of the model")
-    if section.get("interrupted"):
+    if section.interrupted:
         notes.append("INTERRUPTED: fewer runs than asked were measured")
-    return PipelineView(str(section.get("function") or "?"), None if runs is None else int(runs),
-                        tuple(Row(label, value) for label, value in rows if value), parts, total, tuple(stages), top,
-                        tuple(notes))
+    return PipelineView(section.function or "?", runs, tuple(Row(label, value) for label, value in rows if value),
+                        parts, total, tuple(stages), top, tuple(notes))

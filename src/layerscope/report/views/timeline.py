@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from layerscope.report.views.common import Run, estimated_us, num
+from layerscope.report.views.common import Run
+from layerscope.runfile.models import KernelProfileMeasurement
 
 # --------------------------------------------------------------------------------------------------- timelines
 
@@ -49,31 +49,34 @@ class Tracks:
 def estimated_tracks(run: Run) -> Tracks | None:
     """Estimated layers per unit and core: the timeline's busy intervals, else the roofline's layers one after
     another on their units (``source == "serial"``); ``None`` when the run holds no estimate."""
-    timeline = run.get("timeline")
-    index = {layer["id"]: i for i, layer in enumerate(run.get("layers") or [])}
-    if timeline and timeline.get("units"):
+    timeline = run.timeline
+    index = _layer_index(run)
+    if timeline is not None and timeline.units:
         tracks = []
-        for unit in timeline["units"]:
-            slices = tuple(Slice(b["start_us"], b["end_us"], str(b["layer"]), index.get(b["layer"]))
-                           for b in unit.get("busy") or [])
+        for unit in timeline.units:
+            slices = tuple(Slice(b.start_us, b.end_us, b.layer, index.get(b.layer)) for b in unit.busy)
             if slices:
-                tracks.append(Track(f"core {unit.get('core', 0)} · {unit['name']}", slices))
-        return Tracks("timeline", f"ESTIMATE: {timeline.get('note') or 'static schedule'}", tuple(tracks))
+                tracks.append(Track(f"core {unit.core or 0} · {unit.name}", slices))
+        return Tracks("timeline", f"ESTIMATE: {timeline.note or 'static schedule'}", tuple(tracks))
     return _serial_tracks(run, index)
 
 
+def _layer_index(run: Run) -> dict[str, int]:
+    """Layer id -> its index in the run (the last layer wins when ids repeat)."""
+    return {layer.id: i for i, layer in enumerate(run.layers)}
+
+
 def _serial_tracks(run: Run, index: Mapping[str, int]) -> Tracks | None:
-    layers = run.get("layers") or []
-    if not any(estimated_us(layer) is not None for layer in layers):
+    if not any(layer.estimated_us is not None for layer in run.layers):
         return None
     per_unit: dict[str, list[Slice]] = {}
     clock = 0.0
-    for layer in layers:
-        est = estimated_us(layer)
+    for layer in run.layers:
+        est = layer.estimated_us
         if est is None:
             continue
-        unit = str((layer.get("estimate") or {}).get("unit") or layer.get("unit") or "?")
-        per_unit.setdefault(unit, []).append(Slice(clock, clock + est, str(layer["id"]), index.get(layer["id"])))
+        unit = str(layer.est.unit or layer.unit or "?")
+        per_unit.setdefault(unit, []).append(Slice(clock, clock + est, layer.id, index.get(layer.id)))
         clock += est
     tracks = tuple(Track(unit, tuple(slices)) for unit, slices in per_unit.items())
     return Tracks("serial", "ESTIMATE: layers one after another (the roofline's sum); estimate --timeline "
@@ -82,30 +85,29 @@ def _serial_tracks(run: Run, index: Mapping[str, int]) -> Tracks | None:
 
 def measured_tracks(run: Run) -> Tracks | None:
     """Measured kernels per thread from the median run's events; ``None`` when the run has no kernel events."""
-    m = run.get("measurement") or {}
-    events = m.get("median_run") or []
-    if not events:
+    m = run.measurement
+    if not isinstance(m, KernelProfileMeasurement) or not m.median_run:
         return None
-    kernels = {k["name"]: k for k in run.get("kernels") or []}
-    index = {layer["id"]: i for i, layer in enumerate(run.get("layers") or [])}
-    threads: dict[Any, list[Slice]] = {}
+    events = m.median_run
+    kernels = {k.name: k for k in run.kernels}
+    index = _layer_index(run)
+    threads: dict[int | str | None, list[Slice]] = {}
     for event in events:
-        kernel = kernels.get(event["name"], {})
-        mapped = [str(x) for x in kernel.get("layers") or []]
-        args = tuple((k, v) for k, v in (("op_type", kernel.get("op_type")), ("category", kernel.get("category")),
-                                         ("layers", ", ".join(mapped) or None),
+        kernel = kernels.get(event.name)
+        mapped = list(kernel.layers) if kernel is not None else []
+        labels = (("op_type", kernel.op_type), ("category", kernel.category)) if kernel is not None else ()
+        precision = (kernel.precision if kernel is not None else None) or m.precision
+        args = tuple((k, v) for k, v in (*labels, ("layers", ", ".join(mapped) or None),
                                          ("fused_group", ", ".join(mapped) if len(mapped) > 1 else None),
-                                         ("precision", kernel.get("precision") or m.get("precision")),
-                                         ("exec_type", kernel.get("exec_type"))) if v)
-        start = float(event["start_us"])
-        threads.setdefault(event.get("thread", 0), []).append(
-            Slice(start, start + float(event["duration_us"]), str(event["name"]),
+                                         ("precision", precision),
+                                         ("exec_type", kernel.exec_type if kernel is not None else None)) if v)
+        threads.setdefault(event.thread if event.thread is not None else 0, []).append(
+            Slice(event.start_us, event.start_us + event.duration_us, event.name,
                   index.get(mapped[0]) if mapped else None, args))
     tracks = tuple(Track(f"thread {tid}", tuple(sorted(slices, key=lambda s: (s.start_us, -s.end_us, s.name))))
                    for tid, slices in sorted(threads.items(), key=lambda kv: str(kv[0])))
-    device = m.get("device") if m.get("device") != m.get("provider") else None
-    source = " ".join(str(v) for v in (m.get("backend"), m.get("backend_version"), m.get("provider"), device,
-                                       m.get("precision")) if v)
+    device = m.device if m.device != m.provider else None
+    source = " ".join(str(v) for v in (m.backend, m.backend_version, m.provider, device, m.precision) if v)
     return Tracks("median_run", f"MEASURED: kernels of the median profiled run ({source})", tracks)
 
 
@@ -130,21 +132,19 @@ class Temporal:
 
 def temporal(run: Run) -> Temporal | None:
     """The timeline's temporal statistics; units that are never busy are left out; ``None`` without a timeline."""
-    timeline = run.get("timeline") or {}
-    t = timeline.get("temporal")
-    if not t or not t.get("intervals"):
+    timeline = run.timeline
+    t = timeline.temporal if timeline is not None else None
+    if timeline is None or t is None or not t.intervals or t.interval_us is None:
         return None
-    step = float(t["interval_us"])
-    count = int(t["intervals"])
+    step = t.interval_us
     return Temporal(
         interval_us=step,
-        starts_us=tuple(round(i * step, 3) for i in range(count)),
-        ddr_load_mb_per_s=tuple(t.get("ddr_load_mb_per_s") or ()),
-        ddr_store_mb_per_s=tuple(t.get("ddr_store_mb_per_s") or ()),
-        ddr_utilization=tuple(t.get("ddr_utilization") or ()),
-        utilization=tuple((unit, tuple(values)) for unit, values in sorted((t.get("utilization") or {}).items())
-                          if any(values)),
-        ddr_nominal_utilization=tuple(t.get("ddr_nominal_utilization") or ()),
-        ddr_nominal_bytes_per_s=num(timeline.get("ddr_nominal_bytes_per_s")),
-        ddr_effective_bytes_per_s=num(timeline.get("ddr_effective_bytes_per_s")),
+        starts_us=tuple(round(i * step, 3) for i in range(t.intervals)),
+        ddr_load_mb_per_s=tuple(t.ddr_load_mb_per_s),
+        ddr_store_mb_per_s=tuple(t.ddr_store_mb_per_s),
+        ddr_utilization=tuple(t.ddr_utilization),
+        utilization=tuple((unit, tuple(values)) for unit, values in sorted(t.utilization.items()) if any(values)),
+        ddr_nominal_utilization=tuple(t.ddr_nominal_utilization or ()),
+        ddr_nominal_bytes_per_s=timeline.ddr_nominal_bytes_per_s,
+        ddr_effective_bytes_per_s=timeline.ddr_effective_bytes_per_s,
     )
