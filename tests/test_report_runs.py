@@ -38,7 +38,7 @@ from layerscope.report.views.layers import graph_layout, layer_rows, scale_facto
 from layerscope.report.views.summary import missing_notes, summary_sections
 from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
-from layerscope.runfile import check, upgrade
+from layerscope.runfile import as_run, check, upgrade
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 XSS = "<img src=x onerror=alert(1)>"
@@ -525,7 +525,7 @@ def assert_escaped(html: str) -> None:
 def test_runs_without_experiments_have_no_experiments_tab(runs: Runs) -> None:
     for name in ALL_RUNS:
         run = runs.load(name)
-        assert not experiments(run) and tabs(run) == TABS
+        assert not experiments(as_run(run)) and tabs(as_run(run)) == TABS
         html = render_html(run)
         assert 'id="tab-experiments"' not in html and 'id="panel-experiments"' not in html
     assert 'id="tab-experiments"' not in render_html(BARE_RUN)
@@ -536,12 +536,12 @@ def test_sections_from_older_or_partial_runs_render() -> None:
                    comparison={"metrics": [{"name": "latency P50", "unit": "us", "before": 0, "after": 2.0}],
                                "layers": [{"after_id": "a"}]},
                    pipeline={"stages": [{"name": "x", "parent": "x"}]}, stress={"rounds": [{"baseline": {}}]})
-    view = experiments(partial)
+    view = experiments(as_run(partial))
     assert view.names == ("bisect", "comparison", "pipeline", "stress")
     assert view.bisect is not None and view.bisect.segments[0].share == pytest.approx(1.0)
     assert view.comparison is not None and view.comparison.metrics[0].change_text == "+2"
     html = render_html(partial)
-    assert 'id="tab-experiments"' in html and tabs(partial)[-1] == EXPERIMENTS_TAB
+    assert 'id="tab-experiments"' in html and tabs(as_run(partial))[-1] == EXPERIMENTS_TAB
     render_html(dict(BARE_RUN, bisect=None))  # an empty section is absent
     for broken, where in (({"bisect": []}, "bisect"), ({"comparison": "x"}, "comparison"),
                           ({"stress": {"rounds": None}}, "stress.rounds")):
@@ -672,7 +672,7 @@ def test_stress_shows_the_change_and_marks_sensitive_layers(exp_runs: Experiment
 
 def test_one_page_with_every_experiment(exp_runs: ExperimentRuns, tmp_path: Path) -> None:
     run = exp_runs.merged()
-    assert experiments(run).names == ("bisect", "comparison", "pipeline", "stress")
+    assert experiments(as_run(run)).names == ("bisect", "comparison", "pipeline", "stress")
     html = render_html(run)
     assert_escaped(html)
     assert {"bisect-table", "comparison-metrics", "comparison-layers", "pipeline-breakdown", "pipeline-stages",
