@@ -703,12 +703,17 @@ class Stress(Section):
 
 class BisectRunner(Section):
     """What timed the models (part of every sample's cache key): ``runner`` ``onnxruntime`` (its version,
-    provider, session settings, how a visit is timed, the inputs' digest and the host) or ``command`` (the
-    device command templates and how the latency is read from their output)."""
+    provider, session settings, how a visit is timed, the inputs' digest and the host), ``openvino`` (the same
+    with the device, precision and performance hints and streams in place of the provider and opt level) or
+    ``command`` (the device command templates and how the latency is read from their output)."""
 
     runner: str | None = None
     version: str | None = None
     provider: str | None = None
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
+    streams: Count | None = None
     threads: Count | None = None
     inter_op_threads: Count | None = None
     opt_level: str | int | None = None
@@ -779,11 +784,24 @@ class BisectBoundary(Section):
     total_us: Us | None = None
 
 
+class BisectSystematic(Section):
+    """A segment's systematic error parts (µs, what more rounds do not shrink): the gap between kernels it
+    holds, the cuts at its ends, the cut-cost correction's uncertainty, and the share of the increment set
+    for what none of those sees."""
+
+    gap_us: Us | None = None
+    cut_us: Us | None = None
+    correction_us: Us | None = None
+    relative_us: Us | None = None
+
+
 class BisectSegment(Section):
     """A segment: layer positions ``start`` to ``end`` (exclusive), its layers, estimate, increment with its
     interval (below zero when measured so), whether the interval excludes 0, the rounds it comes from and its
     share of the boundary correction; with ``--validate``, the kernel profile's time (``profile_us``), the
-    relative error and its share of the increments."""
+    relative error and its share of the increments. With a systematic part (``intervals.systematic``), the
+    interval is both parts together; ``random_ci_*`` is the bootstrap's alone, ``systematic_us`` the systematic
+    half-width, ``gap_us`` the time between kernels below it, ``systematic`` the parts."""
 
     index: Count | None = None
     start: Count | None = None
@@ -799,6 +817,11 @@ class BisectSegment(Section):
     negative: bool | None = None
     samples: Count | None = None
     boundary_us: SignedUs | None = None
+    random_ci_low_us: SignedUs | None = None
+    random_ci_high_us: SignedUs | None = None
+    systematic_us: Us | None = None
+    gap_us: Us | None = None
+    systematic: BisectSystematic | None = None
     profile_us: Us | None = None
     error: Ratio | None = None
     share: Ratio | None = None
@@ -815,6 +838,25 @@ class BisectValidation(Section):
     profile_latency_us: Us | None = None
     profile_latency_p50_us: Us | None = None
     sum_vs_profile_latency: Ratio | None = None
+
+
+class BisectIntervals(Section):
+    """How a segment's stated interval is made: the bootstrap's alone (``systematic`` false) or widened by a
+    systematic part (the share ``relative`` of the increment, half the prefixes' and suffixes' ``closure_us`` per
+    cut, ``correction_uncertainty`` of the cut-cost correction, and below, the gap between kernels: its total,
+    share of a run, kernels and per-kernel time)."""
+
+    method: str | None = None
+    confidence: Fraction | None = None
+    systematic: bool | None = None
+    relative: Ratio | None = None
+    correction_uncertainty: Ratio | None = None
+    closure_us: SignedUs | None = None
+    per_cut_us: Us | None = None
+    gap_us: Us | None = None
+    gap_share: Fraction | None = None
+    gap_kernels: Count | None = None
+    gap_per_kernel_us: Us | None = None
 
 
 class Bisect(Section):
@@ -850,6 +892,7 @@ class Bisect(Section):
     meet: Count | None = None
     suffix_baseline_us: Us | None = None
     boundary: BisectBoundary | None = None
+    intervals: BisectIntervals | None = None
     segments: list[BisectSegment] = []
     validation: BisectValidation | None = None
 
