@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 
 from layerscope.report.html import TABS, render_html, tabs
-from layerscope.runfile.io import as_run
+from layerscope.runfile import as_run
 from test_report_runs import ALL_RUNS, BARE_RUN, XSS, Runs, shared_experiment_runs, shared_runs
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -38,8 +38,7 @@ from layerscope.report.views.layers import graph_layout, layer_rows, scale_facto
 from layerscope.report.views.summary import missing_notes, summary_sections
 from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
-from layerscope.runfile import check, upgrade
-from layerscope.runfile.io import as_run
+from layerscope.runfile import as_run, check, upgrade
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 XSS = "<img src=x onerror=alert(1)>"

@@ -31,6 +31,7 @@ from layerscope.measure.stress import (
 )
 from layerscope.report.stress_terminal import stress_report
 from layerscope.run import load_run
+from layerscope.runfile import as_run
 from layerscope.stats import summarize
 
 SQUEEZENET = str(zoo("squeezenet"))
@@ -231,8 +232,9 @@ def test_rounds_where_the_model_lost_the_cpu_do_not_mark_layers() -> None:
 
 
 def _render(run: dict[str, Any]) -> str:
+    """The terminal's stress report of ``run`` (layers and a stress section) made a whole run file."""
     console = Console(width=200, record=True)
-    console.print(stress_report(run))
+    console.print(stress_report(as_run({"schema_version": 2, "model": {"name": "m"}, "summary": {}, **run})))
     return console.export_text()
 
 

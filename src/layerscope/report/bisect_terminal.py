@@ -52,8 +52,9 @@ def _num(value: float | None) -> str:
 def bisect_context(run: Run, view: BisectView) -> Table:
     """Model, runner, plan, cache, whole-model time and how the segments add up to it."""
     grid = key_value_grid()
-    model = run["model"]
-    grid.add_row("model", Text(f"{model['name']}  ({model['path']})"))
+    model = run.model
+    grid.add_row("model", Text(f"{model.name if model.name is not None else '?'}  "
+                               f"({model.path if model.path is not None else '?'})"))
     for row in view.context:
         grid.add_row(row.label, Text(row.value))
     return grid

@@ -3,9 +3,6 @@ with stress, the most affected layers, what ran (pure functions of the saved run
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -14,8 +11,9 @@ from layerscope.report.pipeline_terminal import _table
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import fixed, us_text
 from layerscope.report.views.common import Run
-from layerscope.report.views.stress import StressView, stress_compared, stress_eligible, stress_view
+from layerscope.report.views.stress import StressView, stress_compared, stress_eligible, stress_measured, stress_view
 from layerscope.runfile.io import stress_thresholds
+from layerscope.runfile.models import Layer
 
 
 def stress_report(run: Run, top: int = 10) -> RenderableType:
@@ -56,7 +54,7 @@ _change = fixed(1, signed=True, scale=100, suffix="%")
 _fixed2 = fixed(2)
 
 
-def _stress_layers_table(eligible: list[tuple[int, Mapping[str, Any]]], top: int, min_share: float) -> Table:
+def _stress_layers_table(eligible: list[tuple[int, Layer]], top: int, min_share: float) -> Table:
     ranked = [layer for _, layer in eligible[:top]]
     table = _table(f"Layers most slowed by memory stress: top {len(ranked)} by ratio, of the {len(eligible)} "
                    f"layers with at least {min_share:.1%} of the layer time",
@@ -68,13 +66,14 @@ def _stress_layers_table(eligible: list[tuple[int, Mapping[str, Any]]], top: int
     for header in ("baseline µs", "stressed µs", "ratio", "min"):
         table.add_column(header, justify="right", no_wrap=True)
     for rank, layer in enumerate(ranked, 1):
-        meas = layer["measured"]
-        mark = " *" if meas.get("memory_sensitive") else ""
-        table.add_row(str(rank), Text(layer["id"] + mark), Text(layer.get("op_type", "")),
-                      f"{meas['stress_baseline_us']:.1f}",
-                      f"{meas['stress_median_us']:.1f}", f"{meas['stress_ratio']:.2f}",
-                      f"{meas['stress_ratio_min']:.2f}")
+        meas = stress_measured(layer)
+        mark = " *" if meas.memory_sensitive else ""
+        table.add_row(str(rank), Text(layer.id + mark), Text(layer.op_type or ""), _fixed1(meas.stress_baseline_us),
+                      _fixed1(meas.stress_median_us), _fixed2(meas.stress_ratio), _fixed2(meas.stress_ratio_min))
     return table
+
+
+_fixed1 = fixed(1)
 
 
 def _stress_context(view: StressView) -> Table:

@@ -56,12 +56,12 @@ STRESS_THRESHOLDS_BEFORE_STORED = (0.005, 0.10)
 def stress_thresholds(run: RunLike) -> tuple[float, float]:
     """``(min_share, off_cpu_drop)`` of the run's ``stress`` section: the values the measurement stored, else the
     ones runs were judged by before they were stored."""
-    stress = run.get("stress")
-    stress = stress if isinstance(stress, Mapping) else {}
+    stress = as_run(run).stress
     default_share, default_drop = STRESS_THRESHOLDS_BEFORE_STORED
-    share, drop = stress.get("min_share"), stress.get("off_cpu_drop")
-    return (float(share) if isinstance(share, int | float) else default_share,
-            float(drop) if isinstance(drop, int | float) else default_drop)
+    if stress is None:
+        return default_share, default_drop
+    return (float(stress.min_share) if stress.min_share is not None else default_share,
+            float(stress.off_cpu_drop) if stress.off_cpu_drop is not None else default_drop)
 
 
 def upgrade(document: Mapping[str, Any]) -> dict[str, Any]:

@@ -669,15 +669,77 @@ class Timeline(Section):
     temporal: TimelineTemporal | None = None
 
 
+# What ``layerscope compare --json`` writes (:func:`layerscope.analysis.compare.comparison_section`).
+
+#: A metric's value in its unit (µs, bytes, a count, a fraction, FPS).
+MetricValue = Annotated[float, Field(ge=-MAX_COUNT, le=MAX_COUNT)]
+
+
+class ComparisonSide(Section):
+    """One of the two runs compared: its label (``--labels``), model, path, model digest and target."""
+
+    label: str | None = None
+    model: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+    target: str | None = None
+
+
+class ComparisonMetric(Section):
+    """A row of the before/after table. ``unit``: ``us``, ``fps``, ``fraction``, ``bytes`` or ``count``;
+    ``change``: (after - before) / before (``null`` when a side is missing or before is 0); ``better``:
+    ``lower`` or ``higher``; ``source_*``: where each side's value came from (``measured``, ``estimate``, ...)."""
+
+    name: str | None = None
+    unit: str | None = None
+    before: MetricValue | None = None
+    after: MetricValue | None = None
+    change: Ratio | None = None
+    better: str | None = None
+    source_before: str | None = None
+    source_after: str | None = None
+
+
+class ComparisonLayer(Section):
+    """A layer in both runs (same id, or ``renamed``): its time on the comparison's ``time_source`` basis (a
+    differential measurement's time can be below zero)."""
+
+    before_id: str | None = None
+    after_id: str | None = None
+    op_type: str | None = None
+    before_us: SignedUs | None = None
+    after_us: SignedUs | None = None
+    delta_us: SignedUs | None = None
+    renamed: bool | None = None
+
+
+class ComparisonRename(Section):
+    """A layer matched under another id (same op type, output shapes, MACs and weight bytes)."""
+
+    before_id: str | None = None
+    after_id: str | None = None
+
+
+class ComparisonOnly(Section):
+    """A layer in one run only (``added``: after only; ``removed``: before only) and its time there."""
+
+    id: str | None = None
+    op_type: str | None = None
+    time_us: SignedUs | None = None
+
+
 class Comparison(Section):
-    before: dict[str, Any] | str | None = None
-    after: dict[str, Any] | str | None = None
+    """Before vs after (stored in the *after* run): the sides, the metrics, the matched layers (largest change
+    first) and the renamed, added and removed ones; ``time_source``: ``measured`` or ``estimated``."""
+
+    before: ComparisonSide | None = None
+    after: ComparisonSide | None = None
     time_source: str | None = None
-    metrics: list[dict[str, Any]] = []
-    layers: list[dict[str, Any]] = []
-    renamed: list[Any] = []
-    added: list[Any] = []
-    removed: list[Any] = []
+    metrics: list[ComparisonMetric] = []
+    layers: list[ComparisonLayer] = []
+    renamed: list[ComparisonRename] = []
+    added: list[ComparisonOnly] = []
+    removed: list[ComparisonOnly] = []
 
 
 class PipelineStats(Section):
@@ -782,22 +844,254 @@ class Pipeline(Section):
     source: str | None = None
 
 
+# What ``bench --stress`` / ``profile --stress`` write (:func:`layerscope.measure.stress.stress_section`).
+
+#: A ratio of two times (stressed / baseline): non-negative.
+TimeRatio = Annotated[float, Field(ge=0, le=1e12)]
+#: A (low, high) pair of such ratios, as the rounds range.
+TimeRatioRange = Annotated[list[TimeRatio], Field(min_length=2, max_length=2)]
+#: Seconds (a duration), non-negative.
+Seconds = Annotated[float, Field(ge=0, le=MAX_US / 1e6)]
+#: Cores a process kept busy (its CPU time / wall time), or a load average: non-negative.
+Cores = Annotated[float, Field(ge=0, le=1e9)]
+
+
+class StressPair(Section):
+    """One round: end-to-end latency without (``baseline``) and with (``stressed``) the stress, the ratio of
+    their medians, and the cores this process kept busy in each."""
+
+    baseline: Latency | None = None
+    stressed: Latency | None = None
+    ratio_p50: TimeRatio | None = None
+    baseline_cores_busy: Cores | None = None
+    stressed_cores_busy: Cores | None = None
+
+
 class Stress(Section):
+    """The memory-contention experiment: what ran (``processes`` copying 2 x ``buffer_bytes``), the paired
+    rounds, the end-to-end and layer-total ratios (medians over the rounds, and their range), the
+    memory-sensitive layers and the thresholds and rule that judged them."""
+
+    kind: str | None = None
     processes: Count | None = None
     buffer_bytes: Count | None = None
-    rounds: list[dict[str, Any]] = []
+    llc_bytes: Count | None = None
+    streaming_s: Seconds | None = None
+    traffic_bytes_per_s: Rate | None = None
+    expired: bool | None = None
+    load_average_1min: Cores | None = None
+    model_threads: Count | None = None
+    cores: Count | None = None
+    contended_rounds: list[Count] = []
+    rounds: list[StressPair] = []
+    latency_ratio_p50: TimeRatio | None = None
+    latency_ratio_p50_range: TimeRatioRange | None = None
+    layer_ratio: TimeRatio | None = None
+    layer_ratio_range: TimeRatioRange | None = None
     sensitive_layers: list[str] = []
     min_share: Fraction | None = None
     off_cpu_drop: Fraction | None = None
+    rule: str | None = None
+    order: str | None = None
+
+
+# What ``layerscope bisect`` writes (:func:`layerscope.measure.differential.add_bisect`).
+
+
+class BisectRunner(Section):
+    """What timed the models (part of every sample's cache key): ``runner`` ``onnxruntime`` (its version,
+    provider, session settings, how a visit is timed, the inputs' digest and the host), ``openvino`` (the same
+    with the device, precision and performance hints and streams in place of the provider and opt level) or
+    ``command`` (the device command templates and how the latency is read from their output)."""
+
+    runner: str | None = None
+    version: str | None = None
+    provider: str | None = None
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
+    streams: Count | None = None
+    threads: Count | None = None
+    inter_op_threads: Count | None = None
+    opt_level: str | int | None = None
+    runs_per_visit: Count | None = None
+    visit_statistic: str | None = None
+    visit_warmup: Count | None = None
+    warm_with: str | None = None
+    warmup: Count | None = None
+    clock: str | None = None
+    inputs_sha256: str | None = None
+    hostname: str | None = None
+    cpu: str | None = None
+    run_cmd: str | None = None
+    compile_cmd: str | None = None
+    latency: str | None = None
+
+
+class BisectBootstrap(Section):
+    """How the confidence intervals were drawn (percentile bootstrap over the rounds)."""
+
+    resamples: Count | None = None
+    confidence: Fraction | None = None
+    seed: int | None = None
+    method: str | None = None
+
+
+class BisectCache(Section):
+    """The sample cache: its folder (``null``: ``--no-cache``), samples reused (``hits``) and measured now."""
+
+    dir: str | None = None
+    hits: Count | None = None
+    misses: Count | None = None
+
+
+class BisectModel(Section):
+    """A timed model: the prefix up to cut ``layers`` (``side`` ``prefix``) or the suffix after it (``suffix``),
+    the tensors crossing the cut, its time under the bisect's statistic (``value_us``), its final and pilot
+    samples, how many were measured now, and its cut cost (``boundary_*``; ``boundary_us`` ``null``: not
+    measured)."""
+
+    layers: Count | None = None
+    side: str | None = None
+    label: str | None = None
+    key: str | None = None
+    outputs: list[str] = []
+    crossing_bytes: Count | None = None
+    breaks_fusion: bool | None = None
+    value_us: Us | None = None
+    samples_us: list[Us] = []
+    pilot_us: list[Us] = []
+    measured_now: Count | None = None
+    boundary_us: Us | None = None
+    boundary_kernels: list[str] = []
+    boundary_samples_us: list[Us] = []
+
+
+class BisectBoundary(Section):
+    """How the cuts' own cost was handled: ``corrected`` (measured and subtracted: over ``runs`` profiled runs,
+    ``models_with_cost`` of ``models``, the largest and the total) or not, and ``why``."""
+
+    corrected: bool | None = None
+    why: str | None = None
+    method: str | None = None
+    runs: Count | None = None
+    models: Count | None = None
+    models_with_cost: Count | None = None
+    max_us: Us | None = None
+    total_us: Us | None = None
+
+
+class BisectSystematic(Section):
+    """A segment's systematic error parts (µs, what more rounds do not shrink): the gap between kernels it
+    holds, the cuts at its ends, the cut-cost correction's uncertainty, and the share of the increment set
+    for what none of those sees."""
+
+    gap_us: Us | None = None
+    cut_us: Us | None = None
+    correction_us: Us | None = None
+    relative_us: Us | None = None
+
+
+class BisectSegment(Section):
+    """A segment: layer positions ``start`` to ``end`` (exclusive), its layers, estimate, increment with its
+    interval (below zero when measured so), whether the interval excludes 0, the rounds it comes from and its
+    share of the boundary correction; with ``--validate``, the kernel profile's time (``profile_us``), the
+    relative error and its share of the increments. With a systematic part (``intervals.systematic``), the
+    interval is both parts together; ``random_ci_*`` is the bootstrap's alone, ``systematic_us`` the systematic
+    half-width, ``gap_us`` the time between kernels below it, ``systematic`` the parts."""
+
+    index: Count | None = None
+    start: Count | None = None
+    end: Count | None = None
+    first_layer: str | None = None
+    last_layer: str | None = None
+    layers: list[str] = []
+    est_us: Us | None = None
+    increment_us: SignedUs | None = None
+    ci_low_us: SignedUs | None = None
+    ci_high_us: SignedUs | None = None
+    significant: bool | None = None
+    negative: bool | None = None
+    samples: Count | None = None
+    boundary_us: SignedUs | None = None
+    random_ci_low_us: SignedUs | None = None
+    random_ci_high_us: SignedUs | None = None
+    systematic_us: Us | None = None
+    gap_us: Us | None = None
+    systematic: BisectSystematic | None = None
+    profile_us: Us | None = None
+    error: Ratio | None = None
+    share: Ratio | None = None
+
+
+class BisectValidation(Section):
+    """``--validate``: the kernel profile the segments were checked against (``runs`` profiled runs in
+    ``profiles`` parts), its whole-model latency, and the segments' sum plus the baseline against it."""
+
+    method: str | None = None
+    runs: Count | None = None
+    profiles: Count | None = None
+    statistic: str | None = None
+    profile_latency_us: Us | None = None
+    profile_latency_p50_us: Us | None = None
+    sum_vs_profile_latency: Ratio | None = None
+
+
+class BisectIntervals(Section):
+    """How a segment's stated interval is made: the bootstrap's alone (``systematic`` false) or widened by a
+    systematic part (the share ``relative`` of the increment, half the prefixes' and suffixes' ``closure_us`` per
+    cut, ``correction_uncertainty`` of the cut-cost correction, and below, the gap between kernels: its total,
+    share of a run, kernels and per-kernel time)."""
+
+    method: str | None = None
+    confidence: Fraction | None = None
+    systematic: bool | None = None
+    relative: Ratio | None = None
+    correction_uncertainty: Ratio | None = None
+    closure_us: SignedUs | None = None
+    per_cut_us: Us | None = None
+    gap_us: Us | None = None
+    gap_share: Fraction | None = None
+    gap_kernels: Count | None = None
+    gap_per_kernel_us: Us | None = None
 
 
 class Bisect(Section):
+    """Differential timing: the plan (granularity, rounds, pilot, budget, refinements), the statistic and
+    bootstrap, the runs and cache, the whole model and baseline times, the segments and their sum with its
+    interval, every timed model (prefixes, suffixes from cut ``meet`` on), the cut-cost correction and, with
+    ``--validate``, the check against a kernel profile."""
+
     method: str | None = None
     granularity: str | None = None
-    runner: dict[str, Any] = {}
-    segments: list[dict[str, Any]] = []
-    prefixes: list[dict[str, Any]] = []
-    suffixes: list[dict[str, Any]] = []
+    runner: BisectRunner | None = None
+    repeats: Count | None = None
+    repeats_min: Count | None = None
+    rounds_s: Seconds | None = None
+    pilot: Count | None = None
+    budget_runs: Count | None = None
+    refinements: Count | None = None
+    baseline: bool | None = None
+    statistic: str | None = None
+    bootstrap: BisectBootstrap | None = None
+    pilot_runs: Count | None = None
+    runs: Count | None = None
+    runs_measured: Count | None = None
+    runs_cached: Count | None = None
+    cache: BisectCache | None = None
+    full_us: Us | None = None
+    baseline_us: Us | None = None
+    sum_segments_us: SignedUs | None = None
+    sum_ci_low_us: SignedUs | None = None
+    sum_ci_high_us: SignedUs | None = None
+    prefixes: list[BisectModel] = []
+    suffixes: list[BisectModel] = []
+    meet: Count | None = None
+    suffix_baseline_us: Us | None = None
+    boundary: BisectBoundary | None = None
+    intervals: BisectIntervals | None = None
+    segments: list[BisectSegment] = []
+    validation: BisectValidation | None = None
 
 
 # --------------------------------------------------------------------------------------------------- the run

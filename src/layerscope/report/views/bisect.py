@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from layerscope.report.units import human_us
-from layerscope.report.views.common import Row, Run, _int, _layer_index, _map, _maps, num
+from layerscope.report.views.common import Row, Run, _layer_index
+from layerscope.runfile.models import Bisect, BisectRunner, BisectSegment, BisectValidation
 from layerscope.stats import summarize
 
 #: A bisect's statistic -> (what it takes of a set of runs, how an increment is made of it).
@@ -80,106 +80,107 @@ class BisectView:
     validation: tuple[Row, ...]
 
 
-def _bisect_note(seg: Mapping[str, Any]) -> str:
-    negative, significant = bool(seg.get("negative")), bool(seg.get("significant", True))
+def _bisect_note(seg: BisectSegment) -> str:
+    negative, significant = bool(seg.negative), seg.significant is not False
     notes = ["negative" + ("" if significant else ", not significant") if negative else
              "" if significant else "not significant"]
-    boundary, increment = num(seg.get("boundary_us")), num(seg.get("increment_us"))
+    boundary, increment = seg.boundary_us, seg.increment_us
     if boundary and increment is not None and abs(boundary) >= BISECT_BOUNDARY_NOTE * abs(increment + boundary):
         notes.append(f"{-boundary:+.0f} µs cut costs")
     return ", ".join(n for n in notes if n)
 
 
-def _runner_text(runner: Mapping[str, Any]) -> str:
-    if runner.get("runner") in ("onnxruntime", "openvino"):
-        threads = runner.get("threads") or "default"
-        per_visit = runner.get("runs_per_visit") or 1
+def _runner_text(runner: BisectRunner) -> str:
+    if runner.runner in ("onnxruntime", "openvino"):
+        threads = runner.threads or "default"
+        per_visit = runner.runs_per_visit or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
-        warm = runner.get("visit_warmup") or 0
-        what = "of the whole model" if runner.get("warm_with") == "whole" else "of the model itself"
+        warm = runner.visit_warmup or 0
+        what = "of the whole model" if runner.warm_with == "whole" else "of the model itself"
         visit = f"{warm} untimed {what} + {visit}" if warm else visit
-        if runner.get("runner") == "openvino":
-            return (f"openvino {runner.get('version', '?')} {runner.get('device', '?')}, precision "
-                    f"{runner.get('precision') or 'default'}, {runner.get('performance_hint', '?')}, threads "
+        if runner.runner == "openvino":
+            return (f"openvino {_or(runner.version)} {_or(runner.device)}, precision "
+                    f"{runner.precision or 'default'}, {_or(runner.performance_hint)}, threads "
                     f"{threads}, each model compiled and timed end to end, {visit} per visit")
-        return (f"onnxruntime {runner.get('version', '?')} {runner.get('provider', '?')}, threads {threads}, "
-                f"opt {runner.get('opt_level', '?')}, {runner.get('clock', 'wall')} clock, {visit} per visit")
-    command = runner.get("run_cmd")
+        return (f"onnxruntime {_or(runner.version)} {_or(runner.provider)}, threads {threads}, "
+                f"opt {_or(runner.opt_level)}, {runner.clock or 'wall'} clock, {visit} per visit")
+    command = runner.run_cmd
     if not command:
         return "device command"
-    return f"{command}  [{runner['latency']}]" if runner.get("latency") else str(command)
+    return f"{command}  [{runner.latency}]" if runner.latency else command
+
+
+def _or(value: object, missing: str = "?") -> str:
+    """``value`` as text, ``missing`` when the run does not hold it."""
+    return missing if value is None else str(value)
 
 
 def bisect_view(run: Run) -> BisectView | None:
     """The run's ``bisect`` section as a table and context lines; ``None`` without one."""
-    section = run.get("bisect")
-    if not isinstance(section, Mapping):
+    section = run.bisect
+    if section is None:
         return None
-    segments = _maps(section.get("segments"))
-    confidence = num(_map(section.get("bootstrap")).get("confidence"))
+    segments = section.segments
+    confidence = section.bootstrap.confidence if section.bootstrap is not None else None
     level = round(100 * (confidence if confidence is not None else 0.95))
-    increments = [v for s in segments if (v := num(s.get("increment_us"))) is not None]
-    total_us = num(section.get("sum_segments_us"))
+    increments = [s.increment_us for s in segments if s.increment_us is not None]
+    total_us = section.sum_segments_us
     if total_us is None:
         total_us = sum(increments)
-    validation = _map(section.get("validation"))
-    validated = bool(validation) or any("profile_us" in s for s in segments)
+    validation = section.validation
+    validated = validation is not None or any(s.profile_us is not None for s in segments)
     index = _layer_index(run)
     rows: list[SegmentRow] = []
     for seg in segments:
-        layers = [str(x) for x in seg.get("layers") or []]
-        first = str(seg.get("first_layer", layers[0] if layers else "?"))
-        last = str(seg.get("last_layer", layers[-1] if layers else first))
-        increment = num(seg.get("increment_us"))
-        share = num(seg.get("share"))
+        layers = seg.layers
+        first = seg.first_layer if seg.first_layer is not None else layers[0] if layers else "?"
+        last = seg.last_layer if seg.last_layer is not None else layers[-1] if layers else first
+        increment = seg.increment_us
+        share = seg.share
         if share is None and increment is not None:
             share = increment / (total_us or 1.0)
-        error = num(seg.get("error"))
-        judged = validated and "profile_us" in seg and (share or 0.0) >= BISECT_LARGE_SHARE
-        number = num(seg.get("index"))
+        error = seg.error
+        judged = validated and seg.profile_us is not None and (share or 0.0) >= BISECT_LARGE_SHARE
         rows.append(SegmentRow(
-            index=int(number) if number is not None else len(rows), start=_int(seg.get("start")),
-            end=_int(seg.get("end")), first_layer=first, last_layer=last,
-            first_layer_index=index.get(first), layer_count=len(layers) or 1, est_us=num(seg.get("est_us")),
-            increment_us=increment, ci_low_us=num(seg.get("ci_low_us")), ci_high_us=num(seg.get("ci_high_us")),
-            share=share, significant=bool(seg.get("significant", True)), negative=bool(seg.get("negative")),
-            note=_bisect_note(seg), profile_us=num(seg.get("profile_us")), error=error,
+            index=seg.index if seg.index is not None else len(rows), start=seg.start, end=seg.end,
+            first_layer=first, last_layer=last, first_layer_index=index.get(first), layer_count=len(layers) or 1,
+            est_us=seg.est_us, increment_us=increment, ci_low_us=seg.ci_low_us, ci_high_us=seg.ci_high_us,
+            share=share, significant=seg.significant is not False, negative=bool(seg.negative),
+            note=_bisect_note(seg), profile_us=seg.profile_us, error=error,
             flagged=judged and (error is None or abs(error) > BISECT_GOAL_ERROR),
-            random_low_us=num(seg.get("random_ci_low_us")), random_high_us=num(seg.get("random_ci_high_us")),
-            systematic_us=num(seg.get("systematic_us")), gap_us=num(seg.get("gap_us"))))
-    statistic = str(section.get("statistic") or "median")
-    title = (f"{len(rows)} segments by differential timing, {section.get('repeats', '?')} rounds ({statistic})")
+            random_low_us=seg.random_ci_low_us, random_high_us=seg.random_ci_high_us,
+            systematic_us=seg.systematic_us, gap_us=seg.gap_us))
+    statistic = section.statistic or "median"
+    title = f"{len(rows)} segments by differential timing, {_or(section.repeats)} rounds ({statistic})"
     return BisectView(title, level, tuple(rows), validated, _bisect_context(section, rows, level, total_us),
                       _bisect_validation(section, rows, validation))
 
 
-def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], level: int,
-                    total_us: float) -> tuple[Row, ...]:
-    runner = _map(section.get("runner"))
-    statistic = str(section.get("statistic") or "median")
-    lines: list[tuple[str, str | None]] = [("runner", _runner_text(runner) if runner else None)]
-    if runner.get("compile_cmd"):
-        lines.append(("compile", str(runner["compile_cmd"])))
-    refined = f", refined in {section['refinements']} step(s)" if section.get("refinements") else ""
-    prefixes = len(section.get("prefixes") or [])
-    suffixes = len(section.get("suffixes") or [])
+def _bisect_context(section: Bisect, rows: Sequence[SegmentRow], level: int, total_us: float) -> tuple[Row, ...]:
+    runner = section.runner
+    statistic = section.statistic or "median"
+    lines: list[tuple[str, str | None]] = [("runner", _runner_text(runner) if runner is not None else None)]
+    if runner is not None and runner.compile_cmd:
+        lines.append(("compile", runner.compile_cmd))
+    refined = f", refined in {section.refinements} step(s)" if section.refinements else ""
+    prefixes, suffixes = len(section.prefixes), len(section.suffixes)
     models = f"{prefixes} prefixes + {suffixes} suffixes" if suffixes else f"{prefixes} prefixes"
-    rounds, least = _int(section.get("repeats")), _int(section.get("repeats_min"))
+    rounds, least = section.repeats, section.repeats_min
     more = f" (more than {least}: a fast model)" if rounds is not None and least is not None and rounds > least else ""
-    lines.append(("plan", f"{len(rows)} {section.get('granularity', 'segment')}s{refined}: {models} x "
-                          f"{section.get('repeats', '?')} rounds{more} + {section.get('pilot_runs', 0)} pilot runs = "
-                          f"{section.get('runs', '?')} runs (budget {section.get('budget_runs', '?')})"))
-    meet = _int(section.get("meet"))
+    lines.append(("plan", f"{len(rows)} {section.granularity or 'segment'}s{refined}: {models} x "
+                          f"{_or(rounds)} rounds{more} + {section.pilot_runs or 0} pilot runs = "
+                          f"{_or(section.runs)} runs (budget {_or(section.budget_runs)})"))
+    meet = section.meet
     if suffixes and meet is not None:
         after = next((r.last_layer for r in rows if r.end == meet), None)
         where = f"after {after}" if after else f"at cut {meet}"
         lines.append(("halves", f"prefixes up to the cut {where}, suffixes (the layers after a cut, fed what "
                                 "crosses it) from there on: each segment is the difference of two models of at "
                                 "most about half the model"))
-    intervals = _map(section.get("intervals"))
-    if intervals.get("systematic"):
-        closure, gap = num(intervals.get("per_cut_us")), num(intervals.get("gap_per_kernel_us"))
-        parts = [f"{100 * (num(intervals.get('relative')) or 0.0):.0f}% of the increment"]
+    intervals = section.intervals
+    if intervals is not None and intervals.systematic:
+        closure, gap = intervals.per_cut_us, intervals.gap_per_kernel_us
+        parts = [f"{100 * (intervals.relative or 0.0):.0f}% of the increment"]
         if closure is not None:
             parts.append(f"{human_us(closure)} per cut (half the prefixes' and suffixes' closure)")
         parts.append("half the cut-cost correction")
@@ -190,21 +191,20 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
     else:
         how = f"; {level}% bootstrap intervals over the rounds"
     lines.append(("statistic", BISECT_STATISTICS.get(statistic, (statistic, statistic))[1] + how))
-    cache = _map(section.get("cache"))
-    if cache:
-        lines.append(("cache", f"{cache.get('misses', '?')} runs measured now, {cache.get('hits', '?')} reused; "
-                               f"{cache.get('dir') or 'off (--no-cache)'}"))
-    full, baseline = num(section.get("full_us")), num(section.get("baseline_us"))
+    cache = section.cache
+    if cache is not None:
+        lines.append(("cache", f"{_or(cache.misses)} runs measured now, {_or(cache.hits)} reused; "
+                               f"{cache.dir or 'off (--no-cache)'}"))
+    full, baseline = section.full_us, section.baseline_us
     if full is not None:
-        last = (_maps(section.get("prefixes")) or [{}])[-1]
-        samples = [v for x in last.get("samples_us") or [] if (v := num(x)) is not None and v >= 0]
+        samples = list(section.prefixes[-1].samples_us) if section.prefixes else []
         spread = ""
         if samples:
             whole = summarize(samples)
             spread = f"; run-to-run CV {100 * whole.cv:.1f}%, min {human_us(whole.min_us)}"
         lines.append(("whole model", f"{human_us(full)} ({statistic} of the last prefix, the model itself{spread})"))
     if baseline is not None:
-        other = num(section.get("suffix_baseline_us"))
+        other = section.suffix_baseline_us
         suffix = f"; suffixes' {human_us(other)}, fed the outputs" if other is not None else ""
         lines.append(("baseline", f"{human_us(baseline)} (a model that returns one element of each input: the fixed "
                                   f"cost per call{suffix})"))
@@ -214,48 +214,49 @@ def _bisect_context(section: Mapping[str, Any], rows: Sequence[SegmentRow], leve
             ratio = " = whole - baseline (differences of per-prefix levels add up exactly)"
         else:
             ratio = f" = {100 * total_us / reference:.1f}% of whole - baseline" if reference > 0 else ""
-        low, high = num(section.get("sum_ci_low_us")), num(section.get("sum_ci_high_us"))
+        low, high = section.sum_ci_low_us, section.sum_ci_high_us
         interval = f"  ({level}% CI {human_us(low)} - {human_us(high)})" if low is not None and high is not None else ""
         lines.append(("sum", f"{human_us(total_us)}{ratio}{interval}"))
     flagged = sum(1 for r in rows if r.negative or not r.significant)
     if flagged:
         lines.append(("noise", f"{flagged} segment(s) negative or not significant: add --repeats, or merge them "
                                "(fewer --segments)"))
-    boundary = _map(section.get("boundary"))
-    if boundary.get("corrected"):
-        with_cost = boundary.get("models_with_cost", 0)
-        lines.append(("cut costs", f"{with_cost} of {boundary.get('models', '?')} models convert crossing tensors out "
-                                   "of or into the runtime's own layout, which the whole model does not; up to "
-                                   f"{human_us(num(boundary.get('max_us')) or 0.0)}, timed by its profiler over "
-                                   f"{boundary.get('runs', '?')} runs and subtracted" if with_cost else
+    boundary = section.boundary
+    corrected = boundary is not None and bool(boundary.corrected)
+    if boundary is not None and corrected:
+        with_cost = boundary.models_with_cost or 0
+        lines.append(("cut costs", f"{with_cost} of {_or(boundary.models)} models convert crossing tensors out of "
+                                   "or into the runtime's own layout, which the whole model does not; up to "
+                                   f"{human_us(boundary.max_us or 0.0)}, timed by its profiler over "
+                                   f"{_or(boundary.runs)} runs and subtracted" if with_cost else
                                    "no prefix runs layout conversions the whole model does not (checked with "
                                    "the runtime's optimized graphs)"))
-    elif boundary.get("why"):
-        lines.append(("cut costs", f"not corrected: {boundary['why']}"))
-    corrected = "; its layout conversions are subtracted: see cut costs" if boundary.get("corrected") else ""
+    elif boundary is not None and boundary.why:
+        lines.append(("cut costs", f"not corrected: {boundary.why}"))
+    how = "; its layout conversions are subtracted: see cut costs" if corrected else ""
     lines.append(("MEASURED", "differences of whole-model timings (prefixes, suffixes): a segment's time includes "
                               "what its cut changes "
-                              f"(extra outputs written back, fusions across the cut{corrected})"))
+                              f"(extra outputs written back, fusions across the cut{how})"))
     return tuple(Row(label, value) for label, value in lines if value)
 
 
-def _bisect_validation(section: Mapping[str, Any], rows: Sequence[SegmentRow],
-                       validation: Mapping[str, Any]) -> tuple[Row, ...]:
-    if not validation:
+def _bisect_validation(section: Bisect, rows: Sequence[SegmentRow],
+                       validation: BisectValidation | None) -> tuple[Row, ...]:
+    if validation is None:
         return ()
-    stat = BISECT_STATISTICS.get(str(section.get("statistic") or "median"), ("median", ""))[0]
+    stat = BISECT_STATISTICS.get(section.statistic or "median", ("median", ""))[0]
     judged = [r for r in rows if r.profile_us is not None and (r.share or 0.0) >= BISECT_LARGE_SHARE]
     errors = [abs(r.error) for r in judged if r.error is not None]
     within = sum(1 for e in errors if e <= BISECT_GOAL_ERROR)
     worst = f"; worst {100 * max(errors):.1f}%" if errors else ""
-    whole = num(validation.get("profile_latency_us"))
+    whole = validation.profile_latency_us
     if whole is None:
-        whole = num(validation.get("profile_latency_p50_us"))
-    total = num(validation.get("sum_vs_profile_latency"))
+        whole = validation.profile_latency_p50_us
+    total = validation.sum_vs_profile_latency
+    parts = validation.profiles if validation.profiles is not None else 1
     lines: list[tuple[str, str | None]] = [
-        ("reference", f"layerscope profile: {stat} over {validation.get('runs', '?')} profiled runs, taken in "
-                      f"{validation.get('profiles', 1)} parts between the rounds, of each segment's kernel time in a "
-                      "run"),
+        ("reference", f"layerscope profile: {stat} over {_or(validation.runs)} profiled runs, taken in {parts} parts "
+                      "between the rounds, of each segment's kernel time in a run"),
         ("segments", f"segments >= {100 * BISECT_LARGE_SHARE:.0f}% of the time: {within} of {len(errors)} within "
                      f"{100 * BISECT_GOAL_ERROR:.0f}% of the profile{worst}"),
         ("whole model", None if whole is None else f"{human_us(whole)} ({stat} of the profile's uninstrumented runs)"),

@@ -4,12 +4,12 @@ Pure functions of a saved run; the contract is :mod:`layerscope.report.views.com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from layerscope.report.units import human_bytes, human_count, human_us
-from layerscope.report.views.common import Row, Run, _layer_index, _map, _maps, _text, num
+from layerscope.report.views.common import Row, Run, _layer_index, _text
+from layerscope.runfile.models import ComparisonSide
 
 if TYPE_CHECKING:  # imported where used: the analysis package pulls in the target profiles
     from layerscope.analysis.compare import MetricDelta
@@ -111,37 +111,37 @@ class ComparisonView:
 
 def comparison_view(run: Run) -> ComparisonView | None:
     """The run's ``comparison`` section; ``None`` without one."""
-    section = run.get("comparison")
-    if not isinstance(section, Mapping):
+    section = run.comparison
+    if section is None:
         return None
     from layerscope.analysis.compare import MetricDelta
 
-    before, after = _map(section.get("before")), _map(section.get("after"))
-    before_label, after_label = str(before.get("label") or "before"), str(after.get("label") or "after")
+    before, after = section.before or _NO_SIDE, section.after or _NO_SIDE
+    before_label, after_label = before.label or "before", after.label or "after"
     metrics = []
-    for m in _maps(section.get("metrics")):
-        delta = MetricDelta(str(m.get("name") or "?"), str(m.get("unit") or ""), num(m.get("before")),
-                            num(m.get("after")), str(m.get("source_before") or "-"),
-                            str(m.get("source_after") or "-"), "higher" if m.get("better") == "higher" else "lower")
+    for m in section.metrics:
+        delta = MetricDelta(m.name or "?", m.unit or "", m.before, m.after, m.source_before or "-",
+                            m.source_after or "-", "higher" if m.better == "higher" else "lower")
         text, verdict = change_text(delta)
         source = (delta.source_before if delta.source_before == delta.source_after
                   else f"{delta.source_before} / {delta.source_after}")
         metrics.append(MetricChange(delta.name, delta.before, delta.after, format_metric(delta, delta.before),
                                     format_metric(delta, delta.after), delta.change, text, verdict, source))
     index = _layer_index(run)
-    changes = [LayerChange(_text(d.get("before_id")), _text(d.get("after_id")), index.get(_text(d.get("after_id"))),
-                           str(d.get("op_type") or ""), num(d.get("before_us")), num(d.get("after_us")),
-                           num(d.get("delta_us")), bool(d.get("renamed")))
-               for d in _maps(section.get("layers"))]
+    changes = [LayerChange(_text(d.before_id), _text(d.after_id), index.get(_text(d.after_id)), d.op_type or "",
+                           d.before_us, d.after_us, d.delta_us, bool(d.renamed))
+               for d in section.layers]
     changes.sort(key=lambda c: (-abs(c.delta_us or 0.0), c.before_id))
-    renamed = [f"{r.get('before_id')} → {r.get('after_id')}" for r in _maps(section.get("renamed"))]
-    added = [f"{a.get('id')} ({a.get('op_type')})" for a in _maps(section.get("added"))]
-    removed = [f"{r.get('id')} ({r.get('op_type')})" for r in _maps(section.get("removed"))]
+    renamed = [f"{r.before_id} → {r.after_id}" for r in section.renamed]
+    added = [f"{a.id} ({a.op_type})" for a in section.added]
+    removed = [f"{r.id} ({r.op_type})" for r in section.removed]
     lists = tuple(NamedLayers(label, len(names), tuple(names[:COMPARISON_NAMES]))
                   for label, names in (("renamed", renamed), ("added", added), ("removed", removed)))
-    sides = tuple(Row(side.get("label") or default, text) for side, default in ((before, "before"), (after, "after"))
-                  if (text := " · ".join(str(v) for v in (side.get("model"), side.get("path"),
-                                                          side.get("target") and f"target {side['target']}")
+    sides = tuple(Row(side.label or default, text) for side, default in ((before, "before"), (after, "after"))
+                  if (text := " · ".join(v for v in (side.model, side.path, side.target and f"target {side.target}")
                                          if v)))
-    return ComparisonView(before_label, after_label, sides, str(section.get("time_source") or "?"), tuple(metrics),
+    return ComparisonView(before_label, after_label, sides, section.time_source or "?", tuple(metrics),
                           tuple(changes[:COMPARISON_TOP]), len(changes), lists)
+
+
+_NO_SIDE = ComparisonSide()

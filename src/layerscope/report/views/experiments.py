@@ -1,8 +1,9 @@
 """The Experiments tab: the bisect, comparison, pipeline and stress views together.
 
 The sections later commands add to a run (``bisect``, ``comparison``, ``pipeline``, ``stress``), as the HTML
-report's Experiments tab shows them. Each builder returns ``None`` when the run lacks its section and reads every
-key with ``.get``: runs from older versions, or a section cut short, give fewer rows, never an error.
+report's Experiments tab shows them. Each builder returns ``None`` when the run lacks its section and reads the
+typed section (:mod:`layerscope.runfile.models`), where every inner field is optional: runs from older versions, or
+a section cut short, give fewer rows, never an error (a malformed section is refused when the run is loaded).
 
 Pure functions of a saved run; the contract is :mod:`layerscope.report.views.common`'s."""
 

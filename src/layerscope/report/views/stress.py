@@ -4,13 +4,13 @@ Pure functions of a saved run; the contract is :mod:`layerscope.report.views.com
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from layerscope.report.units import human_bytes
-from layerscope.report.views.common import Row, Run, _map, _maps, _text, num
+from layerscope.report.views.common import Row, Run
 from layerscope.runfile.io import stress_thresholds
+from layerscope.runfile.models import Layer, LayerMeasured, Stress
 
 #: Layers the stress table shows (highest ratio first; memory-sensitive ones always).
 STRESS_TOP = 30
@@ -88,79 +88,78 @@ def _change(ratio: float | None) -> float | None:
 def stress_view(run: Run) -> StressView | None:
     """The run's ``stress`` section; ``None`` without one. Layers: those with at least ``stress.min_share`` of the
     baseline layer total (as the terminal ranks them), highest ratio first, the memory-sensitive ones always."""
-    stress = run.get("stress")
-    if not isinstance(stress, Mapping):
+    stress = run.stress
+    if stress is None:
         return None
     rounds = tuple(StressRound(i + 1, "A B" if i % 2 == 0 else "B A",
-                               num(_map(r.get("baseline")).get("median_us")),
-                               num(_map(r.get("stressed")).get("median_us")), _change(num(r.get("ratio_p50"))),
-                               num(r.get("baseline_cores_busy")), num(r.get("stressed_cores_busy")))
-                   for i, r in enumerate(_maps(stress.get("rounds"))))
+                               r.baseline.median_us if r.baseline is not None else None,
+                               r.stressed.median_us if r.stressed is not None else None, _change(r.ratio_p50),
+                               r.baseline_cores_busy, r.stressed_cores_busy)
+                   for i, r in enumerate(stress.rounds))
+    min_share, off_cpu_drop = stress_thresholds(run)
     compared = stress_compared(run)
-    eligible = stress_eligible(compared, min_share=stress_thresholds(run)[0], keep_sensitive=True)
+    eligible = stress_eligible(compared, min_share=min_share, keep_sensitive=True)
     shown = eligible[:STRESS_TOP]  # and, further down the ranking, the memory-sensitive ones
-    shown += [il for il in eligible[STRESS_TOP:] if _map(il[1].get("measured")).get("memory_sensitive")]
+    shown += [il for il in eligible[STRESS_TOP:] if stress_measured(il[1]).memory_sensitive]
     layers = []
     for i, layer in shown:
-        m = _map(layer.get("measured"))
-        layers.append(StressLayer(_text(layer.get("id")), i, str(layer.get("op_type") or ""),
-                                  num(m.get("stress_baseline_us")), num(m.get("stress_median_us")),
-                                  num(m.get("stress_ratio")), num(m.get("stress_ratio_min")),
-                                  bool(m.get("memory_sensitive"))))
-    span = stress.get("latency_ratio_p50_range")
-    low, high = (num(span[0]), num(span[1])) if isinstance(span, list) and len(span) == 2 else (None, None)
+        m = stress_measured(layer)
+        layers.append(StressLayer(layer.id, i, layer.op_type or "", m.stress_baseline_us, m.stress_median_us,
+                                  m.stress_ratio, m.stress_ratio_min, bool(m.memory_sensitive)))
+    low, high = stress.latency_ratio_p50_range or (None, None)
     return StressView(
-        processes=int(p) if (p := num(stress.get("processes"))) is not None else None,
-        latency_change=_change(num(stress.get("latency_ratio_p50"))), change_low=_change(low),
+        processes=stress.processes, latency_change=_change(stress.latency_ratio_p50), change_low=_change(low),
         change_high=_change(high), rounds=rounds, layers=tuple(layers), layers_compared=len(compared),
-        layers_eligible=len(eligible), sensitive=tuple(str(x) for x in stress.get("sensitive_layers") or []),
-        context=_stress_context(stress), rule=_text_or_none(stress.get("rule")),
-        order=_text_or_none(stress.get("order")), warnings=_stress_warnings(stress, rounds, low, high))
+        layers_eligible=len(eligible), sensitive=tuple(stress.sensitive_layers), context=_stress_context(stress),
+        rule=stress.rule or None, order=stress.order or None,
+        warnings=_stress_warnings(stress, rounds, low, high, off_cpu_drop=off_cpu_drop))
 
 
-def stress_compared(run: Run) -> list[tuple[int, Mapping[str, Any]]]:
+def stress_measured(layer: Layer) -> LayerMeasured:
+    """The layer's ``measured`` section, an empty one (every field ``None``) when it has none."""
+    return layer.measured if layer.measured is not None else _NOT_MEASURED
+
+
+_NOT_MEASURED = LayerMeasured()
+
+
+def stress_compared(run: Run) -> list[tuple[int, Layer]]:
     """(index, layer) of the layers the stress experiment compared (``measured.stress_ratio`` set)."""
-    return [(i, layer) for i, layer in enumerate(run.get("layers") or [])
-            if isinstance(layer, Mapping) and num(_map(layer.get("measured")).get("stress_ratio")) is not None]
+    return [(i, layer) for i, layer in enumerate(run.layers) if stress_measured(layer).stress_ratio is not None]
 
 
-def stress_eligible(compared: Sequence[tuple[int, Mapping[str, Any]]], *, min_share: float,
-                    keep_sensitive: bool) -> list[tuple[int, Mapping[str, Any]]]:
+def stress_eligible(compared: Sequence[tuple[int, Layer]], *, min_share: float,
+                    keep_sensitive: bool) -> list[tuple[int, Layer]]:
     """Of :func:`stress_compared`'s layers, those holding at least ``min_share`` (the run's ``stress.min_share``)
     of their baseline total (and with ``keep_sensitive`` the memory-sensitive ones too), highest ratio first,
     then by id."""
-    total = sum(num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0 for _, layer in compared)
+    total = sum(stress_measured(layer).stress_baseline_us or 0.0 for _, layer in compared)
     eligible = [(i, layer) for i, layer in compared
-                if (num(_map(layer.get("measured")).get("stress_baseline_us")) or 0.0) >= min_share * total
-                or (keep_sensitive and _map(layer.get("measured")).get("memory_sensitive"))]
-    return sorted(eligible, key=lambda item: (-(num(_map(item[1].get("measured")).get("stress_ratio")) or 0.0),
-                                              str(item[1].get("id"))))
+                if (stress_measured(layer).stress_baseline_us or 0.0) >= min_share * total
+                or (keep_sensitive and stress_measured(layer).memory_sensitive)]
+    return sorted(eligible, key=lambda item: (-(stress_measured(item[1]).stress_ratio or 0.0), item[1].id))
 
 
-def _text_or_none(value: Any) -> str | None:
-    return str(value) if value else None
-
-
-def _stress_context(stress: Mapping[str, Any]) -> tuple[Row, ...]:
-    buffer, llc = num(stress.get("buffer_bytes")), num(stress.get("llc_bytes"))
-    traffic, streaming = num(stress.get("traffic_bytes_per_s")), num(stress.get("streaming_s"))
+def _stress_context(stress: Stress) -> tuple[Row, ...]:
+    buffer, llc = stress.buffer_bytes, stress.llc_bytes
+    traffic, streaming = stress.traffic_bytes_per_s, stress.streaming_s
     what = None
     if buffer is not None:
         cache = f" ({buffer / llc:g}x the {human_bytes(llc)} last-level cache)" if llc else ""
-        what = f"{stress.get('processes', '?')} process(es) copying 2 x {human_bytes(buffer)}{cache}"
+        processes = stress.processes if stress.processes is not None else "?"
+        what = f"{processes} process(es) copying 2 x {human_bytes(buffer)}{cache}"
         if traffic is not None:
             what += f": {traffic / 1e9:.1f} GB/s memory traffic while streaming"
             what += f" ({streaming:.1f} s)" if streaming is not None else ""
-    layer_ratio = num(stress.get("layer_ratio"))
+    layer_ratio = stress.layer_ratio
     layers = None
     if layer_ratio is not None:
-        span = stress.get("layer_ratio_range")
-        rounds = (f" (rounds x{span[0]:.2f} to x{span[1]:.2f})"
-                  if isinstance(span, list) and len(span) == 2 and all(num(v) is not None for v in span) else "")
-        sensitive = [str(x) for x in stress.get("sensitive_layers") or []]
+        span = stress.layer_ratio_range
+        rounds = f" (rounds x{span[0]:.2f} to x{span[1]:.2f})" if span is not None else ""
+        sensitive = stress.sensitive_layers
         layers = (f"layer total x{layer_ratio:.2f} under stress{rounds}; memory-sensitive: "
                   f"{', '.join(sensitive) if sensitive else 'none'}")
-    threads, load, cores = stress.get("model_threads"), num(stress.get("load_average_1min")), stress.get("cores")
+    threads, load, cores = stress.model_threads, stress.load_average_1min, stress.cores
     cores_text = None
     if cores is not None:
         cores_text = (f"{cores} cores; model intra-op threads {threads or 'default (one per core)'}"
@@ -170,15 +169,14 @@ def _stress_context(stress: Mapping[str, Any]) -> tuple[Row, ...]:
     return tuple(Row(label, str(value)) for label, value in lines if value)
 
 
-def _stress_warnings(stress: Mapping[str, Any], rounds: Sequence[StressRound], low: float | None,
-                     high: float | None) -> tuple[Notice, ...]:
+def _stress_warnings(stress: Stress, rounds: Sequence[StressRound], low: float | None, high: float | None, *,
+                     off_cpu_drop: float) -> tuple[Notice, ...]:
     warnings = []
-    contended = [str(x) for x in stress.get("contended_rounds") or []]
+    contended = [str(x) for x in stress.contended_rounds]
     if contended:
         every = len(contended) == len(rounds)
-        drop = stress_thresholds({"stress": stress})[1]
         warnings.append(Notice("warning", f"contended round(s) {', '.join(contended)}: under stress this process "
-                               f"kept the CPU busy over {drop:.0%} less (the stress processes and other load "
+                               f"kept the CPU busy over {off_cpu_drop:.0%} less (the stress processes and other load "
                                "outnumbered the cores), so their slowdown is partly waiting for a core, not memory; "
                                + ("no layer is marked memory-sensitive" if every
                                   else "the layer verdict uses the other rounds")))
@@ -186,12 +184,12 @@ def _stress_warnings(stress: Mapping[str, Any], rounds: Sequence[StressRound], l
         warnings.append(Notice("note", f"the rounds disagree by {100 * (high - low):.0f} points: the machine's load "
                                "changed during the experiment; read the median with that spread, or rerun on a quiet "
                                "machine"))
-    threads, processes, cores = stress.get("model_threads"), num(stress.get("processes")), num(stress.get("cores"))
+    threads, processes, cores = stress.model_threads, stress.processes, stress.cores
     if processes is not None and cores is not None and (not threads or threads + processes > cores):
         warnings.append(Notice("note", "the model's threads and the stress processes outnumber the cores: the "
                                "slowdown mixes CPU and memory contention (keep model threads + N <= cores: profile "
                                "--threads, bench --intra-threads)"))
-    if stress.get("expired"):
+    if stress.expired:
         warnings.append(Notice("warning", "a stress process stopped on its own or did not follow pause / resume: "
                                "some stressed runs may have run without stress"))
     return tuple(warnings)
