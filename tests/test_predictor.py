@@ -3,6 +3,7 @@ JSON predictor file (no pickle) and prediction, end to end with real timings on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -14,7 +15,9 @@ import pytest
 from conftest import zoo
 from layerscope.analysis.predictor import (
     FEATURES,
+    Context,
     Predictor,
+    fit_context,
     fit_predictor,
     load_predictor,
     predict_path,
@@ -35,6 +38,7 @@ from layerscope.measure.kernels import (
     kernel_space,
     model_kernels,
     time_kernels,
+    time_models,
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
@@ -168,7 +172,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 1
+    assert data["format"] == "layerscope-predictor" and data["version"] == 2
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -203,8 +207,8 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=2)))
-    with pytest.raises(InputError, match="version 2"):
+    newer.write_text(json.dumps(dict(data, version=3)))
+    with pytest.raises(InputError, match="version 3"):
         load_predictor(newer)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
@@ -234,12 +238,16 @@ def test_estimate_with_predictor_writes_per_layer_predictions(fitted: tuple[Pred
 
 def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.json"
-    assert main(["calibrate", "--kernels", "--budget", "4s", "--families", "pool,concat", "--visits", "2",
+    model = tmp_path / "calibration.onnx"
+    model.write_bytes(conv_kernel(28, 16, 32, k=3, stride=1, depthwise=False, bn=True, act="relu").model_bytes)
+    assert main(["calibrate", "--kernels", str(model), "--budget", "4s", "--families", "pool,concat", "--visits", "2",
                  "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "cross-validated error per family" in text and "predictor:" in text
+    assert "in-model context from 1 calibration model(s)' P50" in text
     predictor = load_predictor(out)
     assert predictor.runtime["threads"] == 1 and predictor.profile == "host"
+    assert predictor.context.models == 1 and predictor.context.per_kernel_us == 0.0
     assert main(["calibrate", "--kernels", "--families", "nope", "-o", str(out)]) == 2
     assert main(["calibrate", "-o", str(tmp_path / "x.toml")]) == 2
 
@@ -253,3 +261,53 @@ def test_estimate_into_an_existing_run_replaces_its_prediction(fitted: tuple[Pre
         assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(predictor), "--json",
                      str(out), "--top", "0"]) == 0
     assert load_run(out)["predictor"]["file"] == str(copy)
+
+
+# ------------------------------------------------------------------------------------------ in-model context
+def test_context_fit_recovers_a_factor_and_a_per_kernel_gap() -> None:
+    # measured = 20 (overhead) + 1.5 x isolated + 10 us per kernel, exactly
+    rows = [(20 + 1.5 * p + 10 * n, p, n) for p, n in ((1000.0, 10), (5000.0, 200), (200.0, 50), (8000.0, 30))]
+    ctx = fit_context(rows, 20.0)
+    assert ctx.factor == pytest.approx(1.5) and ctx.per_kernel_us == pytest.approx(10.0)
+    assert ctx.models == 4 and max(ctx.errors) < 1e-9
+    # two models: the factor alone, least squares on relative error: rows (p/m, (m-o)/m) = (0.5, 1.0), (0.25, 1.0)
+    # -> factor = (0.5 + 0.25) / (0.25 + 0.0625) = 2.4
+    two = fit_context([(100.0, 50.0, 5), (400.0, 100.0, 9)], 0.0)
+    assert two.factor == pytest.approx(2.4) and two.per_kernel_us == 0.0
+    assert two.errors == pytest.approx((0.2, 0.4))  # 2.4 x 50 = 120 (+20%), 2.4 x 100 = 240 (-40%)
+    assert fit_context([], 5.0) == Context()
+    # the model of fewest kernels is the furthest under: a negative gap, so the factor alone,
+    # iso = p/m = (1, 0.5, 1), target 1: (1 + 0.5 + 1) / (1 + 0.25 + 1)
+    neg = fit_context([(100.0, 100.0, 50), (1000.0, 500.0, 10), (300.0, 300.0, 100)], 0.0)
+    assert neg.per_kernel_us == 0.0 and neg.factor == pytest.approx(2.5 / 2.25)
+
+
+def test_prediction_takes_each_kernel_into_its_model_context(fitted: tuple[Predictor, Path], tmp_path: Path) -> None:
+    predictor, _ = fitted
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    alone = predict_path(predictor, graph, est)
+    ctx = Context(factor=1.5, per_kernel_us=4.0, models=3, errors=(0.1, 0.2, 0.05))
+    inside = predict_path(dataclasses.replace(predictor, context=ctx), graph, est)
+    assert [k.isolated_us for k in inside.kernels] == [k.isolated_us for k in alone.kernels]
+    assert all(k.latency_us == pytest.approx(1.5 * k.isolated_us + 4.0) for k in inside.kernels)
+    assert inside.latency_us == pytest.approx(1.5 * (alone.latency_us - alone.overhead_us) + 4.0 * 39
+                                              + predictor.overhead_us)
+    assert math.isclose(sum(inside.layers_us.values()) + inside.overhead_us, inside.latency_us, rel_tol=1e-9)
+    path = dataclasses.replace(predictor, context=ctx).save(tmp_path / "ctx.json")
+    assert load_predictor(path).context == ctx
+    data = json.loads(path.read_text())
+    bad = tmp_path / "bad-ctx.json"
+    bad.write_text(json.dumps(dict(data, context=dict(data["context"], factor=-1))))
+    with pytest.raises(InputError, match="malformed"):
+        load_predictor(bad)
+
+
+def test_a_whole_model_is_timed_as_its_kernels_are(tmp_path: Path) -> None:
+    kernel = conv_kernel(28, 16, 32, k=3, stride=1, depthwise=False, bn=True, act="relu")
+    model = tmp_path / "m.onnx"
+    model.write_bytes(kernel.model_bytes)
+    store = SampleStore(tmp_path / "cache")
+    [(path, p50)] = time_models([model], None, store, FAST, visits=4)
+    assert path == model and p50 > 0
+    assert time_models([model], None, store, FAST, visits=4) == [(model, p50)]  # the cache answers again

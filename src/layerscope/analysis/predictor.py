@@ -18,7 +18,9 @@ loads without pickle and without scikit-learn; refused (exit 2) when its format 
 was trained for another runtime, version, provider or thread count than the one it is asked to predict for.
 
 A model's prediction: the sum of its kernels' predictions (kernels from ONNX Runtime's optimized graph through
-the fusion map) plus the per-call overhead measured with the kernels. Each kernel's time is spread over the
+the fusion map), each taken into its model's context (:class:`Context`: ``factor`` x its time alone +
+``per_kernel_us``, fitted at calibration time to the calibration models' whole P50), plus the per-call overhead
+measured with the kernels. Each kernel's time is spread over the
 source layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated)
 get 0. The interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
 """
@@ -47,7 +49,8 @@ from layerscope.model.types import Graph
 from layerscope.targets.profile import Profile
 
 FORMAT = "layerscope-predictor"
-VERSION = 1
+#: 2: kernels timed as a P50, the in-model ``context``.
+VERSION = 2
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements")
@@ -148,14 +151,66 @@ class FamilyFit:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What a kernel costs inside a whole model beyond its time alone: ``factor`` x its time alone +
+    ``per_kernel_us`` (caches its neighbours evict, the runtime's work between kernels), fitted to ``models``
+    calibration models' whole P50; ``errors``: each model's |predicted / measured - 1| under the fit (in
+    sample). The identity (1, 0) when no calibration model was timed."""
+
+    factor: float = 1.0
+    per_kernel_us: float = 0.0
+    models: int = 0
+    errors: tuple[float, ...] = ()
+
+    def apply(self, isolated_us: float) -> float:
+        return self.factor * isolated_us + self.per_kernel_us
+
+    def to_json(self) -> dict[str, Any]:
+        return {"factor": self.factor, "per_kernel_us": self.per_kernel_us, "models": self.models,
+                "errors": list(self.errors)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Context:
+        factor, gap = float(data["factor"]), float(data["per_kernel_us"])
+        if not (math.isfinite(factor) and factor > 0 and math.isfinite(gap) and gap >= 0):
+            raise ValueError(f"context factor {factor!r}, per_kernel_us {gap!r}")
+        return cls(factor, gap, int(data["models"]), tuple(float(e) for e in data.get("errors", ())))
+
+
+def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) -> Context:
+    """The :class:`Context` that best turns each calibration model's (``measured_us`` P50, ``isolated_us``: the
+    sum of its kernels' predictions alone, ``kernels``: their count) into its measured P50:
+    ``measured - overhead = factor * isolated + per_kernel_us * kernels``, least squares on the relative error
+    (each row divided by its measured time, so that a large model does not decide alone). ``per_kernel_us`` is
+    0 with fewer than 3 models or when the fit would make it negative (then ``factor`` alone: the ratio of
+    sums, relative); the identity with no model."""
+    usable = [(m, p, n) for m, p, n in rows if m > 0 and p > 0]
+    if not usable:
+        return Context()
+    target = np.asarray([(m - overhead_us) / m for m, _, _ in usable])
+    iso = np.asarray([p / m for m, p, _ in usable])
+    count = np.asarray([n / m for m, _, n in usable], dtype=np.float64)
+    factor, gap = float(np.dot(iso, target) / np.dot(iso, iso)), 0.0
+    if len(usable) >= 3:
+        (f2, g2), *_ = np.linalg.lstsq(np.stack([iso, count], axis=1), target, rcond=None)
+        if g2 >= 0 and f2 > 0:
+            factor, gap = float(f2), float(g2)
+    factor = max(factor, 1e-3)
+    errors = tuple(abs((factor * p + gap * n + overhead_us) / m - 1) for m, p, n in usable)
+    return Context(factor, gap, len(usable), errors)
+
+
+@dataclass(frozen=True)
 class Predictor:
     """Fitted per-family models for one runtime (``runtime``: the runner's identity), the profile the roofline
-    features were computed on, and the per-call ``overhead_us`` a model's prediction adds once."""
+    features were computed on, the per-call ``overhead_us`` a model's prediction adds once, and the in-model
+    ``context`` each kernel's prediction is taken into."""
 
     runtime: Mapping[str, Any]
     profile: str
     overhead_us: float
     families: Mapping[str, FamilyFit]
+    context: Context = Context()
 
     def fit_for(self, family: str) -> FamilyFit:
         """``family``'s fit, else the ``all`` fit."""
@@ -164,7 +219,7 @@ class Predictor:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
                 "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
-                "overhead_us": self.overhead_us,
+                "overhead_us": self.overhead_us, "context": self.context.to_json(),
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
     def save(self, path: Path) -> Path:
@@ -199,7 +254,8 @@ def load_predictor(path: Path) -> Predictor:
     try:
         families = {str(k): FamilyFit.from_json(str(k), v) for k, v in dict(data["families"]).items()}
         runtime = dict(data["runtime"])
-        predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families)
+        predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families,
+                              Context.from_json(data["context"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -249,7 +305,7 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
 
 
 def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], profile: str, overhead_us: float,
-                  ) -> Predictor:
+                  context: Context = Context()) -> Predictor:
     """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples, and the ``all`` fit;
     ``InputError`` when there are fewer than 4 samples in all."""
     if len(samples) < 4:
@@ -260,13 +316,14 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
         chosen = [s for s in samples if s.family == family]
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
-    return Predictor(dict(runtime), profile, overhead_us, fits)
+    return Predictor(dict(runtime), profile, overhead_us, fits, context)
 
 
 # ------------------------------------------------------------------------------------------ predict
 @dataclass(frozen=True)
 class KernelPrediction:
-    """One kernel's prediction (µs) and interval, the family model used, and the source layers it covers."""
+    """One kernel's prediction inside its model (µs) and interval, the family model used, the source layers it
+    covers, and its predicted time alone (``isolated_us``: what the kernel was timed as)."""
 
     kernel: str
     family: str
@@ -275,6 +332,7 @@ class KernelPrediction:
     low_us: float
     high_us: float
     roofline_us: float
+    isolated_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -306,8 +364,9 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
         return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
 
     used = fit.family if family != "other" else "other"
-    return KernelPrediction(name, used, tuple(layers), us(value), us(value + fit.residual_low),
-                            us(value + fit.residual_high), roof)
+    ctx = predictor.context
+    return KernelPrediction(name, used, tuple(layers), ctx.apply(us(value)), ctx.apply(us(value + fit.residual_low)),
+                            ctx.apply(us(value + fit.residual_high)), roof, us(value))
 
 
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
@@ -334,8 +393,10 @@ def prediction_section(pred: ModelPrediction, path: str, predictor: Predictor) -
             "runtime": dict(predictor.runtime), "profile": predictor.profile,
             "kernels": [{"kernel": k.kernel, "family": k.family, "layers": list(k.layers),
                          "latency_us": round(k.latency_us, 3), "low_us": round(k.low_us, 3),
-                         "high_us": round(k.high_us, 3), "roofline_us": round(k.roofline_us, 3)}
-                        for k in pred.kernels]}
+                         "high_us": round(k.high_us, 3), "roofline_us": round(k.roofline_us, 3),
+                         "isolated_us": round(k.isolated_us, 3)}
+                        for k in pred.kernels],
+            "context": predictor.context.to_json()}
 
 
 # ------------------------------------------------------------------------------------------- glue

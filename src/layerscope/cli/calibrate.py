@@ -71,8 +71,8 @@ def op_table(cal: Calibration) -> RenderableType:
               help=f"With --kernels: the generated kernel families (default all: {', '.join(FAMILIES)}).")
 @click.option("--kernel-threads", default=1, show_default=True, type=click.IntRange(min=1),
               help="With --kernels: ONNX Runtime intra-op threads the kernels are timed with.")
-@click.option("--visits", default=5, show_default=True, type=click.IntRange(min=1),
-              help="With --kernels: samples per kernel (each the fastest of 5 runs).")
+@click.option("--visits", default=11, show_default=True, type=click.IntRange(min=1),
+              help="With --kernels: samples per kernel (one run each after an untimed one; their median, a P50).")
 @click.option("--cache", "cache", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="With --kernels: the sample cache [default: the bisect cache's kernels/ folder].")
 @shape_option

@@ -5,12 +5,16 @@ The kernels: generated single-kernel models of every family (:mod:`layerscope.me
 that any budget covers every family, after every distinct kernel of the calibration MODELs (ONNX Runtime's
 optimized graph, through the fusion map). Timed with ``--threads`` intra-op threads (default 1) in the bisect
 cache (``--cache``; rerun the same command to resume), until ``--budget`` is spent (cached kernels are free).
+Then each calibration MODEL is timed whole (its P50, same runner and cache) and the in-model context (what a
+kernel costs inside a model beyond its time alone) is fitted to them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -18,15 +22,34 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.analysis.predictor import FamilyFit, fit_predictor, samples_from_timings
+from layerscope.analysis.predictor import (
+    Context,
+    FamilyFit,
+    Predictor,
+    fit_context,
+    fit_predictor,
+    predict_path,
+    samples_from_timings,
+)
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.progress import phase_progress
 from layerscope.errors import InputError
+from layerscope.estimate import estimate_graph
 from layerscope.measure.differential import SampleStore
-from layerscope.measure.kernels import FAMILIES, KernelModel, TimingConfig, kernel_space, model_kernels, time_kernels
+from layerscope.measure.kernels import (
+    FAMILIES,
+    KernelModel,
+    TimingConfig,
+    kernel_space,
+    model_kernels,
+    time_kernels,
+    time_models,
+)
 from layerscope.measure.session import SessionConfig
+from layerscope.model import load_model
 from layerscope.targets import load_profile
 from layerscope.targets.host import cache_dir
+from layerscope.targets.profile import Profile
 
 
 def parse_budget(text: str) -> float:
@@ -65,18 +88,40 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
                       markup=False, highlight=False)
     kernels += list(kernel_space(chosen))
     store = SampleStore((cache or cache_dir() / "bisect") / "kernels")
+    timing = TimingConfig(visits=visits, threads=threads)
     with phase_progress({"kernels": "timing kernels"}, {"kernels": "kernels"}) as update:
         timings, overhead_us, identity = time_kernels(
-            kernels, store, TimingConfig(visits=visits, threads=threads), budget_s=budget_s,
+            kernels, store, timing, budget_s=budget_s,
             progress=lambda done, total: update("kernels", done, total))
     profile = load_profile("host")
     predictor = fit_predictor(samples_from_timings(timings, profile), identity, profile.name, overhead_us)
+    wholes = time_models(models, shapes, store, timing)
+    predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile))
     written = predictor.save(output)
     cached = sum(1 for t in timings if t.cached)
     console.print(f"timed {len(timings)} of {len(kernels)} kernel(s) ({cached} from the cache); per-call overhead "
                   f"{overhead_us:.1f} us")
     console.print(_fit_table(predictor.families))
+    ctx = predictor.context
+    if ctx.models:
+        console.print(f"in-model context from {ctx.models} calibration model(s)' P50: each kernel x{ctx.factor:.3f} "
+                      f"+ {ctx.per_kernel_us:.2f} us; their error under it: median "
+                      f"{100 * statistics.median(ctx.errors):.1f}%, max {100 * max(ctx.errors):.1f}%")
+    else:
+        console.print("in-model context: none (no calibration MODEL was timed whole); kernels are summed as timed")
     console.print(f"predictor: {written}")
+
+
+def model_context(predictor: Predictor, wholes: Sequence[tuple[Path, float]],
+                  shapes: Mapping[str, tuple[int, ...]], profile: Profile) -> Context:
+    """The in-model :class:`Context` fitted to the calibration models' whole P50 (``wholes``) against the sum of
+    their kernels' predictions alone (``predictor`` without context)."""
+    rows = []
+    for path, measured_us in wholes:
+        graph = load_model(path, dict(shapes) or None)
+        pred = predict_path(predictor, graph, estimate_graph(graph, profile, "fp32"))
+        rows.append((measured_us, sum(k.isolated_us for k in pred.kernels), len(pred.kernels)))
+    return fit_context(rows, predictor.overhead_us)
 
 
 def _fit_table(fits: Mapping[str, FamilyFit]) -> Table:
