@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -30,13 +32,18 @@ from layerscope.estimate import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     FAMILIES,
+    Config,
+    KernelModel,
     KernelTiming,
     TimingConfig,
+    adaptive_sample,
     conv_kernel,
+    family_configs,
     kernel_family,
     kernel_groups,
     kernel_space,
     model_kernels,
+    plan_batch,
     time_kernels,
     time_models,
 )
@@ -311,3 +318,67 @@ def test_a_whole_model_is_timed_as_its_kernels_are(tmp_path: Path) -> None:
     [(path, p50)] = time_models([model], None, store, FAST, visits=4)
     assert path == model and p50 > 0
     assert time_models([model], None, store, FAST, visits=4) == [(model, p50)]  # the cache answers again
+
+
+# ------------------------------------------------------------------------------------------ adaptive sampling
+def test_family_configs_build_the_kernels_kernel_space_yields() -> None:
+    configs = family_configs("pool")
+    assert [c.build().label for c in configs[:3]] == [k.label for k in kernel_space(("pool",), limit=3)]
+    built = configs[0].build()
+    assert built.config == configs[0].params and dict(built.config)["_2"] in ("max", "avg", "global")
+
+
+def _errors(configs: list[Config], bad: Callable[[Config], bool], high: float, low: float) -> list[tuple[Any, float]]:
+    return [(c.params, high if bad(c) else low) for c in configs]
+
+
+def test_plan_gives_the_worse_family_the_larger_share_and_its_worst_region() -> None:
+    pool, concat = family_configs("pool"), family_configs("concat")
+    timed_pool, timed_concat = pool[:30], concat[:30]
+    # pool: large maps (hw >= 56, params _0) are badly predicted; concat is predicted well everywhere
+    errors = {"pool": (0.30, _errors(timed_pool, lambda c: dict(c.params)["_0"] >= 56, 0.6, 0.05)),
+              "concat": (0.03, _errors(timed_concat, lambda c: True, 0.03, 0.03))}
+    plan = plan_batch({"pool": pool[30:], "concat": concat[30:]}, errors, 22)
+    families = [c.family for c in plan]
+    # shares 0.30 : 0.03 of 22 -> 20 and 2
+    assert families.count("pool") == 20 and families.count("concat") == 2
+    assert len({c.params for c in plan}) == 22 and not {c.params for c in plan} & {c.params for c in timed_pool}
+    large = sum(1 for c in pool[30:] if dict(c.params)["_0"] >= 56)
+    picked_large = sum(1 for c in plan if c.family == "pool" and dict(c.params)["_0"] >= 56)
+    assert large >= 20 and picked_large == 20  # every pool pick lies in the badly predicted region
+    # a family nothing is known about yet counts as the worst one; an exhausted family gets nothing
+    plan = plan_batch({"pool": pool[30:], "resize": family_configs("resize"), "concat": []}, errors, 10)
+    assert [c.family for c in plan].count("resize") == 5 and "concat" not in [c.family for c in plan]
+
+
+def _fake_timer(timed: list[KernelModel]) -> Callable[[Sequence[KernelModel], float | None], list[KernelTiming]]:
+    def timer(kernels: Sequence[KernelModel], budget_s: float | None) -> list[KernelTiming]:
+        out = []
+        for kernel in kernels[:12]:  # a "budget" of 12 kernels per call
+            timed.append(kernel)
+            out.append(KernelTiming(kernel, 10.0, (10.0,), 1.0, False))
+        return out
+    return timer
+
+
+def test_adaptive_sampling_spends_the_rest_of_the_budget_on_the_worse_family() -> None:
+    timed: list[KernelModel] = []
+    ticks = iter(range(100))
+
+    def evaluate(timings: Sequence[KernelTiming]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for family, err in (("pool", 0.4), ("concat", 0.02)):
+            known = [t.kernel.config for t in timings if t.kernel.family == family]
+            out[family] = (err, [(c, err) for c in known])
+        return out
+
+    timings, rounds = adaptive_sample([], ("pool", "concat"), _fake_timer(timed), evaluate, budget_s=50.0,
+                                      batch=12, max_rounds=2, clock=lambda: float(next(ticks)))
+    assert rounds[0].timed == {"pool": 6, "concat": 6}  # the first pass: round-robin
+    assert rounds[1].timed == {"pool": 11, "concat": 1} and rounds[2].timed == {"pool": 11, "concat": 1}
+    assert rounds[1].planned_from == {"pool": 0.4, "concat": 0.02}
+    assert len({k.config for k in timed}) == len(timed) == len(timings) == 36  # never the same config twice
+    # no budget left after the first pass: no adaptive pass
+    ticks = iter([0.0, 100.0])
+    _, rounds = adaptive_sample([], ("pool",), _fake_timer([]), evaluate, budget_s=50.0, clock=lambda: next(ticks))
+    assert len(rounds) == 1

@@ -284,9 +284,11 @@ def _regressor(seed: int) -> Any:
                                      min_samples_leaf=2, random_state=seed)
 
 
-def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0) -> FamilyFit:
-    """Fit ``family``'s model on ``samples`` (``"all"``: every family, with the family as features) and
-    cross-validate it (``min(folds, len(samples))`` folds, at least 2)."""
+def cross_validated(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0,
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+    """``family``'s model (``"all"``: every family, with the family as features) cross-validated on
+    ``samples`` (``min(folds, len(samples))`` folds, at least 2): each sample's log residual, its
+    |predicted / measured - 1|, and the fold count."""
     from sklearn.model_selection import KFold
 
     x, y = _design(samples, family == "all")
@@ -298,7 +300,14 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
     measured = np.asarray([s.measured_us for s in samples])
     roof = np.asarray([s.roofline_us for s in samples])
     predicted = np.maximum(0.0, (roof + FLOOR_US) * np.exp(y - residuals) - FLOOR_US)
-    ratio_err = np.abs(predicted / np.maximum(measured, 0.05) - 1.0)
+    return residuals, np.abs(predicted / np.maximum(measured, 0.05) - 1.0), k
+
+
+def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0) -> FamilyFit:
+    """Fit ``family``'s model on ``samples`` (``"all"``: every family, with the family as features) and
+    cross-validate it (:func:`cross_validated`)."""
+    residuals, ratio_err, k = cross_validated(family, samples, folds=folds, seed=seed)
+    x, y = _design(samples, family == "all")
     final = _regressor(seed).fit(x, y)
     return FamilyFit(family, len(samples), float(np.median(ratio_err)), float(np.mean(ratio_err <= 0.10)), k,
                      float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))

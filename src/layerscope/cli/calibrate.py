@@ -73,6 +73,9 @@ def op_table(cal: Calibration) -> RenderableType:
               help="With --kernels: ONNX Runtime intra-op threads the kernels are timed with.")
 @click.option("--visits", default=11, show_default=True, type=click.IntRange(min=1),
               help="With --kernels: samples per kernel (one run each after an untimed one; their median, a P50).")
+@click.option("--adaptive/--no-adaptive", default=True, show_default=True,
+              help="With --kernels: spend the second half of the budget on the families (and regions of their "
+                   "configuration space) with the highest cross-validated error; off: round-robin to the end.")
 @click.option("--cache", "cache", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
               help="With --kernels: the sample cache [default: the bisect cache's kernels/ folder].")
 @shape_option
@@ -88,12 +91,12 @@ def op_table(cal: Calibration) -> RenderableType:
 @deprecated_option("--json", dest="json_out", new="--fit-json", type=OutputPath(), default=None)
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
             per_unit_only: bool, json_out: Path | None, kernels: bool, budget: str, families: str | None,
-            kernel_threads: int, visits: int, cache: Path | None, shapes: tuple[str, ...]) -> None:
+            kernel_threads: int, visits: int, cache: Path | None, shapes: tuple[str, ...], adaptive: bool) -> None:
     """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml; with
     --kernels, fit the kernel-level latency predictor (RUNS: calibration models, optional) to OUT.json."""
     if kernels:
         run_kernels(models=runs, output=output, budget=budget, families=families, threads=kernel_threads,
-                    visits=visits, cache=cache, shapes=parse_shapes(shapes))
+                    visits=visits, cache=cache, shapes=parse_shapes(shapes), adaptive=adaptive)
         return
     if not runs:
         raise InputError("calibrate needs at least one RUN (or --kernels)")

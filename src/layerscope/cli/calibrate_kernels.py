@@ -1,12 +1,15 @@
 """``layerscope calibrate --kernels [MODEL...] -o P.json``: sample kernels, time them on ONNX Runtime, fit the
 kernel-level latency predictor (issue #18) that ``layerscope estimate MODEL --predictor P.json`` uses.
 
-The kernels: generated single-kernel models of every family (:mod:`layerscope.measure.kernels`), interleaved so
-that any budget covers every family, after every distinct kernel of the calibration MODELs (ONNX Runtime's
-optimized graph, through the fusion map). Timed with ``--threads`` intra-op threads (default 1) in the bisect
-cache (``--cache``; rerun the same command to resume), until ``--budget`` is spent (cached kernels are free).
-Then each calibration MODEL is timed whole (its P50, same runner and cache) and the in-model context (what a
-kernel costs inside a model beyond its time alone) is fitted to them.
+The kernels: every distinct kernel of the calibration MODELs (ONNX Runtime's optimized graph, through the
+fusion map), then generated single-kernel models of every family (:mod:`layerscope.measure.kernels`),
+interleaved so that any budget covers every family, for half the budget; the rest goes to the families, and the
+regions of their configuration space, where the 3-fold cross-validated error of what was timed so far is highest
+(:func:`~layerscope.measure.kernels.adaptive_sample`; ``--no-adaptive``: round-robin to the end). Timed with
+``--threads`` intra-op threads (default 1) in the bisect cache (``--cache``; rerun the same command to resume),
+until ``--budget`` is spent (cached kernels are free). Then each calibration MODEL is timed whole (its P50, same
+runner and cache) and the in-model context (what a kernel costs inside a model beyond its time alone) is fitted
+to them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from rich import box
 from rich.table import Table
 from rich.text import Text
@@ -25,7 +30,9 @@ from rich.text import Text
 from layerscope.analysis.predictor import (
     Context,
     FamilyFit,
+    KernelSample,
     Predictor,
+    cross_validated,
     fit_context,
     fit_predictor,
     predict_path,
@@ -38,9 +45,11 @@ from layerscope.estimate import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     FAMILIES,
+    FamilyErrors,
     KernelModel,
+    KernelTiming,
     TimingConfig,
-    kernel_space,
+    adaptive_sample,
     model_kernels,
     time_kernels,
     time_models,
@@ -72,7 +81,7 @@ def parse_families(text: str | None) -> tuple[str, ...]:
 
 
 def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: str | None, threads: int,
-                visits: int, cache: Path | None, shapes: dict[str, tuple[int, ...]]) -> None:
+                visits: int, cache: Path | None, shapes: dict[str, tuple[int, ...]], adaptive: bool = True) -> None:
     """Sample, time, fit and write the predictor; print the fit per family."""
     if output.suffix != ".json":
         raise InputError(f"{output}: the predictor file must be a .json file")
@@ -86,21 +95,33 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
         kernels += found
         console.print(f"{path}: {len(found)} distinct kernel(s)" + (f", {len(notes)} left out" if notes else ""),
                       markup=False, highlight=False)
-    kernels += list(kernel_space(chosen))
     store = SampleStore((cache or cache_dir() / "bisect") / "kernels")
     timing = TimingConfig(visits=visits, threads=threads)
-    with phase_progress({"kernels": "timing kernels"}, {"kernels": "kernels"}) as update:
-        timings, overhead_us, identity = time_kernels(
-            kernels, store, timing, budget_s=budget_s,
-            progress=lambda done, total: update("kernels", done, total))
     profile = load_profile("host")
-    predictor = fit_predictor(samples_from_timings(timings, profile), identity, profile.name, overhead_us)
+    features = _SampleCache(profile)
+    runner_info: dict[str, Any] = {}
+
+    with phase_progress({"kernels": "timing kernels"}, {"kernels": "kernels"}) as update:
+        def timer(batch: Sequence[KernelModel], left_s: float | None) -> list[KernelTiming]:
+            timed, runner_info["overhead_us"], runner_info["identity"] = time_kernels(
+                batch, store, timing, budget_s=left_s, progress=lambda done, total: update("kernels", done, total))
+            return timed
+
+        timings, rounds = adaptive_sample(kernels, chosen, timer, features.family_errors, budget_s=budget_s,
+                                          first_share=0.5 if adaptive else 1.0, max_rounds=4 if adaptive else 0)
+    overhead_us, identity = runner_info["overhead_us"], runner_info["identity"]
+    predictor = fit_predictor(features.samples(timings), identity, profile.name, overhead_us)
     wholes = time_models(models, shapes, store, timing)
     predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile))
     written = predictor.save(output)
     cached = sum(1 for t in timings if t.cached)
-    console.print(f"timed {len(timings)} of {len(kernels)} kernel(s) ({cached} from the cache); per-call overhead "
-                  f"{overhead_us:.1f} us")
+    console.print(f"timed {len(timings)} kernel(s) ({cached} from the cache; {len(kernels)} of the calibration "
+                  f"models); per-call overhead {overhead_us:.1f} us")
+    for index, round_ in enumerate(rounds[1:], start=1):
+        worst = sorted(round_.planned_from.items(), key=lambda kv: -kv[1])[:3]
+        console.print(f"adaptive pass {index}: " + ", ".join(f"{f} {n}" for f, n in sorted(round_.timed.items()))
+                      + " (worst cross-validated: " + ", ".join(f"{f} {100 * e:.0f}%" for f, e in worst) + ")",
+                      markup=False, highlight=False)
     console.print(_fit_table(predictor.families))
     ctx = predictor.context
     if ctx.models:
@@ -110,6 +131,36 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
     else:
         console.print("in-model context: none (no calibration MODEL was timed whole); kernels are summed as timed")
     console.print(f"predictor: {written}")
+
+
+class _SampleCache:
+    """Each timed kernel's features and roofline (:func:`samples_from_timings`), computed once per kernel, and
+    the family errors the adaptive sampler plans from."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        self._done: dict[tuple[str, float], KernelSample] = {}
+
+    def samples(self, timings: Sequence[KernelTiming]) -> list[KernelSample]:
+        todo = [t for t in timings if (t.kernel.digest, t.latency_us) not in self._done]
+        for timing, sample in zip(todo, samples_from_timings(todo, self.profile), strict=True):
+            self._done[(timing.kernel.digest, timing.latency_us)] = sample
+        return [self._done[(t.kernel.digest, t.latency_us)] for t in timings]
+
+    def family_errors(self, timings: Sequence[KernelTiming]) -> dict[str, FamilyErrors]:
+        """Per family with at least 4 timed kernels: its 3-fold cross-validated median |error| and each
+        generated kernel's own, by configuration."""
+        samples = self.samples(timings)
+        out: dict[str, FamilyErrors] = {}
+        for family in FAMILIES:
+            chosen = [(t, s) for t, s in zip(timings, samples, strict=True) if s.family == family]
+            if len(chosen) < 4:
+                continue
+            _, errors, _ = cross_validated(family, [s for _, s in chosen], folds=3)
+            out[family] = (float(np.median(errors)),
+                           [(t.kernel.config, float(e)) for (t, _), e in zip(chosen, errors, strict=True)
+                            if t.kernel.config])
+        return out
 
 
 def model_context(predictor: Predictor, wholes: Sequence[tuple[Path, float]],

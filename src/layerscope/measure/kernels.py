@@ -20,9 +20,11 @@ kernel costs inside its model beyond its time alone is fitted to them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import random
 import tempfile
 import time
@@ -97,6 +99,8 @@ class KernelModel:
     layers: tuple[str, ...] = ()
     #: The ``--shape`` overrides the source model was loaded with.
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: A generated kernel's place in its family's configuration space (:attr:`Config.params`); empty otherwise.
+    config: tuple[tuple[str, Any], ...] = ()
 
     @property
     def digest(self) -> str:
@@ -300,6 +304,33 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
     return out
 
 
+@dataclass(frozen=True)
+class Config:
+    """One configuration of a family's space: its builder's arguments (``params``: name, value) and the
+    builder. :meth:`build` makes the model (its ``config`` set to ``params``)."""
+
+    family: str
+    params: tuple[tuple[str, Any], ...]
+    builder: Callable[..., KernelModel]
+
+    def build(self) -> KernelModel:
+        args = dict(self.params)
+        positional = [args.pop(f"_{i}") for i in range(sum(1 for k in args if k.startswith("_")))]
+        return dataclasses.replace(self.builder(*positional, **args), config=self.params)
+
+
+def family_configs(family: str) -> list[Config]:
+    """``family``'s configurations in their seeded random order (the order :func:`kernel_space` takes them in)."""
+    configs = _configs(family)
+    random.Random(f"{_SEED}:{family}").shuffle(configs)
+    out = []
+    for made in configs:
+        assert isinstance(made, partial)
+        params = tuple((f"_{i}", v) for i, v in enumerate(made.args)) + tuple(sorted(made.keywords.items()))
+        out.append(Config(family, params, made.func))
+    return out
+
+
 def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -> Iterator[KernelModel]:
     """The generated kernels of ``families``, each family's configurations in a seeded random order,
     interleaved round-robin across families (so any prefix of the sequence covers every family);
@@ -307,11 +338,7 @@ def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise ValueError(f"unknown kernel families {unknown}")
-    orders = []
-    for family in families:
-        configs = _configs(family)
-        random.Random(f"{_SEED}:{family}").shuffle(configs)
-        orders.append(configs)
+    orders = [family_configs(family) for family in families]
     count = 0
     for round_ in range(max(len(o) for o in orders)):
         for order in orders:
@@ -319,7 +346,146 @@ def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -
                 if limit is not None and count >= limit:
                     return
                 count += 1
-                yield order[round_]()
+                yield order[round_].build()
+
+
+# ------------------------------------------------------------------------------------ adaptive sampling
+#: What the adaptive sampler is told about a family after a pass: its cross-validated error (the weight of its
+#: share of the next batch) and each generated kernel's own cross-validated |error| by its configuration.
+FamilyErrors = tuple[float, Sequence[tuple[tuple[tuple[str, Any], ...], float]]]
+
+
+def _coords(params: Sequence[tuple[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A configuration as numbers (log2 of each numeric parameter: sizes scale by factors) and categories."""
+    numbers = [math.log2(1.0 + float(v)) for _, v in params if isinstance(v, int | float) and not isinstance(v, bool)]
+    cats = tuple(f"{k}={v}" for k, v in params if isinstance(v, str | bool))
+    return np.asarray(numbers, dtype=np.float64), cats
+
+
+def plan_batch(remaining: Mapping[str, Sequence[Config]], errors: Mapping[str, FamilyErrors], size: int, *,
+               neighbours: int = 3, floor: float = 0.01) -> list[Config]:
+    """The next ``size`` configurations to time: each family's share in proportion to its cross-validated
+    error (at least ``floor``; a family with no error yet counts as the worst one), largest remainders first;
+    within a family, the configurations whose ``neighbours`` nearest timed configurations (distance: log2 of
+    the numeric parameters, plus 1 per differing categorical one) had the highest mean |error| (the regions
+    where the fit is worst), ties in the family's seeded order. Families are interleaved in the result."""
+    live = [f for f, configs in remaining.items() if configs]
+    if not live or size <= 0:
+        return []
+    worst = max((max(e[0], floor) for f, e in errors.items() if f in live), default=1.0)
+    weights = {f: max(errors[f][0], floor) if f in errors else worst for f in live}
+    total = sum(weights.values())
+    quota = {f: min(len(remaining[f]), int(size * weights[f] / total)) for f in live}
+    spare = size - sum(quota.values())
+    for f in sorted(live, key=lambda f: -(size * weights[f] / total - int(size * weights[f] / total))):
+        if spare <= 0:
+            break
+        if quota[f] < len(remaining[f]):
+            quota[f] += 1
+            spare -= 1
+    picks: dict[str, list[Config]] = {}
+    for family in live:
+        configs = list(remaining[family])
+        known = errors[family][1] if family in errors else ()
+        if quota[family] <= 0:
+            continue
+        if not known:
+            picks[family] = configs[:quota[family]]
+            continue
+        seen = [_coords(params) for params, _ in known]
+        errs = np.asarray([err for _, err in known], dtype=np.float64)
+        width = min(len(c[0]) for c in seen)
+        seen_num = np.stack([c[0][:width] for c in seen])
+        scores = []
+        for config in configs:
+            num, cats = _coords(config.params)
+            dist = np.sqrt(((seen_num - num[:width]) ** 2).sum(axis=1))
+            dist += np.asarray([sum(a != b for a, b in zip(cats, c[1], strict=False)) for c in seen])
+            nearest = np.argsort(dist, kind="stable")[:neighbours]
+            scores.append(float(errs[nearest].mean()))
+        order = sorted(range(len(configs)), key=lambda i: -scores[i])
+        picks[family] = [configs[i] for i in order[:quota[family]]]
+    out: list[Config] = []
+    for round_ in range(max((len(v) for v in picks.values()), default=0)):
+        out += [v[round_] for v in picks.values() if round_ < len(v)]
+    return out
+
+
+Timer = Callable[[Sequence[KernelModel], float | None], Sequence[KernelTiming]]
+Evaluate = Callable[[Sequence[KernelTiming]], Mapping[str, FamilyErrors]]
+
+
+@dataclass(frozen=True)
+class AdaptiveRound:
+    """One pass of :func:`adaptive_sample`: how many kernels it timed per family, and the family errors it
+    was planned from (none for the first, round-robin pass)."""
+
+    timed: Mapping[str, int]
+    planned_from: Mapping[str, float]
+
+
+def adaptive_sample(first: Sequence[KernelModel], families: Sequence[str], timer: Timer, evaluate: Evaluate, *,
+                    budget_s: float, first_share: float = 0.5, batch: int = 60, max_rounds: int = 4,
+                    clock: Callable[[], float] = time.monotonic) -> tuple[list[KernelTiming], list[AdaptiveRound]]:
+    """Time ``first`` (the calibration models' kernels) and ``families``' generated kernels round-robin for
+    ``first_share`` of ``budget_s``; then, while budget is left (at most ``max_rounds`` more passes), ask
+    ``evaluate`` for each family's cross-validated errors on what was timed so far and time the
+    :func:`plan_batch` of ``batch`` configurations not timed yet. ``timer(kernels, budget_s)`` times kernels
+    in order until its budget is spent (cached kernels are free)."""
+    start = clock()
+    spaces = {f: family_configs(f) for f in families}
+    interleaved = [c for r in range(max((len(v) for v in spaces.values()), default=0))
+                   for c in (v[r] for v in spaces.values() if r < len(v))]
+    kernels: list[KernelModel | _Lazy] = [*first, *(_Lazy(c) for c in interleaved)]
+    timings = list(timer(_LazyList(kernels), budget_s * first_share))
+    done = {t.kernel.config for t in timings if t.kernel.config}
+    rounds = [AdaptiveRound(_count(timings), {})]
+    for _ in range(max_rounds):
+        left = budget_s - (clock() - start)
+        if left <= 0:
+            break
+        errors = evaluate(timings)
+        remaining = {f: [c for c in v if c.params not in done] for f, v in spaces.items()}
+        plan = plan_batch(remaining, errors, batch)
+        if not plan:
+            break
+        new = list(timer([c.build() for c in plan], left))
+        timings += new
+        done |= {t.kernel.config for t in new}
+        rounds.append(AdaptiveRound(_count(new), {f: e[0] for f, e in errors.items()}))
+    return timings, rounds
+
+
+def _count(timings: Sequence[KernelTiming]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in timings:
+        out[t.kernel.family] = out.get(t.kernel.family, 0) + 1
+    return out
+
+
+class _Lazy:
+    """A configuration not built yet (built when the timer reaches it)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+
+class _LazyList(Sequence[KernelModel]):
+    """Kernels built as they are read: a budget ends the pass long before most of the space is built."""
+
+    def __init__(self, items: list[KernelModel | _Lazy]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item = self._items[index]
+        if isinstance(item, _Lazy):
+            item = self._items[index] = item.config.build()
+        return item
 
 
 # ------------------------------------------------------------------------------ kernels of a model
@@ -496,13 +662,13 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
 
 
 def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | None, store: SampleStore,
-                timing: TimingConfig = TimingConfig(), *, visits: int = 21) -> list[tuple[Path, float]]:
-    """Each whole model's P50 (µs: the median of ``visits`` samples, each timed as a kernel is: the same runner,
-    statistic and cache), per-call overhead included; a model ONNX Runtime cannot run is left out. What the
-    predictor's in-model context (:func:`~layerscope.analysis.predictor.fit_context`) is fitted to."""
+                timing: TimingConfig = TimingConfig(), *, visits: int = 15) -> list[tuple[Path, float]]:
+    """Each whole model's P50 (µs: the median of ``visits`` samples, each one run of the runner the kernels are
+    timed with, back to back as ``profile`` runs a model: no untimed run between them; the same cache),
+    per-call overhead included; a model ONNX Runtime cannot run is left out. What the predictor's in-model
+    context (:func:`~layerscope.analysis.predictor.fit_context`) is fitted to."""
     config = SessionConfig(threads=timing.threads)
-    whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=timing.visit_warmup,
-                         threads=timing.threads)
+    whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=0, threads=timing.threads)
     out: list[tuple[Path, float]] = []
     with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
         for path in paths:
