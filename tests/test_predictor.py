@@ -38,11 +38,13 @@ from layerscope.measure.kernels import (
     TimingConfig,
     adaptive_sample,
     conv_kernel,
+    empty_model,
     family_configs,
     kernel_family,
     kernel_groups,
     kernel_space,
     model_kernels,
+    openvino_kernel_groups,
     plan_batch,
     time_kernels,
     time_models,
@@ -379,6 +381,66 @@ def test_adaptive_sampling_spends_the_rest_of_the_budget_on_the_worse_family() -
     assert rounds[1].planned_from == {"pool": 0.4, "concat": 0.02}
     assert len({k.config for k in timed}) == len(timed) == len(timings) == 36  # never the same config twice
     # no budget left after the first pass: no adaptive pass
-    ticks = iter([0.0, 100.0])
+    ticks = iter([0.0, 0.0, 100.0])
     _, rounds = adaptive_sample([], ("pool",), _fake_timer([]), evaluate, budget_s=50.0, clock=lambda: next(ticks))
     assert len(rounds) == 1
+    # the calibration models' kernels come first, whatever the first share of the budget
+    first = [conv_kernel(7, 16, 16, k=1, stride=1, depthwise=False, bn=False, act="none")]
+    timed = []
+    adaptive_sample(first, ("pool",), _fake_timer(timed), evaluate, budget_s=50.0, first_share=0.0, max_rounds=0)
+    assert timed[0] is first[0] and len(timed) == 1
+
+
+# ------------------------------------------------------------------------------------------ runners
+def test_kernels_timed_through_device_commands_record_the_runner(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    # a deterministic "device": 1 us per byte of the compiled model
+    args = ["calibrate", "--kernels", "--budget", "4s", "--families", "pool", "--visits", "2", "--cache",
+            str(tmp_path / "cache"), "--compile-cmd", "cp {model} {compiled}",
+            "--run-cmd", "echo latency: $(wc -c < {compiled})", "--latency-regex", r"latency:\s*([0-9]+)",
+            "--latency-unit", "us"]
+    assert main([*args, "-o", str(out)]) == 0
+    predictor = load_predictor(out)
+    assert predictor.runtime["runner"] == "command" and predictor.runtime["compile_cmd"] == "cp {model} {compiled}"
+    # the per-call overhead is what the device command read for the one-element Relu model: its size in us
+    assert predictor.overhead_us == pytest.approx(len(empty_model()))
+    run = tmp_path / "run.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "--json", str(run),
+                 "--top", "0"]) == 0
+    assert load_run(run)["predictor"]["fusion"] == "onnxruntime"  # a board's grouping is not visible: ORT's
+    failing = [*args[:-6], "--run-cmd", "exit 7", "--latency-regex", "x(1)", "-o", str(tmp_path / "q.json")]
+    assert main(failing) == 3
+    assert main([*args, "--backend", "openvino", "-o", str(out)]) == 2  # one runner at a time
+
+
+def test_openvino_groups_conv_and_relu_into_one_kernel() -> None:
+    pytest.importorskip("openvino")
+    graph = load_model(zoo("squeezenet"))
+    ops = {n.id: n.op_type for n in graph.layers}
+    groups = openvino_kernel_groups(graph, SessionConfig(threads=1))
+    kinds = [tuple(ops[i] for i in layers) for _, layers in groups]
+    assert kinds.count(("Conv", "Relu")) == 26 and kinds.count(("Concat",)) == 7
+    covered = [i for _, layers in groups for i in layers]
+    assert len(covered) == len(set(covered))
+    # the eighth Concat, before the Dropout, OpenVINO does in place: no executed node runs it
+    assert set(ops) - set(covered) == {"n60"} and ops["n60"] == "Concat"
+
+
+def test_kernels_timed_on_openvino_predict_with_openvino_and_refuse_another_version(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--kernels", "--backend", "openvino", "--budget", "8s", "--families", "pool",
+                 "--visits", "2", "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
+    predictor = load_predictor(out)
+    assert predictor.runtime["runner"] == "openvino" and predictor.runtime["provider"] == "CPU"
+    run = tmp_path / "run.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "--json", str(run),
+                 "--top", "0"]) == 0
+    section = load_run(run)["predictor"]
+    assert section["fusion"] == "openvino" and len(section["kernels"]) == 39
+    data = json.loads(out.read_text())
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(data, runtime=dict(data["runtime"], version="2020.1"))))
+    with pytest.raises(InputError, match=r"another runtime: version '2020\.1'"):
+        graph = load_model(zoo("squeezenet"))
+        predict_path(load_predictor(other), graph, estimate_graph(graph, load_profile("host"), "fp32"))

@@ -42,7 +42,7 @@ from layerscope.errors import InputError
 from layerscope.estimate import estimate_graph
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.kernels import FAMILIES, KernelTiming, kernel_family, kernel_groups
+from layerscope.measure.kernels import FAMILIES, KernelRunner, KernelTiming, kernel_family
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -435,33 +435,62 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile) -> l
     return out
 
 
-def runtime_kernels(graph: Graph, config: SessionConfig) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
-    """``graph``'s kernels as ONNX Runtime runs them (name, family, source layers) and ``"onnxruntime"``; one
-    kernel per top-level layer and ``"none"`` when ONNX Runtime is not installed."""
+def runtime_kernels(graph: Graph, config: SessionConfig, runner: KernelRunner | None = None,
+                    ) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
+    """``graph``'s kernels as ``runner``'s runtime (default ONNX Runtime) runs them (name, family, source layers)
+    and the runtime's name; one kernel per top-level layer and ``"none"`` when that runtime is not installed."""
     by_id = {n.id: n for n in graph.layers}
+    runner = runner or KernelRunner()
+    module = "openvino" if runner.backend == "openvino" else "onnxruntime"
     try:
-        import onnxruntime  # noqa: F401
+        __import__(module)
     except ImportError:
         return [(n.id, kernel_family([n.op_type]), (n.id,)) for n in graph.layers if not n.parent], "none"
-    groups = kernel_groups(graph, config)
+    groups = runner.groups(graph, config)
     return [(name, kernel_family([by_id[i].op_type for i in layers if i in by_id]), layers)
-            for name, layers in groups], "onnxruntime"
+            for name, layers in groups], module
+
+
+def runtime_here(predictor: Predictor) -> tuple[dict[str, Any] | None, KernelRunner]:
+    """The :data:`RUNTIME_KEYS` of the runtime installed here of the kind the predictor was trained on (``None``
+    when it is not installed, or for a device command: nothing here to compare), and the runner whose grouping
+    of layers into kernels the prediction uses (ONNX Runtime's for a device command)."""
+    runtime = predictor.runtime
+    threads = int(runtime.get("threads", 1) or 1)
+    if runtime.get("runner") == "openvino":
+        try:
+            import openvino
+        except ImportError:
+            return None, KernelRunner("openvino", str(runtime.get("provider", "CPU")))
+        from layerscope.measure.openvino_backend import OpenVinoOptions, device_name
+
+        device = device_name(str(runtime.get("provider", "CPU")))
+        options = OpenVinoOptions(str(runtime.get("precision", "")), str(runtime.get("performance_hint", "LATENCY")),
+                                  int(runtime.get("streams", 0) or 0))
+        return ({"runner": "openvino", "version": openvino.get_version(), "provider": device, "threads": threads,
+                 "opt_level": None}, KernelRunner("openvino", device, options))
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, KernelRunner()
+    if runtime.get("runner") == "command":
+        return None, KernelRunner()
+    # the kernels are grouped, and so predicted, as ONNX Runtime's CPU provider runs them
+    return ({"runner": "onnxruntime", "version": ort.__version__, "provider": SessionConfig().provider,
+             "threads": threads, "opt_level": str(runtime.get("opt_level", "all"))}, KernelRunner())
 
 
 def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate) -> ModelPrediction:
-    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels as ONNX Runtime would run
-    them at the predictor's thread count; ``InputError`` when the runtime here is not the predictor's."""
+    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels as the predictor's runtime
+    (ONNX Runtime, OpenVINO; ONNX Runtime for a device command) would run them at the predictor's thread count;
+    ``InputError`` (exit 2) when the runtime of that kind here is not the predictor's (another version, device,
+    thread count or optimisation level)."""
     threads = int(predictor.runtime.get("threads", 1) or 1)
-    config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level", "all")))
-    try:
-        import onnxruntime as ort
-
-        here: dict[str, Any] = {"runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
-                                "threads": threads, "opt_level": config.opt_level}
+    config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level") or "all"))
+    here, runner = runtime_here(predictor)
+    if here is not None:
         predictor.check_runtime(here)
-    except ImportError:
-        pass  # no runtime here to disagree with: one kernel per layer
-    kernels, fusion = runtime_kernels(graph, config)
+    kernels, fusion = runtime_kernels(graph, config, runner)
     return predict_model(predictor, graph, estimate, kernels, fusion)
 
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import click
 import numpy as np
 from rich import box
 from rich.table import Table
@@ -39,6 +40,7 @@ from layerscope.analysis.predictor import (
     samples_from_timings,
 )
 from layerscope.cli.console import SafeConsole
+from layerscope.cli.options import selected_backend
 from layerscope.cli.progress import phase_progress
 from layerscope.errors import InputError
 from layerscope.estimate import estimate_graph
@@ -47,6 +49,7 @@ from layerscope.measure.kernels import (
     FAMILIES,
     FamilyErrors,
     KernelModel,
+    KernelRunner,
     KernelTiming,
     TimingConfig,
     adaptive_sample,
@@ -54,6 +57,7 @@ from layerscope.measure.kernels import (
     time_kernels,
     time_models,
 )
+from layerscope.measure.openvino_backend import OpenVinoBackend
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.targets import load_profile
@@ -80,8 +84,28 @@ def parse_families(text: str | None) -> tuple[str, ...]:
     return chosen
 
 
+def kernel_runner(backend_name: str, run_cmd: str | None, compile_cmd: str | None, *, latency_regex: str | None,
+                  latency_json: str | None, unit: str, timeout_s: float | None) -> KernelRunner:
+    """What times the kernels: ``--run-cmd`` (the bisect command runner, its options checked as ``bisect``
+    checks them), else ``--backend`` (OpenVINO with ``--device`` and its options; exit 3 when it is not here)."""
+    from layerscope.cli.bisect import _command_runner
+
+    command = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
+                              unit=unit, timeout_s=timeout_s)
+    if command is not None:
+        if backend_name != "onnxruntime":
+            raise click.UsageError("--run-cmd times on a device: leave --backend out")
+        return KernelRunner("command", command=command)
+    if backend_name == "openvino":
+        backend, device = selected_backend(backend_name, "cpu")
+        assert isinstance(backend, OpenVinoBackend)
+        return KernelRunner("openvino", device, backend.options)
+    return KernelRunner()
+
+
 def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: str | None, threads: int,
-                visits: int, cache: Path | None, shapes: dict[str, tuple[int, ...]], adaptive: bool = True) -> None:
+                visits: int, cache: Path | None, shapes: dict[str, tuple[int, ...]], adaptive: bool = True,
+                runner: KernelRunner | None = None) -> None:
     """Sample, time, fit and write the predictor; print the fit per family."""
     if output.suffix != ".json":
         raise InputError(f"{output}: the predictor file must be a .json file")
@@ -90,8 +114,9 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
     console = SafeConsole()
     config = SessionConfig(threads=threads)
     kernels: list[KernelModel] = []
+    runner = runner or KernelRunner()
     for path in models:
-        _, found, notes = model_kernels(path, shapes, config)
+        _, found, notes = model_kernels(path, shapes, config, runner)
         kernels += found
         console.print(f"{path}: {len(found)} distinct kernel(s)" + (f", {len(notes)} left out" if notes else ""),
                       markup=False, highlight=False)
@@ -104,14 +129,15 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
     with phase_progress({"kernels": "timing kernels"}, {"kernels": "kernels"}) as update:
         def timer(batch: Sequence[KernelModel], left_s: float | None) -> list[KernelTiming]:
             timed, runner_info["overhead_us"], runner_info["identity"] = time_kernels(
-                batch, store, timing, budget_s=left_s, progress=lambda done, total: update("kernels", done, total))
+                batch, store, timing, budget_s=left_s, progress=lambda done, total: update("kernels", done, total),
+                runner=runner)
             return timed
 
         timings, rounds = adaptive_sample(kernels, chosen, timer, features.family_errors, budget_s=budget_s,
                                           first_share=0.5 if adaptive else 1.0, max_rounds=4 if adaptive else 0)
     overhead_us, identity = runner_info["overhead_us"], runner_info["identity"]
     predictor = fit_predictor(features.samples(timings), identity, profile.name, overhead_us)
-    wholes = time_models(models, shapes, store, timing)
+    wholes = time_models(models, shapes, store, timing, runner=runner)
     predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile))
     written = predictor.save(output)
     cached = sum(1 for t in timings if t.cached)

@@ -26,6 +26,7 @@ import itertools
 import json
 import math
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,8 +44,9 @@ from layerscope.measure.cuts import Cut
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.fusion import build_fusion_map
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.runners import Job, OrtRunner
-from layerscope.measure.session import SessionConfig, make_session
+from layerscope.measure.openvino_backend import OpenVinoOptions
+from layerscope.measure.runners import CommandRunner, DeviceCommandError, Job, OrtRunner, Runner
+from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 
@@ -427,17 +429,21 @@ class AdaptiveRound:
 def adaptive_sample(first: Sequence[KernelModel], families: Sequence[str], timer: Timer, evaluate: Evaluate, *,
                     budget_s: float, first_share: float = 0.5, batch: int = 60, max_rounds: int = 4,
                     clock: Callable[[], float] = time.monotonic) -> tuple[list[KernelTiming], list[AdaptiveRound]]:
-    """Time ``first`` (the calibration models' kernels) and ``families``' generated kernels round-robin for
-    ``first_share`` of ``budget_s``; then, while budget is left (at most ``max_rounds`` more passes), ask
-    ``evaluate`` for each family's cross-validated errors on what was timed so far and time the
-    :func:`plan_batch` of ``batch`` configurations not timed yet. ``timer(kernels, budget_s)`` times kernels
-    in order until its budget is spent (cached kernels are free)."""
+    """Time ``first`` (the calibration models' kernels: what the predictor will be asked about first, so they
+    may take the whole budget), then ``families``' generated kernels round-robin until ``first_share`` of
+    ``budget_s`` is spent; then, while budget is left (at most ``max_rounds`` more passes), ask ``evaluate`` for
+    each family's cross-validated errors on what was timed so far and time the :func:`plan_batch` of ``batch``
+    configurations not timed yet. ``timer(kernels, budget_s)`` times kernels in order until its budget is
+    spent (cached kernels are free)."""
     start = clock()
     spaces = {f: family_configs(f) for f in families}
     interleaved = [c for r in range(max((len(v) for v in spaces.values()), default=0))
                    for c in (v[r] for v in spaces.values() if r < len(v))]
-    kernels: list[KernelModel | _Lazy] = [*first, *(_Lazy(c) for c in interleaved)]
-    timings = list(timer(_LazyList(kernels), budget_s * first_share))
+    timings = list(timer(first, budget_s)) if first else []
+    kernels: list[KernelModel | _Lazy] = [_Lazy(c) for c in interleaved]
+    share_left = budget_s * first_share - (clock() - start)
+    if share_left > 0:
+        timings += timer(_LazyList(kernels), share_left)
     done = {t.kernel.config for t in timings if t.kernel.config}
     rounds = [AdaptiveRound(_count(timings), {})]
     for _ in range(max_rounds):
@@ -505,18 +511,44 @@ def kernel_groups(graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[
     return [(k.kernel, k.layers) for k in fusion.kernels.values() if k.category == "layer" and k.layers]
 
 
+def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "CPU",
+                           options: OpenVinoOptions | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """OpenVINO's kernels for ``graph`` on ``device`` that do the work of source layers: ``(runtime node,
+    layer ids)``: the nodes of its compiled runtime model
+    (:func:`~layerscope.measure.openvino_backend.runtime_nodes`) that one profiled inference on random inputs
+    executes (constants, weight reshapes and in-place nodes do not); a layer two of them share goes with the
+    first."""
+    from layerscope.measure import openvino_backend as ov
+
+    read = ov._core().read_model(str(graph.path))
+    compiled = ov.compile_for(graph, SessionConfig(provider=device, threads=config.threads),
+                              options or ov.OpenVinoOptions(), profiling=True, model=read)
+    request = compiled.create_infer_request()
+    request.infer(make_inputs(graph))
+    executed = {info.node_name for info in request.profiling_info if info.status.name == "EXECUTED"}
+    nodes = ov.runtime_nodes(compiled, graph, ov.source_layers_of_ops(graph, read))
+    taken: set[str] = set()
+    out = []
+    for node in nodes.values():
+        layers = tuple(i for i in node.layers if i not in taken)
+        if node.category == "layer" and node.name in executed and layers:
+            taken.update(layers)
+            out.append((node.name, layers))
+    return out
+
+
 def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, config: SessionConfig,
-                  ) -> tuple[Graph, list[KernelModel], list[str]]:
+                  runner: KernelRunner | None = None) -> tuple[Graph, list[KernelModel], list[str]]:
     """Every distinct kernel of the model at ``path`` (distinct by the extracted model's bytes) as a model of its
-    own, with notes on the kernels that could not be extracted. Top-level layers only: kernels inside
-    control-flow subgraphs are left out (noted)."""
+    own, as ``runner``'s runtime groups the layers (:meth:`KernelRunner.groups`), with notes on the kernels that
+    could not be extracted. Top-level layers only: kernels inside control-flow subgraphs are left out (noted)."""
     graph = load_model(path, shapes)
     source = onnx.shape_inference.infer_shapes(onnx.load(str(path)), data_prop=True)
     _pin_inputs(source, graph)
     by_id = {n.id: n for n in graph.layers}
     kernels: dict[str, KernelModel] = {}
     notes: list[str] = []
-    for name, layers in kernel_groups(graph, config):
+    for name, layers in (runner or KernelRunner()).groups(graph, config):
         nodes = [by_id[i] for i in layers if i in by_id]
         if not nodes or any(n.parent for n in nodes):
             notes.append(f"{name}: inside a control-flow subgraph, left out")
@@ -625,24 +657,116 @@ class TimingConfig:
     threads: int = 1
 
 
-def _empty_model() -> bytes:
+#: What can time kernels: ONNX Runtime here, OpenVINO here, a device through command templates.
+RUNNERS = ("onnxruntime", "openvino", "command")
+
+
+@dataclass(frozen=True)
+class KernelRunner:
+    """What times the kernels (and how a model's layers group into them): ``onnxruntime`` (its optimized graph's
+    kernels), ``openvino`` on ``device`` with ``options`` (its compiled runtime model's nodes), or ``command``:
+    the bisect command runner (:class:`~layerscope.measure.runners.CommandRunner`: ``--compile-cmd`` once per
+    kernel, ``--run-cmd`` per sample), whose compiler's grouping is not visible here: ONNX Runtime's is used."""
+
+    backend: str = "onnxruntime"
+    device: str = "CPU"
+    options: OpenVinoOptions | None = None
+    command: CommandRunner | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in RUNNERS or (self.backend == "command") != (self.command is not None):
+            raise ValueError(f"KernelRunner: backend {self.backend!r} (command runner given: "
+                             f"{self.command is not None})")
+
+    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
+        """The runner for one kernel model (``graph``), fed random inputs of its shapes where it runs here."""
+        if self.command is not None:
+            return self.command
+        if self.backend == "openvino":
+            return OpenVinoKernelRunner(graph, config, make_inputs(graph), device=self.device, options=self.options,
+                                        runs_per_visit=timing.runs_per_visit, visit_warmup=timing.visit_warmup)
+        return OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
+                         visit_warmup=timing.visit_warmup, warmup=2)
+
+    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
+        """``graph``'s kernels as this runtime runs them: ``(kernel name, layer ids)``."""
+        if self.backend == "openvino":
+            return openvino_kernel_groups(graph, config, self.device, self.options)
+        return kernel_groups(graph, config)
+
+
+class OpenVinoKernelRunner:
+    """One kernel model compiled by OpenVINO for ``device`` (``options``; ``config.threads`` inference
+    threads), timed as :class:`~layerscope.measure.runners.OrtRunner` times one: one sample = the fastest of
+    ``runs_per_visit`` synchronous ``infer`` calls after ``visit_warmup`` untimed ones (``warmup`` more on the
+    first visit)."""
+
+    def __init__(self, graph: Graph, config: SessionConfig, feeds: Mapping[str, np.ndarray], *, device: str,
+                 options: OpenVinoOptions | None, runs_per_visit: int = 1, visit_warmup: int = 0,
+                 warmup: int = 2) -> None:
+        import openvino
+
+        from layerscope.measure.openvino_backend import InferSession, compile_for, device_name
+
+        options = options or OpenVinoOptions()
+        name = device_name(device)
+        self._session = InferSession(compile_for(graph, SessionConfig(provider=name, threads=config.threads),
+                                                 options, profiling=False))
+        self.feeds = dict(feeds)
+        self.runs_per_visit, self.visit_warmup, self.warmup = runs_per_visit, visit_warmup, warmup
+        self._new = True
+        machine = machine_info()
+        self._identity = {
+            "runner": "openvino", "version": openvino.get_version(), "provider": name, "threads": config.threads,
+            "opt_level": None, "precision": options.precision, "performance_hint": options.performance_hint,
+            "streams": options.streams, "runs_per_visit": runs_per_visit, "visit_statistic": "min",
+            "visit_warmup": visit_warmup, "warmup": warmup, "hostname": machine["hostname"], "cpu": machine["cpu"]}
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def measure(self, job: Job) -> float:
+        for _ in range(self.warmup if self._new else 0):
+            self._session.run(None, self.feeds)
+        self._new = False
+        for _ in range(self.visit_warmup):
+            self._session.run(None, self.feeds)
+        best = math.inf
+        for _ in range(self.runs_per_visit):
+            start = time.perf_counter_ns()
+            self._session.run(None, self.feeds)
+            best = min(best, (time.perf_counter_ns() - start) / 1e3)
+        return best
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> None:
+        """``None``: not used for kernels."""
+        return None
+
+    def close(self) -> None:
+        self.feeds.clear()
+
+
+def empty_model() -> bytes:
     node = helper.make_node("Relu", ["x"], ["y"])
     return _model([node], [("x", (1, 1))], ["y"], {}, "empty").SerializeToString()
 
 
 def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: TimingConfig = TimingConfig(), *,
-                 budget_s: float | None = None, progress: Progress | None = None,
+                 budget_s: float | None = None, progress: Progress | None = None, runner: KernelRunner | None = None,
                  ) -> tuple[list[KernelTiming], float, dict[str, Any]]:
-    """Time ``kernels`` in order until ``budget_s`` (wall seconds, checked before each uncached kernel) is spent.
+    """Time ``kernels`` on ``runner`` (default ONNX Runtime) in order until ``budget_s`` (wall seconds, checked
+    before each uncached kernel) is spent.
 
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
     (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. A
-    kernel ONNX Runtime cannot load or run is skipped."""
+    kernel the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
+    runner = runner or KernelRunner()
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
-        empty = KernelModel("overhead", "empty", _empty_model())
-        overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp))
+        empty = KernelModel("overhead", "empty", empty_model())
+        overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp), kernel_runner=runner)
         overhead_us = float(np.median(overhead_samples))
         out: list[KernelTiming] = []
         for index, kernel in enumerate(kernels):
@@ -651,7 +775,9 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
             if not cached and budget_s is not None and time.monotonic() - start > budget_s:
                 break
             try:
-                samples, _, was_cached = _time_one(kernel, store, timing, config, Path(tmp))
+                samples, _, was_cached = _time_one(kernel, store, timing, config, Path(tmp), kernel_runner=runner)
+            except DeviceCommandError:
+                raise
             except LayerscopeError:
                 continue
             value = max(float(np.median(samples)) - overhead_us, 0.05)
@@ -662,7 +788,8 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
 
 
 def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | None, store: SampleStore,
-                timing: TimingConfig = TimingConfig(), *, visits: int = 15) -> list[tuple[Path, float]]:
+                timing: TimingConfig = TimingConfig(), *, visits: int = 15,
+                runner: KernelRunner | None = None) -> list[tuple[Path, float]]:
     """Each whole model's P50 (µs: the median of ``visits`` samples, each one run of the runner the kernels are
     timed with, back to back as ``profile`` runs a model: no untimed run between them; the same cache),
     per-call overhead included; a model ONNX Runtime cannot run is left out. What the predictor's in-model
@@ -670,12 +797,15 @@ def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | N
     config = SessionConfig(threads=timing.threads)
     whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=0, threads=timing.threads)
     out: list[tuple[Path, float]] = []
+    runner = runner or KernelRunner()
     with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
         for path in paths:
             model = KernelModel("model", Path(path).name, Path(path).read_bytes(), source=str(path),
                                 shapes=tuple(sorted((shapes or {}).items())))
             try:
-                samples, _, _ = _time_one(model, store, whole, config, Path(tmp))
+                samples, _, _ = _time_one(model, store, whole, config, Path(tmp), kernel_runner=runner)
+            except DeviceCommandError:
+                raise
             except LayerscopeError:
                 continue
             out.append((Path(path), float(np.median(samples))))
@@ -689,12 +819,13 @@ def _key(kernel: KernelModel, identity: Mapping[str, Any]) -> str:
 
 
 def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, config: SessionConfig,
-              workdir: Path) -> tuple[list[float], Mapping[str, Any], bool]:
-    path = workdir / f"{kernel.digest}.onnx"
+              workdir: Path, *, kernel_runner: KernelRunner) -> tuple[list[float], Mapping[str, Any], bool]:
+    folder = workdir / kernel.digest  # a device command's {dir}: its {compiled} and {out} are the kernel's own
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kernel.onnx"
     path.write_bytes(kernel.model_bytes)
     graph = load_model(path, dict(kernel.shapes) if not kernel.layers and kernel.shapes else None)
-    runner = OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
-                       visit_warmup=timing.visit_warmup, warmup=2)
+    runner = kernel_runner.make(graph, timing, config)
     try:
         key = _key(kernel, runner.identity)
         have = store.samples(key)
@@ -706,4 +837,4 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         return store.samples(key)[:timing.visits], runner.identity, cached
     finally:
         runner.close()
-        path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
