@@ -15,6 +15,7 @@ import onnx
 import pytest
 
 from conftest import zoo
+from layerscope.analysis.fusion_rules import learn_rules
 from layerscope.analysis.predictor import (
     FEATURES,
     Context,
@@ -34,6 +35,7 @@ from layerscope.measure.kernels import (
     FAMILIES,
     Config,
     KernelModel,
+    KernelRunner,
     KernelTiming,
     TimingConfig,
     adaptive_sample,
@@ -243,6 +245,9 @@ def test_estimate_with_predictor_writes_per_layer_predictions(fitted: tuple[Pred
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(dict(data, runtime=dict(data["runtime"], threads=1, provider="cuda"))))
     assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(bad)]) == 2
+    # this predictor was fitted without calibration models: no rules to group by
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "--fusion",
+                 "rules"]) == 2
 
 
 def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,6 +262,9 @@ def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest
     predictor = load_predictor(out)
     assert predictor.runtime["threads"] == 1 and predictor.profile == "host"
     assert predictor.context.models == 1 and predictor.context.per_kernel_us == 0.0
+    assert predictor.fusion_rules is not None and predictor.fusion_rules.models == 1
+    assert predictor.fusion_rules.pairs[("Conv", "BatchNormalization")] == (1, 1)
+    assert "fusion rules from 1 model(s): " in text
     assert main(["calibrate", "--kernels", "--families", "nope", "-o", str(out)]) == 2
     assert main(["calibrate", "-o", str(tmp_path / "x.toml")]) == 2
 
@@ -444,3 +452,28 @@ def test_kernels_timed_on_openvino_predict_with_openvino_and_refuse_another_vers
     with pytest.raises(InputError, match=r"another runtime: version '2020\.1'"):
         graph = load_model(zoo("squeezenet"))
         predict_path(load_predictor(other), graph, estimate_graph(graph, load_profile("host"), "fp32"))
+
+
+# ------------------------------------------------------------------------------------------ learnt fusion
+def test_prediction_groups_by_learnt_rules_where_the_runtime_is_absent(fitted: tuple[Predictor, Path],
+                                                                      tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import layerscope.analysis.predictor as module
+
+    predictor, _ = fitted
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    with pytest.raises(InputError, match="no fusion rules"):
+        predict_path(predictor, graph, est, "rules")
+    rules = learn_rules([(graph, kernel_groups(graph, SessionConfig(threads=1)))], "onnxruntime")
+    with_rules = load_predictor(dataclasses.replace(predictor, fusion_rules=rules).save(tmp_path / "r.json"))
+    assert with_rules.fusion_rules == rules
+    runtime = predict_path(with_rules, graph, est)
+    by_rules = predict_path(with_rules, graph, est, "rules")
+    assert runtime.fusion == "onnxruntime" and by_rules.fusion == "rules"
+    # learnt from squeezenet itself, the rules replay its 39 kernels: the same prediction
+    assert {frozenset(k.layers) for k in by_rules.kernels} == {frozenset(k.layers) for k in runtime.kernels}
+    assert by_rules.latency_us == pytest.approx(runtime.latency_us, rel=1e-9)
+    monkeypatch.setattr(module, "runtime_here", lambda p: (None, KernelRunner()))  # no runtime installed here
+    assert predict_path(with_rules, graph, est).fusion == "rules"
+    assert predict_path(predictor, graph, est).fusion == "onnxruntime"  # no rules: the runtime after all

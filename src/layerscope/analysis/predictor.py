@@ -18,9 +18,11 @@ loads without pickle and without scikit-learn; refused (exit 2) when its format 
 was trained for another runtime, version, provider or thread count than the one it is asked to predict for.
 
 A model's prediction: the sum of its kernels' predictions (kernels from ONNX Runtime's optimized graph through
-the fusion map), each taken into its model's context (:class:`Context`: ``factor`` x its time alone +
-``per_kernel_us``, fitted at calibration time to the calibration models' whole P50), plus the per-call overhead
-measured with the kernels. Each kernel's time is spread over the
+the fusion map, or OpenVINO's executed runtime nodes; where that runtime is not installed, or with
+``fusion="rules"``, from the fusion rules learnt from the calibration models' groupings:
+:mod:`layerscope.analysis.fusion_rules`), each taken into its model's context (:class:`Context`: ``factor`` x
+its time alone + ``per_kernel_us``, fitted at calibration time to the calibration models' whole P50), plus the
+per-call overhead measured with the kernels. Each kernel's time is spread over the
 source layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated)
 get 0. The interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
 """
@@ -37,8 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.analysis.fusion_rules import FusionRules
 from layerscope.analysis.trees import Ensemble, dump_gbr
-from layerscope.errors import InputError
+from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimate import estimate_graph
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.fileio import write_atomic
@@ -211,6 +214,8 @@ class Predictor:
     overhead_us: float
     families: Mapping[str, FamilyFit]
     context: Context = Context()
+    #: How the runtime grouped the calibration models' layers into kernels: used where it is not installed.
+    fusion_rules: FusionRules | None = None
 
     def fit_for(self, family: str) -> FamilyFit:
         """``family``'s fit, else the ``all`` fit."""
@@ -220,6 +225,7 @@ class Predictor:
         return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
                 "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
                 "overhead_us": self.overhead_us, "context": self.context.to_json(),
+                "fusion_rules": self.fusion_rules.to_json() if self.fusion_rules is not None else None,
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
     def save(self, path: Path) -> Path:
@@ -254,8 +260,10 @@ def load_predictor(path: Path) -> Predictor:
     try:
         families = {str(k): FamilyFit.from_json(str(k), v) for k, v in dict(data["families"]).items()}
         runtime = dict(data["runtime"])
+        rules = data.get("fusion_rules")
         predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families,
-                              Context.from_json(data["context"]))
+                              Context.from_json(data["context"]),
+                              FusionRules.from_json(rules) if rules is not None else None)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -480,18 +488,39 @@ def runtime_here(predictor: Predictor) -> tuple[dict[str, Any] | None, KernelRun
              "threads": threads, "opt_level": str(runtime.get("opt_level", "all"))}, KernelRunner())
 
 
-def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate) -> ModelPrediction:
-    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels as the predictor's runtime
-    (ONNX Runtime, OpenVINO; ONNX Runtime for a device command) would run them at the predictor's thread count;
-    ``InputError`` (exit 2) when the runtime of that kind here is not the predictor's (another version, device,
-    thread count or optimisation level)."""
+#: ``--fusion``: the runtime's grouping where it is installed, else the learnt rules (``auto``); only one.
+FUSION_SOURCES = ("auto", "runtime", "rules")
+
+
+def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion: str = "auto") -> ModelPrediction:
+    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels grouped as the predictor's
+    runtime (ONNX Runtime, OpenVINO; ONNX Runtime for a device command) would run them at the predictor's thread
+    count (``fusion="runtime"``; exit 3 when it is not installed), or by the fusion rules learnt at calibration
+    time (``"rules"``; exit 2 when the predictor has none), or the first of these that is available (``"auto"``;
+    one kernel per layer when neither is). ``InputError`` (exit 2) when the runtime of that kind here is not
+    the predictor's (another version, device, thread count or optimisation level)."""
+    if fusion not in FUSION_SOURCES:
+        raise InputError(f"fusion source {fusion!r}: choose from {', '.join(FUSION_SOURCES)}")
     threads = int(predictor.runtime.get("threads", 1) or 1)
     config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level") or "all"))
     here, runner = runtime_here(predictor)
     if here is not None:
         predictor.check_runtime(here)
-    kernels, fusion = runtime_kernels(graph, config, runner)
-    return predict_model(predictor, graph, estimate, kernels, fusion)
+    if fusion == "rules" or (fusion == "auto" and here is None and predictor.fusion_rules is not None
+                             and predictor.runtime.get("runner") != "command"):
+        rules = predictor.fusion_rules
+        if rules is None:
+            raise InputError("the predictor has no fusion rules: it was fitted without calibration models",
+                             hint="calibrate --kernels MODEL... learns them from the models' runtime graphs")
+        by_id = {n.id: n for n in graph.layers}
+        groups = [(name, kernel_family([by_id[i].op_type for i in layers]), layers)
+                  for name, layers in rules.group(graph)]
+        return predict_model(predictor, graph, estimate, groups, "rules")
+    kernels, source = runtime_kernels(graph, config, runner)
+    if fusion == "runtime" and source == "none":
+        raise BackendUnavailable(f"{runner.backend} is not installed here: its grouping of layers into kernels "
+                                 "cannot be read", hint="--fusion rules uses the rules learnt at calibration time")
+    return predict_model(predictor, graph, estimate, kernels, source)
 
 
 def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predictor: Predictor) -> None:

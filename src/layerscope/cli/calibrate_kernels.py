@@ -28,6 +28,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.analysis.fusion_rules import learn_rules
 from layerscope.analysis.predictor import (
     Context,
     FamilyFit,
@@ -60,6 +61,7 @@ from layerscope.measure.kernels import (
 from layerscope.measure.openvino_backend import OpenVinoBackend
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
+from layerscope.model.types import Graph
 from layerscope.targets import load_profile
 from layerscope.targets.host import cache_dir
 from layerscope.targets.profile import Profile
@@ -115,8 +117,9 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
     config = SessionConfig(threads=threads)
     kernels: list[KernelModel] = []
     runner = runner or KernelRunner()
+    groupings: list[tuple[Graph, list[tuple[str, tuple[str, ...]]]]] = []
     for path in models:
-        _, found, notes = model_kernels(path, shapes, config, runner)
+        _, found, notes = model_kernels(path, shapes, config, runner, groupings=groupings)
         kernels += found
         console.print(f"{path}: {len(found)} distinct kernel(s)" + (f", {len(notes)} left out" if notes else ""),
                       markup=False, highlight=False)
@@ -138,7 +141,9 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
     overhead_us, identity = runner_info["overhead_us"], runner_info["identity"]
     predictor = fit_predictor(features.samples(timings), identity, profile.name, overhead_us)
     wholes = time_models(models, shapes, store, timing, runner=runner)
-    predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile))
+    rules = learn_rules(groupings, runner.backend) if groupings and runner.backend != "command" else None
+    predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile),
+                                    fusion_rules=rules)
     written = predictor.save(output)
     cached = sum(1 for t in timings if t.cached)
     console.print(f"timed {len(timings)} kernel(s) ({cached} from the cache; {len(kernels)} of the calibration "
@@ -156,6 +161,11 @@ def run_kernels(*, models: Sequence[Path], output: Path, budget: str, families: 
                       f"{100 * statistics.median(ctx.errors):.1f}%, max {100 * max(ctx.errors):.1f}%")
     else:
         console.print("in-model context: none (no calibration MODEL was timed whole); kernels are summed as timed")
+    if rules is not None:
+        fused = sorted(((k, v) for k, v in rules.pairs.items() if rules.fuses("", *k)), key=lambda kv: -kv[1][1])
+        console.print(f"fusion rules from {rules.models} model(s): " + ", ".join(
+            f"{a}+{b} ({n}/{m})" for (a, b), (n, m) in fused[:8]) + (" ..." if len(fused) > 8 else ""),
+            markup=False, highlight=False)
     console.print(f"predictor: {written}")
 
 

@@ -538,17 +538,23 @@ def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "C
 
 
 def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, config: SessionConfig,
-                  runner: KernelRunner | None = None) -> tuple[Graph, list[KernelModel], list[str]]:
+                  runner: KernelRunner | None = None, *,
+                  groupings: list[tuple[Graph, list[tuple[str, tuple[str, ...]]]]] | None = None,
+                  ) -> tuple[Graph, list[KernelModel], list[str]]:
     """Every distinct kernel of the model at ``path`` (distinct by the extracted model's bytes) as a model of its
-    own, as ``runner``'s runtime groups the layers (:meth:`KernelRunner.groups`), with notes on the kernels that
-    could not be extracted. Top-level layers only: kernels inside control-flow subgraphs are left out (noted)."""
+    own, as ``runner``'s runtime groups the layers (:meth:`KernelRunner.groups`; appended to ``groupings`` with
+    the graph when given), with notes on the kernels that could not be extracted. Top-level layers only: kernels
+    inside control-flow subgraphs are left out (noted)."""
     graph = load_model(path, shapes)
     source = onnx.shape_inference.infer_shapes(onnx.load(str(path)), data_prop=True)
     _pin_inputs(source, graph)
     by_id = {n.id: n for n in graph.layers}
     kernels: dict[str, KernelModel] = {}
     notes: list[str] = []
-    for name, layers in (runner or KernelRunner()).groups(graph, config):
+    groups = (runner or KernelRunner()).groups(graph, config)
+    if groupings is not None:
+        groupings.append((graph, groups))
+    for name, layers in groups:
         nodes = [by_id[i] for i in layers if i in by_id]
         if not nodes or any(n.parent for n in nodes):
             notes.append(f"{name}: inside a control-flow subgraph, left out")
