@@ -47,7 +47,9 @@ from layerscope.measure.kernels import (
     kernel_space,
     model_kernels,
     openvino_kernel_groups,
+    optimized_graph,
     plan_batch,
+    qdq_conv_kernel,
     time_kernels,
     time_models,
 )
@@ -477,3 +479,26 @@ def test_prediction_groups_by_learnt_rules_where_the_runtime_is_absent(fitted: t
     monkeypatch.setattr(module, "runtime_here", lambda p: (None, KernelRunner()))  # no runtime installed here
     assert predict_path(with_rules, graph, est).fusion == "rules"
     assert predict_path(predictor, graph, est).fusion == "onnxruntime"  # no rules: the runtime after all
+
+
+# ------------------------------------------------------------------------------------------ dtype axis
+def test_the_space_holds_fp16_and_int8_kernels_and_their_dtype_is_a_feature(tmp_path: Path) -> None:
+    conv = family_configs("conv")
+    dtypes = [c.build().label.rsplit(" ", 1)[-1] for c in conv[:400]]
+    assert "dtype=fp16" in dtypes and "dtype=int8" in dtypes
+    assert any("dtype=fp16" in c.build().label for c in family_configs("matmul")[:200])
+    kernels = [conv_kernel(14, 16, 32, k=3, stride=1, depthwise=False, bn=False, act="none", dtype=dtype)
+               for dtype in ("fp32", "fp16")] + [qdq_conv_kernel(14, 16, 32, k=3, stride=1)]
+    fp16 = onnx.load_from_string(kernels[1].model_bytes)
+    assert fp16.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert kernels[0].label + " dtype=fp16" == kernels[1].label  # fp32 labels (and cached models) unchanged
+    path = tmp_path / "qdq.onnx"
+    path.write_bytes(kernels[2].model_bytes)
+    assert "QLinearConv" in [n.op_type for n in optimized_graph(path, SessionConfig(threads=1)).node]
+    timings = [KernelTiming(k, 10.0, (10.0,), 1.0, False) for k in kernels]  # features need no timing
+    samples = samples_from_timings(timings, load_profile("host"))
+    column = FEATURES.index("elem_bytes")
+    assert [s.features[column] for s in samples] == [4.0, 2.0, 1.0]
+    assert all(s.family == "conv" for s in samples)
+    timed, _, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), FAST)
+    assert len(timed) == 3  # ONNX Runtime runs all three

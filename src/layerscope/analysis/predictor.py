@@ -52,11 +52,13 @@ from layerscope.model.types import Graph
 from layerscope.targets.profile import Profile
 
 FORMAT = "layerscope-predictor"
-#: 2: kernels timed as a P50, the in-model ``context``.
+#: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature.
 VERSION = 2
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
-            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements")
+            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes")
+#: The numeric element types the ``elem_bytes`` feature reads (indices, shapes and masks are left out).
+_VALUE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}
 MIN_FAMILY_SAMPLES = 12
 #: Added to the measured and the roofline time before their ratio is learnt (µs): a kernel's fixed cost. Without
 #: it, a kernel whose roofline is ~0 (a Reshape, a small Add) has a ratio in the hundreds, and a tree leaf
@@ -96,12 +98,16 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> 
                            else out.shape[1])
             out_el = float(np.prod(out.shape))
     bound = sum(1 for e in ests if e.bound is Bound.COMPUTE) / max(1, len(ests))
+    # the dtype: the narrowest numeric element the kernel reads or writes (fp16 2, an int8 QDQ kernel 1)
+    sizes = [_VALUE_BYTES[t.dtype] for n in nodes for name in (*n.inputs, *n.outputs)
+             if (t := graph.tensor(name)) is not None and t.dtype in _VALUE_BYTES]
+    elem_bytes = float(min(sizes, default=4))
     values = [math.log1p(sum(c.macs for c in costs)), math.log1p(sum(c.flops for c in costs)),
               math.log1p(sum(c.bytes_read_act for c in costs)), math.log1p(sum(c.bytes_read_weight for c in costs)),
               math.log1p(sum(c.bytes_written for c in costs)), math.log1p(roof), compute / roof if roof else 0.0,
               bound, float(len(rows)), kernel, stride, math.log(groups),
               float(groups > 1 and groups == in_ch), math.log(max(in_ch, 1.0)), math.log(max(out_ch, 1.0)),
-              math.log1p(out_el)]
+              math.log1p(out_el), elem_bytes]
     return np.asarray(values, dtype=np.float64)
 
 

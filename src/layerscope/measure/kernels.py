@@ -4,8 +4,9 @@ A *kernel* is what the runtime runs as one node of its optimized graph (Conv+Bat
 one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nodes). Two sources of kernels:
 
 - :func:`kernel_space`: generated models, one fusable group of source nodes each, per kernel family
-  (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups), in a seeded random
-  order interleaved across families so that any budget covers every family.
+  (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups, dtype: fp32, fp16 for
+  conv, matmul, elementwise and norm, int8 QDQ convolutions), in a seeded random order interleaved across
+  families so that any budget covers every family.
 - :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of ONNX
   Runtime's optimized graph covers (:mod:`layerscope.measure.fusion`), extracted as a model of its own.
 
@@ -122,13 +123,21 @@ class KernelTiming:
 
 
 # --------------------------------------------------------------------------------- generated kernels
+#: The element types generated kernels come in (the ``dtype`` axis of the configuration space).
+DTYPES: Mapping[str, tuple[int, type[np.floating[Any]]]] = {"fp32": (TensorProto.FLOAT, np.float32),
+                                                            "fp16": (TensorProto.FLOAT16, np.float16)}
+
+
 def _model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str],
-           inits: Mapping[str, np.ndarray], name: str) -> onnx.ModelProto:
+           inits: Mapping[str, np.ndarray], name: str, *, dtype: str = "fp32",
+           typed_inits: Sequence[onnx.TensorProto] = ()) -> onnx.ModelProto:
+    """A one-kernel model: float ``inits`` cast to ``dtype``'s type, ``typed_inits`` as they are."""
+    elem, np_type = DTYPES[dtype]
     graph = helper.make_graph(
         nodes, name,
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in sorted(inits.items())])
+        [helper.make_tensor_value_info(n, elem, list(s)) for n, s in inputs],
+        [helper.make_tensor_value_info(o, elem, None) for o in outputs],
+        [*(numpy_helper.from_array(v.astype(np_type), k) for k, v in sorted(inits.items())), *typed_inits])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="layerscope")
     model.ir_version = 8
     inferred = onnx.shape_inference.infer_shapes(model).graph.output  # outputs declared with their shapes
@@ -154,13 +163,21 @@ def _act(nodes: list[onnx.NodeProto], x: str, act: str) -> str:
     return "a"
 
 
+def _tag(dtype: str) -> str:
+    """The label suffix of a dtype (none for fp32: the labels, seeds and models of fp32 kernels predate it)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"kernel dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+    return "" if dtype == "fp32" else f" dtype={dtype}"
+
+
 def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise: bool, bn: bool,
-                act: str) -> KernelModel:
-    """Conv (depthwise when ``depthwise``: groups = channels = ``cin``) [+BatchNormalization] [+activation]."""
+                act: str, dtype: str = "fp32") -> KernelModel:
+    """Conv (depthwise when ``depthwise``: groups = channels = ``cin``) [+BatchNormalization] [+activation], in
+    ``dtype`` (:data:`DTYPES`)."""
     if depthwise:
         cout = cin
     groups = cin if depthwise else 1
-    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g={groups} bn={int(bn)} act={act}"
+    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g={groups} bn={int(bn)} act={act}{_tag(dtype)}"
     rng = _rng(label)
     inits = {"w": rng.standard_normal((cout, cin // groups, k, k)) * 0.1, "b": rng.standard_normal(cout)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
@@ -173,14 +190,45 @@ def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise:
         nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]))
         out = "n"
     out = _act(nodes, out, act)
-    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv")
+    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv", dtype=dtype)
                        .SerializeToString())
 
 
-def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bool) -> KernelModel:
+def qdq_conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int) -> KernelModel:
+    """An int8 Conv in QDQ form, as quantization tools write it: QuantizeLinear -> DequantizeLinear on the
+    activation, DequantizeLinear on int8 weights (int32 bias), Conv, QuantizeLinear -> DequantizeLinear on its
+    output (ONNX Runtime runs a QLinearConv)."""
+    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g=1 bn=0 act=none dtype=int8"
+    rng = _rng(label)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
+                              pads=[k // 2] * 4),
+             helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    scale_x, scale_w = 0.02, 0.01
+    inits = [
+        numpy_helper.from_array(np.array(scale_x, dtype=np.float32), "sx"),
+        numpy_helper.from_array(np.array(128, dtype=np.uint8), "zx"),
+        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, k, k)).astype(np.int8), "wq"),
+        numpy_helper.from_array(np.array(scale_w, dtype=np.float32), "sw"),
+        numpy_helper.from_array(np.array(0, dtype=np.int8), "zw"),
+        numpy_helper.from_array(rng.integers(-1000, 1000, cout).astype(np.int32), "bq"),
+        numpy_helper.from_array(np.array(scale_x * scale_w, dtype=np.float32), "sb"),
+        numpy_helper.from_array(np.array(0, dtype=np.int32), "zb"),
+        numpy_helper.from_array(np.array(0.05, dtype=np.float32), "sy"),
+        numpy_helper.from_array(np.array(128, dtype=np.uint8), "zy")]
+    model = _model(nodes, [("x", (1, cin, hw, hw))], ["y"], {}, "qdq_conv", typed_inits=inits)
+    return KernelModel("conv", label, model.SerializeToString())
+
+
+def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bool,
+                  dtype: str = "fp32") -> KernelModel:
     """MatMul of ``[batch, m, k]`` by a ``[k, n]`` weight [+Add bias] (a Gemm / FusedMatMul in ORT), or by a
-    second activation ``[batch, k, n]`` (attention's QK^T and AV) when not ``weights``."""
-    label = f"matmul b={batch} m={m} k={k} n={n} bias={int(bias)} w={int(weights)}"
+    second activation ``[batch, k, n]`` (attention's QK^T and AV) when not ``weights``; in ``dtype``."""
+    label = f"matmul b={batch} m={m} k={k} n={n} bias={int(bias)} w={int(weights)}{_tag(dtype)}"
     rng = _rng(label)
     inits: dict[str, np.ndarray] = {}
     inputs: list[tuple[str, Sequence[int]]] = [("x", (batch, m, k))]
@@ -194,7 +242,7 @@ def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bo
         inits["b"] = rng.standard_normal(n)
         nodes.append(helper.make_node("Add", ["y", "b"], ["z"]))
         out = "z"
-    return KernelModel("matmul", label, _model(nodes, inputs, [out], inits, "matmul").SerializeToString())
+    return KernelModel("matmul", label, _model(nodes, inputs, [out], inits, "matmul", dtype=dtype).SerializeToString())
 
 
 def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
@@ -208,18 +256,18 @@ def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
     return KernelModel("pool", label, _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "pool").SerializeToString())
 
 
-def elementwise_kernel(elements: int, op: str, binary: bool) -> KernelModel:
+def elementwise_kernel(elements: int, op: str, binary: bool, dtype: str = "fp32") -> KernelModel:
     """One elementwise op over ``elements`` values shaped ``[1, c, h, w]``-like (binary ops add a tensor of the
-    same shape)."""
+    same shape), in ``dtype``."""
     shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
-    label = f"elementwise n={int(np.prod(shape))} {op}"
+    label = f"elementwise n={int(np.prod(shape))} {op}{_tag(dtype)}"
     inputs: list[tuple[str, Sequence[int]]] = [("x", shape)]
     if binary:
         inputs.append(("y", shape))
         node = helper.make_node(op, ["x", "y"], ["z"])
     else:
         node = helper.make_node(op, ["x"], ["z"])
-    return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew").SerializeToString())
+    return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew", dtype=dtype).SerializeToString())
 
 
 def concat_kernel(hw: int, c: int, parts: int) -> KernelModel:
@@ -240,9 +288,9 @@ def resize_kernel(hw: int, c: int, mode: str) -> KernelModel:
                                                 "resize").SerializeToString())
 
 
-def norm_kernel(rows: int, cols: int, kind: str) -> KernelModel:
-    """Softmax or LayerNormalization over the last axis of ``[1, rows, cols]``."""
-    label = f"norm rows={rows} cols={cols} {kind}"
+def norm_kernel(rows: int, cols: int, kind: str, dtype: str = "fp32") -> KernelModel:
+    """Softmax or LayerNormalization over the last axis of ``[1, rows, cols]``, in ``dtype``."""
+    label = f"norm rows={rows} cols={cols} {kind}{_tag(dtype)}"
     inits: dict[str, np.ndarray] = {}
     if kind == "softmax":
         node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
@@ -250,7 +298,7 @@ def norm_kernel(rows: int, cols: int, kind: str) -> KernelModel:
         inits = {"g": np.ones(cols), "b": np.zeros(cols)}
         node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)
     return KernelModel("norm", label, _model([node], [("x", (1, rows, cols))], ["y"], inits,
-                                              "norm").SerializeToString())
+                                              "norm", dtype=dtype).SerializeToString())
 
 
 def movement_kernel(hw: int, c: int, kind: str) -> KernelModel:
@@ -278,28 +326,38 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
             out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
             out += [partial(conv_kernel, hw, cin, cout, k=k, stride=s, depthwise=False, bn=act != "none", act=act)
                     for cout in chans]
+            if act == "none":  # int8: the QDQ form quantization tools write
+                out.append(partial(qdq_conv_kernel, hw, cin, cin, k=k, stride=s))
+            # fp16: plain and depthwise, with no activation or a Relu
+            if act in ("relu", "none"):
+                out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act,
+                                   dtype="fp16"))
+                out.append(partial(conv_kernel, hw, cin, 2 * cin, k=k, stride=s, depthwise=False, bn=act != "none",
+                                   act=act, dtype="fp16"))
     elif family == "matmul":
         for b, m, k, n in itertools.product((1, 4, 8), (1, 16, 64, 128, 256, 512), (64, 128, 256, 512, 1024),
                                             (64, 128, 256, 512, 1024)):
             out += [partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True),
                     partial(matmul_kernel, b, m, k, n, bias=False, weights=False)]
+            if n == k:
+                out.append(partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True, dtype="fp16"))
     elif family == "pool":
         out = [partial(pool_kernel, hw, c, kind, k, s) for hw, c, kind, k, s in
                itertools.product(sizes, chans, ("max", "avg", "global"), (2, 3, 5), (1, 2))
                if kind != "global" or (k, s) == (2, 1)]
     elif family == "elementwise":
-        out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul")) for n, op in
+        out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul"), dtype) for n, op, dtype in
                itertools.product((256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152),
-                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"))]
+                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"), DTYPES)]
     elif family == "concat":
         out = [partial(concat_kernel, hw, c, p) for hw, c, p in itertools.product(sizes, chans, (2, 3, 4))]
     elif family == "resize":
         out = [partial(resize_kernel, hw, c, mode) for hw, c, mode in itertools.product(sizes, chans,
                                                                                          ("nearest", "linear"))]
     elif family == "norm":
-        out = [partial(norm_kernel, r, c, kind) for r, c, kind in
+        out = [partial(norm_kernel, r, c, kind, dtype) for r, c, kind, dtype in
                itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
-                                 ("softmax", "layernorm"))]
+                                 ("softmax", "layernorm"), DTYPES)]
     elif family == "movement":
         out = [partial(movement_kernel, hw, c, kind) for hw, c, kind in itertools.product(sizes, chans,
                                                                                            ("transpose", "slice"))]
