@@ -299,6 +299,12 @@ def test_context_fit_recovers_a_factor_and_a_per_kernel_gap() -> None:
     # iso = p/m = (1, 0.5, 1), target 1: (1 + 0.5 + 1) / (1 + 0.25 + 1)
     neg = fit_context([(100.0, 100.0, 50), (1000.0, 500.0, 10), (300.0, 300.0, 100)], 0.0)
     assert neg.per_kernel_us == 0.0 and neg.factor == pytest.approx(2.5 / 2.25)
+    # measured = 1.5 x isolated, but the small model of many kernels reads 1.6x: a gap would explain it and miss
+    # the others when it is left out; leave-one-model-out keeps the factor alone
+    noisy = [(1500.0, 1000.0, 10), (7500.0, 5000.0, 200), (480.0, 200.0, 50), (12000.0, 8000.0, 30),
+             (3000.0, 2000.0, 300)]
+    alone = fit_context(noisy, 0.0)
+    assert alone.per_kernel_us == 0.0 and 1.5 < alone.factor < 1.6
 
 
 def test_prediction_takes_each_kernel_into_its_model_context(fitted: tuple[Predictor, Path], tmp_path: Path) -> None:

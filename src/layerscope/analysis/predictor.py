@@ -186,27 +186,46 @@ class Context:
         return cls(factor, gap, int(data["models"]), tuple(float(e) for e in data.get("errors", ())))
 
 
+def _fit_rows(rows: Sequence[tuple[float, float, int]], overhead_us: float, with_gap: bool) -> tuple[float, float]:
+    """(factor, per-kernel gap) by least squares on the relative error; the factor alone when ``with_gap`` is
+    false or the gap would come out negative."""
+    target = np.asarray([(m - overhead_us) / m for m, _, _ in rows])
+    iso = np.asarray([p / m for m, p, _ in rows])
+    count = np.asarray([n / m for m, _, n in rows], dtype=np.float64)
+    factor, gap = float(np.dot(iso, target) / np.dot(iso, iso)), 0.0
+    if with_gap:
+        (f2, g2), *_ = np.linalg.lstsq(np.stack([iso, count], axis=1), target, rcond=None)
+        if g2 >= 0 and f2 > 0:
+            factor, gap = float(f2), float(g2)
+    return max(factor, 1e-3), gap
+
+
 def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) -> Context:
     """The :class:`Context` that best turns each calibration model's (``measured_us`` P50, ``isolated_us``: the
     sum of its kernels' predictions alone, ``kernels``: their count) into its measured P50:
     ``measured - overhead = factor * isolated + per_kernel_us * kernels``, least squares on the relative error
-    (each row divided by its measured time, so that a large model does not decide alone). ``per_kernel_us`` is
-    0 with fewer than 3 models or when the fit would make it negative (then ``factor`` alone: the ratio of
-    sums, relative); the identity with no model."""
+    (each row divided by its measured time, so that a large model does not decide alone).
+
+    The gap is kept only where it predicts better: with at least 4 models, when its median leave-one-model-out
+    relative error is below the factor alone's (a gap fitted to a few large models under a loaded machine's
+    noise can be hundreds of µs, which a small model then pays hundreds of times); and never negative. The
+    identity with no model."""
     usable = [(m, p, n) for m, p, n in rows if m > 0 and p > 0]
     if not usable:
         return Context()
-    target = np.asarray([(m - overhead_us) / m for m, _, _ in usable])
-    iso = np.asarray([p / m for m, p, _ in usable])
-    count = np.asarray([n / m for m, _, n in usable], dtype=np.float64)
-    factor, gap = float(np.dot(iso, target) / np.dot(iso, iso)), 0.0
-    if len(usable) >= 3:
-        (f2, g2), *_ = np.linalg.lstsq(np.stack([iso, count], axis=1), target, rcond=None)
-        if g2 >= 0 and f2 > 0:
-            factor, gap = float(f2), float(g2)
-    factor = max(factor, 1e-3)
-    errors = tuple(abs((factor * p + gap * n + overhead_us) / m - 1) for m, p, n in usable)
-    return Context(factor, gap, len(usable), errors)
+    with_gap = False
+    if len(usable) >= 4:
+        loo = {}
+        for gap_form in (False, True):
+            errors = []
+            for i, (m, p, n) in enumerate(usable):
+                factor, gap = _fit_rows(usable[:i] + usable[i + 1:], overhead_us, gap_form)
+                errors.append(abs((factor * p + gap * n + overhead_us) / m - 1))
+            loo[gap_form] = float(np.median(errors))
+        with_gap = loo[True] < loo[False]
+    factor, gap = _fit_rows(usable, overhead_us, with_gap)
+    fitted = tuple(abs((factor * p + gap * n + overhead_us) / m - 1) for m, p, n in usable)
+    return Context(factor, gap, len(usable), fitted)
 
 
 @dataclass(frozen=True)
