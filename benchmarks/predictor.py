@@ -272,9 +272,10 @@ def render(results: Mapping[str, Any]) -> dict[str, Any]:
                       "median_top10": statistics.median(tops) if (tops := [r[m]["top10"] for r in ok
                                                                            if r[m]["top10"] is not None]) else None}
         s = summary[m]
+        rho = "-" if s["median_spearman"] is None else f"{s['median_spearman']:.2f} ({s['spearman_ge_0.9']} >= 0.9)"
+        top10 = "-" if s["median_top10"] is None else f"{s['median_top10']:.1f}"
         print(f"{m:10}: {100 * s['within_10']:.0f}% within ±10% ({len(ok)} models), median |err| "
-              f"{100 * (s['median_abs_error'] or 0):.1f}%, median Spearman {s['median_spearman'] or 0:.2f} "
-              f"({s['spearman_ge_0.9']} >= 0.9), median top-10 overlap {s['median_top10'] or 0:.1f}")
+              f"{100 * (s['median_abs_error'] or 0):.1f}%, median Spearman {rho}, median top-10 overlap {top10}")
     noises = [r["noise"] for r in ok if r["noise"] is not None]
     if noises:
         summary["noise_median"] = statistics.median(noises)
