@@ -3,18 +3,24 @@ JSON predictor file (no pickle) and prediction, end to end with real timings on 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 import pytest
 
 from conftest import zoo
+from layerscope.analysis.fusion_rules import learn_rules
 from layerscope.analysis.predictor import (
     FEATURES,
+    Context,
     Predictor,
+    fit_context,
     fit_predictor,
     load_predictor,
     predict_path,
@@ -27,14 +33,25 @@ from layerscope.estimate import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     FAMILIES,
+    Config,
+    KernelModel,
+    KernelRunner,
     KernelTiming,
     TimingConfig,
+    adaptive_sample,
     conv_kernel,
+    empty_model,
+    family_configs,
     kernel_family,
     kernel_groups,
     kernel_space,
     model_kernels,
+    openvino_kernel_groups,
+    optimized_graph,
+    plan_batch,
+    qdq_conv_kernel,
     time_kernels,
+    time_models,
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
@@ -168,7 +185,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 1
+    assert data["format"] == "layerscope-predictor" and data["version"] == 2
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -203,8 +220,8 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=2)))
-    with pytest.raises(InputError, match="version 2"):
+    newer.write_text(json.dumps(dict(data, version=3)))
+    with pytest.raises(InputError, match="version 3"):
         load_predictor(newer)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
@@ -230,16 +247,26 @@ def test_estimate_with_predictor_writes_per_layer_predictions(fitted: tuple[Pred
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(dict(data, runtime=dict(data["runtime"], threads=1, provider="cuda"))))
     assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(bad)]) == 2
+    # this predictor was fitted without calibration models: no rules to group by
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "--fusion",
+                 "rules"]) == 2
 
 
 def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "p.json"
-    assert main(["calibrate", "--kernels", "--budget", "4s", "--families", "pool,concat", "--visits", "2",
+    model = tmp_path / "calibration.onnx"
+    model.write_bytes(conv_kernel(28, 16, 32, k=3, stride=1, depthwise=False, bn=True, act="relu").model_bytes)
+    assert main(["calibrate", "--kernels", str(model), "--budget", "4s", "--families", "pool,concat", "--visits", "2",
                  "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "cross-validated error per family" in text and "predictor:" in text
+    assert "in-model context from 1 calibration model(s)' P50" in text
     predictor = load_predictor(out)
     assert predictor.runtime["threads"] == 1 and predictor.profile == "host"
+    assert predictor.context.models == 1 and predictor.context.per_kernel_us == 0.0
+    assert predictor.fusion_rules is not None and predictor.fusion_rules.models == 1
+    assert predictor.fusion_rules.pairs[("Conv", "BatchNormalization")] == (1, 1)
+    assert "fusion rules from 1 model(s): " in text
     assert main(["calibrate", "--kernels", "--families", "nope", "-o", str(out)]) == 2
     assert main(["calibrate", "-o", str(tmp_path / "x.toml")]) == 2
 
@@ -253,3 +280,246 @@ def test_estimate_into_an_existing_run_replaces_its_prediction(fitted: tuple[Pre
         assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(predictor), "--json",
                      str(out), "--top", "0"]) == 0
     assert load_run(out)["predictor"]["file"] == str(copy)
+
+
+# ------------------------------------------------------------------------------------------ in-model context
+def test_context_fit_recovers_a_factor_and_a_per_kernel_gap() -> None:
+    # measured = 20 (overhead) + 1.5 x isolated + 10 us per kernel, exactly
+    rows = [(20 + 1.5 * p + 10 * n, p, n) for p, n in ((1000.0, 10), (5000.0, 200), (200.0, 50), (8000.0, 30))]
+    ctx = fit_context(rows, 20.0)
+    assert ctx.factor == pytest.approx(1.5) and ctx.per_kernel_us == pytest.approx(10.0)
+    assert ctx.models == 4 and max(ctx.errors) < 1e-9
+    # two models: the factor alone, least squares on relative error: rows (p/m, (m-o)/m) = (0.5, 1.0), (0.25, 1.0)
+    # -> factor = (0.5 + 0.25) / (0.25 + 0.0625) = 2.4
+    two = fit_context([(100.0, 50.0, 5), (400.0, 100.0, 9)], 0.0)
+    assert two.factor == pytest.approx(2.4) and two.per_kernel_us == 0.0
+    assert two.errors == pytest.approx((0.2, 0.4))  # 2.4 x 50 = 120 (+20%), 2.4 x 100 = 240 (-40%)
+    assert fit_context([], 5.0) == Context()
+    # the model of fewest kernels is the furthest under: a negative gap, so the factor alone,
+    # iso = p/m = (1, 0.5, 1), target 1: (1 + 0.5 + 1) / (1 + 0.25 + 1)
+    neg = fit_context([(100.0, 100.0, 50), (1000.0, 500.0, 10), (300.0, 300.0, 100)], 0.0)
+    assert neg.per_kernel_us == 0.0 and neg.factor == pytest.approx(2.5 / 2.25)
+    # measured = 1.5 x isolated, but the small model of many kernels reads 1.6x: a gap would explain it and miss
+    # the others when it is left out; leave-one-model-out keeps the factor alone
+    noisy = [(1500.0, 1000.0, 10), (7500.0, 5000.0, 200), (480.0, 200.0, 50), (12000.0, 8000.0, 30),
+             (3000.0, 2000.0, 300)]
+    alone = fit_context(noisy, 0.0)
+    assert alone.per_kernel_us == 0.0 and 1.5 < alone.factor < 1.6
+
+
+def test_prediction_takes_each_kernel_into_its_model_context(fitted: tuple[Predictor, Path], tmp_path: Path) -> None:
+    predictor, _ = fitted
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    alone = predict_path(predictor, graph, est)
+    ctx = Context(factor=1.5, per_kernel_us=4.0, models=3, errors=(0.1, 0.2, 0.05))
+    inside = predict_path(dataclasses.replace(predictor, context=ctx), graph, est)
+    assert [k.isolated_us for k in inside.kernels] == [k.isolated_us for k in alone.kernels]
+    assert all(k.latency_us == pytest.approx(1.5 * k.isolated_us + 4.0) for k in inside.kernels)
+    assert inside.latency_us == pytest.approx(1.5 * (alone.latency_us - alone.overhead_us) + 4.0 * 39
+                                              + predictor.overhead_us)
+    assert math.isclose(sum(inside.layers_us.values()) + inside.overhead_us, inside.latency_us, rel_tol=1e-9)
+    path = dataclasses.replace(predictor, context=ctx).save(tmp_path / "ctx.json")
+    assert load_predictor(path).context == ctx
+    data = json.loads(path.read_text())
+    bad = tmp_path / "bad-ctx.json"
+    bad.write_text(json.dumps(dict(data, context=dict(data["context"], factor=-1))))
+    with pytest.raises(InputError, match="malformed"):
+        load_predictor(bad)
+
+
+def test_a_whole_model_is_timed_as_its_kernels_are(tmp_path: Path) -> None:
+    kernel = conv_kernel(28, 16, 32, k=3, stride=1, depthwise=False, bn=True, act="relu")
+    model = tmp_path / "m.onnx"
+    model.write_bytes(kernel.model_bytes)
+    store = SampleStore(tmp_path / "cache")
+    [(path, p50)] = time_models([model], None, store, FAST, visits=4)
+    assert path == model and p50 > 0
+    assert time_models([model], None, store, FAST, visits=4) == [(model, p50)]  # the cache answers again
+
+
+# ------------------------------------------------------------------------------------------ adaptive sampling
+def test_family_configs_build_the_kernels_kernel_space_yields() -> None:
+    configs = family_configs("pool")
+    assert [c.build().label for c in configs[:3]] == [k.label for k in kernel_space(("pool",), limit=3)]
+    built = configs[0].build()
+    assert built.config == configs[0].params and dict(built.config)["_2"] in ("max", "avg", "global")
+
+
+def _errors(configs: list[Config], bad: Callable[[Config], bool], high: float, low: float) -> list[tuple[Any, float]]:
+    return [(c.params, high if bad(c) else low) for c in configs]
+
+
+def test_plan_gives_the_worse_family_the_larger_share_and_its_worst_region() -> None:
+    pool, concat = family_configs("pool"), family_configs("concat")
+    timed_pool, timed_concat = pool[:30], concat[:30]
+    # pool: large maps (hw >= 56, params _0) are badly predicted; concat is predicted well everywhere
+    errors = {"pool": (0.30, _errors(timed_pool, lambda c: dict(c.params)["_0"] >= 56, 0.6, 0.05)),
+              "concat": (0.03, _errors(timed_concat, lambda c: True, 0.03, 0.03))}
+    plan = plan_batch({"pool": pool[30:], "concat": concat[30:]}, errors, 22)
+    families = [c.family for c in plan]
+    # shares 0.30 : 0.03 of 22 -> 20 and 2
+    assert families.count("pool") == 20 and families.count("concat") == 2
+    assert len({c.params for c in plan}) == 22 and not {c.params for c in plan} & {c.params for c in timed_pool}
+    large = sum(1 for c in pool[30:] if dict(c.params)["_0"] >= 56)
+    picked_large = sum(1 for c in plan if c.family == "pool" and dict(c.params)["_0"] >= 56)
+    assert large >= 20 and picked_large == 20  # every pool pick lies in the badly predicted region
+    # a family nothing is known about yet counts as the worst one; an exhausted family gets nothing
+    plan = plan_batch({"pool": pool[30:], "resize": family_configs("resize"), "concat": []}, errors, 10)
+    assert [c.family for c in plan].count("resize") == 5 and "concat" not in [c.family for c in plan]
+
+
+def _fake_timer(timed: list[KernelModel]) -> Callable[[Sequence[KernelModel], float | None], list[KernelTiming]]:
+    def timer(kernels: Sequence[KernelModel], budget_s: float | None) -> list[KernelTiming]:
+        out = []
+        for kernel in kernels[:12]:  # a "budget" of 12 kernels per call
+            timed.append(kernel)
+            out.append(KernelTiming(kernel, 10.0, (10.0,), 1.0, False))
+        return out
+    return timer
+
+
+def test_adaptive_sampling_spends_the_rest_of_the_budget_on_the_worse_family() -> None:
+    timed: list[KernelModel] = []
+    ticks = iter(range(100))
+
+    def evaluate(timings: Sequence[KernelTiming]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for family, err in (("pool", 0.4), ("concat", 0.02)):
+            known = [t.kernel.config for t in timings if t.kernel.family == family]
+            out[family] = (err, [(c, err) for c in known])
+        return out
+
+    timings, rounds = adaptive_sample([], ("pool", "concat"), _fake_timer(timed), evaluate, budget_s=50.0,
+                                      batch=12, max_rounds=2, clock=lambda: float(next(ticks)))
+    assert rounds[0].timed == {"pool": 6, "concat": 6}  # the first pass: round-robin
+    assert rounds[1].timed == {"pool": 11, "concat": 1} and rounds[2].timed == {"pool": 11, "concat": 1}
+    assert rounds[1].planned_from == {"pool": 0.4, "concat": 0.02}
+    assert len({k.config for k in timed}) == len(timed) == len(timings) == 36  # never the same config twice
+    # no budget left after the first pass: no adaptive pass
+    ticks = iter([0.0, 0.0, 100.0])
+    _, rounds = adaptive_sample([], ("pool",), _fake_timer([]), evaluate, budget_s=50.0, clock=lambda: next(ticks))
+    assert len(rounds) == 1
+    # the calibration models' kernels come first, whatever the first share of the budget
+    first = [conv_kernel(7, 16, 16, k=1, stride=1, depthwise=False, bn=False, act="none")]
+    timed = []
+    adaptive_sample(first, ("pool",), _fake_timer(timed), evaluate, budget_s=50.0, first_share=0.0, max_rounds=0)
+    assert timed[0] is first[0] and len(timed) == 1
+
+
+# ------------------------------------------------------------------------------------------ runners
+def test_kernels_timed_through_device_commands_record_the_runner(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    # a deterministic "device": 1 us per byte of the compiled model
+    args = ["calibrate", "--kernels", "--budget", "4s", "--families", "pool", "--visits", "2", "--cache",
+            str(tmp_path / "cache"), "--compile-cmd", "cp {model} {compiled}",
+            "--run-cmd", "echo latency: $(wc -c < {compiled})", "--latency-regex", r"latency:\s*([0-9]+)",
+            "--latency-unit", "us"]
+    assert main([*args, "-o", str(out)]) == 0
+    predictor = load_predictor(out)
+    assert predictor.runtime["runner"] == "command" and predictor.runtime["compile_cmd"] == "cp {model} {compiled}"
+    # the per-call overhead is what the device command read for the one-element Relu model: its size in us
+    assert predictor.overhead_us == pytest.approx(len(empty_model()))
+    run = tmp_path / "run.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "--json", str(run),
+                 "--top", "0"]) == 0
+    assert load_run(run)["predictor"]["fusion"] == "onnxruntime"  # a board's grouping is not visible: ORT's
+    failing = [*args[:-6], "--run-cmd", "exit 7", "--latency-regex", "x(1)", "-o", str(tmp_path / "q.json")]
+    assert main(failing) == 3
+    assert main([*args, "--backend", "openvino", "-o", str(out)]) == 2  # one runner at a time
+
+
+def test_openvino_groups_conv_and_relu_into_one_kernel() -> None:
+    pytest.importorskip("openvino")
+    graph = load_model(zoo("squeezenet"))
+    ops = {n.id: n.op_type for n in graph.layers}
+    groups = openvino_kernel_groups(graph, SessionConfig(threads=1))
+    kinds = [tuple(ops[i] for i in layers) for _, layers in groups]
+    assert kinds.count(("Conv", "Relu")) == 26 and kinds.count(("Concat",)) == 7
+    covered = [i for _, layers in groups for i in layers]
+    assert len(covered) == len(set(covered))
+    # the eighth Concat, before the Dropout, OpenVINO does in place: no executed node runs it
+    assert set(ops) - set(covered) == {"n60"} and ops["n60"] == "Concat"
+
+
+def test_kernels_timed_on_openvino_predict_with_openvino_and_refuse_another_version(tmp_path: Path) -> None:
+    pytest.importorskip("openvino")
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--kernels", "--backend", "openvino", "--budget", "8s", "--families", "pool",
+                 "--visits", "2", "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
+    predictor = load_predictor(out)
+    assert predictor.runtime["runner"] == "openvino" and predictor.runtime["provider"] == "CPU"
+    run = tmp_path / "run.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "--json", str(run),
+                 "--top", "0"]) == 0
+    section = load_run(run)["predictor"]
+    assert section["fusion"] == "openvino" and len(section["kernels"]) == 39
+    data = json.loads(out.read_text())
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(dict(data, runtime=dict(data["runtime"], version="2020.1"))))
+    with pytest.raises(InputError, match=r"another runtime: version '2020\.1'"):
+        graph = load_model(zoo("squeezenet"))
+        predict_path(load_predictor(other), graph, estimate_graph(graph, load_profile("host"), "fp32"))
+
+
+# ------------------------------------------------------------------------------------------ learnt fusion
+def test_prediction_groups_by_learnt_rules_where_the_runtime_is_absent(fitted: tuple[Predictor, Path],
+                                                                      tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import layerscope.analysis.predictor as module
+
+    predictor, _ = fitted
+    graph = load_model(zoo("squeezenet"))
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    with pytest.raises(InputError, match="no fusion rules"):
+        predict_path(predictor, graph, est, "rules")
+    rules = learn_rules([(graph, kernel_groups(graph, SessionConfig(threads=1)))], "onnxruntime")
+    with_rules = load_predictor(dataclasses.replace(predictor, fusion_rules=rules).save(tmp_path / "r.json"))
+    assert with_rules.fusion_rules == rules
+    runtime = predict_path(with_rules, graph, est)
+    by_rules = predict_path(with_rules, graph, est, "rules")
+    assert runtime.fusion == "onnxruntime" and by_rules.fusion == "rules"
+    # learnt from squeezenet itself, the rules replay its 39 kernels: the same prediction
+    assert {frozenset(k.layers) for k in by_rules.kernels} == {frozenset(k.layers) for k in runtime.kernels}
+    assert by_rules.latency_us == pytest.approx(runtime.latency_us, rel=1e-9)
+    monkeypatch.setattr(module, "runtime_here", lambda p: (None, KernelRunner()))  # no runtime installed here
+    assert predict_path(with_rules, graph, est).fusion == "rules"
+    assert predict_path(predictor, graph, est).fusion == "onnxruntime"  # no rules: the runtime after all
+
+
+# ------------------------------------------------------------------------------------------ dtype axis
+def test_the_space_holds_fp16_and_int8_kernels_and_their_dtype_is_a_feature(tmp_path: Path) -> None:
+    conv = family_configs("conv")
+    dtypes = [c.build().label.rsplit(" ", 1)[-1] for c in conv[:400]]
+    assert "dtype=fp16" in dtypes and "dtype=int8" in dtypes
+    assert any("dtype=fp16" in c.build().label for c in family_configs("matmul")[:200])
+    kernels = [conv_kernel(14, 16, 32, k=3, stride=1, depthwise=False, bn=False, act="none", dtype=dtype)
+               for dtype in ("fp32", "fp16")] + [qdq_conv_kernel(14, 16, 32, k=3, stride=1)]
+    fp16 = onnx.load_from_string(kernels[1].model_bytes)
+    assert fp16.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    assert kernels[0].label + " dtype=fp16" == kernels[1].label  # fp32 labels (and cached models) unchanged
+    path = tmp_path / "qdq.onnx"
+    path.write_bytes(kernels[2].model_bytes)
+    assert "QLinearConv" in [n.op_type for n in optimized_graph(path, SessionConfig(threads=1)).node]
+    timings = [KernelTiming(k, 10.0, (10.0,), 1.0, False) for k in kernels]  # features need no timing
+    samples = samples_from_timings(timings, load_profile("host"))
+    column = FEATURES.index("elem_bytes")
+    assert [s.features[column] for s in samples] == [4.0, 2.0, 1.0]
+    assert all(s.family == "conv" for s in samples)
+    timed, _, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), FAST)
+    assert len(timed) == 3  # ONNX Runtime runs all three
+
+
+def test_the_terminal_report_states_the_in_model_context() -> None:
+    from rich.console import Console
+
+    from layerscope.report.predictor_terminal import predictor_report
+
+    section = {"latency_us": 2000.0, "low_us": 1500.0, "high_us": 2500.0, "overhead_us": 20.0, "fusion": "rules",
+               "kernels": [{}, {}], "context": {"factor": 1.5, "per_kernel_us": 4.0, "models": 3}}
+    console = Console(width=200, record=True)
+    console.print(predictor_report({"predictor": section, "layers": []}, 0))
+    text = console.export_text()
+    assert "fusion: rules, in model: x1.50 + 4.0 us per kernel, from 3 model(s))" in text
+    console.print(predictor_report({"predictor": dict(section, context={"models": 0}), "layers": []}, 0))
+    assert "in model" not in console.export_text()

@@ -18,7 +18,11 @@ loads without pickle and without scikit-learn; refused (exit 2) when its format 
 was trained for another runtime, version, provider or thread count than the one it is asked to predict for.
 
 A model's prediction: the sum of its kernels' predictions (kernels from ONNX Runtime's optimized graph through
-the fusion map) plus the per-call overhead measured with the kernels. Each kernel's time is spread over the
+the fusion map, or OpenVINO's executed runtime nodes; where that runtime is not installed, or with
+``fusion="rules"``, from the fusion rules learnt from the calibration models' groupings:
+:mod:`layerscope.analysis.fusion_rules`), each taken into its model's context (:class:`Context`: ``factor`` x
+its time alone + ``per_kernel_us``, fitted at calibration time to the calibration models' whole P50), plus the
+per-call overhead measured with the kernels. Each kernel's time is spread over the
 source layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated)
 get 0. The interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
 """
@@ -35,22 +39,26 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.analysis.fusion_rules import FusionRules
 from layerscope.analysis.trees import Ensemble, dump_gbr
-from layerscope.errors import InputError
+from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimate import estimate_graph
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.kernels import FAMILIES, KernelTiming, kernel_family, kernel_groups
+from layerscope.measure.kernels import FAMILIES, KernelRunner, KernelTiming, kernel_family
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.targets.profile import Profile
 
 FORMAT = "layerscope-predictor"
-VERSION = 1
+#: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature.
+VERSION = 2
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
-            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements")
+            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes")
+#: The numeric element types the ``elem_bytes`` feature reads (indices, shapes and masks are left out).
+_VALUE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}
 MIN_FAMILY_SAMPLES = 12
 #: Added to the measured and the roofline time before their ratio is learnt (µs): a kernel's fixed cost. Without
 #: it, a kernel whose roofline is ~0 (a Reshape, a small Add) has a ratio in the hundreds, and a tree leaf
@@ -90,12 +98,16 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> 
                            else out.shape[1])
             out_el = float(np.prod(out.shape))
     bound = sum(1 for e in ests if e.bound is Bound.COMPUTE) / max(1, len(ests))
+    # the dtype: the narrowest numeric element the kernel reads or writes (fp16 2, an int8 QDQ kernel 1)
+    sizes = [_VALUE_BYTES[t.dtype] for n in nodes for name in (*n.inputs, *n.outputs)
+             if (t := graph.tensor(name)) is not None and t.dtype in _VALUE_BYTES]
+    elem_bytes = float(min(sizes, default=4))
     values = [math.log1p(sum(c.macs for c in costs)), math.log1p(sum(c.flops for c in costs)),
               math.log1p(sum(c.bytes_read_act for c in costs)), math.log1p(sum(c.bytes_read_weight for c in costs)),
               math.log1p(sum(c.bytes_written for c in costs)), math.log1p(roof), compute / roof if roof else 0.0,
               bound, float(len(rows)), kernel, stride, math.log(groups),
               float(groups > 1 and groups == in_ch), math.log(max(in_ch, 1.0)), math.log(max(out_ch, 1.0)),
-              math.log1p(out_el)]
+              math.log1p(out_el), elem_bytes]
     return np.asarray(values, dtype=np.float64)
 
 
@@ -148,14 +160,87 @@ class FamilyFit:
 
 
 @dataclass(frozen=True)
+class Context:
+    """What a kernel costs inside a whole model beyond its time alone: ``factor`` x its time alone +
+    ``per_kernel_us`` (caches its neighbours evict, the runtime's work between kernels), fitted to ``models``
+    calibration models' whole P50; ``errors``: each model's |predicted / measured - 1| under the fit (in
+    sample). The identity (1, 0) when no calibration model was timed."""
+
+    factor: float = 1.0
+    per_kernel_us: float = 0.0
+    models: int = 0
+    errors: tuple[float, ...] = ()
+
+    def apply(self, isolated_us: float) -> float:
+        return self.factor * isolated_us + self.per_kernel_us
+
+    def to_json(self) -> dict[str, Any]:
+        return {"factor": self.factor, "per_kernel_us": self.per_kernel_us, "models": self.models,
+                "errors": list(self.errors)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Context:
+        factor, gap = float(data["factor"]), float(data["per_kernel_us"])
+        if not (math.isfinite(factor) and factor > 0 and math.isfinite(gap) and gap >= 0):
+            raise ValueError(f"context factor {factor!r}, per_kernel_us {gap!r}")
+        return cls(factor, gap, int(data["models"]), tuple(float(e) for e in data.get("errors", ())))
+
+
+def _fit_rows(rows: Sequence[tuple[float, float, int]], overhead_us: float, with_gap: bool) -> tuple[float, float]:
+    """(factor, per-kernel gap) by least squares on the relative error; the factor alone when ``with_gap`` is
+    false or the gap would come out negative."""
+    target = np.asarray([(m - overhead_us) / m for m, _, _ in rows])
+    iso = np.asarray([p / m for m, p, _ in rows])
+    count = np.asarray([n / m for m, _, n in rows], dtype=np.float64)
+    factor, gap = float(np.dot(iso, target) / np.dot(iso, iso)), 0.0
+    if with_gap:
+        (f2, g2), *_ = np.linalg.lstsq(np.stack([iso, count], axis=1), target, rcond=None)
+        if g2 >= 0 and f2 > 0:
+            factor, gap = float(f2), float(g2)
+    return max(factor, 1e-3), gap
+
+
+def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) -> Context:
+    """The :class:`Context` that best turns each calibration model's (``measured_us`` P50, ``isolated_us``: the
+    sum of its kernels' predictions alone, ``kernels``: their count) into its measured P50:
+    ``measured - overhead = factor * isolated + per_kernel_us * kernels``, least squares on the relative error
+    (each row divided by its measured time, so that a large model does not decide alone).
+
+    The gap is kept only where it predicts better: with at least 4 models, when its median leave-one-model-out
+    relative error is below the factor alone's (a gap fitted to a few large models under a loaded machine's
+    noise can be hundreds of µs, which a small model then pays hundreds of times); and never negative. The
+    identity with no model."""
+    usable = [(m, p, n) for m, p, n in rows if m > 0 and p > 0]
+    if not usable:
+        return Context()
+    with_gap = False
+    if len(usable) >= 4:
+        loo = {}
+        for gap_form in (False, True):
+            errors = []
+            for i, (m, p, n) in enumerate(usable):
+                factor, gap = _fit_rows(usable[:i] + usable[i + 1:], overhead_us, gap_form)
+                errors.append(abs((factor * p + gap * n + overhead_us) / m - 1))
+            loo[gap_form] = float(np.median(errors))
+        with_gap = loo[True] < loo[False]
+    factor, gap = _fit_rows(usable, overhead_us, with_gap)
+    fitted = tuple(abs((factor * p + gap * n + overhead_us) / m - 1) for m, p, n in usable)
+    return Context(factor, gap, len(usable), fitted)
+
+
+@dataclass(frozen=True)
 class Predictor:
     """Fitted per-family models for one runtime (``runtime``: the runner's identity), the profile the roofline
-    features were computed on, and the per-call ``overhead_us`` a model's prediction adds once."""
+    features were computed on, the per-call ``overhead_us`` a model's prediction adds once, and the in-model
+    ``context`` each kernel's prediction is taken into."""
 
     runtime: Mapping[str, Any]
     profile: str
     overhead_us: float
     families: Mapping[str, FamilyFit]
+    context: Context = Context()
+    #: How the runtime grouped the calibration models' layers into kernels: used where it is not installed.
+    fusion_rules: FusionRules | None = None
 
     def fit_for(self, family: str) -> FamilyFit:
         """``family``'s fit, else the ``all`` fit."""
@@ -164,7 +249,8 @@ class Predictor:
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
                 "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
-                "overhead_us": self.overhead_us,
+                "overhead_us": self.overhead_us, "context": self.context.to_json(),
+                "fusion_rules": self.fusion_rules.to_json() if self.fusion_rules is not None else None,
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
     def save(self, path: Path) -> Path:
@@ -199,7 +285,10 @@ def load_predictor(path: Path) -> Predictor:
     try:
         families = {str(k): FamilyFit.from_json(str(k), v) for k, v in dict(data["families"]).items()}
         runtime = dict(data["runtime"])
-        predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families)
+        rules = data.get("fusion_rules")
+        predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families,
+                              Context.from_json(data["context"]),
+                              FusionRules.from_json(rules) if rules is not None else None)
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -228,9 +317,11 @@ def _regressor(seed: int) -> Any:
                                      min_samples_leaf=2, random_state=seed)
 
 
-def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0) -> FamilyFit:
-    """Fit ``family``'s model on ``samples`` (``"all"``: every family, with the family as features) and
-    cross-validate it (``min(folds, len(samples))`` folds, at least 2)."""
+def cross_validated(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0,
+                    ) -> tuple[np.ndarray, np.ndarray, int]:
+    """``family``'s model (``"all"``: every family, with the family as features) cross-validated on
+    ``samples`` (``min(folds, len(samples))`` folds, at least 2): each sample's log residual, its
+    |predicted / measured - 1|, and the fold count."""
     from sklearn.model_selection import KFold
 
     x, y = _design(samples, family == "all")
@@ -242,14 +333,21 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
     measured = np.asarray([s.measured_us for s in samples])
     roof = np.asarray([s.roofline_us for s in samples])
     predicted = np.maximum(0.0, (roof + FLOOR_US) * np.exp(y - residuals) - FLOOR_US)
-    ratio_err = np.abs(predicted / np.maximum(measured, 0.05) - 1.0)
+    return residuals, np.abs(predicted / np.maximum(measured, 0.05) - 1.0), k
+
+
+def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, seed: int = 0) -> FamilyFit:
+    """Fit ``family``'s model on ``samples`` (``"all"``: every family, with the family as features) and
+    cross-validate it (:func:`cross_validated`)."""
+    residuals, ratio_err, k = cross_validated(family, samples, folds=folds, seed=seed)
+    x, y = _design(samples, family == "all")
     final = _regressor(seed).fit(x, y)
     return FamilyFit(family, len(samples), float(np.median(ratio_err)), float(np.mean(ratio_err <= 0.10)), k,
                      float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))
 
 
 def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], profile: str, overhead_us: float,
-                  ) -> Predictor:
+                  context: Context = Context()) -> Predictor:
     """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples, and the ``all`` fit;
     ``InputError`` when there are fewer than 4 samples in all."""
     if len(samples) < 4:
@@ -260,13 +358,14 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
         chosen = [s for s in samples if s.family == family]
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
-    return Predictor(dict(runtime), profile, overhead_us, fits)
+    return Predictor(dict(runtime), profile, overhead_us, fits, context)
 
 
 # ------------------------------------------------------------------------------------------ predict
 @dataclass(frozen=True)
 class KernelPrediction:
-    """One kernel's prediction (µs) and interval, the family model used, and the source layers it covers."""
+    """One kernel's prediction inside its model (µs) and interval, the family model used, the source layers it
+    covers, and its predicted time alone (``isolated_us``: what the kernel was timed as)."""
 
     kernel: str
     family: str
@@ -275,6 +374,7 @@ class KernelPrediction:
     low_us: float
     high_us: float
     roofline_us: float
+    isolated_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -306,8 +406,9 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
         return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
 
     used = fit.family if family != "other" else "other"
-    return KernelPrediction(name, used, tuple(layers), us(value), us(value + fit.residual_low),
-                            us(value + fit.residual_high), roof)
+    ctx = predictor.context
+    return KernelPrediction(name, used, tuple(layers), ctx.apply(us(value)), ctx.apply(us(value + fit.residual_low)),
+                            ctx.apply(us(value + fit.residual_high)), roof, us(value))
 
 
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
@@ -334,8 +435,10 @@ def prediction_section(pred: ModelPrediction, path: str, predictor: Predictor) -
             "runtime": dict(predictor.runtime), "profile": predictor.profile,
             "kernels": [{"kernel": k.kernel, "family": k.family, "layers": list(k.layers),
                          "latency_us": round(k.latency_us, 3), "low_us": round(k.low_us, 3),
-                         "high_us": round(k.high_us, 3), "roofline_us": round(k.roofline_us, 3)}
-                        for k in pred.kernels]}
+                         "high_us": round(k.high_us, 3), "roofline_us": round(k.roofline_us, 3),
+                         "isolated_us": round(k.isolated_us, 3)}
+                        for k in pred.kernels],
+            "context": predictor.context.to_json()}
 
 
 # ------------------------------------------------------------------------------------------- glue
@@ -365,34 +468,84 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile) -> l
     return out
 
 
-def runtime_kernels(graph: Graph, config: SessionConfig) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
-    """``graph``'s kernels as ONNX Runtime runs them (name, family, source layers) and ``"onnxruntime"``; one
-    kernel per top-level layer and ``"none"`` when ONNX Runtime is not installed."""
+def runtime_kernels(graph: Graph, config: SessionConfig, runner: KernelRunner | None = None,
+                    ) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
+    """``graph``'s kernels as ``runner``'s runtime (default ONNX Runtime) runs them (name, family, source layers)
+    and the runtime's name; one kernel per top-level layer and ``"none"`` when that runtime is not installed."""
     by_id = {n.id: n for n in graph.layers}
+    runner = runner or KernelRunner()
+    module = "openvino" if runner.backend == "openvino" else "onnxruntime"
     try:
-        import onnxruntime  # noqa: F401
+        __import__(module)
     except ImportError:
         return [(n.id, kernel_family([n.op_type]), (n.id,)) for n in graph.layers if not n.parent], "none"
-    groups = kernel_groups(graph, config)
+    groups = runner.groups(graph, config)
     return [(name, kernel_family([by_id[i].op_type for i in layers if i in by_id]), layers)
-            for name, layers in groups], "onnxruntime"
+            for name, layers in groups], module
 
 
-def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate) -> ModelPrediction:
-    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels as ONNX Runtime would run
-    them at the predictor's thread count; ``InputError`` when the runtime here is not the predictor's."""
-    threads = int(predictor.runtime.get("threads", 1) or 1)
-    config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level", "all")))
+def runtime_here(predictor: Predictor) -> tuple[dict[str, Any] | None, KernelRunner]:
+    """The :data:`RUNTIME_KEYS` of the runtime installed here of the kind the predictor was trained on (``None``
+    when it is not installed, or for a device command: nothing here to compare), and the runner whose grouping
+    of layers into kernels the prediction uses (ONNX Runtime's for a device command)."""
+    runtime = predictor.runtime
+    threads = int(runtime.get("threads", 1) or 1)
+    if runtime.get("runner") == "openvino":
+        try:
+            import openvino
+        except ImportError:
+            return None, KernelRunner("openvino", str(runtime.get("provider", "CPU")))
+        from layerscope.measure.openvino_backend import OpenVinoOptions, device_name
+
+        device = device_name(str(runtime.get("provider", "CPU")))
+        options = OpenVinoOptions(str(runtime.get("precision", "")), str(runtime.get("performance_hint", "LATENCY")),
+                                  int(runtime.get("streams", 0) or 0))
+        return ({"runner": "openvino", "version": openvino.get_version(), "provider": device, "threads": threads,
+                 "opt_level": None}, KernelRunner("openvino", device, options))
     try:
         import onnxruntime as ort
-
-        here: dict[str, Any] = {"runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
-                                "threads": threads, "opt_level": config.opt_level}
-        predictor.check_runtime(here)
     except ImportError:
-        pass  # no runtime here to disagree with: one kernel per layer
-    kernels, fusion = runtime_kernels(graph, config)
-    return predict_model(predictor, graph, estimate, kernels, fusion)
+        return None, KernelRunner()
+    if runtime.get("runner") == "command":
+        return None, KernelRunner()
+    # the kernels are grouped, and so predicted, as ONNX Runtime's CPU provider runs them
+    return ({"runner": "onnxruntime", "version": ort.__version__, "provider": SessionConfig().provider,
+             "threads": threads, "opt_level": str(runtime.get("opt_level", "all"))}, KernelRunner())
+
+
+#: ``--fusion``: the runtime's grouping where it is installed, else the learnt rules (``auto``); only one.
+FUSION_SOURCES = ("auto", "runtime", "rules")
+
+
+def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion: str = "auto") -> ModelPrediction:
+    """Predict ``graph`` (its ``estimate`` on the predictor's profile) with kernels grouped as the predictor's
+    runtime (ONNX Runtime, OpenVINO; ONNX Runtime for a device command) would run them at the predictor's thread
+    count (``fusion="runtime"``; exit 3 when it is not installed), or by the fusion rules learnt at calibration
+    time (``"rules"``; exit 2 when the predictor has none), or the first of these that is available (``"auto"``;
+    one kernel per layer when neither is). ``InputError`` (exit 2) when the runtime of that kind here is not
+    the predictor's (another version, device, thread count or optimisation level)."""
+    if fusion not in FUSION_SOURCES:
+        raise InputError(f"fusion source {fusion!r}: choose from {', '.join(FUSION_SOURCES)}")
+    threads = int(predictor.runtime.get("threads", 1) or 1)
+    config = SessionConfig(threads=threads, opt_level=str(predictor.runtime.get("opt_level") or "all"))
+    here, runner = runtime_here(predictor)
+    if here is not None:
+        predictor.check_runtime(here)
+    if fusion == "rules" or (fusion == "auto" and here is None and predictor.fusion_rules is not None
+                             and predictor.runtime.get("runner") != "command"):
+        rules = predictor.fusion_rules
+        if rules is None:
+            raise InputError("the predictor has no fusion rules: it was fitted without calibration models",
+                             hint="calibrate --kernels MODEL... learns them from the models' runtime graphs")
+        by_id = {n.id: n for n in graph.layers}
+        groups = [(name, kernel_family([by_id[i].op_type for i in layers]), layers)
+                  for name, layers in rules.group(graph)]
+        return predict_model(predictor, graph, estimate, groups, "rules")
+    kernels, source = runtime_kernels(graph, config, runner)
+    if fusion == "runtime" and source == "none":
+        raise BackendUnavailable(f"{runner.backend} is not installed here: its grouping of layers into kernels "
+                                 "cannot be read", hint="--fusion rules uses the rules learnt at calibration time")
+    return predict_model(predictor, graph, estimate, kernels, source)
 
 
 def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predictor: Predictor) -> None:

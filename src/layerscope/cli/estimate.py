@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path
+from layerscope.analysis.predictor import FUSION_SOURCES, add_prediction, load_predictor, predict_path
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
@@ -44,9 +44,12 @@ DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 @click.option("--predictor", "predictor_path", type=click.Path(path_type=Path), default=None, metavar="P.json",
               help="Also predict the latency per kernel with a predictor from `calibrate --kernels` (the roofline "
                    "stays the explanation).")
+@click.option("--fusion", "fusion", type=click.Choice(FUSION_SOURCES), default="auto", show_default=True,
+              help="With --predictor: group layers into kernels as the predictor's runtime does (runtime), by the "
+                   "rules learnt at calibration (rules), or the runtime where it is installed (auto).")
 def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], dtype: str | None,
             json_out: Path | None,
-            top: int, timeline: bool, html_out: Path | None, predictor_path: Path | None) -> None:
+            top: int, timeline: bool, html_out: Path | None, predictor_path: Path | None, fusion: str) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
     profile = load_profile(target)
     if dtype is not None and dtype not in profile.dtypes:
@@ -67,7 +70,7 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
     if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept
-        _predict(run, graph, predictor_path, dtype)
+        _predict(run, graph, predictor_path, dtype, fusion)
     console.print(command_report(run, top, timeline=timeline, kind="estimate"))
     if json_out is not None:
         written = save_run(run, json_out)
@@ -79,11 +82,11 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
         console.print(f"report: {write_html(run, html_out)}")
 
 
-def _predict(run: dict[str, Any], graph: Graph, path: Path, dtype: str | None) -> None:
+def _predict(run: dict[str, Any], graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> None:
     """Add the kernel predictor's numbers to ``run`` (its roofline features on the predictor's own profile)."""
     predictor = load_predictor(path)
     estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
-    add_prediction(run, predict_path(predictor, graph, estimate), str(path), predictor)
+    add_prediction(run, predict_path(predictor, graph, estimate, fusion), str(path), predictor)
 
 
 def _existing_run(path: Path) -> dict[str, Any]:

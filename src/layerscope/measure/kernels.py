@@ -4,24 +4,30 @@ A *kernel* is what the runtime runs as one node of its optimized graph (Conv+Bat
 one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nodes). Two sources of kernels:
 
 - :func:`kernel_space`: generated models, one fusable group of source nodes each, per kernel family
-  (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups), in a seeded random
-  order interleaved across families so that any budget covers every family.
+  (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups, dtype: fp32, fp16 for
+  conv, matmul, elementwise and norm, int8 QDQ convolutions), in a seeded random order interleaved across
+  families so that any budget covers every family.
 - :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of ONNX
   Runtime's optimized graph covers (:mod:`layerscope.measure.fusion`), extracted as a model of its own.
 
 :func:`time_kernels` times them with the bisect runner (:class:`~layerscope.measure.runners.OrtRunner`: one
-sample = the fastest of ``runs_per_visit`` runs) and the bisect cache (:class:`~layerscope.measure.differential
+sample = one run after an untimed one, by default) and the bisect cache (:class:`~layerscope.measure.differential
 .SampleStore`, keyed by the model's bytes and the runner's identity), so that an interrupted sampling resumes
 where it stopped, and stops starting new kernels when its ``budget_s`` is spent. A kernel's time is the
-median of its samples minus the runner's per-call overhead (the same statistic for an empty model).
+median of its samples (the P50 ``profile`` reports for a whole model) minus the runner's per-call overhead (the
+same statistic for an empty model). :func:`time_models` times whole calibration models the same way: what a
+kernel costs inside its model beyond its time alone is fitted to them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
+import math
 import random
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -39,8 +45,9 @@ from layerscope.measure.cuts import Cut
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.fusion import build_fusion_map
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.runners import Job, OrtRunner
-from layerscope.measure.session import SessionConfig, make_session
+from layerscope.measure.openvino_backend import OpenVinoOptions
+from layerscope.measure.runners import CommandRunner, DeviceCommandError, Job, OrtRunner, Runner
+from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 
@@ -95,6 +102,8 @@ class KernelModel:
     layers: tuple[str, ...] = ()
     #: The ``--shape`` overrides the source model was loaded with.
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: A generated kernel's place in its family's configuration space (:attr:`Config.params`); empty otherwise.
+    config: tuple[tuple[str, Any], ...] = ()
 
     @property
     def digest(self) -> str:
@@ -114,13 +123,21 @@ class KernelTiming:
 
 
 # --------------------------------------------------------------------------------- generated kernels
+#: The element types generated kernels come in (the ``dtype`` axis of the configuration space).
+DTYPES: Mapping[str, tuple[int, type[np.floating[Any]]]] = {"fp32": (TensorProto.FLOAT, np.float32),
+                                                            "fp16": (TensorProto.FLOAT16, np.float16)}
+
+
 def _model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str],
-           inits: Mapping[str, np.ndarray], name: str) -> onnx.ModelProto:
+           inits: Mapping[str, np.ndarray], name: str, *, dtype: str = "fp32",
+           typed_inits: Sequence[onnx.TensorProto] = ()) -> onnx.ModelProto:
+    """A one-kernel model: float ``inits`` cast to ``dtype``'s type, ``typed_inits`` as they are."""
+    elem, np_type = DTYPES[dtype]
     graph = helper.make_graph(
         nodes, name,
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(s)) for n, s in inputs],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in sorted(inits.items())])
+        [helper.make_tensor_value_info(n, elem, list(s)) for n, s in inputs],
+        [helper.make_tensor_value_info(o, elem, None) for o in outputs],
+        [*(numpy_helper.from_array(v.astype(np_type), k) for k, v in sorted(inits.items())), *typed_inits])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="layerscope")
     model.ir_version = 8
     inferred = onnx.shape_inference.infer_shapes(model).graph.output  # outputs declared with their shapes
@@ -146,13 +163,21 @@ def _act(nodes: list[onnx.NodeProto], x: str, act: str) -> str:
     return "a"
 
 
+def _tag(dtype: str) -> str:
+    """The label suffix of a dtype (none for fp32: the labels, seeds and models of fp32 kernels predate it)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"kernel dtype {dtype!r}: choose from {', '.join(DTYPES)}")
+    return "" if dtype == "fp32" else f" dtype={dtype}"
+
+
 def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise: bool, bn: bool,
-                act: str) -> KernelModel:
-    """Conv (depthwise when ``depthwise``: groups = channels = ``cin``) [+BatchNormalization] [+activation]."""
+                act: str, dtype: str = "fp32") -> KernelModel:
+    """Conv (depthwise when ``depthwise``: groups = channels = ``cin``) [+BatchNormalization] [+activation], in
+    ``dtype`` (:data:`DTYPES`)."""
     if depthwise:
         cout = cin
     groups = cin if depthwise else 1
-    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g={groups} bn={int(bn)} act={act}"
+    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g={groups} bn={int(bn)} act={act}{_tag(dtype)}"
     rng = _rng(label)
     inits = {"w": rng.standard_normal((cout, cin // groups, k, k)) * 0.1, "b": rng.standard_normal(cout)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
@@ -165,14 +190,45 @@ def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise:
         nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]))
         out = "n"
     out = _act(nodes, out, act)
-    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv")
+    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv", dtype=dtype)
                        .SerializeToString())
 
 
-def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bool) -> KernelModel:
+def qdq_conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int) -> KernelModel:
+    """An int8 Conv in QDQ form, as quantization tools write it: QuantizeLinear -> DequantizeLinear on the
+    activation, DequantizeLinear on int8 weights (int32 bias), Conv, QuantizeLinear -> DequantizeLinear on its
+    output (ONNX Runtime runs a QLinearConv)."""
+    label = f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g=1 bn=0 act=none dtype=int8"
+    rng = _rng(label)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             helper.make_node("Conv", ["xd", "wd", "bd"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
+                              pads=[k // 2] * 4),
+             helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"])]
+    scale_x, scale_w = 0.02, 0.01
+    inits = [
+        numpy_helper.from_array(np.array(scale_x, dtype=np.float32), "sx"),
+        numpy_helper.from_array(np.array(128, dtype=np.uint8), "zx"),
+        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, k, k)).astype(np.int8), "wq"),
+        numpy_helper.from_array(np.array(scale_w, dtype=np.float32), "sw"),
+        numpy_helper.from_array(np.array(0, dtype=np.int8), "zw"),
+        numpy_helper.from_array(rng.integers(-1000, 1000, cout).astype(np.int32), "bq"),
+        numpy_helper.from_array(np.array(scale_x * scale_w, dtype=np.float32), "sb"),
+        numpy_helper.from_array(np.array(0, dtype=np.int32), "zb"),
+        numpy_helper.from_array(np.array(0.05, dtype=np.float32), "sy"),
+        numpy_helper.from_array(np.array(128, dtype=np.uint8), "zy")]
+    model = _model(nodes, [("x", (1, cin, hw, hw))], ["y"], {}, "qdq_conv", typed_inits=inits)
+    return KernelModel("conv", label, model.SerializeToString())
+
+
+def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bool,
+                  dtype: str = "fp32") -> KernelModel:
     """MatMul of ``[batch, m, k]`` by a ``[k, n]`` weight [+Add bias] (a Gemm / FusedMatMul in ORT), or by a
-    second activation ``[batch, k, n]`` (attention's QK^T and AV) when not ``weights``."""
-    label = f"matmul b={batch} m={m} k={k} n={n} bias={int(bias)} w={int(weights)}"
+    second activation ``[batch, k, n]`` (attention's QK^T and AV) when not ``weights``; in ``dtype``."""
+    label = f"matmul b={batch} m={m} k={k} n={n} bias={int(bias)} w={int(weights)}{_tag(dtype)}"
     rng = _rng(label)
     inits: dict[str, np.ndarray] = {}
     inputs: list[tuple[str, Sequence[int]]] = [("x", (batch, m, k))]
@@ -186,7 +242,7 @@ def matmul_kernel(batch: int, m: int, k: int, n: int, *, bias: bool, weights: bo
         inits["b"] = rng.standard_normal(n)
         nodes.append(helper.make_node("Add", ["y", "b"], ["z"]))
         out = "z"
-    return KernelModel("matmul", label, _model(nodes, inputs, [out], inits, "matmul").SerializeToString())
+    return KernelModel("matmul", label, _model(nodes, inputs, [out], inits, "matmul", dtype=dtype).SerializeToString())
 
 
 def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
@@ -200,18 +256,18 @@ def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
     return KernelModel("pool", label, _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "pool").SerializeToString())
 
 
-def elementwise_kernel(elements: int, op: str, binary: bool) -> KernelModel:
+def elementwise_kernel(elements: int, op: str, binary: bool, dtype: str = "fp32") -> KernelModel:
     """One elementwise op over ``elements`` values shaped ``[1, c, h, w]``-like (binary ops add a tensor of the
-    same shape)."""
+    same shape), in ``dtype``."""
     shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
-    label = f"elementwise n={int(np.prod(shape))} {op}"
+    label = f"elementwise n={int(np.prod(shape))} {op}{_tag(dtype)}"
     inputs: list[tuple[str, Sequence[int]]] = [("x", shape)]
     if binary:
         inputs.append(("y", shape))
         node = helper.make_node(op, ["x", "y"], ["z"])
     else:
         node = helper.make_node(op, ["x"], ["z"])
-    return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew").SerializeToString())
+    return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew", dtype=dtype).SerializeToString())
 
 
 def concat_kernel(hw: int, c: int, parts: int) -> KernelModel:
@@ -232,9 +288,9 @@ def resize_kernel(hw: int, c: int, mode: str) -> KernelModel:
                                                 "resize").SerializeToString())
 
 
-def norm_kernel(rows: int, cols: int, kind: str) -> KernelModel:
-    """Softmax or LayerNormalization over the last axis of ``[1, rows, cols]``."""
-    label = f"norm rows={rows} cols={cols} {kind}"
+def norm_kernel(rows: int, cols: int, kind: str, dtype: str = "fp32") -> KernelModel:
+    """Softmax or LayerNormalization over the last axis of ``[1, rows, cols]``, in ``dtype``."""
+    label = f"norm rows={rows} cols={cols} {kind}{_tag(dtype)}"
     inits: dict[str, np.ndarray] = {}
     if kind == "softmax":
         node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
@@ -242,7 +298,7 @@ def norm_kernel(rows: int, cols: int, kind: str) -> KernelModel:
         inits = {"g": np.ones(cols), "b": np.zeros(cols)}
         node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)
     return KernelModel("norm", label, _model([node], [("x", (1, rows, cols))], ["y"], inits,
-                                              "norm").SerializeToString())
+                                              "norm", dtype=dtype).SerializeToString())
 
 
 def movement_kernel(hw: int, c: int, kind: str) -> KernelModel:
@@ -270,31 +326,68 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
             out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
             out += [partial(conv_kernel, hw, cin, cout, k=k, stride=s, depthwise=False, bn=act != "none", act=act)
                     for cout in chans]
+            if act == "none":  # int8: the QDQ form quantization tools write
+                out.append(partial(qdq_conv_kernel, hw, cin, cin, k=k, stride=s))
+            # fp16: plain and depthwise, with no activation or a Relu
+            if act in ("relu", "none"):
+                out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act,
+                                   dtype="fp16"))
+                out.append(partial(conv_kernel, hw, cin, 2 * cin, k=k, stride=s, depthwise=False, bn=act != "none",
+                                   act=act, dtype="fp16"))
     elif family == "matmul":
         for b, m, k, n in itertools.product((1, 4, 8), (1, 16, 64, 128, 256, 512), (64, 128, 256, 512, 1024),
                                             (64, 128, 256, 512, 1024)):
             out += [partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True),
                     partial(matmul_kernel, b, m, k, n, bias=False, weights=False)]
+            if n == k:
+                out.append(partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True, dtype="fp16"))
     elif family == "pool":
         out = [partial(pool_kernel, hw, c, kind, k, s) for hw, c, kind, k, s in
                itertools.product(sizes, chans, ("max", "avg", "global"), (2, 3, 5), (1, 2))
                if kind != "global" or (k, s) == (2, 1)]
     elif family == "elementwise":
-        out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul")) for n, op in
+        out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul"), dtype) for n, op, dtype in
                itertools.product((256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152),
-                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"))]
+                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"), DTYPES)]
     elif family == "concat":
         out = [partial(concat_kernel, hw, c, p) for hw, c, p in itertools.product(sizes, chans, (2, 3, 4))]
     elif family == "resize":
         out = [partial(resize_kernel, hw, c, mode) for hw, c, mode in itertools.product(sizes, chans,
                                                                                          ("nearest", "linear"))]
     elif family == "norm":
-        out = [partial(norm_kernel, r, c, kind) for r, c, kind in
+        out = [partial(norm_kernel, r, c, kind, dtype) for r, c, kind, dtype in
                itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
-                                 ("softmax", "layernorm"))]
+                                 ("softmax", "layernorm"), DTYPES)]
     elif family == "movement":
         out = [partial(movement_kernel, hw, c, kind) for hw, c, kind in itertools.product(sizes, chans,
                                                                                            ("transpose", "slice"))]
+    return out
+
+
+@dataclass(frozen=True)
+class Config:
+    """One configuration of a family's space: its builder's arguments (``params``: name, value) and the
+    builder. :meth:`build` makes the model (its ``config`` set to ``params``)."""
+
+    family: str
+    params: tuple[tuple[str, Any], ...]
+    builder: Callable[..., KernelModel]
+
+    def build(self) -> KernelModel:
+        args = dict(self.params)
+        positional = [args.pop(f"_{i}") for i in range(sum(1 for k in args if k.startswith("_")))]
+        return dataclasses.replace(self.builder(*positional, **args), config=self.params)
+
+
+def family_configs(family: str) -> list[Config]:
+    """``family``'s configurations in their seeded random order (the order :func:`kernel_space` takes them in)."""
+    configs = _configs(family)
+    random.Random(f"{_SEED}:{family}").shuffle(configs)
+    out = []
+    for made in configs:
+        assert isinstance(made, partial)
+        params = tuple((f"_{i}", v) for i, v in enumerate(made.args)) + tuple(sorted(made.keywords.items()))
+        out.append(Config(family, params, made.func))
     return out
 
 
@@ -305,11 +398,7 @@ def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -
     unknown = sorted(set(families) - set(FAMILIES))
     if unknown:
         raise ValueError(f"unknown kernel families {unknown}")
-    orders = []
-    for family in families:
-        configs = _configs(family)
-        random.Random(f"{_SEED}:{family}").shuffle(configs)
-        orders.append(configs)
+    orders = [family_configs(family) for family in families]
     count = 0
     for round_ in range(max(len(o) for o in orders)):
         for order in orders:
@@ -317,7 +406,150 @@ def kernel_space(families: Sequence[str] = FAMILIES, limit: int | None = None) -
                 if limit is not None and count >= limit:
                     return
                 count += 1
-                yield order[round_]()
+                yield order[round_].build()
+
+
+# ------------------------------------------------------------------------------------ adaptive sampling
+#: What the adaptive sampler is told about a family after a pass: its cross-validated error (the weight of its
+#: share of the next batch) and each generated kernel's own cross-validated |error| by its configuration.
+FamilyErrors = tuple[float, Sequence[tuple[tuple[tuple[str, Any], ...], float]]]
+
+
+def _coords(params: Sequence[tuple[str, Any]]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A configuration as numbers (log2 of each numeric parameter: sizes scale by factors) and categories."""
+    numbers = [math.log2(1.0 + float(v)) for _, v in params if isinstance(v, int | float) and not isinstance(v, bool)]
+    cats = tuple(f"{k}={v}" for k, v in params if isinstance(v, str | bool))
+    return np.asarray(numbers, dtype=np.float64), cats
+
+
+def plan_batch(remaining: Mapping[str, Sequence[Config]], errors: Mapping[str, FamilyErrors], size: int, *,
+               neighbours: int = 3, floor: float = 0.01) -> list[Config]:
+    """The next ``size`` configurations to time: each family's share in proportion to its cross-validated
+    error (at least ``floor``; a family with no error yet counts as the worst one), largest remainders first;
+    within a family, the configurations whose ``neighbours`` nearest timed configurations (distance: log2 of
+    the numeric parameters, plus 1 per differing categorical one) had the highest mean |error| (the regions
+    where the fit is worst), ties in the family's seeded order. Families are interleaved in the result."""
+    live = [f for f, configs in remaining.items() if configs]
+    if not live or size <= 0:
+        return []
+    worst = max((max(e[0], floor) for f, e in errors.items() if f in live), default=1.0)
+    weights = {f: max(errors[f][0], floor) if f in errors else worst for f in live}
+    total = sum(weights.values())
+    quota = {f: min(len(remaining[f]), int(size * weights[f] / total)) for f in live}
+    spare = size - sum(quota.values())
+    for f in sorted(live, key=lambda f: -(size * weights[f] / total - int(size * weights[f] / total))):
+        if spare <= 0:
+            break
+        if quota[f] < len(remaining[f]):
+            quota[f] += 1
+            spare -= 1
+    picks: dict[str, list[Config]] = {}
+    for family in live:
+        configs = list(remaining[family])
+        known = errors[family][1] if family in errors else ()
+        if quota[family] <= 0:
+            continue
+        if not known:
+            picks[family] = configs[:quota[family]]
+            continue
+        seen = [_coords(params) for params, _ in known]
+        errs = np.asarray([err for _, err in known], dtype=np.float64)
+        width = min(len(c[0]) for c in seen)
+        seen_num = np.stack([c[0][:width] for c in seen])
+        scores = []
+        for config in configs:
+            num, cats = _coords(config.params)
+            dist = np.sqrt(((seen_num - num[:width]) ** 2).sum(axis=1))
+            dist += np.asarray([sum(a != b for a, b in zip(cats, c[1], strict=False)) for c in seen])
+            nearest = np.argsort(dist, kind="stable")[:neighbours]
+            scores.append(float(errs[nearest].mean()))
+        order = sorted(range(len(configs)), key=lambda i: -scores[i])
+        picks[family] = [configs[i] for i in order[:quota[family]]]
+    out: list[Config] = []
+    for round_ in range(max((len(v) for v in picks.values()), default=0)):
+        out += [v[round_] for v in picks.values() if round_ < len(v)]
+    return out
+
+
+Timer = Callable[[Sequence[KernelModel], float | None], Sequence[KernelTiming]]
+Evaluate = Callable[[Sequence[KernelTiming]], Mapping[str, FamilyErrors]]
+
+
+@dataclass(frozen=True)
+class AdaptiveRound:
+    """One pass of :func:`adaptive_sample`: how many kernels it timed per family, and the family errors it
+    was planned from (none for the first, round-robin pass)."""
+
+    timed: Mapping[str, int]
+    planned_from: Mapping[str, float]
+
+
+def adaptive_sample(first: Sequence[KernelModel], families: Sequence[str], timer: Timer, evaluate: Evaluate, *,
+                    budget_s: float, first_share: float = 0.5, batch: int = 60, max_rounds: int = 4,
+                    clock: Callable[[], float] = time.monotonic) -> tuple[list[KernelTiming], list[AdaptiveRound]]:
+    """Time ``first`` (the calibration models' kernels: what the predictor will be asked about first, so they
+    may take the whole budget), then ``families``' generated kernels round-robin until ``first_share`` of
+    ``budget_s`` is spent; then, while budget is left (at most ``max_rounds`` more passes), ask ``evaluate`` for
+    each family's cross-validated errors on what was timed so far and time the :func:`plan_batch` of ``batch``
+    configurations not timed yet. ``timer(kernels, budget_s)`` times kernels in order until its budget is
+    spent (cached kernels are free)."""
+    start = clock()
+    spaces = {f: family_configs(f) for f in families}
+    interleaved = [c for r in range(max((len(v) for v in spaces.values()), default=0))
+                   for c in (v[r] for v in spaces.values() if r < len(v))]
+    timings = list(timer(first, budget_s)) if first else []
+    kernels: list[KernelModel | _Lazy] = [_Lazy(c) for c in interleaved]
+    share_left = budget_s * first_share - (clock() - start)
+    if share_left > 0:
+        timings += timer(_LazyList(kernels), share_left)
+    done = {t.kernel.config for t in timings if t.kernel.config}
+    rounds = [AdaptiveRound(_count(timings), {})]
+    for _ in range(max_rounds):
+        left = budget_s - (clock() - start)
+        if left <= 0:
+            break
+        errors = evaluate(timings)
+        remaining = {f: [c for c in v if c.params not in done] for f, v in spaces.items()}
+        plan = plan_batch(remaining, errors, batch)
+        if not plan:
+            break
+        new = list(timer([c.build() for c in plan], left))
+        timings += new
+        done |= {t.kernel.config for t in new}
+        rounds.append(AdaptiveRound(_count(new), {f: e[0] for f, e in errors.items()}))
+    return timings, rounds
+
+
+def _count(timings: Sequence[KernelTiming]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for t in timings:
+        out[t.kernel.family] = out.get(t.kernel.family, 0) + 1
+    return out
+
+
+class _Lazy:
+    """A configuration not built yet (built when the timer reaches it)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+
+class _LazyList(Sequence[KernelModel]):
+    """Kernels built as they are read: a budget ends the pass long before most of the space is built."""
+
+    def __init__(self, items: list[KernelModel | _Lazy]) -> None:
+        self._items = items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        item = self._items[index]
+        if isinstance(item, _Lazy):
+            item = self._items[index] = item.config.build()
+        return item
 
 
 # ------------------------------------------------------------------------------ kernels of a model
@@ -337,18 +569,50 @@ def kernel_groups(graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[
     return [(k.kernel, k.layers) for k in fusion.kernels.values() if k.category == "layer" and k.layers]
 
 
+def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "CPU",
+                           options: OpenVinoOptions | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """OpenVINO's kernels for ``graph`` on ``device`` that do the work of source layers: ``(runtime node,
+    layer ids)``: the nodes of its compiled runtime model
+    (:func:`~layerscope.measure.openvino_backend.runtime_nodes`) that one profiled inference on random inputs
+    executes (constants, weight reshapes and in-place nodes do not); a layer two of them share goes with the
+    first."""
+    from layerscope.measure import openvino_backend as ov
+
+    read = ov._core().read_model(str(graph.path))
+    compiled = ov.compile_for(graph, SessionConfig(provider=device, threads=config.threads),
+                              options or ov.OpenVinoOptions(), profiling=True, model=read)
+    request = compiled.create_infer_request()
+    request.infer(make_inputs(graph))
+    executed = {info.node_name for info in request.profiling_info if info.status.name == "EXECUTED"}
+    nodes = ov.runtime_nodes(compiled, graph, ov.source_layers_of_ops(graph, read))
+    taken: set[str] = set()
+    out = []
+    for node in nodes.values():
+        layers = tuple(i for i in node.layers if i not in taken)
+        if node.category == "layer" and node.name in executed and layers:
+            taken.update(layers)
+            out.append((node.name, layers))
+    return out
+
+
 def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, config: SessionConfig,
+                  runner: KernelRunner | None = None, *,
+                  groupings: list[tuple[Graph, list[tuple[str, tuple[str, ...]]]]] | None = None,
                   ) -> tuple[Graph, list[KernelModel], list[str]]:
     """Every distinct kernel of the model at ``path`` (distinct by the extracted model's bytes) as a model of its
-    own, with notes on the kernels that could not be extracted. Top-level layers only: kernels inside
-    control-flow subgraphs are left out (noted)."""
+    own, as ``runner``'s runtime groups the layers (:meth:`KernelRunner.groups`; appended to ``groupings`` with
+    the graph when given), with notes on the kernels that could not be extracted. Top-level layers only: kernels
+    inside control-flow subgraphs are left out (noted)."""
     graph = load_model(path, shapes)
     source = onnx.shape_inference.infer_shapes(onnx.load(str(path)), data_prop=True)
     _pin_inputs(source, graph)
     by_id = {n.id: n for n in graph.layers}
     kernels: dict[str, KernelModel] = {}
     notes: list[str] = []
-    for name, layers in kernel_groups(graph, config):
+    groups = (runner or KernelRunner()).groups(graph, config)
+    if groupings is not None:
+        groupings.append((graph, groups))
+    for name, layers in groups:
         nodes = [by_id[i] for i in layers if i in by_id]
         if not nodes or any(n.parent for n in nodes):
             notes.append(f"{name}: inside a control-flow subgraph, left out")
@@ -444,32 +708,129 @@ Progress = Callable[[float, float], None]
 @dataclass(frozen=True)
 class TimingConfig:
     """How each kernel is timed: ``visits`` samples, each the fastest of ``runs_per_visit`` runs after
-    ``visit_warmup`` untimed runs; ``threads`` ONNX Runtime intra-op threads."""
+    ``visit_warmup`` untimed runs; ``threads`` ONNX Runtime intra-op threads.
 
-    visits: int = 5
-    runs_per_visit: int = 5
+    The default is the statistic ``layerscope profile`` reports for a whole model: one timed run per visit, the
+    kernel's time the median of 11 (a P50 over runs). The fastest of several runs (``runs_per_visit`` > 1) reads
+    a kernel as a quiet machine with warm caches runs it: on this project's loaded 2-core machine the summed
+    kernels of a zoo network read 1.5-1.9x under its P50 that way."""
+
+    visits: int = 11
+    runs_per_visit: int = 1
     visit_warmup: int = 1
     threads: int = 1
 
 
-def _empty_model() -> bytes:
+#: What can time kernels: ONNX Runtime here, OpenVINO here, a device through command templates.
+RUNNERS = ("onnxruntime", "openvino", "command")
+
+
+@dataclass(frozen=True)
+class KernelRunner:
+    """What times the kernels (and how a model's layers group into them): ``onnxruntime`` (its optimized graph's
+    kernels), ``openvino`` on ``device`` with ``options`` (its compiled runtime model's nodes), or ``command``:
+    the bisect command runner (:class:`~layerscope.measure.runners.CommandRunner`: ``--compile-cmd`` once per
+    kernel, ``--run-cmd`` per sample), whose compiler's grouping is not visible here: ONNX Runtime's is used."""
+
+    backend: str = "onnxruntime"
+    device: str = "CPU"
+    options: OpenVinoOptions | None = None
+    command: CommandRunner | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in RUNNERS or (self.backend == "command") != (self.command is not None):
+            raise ValueError(f"KernelRunner: backend {self.backend!r} (command runner given: "
+                             f"{self.command is not None})")
+
+    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
+        """The runner for one kernel model (``graph``), fed random inputs of its shapes where it runs here."""
+        if self.command is not None:
+            return self.command
+        if self.backend == "openvino":
+            return OpenVinoKernelRunner(graph, config, make_inputs(graph), device=self.device, options=self.options,
+                                        runs_per_visit=timing.runs_per_visit, visit_warmup=timing.visit_warmup)
+        return OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
+                         visit_warmup=timing.visit_warmup, warmup=2)
+
+    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
+        """``graph``'s kernels as this runtime runs them: ``(kernel name, layer ids)``."""
+        if self.backend == "openvino":
+            return openvino_kernel_groups(graph, config, self.device, self.options)
+        return kernel_groups(graph, config)
+
+
+class OpenVinoKernelRunner:
+    """One kernel model compiled by OpenVINO for ``device`` (``options``; ``config.threads`` inference
+    threads), timed as :class:`~layerscope.measure.runners.OrtRunner` times one: one sample = the fastest of
+    ``runs_per_visit`` synchronous ``infer`` calls after ``visit_warmup`` untimed ones (``warmup`` more on the
+    first visit)."""
+
+    def __init__(self, graph: Graph, config: SessionConfig, feeds: Mapping[str, np.ndarray], *, device: str,
+                 options: OpenVinoOptions | None, runs_per_visit: int = 1, visit_warmup: int = 0,
+                 warmup: int = 2) -> None:
+        import openvino
+
+        from layerscope.measure.openvino_backend import InferSession, compile_for, device_name
+
+        options = options or OpenVinoOptions()
+        name = device_name(device)
+        self._session = InferSession(compile_for(graph, SessionConfig(provider=name, threads=config.threads),
+                                                 options, profiling=False))
+        self.feeds = dict(feeds)
+        self.runs_per_visit, self.visit_warmup, self.warmup = runs_per_visit, visit_warmup, warmup
+        self._new = True
+        machine = machine_info()
+        self._identity = {
+            "runner": "openvino", "version": openvino.get_version(), "provider": name, "threads": config.threads,
+            "opt_level": None, "precision": options.precision, "performance_hint": options.performance_hint,
+            "streams": options.streams, "runs_per_visit": runs_per_visit, "visit_statistic": "min",
+            "visit_warmup": visit_warmup, "warmup": warmup, "hostname": machine["hostname"], "cpu": machine["cpu"]}
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return self._identity
+
+    def measure(self, job: Job) -> float:
+        for _ in range(self.warmup if self._new else 0):
+            self._session.run(None, self.feeds)
+        self._new = False
+        for _ in range(self.visit_warmup):
+            self._session.run(None, self.feeds)
+        best = math.inf
+        for _ in range(self.runs_per_visit):
+            start = time.perf_counter_ns()
+            self._session.run(None, self.feeds)
+            best = min(best, (time.perf_counter_ns() - start) / 1e3)
+        return best
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> None:
+        """``None``: not used for kernels."""
+        return None
+
+    def close(self) -> None:
+        self.feeds.clear()
+
+
+def empty_model() -> bytes:
     node = helper.make_node("Relu", ["x"], ["y"])
     return _model([node], [("x", (1, 1))], ["y"], {}, "empty").SerializeToString()
 
 
 def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: TimingConfig = TimingConfig(), *,
-                 budget_s: float | None = None, progress: Progress | None = None,
+                 budget_s: float | None = None, progress: Progress | None = None, runner: KernelRunner | None = None,
                  ) -> tuple[list[KernelTiming], float, dict[str, Any]]:
-    """Time ``kernels`` in order until ``budget_s`` (wall seconds, checked before each uncached kernel) is spent.
+    """Time ``kernels`` on ``runner`` (default ONNX Runtime) in order until ``budget_s`` (wall seconds, checked
+    before each uncached kernel) is spent.
 
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
     (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. A
-    kernel ONNX Runtime cannot load or run is skipped."""
+    kernel the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
+    runner = runner or KernelRunner()
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
-        empty = KernelModel("overhead", "empty", _empty_model())
-        overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp))
+        empty = KernelModel("overhead", "empty", empty_model())
+        overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp), kernel_runner=runner)
         overhead_us = float(np.median(overhead_samples))
         out: list[KernelTiming] = []
         for index, kernel in enumerate(kernels):
@@ -478,7 +839,9 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
             if not cached and budget_s is not None and time.monotonic() - start > budget_s:
                 break
             try:
-                samples, _, was_cached = _time_one(kernel, store, timing, config, Path(tmp))
+                samples, _, was_cached = _time_one(kernel, store, timing, config, Path(tmp), kernel_runner=runner)
+            except DeviceCommandError:
+                raise
             except LayerscopeError:
                 continue
             value = max(float(np.median(samples)) - overhead_us, 0.05)
@@ -488,6 +851,31 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
     return out, overhead_us, dict(identity)
 
 
+def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | None, store: SampleStore,
+                timing: TimingConfig = TimingConfig(), *, visits: int = 15,
+                runner: KernelRunner | None = None) -> list[tuple[Path, float]]:
+    """Each whole model's P50 (µs: the median of ``visits`` samples, each one run of the runner the kernels are
+    timed with, back to back as ``profile`` runs a model: no untimed run between them; the same cache),
+    per-call overhead included; a model ONNX Runtime cannot run is left out. What the predictor's in-model
+    context (:func:`~layerscope.analysis.predictor.fit_context`) is fitted to."""
+    config = SessionConfig(threads=timing.threads)
+    whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=0, threads=timing.threads)
+    out: list[tuple[Path, float]] = []
+    runner = runner or KernelRunner()
+    with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
+        for path in paths:
+            model = KernelModel("model", Path(path).name, Path(path).read_bytes(), source=str(path),
+                                shapes=tuple(sorted((shapes or {}).items())))
+            try:
+                samples, _, _ = _time_one(model, store, whole, config, Path(tmp), kernel_runner=runner)
+            except DeviceCommandError:
+                raise
+            except LayerscopeError:
+                continue
+            out.append((Path(path), float(np.median(samples))))
+    return out
+
+
 def _key(kernel: KernelModel, identity: Mapping[str, Any]) -> str:
     stable = {k: v for k, v in identity.items() if k != "inputs_sha256"}
     text = json.dumps(stable, sort_keys=True, default=str)
@@ -495,12 +883,13 @@ def _key(kernel: KernelModel, identity: Mapping[str, Any]) -> str:
 
 
 def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, config: SessionConfig,
-              workdir: Path) -> tuple[list[float], Mapping[str, Any], bool]:
-    path = workdir / f"{kernel.digest}.onnx"
+              workdir: Path, *, kernel_runner: KernelRunner) -> tuple[list[float], Mapping[str, Any], bool]:
+    folder = workdir / kernel.digest  # a device command's {dir}: its {compiled} and {out} are the kernel's own
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kernel.onnx"
     path.write_bytes(kernel.model_bytes)
-    graph = load_model(path)
-    runner = OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
-                       visit_warmup=timing.visit_warmup, warmup=2)
+    graph = load_model(path, dict(kernel.shapes) if not kernel.layers and kernel.shapes else None)
+    runner = kernel_runner.make(graph, timing, config)
     try:
         key = _key(kernel, runner.identity)
         have = store.samples(key)
@@ -512,4 +901,4 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         return store.samples(key)[:timing.visits], runner.identity, cached
     finally:
         runner.close()
-        path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)

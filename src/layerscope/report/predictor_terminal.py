@@ -30,5 +30,15 @@ def predictor_report(run: Run, top: int) -> RenderableType:
     total = Text(f"predicted latency: {float(section.get('latency_us', 0.0)) / 1e3:.3f} ms "
                  f"[{float(section.get('low_us', 0.0)) / 1e3:.3f} .. {float(section.get('high_us', 0.0)) / 1e3:.3f}] "
                  f"(kernels {len(section.get('kernels', []))}, per-call overhead "
-                 f"{float(section.get('overhead_us', 0.0)):.1f} us, fusion: {section.get('fusion', '?')})")
+                 f"{float(section.get('overhead_us', 0.0)):.1f} us, fusion: {section.get('fusion', '?')}"
+                 + _context(section) + ")")
     return Group(table, total) if top else total
+
+
+def _context(section: Mapping[str, Any]) -> str:
+    """``, in model: x1.50 + 4.0 us per kernel`` when the predictor fitted an in-model context, else nothing."""
+    context = section.get("context")
+    if not isinstance(context, Mapping) or not context.get("models"):
+        return ""
+    return (f", in model: x{float(context.get('factor', 1.0)):.2f} + {float(context.get('per_kernel_us', 0.0)):.1f}"
+            f" us per kernel, from {int(context['models'])} model(s)")
