@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._cli_subprocess import run_cli
 
 from conftest import ModelWriter
 from layerscope.cli.main import main
@@ -170,16 +171,14 @@ def test_a_failing_command_exits_3_and_the_rerun_resumes(model: Path, device: di
     assert _bisect(model, *args) == 0 and _calls(device) == 19  # everything cached now
 
 
-def test_ctrl_c_exits_130_and_the_rerun_reuses_the_cache(model: Path, device: dict[str, Any], tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_ctrl_c_exits_130_and_the_rerun_reuses_the_cache(model: Path, device: dict[str, Any], tmp_path: Path) -> None:
     args = ["--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--granularity", "layer",
             "--repeats", "2", "--cache", str(tmp_path / "c")]
-    monkeypatch.setenv("FAKE_INTERRUPT_AT", "12")
-    assert _bisect(model, *args) == 130
-    err = capsys.readouterr().err
-    assert f"cached in {tmp_path / 'c'}; run the same command again to resume" in err
-    monkeypatch.delenv("FAKE_INTERRUPT_AT")
+    # the interrupted run is a child process (the device command signals its parent, as Ctrl-C in a terminal
+    # reaches the command): a SIGINT to the test process itself is not what a user sends
+    interrupted = run_cli(["bisect", str(model), "--target", "rdk-s100", *args], env={"FAKE_INTERRUPT_AT": "12"})
+    assert interrupted.returncode == 130, interrupted.describe()
+    assert f"cached in {tmp_path / 'c'}; run the same command again to resume" in interrupted.err
     out = tmp_path / "run.json"
     assert _bisect(model, *args, "-o", str(out)) == 0
     assert load_run(out)["bisect"]["cache"]["hits"] == 11 and _calls(device) == 12 + 18 - 11
