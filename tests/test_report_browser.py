@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Route, sync_playwright
 
 from layerscope.report.html import TABS, render_html, tabs
+from layerscope.runfile import as_run
 from test_report_runs import ALL_RUNS, BARE_RUN, XSS, Runs, shared_experiment_runs, shared_runs
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -188,7 +189,7 @@ def test_experiments_tab_shows_its_tables(browser: Browser, pages: dict[str, Pat
     path = tmp_path_factory.mktemp("browser-experiments") / "experiments.html"
     path.write_text(render_html(run), encoding="utf-8")
     page, watch = open_report(browser, path)
-    assert [tab for tab, _ in tabs(run)] == [tab for tab, _ in TABS] + ["experiments"]
+    assert [tab for tab, _ in tabs(as_run(run))] == [tab for tab, _ in TABS] + ["experiments"]
     assert page.locator("#panel-experiments").is_hidden()
     show(page, "experiments")
     assert page.inner_text("#tab-experiments") == "Experiments"
@@ -211,7 +212,7 @@ def test_experiments_tab_shows_its_tables(browser: Browser, pages: dict[str, Pat
     page.locator("#stress-layers a.layer-link", has_text=XSS).click()  # a layer name opens its details
     page.wait_for_selector("#panel-layers[data-rendered='1']", state="visible", timeout=10_000)
     assert page.inner_text("#layer-detail h3") == XSS
-    for tab, _ in tabs(run):  # the other tabs still draw beside it
+    for tab, _ in tabs(as_run(run)):  # the other tabs still draw beside it
         show(page, tab)
         assert not page.locator(f"#panel-{tab} .error").count()
     assert page.evaluate("() => document.querySelectorAll('img, iframe').length") == 0

@@ -38,7 +38,7 @@ from layerscope.report.views.layers import graph_layout, layer_rows, scale_facto
 from layerscope.report.views.summary import missing_notes, summary_sections
 from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
-from layerscope.runfile import check, upgrade
+from layerscope.runfile import as_run, check, upgrade
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 XSS = "<img src=x onerror=alert(1)>"
@@ -132,9 +132,9 @@ BARE_RUN: dict[str, Any] = {
 
 def test_rows_of_an_estimate(runs: Runs) -> None:
     run = runs.load("estimate")
-    rows = layer_rows(run)
+    rows = layer_rows(as_run(run))
     assert [r.id for r in rows] == [layer["id"] for layer in run["layers"]]
-    assert share_basis(run) == "estimated"
+    assert share_basis(as_run(run)) == "estimated"
     assert sum(r.share or 0 for r in rows) == pytest.approx(1.0)
     assert all(r.meas_us is None and r.ratio is None for r in rows)
     assert rows[0].input_shapes == ("1x3x32x32",) and rows[0].output_shapes == ("1x8x32x32",)
@@ -143,7 +143,7 @@ def test_rows_of_an_estimate(runs: Runs) -> None:
 
 
 def test_rows_of_a_measurement(runs: Runs) -> None:
-    run = runs.load("profile")
+    run = as_run(runs.load("profile"))
     rows = layer_rows(run)
     assert share_basis(run) == "measured"
     for row in rows:
@@ -165,23 +165,23 @@ def test_missing_notes_say_what_each_run_lacks(runs: Runs) -> None:
 
 
 def test_summary_sections_hold_what_the_run_has(runs: Runs) -> None:
-    titles = {name: [s.title for s in summary_sections(runs.load(name))] for name in ALL_RUNS}
+    titles = {name: [s.title for s in summary_sections(as_run(runs.load(name)))] for name in ALL_RUNS}
     assert "Memory (estimate)" in titles["estimate"] and "Runtime (measurement)" not in titles["estimate"]
     assert {"Runtime (measurement)", "Instrument", "Latency"} <= set(titles["profile"])
     assert "Import" in titles["horizon"]
 
 
 def test_estimated_tracks_without_a_timeline_are_serial(runs: Runs) -> None:
-    timeline = estimated_tracks(runs.load("estimate"))
-    serial = estimated_tracks(runs.load("profile"))
+    timeline = estimated_tracks(as_run(runs.load("estimate")))
+    serial = estimated_tracks(as_run(runs.load("profile")))
     assert timeline is not None and timeline.source == "timeline"
     assert serial is not None and serial.source == "serial"
     ends = sorted(s.end_us for t in serial.tracks for s in t.slices)
-    assert ends[-1] == pytest.approx(sum(r.est_us or 0 for r in layer_rows(runs.load("profile"))), abs=1e-6)
+    assert ends[-1] == pytest.approx(sum(r.est_us or 0 for r in layer_rows(as_run(runs.load("profile")))), abs=1e-6)
 
 
 def test_graph_layout_puts_consumers_below_producers(runs: Runs) -> None:
-    layout = graph_layout(runs.load("estimate"))
+    layout = graph_layout(as_run(runs.load("estimate")))
     assert layout.edges
     for src, dst in layout.edges:
         assert layout.position[dst][1] > layout.position[src][1]
@@ -196,9 +196,9 @@ FINDINGS = {"source": "test", "count": 2, "items": [
 
 def test_findings_render_when_present(runs: Runs) -> None:
     run = runs.load("estimate")
-    assert findings(run) == []
+    assert findings(as_run(run)) == []
     run["findings"] = FINDINGS
-    rows = findings(run)
+    rows = findings(as_run(run))
     assert [f.rule for f in rows] == ["cpu-fallback", "info-rule"]  # most severe first
     assert rows[0].expected_gain == "12.5 µs"
     # one stored form (Finding.to_dict's, in {source, count, items}): a bare list is not a run file's findings
@@ -277,7 +277,7 @@ def test_html_is_a_pure_function_of_the_saved_run(runs: Runs, tmp_path: Path) ->
 
 
 def test_report_data_is_compact(runs: Runs) -> None:
-    data = report_data(runs.load("profile"))
+    data = report_data(as_run(runs.load("profile")))
     assert len(data["layers"]["rows"]) == len(data["details"]) == len(data["graph"]["pos"])
     assert data["timeline"]["meas"]["names"] and data["timeline"]["est"]["source"] == "serial"
     assert data["temporal"] is None and data["charts"]["k"]["value"] > 0
@@ -536,12 +536,12 @@ def test_sections_from_older_or_partial_runs_render() -> None:
                    comparison={"metrics": [{"name": "latency P50", "unit": "us", "before": 0, "after": 2.0}],
                                "layers": [{"after_id": "a"}]},
                    pipeline={"stages": [{"name": "x", "parent": "x"}]}, stress={"rounds": [{"baseline": {}}]})
-    view = experiments(partial)
+    view = experiments(as_run(partial))
     assert view.names == ("bisect", "comparison", "pipeline", "stress")
     assert view.bisect is not None and view.bisect.segments[0].share == pytest.approx(1.0)
     assert view.comparison is not None and view.comparison.metrics[0].change_text == "+2"
     html = render_html(partial)
-    assert 'id="tab-experiments"' in html and tabs(partial)[-1] == EXPERIMENTS_TAB
+    assert 'id="tab-experiments"' in html and tabs(as_run(partial))[-1] == EXPERIMENTS_TAB
     render_html(dict(BARE_RUN, bisect=None))  # an empty section is absent
     for broken, where in (({"bisect": []}, "bisect"), ({"comparison": "x"}, "comparison"),
                           ({"stress": {"rounds": None}}, "stress.rounds")):
@@ -672,7 +672,7 @@ def test_stress_shows_the_change_and_marks_sensitive_layers(exp_runs: Experiment
 
 def test_one_page_with_every_experiment(exp_runs: ExperimentRuns, tmp_path: Path) -> None:
     run = exp_runs.merged()
-    assert experiments(run).names == ("bisect", "comparison", "pipeline", "stress")
+    assert experiments(as_run(run)).names == ("bisect", "comparison", "pipeline", "stress")
     html = render_html(run)
     assert_escaped(html)
     assert {"bisect-table", "comparison-metrics", "comparison-layers", "pipeline-breakdown", "pipeline-stages",
