@@ -150,3 +150,30 @@ def test_the_views_read_the_model_and_layer_fields_producers_write() -> None:
     assert (first["cost.macs"], first["est.latency_us"], first["est.bound"], first["meas.median_us"],
             first["meas.split"], first["derived.meas_over_est"]) == ("10", "4.0", "compute", "2.0", "true", "0.5")
     assert second["meas.split"] == second["est.latency_us"] == second["meas.median_us"] == ""
+
+
+def test_the_core_views_never_read_the_typed_run_by_key(squeezenet_run: dict[str, Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the temporary read-by-key bridge on the sections made to fail, the summary, layer, findings and CSV
+    views and the Markdown summary still render a profiled run with findings (they read attributes only)."""
+    from layerscope.analysis.findings import Finding, Severity
+    from layerscope.report.tables import markdown_summary
+    from layerscope.report.views.findings import findings
+    from layerscope.report.views.summary import headline, missing_notes
+    from layerscope.runfile.models import Section
+
+    finding = Finding(rule_id="cpu-fallback", severity=Severity.ERROR, hazard="h", mitigation="m",
+                      layer_ids=("n0",), evidence={"gain_source": "measured"}, expected_gain_us=3.0, help="")
+    typed = as_run({**squeezenet_run, "findings": {"items": [finding.to_dict()]}})
+
+    def refused(self: Section, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"{type(self).__name__} read by key: {args}")
+
+    for name in ("__getitem__", "get", "__contains__", "keys"):
+        monkeypatch.setattr(Section, name, refused, raising=False)
+    text = markdown_summary(typed)
+    assert "k = measured / estimated" in text and "cpu-fallback" in text
+    assert len(layers_csv(typed).splitlines()) == len(typed.layers) + 1
+    assert [m.label for m in headline(typed)][:3] == ["P50", "P90", "P99"]
+    assert findings(typed)[0].expected_gain == "3.0 µs (measured)"
+    assert not any(note.startswith("No findings") for note in missing_notes(typed))
