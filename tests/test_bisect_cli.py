@@ -18,6 +18,7 @@ from layerscope.measure.cuts import CutPlanner
 from layerscope.model import load_model
 from layerscope.report.views.bisect import bisect_view
 from layerscope.run import load_run
+from layerscope.runfile import as_run
 from test_bisect import write_residual
 
 #: A stand-in for `compile && ssh board perf`: its "latency" is the prefix file's size (1 byte = 1 µs), so
@@ -253,7 +254,7 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
         section["sum_segments_us"], abs=0.01 * len(run["layers"]))
     printed = capsys.readouterr().out
     assert "Validation against `layerscope profile`" in printed and "within 15%" in printed
-    context = {row.label: row.value for row in bisect_view(run).context}  # what the terminal prints
+    context = {row.label: row.value for row in bisect_view(as_run(run)).context}  # what the terminal prints
     assert f"prefixes + {len(suffixes)} suffixes" in context["plan"] and "suffixes (the layers" in context["halves"]
     assert "halves" in printed
     json.dumps(run)  # plain JSON all the way down
