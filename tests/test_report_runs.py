@@ -132,9 +132,9 @@ BARE_RUN: dict[str, Any] = {
 
 def test_rows_of_an_estimate(runs: Runs) -> None:
     run = runs.load("estimate")
-    rows = layer_rows(run)
+    rows = layer_rows(as_run(run))
     assert [r.id for r in rows] == [layer["id"] for layer in run["layers"]]
-    assert share_basis(run) == "estimated"
+    assert share_basis(as_run(run)) == "estimated"
     assert sum(r.share or 0 for r in rows) == pytest.approx(1.0)
     assert all(r.meas_us is None and r.ratio is None for r in rows)
     assert rows[0].input_shapes == ("1x3x32x32",) and rows[0].output_shapes == ("1x8x32x32",)
@@ -143,7 +143,7 @@ def test_rows_of_an_estimate(runs: Runs) -> None:
 
 
 def test_rows_of_a_measurement(runs: Runs) -> None:
-    run = runs.load("profile")
+    run = as_run(runs.load("profile"))
     rows = layer_rows(run)
     assert share_basis(run) == "measured"
     for row in rows:
@@ -165,7 +165,7 @@ def test_missing_notes_say_what_each_run_lacks(runs: Runs) -> None:
 
 
 def test_summary_sections_hold_what_the_run_has(runs: Runs) -> None:
-    titles = {name: [s.title for s in summary_sections(runs.load(name))] for name in ALL_RUNS}
+    titles = {name: [s.title for s in summary_sections(as_run(runs.load(name)))] for name in ALL_RUNS}
     assert "Memory (estimate)" in titles["estimate"] and "Runtime (measurement)" not in titles["estimate"]
     assert {"Runtime (measurement)", "Instrument", "Latency"} <= set(titles["profile"])
     assert "Import" in titles["horizon"]
@@ -177,11 +177,11 @@ def test_estimated_tracks_without_a_timeline_are_serial(runs: Runs) -> None:
     assert timeline is not None and timeline.source == "timeline"
     assert serial is not None and serial.source == "serial"
     ends = sorted(s.end_us for t in serial.tracks for s in t.slices)
-    assert ends[-1] == pytest.approx(sum(r.est_us or 0 for r in layer_rows(runs.load("profile"))), abs=1e-6)
+    assert ends[-1] == pytest.approx(sum(r.est_us or 0 for r in layer_rows(as_run(runs.load("profile")))), abs=1e-6)
 
 
 def test_graph_layout_puts_consumers_below_producers(runs: Runs) -> None:
-    layout = graph_layout(runs.load("estimate"))
+    layout = graph_layout(as_run(runs.load("estimate")))
     assert layout.edges
     for src, dst in layout.edges:
         assert layout.position[dst][1] > layout.position[src][1]
@@ -196,9 +196,9 @@ FINDINGS = {"source": "test", "count": 2, "items": [
 
 def test_findings_render_when_present(runs: Runs) -> None:
     run = runs.load("estimate")
-    assert findings(run) == []
+    assert findings(as_run(run)) == []
     run["findings"] = FINDINGS
-    rows = findings(run)
+    rows = findings(as_run(run))
     assert [f.rule for f in rows] == ["cpu-fallback", "info-rule"]  # most severe first
     assert rows[0].expected_gain == "12.5 µs"
     # one stored form (Finding.to_dict's, in {source, count, items}): a bare list is not a run file's findings

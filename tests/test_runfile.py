@@ -27,13 +27,13 @@ from layerscope.run import load_run, save_run
 from layerscope.runfile import (
     SCHEMA_VERSION,
     RunFile,
+    as_run,
     device_mismatch,
     layer_measured_us,
     load,
     measurement_origin,
     scale_factor,
 )
-from layerscope.runfile.io import as_run
 from layerscope.runfile.schema import schema_text, shipped_text
 
 
@@ -216,11 +216,11 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
     assert measured["relu1"] == 0.0
 
     # reports: HTML data and page, Markdown, terminal (measurement summary and layer table)
-    report = report_k(run)
+    report = report_k(as_run(run))
     assert report is not None and report.value == pytest.approx(expected, rel=1e-12)
     data = report_data(as_run(run))
     assert data["charts"]["k"]["value"] == round(expected, 6)
-    assert {r.id: r.meas_us for r in layer_rows(run)} == measured
+    assert {r.id: r.meas_us for r in layer_rows(as_run(run))} == measured
     html = render_html(run)
     markdown = markdown_summary(run)
     terminal = _text(measurement_summary(run)) + _text(measured_layers_table(run, 10))

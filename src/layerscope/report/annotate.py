@@ -47,15 +47,15 @@ def check_model(run: RunLike, path: str | Path | None = None) -> Path:
     """The model file to annotate: ``path``, else the run's ``model.path``; ``InputError`` when there is none,
     it is missing, or its sha256 differs from the run's ``model.sha256``."""
     run = as_run(run)
-    model = run.get("model") or {}
-    source = Path(path) if path is not None else (Path(model["path"]) if model.get("path") else None)
+    model = run.model
+    source = Path(path) if path is not None else (Path(model.path) if model.path else None)
     if source is None:
         raise InputError("the run names no model file to annotate",
                          hint="it was imported without --model; import again with --model MODEL")
     if not source.is_file():
         raise InputError(f"{source}: no such model file (the run's model)",
                          hint="move the model back or re-create the run")
-    expected = model.get("sha256")
+    expected = model.sha256
     actual = sha256_file(source)
     if not expected or actual != expected:
         raise InputError(f"{source}: sha256 {actual[:12]}... differs from the run's {str(expected)[:12]}..., "
@@ -118,13 +118,13 @@ def _doc(existing: str, note: str) -> str:
 
 
 def _summary(run: Run) -> str:
-    summary = run.get("summary") or {}
-    lat = run.get("latency") or {}
-    parts = [f"target {(run.get('target') or {}).get('name')}" if run.get("target") else ""]
-    if summary.get("est_latency_us") is not None:
-        parts.append(f"estimated {human_us(summary['est_latency_us'])}")
-    if lat.get("p50_us") is not None:
-        parts.append(f"measured P50 {human_us(lat['p50_us'])}")
+    estimated = run.summary.est_latency_us
+    p50 = run.latency.p50_us if run.latency is not None else None
+    parts = [f"target {run.target.name}" if run.target is not None else ""]
+    if estimated is not None:
+        parts.append(f"estimated {human_us(estimated)}")
+    if p50 is not None:
+        parts.append(f"measured P50 {human_us(p50)}")
     return "; ".join(p for p in parts if p) or "no latency in the run"
 
 
@@ -134,10 +134,8 @@ def annotate_model(model: onnx.ModelProto, run: RunLike) -> Annotated:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     rows = layer_rows(run)
-    layers = run.get("layers") or []
-    by_output = {str(layer["outputs"][0]): row for layer, row in zip(layers, rows, strict=True)
-                 if layer.get("outputs")}
-    by_name = {str(layer.get("name")): row for layer, row in zip(layers, rows, strict=True) if layer.get("name")}
+    by_output = {row.layer.outputs[0]: row for row in rows if row.layer.outputs}
+    by_name = {row.layer.name: row for row in rows if row.layer.name}
     annotated = unmatched = 0
     for node in copy.graph.node:
         row = (by_output.get(node.output[0]) if node.output else None) or by_name.get(node.name)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -179,19 +179,34 @@ def _temporal_payload(run: Run) -> dict[str, Any] | None:
             "units": [[unit, list(values)] for unit, values in series.utilization]}
 
 
-def report_data(run: Run) -> dict[str, Any]:
-    """Everything the page's script draws, as JSON-ready data (compact: rows as arrays)."""
+@dataclass(frozen=True)
+class _Page:
+    """What the page draws: the layer rows, the share basis, the timelines' and the temporal series' payloads,
+    and all of it as the script's JSON (``data``)."""
+
+    rows: list[LayerRow]
+    basis: str | None
+    estimated: dict[str, Any] | None
+    measured: dict[str, Any] | None
+    temporal: dict[str, Any] | None
+    data: dict[str, Any]
+
+
+def _page(run: Run) -> _Page:
     rows = layer_rows(run)
+    basis = share_basis(run)
     k = scale_factor(run)
     layout = graph_layout(run)
-    return {
-        "basis": share_basis(run),
+    estimated = _tracks_payload(estimated_tracks(run), names=False)
+    measured = _tracks_payload(measured_tracks(run), names=True)
+    temporal_series = _temporal_payload(run)
+    data = {
+        "basis": basis,
         "layers": {"cols": list(LAYER_COLUMNS), "rows": [_layer_row(r) for r in rows]},
         "details": [[[group, sorted(values.items())] for group, values in r.detail.items()] for r in rows],
         "ops": sorted({r.op_type for r in rows}),
-        "timeline": {"est": _tracks_payload(estimated_tracks(run), names=False),
-                     "meas": _tracks_payload(measured_tracks(run), names=True)},
-        "temporal": _temporal_payload(run),
+        "timeline": {"est": estimated, "meas": measured},
+        "temporal": temporal_series,
         "charts": {
             "byOp": [[t.op_type, t.count, _r(t.est_us), _r(t.meas_us)] for t in op_type_totals(rows)],
             "top": [r.index for r in top_layers(rows, TOP_N)],
@@ -199,6 +214,12 @@ def report_data(run: Run) -> dict[str, Any]:
         },
         "graph": {"pos": [[x, y] for x, y in layout.position], "edges": [list(e) for e in layout.edges]},
     }
+    return _Page(rows, basis, estimated, measured, temporal_series, data)
+
+
+def report_data(run: Run) -> dict[str, Any]:
+    """Everything the page's script draws, as JSON-ready data (compact: rows as arrays)."""
+    return _page(run).data
 
 
 # --------------------------------------------------------------------------------------------------- page
@@ -214,16 +235,15 @@ def _tabs(exp: Experiments) -> tuple[tuple[str, str], ...]:
 
 
 def _context(run: Run) -> dict[str, Any]:
-    model: Mapping[str, Any] = run.get("model") or {}
     echarts, script = _scripts()
-    data = report_data(run)
+    page = _page(run)
     exp = experiments(run)
+    tool = (run.tool.name, run.tool.version) if run.tool is not None else ("layerscope",)
     return {
-        "title": f"layerscope report: {model.get('name') or 'model'}",
-        "model_name": str(model.get("name") or "model"),
-        "target_name": (run.get("target") or {}).get("name"),
-        "tool_text": " ".join(str(v) for v in ((run.get("tool") or {}).get("name", "layerscope"),
-                                               (run.get("tool") or {}).get("version")) if v),
+        "title": f"layerscope report: {run.model.name or 'model'}",
+        "model_name": run.model.name or "model",
+        "target_name": run.target.name if run.target is not None else None,
+        "tool_text": " ".join(v for v in tool if v),
         "tabs": _tabs(exp),
         "exp": exp,
         "bisect_large_share": BISECT_LARGE_SHARE,
@@ -233,20 +253,20 @@ def _context(run: Run) -> dict[str, Any]:
         "findings": findings(run, 10),
         "findings_total": len(findings(run)),
         "missing": missing_notes(run),
-        "estimate_note": (run.get("estimate_info") or {}).get("note"),
-        "measured_note": (run.get("measurement") or {}).get("source"),
+        "estimate_note": run.estimate_info.note if run.estimate_info is not None else None,
+        "measured_note": run.measurement.source if run.measurement is not None else None,
         "has": {
-            "layers": bool(data["layers"]["rows"]),
-            "estimated_timeline": data["timeline"]["est"] is not None,
-            "measured_timeline": data["timeline"]["meas"] is not None,
-            "temporal": data["temporal"] is not None,
-            "estimate": any(row[5] is not None for row in data["layers"]["rows"]),
-            "measured": any(row[6] is not None for row in data["layers"]["rows"]),
+            "layers": bool(page.rows),
+            "estimated_timeline": page.estimated is not None,
+            "measured_timeline": page.measured is not None,
+            "temporal": page.temporal is not None,
+            "estimate": any(row.est_us is not None for row in page.rows),
+            "measured": any(row.meas_us is not None for row in page.rows),
             "experiments": bool(exp),
         },
-        "basis": data["basis"],
+        "basis": page.basis,
         "top_n": TOP_N,
-        "data_json": script_json(data),
+        "data_json": script_json(page.data),
         "echarts_js": Markup(echarts),  # the vendored file, inlined as shipped
         "report_js": Markup(script),  # our own script
         "csp": f"default-src 'none'; script-src {csp_hash(echarts)} {csp_hash(script)}; "

@@ -4,6 +4,7 @@ explains them (bound, compute / load / store), and the model's predicted latency
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rich import box
 from rich.console import Group, RenderableType

@@ -27,25 +27,21 @@ from layerscope.report.views.findings import findings
 from layerscope.report.views.layers import LayerRow, layer_rows, scale_factor, share_basis, top_layers
 from layerscope.report.views.summary import headline, missing_notes, summary_sections
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import LayerMeasured, RunLike
 
 Getter = Callable[[LayerRow], Any]
 
-
-def _est(key: str) -> Getter:
-    return lambda r: r.detail.get("estimate", {}).get(key)
+_NOT_MEASURED = LayerMeasured()
 
 
-def _meas(key: str) -> Getter:
-    return lambda r: r.detail.get("measured", {}).get(key)
-
-
-def _cost(key: str) -> Getter:
-    return lambda r: r.detail.get("cost", {}).get(key)
+def _meas(row: LayerRow) -> LayerMeasured:
+    """The row's ``measured`` section, an empty one (every field ``None``) when the layer was not measured."""
+    return row.layer.measured if row.layer.measured is not None else _NOT_MEASURED
 
 
 def _tl(key: str) -> Getter:
-    return lambda r: r.detail.get("timeline", {}).get(key)
+    """A field of the row's ``timeline.layers`` entry (``None`` when the timeline did not schedule the layer)."""
+    return lambda r: getattr(r.timeline, key) if r.timeline is not None else None
 
 
 #: The CSV's columns, in order: name and how to get the value from a row.
@@ -57,39 +53,39 @@ CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
     ("layer.domain", lambda r: r.domain),
     ("layer.input_shapes", lambda r: " ".join(r.input_shapes)),
     ("layer.output_shapes", lambda r: " ".join(r.output_shapes)),
-    ("cost.macs", _cost("macs")),
-    ("cost.flops", _cost("flops")),
-    ("cost.params", _cost("params")),
-    ("cost.bytes_read", _cost("bytes_read")),
-    ("cost.bytes_written", _cost("bytes_written")),
-    ("cost.weight_bytes", _cost("weight_bytes")),
-    ("est.latency_us", _est("latency_us")),
-    ("est.compute_us", _est("compute_us")),
-    ("est.load_us", _est("load_us")),
-    ("est.store_us", _est("store_us")),
-    ("est.overhead_us", _est("overhead_us")),
-    ("est.bound", _est("bound")),
+    ("cost.macs", lambda r: r.layer.macs),
+    ("cost.flops", lambda r: r.layer.flops),
+    ("cost.params", lambda r: r.layer.params),
+    ("cost.bytes_read", lambda r: r.layer.bytes_read),
+    ("cost.bytes_written", lambda r: r.layer.bytes_written),
+    ("cost.weight_bytes", lambda r: r.layer.weight_bytes),
+    ("est.latency_us", lambda r: r.layer.est.latency_us),
+    ("est.compute_us", lambda r: r.layer.est.compute_us),
+    ("est.load_us", lambda r: r.layer.est.load_us),
+    ("est.store_us", lambda r: r.layer.est.store_us),
+    ("est.overhead_us", lambda r: r.layer.est.overhead_us),
+    ("est.bound", lambda r: r.layer.est.bound),
     ("est.unit", lambda r: r.unit),
-    ("est.dtype", _est("dtype")),
-    ("est.ddr_read_bytes", _est("ddr_read_bytes")),
-    ("est.ddr_write_bytes", _est("ddr_write_bytes")),
-    ("est.fallback_reason", _est("fallback_reason")),
-    ("est.method", _est("method")),
+    ("est.dtype", lambda r: r.layer.est.dtype),
+    ("est.ddr_read_bytes", lambda r: r.layer.est.ddr_read_bytes),
+    ("est.ddr_write_bytes", lambda r: r.layer.est.ddr_write_bytes),
+    ("est.fallback_reason", lambda r: r.layer.est.fallback_reason),
+    ("est.method", lambda r: r.layer.est.method),
     ("tl.core", _tl("core")),
     ("tl.active_start_us", _tl("active_start_us")),
     ("tl.active_end_us", _tl("active_end_us")),
     ("meas.status", lambda r: r.status),
-    ("meas.median_us", _meas("median_us")),
-    ("meas.mean_us", _meas("mean_us")),
-    ("meas.p90_us", _meas("p90_us")),
-    ("meas.min_us", _meas("min_us")),
-    ("meas.max_us", _meas("max_us")),
-    ("meas.cv", _meas("cv")),
-    ("meas.samples", _meas("samples")),
+    ("meas.median_us", lambda r: _meas(r).median_us),
+    ("meas.mean_us", lambda r: _meas(r).mean_us),
+    ("meas.p90_us", lambda r: _meas(r).p90_us),
+    ("meas.min_us", lambda r: _meas(r).min_us),
+    ("meas.max_us", lambda r: _meas(r).max_us),
+    ("meas.cv", lambda r: _meas(r).cv),
+    ("meas.samples", lambda r: _meas(r).samples),
     ("meas.kernel", lambda r: r.kernel),
     ("meas.fused_group", lambda r: " ".join(r.fused_group)),
-    ("meas.split", lambda r: r.split if r.detail.get("measured") else None),
-    ("meas.method", _meas("method")),
+    ("meas.split", lambda r: r.split if r.layer.measured is not None else None),
+    ("meas.method", lambda r: _meas(r).method),
     ("derived.meas_over_est", lambda r: None if r.ratio is None else round(r.ratio, 6)),
     ("derived.share", lambda r: None if r.share is None else round(r.share, 6)),
 )
@@ -202,8 +198,7 @@ def _findings_table(run: Run, n: int) -> str | None:
 def markdown_summary(run: RunLike, top: int = 10) -> str:
     """The Markdown summary (see the module docstring); ``top`` slowest layers are listed."""
     run = as_run(run)
-    model = run.get("model") or {}
-    parts = [f"## layerscope report: {md_code(model.get('name') or '?')}"]
+    parts = [f"## layerscope report: {md_code(run.model.name or '?')}"]
     metrics = headline(run)
     if metrics:
         parts.append(md_table([md_text(m.label) for m in metrics], [[md_text(m.value) for m in metrics]],
@@ -247,12 +242,11 @@ def _note(text: str) -> str:
 
 
 def _footer(run: Run) -> str:
-    tool = run.get("tool") or {}
     kinds = []
-    if (run.get("estimate_info") or {}).get("note"):
-        kinds.append("estimates are " + str(run["estimate_info"]["note"]))
-    if run.get("measurement"):
-        kinds.append("measured with " + str(run["measurement"].get("source") or run["measurement"].get("backend")))
+    if run.estimate_info is not None and run.estimate_info.note:
+        kinds.append("estimates are " + run.estimate_info.note)
+    if run.measurement is not None:
+        kinds.append("measured with " + str(run.measurement.source or run.measurement.backend))
     sentence = "; ".join(kinds)
-    made_by = f"{tool.get('name', 'layerscope')} {tool.get('version', '')}".strip()
+    made_by = f"{run.tool.name} {run.tool.version or ''}".strip() if run.tool is not None else "layerscope"
     return f"<sub>{md_text(made_by)}" + (f": {md_text(sentence)}" if sentence else "") + "</sub>"

@@ -1,10 +1,16 @@
 """Quantities derived from a run, defined once: a layer's measured time, k, shares, where a measurement came from,
 steadiness. Every reader (terminal and HTML reports, ``reconcile``, ``advise``, ``import``) uses these.
 
+Inputs: every function reads the typed run (:class:`~layerscope.runfile.models.RunFile`, its
+:class:`~layerscope.runfile.models.Layer` and sections) by attribute. A caller holding the JSON document may pass
+it instead: a run is converted once with :func:`layerscope.runfile.io.as_run`, a layer (or a ``measured`` section,
+a ``steadiness``) is validated as its model; a malformed one is a ``RunFileError`` (exit 2), as on load.
+
 Definitions (the contract):
-- **a layer's measured time** (:func:`layer_measured_us`): ``None`` when the layer has no ``measured`` section;
-  ``0.0`` when the runtime eliminated it (``measured.status == "eliminated"``: it costs nothing at run time);
-  else ``measured.median_us``, or ``measured.mean_us`` when the tool reported only a mean; ``None`` when neither.
+- **a layer's measured time** (:func:`layer_measured_us`, :attr:`Layer.measured_us`): ``None`` when the layer has
+  no ``measured`` section; ``0.0`` when the runtime eliminated it (``measured.status == "eliminated"``: it costs
+  nothing at run time); else ``measured.median_us``, or ``measured.mean_us`` when the tool reported only a mean;
+  ``None`` when neither.
 - **k** (:func:`scale_factor`) = Σ measured / Σ estimated over the *same* part of the model, first of:
   1. ``layers``: the layers with both an estimate and a measured time, eliminated layers left out of *both* sums
      (their estimate describes work the runtime never does); used when both sums are positive;
@@ -31,66 +37,75 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from layerscope.errors import InputError
-from layerscope.runfile.models import RunLike
+from pydantic import BaseModel, ValidationError
+
+from layerscope.errors import InputError, RunFileError
+from layerscope.runfile.io import as_run, describe
+from layerscope.runfile.models import (
+    Kernel,
+    KernelProfileMeasurement,
+    Layer,
+    LayerMeasured,
+    RunFile,
+    RunLike,
+    Steadiness,
+)
 from layerscope.stats import DRIFT_WARNING
 
-#: A run as readers get it: typed, or its JSON document (sections read by key either way).
+#: A run as readers get it: typed, or its JSON document (converted with :func:`as_run`).
 Document = RunLike
+#: A layer as readers get it: typed, or a layer of the JSON document (validated as a :class:`Layer`).
+LayerLike = Layer | Mapping[str, Any]
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if math.isfinite(value) else None
+def _typed(model: type[_M], value: _M | Mapping[str, Any], what: str) -> _M:
+    """``value`` as ``model``: as it is when typed, else validated (``RunFileError`` naming ``what``)."""
+    if isinstance(value, model):
+        return value
+    try:
+        return model.model_validate(dict(value), by_alias=True)
+    except ValidationError as exc:
+        raise RunFileError(f"{what}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _layers(run: Document) -> list[Mapping[str, Any]]:
-    layers = run.get("layers")
-    return [layer for layer in layers if isinstance(layer, Mapping)] if isinstance(layers, list) else []
+def as_layer(layer: LayerLike) -> Layer:
+    """``layer`` typed: a :class:`Layer` as it is, a document's layer validated (``RunFileError`` when malformed)."""
+    return _typed(Layer, layer, "layer")
 
 
 # --------------------------------------------------------------------------------------------------- per layer
 
 
-def is_eliminated(layer: Mapping[str, Any]) -> bool:
+def is_eliminated(layer: LayerLike) -> bool:
     """True when the runtime removed the layer (it ran as nothing)."""
-    return _map(layer.get("measured")).get("status") == "eliminated"
+    return as_layer(layer).eliminated
 
 
-def layer_measured_us(layer: Mapping[str, Any]) -> float | None:
-    """The layer's measured time (see the module's definitions)."""
-    measured = layer.get("measured")
-    if not isinstance(measured, Mapping):
-        return None
-    if measured.get("status") == "eliminated":
-        return 0.0
-    value = _num(measured.get("median_us"))
-    return value if value is not None else _num(measured.get("mean_us"))
+def layer_measured_us(layer: LayerLike) -> float | None:
+    """The layer's measured time (see the module's definitions; :attr:`Layer.measured_us` computes it)."""
+    return as_layer(layer).measured_us
 
 
-def layer_estimated_us(layer: Mapping[str, Any]) -> float | None:
+def layer_estimated_us(layer: LayerLike) -> float | None:
     """The layer's estimated latency, ``None`` without an estimate."""
-    return _num(_map(layer.get("estimate")).get("latency_us"))
+    return as_layer(layer).estimated_us
 
 
 def time_basis(run: Document) -> str | None:
     """``"measured"`` when any layer has a measured time, ``"estimated"`` when any has an estimate, else ``None``."""
-    layers = _layers(run)
-    if any(layer_measured_us(layer) is not None for layer in layers):
+    layers = as_run(run).layers
+    if any(layer.measured_us is not None for layer in layers):
         return "measured"
-    if any(layer_estimated_us(layer) is not None for layer in layers):
+    if any(layer.estimated_us is not None for layer in layers):
         return "estimated"
     return None
 
 
-def layer_time_us(layer: Mapping[str, Any], basis: str | None) -> float | None:
+def layer_time_us(layer: LayerLike, basis: str | None) -> float | None:
     """The layer's time on ``basis`` (``"measured"`` or ``"estimated"``)."""
     if basis == "measured":
         return layer_measured_us(layer)
@@ -99,7 +114,7 @@ def layer_time_us(layer: Mapping[str, Any], basis: str | None) -> float | None:
     return None
 
 
-def layer_shares(layers: Sequence[Mapping[str, Any]], basis: str | None) -> list[float | None]:
+def layer_shares(layers: Sequence[LayerLike], basis: str | None) -> list[float | None]:
     """Each layer's share of the total over ``layers`` on ``basis`` (``None`` without a time; 0 when the total
     is 0)."""
     times = [layer_time_us(layer, basis) for layer in layers]
@@ -123,42 +138,43 @@ class Origin:
 _GPU_PROVIDERS = ("CUDA", "Tensorrt", "TensorRT", "ROCM", "MIGraphX", "Dml", "CoreML", "OpenVINO")
 
 
+def _where(machine: Mapping[str, Any] | None) -> str:
+    """The measuring machine's CPU, else its host name, else ``"this host"`` (``measurement.machine`` is a
+    free-form record, :func:`layerscope.measure.session.machine_info`)."""
+    machine = machine or {}
+    return str(machine.get("cpu") or machine.get("hostname") or "this host")
+
+
 def measurement_origin(run: Document) -> Origin | None:
     """Where ``run``'s measurement came from; ``None`` when the run holds none."""
-    measurement = run.get("measurement")
-    if not isinstance(measurement, Mapping):
+    m = as_run(run).measurement
+    if m is None:
         return None
-    from layerscope.runfile.io import measurement_kind
-
-    kind = measurement_kind(measurement)
-    source = str(measurement.get("source") or "")
-    if kind == "vendor-import":
-        return Origin(kind, "vendor", f"the vendor's profiler ({source or 'imported files'})")
-    if measurement.get("backend") == "openvino" and kind == "kernel-profile":
-        machine = _map(measurement.get("machine"))
-        device = str(measurement.get("device") or measurement.get("provider") or "")
-        where = str(machine.get("cpu") or machine.get("hostname") or "this host")
-        return Origin(kind, "host-cpu" if device.upper().startswith("CPU") else "device",
-                      f"OpenVINO performance counters, {device} ({measurement.get('precision') or '?'}) on {where}")
-    if measurement.get("backend") not in (None, "onnxruntime"):
-        return Origin(kind, "device", f"a device command ({source or measurement.get('backend')})")
-    provider = str(measurement.get("provider") or "CPUExecutionProvider")
-    machine = _map(measurement.get("machine"))
-    where = str(machine.get("cpu") or machine.get("hostname") or "this host")
+    source = m.source or ""
+    if m.kind == "vendor-import":
+        return Origin(m.kind, "vendor", f"the vendor's profiler ({source or 'imported files'})")
+    if m.backend == "openvino" and isinstance(m, KernelProfileMeasurement):
+        device = str(m.device or m.provider or "")
+        return Origin(m.kind, "host-cpu" if device.upper().startswith("CPU") else "device",
+                      f"OpenVINO performance counters, {device} ({m.precision or '?'}) on {_where(m.machine)}")
+    if m.backend not in (None, "onnxruntime"):
+        return Origin(m.kind, "device", f"a device command ({source or m.backend})")
+    provider = m.provider or "CPUExecutionProvider"
     device = "host-gpu" if any(p in provider for p in _GPU_PROVIDERS) else "host-cpu"
     what = {"kernel-profile": "ONNX Runtime kernel profile", "bench": "ONNX Runtime benchmark",
-            "differential": "differential (bisect) timing on ONNX Runtime"}.get(kind, "ONNX Runtime")
-    return Origin(kind, device, f"{what}, {provider} on {where}")
+            "differential": "differential (bisect) timing on ONNX Runtime"}.get(m.kind, "ONNX Runtime")
+    return Origin(m.kind, device, f"{what}, {provider} on {_where(m.machine)}")
 
 
 def device_mismatch(run: Document) -> str | None:
     """One line when the measurement ran on another device than the one the estimate is for, else ``None``."""
-    origin = measurement_origin(run)
-    target = _map(run.get("target"))
-    name, kind = target.get("name"), target.get("kind")
+    typed = as_run(run)
+    origin = measurement_origin(typed)
+    target = typed.target_or_empty
+    name, kind = target.name, target.kind
     if origin is None or not name:
         return None
-    host_target = str(name) == "host" or str(name).startswith("host-")
+    host_target = name == "host" or name.startswith("host-")
     if origin.device == "host-cpu" and (host_target or kind == "cpu"):  # the host, or a profile calibrated on it
         return None
     if origin.device == "host-gpu" and kind == "gpu":
@@ -195,65 +211,61 @@ class KFactor:
         return self.measured_us / self.estimated_us
 
 
-def k_pairs(layers: Iterable[Mapping[str, Any]]
-            ) -> tuple[list[tuple[Mapping[str, Any], float, float]], list[str]]:
+def k_pairs(layers: Iterable[LayerLike]) -> tuple[list[tuple[Layer, float, float]], list[str]]:
     """(layer, estimated µs, measured µs) of the layers k counts, and the ids of the measured layers it leaves
     out (eliminated, or no estimate)."""
     pairs, excluded = [], []
-    for layer in layers:
-        est, meas = layer_estimated_us(layer), layer_measured_us(layer)
-        if est is not None and meas is not None and not is_eliminated(layer):
+    for layer in map(as_layer, layers):
+        est, meas = layer.estimated_us, layer.measured_us
+        if est is not None and meas is not None and not layer.eliminated:
             pairs.append((layer, est, meas))
-        elif isinstance(layer.get("measured"), Mapping):
-            excluded.append(str(layer.get("id")))
+        elif layer.measured is not None:
+            excluded.append(layer.id)
     return pairs, excluded
 
 
 def end_to_end_us(run: Document) -> tuple[float, float] | None:
     """(measured latency P50, else mean; summed estimate) when both are positive."""
-    latency, summary = _map(run.get("latency")), _map(run.get("summary"))
-    measured = _num(latency.get("p50_us"))
-    if measured is None:
-        measured = _num(latency.get("mean_us"))
-    estimated = _num(summary.get("est_latency_us"))
+    typed = as_run(run)
+    latency = typed.latency
+    measured = None if latency is None else (latency.p50_us if latency.p50_us is not None else latency.mean_us)
+    estimated = typed.summary.est_latency_us
     if measured is None or estimated is None or measured <= 0 or estimated <= 0:
         return None
-    return measured, estimated
+    return float(measured), float(estimated)
 
 
-def _vendor_block(run: Document) -> tuple[float, float, str] | None:
+def _vendor_block(run: RunFile) -> tuple[float, float, str] | None:
     """A vendor import's accelerator block (not a ``reconcile`` section layerscope recomputes)."""
-    rec = _map(run.get("reconcile"))
-    if rec.get("method") == "layerscope reconcile":
+    rec = run.reconcile
+    if rec is None or rec.method == "layerscope reconcile":
         return None
-    measured, estimated = _num(rec.get("measured_us")), _num(rec.get("estimated_us"))
-    if measured is None or estimated is None or measured <= 0 or estimated <= 0:
-        return None
-    return measured, estimated, str(rec.get("scope") or "accelerator block measured on the board")
+    return rec.measured_us, rec.estimated_us, rec.scope or "accelerator block measured on the board"
 
 
 def scale_factor(run: Document) -> KFactor | None:
     """k of ``run`` (see the module's definition); ``None`` when no part is both estimated and measured."""
-    origin = measurement_origin(run)
-    mismatch = device_mismatch(run)
+    typed = as_run(run)
+    origin = measurement_origin(typed)
+    mismatch = device_mismatch(typed)
     by = origin.label if origin is not None else "an unknown measurement"
-    pairs, excluded = k_pairs(_layers(run))
+    pairs, excluded = k_pairs(typed.layers)
     est_total = sum(e for _, e, _ in pairs)
     meas_total = sum(m for _, _, m in pairs)
     if pairs and est_total > 0 and meas_total > 0:
         return KFactor(meas_total, est_total, "layers",
                        f"Σ measured / Σ estimated over {len(pairs)} layers both measured and estimated; "
                        f"measured by {by}",
-                       tuple(str(layer.get("id")) for layer, _, _ in pairs), tuple(excluded), origin, mismatch)
-    block = _vendor_block(run)
-    if block is not None:
+                       tuple(layer.id for layer, _, _ in pairs), tuple(excluded), origin, mismatch)
+    block = _vendor_block(typed)
+    if block is not None and typed.reconcile is not None:
         measured, estimated, scope = block
-        rec = _map(run.get("reconcile"))
-        source = (f"board time / static estimate, from the vendor's files ({rec.get('measured_source') or '?'} / "
-                  f"{rec.get('estimated_source') or '?'})" if origin is None or origin.device == "vendor"
+        rec = typed.reconcile
+        source = (f"board time / static estimate, from the vendor's files ({rec.measured_source or '?'} / "
+                  f"{rec.estimated_source or '?'})" if origin is None or origin.device == "vendor"
                   else f"{scope}; measured by {by}")
         return KFactor(measured, estimated, "accelerator", source, (), tuple(excluded), origin, mismatch)
-    e2e = end_to_end_us(run)
+    e2e = end_to_end_us(typed)
     if e2e is not None:
         return KFactor(e2e[0], e2e[1], "end-to-end",
                        f"end to end: latency P50 over the summed per-layer estimate; measured by {by}",
@@ -263,19 +275,36 @@ def scale_factor(run: Document) -> KFactor | None:
 
 # --------------------------------------------------------------------------------------------------- steadiness
 
+SteadinessLike = Steadiness | Mapping[str, Any]
 
-def steadiness_text(steadiness: Mapping[str, Any]) -> str:
+
+def _steadiness(steadiness: SteadinessLike) -> tuple[float, float, float]:
+    """(CV, drift, drift in the profiled runs) of ``measurement.steadiness``; a document's missing or non-number
+    value reads 0 (as the text and the warning always read it)."""
+    if isinstance(steadiness, Steadiness):
+        return steadiness.latency_cv, steadiness.latency_drift, steadiness.profiled_drift
+    cv, drift, profiled = (steadiness.get(key) for key in ("latency_cv", "latency_drift", "profiled_drift"))
+    return _finite(cv), _finite(drift), _finite(profiled)
+
+
+def _finite(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return 0.0
+    return float(value)
+
+
+def steadiness_text(steadiness: SteadinessLike) -> str:
     """One line on how steady the machine was while it was measured (``measurement.steadiness``)."""
-    cv, drift, profiled = (_num(steadiness.get(k)) or 0.0 for k in ("latency_cv", "latency_drift", "profiled_drift"))
+    cv, drift, profiled = _steadiness(steadiness)
     return (f"run-to-run CV {100 * cv:.1f}%; median moved {100 * drift:+.1f}% from the first to the second half of "
             f"the runs ({100 * profiled:+.1f}% in the profiled runs)")
 
 
-def unsteady(steadiness: Mapping[str, Any] | None) -> float | None:
-    """The largest |CV| or |drift| when it exceeds :data:`DRIFT_WARNING`, else ``None``."""
-    if not isinstance(steadiness, Mapping) or not steadiness:
+def unsteady(steadiness: SteadinessLike | None) -> float | None:
+    """The largest |CV| or |drift| when it exceeds :data:`DRIFT_WARNING`, else ``None`` (also without one)."""
+    if steadiness is None or (not isinstance(steadiness, Steadiness) and not steadiness):
         return None
-    worst = max(abs(_num(steadiness.get(key)) or 0.0) for key in ("latency_cv", "latency_drift", "profiled_drift"))
+    worst = max(abs(value) for value in _steadiness(steadiness))
     return worst if worst > DRIFT_WARNING else None
 
 
@@ -329,26 +358,31 @@ def scale_layers(layers: Iterable[tuple[str, float]], factor: ScaleFactor,
 FUSED_GROUP_INLINE_MAX = 64
 
 
-def fused_group(run: Document, measured: Mapping[str, Any],
+def fused_group(run: Document, measured: LayerMeasured | Mapping[str, Any],
                 cache: dict[str, tuple[str, ...]] | None = None) -> tuple[str, ...]:
     """The layer ids of a layer's fused group (empty when it ran alone), whichever form the run stores:
     ``measured.fused_group`` inline, or ``fused_group_size`` with the list in the kernel's ``layers``.
 
     Callers looping over layers pass one ``cache`` dict: a stored group is then built once and shared
-    by its layers (not copied into each)."""
-    inline = measured.get("fused_group")
-    if inline:
-        return tuple(str(i) for i in inline)
-    if not measured.get("fused_group_size"):
+    by its layers (not copied into each). A document ``run`` is not converted whole (this is called once per
+    layer): only the kernel row named is read, and validated as a :class:`Kernel`."""
+    meas = _typed(LayerMeasured, measured, "measured")
+    if meas.fused_group:
+        return tuple(meas.fused_group)
+    if not meas.fused_group_size:
         return ()
-    kernel = str(measured.get("kernel"))
+    kernel = str(meas.kernel)
     if cache is not None and kernel in cache:
         return cache[kernel]
     group: tuple[str, ...] = ()
-    for row in run.get("kernels") or ():
-        if isinstance(row, Mapping) and row.get("name") == kernel:
-            group = tuple(str(i) for i in row.get("layers") or ())
-            break
+    if isinstance(run, RunFile):
+        row = next((k for k in run.kernels if k.name == kernel), None)
+    else:
+        rows = run.get("kernels") or ()
+        found = next((r for r in rows if isinstance(r, Mapping) and r.get("name") == kernel), None)
+        row = None if found is None else _typed(Kernel, found, "kernels")
+    if row is not None:
+        group = tuple(row.layers)
     if cache is not None:
         cache[kernel] = group
     return group

@@ -114,6 +114,12 @@ class ModelInfo(Section):
     producer: str | None = None
     inputs: list[TensorInfo] = []
     outputs: list[TensorInfo] = []
+    #: One line per default layerscope chose (a batch-like input dim set to 1).
+    assumptions: list[str] = []
+    #: How many layers got their shapes from each source (``static``, ``symbolic``, ``executed``, ``unknown``).
+    shape_sources: dict[str, Count] = {}
+    #: What the layers are when there is no model (a vendor import without ``--model``).
+    note: str | None = None
 
 
 class Target(Section):
@@ -217,6 +223,13 @@ class Layer(Section):
     known: bool | None = None
     kind: str | None = None
     status: str | None = None
+    #: Where its shapes came from (``static``, ``symbolic``, ``executed``, ``unknown``); a subgraph's layer: the
+    #: control-flow layer it runs under (``parent``) and how often it ran in one inference (``executions``);
+    #: an If/Loop/Scan layer: what execution observed (``branch_taken``, ``trip_count``, ``source``).
+    shape_source: str | None = None
+    parent: str | None = None
+    executions: Count | None = None
+    observed: dict[str, Any] | None = None
     estimate: LayerEstimate | None = None
     measured: LayerMeasured | None = None
 
@@ -1162,7 +1175,7 @@ class RunFile(Section):
         definition); ``None`` when no part is both estimated and measured."""
         from layerscope.runfile.derived import scale_factor
 
-        return scale_factor(self.to_json())
+        return scale_factor(self)
 
     @property
     def k(self) -> float | None:
@@ -1176,7 +1189,7 @@ class RunFile(Section):
         (:func:`layerscope.runfile.derived.end_to_end_us`)."""
         from layerscope.runfile.derived import end_to_end_us
 
-        return end_to_end_us(self.to_json())
+        return end_to_end_us(self)
 
     @property
     def target_or_empty(self) -> Target:

@@ -3,7 +3,8 @@
 The HTML report, the Markdown summary, the CSV table and the Perfetto trace are all drawn from these, so a
 number is computed once and reads the same everywhere. Contract:
 
-- every function takes the run as loaded (``layerscope.run.load_run``) and never measures or reads files;
+- every function takes the typed run (:class:`~layerscope.runfile.models.RunFile`, converted once by the entry
+  point with :func:`~layerscope.runfile.io.as_run`), reads it by attribute, and never measures or reads files;
 - a run may hold an estimate, a measurement, a timeline, an import, or any mix: each function returns
   what the run holds and ``None`` / empty where it holds nothing; :func:`missing_notes` says what is absent
   and which command fills it;
@@ -17,11 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layerscope.runfile.derived import (
-    layer_estimated_us,
-    layer_measured_us,
-)
-from layerscope.runfile.models import RunFile
+from layerscope.runfile.models import Layer, RunFile
 
 Run = RunFile
 
@@ -36,14 +33,14 @@ def num(value: Any) -> float | None:
     return float(value)
 
 
-def measured_us(layer: Mapping[str, Any]) -> float | None:
+def measured_us(layer: Layer) -> float | None:
     """A layer's measured time, as :func:`layerscope.runfile.layer_measured_us` defines it (0 when eliminated)."""
-    return layer_measured_us(layer)
+    return layer.measured_us
 
 
-def estimated_us(layer: Mapping[str, Any]) -> float | None:
+def estimated_us(layer: Layer) -> float | None:
     """A layer's estimated latency, ``None`` when the run holds no estimate for it."""
-    return layer_estimated_us(layer)
+    return layer.estimated_us
 
 
 def shape_text(shape: Sequence[Any] | None) -> str:
@@ -88,4 +85,4 @@ def _text(value: Any) -> str:
 
 def _layer_index(run: Run) -> dict[str, int]:
     """Layer id -> index in the run (links from the experiments to the layer's details)."""
-    return {str(layer.get("id")): i for i, layer in enumerate(run.get("layers") or []) if isinstance(layer, Mapping)}
+    return {layer.id: i for i, layer in enumerate(run.layers)}

@@ -8,20 +8,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from layerscope.report.views.common import Run, estimated_us, measured_us, num, shape_text
+from layerscope.report.views.common import Run, shape_text
 from layerscope.runfile.derived import (
     fused_group,
     layer_shares,
     time_basis,
 )
 from layerscope.runfile.derived import scale_factor as runfile_scale_factor
+from layerscope.runfile.models import Kernel, Layer, LayerEstimate, LayerMeasured, TimelineLayer
 
 # --------------------------------------------------------------------------------------------------- layers
 
 
 @dataclass(frozen=True)
 class LayerRow:
-    """One layer as the reports show it. ``share`` is of the total on ``basis`` (measured, else estimated)."""
+    """One layer as the reports show it. ``share`` is of the total on ``basis`` (measured, else estimated).
+    ``layer``: the run's typed layer the row was drawn from; ``timeline``: its row of the run's ``timeline.layers``
+    (empty when the run has no timeline or did not schedule it); ``detail``: the groups its detail view shows."""
 
     index: int
     id: str
@@ -44,6 +47,8 @@ class LayerRow:
     split: bool
     kernel: str | None
     fallback_reason: str | None
+    layer: Layer
+    timeline: TimelineLayer | None = None
     detail: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
@@ -56,83 +61,95 @@ def share_basis(run: Run) -> str | None:
 def tensor_shapes(run: Run) -> dict[str, list[Any]]:
     """Tensor name -> shape for the model inputs and every layer output the run knows."""
     shapes: dict[str, list[Any]] = {}
-    for tensor in (run.get("model") or {}).get("inputs") or []:
-        if tensor.get("shape") is not None:
-            shapes[tensor["name"]] = tensor["shape"]
-    for layer in run.get("layers") or []:
-        for name, shape in zip(layer.get("outputs") or [], layer.get("output_shapes") or [], strict=False):
+    for tensor in run.model.inputs:
+        if tensor.shape is not None:
+            shapes[tensor.name] = tensor.shape
+    for layer in run.layers:
+        for name, shape in zip(layer.outputs, layer.output_shapes, strict=False):
             if shape is not None:
                 shapes[name] = shape
     return shapes
 
 
-def _timeline_layers(run: Run) -> dict[str, Mapping[str, Any]]:
-    return {t["id"]: t for t in (run.get("timeline") or {}).get("layers") or []}
+def _timeline_layers(run: Run) -> dict[str, TimelineLayer]:
+    """Layer id -> its row of ``timeline.layers``."""
+    if run.timeline is None:
+        return {}
+    return {row.id: row for row in run.timeline.layers}
+
+
+_NO_MEASUREMENT = LayerMeasured()
 
 
 def layer_rows(run: Run) -> list[LayerRow]:
     """Every layer of the run, in the run's (graph) order, with estimate and measurement side by side."""
-    layers = run.get("layers") or []
+    layers = run.layers
     shares = layer_shares(layers, share_basis(run))
     groups: dict[str, tuple[str, ...]] = {}
     shapes = tensor_shapes(run)
     placed = _timeline_layers(run)
-    kernels = {k.get("name"): k for k in run.get("kernels") or [] if isinstance(k, Mapping)}
+    kernels = {k.name: k for k in run.kernels}
     rows = []
     for index, layer in enumerate(layers):
-        est, meas = estimated_us(layer), measured_us(layer)
-        estimate = layer.get("estimate") or {}
-        measured = layer.get("measured") or {}
-        slot = placed.get(layer["id"], {})
+        est, meas = layer.estimated_us, layer.measured_us
+        estimate = layer.est
+        measured = layer.measured
+        slot = placed.get(layer.id)
+        core = slot.core if slot is not None else None
         rows.append(LayerRow(
             index=index,
-            id=str(layer["id"]),
-            name=str(layer.get("name") or layer["id"]),
-            op_type=str(layer.get("op_type") or "?"),
-            domain=str(layer.get("domain") or ""),
-            input_shapes=tuple(shape_text(shapes[i]) for i in layer.get("inputs") or [] if i in shapes),
-            output_shapes=tuple(shape_text(s) for s in layer.get("output_shapes") or []),
-            macs=num(layer.get("macs")),
-            flops=num(layer.get("flops")),
+            id=layer.id,
+            name=layer.name or layer.id,
+            op_type=layer.op_type or "?",
+            domain=layer.domain or "",
+            input_shapes=tuple(shape_text(shapes[i]) for i in layer.inputs if i in shapes),
+            output_shapes=tuple(shape_text(s) for s in layer.output_shapes),
+            macs=None if layer.macs is None else float(layer.macs),
+            flops=None if layer.flops is None else float(layer.flops),
             est_us=est,
             meas_us=meas,
             ratio=meas / est if meas is not None and est else None,
             share=shares[index],
-            bound=estimate.get("bound"),
-            unit=estimate.get("unit") or layer.get("unit"),
-            core=slot.get("core"),
-            status=measured.get("status") or ("measured" if measured else None),
-            fused_group=fused_group(run, measured, groups),
-            split=bool(measured.get("split")),
-            kernel=measured.get("kernel"),
-            fallback_reason=estimate.get("fallback_reason"),
-            detail=_layer_detail(layer, slot, kernels.get(measured.get("kernel"))),
+            bound=estimate.bound,
+            unit=estimate.unit or layer.unit,
+            core=core if isinstance(core, int) and not isinstance(core, bool) else None,
+            status=None if measured is None else (measured.status or "measured"),
+            fused_group=fused_group(run, measured if measured is not None else _NO_MEASUREMENT, groups),
+            split=bool(measured is not None and measured.split),
+            kernel=None if measured is None else measured.kernel,
+            fallback_reason=estimate.fallback_reason,
+            layer=layer,
+            timeline=slot,
+            detail=_layer_detail(layer, slot, kernels.get(measured.kernel) if measured and measured.kernel else None),
         ))
     return rows
 
 
-_COST_KEYS = ("macs", "flops", "params", "bytes_read", "bytes_read_act", "bytes_read_weight", "bytes_written",
-              "weight_bytes", "dtype", "unit_kind", "known")
+def _section_values(section: LayerEstimate | LayerMeasured | None) -> dict[str, Any]:
+    """A layer's ``estimate`` or ``measured`` section as field -> value, the keys a later command added too."""
+    return {} if section is None else section.model_dump()
 
 
-def _layer_detail(layer: Mapping[str, Any], slot: Mapping[str, Any],
-                  kernel: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def _layer_detail(layer: Layer, slot: TimelineLayer | None, kernel: Kernel | None = None) -> dict[str, dict[str, Any]]:
     """The groups a layer's detail view shows (``kernel``: the kernel that ran it, as the runtime names it: its
-    type, implementation, precision, device and the layers it fused); keys with ``null`` values are left out."""
+    type, implementation, precision, device and the layers it fused); keys with ``null`` values (and empty lists)
+    are left out."""
     groups = {
-        "layer": {"id": layer.get("id"), "name": layer.get("name"), "op_type": layer.get("op_type"),
-                  "domain": layer.get("domain") or None, "inputs": layer.get("inputs"),
-                  "outputs": layer.get("outputs"), "shape_source": layer.get("shape_source"),
-                  "parent": layer.get("parent"), "executions": layer.get("executions"),
-                  **{f"observed {k}": v for k, v in (layer.get("observed") or {}).items() if k != "source"}},
-        "cost": {k: layer.get(k) for k in _COST_KEYS},
-        "estimate": dict(layer.get("estimate") or {}),
-        "timeline": {k: v for k, v in slot.items() if k != "id"},
-        "measured": dict(layer.get("measured") or {}),
+        "layer": {"id": layer.id, "name": layer.name, "op_type": layer.op_type, "domain": layer.domain or None,
+                  "inputs": layer.inputs, "outputs": layer.outputs, "shape_source": layer.shape_source,
+                  "parent": layer.parent, "executions": layer.executions,
+                  **{f"observed {k}": v for k, v in (layer.observed or {}).items() if k != "source"}},
+        "cost": {"macs": layer.macs, "flops": layer.flops, "params": layer.params, "bytes_read": layer.bytes_read,
+                 "bytes_read_act": layer.bytes_read_act, "bytes_read_weight": layer.bytes_read_weight,
+                 "bytes_written": layer.bytes_written, "weight_bytes": layer.weight_bytes, "dtype": layer.dtype,
+                 "unit_kind": layer.unit_kind, "known": layer.known},
+        "estimate": _section_values(layer.estimate),
+        "timeline": {} if slot is None else {k: v for k, v in slot.model_dump().items() if k != "id"},
+        "measured": _section_values(layer.measured),
         "kernel": {} if kernel is None else {
-            "name": kernel.get("name"), "op_type": kernel.get("op_type"), "exec_type": kernel.get("exec_type"),
-            "precision": kernel.get("precision"), "device": kernel.get("provider"),
-            "fused_group": kernel.get("layers") if len(kernel.get("layers") or []) > 1 else None},
+            "name": kernel.name, "op_type": kernel.op_type, "exec_type": kernel.exec_type,
+            "precision": kernel.precision, "device": kernel.provider,
+            "fused_group": kernel.layers if len(kernel.layers) > 1 else None},
     }
     return {name: kept for name, values in groups.items()
             if (kept := {k: v for k, v in values.items() if v is not None and v != []})}
@@ -209,12 +226,12 @@ class GraphLayout:
 
 def graph_edges(run: Run) -> list[tuple[int, int]]:
     """(producer, consumer) layer indices through the tensors they share; each pair once, sorted."""
-    layers = run.get("layers") or []
+    layers = run.layers
     producer: dict[str, int] = {}
     for index, layer in enumerate(layers):
-        for name in layer.get("outputs") or []:
+        for name in layer.outputs:
             producer.setdefault(name, index)
-    edges = {(producer[name], index) for index, layer in enumerate(layers) for name in layer.get("inputs") or []
+    edges = {(producer[name], index) for index, layer in enumerate(layers) for name in layer.inputs
              if name in producer and producer[name] != index}
     return sorted(edges)
 
@@ -222,7 +239,7 @@ def graph_edges(run: Run) -> list[tuple[int, int]]:
 def graph_layout(run: Run) -> GraphLayout:
     """A simple layered layout: depth = longest path from an input; in a depth, layers ordered by the mean
     column of their producers (one barycentre pass) and centred on 0. Deterministic."""
-    count = len(run.get("layers") or [])
+    count = len(run.layers)
     edges = graph_edges(run)
     preds: list[list[int]] = [[] for _ in range(count)]
     for src, dst in edges:

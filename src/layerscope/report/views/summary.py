@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from layerscope.report.units import human_bytes, human_count, human_us
-from layerscope.report.views.common import Row, Run, _pct, estimated_us, num, shape_text
+from layerscope.report.views.common import Row, Run, _pct, shape_text
 from layerscope.report.views.layers import scale_factor
 from layerscope.runfile.derived import steadiness_text
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import (
+    EstimateInfo,
+    KernelProfileMeasurement,
+    Latency,
+    RunLike,
+    TimelineSummary,
+    VendorMeasurement,
+)
 
 
 @dataclass(frozen=True)
@@ -41,33 +47,41 @@ def _section(title: str, rows: Iterable[tuple[str, str | None]], note: str | Non
     return Section(title, kept, note) if kept else None
 
 
+def _timeline_summary(run: Run) -> TimelineSummary:
+    """The ``timeline.summary`` section; an empty one (every field ``None``) without a timeline."""
+    summary = run.timeline.summary if run.timeline is not None else None
+    return summary if summary is not None else TimelineSummary()
+
+
 def headline(run: Run) -> list[Metric]:
     """The numbers at the top of the report: measured percentiles and FPS, estimate, MACs, fallbacks, coverage."""
     metrics: list[Metric] = []
-    lat = run.get("latency") or {}
-    source = "measured" + (f", {lat['samples']} runs" if lat.get("samples") else "")
-    for key, label in (("p50_us", "P50"), ("p90_us", "P90"), ("p99_us", "P99")):
-        if num(lat.get(key)) is not None:
-            metrics.append(Metric(label, human_us(lat[key]), source))
-    if num(lat.get("p50_us")) is None and num(lat.get("mean_us")) is not None:
-        metrics.append(Metric("mean", human_us(lat["mean_us"]), source))
-    if num(lat.get("fps")) is not None:
-        metrics.append(Metric("FPS", f"{lat['fps']:.1f}", source))
-    summary = run.get("summary") or {}
-    timeline = (run.get("timeline") or {}).get("summary") or {}
-    if num(timeline.get("latency_us")) is not None:
-        metrics.append(Metric("est. latency", human_us(timeline["latency_us"]), "estimate, timeline"))
-        if num(timeline.get("fps_total")) is not None:
-            metrics.append(Metric("est. FPS", f"{timeline['fps_total']:.1f}", "estimate, all cores"))
-    elif num(summary.get("est_latency_us")) is not None:
-        metrics.append(Metric("est. latency", human_us(summary["est_latency_us"]), "estimate"))
-        if num(summary.get("est_fps")) is not None:
-            metrics.append(Metric("est. FPS", f"{summary['est_fps']:.1f}", "estimate"))
-    if num(summary.get("macs")) is not None:
-        metrics.append(Metric("MACs", human_count(summary["macs"]), "per run"))
-    if summary.get("cpu_fallback_count") is not None:
-        metrics.append(Metric("CPU fallback", str(summary["cpu_fallback_count"]), "layers"))
-    coverage = num((run.get("measurement") or {}).get("coverage"))
+    lat = run.latency or Latency()
+    source = "measured" + (f", {lat.samples} runs" if lat.samples else "")
+    for value, label in ((lat.p50_us, "P50"), (lat.p90_us, "P90"), (lat.p99_us, "P99")):
+        if value is not None:
+            metrics.append(Metric(label, human_us(value), source))
+    if lat.p50_us is None and lat.mean_us is not None:
+        metrics.append(Metric("mean", human_us(lat.mean_us), source))
+    if lat.fps is not None:
+        metrics.append(Metric("FPS", f"{lat.fps:.1f}", source))
+    summary = run.summary
+    timeline = _timeline_summary(run)
+    timeline_us, timeline_fps = timeline.latency_us, timeline.fps_total
+    if timeline_us is not None:
+        metrics.append(Metric("est. latency", human_us(timeline_us), "estimate, timeline"))
+        if timeline_fps is not None:
+            metrics.append(Metric("est. FPS", f"{timeline_fps:.1f}", "estimate, all cores"))
+    elif summary.est_latency_us is not None:
+        metrics.append(Metric("est. latency", human_us(summary.est_latency_us), "estimate"))
+        if summary.est_fps is not None:
+            metrics.append(Metric("est. FPS", f"{summary.est_fps:.1f}", "estimate"))
+    if summary.macs is not None:
+        metrics.append(Metric("MACs", human_count(summary.macs), "per run"))
+    if summary.cpu_fallback_count is not None:
+        metrics.append(Metric("CPU fallback", str(summary.cpu_fallback_count), "layers"))
+    m = run.measurement
+    coverage = m.coverage if isinstance(m, KernelProfileMeasurement | VendorMeasurement) else None
     if coverage is not None:
         metrics.append(Metric("coverage", _pct(coverage), "of each run in kernels"))
     return metrics
@@ -81,25 +95,24 @@ def summary_sections(run: Run) -> list[Section]:
 
 
 def _model_section(run: Run) -> Section | None:
-    model = run.get("model") or {}
-    tensors = ", ".join(f"{t['name']} {shape_text(t.get('shape'))} {t.get('dtype') or ''}".strip()
-                        for t in model.get("inputs") or [])
-    outputs = ", ".join(f"{t['name']} {shape_text(t.get('shape'))}" for t in model.get("outputs") or [])
+    model = run.model
+    tensors = ", ".join(f"{t.name} {shape_text(t.shape)} {t.dtype or ''}".strip() for t in model.inputs)
+    outputs = ", ".join(f"{t.name} {shape_text(t.shape)}" for t in model.outputs)
     return _section("Model", [
-        ("name", model.get("name")),
-        ("file", model.get("path")),
-        ("sha256", model.get("sha256")),
-        ("opset", str(model["opset"]) if model.get("opset") is not None else None),
-        ("producer", model.get("producer")),
+        ("name", model.name),
+        ("file", model.path),
+        ("sha256", model.sha256),
+        ("opset", str(model.opset) if model.opset is not None else None),
+        ("producer", model.producer),
         ("inputs", tensors),
         ("outputs", outputs),
-        ("assumed", "; ".join(model.get("assumptions") or []) or None),
-        ("shapes", _sources_text(model.get("shape_sources") or {})),
-        ("note", model.get("note")),
+        ("assumed", "; ".join(model.assumptions) or None),
+        ("shapes", _sources_text(model.shape_sources)),
+        ("note", model.note),
     ])
 
 
-def _sources_text(sources: Mapping[str, Any]) -> str | None:
+def _sources_text(sources: Mapping[str, int]) -> str | None:
     """``"3 static, 5 executed"``, where a shape came from anything but static inference; else ``None``."""
     if not any(sources.get(k) for k in ("symbolic", "executed")):
         return None
@@ -107,68 +120,70 @@ def _sources_text(sources: Mapping[str, Any]) -> str | None:
 
 
 def _target_section(run: Run) -> Section | None:
-    target = run.get("target") or {}
-    info = run.get("estimate_info") or {}
-    if not target and not info:
+    if run.target is None and run.estimate_info is None:
         return None
+    target = run.target_or_empty
+    info = run.estimate_info or EstimateInfo()
     return _section("Estimate target", [
-        ("profile", target.get("name")),
-        ("kind", target.get("kind")),
-        ("description", target.get("description")),
-        ("dtype", target.get("dtype")),
-        ("method", info.get("method")),
-    ], note=f"ESTIMATE: {info['note']}." if info.get("note") else None)
+        ("profile", target.name),
+        ("kind", target.kind),
+        ("description", target.description),
+        ("dtype", target.dtype),
+        ("method", info.method),
+    ], note=f"ESTIMATE: {info.note}." if info.note else None)
 
 
 def _runtime_section(run: Run) -> Section | None:
-    m = run.get("measurement") or {}
-    if not m:
+    m = run.measurement
+    if m is None:
         return None
-    machine = m.get("machine") or {}
+    machine = m.machine or {}  # a free-form record (measure.session.machine_info), not typed by the schema
+    cores = machine.get("cores")
     machine_text = ", ".join(str(v) for v in (machine.get("hostname"), machine.get("cpu"),
-                                              f"{machine['cores']} cores" if machine.get("cores") else None,
-                                              machine.get("os")) if v)
-    threads = m.get("threads")
+                                              f"{cores} cores" if cores else None, machine.get("os")) if v)
+    threads = m.threads
     return _section("Runtime (measurement)", [
-        ("backend", " ".join(str(v) for v in (m.get("backend"), m.get("backend_version")) if v)),
-        ("provider", m.get("provider")),
-        ("device", m.get("device") if m.get("device") != m.get("provider") else None),
-        ("precision", m.get("precision")),
-        ("performance hint", m.get("performance_hint")),
+        ("backend", " ".join(str(v) for v in (m.backend, m.backend_version) if v)),
+        ("provider", m.provider),
+        ("device", device if (device := getattr(m, "device", None)) != m.provider else None),
+        ("precision", getattr(m, "precision", None)),
+        ("performance hint", getattr(m, "performance_hint", None)),
         ("threads", None if threads is None else (str(threads) if threads else "default")),
-        ("opt level", m.get("opt_level")),
-        ("runs", " ".join(p for p in (f"{m['runs']} measured" if m.get("runs") else "",
-                                      f"{m['warmup']} warm-up" if m.get("warmup") else "") if p)),
+        ("opt level", None if m.opt_level is None else str(m.opt_level)),
+        ("runs", " ".join(p for p in (f"{m.runs} measured" if m.runs else "",
+                                      f"{m.warmup} warm-up" if m.warmup else "") if p)),
         ("machine", machine_text),
         ("python", machine.get("python")),
-        ("created", m.get("created_utc")),
-        ("source", m.get("source")),
-    ], note="INTERRUPTED: fewer runs than asked were measured." if m.get("interrupted") else None)
+        ("created", m.created_utc),
+        ("source", m.source),
+    ], note="INTERRUPTED: fewer runs than asked were measured." if m.interrupted else None)
 
 
-_PERCENTILES = (("p50_us", "P50"), ("p90_us", "P90"), ("p99_us", "P99"), ("p999_us", "P99.9"), ("mean_us", "mean"),
-                ("min_us", "min"), ("max_us", "max"))
+def _percentiles(lat: Latency) -> tuple[tuple[float | None, str], ...]:
+    """The latency section's numbers in reading order, with their labels."""
+    return ((lat.p50_us, "P50"), (lat.p90_us, "P90"), (lat.p99_us, "P99"), (lat.p999_us, "P99.9"),
+            (lat.mean_us, "mean"), (lat.min_us, "min"), (lat.max_us, "max"))
 
 
 def _latency_section(run: Run) -> Section | None:
-    lat = run.get("latency") or {}
-    summary = run.get("summary") or {}
-    timeline = (run.get("timeline") or {}).get("summary") or {}
+    lat = run.latency or Latency()
+    summary = run.summary
+    timeline = _timeline_summary(run)
     rows: list[tuple[str, str | None]] = []
-    percentiles = "  ".join(f"{label} {human_us(lat[key])}" for key, label in _PERCENTILES
-                            if num(lat.get(key)) is not None)
+    percentiles = "  ".join(f"{label} {human_us(value)}" for value, label in _percentiles(lat) if value is not None)
     rows.append(("measured", percentiles or None))
-    if num(lat.get("fps")) is not None:
-        rows.append(("measured FPS", f"{lat['fps']:.1f}" + (f" ({lat['source']})" if lat.get("source") else "")))
-    if num(summary.get("accelerator_us")) is not None:
-        rows.append(("accelerator", f"{human_us(summary['accelerator_us'])} per inference (measured by the vendor)"))
-    if num(summary.get("est_latency_us")) is not None:
-        fps = f"  ({summary['est_fps']:.1f} FPS)" if num(summary.get("est_fps")) is not None else ""
-        rows.append(("estimated, layer by layer", human_us(summary["est_latency_us"]) + fps))
-    if num(timeline.get("latency_us")) is not None:
-        fps_core, fps_total = timeline.get("fps_per_core") or 0.0, timeline.get("fps_total") or 0.0
+    if lat.fps is not None:
+        rows.append(("measured FPS", f"{lat.fps:.1f}" + (f" ({lat.source})" if lat.source else "")))
+    if summary.accelerator_us is not None:
+        rows.append(("accelerator", f"{human_us(summary.accelerator_us)} per inference (measured by the vendor)"))
+    if summary.est_latency_us is not None:
+        fps = f"  ({summary.est_fps:.1f} FPS)" if summary.est_fps is not None else ""
+        rows.append(("estimated, layer by layer", human_us(summary.est_latency_us) + fps))
+    timeline_us = timeline.latency_us
+    if timeline_us is not None:
+        fps_core, fps_total = timeline.fps_per_core or 0.0, timeline.fps_total or 0.0
         rows.append(("estimated, timeline",
-                     f"{human_us(timeline['latency_us'])}  ({fps_core:.1f} FPS per core, {fps_total:.1f} total)"))
+                     f"{human_us(timeline_us)}  ({fps_core:.1f} FPS per core, {fps_total:.1f} total)"))
     k = scale_factor(run)
     if k is not None:
         rows.append(("k = measured / estimated", f"{k.value:.3f}  ({k.source})"))
@@ -177,26 +192,26 @@ def _latency_section(run: Run) -> Section | None:
     return _section("Latency", rows)
 
 
-def _fmt(value: Any, fmt: Any, suffix: str = "") -> str | None:
+def _fmt(value: float | None, fmt: Callable[[float], str], suffix: str = "") -> str | None:
     """``fmt(value) + suffix`` when ``value`` is a number, else ``None``."""
-    return None if num(value) is None else f"{fmt(value)}{suffix}"
+    return None if value is None else f"{fmt(value)}{suffix}"
 
 
 def _compute_section(run: Run) -> Section | None:
-    s = run.get("summary") or {}
-    timeline = (run.get("timeline") or {}).get("summary") or {}
-    macs = _fmt(s.get("macs"), human_count, " total")
-    if macs and num(s.get("tensor_macs")) is not None:
-        macs += f", {human_count(s['tensor_macs'])} conv/matmul"
-    busiest = timeline.get("busiest_unit")
+    s = run.summary
+    timeline = _timeline_summary(run)
+    macs = _fmt(s.macs, human_count, " total")
+    if macs and s.tensor_macs is not None:
+        macs += f", {human_count(s.tensor_macs)} conv/matmul"
+    busiest = timeline.busiest_unit
     return _section("Compute and traffic", [
         ("MACs", macs),
-        ("FLOPs", _fmt(s.get("flops"), human_count)),
-        ("params", _fmt(s.get("params"), human_count)),
-        ("weights", _fmt(s.get("weight_bytes"), human_bytes, " as stored in the model")),
-        ("DDR traffic", _fmt(s.get("ddr_bytes"), human_bytes, " per run (estimate)")),
-        ("bound by", timeline.get("bound")),
-        ("busiest unit", f"{busiest} ({human_us(timeline.get('busiest_unit_busy_us') or 0)} busy)" if busiest
+        ("FLOPs", _fmt(s.flops, human_count)),
+        ("params", _fmt(s.params, human_count)),
+        ("weights", _fmt(s.weight_bytes, human_bytes, " as stored in the model")),
+        ("DDR traffic", _fmt(s.ddr_bytes, human_bytes, " per run (estimate)")),
+        ("bound by", timeline.bound),
+        ("busiest unit", f"{busiest} ({human_us(timeline.busiest_unit_busy_us or 0)} busy)" if busiest
          else None),
     ])
 
@@ -215,65 +230,73 @@ MEMORY_ROWS: tuple[tuple[str, str], ...] = (*HORIZON_MEMORY_ROWS, ("on_chip_peak
 
 
 def _memory_section(run: Run) -> Section | None:
-    memory = (run.get("timeline") or {}).get("memory") or {}
-    frames = memory.get("frames_in_flight")
+    memory = run.timeline.memory if run.timeline is not None else None
+    if memory is None:
+        return None
+    frames = memory.frames_in_flight
     return _section("Memory (estimate)", [
-        (label, human_bytes(memory[key])) for key, label in MEMORY_ROWS if num(memory.get(key)) is not None],
+        (label, human_bytes(value)) for key, label in MEMORY_ROWS if (value := getattr(memory, key)) is not None],
         note=f"minimum requirement = static + shared temporary + {frames} frame(s) in flight x (input + output + "
              "exclusive intermediate)" if frames else None)
 
 
 def _layers_section(run: Run) -> Section | None:
-    s = run.get("summary") or {}
-    layers = run.get("layers") or []
-    statuses = Counter(layer["measured"].get("status") or "measured" for layer in layers if layer.get("measured"))
-    fallbacks = [layer for layer in layers if (layer.get("estimate") or {}).get("fallback_reason")]
-    reasons = Counter(layer["estimate"]["fallback_reason"] for layer in fallbacks)
-    unknown = ", ".join(f"{u['op_type']} x{u['count']}" for u in run.get("unknown_ops") or [])
-    kernels = run.get("kernels") or []
-    fallback_text = f"{len(fallbacks)} layer(s)"
+    s = run.summary
+    layers = run.layers
+    statuses = Counter(layer.measured.status or "measured" for layer in layers if layer.measured is not None)
+    reasons = Counter(reason for layer in layers if (reason := layer.est.fallback_reason))
+    fallbacks = sum(reasons.values())
+    unknown = ", ".join(f"{u.op_type} x{u.count}" for u in run.unknown_ops)
+    kernels = run.kernels
+    fallback_text = f"{fallbacks} layer(s)"
     if fallbacks:
         fallback_text += ": " + "; ".join(f"{n} x {r}" for r, n in reasons.most_common(5))
     return _section("Layers", [
-        ("layers", f"{len(layers)} runtime layers" + (f", {s['folded_count']} constant nodes folded"
-                                                      if s.get("folded_count") else "")
-         + (f", {s['zero_copy_count']} zero-copy" if s.get("zero_copy_count") else "")),
+        ("layers", f"{len(layers)} runtime layers" + (f", {s.folded_count} constant nodes folded"
+                                                      if s.folded_count else "")
+         + (f", {s.zero_copy_count} zero-copy" if s.zero_copy_count else "")),
         ("measured", ", ".join(f"{n} {status}" for status, n in sorted(statuses.items(), key=lambda kv: str(kv[0])))
          or None),
         ("kernels", f"{len(kernels)} runtime kernels" if kernels else None),
-        ("CPU fallback", fallback_text if any(layer.get("estimate") for layer in layers) else None),
-        ("unknown ops", unknown or ("none" if "unknown_ops" in run else None)),
+        ("CPU fallback", fallback_text if any(layer.estimate is not None for layer in layers) else None),
+        ("unknown ops", unknown or ("none" if "unknown_ops" in run.model_fields_set else None)),
     ])
 
 
 def _instrument_section(run: Run) -> Section | None:
-    m = run.get("measurement") or {}
-    if not m:
+    m = run.measurement
+    if m is None:
         return None
-    coverage, overhead, mapped = num(m.get("coverage")), num(m.get("overhead")), num(m.get("mapped_share"))
+    coverage = overhead = mapped = steadiness = None
+    unmapped: list[str] = []
+    eliminated: list[str] = []
+    if isinstance(m, KernelProfileMeasurement | VendorMeasurement):  # the kinds that map kernels to layers
+        coverage, overhead, unmapped = m.coverage, m.overhead, m.unmapped_kernels
+    if isinstance(m, KernelProfileMeasurement):
+        mapped, eliminated, steadiness = m.mapped_share, m.eliminated_layers, m.steadiness
     return _section("Instrument", [
         ("coverage", f"{_pct(coverage)} of each profiled run is inside kernels" if coverage is not None else None),
         ("profiling overhead", f"{100 * overhead:+.1f}% run time with the profiler on (percentiles are without it)"
          if overhead is not None else None),
         ("mapped", f"{_pct(mapped)} of kernel time mapped to source layers" if mapped is not None else None),
-        ("unmapped kernels", ", ".join(m.get("unmapped_kernels") or []) or ("none" if mapped is not None else None)),
-        ("eliminated layers", ", ".join(m.get("eliminated_layers") or []) or None),
-        ("steadiness", steadiness_text(m["steadiness"]) if m.get("steadiness") else None),
+        ("unmapped kernels", ", ".join(unmapped) or ("none" if mapped is not None else None)),
+        ("eliminated layers", ", ".join(eliminated) or None),
+        ("steadiness", steadiness_text(steadiness) if steadiness is not None else None),
     ])
 
 
 def _import_section(run: Run) -> Section | None:
-    imported = run.get("import") or {}
-    if not imported:
+    imported = run.import_
+    if imported is None:
         return None
     rows: list[tuple[str, str | None]] = [
-        ("file", f"{f.get('name')}: {f.get('format')} ({f.get('tool')}), {f.get('entries')} entries"
-                 + (f", {len(f['warnings'])} warning(s)" if f.get("warnings") else ""))
-        for f in imported.get("files") or []]
-    unmatched = imported.get("unmatched") or []
-    rows.append(("joined", f"{imported.get('joined')} of {imported.get('entries')} entries"
-                           + ("" if imported.get("joined_to_model") else " (no model given)")))
-    rows.extend(("unmatched", f"{u.get('name')}: {u.get('reason') or 'no reason given'}") for u in unmatched[:10])
+        ("file", f"{f.name}: {f.format} ({f.tool}), {f.entries} entries"
+                 + (f", {len(f.warnings)} warning(s)" if f.warnings else ""))
+        for f in imported.files]
+    unmatched = imported.unmatched
+    rows.append(("joined", f"{imported.joined} of {imported.entries} entries"
+                           + ("" if imported.joined_to_model else " (no model given)")))
+    rows.extend(("unmatched", f"{u.name}: {u.reason or 'no reason given'}") for u in unmatched[:10])
     if len(unmatched) > 10:
         rows.append(("unmatched", f"... and {len(unmatched) - 10} more (see the run file)"))
     return _section("Import", rows)
@@ -282,28 +305,28 @@ def _import_section(run: Run) -> Section | None:
 def missing_notes(run: RunLike) -> list[str]:
     """What the run does not hold, each with the command that adds it."""
     run = as_run(run)
-    layers = run.get("layers") or []
+    layers = run.layers
     notes = []
-    if not any(estimated_us(layer) is not None for layer in layers):
+    if not any(layer.estimated_us is not None for layer in layers):
         notes.append("No per-layer estimate: `layerscope estimate MODEL --json run.json` adds one.")
-    elif "timeline" not in run:
+    elif run.timeline is None:
         # The run's own model and target, shell-quoted (no backtick: the note's code spans are backticked)
-        model = shlex.quote(str((run.get("model") or {}).get("path") or "MODEL").replace("`", "'"))
-        target = shlex.quote(str((run.get("target") or {}).get("name") or "T").replace("`", "'"))
+        model = shlex.quote(str(run.model.path or "MODEL").replace("`", "'"))
+        target = shlex.quote(str(run.target_or_empty.name or "T").replace("`", "'"))
         notes.append(f"No timeline: `layerscope estimate {model} --target {target} --timeline --json run.json` "
                      "adds the schedule per unit and core, DDR bandwidth over time and the memory plan to this run "
                      "(its measured sections are kept); `layerscope profile MODEL --target T --timeline -o "
                      "run.json` measures and schedules in one run.")
-    if not any(layer.get("measured") for layer in layers):
+    m = run.measurement
+    if not any(layer.measured is not None for layer in layers):
         notes.append("No per-layer measurement: `layerscope profile MODEL -o run.json` measures every layer on "
                      "ONNX Runtime; `layerscope import` reads a vendor profiler's files.")
-    elif not (run.get("measurement") or {}).get("median_run"):
+    elif not (isinstance(m, KernelProfileMeasurement) and m.median_run):
         notes.append("No kernel events: the measurement keeps per-layer totals only (no timeline of one run).")
-    lat = run.get("latency") or {}
-    if num(lat.get("p50_us")) is None:
+    if run.latency is None or run.latency.p50_us is None:
         notes.append("No end-to-end latency percentiles: `layerscope profile` or `layerscope bench` measure them.")
-    if not (run.get("model") or {}).get("path"):
+    if not run.model.path:
         notes.append("No ONNX model: the layers are the vendor's entries (import with --model to join them).")
-    if "findings" not in run:
+    if run.findings is None:
         notes.append("No findings: the run has not been analysed for advice yet.")
     return notes
