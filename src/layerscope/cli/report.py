@@ -30,6 +30,7 @@ from layerscope.report.renderers import FORMATS, annotated_model, as_saved, form
 from layerscope.report.units import human_bytes
 from layerscope.report.views.summary import missing_notes
 from layerscope.run import load_run
+from layerscope.runfile.models import RunLike
 
 __all__ = ["as_saved", "command", "write_annotated", "write_html", "write_trace"]
 
@@ -39,12 +40,12 @@ STDOUT_FORMATS = ("terminal", "csv", "md")
 DEFAULT_SUFFIX = {"html": ".html", "trace": ".trace.json", "onnx": ".annotated.onnx"}
 
 
-def write_html(run: Mapping[str, Any], path: Path) -> Path:
+def write_html(run: RunLike, path: Path) -> Path:
     """Render the HTML report of ``run`` to ``path`` (used by ``report``, ``estimate --html``, ``profile --html``)."""
     return write_atomic(path, get_renderer("html").render(run))
 
 
-def write_trace(run: Mapping[str, Any], path: Path) -> Path:
+def write_trace(run: RunLike, path: Path) -> Path:
     """The Perfetto / Chrome trace, gzip-compressed when ``path`` ends in ``.gz``."""
     return write_atomic(path, get_renderer("trace", compress=path.suffix == ".gz").render(run))
 
