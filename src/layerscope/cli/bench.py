@@ -93,7 +93,7 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
     inputs = resolve_inputs(graph, input_specs, seed)
-    backend_version: str | None = None  # ONNX Runtime: the machine's onnxruntime version
+    backend_version = backend.info().version
     settings: dict[str, Any] = {}  # OpenVINO: what its compiler chose (device, precision, hint, streams, threads)
     throughput = False
     if backend_name == "openvino":
@@ -102,7 +102,6 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
         assert isinstance(backend, OpenVinoBackend)
         compiled = compile_for(graph, session_config, backend.options, profiling=False)
         session: Any = InferSession(compiled, streams)
-        backend_version = backend.info().version
         settings = {"device": provider, **compiled_settings(compiled)}
         throughput = str(compiled.get_property("PERFORMANCE_HINT")) != "LATENCY"
         full_provider = provider

@@ -314,9 +314,9 @@ def peak_rss_bytes() -> int | None:
 
 def run_from_bench(graph: Graph, result: BenchResult, *, session_config: SessionConfig, provider: str,
                    inputs: ModelInputs, seed: int, machine: Mapping[str, Any], backend: str = "onnxruntime",
-                   backend_version: str | None = None, settings: Mapping[str, Any] | None = None) -> RunFile:
+                   backend_version: str, settings: Mapping[str, Any] | None = None) -> RunFile:
     """The typed run holding ``result``: ``model``, ``measurement``, ``latency``, empty ``layers``, short ``summary``.
-    ``backend``/``backend_version`` name the runtime (default ONNX Runtime, its version from ``machine``);
+    ``backend``/``backend_version`` name the runtime (default ONNX Runtime) and its version;
     ``settings`` (OpenVINO: device, precision, performance hint, NUM_STREAMS) are added to ``measurement``.
 
     ``measurement.threads`` is the session's intra-op thread setting (0: onnxruntime's default, one per
@@ -333,7 +333,7 @@ def run_from_bench(graph: Graph, result: BenchResult, *, session_config: Session
         measurement=BenchMeasurement.model_validate({
             **(settings or {}),
             "backend": backend,
-            "backend_version": backend_version if backend_version is not None else str(machine.get("onnxruntime", "")),
+            "backend_version": backend_version,
             "provider": provider,
             "threads": session_config.threads,
             "inter_op_threads": session_config.inter_op_threads,
