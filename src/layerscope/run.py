@@ -62,6 +62,10 @@ Contract:
   deterministically (sorted keys, fixed float formatting) so the same run gives identical bytes;
 - :func:`load_run` migrates a version-1 file, checks the document against the schema (one line naming the file
   and the JSON path of the bad field, exit 2) and refuses files of another ``schema_version`` saying which;
+- the producers build the typed run (:class:`~layerscope.runfile.models.RunFile`): :func:`estimate_run`, then
+  :func:`add_measurement` / :func:`add_partial_latency` / :func:`add_timeline` return a new run (the input is
+  not changed); :func:`save_run` dumps a typed run once, where it is written. :func:`run_from_estimate` is
+  :func:`estimate_run`'s document, for code that still extends a run as JSON;
 - these functions are thin wrappers over :mod:`layerscope.runfile`, which owns the file.
 """
 
