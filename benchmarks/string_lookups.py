@@ -59,6 +59,15 @@ NOT_RUN_DATA: Mapping[str, str] = {
     "targets/host.py": "the host probe (/proc, lscpu output)",
     "analysis/lint.py": "hb_compile YAML compile configs",
     "samples/transformer.py": "sample-model builder arguments",
+    "samples/ocr.py": "sample-model builder tensor shapes",
+    "samples/yolo.py": "sample-model builder tensor shapes",
+    "samples/__init__.py": "the environment (LAYERSCOPE_CACHE_DIR)",
+    "model/validate.py": "ONNX external-data entries (location, offset, length)",
+    "measure/subgraphs.py": "ONNX Runtime profiler event JSON (control-flow kernels' spans)",
+    "measure/kernels.py": "the initializers of the single-kernel ONNX models it builds",
+    "measure/runners.py": "the host probe's machine info and a user runner's regex match groups",
+    "cli/options.py": "the OpenVINO command-line options (click's context)",
+    "analysis/calibrate.py": "the calibrated TOML hardware profile it writes (profile tables and [sources])",
 }
 
 

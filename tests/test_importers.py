@@ -29,6 +29,7 @@ from layerscope.importers import (
 )
 from layerscope.model import Graph, load_model
 from layerscope.run import SCHEMA_VERSION, load_run, save_run
+from layerscope.runfile.models import RunFile
 from layerscope.samples import SAMPLES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
@@ -60,11 +61,12 @@ def layer(run: dict[str, Any], layer_id: str) -> dict[str, Any]:
     return next(x for x in run["layers"] if x["id"] == layer_id)
 
 
-def round_trip(run: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """Save with save_run, load with load_run, and check nothing changed and the keys are the schema's."""
+def round_trip(run: RunFile | dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    """Save with save_run (a typed run or its document), load with load_run, and check nothing changed and the
+    keys are the schema's."""
     path = save_run(run, tmp_path / "run.json")
     loaded = load_run(path)
-    assert loaded == json.loads(json.dumps(run))
+    assert loaded == json.loads(json.dumps(run.to_json() if isinstance(run, RunFile) else run))
     assert loaded["schema_version"] == SCHEMA_VERSION
     for item in loaded["layers"]:
         if "measured" in item:

@@ -32,6 +32,7 @@ from layerscope.measure.stress import (
 from layerscope.report.stress_terminal import stress_report
 from layerscope.run import load_run
 from layerscope.runfile import as_run
+from layerscope.runfile.models import RunFile
 from layerscope.stats import summarize
 
 SQUEEZENET = str(zoo("squeezenet"))
@@ -189,16 +190,17 @@ def test_at_most_max_sensitive_are_marked_highest_ratio_first() -> None:
 
 
 def test_add_stress_writes_the_layer_fields_and_the_section() -> None:
-    run: dict[str, Any] = {"layers": [
+    typed = _run([
         {"id": "a", "measured": {"median_us": 100.0, "samples": 3}},
         {"id": "b", "measured": {"median_us": 100.0, "samples": 3}},
         {"id": "gone", "measured": {"median_us": 0.0, "samples": 0}},
-    ]}
+    ])
     before = {"a": 100.0, "b": 100.0}
     report = StressReport(processes=1, buffer_bytes=SMALL, streaming_s=2.0, copied_bytes=10**9, expired=False)
     measured = [((10.0, before), (15.0, {"a": 150.0, "b": 100.0})), ((10.0, before), (12.0, {"a": 170.0, "b": 101.0}))]
     experiment = PairedRounds(tuple((Timed(a, 1.0), Timed(b, 0.95)) for a, b in measured), report)
-    add_stress(run, experiment, lambda m: summarize([m[0]]), model_threads=1, layer_times=lambda m: m[1])
+    run = add_stress(typed, experiment, lambda m: summarize([m[0]]), model_threads=1,
+                     layer_times=lambda m: m[1]).to_json()
     a, b, gone = run["layers"]
     assert a["measured"]["stress_ratio"] == 1.6 and a["measured"]["stress_ratio_min"] == 1.5
     assert a["measured"]["stress_baseline_us"] == 100 and a["measured"]["memory_sensitive"] is True
@@ -219,16 +221,23 @@ def test_rounds_where_the_model_lost_the_cpu_do_not_mark_layers() -> None:
     busy = [(1.0, 0.5), (1.0, 0.98), (0.6, 0.3)]  # round 2 kept the CPU: its ratios decide
     experiment = PairedRounds(tuple((Timed((10.0, before), a), Timed(after, b))
                                     for after, (a, b) in zip(stressed, busy, strict=True)), report)
-    run: dict[str, Any] = {"layers": [{"id": lid, "measured": {"median_us": 100.0, "samples": 3}} for lid in before]}
-    add_stress(run, experiment, lambda m: summarize([m[0]]), model_threads=1, layer_times=lambda m: m[1])
+    typed = _run([{"id": lid, "measured": {"median_us": 100.0, "samples": 3}} for lid in before])
+    run = add_stress(typed, experiment, lambda m: summarize([m[0]]), model_threads=1,
+                     layer_times=lambda m: m[1]).to_json()
     assert run["stress"]["contended_rounds"] == [1, 3]
     assert run["layers"][0]["measured"]["stress_ratio"] == 1.3 and run["stress"]["sensitive_layers"] == ["a"]
     assert "contended round(s) 1, 3" in " ".join(_render(run).split())
 
     every = PairedRounds(tuple(p for i, p in enumerate(experiment.pairs) if i != 1), report)
-    add_stress(run, every, lambda m: summarize([m[0]]), model_threads=1, layer_times=lambda m: m[1])
+    run = add_stress(as_run(run), every, lambda m: summarize([m[0]]), model_threads=1,
+                     layer_times=lambda m: m[1]).to_json()
     assert run["stress"]["sensitive_layers"] == [] and run["layers"][0]["measured"]["stress_ratio"] == 2.0
     assert "no layer is marked memory-sensitive" in " ".join(_render(run).split())
+
+
+def _run(layers: list[dict[str, Any]]) -> RunFile:
+    """A typed run of ``layers`` (the smallest document the schema takes)."""
+    return as_run({"schema_version": 2, "model": {}, "summary": {}, "layers": layers})
 
 
 def _render(run: dict[str, Any]) -> str:

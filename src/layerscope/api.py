@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import InputError
 from layerscope.report.renderers import RENDERERS, format_of, get_renderer
-from layerscope.runfile.derived import KFactor, layer_measured_us, layer_shares, scale_factor, time_basis
+from layerscope.runfile.derived import KFactor, layer_shares, scale_factor, time_basis
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from layerscope.runfile.models import RunFile
+    from layerscope.runfile.models import RunFile, RunLike
 
 PathLike = str | os.PathLike[str]
 
@@ -105,23 +105,24 @@ class Run:
         return pd.DataFrame(rows)
 
 
-def layer_rows(document: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One dict per layer of a run document, with the namespaced columns of :meth:`Run.layers_frame` (scalars only;
-    what a layer lacks is absent from its dict)."""
-    layers = list(document["layers"])
-    shares = layer_shares(layers, time_basis(document))
+def layer_rows(run: RunLike) -> list[dict[str, Any]]:
+    """One dict per layer of a run (typed, or its document), with the namespaced columns of
+    :meth:`Run.layers_frame` (scalars only; what a layer lacks is absent from its dict)."""
+    from layerscope.runfile.io import as_run
+
+    typed = as_run(run)
+    dumped = [layer.model_dump(mode="json", exclude_unset=True) for layer in typed.layers]
+    shares = layer_shares(dumped, time_basis({"layers": dumped}))  # the basis depends on the layers alone
     rows = []
-    for layer, share in zip(layers, shares, strict=True):
-        row: dict[str, Any] = {key: layer.get(key) for key in _IDENTITY}
-        for key, value in layer.items():
+    for layer, fields, share in zip(typed.layers, dumped, shares, strict=True):
+        row: dict[str, Any] = {key: fields.get(key) for key in _IDENTITY}
+        for key, value in fields.items():
             if key in ("estimate", "measured") and isinstance(value, Mapping):
                 prefix = "est" if key == "estimate" else "meas"
                 row.update({f"{prefix}.{k}": v for k, v in value.items() if _scalar(v)})
             elif key not in _IDENTITY and key not in _STRUCTURE and _scalar(value):
                 row[f"cost.{key}"] = value
-        row["meas.time_us"] = layer_measured_us(layer)
-        row["share"] = share
-        rows.append(row)
+        rows.append({**row, "meas.time_us": layer.measured_us, "share": share})
     return rows
 
 
@@ -138,7 +139,7 @@ def estimate(model: PathLike, *, target: str = "host", shapes: Mapping[str, Sequ
     ``layerscope estimate`` makes it; ``timeline`` adds the schedule per unit and core and DDR over time."""
     from layerscope.estimate import estimate_graph, simulate_timeline
     from layerscope.model import load_model
-    from layerscope.run import run_from_estimate, timeline_section
+    from layerscope.run import add_timeline, estimate_run
     from layerscope.targets import load_profile
 
     profile = load_profile(target)
@@ -146,10 +147,10 @@ def estimate(model: PathLike, *, target: str = "host", shapes: Mapping[str, Sequ
         raise InputError(f"profile {profile.name!r} has no dtype {dtype!r}; it has {', '.join(profile.dtypes)}")
     graph = load_model(model, _shapes(shapes))
     result = estimate_graph(graph, profile, dtype)
-    run = run_from_estimate(graph, result, profile)
+    run = estimate_run(graph, result, profile)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=result.costs),
-                                          profile.ddr_nominal_bytes_per_s)
+        run = add_timeline(run, simulate_timeline(graph, profile, dtype, costs=result.costs),
+                           profile.ddr_nominal_bytes_per_s)
     return Run(_as_saved(run))
 
 
@@ -165,7 +166,7 @@ def profile(model: PathLike, *, target: str = "host", shapes: Mapping[str, Seque
     from layerscope.measure.inputs import make_inputs
     from layerscope.measure.session import SessionConfig
     from layerscope.model import load_model
-    from layerscope.run import add_measurement, run_from_estimate, timeline_section
+    from layerscope.run import add_measurement, add_timeline, estimate_run
     from layerscope.targets import load_profile
 
     backend = get_backend("onnxruntime")
@@ -177,10 +178,10 @@ def profile(model: PathLike, *, target: str = "host", shapes: Mapping[str, Seque
     config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
     measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup,
                                   weights={e.layer_id: e.latency_us for e in result.layers})
-    run = add_measurement(run_from_estimate(graph, result, hardware), measurement)
+    run = add_measurement(estimate_run(graph, result, hardware), measurement)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, hardware, None, costs=result.costs),
-                                          hardware.ddr_nominal_bytes_per_s)
+        run = add_timeline(run, simulate_timeline(graph, hardware, None, costs=result.costs),
+                           hardware.ddr_nominal_bytes_per_s)
     return Run(_as_saved(run))
 
 
@@ -193,13 +194,11 @@ def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, 
     return out
 
 
-def _as_saved(run: Mapping[str, Any]) -> dict[str, Any]:
+def _as_saved(run: RunFile) -> dict[str, Any]:
     """The document as its run file reads back (version 2, JSON types), so the API and the CLI agree."""
     import json
 
-    from layerscope.runfile.io import upgrade
-
-    loaded: dict[str, Any] = json.loads(json.dumps(upgrade(run), allow_nan=False))
+    loaded: dict[str, Any] = json.loads(json.dumps(run.to_json(), allow_nan=False))
     return loaded
 
 

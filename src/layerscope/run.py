@@ -62,6 +62,10 @@ Contract:
   deterministically (sorted keys, fixed float formatting) so the same run gives identical bytes;
 - :func:`load_run` migrates a version-1 file, checks the document against the schema (one line naming the file
   and the JSON path of the bad field, exit 2) and refuses files of another ``schema_version`` saying which;
+- the producers build the typed run (:class:`~layerscope.runfile.models.RunFile`): :func:`estimate_run`, then
+  :func:`add_measurement` / :func:`add_partial_latency` / :func:`add_timeline` return a new run (the input is
+  not changed); :func:`save_run` dumps a typed run once, where it is written. :func:`run_from_estimate` is
+  :func:`estimate_run`'s document, for code that still extends a run as JSON;
 - these functions are thin wrappers over :mod:`layerscope.runfile`, which owns the file.
 """
 
@@ -76,19 +80,41 @@ from layerscope import __version__
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
 from layerscope.runfile.io import SCHEMA_VERSION, dump_text, load_document
+from layerscope.runfile.models import (
+    EstimateInfo,
+    Event,
+    Kernel,
+    KernelProfileMeasurement,
+    Latency,
+    Layer,
+    LayerEstimate,
+    LayerMeasured,
+    ModelInfo,
+    RunFile,
+    Steadiness,
+    Summary,
+    Target,
+    TensorInfo,
+    Tool,
+    UnknownOp,
+)
+from layerscope.runfile.models import Timeline as TimelineSection
 
 if TYPE_CHECKING:  # annotations only: reading and writing run files needs none of these modules
     from layerscope.costs.types import LayerCost
     from layerscope.estimate.timeline import Interval, Timeline
     from layerscope.estimate.types import Estimate
     from layerscope.measure.profile import Measurement, PartialProfile
-    from layerscope.model.types import Graph, Node, TensorInfo
+    from layerscope.model.types import Graph, Node
+    from layerscope.model.types import TensorInfo as GraphTensor
+    from layerscope.stats import LatencyStats
     from layerscope.targets import Profile
 
 
-def save_run(run: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
-    """Write ``run`` (as schema version 2) to ``path`` atomically; return the path written."""
-    return write_atomic(path, dump_text(run))
+def save_run(run: RunFile | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``run`` (a typed run, dumped here once, or its document; as schema version 2) to ``path``
+    atomically; return the path written."""
+    return write_atomic(path, dump_text(run.to_json() if isinstance(run, RunFile) else run))
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -97,132 +123,97 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
     return load_document(path)
 
 
-def model_section(graph: Graph) -> dict[str, Any]:
+def model_section(graph: Graph) -> ModelInfo:
     """The ``model`` section: what was analysed, enough to tell two models apart."""
-    return {
-        "name": graph.name,
-        "path": graph.path,
-        "sha256": graph.sha256,
-        "opset": graph.opset,
-        "producer": graph.producer,
-        "inputs": [_tensor_dict(t) for t in graph.inputs],
-        "outputs": [_tensor_dict(t) for t in graph.outputs],
-        "assumptions": list(graph.assumptions),
-        "shape_sources": graph.shape_source_counts(),
-    }
+    return ModelInfo(
+        name=graph.name, path=graph.path, sha256=graph.sha256, opset=graph.opset, producer=graph.producer,
+        inputs=[_tensor(t) for t in graph.inputs], outputs=[_tensor(t) for t in graph.outputs],
+        **_extra(assumptions=list(graph.assumptions), shape_sources=graph.shape_source_counts()))
 
 
-def _tensor_dict(t: TensorInfo) -> dict[str, Any]:
-    return {"name": t.name, "shape": list(t.shape), "dtype": t.dtype}
+def _tensor(t: GraphTensor) -> TensorInfo:
+    return TensorInfo(name=t.name, shape=list(t.shape), dtype=t.dtype)
 
 
-def layer_record(graph: Graph, node: Node, cost: LayerCost) -> dict[str, Any]:
-    """The hardware-independent part of a run's layer: identity, tensors and cost (``unit`` not yet known)."""
-    return {
-        "id": node.id,
-        "name": node.name,
-        "op_type": node.op_type,
-        "domain": node.domain,
-        "inputs": list(node.inputs),
-        "outputs": list(node.outputs),
-        "output_shapes": [list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
-        "dtype": cost.dtype,
-        "macs": cost.macs,
-        "flops": cost.flops,
-        "bytes_read": cost.bytes_read,
-        "bytes_read_act": cost.bytes_read_act,
-        "bytes_read_weight": cost.bytes_read_weight,
-        "bytes_written": cost.bytes_written,
-        "weight_bytes": cost.bytes_read_weight,
-        "params": cost.params,
-        "unit_kind": cost.unit_kind.value,
-        "unit": None,
-        "known": cost.known,
-        **control_record(node),
-    }
+def layer_record(graph: Graph, node: Node, cost: LayerCost, *, unit: str | None = None,
+                 estimate: LayerEstimate | None = None, measured: LayerMeasured | None = None,
+                 **extra: Any) -> Layer:
+    """A run's layer: identity, tensors and cost (hardware-independent), ``unit`` (``None`` when not known), and
+    the ``estimate`` / ``measured`` sections when given (absent from the file otherwise); ``extra``: further keys
+    of the layer (a vendor's ``status`` ...)."""
+    sections: dict[str, Any] = {
+        name: value for name, value in (("estimate", estimate), ("measured", measured)) if value is not None}
+    return Layer(
+        id=node.id, name=node.name, op_type=node.op_type, domain=node.domain, inputs=list(node.inputs),
+        outputs=list(node.outputs),
+        output_shapes=[list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
+        dtype=cost.dtype, macs=cost.macs, flops=cost.flops, bytes_read=cost.bytes_read,
+        bytes_read_act=cost.bytes_read_act, bytes_read_weight=cost.bytes_read_weight,
+        bytes_written=cost.bytes_written, weight_bytes=cost.bytes_read_weight, params=cost.params,
+        unit_kind=cost.unit_kind.value, unit=unit, known=cost.known, **control_record(node), **sections, **extra)
 
 
 def control_record(node: Node) -> dict[str, Any]:
-    """Where a layer's shapes came from, and for control flow what execution observed.
+    """Where a layer's shapes came from, and for control flow what execution observed (keys of the layer that
+    the typed :class:`~layerscope.runfile.models.Layer` keeps as they are).
 
     ``shape_source`` always; ``parent`` and ``executions`` for a subgraph's layer; ``observed``
     (``branch_taken`` / ``trip_count``, ``source: "executed"``) for an If/Loop/Scan layer.
     """
-    record: dict[str, Any] = {"shape_source": node.shape_source}
-    if node.parent:
-        record["parent"] = node.parent
-        record["executions"] = node.executions
-    if node.observed:
-        record["observed"] = dict(node.observed)
-    return record
+    return {"shape_source": node.shape_source,
+            **({"parent": node.parent, "executions": node.executions} if node.parent else {}),
+            **({"observed": dict(node.observed)} if node.observed else {})}
 
 
-def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:
-    """A run holding the model, its per-layer costs and the estimate on ``profile``."""
-    layers = []
-    for node, cost, est in zip(graph.layers, estimate.costs, estimate.layers, strict=True):
-        layers.append({
-            **layer_record(graph, node, cost),
-            "unit": est.unit,
-            "estimate": {
-                "latency_us": _us(est.latency_us),
-                "compute_us": _us(est.compute_us),
-                "load_us": _us(est.load_us),
-                "store_us": _us(est.store_us),
-                "overhead_us": _us(est.overhead_us),
-                "bound": est.bound.value,
-                "unit": est.unit,
-                "dtype": est.dtype,
-                "ddr_read_bytes": est.ddr_read_bytes,
-                "ddr_write_bytes": est.ddr_write_bytes,
-                "weight_passes": est.weight_passes,
-                "fallback_reason": est.fallback_reason,
-            },
-        })
+def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
+    """The typed run holding the model, its per-layer costs and the estimate on ``profile``."""
+    layers = [layer_record(graph, node, cost, unit=est.unit, estimate=LayerEstimate(
+        latency_us=_us(est.latency_us), compute_us=_us(est.compute_us), load_us=_us(est.load_us),
+        store_us=_us(est.store_us), overhead_us=_us(est.overhead_us), bound=est.bound.value, unit=est.unit,
+        dtype=est.dtype, ddr_read_bytes=est.ddr_read_bytes, ddr_write_bytes=est.ddr_write_bytes,
+        weight_passes=est.weight_passes, fallback_reason=est.fallback_reason))
+        for node, cost, est in zip(graph.layers, estimate.costs, estimate.layers, strict=True)]
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, estimate.costs, strict=True):
         if not cost.known:
             unknown.setdefault((node.domain, node.op_type), []).append(node.id)
     latency_us = estimate.latency_us
     tensor_macs = sum(c.macs for c in estimate.costs if c.unit_kind is UnitKind.TENSOR)
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "layerscope", "version": __version__},
-        "model": model_section(graph),
-        "target": {
-            "name": profile.name,
-            "kind": profile.kind,
-            "description": profile.description,
-            "source_path": profile.source_path,
-            "dtype": estimate.dtype,
-            "clock_hz": profile.clock_hz,
-            "ddr_effective_bytes_per_s": profile.attainable_ddr_bytes_per_s,
-            "ddr_nominal_bytes_per_s": profile.ddr_nominal_bytes_per_s,
-        },
-        "estimate_info": {
-            "method": "roofline",
-            "note": f"static estimate on profile {profile.name!r}, not a measurement",
-        },
-        "layers": layers,
-        "folded": [n.id for n in graph.folded],
-        "unknown_ops": [{"domain": d, "op_type": op, "count": len(ids), "layers": ids}
-                        for (d, op), ids in sorted(unknown.items())],
-        "summary": {
-            "layer_count": len(graph.layers),
-            "folded_count": len(graph.folded),
-            "zero_copy_count": sum(1 for c in estimate.costs if c.unit_kind is UnitKind.ZERO_COPY),
-            "unknown_count": sum(len(ids) for ids in unknown.values()),
-            "macs": sum(c.macs for c in estimate.costs),
-            "tensor_macs": tensor_macs,
-            "flops": sum(c.flops for c in estimate.costs),
-            "params": sum(c.params for c in estimate.costs),
-            "weight_bytes": graph.weight_bytes,
-            "ddr_bytes": estimate.ddr_bytes,
-            "est_latency_us": _us(latency_us),
-            "est_fps": round(1e6 / latency_us, 3) if latency_us > 0 else None,
-            "cpu_fallback_count": estimate.fallback_count,
-        },
-    }
+    return RunFile(
+        schema_version=SCHEMA_VERSION,
+        tool=Tool(name="layerscope", version=__version__),
+        model=model_section(graph),
+        target=Target(name=profile.name, kind=profile.kind, description=profile.description,
+                      source_path=profile.source_path, dtype=estimate.dtype, clock_hz=profile.clock_hz,
+                      ddr_effective_bytes_per_s=profile.attainable_ddr_bytes_per_s,
+                      ddr_nominal_bytes_per_s=profile.ddr_nominal_bytes_per_s),
+        estimate_info=EstimateInfo(method="roofline",
+                                   note=f"static estimate on profile {profile.name!r}, not a measurement"),
+        layers=layers,
+        folded=[n.id for n in graph.folded],
+        unknown_ops=[UnknownOp(domain=d, op_type=op, count=len(ids), layers=ids)
+                     for (d, op), ids in sorted(unknown.items())],
+        summary=Summary(
+            layer_count=len(graph.layers),
+            folded_count=len(graph.folded),
+            zero_copy_count=sum(1 for c in estimate.costs if c.unit_kind is UnitKind.ZERO_COPY),
+            unknown_count=sum(len(ids) for ids in unknown.values()),
+            macs=sum(c.macs for c in estimate.costs),
+            tensor_macs=tensor_macs,
+            flops=sum(c.flops for c in estimate.costs),
+            params=sum(c.params for c in estimate.costs),
+            weight_bytes=graph.weight_bytes,
+            ddr_bytes=estimate.ddr_bytes,
+            est_latency_us=_us(latency_us),
+            est_fps=round(1e6 / latency_us, 3) if latency_us > 0 else None,
+            cpu_fallback_count=estimate.fallback_count,
+        ),
+    )
+
+
+def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:
+    """The document of :func:`estimate_run`, for code that extends a run as JSON."""
+    return estimate_run(graph, estimate, profile).to_json()
 
 
 def _us(value: float) -> float:
@@ -230,72 +221,84 @@ def _us(value: float) -> float:
     return round(value, 3)
 
 
-def add_measurement(run: dict[str, Any], measurement: Measurement) -> dict[str, Any]:
-    """``run`` with the measured sections added: ``layers[].measured``, ``kernels``, ``measurement``, ``latency``."""
-    for layer in run["layers"]:
-        result = measurement.layers.get(layer["id"])
+def _stats(stats: LatencyStats) -> dict[str, Any]:
+    """The fields of ``stats`` as the run file writes them (:meth:`LatencyStats.to_dict`)."""
+    return dict(stats.to_dict())
+
+
+def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "layerscope profile",
+                    latency_source: str | None = None) -> RunFile:
+    """``run`` with the measured sections added: ``layers[].measured``, ``kernels``, ``measurement`` (``source``
+    as given) and ``latency`` (``latency_source``, by default the uninstrumented call of the backend)."""
+    layers = []
+    for layer in run.layers:
+        result = measurement.layers.get(layer.id)
         if result is None:
+            layers.append(layer)
             continue
-        measured: dict[str, Any] = {
-            "status": result.status,
-            "kernel": result.kernels[0] if result.kernels else None,
-            "kernels": list(result.kernels),
-            "fused_group": list(result.fused_group) or None,
-            "split": result.split,
-            "method": "kernel-profile",
-        }
-        if result.stats is not None:
-            measured.update(result.stats.to_dict())
-        else:
-            measured.update({"median_us": 0.0, "samples": 0})
-        layer["measured"] = measured
-    run["kernels"] = [
-        {"name": k.samples.name, "op_type": k.samples.op_type, "provider": k.samples.provider,
-         "layers": list(k.layers), "category": k.category, **k.stats.to_dict(),
-         **({"exec_type": k.samples.exec_type} if k.samples.exec_type else {}),
-         **({"precision": k.samples.precision} if k.samples.precision else {})}
-        for k in measurement.kernels
-    ]
+        stats = _stats(result.stats) if result.stats is not None else {"median_us": 0.0, "samples": 0}
+        layers.append(layer.model_copy(update={"measured": LayerMeasured(
+            status=result.status, kernel=result.kernels[0] if result.kernels else None,
+            kernels=list(result.kernels), fused_group=list(result.fused_group) or None, split=result.split,
+            method="kernel-profile", **stats)}))
+    kernels = [Kernel(name=k.samples.name, op_type=k.samples.op_type, provider=k.samples.provider,
+                      layers=list(k.layers), category=k.category, **_stats(k.stats), **_set(
+                          exec_type=k.samples.exec_type, precision=k.samples.precision))
+               for k in measurement.kernels]
     config = measurement.config
-    compiled = {key: value for key, value in (
-        ("device", measurement.device), ("precision", measurement.precision),
-        ("performance_hint", measurement.performance_hint), ("streams", measurement.streams)) if value}
-    run["measurement"] = {
-        **compiled,
-        "backend": measurement.backend,
-        "backend_version": measurement.backend_version,
-        "provider": measurement.provider,
-        "threads": config.threads,
-        "opt_level": config.opt_level,
-        "runs": measurement.runs,
-        "warmup": measurement.warmup,
-        "coverage": round(measurement.coverage, 6),
-        "overhead": round(measurement.overhead, 6),
-        "mapped_share": round(measurement.mapped_share, 6),
-        "unmapped_kernels": list(measurement.unmapped_kernels),
-        "eliminated_layers": list(measurement.fusion.eliminated),
-        "instrumented": measurement.instrumented.to_dict(),
-        "steadiness": {"latency_cv": round(measurement.latency.cv, 6),
-                       "latency_drift": round(measurement.latency_drift, 6),
-                       "profiled_drift": round(measurement.profiled_drift, 6)},
-        "machine": dict(measurement.machine),
-        "created_utc": measurement.created_utc,
-        "interrupted": measurement.interrupted,
-        "median_run": [{"name": e.name, "thread": e.thread, "start_us": _us(e.start_us),
-                        "duration_us": _us(e.duration_us)} for e in measurement.median_run],
-        "source": "layerscope profile",
-        "kind": "kernel-profile",
-    }
-    run["latency"] = {**measurement.latency.to_dict(), "p50_us": _us(measurement.latency.median_us),
-                      "fps": round(measurement.latency.fps, 3),
-                      "source": "uninstrumented InferRequest.infer" if measurement.backend == "openvino"
-                      else "uninstrumented session.run"}
-    run["summary"]["meas_latency_us"] = _us(measurement.latency.median_us)
-    return run
+    measured = KernelProfileMeasurement(
+        **_set(device=measurement.device, precision=measurement.precision,
+               performance_hint=measurement.performance_hint, streams=measurement.streams),
+        backend=measurement.backend,
+        backend_version=measurement.backend_version,
+        provider=measurement.provider,
+        threads=config.threads,
+        opt_level=config.opt_level,
+        runs=measurement.runs,
+        warmup=measurement.warmup,
+        coverage=round(measurement.coverage, 6),
+        overhead=round(measurement.overhead, 6),
+        mapped_share=round(measurement.mapped_share, 6),
+        unmapped_kernels=list(measurement.unmapped_kernels),
+        eliminated_layers=list(measurement.fusion.eliminated),
+        instrumented=_stats(measurement.instrumented),
+        steadiness=Steadiness(latency_cv=round(measurement.latency.cv, 6),
+                              latency_drift=round(measurement.latency_drift, 6),
+                              profiled_drift=round(measurement.profiled_drift, 6)),
+        machine=dict(measurement.machine),
+        created_utc=measurement.created_utc,
+        interrupted=measurement.interrupted,
+        median_run=[Event(name=e.name, thread=e.thread, start_us=_us(e.start_us), duration_us=_us(e.duration_us))
+                    for e in measurement.median_run],
+        source=source,
+        kind="kernel-profile",
+    )
+    if latency_source is None:
+        latency_source = ("uninstrumented InferRequest.infer" if measurement.backend == "openvino"
+                          else "uninstrumented session.run")
+    return run.model_copy(update={
+        "layers": layers, "kernels": kernels, "measurement": measured,
+        "latency": _latency(measurement.latency, latency_source),
+        "summary": run.summary.model_copy(update={"meas_latency_us": _us(measurement.latency.median_us)})})
 
 
-def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend_version: str,
-                        machine: Mapping[str, Any], backend: str = "onnxruntime") -> dict[str, Any]:
+def _set(**values: Any) -> dict[str, Any]:
+    """The keyword arguments whose value is set (not empty, zero or ``None``): keys a section holds only then."""
+    return {key: value for key, value in values.items() if value}
+
+
+def _extra(**values: Any) -> dict[str, Any]:
+    """Keys a section keeps beside its typed fields (``extra="allow"``), as keyword arguments."""
+    return values
+
+
+def _latency(latency: LatencyStats, source: str) -> Latency:
+    """The ``latency`` section of uninstrumented runs summarized as ``latency``."""
+    return Latency(p50_us=_us(latency.median_us), fps=round(latency.fps, 3), source=source, **_stats(latency))
+
+
+def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_version: str,
+                        machine: Mapping[str, Any], backend: str = "onnxruntime") -> RunFile:
     """``run`` with what a ``profile`` interrupted before its profiled runs measured: the ``latency`` section of
     its end-to-end (uninstrumented) runs and a ``measurement`` section marked ``interrupted`` and ``partial``
     (no kernels, no per-layer times, ``runs`` = the end-to-end runs done of ``planned_runs``)."""
@@ -303,17 +306,20 @@ def add_partial_latency(run: dict[str, Any], partial: PartialProfile, *, backend
 
     latency = summarize(partial.latency_samples_us)
     config = partial.config
-    run["measurement"] = {
-        "kind": "kernel-profile", "backend": backend, "backend_version": backend_version,
-        "provider": config.provider, "threads": config.threads, "opt_level": config.opt_level, "runs": latency.samples,
-        "planned_runs": partial.planned_runs, "warmup": partial.warmup, "machine": dict(machine),
-        "interrupted": True, "partial": "end-to-end runs only: interrupted before the profiled runs",
-        "source": "layerscope profile",
-    }
-    run["latency"] = {**latency.to_dict(), "p50_us": _us(latency.median_us), "fps": round(latency.fps, 3),
-                      "source": "uninstrumented session.run"}
-    run["summary"]["meas_latency_us"] = _us(latency.median_us)
-    return run
+    measured = KernelProfileMeasurement(
+        kind="kernel-profile", backend=backend, backend_version=backend_version,
+        provider=config.provider, threads=config.threads, opt_level=config.opt_level, runs=latency.samples,
+        warmup=partial.warmup, machine=dict(machine), interrupted=True, source="layerscope profile",
+        **_extra(planned_runs=partial.planned_runs,
+                 partial="end-to-end runs only: interrupted before the profiled runs"))
+    return run.model_copy(update={
+        "measurement": measured, "latency": _latency(latency, "uninstrumented session.run"),
+        "summary": run.summary.model_copy(update={"meas_latency_us": _us(latency.median_us)})})
+
+
+def add_timeline(run: RunFile, timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> RunFile:
+    """``run`` with the ``timeline`` section of ``timeline`` (:func:`timeline_section`) in place of any it had."""
+    return run.model_copy(update={"timeline": TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))})
 
 
 def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from layerscope.model import load_model
 from layerscope.model.load import sha256_file
 from layerscope.model.types import Graph
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunFile
+from layerscope.runfile.models import Findings, RunFile
 from layerscope.targets import load_profile
 from layerscope.targets.profile import Profile
 
@@ -98,9 +98,9 @@ def advise(run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Gra
     return AdviceReport(diagnose(typed, profile), run_rules(ctx, rules))
 
 
-def with_findings(run: dict[str, Any], report: AdviceReport, *, top: int = 10) -> dict[str, Any]:
+def with_findings(run: RunFile, report: AdviceReport, *, top: int = 10) -> RunFile:
     """``run`` with its ``findings`` section set (replacing an earlier one)."""
-    run["findings"] = {**findings_section(report.advice.findings, source="layerscope advise"),
-                       "skipped_rules": [{"rule": rule, "reason": why} for rule, why in report.advice.skipped],
-                       "diagnosis": diagnosis_section(report.diagnosis, top)}
-    return run
+    return run.model_copy(update={"findings": Findings.model_validate({
+        **findings_section(report.advice.findings, source="layerscope advise"),
+        "skipped_rules": [{"rule": rule, "reason": why} for rule, why in report.advice.skipped],
+        "diagnosis": diagnosis_section(report.diagnosis, top)})})

@@ -428,9 +428,7 @@ def reconcile_section(rec: Reconciliation, *, spread: KSpread | None = None) -> 
         section[key] = [{"name": g.name, "layers": g.layer_count, "estimated_us": round(g.estimated_us, 3),
                          "measured_us": round(g.measured_us, 3), "k": None if g.k is None else round(g.k, 6)}
                         for g in groups]
-    if spread is not None:
-        section["spread"] = spread_section(spread)
-    return section
+    return {**section, **({"spread": spread_section(spread)} if spread is not None else {})}
 
 
 def spread_section(spread: KSpread) -> dict[str, object]:

@@ -13,7 +13,7 @@ Contract:
 - ``expected_gain_us`` is an estimate on the run's profile, sized by re-estimating the rewritten layer or
   model where the rule can build it (bottleneck, dtype), else from the layers' own estimates, else ``None``;
   the one exception, subnormal-weights with :attr:`RuleContext.measure_config` set, measures it on ONNX Runtime
-  and says so in ``evidence["gain_source"]``.
+  and says so in the evidence's ``gain_source``.
 """
 
 from __future__ import annotations
@@ -154,10 +154,26 @@ class Rule:
     needs_graph: bool = False
 
 
-def _evidence_times(ctx: RuleContext, layers: Sequence[Layer]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Times:
+    """The time of a set of layers: µs (measured, else estimated), its share of the run's total, which it was."""
+
+    time_us: float
+    share: float
+    time_source: str
+
+    def evidence(self, **more: Any) -> dict[str, Any]:
+        """A finding's evidence: these times (``time_us``, ``share``, ``time_source``), then ``more``."""
+        return {"time_us": self.time_us, "share": self.share, "time_source": self.time_source, **more}
+
+
+def _times(ctx: RuleContext, layers: Sequence[Layer]) -> _Times:
     time_us = sum(ctx.time_us(layer) for layer in layers)
-    return {"time_us": round(time_us, 3), "share": round(ctx.share(time_us), 6),
-            "time_source": "measured" if ctx.measured else "estimated"}
+    return _Times(round(time_us, 3), round(ctx.share(time_us), 6), "measured" if ctx.measured else "estimated")
+
+
+def _evidence_times(ctx: RuleContext, layers: Sequence[Layer]) -> dict[str, Any]:
+    return _times(ctx, layers).evidence()
 
 
 # ------------------------------------------------------------------------------------------ CPU fallback
@@ -186,15 +202,14 @@ def cpu_fallback(ctx: RuleContext) -> list[Finding]:
             groups.setdefault((str(layer.op_type), _generic_reason(str(reason))), []).append(layer)
     findings = []
     for (op, _), layers in sorted(groups.items()):
-        evidence = _evidence_times(ctx, layers)
+        times = _times(ctx, layers)
         gain = None
         if ctx.profile is not None:
             gain = sum(max(0.0, float(layer.est.latency_us or 0.0) -
                            _accelerator_us(layer, ctx.profile, ctx.dtype)) for layer in layers)
         reasons = sorted({str(layer.est.fallback_reason) for layer in layers})
-        evidence["reasons"] = reasons[:3]
-        evidence["count"] = len(layers)
-        severity = Severity.ERROR if evidence["share"] >= FALLBACK_ERROR_SHARE else Severity.WARNING
+        evidence = times.evidence(reasons=reasons[:3], count=len(layers))
+        severity = Severity.ERROR if times.share >= FALLBACK_ERROR_SHARE else Severity.WARNING
         findings.append(Finding(
             "cpu-fallback", severity,
             f"{len(layers)} {op} layer(s) run on the CPU: {reasons[0]}; each hand-off between the accelerator "
@@ -373,17 +388,17 @@ def data_inflation(ctx: RuleContext) -> list[Finding]:
             _evidence_times(ctx, inflating) | {"max_inflation": round(ratio, 3)},
             sum(ctx.time_us(layer) for layer in inflating), TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
     movement = [layer for layer in ctx.layers if layer.op_type in MOVEMENT_OPS]
-    evidence = _evidence_times(ctx, movement)
-    if movement and evidence["share"] >= MOVEMENT_SHARE:
+    times = _times(ctx, movement)
+    if movement and times.share >= MOVEMENT_SHARE:
         top = sorted(movement, key=lambda layer: -ctx.time_us(layer))[:10]
         ops = sorted({str(layer.op_type) for layer in movement})
         findings.append(Finding(
             "data-inflation", Severity.WARNING,
-            f"data-movement layers ({', '.join(ops)}) take {evidence['share']:.0%} of the time: layout-sensitive "
+            f"data-movement layers ({', '.join(ops)}) take {times.share:.0%} of the time: layout-sensitive "
             "ops inflate traffic and break the accelerator's tiling",
             "reduce and avoid Concat/Pad/Slice/Transpose: use broadcasting instead of expanding tensors by hand, "
             "merge parallel branches before concatenating, keep one layout end to end",
-            tuple(str(layer.id) for layer in top), evidence | {"count": len(movement), "ops": ops}, None,
+            tuple(str(layer.id) for layer in top), times.evidence(count=len(movement), ops=ops), None,
             TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
     return findings
 
@@ -576,9 +591,8 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
     if quantized and not any(int(layer.macs or 0) > 0 for layer in layers):
         return []  # already quantized where the work is: what is left in float is glue, not a dtype choice
     gain = None
-    evidence: dict[str, Any] = {"dtype": current, "faster_dtype": best,
-                                "peak_ratio": round((profile.peak_ops_per_s(best) or 0.0) / rate, 3) if rate
-                                else None}
+    peak_ratio = round((profile.peak_ops_per_s(best) or 0.0) / rate, 3) if rate else None
+    evidence: dict[str, Any] = {"dtype": current, "faster_dtype": best, "peak_ratio": peak_ratio}
     if ctx.graph is not None:
         from layerscope.estimate import estimate_graph
 
@@ -587,7 +601,7 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
         gain = max(0.0, now - then)
         evidence |= {"est_latency_us": round(now, 3), f"est_latency_{best}_us": round(then, 3)}
     severity = Severity.INFO if profile.kind == "cpu" else Severity.WARNING
-    faster_by = f"{evidence['peak_ratio']:g}x faster" if evidence["peak_ratio"] else "faster"
+    faster_by = f"{peak_ratio:g}x faster" if peak_ratio else "faster"
     bytes_ratio = DEPLOYED_SIZE.get(current, 4) / DEPLOYED_SIZE.get(best, 4)
     moves = f"; {current} also moves {bytes_ratio:g}x the bytes of {best}" if bytes_ratio > 1 else ""
     horizon = " (on Horizon's BPU, fp32 runs only on the slow VPU)" if current == "fp32" and \
@@ -642,10 +656,10 @@ def lane_alignment(ctx: RuleContext) -> list[Finding]:
     example = (f"'{first.id}' ({cin}->{cout} channels): "
                + "; ".join(choices(c) for c, off in ((cin, cin_off), (cout, cout_off)) if off))
     examples = [f"'{r[0].id}' {r[1]}->{r[2]} channels" for r in rows[:5]]
-    evidence = _evidence_times(ctx, [r[0] for r in rows]) | {"lane_width": lane, "examples": examples,
-                                                             "max_padding_waste": round(max(r[3] for r in rows), 4)}
+    times = _times(ctx, [r[0] for r in rows])
+    evidence = times.evidence(lane_width=lane, examples=examples, max_padding_waste=round(max(r[3] for r in rows), 4))
     return [Finding(
-        "lane-alignment", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
+        "lane-alignment", Severity.WARNING if times.share >= 0.05 else Severity.INFO,
         f"{len(rows)} conv/matmul layer(s) have channel counts that are not multiples of the lane width {lane}: "
         "the hardware pads them to the next multiple and computes on the padding",
         f"choose channel counts that are multiples of {lane}: rounding down removes the padded work, rounding up "
@@ -688,11 +702,12 @@ def depthwise_conv(ctx: RuleContext) -> list[Finding]:
         return []
     total_macs = sum(int(layer.macs or 0) for layer in ctx.layers) or 1
     macs = sum(int(layer.macs or 0) for layer in layers)
-    evidence = _evidence_times(ctx, layers) | {"count": len(layers), "macs_share": round(macs / total_macs, 6)}
+    times, macs_share = _times(ctx, layers), round(macs / total_macs, 6)
+    evidence = times.evidence(count=len(layers), macs_share=macs_share)
     return [Finding(
-        "depthwise-conv", Severity.WARNING if evidence["share"] >= 0.05 else Severity.INFO,
-        f"{len(layers)} depthwise convolution(s) take {evidence['share']:.1%} of the time for "
-        f"{evidence['macs_share']:.1%} of the MACs: tensor engines built for dense convolution reach a low "
+        "depthwise-conv", Severity.WARNING if times.share >= 0.05 else Severity.INFO,
+        f"{len(layers)} depthwise convolution(s) take {times.share:.1%} of the time for "
+        f"{macs_share:.1%} of the MACs: tensor engines built for dense convolution reach a low "
         "utilization on them",
         "prefer regular or group convolutions with larger groups (the direction EfficientNetV2 and NFNet took for "
         "accelerators), or fuse the depthwise conv with its pointwise neighbour where the toolchain supports it",
@@ -842,7 +857,7 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
     The gain: with :attr:`RuleContext.measure_config`, measured (the model and its flushed copy profiled on
     ONNX Runtime, :func:`~layerscope.analysis.weights.measure_flush_gain`); else, when the run was measured and
     estimated on a CPU profile, estimated as the affected layers' measured time above their estimate; else
-    not sized. ``evidence["gain_source"]`` says which."""
+    not sized. The evidence's ``gain_source`` says which."""
     if ctx.graph is None:
         return []
     tensors = sorted((t for t in ctx.weights.values() if t.layers and t.subnormal
@@ -863,7 +878,7 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
     ratios = {str(layer.id): round(m / e, 3) for layer, m, e in slow if m is not None and e > 0}
     slow_note = ""
     if ratios:
-        evidence["measured_over_estimated"] = ratios
+        evidence |= {"measured_over_estimated": ratios}
         worst_id = max(ratios, key=lambda i: ratios[i])
         if ratios[worst_id] >= SUBNORMAL_SLOW_RATIO:
             slow_note = f" (in this run '{worst_id}' measured {ratios[worst_id]:.0f}x its estimate)"
@@ -894,9 +909,9 @@ def subnormal_weights(ctx: RuleContext) -> list[Finding]:
     else:
         if ctx.measured and ctx.profile is not None and ctx.profile.kind == "cpu" and ratios:
             gain = sum(max(0.0, m - e) for _, m, e in slow if m is not None)
-            evidence["gain_source"] = "estimated: the affected layers' measured time above their estimate"
+            evidence |= {"gain_source": "estimated: the affected layers' measured time above their estimate"}
         else:
-            evidence["gain_source"] = "not sized: run advise with --measure to measure the flushed model"
+            evidence |= {"gain_source": "not sized: run advise with --measure to measure the flushed model"}
         worst = max(t.subnormal_fraction for t in tensors if t.dtype == "float32") if any(
             t.dtype == "float32" for t in tensors) else 0.0
         in_float = ctx.dtype in ("fp32", "fp16", "bf16", "tf32") or (ctx.profile is not None and
@@ -929,18 +944,18 @@ def norm_heavy(ctx: RuleContext) -> list[Finding]:
     """Softmax / LayerNorm (and friends) on the vector units taking a large share of the time."""
     layers = [layer for layer in ctx.layers if layer.op_type in NORM_OPS
               and not layer.est.fallback_reason]
-    evidence = _evidence_times(ctx, layers)
-    if not layers or evidence["share"] < NORM_SHARE:
+    times = _times(ctx, layers)
+    if not layers or times.share < NORM_SHARE:
         return []
     ops = sorted({str(layer.op_type) for layer in layers})
     units = sorted({str(layer.est.unit or "-") for layer in layers})
     return [Finding(
         "norm-on-vector", Severity.WARNING,
-        f"{len(layers)} {'/'.join(ops)} layer(s) take {evidence['share']:.0%} of the time on the vector "
+        f"{len(layers)} {'/'.join(ops)} layer(s) take {times.share:.0%} of the time on the vector "
         f"unit(s) {', '.join(units)}: exponentials, reductions and divisions run far below the tensor engine's rate",
         "replace Softmax attention by SimA (normalized Q/K, no Softmax) and LayerNorm by DyT (Dynamic Tanh) where "
         "accuracy allows; keep these ops in int16/fp16, never fp32",
-        tuple(str(layer.id) for layer in layers), evidence | {"ops": ops, "units": units}, None,
+        tuple(str(layer.id) for layer in layers), times.evidence(ops=ops, units=units), None,
         TUNING_GUIDE + "'VPU/VAE bottleneck: softmax, layernorm'")]
 
 

@@ -226,7 +226,9 @@ def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig
         whole = Cut(len(graph.layers), (), 0, False)
         jobs = (Job(whole, "model", Path(graph.path), "model"), Job(whole, "flushed", path, "flushed"))
         runner = OrtRunner(config, feeds, runs_per_visit=3, warmup=warmup)
-        samples: dict[str, list[float]] = {"model": [], "flushed": []}
+        model_us: list[float] = []
+        flushed_us: list[float] = []
+        samples = {"model": model_us, "flushed": flushed_us}  # by job key
         try:
             for index in range(rounds):
                 for job in jobs if index % 2 == 0 else jobs[::-1]:
@@ -240,5 +242,5 @@ def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig
     def medians(m: Measurement) -> dict[str, float]:
         return {i: r.stats.median_us for i, r in m.layers.items() if r.stats is not None}
 
-    return FlushGain(tuple(samples["model"]), tuple(samples["flushed"]), medians(before), medians(after),
+    return FlushGain(tuple(model_us), tuple(flushed_us), medians(before), medians(after),
                      flushed_values, before.provider, str(before.machine.get("cpu", "")))

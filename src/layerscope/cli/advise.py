@@ -16,7 +16,8 @@ from layerscope.cli.options import input_option, one_target_option
 from layerscope.cli.outputs import OutputPath
 from layerscope.measure.session import SessionConfig
 from layerscope.report.analysis_terminal import advice_report
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
+from layerscope.runfile.io import load
 
 
 @click.command("advise")
@@ -39,7 +40,7 @@ from layerscope.run import load_run, save_run
 def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, measure: bool | None,
             measure_runs: int, input_specs: tuple[str, ...], top: int, save: bool, json_out: Path | None) -> None:
     """Diagnose RUN and advise what to change, layer by layer."""
-    run = load_run(run_path)
+    run = load(run_path)
     profile = run_profile(run, target)
     graph = None if no_model else reload_model(run, model_path, input_specs)
     config = measure_config_of(run)
@@ -47,9 +48,10 @@ def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: 
         config = SessionConfig()
     report = advise(run, profile, graph, measure_config=config if measure is not False else None,
                     measure_runs=measure_runs, input_specs=input_specs)
-    with_findings(run, report, top=top)
+    run = with_findings(run, report, top=top)
     if json_out is not None and str(json_out) == "-":
-        echo_json(json.dumps(run["findings"], indent=1, sort_keys=True, ensure_ascii=False))
+        findings = run.findings.model_dump(mode="json", exclude_unset=True) if run.findings is not None else None
+        echo_json(json.dumps(findings, indent=1, sort_keys=True, ensure_ascii=False))
         return
     console = SafeConsole()
     console.print(advice_report(report, top))

@@ -93,39 +93,41 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
     graph = load_model(model_path, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
     print_shape_notes(graph)
     inputs = resolve_inputs(graph, input_specs, seed)
-    backend_info: dict[str, Any] = {}
+    backend_version = backend.info().version
+    settings: dict[str, Any] = {}  # OpenVINO: what its compiler chose (device, precision, hint, streams, threads)
+    throughput = False
     if backend_name == "openvino":
         from layerscope.measure.openvino_backend import InferSession, OpenVinoBackend, compile_for, compiled_settings
 
         assert isinstance(backend, OpenVinoBackend)
         compiled = compile_for(graph, session_config, backend.options, profiling=False)
         session: Any = InferSession(compiled, streams)
-        backend_info = {"backend": "openvino", "backend_version": backend.info().version,
-                        "settings": {"device": provider, **compiled_settings(compiled)}}
+        settings = {"device": provider, **compiled_settings(compiled)}
+        throughput = str(compiled.get_property("PERFORMANCE_HINT")) != "LATENCY"
         full_provider = provider
     else:
         full_provider = ort_provider(provider)
         session = make_session(model_path, session_config)
     unit = "s" if config.duration_s is not None else "runs"
     labels = {"warmup": "warm-up", "measure": "measuring"}
-    throughput = backend_name == "openvino" and backend_info["settings"]["performance_hint"] != "LATENCY"
     with phase_progress(labels, {"measure": unit}) as progress:
         if throughput:  # OpenVINO's throughput mode: an AsyncInferQueue, --streams requests (1: its optimum)
             from layerscope.measure.openvino_backend import async_bench
 
             jobs = streams if streams > 1 else int(session.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
             result = async_bench(session.compiled, inputs.arrays, config, jobs, progress)
-            backend_info["settings"].update(mode="throughput: AsyncInferQueue", async_requests=jobs)
+            settings.update(mode="throughput: AsyncInferQueue", async_requests=jobs)
         else:
             result = run_bench(session, inputs.arrays, config, progress)
     run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
-                         seed=seed, machine=machine_info(), **backend_info)
+                         seed=seed, machine=machine_info(), backend=backend_name, backend_version=backend_version,
+                         settings=settings or None)
     interrupted = result.interrupted
     if stress is not None and not interrupted:
         with stress_progress(labels, stress.rounds, {"measure": unit}) as progress_for:
             experiment = paired_rounds(lambda stressed, i: run_bench(  # (latency mode)
                 session, inputs.arrays, config, progress_for(stressed, i)), stress, interrupted=lambda r: r.interrupted)
-        add_stress(run, experiment, lambda r: r.latency, model_threads=threads * streams)
+        run = add_stress(run, experiment, lambda r: r.latency, model_threads=threads * streams)
         interrupted = experiment.cut_short(stress, lambda r: r.interrupted)
     console = SafeConsole()
     console.print(command_report(run, kind="bench"))

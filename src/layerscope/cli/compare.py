@@ -13,7 +13,9 @@ from layerscope.cli.outputs import OutputPath
 from layerscope.fileio import write_atomic
 from layerscope.report.analysis_markdown import compare_markdown
 from layerscope.report.analysis_terminal import compare_report
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
+from layerscope.runfile.io import load
+from layerscope.runfile.models import Comparison
 
 
 @click.command("compare")
@@ -31,7 +33,7 @@ def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, j
     names = [part.strip() for part in labels.split(",")]
     if len(names) != 2 or not all(names):
         raise click.BadParameter("give two names separated by a comma", param_hint="--labels")
-    run_before, run_after = load_run(before), load_run(after)
+    run_before, run_after = load(before), load(after)
     cmp = compare_runs(run_before, run_after, before_label=names[0], after_label=names[1])
     if markdown_out is not None and str(markdown_out) == "-":
         echo(compare_markdown(cmp, top), nl=False)
@@ -40,5 +42,6 @@ def command(*, before: Path, after: Path, top: int, markdown_out: Path | None, j
         if markdown_out is not None:
             echo(f"markdown: {write_atomic(markdown_out, compare_markdown(cmp, top))}")
     if json_out is not None:
-        run_after["comparison"] = comparison_section(cmp, run_before, run_after)
-        echo(f"run file: {save_run(run_after, json_out)}")
+        compared = run_after.model_copy(update={
+            "comparison": Comparison.model_validate(comparison_section(cmp, run_before, run_after))})
+        echo(f"run file: {save_run(compared, json_out)}")

@@ -17,8 +17,9 @@ from layerscope.measure.inputs import feeder
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
-from layerscope.run import load_run, run_from_estimate, save_run, timeline_section
+from layerscope.run import add_timeline, estimate_run, load_run, save_run
 from layerscope.run_merge import merge_estimate
+from layerscope.runfile.models import RunFile, RunLike
 from layerscope.targets import load_profile
 
 DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
@@ -60,17 +61,18 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
     print_shape_notes(graph)
     estimate = estimate_graph(graph, profile, dtype)
-    run = run_from_estimate(graph, estimate, profile)
+    typed = estimate_run(graph, estimate, profile)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs),
-                                          profile.ddr_nominal_bytes_per_s)
+        typed = add_timeline(typed, simulate_timeline(graph, profile, dtype, costs=estimate.costs),
+                             profile.ddr_nominal_bytes_per_s)
+    run: RunLike = typed  # a document once merged into an existing run or given a prediction
     console = SafeConsole()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
     if existing is not None:
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
     if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept
-        _predict(run, graph, predictor_path, dtype, fusion)
+        run = _predict(run, graph, predictor_path, dtype, fusion)
     console.print(command_report(run, top, timeline=timeline, kind="estimate"))
     if json_out is not None:
         written = save_run(run, json_out)
@@ -82,11 +84,14 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
         console.print(f"report: {write_html(run, html_out)}")
 
 
-def _predict(run: dict[str, Any], graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> None:
-    """Add the kernel predictor's numbers to ``run`` (its roofline features on the predictor's own profile)."""
+def _predict(run: RunLike, graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> dict[str, Any]:
+    """``run``'s document with the kernel predictor's numbers added (its roofline features on the predictor's own
+    profile)."""
     predictor = load_predictor(path)
     estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
-    add_prediction(run, predict_path(predictor, graph, estimate, fusion), str(path), predictor)
+    document = run.to_json() if isinstance(run, RunFile) else dict(run)
+    add_prediction(document, predict_path(predictor, graph, estimate, fusion), str(path), predictor)
+    return document
 
 
 def _existing_run(path: Path) -> dict[str, Any]:

@@ -131,7 +131,7 @@ def command(*, function: str, model: Path | None, target: str, shapes: tuple[str
     saved = save_run(run, json_out) if json_out is not None else None
     if saved is not None:
         console.print(f"run file: {saved}")
-    if run["pipeline"]["interrupted"]:
+    if run.pipeline is not None and run.pipeline.interrupted:
         raise KeyboardInterrupt(f"what was measured is saved in {saved} (marked interrupted)" if saved else "")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import click
 
@@ -42,7 +42,8 @@ from layerscope.model import load_model
 from layerscope.report.command_terminal import command_report
 from layerscope.report.exec_trace import LEVELS, execution_trace
 from layerscope.report.units import human_us
-from layerscope.run import add_measurement, add_partial_latency, run_from_estimate, save_run, timeline_section
+from layerscope.run import add_measurement, add_partial_latency, add_timeline, estimate_run, save_run
+from layerscope.runfile.models import Latency, RunFile
 from layerscope.samples import DEFAULT_SAMPLE, sample_path
 from layerscope.targets import load_profile
 
@@ -99,18 +100,18 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
                                           progress=progress)
     except PartialProfile as partial:
-        _keep_partial(run_from_estimate(graph, estimate, profile), partial, json_out, html_out, backend.name)
-    run = add_measurement(run_from_estimate(graph, estimate, profile), measurement)
+        _keep_partial(estimate_run(graph, estimate, profile), partial, json_out, html_out, backend.name)
+    run = add_measurement(estimate_run(graph, estimate, profile), measurement)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs),
-                                          profile.ddr_nominal_bytes_per_s)
+        run = add_timeline(run, simulate_timeline(graph, profile, None, costs=estimate.costs),
+                           profile.ddr_nominal_bytes_per_s)
     interrupted = measurement.interrupted
     if stress is not None and not interrupted:
         with stress_progress(_PHASES, stress.rounds) as progress_for:
             experiment = paired_rounds(lambda stressed, i: backend.profile(
                 graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress_for(stressed, i)),
                 stress, interrupted=lambda m: m.interrupted)
-        add_stress(run, experiment, lambda m: m.latency, model_threads=threads, layer_times=layer_medians)
+        run = add_stress(run, experiment, lambda m: m.latency, model_threads=threads, layer_times=layer_medians)
         interrupted = experiment.cut_short(stress, lambda m: m.interrupted)
     if json_out is not None:
         written = save_run(run, json_out)
@@ -137,15 +138,16 @@ def _saved_note(paths: list[Path], mark: str) -> str:
     return f"what was measured is saved in {', '.join(map(str, paths))} (marked {mark})"
 
 
-def _keep_partial(run: dict[str, Any], partial: PartialProfile, json_out: Path | None,
+def _keep_partial(run: RunFile, partial: PartialProfile, json_out: Path | None,
                   html_out: Path | None, backend_name: str = "onnxruntime") -> NoReturn:
     """Print and save the end-to-end runs of a profile interrupted before its profiled runs, then re-raise."""
     version = get_backend(backend_name).info().version
     run = add_partial_latency(run, partial, backend_version=version, machine=machine_info(), backend=backend_name)
-    lat = run["latency"]
-    SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat['samples']} of {partial.planned_runs} "
-                    f"end-to-end runs: median {human_us(lat['median_us'])}, P90 {human_us(lat['p90_us'])} "
-                    "(no per-layer times)", markup=False, highlight=False)
+    lat = run.latency or Latency()  # add_partial_latency always writes it
+    SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat.samples} of {partial.planned_runs} "
+                        f"end-to-end runs: median {human_us(lat.median_us or 0.0)}, "
+                        f"P90 {human_us(lat.p90_us or 0.0)} "
+                        "(no per-layer times)", markup=False, highlight=False)
     saved = [save_run(run, json_out)] if json_out is not None else []
     if html_out is not None:
         saved.append(write_html(run, html_out))

@@ -14,7 +14,9 @@ from layerscope.cli.console import SafeConsole
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.report.analysis_terminal import reconcile_report, spread_report
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
+from layerscope.runfile.io import load
+from layerscope.runfile.models import Reconcile
 
 
 @click.command("reconcile")
@@ -27,7 +29,7 @@ def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | No
     """Reconcile the estimate with the measurement in each RUN (from `profile` or `import`)."""
     if json_out is not None and len(runs) > 1:
         raise InputError("-o/--json takes one run; with several runs use --save to update each run file")
-    loaded = [(path, load_run(path)) for path in runs]
+    loaded = [(path, load(path)) for path in runs]
     recs = [reconcile_run(run) for _, run in loaded]
     spread = k_spread(recs) if len(recs) > 1 else None
     console = SafeConsole()
@@ -37,11 +39,12 @@ def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | No
         console.print()
     if spread is not None:
         console.print(spread_report(spread))
-    for (path, run), rec in zip(loaded, recs, strict=True):
-        run["reconcile"] = reconcile_section(rec, spread=spread)
-        if save:
+    reconciled = [run.model_copy(update={"reconcile": Reconcile.model_validate(reconcile_section(rec, spread=spread))})
+                  for (_, run), rec in zip(loaded, recs, strict=True)]
+    if save:
+        for (path, _), run in zip(loaded, reconciled, strict=True):
             save_run(run, path)
     if json_out is not None:
-        console.print(f"run file: {save_run(loaded[0][1], json_out)}")
+        console.print(f"run file: {save_run(reconciled[0], json_out)}")
     elif save:
         console.print(f"reconcile saved in {len(loaded)} run file(s)")

@@ -30,21 +30,24 @@ from layerscope.report.renderers import FORMATS, annotated_model, as_saved, form
 from layerscope.report.units import human_bytes
 from layerscope.report.views.summary import missing_notes
 from layerscope.run import load_run
+from layerscope.runfile.models import RunLike
 
 __all__ = ["as_saved", "command", "write_annotated", "write_html", "write_trace"]
 
 #: Formats printed on stdout when no ``-o`` is given; the others are written next to RUN.
 STDOUT_FORMATS = ("terminal", "csv", "md")
 #: Suffix of the file written next to RUN, per format written there by default.
-DEFAULT_SUFFIX = {"html": ".html", "trace": ".trace.json", "onnx": ".annotated.onnx"}
+#: Where ``--format onnx`` writes without ``-o``: beside the run, under this suffix.
+ANNOTATED_SUFFIX = ".annotated.onnx"
+DEFAULT_SUFFIX = {"html": ".html", "trace": ".trace.json", "onnx": ANNOTATED_SUFFIX}
 
 
-def write_html(run: Mapping[str, Any], path: Path) -> Path:
+def write_html(run: RunLike, path: Path) -> Path:
     """Render the HTML report of ``run`` to ``path`` (used by ``report``, ``estimate --html``, ``profile --html``)."""
     return write_atomic(path, get_renderer("html").render(run))
 
 
-def write_trace(run: Mapping[str, Any], path: Path) -> Path:
+def write_trace(run: RunLike, path: Path) -> Path:
     """The Perfetto / Chrome trace, gzip-compressed when ``path`` ends in ``.gz``."""
     return write_atomic(path, get_renderer("trace", compress=path.suffix == ".gz").render(run))
 
@@ -96,7 +99,7 @@ def command(*, run_file: Path, fmt: str | None, output: Path | None, top: int | 
     written: list[tuple[str, Path, str]] = []
     onnx_paths = [p for p in (onnx_out,) if p is not None]
     if chosen == "onnx":
-        onnx_paths.append(output if output is not None else _beside(run_file, DEFAULT_SUFFIX["onnx"]))
+        onnx_paths.append(output if output is not None else _beside(run_file, ANNOTATED_SUFFIX))
     for target in onnx_paths:  # first: it is the one that can refuse
         path, annotated, unmatched = write_annotated(run, target, model_path)
         written.append(("annotated", path, f"{annotated} nodes annotated, {unmatched} without a layer of the run"))

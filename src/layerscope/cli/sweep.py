@@ -24,7 +24,7 @@ from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE, gather
 from layerscope.sweep.executor import run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
 from layerscope.sweep.plan import MODES, SweepSpec, expand, load_spec
-from layerscope.sweep.tasks import RUNNING, RUNS, is_done
+from layerscope.sweep.tasks import RUNNING, RUNS, CellOutcome, is_done
 
 LEADERBOARD = "leaderboard.html"
 PLAN = "sweep.json"
@@ -70,12 +70,9 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
                            "modes": _split(modes), "dtypes": _split(dtypes), "opt_levels": _split(opt_levels),
                            "threads": tuple(_int(t) for t in _split(threads))}
     axes.update({k: v for k, v in cli.items() if v})
-    if shapes:
-        axes["shapes"] = tuple(sorted(parse_shapes(shapes).items()))
-    if runs is not None:
-        axes["runs"] = runs
-    if warmup is not None:
-        axes["warmup"] = warmup
+    given: dict[str, Any] = {"shapes": tuple(sorted(parse_shapes(shapes).items())) if shapes else None,
+                             "runs": runs, "warmup": warmup}
+    axes.update({k: v for k, v in given.items() if v is not None})
     if address and no_ray:
         raise click.UsageError("--ray and --no-ray exclude each other")
     spec = SweepSpec(**{"models": (), **axes})
@@ -90,10 +87,10 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
     with phase_progress({"cells": "sweep"}, {"cells": "cells"}) as update:
         update("cells", 0, todo)
 
-        def on_done(outcome: dict[str, Any], finished: int, total: int) -> None:
+        def on_done(outcome: CellOutcome, finished: int, total: int) -> None:
             update("cells", finished, total)
-            if outcome.get("status") != "ok":
-                click.echo(f"failed: {outcome['key']}: {outcome.get('error')}", err=True)
+            if not outcome.ok:
+                click.echo(f"failed: {outcome.key}: {outcome.error}", err=True)
 
         try:
             outcome = run_sweep(cells, out_dir, executor="inline" if no_ray else "ray", address=address,
@@ -113,7 +110,7 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
     click.echo(f"wrote {out_dir / RUNS_TABLE} ({len(rows)} rows), {out_dir / LAYERS_TABLE} ({layer_rows} rows), "
                f"{out_dir / LEADERBOARD}")
     if outcome.failed:
-        codes = [int(o.get("exit_code") or 1) for o in outcome.failed]
+        codes = [o.exit_code or 1 for o in outcome.failed]
         worst = 3 if 3 in codes else (2 if 2 in codes else 1)
         error_class: type[LayerscopeError] = {3: BackendUnavailable, 2: InputError}.get(worst, LayerscopeError)
         raise error_class(f"{len(outcome.failed)} of {len(cells)} cells failed; their errors are in "

@@ -29,8 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from layerscope import __version__
 from layerscope.costs import LayerCost, cost_graph
+from layerscope.errors import RunFileError
 from layerscope.importers import ort
 from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, LayerIndex, Resolution, resolve, self_resolution
 from layerscope.importers.ort_join import FusionJoin, fusion_resolutions
@@ -38,6 +41,26 @@ from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Tota
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
 from layerscope.runfile.derived import FUSED_GROUP_INLINE_MAX, ScaledLayer, ScaleFactor, k_between, scale_layers
+from layerscope.runfile.io import describe
+from layerscope.runfile.models import (
+    EstimateInfo,
+    ImportFile,
+    ImportInfo,
+    Kernel,
+    Latency,
+    Layer,
+    LayerEstimate,
+    LayerMeasured,
+    ModelInfo,
+    Reconcile,
+    ReconcileLayer,
+    RunFile,
+    Summary,
+    Tool,
+    UnknownOp,
+    Unmatched,
+    VendorMeasurement,
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +87,7 @@ class Reconciled:
 class ImportedRun:
     """The run, and what the terminal summary shows about how it was made."""
 
-    run: dict[str, Any]
+    run: RunFile
     results: tuple[ImportResult, ...]
     resolutions: tuple[Resolution, ...]
     reconciled: Reconciled | None = None
@@ -72,7 +95,17 @@ class ImportedRun:
 
 
 def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> ImportedRun:
-    """One run from the imported files, joined to ``graph`` when given (see the module docstring)."""
+    """One run from the imported files, joined to ``graph`` when given (see the module docstring).
+    ``RunFileError`` (exit 2) naming the files when what they say makes no valid run (a negative time ...)."""
+    try:
+        return _build_run(results, graph)
+    except ValidationError as exc:
+        files = ", ".join(r.path for r in results) or "the imported files"
+        raise RunFileError(f"{files}: the imported values make no valid run: {describe(exc)}",
+                           hint="see `layerscope schema` for what a run holds") from None
+
+
+def _build_run(results: Sequence[ImportResult], graph: Graph | None) -> ImportedRun:
     sourced, warnings = merge_entries(results)
     totals = _merge_totals(results)
     index = LayerIndex(graph) if graph is not None else None
@@ -87,32 +120,31 @@ def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> Im
     layers = (_model_layers(graph, costs, resolutions, tools) if graph is not None
               else _vendor_layers(resolutions, tools))
     reconciled = _reconcile(results)
-    run: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "layerscope", "version": __version__},
-        "model": model_section(graph) if graph is not None else _vendor_model(results),
-        "layers": layers,
-        "folded": [n.id for n in graph.folded] if graph is not None else [],
-        "unknown_ops": _unknown_ops(graph, costs) if graph is not None else [],
-        "summary": _summary(layers, costs, totals),
-        "import": _import_section(results, resolutions, tools, graph is not None),
-    }
     kernels = [_kernel(r) for r in resolutions if r.entry.stats is not None]
-    if kernels:
-        run["kernels"] = kernels
-        run["measurement"] = _measurement(results, resolutions, tools)
-    if join is not None:
-        run["import"]["fusion_map"] = _fusion_section(join, resolutions, ort_paths, tools)
-        if "measurement" in run:
-            run["measurement"]["opt_level"] = join.opt_level
-    if totals.latency is not None:
-        run["latency"] = _latency(totals, results)
     estimate_tools = sorted({s.estimate_tool for s in sourced if s.estimate_tool})
+    fusion_map = _fusion_section(join, resolutions, ort_paths, tools) if join is not None else None
+    # "import" (a Python keyword: the JSON name of RunFile.import_), then the optional sections, present in the
+    # file only when there is something to say
+    optional: dict[str, Any] = {"import": _import_section(results, resolutions, tools, graph is not None, fusion_map)}
+    if kernels:
+        optional.update(kernels=kernels, measurement=_measurement(
+            results, resolutions, tools, opt_level=join.opt_level if join is not None else None))
+    if totals.latency is not None:
+        optional.update(latency=_latency(totals, results))
     if estimate_tools:
-        run["estimate_info"] = {"method": ",".join(f"vendor:{t}" for t in estimate_tools),
-                                "note": "the vendor compiler's static estimate, not a measurement"}
+        optional.update(estimate_info=EstimateInfo(method=",".join(f"vendor:{t}" for t in estimate_tools),
+                                                   note="the vendor compiler's static estimate, not a measurement"))
     if reconciled is not None:
-        run["reconcile"] = _reconcile_section(reconciled)
+        optional.update(reconcile=_reconcile_section(reconciled))
+    run = RunFile(
+        schema_version=SCHEMA_VERSION,
+        tool=Tool(name="layerscope", version=__version__),
+        model=model_section(graph) if graph is not None else _vendor_model(results),
+        layers=layers,
+        folded=[n.id for n in graph.folded] if graph is not None else [],
+        unknown_ops=_unknown_ops(graph, costs) if graph is not None else [],
+        summary=_summary(layers, costs, totals),
+        **optional)
     return ImportedRun(run=run, results=tuple(results), resolutions=resolutions, reconciled=reconciled,
                        warnings=tuple(w for r in results for w in r.warnings) + tuple(warnings))
 
@@ -186,7 +218,7 @@ class _Parts:
 
 
 def _model_layers(graph: Graph, costs: Sequence[LayerCost], resolutions: Sequence[Resolution],
-                  tools: dict[str, Sourced]) -> list[dict[str, Any]]:
+                  tools: dict[str, Sourced]) -> list[Layer]:
     weights = {c.layer_id: 2 * c.macs + c.flops for c in costs}
     parts: dict[str, _Parts] = {node.id: _Parts() for node in graph.layers}
     for res in resolutions:
@@ -202,12 +234,8 @@ def _model_layers(graph: Graph, costs: Sequence[LayerCost], resolutions: Sequenc
             if res.entry.estimate is not None:
                 parts[layer_id].estimates.append((res.entry.estimate.scaled(fraction), source.estimate_tool))
     order = {node.id: i for i, node in enumerate(graph.layers)}
-    layers = []
-    for node, cost in zip(graph.layers, costs, strict=True):
-        layer = layer_record(graph, node, cost)
-        _attach(layer, parts[node.id], order)
-        layers.append(layer)
-    return layers
+    return [layer_record(graph, node, cost, **_attached(parts[node.id], order, None))
+            for node, cost in zip(graph.layers, costs, strict=True)]
 
 
 def _fractions(layer_ids: Sequence[str], weights: dict[str, int]) -> dict[str, float]:
@@ -218,7 +246,7 @@ def _fractions(layer_ids: Sequence[str], weights: dict[str, int]) -> dict[str, f
     return {i: weights.get(i, 0) / total for i in layer_ids}
 
 
-def _vendor_layers(resolutions: Sequence[Resolution], tools: dict[str, Sourced]) -> list[dict[str, Any]]:
+def _vendor_layers(resolutions: Sequence[Resolution], tools: dict[str, Sourced]) -> list[Layer]:
     layers = []
     for res in resolutions:
         if res.category != LAYER:
@@ -230,26 +258,27 @@ def _vendor_layers(resolutions: Sequence[Resolution], tools: dict[str, Sourced])
             parts.stats.append(_Timed(entry.stats, entry.name, (entry.name,), False, source.stats_tool))
         if entry.estimate is not None:
             parts.estimates.append((entry.estimate, source.estimate_tool))
-        layer: dict[str, Any] = {"id": entry.name, "name": entry.name, "op_type": entry.op_type, "domain": "",
-                                 "inputs": [], "outputs": [], "output_shapes": [], "kind": entry.kind.value,
-                                 "unit": entry.provider or None}
-        if entry.status:
-            layer["status"] = entry.status
-        _attach(layer, parts, {})
-        layers.append(layer)
+        layers.append(Layer(id=entry.name, name=entry.name, op_type=entry.op_type, domain="", inputs=[], outputs=[],
+                            output_shapes=[], kind=entry.kind.value, **_present(status=entry.status),
+                            **_attached(parts, {}, entry.provider or None)))
     return layers
 
 
-def _attach(layer: dict[str, Any], parts: _Parts, order: dict[str, int]) -> None:
-    if parts.stats:
-        layer["measured"] = _measured(parts.stats, order)
-    if parts.estimates:
-        layer["estimate"] = _estimate(parts.estimates)
-        if layer.get("unit") is None:
-            layer["unit"] = layer["estimate"]["unit"]
+def _present(**values: Any) -> dict[str, Any]:
+    """The keyword arguments that have a value (not ``None``, empty or zero): keys a section holds only then."""
+    return {key: value for key, value in values.items() if value}
 
 
-def _measured(timed: list[_Timed], order: dict[str, int]) -> dict[str, Any]:
+def _attached(parts: _Parts, order: dict[str, int], unit: str | None) -> dict[str, Any]:
+    """A layer's ``unit`` (``unit``, else its estimate's) and its ``measured`` / ``estimate`` sections when it has
+    them, as keyword arguments of :class:`~layerscope.runfile.models.Layer`."""
+    estimate = _estimate(parts.estimates) if parts.estimates else None
+    return {"unit": unit if unit is not None or estimate is None else estimate.unit,
+            **({"measured": _measured(parts.stats, order)} if parts.stats else {}),
+            **({"estimate": estimate} if estimate is not None else {})}
+
+
+def _measured(timed: list[_Timed], order: dict[str, int]) -> LayerMeasured:
     """The ``measured`` section of one layer from the kernels (or kernel shares) that ran it.
 
     A group of more than :data:`~layerscope.run.FUSED_GROUP_INLINE_MAX` layers from one kernel is not
@@ -265,43 +294,43 @@ def _measured(timed: list[_Timed], order: dict[str, int]) -> dict[str, Any]:
     else:
         group = sorted({layer for t in timed for layer in t.group}, key=lambda layer: order.get(layer, 0))
     by_reference = len(timed) == 1 and len(group) > FUSED_GROUP_INLINE_MAX
-    return {
-        "median_us": _us(total.median_us),
-        "mean_us": _us(total.mean_us),
-        "p90_us": _us(total.p90_us),
-        "min_us": _us(total.min_us),
-        "max_us": _us(total.max_us),
-        "std_us": _us(total.std_us),
-        "cv": None if total.cv is None else round(total.cv, 4),
-        "samples": total.samples,
-        "kernel": main.kernel,
-        "fused_group": list(group) if len(group) > 1 and not by_reference else None,
-        **({"fused_group_size": len(group)} if by_reference else {}),
-        "split": any(t.split for t in timed),
-        "method": ",".join(f"vendor:{tool}" for tool in sorted({t.tool for t in timed if t.tool})),
-    }
+    return LayerMeasured(
+        median_us=_us(total.median_us),
+        mean_us=_us(total.mean_us),
+        p90_us=_us(total.p90_us),
+        min_us=_us(total.min_us),
+        max_us=_us(total.max_us),
+        std_us=_us(total.std_us),
+        cv=None if total.cv is None else round(total.cv, 4),
+        samples=total.samples,
+        kernel=main.kernel,
+        fused_group=list(group) if len(group) > 1 and not by_reference else None,
+        **_present(fused_group_size=len(group) if by_reference else None),
+        split=any(t.split for t in timed),
+        method=",".join(f"vendor:{tool}" for tool in sorted({t.tool for t in timed if t.tool})),
+    )
 
 
-def _estimate(estimates: list[tuple[StaticCost, str]]) -> dict[str, Any]:
+def _estimate(estimates: list[tuple[StaticCost, str]]) -> LayerEstimate:
     cost = estimates[0][0]
     for other, _ in estimates[1:]:
         cost = cost.plus(other)
     tools = sorted({t for _, t in estimates if t})
-    return {
-        "latency_us": _us(cost.latency_us),
-        "compute_us": _us(cost.compute_us),
-        "load_us": _us(cost.load_us),
-        "store_us": _us(cost.store_us),
-        "overhead_us": None,
-        "bound": cost.bound,
-        "unit": cost.unit,
-        "dtype": None,
-        "ddr_read_bytes": None,
-        "ddr_write_bytes": None,
-        "weight_passes": None,
-        "fallback_reason": None,
-        "method": ",".join(f"vendor:{t}" for t in tools),
-    }
+    return LayerEstimate(
+        latency_us=_us(cost.latency_us),
+        compute_us=_us(cost.compute_us),
+        load_us=_us(cost.load_us),
+        store_us=_us(cost.store_us),
+        overhead_us=None,
+        bound=cost.bound,
+        unit=cost.unit,
+        dtype=None,
+        ddr_read_bytes=None,
+        ddr_write_bytes=None,
+        weight_passes=None,
+        fallback_reason=None,
+        method=",".join(f"vendor:{t}" for t in tools),
+    )
 
 
 def _us(value: float | None) -> float | None:
@@ -312,75 +341,77 @@ def _us(value: float | None) -> float | None:
 # --- other sections ---------------------------------------------------------------------------------
 
 
-def _kernel(res: Resolution) -> dict[str, Any]:
+def _kernel(res: Resolution) -> Kernel:
     entry = res.entry
     stats = entry.stats
     assert stats is not None
-    return {
-        "name": entry.name,
-        "op_type": entry.op_type,
-        "provider": entry.provider,
-        "median_us": _us(stats.median_us),
-        "mean_us": _us(stats.mean_us),
-        "p90_us": _us(stats.p90_us),
-        "min_us": _us(stats.min_us),
-        "max_us": _us(stats.max_us),
-        "std_us": _us(stats.std_us),
-        "cv": None if stats.cv is None else round(stats.cv, 4),
-        "samples": stats.samples,
-        "layers": list(res.layer_ids),
-        "category": res.category,
-    }
+    return Kernel(
+        name=entry.name,
+        op_type=entry.op_type,
+        provider=entry.provider,
+        median_us=_us(stats.median_us),
+        mean_us=_us(stats.mean_us),
+        p90_us=_us(stats.p90_us),
+        min_us=_us(stats.min_us),
+        max_us=_us(stats.max_us),
+        std_us=_us(stats.std_us),
+        cv=None if stats.cv is None else round(stats.cv, 4),
+        samples=stats.samples,
+        layers=list(res.layer_ids),
+        category=res.category,
+    )
 
 
 def _measurement(results: Sequence[ImportResult], resolutions: Sequence[Resolution],
-                 tools: dict[str, Sourced]) -> dict[str, Any]:
+                 tools: dict[str, Sourced], *, opt_level: str | None) -> VendorMeasurement:
+    """The ``measurement`` section; ``opt_level``: the level ONNX Runtime's optimized graph was re-created at
+    to join its profile (``None``: no ONNX Runtime profile was joined through it)."""
     measured = [r for r in resolutions if r.entry.stats is not None]
     total = sum(r.entry.stats.typical_us for r in measured if r.entry.stats)
     joined = sum(r.entry.stats.typical_us for r in measured if r.entry.stats and r.category == LAYER)
     stat_tools = sorted({tools[r.entry.name].stats_tool for r in measured})
     info = _first_info(results, "thread_num")
     runs = _first_info(results, "frame_count") or _first_info(results, "count") or _first_info(results, "runs")
-    return {
-        "backend": ",".join(stat_tools),
-        "backend_version": _first_info(results, "version"),
-        "provider": _first_info(results, "provider") or ",".join(
+    return VendorMeasurement(
+        backend=",".join(stat_tools),
+        backend_version=_first_info(results, "version"),
+        provider=_first_info(results, "provider") or ",".join(
             sorted({r.entry.provider for r in measured if r.entry.provider})) or None,
-        "threads": int(info) if info and info.isdigit() else None,
-        "opt_level": None,
-        "runs": int(runs) if runs and runs.isdigit() else None,
-        "warmup": None,
-        "coverage": round(joined / total, 4) if total > 0 else None,
-        "overhead": None,
-        "unmapped_kernels": [r.entry.name for r in measured if r.category == UNMAPPED],
-        "machine": None,
-        "created_utc": None,
-        "source": "; ".join(f"vendor:{r.tool} {Path(r.path).name}" for r in results if r.measured),
-        "kind": "vendor-import",
-    }
+        threads=int(info) if info and info.isdigit() else None,
+        opt_level=opt_level,
+        runs=int(runs) if runs and runs.isdigit() else None,
+        warmup=None,
+        coverage=round(joined / total, 4) if total > 0 else None,
+        overhead=None,
+        unmapped_kernels=[r.entry.name for r in measured if r.category == UNMAPPED],
+        machine=None,
+        created_utc=None,
+        source="; ".join(f"vendor:{r.tool} {Path(r.path).name}" for r in results if r.measured),
+        kind="vendor-import",
+    )
 
 
 def _first_info(results: Iterable[ImportResult], key: str) -> str | None:
     return next((r.info[key] for r in results if key in r.info), None)
 
 
-def _latency(totals: Totals, results: Sequence[ImportResult]) -> dict[str, Any]:
+def _latency(totals: Totals, results: Sequence[ImportResult]) -> Latency:
     latency = totals.latency
     assert latency is not None
     source = next((r for r in results if r.totals.latency is latency),
                   next(r for r in results if r.totals.latency is not None))
-    return {
-        "mean_us": _us(latency.mean_us),
-        "min_us": _us(latency.min_us),
-        "max_us": _us(latency.max_us),
-        "p50_us": _us(latency.median_us),
-        "p90_us": _us(latency.p90_us),
-        "p99_us": _us(_percentile(latency.values_us, 0.99)),
-        "p999_us": _us(_percentile(latency.values_us, 0.999)),
-        "fps": None if totals.fps is None else round(totals.fps, 3),
-        "samples": latency.samples,
-        "source": f"vendor:{source.tool} {Path(source.path).name}",
-    }
+    return Latency(
+        mean_us=_us(latency.mean_us),
+        min_us=_us(latency.min_us),
+        max_us=_us(latency.max_us),
+        p50_us=_us(latency.median_us),
+        p90_us=_us(latency.p90_us),
+        p99_us=_us(_percentile(latency.values_us, 0.99)),
+        p999_us=_us(_percentile(latency.values_us, 0.999)),
+        fps=None if totals.fps is None else round(totals.fps, 3),
+        samples=latency.samples,
+        source=f"vendor:{source.tool} {Path(source.path).name}",
+    )
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
@@ -407,81 +438,82 @@ def _reconcile(results: Sequence[ImportResult]) -> Reconciled | None:
     return Reconciled(factor, layers, measured_from=measured.path, estimated_from=estimated.path)
 
 
-def _reconcile_section(rec: Reconciled) -> dict[str, Any]:
-    return {
-        "k": round(rec.factor.k, 6),
-        "measured_us": _us(rec.factor.measured_us),
-        "estimated_us": _us(rec.factor.estimated_us),
-        "measured_source": Path(rec.measured_from).name,
-        "estimated_source": Path(rec.estimated_from).name,
-        "scope": "accelerator (BPU) time: board measurement over the static estimate",
-        "measured_on": f"the vendor's profiler on the board ({Path(rec.measured_from).name})",
-        "device_mismatch": None,
-        "layers": [{"name": s.layer_id, "estimated_us": _us(s.estimated_us), "share": round(s.share, 6),
-                    "scaled_us": _us(s.scaled_us)} for s in rec.layers],
-    }
+def _reconcile_section(rec: Reconciled) -> Reconcile:
+    return Reconcile(
+        k=round(rec.factor.k, 6),
+        measured_us=round(rec.factor.measured_us, 3),
+        estimated_us=round(rec.factor.estimated_us, 3),
+        measured_source=Path(rec.measured_from).name,
+        estimated_source=Path(rec.estimated_from).name,
+        scope="accelerator (BPU) time: board measurement over the static estimate",
+        measured_on=f"the vendor's profiler on the board ({Path(rec.measured_from).name})",
+        device_mismatch=None,
+        layers=[ReconcileLayer(name=s.layer_id, estimated_us=round(s.estimated_us, 3), share=round(s.share, 6),
+                               scaled_us=round(s.scaled_us, 3)) for s in rec.layers],
+    )
 
 
-def _summary(layers: Sequence[dict[str, Any]], costs: Sequence[LayerCost], totals: Totals) -> dict[str, Any]:
-    measured = [layer["measured"] for layer in layers if "measured" in layer]
-    estimated = [layer["estimate"]["latency_us"] for layer in layers if "estimate" in layer]
+def _summary(layers: Sequence[Layer], costs: Sequence[LayerCost], totals: Totals) -> Summary:
+    measured = [layer.measured for layer in layers if layer.measured is not None]
+    estimated = [layer.estimate.latency_us or 0.0 for layer in layers if layer.estimate is not None]
     est_total = totals.estimated_us if totals.estimated_us is not None else (sum(estimated) if estimated else None)
-    return {
-        "layer_count": len(layers),
-        "measured_layer_count": len(measured),
-        "estimated_layer_count": len(estimated),
-        "macs": sum(c.macs for c in costs) if costs else None,
-        "flops": sum(c.flops for c in costs) if costs else None,
-        "est_latency_us": _us(est_total),
-        "est_fps": None if totals.estimated_fps is None else round(totals.estimated_fps, 3),
-        "measured_layer_sum_us": _us(sum((m["median_us"] if m["median_us"] is not None else m["mean_us"] or 0.0)
-                                         for m in measured)) if measured else None,
-        "latency_us": _us(totals.latency.mean_us) if totals.latency else None,
-        "accelerator_us": _us(totals.accelerator.mean_us) if totals.accelerator else None,
-        "fps": None if totals.fps is None else round(totals.fps, 3),
-    }
+    return Summary(
+        layer_count=len(layers),
+        measured_layer_count=len(measured),
+        estimated_layer_count=len(estimated),
+        macs=sum(c.macs for c in costs) if costs else None,
+        flops=sum(c.flops for c in costs) if costs else None,
+        est_latency_us=_us(est_total),
+        est_fps=None if totals.estimated_fps is None else round(totals.estimated_fps, 3),
+        measured_layer_sum_us=_us(sum((m.median_us if m.median_us is not None else m.mean_us or 0.0)
+                                      for m in measured)) if measured else None,
+        latency_us=_us(totals.latency.mean_us) if totals.latency else None,
+        accelerator_us=_us(totals.accelerator.mean_us) if totals.accelerator else None,
+        fps=None if totals.fps is None else round(totals.fps, 3),
+    )
 
 
-def _unknown_ops(graph: Graph, costs: Sequence[LayerCost]) -> list[dict[str, Any]]:
+def _unknown_ops(graph: Graph, costs: Sequence[LayerCost]) -> list[UnknownOp]:
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, costs, strict=True):
         if not cost.known:
             unknown.setdefault((node.domain, node.op_type), []).append(node.id)
-    return [{"domain": d, "op_type": op, "count": len(ids), "layers": ids} for (d, op), ids in sorted(unknown.items())]
+    return [UnknownOp(domain=d, op_type=op, count=len(ids), layers=ids) for (d, op), ids in sorted(unknown.items())]
 
 
-def _vendor_model(results: Sequence[ImportResult]) -> dict[str, Any]:
-    return {
-        "name": _first_info(results, "model_name"),
-        "path": None,
-        "sha256": None,
-        "opset": None,
-        "producer": ",".join(sorted({r.tool for r in results})),
-        "inputs": [],
-        "outputs": [],
-        "note": "no ONNX model given: layers are the vendor's entries (pass --model to join them)",
-    }
+def _vendor_model(results: Sequence[ImportResult]) -> ModelInfo:
+    return ModelInfo(
+        name=_first_info(results, "model_name"),
+        path=None,
+        sha256=None,
+        opset=None,
+        producer=",".join(sorted({r.tool for r in results})),
+        inputs=[],
+        outputs=[],
+        note="no ONNX model given: layers are the vendor's entries (pass --model to join them)",
+    )
 
 
 def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resolution],
-                    tools: dict[str, Sourced], joined_to_model: bool) -> dict[str, Any]:
-    unmatched = []
-    for res in resolutions:
-        if res.category == UNMAPPED or res.missing:
-            unmatched.append({"name": res.entry.name, "file": Path(tools[res.entry.name].path).name,
-                              "kind": res.entry.kind.value, "reason": res.reason or "some parts not found",
-                              "missing": list(res.missing)})
-    return {
-        "context": _context(results),
-        "files": [{"path": r.path, "name": Path(r.path).name, "format": r.format, "tool": r.tool,
-                   "sha256": _sha256(r.path), "entries": len(r.entries), "info": dict(r.info),
-                   "warnings": list(r.warnings)} for r in results],
-        "joined_to_model": joined_to_model,
-        "entries": len(resolutions),
-        "joined": sum(1 for r in resolutions if r.category == LAYER),
-        "layout": sum(1 for r in resolutions if r.category == LAYOUT),
-        "unmatched": unmatched,
-    }
+                    tools: dict[str, Sourced], joined_to_model: bool,
+                    fusion_map: dict[str, Any] | None) -> ImportInfo:
+    """The ``import`` section; ``fusion_map`` (:func:`_fusion_section`) when an ONNX Runtime profile was joined
+    through the optimized graph."""
+    unmatched = [Unmatched(name=res.entry.name, file=Path(tools[res.entry.name].path).name,
+                           kind=res.entry.kind.value, reason=res.reason or "some parts not found",
+                           missing=list(res.missing))
+                 for res in resolutions if res.category == UNMAPPED or res.missing]
+    return ImportInfo(
+        files=[ImportFile(path=r.path, name=Path(r.path).name, format=r.format, tool=r.tool,
+                          sha256=_sha256(r.path), entries=len(r.entries), info=dict(r.info),
+                          warnings=list(r.warnings)) for r in results],
+        joined_to_model=joined_to_model,
+        entries=len(resolutions),
+        joined=sum(1 for r in resolutions if r.category == LAYER),
+        layout=sum(1 for r in resolutions if r.category == LAYOUT),
+        unmatched=unmatched,
+        **{"context": _context(results), **({"fusion_map": fusion_map} if fusion_map is not None else {})},
+    )
 
 
 #: What the files say about where and how the model ran (``info`` keys the parsers fill), for the run's
@@ -492,15 +524,18 @@ CONTEXT_KEYS = ("device", "compute_capability", "device_memory_bytes", "precisio
 def _context(results: Sequence[ImportResult]) -> dict[str, Any]:
     """``import.context``: device, precision, batch, throughput (inferences/s) and ``samples_per_s``
     (throughput x batch), each from the first file that says it, ``None`` when none does."""
-    context: dict[str, Any] = {key: _first_info(results, key) for key in CONTEXT_KEYS}
-    for key in ("batch", "device_memory_bytes"):
-        value = context[key]
-        context[key] = int(value) if value is not None and value.isdigit() else None
-    throughput = context["throughput_per_s"]
-    context["throughput_per_s"] = float(throughput) if throughput is not None else None
-    context["samples_per_s"] = (round(context["throughput_per_s"] * context["batch"], 3)
-                                if context["throughput_per_s"] is not None and context["batch"] else None)
-    return context
+    throughput_text = _first_info(results, "throughput_per_s")
+    throughput = float(throughput_text) if throughput_text is not None else None
+    batch = _integer(_first_info(results, "batch"))
+    return {**{key: _first_info(results, key) for key in CONTEXT_KEYS}, "batch": batch,
+            "device_memory_bytes": _integer(_first_info(results, "device_memory_bytes")),
+            "throughput_per_s": throughput,
+            "samples_per_s": round(throughput * batch, 3) if throughput is not None and batch else None}
+
+
+def _integer(text: str | None) -> int | None:
+    """The whole number a file wrote as text, ``None`` when it wrote none."""
+    return int(text) if text is not None and text.isdigit() else None
 
 
 def _sha256(path: str) -> str | None:

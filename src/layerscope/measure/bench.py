@@ -44,6 +44,7 @@ from layerscope.measure.inputs import ModelInputs
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
+from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, Tool
 from layerscope.stats import LatencyStats, summarize
 
 __all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "Phase", "ProcessUsage",
@@ -321,31 +322,26 @@ def peak_rss_bytes() -> int | None:
 
 def run_from_bench(graph: Graph, result: BenchResult, *, session_config: SessionConfig, provider: str,
                    inputs: ModelInputs, seed: int, machine: Mapping[str, Any], backend: str = "onnxruntime",
-                   backend_version: str | None = None, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A run file holding ``result``: ``model``, ``measurement``, ``latency``, empty ``layers``, short ``summary``.
-    ``backend``/``backend_version`` name the runtime (default ONNX Runtime, its version from ``machine``);
+                   backend_version: str, settings: Mapping[str, Any] | None = None) -> RunFile:
+    """The typed run holding ``result``: ``model``, ``measurement``, ``latency``, empty ``layers``, short ``summary``.
+    ``backend``/``backend_version`` name the runtime (default ONNX Runtime) and its version;
     ``settings`` (OpenVINO: device, precision, performance hint, NUM_STREAMS) are added to ``measurement``.
 
     ``measurement.threads`` is the session's intra-op thread setting (0: onnxruntime's default, one per
     physical core), as in ``layerscope profile``; the concurrent streams are ``measurement.streams``.
     """
     latency = result.latency
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "tool": {"name": "layerscope", "version": __version__},
-        "model": model_section(graph),
-        "layers": [],
-        "summary": {
-            "layer_count": len(graph.layers),
-            "macs": sum(c.macs for c in cost_graph(graph)),
-            "est_latency_us": None,
-            "latency_p50_us": round(latency.median_us, 3),
-            "fps": round(result.fps, 3),
-        },
-        "measurement": {
+    return RunFile(
+        schema_version=SCHEMA_VERSION,
+        tool=Tool(name="layerscope", version=__version__),
+        model=model_section(graph),
+        layers=[],
+        summary=Summary(layer_count=len(graph.layers), macs=sum(c.macs for c in cost_graph(graph)),
+                        est_latency_us=None, latency_p50_us=round(latency.median_us, 3), fps=round(result.fps, 3)),
+        measurement=BenchMeasurement.model_validate({
             **(settings or {}),
             "backend": backend,
-            "backend_version": backend_version if backend_version is not None else str(machine.get("onnxruntime", "")),
+            "backend_version": backend_version,
             "provider": provider,
             "threads": session_config.threads,
             "inter_op_threads": session_config.inter_op_threads,
@@ -371,19 +367,19 @@ def run_from_bench(graph: Graph, result: BenchResult, *, session_config: Session
             "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "source": "bench",
             "kind": "bench",
-        },
-        "latency": {
-            "mean_us": round(latency.mean_us, 3),
-            "min_us": round(latency.min_us, 3),
-            "max_us": round(latency.max_us, 3),
-            "p50_us": round(latency.median_us, 3),
-            "p90_us": round(latency.p90_us, 3),
-            "p99_us": round(latency.p99_us, 3),
-            "p999_us": round(latency.p999_us, 3),
-            "std_us": round(latency.std_us, 3),
-            "cv": round(latency.cv, 6),
-            "fps": round(result.fps, 3),
-            "samples": latency.samples,
-            "source": "bench",
-        },
-    }
+        }),
+        latency=Latency(
+            mean_us=round(latency.mean_us, 3),
+            min_us=round(latency.min_us, 3),
+            max_us=round(latency.max_us, 3),
+            p50_us=round(latency.median_us, 3),
+            p90_us=round(latency.p90_us, 3),
+            p99_us=round(latency.p99_us, 3),
+            p999_us=round(latency.p999_us, 3),
+            std_us=round(latency.std_us, 3),
+            cv=round(latency.cv, 6),
+            fps=round(result.fps, 3),
+            samples=latency.samples,
+            source="bench",
+        ),
+    )

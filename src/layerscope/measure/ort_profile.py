@@ -63,11 +63,20 @@ def load_events(path: str | Path) -> list[dict[str, Any]]:
     return [e for e in events if isinstance(e, dict)]
 
 
+def model_run_spans(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
+    """``(start_us, duration_us)`` of every ``model_run`` span (one ``InferenceSession.run``), in time order."""
+    return sorted((float(e["ts"]), float(e["dur"])) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run" and "ts" in e and "dur" in e)
+
+
+def events_between(events: Sequence[dict[str, Any]], start_us: float, end_us: float) -> list[dict[str, Any]]:
+    """The events that start within ``[start_us, end_us]`` (both ends included), in their order."""
+    return [e for e in events if "ts" in e and start_us <= float(e["ts"]) <= end_us]
+
+
 def parse_profile(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> ProfileData:
     """Per-run kernel durations of the runs after the first ``skip_runs``. See the module docstring."""
-    spans = sorted((float(e["ts"]), float(e["dur"])) for e in events
-                   if e.get("cat") == "Session" and e.get("name") == "model_run" and "ts" in e and "dur" in e)
-    spans = spans[skip_runs:]
+    spans = model_run_spans(events)[skip_runs:]
     starts = [s for s, _ in spans]
     per_kernel: dict[str, list[float]] = {}
     info: dict[str, tuple[str, str]] = {}

@@ -65,13 +65,12 @@ from layerscope import tracing
 from layerscope.errors import InputError
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.ort_profile import TraceEvent, load_events, parse_profile
+from layerscope.measure.ort_profile import TraceEvent, events_between, load_events, model_run_spans, parse_profile
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
-from layerscope.runfile.io import as_run
-from layerscope.runfile.models import Layer
+from layerscope.runfile.models import Layer, Pipeline, RunFile
 from layerscope.stats import LatencyStats, drift, summarize
 from layerscope.tracing import Span, SpanRecorder
 
@@ -373,14 +372,13 @@ def _place_kernels(events: Sequence[dict[str, Any]], phase: _Phase, run: int,
     root = next((s for s in phase.spans if s.kind == "run" and s.run == run), None)
     if root is None:
         return ()
-    model_runs = sorted((float(e["ts"]), float(e["dur"])) for e in events
-                        if e.get("cat") == "Session" and e.get("name") == "model_run" and "ts" in e and "dur" in e)
+    model_runs = model_run_spans(events)
     calls = sorted((s for s in phase.spans if s.kind == "model"), key=lambda s: s.start_ns)
     placed: list[KernelSpan] = []
     for call, (ts, dur) in zip(calls, model_runs, strict=False):
         if call.run != run:
             continue
-        window = [e for e in events if "ts" in e and ts <= float(e["ts"]) <= ts + dur]
+        window = events_between(events, ts, ts + dur)
         offset_us = (call.start_ns - root.start_ns) / 1e3
         limit_us = call.duration_ns / 1e3
         run_events = parse_profile(window).median_run
@@ -551,7 +549,7 @@ def _us(value: float) -> float:
     return round(value, 3)
 
 
-def pipeline_section(result: PipelineResult, layers: Sequence[Layer] = ()) -> dict[str, Any]:
+def pipeline_section(result: PipelineResult, layers: Sequence[Layer] = ()) -> Pipeline:
     """The run file's ``pipeline`` section. ``layers``: the run's layers, for the ``top`` ranking.
 
     ``spans`` / ``kernels`` are the traced run's, µs from its start; ``top`` ranks user stages by median self
@@ -560,7 +558,7 @@ def pipeline_section(result: PipelineResult, layers: Sequence[Layer] = ()) -> di
     e2e = result.end_to_end.median_us
     b = result.breakdown
     origin_ns = next((s.start_ns for s in result.trace_spans if s.kind == "run"), 0)
-    return {
+    return Pipeline.model_validate({
         "function": result.function,
         "runs": result.runs,
         "warmup": result.warmup,
@@ -578,7 +576,7 @@ def pipeline_section(result: PipelineResult, layers: Sequence[Layer] = ()) -> di
         "kernels": [{"name": k.name, "thread": k.thread, "start_us": _us(k.start_us),
                      "duration_us": _us(k.duration_us), "layers": list(k.layers)} for k in result.trace_kernels],
         "source": "layerscope pipeline",
-    }
+    })
 
 
 def _span_dict(span: Span, origin_ns: int) -> dict[str, Any]:
@@ -597,26 +595,24 @@ def _top(result: PipelineResult, layers: Sequence[Layer], e2e_us: float) -> list
              "share": round(median / e2e_us, 6) if e2e_us > 0 else 0.0} for median, p90, name, kind in ranked]
 
 
-def run_from_pipeline(result: PipelineResult, graph: Graph, run: dict[str, Any]) -> dict[str, Any]:
-    """``run`` (from :func:`~layerscope.run.run_from_estimate`) with the measurement and ``pipeline`` sections."""
+def run_from_pipeline(result: PipelineResult, graph: Graph, run: RunFile) -> RunFile:
+    """``run`` (from :func:`~layerscope.run.estimate_run`) with the measurement and ``pipeline`` sections."""
     from layerscope.run import add_measurement
 
     if result.measurement is not None:
-        add_measurement(run, result.measurement)
-        run["measurement"]["source"] = "layerscope pipeline"
-        run["latency"]["source"] = "uninstrumented model.run calls inside the pipeline"
-    run["pipeline"] = pipeline_section(result, as_run(run).layers)
-    return run
+        run = add_measurement(run, result.measurement, source="layerscope pipeline",
+                              latency_source="uninstrumented model.run calls inside the pipeline")
+    return run.model_copy(update={"pipeline": pipeline_section(result, run.layers)})
 
 
 def profile(fn: PipelineFn, model: str | os.PathLike[str], *, runs: int = 20, warmup: int = 3, threads: int = 0,
             provider: str = "cpu", opt_level: str = "all", target: str = "host", layers: bool = True,
             shapes: Mapping[str, tuple[int, ...]] | None = None, dims: Mapping[str, int] | None = None,
-            seed: int = 0, name: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """Profile ``fn`` around ``model`` and return the run file (estimate on ``target``, measurement, pipeline)."""
+            seed: int = 0, name: str | None = None, progress: Progress | None = None) -> RunFile:
+    """Profile ``fn`` around ``model`` and return the typed run (estimate on ``target``, measurement, pipeline)."""
     from layerscope.estimate import estimate_graph
     from layerscope.model import load_model
-    from layerscope.run import run_from_estimate
+    from layerscope.run import estimate_run
     from layerscope.targets import load_profile
 
     graph = load_model(model, dict(shapes or {}), dict(dims or {}))
@@ -626,4 +622,4 @@ def profile(fn: PipelineFn, model: str | os.PathLike[str], *, runs: int = 20, wa
                               config=SessionConfig(provider=provider, threads=threads, opt_level=opt_level),
                               weights={e.layer_id: e.latency_us for e in estimate.layers}, name=name,
                               progress=progress)
-    return run_from_pipeline(result, graph, run_from_estimate(graph, estimate, hardware))
+    return run_from_pipeline(result, graph, estimate_run(graph, estimate, hardware))

@@ -52,6 +52,7 @@ from layerscope.stats import LatencyStats
 
 if TYPE_CHECKING:
     from layerscope.measure.profile import Measurement
+    from layerscope.runfile.models import RunFile, Stress
 
 __all__ = ["MAX_SENSITIVE", "MIN_GROWTH", "MIN_SHARE", "OFF_CPU_DROP", "LayerComparison", "LayerStress",
            "MemoryStress", "PairedRounds", "StressReport", "StressSpec", "Timed", "add_layer_stress", "add_stress",
@@ -417,29 +418,35 @@ def compare_layers(rounds: Sequence[tuple[Mapping[str, float], Mapping[str, floa
     return LayerComparison(layers, totals)
 
 
-def add_layer_stress(run: dict[str, Any], comparison: LayerComparison) -> None:
-    """Mark ``run``'s layers: ``measured.stress_baseline_us`` / ``stress_median_us`` (medians over the rounds),
-    ``stress_ratio`` / ``stress_ratio_min`` (median and smallest paired ratio), ``memory_sensitive``."""
+def add_layer_stress(run: RunFile, comparison: LayerComparison) -> RunFile:
+    """``run`` with its measured layers marked: ``measured.stress_baseline_us`` / ``stress_median_us`` (medians
+    over the rounds), ``stress_ratio`` / ``stress_ratio_min`` (median and smallest paired ratio),
+    ``memory_sensitive``."""
     by_id = {c.layer_id: c for c in comparison.layers}
-    for layer in run["layers"]:
-        result = by_id.get(layer["id"])
-        if result is not None and layer.get("measured") is not None:
-            layer["measured"].update({"stress_baseline_us": round(result.baseline_us, 3),
-                                      "stress_median_us": round(result.stressed_us, 3),
-                                      "stress_ratio": round(result.ratio, 6),
-                                      "stress_ratio_min": round(result.min_ratio, 6),
-                                      "memory_sensitive": result.sensitive})
+    layers = []
+    for layer in run.layers:
+        result = by_id.get(layer.id)
+        if result is None or layer.measured is None:
+            layers.append(layer)
+            continue
+        layers.append(layer.model_copy(update={"measured": layer.measured.model_copy(update={
+            "stress_baseline_us": round(result.baseline_us, 3), "stress_median_us": round(result.stressed_us, 3),
+            "stress_ratio": round(result.ratio, 6), "stress_ratio_min": round(result.min_ratio, 6),
+            "memory_sensitive": result.sensitive})}))
+    return run.model_copy(update={"layers": layers})
 
 
 def stress_section(report: StressReport, rounds: Sequence[tuple[Timed[LatencyStats], Timed[LatencyStats]]], *,
-                   model_threads: int, layers: LayerComparison | None = None) -> dict[str, Any]:
+                   model_threads: int, layers: LayerComparison | None = None) -> Stress:
     """The run file's ``stress`` section: what ran, end to end per round without and with it (latency and the
     cores this process kept busy), the layer ratio and the sensitive layers. ``model_threads``: threads running
     the model (0: onnxruntime's default)."""
     p50_ratios = [_ratio(after.result.median_us, before.result.median_us) for before, after in rounds]
     totals = layers.total_ratios if layers is not None else ()
     ranked = sorted((c for c in layers.layers if c.sensitive), key=lambda c: -c.ratio) if layers else []
-    return {
+    from layerscope.runfile.models import Stress  # here: the stress processes import only numpy and this module
+
+    return Stress.model_validate({
         "kind": "memory",
         "processes": report.processes,
         "buffer_bytes": report.buffer_bytes,
@@ -467,12 +474,12 @@ def stress_section(report: StressReport, rounds: Sequence[tuple[Timed[LatencySta
                 "highest first; none when every round was contended (this process lost the CPU under stress)",
         "order": "paired rounds A B | B A | A B ... with the same stress processes, paused for each baseline; "
                  "same session settings; ratios are medians over the rounds of stressed / baseline",
-    }
+    })
 
 
-def add_stress(run: dict[str, Any], experiment: PairedRounds[T], latency: Callable[[T], LatencyStats], *,
-               model_threads: int, layer_times: Callable[[T], Mapping[str, float]] | None = None) -> None:
-    """Add ``experiment`` to ``run``: the ``stress`` section (end to end from ``latency(result)``) and, with
+def add_stress(run: RunFile, experiment: PairedRounds[T], latency: Callable[[T], LatencyStats], *,
+               model_threads: int, layer_times: Callable[[T], Mapping[str, float]] | None = None) -> RunFile:
+    """``run`` with ``experiment`` added: the ``stress`` section (end to end from ``latency(result)``) and, with
     ``layer_times(result)`` (µs by layer), the per-layer fields of :func:`add_layer_stress`.
 
     The layers are compared over the rounds in which the model kept the CPU under stress (not
@@ -484,7 +491,8 @@ def add_stress(run: dict[str, Any], experiment: PairedRounds[T], latency: Callab
         clean = [(a.result, b.result) for a, b in experiment.pairs if not contended(a, b)]
         pairs = clean or experiment.results()
         comparison = compare_layers([(layer_times(a), layer_times(b)) for a, b in pairs], mark=bool(clean))
-        add_layer_stress(run, comparison)
+        run = add_layer_stress(run, comparison)
     rounds = [(Timed(latency(a.result), a.cores_busy), Timed(latency(b.result), b.cores_busy))
               for a, b in experiment.pairs]
-    run["stress"] = stress_section(experiment.report, rounds, model_threads=model_threads, layers=comparison)
+    return run.model_copy(update={"stress": stress_section(experiment.report, rounds, model_threads=model_threads,
+                                                           layers=comparison)})

@@ -18,14 +18,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from layerscope.errors import RunFileError
 from layerscope.runfile.models import RunFile, RunLike
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION: Final = 2
 #: Versions :func:`upgrade` can read.
 MIGRATABLE = (1, 2)
 

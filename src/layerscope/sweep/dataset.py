@@ -16,17 +16,32 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from layerscope.errors import BackendUnavailable
 from layerscope.fileio import write_atomic
+from layerscope.runfile.models import RunFile
 from layerscope.sweep.plan import Cell
 from layerscope.sweep.tasks import load_failure, run_path
 
 RUNS_TABLE = "runs.parquet"
 LAYERS_TABLE = "layers.parquet"
 _SECTIONS = ("model", "target", "summary", "latency", "measurement")
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One cell of the plan as gathered: its status (``ok``, ``failed``, ``missing``), its error, its run file
+    (relative to the sweep folder) and typed run when done, and its ``runs.parquet`` row (``columns``)."""
+
+    cell: Cell
+    status: str
+    error: str | None
+    run_file: str | None
+    run: RunFile | None
+    columns: dict[str, Any]
 
 
 def cell_columns(cell: Cell, out_dir: Path) -> dict[str, Any]:
@@ -40,15 +55,14 @@ def cell_columns(cell: Cell, out_dir: Path) -> dict[str, Any]:
         "cell.warmup": cell.warmup,
         "cell.shapes": json.dumps({n: list(d) for n, d in cell.shapes}) if cell.shapes else None,
         "cell.status": "ok" if done else ("failed" if failed else "missing"),
-        "cell.error": failed.get("error") if failed else None,
+        "cell.error": failed.error if failed else None,
         "cell.run_file": str(run_path(out_dir, cell).relative_to(out_dir)) if done else None,
     }
 
 
-def run_row(document: Mapping[str, Any]) -> dict[str, Any]:
-    """The namespaced scalar columns of one run document (see the module docstring)."""
-    from layerscope.runfile.derived import scale_factor
-
+def run_row(run: RunFile) -> dict[str, Any]:
+    """The namespaced scalar columns of one run (see the module docstring)."""
+    document = run.to_json()
     row: dict[str, Any] = {}
     for section in _SECTIONS:
         values = document.get(section)
@@ -59,16 +73,16 @@ def run_row(document: Mapping[str, Any]) -> dict[str, Any]:
                 row[f"{section}.{key}"] = value
             elif isinstance(value, Mapping) and section == "measurement":
                 row.update({f"{section}.{key}.{k}": v for k, v in value.items() if _scalar(v)})
-    k = scale_factor(document)
+    k = run.k_factor
     if k is not None:
         row.update({"k.value": k.k if k.estimated_us else None,
                     "k.measured_us": k.measured_us, "k.estimated_us": k.estimated_us, "k.scope": k.scope})
     return row
 
 
-def gather(cells: Sequence[Cell], out_dir: Path) -> tuple[list[dict[str, Any]], int]:
-    """Write ``runs.parquet`` and ``layers.parquet`` under ``out_dir``; return the run rows (for the leaderboard)
-    and the number of layer rows."""
+def gather(cells: Sequence[Cell], out_dir: Path) -> tuple[list[SweepRow], int]:
+    """Write ``runs.parquet`` and ``layers.parquet`` under ``out_dir``; return the rows (for the leaderboard) and
+    the number of layer rows."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -76,21 +90,24 @@ def gather(cells: Sequence[Cell], out_dir: Path) -> tuple[list[dict[str, Any]], 
         raise BackendUnavailable("the sweep's dataset is written with pyarrow, which is not installed",
                                  hint="pip install 'pyarrow>=14'") from None
     from layerscope.api import layer_rows
-    from layerscope.run import load_run
+    from layerscope.runfile.io import load
 
-    runs: list[dict[str, Any]] = []
+    rows: list[SweepRow] = []
     layers: list[dict[str, Any]] = []
     for cell in cells:
-        row = cell_columns(cell, out_dir)
-        if row["cell.status"] == "ok":
-            document = load_run(run_path(out_dir, cell))
-            row.update(run_row(document))
-            layers.extend({"cell.key": cell.key, **r} for r in layer_rows(document))
-        runs.append(row)
-    _write(pq, _table(pa, runs), out_dir / RUNS_TABLE)
+        done = run_path(out_dir, cell).is_file()
+        failed = None if done else load_failure(out_dir, cell)
+        run = load(run_path(out_dir, cell)) if done else None
+        columns = {**cell_columns(cell, out_dir), **(run_row(run) if run is not None else {})}
+        if run is not None:
+            layers.extend({"cell.key": cell.key, **r} for r in layer_rows(run))
+        rows.append(SweepRow(cell, "ok" if done else ("failed" if failed else "missing"),
+                             failed.error if failed else None,
+                             str(run_path(out_dir, cell).relative_to(out_dir)) if done else None, run, columns))
+    _write(pq, _table(pa, [r.columns for r in rows]), out_dir / RUNS_TABLE)
     _write(pq, _table(pa, layers) if layers else pa.table({"cell.key": pa.array([], pa.string())}),
            out_dir / LAYERS_TABLE)
-    return runs, len(layers)
+    return rows, len(layers)
 
 
 def _table(pa: Any, rows: Sequence[Mapping[str, Any]]) -> Any:

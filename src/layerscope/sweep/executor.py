@@ -26,7 +26,7 @@ from typing import Any
 
 from layerscope.errors import BackendUnavailable, InputError
 from layerscope.sweep.plan import Cell
-from layerscope.sweep.tasks import RUNNING, failure, is_done, run_cell, store
+from layerscope.sweep.tasks import RUNNING, CellOutcome, failure, is_done, run_cell, store
 
 MEASURE_RESOURCE = "layerscope_measure"
 #: Times Ray reruns a cell whose worker died (a crash, OOM kill, a lost node) before the cell counts as failed.
@@ -35,7 +35,7 @@ MAX_RETRIES = 2
 EXECUTORS = ("ray", "inline")
 
 #: on_done(outcome, finished, total): called in the driver as each cell ends (outcome without its document).
-OnDone = Callable[[dict[str, Any], int, int], None]
+OnDone = Callable[[CellOutcome, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,11 @@ class SweepOutcome:
     """What one invocation did: cells skipped as done, cells run now (ok or failed, in completion order)."""
 
     skipped: tuple[str, ...]
-    finished: tuple[dict[str, Any], ...]
+    finished: tuple[CellOutcome, ...]
 
     @property
-    def failed(self) -> tuple[dict[str, Any], ...]:
-        return tuple(o for o in self.finished if o.get("status") != "ok")
+    def failed(self) -> tuple[CellOutcome, ...]:
+        return tuple(o for o in self.finished if not o.ok)
 
 
 def run_sweep(cells: Sequence[Cell], out_dir: Path, *, executor: str = "ray", address: str | None = None,
@@ -57,9 +57,9 @@ def run_sweep(cells: Sequence[Cell], out_dir: Path, *, executor: str = "ray", ad
         raise InputError(f"unknown executor {executor!r}; known: {', '.join(EXECUTORS)}")
     todo = [c for c in cells if not is_done(out_dir, c)]
     skipped = tuple(c.key for c in cells if is_done(out_dir, c))
-    finished: list[dict[str, Any]] = []
+    finished: list[CellOutcome] = []
 
-    def done(cell: Cell, outcome: dict[str, Any]) -> None:
+    def done(cell: Cell, outcome: CellOutcome) -> None:
         kept = store(out_dir, cell, outcome)
         finished.append(kept)
         if on_done is not None:
@@ -75,7 +75,7 @@ def run_sweep(cells: Sequence[Cell], out_dir: Path, *, executor: str = "ray", ad
 
 
 def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: int | None,
-            done: Callable[[Cell, dict[str, Any]], None]) -> None:
+            done: Callable[[Cell, CellOutcome], None]) -> None:
     try:
         import ray
     except ImportError:
@@ -100,14 +100,14 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
             raise BackendUnavailable(
                 f"the Ray cluster has no {MEASURE_RESOURCE!r} resource for measuring cells",
                 hint=f"start each node with ray start ... --resources='{{\"{MEASURE_RESOURCE}\": 1}}'")
-        remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(run_cell)
+        remote: Any = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(run_cell)
         # estimate cells first, all in parallel; then the measuring cells, which so share no machine with them
         for phase in ("estimate", "profile"):
             pending: dict[Any, Cell] = {}
             for cell in (c for c in todo if c.mode == phase):
-                options: dict[str, Any] = {"num_cpus": 1}
-                if cell.mode == "profile":
-                    options["resources"] = {MEASURE_RESOURCE: 1}
+                # measuring cells also take the one measuring slot of their node
+                options: dict[str, Any] = {"num_cpus": 1, **(
+                    {"resources": {MEASURE_RESOURCE: 1}} if cell.mode == "profile" else {})}
                 pending[remote.options(**options).remote(cell, str(out_dir))] = cell
             try:
                 while pending:

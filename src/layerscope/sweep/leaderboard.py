@@ -7,11 +7,15 @@ estimated latency (estimate); cells without a latency (failed, missing) are list
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from layerscope.sweep.dataset import SweepRow
+from layerscope.sweep.plan import Cell
 
 _TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>layerscope sweep leaderboard</title>
@@ -51,51 +55,77 @@ on {{ group.target }}; k = measured / estimated compares two devices unless the 
 """
 
 
-def render_leaderboard(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The page for the run rows of :func:`layerscope.sweep.dataset.gather`."""
+def render_leaderboard(rows: Sequence[SweepRow]) -> str:
+    """The page for the rows of :func:`layerscope.sweep.dataset.gather`."""
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    failed: list[dict[str, Any]] = []
+    groups: dict[tuple[str, str], list[_Ranked]] = {}
+    failed: list[_Failed] = []
     for row in rows:
-        if row.get("cell.status") != "ok":
-            failed.append({"model": row["cell.model_name"], "target": row["cell.target"], "mode": row["cell.mode"],
-                           "settings": _settings(row), "status": row["cell.status"],
-                           "error": row.get("cell.error") or ""})
+        cell = row.cell
+        name = Path(cell.model).stem
+        if row.status != "ok" or row.run is None:
+            failed.append(_Failed(name, cell.target, cell.mode, _settings(cell), row.status, row.error or ""))
             continue
-        latency = _latency_us(row)
-        groups.setdefault((str(row["cell.target"]), str(row["cell.mode"])), []).append({
-            "sort": latency if latency is not None else float("inf"),
-            "model": row["cell.model_name"], "settings": _settings(row), "latency": _ms(latency),
-            "estimate": _ms(row.get("summary.est_latency_us")),
-            "k": f"{row['k.value']:.2f}" if isinstance(row.get("k.value"), float) else "",
-            "gmacs": _num(row.get("summary.macs"), 1e-9), "layers": row.get("summary.layer_count", ""),
-            "run_file": row.get("cell.run_file") or ""})
-    ordered: list[dict[str, Any]] = [
-        {"target": t, "mode": m, "rows": sorted(g, key=lambda r: (r["sort"], str(r["model"])))}
-        for (t, m), g in sorted(groups.items())]
+        summary, factor = row.run.summary, row.run.k_factor
+        latency = summary.meas_latency_us if cell.mode == "profile" else summary.est_latency_us
+        groups.setdefault((cell.target, cell.mode), []).append(_Ranked(
+            sort=latency if latency is not None else float("inf"), model=name, settings=_settings(cell),
+            latency=_ms(latency), estimate=_ms(summary.est_latency_us),
+            k=f"{factor.k:.2f}" if factor is not None and factor.estimated_us else "",
+            gmacs=_num(summary.macs, 1e-9), layers=summary.layer_count if summary.layer_count is not None else "",
+            run_file=row.run_file or ""))
+    ordered = [_Group(t, m, sorted(g, key=lambda r: (r.sort, r.model))) for (t, m), g in sorted(groups.items())]
     counts = {"ok": sum(len(g) for g in groups.values()),
-              "failed": sum(1 for f in failed if f["status"] == "failed"),
-              "missing": sum(1 for f in failed if f["status"] == "missing"), "total": len(rows)}
+              "failed": sum(1 for r in rows if r.status == "failed"),
+              "missing": sum(1 for r in rows if r.status == "missing"), "total": len(rows)}
     return env.from_string(_TEMPLATE).render(groups=ordered, failed=failed, counts=counts)
 
 
-def _latency_us(row: Mapping[str, Any]) -> float | None:
-    key = "summary.meas_latency_us" if row.get("cell.mode") == "profile" else "summary.est_latency_us"
-    value = row.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+@dataclass(frozen=True)
+class _Ranked:
+    """A done cell's row: ``sort`` its latency in µs (infinite without one), the rest the cells' texts."""
+
+    sort: float
+    model: str
+    settings: str
+    latency: str
+    estimate: str
+    k: str
+    gmacs: str
+    layers: int | str
+    run_file: str
 
 
-def _settings(row: Mapping[str, Any]) -> str:
-    keys = ("dtype",) if row.get("cell.mode") == "estimate" else ("threads", "opt_level", "runs")
-    parts = {k: row.get(f"cell.{k}") for k in keys if row.get(f"cell.{k}") is not None}
-    if row.get("cell.shapes"):
-        parts["shapes"] = json.loads(row["cell.shapes"])
+@dataclass(frozen=True)
+class _Group:
+    target: str
+    mode: str
+    rows: list[_Ranked]
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A cell without a result (``status`` ``failed`` or ``missing``)."""
+
+    model: str
+    target: str
+    mode: str
+    settings: str
+    status: str
+    error: str
+
+
+def _settings(cell: Cell) -> str:
+    keys = ("dtype",) if cell.mode == "estimate" else ("threads", "opt_level", "runs")
+    parts: dict[str, Any] = {k: getattr(cell, k) for k in keys if getattr(cell, k) is not None}
+    if cell.shapes:
+        parts = {**parts, "shapes": {n: list(d) for n, d in cell.shapes}}
     return ", ".join(f"{k}={v}" for k, v in parts.items()) or "defaults"
 
 
-def _ms(value_us: Any) -> str:
-    return f"{value_us / 1000:.3f}" if isinstance(value_us, int | float) and not isinstance(value_us, bool) else ""
+def _ms(value_us: float | None) -> str:
+    return f"{value_us / 1000:.3f}" if value_us is not None else ""
 
 
-def _num(value: Any, scale: float) -> str:
-    return f"{value * scale:.3g}" if isinstance(value, int | float) and not isinstance(value, bool) else ""
+def _num(value: float | None, scale: float) -> str:
+    return f"{value * scale:.3g}" if value is not None else ""

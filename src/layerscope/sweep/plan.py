@@ -70,9 +70,7 @@ class Cell:
         return {"threads": self.threads, "opt_level": self.opt_level, "runs": self.runs, "warmup": self.warmup}
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["shapes"] = {name: list(dims) for name, dims in self.shapes}
-        return out
+        return {**asdict(self), "shapes": {name: list(dims) for name, dims in self.shapes}}
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,13 @@ Layout of a sweep's output folder (every file written atomically, so a killed ta
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,45 @@ from layerscope.sweep.plan import Cell
 RUNS = "runs"
 FAILED = "failed"
 RUNNING = "running"
+
+
+@dataclass(frozen=True)
+class CellOutcome:
+    """What a task returns for one cell: ``status`` ``"ok"`` with ``seconds`` and the run ``document`` (absent once
+    the driver wrote it), or ``"failed"`` with the ``cell`` (its settings), ``error`` (one line), ``error_type`` and
+    ``exit_code`` (the CLI's: 2 bad input, 3 unavailable backend, 1 anything else)."""
+
+    key: str
+    status: str
+    seconds: float | None = None
+    document: Mapping[str, Any] | None = None
+    cell: Mapping[str, Any] | None = None
+    error: str | None = None
+    error_type: str | None = None
+    exit_code: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def record(self) -> dict[str, Any]:
+        """The error record ``failed/<key>.json`` holds: ``{"key", "status", "cell", "error", "error_type",
+        "exit_code"}``."""
+        return {"key": self.key, "status": self.status, "cell": dict(self.cell or {}), "error": self.error,
+                "error_type": self.error_type, "exit_code": self.exit_code}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> CellOutcome | None:
+        """The outcome an error record describes, ``None`` when it is not one (a key missing or of a wrong type)."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"document", "seconds"}
+        try:
+            outcome = cls(**{name: value for name, value in record.items() if name in names})
+        except TypeError:
+            return None
+        typed = (isinstance(outcome.key, str) and isinstance(outcome.status, str)
+                 and (outcome.error is None or isinstance(outcome.error, str))
+                 and (outcome.exit_code is None or type(outcome.exit_code) is int))
+        return outcome if typed else None
 
 
 def run_path(out_dir: Path, cell: Cell) -> Path:
@@ -43,8 +85,8 @@ def is_done(out_dir: Path, cell: Cell) -> bool:
     return run_path(out_dir, cell).is_file()
 
 
-def run_cell(cell: Cell, out_dir: str | None = None) -> dict[str, Any]:
-    """Run ``cell`` and return ``{"key", "status": "ok", "seconds", "document"}`` (the run file's document); on a
+def run_cell(cell: Cell, out_dir: str | None = None) -> CellOutcome:
+    """Run ``cell`` and return its :class:`CellOutcome`: ``ok`` with the run file's document; on a
     :class:`LayerscopeError` or any other exception return the error record with ``"status": "failed"`` (a task
     never raises for a bad cell, so one bad cell does not stop the sweep). A worker that dies does not return:
     its scheduler retries the cell or reports it. With ``out_dir`` (a folder this worker can write) the task
@@ -59,8 +101,7 @@ def run_cell(cell: Cell, out_dir: str | None = None) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         run = _run(cell)
-        return {"key": cell.key, "status": "ok", "seconds": round(time.perf_counter() - start, 3),
-                "document": dict(run.document)}
+        return CellOutcome(cell.key, "ok", seconds=round(time.perf_counter() - start, 3), document=dict(run.document))
     except Exception as exc:
         return failure(cell, exc)
     finally:
@@ -68,34 +109,34 @@ def run_cell(cell: Cell, out_dir: str | None = None) -> dict[str, Any]:
             marker.unlink(missing_ok=True)
 
 
-def failure(cell: Cell, exc: BaseException) -> dict[str, Any]:
-    """The error record of ``cell`` failing with ``exc`` (``status`` ``failed``; ``exit_code`` as the CLI's)."""
+def failure(cell: Cell, exc: BaseException) -> CellOutcome:
+    """The outcome of ``cell`` failing with ``exc`` (``status`` ``failed``; ``exit_code`` as the CLI's)."""
     message = (str(exc) or type(exc).__name__).strip().splitlines()
-    return {"key": cell.key, "status": "failed", "cell": cell.to_dict(),
-            "error": message[0] if message else type(exc).__name__, "error_type": type(exc).__name__,
-            "exit_code": exc.exit_code if isinstance(exc, LayerscopeError) else 1}
+    return CellOutcome(cell.key, "failed", cell=cell.to_dict(), error=message[0] if message else type(exc).__name__,
+                       error_type=type(exc).__name__,
+                       exit_code=exc.exit_code if isinstance(exc, LayerscopeError) else 1)
 
 
-def store(out_dir: Path, cell: Cell, outcome: dict[str, Any]) -> dict[str, Any]:
+def store(out_dir: Path, cell: Cell, outcome: CellOutcome) -> CellOutcome:
     """Write what a task returned: the run file (and drop an old error record), or the error record. Returns the
     outcome without its document (what the driver keeps in memory)."""
-    if outcome.get("status") == "ok":
+    if outcome.ok and outcome.document is not None:
         from layerscope.run import save_run
 
-        save_run(outcome["document"], run_path(out_dir, cell))
+        save_run(outcome.document, run_path(out_dir, cell))
         failure_path(out_dir, cell).unlink(missing_ok=True)
-        return {k: v for k, v in outcome.items() if k != "document"}
-    write_atomic(failure_path(out_dir, cell), json.dumps(outcome, indent=1))
+        return dataclasses.replace(outcome, document=None)
+    write_atomic(failure_path(out_dir, cell), json.dumps(outcome.record(), indent=1))
     return outcome
 
 
-def load_failure(out_dir: Path, cell: Cell) -> dict[str, Any] | None:
+def load_failure(out_dir: Path, cell: Cell) -> CellOutcome | None:
     """The error record a previous sweep left for ``cell``, if any (unreadable records count as none)."""
     try:
         record = json.loads(failure_path(out_dir, cell).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) else None
+    return CellOutcome.from_record(record) if isinstance(record, dict) else None
 
 
 def _run(cell: Cell) -> Any:
