@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +233,13 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     """
     graph = model.graph
     small = [t for t in graph.initializer if math.prod(t.dims) <= SMALL_CONST_ELEMENTS]
+    if len(small) == len(graph.initializer):  # nothing to leave out: one copy of the graph (protobuf's own)
+        copy = onnx.ModelProto(ir_version=max(model.ir_version, 4))
+        copy.opset_import.extend(model.opset_import)
+        copy.functions.extend(model.functions)
+        copy.graph.CopyFrom(graph)
+        copy.graph.name = graph.name or "g"
+        return copy
     large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
              for t in graph.initializer if math.prod(t.dims) > SMALL_CONST_ELEMENTS]
     listed = {vi.name for vi in graph.input}
@@ -268,23 +275,52 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
         raise ShapeError(f"ONNX shape inference failed: {first}") from None
     infos: dict[str, TensorInfo] = {}
     graph = inferred.graph
+    # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
+    types: dict[bytes, tuple[tuple[int, ...], str] | None] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
-        tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-            continue
-        dims = _dims(vi)
-        if all(isinstance(d, int) for d in dims):
-            infos[vi.name] = TensorInfo(vi.name, tuple(d for d in dims if isinstance(d, int)),
-                                        onnx_dtype_name(tt.elem_type))
+        key = vi.type.SerializeToString()
+        if key not in types:
+            shape = _static_shape(vi)
+            types[key] = None if shape is None else (shape, onnx_dtype_name(vi.type.tensor_type.elem_type))
+        known = types[key]
+        if known is not None:
+            infos[vi.name] = TensorInfo(vi.name, *known)
     for init in graph.initializer:
         infos[init.name] = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
     return infos
 
 
+def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    """The dims of a tensor whose every dim is a positive value (what :func:`_dims` gives as ints), else ``None``
+    (not a tensor, no shape, a symbolic or unknown dim). The one loop every inferred tensor goes through."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return None
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    dims = tuple([d.dim_value for d in tt.shape.dim])  # 0 when unset or a dim_param
+    return dims if min(dims, default=1) > 0 else None
+
+
+_INT = onnx.AttributeProto.INT
+_INTS = onnx.AttributeProto.INTS
+_FLOAT = onnx.AttributeProto.FLOAT
+_FLOATS = onnx.AttributeProto.FLOATS
+
+
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.TENSOR:
+        kind = attr.type
+        if kind == _INT:  # the common kinds first, as helper.get_attribute_value reads them
+            out[attr.name] = attr.i
+        elif kind == _INTS:
+            out[attr.name] = list(attr.ints)
+        elif kind == _FLOAT:
+            out[attr.name] = attr.f
+        elif kind == _FLOATS:
+            out[attr.name] = list(attr.floats)
+        elif kind == onnx.AttributeProto.TENSOR:
             out[attr.name] = numpy_helper.to_array(attr.t) if attr.t.data_location != TensorProto.EXTERNAL else None
         elif attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             out[attr.name] = f"<subgraph {attr.name}>"
@@ -373,6 +409,40 @@ def _predict(node: onnx.NodeProto, values: Mapping[str, np.ndarray], infos: Mapp
     return out
 
 
+class ConstValues(Mapping[str, np.ndarray]):
+    """The values of the small constants: initializers are read into arrays when first looked up (most of a
+    big model's weights never are), computed values are kept as given. Iterates in insertion order."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self._base_dir = base_dir
+        self._data: dict[str, np.ndarray | TensorProto] = {}
+
+    def add_tensor(self, tensor: TensorProto) -> None:
+        """Record an initializer, read on first lookup."""
+        self._data[tensor.name] = tensor
+
+    def __setitem__(self, name: str, value: np.ndarray) -> None:
+        self._data[name] = value
+
+    def update_values(self, values: Mapping[str, np.ndarray]) -> None:
+        self._data.update(values)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._data[name]
+        if isinstance(value, TensorProto):
+            value = self._data[name] = _tensor_value(value, self._base_dir)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
 class _Folder:
     """Finds the constant nodes of a graph and the values of its small constants."""
 
@@ -381,23 +451,26 @@ class _Folder:
         self.infos = infos
         self.base_dir = base_dir
         self.constants: dict[str, TensorInfo] = {}
-        self.values: dict[str, np.ndarray] = {}
+        self.values = ConstValues(base_dir)
         for init in model.graph.initializer:
             info = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
             self.constants[init.name] = info
             if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
-                self.values[init.name] = _tensor_value(init, base_dir)
+                self.values.add_tensor(init)
 
     def is_constant_node(self, node: onnx.NodeProto) -> bool:
-        if node.op_type in _NONDETERMINISTIC:
+        op_type, domain = node.op_type, node.domain
+        if op_type in _NONDETERMINISTIC:
             return False
-        if node.op_type in _SHAPE_ONLY and node.domain in ("", "ai.onnx"):
+        if op_type in _SHAPE_ONLY and domain in ("", "ai.onnx"):
             return bool(node.input) and node.input[0] in self.infos
-        if node.domain not in ("", "ai.onnx"):
+        if domain not in ("", "ai.onnx"):
             return False
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-            return False
-        return all((not i) or i in self.constants for i in node.input)
+        constants = self.constants
+        for i in node.input:  # the inputs first: most nodes read an activation
+            if i and i not in constants:
+                return False
+        return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
     def fold(self, node: onnx.NodeProto) -> bool:
         """Record the outputs of a constant node as constants, with values where they are small.
@@ -522,7 +595,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         folded += expansion.folded
         infos.update({k: v for k, v in expansion.tensors.items() if k not in infos})
         folder.constants.update(expansion.constants)
-        folder.values.update(expansion.values)
+        folder.values.update_values(expansion.values)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return Graph(
         name=model.graph.name or path.stem,
@@ -535,7 +608,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         folded=tuple(folded),
         tensors=dict(infos),
         constants=dict(folder.constants),
-        const_values=dict(folder.values),
+        const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
         assumptions=assumptions,
     )
@@ -561,7 +634,7 @@ def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
     Gather/Concat of folded shapes); with the folded values as initializers it does.
     """
     used = {i for n in layers for i in n.input if i}
-    initializers = [numpy_helper.from_array(v, name) for name, v in folder.values.items() if name in used]
+    initializers = [numpy_helper.from_array(folder.values[name], name) for name in folder.values if name in used]
     with_value = {t.name for t in initializers}
     const_inputs = [helper.make_tensor_value_info(name, onnx_elem_type(info.dtype), info.shape)
                     for name, info in folder.constants.items() if name in used and name not in with_value]
