@@ -163,24 +163,23 @@ def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dic
     """A run holding the model, its per-layer costs and the estimate on ``profile``."""
     layers = []
     for node, cost, est in zip(graph.layers, estimate.costs, estimate.layers, strict=True):
-        layers.append({
-            **layer_record(graph, node, cost),
+        record = layer_record(graph, node, cost)
+        record["unit"] = est.unit
+        record["estimate"] = {  # times as _us rounds them (inlined: 5 per layer)
+            "latency_us": round(est.latency_us, 3),
+            "compute_us": round(est.compute_us, 3),
+            "load_us": round(est.load_us, 3),
+            "store_us": round(est.store_us, 3),
+            "overhead_us": round(est.overhead_us, 3),
+            "bound": est.bound.value,
             "unit": est.unit,
-            "estimate": {
-                "latency_us": _us(est.latency_us),
-                "compute_us": _us(est.compute_us),
-                "load_us": _us(est.load_us),
-                "store_us": _us(est.store_us),
-                "overhead_us": _us(est.overhead_us),
-                "bound": est.bound.value,
-                "unit": est.unit,
-                "dtype": est.dtype,
-                "ddr_read_bytes": est.ddr_read_bytes,
-                "ddr_write_bytes": est.ddr_write_bytes,
-                "weight_passes": est.weight_passes,
-                "fallback_reason": est.fallback_reason,
-            },
-        })
+            "dtype": est.dtype,
+            "ddr_read_bytes": est.ddr_read_bytes,
+            "ddr_write_bytes": est.ddr_write_bytes,
+            "weight_passes": est.weight_passes,
+            "fallback_reason": est.fallback_reason,
+        }
+        layers.append(record)
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, estimate.costs, strict=True):
         if not cost.known:

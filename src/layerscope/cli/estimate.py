@@ -59,7 +59,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     estimate = estimate_graph(graph, profile, dtype)
     run = run_from_estimate(graph, estimate, profile)
     if timeline:
-        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs),
+        run["timeline"] = timeline_section(simulate_timeline(graph, profile, dtype, costs=estimate.costs,
+                                                             estimate=estimate),
                                           profile.ddr_nominal_bytes_per_s)
     console = SafeConsole()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run

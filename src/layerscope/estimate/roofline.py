@@ -113,7 +113,8 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
                   node.executions)
         for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
     )
-    return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs)
+    return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
+                    resident=frozenset(residency.resident))
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:

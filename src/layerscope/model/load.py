@@ -229,17 +229,13 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     """A copy for shape inference where large initializers are typed graph inputs, not data.
 
     Shape inference needs only their dims; serialising tens of MB of weights for it would dominate the
-    load time. Small initializers keep their values, which data propagation may need.
+    load time. Small initializers keep their values, which data propagation may need. A model without
+    large initializers (IR version 4 or later) is returned as it is, not copied: never change the result.
     """
     graph = model.graph
     small = [t for t in graph.initializer if math.prod(t.dims) <= SMALL_CONST_ELEMENTS]
-    if len(small) == len(graph.initializer):  # nothing to leave out: one copy of the graph (protobuf's own)
-        copy = onnx.ModelProto(ir_version=max(model.ir_version, 4))
-        copy.opset_import.extend(model.opset_import)
-        copy.functions.extend(model.functions)
-        copy.graph.CopyFrom(graph)
-        copy.graph.name = graph.name or "g"
-        return copy
+    if len(small) == len(graph.initializer) and model.ir_version >= 4:
+        return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
     large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
              for t in graph.initializer if math.prod(t.dims) > SMALL_CONST_ELEMENTS]
     listed = {vi.name for vi in graph.input}

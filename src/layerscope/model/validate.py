@@ -370,6 +370,8 @@ def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
              if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= _CHECKER_MAX_INITIALIZER_BYTES]
     available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     ordered = in_order(graph.node, available)
+    if len(small) == len(graph.initializer) and ordered and graph.name and not _extra_fields(model):
+        return model  # the copy would be the model itself: the checker reads it as it is (it never changes it)
     copy = onnx.ModelProto(ir_version=model.ir_version)
     copy.opset_import.extend(model.opset_import)
     copy.functions.extend(model.functions)
@@ -394,9 +396,28 @@ def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
+def _extra_fields(model: onnx.ModelProto) -> list[str]:
+    """The fields of ``model`` (and its graph) :func:`_light_copy` would leave out, that are set."""
+    names = [f"graph.{name}" for name in _UNCHECKED_GRAPH_FIELDS
+             if name in model.graph.DESCRIPTOR.fields_by_name and _is_set(model.graph, name)]
+    # text the checker does not read (the copy leaves it out too); anything else set (metadata, training info,
+    # configuration) makes the checker see a copy
+    kept = {"ir_version", "opset_import", "functions", "graph", "producer_name", "producer_version", "domain",
+            "model_version", "doc_string"}
+    return names + [field.name for field, _ in model.ListFields() if field.name not in kept]
+
+
+def _is_set(message: onnx.GraphProto, name: str) -> bool:
+    value = getattr(message, name)
+    return bool(value) if isinstance(value, str) else len(value) > 0
+
+
 def _run_checker(model: onnx.ModelProto, *, full_check: bool = True) -> None:
     copy = _light_copy(model)
     if any(not _has_shape(o) for o in copy.graph.output):
+        if copy is model:  # shapes are given to a copy, never to the caller's model
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
         _give_outputs_shapes(copy)
     onnx.checker.check_model(copy, full_check=full_check)
 
