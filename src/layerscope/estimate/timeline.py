@@ -61,7 +61,7 @@ CONV_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
 DEFAULT_INTERVALS = 100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Interval:
     """``[start_us, end_us]`` in microseconds from the start of the frame."""
 
@@ -73,7 +73,7 @@ class Interval:
         return self.end_us - self.start_us
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LayerSpan:
     """One layer in the schedule of one frame (times in µs from the frame's start).
 
@@ -101,7 +101,7 @@ class LayerSpan:
     bytes_stored: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Busy:
     """One layer occupying a track over ``[start_us, end_us]``."""
 

@@ -17,7 +17,7 @@ class Bound(StrEnum):
     NONE = "none"  # zero-copy: a view, no work
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LayerEstimate:
     """Estimated time of one layer on one profile. An estimate, never a measurement.
 

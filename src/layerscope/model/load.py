@@ -226,24 +226,33 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
 
 
 def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy for shape inference where large initializers are typed graph inputs, not data.
+    """A copy for shape inference where weights are typed graph inputs, not data.
 
-    Shape inference needs only their dims; serialising tens of MB of weights for it would dominate the
-    load time. Small initializers keep their values, which data propagation may need. A model without
-    large initializers (IR version 4 or later) is returned as it is, not copied: never change the result.
+    Shape inference needs only their dims; serialising tens of MB of weights for it (and parsing them back
+    from its result) would dominate the load time and memory. Initializers that may hold shape data keep their
+    values, which data propagation may need: scalars and vectors (every shape-like input of an ONNX op --
+    Reshape's shape, Resize's scales, Range's bounds, axes, pads -- is one) of at most
+    :data:`SMALL_CONST_ELEMENTS`. A model with nothing to leave out (IR version 4 or later) is returned as it
+    is, not copied: never change the result.
     """
     graph = model.graph
-    small = [t for t in graph.initializer if math.prod(t.dims) <= SMALL_CONST_ELEMENTS]
+    small = [t for t in graph.initializer if _may_be_shape_data(t)]
     if len(small) == len(graph.initializer) and model.ir_version >= 4:
         return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
     large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-             for t in graph.initializer if math.prod(t.dims) > SMALL_CONST_ELEMENTS]
+             for t in graph.initializer if not _may_be_shape_data(t)]
     listed = {vi.name for vi in graph.input}
     light = helper.make_graph(list(graph.node), graph.name or "g",
                               [*graph.input, *(vi for vi in large if vi.name not in listed)],
                               list(graph.output), initializer=small, value_info=list(graph.value_info))
     return helper.make_model(light, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4),
                              functions=list(model.functions))
+
+
+def _may_be_shape_data(tensor: TensorProto) -> bool:
+    """Whether shape inference may read ``tensor``'s values: a scalar or vector of at most
+    :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
+    return len(tensor.dims) <= 1 and math.prod(tensor.dims) <= SMALL_CONST_ELEMENTS
 
 
 #: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with

@@ -42,7 +42,7 @@ DTYPE_BYTES: Mapping[str, int] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     """One tensor: name, static shape and numpy dtype name (e.g. ``"float32"``)."""
 
@@ -63,7 +63,7 @@ class TensorInfo:
         object.__setattr__(self, "nbytes", elements * itemsize)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """One ONNX node.
 

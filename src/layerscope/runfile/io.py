@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import struct
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -227,12 +228,20 @@ def dump_text(document: Mapping[str, Any]) -> str:
     return json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def encode(text: str, path: str | os.PathLike[str]) -> bytes:
-    """The bytes of a run file at ``path`` holding ``text``: gzip (deterministic) when the name ends in ``.gz``."""
-    data = text.encode("utf-8")
-    if str(path).endswith(".gz"):
-        return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)
-    return data
+def encode(text: str, path: str | os.PathLike[str]) -> str | bytes:
+    """What a run file at ``path`` holding ``text`` contains: the text itself (written as UTF-8), or, when the
+    name ends in ``.gz``, its gzip bytes (deterministic: no name, time 0), compressed a slice at a time."""
+    if not str(path).endswith(".gz"):
+        return text
+    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate: the header is ours
+    parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"]  # gzip, deflate, no flags, mtime 0, OS unknown
+    crc = size = 0
+    for start in range(0, len(text), 1 << 22):
+        chunk = text[start:start + (1 << 22)].encode("utf-8")
+        crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+        parts.append(deflate.compress(chunk))
+    parts += [deflate.flush(), struct.pack("<II", crc, size & 0xFFFFFFFF)]
+    return b"".join(parts)
 
 
 def _run_text(value: Any, level: int = 0) -> str:
