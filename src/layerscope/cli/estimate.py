@@ -7,7 +7,6 @@ from typing import Any
 
 import click
 
-from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
@@ -18,7 +17,6 @@ from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
 from layerscope.run import load_run, run_from_estimate, save_run, timeline_section
-from layerscope.run_merge import merge_estimate
 from layerscope.targets import load_profile
 
 DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
@@ -65,6 +63,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     console = SafeConsole()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
     if existing is not None:
+        from layerscope.run_merge import merge_estimate
+
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
     if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept
@@ -82,6 +82,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
 
 def _predict(run: dict[str, Any], graph: Graph, path: Path, dtype: str | None) -> None:
     """Add the kernel predictor's numbers to ``run`` (its roofline features on the predictor's own profile)."""
+    from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path  # only with --predictor
+
     predictor = load_predictor(path)
     estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
     add_prediction(run, predict_path(predictor, graph, estimate), str(path), predictor)

@@ -24,12 +24,14 @@ import struct
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import RunFileError
-from layerscope.runfile.models import RunFile
+
+if TYPE_CHECKING:  # imported where a run is checked: writing one needs neither pydantic nor the models
+    from pydantic import ValidationError
+
+    from layerscope.runfile.models import RunFile
 
 SCHEMA_VERSION = 2
 #: Largest run file layerscope reads, decompressed (a gzip file that inflates past it is refused, not read).
@@ -131,6 +133,10 @@ def describe(error: ValidationError) -> str:
 
 def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -> RunFile:
     """The typed run of a version-2 ``document``; ``RunFileError`` naming ``source`` and the bad field."""
+    from pydantic import ValidationError
+
+    from layerscope.runfile.models import RunFile
+
     try:
         return RunFile.from_json(dict(document))
     except ValidationError as exc:
@@ -141,6 +147,8 @@ def as_run(run: RunFile | Mapping[str, Any], source: str | os.PathLike[str] = "r
     """``run`` typed: a :class:`RunFile` as it is; a document (version 1 or 2) migrated and checked
     (``RunFileError`` naming ``source`` and the bad field). Readers take either, so a command can pass the
     document it loaded and keeps it to write back."""
+    from layerscope.runfile.models import RunFile
+
     if isinstance(run, RunFile):
         return run
     return check(upgrade(run), source)
