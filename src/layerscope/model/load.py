@@ -520,7 +520,33 @@ class _Folder:
         if known and all(o in self.infos for o in known) and \
                 sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
             return None  # a large weight: its shape is enough, its value is not needed (nor computed)
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            value = _constant_value(node)
+            if value is not None:
+                return [value]
         return _evaluate(node, self.values, list(self.model.opset_import))
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of a ``Constant`` node read from its one attribute, as ONNX's reference implementation gives it
+    (``value`` held in the file, ``value_float(s)``, ``value_int(s)``); ``None`` for the other forms (sparse,
+    strings, external data), which the reference evaluator computes. Setting up that evaluator costs a
+    tenth of a second: most models' constant nodes are these."""
+    if len(node.attribute) != 1:
+        return None
+    attr = node.attribute[0]
+    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and \
+            attr.t.data_location != TensorProto.EXTERNAL:
+        return numpy_helper.to_array(attr.t)
+    if attr.name == "value_float" and attr.type == onnx.AttributeProto.FLOAT:
+        return np.array(attr.f, dtype=np.float32)
+    if attr.name == "value_floats" and attr.type == onnx.AttributeProto.FLOATS:
+        return np.array(list(attr.floats), dtype=np.float32)
+    if attr.name == "value_int" and attr.type == onnx.AttributeProto.INT:
+        return np.array(attr.i, dtype=np.int64)
+    if attr.name == "value_ints" and attr.type == onnx.AttributeProto.INTS:
+        return np.array(list(attr.ints), dtype=np.int64)
+    return None
 
 
 def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None,
