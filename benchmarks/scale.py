@@ -1,7 +1,8 @@
-"""Big models: estimate time and peak memory, timeline time, run-file size and HTML size for 1k/10k/100k-layer
-synthetic graphs, against the goals of issue #19.
+"""Big models: estimate time and peak memory, timeline time, run-file size, HTML size and first render in Chromium
+for 1k/10k/100k-layer synthetic graphs, against the goals of issue #19.
 
-Usage: ``.venv/bin/python benchmarks/scale.py [--layers 1000,10000,100000] [--target rdk-s100] [--no-html]``
+Usage: ``.venv/bin/python benchmarks/scale.py [--layers 1000,10000,100000] [--target rdk-s100] [--no-html]
+[--no-browser]``
 
 The graph (built with ``onnx.helper``, seeded zero weights, not timed): blocks of five layers as in
 ``benchmarks/timeline.py`` (3x3 Conv, Sigmoid, Mul, a 1x1 Conv beside them, Add), with 8 channels at 16x16 so
@@ -10,13 +11,20 @@ a 100k-layer model stays ~50 MB. Built once into ``benchmarks/.cache/``.
 Each step is one child process of the CLI (``python -m layerscope``), timed by wall clock; its peak memory is the
 child's maximum resident set (``wait4``'s ``ru_maxrss``):
 
-- ``estimate MODEL -t TARGET --json RUN``: estimate time and peak memory; RUN's size;
+- ``estimate MODEL -t TARGET --json RUN``: estimate time and peak memory; RUN's size ("run MB");
+- ``estimate MODEL -t TARGET --json RUN.gz``: the same run gzip-compressed ("gz MB", a faithful record: the
+  same text), timed too ("gz s");
 - ``estimate MODEL -t TARGET --timeline --json RUN``: timeline time and peak;
-- ``report RUN -o OUT.html``: HTML render time and size (``--no-html`` skips it).
+- ``report RUN -o OUT.html``: HTML render time and size (``--no-html`` skips it);
+- first render ("draw s"): headless Chromium (Debian's ``/usr/bin/chromium`` through Playwright, as
+  ``benchmarks/report_size.py`` does) from ``page.goto`` of the HTML until the page says it drew its first
+  tab (``<html data-ready="1">``), one load after a warm-up of the browser on a bare page; skipped with
+  ``--no-browser`` or when Chromium or Playwright is missing; a page that does not draw within 120 s is "timeout".
 
 Goals (for 100k layers): estimate <= 5 s and <= 600 MB peak; timeline <= 5 s; HTML <= 10 MB. Each is printed
-with PASS or FAIL; exit status 0 when every goal of the largest size measured passes, else 1. The HTML's
-first-render time in Chromium is not measured here (see ``benchmarks/report_size.py`` for that method).
+with PASS or FAIL; exit status 0 when every goal of the largest size measured passes, else 1. The wall times
+are those of this machine as it is (a shared machine's load is in them): the CPU seconds of each child
+("cpu s", user + system) are printed beside the estimate's wall time.
 """
 
 from __future__ import annotations
@@ -57,14 +65,53 @@ def model_path(layers: int) -> Path:
     return path
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+DRAW_TIMEOUT_MS = 120_000
+
+
+def first_render_s(html: Path, folder: Path) -> float | None:
+    """Seconds from ``page.goto`` of ``html`` until it says it drew its first tab; ``None`` when it did not
+    within :data:`DRAW_TIMEOUT_MS` (NaN when Chromium or Playwright is missing)."""
+    if not CHROMIUM.exists():
+        return float("nan")
+    try:
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return float("nan")
+    bare = folder / "bare.html"
+    bare.write_text('<!DOCTYPE html><html><body><script>document.documentElement.dataset.ready="1"</script>'
+                    "</body></html>", encoding="utf-8")
+    ready = "document.documentElement.dataset.ready === '1'"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=BROWSER_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(bare.as_uri())  # warm-up: the browser's own start is not the report's
+        page.wait_for_function(ready)
+        start = time.perf_counter()
+        try:
+            page.goto(html.as_uri(), timeout=DRAW_TIMEOUT_MS)
+            page.wait_for_function(ready, timeout=DRAW_TIMEOUT_MS)
+        except PlaywrightTimeout:
+            return None
+        finally:
+            seconds = time.perf_counter() - start
+            browser.close()
+    return seconds
+
+
 def run_cli(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of ``python -m layerscope ARGS``; exits 1 if the command fails."""
+    """Wall seconds and peak RSS (MB) of ``python -m layerscope ARGS``; exits 1 if the command fails.
+    The child's CPU seconds (user + system) are kept in :data:`LAST_CPU_S`."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "layerscope", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
+    LAST_CPU_S[0] = usage.ru_utime + usage.ru_stime
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
@@ -72,32 +119,44 @@ def run_cli(args: list[str]) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+LAST_CPU_S = [0.0]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--layers", default="1000,10000,100000", help="comma-separated layer counts")
     parser.add_argument("--target", default="rdk-s100", help="hardware profile (default rdk-s100)")
-    parser.add_argument("--no-html", action="store_true", help="skip the HTML report")
+    parser.add_argument("--no-html", action="store_true", help="skip the HTML report (and its first render)")
+    parser.add_argument("--no-browser", action="store_true", help="skip the first render in Chromium")
     args = parser.parse_args(argv)
     sizes = [int(n) for n in args.layers.split(",")]
-    print(f"{'layers':>8}{'estimate s':>12}{'peak MB':>10}{'timeline s':>12}{'peak MB':>10}{'run MB':>9}"
-          f"{'html s':>9}{'html MB':>9}")
+    print(f"{'layers':>8}{'estimate s':>12}{'cpu s':>8}{'peak MB':>10}{'timeline s':>12}{'peak MB':>10}"
+          f"{'run MB':>9}{'gz s':>8}{'gz MB':>8}{'html s':>9}{'html MB':>9}{'draw s':>9}")
     last: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="layerscope-scale-") as tmp:
         for layers in sizes:
             model = model_path(layers)
             run = Path(tmp) / f"run-{layers}.json"
             est_s, est_mb = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "--json", str(run)])
+            est_cpu = LAST_CPU_S[0]
             run_mb = run.stat().st_size / 1e6
+            packed = Path(tmp) / f"run-{layers}.json.gz"
+            gz_s, _ = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "--json", str(packed)])
+            gz_mb = packed.stat().st_size / 1e6
             tl_run = Path(tmp) / f"timeline-{layers}.json"
             tl_s, tl_mb = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "--timeline",
                                    "--json", str(tl_run)])
             html_s = html_mb = float("nan")
+            draw: float | None = float("nan")
             if not args.no_html:
                 html = Path(tmp) / f"report-{layers}.html"
                 html_s, _ = run_cli(["report", str(tl_run), "-o", str(html)])
                 html_mb = html.stat().st_size / 1e6
-            print(f"{layers:>8}{est_s:>12.2f}{est_mb:>10.0f}{tl_s:>12.2f}{tl_mb:>10.0f}{run_mb:>9.1f}"
-                  f"{html_s:>9.2f}{html_mb:>9.1f}", flush=True)
+                if not args.no_browser:
+                    draw = first_render_s(html, Path(tmp))
+            draw_text = "timeout" if draw is None else f"{draw:.2f}"
+            print(f"{layers:>8}{est_s:>12.2f}{est_cpu:>8.2f}{est_mb:>10.0f}{tl_s:>12.2f}{tl_mb:>10.0f}{run_mb:>9.1f}"
+                  f"{gz_s:>8.2f}{gz_mb:>8.1f}{html_s:>9.2f}{html_mb:>9.1f}{draw_text:>9}", flush=True)
             last = {"layers": layers, "estimate_s": est_s, "estimate_peak_mb": est_mb, "timeline_s": tl_s,
                     "html_mb": html_mb}
     print()

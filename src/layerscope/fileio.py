@@ -11,6 +11,8 @@ from layerscope.errors import OutputError
 #: The temporary file's name keeps at most this many characters of the target's, so that a target whose
 #: name is near the file system's limit (255 bytes) does not fail only because of the temporary name.
 _TMP_NAME_CHARS = 64
+#: ``str`` data is encoded and written this many characters at a time.
+_CHUNK_CHARS = 1 << 22
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
@@ -25,7 +27,6 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
     error: ``path`` is a folder, a parent is a regular file, the folder is read-only, the disk is full, ...
     """
     target = Path(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
         _existing_folder(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -34,7 +35,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
         raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(payload)
+            if isinstance(data, str):  # encoded a slice at a time: a 60 MB run is never held twice
+                for start in range(0, len(data), _CHUNK_CHARS):
+                    handle.write(data[start:start + _CHUNK_CHARS].encode("utf-8"))
+            else:
+                handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)

@@ -59,7 +59,8 @@ Contract:
   ``unknown_ops``, ``folded``; later commands add sections (e.g. ``measurement``) without renaming these;
 - every layer has the stable ``id`` used to join estimate, measurement, findings and reports;
 - :func:`save_run` writes atomically (temporary file in the same folder, then ``os.replace``) and
-  deterministically (sorted keys, fixed float formatting) so the same run gives identical bytes;
+  deterministically (sorted keys, fixed float formatting) so the same run gives identical bytes; a path ending in
+  ``.gz`` gets the same text gzip-compressed (about 10x smaller), which every reader opens as it is;
 - :func:`load_run` migrates a version-1 file, checks the document against the schema (one line naming the file
   and the JSON path of the bad field, exit 2) and refuses files of another ``schema_version`` saying which;
 - the producers build the typed run (:class:`~layerscope.runfile.models.RunFile`): :func:`estimate_run`, then
@@ -79,7 +80,7 @@ from typing import TYPE_CHECKING, Any
 from layerscope import __version__
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
-from layerscope.runfile.io import SCHEMA_VERSION, dump_text, load_document
+from layerscope.runfile.io import SCHEMA_VERSION, dump_text, encode, load_document
 from layerscope.runfile.models import (
     EstimateInfo,
     Event,
@@ -113,8 +114,8 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
 
 def save_run(run: RunFile | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write ``run`` (a typed run, dumped here once, or its document; as schema version 2) to ``path``
-    atomically; return the path written."""
-    return write_atomic(path, dump_text(run.to_json() if isinstance(run, RunFile) else run))
+    atomically, gzip-compressed when ``path`` ends in ``.gz``; return the path written."""
+    return write_atomic(path, encode(dump_text(run.to_json() if isinstance(run, RunFile) else run), path))
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
 from layerscope.run import add_timeline, estimate_run, load_run, save_run
-from layerscope.run_merge import merge_estimate
 from layerscope.runfile.models import RunFile, RunLike
 from layerscope.targets import load_profile
 
@@ -63,12 +62,15 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
     estimate = estimate_graph(graph, profile, dtype)
     typed = estimate_run(graph, estimate, profile)
     if timeline:
-        typed = add_timeline(typed, simulate_timeline(graph, profile, dtype, costs=estimate.costs),
+        typed = add_timeline(typed, simulate_timeline(graph, profile, dtype, costs=estimate.costs,
+                                                      estimate=estimate),
                              profile.ddr_nominal_bytes_per_s)
     run: RunLike = typed  # a document once merged into an existing run or given a prediction
     console = SafeConsole()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
     if existing is not None:
+        from layerscope.run_merge import merge_estimate
+
         merged = merge_estimate(existing, run, str(json_out))
         run, notes = merged.run, merged.notes
     if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept

@@ -25,7 +25,7 @@ class UnitKind(StrEnum):
     SCALAR = "scalar"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LayerCost:
     """Hardware-independent cost of one layer.
 

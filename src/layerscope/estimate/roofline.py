@@ -106,12 +106,15 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     reasons = [fallback_reason(profile, node, graph) for node in graph.layers]
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
+    units: dict[UnitKind, tuple[ComputeUnit, float]] = {}  # the unit of each kind and its attainable rate
     layers = tuple(
-        _repeated(_estimate_layer(graph, profile, dtype, node, cost, reason=reason, resident=residency.resident),
+        _repeated(_estimate_layer(graph, profile, dtype, node, cost, reason=reason, resident=residency.resident,
+                                  units=units),
                   node.executions)
         for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
     )
-    return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs)
+    return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
+                    resident=frozenset(residency.resident))
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
@@ -125,15 +128,23 @@ def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
 
 
 def _estimate_layer(graph: Graph, profile: Profile, dtype: str, node: Node, cost: LayerCost, *,
-                    reason: str | None, resident: set[str]) -> LayerEstimate:
+                    reason: str | None, resident: set[str],
+                    units: dict[UnitKind, tuple[ComputeUnit, float]] | None = None) -> LayerEstimate:
+    """One layer's estimate; ``units`` caches ``profile.unit_for(kind, dtype)`` and its attainable rate."""
     if reason is not None:
         return _on_cpu(graph, profile, node, cost, reason)
     if cost.unit_kind is UnitKind.ZERO_COPY:
         return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
-    unit = profile.unit_for(cost.unit_kind, dtype)
-    compute_us = _compute_us(_ops(cost, graph, node), unit, dtype, profile.efficiency_for(node.op_type))
-    weights = [t for t in (graph.tensor(i) for i in node.inputs) if t and graph.is_constant(t.name)]
-    acts = [t for t in (graph.tensor(i) for i in node.inputs) if t and not graph.is_constant(t.name)]
+    units = {} if units is None else units
+    if cost.unit_kind not in units:
+        chosen = profile.unit_for(cost.unit_kind, dtype)
+        units[cost.unit_kind] = (chosen, chosen.attainable_ops_per_s(dtype))
+    unit, rate = units[cost.unit_kind]
+    compute_us = _ops(cost, graph, node) / (rate * profile.efficiency_for(node.op_type)) * 1e6
+    tensors = [t for t in map(graph.tensor, node.inputs) if t]
+    constants = graph.constants
+    weights = [t for t in tensors if t.name in constants]
+    acts = [t for t in tensors if t.name not in constants]
     weight_bytes = sum(deployed_bytes(t, dtype, constant_elements_read(node, graph, t)) for t in weights)
     act_in = sum(deployed_bytes(t, dtype) for t in acts if t.name not in resident)
     passes = 1

@@ -61,7 +61,7 @@ CONV_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
 DEFAULT_INTERVALS = 100
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Interval:
     """``[start_us, end_us]`` in microseconds from the start of the frame."""
 
@@ -73,7 +73,7 @@ class Interval:
         return self.end_us - self.start_us
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LayerSpan:
     """One layer in the schedule of one frame (times in µs from the frame's start).
 
@@ -101,7 +101,7 @@ class LayerSpan:
     bytes_stored: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Busy:
     """One layer occupying a track over ``[start_us, end_us]``."""
 
@@ -225,12 +225,14 @@ class Timeline:
 
 def simulate_timeline(graph: Graph, profile: Profile, dtype: str | None = None, *,
                       costs: Sequence[LayerCost] | None = None, intervals: int = DEFAULT_INTERVALS,
-                      cores: int | None = None) -> Timeline:
+                      cores: int | None = None, estimate: Estimate | None = None) -> Timeline:
     """Schedule one frame of ``graph`` on ``profile`` (see the module docstring for the model).
 
     ``dtype``: the deployed dtype (default: the profile's). ``costs``: the layers' costs when already
     computed. ``intervals``: how many equal intervals the bandwidth statistics cut the frame into.
     ``cores``: how many cores split the work by batch (default: the profile's for an NPU, else 1).
+    ``estimate``: the roofline of ``graph`` on ``profile`` at ``dtype`` when already computed; reused when one
+    core runs the frame (the schedule's share is then the whole profile), else computed on the share.
     """
     if intervals < 1:
         raise ValueError(f"intervals must be at least 1, not {intervals}")
@@ -238,13 +240,19 @@ def simulate_timeline(graph: Graph, profile: Profile, dtype: str | None = None, 
     if cores < 1:
         raise ValueError(f"cores must be at least 1, not {cores}")
     share = core_share(profile, cores)
-    costs = tuple(costs) if costs is not None else cost_graph(graph)
-    estimate = estimate_graph(graph, share, dtype, costs)
+    reuse = (estimate is not None and share is profile and estimate.profile_name == profile.name
+             and estimate.dtype == (dtype or profile.default_dtype) and len(estimate.layers) == len(graph.layers))
+    if estimate is None or not reuse:
+        costs = tuple(costs) if costs is not None else cost_graph(graph)
+        estimate = estimate_graph(graph, share, dtype, costs)
+    costs = estimate.costs
     spans = _schedule(graph, estimate)
     latency_us = max((s.active.end_us for s in spans), default=0.0)
     tracks = _tracks(share, spans, cores)
-    on_cpu = [e.fallback_reason is not None for e in estimate.layers]
-    resident = resident_tensors(graph, share, estimate.dtype, costs, on_cpu)
+    resident = estimate.resident
+    if resident is None:
+        on_cpu = [e.fallback_reason is not None for e in estimate.layers]
+        resident = resident_tensors(graph, share, estimate.dtype, costs, on_cpu)
     memory = plan_memory(graph, estimate, [(s.active.start_us, s.active.end_us) for s in spans],
                          resident=resident, latency_us=latency_us, frames_in_flight=cores)
     return Timeline(profile_name=profile.name, dtype=estimate.dtype, split=SPLIT, cores=cores, layers=spans,

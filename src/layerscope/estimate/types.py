@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from layerscope.costs.types import LayerCost
@@ -17,7 +17,7 @@ class Bound(StrEnum):
     NONE = "none"  # zero-copy: a view, no work
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LayerEstimate:
     """Estimated time of one layer on one profile. An estimate, never a measurement.
 
@@ -45,12 +45,17 @@ class LayerEstimate:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A whole model's estimate on one profile: per layer, in graph order, and the totals."""
+    """A whole model's estimate on one profile: per layer, in graph order, and the totals.
+
+    ``resident``: the activations the residency policy kept on chip (``None`` when not recorded), so that the
+    timeline's memory plan does not work them out again.
+    """
 
     profile_name: str
     dtype: str
     layers: tuple[LayerEstimate, ...]
     costs: tuple[LayerCost, ...]
+    resident: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def latency_us(self) -> float:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -235,21 +235,33 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
 
 
 def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy for shape inference where large initializers are typed graph inputs, not data.
+    """A copy for shape inference where weights are typed graph inputs, not data.
 
-    Shape inference needs only their dims; serialising tens of MB of weights for it would dominate the
-    load time. Small initializers keep their values, which data propagation may need.
+    Shape inference needs only their dims; serialising tens of MB of weights for it (and parsing them back
+    from its result) would dominate the load time and memory. Initializers that may hold shape data keep their
+    values, which data propagation may need: scalars and vectors (every shape-like input of an ONNX op --
+    Reshape's shape, Resize's scales, Range's bounds, axes, pads -- is one) of at most
+    :data:`SMALL_CONST_ELEMENTS`. A model with nothing to leave out (IR version 4 or later) is returned as it
+    is, not copied: never change the result.
     """
     graph = model.graph
-    small = [t for t in graph.initializer if math.prod(t.dims) <= SMALL_CONST_ELEMENTS]
+    small = [t for t in graph.initializer if _may_be_shape_data(t)]
+    if len(small) == len(graph.initializer) and model.ir_version >= 4:
+        return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
     large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-             for t in graph.initializer if math.prod(t.dims) > SMALL_CONST_ELEMENTS]
+             for t in graph.initializer if not _may_be_shape_data(t)]
     listed = {vi.name for vi in graph.input}
     light = helper.make_graph(list(graph.node), graph.name or "g",
                               [*graph.input, *(vi for vi in large if vi.name not in listed)],
                               list(graph.output), initializer=small, value_info=list(graph.value_info))
     return helper.make_model(light, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4),
                              functions=list(model.functions))
+
+
+def _may_be_shape_data(tensor: TensorProto) -> bool:
+    """Whether shape inference may read ``tensor``'s values: a scalar or vector of at most
+    :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
+    return len(tensor.dims) <= 1 and math.prod(tensor.dims) <= SMALL_CONST_ELEMENTS
 
 
 #: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with
@@ -304,23 +316,52 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
         raise ShapeError(f"ONNX shape inference failed: {first}") from None
     infos: dict[str, TensorInfo] = {}
     graph = inferred.graph
+    # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
+    types: dict[bytes, tuple[tuple[int, ...], str] | None] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
-        tt = vi.type.tensor_type
-        if not vi.type.HasField("tensor_type") or not tt.HasField("shape"):
-            continue
-        dims = _dims(vi)
-        if all(isinstance(d, int) for d in dims):
-            infos[vi.name] = TensorInfo(vi.name, tuple(d for d in dims if isinstance(d, int)),
-                                        onnx_dtype_name(tt.elem_type))
+        key = vi.type.SerializeToString()
+        if key not in types:
+            shape = _static_shape(vi)
+            types[key] = None if shape is None else (shape, onnx_dtype_name(vi.type.tensor_type.elem_type))
+        known = types[key]
+        if known is not None:
+            infos[vi.name] = TensorInfo(vi.name, *known)
     for init in graph.initializer:
         infos[init.name] = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
     return infos
 
 
+def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    """The dims of a tensor whose every dim is a positive value (what :func:`_dims` gives as ints), else ``None``
+    (not a tensor, no shape, a symbolic or unknown dim). The one loop every inferred tensor goes through."""
+    if vi.type.WhichOneof("value") != "tensor_type":
+        return None
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    dims = tuple([d.dim_value for d in tt.shape.dim])  # 0 when unset or a dim_param
+    return dims if min(dims, default=1) > 0 else None
+
+
+_INT = onnx.AttributeProto.INT
+_INTS = onnx.AttributeProto.INTS
+_FLOAT = onnx.AttributeProto.FLOAT
+_FLOATS = onnx.AttributeProto.FLOATS
+
+
 def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.TENSOR:
+        kind = attr.type
+        if kind == _INT:  # the common kinds first, as helper.get_attribute_value reads them
+            out[attr.name] = attr.i
+        elif kind == _INTS:
+            out[attr.name] = list(attr.ints)
+        elif kind == _FLOAT:
+            out[attr.name] = attr.f
+        elif kind == _FLOATS:
+            out[attr.name] = list(attr.floats)
+        elif kind == onnx.AttributeProto.TENSOR:
             out[attr.name] = numpy_helper.to_array(attr.t) if attr.t.data_location != TensorProto.EXTERNAL else None
         elif attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             out[attr.name] = f"<subgraph {attr.name}>"
@@ -409,6 +450,40 @@ def _predict(node: onnx.NodeProto, values: Mapping[str, np.ndarray], infos: Mapp
     return out
 
 
+class ConstValues(Mapping[str, np.ndarray]):
+    """The values of the small constants: initializers are read into arrays when first looked up (most of a
+    big model's weights never are), computed values are kept as given. Iterates in insertion order."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self._base_dir = base_dir
+        self._data: dict[str, np.ndarray | TensorProto] = {}
+
+    def add_tensor(self, tensor: TensorProto) -> None:
+        """Record an initializer, read on first lookup."""
+        self._data[tensor.name] = tensor
+
+    def __setitem__(self, name: str, value: np.ndarray) -> None:
+        self._data[name] = value
+
+    def update_values(self, values: Mapping[str, np.ndarray]) -> None:
+        self._data.update(values)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        value = self._data[name]
+        if isinstance(value, TensorProto):
+            value = self._data[name] = _tensor_value(value, self._base_dir)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._data
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
 class _Folder:
     """Finds the constant nodes of a graph and the values of its small constants."""
 
@@ -417,25 +492,28 @@ class _Folder:
         self.infos = infos
         self.base_dir = base_dir
         self.constants: dict[str, TensorInfo] = {}
-        self.values: dict[str, np.ndarray] = {}
+        self.values = ConstValues(base_dir)
         #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
         self.unfolded: set[str] = set()
         for init in model.graph.initializer:
             info = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
             self.constants[init.name] = info
             if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
-                self.values[init.name] = _tensor_value(init, base_dir)
+                self.values.add_tensor(init)
 
     def is_constant_node(self, node: onnx.NodeProto) -> bool:
-        if node.op_type in _NONDETERMINISTIC:
+        op_type, domain = node.op_type, node.domain
+        if op_type in _NONDETERMINISTIC:
             return False
-        if node.op_type in _SHAPE_ONLY and node.domain in ("", "ai.onnx"):
+        if op_type in _SHAPE_ONLY and domain in ("", "ai.onnx"):
             return bool(node.input) and node.input[0] in self.infos
-        if node.domain not in ("", "ai.onnx"):
+        if domain not in ("", "ai.onnx"):
             return False
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
-            return False
-        return all((not i) or i in self.constants for i in node.input)
+        constants = self.constants
+        for i in node.input:  # the inputs first: most nodes read an activation
+            if i and i not in constants:
+                return False
+        return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
     def fold(self, node: onnx.NodeProto) -> bool:
         """Record the outputs of a constant node as constants, with values where they are small.
@@ -481,7 +559,33 @@ class _Folder:
         if known and all(o in self.infos for o in known) and \
                 sum(self.infos[o].elements for o in known) > SMALL_CONST_ELEMENTS:
             return None  # a large weight: its shape is enough, its value is not needed (nor computed)
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            value = _constant_value(node)
+            if value is not None:
+                return [value]
         return _evaluate(node, self.values, list(self.model.opset_import))
+
+
+def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
+    """The value of a ``Constant`` node read from its one attribute, as ONNX's reference implementation gives it
+    (``value`` held in the file, ``value_float(s)``, ``value_int(s)``); ``None`` for the other forms (sparse,
+    strings, external data), which the reference evaluator computes. Setting up that evaluator costs a
+    tenth of a second: most models' constant nodes are these."""
+    if len(node.attribute) != 1:
+        return None
+    attr = node.attribute[0]
+    if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR and \
+            attr.t.data_location != TensorProto.EXTERNAL:
+        return numpy_helper.to_array(attr.t)
+    if attr.name == "value_float" and attr.type == onnx.AttributeProto.FLOAT:
+        return np.array(attr.f, dtype=np.float32)
+    if attr.name == "value_floats" and attr.type == onnx.AttributeProto.FLOATS:
+        return np.array(list(attr.floats), dtype=np.float32)
+    if attr.name == "value_int" and attr.type == onnx.AttributeProto.INT:
+        return np.array(attr.i, dtype=np.int64)
+    if attr.name == "value_ints" and attr.type == onnx.AttributeProto.INTS:
+        return np.array(list(attr.ints), dtype=np.int64)
+    return None
 
 
 def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None,
@@ -561,7 +665,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         folded += expansion.folded
         infos.update({k: v for k, v in expansion.tensors.items() if k not in infos})
         folder.constants.update(expansion.constants)
-        folder.values.update(expansion.values)
+        folder.values.update_values(expansion.values)
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     return Graph(
         name=model.graph.name or path.stem,
@@ -574,7 +678,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         folded=tuple(folded),
         tensors=dict(infos),
         constants=dict(folder.constants),
-        const_values=dict(folder.values),
+        const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
         assumptions=assumptions + _limit_notes(model, [n for n in layer_protos
                                                        if any(o in folder.unfolded for o in n.output)]),
@@ -601,7 +705,7 @@ def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
     Gather/Concat of folded shapes); with the folded values as initializers it does.
     """
     used = {i for n in layers for i in n.input if i}
-    initializers = [numpy_helper.from_array(v, name) for name, v in folder.values.items() if name in used]
+    initializers = [numpy_helper.from_array(folder.values[name], name) for name in folder.values if name in used]
     with_value = {t.name for t in initializers}
     const_inputs = [helper.make_tensor_value_info(name, onnx_elem_type(info.dtype), info.shape)
                     for name, info in folder.constants.items() if name in used and name not in with_value]

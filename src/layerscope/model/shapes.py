@@ -344,6 +344,8 @@ def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, 
 
 def layer_source(node: onnx.NodeProto, sources: Mapping[str, str]) -> str:
     """A layer's ``shape_source``: the least static source among its tensors (``unknown`` when one has none)."""
+    if not sources:  # every tensor's shape came from ONNX's static inference
+        return "static"
     found = {sources.get(t) for t in (*node.input, *node.output) if t}
     if "unknown" in found:
         return "unknown"

@@ -42,28 +42,28 @@ DTYPE_BYTES: Mapping[str, int] = MappingProxyType(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorInfo:
     """One tensor: name, static shape and numpy dtype name (e.g. ``"float32"``)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str
+    #: Computed once (costs and the roofline read them for every layer): product of ``shape``, bytes per
+    #: element of ``dtype`` (4 when unknown), and their product.
+    elements: int = field(init=False, repr=False, compare=False)
+    itemsize: int = field(init=False, repr=False, compare=False)
+    nbytes: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def elements(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def itemsize(self) -> int:
-        return DTYPE_BYTES.get(self.dtype, 4)
-
-    @property
-    def nbytes(self) -> int:
-        return self.elements * self.itemsize
+    def __post_init__(self) -> None:
+        elements = math.prod(self.shape)
+        itemsize = DTYPE_BYTES.get(self.dtype, 4)
+        object.__setattr__(self, "elements", elements)
+        object.__setattr__(self, "itemsize", itemsize)
+        object.__setattr__(self, "nbytes", elements * itemsize)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """One ONNX node.
 

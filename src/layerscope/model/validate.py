@@ -12,7 +12,8 @@ Contract of :func:`validate_model` (called by ``load_model`` before any shape wo
 - local functions call each other recursively, or expand (each call replaced by the function's body,
   as shape inference and the runtime do) to more than :data:`MAX_EXPANDED_NODES` nodes and 4 times the
   nodes in the file: 18 levels of functions calling the level below twice (1.4 KB) are 131,072 nodes;
-- ``onnx.checker.check_model(full_check=True)`` refuses the model (its first line is the reason).
+- ``onnx.checker.check_model(full_check=True)`` refuses the model (its first line is the reason); above
+  :data:`FULL_CHECK_MAX_NODES` nodes, ``full_check=False`` (the structural check, without strict shape inference).
 
 It reads no weight data (only file sizes) and is linear in the model's size.
 """
@@ -140,11 +141,17 @@ def _check_text(model: onnx.ModelProto, path: Path) -> None:
         ("graph.input", (vi.name for vi in graph.input)), ("graph.output", (vi.name for vi in graph.output)),
         ("graph.initializer", (t.name for t in graph.initializer)),
         ("opset_import", (o.domain for o in model.opset_import))]
-    for k, node in enumerate(graph.node):
-        fields.append((f"graph.node[{k}]", (node.name, node.op_type, node.domain, *node.input, *node.output)))
     for field, values in fields:
         if any(not isinstance(v, str) for v in values):
             raise ModelError(f"{path}: {field}: a name that is not valid UTF-8 (a corrupt file?)")
+    types: set[type] = set()  # of every node's names, one pass; the node is looked for only when one is not text
+    for node in graph.node:
+        types.update(map(type, (node.name, node.op_type, node.domain, *node.input, *node.output)))
+    if types <= {str}:
+        return
+    for k, node in enumerate(graph.node):
+        if any(not isinstance(v, str) for v in (node.name, node.op_type, node.domain, *node.input, *node.output)):
+            raise ModelError(f"{path}: graph.node[{k}]: a name that is not valid UTF-8 (a corrupt file?)")
 
 
 def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
@@ -270,6 +277,8 @@ def topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.N
     """
     import heapq
 
+    if in_order(nodes, available):
+        return nodes
     producer: dict[str, int] = {}
     for k, n in enumerate(nodes):
         for o in n.output:
@@ -303,6 +312,18 @@ def topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.N
     return ordered
 
 
+def in_order(nodes: Iterable[onnx.NodeProto], available: set[str]) -> bool:
+    """Whether ``nodes`` already are an execution order: each reads only ``available`` tensors and those an
+    earlier node wrote (never its own output). One pass, linear: the common case needs no sort."""
+    defined = set(available)
+    for n in nodes:
+        for i in n.input:
+            if i and i not in defined:
+                return False
+        defined.update(n.output)
+    return True
+
+
 def _reads_any(node: onnx.NodeProto, names: set[str]) -> bool:
     return bool(names) and any(i in names for i in node.input)
 
@@ -313,7 +334,10 @@ _CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
 
 
 def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
-    """ONNX's own checker with ``full_check`` (strict shape inference), on a light copy of the model.
+    """ONNX's own checker on a light copy of the model: with ``full_check`` (strict shape inference) up to
+    :data:`FULL_CHECK_MAX_NODES` nodes; above, the structural check only (the loader's shape inference
+    still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
+    errors that leave shapes the loader resolves anyway).
 
     The copy keeps small initializers and makes large ones typed inputs. ONNX Runtime accepts graph
     outputs declared without a shape, the checker does not: such outputs get the shape ONNX's
@@ -321,7 +345,7 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
     in a topological order (the runtime sorts them; the checker wants them sorted).
     """
     try:
-        _run_checker(model)
+        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
         # string field that is not UTF-8
@@ -329,24 +353,73 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
         raise ModelError(f"{path}: refused by onnx.checker (ONNX Runtime refuses it too): {first}") from None
 
 
-def _run_checker(model: onnx.ModelProto) -> None:
+#: Models with more nodes are checked without ``full_check`` (see :func:`_check_with_onnx`).
+FULL_CHECK_MAX_NODES = 20_000
+
+#: Graph fields :func:`_light_copy` leaves out (as ``helper.make_graph`` would), where this onnx has them.
+_UNCHECKED_GRAPH_FIELDS = ("doc_string", "sparse_initializer", "quantization_annotation", "metadata_props")
+
+
+def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model the checker sees: graph name (``"g"`` when empty), inputs (large initializers added as typed
+    inputs), outputs, small initializers, value_info and the nodes in a topological order; opsets, IR version and
+    local functions. Without large initializers the graph is copied in one call (protobuf's own copy), else field
+    by field so that the large data is never copied."""
     graph = model.graph
     small = [t for t in graph.initializer
              if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= _CHECKER_MAX_INITIALIZER_BYTES]
+    available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    ordered = in_order(graph.node, available)
+    if len(small) == len(graph.initializer) and ordered and graph.name and not _extra_fields(model):
+        return model  # the copy would be the model itself: the checker reads it as it is (it never changes it)
+    copy = onnx.ModelProto(ir_version=model.ir_version)
+    copy.opset_import.extend(model.opset_import)
+    copy.functions.extend(model.functions)
+    light = copy.graph
+    if len(small) == len(graph.initializer):
+        light.CopyFrom(graph)
+        for name in _UNCHECKED_GRAPH_FIELDS:
+            if name in light.DESCRIPTOR.fields_by_name:
+                light.ClearField(name)
+        light.name = graph.name or "g"
+        if not ordered:
+            del light.node[:]
+            light.node.extend(topological(list(graph.node), available))
+        return copy
     kept = {t.name for t in small}
     listed = {vi.name for vi in graph.input}
     typed = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
              for t in graph.initializer if t.name not in kept and t.name not in listed]
-    outputs = list(graph.output)
-    available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
-    nodes = topological(list(graph.node), available)
-    light = helper.make_graph(nodes, graph.name or "g", [*graph.input, *typed], outputs, initializer=small,
-                              value_info=list(graph.value_info))
-    copy = helper.make_model(light, opset_imports=list(model.opset_import), ir_version=model.ir_version,
-                             functions=list(model.functions))
-    if any(not _has_shape(o) for o in outputs):
+    nodes = graph.node if ordered else topological(list(graph.node), available)
+    light.CopyFrom(helper.make_graph(nodes, graph.name or "g", [*graph.input, *typed], list(graph.output),
+                                     initializer=small, value_info=list(graph.value_info)))
+    return copy
+
+
+def _extra_fields(model: onnx.ModelProto) -> list[str]:
+    """The fields of ``model`` (and its graph) :func:`_light_copy` would leave out, that are set."""
+    names = [f"graph.{name}" for name in _UNCHECKED_GRAPH_FIELDS
+             if name in model.graph.DESCRIPTOR.fields_by_name and _is_set(model.graph, name)]
+    # text the checker does not read (the copy leaves it out too); anything else set (metadata, training info,
+    # configuration) makes the checker see a copy
+    kept = {"ir_version", "opset_import", "functions", "graph", "producer_name", "producer_version", "domain",
+            "model_version", "doc_string"}
+    return names + [field.name for field, _ in model.ListFields() if field.name not in kept]
+
+
+def _is_set(message: onnx.GraphProto, name: str) -> bool:
+    value = getattr(message, name)
+    return bool(value) if isinstance(value, str) else len(value) > 0
+
+
+def _run_checker(model: onnx.ModelProto, *, full_check: bool = True) -> None:
+    copy = _light_copy(model)
+    if any(not _has_shape(o) for o in copy.graph.output):
+        if copy is model:  # shapes are given to a copy, never to the caller's model
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)
         _give_outputs_shapes(copy)
-    onnx.checker.check_model(copy, full_check=True)
+    onnx.checker.check_model(copy, full_check=full_check)
 
 
 def _has_shape(vi: onnx.ValueInfoProto) -> bool:

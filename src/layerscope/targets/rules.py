@@ -359,8 +359,9 @@ def explain(rule: FallbackRule, node: Node, graph: Graph) -> str:
 
 def matching_rule(profile: Profile, node: Node, graph: Graph) -> FallbackRule | None:
     """The first of ``profile.fallback_rules`` that applies to ``node``; ``None`` if none does."""
-    for rule in profile.fallback_rules:
-        if rule_applies(rule, node, graph):
+    op_type = node.op_type
+    for rule in profile.fallback_rules:  # rule_applies, inlined: every layer goes through every rule
+        if rule.op_type in ("*", op_type) and PREDICATES[rule.condition or "always"](node, graph):
             return rule
     return None
 

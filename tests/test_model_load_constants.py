@@ -1,0 +1,77 @@
+"""Constant nodes are folded by reading their attribute (no reference evaluator to set up), to the very value,
+dtype and shape ONNX's reference implementation gives; and a big model's load passes: weights are given to shape
+inference as typed inputs, a graph stored in order is not re-sorted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+from layerscope.model import load_model
+from layerscope.model.load import _constant_value
+from layerscope.model.validate import in_order, topological
+
+CASES: dict[str, dict[str, Any]] = {
+    "tensor-int64-2d": {"value": numpy_helper.from_array(np.arange(6, dtype=np.int64).reshape(2, 3))},
+    "tensor-float16-scalar": {"value": numpy_helper.from_array(np.float16(2.0))},
+    "value_float": {"value_float": 1.5},
+    "value_floats": {"value_floats": [1.0, 2.5]},
+    "value_int": {"value_int": 3},
+    "value_ints": {"value_ints": [1, 2, 3]},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_constant_is_read_as_the_reference_evaluator_computes_it(case: str) -> None:
+    node = helper.make_node("Constant", [], ["c"], **CASES[case])
+    model = helper.make_model(helper.make_graph([node], "g", [], [helper.make_tensor_value_info("c", 0, None)]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    expected = np.asarray(ReferenceEvaluator(model).run(None, {})[0])
+    got = _constant_value(node)
+    assert got is not None
+    assert (got.dtype, got.shape) == (expected.dtype, expected.shape)
+    assert np.array_equal(got, expected)
+
+
+def test_a_string_constant_is_left_to_the_reference_evaluator() -> None:
+    assert _constant_value(helper.make_node("Constant", [], ["c"], value_string="abc")) is None
+
+
+def test_constants_fold_into_a_reshape_target_and_a_weight(tmp_path: Path) -> None:
+    """y = Reshape(Conv(x, w), shape): ``shape`` and ``w`` come from Constant nodes; both fold, shapes resolve."""
+    w = np.ones((4, 3, 3, 3), np.float32)
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w), name="cw"),
+             helper.make_node("Constant", [], ["shape"], value_ints=[1, -1], name="cs"),
+             helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Reshape", ["c", "shape"], ["y"], name="reshape")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    loaded = load_model(path)
+    assert [n.op_type for n in loaded.layers] == ["Conv", "Reshape"]
+    assert sorted(n.id for n in loaded.folded) == ["cs", "cw"]
+    assert loaded.tensor("y") is not None and loaded.tensor("y").shape == (1, 4 * 8 * 8)
+    assert loaded.tensor("w").shape == (4, 3, 3, 3) and graph_value(loaded, "shape") == [1, -1]
+
+
+def graph_value(graph: Any, name: str) -> list[int]:
+    value = graph.value(name)
+    assert value is not None
+    return [int(v) for v in value]
+
+
+def test_a_graph_in_order_is_returned_as_it_is_and_one_out_of_order_is_sorted() -> None:
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"], name=f"r{i}") for i in range(5)]
+    assert in_order(nodes, {"t0"}) and topological(nodes, {"t0"}) is nodes
+    reverse = nodes[::-1]
+    assert not in_order(reverse, {"t0"})
+    assert [n.name for n in topological(reverse, {"t0"})] == [f"r{i}" for i in range(5)]
+    reads_itself = [helper.make_node("Add", ["t0", "u"], ["u"], name="loop")]
+    assert not in_order(reads_itself, {"t0"})
