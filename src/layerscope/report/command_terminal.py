@@ -22,9 +22,8 @@ from layerscope.report.predictor_terminal import predictor_report
 from layerscope.report.stress_terminal import stress_report
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
-from layerscope.report.views.common import Run
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import BenchMeasurement, RunLike
 
 RunKind = Literal["pipeline", "bisect", "bench", "import", "profile", "estimate"]
 
@@ -33,19 +32,19 @@ DEFAULT_TOP: Mapping[RunKind, int] = {"pipeline": 15, "bisect": 0, "bench": 0, "
                                       "estimate": 20}
 
 
-def run_kind(run: Run) -> RunKind:
+def run_kind(run: RunLike) -> RunKind:
     """The command whose report a run gets: ``pipeline`` or ``bisect`` when it holds their section, ``bench``
     for a bench measurement, ``import`` for a run made of vendor files (its ``import`` section), ``profile``
-    for any other measurement, else ``estimate``."""
-    if "pipeline" in run:
+    for any other measurement, else ``estimate`` (``run`` typed, or its document)."""
+    run = as_run(run)
+    if run.pipeline is not None:
         return "pipeline"
-    if "bisect" in run:
+    if run.bisect is not None:
         return "bisect"
-    if "import" in run:
+    if run.import_ is not None:
         return "import"
-    measurement = run.get("measurement")
-    if isinstance(measurement, Mapping):
-        return "bench" if measurement.get("source") == "bench" else "profile"
+    if run.measurement is not None:
+        return "bench" if isinstance(run.measurement, BenchMeasurement) else "profile"
     return "estimate"
 
 
@@ -58,29 +57,30 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
     run = as_run(run)
     kind = run_kind(run) if kind is None else kind
     rows = DEFAULT_TOP[kind] if top is None else top
-    with_timeline = "timeline" in run if timeline is None else timeline
+    with_timeline = run.timeline is not None if timeline is None else timeline
     parts: list[RenderableType] = []
     if kind == "pipeline":
         parts.append(pipeline_report(run, rows))
     elif kind == "bisect":
         parts.append(bisect_report(run))
-        if "validation" in run["bisect"]:
+        # ``bisect.validation`` read as an attribute: an unknown key of the section today, a field once typed
+        if run.bisect is not None and getattr(run.bisect, "validation", None) is not None:
             parts += [Text(""), validation_report(run)]
     elif kind == "import":
         parts.append(import_report(run, rows))
     elif kind == "bench":
         parts.append(bench_report(run))
-        if "stress" in run:
+        if run.stress is not None:
             parts.append(stress_report(run))
     else:
-        has_measurement = kind == "profile" and "latency" in run and "measurement" in run
+        has_measurement = kind == "profile" and run.latency is not None and run.measurement is not None
         if rows:
             parts.append(measured_layers_table(run, rows) if has_measurement else top_layers_table(run, rows))
         parts.append(measurement_summary(run) if has_measurement else estimate_summary(run))
         if with_timeline:
             parts.append(timeline_report(run))
-        if "predictor" in run:
+        if run.predictor is not None:
             parts.append(predictor_report(run, rows))
-        if "stress" in run:
+        if run.stress is not None:
             parts.append(stress_report(run, rows or 10))
     return Group(*parts)

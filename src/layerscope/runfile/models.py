@@ -193,6 +193,15 @@ class LayerMeasured(Section):
         return self
 
 
+class LayerPredicted(Section):
+    """A layer's time as the kernel predictor predicts it (``estimate --predictor``): its share of its kernel's
+    predicted time (0 for a layer no kernel runs), that kernel and its family (``None`` then)."""
+
+    latency_us: Us | None = None
+    kernel: str | None = None
+    family: str | None = None
+
+
 class Layer(Section):
     """One layer: identity, tensors, hardware-independent cost, and its estimate and measurement when present."""
 
@@ -219,6 +228,7 @@ class Layer(Section):
     status: str | None = None
     estimate: LayerEstimate | None = None
     measured: LayerMeasured | None = None
+    predicted: LayerPredicted | None = None
 
     # Derived (the definitions of :mod:`layerscope.runfile.derived`, on the typed layer).
 
@@ -340,6 +350,26 @@ class KernelProfileMeasurement(_MeasurementBase):
     median_run: list[Event] = []
 
 
+class BenchInput(Section):
+    """One model input of a bench run: its name, where its values came from (``random``, a file) and the seed of
+    random values."""
+
+    name: str
+    source: str | None = None
+    seed: int | None = None
+
+
+class StreamResult(Section):
+    """One concurrent stream of a bench run: its runs, wall time, throughput and latency (``None`` when the stream
+    finished no run)."""
+
+    stream: Count
+    runs: Count | None = None
+    wall_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    latency: Latency | None = None
+
+
 class BenchMeasurement(_MeasurementBase):
     """``layerscope bench``: end-to-end latency only (no layer is measured)."""
 
@@ -353,7 +383,19 @@ class BenchMeasurement(_MeasurementBase):
     #: OpenVINO's throughput mode: ``throughput: AsyncInferQueue`` and the queue's requests.
     mode: str | None = None
     async_requests: Count | None = None
-    stream_results: list[dict[str, Any]] = []
+    #: The planned run count (``--runs``) or duration (``--duration``, s), and the ONNX Runtime inter-op threads.
+    planned_runs: Count | None = None
+    duration_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    inter_op_threads: Count | None = None
+    #: The whole process while it ran: wall and CPU time (s), CPU time / (wall x cores), the cores it could use,
+    #: its peak resident set size (``None`` where the OS does not say).
+    wall_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    cpu_time_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    cpu_util: Fraction | None = None
+    cores: Count | None = None
+    peak_rss_bytes: Count | None = None
+    inputs: list[BenchInput] = []
+    stream_results: list[StreamResult] = []
 
 
 class DifferentialMeasurement(_MeasurementBase):
@@ -533,6 +575,29 @@ class Unmatched(Section):
     missing: list[str] = []
 
 
+class ImportContext(Section):
+    """``import.context``: where and how the model ran as the vendor's files say it (each from the first file that
+    does, ``None`` when none does); ``samples_per_s`` = ``throughput_per_s`` (inferences/s) x ``batch``."""
+
+    device: str | None = None
+    compute_capability: str | None = None
+    device_memory_bytes: Count | None = None
+    precision: str | None = None
+    batch: Count | None = None
+    throughput_per_s: Rate | None = None
+    samples_per_s: Rate | None = None
+
+
+class ImportFusionMap(Section):
+    """``import.fusion_map``: the level ONNX Runtime's optimized graph was re-created at, how many of the profile's
+    kernels it names, and the share of their time placed on layers or layout (``None`` without timed kernels)."""
+
+    opt_level: str | None = None
+    kernels: Count | None = None
+    kernels_named: Count | None = None
+    mapped_share: Fraction | None = None
+
+
 class ImportInfo(Section):
     files: list[ImportFile] = []
     joined_to_model: bool | None = None
@@ -540,6 +605,8 @@ class ImportInfo(Section):
     joined: Count | None = None
     layout: Count | None = None
     unmatched: list[Unmatched] = []
+    context: ImportContext | None = None
+    fusion_map: ImportFusionMap | None = None
 
 
 # --------------------------------------------------------------------------------------------------- experiments
@@ -606,6 +673,34 @@ class Bisect(Section):
 # --------------------------------------------------------------------------------------------------- the run
 
 
+class PredictedKernel(Section):
+    """One runtime kernel as the predictor predicts it: its time with the interval, the roofline beside it."""
+
+    kernel: str
+    family: str | None = None
+    layers: list[str] = []
+    latency_us: Us | None = None
+    low_us: Us | None = None
+    high_us: Us | None = None
+    roofline_us: Us | None = None
+
+
+class Predictor(Section):
+    """``estimate --predictor``: the model's predicted latency with its interval (kernels' sum plus the per-call
+    overhead), how kernels were formed (``fusion``: ``onnxruntime`` or ``none``), the predictor file, its runtime
+    and profile."""
+
+    file: str | None = None
+    latency_us: Us | None = None
+    low_us: Us | None = None
+    high_us: Us | None = None
+    overhead_us: Us | None = None
+    fusion: str | None = None
+    runtime: dict[str, Any] = {}
+    profile: str | None = None
+    kernels: list[PredictedKernel] = []
+
+
 class RunFile(Section):
     """A whole run file (``schema_version`` 2). ``model``, ``layers`` and ``summary`` are required."""
 
@@ -629,6 +724,7 @@ class RunFile(Section):
     stress: Stress | None = None
     bisect: Bisect | None = None
     import_: ImportInfo | None = Field(default=None, alias="import")
+    predictor: Predictor | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunFile:
