@@ -504,6 +504,39 @@ class Verdict(Section):
     lines: list[str] = []
 
 
+class SpreadRun(Section):
+    """One run's k in ``reconcile.spread``."""
+
+    model: str
+    k: Ratio
+
+
+class SpreadDriver(Section):
+    """One layer group across the runs: its mean share of the estimate, pooled k, k range, and the correlation of
+    its share with the run's k (``None`` with fewer than 3 runs)."""
+
+    group: str
+    mean_share: Ratio | None = None
+    pooled_k: Ratio | None = None
+    k_min: Ratio | None = None
+    k_max: Ratio | None = None
+    share_k_correlation: Ratio | None = None
+
+
+class Spread(Section):
+    """``reconcile.spread`` (``layerscope reconcile`` of several runs): k per run, its mean, range and CV, whether
+    it is dispersed, the groups that drive it and the verdict's lines."""
+
+    runs: list[SpreadRun] = []
+    mean_k: Ratio | None = None
+    min_k: Ratio | None = None
+    max_k: Ratio | None = None
+    cv: Ratio | None = None
+    dispersed: bool | None = None
+    drivers: list[SpreadDriver] = []
+    lines: list[str] = []
+
+
 class Reconcile(Section):
     """k = measured / estimated for the same part of the model (``layerscope import`` or ``reconcile``).
 
@@ -531,7 +564,7 @@ class Reconcile(Section):
     by_op_type: list[GroupK] = []
     by_bound: list[GroupK] = []
     by_unit_kind: list[GroupK] = []
-    spread: dict[str, Any] | None = None
+    spread: Spread | None = None
 
 
 class FindingItem(Section):
@@ -547,13 +580,50 @@ class FindingItem(Section):
     help: str = ""
 
 
+class LayerDiagnosis(Section):
+    """One layer in ``findings.diagnosis`` (``layerscope advise``): its time (measured, else estimated) and share,
+    its roofline bound and, when measured, the bound and utilizations its achieved rates show."""
+
+    id: str
+    op_type: str | None = None
+    time_us: SignedUs | None = None
+    share: Ratio | None = None
+    measured: bool | None = None
+    roofline_bound: str | None = None
+    measured_bound: str | None = None
+    compute_utilization: Ratio | None = None
+    bandwidth_utilization: Ratio | None = None
+    unit: str | None = None
+    fallback_reason: str | None = None
+
+
+class Diagnosis(Section):
+    """``findings.diagnosis``: the time basis, the total, the slowest 20% of the layers' share of it, the top
+    hot spots (``advise --top``), the layers per roofline and measured bound, and every CPU-fallback layer."""
+
+    time_source: str | None = None
+    total_us: SignedUs | None = None
+    top20_share: Ratio | None = None
+    hotspots: list[LayerDiagnosis] = []
+    roofline_bounds: dict[str, Count] = {}
+    measured_bounds: dict[str, Count] = {}
+    fallbacks: list[LayerDiagnosis] = []
+
+
+class SkippedRule(Section):
+    """A rule ``advise`` did not run, and why."""
+
+    rule: str
+    reason: str | None = None
+
+
 class Findings(Section):
     source: str | None = None
     count: Count | None = None
     by_severity: dict[str, Count] = {}
     items: list[FindingItem] = []
-    skipped_rules: list[dict[str, Any]] = []
-    diagnosis: dict[str, Any] | None = None
+    skipped_rules: list[SkippedRule] = []
+    diagnosis: Diagnosis | None = None
 
 
 class ImportFile(Section):
