@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import TypeAdapter, ValidationError
 from rich import box
@@ -18,7 +19,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.analysis.advise import AdviceReport, with_findings
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
 from layerscope.analysis.compare import Comparison, LayerDelta, MetricDelta
 from layerscope.analysis.findings import Finding, Severity
@@ -30,6 +30,9 @@ from layerscope.report.views.comparison import change_text, format_metric
 from layerscope.runfile.io import describe
 from layerscope.runfile.models import Comparison as ComparisonSection
 from layerscope.runfile.models import Findings, Reconcile, Spread
+
+if TYPE_CHECKING:  # analysis.advise loads ONNX models: a report of a saved run does not import it
+    from layerscope.analysis.advise import AdviceReport
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -218,6 +221,8 @@ def advice_report(report: AdviceReport, top: int = 10) -> RenderableType:
     """What ``layerscope advise`` prints: :func:`advice_view` of the ``findings`` section it saves
     (:func:`layerscope.analysis.advise.with_findings`), so that ``report RUN --format terminal`` of the saved run
     prints the same, to the digit."""
+    from layerscope.analysis.advise import with_findings
+
     document = with_findings({}, report, top=top)  # a document holding the findings section alone
     return advice_view(Findings.model_validate(document["findings"]), len(report.diagnosis.layers), top)
 
