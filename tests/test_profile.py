@@ -18,6 +18,7 @@ from layerscope.measure.profile import KernelResult, _shares, _timed_runs, layer
 from layerscope.model import load_model
 from layerscope.report.terminal import measurement_summary
 from layerscope.run import load_run
+from layerscope.runfile.io import as_run
 from layerscope.stats import summarize
 
 
@@ -52,7 +53,7 @@ def test_steadiness_says_how_far_the_machine_moved(squeezenet_run: dict[str, Any
         run = copy.deepcopy(squeezenet_run)
         run["measurement"]["steadiness"].update(values)
         console = Console(width=240, record=True)
-        console.print(measurement_summary(run))
+        console.print(measurement_summary(as_run(run)))
         return console.export_text()
 
     steady = rendered(latency_cv=0.01, latency_drift=0.004, profiled_drift=-0.02)

@@ -18,6 +18,7 @@ from layerscope.cli.main import main
 from layerscope.report.command_terminal import run_kind
 from layerscope.report.renderers import FORMATS, RENDERERS, format_of, get_renderer
 from layerscope.run import load_run
+from layerscope.runfile import load as load_typed
 
 SQUEEZENET = str(zoo("squeezenet"))
 #: Lines a command prints about the files it wrote; the report of the saved run has none of them.
@@ -120,6 +121,98 @@ def test_import(files: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFi
                                           capsys)
     assert printed == again and len(again) > 15
     assert run_kind(load_run(tmp_path / "run.json")) == "import"
+
+
+# --- the analyses that write a run: compare, advise, reconcile (calibrate writes a profile, not a run) -----------
+
+@pytest.fixture(scope="module")
+def two_estimates(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """SqueezeNet estimated on rdk-s100 and on rdk-x5 (deterministic: no measurement)."""
+    folder = tmp_path_factory.mktemp("analyses")
+    runs = folder / "s100.json", folder / "x5.json"
+    for target, out in zip(("rdk-s100", "rdk-x5"), runs, strict=True):
+        assert main(["estimate", SQUEEZENET, "-t", target, "--top", "0", "-o", str(out)]) == 0
+    return runs
+
+
+def test_compare(two_estimates: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = two_estimates
+    capsys.readouterr()
+    printed, again = _command_then_report(["compare", str(before), str(after), "--top", "5", "--labels", "s100,x5"],
+                                          tmp_path / "run.json", capsys, ("--top", "5"))
+    assert printed == again
+    assert run_kind(load_typed(tmp_path / "run.json")) == "compare"
+    text = "\n".join(again)
+    assert "s100 -> x5" in text and "Largest per-layer changes" in text
+    # the largest change, by hand from the two runs' estimates
+    est = [{layer.id: layer.estimated_us or 0.0 for layer in load_typed(path).layers} for path in two_estimates]
+    top = max(est[0], key=lambda i: (abs(est[1][i] - est[0][i]), i))
+    row = next(line.split() for line in again if line.lstrip().startswith("1 "))
+    assert row[1] == top and row[-1] == f"{est[1][top] - est[0][top]:+.1f}"
+    # without --top the report prints compare's default, 10 rows
+    assert main(["report", str(tmp_path / "run.json"), "--format", "terminal"]) == 0
+    assert sum(line.lstrip().startswith(tuple(f"{i} " for i in range(1, 12)))
+               for line in capsys.readouterr().out.splitlines()) == 10
+
+
+def test_advise(two_estimates: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    printed, again = _command_then_report(["advise", str(two_estimates[0]), "--top", "5"], tmp_path / "run.json",
+                                          capsys, ("--top", "5"))
+    assert printed == again
+    run = load_typed(tmp_path / "run.json")
+    assert run_kind(run) == "advise" and run.findings is not None and run.findings.count
+    assert f"Findings ({run.findings.count})" in again and "Top 5 of 66 layers by estimated time" in again[0]
+    # without the model the rules that read the graph are skipped, and the report says so as advise did
+    printed, again = _command_then_report(["advise", str(two_estimates[0]), "--no-model"], tmp_path / "bare.json",
+                                          capsys)
+    assert printed == again and any(line.startswith("skipped lane-alignment: needs the model file") for line in again)
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("reconcile") / "profile.json"
+    assert main(["profile", SQUEEZENET, "-t", "rdk-s100", "--runs", "3", "--warmup", "1", "--threads", "1",
+                 "--top", "0", "-o", str(out)]) == 0
+    return out
+
+
+def test_reconcile(profiled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    printed, again = _command_then_report(["reconcile", str(profiled), "--top", "5"], tmp_path / "run.json", capsys,
+                                          ("--top", "5"))
+    assert printed[0] == str(profiled)  # the path of the run reconciled names a file: the report has no such line
+    assert printed[1:] == again
+    run = load_typed(tmp_path / "run.json")
+    assert run_kind(run) == "reconcile" and run.reconcile is not None
+    assert again[1].split()[:2] == ["k", f"{run.reconcile.k:.3f}"]
+    assert any(line.startswith("Top 5 layers by measured time") for line in again)
+
+
+def test_reconcile_of_several_runs_keeps_the_spread(profiled: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_bytes(profiled.read_bytes())
+    second.write_bytes(profiled.read_bytes())
+    capsys.readouterr()
+    assert main(["reconcile", str(first), str(second), "--save"]) == 0
+    printed = _tables(capsys.readouterr().out)
+    assert main(["report", str(second), "--format", "terminal"]) == 0
+    again = _tables(capsys.readouterr().out)
+    # the second run's report, then k across the runs: what reconcile printed after the second run's path
+    assert printed[printed.index(str(second)) + 1:-1] == again
+    assert printed[-1] == "reconcile saved in 2 run file(s)" and "k across runs" in again
+
+
+def test_the_last_analysis_names_the_run(two_estimates: tuple[Path, Path], tmp_path: Path) -> None:
+    """A run written by compare whose *after* run had been advised is a compare run; an import's reconcile section
+    does not make a run a reconcile run (test_import)."""
+    before, after = two_estimates
+    advised = tmp_path / "advised.json"
+    assert main(["advise", str(after), "--no-model", "-o", str(advised)]) == 0
+    assert run_kind(load_typed(advised)) == "advise"
+    assert main(["compare", str(before), str(advised), "-o", str(tmp_path / "cmp.json")]) == 0
+    compared = load_typed(tmp_path / "cmp.json")
+    assert compared.findings is not None and run_kind(compared) == "compare"
 
 
 # --- the other formats ---------------------------------------------------------------------------------------------

@@ -223,7 +223,7 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
     assert {r.id: r.meas_us for r in layer_rows(as_run(run))} == measured
     html = render_html(run)
     markdown = markdown_summary(run)
-    terminal = _text(measurement_summary(run)) + _text(measured_layers_table(run, 10))
+    terminal = _text(measurement_summary(load(path))) + _text(measured_layers_table(load(path), 10))
     for text in (html, markdown, terminal):
         assert k3 in text
         assert "k compares two devices" in text
@@ -257,7 +257,7 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
                                                          if v is not None}
 
     # import's measured-layer table reads the same times
-    table = _text(measured_table(run, 10))
+    table = _text(measured_table(load(path), 10))
     for lid in ("conv1", "conv2", "relu1"):
         assert f"{measured[lid]:.1f}" in table
     assert "relu1" in table

@@ -98,9 +98,14 @@ def advise(run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Gra
     return AdviceReport(diagnose(typed, profile), run_rules(ctx, rules))
 
 
-def with_findings(run: RunFile, report: AdviceReport, *, top: int = 10) -> RunFile:
-    """``run`` with its ``findings`` section set (replacing an earlier one)."""
-    return run.model_copy(update={"findings": Findings.model_validate({
+def findings_of(report: AdviceReport, *, top: int = 10) -> Findings:
+    """The ``findings`` section ``layerscope advise`` saves: the findings, the rules skipped and why, the diagnosis."""
+    return Findings.model_validate({
         **findings_section(report.advice.findings, source="layerscope advise"),
         "skipped_rules": [{"rule": rule, "reason": why} for rule, why in report.advice.skipped],
-        "diagnosis": diagnosis_section(report.diagnosis, top)})})
+        "diagnosis": diagnosis_section(report.diagnosis, top)})
+
+
+def with_findings(run: RunFile, report: AdviceReport, *, top: int = 10) -> RunFile:
+    """``run`` with its ``findings`` section set (replacing an earlier one)."""
+    return run.model_copy(update={"findings": findings_of(report, top=top)})

@@ -44,7 +44,9 @@ from layerscope.runfile.derived import FUSED_GROUP_INLINE_MAX, ScaledLayer, Scal
 from layerscope.runfile.io import describe
 from layerscope.runfile.models import (
     EstimateInfo,
+    ImportContext,
     ImportFile,
+    ImportFusionMap,
     ImportInfo,
     Kernel,
     Latency,
@@ -503,7 +505,7 @@ def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resol
                            kind=res.entry.kind.value, reason=res.reason or "some parts not found",
                            missing=list(res.missing))
                  for res in resolutions if res.category == UNMAPPED or res.missing]
-    return ImportInfo(
+    info = ImportInfo(
         files=[ImportFile(path=r.path, name=Path(r.path).name, format=r.format, tool=r.tool,
                           sha256=_sha256(r.path), entries=len(r.entries), info=dict(r.info),
                           warnings=list(r.warnings)) for r in results],
@@ -512,8 +514,11 @@ def _import_section(results: Sequence[ImportResult], resolutions: Sequence[Resol
         joined=sum(1 for r in resolutions if r.category == LAYER),
         layout=sum(1 for r in resolutions if r.category == LAYOUT),
         unmatched=unmatched,
-        **{"context": _context(results), **({"fusion_map": fusion_map} if fusion_map is not None else {})},
+        context=ImportContext.model_validate(_context(results)),
     )
+    if fusion_map is None:
+        return info
+    return info.model_copy(update={"fusion_map": ImportFusionMap.model_validate(fusion_map)})
 
 
 #: What the files say about where and how the model ran (``info`` keys the parsers fill), for the run's

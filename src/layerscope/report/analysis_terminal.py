@@ -1,23 +1,38 @@
 """Terminal reporters for the analyses: reconcile, calibrate, advise, lint, compare. Pure functions from the
-analysis results to rich renderables; nothing here computes a number the analysis did not."""
+analysis results to rich renderables; nothing here computes a number the analysis did not.
+
+``reconcile``, ``advise`` and ``compare`` print what they save: the reconcile and advise reports are drawn from
+the run-file section the command writes (:func:`reconcile_view`, :func:`spread_view`, :func:`advice_view`), the
+compare report from the comparison that section stores (:func:`saved_comparison`), so ``layerscope report RUN
+--format terminal`` re-prints a saved run as the command printed it
+(:func:`layerscope.report.command_terminal.command_report`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from pydantic import TypeAdapter, ValidationError
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.analysis.advise import AdviceReport
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
-from layerscope.analysis.compare import Comparison, RuntimeComparison
+from layerscope.analysis.compare import Comparison, LayerDelta, MetricDelta, RuntimeComparison
 from layerscope.analysis.findings import Finding, Severity
-from layerscope.analysis.reconcile import KSpread, Reconciliation
+from layerscope.analysis.reconcile import KSpread, Reconciliation, reconcile_section, spread_section
+from layerscope.errors import RunFileError
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
 from layerscope.report.views.comparison import change_text, format_metric
+from layerscope.runfile.io import describe
+from layerscope.runfile.models import Comparison as ComparisonSection
+from layerscope.runfile.models import Findings, Reconcile, Spread
+
+if TYPE_CHECKING:  # analysis.advise loads ONNX models: a report of a saved run does not import it
+    from layerscope.analysis.advise import AdviceReport
 
 _SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
@@ -46,13 +61,20 @@ def _pct(value: float | None, signed: bool = False) -> str:
 
 # ------------------------------------------------------------------------------------------------ reconcile
 def reconcile_report(rec: Reconciliation, top: int = 10) -> RenderableType:
-    """k, its scope, rank agreement, the verdict, k per op type and the top layers with their errors."""
+    """What ``layerscope reconcile`` prints for one run: :func:`reconcile_view` of the ``reconcile`` section it
+    saves (:func:`layerscope.analysis.reconcile.reconcile_section`), so that ``report RUN --format terminal`` of the
+    saved run prints the same, to the digit."""
+    return reconcile_view(Reconcile.model_validate(reconcile_section(rec)), rec.model_name, rec.target_name, top)
+
+
+def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int = 10) -> RenderableType:
+    """k, its scope, rank agreement, the verdict, k per op type and the top layers with their errors, from a
+    ``reconcile`` section; ``model_name`` and ``target_name`` name the run (as ``reconcile_run`` does)."""
     rows: list[tuple[str, str | Text]] = [
-        ("model", Text(f"{rec.model_name}  (profile {rec.target_name})")),
+        ("model", Text(f"{model_name}  (profile {target_name})")),
         ("k", Text.assemble((f"{rec.k:.3f}", "bold cyan"),
-                            f"  = measured {human_us(rec.factor.measured_us)} / estimated "
-                            f"{human_us(rec.factor.estimated_us)}")),
-        ("scope", Text(rec.scope)),
+                            f"  = measured {human_us(rec.measured_us)} / estimated {human_us(rec.estimated_us)}")),
+        ("scope", Text(rec.scope or "-")),
     ]
     if rec.measured_on:
         rows.append(("measured by", Text(rec.measured_on)))
@@ -67,8 +89,8 @@ def reconcile_report(rec: Reconciliation, top: int = 10) -> RenderableType:
                                          f"estimate's top {rec.top_n}"))
     if rec.median_abs_error is not None:
         rows.append(("layer error", f"median |scaled - measured| / measured = {_pct(rec.median_abs_error)}"))
-    if rec.excluded_layer_ids:
-        rows.append(("excluded", f"{len(rec.excluded_layer_ids)} layer(s) (eliminated by the runtime or without "
+    if rec.excluded_layers:
+        rows.append(("excluded", f"{len(rec.excluded_layers)} layer(s) (eliminated by the runtime or without "
                                  "an estimate)"))
     parts: list[RenderableType] = [_grid(rows)]
     if rec.by_op_type:
@@ -76,28 +98,34 @@ def reconcile_report(rec: Reconciliation, top: int = 10) -> RenderableType:
         for header in ("op type", "layers", "est. µs", "meas. µs", "k"):
             table.add_column(header, justify="left" if header == "op type" else "right")
         for g in rec.by_op_type[:top]:
-            table.add_row(Text(g.name), str(g.layer_count), f"{g.estimated_us:.1f}", f"{g.measured_us:.1f}", _k(g.k))
+            table.add_row(Text(g.name), str(g.layers), f"{g.estimated_us:.1f}", f"{g.measured_us:.1f}", _k(g.k))
         parts.append(table)
-        layers = sorted(rec.layers, key=lambda c: -c.measured_us)[:top]
+        layers = sorted(rec.layers, key=lambda c: -(c.measured_us or 0.0))[:top]
         table = _table(f"Top {len(layers)} layers by measured time: estimate scaled by k against the measurement")
         for header in ("#", "layer", "op", "est. µs", "scaled µs", "meas. µs", "error"):
             table.add_column(header, justify="left" if header in ("layer", "op") else "right", overflow="fold")
         for i, c in enumerate(layers, 1):
-            table.add_row(str(i), Text(c.layer_id), Text(c.op_type), f"{c.estimated_us:.1f}", f"{c.scaled_us:.1f}",
-                          f"{c.measured_us:.1f}", _pct(c.error, signed=True))
+            table.add_row(str(i), Text(c.name), Text(c.op_type or "-"), f"{c.estimated_us:.1f}", f"{c.scaled_us:.1f}",
+                          f"{c.measured_us or 0.0:.1f}", _pct(c.error, signed=True))
         parts.append(table)
     parts.append(Text("Verdict", style="bold"))
-    parts.extend(Text(f"  {line}") for line in rec.verdict.lines)
+    parts.extend(Text(f"  {line}") for line in (rec.verdict.lines if rec.verdict is not None else []))
     return Group(*parts)
 
 
 def spread_report(spread: KSpread) -> RenderableType:
-    """k per run, its range and dispersion, and the layer groups that drive it."""
+    """What ``layerscope reconcile`` of several runs prints after their reports: :func:`spread_view` of the
+    ``reconcile.spread`` it saves in each (:func:`layerscope.analysis.reconcile.spread_section`)."""
+    return spread_view(Spread.model_validate(spread_section(spread)))
+
+
+def spread_view(spread: Spread) -> RenderableType:
+    """k per run, its range and dispersion, and the layer groups that drive it (a ``reconcile.spread`` section)."""
     table = _table("k across runs")
     table.add_column("model")
     table.add_column("k", justify="right")
-    for name, k in spread.runs:
-        table.add_row(Text(name), f"{k:.3f}")
+    for run in spread.runs:
+        table.add_row(Text(run.model), f"{run.k:.3f}")
     parts: list[RenderableType] = [table]
     if spread.drivers:
         drivers = _table("layer groups: share of the estimate, pooled k, k range, correlation of share with k")
@@ -190,27 +218,42 @@ def findings_table(findings: Sequence[Finding], title: str) -> RenderableType:
 
 
 def advice_report(report: AdviceReport, top: int = 10) -> RenderableType:
-    """Hot spots with bounds, the top-20% share, CPU fallbacks, then the findings."""
-    diag = report.diagnosis
-    table = _table(f"Top {min(top, len(diag.layers))} of {len(diag.layers)} layers by {diag.time_source} time")
-    for header in ("#", "layer", "op", "µs", "share", "roofline", "measured", "compute util", "DDR util", "unit"):
-        table.add_column(header, justify="left" if header in ("layer", "op", "roofline", "measured", "unit")
-                         else "right", overflow="fold")
-    for i, d in enumerate(diag.hotspots(top), 1):
-        table.add_row(str(i), Text(d.layer_id), Text(d.op_type), f"{d.time_us:.1f}", _pct(d.share), d.roofline_bound,
-                      d.measured_bound or "-", _pct(d.compute_utilization), _pct(d.bandwidth_utilization),
-                      Text(d.unit + (" *" if d.fallback_reason else "")))
-    parts: list[RenderableType] = [table, _grid([
-        ("top 20%", f"the slowest 20% of the layers take {_pct(diag.top20_share)} of the time"),
-        ("bounds", ", ".join(f"{k} {v}" for k, v in sorted(diag.roofline_bounds.items())) + " (roofline)" +
-         (("; " + ", ".join(f"{k} {v}" for k, v in sorted(diag.measured_bounds.items())) + " (measured)")
-          if diag.measured_bounds else "")),
-        ("CPU fallback", f"{len(diag.fallbacks)} layer(s)"),
-    ])]
-    parts.extend(Text(f"  * {d.layer_id}: {d.fallback_reason}") for d in diag.fallbacks[:10])
-    parts.append(findings_table(report.advice.findings, f"Findings ({len(report.advice.findings)})"))
-    for rule, why in report.advice.skipped:
-        parts.append(Text(f"skipped {rule}: {why}", style="dim"))
+    """What ``layerscope advise`` prints: :func:`advice_view` of the ``findings`` section it saves
+    (:func:`layerscope.analysis.advise.findings_of`), so that ``report RUN --format terminal`` of the saved run
+    prints the same, to the digit."""
+    from layerscope.analysis.advise import findings_of
+
+    return advice_view(findings_of(report, top=top), len(report.diagnosis.layers), top)
+
+
+def advice_view(findings: Findings, layer_count: int, top: int = 10) -> RenderableType:
+    """Hot spots with bounds, the top-20% share, CPU fallbacks, then the findings, from a ``findings`` section
+    (``layerscope advise``'s); ``layer_count``: the run's layers (the diagnosis ranks them all, the section keeps
+    the top ``advise --top``)."""
+    parts: list[RenderableType] = []
+    diag = findings.diagnosis
+    if diag is not None:
+        hotspots = diag.hotspots[:top]
+        table = _table(f"Top {len(hotspots)} of {layer_count} layers by {diag.time_source} time")
+        for header in ("#", "layer", "op", "µs", "share", "roofline", "measured", "compute util", "DDR util", "unit"):
+            table.add_column(header, justify="left" if header in ("layer", "op", "roofline", "measured", "unit")
+                             else "right", overflow="fold")
+        for i, d in enumerate(hotspots, 1):
+            table.add_row(str(i), Text(d.id), Text(d.op_type or "?"), f"{d.time_us or 0.0:.1f}", _pct(d.share),
+                          d.roofline_bound or "?", d.measured_bound or "-", _pct(d.compute_utilization),
+                          _pct(d.bandwidth_utilization), Text((d.unit or "-") + (" *" if d.fallback_reason else "")))
+        measured_bounds = ", ".join(f"{k} {v}" for k, v in sorted(diag.measured_bounds.items()))
+        parts += [table, _grid([
+            ("top 20%", f"the slowest 20% of the layers take {_pct(diag.top20_share)} of the time"),
+            ("bounds", ", ".join(f"{k} {v}" for k, v in sorted(diag.roofline_bounds.items())) + " (roofline)" +
+             (f"; {measured_bounds} (measured)" if measured_bounds else "")),
+            ("CPU fallback", f"{len(diag.fallbacks)} layer(s)"),
+        ])]
+        parts.extend(Text(f"  * {d.id}: {d.fallback_reason}") for d in diag.fallbacks[:10])
+    items = [Finding.from_item(item) for item in findings.items]
+    parts.append(findings_table(items, f"Findings ({len(items)})"))
+    for skipped in findings.skipped_rules:
+        parts.append(Text(f"skipped {skipped.rule}: {skipped.reason}", style="dim"))
     return Group(*parts)
 
 
@@ -223,6 +266,59 @@ def lint_report(path: str, findings: Sequence[Finding]) -> RenderableType:
 
 
 # -------------------------------------------------------------------------------------------------- compare
+@dataclass(frozen=True)
+class _Side:
+    """A compared run as a ``comparison`` section names it (its label is the table's column)."""
+
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class _OneSideLayer:
+    """A layer of one run only (``added`` or ``removed``) as the section stores it."""
+
+    id: str
+    op_type: str
+    time_us: float
+
+
+@dataclass(frozen=True)
+class _SavedComparison:
+    """What a ``comparison`` section holds of the :class:`~layerscope.analysis.compare.Comparison` it was written
+    from (:func:`layerscope.analysis.compare.comparison_section`): every metric and matched layer, in order."""
+
+    time_source: str
+    before: _Side | None = None
+    after: _Side | None = None
+    metrics: tuple[MetricDelta, ...] = ()
+    layers: tuple[LayerDelta, ...] = ()
+    added: tuple[_OneSideLayer, ...] = ()
+    removed: tuple[_OneSideLayer, ...] = ()
+
+
+_SAVED_COMPARISON = TypeAdapter(_SavedComparison)
+
+
+def saved_comparison(section: ComparisonSection) -> Comparison:
+    """The comparison a run's ``comparison`` section stores (``layerscope compare -o``), as
+    :func:`layerscope.analysis.compare.compare_runs` returned it: metrics, matched layers (largest change first),
+    added and removed layers, times as stored (µs to the nanosecond: the run files' own precision).
+
+    The section is parsed from its JSON form into the analysis's types (``RunFileError`` when it lacks what the
+    comparison needs), so it reads the same whether its rows are typed or not."""
+    try:
+        saved = _SAVED_COMPARISON.validate_python(section.model_dump(mode="json"))
+    except ValidationError as exc:
+        raise RunFileError(f"run: comparison.{describe(exc)}", hint="re-run `layerscope compare -o`") from None
+
+    def only(rows: tuple[_OneSideLayer, ...]) -> tuple[tuple[str, str, float], ...]:
+        return tuple((row.id, row.op_type, row.time_us) for row in rows)
+
+    return Comparison((saved.before.label if saved.before else None) or "before",
+                      (saved.after.label if saved.after else None) or "after", saved.metrics, saved.layers,
+                      only(saved.added), only(saved.removed), saved.time_source)
+
+
 def compare_report(cmp: Comparison, top: int = 10) -> RenderableType:
     """The before/after table, then the largest per-layer changes and the renamed, added and removed layers."""
     table = _table(f"{cmp.before_label} -> {cmp.after_label}")

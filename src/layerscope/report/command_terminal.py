@@ -1,9 +1,12 @@
-"""What each measuring command prints, as one pure function of the run it saved.
+"""What each command that writes a run prints, as one pure function of the run it saved.
 
 ``estimate``, ``profile``, ``bench``, ``bisect``, ``pipeline`` and ``import`` print :func:`command_report` of their run,
 and ``layerscope report RUN --format terminal`` prints the same function of the saved file: the tables are
-the same, only the lines naming the files a command wrote are the command's own. Which command made a run is
-read from the run itself (:func:`run_kind`).
+the same, only the lines naming the files a command wrote are the command's own. ``compare``, ``advise`` and
+``reconcile`` print the section they save (:mod:`layerscope.report.analysis_terminal`), and
+:func:`command_report` of a run they wrote prints that section the same way (``reconcile`` also prints each run's
+path before its report: a line naming a file). ``calibrate`` writes a profile, not a run. Which command made a
+run is read from the run itself (:func:`run_kind`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,13 @@ from typing import Literal
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from layerscope.report.analysis_terminal import (
+    advice_view,
+    compare_report,
+    reconcile_view,
+    saved_comparison,
+    spread_view,
+)
 from layerscope.report.bench_terminal import bench_report
 from layerscope.report.bisect_terminal import bisect_report, validation_report
 from layerscope.report.import_terminal import import_report
@@ -22,30 +32,43 @@ from layerscope.report.predictor_terminal import predictor_report
 from layerscope.report.stress_terminal import stress_report
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
 from layerscope.report.timeline_terminal import timeline_report
-from layerscope.report.views.common import Run
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import BenchMeasurement, RunLike
 
-RunKind = Literal["pipeline", "bisect", "bench", "import", "profile", "estimate"]
+#: The ``reconcile.method`` of a section ``layerscope reconcile`` wrote (``layerscope import`` writes its own).
+RECONCILE_METHOD = "layerscope reconcile"
+
+RunKind = Literal["compare", "advise", "reconcile", "pipeline", "bisect", "bench", "import", "profile", "estimate"]
 
 #: Rows of the layer (or item) table when the command's ``--top`` is not known: each command's default.
-DEFAULT_TOP: Mapping[RunKind, int] = {"pipeline": 15, "bisect": 0, "bench": 0, "import": 20, "profile": 20,
-                                      "estimate": 20}
+DEFAULT_TOP: Mapping[RunKind, int] = {"compare": 10, "advise": 10, "reconcile": 10, "pipeline": 15, "bisect": 0,
+                                      "bench": 0, "import": 20, "profile": 20, "estimate": 20}
 
 
-def run_kind(run: Run) -> RunKind:
-    """The command whose report a run gets: ``pipeline`` or ``bisect`` when it holds their section, ``bench``
-    for a bench measurement, ``import`` for a run made of vendor files (its ``import`` section), ``profile``
-    for any other measurement, else ``estimate``."""
-    if "pipeline" in run:
+def run_kind(run: RunLike) -> RunKind:
+    """The command whose report a run gets (``run`` typed, or its document).
+
+    An analysis writes its section over the run it read, so its section comes first: ``compare`` for a
+    ``comparison`` section, ``advise`` for ``findings``, ``reconcile`` for a ``reconcile`` section that
+    ``layerscope reconcile`` wrote (an import's is part of the import), in that order (the order they are
+    usually run in, last first: ``compare`` writes the *after* run with what it held). Then ``pipeline`` or
+    ``bisect`` when it holds their section, ``import`` for a run made of vendor files (its ``import`` section),
+    ``bench`` for a bench measurement, ``profile`` for any other measurement, else ``estimate``."""
+    run = as_run(run)
+    if run.comparison is not None:
+        return "compare"
+    if run.findings is not None:
+        return "advise"
+    if run.reconcile is not None and run.reconcile.method == RECONCILE_METHOD:
+        return "reconcile"
+    if run.pipeline is not None:
         return "pipeline"
-    if "bisect" in run:
+    if run.bisect is not None:
         return "bisect"
-    if "import" in run:
+    if run.import_ is not None:
         return "import"
-    measurement = run.get("measurement")
-    if isinstance(measurement, Mapping):
-        return "bench" if measurement.get("source") == "bench" else "profile"
+    if run.measurement is not None:
+        return "bench" if isinstance(run.measurement, BenchMeasurement) else "profile"
     return "estimate"
 
 
@@ -58,29 +81,40 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
     run = as_run(run)
     kind = run_kind(run) if kind is None else kind
     rows = DEFAULT_TOP[kind] if top is None else top
-    with_timeline = "timeline" in run if timeline is None else timeline
+    with_timeline = run.timeline is not None if timeline is None else timeline
     parts: list[RenderableType] = []
-    if kind == "pipeline":
+    if kind == "compare" and run.comparison is not None:
+        parts.append(compare_report(saved_comparison(run.comparison), rows))
+    elif kind == "advise" and run.findings is not None:
+        parts.append(advice_view(run.findings, len(run.layers), rows))
+    elif kind == "reconcile" and run.reconcile is not None:
+        # named as ``reconcile_run`` names them
+        model_name, target_name = str(run.model.name or run.model.path or "?"), str(run.target_or_empty.name or "?")
+        parts += [reconcile_view(run.reconcile, model_name, target_name, rows), Text("")]
+        if run.reconcile.spread is not None:
+            parts.append(spread_view(run.reconcile.spread))
+    elif kind == "pipeline":
         parts.append(pipeline_report(run, rows))
     elif kind == "bisect":
         parts.append(bisect_report(run))
-        if "validation" in run["bisect"]:
+        # ``bisect.validation`` read as an attribute: an unknown key of the section today, a field once typed
+        if run.bisect is not None and getattr(run.bisect, "validation", None) is not None:
             parts += [Text(""), validation_report(run)]
     elif kind == "import":
         parts.append(import_report(run, rows))
     elif kind == "bench":
         parts.append(bench_report(run))
-        if "stress" in run:
+        if run.stress is not None:
             parts.append(stress_report(run))
     else:
-        has_measurement = kind == "profile" and "latency" in run and "measurement" in run
+        has_measurement = kind == "profile" and run.latency is not None and run.measurement is not None
         if rows:
             parts.append(measured_layers_table(run, rows) if has_measurement else top_layers_table(run, rows))
         parts.append(measurement_summary(run) if has_measurement else estimate_summary(run))
         if with_timeline:
             parts.append(timeline_report(run))
-        if "predictor" in run:
+        if run.predictor is not None:
             parts.append(predictor_report(run, rows))
-        if "stress" in run:
+        if run.stress is not None:
             parts.append(stress_report(run, rows or 10))
     return Group(*parts)

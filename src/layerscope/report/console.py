@@ -28,10 +28,9 @@ class SafeConsole(Console):
     control codes rich adds itself are kept. Removed characters have no width, so tables stay aligned.
     Not a terminal, no ``COLUMNS`` and no ``width`` given: :data:`WIDE_COLUMNS` wide."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("markup", False)
-        super().__init__(**kwargs)
-        if kwargs.get("width") is None and not self.is_terminal and not os.environ.get("COLUMNS"):
+    def __init__(self, *, markup: bool = False, width: int | None = None, **kwargs: Any) -> None:
+        super().__init__(markup=markup, width=width, **kwargs)
+        if width is None and not self.is_terminal and not os.getenv("COLUMNS"):
             self.width = WIDE_COLUMNS
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:

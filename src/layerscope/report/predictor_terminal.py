@@ -3,43 +3,43 @@ explains them (bound, compute / load / store), and the model's predicted latency
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from layerscope.report.views.common import Run
+from layerscope.runfile.models import Layer, Predictor
+
+
+def _predicted_us(layer: Layer) -> float:
+    return (layer.predicted.latency_us if layer.predicted is not None else None) or 0.0
 
 
 def predictor_report(run: Run, top: int) -> RenderableType:
-    """Top ``top`` layers by predicted time (µs) with their roofline estimate and bound, then the total."""
-    section = run.get("predictor") or {}
-    layers = [layer for layer in run.get("layers", []) if isinstance(layer.get("predicted"), Mapping)]
-    layers.sort(key=lambda layer: -float(layer["predicted"]["latency_us"]))
+    """Top ``top`` layers by predicted time (µs) with their roofline estimate and bound, then the total (0 for a
+    figure the run does not hold)."""
+    section = run.predictor or Predictor()
+    layers = sorted((layer for layer in run.layers if layer.predicted is not None), key=lambda la: -_predicted_us(la))
     table = Table(title="Kernel predictor: slowest layers (roofline: why)", box=box.SIMPLE_HEAD,
                   title_justify="left", pad_edge=False)
     for header in ("layer", "op", "predicted us", "kernel", "roofline us", "bound"):
         table.add_column(header, justify="right" if header.endswith("us") else "left", no_wrap=True)
     for layer in layers[:top]:
-        est = layer.get("estimate") or {}
-        table.add_row(Text(str(layer.get("id", ""))), Text(str(layer.get("op_type", ""))),
-                      f"{float(layer['predicted']['latency_us']):.1f}", Text(str(layer["predicted"].get("kernel", ""))),
-                      f"{float(est.get('latency_us', 0.0)):.1f}", Text(str(est.get("bound", ""))))
-    total = Text(f"predicted latency: {float(section.get('latency_us', 0.0)) / 1e3:.3f} ms "
-                 f"[{float(section.get('low_us', 0.0)) / 1e3:.3f} .. {float(section.get('high_us', 0.0)) / 1e3:.3f}] "
-                 f"(kernels {len(section.get('kernels', []))}, per-call overhead "
-                 f"{float(section.get('overhead_us', 0.0)):.1f} us, fusion: {section.get('fusion', '?')}"
-                 + _context(section) + ")")
+        kernel = layer.predicted.kernel if layer.predicted is not None else None
+        table.add_row(Text(layer.id), Text(layer.op_type or ""), f"{_predicted_us(layer):.1f}", Text(kernel or ""),
+                      f"{layer.estimated_us or 0.0:.1f}", Text(layer.est.bound or ""))
+    total = Text(f"predicted latency: {(section.latency_us or 0.0) / 1e3:.3f} ms "
+                 f"[{(section.low_us or 0.0) / 1e3:.3f} .. {(section.high_us or 0.0) / 1e3:.3f}] "
+                 f"(kernels {len(section.kernels)}, per-call overhead "
+                 f"{section.overhead_us or 0.0:.1f} us, fusion: {section.fusion or '?'}" + _context(section) + ")")
     return Group(table, total) if top else total
 
 
-def _context(section: Mapping[str, Any]) -> str:
+def _context(section: Predictor) -> str:
     """``, in model: x1.50 + 4.0 us per kernel`` when the predictor fitted an in-model context, else nothing."""
-    context = section.get("context")
-    if not isinstance(context, Mapping) or not context.get("models"):
+    context = section.context
+    if context is None or not context.models:
         return ""
-    return (f", in model: x{float(context.get('factor', 1.0)):.2f} + {float(context.get('per_kernel_us', 0.0)):.1f}"
-            f" us per kernel, from {int(context['models'])} model(s)")
+    return (f", in model: x{context.factor:.2f} + {context.per_kernel_us:.1f} us per kernel, from "
+            f"{context.models} model(s)")

@@ -1,6 +1,10 @@
-"""Terminal reporters: pure functions from a saved run (a dict) to rich renderables."""
+"""Terminal reporters: pure functions from a saved run (typed: :class:`~layerscope.runfile.models.RunFile`) to rich
+renderables. A field the run does not hold reads ``-`` (``n/a`` for a whole line), never ``None``."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -9,14 +13,13 @@ from rich.text import Text
 
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
-from layerscope.runfile.derived import (
-    fused_group,
-    layer_estimated_us,
-    layer_measured_us,
-    layer_shares,
-    scale_factor,
-    steadiness_text,
-    unsteady,
+from layerscope.runfile.derived import layer_shares, steadiness_text, unsteady
+from layerscope.runfile.models import (
+    KernelProfileMeasurement,
+    Layer,
+    Steadiness,
+    TensorInfo,
+    VendorMeasurement,
 )
 
 
@@ -28,14 +31,61 @@ def key_value_grid() -> Table:
     return grid
 
 
+def count_text(value: float | None) -> str:
+    """:func:`human_count` of ``value``; ``-`` when the run does not hold it."""
+    return "-" if value is None else human_count(value)
+
+
+def bytes_text(value: float | None) -> str:
+    """:func:`human_bytes` of ``value``; ``-`` when the run does not hold it."""
+    return "-" if value is None else human_bytes(value)
+
+
+def duration_text(value: float | None) -> str:
+    """:func:`human_us` of ``value``; ``-`` when the run does not hold it."""
+    return "-" if value is None else human_us(value)
+
+
+def shape_dtype_text(tensor: TensorInfo) -> str:
+    """``1x3x640x640 float32`` (``?`` for an unknown shape)."""
+    shape = "?" if tensor.shape is None else "x".join(map(str, tensor.shape))
+    return f"{shape} {tensor.dtype}"
+
+
+def tensor_text(tensor: TensorInfo) -> str:
+    """``images 1x3x640x640 float32`` (``?`` for an unknown shape)."""
+    return f"{tensor.name} {shape_dtype_text(tensor)}"
+
+
+def measured_shares(layers: Sequence[Layer]) -> list[float | None]:
+    """Each layer's share of the measured time of ``layers`` (:func:`layerscope.runfile.derived.layer_shares`, the
+    one definition; it reads a layer by its JSON keys until it takes the typed layer)."""
+    return layer_shares(cast("Sequence[Mapping[str, Any]]", layers), "measured")
+
+
+def machine_text(machine: Mapping[str, Any] | None, *, python: bool = False) -> str:
+    """``host: CPU, 8 cores, Linux 6.1`` (and ``, Python 3.12`` with ``python``) of a measurement's ``machine``.
+
+    ``machine`` is a free-form object in the run file (what the measuring command's host probe returned), so its
+    keys are read here, in this one place, until the run file types it."""
+    machine = machine or {}
+    text = f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('os')}"
+    return text + (f", Python {machine.get('python')}" if python else "")
+
+
+def _steadiness(steadiness: Steadiness) -> Mapping[str, Any]:
+    # steadiness_text and unsteady (the one definition) read the section by its JSON keys until they take it typed
+    return cast("Mapping[str, Any]", steadiness)
+
+
 def top_layers_table(run: Run, top: int) -> Table:
     """The ``top`` layers by estimated latency: id, op, output shape, MACs, est. µs, share, bound, unit."""
-    layers = run["layers"]
-    total = sum(layer["estimate"]["latency_us"] for layer in layers) or 1.0
-    ranked = sorted(layers, key=lambda layer: -layer["estimate"]["latency_us"])[:top]
+    layers = run.layers
+    total = sum(layer.estimated_us or 0.0 for layer in layers) or 1.0
+    ranked = sorted(layers, key=lambda layer: -(layer.estimated_us or 0.0))[:top]
     table = Table(title=f"Top {len(ranked)} of {len(layers)} layers by estimated latency", title_justify="left",
                   caption="* runs on the CPU (fallback): see the reasons below"
-                  if any(layer["estimate"].get("fallback_reason") for layer in ranked) else None,
+                  if any(layer.est.fallback_reason for layer in ranked) else None,
                   caption_justify="left",
                   box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
@@ -47,18 +97,19 @@ def top_layers_table(run: Run, top: int) -> Table:
     table.add_column("bound", no_wrap=True)
     table.add_column("unit", no_wrap=True)
     for rank, layer in enumerate(ranked, 1):
-        est = layer["estimate"]
-        shapes = [s for s in layer.get("output_shapes", []) if s is not None]
-        unit = est["unit"] + (" *" if est.get("fallback_reason") else "")
+        est = layer.est
+        latency = layer.estimated_us or 0.0
+        shapes = [s for s in layer.output_shapes if s is not None]
+        unit = (est.unit or "-") + (" *" if est.fallback_reason else "")
         table.add_row(
             str(rank),
-            Text(layer["id"]),
-            Text(layer["op_type"]),
+            Text(layer.id),
+            Text(layer.op_type or "-"),
             "x".join(map(str, shapes[0])) if shapes else "-",
-            human_count(layer["macs"]) if layer["macs"] else "-",
-            f"{est['latency_us']:.1f}",
-            f"{100 * est['latency_us'] / total:.1f}%",
-            est["bound"],
+            human_count(layer.macs) if layer.macs else "-",
+            f"{latency:.1f}",
+            f"{100 * latency / total:.1f}%",
+            est.bound or "-",
             Text(unit),
         )
     return table
@@ -66,32 +117,30 @@ def top_layers_table(run: Run, top: int) -> Table:
 
 def estimate_summary(run: Run) -> RenderableType:
     """Summary lines of an estimate: totals, latency and FPS, fallbacks, unknown ops."""
-    s = run["summary"]
-    target = run["target"]
-    model = run["model"]
-    inputs = ", ".join(f"{t['name']} {'x'.join(map(str, t['shape']))} {t['dtype']}" for t in model["inputs"])
+    s = run.summary
+    target = run.target_or_empty
+    model = run.model
+    inputs = ", ".join(tensor_text(t) for t in model.inputs)
     grid = key_value_grid()
     rows: list[tuple[str, str | Text]] = [
-        ("model", Text(f"{model['name']}  ({model['path']})")),
+        ("model", Text(f"{model.name}  ({model.path})")),
         ("inputs", Text(inputs)),
-        ("target", Text(f"{target['name']}: {target['description']}  [dtype {target['dtype']}]")),
-        ("layers", f"{s['layer_count']} runtime layers, {s['folded_count']} constant nodes folded, "
-                   f"{s['zero_copy_count']} zero-copy"),
-        ("MACs", f"{human_count(s['macs'])} total, {human_count(s['tensor_macs'])} conv/matmul"),
-        ("params", f"{human_count(s['params'])}  ({human_bytes(s['weight_bytes'])} of weights as stored in the model)"),
-        ("DDR traffic", f"{human_bytes(s['ddr_bytes'])} per run"),
-        ("est. latency", f"{human_us(s['est_latency_us'])}  ({s['est_fps']:.1f} FPS)" if s["est_fps"]
-         else human_us(s["est_latency_us"])),
-        ("CPU fallback", f"{s['cpu_fallback_count']} layer(s)"),
-        ("unknown ops", Text(", ".join(f"{u['op_type']} x{u['count']}" for u in run.get("unknown_ops", []))
-                             or "none")),
+        ("target", Text(f"{target.name}: {target.description}  [dtype {target.dtype}]")),
+        ("layers", f"{s.layer_count} runtime layers, {s.folded_count} constant nodes folded, "
+                   f"{s.zero_copy_count} zero-copy"),
+        ("MACs", f"{count_text(s.macs)} total, {count_text(s.tensor_macs)} conv/matmul"),
+        ("params", f"{count_text(s.params)}  ({bytes_text(s.weight_bytes)} of weights as stored in the model)"),
+        ("DDR traffic", f"{bytes_text(s.ddr_bytes)} per run"),
+        ("est. latency", f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
+         else duration_text(s.est_latency_us)),
+        ("CPU fallback", f"{s.cpu_fallback_count} layer(s)"),
+        ("unknown ops", Text(", ".join(f"{u.op_type} x{u.count}" for u in run.unknown_ops) or "none")),
     ]
     for key, value in rows:
         grid.add_row(key, value)
-    note = Text(f"ESTIMATE: {run['estimate_info']['note']}. Measure with a runtime to get real numbers.",
-                style="yellow")
-    fallbacks = [(layer["id"], layer["estimate"]["fallback_reason"]) for layer in run["layers"]
-                 if layer["estimate"].get("fallback_reason")]
+    note_text = run.estimate_info.note if run.estimate_info is not None else None
+    note = Text(f"ESTIMATE: {note_text}. Measure with a runtime to get real numbers.", style="yellow")
+    fallbacks = [(layer.id, layer.est.fallback_reason) for layer in run.layers if layer.est.fallback_reason]
     parts: list[RenderableType] = [grid]
     if fallbacks:
         parts.append(Text("CPU fallback:", style="bold"))
@@ -102,14 +151,20 @@ def estimate_summary(run: Run) -> RenderableType:
     return Group(*parts)
 
 
+def _runtime(run: Run) -> str:
+    """``onnxruntime 1.20.1, CPUExecutionProvider, opt level all`` of the run's measurement."""
+    m = run.measurement
+    if m is None:
+        return "no measurement"
+    return f"{m.backend} {m.backend_version}, {m.provider}, opt level {m.opt_level}"
+
+
 def measured_layers_table(run: Run, top: int) -> Table:
     """The ``top`` layers by measured median: measured µs, share, P90, CV, est. µs, ratio, fused group."""
-    measured = [layer for layer in run["layers"] if layer_measured_us(layer) is not None]
-    shares = {id(layer): share for layer, share in zip(measured, layer_shares(measured, "measured"), strict=True)}
-    ranked = sorted(measured, key=lambda layer: -(layer_measured_us(layer) or 0.0))[:top]
-    m = run["measurement"]
-    table = Table(title=f"Top {len(ranked)} of {len(run['layers'])} layers by measured time "
-                        f"({m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']})",
+    measured = [layer for layer in run.layers if layer.measured_us is not None]
+    shares = {id(layer): share for layer, share in zip(measured, measured_shares(measured), strict=True)}
+    ranked = sorted(measured, key=lambda layer: -(layer.measured_us or 0.0))[:top]
+    table = Table(title=f"Top {len(ranked)} of {len(run.layers)} layers by measured time ({_runtime(run)})",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
                   caption="runtime kernel: the op ONNX Runtime ran; 'N layers': they ran as one kernel, its time split "
                           "by estimated cost (see the run file for the group)",
@@ -120,61 +175,75 @@ def measured_layers_table(run: Run, top: int) -> Table:
     for header in ("meas. µs", "share", "P90 µs", "CV", "est. µs", "meas/est"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("runtime kernel", overflow="fold")
-    kernel_ops = {k["name"]: k["op_type"] for k in run.get("kernels", [])}
-    groups: dict[str, tuple[str, ...]] = {}
+    kernel_ops = {k.name: k.op_type for k in run.kernels}
     for rank, layer in enumerate(ranked, 1):
-        meas = layer["measured"]
-        meas_us = layer_measured_us(layer) or 0.0
-        est = layer_estimated_us(layer)
+        meas = layer.measured
+        assert meas is not None  # every ranked layer has a measured time
+        meas_us = layer.measured_us or 0.0
+        est = layer.estimated_us
         ratio = f"{meas_us / est:.2f}" if est else "-"
-        group = fused_group(run, meas, groups)
-        kernel = kernel_ops.get(meas.get("kernel") or "", "-")
+        group = run.fused_group(layer)
+        kernel = kernel_ops.get(meas.kernel or "") or "-"
         table.add_row(
-            str(rank), Text(layer["id"]), Text(layer["op_type"]), f"{meas_us:.1f}",
-            f"{100 * (shares[id(layer)] or 0.0):.1f}%", f"{meas.get('p90_us') or 0.0:.1f}",
-            f"{meas.get('cv') or 0.0:.2f}",
+            str(rank), Text(layer.id), Text(layer.op_type or "-"), f"{meas_us:.1f}",
+            f"{100 * (shares[id(layer)] or 0.0):.1f}%", f"{meas.p90_us or 0.0:.1f}",
+            f"{meas.cv or 0.0:.2f}",
             f"{est:.1f}" if est is not None else "-", ratio,
             Text(f"{kernel}, {len(group)} layers" if group else kernel))
     return table
 
 
+def _percent(value: float | None, *, signed: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}%" if signed else f"{100 * value:.1f}%"
+
+
 def measurement_summary(run: Run) -> RenderableType:
-    """What was measured, on what, and how far the instrument can be trusted."""
-    m, lat = run["measurement"], run["latency"]
-    machine = m["machine"]
+    """What was measured, on what, and how far the instrument can be trusted (a profile's ``kernel-profile``
+    measurement; what another kind of measurement does not hold reads ``-``)."""
+    m, lat = run.measurement, run.latency
+    profiled = m if isinstance(m, KernelProfileMeasurement) else None
+    joined = m if isinstance(m, KernelProfileMeasurement | VendorMeasurement) else None
     grid = key_value_grid()
-    model = run["model"]
-    statuses = [layer.get("measured", {}).get("status") for layer in run["layers"]]
-    rows: list[tuple[str, str | Text]] = [
-        ("model", Text(f"{model['name']}  ({model['path']})")),
-        ("latency", f"P50 {human_us(lat['p50_us'])}  P90 {human_us(lat['p90_us'])}  P99 {human_us(lat['p99_us'])}  "
-                    f"mean {human_us(lat['mean_us'])}  ({lat['fps']:.1f} FPS, {lat['samples']} uninstrumented runs)"),
-        ("layers", f"{statuses.count('measured')} measured alone, {statuses.count('fused')} fused into shared "
-                   f"kernels, {statuses.count('eliminated')} eliminated by the runtime"),
-        ("kernels", f"{len(run['kernels'])} runtime kernels; {100 * m['mapped_share']:.1f}% of kernel time mapped "
-                    f"to source layers; unmapped: {', '.join(m['unmapped_kernels']) or 'none'}"),
-        ("coverage", f"{100 * m['coverage']:.1f}% of each profiled run is inside kernels"),
-        ("overhead", f"{100 * m['overhead']:+.1f}% run time with the profiler on (percentiles above are without it)"),
-        *([("steadiness", steadiness_text(m["steadiness"]))] if m.get("steadiness") else []),
-        ("runtime", f"{m['backend']} {m['backend_version']}, {m['provider']}, opt level {m['opt_level']}, "
-                    f"intra-op threads {m['threads'] or 'default'}"),
-        ("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} cores, "
-                         f"{machine.get('os')}")),
-    ]
-    if "summary" in run and run["summary"].get("est_latency_us"):
-        target = run.get("target", {})
-        rows.append(("estimate", f"{human_us(run['summary']['est_latency_us'])} on profile {target.get('name')}"))
-    k = scale_factor(run)
+    model = run.model
+    statuses = [layer.measured.status if layer.measured is not None else None for layer in run.layers]
+    rows: list[tuple[str, str | Text]] = [("model", Text(f"{model.name}  ({model.path})"))]
+    if lat is not None:
+        fps = "-" if lat.fps is None else f"{lat.fps:.1f}"
+        rows.append(("latency", f"P50 {duration_text(lat.p50_us)}  P90 {duration_text(lat.p90_us)}  "
+                                f"P99 {duration_text(lat.p99_us)}  mean {duration_text(lat.mean_us)}  "
+                                f"({fps} FPS, {lat.samples} uninstrumented runs)"))
+    rows.append(("layers", f"{statuses.count('measured')} measured alone, {statuses.count('fused')} fused into "
+                           f"shared kernels, {statuses.count('eliminated')} eliminated by the runtime"))
+    steadiness = profiled.steadiness if profiled is not None else None
+    if m is not None:
+        unmapped = ", ".join(joined.unmapped_kernels) if joined is not None else ""
+        rows += [
+            ("kernels", f"{len(run.kernels)} runtime kernels; "
+                        f"{_percent(profiled.mapped_share if profiled is not None else None)} of kernel time mapped "
+                        f"to source layers; unmapped: {unmapped or 'none'}"),
+            ("coverage", f"{_percent(joined.coverage if joined is not None else None)} of each profiled run is "
+                         "inside kernels"),
+            ("overhead", f"{_percent(joined.overhead if joined is not None else None, signed=True)} run time with "
+                         "the profiler on (percentiles above are without it)"),
+            *([("steadiness", steadiness_text(_steadiness(steadiness)))] if steadiness is not None else []),
+            ("runtime", f"{_runtime(run)}, intra-op threads {m.threads or 'default'}"),
+            ("machine", Text(machine_text(m.machine))),
+        ]
+    if run.summary.est_latency_us:
+        rows.append(("estimate", f"{human_us(run.summary.est_latency_us)} on profile {run.target_or_empty.name}"))
+    k = run.k_factor
     if k is not None:
         rows.append(("k", f"measured / estimated = {k.k:.3f}  ({k.source})"))
     for key, value in rows:
         grid.add_row(key, value)
     parts: list[RenderableType] = [grid]
-    if m.get("interrupted"):
+    if m is not None and m.interrupted:
         parts.append(Text("INTERRUPTED: fewer runs than asked were measured.", style="red"))
     if k is not None and k.mismatch:
         parts.append(Text(f"WARNING: {k.mismatch}.", style="yellow"))
-    noise = unsteady(m.get("steadiness"))
+    noise = unsteady(_steadiness(steadiness)) if steadiness is not None else None
     if noise is not None:
         parts.append(Text(f"UNSTEADY MACHINE: its speed moved {100 * noise:.0f}% during this measurement; differences "
                           f"below that between this run and another are noise here (use a quiet machine, --threads "

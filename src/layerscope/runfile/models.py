@@ -199,6 +199,15 @@ class LayerMeasured(Section):
         return self
 
 
+class LayerPredicted(Section):
+    """A layer's time as the kernel predictor predicts it (``estimate --predictor``): its share of its kernel's
+    predicted time (0 for a layer no kernel runs), that kernel and its family (``None`` then)."""
+
+    latency_us: Us | None = None
+    kernel: str | None = None
+    family: str | None = None
+
+
 class Layer(Section):
     """One layer: identity, tensors, hardware-independent cost, and its estimate and measurement when present."""
 
@@ -232,6 +241,7 @@ class Layer(Section):
     observed: dict[str, Any] | None = None
     estimate: LayerEstimate | None = None
     measured: LayerMeasured | None = None
+    predicted: LayerPredicted | None = None
 
     # Derived (the definitions of :mod:`layerscope.runfile.derived`, on the typed layer).
 
@@ -353,6 +363,26 @@ class KernelProfileMeasurement(_MeasurementBase):
     median_run: list[Event] = []
 
 
+class BenchInput(Section):
+    """One model input of a bench run: its name, where its values came from (``random``, a file) and the seed of
+    random values."""
+
+    name: str
+    source: str | None = None
+    seed: int | None = None
+
+
+class StreamResult(Section):
+    """One concurrent stream of a bench run: its runs, wall time, throughput and latency (``None`` when the stream
+    finished no run)."""
+
+    stream: Count
+    runs: Count | None = None
+    wall_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
+    latency: Latency | None = None
+
+
 class BenchMeasurement(_MeasurementBase):
     """``layerscope bench``: end-to-end latency only (no layer is measured)."""
 
@@ -366,7 +396,19 @@ class BenchMeasurement(_MeasurementBase):
     #: OpenVINO's throughput mode: ``throughput: AsyncInferQueue`` and the queue's requests.
     mode: str | None = None
     async_requests: Count | None = None
-    stream_results: list[dict[str, Any]] = []
+    #: The planned run count (``--runs``) or duration (``--duration``, s), and the ONNX Runtime inter-op threads.
+    planned_runs: Count | None = None
+    duration_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    inter_op_threads: Count | None = None
+    #: The whole process while it ran: wall and CPU time (s), CPU time / (wall x cores), the cores it could use,
+    #: its peak resident set size (``None`` where the OS does not say).
+    wall_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    cpu_time_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    cpu_util: Fraction | None = None
+    cores: Count | None = None
+    peak_rss_bytes: Count | None = None
+    inputs: list[BenchInput] = []
+    stream_results: list[StreamResult] = []
 
 
 class DifferentialMeasurement(_MeasurementBase):
@@ -475,6 +517,39 @@ class Verdict(Section):
     lines: list[str] = []
 
 
+class SpreadRun(Section):
+    """One run's k in ``reconcile.spread``."""
+
+    model: str
+    k: Ratio
+
+
+class SpreadDriver(Section):
+    """One layer group across the runs: its mean share of the estimate, pooled k, k range, and the correlation of
+    its share with the run's k (``None`` with fewer than 3 runs)."""
+
+    group: str
+    mean_share: Ratio | None = None
+    pooled_k: Ratio | None = None
+    k_min: Ratio | None = None
+    k_max: Ratio | None = None
+    share_k_correlation: Ratio | None = None
+
+
+class Spread(Section):
+    """``reconcile.spread`` (``layerscope reconcile`` of several runs): k per run, its mean, range and CV, whether
+    it is dispersed, the groups that drive it and the verdict's lines."""
+
+    runs: list[SpreadRun] = []
+    mean_k: Ratio | None = None
+    min_k: Ratio | None = None
+    max_k: Ratio | None = None
+    cv: Ratio | None = None
+    dispersed: bool | None = None
+    drivers: list[SpreadDriver] = []
+    lines: list[str] = []
+
+
 class Reconcile(Section):
     """k = measured / estimated for the same part of the model (``layerscope import`` or ``reconcile``).
 
@@ -502,7 +577,7 @@ class Reconcile(Section):
     by_op_type: list[GroupK] = []
     by_bound: list[GroupK] = []
     by_unit_kind: list[GroupK] = []
-    spread: dict[str, Any] | None = None
+    spread: Spread | None = None
 
 
 class FindingItem(Section):
@@ -518,13 +593,50 @@ class FindingItem(Section):
     help: str = ""
 
 
+class LayerDiagnosis(Section):
+    """One layer in ``findings.diagnosis`` (``layerscope advise``): its time (measured, else estimated) and share,
+    its roofline bound and, when measured, the bound and utilizations its achieved rates show."""
+
+    id: str
+    op_type: str | None = None
+    time_us: SignedUs | None = None
+    share: Ratio | None = None
+    measured: bool | None = None
+    roofline_bound: str | None = None
+    measured_bound: str | None = None
+    compute_utilization: Ratio | None = None
+    bandwidth_utilization: Ratio | None = None
+    unit: str | None = None
+    fallback_reason: str | None = None
+
+
+class Diagnosis(Section):
+    """``findings.diagnosis``: the time basis, the total, the slowest 20% of the layers' share of it, the top
+    hot spots (``advise --top``), the layers per roofline and measured bound, and every CPU-fallback layer."""
+
+    time_source: str | None = None
+    total_us: SignedUs | None = None
+    top20_share: Ratio | None = None
+    hotspots: list[LayerDiagnosis] = []
+    roofline_bounds: dict[str, Count] = {}
+    measured_bounds: dict[str, Count] = {}
+    fallbacks: list[LayerDiagnosis] = []
+
+
+class SkippedRule(Section):
+    """A rule ``advise`` did not run, and why."""
+
+    rule: str
+    reason: str | None = None
+
+
 class Findings(Section):
     source: str | None = None
     count: Count | None = None
     by_severity: dict[str, Count] = {}
     items: list[FindingItem] = []
-    skipped_rules: list[dict[str, Any]] = []
-    diagnosis: dict[str, Any] | None = None
+    skipped_rules: list[SkippedRule] = []
+    diagnosis: Diagnosis | None = None
 
 
 class ImportFile(Section):
@@ -546,6 +658,29 @@ class Unmatched(Section):
     missing: list[str] = []
 
 
+class ImportContext(Section):
+    """``import.context``: where and how the model ran as the vendor's files say it (each from the first file that
+    does, ``None`` when none does); ``samples_per_s`` = ``throughput_per_s`` (inferences/s) x ``batch``."""
+
+    device: str | None = None
+    compute_capability: str | None = None
+    device_memory_bytes: Count | None = None
+    precision: str | None = None
+    batch: Count | None = None
+    throughput_per_s: Rate | None = None
+    samples_per_s: Rate | None = None
+
+
+class ImportFusionMap(Section):
+    """``import.fusion_map``: the level ONNX Runtime's optimized graph was re-created at, how many of the profile's
+    kernels it names, and the share of their time placed on layers or layout (``None`` without timed kernels)."""
+
+    opt_level: str | None = None
+    kernels: Count | None = None
+    kernels_named: Count | None = None
+    mapped_share: Fraction | None = None
+
+
 class ImportInfo(Section):
     files: list[ImportFile] = []
     joined_to_model: bool | None = None
@@ -553,6 +688,8 @@ class ImportInfo(Section):
     joined: Count | None = None
     layout: Count | None = None
     unmatched: list[Unmatched] = []
+    context: ImportContext | None = None
+    fusion_map: ImportFusionMap | None = None
 
 
 # --------------------------------------------------------------------------------------------------- experiments
@@ -1110,6 +1247,44 @@ class Bisect(Section):
 # --------------------------------------------------------------------------------------------------- the run
 
 
+class PredictedKernel(Section):
+    """One runtime kernel as the predictor predicts it: its time with the interval, the roofline beside it."""
+
+    kernel: str
+    family: str | None = None
+    layers: list[str] = []
+    latency_us: Us | None = None
+    low_us: Us | None = None
+    high_us: Us | None = None
+    roofline_us: Us | None = None
+
+
+class PredictorContext(Section):
+    """The in-model context the predictor fitted to whole calibration models: predicted = ``factor`` x a kernel's
+    time alone + ``per_kernel_us``, from ``models`` models."""
+
+    factor: Annotated[float, Field(ge=0, le=1e6)] = 1.0
+    per_kernel_us: SignedUs = 0.0
+    models: Count = 0
+
+
+class Predictor(Section):
+    """``estimate --predictor``: the model's predicted latency with its interval (kernels' sum plus the per-call
+    overhead), how kernels were formed (``fusion``: ``onnxruntime`` or ``none``), the predictor file, its runtime
+    and profile."""
+
+    file: str | None = None
+    latency_us: Us | None = None
+    low_us: Us | None = None
+    high_us: Us | None = None
+    overhead_us: Us | None = None
+    fusion: str | None = None
+    runtime: dict[str, Any] = {}
+    profile: str | None = None
+    kernels: list[PredictedKernel] = []
+    context: PredictorContext | None = None
+
+
 class RunFile(Section):
     """A whole run file (``schema_version`` 2). ``model``, ``layers`` and ``summary`` are required."""
 
@@ -1133,6 +1308,7 @@ class RunFile(Section):
     stress: Stress | None = None
     bisect: Bisect | None = None
     import_: ImportInfo | None = Field(default=None, alias="import")
+    predictor: Predictor | None = None
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunFile:
