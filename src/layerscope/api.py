@@ -112,7 +112,7 @@ def layer_rows(run: RunLike) -> list[dict[str, Any]]:
 
     typed = as_run(run)
     dumped = [layer.model_dump(mode="json", exclude_unset=True) for layer in typed.layers]
-    shares = layer_shares(dumped, time_basis({"layers": dumped}))  # the basis depends on the layers alone
+    shares = layer_shares(typed.layers, time_basis(typed))
     rows = []
     for layer, fields, share in zip(typed.layers, dumped, shares, strict=True):
         row: dict[str, Any] = {key: fields.get(key) for key in _IDENTITY}

@@ -15,7 +15,6 @@ Contract:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import signal
 import threading
@@ -119,11 +118,12 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
                         except ray.exceptions.RayError as exc:  # its worker died MAX_RETRIES + 1 times, or left
                             outcome = failure(cell, exc)
                         done(cell, outcome)
-            except KeyboardInterrupt:  # stop the cells still queued or running; what is done stays done
-                for ref in pending:
-                    with contextlib.suppress(Exception):
-                        ray.cancel(ref, force=True)
-                for cell in pending.values():  # a cancelled worker cannot remove its own marker
+            except KeyboardInterrupt:
+                # what is done stays done; the cells still queued or running end with this driver (Ray stops a
+                # job's tasks when its driver leaves; `ray.cancel(force=True)` here crashed Ray 2.60's driver when
+                # a task completed at the same moment). Their markers go now; one a task writes in the moment
+                # before it is stopped is replaced when the rerun runs that cell.
+                for cell in pending.values():
                     (out_dir / RUNNING / f"{cell.key}.json").unlink(missing_ok=True)
                 raise
     finally:
