@@ -35,6 +35,7 @@ from layerscope.report.perfetto import trace_document
 from layerscope.report.tables import layers_csv
 from layerscope.report.views.layers import layer_rows
 from layerscope.report.views.summary import summary_sections
+from layerscope.runfile import as_run
 from layerscope.stats import summarize
 
 RNG = np.random.default_rng(0)
@@ -225,7 +226,8 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
                                     catch_exceptions=False)
         assert result.exit_code == 0, result.output
         runs[backend] = json.loads(out.read_text())
-    cmp = compare_runs(runs["onnxruntime"], runs["openvino"], before_label="ort", after_label="ov")
+    typed = {backend: as_run(run) for backend, run in runs.items()}
+    cmp = compare_runs(typed["onnxruntime"], typed["openvino"], before_label="ort", after_label="ov")
     rt = cmp.runtimes
     assert rt is not None and rt.before.backend == "onnxruntime" and rt.after.text == "openvino CPU f32"
     assert [x.layer_id for x in rt.layers] == [layer["id"] for layer in runs["onnxruntime"]["layers"]]
@@ -239,7 +241,7 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     for op, before_us, after_us in rt.by_op:
         assert before_us == pytest.approx(sum(x.before_us for x in rt.layers if x.op_type == op))
         assert after_us == pytest.approx(sum(x.after_us for x in rt.layers if x.op_type == op))
-    assert not compare_runs(runs["openvino"], runs["openvino"]).runtimes  # one runtime: nothing to line up
+    assert not compare_runs(typed["openvino"], typed["openvino"]).runtimes  # one runtime: nothing to line up
     section = CliRunner().invoke(cli, ["compare", str(tmp_path / "onnxruntime.json"), str(tmp_path / "openvino.json"),
                                        "-o", str(tmp_path / "cmp.json")], catch_exceptions=False)
     assert section.exit_code == 0 and "Where each runtime spends its time" in section.output
@@ -254,7 +256,7 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     slices = [e for e in trace_document(runs["openvino"])["traceEvents"] if e.get("ph") == "X"]
     conv = next(e["args"] for e in slices if "n0" in e["args"].get("layers", "").split(", "))
     assert conv["fused_group"] == f"n0, {first_relu}" and conv["precision"] == "f32" and conv["exec_type"]
-    kernel = next(r for r in layer_rows(runs["openvino"]) if r.id == "n0").detail["kernel"]  # the HTML's details
+    kernel = next(r for r in layer_rows(typed["openvino"]) if r.id == "n0").detail["kernel"]  # the HTML's details
     assert kernel["precision"] == "f32" and kernel["device"] == "CPU" and kernel["fused_group"] == ["n0", first_relu]
-    runtime = next(s for s in summary_sections(runs["openvino"]) if s.title.startswith("Runtime"))
+    runtime = next(s for s in summary_sections(typed["openvino"]) if s.title.startswith("Runtime"))
     assert {(r.label, r.value) for r in runtime.rows} >= {("precision", "f32"), ("performance hint", "LATENCY")}

@@ -18,7 +18,7 @@ from layerscope.model import load_model
 from layerscope.report.tables import layers_csv
 from layerscope.report.views.layers import layer_rows
 from layerscope.report.views.summary import summary_sections
-from layerscope.run import add_measurement, run_from_estimate
+from layerscope.run import add_measurement, estimate_run
 from layerscope.runfile import as_run, derived
 from layerscope.runfile.models import KernelProfileMeasurement, Steadiness
 from layerscope.targets import load_profile
@@ -29,11 +29,11 @@ def squeezenet_run() -> dict[str, Any]:
     """SqueezeNet (the onnx zoo's) estimated on the RDK S100 and profiled on ONNX Runtime (2 runs)."""
     graph = load_model(zoo("squeezenet"))
     profile = load_profile("rdk-s100")
-    run = run_from_estimate(graph, estimate_graph(graph, profile), profile)
-    weights = {layer["id"]: layer["estimate"]["latency_us"] for layer in run["layers"]}
+    run = estimate_run(graph, estimate_graph(graph, profile), profile)
+    weights = {layer.id: layer.estimated_us or 0.0 for layer in run.layers}
     measurement = profile_model(graph, make_inputs(graph, ()), SessionConfig(threads=1), runs=2, warmup=1,
                                 weights=weights)
-    return add_measurement(run, measurement)
+    return add_measurement(run, measurement).to_json()
 
 
 def test_derived_reads_a_typed_run_and_its_document_alike(squeezenet_run: dict[str, Any]) -> None:

@@ -101,10 +101,13 @@ def test_sections_missing_any_one_key_render(base_runs: list[tuple[str, dict[str
             for argv in (["report", str(file), "-o", str(tmp_path / "r.html")],
                          ["report", str(file), "--format", "terminal"]):
                 tried += 1
-                if main(argv) != 0:
-                    failed.append(f"{argv[-1]} on {name} without {'/'.join(map(str, path))}: "
-                                  f"{capsys.readouterr().err.strip()[-300:]}")
-                capsys.readouterr()
+                code, err = main(argv), capsys.readouterr().err.strip()
+                # the terminal re-print of `compare` rebuilds the comparison it printed: a saved comparison
+                # missing a field it needs is refused in one line naming the field (exit 2), not half-printed
+                refused = (argv[-1] == "terminal" and path[0] == "comparison" and code == 2
+                           and len(err.splitlines()) == 1 and "run: comparison." in err)
+                if code != 0 and not refused:
+                    failed.append(f"{argv[-1]} on {name} without {'/'.join(map(str, path))}: {err[-300:]}")
     assert tried > 200 and not failed, f"{len(failed)} of {tried} failed, e.g.:\n" + "\n".join(failed[:15])
 
 

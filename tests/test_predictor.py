@@ -516,10 +516,16 @@ def test_the_terminal_report_states_the_in_model_context() -> None:
     from layerscope.report.predictor_terminal import predictor_report
 
     section = {"latency_us": 2000.0, "low_us": 1500.0, "high_us": 2500.0, "overhead_us": 20.0, "fusion": "rules",
-               "kernels": [{}, {}], "context": {"factor": 1.5, "per_kernel_us": 4.0, "models": 3}}
+               "kernels": [{"kernel": "a"}, {"kernel": "b"}],
+               "context": {"factor": 1.5, "per_kernel_us": 4.0, "models": 3}}
     console = Console(width=200, record=True)
-    console.print(predictor_report({"predictor": section, "layers": []}, 0))
+    from layerscope.runfile import as_run
+
+    def run(predictor: dict[str, Any]) -> Any:
+        return as_run({"schema_version": 2, "model": {}, "summary": {}, "layers": [], "predictor": predictor})
+
+    console.print(predictor_report(run(section), 0))
     text = console.export_text()
     assert "fusion: rules, in model: x1.50 + 4.0 us per kernel, from 3 model(s))" in text
-    console.print(predictor_report({"predictor": dict(section, context={"models": 0}), "layers": []}, 0))
+    console.print(predictor_report(run(dict(section, context={"models": 0})), 0))
     assert "in model" not in console.export_text()
