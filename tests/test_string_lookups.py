@@ -111,3 +111,9 @@ def test_analysis_reads_a_typed_run_and_its_document_alike(squeezenet_run: dict[
     same = compare_runs(typed, squeezenet_run)
     assert same.time_source == "measured" and not same.added and not same.removed
     assert all(d.delta_us == 0 for d in same.layers) and len(same.layers) == len(typed.layers)
+
+
+def test_run_data_is_read_through_the_typed_run() -> None:
+    """Issue #15's line: fewer than 150 string-key lookups into run data outside the run-file package (128 when
+    the line was met); a reader that goes back to reading the JSON by key shows up here."""
+    assert sum(sl.run_data(sl.count_tree()).values()) < 150
