@@ -2,8 +2,6 @@
 (:mod:`.io`), the published JSON Schema (:mod:`.schema`) and the quantities derived from a run (:mod:`.derived`).
 """
 
-from typing import TYPE_CHECKING, Any
-
 from layerscope.runfile.derived import (
     KFactor,
     Origin,
@@ -20,19 +18,7 @@ from layerscope.runfile.derived import (
     unsteady,
 )
 from layerscope.runfile.io import SCHEMA_VERSION, as_run, check, dump_text, load, load_document, upgrade
-
-if TYPE_CHECKING:
-    from layerscope.runfile.models import RunFile
-
-
-def __getattr__(name: str) -> Any:
-    """``RunFile`` on first use: building the typed models (pydantic) costs a command that only writes a run
-    (``estimate``) a large part of its start-up."""
-    if name == "RunFile":
-        from layerscope.runfile.models import RunFile
-
-        return RunFile
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from layerscope.runfile.models import RunFile
 
 __all__ = [
     "SCHEMA_VERSION", "KFactor", "Origin", "RunFile", "as_run", "check", "device_mismatch", "dump_text",

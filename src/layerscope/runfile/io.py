@@ -131,10 +131,6 @@ def describe(error: ValidationError) -> str:
 
 def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -> RunFile:
     """The typed run of a version-2 ``document``; ``RunFileError`` naming ``source`` and the bad field."""
-    from pydantic import ValidationError
-
-    from layerscope.runfile.models import RunFile
-
     try:
         return RunFile.from_json(dict(document))
     except ValidationError as exc:
@@ -145,8 +141,6 @@ def as_run(run: RunLike, source: str | os.PathLike[str] = "run") -> RunFile:
     """``run`` typed: a :class:`RunFile` as it is; a document (version 1 or 2) migrated and checked
     (``RunFileError`` naming ``source`` and the bad field). Readers take either, so a command can pass the
     document it loaded and keeps it to write back."""
-    from layerscope.runfile.models import RunFile
-
     if isinstance(run, RunFile):
         return run
     return check(upgrade(run), source)
