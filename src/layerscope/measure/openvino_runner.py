@@ -25,9 +25,7 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +44,7 @@ from layerscope.measure.openvino_backend import (
     runtime_nodes,
     source_layers_of_ops,
 )
-from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Clock, Job, WarmWith
+from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Clock, Job, Lru, WarmWith, feeds_sha256
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
 
@@ -109,22 +107,18 @@ class OpenVinoRunner:
         self.device = device_name(config.provider)
         self.feeds = dict(feeds)
         self.runs_per_visit, self.visit_warmup, self.warm_with = runs_per_visit, visit_warmup, warm_with
-        self.warmup, self.max_models = warmup, max_models
-        self._models: OrderedDict[str, _Compiled] = OrderedDict()
+        self.warmup = warmup
+        self._models: Lru[_Compiled] = Lru(max_models)
         self._suffix_feeds: dict[str, dict[str, np.ndarray]] = {}
         self._whole_io: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.settings: dict[str, Any] = {}
         machine = machine_info()
-        digest = hashlib.sha256()
-        for name, array in sorted(self.feeds.items()):
-            digest.update(name.encode() + b"\0" + str(array.dtype).encode() + str(array.shape).encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
         self._identity = {
             "runner": "openvino", "version": openvino.get_version(), "device": self.device,
             "precision": options.precision, "performance_hint": options.performance_hint,
             "streams": options.streams, "threads": config.threads, "runs_per_visit": runs_per_visit,
             "visit_statistic": "min", "visit_warmup": visit_warmup, "warm_with": warm_with, "warmup": warmup,
-            "clock": clock, "inputs_sha256": digest.hexdigest(), "hostname": machine["hostname"],
+            "clock": clock, "inputs_sha256": feeds_sha256(self.feeds), "hostname": machine["hostname"],
             "cpu": machine["cpu"],
         }
 
@@ -193,14 +187,7 @@ class OpenVinoRunner:
         return compiled
 
     def _model(self, key: str, path: Path, feeds: Mapping[str, np.ndarray]) -> tuple[_Compiled, bool]:
-        if key in self._models:
-            self._models.move_to_end(key)
-            return self._models[key], False
-        while len(self._models) >= self.max_models:
-            self._models.popitem(last=False)
-        model = _Compiled(self._compile(path, profiling=False), feeds, path)
-        self._models[key] = model
-        return model, True
+        return self._models.get(key, lambda: _Compiled(self._compile(path, profiling=False), feeds, path))
 
     def close(self) -> None:
         self._models.clear()

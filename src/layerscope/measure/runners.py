@@ -26,10 +26,10 @@ import subprocess
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 import onnx
@@ -124,6 +124,42 @@ class Runner(Protocol):
         """Release sessions, files or connections."""
 
 
+T = TypeVar("T")
+
+
+class Lru(Generic[T]):
+    """At most ``size`` values by key, the least recently used dropped first (open sessions, compiled models)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._items: OrderedDict[str, T] = OrderedDict()
+
+    def get(self, key: str, make: Callable[[], T]) -> tuple[T, bool]:
+        """The value under ``key``, made by ``make`` when there is none (then ``True``), after dropping the least
+        recently used ones over ``size``."""
+        if key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key], False
+        while len(self._items) >= self.size:
+            self._items.popitem(last=False)
+        value = make()
+        self._items[key] = value
+        return value, True
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+def feeds_sha256(feeds: Mapping[str, np.ndarray]) -> str:
+    """A digest of the inputs a runner feeds (names, dtypes, shapes and values): part of its identity, so
+    samples taken on other inputs are never reused."""
+    digest = hashlib.sha256()
+    for name, array in sorted(feeds.items()):
+        digest.update(name.encode() + b"\0" + str(array.dtype).encode() + str(array.shape).encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
 class OrtRunner:
     """ONNX Runtime in this process. One sample = the fastest of ``runs_per_visit`` timed runs (as
     ``timeit`` advises: slower runs are interference), after ``visit_warmup`` untimed runs (``warmup`` when
@@ -159,21 +195,16 @@ class OrtRunner:
         self.visit_warmup = visit_warmup
         self.warm_with = warm_with
         self.warmup = warmup
-        self.max_sessions = max_sessions
         self._clock_ns = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
-        self._sessions: OrderedDict[str, Any] = OrderedDict()
+        self._sessions: Lru[Any] = Lru(max_sessions)
         self._converted: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._suffix_feeds: dict[str, dict[str, np.ndarray]] = {}
         machine = machine_info()
-        digest = hashlib.sha256()
-        for name, array in sorted(self.feeds.items()):
-            digest.update(name.encode() + b"\0" + str(array.dtype).encode() + str(array.shape).encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
         self._identity = {
             "runner": "onnxruntime", "version": ort.__version__, "provider": config.provider,
             "threads": config.threads, "inter_op_threads": config.inter_op_threads, "opt_level": config.opt_level,
             "runs_per_visit": runs_per_visit, "visit_statistic": "min", "visit_warmup": visit_warmup,
-            "warm_with": warm_with, "warmup": warmup, "clock": clock, "inputs_sha256": digest.hexdigest(),
+            "warm_with": warm_with, "warmup": warmup, "clock": clock, "inputs_sha256": feeds_sha256(self.feeds),
             "hostname": machine["hostname"], "cpu": machine["cpu"],
         }
 
@@ -266,14 +297,7 @@ class OrtRunner:
     def _session(self, key: str, path: Path) -> tuple[Any, bool]:
         """The open session under ``key`` (made from ``path`` when there is none: ``True``); at most
         ``max_sessions`` stay open, the least recently used closed first."""
-        if key in self._sessions:
-            self._sessions.move_to_end(key)
-            return self._sessions[key], False
-        while len(self._sessions) >= self.max_sessions:
-            self._sessions.popitem(last=False)
-        session = make_session(path, self.config)
-        self._sessions[key] = session
-        return session, True
+        return self._sessions.get(key, lambda: make_session(path, self.config))
 
     def close(self) -> None:
         self._sessions.clear()
