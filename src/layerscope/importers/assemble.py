@@ -297,14 +297,7 @@ def _measured(timed: list[_Timed], order: dict[str, int]) -> LayerMeasured:
         group = sorted({layer for t in timed for layer in t.group}, key=lambda layer: order.get(layer, 0))
     by_reference = len(timed) == 1 and len(group) > FUSED_GROUP_INLINE_MAX
     return LayerMeasured(
-        median_us=_us(total.median_us),
-        mean_us=_us(total.mean_us),
-        p90_us=_us(total.p90_us),
-        min_us=_us(total.min_us),
-        max_us=_us(total.max_us),
-        std_us=_us(total.std_us),
-        cv=None if total.cv is None else round(total.cv, 4),
-        samples=total.samples,
+        **_time_fields(total),
         kernel=main.kernel,
         fused_group=list(group) if len(group) > 1 and not by_reference else None,
         **_present(fused_group_size=len(group) if by_reference else None),
@@ -340,6 +333,14 @@ def _us(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+def _time_fields(stats: TimeStats) -> dict[str, Any]:
+    """A vendor time's statistics as a layer's ``measured`` and a kernel write them (µs to the nanosecond, cv to
+    4 digits, what the vendor did not report ``None``)."""
+    return {"median_us": _us(stats.median_us), "mean_us": _us(stats.mean_us), "p90_us": _us(stats.p90_us),
+            "min_us": _us(stats.min_us), "max_us": _us(stats.max_us), "std_us": _us(stats.std_us),
+            "cv": None if stats.cv is None else round(stats.cv, 4), "samples": stats.samples}
+
+
 # --- other sections ---------------------------------------------------------------------------------
 
 
@@ -351,14 +352,7 @@ def _kernel(res: Resolution) -> Kernel:
         name=entry.name,
         op_type=entry.op_type,
         provider=entry.provider,
-        median_us=_us(stats.median_us),
-        mean_us=_us(stats.mean_us),
-        p90_us=_us(stats.p90_us),
-        min_us=_us(stats.min_us),
-        max_us=_us(stats.max_us),
-        std_us=_us(stats.std_us),
-        cv=None if stats.cv is None else round(stats.cv, 4),
-        samples=stats.samples,
+        **_time_fields(stats),
         layers=list(res.layer_ids),
         category=res.category,
     )
