@@ -26,6 +26,8 @@ from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     backend_option,
     cli_dims,
+    device_command,
+    device_command_options,
     input_option,
     intra_threads_option,
     openvino_bench_options,
@@ -60,7 +62,7 @@ from layerscope.measure.inputs import feeder, make_inputs
 from layerscope.measure.openvino_backend import OpenVinoBackend
 from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups, group_cuts
 from layerscope.measure.profile import Measurement
-from layerscope.measure.runners import UNITS, CommandRunner, CommandTemplate, LatencyReader, OrtRunner, Runner
+from layerscope.measure.runners import CommandRunner, OrtRunner, Runner
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -84,22 +86,7 @@ AUTO_ROUNDS_S = 15.0
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs and the bootstrap.")
-@click.option("--run-cmd", metavar="TEMPLATE", default=None,
-              help="Time each prefix with this shell command instead of ONNX Runtime, e.g. "
-                   "'compile {model} -o {compiled} && ssh board perf {compiled}'. Placeholders: {model} (the "
-                   "prefix .onnx), {compiled} (a path for the compiled file), {out} (a file to write the "
-                   "report to; read instead of the output), {dir} (the prefix's folder).")
-@click.option("--compile-cmd", metavar="TEMPLATE", default=None,
-              help="Run once per prefix before its first --run-cmd (same placeholders).")
-@click.option("--latency-regex", metavar="RE", default=None,
-              help="Read the latency from the command's output: the last match, its group 'latency' or first "
-                   "group (a group 'unit' may give the unit), e.g. 'average latency: ([0-9.]+) ms'.")
-@click.option("--latency-json", metavar="FIELD", default=None,
-              help="Read the latency from the JSON the command prints, at this dotted path (e.g. perf.avg_ms).")
-@click.option("--latency-unit", type=click.Choice(list(UNITS)), default="ms", show_default=True,
-              help="Unit of the number read, unless the regex has a 'unit' group.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
-              help="Kill a device command that runs longer than S seconds (exit 3).")
+@device_command_options(what="prefix")
 @click.option("--granularity", type=click.Choice(["segment", "layer"]), default="segment", show_default=True,
               help="segment: coarse segments refined where the time is; layer: one segment per layer.")
 @click.option("--segments", default=12, show_default=True, type=click.IntRange(2, 256),
@@ -175,8 +162,7 @@ AUTO_ROUNDS_S = 15.0
 @click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate, per-layer differential times, the bisect section).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
-            run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None, latency_json: str | None,
-            latency_unit: str, timeout_s: float | None, granularity: str, segments: int, repeats: int | None,
+            granularity: str, segments: int, repeats: int | None,
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
             confidence: float, resamples: int, backend_name: str, cut_rule: str, provider: str,
             threads: int, opt_level: str, clock: str,
@@ -185,8 +171,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             ray_address: str | None, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
-    command_runner = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
-                                     unit=latency_unit, timeout_s=timeout_s)
+    command_runner = device_command()
     if validate and command_runner is not None:
         raise click.UsageError("--validate compares with the runtime's profiler: it cannot check --run-cmd")
     if backend_name != "onnxruntime" and command_runner is not None:
@@ -293,22 +278,6 @@ def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
     console.print(command_report(run, kind="bisect"))
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
-
-
-def _command_runner(run_cmd: str | None, compile_cmd: str | None, *, latency_regex: str | None,
-                    latency_json: str | None, unit: str, timeout_s: float | None) -> CommandRunner | None:
-    """The command-template runner, or ``None`` for ONNX Runtime; its options are checked first (exit 2)."""
-    if run_cmd is None:
-        stray = [name for name, value in (("--compile-cmd", compile_cmd), ("--latency-regex", latency_regex),
-                                          ("--latency-json", latency_json), ("--timeout", timeout_s))
-                 if value is not None]
-        if stray:
-            raise click.UsageError(f"{', '.join(stray)} only apply with --run-cmd")
-        return None
-    reader = LatencyReader.create(latency_regex, latency_json, unit)
-    return CommandRunner(CommandTemplate.parse(run_cmd, "--run-cmd"), reader,
-                         compile=CommandTemplate.parse(compile_cmd, "--compile-cmd") if compile_cmd else None,
-                         timeout_s=timeout_s)
 
 
 @contextmanager

@@ -33,6 +33,8 @@ from layerscope.cli.options import (
     Command,
     backend_option,
     deprecated_option,
+    device_command,
+    device_command_options,
     openvino_bench_options,
     parse_shapes,
     shape_option,
@@ -41,7 +43,6 @@ from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.kernels import FAMILIES
-from layerscope.measure.runners import UNITS
 from layerscope.report.analysis_terminal import calibration_report
 from layerscope.run import load_run
 from layerscope.targets import load_profile
@@ -88,19 +89,7 @@ def op_table(cal: Calibration) -> RenderableType:
               help="With --kernels: the sample cache [default: the bisect cache's kernels/ folder].")
 @backend_option
 @openvino_bench_options
-@click.option("--run-cmd", metavar="TEMPLATE", default=None,
-              help="With --kernels: time each kernel on a device with this shell command (as `bisect --run-cmd`: "
-                   "{model} the kernel .onnx, {compiled}, {out}, {dir}); ONNX Runtime groups the layers.")
-@click.option("--compile-cmd", metavar="TEMPLATE", default=None,
-              help="With --kernels and --run-cmd: run once per kernel before its first --run-cmd.")
-@click.option("--latency-regex", metavar="RE", default=None,
-              help="With --run-cmd: the latency in the command's output (last match; group 'latency' or first).")
-@click.option("--latency-json", metavar="FIELD", default=None,
-              help="With --run-cmd: the latency at this dotted path of the JSON the command prints.")
-@click.option("--latency-unit", type=click.Choice(list(UNITS)), default="ms", show_default=True,
-              help="With --run-cmd: unit of the number read, unless the regex has a 'unit' group.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
-              help="With --run-cmd: kill a device command that runs longer than S seconds (exit 3).")
+@device_command_options(what="kernel", condition="With --kernels: ")
 @shape_option
 @click.option("--name", default=None, help="Name of the calibrated profile (default: OUT's file name).")
 @click.option("--base", default=None, metavar="NAME|FILE",
@@ -115,17 +104,16 @@ def op_table(cal: Calibration) -> RenderableType:
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
             per_unit_only: bool, json_out: Path | None, kernels: bool, budget: str, families: str | None,
             kernel_threads: int, visits: int, cache: Path | None, shapes: tuple[str, ...], adaptive: bool,
-            backend_name: str, run_cmd: str | None, compile_cmd: str | None, latency_regex: str | None,
-            latency_json: str | None, latency_unit: str, timeout_s: float | None) -> None:
+            backend_name: str) -> None:
     """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml; with
     --kernels, fit the kernel-level latency predictor (RUNS: calibration models, optional) to OUT.json."""
+    command = device_command()
     if kernels:
-        runner = kernel_runner(backend_name, run_cmd, compile_cmd, latency_regex=latency_regex,
-                               latency_json=latency_json, unit=latency_unit, timeout_s=timeout_s)
+        runner = kernel_runner(backend_name, command)
         run_kernels(models=runs, output=output, budget=budget, families=families, threads=kernel_threads,
                     visits=visits, cache=cache, shapes=parse_shapes(shapes), adaptive=adaptive, runner=runner)
         return
-    if backend_name != "onnxruntime" or run_cmd is not None:
+    if backend_name != "onnxruntime" or command is not None:
         raise click.UsageError("--backend and --run-cmd apply with --kernels only")
     if not runs:
         raise InputError("calibrate needs at least one RUN (or --kernels)")

@@ -59,6 +59,7 @@ from layerscope.measure.kernels import (
     time_models,
 )
 from layerscope.measure.openvino_backend import OpenVinoBackend
+from layerscope.measure.runners import CommandRunner
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -86,14 +87,9 @@ def parse_families(text: str | None) -> tuple[str, ...]:
     return chosen
 
 
-def kernel_runner(backend_name: str, run_cmd: str | None, compile_cmd: str | None, *, latency_regex: str | None,
-                  latency_json: str | None, unit: str, timeout_s: float | None) -> KernelRunner:
-    """What times the kernels: ``--run-cmd`` (the bisect command runner, its options checked as ``bisect``
-    checks them), else ``--backend`` (OpenVINO with ``--device`` and its options; exit 3 when it is not here)."""
-    from layerscope.cli.bisect import _command_runner
-
-    command = _command_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
-                              unit=unit, timeout_s=timeout_s)
+def kernel_runner(backend_name: str, command: CommandRunner | None) -> KernelRunner:
+    """What times the kernels: ``command`` (``--run-cmd``, the runner ``bisect`` uses), else ``--backend``
+    (OpenVINO with ``--device`` and its options; exit 3 when it is not here)."""
     if command is not None:
         if backend_name != "onnxruntime":
             raise click.UsageError("--run-cmd times on a device: leave --backend out")

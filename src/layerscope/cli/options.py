@@ -12,6 +12,7 @@ from layerscope.model import Graph, parse_shape_arg
 
 if TYPE_CHECKING:
     from layerscope.measure.backend import Backend
+    from layerscope.measure.runners import CommandRunner
 
 FC = TypeVar("FC", bound=Callable[..., object])
 
@@ -223,3 +224,72 @@ def selected_backend(name: str, provider: str) -> tuple[Backend, str]:
                                                  performance_hint=str(values["performance_hint"]).upper(),
                                                  streams=int(str(values["streams"]))))
     return ov_backend, ov_backend.check_provider(str(values["device"]))
+
+
+_DEVICE_COMMAND_KEY = "layerscope.device_command"
+
+
+def _store_device_command(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    ctx.meta.setdefault(_DEVICE_COMMAND_KEY, {})[str(param.name)] = value
+
+
+def device_command_options(*, what: str, condition: str = "") -> Callable[[FC], FC]:
+    """``--run-cmd``, ``--compile-cmd``, ``--latency-regex``, ``--latency-json``, ``--latency-unit`` and
+    ``--timeout``: time each ``what`` (a prefix, a kernel) on a device with a shell command; read with
+    :func:`device_command`. ``condition`` (e.g. ``"With --kernels: "``) starts the help of the first two."""
+    from layerscope.measure.runners import UNITS
+
+    def store(*flags: str, help: str, **kwargs: Any) -> Callable[[FC], FC]:
+        return click.option(*flags, expose_value=False, callback=_store_device_command, help=help, **kwargs)
+
+    def lead(text: str) -> str:  # "Time ..." alone, "With --kernels: time ..." after a condition
+        return condition + (text[0].lower() + text[1:] if condition else text)
+
+    decorators = (
+        store("--run-cmd", "run_cmd", metavar="TEMPLATE", default=None,
+              help=lead(f"Time each {what} on a device with this shell command, e.g. ")
+                   + "'compile {model} -o {compiled} && ssh board perf {compiled}'. Placeholders: {model} (the "
+                   f"{what} .onnx), {{compiled}} (a path for the compiled file), {{out}} (a file to write the "
+                   f"report to; read instead of the output), {{dir}} (the {what}'s folder)."),
+        store("--compile-cmd", "compile_cmd", metavar="TEMPLATE", default=None,
+              help=lead(f"Run once per {what} before its first --run-cmd (same placeholders).")),
+        store("--latency-regex", "latency_regex", metavar="RE", default=None,
+              help="With --run-cmd: read the latency from the command's output: the last match, its group "
+                   "'latency' or first group (a group 'unit' may give the unit), e.g. "
+                   "'average latency: ([0-9.]+) ms'."),
+        store("--latency-json", "latency_json", metavar="FIELD", default=None,
+              help="With --run-cmd: read the latency from the JSON the command prints, at this dotted path "
+                   "(e.g. perf.avg_ms)."),
+        store("--latency-unit", "latency_unit", type=click.Choice(list(UNITS)), default="ms", show_default=True,
+              help="With --run-cmd: unit of the number read, unless the regex has a 'unit' group."),
+        store("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="With --run-cmd: kill a device command that runs longer than S seconds (exit 3)."),
+    )
+
+    def decorate(fn: FC) -> FC:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return decorate
+
+
+def device_command() -> CommandRunner | None:
+    """The command runner :func:`device_command_options` describe, or ``None`` without ``--run-cmd``; the options
+    are checked first (exit 2: one of the others without ``--run-cmd``, a bad template or reader)."""
+    from layerscope.measure.runners import CommandRunner, CommandTemplate, LatencyReader
+
+    values: dict[str, Any] = click.get_current_context().meta.get(_DEVICE_COMMAND_KEY, {})
+    run_cmd, compile_cmd = values.get("run_cmd"), values.get("compile_cmd")
+    if run_cmd is None:
+        stray = [flag for flag, key in (("--compile-cmd", "compile_cmd"), ("--latency-regex", "latency_regex"),
+                                        ("--latency-json", "latency_json"), ("--timeout", "timeout_s"))
+                 if values.get(key) is not None]
+        if stray:
+            raise click.UsageError(f"{', '.join(stray)} only apply with --run-cmd")
+        return None
+    reader = LatencyReader.create(values.get("latency_regex"), values.get("latency_json"),
+                                  values.get("latency_unit") or "ms")
+    return CommandRunner(CommandTemplate.parse(run_cmd, "--run-cmd"), reader,
+                         compile=CommandTemplate.parse(compile_cmd, "--compile-cmd") if compile_cmd else None,
+                         timeout_s=values.get("timeout_s"))
