@@ -274,3 +274,39 @@ def test_the_jobs_of_a_failing_device_are_rescheduled(cluster: str, tmp_path: Pa
     section = load_run(out)["bisect"]
     assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
     assert section["baseline_us"] == 400_000 + sizes[0]
+
+
+#: A compiler that copies the model to {compiled} in about a second, logging "START END MODEL" (seconds since the
+#: epoch) per call.
+FAKE_COMPILER = """#!/bin/sh
+start=$(date +%s.%N)
+sleep 1
+cp "$1" "$2"
+echo "$start $(date +%s.%N) $1" >> "$3"
+"""
+
+
+def test_the_pool_compiles_each_model_once_in_parallel_and_every_device_times_that_file(
+        cluster: str, tmp_path: Path, write_model: ModelWriter) -> None:
+    model = write_residual(write_model)
+    (tmp_path / "fake_device.sh").write_text(FAKE_DEVICE, encoding="utf-8")
+    (tmp_path / "fake_compiler.sh").write_text(FAKE_COMPILER, encoding="utf-8")
+    calls, compiles, out = tmp_path / "calls.log", tmp_path / "compiles.log", tmp_path / "run.json"
+    assert main(["bisect", str(model), "--target", "rdk-s100",
+                 "--compile-cmd", f"exec sh {tmp_path / 'fake_compiler.sh'} {{model}} {{compiled}} {compiles}",
+                 "--run-cmd", f"exec sh {tmp_path / 'fake_device.sh'} {{compiled}} {{device}} {calls}",
+                 "--latency-regex", r"latency: ([0-9.]+) ms", "--granularity", "layer", "--repeats", "2",
+                 "--no-cache", "--devices", "a,b", "-o", str(out)]) == 0
+    compiled = [line.split() for line in compiles.read_text(encoding="utf-8").splitlines()]
+    # 9 models (baseline, 8 prefixes ... whole), each compiled once although 2 rounds x 2 devices time them
+    assert len(compiled) == len({model for _, _, model in compiled}) == 9
+    spans = sorted((float(start), float(end)) for start, end, _ in compiled)
+    assert any(b_start < a_end for (_, a_end), (b_start, _) in itertools.pairwise(spans)), spans  # in parallel
+    timed = [line.split() for line in calls.read_text(encoding="utf-8").splitlines()]
+    assert len(timed) == 18 and {device for device, _ in timed} == {"a", "b"}
+    assert all(Path(path).name == "compiled" for _, path in timed)  # the one compiled file, on both devices
+    planner = CutPlanner.for_model(load_model(model))
+    sizes = [len(planner.prefix_model(k).SerializeToString(deterministic=True))
+             for k in range(planner.layer_count + 1)]
+    section = load_run(out)["bisect"]
+    assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]

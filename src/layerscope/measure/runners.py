@@ -413,33 +413,45 @@ class CommandRunner:
     prefix's own folder; one sample = the latency ``reader`` finds in the run command's output."""
 
     def __init__(self, run: CommandTemplate, reader: LatencyReader, *, compile: CommandTemplate | None = None,
-                 timeout_s: float | None = None, device: str | None = None) -> None:
-        if "model" not in run.fields | (compile.fields if compile else frozenset()):
+                 timeout_s: float | None = None, device: str | None = None,
+                 identity: Mapping[str, Any] | None = None, shared_compiled: bool = False) -> None:
+        if not shared_compiled and "model" not in run.fields | (compile.fields if compile else frozenset()):
             raise InputError(f"{run.option} {run.text!r}: the command never names {{model}}, so every prefix "
                              "would run the same thing", hint="pass the prefix model as {model}")
         self.run = run
         self.compile = compile
         self.reader = reader
         self.timeout_s = timeout_s
-        #: The device of a pool this runner times on (``{device}``; its own ``{out}`` and ``{compiled}``).
+        #: The device of a pool this runner times on (``{device}``; its own ``{out}``, and its own ``{compiled}``
+        #: unless ``shared_compiled``: the pool compiled every model once, into the untagged path).
         self.device = device
+        self.shared_compiled = shared_compiled
         self._compiled: set[str] = set()
-        self._identity = {"runner": "command", "run_cmd": run.text, "compile_cmd": compile.text if compile else None,
-                          "latency": reader.describe}
+        self._identity = dict(identity) if identity is not None else {
+            "runner": "command", "run_cmd": run.text, "compile_cmd": compile.text if compile else None,
+            "latency": reader.describe}
 
     @property
     def identity(self) -> Mapping[str, Any]:
         return self._identity
 
-    def measure(self, job: Job) -> float:
+    def _values(self, job: Job) -> dict[str, str]:
         folder = job.model_path.parent
         tag = f"-{self.device}" if self.device is not None else ""
-        out_file = folder / f"out{tag}.txt"
-        values = {"model": str(job.model_path), "compiled": str(folder / f"compiled{tag}"), "out": str(out_file),
-                  "dir": str(folder), "device": self.device or ""}
+        compiled = folder / ("compiled" if self.shared_compiled else f"compiled{tag}")
+        return {"model": str(job.model_path), "compiled": str(compiled), "out": str(folder / f"out{tag}.txt"),
+                "dir": str(folder), "device": self.device or ""}
+
+    def compile_job(self, job: Job) -> None:
+        """Run the compile command for ``job`` now (once per model in this runner's life)."""
         if self.compile is not None and job.key not in self._compiled:
-            self._shell(self.compile, values, job)
+            self._shell(self.compile, self._values(job), job)
             self._compiled.add(job.key)
+
+    def measure(self, job: Job) -> float:
+        values = self._values(job)
+        out_file = Path(values["out"])
+        self.compile_job(job)
         if "out" in self.run.fields:
             out_file.unlink(missing_ok=True)
         stdout, stderr = self._shell(self.run, values, job)

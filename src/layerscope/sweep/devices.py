@@ -11,6 +11,10 @@ Contract (:class:`RayDevicePool`, a :class:`layerscope.measure.differential.Devi
   rounds still in flight);
 - a job whose device fails (the command fails, or the worker or node dies) is retried on the next device; when
   every device failed it, the last error is raised (the samples of earlier rounds are already in the cache);
+- with ``--compile-cmd``, every model a call times is compiled once before its first timing: the compile steps
+  are Ray tasks of one CPU each and no device resource, so they fan out across the cluster's CPUs in parallel
+  (a task lost with its worker or node is retried twice; a compile command that fails stops the bisect with its
+  error); the devices then time the one compiled file (``{compiled}`` names the same path on every device);
 - the model files are written by the driver: the workers must see the driver's work folder (one machine, or a
   shared file system).
 """
@@ -48,6 +52,10 @@ def _time(runner: CommandRunner, job: Job) -> float:
     return runner.measure(job)
 
 
+def _compile(runner: CommandRunner, job: Job) -> None:
+    runner.compile_job(job)
+
+
 class RayDevicePool:
     """Times jobs on ``devices`` through copies of ``runner`` bound to each device (see the module docstring)."""
 
@@ -59,8 +67,12 @@ class RayDevicePool:
                                      hint="pip install 'ray>=2.9'") from None
         self.ray = ray
         self.devices = tuple(devices)
-        self.runners = {d: CommandRunner(runner.run, runner.reader, compile=runner.compile,
-                                         timeout_s=runner.timeout_s, device=d) for d in self.devices}
+        #: Compiles each model once, for every device (see the module docstring); the device runners do not.
+        self.compiler = runner
+        self.compiled: set[str] = set()
+        self.runners = {d: CommandRunner(runner.run, runner.reader, timeout_s=runner.timeout_s, device=d,
+                                         identity=runner.identity, shared_compiled=runner.compile is not None)
+                        for d in self.devices}
         self.started_here = False
         if not ray.is_initialized():
             try:
@@ -81,12 +93,35 @@ class RayDevicePool:
                                      hint="start the node of each device with ray start ... "
                                           f"--resources='{{\"{resource_name(missing[0])}\": 1}}'")
         self.remote = ray.remote(max_retries=0)(_time)
+        self.remote_compile = ray.remote(max_retries=2)(_compile)
+
+    def compile_all(self, jobs: Sequence[Job]) -> None:
+        """Compile every model of ``jobs`` not compiled yet, in parallel across the cluster (one CPU each)."""
+        if self.compiler.compile is None:
+            return
+        todo = {job.key: job for job in jobs if job.key not in self.compiled}
+        pending = {self.remote_compile.options(num_cpus=1).remote(self.compiler, job): job for job in todo.values()}
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    self.ray.get(ref)
+                except (self.ray.exceptions.RayError, LayerscopeError) as exc:
+                    self._cancel(pending)
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, LayerscopeError):
+                        raise cause from None
+                    raise DeviceCommandError(f"--compile-cmd failed on {job.label}: "
+                                             f"{str(exc).strip().splitlines()[-1]}") from None
+                self.compiled.add(job.key)
 
     def _submit(self, job: Job, device: str) -> Any:
         return self.remote.options(num_cpus=0, resources={resource_name(device): 1}).remote(self.runners[device], job)
 
     def measure_rounds(self, rounds: Sequence[tuple[int, Sequence[Job]]],
                        on_round: Callable[[int, list[float]], None]) -> None:
+        self.compile_all([job for _, ordered in rounds for job in ordered])
         n = len(self.devices)
         tries: dict[tuple[int, int], int] = {}
         pending: dict[Any, tuple[int, int]] = {}
