@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from hypothesis import HealthCheck, settings
 from onnx import TensorProto, helper, numpy_helper
+
+# Property tests judge outcomes, never speed: no per-example deadline and no "too slow" health check (a loaded CI
+# machine made a 200 ms deadline fail once), no example database written into the checkout.
+settings.register_profile("layerscope", deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("layerscope")
 
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO_MODELS = sorted(ZOO_DIR.glob("light_*.onnx"))
