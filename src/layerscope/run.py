@@ -90,6 +90,7 @@ from layerscope.runfile.models import (
     Layer,
     LayerEstimate,
     LayerMeasured,
+    Machine,
     ModelInfo,
     RunFile,
     Steadiness,
@@ -266,7 +267,7 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
         steadiness=Steadiness(latency_cv=round(measurement.latency.cv, 6),
                               latency_drift=round(measurement.latency_drift, 6),
                               profiled_drift=round(measurement.profiled_drift, 6)),
-        machine=dict(measurement.machine),
+        machine=Machine.model_validate(measurement.machine),
         created_utc=measurement.created_utc,
         interrupted=measurement.interrupted,
         median_run=[Event(name=e.name, thread=e.thread, start_us=_us(e.start_us), duration_us=_us(e.duration_us))
@@ -310,7 +311,7 @@ def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_versio
     measured = KernelProfileMeasurement(
         kind="kernel-profile", backend=backend, backend_version=backend_version,
         provider=config.provider, threads=config.threads, opt_level=config.opt_level, runs=latency.samples,
-        warmup=partial.warmup, machine=dict(machine), interrupted=True, source="layerscope profile",
+        warmup=partial.warmup, machine=Machine.model_validate(machine), interrupted=True, source="layerscope profile",
         **_extra(planned_runs=partial.planned_runs,
                  partial="end-to-end runs only: interrupted before the profiled runs"))
     return run.model_copy(update={

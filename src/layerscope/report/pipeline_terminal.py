@@ -12,7 +12,7 @@ from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.pipeline import stage_tree
-from layerscope.runfile.models import KernelProfileMeasurement, Pipeline, PipelineBreakdown, PipelineStats
+from layerscope.runfile.models import KernelProfileMeasurement, Machine, Pipeline, PipelineBreakdown, PipelineStats
 
 
 def _table(title: str, caption: str | None = None) -> Table:
@@ -107,8 +107,8 @@ def pipeline_summary(run: Run) -> Table:
         if isinstance(m, KernelProfileMeasurement) and m.coverage is not None and m.mapped_share is not None:
             grid.add_row("layers", f"{100 * m.coverage:.1f}% of each profiled model call inside kernels; "
                                    f"{100 * m.mapped_share:.1f}% of kernel time mapped to layers")
-        machine = m.machine or {}
-        grid.add_row("machine", Text(f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} cores"))
+        machine = m.machine or Machine()
+        grid.add_row("machine", Text(f"{machine.hostname}: {machine.cpu}, {machine.cores} cores"))
     trace = section.trace
     if trace is not None:
         grid.add_row("traced run", f"run {trace.run} of the {trace.phase} phase (the median one)")

@@ -17,6 +17,7 @@ from layerscope.runfile.derived import layer_shares, steadiness_text, unsteady
 from layerscope.runfile.models import (
     KernelProfileMeasurement,
     Layer,
+    Machine,
     Steadiness,
     TensorInfo,
     VendorMeasurement,
@@ -63,14 +64,10 @@ def measured_shares(layers: Sequence[Layer]) -> list[float | None]:
     return layer_shares(cast("Sequence[Mapping[str, Any]]", layers), "measured")
 
 
-def machine_text(machine: Mapping[str, Any] | None, *, python: bool = False) -> str:
-    """``host: CPU, 8 cores, Linux 6.1`` (and ``, Python 3.12`` with ``python``) of a measurement's ``machine``.
-
-    ``machine`` is a free-form object in the run file (what the measuring command's host probe returned), so its
-    keys are read here, in this one place, until the run file types it."""
-    machine = machine or {}
-    text = f"{machine.get('hostname')}: {machine.get('cpu')}, {machine.get('cores')} cores, {machine.get('os')}"
-    return text + (f", Python {machine.get('python')}" if python else "")
+def machine_text(machine: Machine | None, *, python: bool = False) -> str:
+    """``host: CPU, 8 cores, Linux 6.1`` (and ``, Python 3.12`` with ``python``) of a measurement's ``machine``
+    (:meth:`Machine.describe`; a run without the record reads ``None: None, None cores, None``)."""
+    return (machine or Machine()).describe(python=python)
 
 
 def _steadiness(steadiness: Steadiness) -> Mapping[str, Any]:

@@ -48,6 +48,7 @@ from layerscope.runfile.models import (
     KernelProfileMeasurement,
     Layer,
     LayerMeasured,
+    Machine,
     RunFile,
     RunLike,
     Steadiness,
@@ -138,11 +139,9 @@ class Origin:
 _GPU_PROVIDERS = ("CUDA", "Tensorrt", "TensorRT", "ROCM", "MIGraphX", "Dml", "CoreML", "OpenVINO")
 
 
-def _where(machine: Mapping[str, Any] | None) -> str:
-    """The measuring machine's CPU, else its host name, else ``"this host"`` (``measurement.machine`` is a
-    free-form record, :func:`layerscope.measure.session.machine_info`)."""
-    machine = machine or {}
-    return str(machine.get("cpu") or machine.get("hostname") or "this host")
+def _where(machine: Machine | None) -> str:
+    """The measuring machine's CPU, else its host name, else ``"this host"``."""
+    return (machine.cpu or machine.hostname if machine is not None else None) or "this host"
 
 
 def measurement_origin(run: Document) -> Origin | None:

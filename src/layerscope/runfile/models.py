@@ -330,6 +330,24 @@ class Event(Section):
     duration_us: Us
 
 
+class Machine(Section):
+    """Where a measurement ran (:func:`layerscope.measure.session.machine_info`; a backend may add keys, e.g.
+    OpenVINO's version and device, kept as unknown keys)."""
+
+    hostname: str | None = None
+    cpu: str | None = None
+    cores: Count | None = None
+    os: str | None = None
+    python: str | None = None
+    onnxruntime: str | None = None
+
+    def describe(self, *, python: bool = False) -> str:
+        """``host: CPU, 8 cores, Linux 6.1`` (and ``, Python 3.12`` with ``python``); a part it lacks reads
+        ``None``, as the record is."""
+        text = f"{self.hostname}: {self.cpu}, {self.cores} cores, {self.os}"
+        return text + (f", Python {self.python}" if python else "")
+
+
 class _MeasurementBase(Section):
     backend: str | None = None
     backend_version: str | None = None
@@ -338,7 +356,7 @@ class _MeasurementBase(Section):
     opt_level: str | int | None = None
     runs: Count | None = None
     warmup: Count | None = None
-    machine: dict[str, Any] | None = None
+    machine: Machine | None = None
     created_utc: str | None = None
     interrupted: bool | None = None
     source: str | None = None

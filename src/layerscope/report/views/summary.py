@@ -18,6 +18,7 @@ from layerscope.runfile.models import (
     EstimateInfo,
     KernelProfileMeasurement,
     Latency,
+    Machine,
     RunLike,
     TimelineSummary,
     VendorMeasurement,
@@ -137,10 +138,9 @@ def _runtime_section(run: Run) -> Section | None:
     m = run.measurement
     if m is None:
         return None
-    machine = m.machine or {}  # a free-form record (measure.session.machine_info), not typed by the schema
-    cores = machine.get("cores")
-    machine_text = ", ".join(str(v) for v in (machine.get("hostname"), machine.get("cpu"),
-                                              f"{cores} cores" if cores else None, machine.get("os")) if v)
+    machine = m.machine or Machine()
+    machine_text = ", ".join(str(v) for v in (machine.hostname, machine.cpu,
+                                              f"{machine.cores} cores" if machine.cores else None, machine.os) if v)
     threads = m.threads
     return _section("Runtime (measurement)", [
         ("backend", " ".join(str(v) for v in (m.backend, m.backend_version) if v)),
@@ -153,7 +153,7 @@ def _runtime_section(run: Run) -> Section | None:
         ("runs", " ".join(p for p in (f"{m.runs} measured" if m.runs else "",
                                       f"{m.warmup} warm-up" if m.warmup else "") if p)),
         ("machine", machine_text),
-        ("python", machine.get("python")),
+        ("python", machine.python),
         ("created", m.created_utc),
         ("source", m.source),
     ], note="INTERRUPTED: fewer runs than asked were measured." if m.interrupted else None)
