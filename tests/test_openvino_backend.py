@@ -28,7 +28,7 @@ ov = pytest.importorskip("openvino")
 
 #: Ops no compiler drops: their work must land in a measured kernel, never be marked removed.
 _COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "BatchNormalization", "Softmax",
-                      "MaxPool", "AveragePool", "GlobalAveragePool"})
+                      "MaxPool", "AveragePool", "GlobalAveragePool", "Sigmoid", "Tanh", "Relu", "HardSigmoid"})
 
 
 def _profile(path: Path, runs: int = 1, warmup: int = 0) -> tuple[Measurement, object]:
@@ -208,4 +208,34 @@ def test_helpers_the_compiler_inserts_work_for_the_node_they_feed(tmp_path: Path
     assert [k.samples.name for k in measurement.kernels if k.category == "unmapped"] == []
     converts = [k for k in measurement.kernels if k.samples.op_type == "Convert" and k.stats.median_us > 0]
     assert converts and all(k.category == "layer" and k.layers for k in converts)
+    assert attribution_violations(measurement.kernels, measurement.layers) == []
+
+
+def test_a_sigmoid_the_compiler_moved_into_the_convolution_is_fused_not_removed(tmp_path: Path) -> None:
+    """A detector head (Conv -> Reshape -> Transpose -> Sigmoid -> Split): OpenVINO moves the Sigmoid ahead of
+    the Reshape and Transpose, fuses it into the Conv and names it ``Sigmoid_<id>``; the source Sigmoid is the
+    Conv kernel's, not marked removed."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((18, 3, 1, 1)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(18).astype(np.float32), "b"),
+             numpy_helper.from_array(np.array([1, 3, 6, 8, 8], dtype=np.int64), "shape"),
+             numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv"),
+             helper.make_node("Reshape", ["c", "shape"], ["r"], name="reshape"),
+             helper.make_node("Transpose", ["r"], ["t"], name="transpose", perm=[0, 1, 3, 4, 2]),
+             helper.make_node("Sigmoid", ["t"], ["s"], name="sigmoid"),
+             helper.make_node("Split", ["s"], ["s1", "s2", "s3"], name="split", axis=4, num_outputs=3),
+             helper.make_node("Mul", ["s1", "two"], ["m1"], name="mul1"),
+             helper.make_node("Mul", ["s2", "s2"], ["m2"], name="mul2"),
+             helper.make_node("Concat", ["m1", "m2", "s3"], ["y"], name="concat", axis=4)]
+    graph = helper.make_graph(nodes, "head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 8, 8, 6])], inits)
+    path = tmp_path / "head.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    measurement, _ = _profile(path)
+    conv, sigmoid = measurement.layers["conv"], measurement.layers["sigmoid"]
+    assert "sigmoid" not in measurement.fusion.eliminated
+    assert sigmoid.status == conv.status == "fused" and sigmoid.kernels == conv.kernels
+    kernel = next(k for k in measurement.kernels if k.samples.name == conv.kernels[0])
+    assert kernel.samples.op_type == "Convolution" and set(kernel.layers) == {"conv", "sigmoid"}
     assert attribution_violations(measurement.kernels, measurement.layers) == []

@@ -262,6 +262,34 @@ _COMPATIBLE_OPS: Mapping[str, frozenset[str]] = {
 }
 
 
+#: ONNX op type -> the OpenVINO operation type that computes it, where the names differ (for rule (e) of
+#: :func:`runtime_nodes`: the names OpenVINO makes up are ``<OpenVINO type>_<id>``).
+_OPENVINO_TYPE: Mapping[str, str] = {
+    "Mul": "Multiply", "Sub": "Subtract", "Div": "Divide", "Pow": "Power", "Clip": "Clamp", "Sum": "Add",
+    "Conv": "Convolution", "ConvTranspose": "ConvolutionBackpropData", "Gemm": "MatMul", "Slice": "StridedSlice",
+    "LeakyRelu": "PRelu", "Neg": "Negative", "Resize": "Interpolate", "Softmax": "SoftMax",
+}
+
+
+def _moved_into(layer: str, op_type: str, *, original: Mapping[str, tuple[str, ...]], owner: Mapping[str, str],
+                layers: Mapping[str, set[str]], feeds: Mapping[str, set[str]],
+                consumers: Mapping[str, set[str]], depth: int = 4) -> str | None:
+    """The node rule (e) of :func:`runtime_nodes` gives ``layer`` to, or ``None``."""
+    made_up = f"{_OPENVINO_TYPE.get(op_type, op_type)}_"
+    candidates = {name for name, names in original.items() if layers[name] and any(
+        n not in owner and n.startswith(made_up) and n[len(made_up):].isdigit() for n in names)}
+    if not candidates:
+        return None
+    seen, frontier = {layer}, [layer]
+    for _ in range(depth):  # breadth first, both ways: the nearest holder wins
+        frontier = [n for f in frontier for n in feeds.get(f, set()) | consumers.get(f, set()) if n not in seen]
+        seen.update(frontier)
+        near = sorted(name for name in candidates if layers[name] & set(frontier))
+        if near:
+            return near[0]
+    return None
+
+
 def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict[str, _ExecNode]:
     """The compiled model's runtime nodes by name, each tied to its source layers.
 
@@ -279,6 +307,10 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     Transpose/Gather pieces named after it; the compiler's ``LSTMSequence_4435`` does the work). Then (d): a
     computing node still without one (a ``Convert`` or dequantizing ``Multiply`` the compiler inserted) works
     for the one node it feeds that has source layers (following nodes without layers), and takes its layers.
+    Before the relaxed part of (b): (e) a layer still without a node goes to the node that carries a name the
+    compiler made up for an operation of its type (``Sigmoid_8276``: OpenVINO names a node it creates
+    ``<Type>_<id>``) and holds a layer at most four steps from it in the source graph (a detector head's Sigmoid
+    moved ahead of its Reshape and Transpose and fused into the Conv), the nearest such node when several do.
     Layout nodes (reorders, inputs, outputs) and constants keep none."""
     order = {node.id: i for i, node in enumerate(graph.layers)}
     ops = list(compiled.get_runtime_model().get_ordered_ops())
@@ -298,6 +330,15 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
                 consumers.setdefault(producers[t], set()).add(node.id)
     feeds = {node.id: {producers[t] for t in node.inputs if t in producers} for node in graph.layers}
     for strict in (True, False):  # the relaxed consumer rule only once nothing else applies
+        if not strict:  # (e) before it: a layer a transformation moved and renamed into another node
+            held_now = {lid for ls in layers.values() for lid in ls}
+            for node in graph.layers:
+                target = None if node.id in held_now else _moved_into(
+                    node.id, node.op_type, original=original, owner=owner, layers=layers, feeds=feeds,
+                    consumers=consumers)
+                if target is not None:
+                    layers[target].add(node.id)
+                    held_now.add(node.id)
         changed = True
         while changed:
             changed = False
