@@ -42,43 +42,6 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
 
-    # Read access by JSON key, as on the document (``section["latency_us"]``, ``section.get("kind")``, ``"k" in
-    # section``): the bridge that lets a reader written against the JSON document take the typed run unchanged
-    # while it moves to attributes. A key reads as present when the document held it (set fields and unknown
-    # keys); aliases (``import``) are JSON keys.
-
-    def _json_field(self, key: str) -> str | None:
-        fields = type(self).model_fields
-        if key in fields:
-            return key
-        return next((name for name, info in fields.items() if info.alias == key), None)
-
-    def __contains__(self, key: object) -> bool:
-        if not isinstance(key, str):
-            return False
-        name = self._json_field(key)
-        if name is not None:
-            return name in self.model_fields_set
-        return key in (self.model_extra or {})
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self:
-            raise KeyError(key)
-        name = self._json_field(key)
-        return getattr(self, name) if name is not None else (self.model_extra or {})[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The value under JSON key ``key`` when the document held it, else ``default`` (as ``dict.get``)."""
-        if key not in self:
-            return default
-        return self[key]
-
-    def keys(self) -> list[str]:
-        """The JSON keys the document held (set fields by their JSON name, then unknown keys)."""
-        fields = type(self).model_fields
-        return [fields[name].alias or name for name in fields if name in self.model_fields_set] + list(
-            self.model_extra or {})
-
     def over(self, base: Self | None) -> Self:
         """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
         one does not hold is kept. ``self`` when ``base`` is ``None``."""
@@ -86,8 +49,6 @@ class Section(BaseModel):
             return self
         return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
-
-Mapping.register(Section)  # the read-by-key bridge above: readers of the document take a section as it is
 
 
 # --------------------------------------------------------------------------------------------------- model, target
@@ -773,12 +734,6 @@ class TimelineLayer(Section):
     store_us: Us | None = None
     load_bytes: Count | None = None
     store_bytes: Count | None = None
-
-    def items(self) -> list[tuple[str, Any]]:
-        """Part of the temporary read-by-key bridge (see :class:`Section`): ``(JSON key, value)`` pairs as
-        ``dict.items`` gives, for a reader that iterates a timeline slot as the dict it was
-        (``report/views/layers.py``); removed with the bridge."""
-        return [(key, self[key]) for key in self.keys()]
 
 
 class TimelineBusy(Section):
