@@ -242,6 +242,14 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
         assert before_us == pytest.approx(sum(x.before_us for x in rt.layers if x.op_type == op))
         assert after_us == pytest.approx(sum(x.after_us for x in rt.layers if x.op_type == op))
     assert not compare_runs(typed["openvino"], typed["openvino"]).runtimes  # one runtime: nothing to line up
+    # the Markdown carries the same comparison: per op type, then the layers fused differently
+    from layerscope.report.analysis_markdown import compare_markdown
+
+    text = compare_markdown(cmp)
+    conv_before, conv_after = next((b, a) for op, b, a in rt.by_op if op == "Conv")
+    assert "### Where each runtime spends its time" in text and "ov = openvino CPU f32" in text
+    assert f"| Conv | {conv_before:.1f} | {conv_after:.1f} | {conv_after - conv_before:+.1f} |" in text
+    assert (f"Fused differently: {len(rt.fused_differently)} layers" in text) == bool(rt.differing)
     section = CliRunner().invoke(cli, ["compare", str(tmp_path / "onnxruntime.json"), str(tmp_path / "openvino.json"),
                                        "-o", str(tmp_path / "cmp.json")], catch_exceptions=False)
     assert section.exit_code == 0 and "Where each runtime spends its time" in section.output

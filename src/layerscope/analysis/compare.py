@@ -121,6 +121,12 @@ class RuntimeComparison:
     def precision_differs(self) -> tuple[LayerRuntime, ...]:
         return tuple(layer for layer in self.layers if layer.precision_differs)
 
+    @property
+    def differing(self) -> tuple[LayerRuntime, ...]:
+        """The layers fused differently or run at another precision, the largest time (either side) first."""
+        return tuple(sorted((x for x in self.layers if x.fused_differently or x.precision_differs),
+                            key=lambda x: (-max(x.before_us, x.after_us), x.layer_id)))
+
 
 @dataclass(frozen=True)
 class Comparison:

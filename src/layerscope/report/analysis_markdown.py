@@ -3,8 +3,8 @@ changes. Pure text; table cells escape ``|``."""
 
 from __future__ import annotations
 
-from layerscope.analysis.compare import Comparison
-from layerscope.report.analysis_terminal import change_text, format_metric
+from layerscope.analysis.compare import Comparison, RuntimeComparison
+from layerscope.report.analysis_terminal import change_text, format_metric, group_text, precision_text
 
 
 def _cell(text: str) -> str:
@@ -21,6 +21,8 @@ def compare_markdown(cmp: Comparison, top: int = 10) -> str:
         lines.append(f"| {m.name} | {format_metric(m, m.before)} | {format_metric(m, m.after)} | {change}{mark} |")
     sources = sorted({m.source_before for m in cmp.metrics} | {m.source_after for m in cmp.metrics})
     lines += ["", f"Sources: {', '.join(sources)}.", ""]
+    if cmp.runtimes is not None:
+        lines += _runtimes(cmp.runtimes, cmp.before_label, cmp.after_label, top)
     if cmp.layers:
         lines += [f"### Largest per-layer changes ({cmp.time_source} time, {len(cmp.layers)} layers matched)", "",
                   f"| # | layer | op | {_cell(cmp.before_label)} µs | {_cell(cmp.after_label)} µs | Δ µs |",
@@ -36,3 +38,26 @@ def compare_markdown(cmp: Comparison, top: int = 10) -> str:
         lines.append(f"**{label}** ({len(names)}): {', '.join(names) if names else 'none'}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _runtimes(rt: RuntimeComparison, before: str, after: str, top: int) -> list[str]:
+    """Where each runtime spends its time (per op type), then the layers fused differently or run at another
+    precision: the Markdown of the terminal's runtime comparison."""
+    b, a = _cell(before), _cell(after)
+    lines = ["### Where each runtime spends its time", "",
+             f"{b} = {_cell(rt.before.text)}; {a} = {_cell(rt.after.text)}", "",
+             f"| op | {b} µs | {a} µs | Δ µs |", "|---|---:|---:|---:|"]
+    lines += [f"| {_cell(op)} | {tb:.1f} | {ta:.1f} | {ta - tb:+.1f} |" for op, tb, ta in rt.by_op[:max(top, 1)]]
+    lines.append("")
+    differ = rt.differing
+    if not differ:
+        return [*lines, "Both runtimes fused the same layers together, at the same precision.", ""]
+    lines += [f"### Fused differently: {len(rt.fused_differently)} layers; other precision: "
+              f"{len(rt.precision_differs)} layers", "",
+              f"| layer | op | {b} µs | {a} µs | {b} group | {a} group | precision |",
+              "|---|---|---:|---:|---|---|---|"]
+    lines += [f"| `{_cell(x.layer_id)}` | {_cell(x.op_type)} | {x.before_us:.1f} | {x.after_us:.1f} | "
+              f"{_cell(group_text(x.before_group, x.before_kernel))} | "
+              f"{_cell(group_text(x.after_group, x.after_kernel))} | {_cell(precision_text(x))} |"
+              for x in differ[:top]]
+    return [*lines, ""]

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
-from layerscope.analysis.compare import Comparison, LayerDelta, MetricDelta, RuntimeComparison
+from layerscope.analysis.compare import Comparison, LayerDelta, LayerRuntime, MetricDelta, RuntimeComparison
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.analysis.reconcile import KSpread, Reconciliation, reconcile_section, spread_section
 from layerscope.errors import RunFileError
@@ -363,8 +363,7 @@ def runtimes_report(rt: RuntimeComparison, before: str, after: str, top: int = 1
     for op, b, a in rt.by_op[:max(top, 1)]:
         ops.add_row(Text(op), f"{b:.1f}", f"{a:.1f}", f"{a - b:+.1f}")
     parts: list[RenderableType] = [ops]
-    differ = [x for x in rt.layers if x.fused_differently or x.precision_differs]
-    differ.sort(key=lambda x: (-max(x.before_us, x.after_us), x.layer_id))
+    differ = rt.differing
     if differ:
         table = _table(f"Fused differently: {len(rt.fused_differently)} layers; other precision: "
                        f"{len(rt.precision_differs)} layers")
@@ -372,17 +371,22 @@ def runtimes_report(rt: RuntimeComparison, before: str, after: str, top: int = 1
                        "precision"):
             table.add_column(header, justify="right" if header.endswith("µs") else "left", overflow="fold")
         for x in differ[:top]:
-            precision = x.before_precision if not x.precision_differs else f"{x.before_precision} / {x.after_precision}"
             table.add_row(Text(x.layer_id), Text(x.op_type), f"{x.before_us:.1f}", f"{x.after_us:.1f}",
-                          Text(_group(x.before_group, x.before_kernel)), Text(_group(x.after_group, x.after_kernel)),
-                          Text(precision or "-"))
+                          Text(group_text(x.before_group, x.before_kernel)),
+                          Text(group_text(x.after_group, x.after_kernel)), Text(precision_text(x)))
         parts.append(table)
     else:
         parts.append(Text("both runtimes fused the same layers together, at the same precision", style="dim"))
     return parts
 
 
-def _group(layers: tuple[str, ...], kernel: str) -> str:
+def precision_text(x: LayerRuntime) -> str:
+    """A layer's precision on both runtimes: one value when they agree, ``before / after`` else, ``-`` unknown."""
+    return (x.before_precision if not x.precision_differs else f"{x.before_precision} / {x.after_precision}") or "-"
+
+
+def group_text(layers: tuple[str, ...], kernel: str) -> str:
+    """The kernel a layer ran in and the layers fused with it (the first four), or ``eliminated``."""
     if not layers:
         return "eliminated"
     names = ", ".join(layers[:4]) + (f" +{len(layers) - 4}" if len(layers) > 4 else "")
