@@ -279,9 +279,24 @@ def test_html_is_a_pure_function_of_the_saved_run(runs: Runs, tmp_path: Path) ->
 
 
 def test_report_data_is_compact(runs: Runs) -> None:
-    data = report_data(as_run(runs.load("profile")))
-    assert len(data["layers"]["rows"]) == len(data["details"]) == len(data["graph"]["pos"])
-    assert data["timeline"]["meas"]["names"] and data["timeline"]["est"]["source"] == "serial"
+    run = as_run(runs.load("profile"))
+    data = report_data(run)
+    n = data["n"]
+    assert n == len(run.layers) == len(data["graph"]["pos"])
+    assert all(len(column) == n for column in data["layers"].values())  # columnar: one array per field
+    assert all(len(column) == n for _, keys in data["details"] for _, (_, column) in keys)
+    strings = data["strings"]
+    assert len(strings) == len(set(strings))  # each distinct string once
+    assert [strings[r] for r in data["layers"]["op"]] == [layer.op_type for layer in run.layers]
+    assert data["layers"]["id"] == [layer.id for layer in run.layers]
+    # a detail value reads back from its column: layer 0's cost, estimate and measured sections
+    detail = {group: dict(keys) for group, keys in data["details"]}
+    assert detail["cost"]["macs"][1][0] == run.layers[0].macs
+    assert detail["estimate"]["latency_us"][1][0] == pytest.approx(run.layers[0].est.latency_us, rel=1e-6)
+    kind, column = detail["layer"]["outputs"]
+    assert kind == "l" and [strings[r] for r in column[0]] == run.layers[0].outputs
+    assert data["timeline"]["meas"]["name"] and data["timeline"]["est"]["source"] == "serial"
+    assert data["timeline"]["est"]["spans"] == len(data["timeline"]["est"]["start"])
     assert data["temporal"] is None and data["charts"]["k"]["value"] > 0
 
 
