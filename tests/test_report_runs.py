@@ -284,19 +284,27 @@ def test_report_data_is_compact(runs: Runs) -> None:
     n = data["n"]
     assert n == len(run.layers) == len(data["graph"]["pos"])
     assert all(len(column) == n for column in data["layers"].values())  # columnar: one array per field
-    assert all(len(column) == n for _, keys in data["details"] for _, (_, column) in keys)
+    assert all(len(column if kind != "d" else column[1]) == n for _, keys in data["details"]
+               for _, (kind, column) in keys)
     strings = data["strings"]
     assert len(strings) == len(set(strings))  # each distinct string once
     assert [strings[r] for r in data["layers"]["op"]] == [layer.op_type for layer in run.layers]
     assert data["layers"]["id"] == [layer.id for layer in run.layers]
     # a detail value reads back from its column: layer 0's cost, estimate and measured sections
     detail = {group: dict(keys) for group, keys in data["details"]}
-    assert detail["cost"]["macs"][1][0] == run.layers[0].macs
-    assert detail["estimate"]["latency_us"][1][0] == pytest.approx(run.layers[0].est.latency_us, rel=1e-6)
+    assert detail["cost"]["macs"] == ["n", [layer.macs for layer in run.layers]]
+    kind, (scale, deltas) = detail["estimate"]["latency_us"]  # delta-coded in ns: [d0, d1 - d0, ...]
+    latencies = [layer.est.latency_us for layer in run.layers]
+    assert kind == "d" and scale == 1000 and deltas[:2] == [round(latencies[0] * 1000),
+                                                            round((latencies[1] - latencies[0]) * 1000)]
+    assert [v / 1000 for v in itertools.accumulate(deltas)] == latencies  # the page's sum gives the same numbers
+    assert "id" not in detail["layer"]  # the table's id column
     kind, column = detail["layer"]["outputs"]
     assert kind == "l" and [strings[r] for r in column[0]] == run.layers[0].outputs
     assert data["timeline"]["meas"]["name"] and data["timeline"]["est"]["source"] == "serial"
-    assert data["timeline"]["est"]["spans"] == len(data["timeline"]["est"]["start"])
+    est = data["timeline"]["est"]
+    assert est["spans"] == len(est["start"][-1]) == len(est["end"][-1]) == sum(1 for layer in run.layers
+                                                                             if layer.estimated_us is not None)
     assert data["temporal"] is None and data["charts"]["k"]["value"] > 0
 
 

@@ -209,19 +209,40 @@ def _layers_payload(rows: list[LayerRow], blocks: Blocks, strings: _Strings) -> 
     }
 
 
-def _detail_value(value: Any) -> Any:
-    if isinstance(value, float):
-        return float(f"{value:.6g}")
-    return value
+def _packed(values: list[Any], scale: int) -> list[Any]:
+    """A numeric column as ``["d", scale, deltas]`` when every value is a multiple of ``1 / scale`` and that is
+    shorter: ``deltas[i]`` is ``round(values[i] * scale)`` less the last non-null one before it (``null`` stays
+    ``null``), so the page reads ``values[i] = (deltas[0] + ... + deltas[i]) / scale`` (an integer sum divided
+    once: the same number as the decimal). Times in schedule order become small integers that gzip packs well.
+    Else ``["n", values]``."""
+    deltas: list[int | None] = []
+    last = 0
+    for v in values:
+        if v is None:
+            deltas.append(None)
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or abs(v) >= 2**40:
+            return ["n", values]
+        scaled = round(v * scale)
+        if scaled / scale != v:
+            return ["n", values]
+        deltas.append(scaled - last)
+        last = scaled
+    packed = ["d", scale, deltas]
+    return packed if len(json.dumps(deltas)) < len(json.dumps(values)) else ["n", values]
 
 
 def _detail_column(values: list[Any], strings: _Strings) -> list[Any]:
-    """One detail column: ``["n", numbers]`` (numbers and booleans as they are, floats to 6 significant digits),
-    ``["s", string refs]`` (text), ``["l", lists of string refs]`` (lists of text) or ``["j", string refs]``
-    (anything else as JSON text); ``null`` where a layer has no value."""
+    """One detail column: ``["n", numbers]`` (numbers and booleans as the run holds them),
+    ``["d", [scale, deltas]]`` (numbers delta-coded: :func:`_packed`), ``["s", string refs]`` (text),
+    ``["l", lists of string refs]`` (lists of text) or ``["j", string refs]`` (anything else as JSON text);
+    ``null`` where a layer has no value."""
     present = [v for v in values if v is not None]
     if all(isinstance(v, bool | int | float) for v in present):
-        return ["n", [_detail_value(v) for v in values]]
+        if any(isinstance(v, bool) for v in present):
+            return ["n", values]
+        packed = _packed(values, 1000)
+        return ["d", packed[1:]] if packed[0] == "d" else packed
     if all(isinstance(v, str) for v in present):
         return ["s", strings.refs(values)]
     if all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in present):
@@ -231,18 +252,31 @@ def _detail_column(values: list[Any], strings: _Strings) -> list[Any]:
 
 
 def _details_payload(rows: list[LayerRow], strings: _Strings) -> list[list[Any]]:
-    """``[[group, [[key, column], ...]], ...]``: groups in the order the rows first hold them, keys sorted."""
+    """``[[group, [[key, column], ...]], ...]``: groups in the order the rows first hold them, keys sorted. The
+    ``layer`` group's ``id`` is the table's ``id`` column (the page shows it from there) and its ``name`` is left
+    out where it equals the id."""
     keys: dict[str, set[str]] = {}
     for row in rows:
         for group, values in row.detail.items():
             keys.setdefault(group, set()).update(values)
-    return [[group, [[key, _detail_column([row.detail.get(group, {}).get(key) for row in rows], strings)]
+    keys.get("layer", set()).discard("id")
+    if "name" in keys.get("layer", set()):
+        own = [row.detail.get("layer", {}).get("name") for row in rows]
+        if all(name is None or name == row.id for name, row in zip(own, rows, strict=True)):
+            keys["layer"].discard("name")
+
+    def value(row: LayerRow, group: str, key: str) -> Any:
+        found = row.detail.get(group, {}).get(key)
+        return None if group == "layer" and key == "name" and found == row.id else found
+
+    return [[group, [[key, _detail_column([value(row, group, key) for row in rows], strings)]
                      for key in sorted(names)]]
             for group, names in keys.items()]
 
 
 def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool) -> dict[str, Any] | None:
-    """Tracks as columns ``track``, ``start``, ``end``, ``layer`` (and ``name``, string refs, for kernels)."""
+    """Tracks as columns ``track``, ``start``, ``end``, ``layer`` (and ``name``, string refs, for kernels); the
+    numeric ones packed by :func:`_packed` (µs to 0.001)."""
     if tracks is None:
         return None
     columns: dict[str, list[Any]] = {"track": [], "start": [], "end": [], "layer": []}
@@ -256,8 +290,11 @@ def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool) ->
             columns["layer"].append(s.layer)
             if names:
                 columns["name"].append(strings.ref(s.name))
+    spans = len(columns["track"])
+    for key, scale in (("track", 1), ("start", 1000), ("end", 1000), ("layer", 1)):
+        columns[key] = _packed(columns[key], scale)
     return {"source": tracks.source, "note": tracks.note, "end_us": _r(tracks.end_us),
-            "tracks": [t.name for t in tracks.tracks], "spans": len(columns["track"]), **columns}
+            "tracks": [t.name for t in tracks.tracks], "spans": spans, **columns}
 
 
 def _gbps(value: float | None) -> float | None:

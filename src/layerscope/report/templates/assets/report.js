@@ -34,6 +34,17 @@
     });
     return loading;
   }
+  // A packed numeric column (html.py's _packed): ["d", scale, deltas] or ["n", values] -> the values.
+  function unpack(col) {
+    if (col[0] !== 'd') return col[1];
+    var scale = col[1], deltas = col[2], out = new Array(deltas.length), acc = 0;
+    for (var i = 0; i < deltas.length; i++) {
+      if (deltas[i] === null) { out[i] = null; continue; }
+      acc += deltas[i];
+      out[i] = scale === 1 ? acc : acc / scale;
+    }
+    return out;
+  }
   function str(ref) { return ref === null || ref === undefined ? null : S[ref]; }
   // The value of column key for layer i (strings decoded; 'index' is the position).
   function val(key, i) {
@@ -262,6 +273,12 @@
     tr.querySelector('th').setAttribute('aria-sort', 'ascending');
   }
   // A detail value as text: numbers and text as they are, lists joined, JSON text (objects) as it is.
+  var detailColumns = {};  // "group/key" -> the column's values, unpacked once
+  function detailColumn(group, entry) {
+    var id = group + '/' + entry[0], col = entry[1];
+    if (!detailColumns[id]) detailColumns[id] = col[0] === 'd' ? unpack(['d', col[1][0], col[1][1]]) : col[1];
+    return detailColumns[id];
+  }
   function detailText(kind, v) {
     if (kind === 's' || kind === 'j') return S[v];
     if (kind === 'l') return v.map(function (r) { return S[r]; }).join(', ');
@@ -277,8 +294,12 @@
     box.appendChild(el('p', 'hint', [str(LC.op[index]), str(LC.shapes[index]), block].filter(Boolean).join(' · ')));
     DATA.details.forEach(function (group) {  // [group, [[key, [kind, column]], ...]]
       var dl = el('dl');
+      if (group[0] === 'layer') {  // the id is the table's column
+        dl.appendChild(el('dt', '', 'id'));
+        dl.appendChild(el('dd', '', LC.id[index]));
+      }
       group[1].forEach(function (entry) {
-        var kind = entry[1][0], v = entry[1][1][index];
+        var kind = entry[1][0], v = detailColumn(group[0], entry)[index];
         if (v === null || v === undefined) return;
         dl.appendChild(el('dt', '', entry[0]));
         dl.appendChild(el('dd', '', detailText(kind, v)));
@@ -396,6 +417,10 @@
     var height = Math.max(160, 60 + 26 * tracks.length);
     chart.getDom().style.height = height + 'px';
     chart.resize();
+    if (!tl.unpacked) {
+      ['track', 'start', 'end', 'layer'].forEach(function (key) { tl[key] = unpack(tl[key]); });
+      tl.unpacked = true;
+    }
     var merged = tl.spans > MAX_SPANS;
     var note = document.getElementById(noteId);
     var mergeNote = el('span');
@@ -680,5 +705,6 @@
   // ------------------------------------------------------------------ start
   var first = (location.hash || '').replace('#', '');
   showTab(first).then(function () { document.documentElement.dataset.ready = '1'; });
-  window.layerscopeReport = {charts: charts, showTab: showTab, selectLayer: selectLayer};
+  window.layerscopeReport = {charts: charts, showTab: showTab, selectLayer: selectLayer,
+    dataLoaded: function () { return DATA !== null; }};
 })();
