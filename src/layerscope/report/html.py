@@ -8,9 +8,17 @@
   :func:`layerscope.report.views.experiments.experiments`), drawn in the markup (static tables, no script);
 - Jinja2 templates with inheritance (``templates/base.html`` <- ``templates/report.html``), autoescaped: every
   string from the model or a vendor's file is escaped in the markup;
-- the data the page's script draws from is one ``<script type="application/json">`` whose ``<``, ``>`` and
-  ``&`` are written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (it cannot close the element), parsed with
-  ``JSON.parse``; the script sets text with ``textContent`` and escapes what goes into chart tooltips;
+- the data the page's script draws from is one ``<script type="application/octet-stream">`` holding JSON whose
+  ``<``, ``>`` and ``&`` are written as ``\\u003c``, ``\\u003e``, ``\\u0026``, gzip-compressed and base64-encoded
+  (:func:`data_island`: base64 has no ``<``, so it cannot close the element); the page decodes it with
+  ``DecompressionStream`` and ``JSON.parse`` the first time a tab needs it: the Summary (metrics, sections,
+  findings, time by op type and by block, the slowest layers) is markup and draws without it. The data is
+  columnar (see "payload" below); the script sets text with ``textContent`` and escapes what goes into chart
+  tooltips;
+- big runs: the Layer Details table draws only the rows in view; a layer's details are built from the columns
+  when it is clicked; above 5000 spans a timeline merges spans narrower than a pixel at the current zoom, and
+  above :data:`GRAPH_MAX_LAYERS` layers the Graph tab draws the blocks
+  (:func:`layerscope.report.views.layers.layer_blocks`); each says so on the page;
 - everything is inlined: the stylesheet, the script and Apache ECharts (vendored in
   ``templates/vendor/echarts``, see its ``VENDORED.md``); a Content-Security-Policy allows no network access
   and only the page's own scripts (by hash), so an injected ``onerror=`` attribute could not run either.
