@@ -223,19 +223,19 @@ def _packed(values: list[Any], scale: int) -> list[Any]:
     ``null``), so the page reads ``values[i] = (deltas[0] + ... + deltas[i]) / scale`` (an integer sum divided
     once: the same number as the decimal). Times in schedule order become small integers that gzip packs well.
     Else ``["n", values]``."""
-    deltas: list[int | None] = []
-    last = 0
-    for v in values:
-        if v is None:
-            deltas.append(None)
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float) or abs(v) >= 2**40:
-            return ["n", values]
-        scaled = round(v * scale)
-        if scaled / scale != v:
-            return ["n", values]
-        deltas.append(scaled - last)
-        last = scaled
+    if any(isinstance(v, bool) or not isinstance(v, int | float) or abs(v) >= 2**40 for v in values if v is not None):
+        return ["n", values]
+    scaled = [None if v is None else round(v * scale) for v in values]
+    if any(n is not None and n / scale != v for n, v in zip(scaled, values, strict=True)):
+        return ["n", values]
+    deltas: list[int | None]
+    if None in scaled:
+        deltas, last = [], 0
+        for n in scaled:
+            deltas.append(None if n is None else n - last)
+            last = last if n is None else n
+    else:
+        deltas = [b - a for a, b in zip([0, *scaled[:-1]], scaled, strict=True)]  # type: ignore[operator]
     packed = ["d", scale, deltas]
     return packed if len(json.dumps(deltas)) < len(json.dumps(values)) else ["n", values]
 
@@ -265,21 +265,25 @@ def _details_payload(rows: list[LayerRow], strings: _Strings) -> list[list[Any]]
     out where it equals the id."""
     keys: dict[str, set[str]] = {}
     for row in rows:
-        for group, values in row.detail.items():
-            keys.setdefault(group, set()).update(values)
+        for group, section in row.detail.items():
+            keys.setdefault(group, set()).update(section)
     keys.get("layer", set()).discard("id")
-    if "name" in keys.get("layer", set()):
-        own = [row.detail.get("layer", {}).get("name") for row in rows]
-        if all(name is None or name == row.id for name, row in zip(own, rows, strict=True)):
-            keys["layer"].discard("name")
+    out = []
+    for group, names in keys.items():
+        held = [row.detail.get(group, _NO_VALUES) for row in rows]
+        columns = []
+        for key in sorted(names):
+            values = [h.get(key) for h in held]
+            if group == "layer" and key == "name":
+                values = [None if v == row.id else v for v, row in zip(values, rows, strict=True)]
+                if all(v is None for v in values):
+                    continue
+            columns.append([key, _detail_column(values, strings)])
+        out.append([group, columns])
+    return out
 
-    def value(row: LayerRow, group: str, key: str) -> Any:
-        found = row.detail.get(group, {}).get(key)
-        return None if group == "layer" and key == "name" and found == row.id else found
 
-    return [[group, [[key, _detail_column([value(row, group, key) for row in rows], strings)]
-                     for key in sorted(names)]]
-            for group, names in keys.items()]
+_NO_VALUES: dict[str, Any] = {}
 
 
 def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool) -> dict[str, Any] | None:
