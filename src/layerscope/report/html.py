@@ -173,7 +173,8 @@ class _Strings:
         return None if text is None else self.index.setdefault(text, len(self.index))
 
     def refs(self, texts: Any) -> list[int | None]:
-        return [self.ref(t) for t in texts]
+        index = self.index
+        return [None if t is None else index.setdefault(t, len(index)) for t in texts]
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -223,7 +224,8 @@ def _packed(values: list[Any], scale: int) -> list[Any]:
     ``null``), so the page reads ``values[i] = (deltas[0] + ... + deltas[i]) / scale`` (an integer sum divided
     once: the same number as the decimal). Times in schedule order become small integers that gzip packs well.
     Else ``["n", values]``."""
-    if any(isinstance(v, bool) or not isinstance(v, int | float) or abs(v) >= 2**40 for v in values if v is not None):
+    present = [v for v in values if v is not None]
+    if not set(map(type, present)) <= {int, float} or (present and max(map(abs, present)) >= 2**40):
         return ["n", values]
     scaled = [None if v is None else round(v * scale) for v in values]
     if any(n is not None and n / scale != v for n, v in zip(scaled, values, strict=True)):
@@ -245,14 +247,15 @@ def _detail_column(values: list[Any], strings: _Strings) -> list[Any]:
     ``["d", [scale, deltas]]`` (numbers delta-coded: :func:`_packed`), ``["s", string refs]`` (text),
     ``["l", lists of string refs]`` (lists of text) or ``["j", string refs]`` (anything else as JSON text);
     ``null`` where a layer has no value."""
-    present = [v for v in values if v is not None]
-    if all(isinstance(v, bool | int | float) for v in present):
-        if any(isinstance(v, bool) for v in present):
+    kinds = set(map(type, values)) - {type(None)}
+    if kinds <= {bool, int, float}:
+        if bool in kinds:
             return ["n", values]
         packed = _packed(values, 1000)
         return ["d", packed[1:]] if packed[0] == "d" else packed
-    if all(isinstance(v, str) for v in present):
+    if kinds == {str}:
         return ["s", strings.refs(values)]
+    present = [v for v in values if v is not None]
     if all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in present):
         return ["l", [None if v is None else strings.refs(v) for v in values]]
     return ["j", [None if v is None else strings.ref(json.dumps(v, sort_keys=True, ensure_ascii=False))
