@@ -38,6 +38,7 @@ from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.report.html import TABS, render_html
 from layerscope.run import add_measurement, run_from_estimate, save_run, timeline_section
+from layerscope.runfile import as_run
 from layerscope.samples import BENCHMARK_SAMPLE, SAMPLES, sample_path
 from layerscope.targets import load_profile
 
@@ -59,7 +60,7 @@ def make_run(sample: str, measure: bool) -> dict[str, Any]:
     if measure:
         weights = {e.layer_id: e.latency_us for e in estimate.layers}
         measurement = profile_model(graph, make_inputs(graph, ()), SessionConfig(), runs=3, warmup=1, weights=weights)
-        run = add_measurement(run, measurement)
+        run = add_measurement(as_run(run), measurement).to_json()
     run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs))
     return run
 

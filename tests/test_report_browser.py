@@ -121,12 +121,12 @@ def test_tabs_draw_what_the_run_has(browser: Browser, pages: dict[str, Path]) ->
 def column(page: Page, key: str) -> list[str]:
     index = page.locator("#layer-table thead th").evaluate_all(
         f"(ths) => ths.findIndex(th => th.dataset.key === '{key}')")
-    return page.locator(f"#layer-table tbody tr td:nth-child({index + 1})").all_inner_texts()
+    return page.locator(f"#layer-table tbody tr.row td:nth-child({index + 1})").all_inner_texts()
 
 
 def test_sorting_filtering_and_details(browser: Browser, pages: dict[str, Path]) -> None:
     page, watch = open_report(browser, pages["profile"], "layers")
-    rows = page.locator("#layer-table tbody tr")
+    rows = page.locator("#layer-table tbody tr.row")
     count = rows.count()
     assert count == 5 and page.inner_text("#layer-count") == "5 of 5 layers"
     page.click("th[data-key='meas']")
@@ -146,7 +146,7 @@ def test_sorting_filtering_and_details(browser: Browser, pages: dict[str, Path])
     assert column(page, "op") == ["Relu"]
     page.select_option("#op-filter", "")
     assert rows.count() == count
-    page.locator("#layer-table tbody tr", has_text="TopK").click()
+    page.locator("#layer-table tbody tr.row", has_text="TopK").click()
     assert page.inner_text("#layer-detail h3") == "topk"
     assert "measured" in page.inner_text("#layer-detail").lower()
     page.close()
@@ -156,7 +156,7 @@ def test_sorting_filtering_and_details(browser: Browser, pages: dict[str, Path])
 def test_hostile_names_show_as_text(browser: Browser, pages: dict[str, Path]) -> None:
     page, watch = open_report(browser, pages["profile"], "layers")
     assert XSS in column(page, "id")
-    page.locator("#layer-table tbody tr", has_text=XSS).first.click()
+    page.locator("#layer-table tbody tr.row", has_text=XSS).first.click()
     assert page.inner_text("#layer-detail h3") == XSS
     assert page.inner_text("h1") == "<script>alert('model')</script>"
     # The tooltip of every chart that names layers, opened on the hostile layer (layer 0), shows it as text.

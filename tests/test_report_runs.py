@@ -279,9 +279,32 @@ def test_html_is_a_pure_function_of_the_saved_run(runs: Runs, tmp_path: Path) ->
 
 
 def test_report_data_is_compact(runs: Runs) -> None:
-    data = report_data(as_run(runs.load("profile")))
-    assert len(data["layers"]["rows"]) == len(data["details"]) == len(data["graph"]["pos"])
-    assert data["timeline"]["meas"]["names"] and data["timeline"]["est"]["source"] == "serial"
+    run = as_run(runs.load("profile"))
+    data = report_data(run)
+    n = data["n"]
+    assert n == len(run.layers) == len(data["graph"]["pos"])
+    assert all(len(column) == n for column in data["layers"].values())  # columnar: one array per field
+    assert all(len(column if kind != "d" else column[1]) == n for _, keys in data["details"]
+               for _, (kind, column) in keys)
+    strings = data["strings"]
+    assert len(strings) == len(set(strings))  # each distinct string once
+    assert [strings[r] for r in data["layers"]["op"]] == [layer.op_type for layer in run.layers]
+    assert data["layers"]["id"] == [layer.id for layer in run.layers]
+    # a detail value reads back from its column: layer 0's cost, estimate and measured sections
+    detail = {group: dict(keys) for group, keys in data["details"]}
+    assert detail["cost"]["macs"] == ["n", [layer.macs for layer in run.layers]]
+    kind, (scale, deltas) = detail["estimate"]["latency_us"]  # delta-coded in ns: [d0, d1 - d0, ...]
+    latencies = [layer.est.latency_us for layer in run.layers]
+    assert kind == "d" and scale == 1000 and deltas[:2] == [round(latencies[0] * 1000),
+                                                            round((latencies[1] - latencies[0]) * 1000)]
+    assert [v / 1000 for v in itertools.accumulate(deltas)] == latencies  # the page's sum gives the same numbers
+    assert "id" not in detail["layer"]  # the table's id column
+    kind, column = detail["layer"]["outputs"]
+    assert kind == "l" and [strings[r] for r in column[0]] == run.layers[0].outputs
+    assert data["timeline"]["meas"]["name"] and data["timeline"]["est"]["source"] == "serial"
+    est = data["timeline"]["est"]
+    assert est["spans"] == len(est["start"][-1]) == len(est["end"][-1]) == sum(1 for layer in run.layers
+                                                                             if layer.estimated_us is not None)
     assert data["temporal"] is None and data["charts"]["k"]["value"] > 0
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
+import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -191,7 +195,11 @@ def test_control_flow_estimate_cli_records_it(tmp_path: Path, capsys: pytest.Cap
     assert main(["estimate", str(_if_model(tmp_path)), "--json", str(out), "--top", "0", "--html", str(html)]) == 0
     run = load_run(out)
     page = html.read_text(encoding="utf-8")
-    assert "observed branch_taken" in page  # the layer's detail view
+    packed = re.search(r'id="report-data" data-encoding="gzip\+base64">([^<]*)<', page)
+    assert packed, "no data island"
+    data = json.loads(gzip.decompress(base64.b64decode(packed.group(1))))
+    layer_detail = dict(dict(data["details"])["layer"])
+    assert "observed branch_taken" in layer_detail  # a key of the layer's detail view
     assert "4 static, 1 executed" in page  # the model section
     layer = {entry["id"]: entry for entry in run["layers"]}
     assert layer["If_0"]["observed"]["branch_taken"] == "then_branch"

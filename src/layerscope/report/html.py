@@ -8,9 +8,17 @@
   :func:`layerscope.report.views.experiments.experiments`), drawn in the markup (static tables, no script);
 - Jinja2 templates with inheritance (``templates/base.html`` <- ``templates/report.html``), autoescaped: every
   string from the model or a vendor's file is escaped in the markup;
-- the data the page's script draws from is one ``<script type="application/json">`` whose ``<``, ``>`` and
-  ``&`` are written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (it cannot close the element), parsed with
-  ``JSON.parse``; the script sets text with ``textContent`` and escapes what goes into chart tooltips;
+- the data the page's script draws from is one ``<script type="application/octet-stream">`` holding JSON whose
+  ``<``, ``>`` and ``&`` are written as ``\\u003c``, ``\\u003e``, ``\\u0026``, gzip-compressed and base64-encoded
+  (:func:`data_island`: base64 has no ``<``, so it cannot close the element); the page decodes it with
+  ``DecompressionStream`` and ``JSON.parse`` the first time a tab needs it: the Summary (metrics, sections,
+  findings, time by op type and by block, the slowest layers) is markup and draws without it. The data is
+  columnar (see "payload" below); the script sets text with ``textContent`` and escapes what goes into chart
+  tooltips;
+- big runs: the Layer Details table draws only the rows in view; a layer's details are built from the columns
+  when it is clicked; above 5000 spans a timeline merges spans narrower than a pixel at the current zoom, and
+  above :data:`GRAPH_MAX_LAYERS` layers the Graph tab draws the blocks
+  (:func:`layerscope.report.views.layers.layer_blocks`); each says so on the page;
 - everything is inlined: the stylesheet, the script and Apache ECharts (vendored in
   ``templates/vendor/echarts``, see its ``VENDORED.md``); a Content-Security-Policy allows no network access
   and only the page's own scripts (by hash), so an injected ``onerror=`` attribute could not run either.
@@ -19,6 +27,7 @@
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 from dataclasses import dataclass
@@ -35,8 +44,14 @@ from layerscope.report.views.common import Run
 from layerscope.report.views.experiments import Experiments, experiments
 from layerscope.report.views.findings import findings
 from layerscope.report.views.layers import (
+    Blocks,
+    BlockTotal,
     LayerRow,
+    OpTotal,
+    block_graph,
+    block_totals,
     graph_layout,
+    layer_blocks,
     layer_rows,
     op_type_totals,
     scale_factor,
@@ -62,9 +77,9 @@ TABS: tuple[tuple[str, str], ...] = (
 #: the few tables a run holds read together (a compared run may also hold a bisect or a stress test).
 EXPERIMENTS_TAB: tuple[str, str] = ("experiments", "Experiments")
 
-#: Columns of the layer table's data rows (the script names them the same way).
-LAYER_COLUMNS: tuple[str, ...] = ("index", "id", "op", "shapes", "macs", "est", "meas", "ratio", "share", "bound",
-                                  "unit", "core", "status", "group", "fallback")
+#: Columns of the layer table's data (the script names them the same way; a layer's index is its position).
+LAYER_COLUMNS: tuple[str, ...] = ("id", "op", "shapes", "macs", "est", "meas", "ratio", "share", "bound",
+                                  "unit", "core", "status", "group", "fallback", "block")
 
 TOP_N = 20
 
@@ -131,36 +146,170 @@ def csp_hash(script: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------------- payload
+#
+# The data island is columnar: one array per field, every array ``n`` long (layer i is position i), and every
+# repeated string (op types, shapes, units, bounds, detail text) an index into one table ``strings``. Numbers are
+# rounded to what the page shows (µs to 0.001, ratios to 0.0001, shares to 1e-6). Detail values are columns too
+# (one per group and key, ``null`` where a layer has no such value), so a layer's details are built when it is
+# clicked, from position i of each column.
+
+
+#: Above this many layers the Graph tab shows the block graph (:func:`layerscope.report.views.layers.block_graph`)
+#: instead of one node per layer; the page says so and names the threshold.
+GRAPH_MAX_LAYERS = 5000
+#: How many blocks the Summary's table lists (the slowest; the page says how many there are).
+TOP_BLOCKS = 20
+#: How many op types the Summary's table lists (the slowest).
+TOP_OPS = 25
+
+
+class _Strings:
+    """A string table: each distinct string once, referred to by index (first appearance order)."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {}
+
+    def ref(self, text: str | None) -> int | None:
+        return None if text is None else self.index.setdefault(text, len(self.index))
+
+    def refs(self, texts: Any) -> list[int | None]:
+        index = self.index
+        return [None if t is None else index.setdefault(t, len(index)) for t in texts]
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def _layer_row(row: LayerRow) -> list[Any]:
-    shapes = " → ".join(p for p in (", ".join(row.input_shapes), ", ".join(row.output_shapes)) if p)
-    group = f"{row.kernel} (×{len(row.fused_group)})" if row.fused_group else ""
-    return [row.index, row.id, row.op_type, shapes, row.macs, _r(row.est_us), _r(row.meas_us), _r(row.ratio, 4),
-            _r(row.share, 6), row.bound, row.unit, row.core, row.status, group, row.fallback_reason]
+def _number(value: float | None) -> float | int | None:
+    """A count as an int when it is whole (``147456.0`` -> ``147456``)."""
+    if value is None:
+        return None
+    return int(value) if float(value).is_integer() and abs(value) < 2**53 else value
 
 
-def _tracks_payload(tracks: Tracks | None, *, names: bool) -> dict[str, Any] | None:
-    """Tracks as ``{tracks, events: [[track, start, end, layer, name?]], names?}`` (names only for kernels)."""
+def _shapes_text(row: LayerRow) -> str:
+    return " → ".join(p for p in (", ".join(row.input_shapes), ", ".join(row.output_shapes)) if p)
+
+
+def _group_text(row: LayerRow) -> str | None:
+    return f"{row.kernel} (×{len(row.fused_group)})" if row.fused_group else None
+
+
+def _layers_payload(rows: list[LayerRow], blocks: Blocks, strings: _Strings) -> dict[str, list[Any]]:
+    """The layer table's columns (see :data:`LAYER_COLUMNS`): ``id`` as text, ``est``/``meas``/``ratio``/
+    ``share``/``macs``/``core``/``block`` as numbers, the others as indices into the string table."""
+    return {
+        "id": [r.id for r in rows],
+        "op": strings.refs(r.op_type for r in rows),
+        "shapes": strings.refs(_shapes_text(r) for r in rows),
+        "macs": [_number(r.macs) for r in rows],
+        "est": [_r(r.est_us) for r in rows],
+        "meas": [_r(r.meas_us) for r in rows],
+        "ratio": [_r(r.ratio, 4) for r in rows],
+        "share": [_r(r.share, 6) for r in rows],
+        "bound": strings.refs(r.bound for r in rows),
+        "unit": strings.refs(r.unit for r in rows),
+        "core": [r.core for r in rows],
+        "status": strings.refs(r.status for r in rows),
+        "group": strings.refs(_group_text(r) for r in rows),
+        "fallback": strings.refs(r.fallback_reason for r in rows),
+        "block": list(blocks.of_layer),
+    }
+
+
+def _packed(values: list[Any], scale: int) -> list[Any]:
+    """A numeric column as ``["d", scale, deltas]`` when every value is a multiple of ``1 / scale`` and that is
+    shorter: ``deltas[i]`` is ``round(values[i] * scale)`` less the last non-null one before it (``null`` stays
+    ``null``), so the page reads ``values[i] = (deltas[0] + ... + deltas[i]) / scale`` (an integer sum divided
+    once: the same number as the decimal). Times in schedule order become small integers that gzip packs well.
+    Else ``["n", values]``."""
+    present = [v for v in values if v is not None]
+    if not set(map(type, present)) <= {int, float} or (present and max(map(abs, present)) >= 2**40):
+        return ["n", values]
+    scaled = [None if v is None else round(v * scale) for v in values]
+    if any(n is not None and n / scale != v for n, v in zip(scaled, values, strict=True)):
+        return ["n", values]
+    deltas: list[int | None]
+    if None in scaled:
+        deltas, last = [], 0
+        for n in scaled:
+            deltas.append(None if n is None else n - last)
+            last = last if n is None else n
+    else:
+        deltas = [b - a for a, b in zip([0, *scaled[:-1]], scaled, strict=True)]  # type: ignore[operator]
+    packed = ["d", scale, deltas]
+    return packed if len(json.dumps(deltas)) < len(json.dumps(values)) else ["n", values]
+
+
+def _detail_column(values: list[Any], strings: _Strings) -> list[Any]:
+    """One detail column: ``["n", numbers]`` (numbers and booleans as the run holds them),
+    ``["d", [scale, deltas]]`` (numbers delta-coded: :func:`_packed`), ``["s", string refs]`` (text),
+    ``["l", lists of string refs]`` (lists of text) or ``["j", string refs]`` (anything else as JSON text);
+    ``null`` where a layer has no value."""
+    kinds = set(map(type, values)) - {type(None)}
+    if kinds <= {bool, int, float}:
+        if bool in kinds:
+            return ["n", values]
+        packed = _packed(values, 1000)
+        return ["d", packed[1:]] if packed[0] == "d" else packed
+    if kinds == {str}:
+        return ["s", strings.refs(values)]
+    present = [v for v in values if v is not None]
+    if all(isinstance(v, list) and all(isinstance(x, str) for x in v) for v in present):
+        return ["l", [None if v is None else strings.refs(v) for v in values]]
+    return ["j", [None if v is None else strings.ref(json.dumps(v, sort_keys=True, ensure_ascii=False))
+                  for v in values]]
+
+
+def _details_payload(rows: list[LayerRow], strings: _Strings) -> list[list[Any]]:
+    """``[[group, [[key, column], ...]], ...]``: groups in the order the rows first hold them, keys sorted. The
+    ``layer`` group's ``id`` is the table's ``id`` column (the page shows it from there) and its ``name`` is left
+    out where it equals the id."""
+    keys: dict[str, set[str]] = {}
+    for row in rows:
+        for group, section in row.detail.items():
+            keys.setdefault(group, set()).update(section)
+    keys.get("layer", set()).discard("id")
+    out = []
+    for group, names in keys.items():
+        held = [row.detail.get(group, _NO_VALUES) for row in rows]
+        columns = []
+        for key in sorted(names):
+            values = [h.get(key) for h in held]
+            if group == "layer" and key == "name":
+                values = [None if v == row.id else v for v, row in zip(values, rows, strict=True)]
+                if all(v is None for v in values):
+                    continue
+            columns.append([key, _detail_column(values, strings)])
+        out.append([group, columns])
+    return out
+
+
+_NO_VALUES: dict[str, Any] = {}
+
+
+def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool) -> dict[str, Any] | None:
+    """Tracks as columns ``track``, ``start``, ``end``, ``layer`` (and ``name``, string refs, for kernels); the
+    numeric ones packed by :func:`_packed` (µs to 0.001)."""
     if tracks is None:
         return None
-    name_index: dict[str, int] = {}
-    events = []
+    columns: dict[str, list[Any]] = {"track": [], "start": [], "end": [], "layer": []}
+    if names:
+        columns["name"] = []
     for t, track in enumerate(tracks.tracks):
         for s in track.slices:
-            event: list[Any] = [t, _r(s.start_us), _r(s.end_us), s.layer]
+            columns["track"].append(t)
+            columns["start"].append(_r(s.start_us))
+            columns["end"].append(_r(s.end_us))
+            columns["layer"].append(s.layer)
             if names:
-                event.append(name_index.setdefault(s.name, len(name_index)))
-            events.append(event)
-    payload: dict[str, Any] = {"source": tracks.source, "note": tracks.note, "end": _r(tracks.end_us),
-                               "tracks": [t.name for t in tracks.tracks], "events": events}
-    if names:
-        payload["names"] = list(name_index)
-    return payload
+                columns["name"].append(strings.ref(s.name))
+    spans = len(columns["track"])
+    for key, scale in (("track", 1), ("start", 1000), ("end", 1000), ("layer", 1)):
+        columns[key] = _packed(columns[key], scale)
+    return {"source": tracks.source, "note": tracks.note, "end_us": _r(tracks.end_us),
+            "tracks": [t.name for t in tracks.tracks], "spans": spans, **columns}
 
 
 def _gbps(value: float | None) -> float | None:
@@ -179,16 +328,36 @@ def _temporal_payload(run: Run) -> dict[str, Any] | None:
             "units": [[unit, list(values)] for unit, values in series.utilization]}
 
 
+def _graph_payload(run: Run, blocks: Blocks, totals: list[BlockTotal]) -> dict[str, Any]:
+    """One node per layer (``pos``, ``edges``) up to :data:`GRAPH_MAX_LAYERS` layers, else the block graph
+    (``blocks``: ``pos``, ``edges``, and per block its layer count, first layer, estimated and measured µs)."""
+    count = len(run.layers)
+    payload: dict[str, Any] = {"layers": count, "max": GRAPH_MAX_LAYERS}
+    if count <= GRAPH_MAX_LAYERS:
+        layout = graph_layout(run)
+        payload.update(pos=[[x, y] for x, y in layout.position], edges=[list(e) for e in layout.edges])
+        return payload
+    layout = block_graph(run, blocks)
+    payload["blocks"] = {"pos": [[x, y] for x, y in layout.position], "edges": [list(e) for e in layout.edges],
+                         "count": [t.count for t in totals], "first": [t.first for t in totals],
+                         "est": [_r(t.est_us) for t in totals], "meas": [_r(t.meas_us) for t in totals],
+                         "rule": blocks.text}
+    return payload
+
+
 @dataclass(frozen=True)
 class _Page:
     """What the page draws: the layer rows, the share basis, the timelines' and the temporal series' payloads,
-    and all of it as the script's JSON (``data``)."""
+    the blocks and their totals, and all of it as the script's JSON (``data``)."""
 
     rows: list[LayerRow]
     basis: str | None
     estimated: dict[str, Any] | None
     measured: dict[str, Any] | None
     temporal: dict[str, Any] | None
+    blocks: Blocks
+    block_totals: list[BlockTotal]
+    op_totals: list[OpTotal]
     data: dict[str, Any]
 
 
@@ -196,30 +365,46 @@ def _page(run: Run) -> _Page:
     rows = layer_rows(run)
     basis = share_basis(run)
     k = scale_factor(run)
-    layout = graph_layout(run)
-    estimated = _tracks_payload(estimated_tracks(run), names=False)
-    measured = _tracks_payload(measured_tracks(run), names=True)
+    blocks = layer_blocks(run)
+    totals = block_totals(rows, blocks)
+    ops = op_type_totals(rows)
+    strings = _Strings()
+    layers = _layers_payload(rows, blocks, strings)
+    details = _details_payload(rows, strings)
+    estimated = _tracks_payload(estimated_tracks(run), strings, names=False)
+    measured = _tracks_payload(measured_tracks(run), strings, names=True)
     temporal_series = _temporal_payload(run)
     data = {
+        "n": len(rows),
         "basis": basis,
-        "layers": {"cols": list(LAYER_COLUMNS), "rows": [_layer_row(r) for r in rows]},
-        "details": [[[group, sorted(values.items())] for group, values in r.detail.items()] for r in rows],
+        "layers": layers,
+        "details": details,
         "ops": sorted({r.op_type for r in rows}),
+        "blocks": {"names": list(blocks.names), "rule": blocks.text},
         "timeline": {"est": estimated, "meas": measured},
         "temporal": temporal_series,
         "charts": {
-            "byOp": [[t.op_type, t.count, _r(t.est_us), _r(t.meas_us)] for t in op_type_totals(rows)],
+            "byOp": [[t.op_type, t.count, _r(t.est_us), _r(t.meas_us)] for t in ops],
             "top": [r.index for r in top_layers(rows, TOP_N)],
             "k": None if k is None else {"value": round(k.value, 6), "source": k.source, "warning": k.warning},
         },
-        "graph": {"pos": [[x, y] for x, y in layout.position], "edges": [list(e) for e in layout.edges]},
+        "graph": _graph_payload(run, blocks, totals),
+        "strings": list(strings.index),
     }
-    return _Page(rows, basis, estimated, measured, temporal_series, data)
+    return _Page(rows, basis, estimated, measured, temporal_series, blocks, totals, ops, data)
 
 
 def report_data(run: Run) -> dict[str, Any]:
-    """Everything the page's script draws, as JSON-ready data (compact: rows as arrays)."""
+    """Everything the page's script draws, as JSON-ready data (columnar, with a string table: see above)."""
     return _page(run).data
+
+
+def data_island(data: Any) -> str:
+    """``data`` as the page carries it: :func:`script_json`'s text, gzip-compressed (level 6, no time stamp: the
+    same data gives the same bytes) and base64-encoded. Base64 has no ``<``, ``>`` or ``&``, so the text cannot
+    close its element; the page decodes it with ``DecompressionStream`` and ``JSON.parse``."""
+    packed = gzip.compress(str(script_json(data)).encode("utf-8"), compresslevel=6, mtime=0)
+    return base64.b64encode(packed).decode("ascii")
 
 
 # --------------------------------------------------------------------------------------------------- page
@@ -232,6 +417,54 @@ def tabs(run: Run) -> tuple[tuple[str, str], ...]:
 
 def _tabs(exp: Experiments) -> tuple[tuple[str, str], ...]:
     return (*TABS, EXPERIMENTS_TAB) if exp else TABS
+
+
+@dataclass(frozen=True)
+class _Aggregate:
+    """One row of the Summary's tables by op type, by block and of the slowest layers: ``index`` is the layer
+    (or the block's first layer) the row links to."""
+
+    name: str
+    count: int
+    est_us: float | None
+    meas_us: float | None
+    share: float | None
+    index: int | None = None
+    op_type: str | None = None
+    block: int | None = None
+
+
+@dataclass(frozen=True)
+class _Aggregates:
+    """The Summary's tables, drawn in the markup from the totals (no per-layer data needed to show them)."""
+
+    ops: list[_Aggregate]
+    ops_total: int
+    blocks: list[_Aggregate]
+    blocks_total: int
+    blocks_rule: str
+    top: list[_Aggregate]
+    basis: str | None
+
+
+def _aggregates(page: _Page) -> _Aggregates:
+    measured = page.basis == "measured"
+
+    def time(est: float | None, meas: float | None) -> float:
+        return (meas if measured else est) or 0.0
+
+    total = sum(time(t.est_us, t.meas_us) for t in page.op_totals)
+
+    def share(est: float | None, meas: float | None) -> float | None:
+        return time(est, meas) / total if total > 0 else None
+
+    ops = [_Aggregate(t.op_type, t.count, t.est_us, t.meas_us, share(t.est_us, t.meas_us))
+           for t in page.op_totals[:TOP_OPS]]
+    slow = sorted(page.block_totals, key=lambda t: (-time(t.est_us, t.meas_us), t.index))[:TOP_BLOCKS]
+    blocks = [_Aggregate(t.name, t.count, t.est_us, t.meas_us, share(t.est_us, t.meas_us), t.first,
+                         block=t.index) for t in slow]
+    top = [_Aggregate(r.id, 1, r.est_us, r.meas_us, r.share, r.index, r.op_type) for r in top_layers(page.rows, TOP_N)]
+    return _Aggregates(ops, len(page.op_totals), blocks, len(page.block_totals), page.blocks.text, top, page.basis)
 
 
 def _context(run: Run) -> dict[str, Any]:
@@ -266,7 +499,12 @@ def _context(run: Run) -> dict[str, Any]:
         },
         "basis": page.basis,
         "top_n": TOP_N,
-        "data_json": script_json(page.data),
+        "aggregates": _aggregates(page),
+        "graph_max_layers": GRAPH_MAX_LAYERS,
+        "layer_count": len(page.rows),
+        "block_count": len(page.blocks.names),
+        "blocks_rule": page.blocks.text,
+        "data_island": data_island(page.data),
         "echarts_js": Markup(echarts),  # the vendored file, inlined as shipped
         "report_js": Markup(script),  # our own script
         "csp": f"default-src 'none'; script-src {csp_hash(echarts)} {csp_hash(script)}; "

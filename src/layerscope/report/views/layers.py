@@ -239,8 +239,11 @@ def graph_edges(run: Run) -> list[tuple[int, int]]:
 def graph_layout(run: Run) -> GraphLayout:
     """A simple layered layout: depth = longest path from an input; in a depth, layers ordered by the mean
     column of their producers (one barycentre pass) and centred on 0. Deterministic."""
-    count = len(run.layers)
-    edges = graph_edges(run)
+    return _layered(len(run.layers), graph_edges(run))
+
+
+def _layered(count: int, edges: list[tuple[int, int]]) -> GraphLayout:
+    """:func:`graph_layout` of ``count`` nodes in topological order joined by ``edges``."""
     preds: list[list[int]] = [[] for _ in range(count)]
     for src, dst in edges:
         preds[dst].append(src)
@@ -262,3 +265,113 @@ def graph_layout(run: Run) -> GraphLayout:
 
 def _mean(values: Sequence[float], default: float) -> float:
     return sum(values) / len(values) if values else default
+
+
+# --------------------------------------------------------------------------------------------------- blocks
+
+#: The most blocks a run is split into by name scope; above it (or when fewer than half the layers have a scope)
+#: the blocks are fixed ranges of layers in graph order.
+MAX_BLOCKS = 1000
+#: How many blocks the fixed ranges aim at (each at least :data:`MIN_RANGE_LAYERS` layers).
+RANGE_BLOCKS = 100
+MIN_RANGE_LAYERS = 10
+#: The deepest name scope tried.
+MAX_SCOPE_DEPTH = 4
+#: A name-scope split is taken at the first depth with at least this many blocks.
+MIN_SCOPE_BLOCKS = 8
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Layers grouped into blocks: ``of_layer[i]`` is layer ``i``'s block (an index into ``names``).
+
+    ``rule`` is ``"scope"`` (the name-scope prefix of ``depth`` parts: ``/model.3/conv/Conv`` at depth 1 is
+    ``/model.3``; a layer with a shallower name keeps its whole scope, a layer with no scope is ``(no scope)``) or
+    ``"range"`` (``size`` consecutive layers in graph order: ``layers 0-99``); ``text`` says which, for the page."""
+
+    names: tuple[str, ...]
+    of_layer: tuple[int, ...]
+    rule: str
+    depth: int = 0
+    size: int = 0
+
+    @property
+    def text(self) -> str:
+        """How the layers were grouped, as a sentence part."""
+        if self.rule == "scope":
+            return f"name-scope prefix of {self.depth} part{'s' if self.depth != 1 else ''} of the node names"
+        return f"runs of {self.size} consecutive layers (the node names have no usable name scope)"
+
+
+NO_SCOPE = "(no scope)"
+
+
+def _scope_parts(name: str) -> list[str]:
+    """The scope parts of a node name (its last part is the node's own): ``/model.3/conv/Conv`` ->
+    ``["model.3", "conv"]``; ``b7/conv3`` -> ``["b7"]``; ``conv`` -> ``[]``."""
+    parts = [p for p in name.split("/") if p]
+    return parts[:-1]
+
+
+def _scope(parts: list[str], depth: int, lead: str) -> str:
+    return lead + "/".join(parts[:depth]) if parts else NO_SCOPE
+
+
+def layer_blocks(run: Run) -> Blocks:
+    """The layers' blocks (see :class:`Blocks`): the name scope at the shallowest depth (1 to
+    :data:`MAX_SCOPE_DEPTH`) that makes at least :data:`MIN_SCOPE_BLOCKS` blocks (else the deepest tried), when
+    at least half the layers have a scope and it makes at most :data:`MAX_BLOCKS` blocks; else fixed ranges of
+    ``max(MIN_RANGE_LAYERS, ceil(n / RANGE_BLOCKS))`` layers. Deterministic; block order is first appearance."""
+    names = [layer.name or layer.id for layer in run.layers]
+    count = len(names)
+    parts = [_scope_parts(n) for n in names]
+    leads = ["/" if n.startswith("/") else "" for n in names]
+    if count and 2 * sum(1 for p in parts if p) >= count:
+        chosen: list[str] | None = None
+        deepest = max(len(p) for p in parts)
+        for depth in range(1, min(MAX_SCOPE_DEPTH, deepest) + 1):
+            scopes = [_scope(p, depth, lead) for p, lead in zip(parts, leads, strict=True)]
+            distinct = len(set(scopes))
+            if distinct > MAX_BLOCKS:
+                break
+            chosen, chosen_depth = scopes, depth
+            if distinct >= MIN_SCOPE_BLOCKS:
+                break
+        if chosen is not None:
+            index: dict[str, int] = {}
+            of_layer = tuple(index.setdefault(s, len(index)) for s in chosen)
+            return Blocks(tuple(index), of_layer, "scope", depth=chosen_depth)
+    size = max(MIN_RANGE_LAYERS, -(-count // RANGE_BLOCKS))
+    starts = range(0, count, size)
+    block_names = tuple(f"layers {s}-{min(s + size, count) - 1}" for s in starts)
+    return Blocks(block_names, tuple(i // size for i in range(count)), "range", size=size)
+
+
+@dataclass(frozen=True)
+class BlockTotal:
+    """Time of one block, summed over its layers; ``first`` is its first layer's index."""
+
+    name: str
+    index: int
+    count: int
+    first: int
+    est_us: float | None
+    meas_us: float | None
+
+
+def block_totals(rows: Sequence[LayerRow], blocks: Blocks) -> list[BlockTotal]:
+    """Time per block, in block order (see :func:`op_type_totals` for the sums: ``None`` when no layer has one)."""
+    members: list[list[LayerRow]] = [[] for _ in blocks.names]
+    for row in rows:
+        members[blocks.of_layer[row.index]].append(row)
+    return [BlockTotal(name, b, len(m), m[0].index if m else 0, _sum(r.est_us for r in m), _sum(r.meas_us for r in m))
+            for b, (name, m) in enumerate(zip(blocks.names, members, strict=True))]
+
+
+def block_graph(run: Run, blocks: Blocks) -> GraphLayout:
+    """The blocks as a graph: an edge joins two blocks when a tensor flows between layers of each; laid out as
+    :func:`graph_layout` lays out layers (blocks in order of first appearance; an edge back to an earlier block
+    does not deepen it)."""
+    edges = sorted({(blocks.of_layer[a], blocks.of_layer[b]) for a, b in graph_edges(run)
+                    if blocks.of_layer[a] != blocks.of_layer[b]})
+    return _layered(len(blocks.names), edges)
