@@ -72,8 +72,10 @@ Contract:
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -321,7 +323,23 @@ def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_versio
 
 def add_timeline(run: RunFile, timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> RunFile:
     """``run`` with the ``timeline`` section of ``timeline`` (:func:`timeline_section`) in place of any it had."""
-    return run.model_copy(update={"timeline": TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))})
+    with _collector_paused():  # a row per layer and per busy interval: no cycle among them to collect
+        section = TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))
+    return run.model_copy(update={"timeline": section})
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the body runs, then as it was. For building many acyclic objects at
+    once: each collection the allocations trigger walks every live object (a 100k-layer graph and run), which
+    made up most of validating a 100k-layer timeline section."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:
