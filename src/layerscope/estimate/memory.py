@@ -163,7 +163,7 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
         start[t.name] = end[t.name] = 0.0
         dtype[t.name] = estimate.dtype
     temporaries: list[tuple[str, int, float, float]] = []
-    tensor = graph.tensor
+    tensors, constants = graph.tensors, graph.constants
     for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
         acts = [name for name in node.inputs if name in root]
         if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
@@ -172,44 +172,41 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
                 start.setdefault(root[name], begin)
                 end[root[name]] = max(end.get(root[name], begin), finish)
             continue
-        _add_weights(weights, graph, node.inputs, est.dtype)
-        for name in dict.fromkeys(acts):
+        layer_dtype = est.dtype
+        for name in node.inputs:  # the weights (static_bytes)
+            if name in constants and name and (info := tensors.get(name)) is not None:
+                weights[name] = max(weights.get(name, 0), deployed_bytes(info, layer_dtype))
+        for name in dict.fromkeys(acts) if len(acts) > 1 else acts:
             base = root[name]
             end[base] = max(end[base], finish)
-            if dtype[base] != est.dtype and (info := tensor(name)) is not None and is_float(info):
-                temporaries.append((f"{name}@{node.id}", deployed_bytes(info, est.dtype), begin, finish))
+            if dtype[base] != layer_dtype and name and (info := tensors.get(name)) is not None and is_float(info):
+                temporaries.append((f"{name}@{node.id}", deployed_bytes(info, layer_dtype), begin, finish))
         for name in node.outputs:
-            if tensor(name) is not None:
+            if name and name in tensors:
                 root[name] = name
-                start[name], end[name], dtype[name] = begin, finish, est.dtype
+                start[name], end[name], dtype[name] = begin, finish, layer_dtype
     outputs = {t.name for t in graph.outputs}
     for name in outputs & root.keys():
         end[root[name]] = latency_us
-    kinds = _kinds(graph, root, outputs, resident)
-    names = [name for name in dict.fromkeys(root.values()) if name in dtype and tensor(name) is not None]
-    return _Live(
-        names=names + [t[0] for t in temporaries],
-        kinds=[kinds[name] for name in names] + [BufferKind.TEMPORARY] * len(temporaries),
-        nbytes=[deployed_bytes(info, dtype[name]) for name in names if (info := tensor(name)) is not None]
-        + [t[1] for t in temporaries],
-        start_us=[start[name] for name in names] + [t[2] for t in temporaries],
-        end_us=[end[name] for name in names] + [t[3] for t in temporaries],
-        static_bytes=sum(weights.values()))
-
-
-def _kinds(graph: Graph, root: dict[str, str], outputs: set[str], resident: frozenset[str]) -> dict[str, BufferKind]:
-    """The kind of each root buffer: input beats output beats on chip / DDR."""
+    # the kind of each root buffer: input beats output beats on chip / DDR
     inputs = {t.name for t in graph.inputs}
     out_roots = {root[name] for name in outputs if name in root}
-    kinds: dict[str, BufferKind] = {}
+    live = _Live([], [], [], [], [], sum(weights.values()))
     for name in dict.fromkeys(root.values()):
-        if name in inputs:
-            kinds[name] = BufferKind.INPUT
-        elif name in out_roots:
-            kinds[name] = BufferKind.OUTPUT
-        else:
-            kinds[name] = BufferKind.ON_CHIP if name in resident else BufferKind.DDR
-    return kinds
+        if name in dtype and name and (info := tensors.get(name)) is not None:
+            live.names.append(name)
+            live.kinds.append(BufferKind.INPUT if name in inputs else BufferKind.OUTPUT if name in out_roots
+                              else BufferKind.ON_CHIP if name in resident else BufferKind.DDR)
+            live.nbytes.append(deployed_bytes(info, dtype[name]))
+            live.start_us.append(start[name])
+            live.end_us.append(end[name])
+    for name, nbytes, begin, finish in temporaries:
+        live.names.append(name)
+        live.kinds.append(BufferKind.TEMPORARY)
+        live.nbytes.append(nbytes)
+        live.start_us.append(begin)
+        live.end_us.append(finish)
+    return live
 
 
 def peak_bytes(buffers: Sequence[Buffer]) -> dict[BufferKind | None, int]:
