@@ -72,14 +72,17 @@ Contract:
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerscope import __version__
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
+from layerscope.rounding import rounded, rounded_or_none
 from layerscope.runfile.io import SCHEMA_VERSION, dump_text, encode, load_document
 from layerscope.runfile.models import (
     EstimateInfo,
@@ -104,7 +107,7 @@ from layerscope.runfile.models import Timeline as TimelineSection
 
 if TYPE_CHECKING:  # annotations only: reading and writing run files needs none of these modules
     from layerscope.costs.types import LayerCost
-    from layerscope.estimate.timeline import Interval, Timeline
+    from layerscope.estimate.timeline import Schedule, Timeline, Track
     from layerscope.estimate.types import Estimate
     from layerscope.measure.profile import Measurement, PartialProfile
     from layerscope.model.types import Graph, Node
@@ -321,7 +324,23 @@ def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_versio
 
 def add_timeline(run: RunFile, timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> RunFile:
     """``run`` with the ``timeline`` section of ``timeline`` (:func:`timeline_section`) in place of any it had."""
-    return run.model_copy(update={"timeline": TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))})
+    with _collector_paused():  # a row per layer and per busy interval: no cycle among them to collect
+        section = TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))
+    return run.model_copy(update={"timeline": section})
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the body runs, then as it was. For building many acyclic objects at
+    once: each collection the allocations trigger walks every live object (a 100k-layer graph and run), which
+    made up most of validating a 100k-layer timeline section."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:
@@ -349,6 +368,7 @@ def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None =
     memory = timeline.memory
     bins = timeline.bins
     totals = [load + store for load, store in zip(bins.load_mb_per_s, bins.store_mb_per_s, strict=True)]
+    busy = {t.name: _busy_rows(t) for t in timeline.tracks if t.core == 0}  # every core's track is the same
     nominal_mb_per_s = ddr_nominal_bytes_per_s / 1e6 if ddr_nominal_bytes_per_s else None
     return {
         "method": "timeline",
@@ -387,29 +407,9 @@ def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None =
             "peak_live_bytes": memory.peak_live_bytes,
             "frames_in_flight": memory.frames_in_flight,
         },
-        "layers": [{
-            "id": s.layer_id,
-            "unit": s.unit,
-            "core": s.core,
-            "active_start_us": _us(s.active.start_us),
-            "active_end_us": _us(s.active.end_us),
-            "compute_start_us": _us(s.compute.start_us),
-            "compute_end_us": _us(s.compute.end_us),
-            **_burst("load", s.load),
-            **_burst("store", s.store),
-            "compute_us": _us(s.compute_us),
-            "overhead_us": _us(s.overhead_us),
-            "load_us": _us(s.load_us),
-            "store_us": _us(s.store_us),
-            "load_bytes": s.bytes_loaded,
-            "store_bytes": s.bytes_stored,
-        } for s in timeline.layers],
-        "units": [{
-            "name": t.name,
-            "core": t.core,
-            "busy_us": _us(t.busy_us),
-            "busy": [{"layer": b.layer_id, "start_us": _us(b.start_us), "end_us": _us(b.end_us)} for b in t.busy],
-        } for t in timeline.tracks],
+        "layers": _timeline_layers(timeline.schedule),
+        "units": [{"name": t.name, "core": t.core, "busy_us": _us(t.busy_us), "busy": busy[t.name]}
+                  for t in timeline.tracks],
         "temporal": {
             "interval_us": _us(bins.interval_us),
             "intervals": len(bins.load_mb_per_s),
@@ -424,9 +424,28 @@ def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None =
     }
 
 
-def _burst(name: str, interval: Interval | None) -> dict[str, float | None]:
-    return {f"{name}_start_us": _us(interval.start_us) if interval else None,
-            f"{name}_end_us": _us(interval.end_us) if interval else None}
+def _timeline_layers(schedule: Schedule) -> list[dict[str, Any]]:
+    """The ``layers`` rows of the timeline section, one per span; times rounded as :func:`_us` rounds them."""
+    loads, stores = schedule.has_load.tolist(), schedule.has_store.tolist()
+    times = [rounded(column, 3) for column in (
+        schedule.active_start_us, schedule.active_end_us, schedule.compute_start_us, schedule.compute_end_us,
+        schedule.compute_us, schedule.overhead_us, schedule.load_us, schedule.store_us)]
+    bursts = [rounded_or_none(column, present, 3) for column, present in (
+        (schedule.load_start_us, loads), (schedule.load_end_us, loads), (schedule.store_start_us, stores),
+        (schedule.store_end_us, stores))]
+    return [{"id": layer_id, "unit": unit, "core": 0, "active_start_us": a0, "active_end_us": a1,
+             "compute_start_us": c0, "compute_end_us": c1, "load_start_us": l0, "load_end_us": l1,
+             "store_start_us": s0, "store_end_us": s1, "compute_us": cu, "overhead_us": ou, "load_us": lu,
+             "store_us": su, "load_bytes": lb, "store_bytes": sb}
+            for layer_id, unit, a0, a1, c0, c1, cu, ou, lu, su, l0, l1, s0, s1, lb, sb in zip(
+                schedule.layer_ids, schedule.units, *times, *bursts, schedule.bytes_loaded, schedule.bytes_stored,
+                strict=True)]
+
+
+def _busy_rows(track: Track) -> list[dict[str, Any]]:
+    """A track's ``busy`` rows: the layer and its interval, rounded as :func:`_us` rounds."""
+    return [{"layer": layer_id, "start_us": start, "end_us": end} for layer_id, start, end in zip(
+        track.layer_ids, rounded(track.start_us, 3), rounded(track.end_us, 3), strict=True)]
 
 
 def _rate(value: float | None) -> float | None:

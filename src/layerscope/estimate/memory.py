@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+import numpy as np
+
 from layerscope.estimate.roofline import deployed_bytes, is_float
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.model.types import Graph
@@ -94,14 +96,17 @@ def plan_memory(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float,
     """The memory plan of ``graph`` scheduled as ``windows`` (one ``(start_us, end_us)`` per layer).
 
     ``estimate`` gives each layer's dtype and whether it is a zero-copy view; ``resident`` the
-    activations kept on chip; ``latency_us`` the end of the frame.
+    activations kept on chip; ``latency_us`` the end of the frame. One pass over the layers (:func:`_liveness`),
+    then the peaks over every buffer at once (:func:`_peaks`).
     """
-    buffers = live_buffers(graph, estimate, windows, resident=resident, latency_us=latency_us)
-    peaks = peak_bytes(buffers)
+    live = _liveness(graph, estimate, windows, resident=resident, latency_us=latency_us)
+    peaks = _peaks(live.nbytes, live.start_us, live.end_us, live.kinds)
+    kinds = np.asarray(live.kinds, dtype=object)
+    nbytes = np.asarray(live.nbytes, dtype=object)  # Python ints: no overflow
     return MemoryPlan(
-        static_bytes=static_bytes(graph, estimate),
-        input_bytes=sum(b.nbytes for b in buffers if b.kind is BufferKind.INPUT),
-        output_bytes=sum(b.nbytes for b in buffers if b.kind is BufferKind.OUTPUT),
+        static_bytes=live.static_bytes,
+        input_bytes=sum(nbytes[kinds == BufferKind.INPUT].tolist()),
+        output_bytes=sum(nbytes[kinds == BufferKind.OUTPUT].tolist()),
         shared_temporary_bytes=peaks[BufferKind.TEMPORARY],
         exclusive_intermediate_bytes=peaks[BufferKind.DDR],
         on_chip_peak_bytes=peaks[BufferKind.ON_CHIP],
@@ -114,27 +119,51 @@ def static_bytes(graph: Graph, estimate: Estimate) -> int:
     """Bytes of the constants that computing layers read, each once, at the largest reader's dtype."""
     sizes: dict[str, int] = {}
     for node, est in zip(graph.layers, estimate.layers, strict=True):
-        if est.bound is Bound.NONE:
-            continue
-        for name in node.inputs:
-            info = graph.tensor(name)
-            if info is not None and graph.is_constant(name):
-                sizes[name] = max(sizes.get(name, 0), deployed_bytes(info, est.dtype))
+        if est.bound is not Bound.NONE:
+            _add_weights(sizes, graph, node.inputs, est.dtype)
     return sum(sizes.values())
+
+
+def _add_weights(sizes: dict[str, int], graph: Graph, inputs: Sequence[str], dtype: str) -> None:
+    """Count the constants among ``inputs`` at ``dtype`` in ``sizes`` (each at the largest size seen)."""
+    for name in inputs:
+        if graph.is_constant(name) and (info := graph.tensor(name)) is not None:
+            sizes[name] = max(sizes.get(name, 0), deployed_bytes(info, dtype))
 
 
 def live_buffers(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
                  resident: frozenset[str], latency_us: float) -> tuple[Buffer, ...]:
     """Every buffer of the frame with its live range, in a deterministic order (see the module docstring)."""
+    live = _liveness(graph, estimate, windows, resident=resident, latency_us=latency_us)
+    return tuple(map(Buffer, live.names, live.kinds, live.nbytes, live.start_us, live.end_us))
+
+
+@dataclass(frozen=True)
+class _Live:
+    """The buffers of :func:`live_buffers` as columns (roots first, then temporaries), and the weights' bytes."""
+
+    names: list[str]
+    kinds: list[BufferKind]
+    nbytes: list[int]
+    start_us: list[float]
+    end_us: list[float]
+    static_bytes: int
+
+
+def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
+              resident: frozenset[str], latency_us: float) -> _Live:
+    """One pass over the layers: every buffer's live range (see the module docstring) and :func:`static_bytes`."""
     root: dict[str, str] = {}  # tensor -> the tensor whose buffer it shares
     start: dict[str, float] = {}
     end: dict[str, float] = {}
     dtype: dict[str, str] = {}
+    weights: dict[str, int] = {}
     for t in graph.inputs:
         root[t.name] = t.name
         start[t.name] = end[t.name] = 0.0
         dtype[t.name] = estimate.dtype
-    temporaries: list[Buffer] = []
+    temporaries: list[tuple[str, int, float, float]] = []
+    tensors, constants = graph.tensors, graph.constants
     for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
         acts = [name for name in node.inputs if name in root]
         if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
@@ -143,40 +172,41 @@ def live_buffers(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float
                 start.setdefault(root[name], begin)
                 end[root[name]] = max(end.get(root[name], begin), finish)
             continue
-        for name in dict.fromkeys(acts):
+        layer_dtype = est.dtype
+        for name in node.inputs:  # the weights (static_bytes)
+            if name in constants and name and (info := tensors.get(name)) is not None:
+                weights[name] = max(weights.get(name, 0), deployed_bytes(info, layer_dtype))
+        for name in dict.fromkeys(acts) if len(acts) > 1 else acts:
             base = root[name]
             end[base] = max(end[base], finish)
-            info = graph.tensor(name)
-            if info is not None and is_float(info) and dtype[base] != est.dtype:
-                temporaries.append(Buffer(f"{name}@{node.id}", BufferKind.TEMPORARY,
-                                          deployed_bytes(info, est.dtype), begin, finish))
+            if dtype[base] != layer_dtype and name and (info := tensors.get(name)) is not None and is_float(info):
+                temporaries.append((f"{name}@{node.id}", deployed_bytes(info, layer_dtype), begin, finish))
         for name in node.outputs:
-            if graph.tensor(name) is not None:
+            if name and name in tensors:
                 root[name] = name
-                start[name], end[name], dtype[name] = begin, finish, est.dtype
+                start[name], end[name], dtype[name] = begin, finish, layer_dtype
     outputs = {t.name for t in graph.outputs}
     for name in outputs & root.keys():
         end[root[name]] = latency_us
-    kinds = _kinds(graph, root, outputs, resident)
-    buffers = [Buffer(name, kinds[name], deployed_bytes(info, dtype[name]), start[name], end[name])
-               for name in dict.fromkeys(root.values())
-               if name in dtype and (info := graph.tensor(name)) is not None]
-    return (*buffers, *temporaries)
-
-
-def _kinds(graph: Graph, root: dict[str, str], outputs: set[str], resident: frozenset[str]) -> dict[str, BufferKind]:
-    """The kind of each root buffer: input beats output beats on chip / DDR."""
+    # the kind of each root buffer: input beats output beats on chip / DDR
     inputs = {t.name for t in graph.inputs}
     out_roots = {root[name] for name in outputs if name in root}
-    kinds: dict[str, BufferKind] = {}
+    live = _Live([], [], [], [], [], sum(weights.values()))
     for name in dict.fromkeys(root.values()):
-        if name in inputs:
-            kinds[name] = BufferKind.INPUT
-        elif name in out_roots:
-            kinds[name] = BufferKind.OUTPUT
-        else:
-            kinds[name] = BufferKind.ON_CHIP if name in resident else BufferKind.DDR
-    return kinds
+        if name in dtype and name and (info := tensors.get(name)) is not None:
+            live.names.append(name)
+            live.kinds.append(BufferKind.INPUT if name in inputs else BufferKind.OUTPUT if name in out_roots
+                              else BufferKind.ON_CHIP if name in resident else BufferKind.DDR)
+            live.nbytes.append(deployed_bytes(info, dtype[name]))
+            live.start_us.append(start[name])
+            live.end_us.append(end[name])
+    for name, nbytes, begin, finish in temporaries:
+        live.names.append(name)
+        live.kinds.append(BufferKind.TEMPORARY)
+        live.nbytes.append(nbytes)
+        live.start_us.append(begin)
+        live.end_us.append(finish)
+    return live
 
 
 def peak_bytes(buffers: Sequence[Buffer]) -> dict[BufferKind | None, int]:
@@ -185,15 +215,32 @@ def peak_bytes(buffers: Sequence[Buffer]) -> dict[BufferKind | None, int]:
     At one instant, buffers whose range ends are freed before those that start are allocated, except
     that a buffer with an empty range (start = end) overlaps everything live at that instant.
     """
-    events: list[tuple[float, int, int, BufferKind]] = []
-    for b in buffers:
-        events.append((b.start_us, 1, b.nbytes, b.kind))
-        events.append((b.end_us, 0 if b.end_us > b.start_us else 2, -b.nbytes, b.kind))
-    events.sort(key=lambda e: (e[0], e[1]))
-    live: dict[BufferKind | None, int] = dict.fromkeys((*BufferKind, None), 0)
-    peak = dict(live)
-    for _, _, delta, kind in events:
-        for key in (kind, None):
-            live[key] += delta
-            peak[key] = max(peak[key], live[key])
+    return _peaks([b.nbytes for b in buffers], [b.start_us for b in buffers], [b.end_us for b in buffers],
+                  [b.kind for b in buffers])
+
+
+def _peaks(nbytes: Sequence[int], start_us: Sequence[float], end_us: Sequence[float],
+           kinds: Sequence[BufferKind]) -> dict[BufferKind | None, int]:
+    """:func:`peak_bytes` of the buffers given as columns: the allocations (+bytes at the start) and frees (-bytes at
+    the end; after the allocations at that instant for an empty range, before them otherwise) in time order, each
+    kind's running sum and the overall one, and their maxima (at least 0)."""
+    peak: dict[BufferKind | None, int] = dict.fromkeys((*BufferKind, None), 0)
+    if not nbytes:
+        return peak
+    size = np.asarray(nbytes, dtype=object)  # Python ints: no overflow
+    begin = np.asarray(start_us, dtype=np.float64)
+    finish = np.asarray(end_us, dtype=np.float64)
+    kind = np.asarray(kinds, dtype=object)
+    # events interleaved as buffer 0's allocation, its free, buffer 1's ...: a stable sort by (time, rank) keeps that
+    # order on full ties
+    times = np.stack([begin, finish], axis=1).ravel()
+    ranks = np.stack([np.ones(len(begin), dtype=np.int8), np.where(finish > begin, 0, 2).astype(np.int8)],
+                     axis=1).ravel()
+    deltas = np.stack([size, -size], axis=1).ravel()
+    order = np.lexsort((ranks, times))
+    deltas, event_kind = deltas[order], np.repeat(kind, 2)[order]
+    for key in (*BufferKind, None):
+        picked = deltas if key is None else deltas[event_kind == key]
+        if len(picked):
+            peak[key] = max(0, np.cumsum(picked).max())
     return peak

@@ -37,10 +37,15 @@ What the model assumes (also in the README, "NPU timeline and memory plan"):
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import cached_property
 from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
 
 from layerscope.costs import cost_graph
 from layerscope.costs.types import LayerCost
@@ -59,6 +64,9 @@ SPLIT = "batch"
 #: Op types whose MACs count as "conv MACs" (Horizon's "BPU conv original OPs").
 CONV_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
 DEFAULT_INTERVALS = 100
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,19 +118,71 @@ class Busy:
     end_us: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Track:
     """One row of the timeline: a compute unit (or ``LOAD`` / ``STORE``) of one core, busy intervals in
     time order (they never overlap). A compute unit is busy with a layer from its active start (the
-    overhead first) to its compute end; ``LOAD`` / ``STORE`` with its bursts."""
+    overhead first) to its compute end; ``LOAD`` / ``STORE`` with its bursts.
+
+    Held as columns, one entry per busy interval: ``layer_ids``, ``start_us``, ``end_us`` (the cores of a batch
+    split share them); :attr:`busy` is the same intervals as :class:`Busy` records, built on first use."""
 
     name: str
     core: int
-    busy: tuple[Busy, ...]
+    layer_ids: tuple[str, ...]
+    start_us: FloatArray
+    end_us: FloatArray
 
-    @property
+    @cached_property
+    def busy(self) -> tuple[Busy, ...]:
+        return tuple(map(Busy, self.layer_ids, self.start_us.tolist(), self.end_us.tolist()))
+
+    @cached_property
     def busy_us(self) -> float:
-        return sum(b.end_us - b.start_us for b in self.busy)
+        """The busy intervals' lengths added in time order (``0`` when idle)."""
+        return sum((self.end_us - self.start_us).tolist())
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """One frame's schedule as columns: entry ``i`` of each is layer ``i``'s (graph order), the fields of its
+    :class:`LayerSpan` (:meth:`span` builds it). Times in µs from the frame's start; ``load_*`` / ``store_*`` are
+    NaN where ``has_load`` / ``has_store`` is false (no burst); a view's costs are 0."""
+
+    layer_ids: tuple[str, ...]
+    units: tuple[str, ...]
+    active_start_us: FloatArray
+    active_end_us: FloatArray
+    compute_start_us: FloatArray
+    compute_end_us: FloatArray
+    load_start_us: FloatArray
+    load_end_us: FloatArray
+    store_start_us: FloatArray
+    store_end_us: FloatArray
+    has_load: npt.NDArray[np.bool_]
+    has_store: npt.NDArray[np.bool_]
+    compute_us: FloatArray
+    overhead_us: FloatArray
+    load_us: FloatArray
+    store_us: FloatArray
+    bytes_loaded: tuple[int, ...]
+    bytes_stored: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.layer_ids)
+
+    def spans(self) -> tuple[LayerSpan, ...]:
+        """Every layer's :class:`LayerSpan`, graph order."""
+        cols = [c.tolist() for c in (self.active_start_us, self.active_end_us, self.compute_start_us,
+                                     self.compute_end_us, self.load_start_us, self.load_end_us, self.store_start_us,
+                                     self.store_end_us, self.compute_us, self.overhead_us, self.load_us,
+                                     self.store_us)]
+        loads, stores = self.has_load.tolist(), self.has_store.tolist()
+        return tuple(
+            LayerSpan(lid, unit, 0, Interval(a0, a1), Interval(c0, c1), Interval(l0, l1) if has_l else None,
+                      Interval(s0, s1) if has_s else None, cu, ou, lu, su, bl, bs)
+            for lid, unit, a0, a1, c0, c1, l0, l1, s0, s1, cu, ou, lu, su, has_l, has_s, bl, bs in zip(
+                self.layer_ids, self.units, *cols, loads, stores, self.bytes_loaded, self.bytes_stored, strict=True))
 
 
 @dataclass(frozen=True)
@@ -148,14 +208,15 @@ class Timeline:
 
     ``estimate`` is the roofline of one core's share of the profile (the whole profile when
     ``cores`` is 1), which the schedule takes its costs from; ``bandwidth_bytes_per_s`` (attainable)
-    and ``sram_bytes`` are that share's.
+    and ``sram_bytes`` are that share's. ``schedule``: the spans as columns (:attr:`layers` builds the
+    :class:`LayerSpan` records from it on first use).
     """
 
     profile_name: str
     dtype: str
     split: str
     cores: int
-    layers: tuple[LayerSpan, ...]
+    schedule: Schedule
     tracks: tuple[Track, ...]
     bins: TimeBins
     memory: MemoryPlan
@@ -163,10 +224,16 @@ class Timeline:
     bandwidth_bytes_per_s: float
     sram_bytes: int
 
+    @cached_property
+    def layers(self) -> tuple[LayerSpan, ...]:
+        """One span per layer, graph order."""
+        return self.schedule.spans()
+
     @property
     def latency_us(self) -> float:
         """End of the frame: the latest active end."""
-        return max((s.active.end_us for s in self.layers), default=0.0)
+        ends = self.schedule.active_end_us
+        return float(ends.max()) if len(ends) else 0.0
 
     @property
     def fps_per_core(self) -> float | None:
@@ -246,17 +313,18 @@ def simulate_timeline(graph: Graph, profile: Profile, dtype: str | None = None, 
         costs = tuple(costs) if costs is not None else cost_graph(graph)
         estimate = estimate_graph(graph, share, dtype, costs)
     costs = estimate.costs
-    spans = _schedule(graph, estimate)
-    latency_us = max((s.active.end_us for s in spans), default=0.0)
-    tracks = _tracks(share, spans, cores)
+    schedule = _schedule(graph, estimate)
+    ends = schedule.active_end_us
+    latency_us = float(ends.max()) if len(ends) else 0.0
+    tracks = _tracks(share, schedule, cores)
     resident = estimate.resident
     if resident is None:
         on_cpu = [e.fallback_reason is not None for e in estimate.layers]
         resident = resident_tensors(graph, share, estimate.dtype, costs, on_cpu)
-    memory = plan_memory(graph, estimate, [(s.active.start_us, s.active.end_us) for s in spans],
-                         resident=resident, latency_us=latency_us, frames_in_flight=cores)
-    return Timeline(profile_name=profile.name, dtype=estimate.dtype, split=SPLIT, cores=cores, layers=spans,
-                    tracks=tracks, bins=_bins(spans, tracks, latency_us, intervals, cores), memory=memory,
+    windows = list(zip(schedule.active_start_us.tolist(), ends.tolist(), strict=True))
+    memory = plan_memory(graph, estimate, windows, resident=resident, latency_us=latency_us, frames_in_flight=cores)
+    return Timeline(profile_name=profile.name, dtype=estimate.dtype, split=SPLIT, cores=cores, schedule=schedule,
+                    tracks=tracks, bins=_bins(schedule, tracks, latency_us, intervals, cores), memory=memory,
                     estimate=estimate, bandwidth_bytes_per_s=share.attainable_ddr_bytes_per_s,
                     sram_bytes=share.sram_bytes)
 
@@ -310,146 +378,229 @@ def _is_view(est: LayerEstimate) -> bool:
     return est.bound is Bound.NONE
 
 
-def _reference_events(estimate: Estimate, producers: Sequence[tuple[int, ...]]) -> list[tuple[float, int, _Phase]]:
-    """The events of every layer, ordered by a schedule with infinitely fast DDR (compute and overhead
-    only), ties by graph order then phase. The real schedule evaluates them in this order, which fixes
-    the order of the DDR bursts independently of any DDR time."""
-    end: list[float] = []
+@dataclass(frozen=True)
+class _Costs:
+    """The roofline's costs the schedule reads, one list entry per layer (graph order); a view's are 0."""
+
+    views: list[bool]
+    units: list[str]
+    overhead_us: list[float]
+    compute_us: list[float]
+    load_us: list[float]
+    store_us: list[float]
+    bytes_loaded: list[int]
+    bytes_stored: list[int]
+
+    @classmethod
+    def of(cls, estimate: Estimate) -> _Costs:
+        layers = estimate.layers
+        views = [_is_view(e) for e in layers]
+        return cls(views, [e.unit for e in layers],
+                   [0.0 if v else e.overhead_us for v, e in zip(views, layers, strict=True)],
+                   [0.0 if v else e.compute_us for v, e in zip(views, layers, strict=True)],
+                   [0.0 if v else e.load_us for v, e in zip(views, layers, strict=True)],
+                   [0.0 if v else e.store_us for v, e in zip(views, layers, strict=True)],
+                   [0 if v else e.ddr_read_bytes for v, e in zip(views, layers, strict=True)],
+                   [0 if v else e.ddr_write_bytes for v, e in zip(views, layers, strict=True)])
+
+
+def _reference_order(costs: _Costs, producers: Sequence[tuple[int, ...]]) -> tuple[list[int], list[int]]:
+    """The events of every layer (layer index, :class:`_Phase`), ordered by a schedule with infinitely fast DDR
+    (compute and overhead only), ties by graph order then phase. The real schedule evaluates them in this order,
+    which fixes the order of the DDR bursts independently of any DDR time."""
+    end = [0.0] * len(costs.views)
     unit_free: dict[str, float] = {}
-    events: list[tuple[float, int, _Phase]] = []
-    for idx, est in enumerate(estimate.layers):
-        ready = max((end[p] for p in producers[idx]), default=0.0)
-        if _is_view(est):
-            end.append(ready)
-            events.append((ready, idx, _Phase.START))
+    times: list[float] = []
+    layer: list[int] = []
+    phase: list[int] = []
+    overhead, compute, reads = costs.overhead_us, costs.compute_us, costs.bytes_loaded
+    for idx, (view, unit) in enumerate(zip(costs.views, costs.units, strict=True)):
+        ready = 0.0
+        for p in producers[idx]:
+            ready = max(ready, end[p])
+        if view:
+            end[idx] = ready
+            times.append(ready)
+            layer.append(idx)
+            phase.append(_Phase.START)
             continue
-        start = max(ready, unit_free.get(est.unit, 0.0))
-        body = start + est.overhead_us
-        end.append(body + est.compute_us)
-        unit_free[est.unit] = end[-1]
-        events.append((start, idx, _Phase.START))
-        if est.ddr_read_bytes:
-            events.append((body, idx, _Phase.LOAD))
-        events.append((end[-1], idx, _Phase.FINISH))
-    events.sort()
-    return events
+        free = unit_free.get(unit, 0.0)
+        start = ready if ready >= free else free
+        body = start + overhead[idx]
+        end[idx] = unit_free[unit] = body + compute[idx]
+        if reads[idx]:
+            times += (start, body, end[idx])
+            layer += (idx, idx, idx)
+            phase += (_Phase.START, _Phase.LOAD, _Phase.FINISH)
+        else:
+            times += (start, end[idx])
+            layer += (idx, idx)
+            phase += (_Phase.START, _Phase.FINISH)
+    # the events were made in (layer, phase) order: a stable sort by time alone orders them by all three
+    order = np.argsort(np.asarray(times, dtype=np.float64), kind="stable")
+    return np.asarray(layer, dtype=np.int64)[order].tolist(), np.asarray(phase, dtype=np.int8)[order].tolist()
 
 
-@dataclass
-class _Open:
-    """A layer being scheduled: times known so far."""
-
-    start: float
-    body: float
-    load: Interval | None = None
-
-
-def _schedule(graph: Graph, estimate: Estimate) -> tuple[LayerSpan, ...]:
+def _schedule(graph: Graph, estimate: Estimate) -> Schedule:
     """The earliest start of every event given the unit orders (graph order) and the DDR order of
-    :func:`_reference_events`: every time is a max of sums of durations (see the module docstring)."""
+    :func:`_reference_order`: every time is a max of sums of durations (see the module docstring)."""
     producers = _producers(graph)
-    layers = estimate.layers
-    end: dict[int, float] = {}
+    costs = _Costs.of(estimate)
+    n = len(costs.views)
+    views, units = costs.views, costs.units
+    overhead, compute, load, store = costs.overhead_us, costs.compute_us, costs.load_us, costs.store_us
+    reads, writes = costs.bytes_loaded, costs.bytes_stored
+    nan = math.nan
+    start = [0.0] * n
+    body = [0.0] * n
+    end = [0.0] * n
+    compute_end = [0.0] * n
+    load_start, load_end, store_start, store_end = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     unit_free: dict[str, float] = {}
     ddr_free = 0.0
-    open_: dict[int, _Open] = {}
-    spans: dict[int, LayerSpan] = {}
-    for _, idx, phase in _reference_events(estimate, producers):
-        est = layers[idx]
-        if phase is _Phase.START:
-            ready = max((end[p] for p in producers[idx]), default=0.0)
-            if _is_view(est):
-                end[idx] = ready
-                spans[idx] = _view_span(est, ready)
+    for idx, phase in zip(*_reference_order(costs, producers), strict=True):
+        if phase == _Phase.START:
+            ready = 0.0
+            for p in producers[idx]:
+                ready = max(ready, end[p])
+            if views[idx]:  # a view: an empty window the moment its input is ready
+                start[idx] = body[idx] = compute_end[idx] = end[idx] = ready
                 continue
-            start = max(ready, unit_free.get(est.unit, 0.0))
-            open_[idx] = _Open(start, start + est.overhead_us)
-        elif phase is _Phase.LOAD:
-            layer = open_[idx]
-            begin = max(layer.body, ddr_free)
-            layer.load = Interval(begin, begin + est.load_us)
-            ddr_free = layer.load.end_us
+            free = unit_free.get(units[idx], 0.0)
+            start[idx] = begin = ready if ready >= free else free
+            body[idx] = begin + overhead[idx]
+        elif phase == _Phase.LOAD:
+            begin = body[idx] if body[idx] >= ddr_free else ddr_free
+            load_start[idx] = begin
+            load_end[idx] = ddr_free = begin + load[idx]
         else:
-            layer = open_.pop(idx)
-            loaded = layer.load.end_us if layer.load else layer.body
-            compute_end = max(layer.body + est.compute_us, loaded)
-            store = None
-            if est.ddr_write_bytes:
-                finish = max(compute_end, max(ddr_free, loaded) + est.store_us)
-                store = Interval(finish - est.store_us, finish)
-                ddr_free = finish
-            end[idx] = store.end_us if store else compute_end
-            unit_free[est.unit] = compute_end
-            spans[idx] = _span(est, layer, compute_end, store, end[idx])
-    return tuple(spans[idx] for idx in range(len(layers)))
+            loaded = load_end[idx] if reads[idx] else body[idx]
+            done = max(body[idx] + compute[idx], loaded)
+            compute_end[idx] = done
+            if writes[idx]:
+                finish = max(done, max(ddr_free, loaded) + store[idx])
+                store_start[idx] = finish - store[idx]
+                store_end[idx] = ddr_free = finish
+                end[idx] = finish
+            else:
+                end[idx] = done
+            unit_free[units[idx]] = done
+
+    def column(values: list[float]) -> FloatArray:
+        return np.asarray(values, dtype=np.float64)
+
+    return Schedule(
+        layer_ids=tuple(e.layer_id for e in estimate.layers), units=tuple(units),
+        active_start_us=column(start), active_end_us=column(end), compute_start_us=column(body),
+        compute_end_us=column(compute_end), load_start_us=column(load_start), load_end_us=column(load_end),
+        store_start_us=column(store_start), store_end_us=column(store_end),
+        has_load=np.asarray([bool(b) for b in reads], dtype=bool),
+        has_store=np.asarray([bool(b) for b in writes], dtype=bool),
+        compute_us=column(compute), overhead_us=column(overhead), load_us=column(load), store_us=column(store),
+        bytes_loaded=tuple(reads), bytes_stored=tuple(writes))
 
 
-def _span(est: LayerEstimate, layer: _Open, compute_end: float, store: Interval | None, end: float) -> LayerSpan:
-    return LayerSpan(est.layer_id, est.unit, 0, Interval(layer.start, end), Interval(layer.body, compute_end),
-                     layer.load, store, est.compute_us, est.overhead_us, est.load_us, est.store_us,
-                     est.ddr_read_bytes, est.ddr_write_bytes)
-
-
-def _view_span(est: LayerEstimate, at: float) -> LayerSpan:
-    moment = Interval(at, at)
-    return LayerSpan(est.layer_id, est.unit, 0, moment, moment, None, None, 0.0, 0.0, 0.0, 0.0, 0, 0)
-
-
-def _tracks(profile: Profile, spans: Sequence[LayerSpan], cores: int) -> tuple[Track, ...]:
-    """Every unit of the profile (idle ones included), the CPU, then LOAD and STORE, for each core."""
+def _tracks(profile: Profile, schedule: Schedule, cores: int) -> tuple[Track, ...]:
+    """Every unit of the profile (idle ones included), the CPU, then LOAD and STORE (then any other unit a layer
+    ran on), for each core; the busy intervals of each in order of start (graph order on a tie)."""
     names = list(dict.fromkeys([*(u.name for u in profile.units), profile.cpu.name]))
-    busy: dict[str, list[Busy]] = {name: [] for name in (*names, LOAD, STORE)}
-    for s in spans:
-        if s.unit != "-":
-            busy.setdefault(s.unit, []).append(Busy(s.layer_id, s.active.start_us, s.compute.end_us))
-        if s.load:
-            busy[LOAD].append(Busy(s.layer_id, s.load.start_us, s.load.end_us))
-        if s.store:
-            busy[STORE].append(Busy(s.layer_id, s.store.start_us, s.store.end_us))
-    ordered = {name: tuple(sorted(items, key=lambda b: b.start_us)) for name, items in busy.items()}
-    return tuple(Track(name, core, items) for core in range(cores) for name, items in ordered.items())
+    members: dict[str, list[int]] = {name: [] for name in (*names, LOAD, STORE)}
+    for idx, unit in enumerate(schedule.units):
+        if unit != "-":
+            members.setdefault(unit, []).append(idx)
+    ids = schedule.layer_ids
+    lanes: list[tuple[str, tuple[str, ...], FloatArray, FloatArray]] = []
+    for name, rows in members.items():
+        if name == LOAD:
+            picked = np.flatnonzero(schedule.has_load)
+            starts, ends = schedule.load_start_us[picked], schedule.load_end_us[picked]
+        elif name == STORE:
+            picked = np.flatnonzero(schedule.has_store)
+            starts, ends = schedule.store_start_us[picked], schedule.store_end_us[picked]
+        else:
+            picked = np.asarray(rows, dtype=np.int64)
+            starts, ends = schedule.active_start_us[picked], schedule.compute_end_us[picked]
+        order = np.argsort(starts, kind="stable")
+        lanes.append((name, tuple(ids[i] for i in picked[order].tolist()), starts[order], ends[order]))
+    return tuple(Track(name, core, layer_ids, starts, ends)
+                 for core in range(cores) for name, layer_ids, starts, ends in lanes)
 
 
-def _bins(spans: Sequence[LayerSpan], tracks: Sequence[Track], latency_us: float, count: int,
-          cores: int) -> TimeBins:
-    """Per-interval DDR rates and unit utilization (see :class:`TimeBins`)."""
+def _bins(schedule: Schedule, tracks: Sequence[Track], latency_us: float, count: int, cores: int) -> TimeBins:
+    """Per-interval DDR rates and unit utilization (see :class:`TimeBins`).
+
+    Every span's amount is spread over the intervals it overlaps, and each interval adds its shares in graph order
+    (a layer's load before its store): the sums are those of adding them one layer at a time."""
     width = latency_us / count
-    load = [0.0] * count
-    store = [0.0] * count
-    ddr = [0.0] * count
-    units = {t.name: [0.0] * count for t in tracks if t.core == 0 and t.name not in (LOAD, STORE)}
-    for s in spans:
-        if s.load:
-            _spread(load, s.load, s.bytes_loaded * cores, width)
-            _spread(ddr, s.load, s.load.duration_us, width)
-        if s.store:
-            _spread(store, s.store, s.bytes_stored * cores, width)
-            _spread(ddr, s.store, s.store.duration_us, width)
-        if s.unit in units and s.compute_us > 0:
-            _spread(units[s.unit], s.compute, s.compute_us, width)
+    units = [t.name for t in tracks if t.core == 0 and t.name not in (LOAD, STORE)]
+    if not width > 0:
+        zeros = (0.0,) * count
+        return TimeBins(width, zeros, zeros, zeros, MappingProxyType(dict.fromkeys(units, zeros)))
+    s = schedule
+    loads, stores = np.flatnonzero(s.has_load), np.flatnonzero(s.has_store)
+    bytes_loaded = np.asarray(s.bytes_loaded, dtype=np.int64)[loads] * cores
+    bytes_stored = np.asarray(s.bytes_stored, dtype=np.int64)[stores] * cores
+    load = _Shares(s.load_start_us[loads], s.load_end_us[loads], width, count)
+    store = _Shares(s.store_start_us[stores], s.store_end_us[stores], width, count)
+    ddr_order = np.argsort(np.concatenate([2 * loads[load.span], 2 * stores[store.span] + 1]), kind="stable")
+    ddr = np.concatenate([load.of(load.duration_us), store.of(store.duration_us)])[ddr_order]
+    ddr_bins = np.concatenate([load.bins, store.bins])[ddr_order]
+    utilization: dict[str, tuple[float, ...]] = {}
+    unit_of = np.asarray(s.units, dtype=object)
+    for name in units:
+        rows = np.flatnonzero((unit_of == name) & (s.compute_us > 0))
+        compute = _Shares(s.compute_start_us[rows], s.compute_end_us[rows], width, count)
+        utilization[name] = _per_us(compute.add(s.compute_us[rows]), width)
+    return TimeBins(width, _per_us(load.add(bytes_loaded), width), _per_us(store.add(bytes_stored), width),
+                    _per_us(_accumulate(ddr_bins, ddr, count), width), MappingProxyType(utilization))
 
-    def per_us(values: list[float]) -> tuple[float, ...]:
-        return tuple(v / width if width > 0 else 0.0 for v in values)
 
-    return TimeBins(width, per_us(load), per_us(store), per_us(ddr),
-                    MappingProxyType({name: per_us(values) for name, values in units.items()}))
+def _per_us(values: FloatArray, width: float) -> tuple[float, ...]:
+    return tuple((values / width).tolist())
 
 
-def _spread(bins: list[float], span: Interval, amount: float, width: float) -> None:
-    """Add ``amount``, spread evenly over ``span``, to the bins of ``width`` µs it overlaps."""
-    if width <= 0:
-        return
-    if span.duration_us <= 0:
-        bins[min(int(span.start_us / width), len(bins) - 1)] += amount
-        return
-    rate = amount / span.duration_us
-    first = min(int(span.start_us / width), len(bins) - 1)
-    last = min(int(span.end_us / width), len(bins) - 1)
-    for k in range(first, last + 1):
-        lo = max(span.start_us, k * width)
-        hi = min(span.end_us, (k + 1) * width) if k < len(bins) - 1 else span.end_us
-        if hi > lo:
-            bins[k] += rate * (hi - lo)
+def _accumulate(bins: IntArray, amounts: FloatArray, count: int) -> FloatArray:
+    """``count`` sums, ``amounts[i]`` added to sum ``bins[i]`` one after another in order."""
+    total = np.zeros(count, dtype=np.float64)
+    np.add.at(total, bins, amounts)
+    return total
+
+
+class _Shares:
+    """How spans ``[start_us, end_us]`` cut over ``count`` intervals of ``width`` µs: one piece per span and interval
+    it overlaps (in span order), as a span of zero length is one piece in the interval it falls in. The last
+    interval runs to the span's end (a frame's last end may round past ``count * width``)."""
+
+    def __init__(self, start_us: FloatArray, end_us: FloatArray, width: float, count: int) -> None:
+        last_bin = count - 1
+        first = np.minimum((start_us / width).astype(np.int64), last_bin)
+        last = np.minimum((end_us / width).astype(np.int64), last_bin)
+        self.duration_us = end_us - start_us
+        moment = ~(self.duration_us > 0)
+        pieces = np.where(moment, 1, last - first + 1)
+        span = np.repeat(np.arange(len(start_us)), pieces)
+        offset = np.arange(len(span)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        k = first[span] + offset
+        lo = np.maximum(start_us[span], k * width)
+        hi = np.where(k < last_bin, np.minimum(end_us[span], (k + 1) * width), end_us[span])
+        instant = moment[span]
+        keep = instant | (hi > lo)
+        self.span = span[keep]
+        self.bins = k[keep]
+        self._overlap_us = np.where(instant, np.nan, hi - lo)[keep]
+        self._instant = instant[keep]
+        self._count = count
+
+    def of(self, amount: FloatArray | IntArray) -> FloatArray:
+        """Each piece's share of its span's ``amount`` (spread evenly over the span; all of it for an empty one)."""
+        amount = np.asarray(amount)[self.span]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = amount / self.duration_us[self.span]
+        return np.where(self._instant, amount, rate * self._overlap_us).astype(np.float64)
+
+    def add(self, amount: FloatArray | IntArray) -> FloatArray:
+        """Per interval, the sum of the shares of ``amount`` (one entry per span) that fall in it."""
+        return _accumulate(self.bins, self.of(amount), self._count)
 
 
 __all__ = [
@@ -461,6 +612,7 @@ __all__ = [
     "Busy",
     "Interval",
     "LayerSpan",
+    "Schedule",
     "TimeBins",
     "Timeline",
     "Track",
