@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from layerscope.analysis.predictor import FUSION_SOURCES, add_prediction, load_predictor, predict_path
+from layerscope.analysis.fusion_rules import FUSION_SOURCES
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
@@ -116,6 +116,8 @@ def _estimate(*, model: Path, target: str, shapes: tuple[str, ...], input_specs:
 def _predict(run: RunLike, graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> dict[str, Any]:
     """``run``'s document with the kernel predictor's numbers added (its roofline features on the predictor's own
     profile)."""
+    from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path  # only --predictor
+
     predictor = load_predictor(path)
     estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
     document = run.to_json() if isinstance(run, RunFile) else dict(run)
