@@ -62,17 +62,21 @@ def _run_files_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run file a test writes through ``save_run`` is checked against the shipped JSON Schema."""
     import layerscope.run
 
-    original = layerscope.run.dump_text
+    original, original_run = layerscope.run.dump_text, layerscope.run.run_text
+
+    def check(text: str) -> str:
+        errors = sorted(run_schema_validator().iter_errors(json.loads(text)), key=lambda e: list(e.absolute_path))
+        assert not errors, f"run file off the schema at {errors[0].json_path}: {errors[0].message[:300]}"
+        return text
 
     def checked(document: Any) -> str:
         text = original(document)
         if "schema_version" not in document:  # not a run: the bisect cache writes its records with save_run
             return text
-        errors = sorted(run_schema_validator().iter_errors(json.loads(text)), key=lambda e: list(e.absolute_path))
-        assert not errors, f"run file off the schema at {errors[0].json_path}: {errors[0].message[:300]}"
-        return text
+        return check(text)
 
     monkeypatch.setattr(layerscope.run, "dump_text", checked)
+    monkeypatch.setattr(layerscope.run, "run_text", lambda run: check(original_run(run)))  # a typed run's writer
 
 
 def zoo(name: str) -> Path:

@@ -194,3 +194,18 @@ def test_dtype_names_round_trip_to_onnx_types(elem: int) -> None:
     from layerscope.model.load import onnx_dtype_name, onnx_elem_type
 
     assert onnx_elem_type(onnx_dtype_name(elem)) == elem
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (), (2000,), (1, 0, 5), (64, 32, 3, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16, np.int8])
+def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, ...], dtype: type) -> None:
+    """Shape inference sees a large weight as a typed graph input: the very message ONNX's helper builds."""
+    from layerscope.model.load import _typed_input
+
+    tensor = numpy_helper.from_array(np.zeros(shape, dtype), "w")
+    expected = helper.make_tensor_value_info("w", tensor.data_type, list(tensor.dims))
+    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
+    assert _typed_input(tensor, types).SerializeToString() == expected.SerializeToString()
+    again = _typed_input(numpy_helper.from_array(np.ones(shape, dtype), "v"), types)  # the type known: copied
+    assert again.name == "v" and again.type == expected.type and len(types) == 1
+    assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape

@@ -83,7 +83,7 @@ from layerscope import __version__
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
 from layerscope.rounding import rounded, rounded_or_none
-from layerscope.runfile.io import SCHEMA_VERSION, dump_text, encode, load_document
+from layerscope.runfile.io import SCHEMA_VERSION, dump_text, encode, load_document, run_text
 from layerscope.runfile.models import (
     EstimateInfo,
     Event,
@@ -119,7 +119,7 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
 def save_run(run: RunFile | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
     """Write ``run`` (a typed run, dumped here once, or its document; as schema version 2) to ``path``
     atomically, gzip-compressed when ``path`` ends in ``.gz``; return the path written."""
-    return write_atomic(path, encode(dump_text(run.to_json() if isinstance(run, RunFile) else run), path))
+    return write_atomic(path, encode(run_text(run) if isinstance(run, RunFile) else dump_text(run), path))
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -148,14 +148,21 @@ def layer_record(graph: Graph, node: Node, cost: LayerCost, *, unit: str | None 
     of the layer (a vendor's ``status`` ...)."""
     sections: dict[str, Any] = {
         name: value for name, value in (("estimate", estimate), ("measured", measured)) if value is not None}
-    return Layer(
-        id=node.id, name=node.name, op_type=node.op_type, domain=node.domain, inputs=list(node.inputs),
-        outputs=list(node.outputs),
-        output_shapes=[list(t.shape) if (t := graph.tensor(o)) else None for o in node.outputs],
-        dtype=cost.dtype, macs=cost.macs, flops=cost.flops, bytes_read=cost.bytes_read,
-        bytes_read_act=cost.bytes_read_act, bytes_read_weight=cost.bytes_read_weight,
-        bytes_written=cost.bytes_written, weight_bytes=cost.bytes_read_weight, params=cost.params,
-        unit_kind=cost.unit_kind.value, unit=unit, known=cost.known, **control_record(node), **sections, **extra)
+    return Layer(**_layer_fields(graph, node, cost, unit), **sections, **extra)
+
+
+def _layer_fields(graph: Graph, node: Node, cost: LayerCost, unit: str | None) -> dict[str, Any]:
+    """The fields of :func:`layer_record`'s layer that the graph and the cost give, as validation leaves them
+    (Python ints, lists), so that :meth:`Layer.trusted` may take them as they are."""
+    tensor = graph.tensor
+    return {
+        "id": node.id, "name": node.name, "op_type": node.op_type, "domain": node.domain,
+        "inputs": list(node.inputs), "outputs": list(node.outputs),
+        "output_shapes": [list(t.shape) if (t := tensor(o)) else None for o in node.outputs],
+        "dtype": cost.dtype, "macs": cost.macs, "flops": cost.flops, "bytes_read": cost.bytes_read,
+        "bytes_read_act": cost.bytes_read_act, "bytes_read_weight": cost.bytes_read_weight,
+        "bytes_written": cost.bytes_written, "weight_bytes": cost.bytes_read_weight, "params": cost.params,
+        "unit_kind": cost.unit_kind.value, "unit": unit, "known": cost.known, **control_record(node)}
 
 
 def control_record(node: Node) -> dict[str, Any]:
@@ -172,11 +179,13 @@ def control_record(node: Node) -> dict[str, Any]:
 
 def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
     """The typed run holding the model, its per-layer costs and the estimate on ``profile``."""
-    layers = [layer_record(graph, node, cost, unit=est.unit, estimate=LayerEstimate(
-        latency_us=_us(est.latency_us), compute_us=_us(est.compute_us), load_us=_us(est.load_us),
-        store_us=_us(est.store_us), overhead_us=_us(est.overhead_us), bound=est.bound.value, unit=est.unit,
-        dtype=est.dtype, ddr_read_bytes=est.ddr_read_bytes, ddr_write_bytes=est.ddr_write_bytes,
-        weight_passes=est.weight_passes, fallback_reason=est.fallback_reason))
+    # our own values: built without per-layer validation (Section.trusted), in the types validation gives
+    layers = [Layer.trusted({**_layer_fields(graph, node, cost, est.unit), "estimate": LayerEstimate.trusted({
+        "latency_us": _us(est.latency_us), "compute_us": _us(est.compute_us), "load_us": _us(est.load_us),
+        "store_us": _us(est.store_us), "overhead_us": _us(est.overhead_us), "bound": est.bound.value,
+        "unit": est.unit, "dtype": est.dtype, "ddr_read_bytes": est.ddr_read_bytes,
+        "ddr_write_bytes": est.ddr_write_bytes, "weight_passes": float(est.weight_passes),
+        "fallback_reason": est.fallback_reason})})
         for node, cost, est in zip(graph.layers, estimate.costs, estimate.layers, strict=True)]
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, estimate.costs, strict=True):
@@ -222,8 +231,8 @@ def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dic
 
 
 def _us(value: float) -> float:
-    """Microseconds rounded to nanoseconds: stable bytes across platforms' float printing."""
-    return round(value, 3)
+    """Microseconds rounded to nanoseconds: stable bytes across platforms' float printing (a ``float``)."""
+    return round(float(value), 3)
 
 
 def _stats(stats: LatencyStats) -> dict[str, Any]:
@@ -324,16 +333,17 @@ def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_versio
 
 def add_timeline(run: RunFile, timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> RunFile:
     """``run`` with the ``timeline`` section of ``timeline`` (:func:`timeline_section`) in place of any it had."""
-    with _collector_paused():  # a row per layer and per busy interval: no cycle among them to collect
+    with collector_paused():  # a row per layer and per busy interval: no cycle among them to collect
         section = TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))
     return run.model_copy(update={"timeline": section})
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the body runs, then as it was. For building many acyclic objects at
-    once: each collection the allocations trigger walks every live object (a 100k-layer graph and run), which
-    made up most of validating a 100k-layer timeline section."""
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the body runs, then as it was. For building many acyclic objects
+    at once: each collection the allocations trigger walks every live object (a 100k-layer graph and run) and finds
+    nothing to free — most of validating a 100k-layer timeline section, a third of writing a 100k-layer estimate's
+    records. What the body drops is freed by reference counting, any cycle by the collector once it is back on."""
     enabled = gc.isenabled()
     gc.disable()
     try:

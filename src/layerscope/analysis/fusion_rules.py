@@ -25,6 +25,9 @@ from typing import Any
 
 from layerscope.model.types import Graph, Node
 
+#: ``--fusion``: the runtime's grouping where it is installed, else the learnt rules (``auto``); only one. Here,
+#: not in :mod:`layerscope.analysis.predictor`, so that ``estimate``'s options need not import the predictor.
+FUSION_SOURCES = ("auto", "runtime", "rules")
 #: The share of sightings at or above which a pair is fused / an op type is dropped.
 THRESHOLD = 0.5
 _SEP = ">"

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from layerscope.analysis.fusion_rules import FusionRules
+from layerscope.analysis.fusion_rules import FUSION_SOURCES, FusionRules
 from layerscope.analysis.trees import Ensemble, dump_gbr
 from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimate import estimate_graph
@@ -511,10 +511,6 @@ def runtime_here(predictor: Predictor) -> tuple[dict[str, Any] | None, KernelRun
     # the kernels are grouped, and so predicted, as ONNX Runtime's CPU provider runs them
     return ({"runner": "onnxruntime", "version": ort.__version__, "provider": SessionConfig().provider,
              "threads": threads, "opt_level": str(runtime.get("opt_level", "all"))}, KernelRunner())
-
-
-#: ``--fusion``: the runtime's grouping where it is installed, else the learnt rules (``auto``); only one.
-FUSION_SOURCES = ("auto", "runtime", "rules")
 
 
 def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion: str = "auto") -> ModelPrediction:

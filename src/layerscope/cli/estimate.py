@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from layerscope.analysis.predictor import FUSION_SOURCES, add_prediction, load_predictor, predict_path
+from layerscope.analysis.fusion_rules import FUSION_SOURCES
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
@@ -17,7 +17,7 @@ from layerscope.measure.inputs import feeder
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
-from layerscope.run import add_timeline, estimate_run, load_run, save_run
+from layerscope.run import add_timeline, collector_paused, estimate_run, load_run, save_run
 from layerscope.runfile.models import RunFile, RunLike
 from layerscope.targets import load_profile
 
@@ -51,6 +51,15 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
             json_out: Path | None,
             top: int, timeline: bool, html_out: Path | None, predictor_path: Path | None, fusion: str) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
+    with collector_paused():
+        _estimate(model=model, target=target, shapes=shapes, input_specs=input_specs, dtype=dtype,
+                  json_out=json_out, top=top, timeline=timeline, html_out=html_out, predictor_path=predictor_path,
+                  fusion=fusion)
+
+
+def _estimate(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...],
+              dtype: str | None, json_out: Path | None, top: int, timeline: bool, html_out: Path | None,
+              predictor_path: Path | None, fusion: str) -> None:
     profile = load_profile(target)
     if dtype is not None and dtype not in profile.dtypes:
         raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
@@ -89,6 +98,8 @@ def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: t
 def _predict(run: RunLike, graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> dict[str, Any]:
     """``run``'s document with the kernel predictor's numbers added (its roofline features on the predictor's own
     profile)."""
+    from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path  # only --predictor
+
     predictor = load_predictor(path)
     estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
     document = run.to_json() if isinstance(run, RunFile) else dict(run)

@@ -248,14 +248,28 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     small = [t for t in graph.initializer if _may_be_shape_data(t)]
     if len(small) == len(graph.initializer) and model.ir_version >= 4:
         return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
-    large = [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
-             for t in graph.initializer if not _may_be_shape_data(t)]
+    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
+    large = [_typed_input(t, types) for t in graph.initializer if not _may_be_shape_data(t)]
     listed = {vi.name for vi in graph.input}
     light = helper.make_graph(list(graph.node), graph.name or "g",
                               [*graph.input, *(vi for vi in large if vi.name not in listed)],
                               list(graph.output), initializer=small, value_info=list(graph.value_info))
     return helper.make_model(light, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4),
                              functions=list(model.functions))
+
+
+def _typed_input(tensor: TensorProto, types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto]) -> onnx.ValueInfoProto:
+    """The graph input standing for ``tensor`` in shape inference: its name, data type and dims, the message
+    ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the type of each (data type,
+    dims) met so far: weights of a few shapes are typed once, not once each."""
+    key = (tensor.data_type, tuple(tensor.dims))
+    known = types.get(key)
+    if known is None:
+        known = types[key] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
+    value_info = onnx.ValueInfoProto()
+    value_info.name = tensor.name
+    value_info.type.CopyFrom(known)
+    return value_info
 
 
 def _may_be_shape_data(tensor: TensorProto) -> bool:
@@ -273,6 +287,8 @@ def _unbounded_data_prop(model: onnx.ModelProto) -> tuple[str, int] | None:
     """The first graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS` (name, elements), which makes
     data propagation unsafe; ``None`` when it is safe."""
     for vi in model.graph.input:
+        if len(vi.type.tensor_type.shape.dim) > 1:  # most inputs (weights typed as inputs) stop here
+            continue
         dims = _dims(vi)
         if len(dims) <= 1 and all(isinstance(d, int) for d in dims):
             elements = math.prod(d for d in dims if isinstance(d, int))

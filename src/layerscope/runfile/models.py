@@ -42,6 +42,34 @@ class Section(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
 
+    @classmethod
+    def trusted(cls, fields: dict[str, Any]) -> Self:
+        """A section of ``fields`` (field names, not aliases; no unknown keys) built without validation: for
+        values layerscope computed itself, where pydantic's per-object validation was most of the cost of a
+        100k-layer estimate. The caller gives every value as validation would leave it (a float field a
+        ``float``, never an ``int``; lists as lists; nested sections built); the values are taken as they are
+        (not copied) and the fields named are the ones set; unset fields take their defaults. Readers still
+        validate every file they load; the tests check that such a section, written, gives the bytes of the
+        validated one."""
+        defaults = _DEFAULTS.get(cls)
+        if defaults is None:
+            values = {name: info.default for name, info in cls.model_fields.items()}
+            defaults = _DEFAULTS[cls] = (
+                {name: value for name, value in values.items() if not isinstance(value, list | dict)},
+                {name: value for name, value in values.items() if isinstance(value, list | dict)})
+        constant, mutable = defaults
+        section = cls.__new__(cls)
+        state = constant.copy()
+        for name, value in mutable.items():  # a fresh empty list or dict each, as validation gives
+            if name not in fields:
+                state[name] = value.copy()
+        state.update(fields)
+        object.__setattr__(section, "__dict__", state)
+        object.__setattr__(section, "__pydantic_fields_set__", set(fields))
+        object.__setattr__(section, "__pydantic_extra__", {})
+        object.__setattr__(section, "__pydantic_private__", None)
+        return section
+
     def over(self, base: Self | None) -> Self:
         """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
         one does not hold is kept. ``self`` when ``base`` is ``None``."""
@@ -49,6 +77,9 @@ class Section(BaseModel):
             return self
         return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
+
+#: Each section class's field defaults, read once by :meth:`Section.trusted`.
+_DEFAULTS: dict[type[Section], tuple[dict[str, Any], dict[str, Any]]] = {}
 
 
 # --------------------------------------------------------------------------------------------------- model, target

@@ -1,0 +1,95 @@
+"""The estimate run is built without per-layer validation (``Section.trusted``) and written a layer at a time
+(``run_text``): both must give exactly what validation and the whole-document writer give."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import zoo
+from layerscope.estimate import estimate_graph
+from layerscope.model import load_model
+from layerscope.run import estimate_run
+from layerscope.runfile.io import dump_text, run_text
+from layerscope.runfile.models import Layer, LayerEstimate, RunFile, Section
+from layerscope.targets import load_profile
+
+
+def _state(section: Section) -> dict[str, Any]:
+    """A section's values with their exact types (``0`` and ``0.0`` differ), nested sections too, and the
+    fields it holds."""
+    def typed(value: Any) -> Any:
+        if isinstance(value, Section):
+            return _state(value)
+        if isinstance(value, list):
+            return [typed(v) for v in value]
+        return (type(value).__name__, value)
+
+    return {"set": sorted(section.model_fields_set), "extra": section.model_extra,
+            **{name: typed(value) for name, value in section.__dict__.items()}}
+
+
+def _assert_as_validated(run: RunFile) -> None:
+    text = run_text(run)
+    assert text == dump_text(run.to_json())  # a layer at a time: the bytes of the whole-document writer
+    validated = RunFile.from_json(json.loads(text))
+    assert run_text(validated) == text
+    assert len(validated.layers) == len(run.layers)
+    for built, checked in zip(run.layers, validated.layers, strict=True):
+        assert _state(built) == _state(checked), built.id
+    assert run == validated
+
+
+@pytest.mark.parametrize(("model", "target"), [("squeezenet", "rdk-s100"), ("resnet50", "rdk-x5"),
+                                               ("shufflenet", "host"), ("inception_v2", "rdk-x5")])
+def test_the_estimate_run_equals_the_validated_one(model: str, target: str) -> None:
+    graph = load_model(zoo(model))
+    profile = load_profile(target)
+    run = estimate_run(graph, estimate_graph(graph, profile), profile)
+    if target == "rdk-x5":  # a layer falls back to the CPU there: its estimate has a reason
+        assert any(layer.est.fallback_reason for layer in run.layers)
+    _assert_as_validated(run)
+
+
+def test_a_loop_bodys_layers_equal_the_validated_ones(tmp_path: Path) -> None:
+    """Control flow: ``parent``, ``executions`` and ``observed`` are set, the body's estimate is repeated."""
+    f32 = TensorProto.FLOAT
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x"], ["acc_out"], name="body_add"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond")], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", f32, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", f32, [2, 3])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["trip", "", "x"], ["z"], body=body, name="Loop_0"),
+         helper.make_node("Relu", ["z"], ["out"], name="relu")], "g",
+        [helper.make_tensor_value_info("x", f32, [2, 3])], [helper.make_tensor_value_info("out", f32, None)],
+        initializer=[numpy_helper.from_array(np.array(3, np.int64), "trip")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "loop.onnx"
+    onnx.save_model(model, str(path))
+    loaded = load_model(path)
+    profile = load_profile("rdk-s100")
+    run = estimate_run(loaded, estimate_graph(loaded, profile), profile)
+    body_add = run.layer_by_id["Loop_0/body/body_add"]
+    assert body_add.parent == "Loop_0" and body_add.executions == 3
+    assert run.layer_by_id["Loop_0"].observed == {"source": "executed", "trip_count": 3}
+    _assert_as_validated(run)
+
+
+def test_a_trusted_section_takes_its_defaults_fresh() -> None:
+    first = Layer.trusted({"id": "a"})
+    second = Layer.trusted({"id": "b"})
+    assert first.model_fields_set == {"id"} and first.inputs == [] and first.inputs is not second.inputs
+    assert first == Layer(id="a")
+    estimate = LayerEstimate.trusted({"latency_us": 1.5})
+    assert estimate.model_dump(exclude_unset=True) == {"latency_us": 1.5} and estimate.unit is None
