@@ -115,3 +115,21 @@ def write_model(tmp_path: Path) -> ModelWriter:
 
 F32 = TensorProto.FLOAT
 I64 = TensorProto.INT64
+
+
+#: Headless Chromium for the report tests: Debian's chromium (installed by `make test`) driven by Playwright.
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Any:
+    """One Chromium per test module (a ``playwright.sync_api.Browser``)."""
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()

@@ -13,7 +13,6 @@ import base64
 import gzip
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import load_model
@@ -33,9 +32,6 @@ from layerscope.runfile import as_run
 from layerscope.targets import load_profile
 
 LAYERS = 20_000
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def synthetic_model(layers: int, channels: int = 4, size: int = 8) -> onnx.ModelProto:
@@ -166,13 +162,6 @@ def test_island_escapes_hostile_strings() -> None:
 # --------------------------------------------------------------------------------------------------- Chromium
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    assert CHROMIUM.exists(), f"{CHROMIUM} is missing: `make test` installs it (apt-get install chromium)"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        yield b
-        b.close()
 
 
 def js_number(value: float) -> str:

@@ -108,12 +108,7 @@ class RayDevicePool:
                 try:
                     self.ray.get(ref)
                 except (self.ray.exceptions.RayError, LayerscopeError) as exc:
-                    self._cancel(pending)
-                    cause = getattr(exc, "cause", None)
-                    if isinstance(cause, LayerscopeError):
-                        raise cause from None
-                    raise DeviceCommandError(f"--compile-cmd failed on {job.label}: "
-                                             f"{str(exc).strip().splitlines()[-1]}") from None
+                    raise self._give_up(exc, pending, f"--compile-cmd failed on {job.label}") from None
                 self.compiled.add(job.key)
 
     def _submit(self, job: Job, device: str) -> Any:
@@ -141,16 +136,20 @@ class RayDevicePool:
                 except (self.ray.exceptions.RayError, LayerscopeError) as exc:
                     tries[(r, i)] += 1
                     if tries[(r, i)] >= n:
-                        self._cancel(pending)
-                        cause = getattr(exc, "cause", None)
-                        if isinstance(cause, LayerscopeError):
-                            raise cause from None
-                        raise DeviceCommandError(f"every device failed {jobs[r][i].label}: "
-                                                 f"{str(exc).strip().splitlines()[-1]}") from None
+                        raise self._give_up(exc, pending, f"every device failed {jobs[r][i].label}") from None
                     pending[self._submit(jobs[r][i], self.devices[(i + r + tries[(r, i)]) % n])] = (r, i)
             while order and all((order[0], i) in samples for i in range(len(jobs[order[0]]))):
                 r = order.pop(0)
                 on_round(r, [samples.pop((r, i)) for i in range(len(jobs[r]))])
+
+    def _give_up(self, exc: BaseException, pending: Mapping[Any, object], what: str) -> LayerscopeError:
+        """Cancel the tasks still ``pending``; the error to raise for a task's ``exc``: the layerscope error the task
+        raised, else a :class:`DeviceCommandError` of ``what`` and the last line of Ray's message."""
+        self._cancel(pending)
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, LayerscopeError):
+            return cause
+        return DeviceCommandError(f"{what}: {str(exc).strip().splitlines()[-1]}")
 
     def _cancel(self, pending: Mapping[Any, object]) -> None:
         for ref in pending:
