@@ -330,3 +330,16 @@ def test_the_pool_compiles_each_model_once_in_parallel_and_every_device_times_th
              for k in range(planner.layer_count + 1)]
     section = load_run(out)["bisect"]
     assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
+
+
+def test_a_failing_compile_on_the_pool_stops_the_bisect_with_its_error(
+        cluster: str, tmp_path: Path, write_model: ModelWriter, capsys: pytest.CaptureFixture[str]) -> None:
+    model = write_residual(write_model)
+    (tmp_path / "fake_device.sh").write_text(FAKE_DEVICE, encoding="utf-8")
+    code = main(["bisect", str(model), "--target", "rdk-s100", "--compile-cmd", "echo 'no licence for {model}'; exit 5",
+                 "--run-cmd", f"exec sh {tmp_path / 'fake_device.sh'} {{compiled}} {{device}} {tmp_path / 'calls.log'}",
+                 "--latency-regex", r"latency: ([0-9.]+) ms", "--segments", "2", "--repeats", "2", "--no-cache",
+                 "--devices", "a,b"])
+    err = capsys.readouterr().err
+    assert code == 3 and "--compile-cmd exited with code 5" in err and "no licence for" in err, err
+    assert not (tmp_path / "calls.log").exists()  # nothing was timed
