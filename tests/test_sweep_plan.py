@@ -66,3 +66,22 @@ def test_a_sweep_in_this_process_then_a_dry_run_shows_it_done(tmp_path: Path,
     assert lines[-1] == "2 cells" and all(line.startswith("done ") for line in lines[:-1])
     assert main(["sweep", str(tmp_path / "none.onnx"), "-o", str(out), "--no-ray"]) == 2
     assert "none.onnx: no such model file" in capsys.readouterr().err
+
+
+def test_a_completed_sweep_removes_the_markers_killed_workers_left(tmp_path: Path) -> None:
+    """A worker killed as it wrote its marker leaves the atomic writer's temporary file, one killed while it ran
+    the cell leaves the marker: once every cell has run, both go (and the folder); a file not of this sweep stays."""
+    out = tmp_path / "sweep"
+    args = ["sweep", str(zoo("squeezenet")), "-t", "rdk-s100", "-o", str(out), "--no-ray"]
+    assert main([*args, "--dry-run"]) == 0
+    key = expand(SweepSpec(models=(str(zoo("squeezenet")),), targets=("rdk-s100",)))[0].key
+    running = out / "running"
+    running.mkdir(parents=True)
+    (running / f".{key}.json.zh6bn63e.tmp").write_text('{"host": "a", "pid": 1', encoding="utf-8")
+    (running / f"{key}.json").write_text('{"host": "a", "pid": 1, "started_utc": "x"}', encoding="utf-8")
+    assert main(args) == 0
+    assert not running.exists()
+    running.mkdir()
+    (running / "notes.txt").write_text("mine", encoding="utf-8")
+    assert main(args) == 0
+    assert [p.name for p in running.iterdir()] == ["notes.txt"]

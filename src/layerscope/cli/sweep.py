@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from layerscope.fileio import write_atomic
 from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE, gather
 from layerscope.sweep.executor import run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
-from layerscope.sweep.plan import MODES, SweepSpec, expand, load_spec
+from layerscope.sweep.plan import MODES, Cell, SweepSpec, expand, load_spec
 from layerscope.sweep.tasks import RUNNING, RUNS, CellOutcome, is_done
 
 LEADERBOARD = "leaderboard.html"
@@ -32,6 +32,21 @@ PLAN = "sweep.json"
 
 def _split(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _remove_markers(out_dir: Path, cells: Sequence[Cell]) -> None:
+    """Once the sweep has run every cell, no task of it runs: the markers its workers left (a worker killed as it
+    wrote one leaves the atomic writer's ``.<key>.json.*.tmp``; one of a terminated sweep that Ray started while
+    that sweep's driver was leaving leaves ``<key>.json``) go, then the folder when it is empty."""
+    folder = out_dir / RUNNING
+    names = {f"{cell.key}.json" for cell in cells}
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            ours = entry.name in names or (entry.name.startswith(".") and entry.name.endswith(".tmp")
+                                           and entry.name[1:].split(".json.", 1)[0] + ".json" in names)
+            if ours and entry.is_file() and not entry.is_symlink():
+                entry.unlink(missing_ok=True)
+        folder.rmdir()
 
 
 @click.command("sweep")
@@ -101,8 +116,7 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
             done = sum(1 for cell in cells if is_done(out_dir, cell))
             raise KeyboardInterrupt(f"{done} of {len(cells)} cells are done, their run files in {out_dir / RUNS}; "
                                     "run the same command again to run the others") from None
-    with contextlib.suppress(OSError):  # the workers' markers folder, when empty (a killed worker leaves its own)
-        (out_dir / RUNNING).rmdir()
+    _remove_markers(out_dir, cells)
     rows, layer_rows = gather(cells, out_dir)
     write_atomic(out_dir / LEADERBOARD, render_leaderboard(rows))
     click.echo(f"{len(cells)} cells: {len(outcome.skipped)} already done, {len(outcome.finished)} run now, "

@@ -9,7 +9,8 @@ Layout of a sweep's output folder (every file written atomically, so a killed ta
   cell later succeeds;
 - ``running/<key>.json``: ``{"host", "pid", "started_utc"}`` while a task runs the cell (who runs what, and a
   handle on a stuck worker); removed when it ends. Written by the worker, so on a cluster without a shared folder
-  it lies on the worker's machine; a killed worker leaves it behind; it means nothing on resume.
+  it lies on the worker's machine; a killed worker leaves it behind; it means nothing on resume, and a sweep that
+  completes removes the markers of its done cells (here).
 """
 
 from __future__ import annotations
