@@ -175,12 +175,16 @@ def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
     assert layers["conv"]["kernel"] == layers["relu"]["kernel"] == direct.layers["conv"].kernels[0]
     assert layers["pool"]["kernel"] == direct.layers["pool"].kernels[0]
     # the convolution node's share of the layers' time, from both tools (shares, not absolute times: both run
-    # one thread on a shared machine whose speed moves between the two runs); hand-checked: about 0.9 here
+    # one thread on a shared machine whose speed moves between the two runs), agreeing within the run-to-run noise:
+    # the direct backend's share run by run (its kernels' per-run times) bounds the imported one, ± 0.05 (a mean
+    # of 20 iterations moves less than one run). Hand-checked: about 0.7-0.9 here; swapped times would give ~0.15.
     imported_share = (layers["conv"]["mean_us"] + layers["relu"]["mean_us"]) / sum(
         layers[lid]["mean_us"] for lid in ("conv", "relu", "pool"))
-    direct_share = sum(direct.layers[lid].stats.mean_us for lid in ("conv", "relu")) / sum(  # type: ignore[union-attr]
-        direct.layers[lid].stats.mean_us for lid in ("conv", "relu", "pool"))  # type: ignore[union-attr]
-    assert 0.5 < direct_share < 1.0 and abs(imported_share - direct_share) <= 0.15, (imported_share, direct_share)
+    series = {k.samples.name: k.samples.durations_us for k in direct.kernels}
+    conv_runs, pool_runs = series[direct.layers["conv"].kernels[0]], series[direct.layers["pool"].kernels[0]]
+    per_run = [c / (c + p) for c, p in zip(conv_runs, pool_runs, strict=True) if c + p > 0]
+    assert len(per_run) == 20 and 0.5 < sorted(per_run)[10] < 1.0, per_run
+    assert min(per_run) - 0.05 <= imported_share <= max(per_run) + 0.05, (imported_share, sorted(per_run))
 
 
 def test_bench_throughput_mode_keeps_an_async_queue_busy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
