@@ -27,44 +27,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.estimate import estimate_graph, simulate_timeline
 from layerscope.model import Graph, load_model
 from layerscope.run import timeline_section
+from layerscope.samples.synthetic import LAYERS_PER_BLOCK, block_chain
 from layerscope.targets import load_profile
 
 GOAL_S = 2.0
 CHANNELS = 32
 SIZE = 40
-LAYERS_PER_BLOCK = 5
 
 
 def synthetic_model(layers: int, channels: int = CHANNELS, size: int = SIZE) -> onnx.ModelProto:
-    """``layers`` // 5 blocks of Conv3x3 -> Sigmoid -> Mul, beside a Conv1x1, joined by Add, on ``channels`` x
-    ``size`` x ``size`` activations (``benchmarks/scale.py`` builds its graphs with it too)."""
-    nodes: list[onnx.NodeProto] = []
-    inits = []
-    w3 = np.zeros((channels, channels, 3, 3), np.float32)
-    w1 = np.zeros((channels, channels, 1, 1), np.float32)
-    x = "x"
-    for b in range(max(1, layers // LAYERS_PER_BLOCK)):
-        p = f"b{b}"
-        inits += [numpy_helper.from_array(w3, f"{p}.w3"), numpy_helper.from_array(w1, f"{p}.w1")]
-        nodes += [
-            helper.make_node("Conv", [x, f"{p}.w3"], [f"{p}.c"], name=f"{p}/conv3", pads=[1, 1, 1, 1]),
-            helper.make_node("Sigmoid", [f"{p}.c"], [f"{p}.s"], name=f"{p}/sigmoid"),
-            helper.make_node("Mul", [f"{p}.c", f"{p}.s"], [f"{p}.m"], name=f"{p}/mul"),
-            helper.make_node("Conv", [x, f"{p}.w1"], [f"{p}.k"], name=f"{p}/conv1"),
-            helper.make_node("Add", [f"{p}.m", f"{p}.k"], [f"{p}.y"], name=f"{p}/add"),
-        ]
-        x = f"{p}.y"
-    shape = [1, channels, size, size]
-    graph = helper.make_graph(nodes, "synthetic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    """:func:`layerscope.samples.synthetic.block_chain` at this benchmark's size (``benchmarks/scale.py`` builds its
+    graphs with it too)."""
+    return block_chain(layers, channels, size)
 
 
 def load_synthetic(layers: int) -> Graph:

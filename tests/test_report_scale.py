@@ -17,10 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from playwright.sync_api import Browser
 
 from layerscope.estimate import estimate_graph, simulate_timeline
@@ -29,31 +27,10 @@ from layerscope.report.html import GRAPH_MAX_LAYERS, render_html
 from layerscope.report.views.layers import MAX_BLOCKS, layer_blocks
 from layerscope.run import run_from_estimate, timeline_section
 from layerscope.runfile import as_run
+from layerscope.samples.synthetic import block_chain
 from layerscope.targets import load_profile
 
 LAYERS = 20_000
-
-
-def synthetic_model(layers: int, channels: int = 4, size: int = 8) -> onnx.ModelProto:
-    nodes: list[onnx.NodeProto] = []
-    inits = []
-    x = "x"
-    for b in range(layers // 5):
-        p = f"b{b}"
-        inits += [numpy_helper.from_array(np.zeros((channels, channels, 3, 3), np.float32), f"{p}.w3"),
-                  numpy_helper.from_array(np.zeros((channels, channels, 1, 1), np.float32), f"{p}.w1")]
-        nodes += [
-            helper.make_node("Conv", [x, f"{p}.w3"], [f"{p}.c"], name=f"{p}/conv3", pads=[1, 1, 1, 1]),
-            helper.make_node("Sigmoid", [f"{p}.c"], [f"{p}.s"], name=f"{p}/sigmoid"),
-            helper.make_node("Mul", [f"{p}.c", f"{p}.s"], [f"{p}.m"], name=f"{p}/mul"),
-            helper.make_node("Conv", [x, f"{p}.w1"], [f"{p}.k"], name=f"{p}/conv1"),
-            helper.make_node("Add", [f"{p}.m", f"{p}.k"], [f"{p}.y"], name=f"{p}/add"),
-        ]
-        x = f"{p}.y"
-    shape = [1, channels, size, size]
-    graph = helper.make_graph(nodes, "synthetic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, shape)], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 @dataclass(frozen=True)
@@ -70,7 +47,7 @@ class Big:
 def big(tmp_path_factory: pytest.TempPathFactory) -> Big:
     folder = tmp_path_factory.mktemp("report-scale")
     model = folder / "big.onnx"
-    onnx.save_model(synthetic_model(LAYERS), str(model))
+    onnx.save_model(block_chain(LAYERS, channels=4, size=8), str(model))
     graph = load_model(model)
     profile = load_profile("rdk-s100")
     estimate = estimate_graph(graph, profile)
