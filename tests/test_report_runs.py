@@ -34,7 +34,15 @@ from layerscope.report.tables import CSV_COLUMNS, RUNTIME_COLUMNS, csv_cell, lay
 from layerscope.report.units import human_us
 from layerscope.report.views.experiments import experiments
 from layerscope.report.views.findings import findings
-from layerscope.report.views.layers import graph_layout, layer_rows, scale_factor, share_basis
+from layerscope.report.views.layers import (
+    block_totals,
+    graph_layout,
+    layer_blocks,
+    layer_rows,
+    op_type_totals,
+    scale_factor,
+    share_basis,
+)
 from layerscope.report.views.summary import missing_notes, summary_sections
 from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
@@ -154,6 +162,26 @@ def test_rows_of_a_measurement(runs: Runs) -> None:
     assert k is not None
     measured = sum(r.meas_us or 0 for r in rows if r.est_us)
     assert k.value == pytest.approx(measured / sum(r.est_us or 0 for r in rows))
+
+
+def test_op_type_and_block_shares_add_their_layers_shares(runs: Runs) -> None:
+    """A group's share is the sum of its layers' shares (one definition of a share, the summary tables' and the
+    layer table's): 0, not missing, when every layer took 0."""
+    doc = runs.load("profile")
+    for times, shares in (([2.0, 1.0, 3.0, 4.0, 0.0], [0.2, 0.1, 0.3, 0.4, 0.0]), ([0.0] * 5, [0.0] * 5)):
+        assert len(doc["layers"]) == len(times)  # Conv, Relu, Conv, Add, TopK
+        for layer, t in zip(doc["layers"], times, strict=True):
+            layer["measured"]["median_us"] = t
+        rows = layer_rows(as_run(doc))
+        assert [r.share for r in rows] == pytest.approx(shares)  # of 2 + 1 + 3 + 4 = 10 us
+        ops = {t.op_type: t for t in op_type_totals(rows)}
+        for op, total in ops.items():
+            members = [r for r in rows if r.op_type == op]
+            assert total.share == pytest.approx(sum(r.share or 0.0 for r in members))
+            assert total.meas_us == pytest.approx(sum(r.meas_us or 0.0 for r in members))
+        assert ops["Conv"].share == pytest.approx(shares[0] + shares[2])  # the two convolutions
+        blocks = block_totals(rows, layer_blocks(as_run(doc)))
+        assert sum(b.share for b in blocks if b.share is not None) == pytest.approx(sum(shares))
 
 
 def test_missing_notes_say_what_each_run_lacks(runs: Runs) -> None:

@@ -448,21 +448,12 @@ class _Aggregates:
 
 
 def _aggregates(page: _Page) -> _Aggregates:
-    measured = page.basis == "measured"
-
     def time(est: float | None, meas: float | None) -> float:
-        return (meas if measured else est) or 0.0
+        return (meas if page.basis == "measured" else est) or 0.0
 
-    total = sum(time(t.est_us, t.meas_us) for t in page.op_totals)
-
-    def share(est: float | None, meas: float | None) -> float | None:
-        return time(est, meas) / total if total > 0 else None
-
-    ops = [_Aggregate(t.op_type, t.count, t.est_us, t.meas_us, share(t.est_us, t.meas_us))
-           for t in page.op_totals[:TOP_OPS]]
+    ops = [_Aggregate(t.op_type, t.count, t.est_us, t.meas_us, t.share) for t in page.op_totals[:TOP_OPS]]
     slow = sorted(page.block_totals, key=lambda t: (-time(t.est_us, t.meas_us), t.index))[:TOP_BLOCKS]
-    blocks = [_Aggregate(t.name, t.count, t.est_us, t.meas_us, share(t.est_us, t.meas_us), t.first,
-                         block=t.index) for t in slow]
+    blocks = [_Aggregate(t.name, t.count, t.est_us, t.meas_us, t.share, t.first, block=t.index) for t in slow]
     top = [_Aggregate(r.id, 1, r.est_us, r.meas_us, r.share, r.index, r.op_type) for r in top_layers(page.rows, TOP_N)]
     return _Aggregates(ops, len(page.op_totals), blocks, len(page.block_totals), page.blocks.text, top, page.basis)
 

@@ -178,12 +178,14 @@ def scale_factor(run: Run) -> ScaleFactor | None:
 
 @dataclass(frozen=True)
 class OpTotal:
-    """Time of one op type, summed over its layers."""
+    """Time of one op type, summed over its layers; ``share``: the sum of its layers' shares
+    (:func:`layerscope.runfile.derived.layer_shares`, ``None`` when no layer has one)."""
 
     op_type: str
     count: int
     est_us: float | None
     meas_us: float | None
+    share: float | None = None
 
 
 def op_type_totals(rows: Sequence[LayerRow]) -> list[OpTotal]:
@@ -191,8 +193,8 @@ def op_type_totals(rows: Sequence[LayerRow]) -> list[OpTotal]:
     groups: dict[str, list[LayerRow]] = {}
     for row in rows:
         groups.setdefault(row.op_type, []).append(row)
-    totals = [OpTotal(op, len(members), _sum(r.est_us for r in members), _sum(r.meas_us for r in members))
-              for op, members in groups.items()]
+    totals = [OpTotal(op, len(members), _sum(r.est_us for r in members), _sum(r.meas_us for r in members),
+                      _sum(r.share for r in members)) for op, members in groups.items()]
     totals.sort(key=lambda t: (-(t.meas_us if t.meas_us is not None else t.est_us or 0.0), t.op_type))
     return totals
 
@@ -349,7 +351,8 @@ def layer_blocks(run: Run) -> Blocks:
 
 @dataclass(frozen=True)
 class BlockTotal:
-    """Time of one block, summed over its layers; ``first`` is its first layer's index."""
+    """Time of one block, summed over its layers; ``first`` is its first layer's index; ``share`` as
+    :attr:`OpTotal.share`."""
 
     name: str
     index: int
@@ -357,6 +360,7 @@ class BlockTotal:
     first: int
     est_us: float | None
     meas_us: float | None
+    share: float | None = None
 
 
 def block_totals(rows: Sequence[LayerRow], blocks: Blocks) -> list[BlockTotal]:
@@ -364,8 +368,8 @@ def block_totals(rows: Sequence[LayerRow], blocks: Blocks) -> list[BlockTotal]:
     members: list[list[LayerRow]] = [[] for _ in blocks.names]
     for row in rows:
         members[blocks.of_layer[row.index]].append(row)
-    return [BlockTotal(name, b, len(m), m[0].index if m else 0, _sum(r.est_us for r in m), _sum(r.meas_us for r in m))
-            for b, (name, m) in enumerate(zip(blocks.names, members, strict=True))]
+    return [BlockTotal(name, b, len(m), m[0].index if m else 0, _sum(r.est_us for r in m), _sum(r.meas_us for r in m),
+                       _sum(r.share for r in m)) for b, (name, m) in enumerate(zip(blocks.names, members, strict=True))]
 
 
 def block_graph(run: Run, blocks: Blocks) -> GraphLayout:
