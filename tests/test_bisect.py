@@ -246,6 +246,20 @@ def test_coarse_cuts_balance_the_estimate_and_avoid_fused_pairs() -> None:
     assert planner.layer_cuts() == tuple(range(planner.layer_count + 1))
 
 
+def test_cuts_keep_a_concat_with_its_inputs() -> None:
+    """Just before an Inception module's Concat, its four branch outputs cross the cut; just after it, the same
+    bytes as one tensor (which the runtime wrote in place). The planner takes the cut after the join."""
+    graph, planner = _planner(zoo("inception_v1"))
+    for cuts in (planner.coarse_cuts(12), planner.coarse_cuts(8)):
+        for k in cuts[1:-1]:
+            assert len(planner.cut(k).outputs) == 1, (k, graph.layers[k].op_type, planner.cut(k).outputs)
+    joins = [k for k in range(1, planner.layer_count) if graph.layers[k].op_type == "Concat"]
+    assert joins and all(len(planner.cut(k).outputs) == 4 for k in joins)
+    assert all(planner.cut(k + 1).crossing_bytes == planner.cut(k).crossing_bytes for k in joins)
+    for k in joins:  # a split around the join: its own cut, never the one before it
+        assert planner.split_cut(k - 3, k + 4) != k
+
+
 def test_coarse_cuts_follow_the_estimated_time(residual: Path) -> None:
     _, planner = _planner(residual, [40.0, 0, 10, 10, 0, 0, 0, 40])
     # near half the time, cuts 2 and 5-7 do not split a fused group; after the pool only 32 bytes cross
