@@ -281,6 +281,12 @@ def test_refinement_refuses_splits_that_would_mostly_time_their_outputs(residual
     # at 1 MB/s writing back r0 (8 KiB) costs ~16 ms: far more than a tenth of either half
     slow = CutPlanner.for_model(graph, weights, bandwidth_bytes_per_s=1e6)
     assert slow.split_cut(0, 6) is None
+    # coarse boundaries obey the same rule: at 1 MB/s no cut is cheap, at 1 TB/s every one is
+    assert fast.coarse_cuts(2) == (0, 6, 8) and slow.coarse_cuts(2) == slow.coarse_cuts(4) == (0, 8)
+    # 100 MB/s: after the pool (32 bytes cross, 0.64 us) the cut is cheap, before it (8 KiB, 164 us) it is not
+    mid = CutPlanner.for_model(graph, weights, bandwidth_bytes_per_s=1e8)
+    assert mid.boundary_us(6) == pytest.approx(0.64) and mid.boundary_us(5) > 0.1 * 50
+    assert mid.coarse_cuts(2) == (0, 6, 8)
     assert slow.split_cut(0, 6, measured_us=1e6) == 2  # the measured segment is 20,000x its estimate
 
 
