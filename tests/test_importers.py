@@ -514,6 +514,11 @@ MALFORMED: list[tuple[str, str, list[str], str]] = [
     ("trace.json", '[{"cat": "Node", "name": "a_kernel_time", "dur": "soon", "ph": "X"}]', [], "[0].dur"),
     ("report.csv", "layerName;execStatus;layerType;execType;realTime (ms);cpuTime (ms)\nconv;EXECUTED;Conv\n",
      [], "line 2"),
+    # a header that names a column twice (the later one would be read), or leaves some empty before the times
+    ("repeated.csv", "layerName;execStatus;layerType;execType;layerName;realTime (ms)\na;EXECUTED;b;c;d;1.0\n",
+     [], "line 1: header repeats layerName"),
+    ("gaps.csv", "layerName;execStatus;layerType;execType;;;realTime (ms)\nconv;EXECUTED;Conv;jit;0.1;0.2\n",
+     [], "line 2: 6 cells where the header's columns need 7"),
     ("eval_perf.txt", "ID   OpType  Target  Time(us)  FullName\n1    Conv    NPU     slow      Conv:a\n",
      ["--format", "rknn"], "line 2"),
     ("broken.json", '{"summary": {', ["--format", "horizon-static"], "line 1 column"),

@@ -67,6 +67,9 @@ def parse_csv(text: str, source: str) -> ImportResult:
         if not any(cells):
             columns = None
         elif cells[0] == "layerName":
+            repeated = sorted({name for name in cells if name and cells.count(name) > 1})
+            if repeated:
+                fail(source, f"line {number}", f"header repeats {', '.join(repeated)}")
             columns = {name: i for i, name in enumerate(cells)}
             missing = [h for h in _HEADER if h not in columns]
             if missing:
@@ -80,8 +83,9 @@ def parse_csv(text: str, source: str) -> ImportResult:
 
 
 def _csv_row(cells: list[str], columns: dict[str, int], source: str, number: int) -> _Row:
-    if len(cells) < len(columns):
-        fail(source, f"line {number}", f"{len(cells)} cells under a header of {len(columns)}")
+    needed = max(columns[h] for h in _HEADER) + 1
+    if len(cells) < needed:
+        fail(source, f"line {number}", f"{len(cells)} cells where the header's columns need {needed}")
     if not cells[columns["layerName"]]:
         fail(source, f"line {number}", "empty layerName")
     return _Row(name=cells[columns["layerName"]], status=_status(cells[columns["execStatus"]]),
