@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,10 +15,17 @@ from hypothesis import HealthCheck, settings
 from onnx import TensorProto, helper, numpy_helper
 
 # Property tests judge outcomes, never speed: no per-example deadline and no "too slow" health check (a loaded CI
-# machine made a 200 ms deadline fail once), no example database written into the checkout.
-settings.register_profile("layerscope", deadline=None, database=None,
+# machine made a 200 ms deadline fail once), no example database written into the checkout. `make test` draws the
+# same examples every run (derandomize: a test fails on every run or on none, so CI is never flaky by chance);
+# LAYERSCOPE_HYPOTHESIS=explore draws new ones each run (and 10x as many): how new failures are looked for, as
+# benchmarks/fuzz_inputs.py does with its seeds.
+settings.register_profile("layerscope", deadline=None, database=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("layerscope")
+settings.register_profile("explore", deadline=None, database=None, derandomize=False,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("LAYERSCOPE_HYPOTHESIS", "layerscope"))
+#: How many times the tests' own ``max_examples`` the profile draws.
+EXAMPLES_SCALE = 10 if settings.default.derandomize is False else 1
 
 ZOO_DIR = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO_MODELS = sorted(ZOO_DIR.glob("light_*.onnx"))

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
-from conftest import F32
+from conftest import EXAMPLES_SCALE, F32
 from layerscope.errors import InputError
 from layerscope.importers import build_run, horizon_profiler, horizon_static, openvino, ort, rknn, trtexec
 from layerscope.importers.detect import parse_text
@@ -27,9 +27,9 @@ from layerscope.importers.types import ImportResult
 from layerscope.model import Graph, load_model
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
-SETTINGS = settings(max_examples=120, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                           HealthCheck.data_too_large,
-                                                                           HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=120 * EXAMPLES_SCALE, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
 
 Parser = Callable[[str, str], ImportResult]
 
@@ -175,13 +175,13 @@ def test_mutated_json_structure(fmt: str, data: st.DataObject, tiny_graph: Graph
     _check(parser, text, tiny_graph)
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=300 * EXAMPLES_SCALE, deadline=None, database=None)
 @given(text=st.text(max_size=300))
 def test_auto_detection_on_any_text(text: str) -> None:
     _check(lambda t, s: parse_text(t, s, "auto"), text)
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=300 * EXAMPLES_SCALE, deadline=None, database=None)
 @given(name=st.text(max_size=120) | st.from_regex(r"(PWN\(|\{ForeignNode\[|[a-z/_.0-9]| \+ |, |\.\.\.|\)|\]\})*",
                                                   fullmatch=True))
 def test_name_helpers_never_fail(name: str) -> None:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import EXAMPLES_SCALE
 from layerscope.errors import InputError
 from layerscope.runfile.derived import ScaleFactor, k_between, scale_layers
 
@@ -44,7 +45,7 @@ def test_no_cost_at_all_gives_zero_shares() -> None:
     assert [(s.share, s.scaled_us, s.estimated_us) for s in scaled] == [(0.0, 0.0, 0.0), (0.0, 0.0, 0.0)]
 
 
-@settings(max_examples=200, deadline=None, database=None)
+@settings(max_examples=200 * EXAMPLES_SCALE, deadline=None, database=None)
 @given(costs=st.lists(st.floats(0, 1e6), min_size=1, max_size=40), measured=st.floats(1e-3, 1e7),
        estimated=st.floats(1e-3, 1e7))
 def test_shares_sum_to_one_and_scaled_to_the_measurement(costs: list[float], measured: float,
