@@ -61,7 +61,7 @@ from layerscope.measure.differential import (
 from layerscope.measure.inputs import feeder, make_inputs
 from layerscope.measure.openvino_backend import OpenVinoBackend
 from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups, group_cuts
-from layerscope.measure.profile import Measurement, on_cpu_clock
+from layerscope.measure.profile import Measurement
 from layerscope.measure.runners import CommandRunner, OrtRunner, Runner
 from layerscope.measure.session import SessionConfig, ort_provider
 from layerscope.model import load_model
@@ -232,8 +232,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
         planner = planner.with_fused_groups(group_cuts(planner.graph, fused_groups(graph, session_config,
                                                                                    backend.options)))
     validation = _Validation(backend, graph, feeds, session_config, weights, runs=validate_runs,
-                             rounds=config.repeats, cpu_clock=clock == "cpu" and command_runner is None) \
-        if validate and backend is not None else None
+                             rounds=config.repeats) if validate and backend is not None else None
     pool = RayDevicePool(command_runner, device_names, address=ray_address) \
         if command_runner is not None and device_names else None
     try:
@@ -247,8 +246,6 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     if backend is not None and gap_runs:
         gap_profile = backend.profile(graph, feeds, session_config, runs=gap_runs, warmup=min(3, gap_runs),
                                       weights=weights)
-        if clock == "cpu":
-            gap_profile = on_cpu_clock(gap_profile, graph, weights)
         gaps = kernel_gaps(result.segments_only, gap_profile, result.baseline_us or 0.0, result.full_us)
     result = with_systematic(result, gaps)
     checks: tuple[SegmentCheck, ...] = ()
@@ -322,9 +319,9 @@ class _Validation:
     after the other); parts the rounds did not take (rounds from the cache) are taken at the end."""
 
     def __init__(self, backend: Backend, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig,
-                 weights: Mapping[str, float], *, runs: int, rounds: int, cpu_clock: bool = False) -> None:
+                 weights: Mapping[str, float], *, runs: int, rounds: int) -> None:
         self.graph, self.feeds, self.config, self.weights = graph, feeds, config, weights
-        self.backend, self.cpu_clock = backend, cpu_clock
+        self.backend = backend
         self.parts = min(VALIDATION_PROFILES, rounds)
         self.runs = -(-runs // self.parts)
         self.every = max(1, rounds // self.parts)
@@ -340,8 +337,5 @@ class _Validation:
         return self.profiles
 
     def _take(self) -> None:
-        """One part; on the CPU clock (:func:`~layerscope.measure.profile.on_cpu_clock`) when the bisect times
-        its models by it, so that both sides leave out the time the thread was off the core."""
-        measurement = self.backend.profile(self.graph, self.feeds, self.config, runs=self.runs,
-                                           warmup=min(3, self.runs), weights=self.weights)
-        self.profiles.append(on_cpu_clock(measurement, self.graph, self.weights) if self.cpu_clock else measurement)
+        self.profiles.append(self.backend.profile(self.graph, self.feeds, self.config, runs=self.runs,
+                                                  warmup=min(3, self.runs), weights=self.weights))

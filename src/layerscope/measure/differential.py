@@ -958,7 +958,7 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
         latency = profile_latency_us(validation, config.statistic)
         section["validation"] = {
             "method": "kernel-profile", "runs": sum(m.runs for m in validation), "profiles": len(validation),
-            "statistic": config.statistic, "clock": validation[0].clock, "profile_latency_us": _us(latency),
+            "statistic": config.statistic, "profile_latency_us": _us(latency),
             "profile_latency_p50_us": _us(profile_latency_us(validation, "median")),
             "sum_vs_profile_latency": _ratio_error(result.sum_segments_us + (result.baseline_us or 0.0), latency),
         }

@@ -47,7 +47,6 @@ from layerscope.measure.profile import (
     Measurement,
     PartialProfile,
     Progress,
-    RunTimes,
     layer_results,
 )
 from layerscope.measure.session import SessionConfig, machine_info
@@ -482,9 +481,8 @@ class OpenVinoBackend:
         plain = compile_for(graph, config, self.options, profiling=False)
         request = plain.create_infer_request()
         inputs = _feed_dict(plain, feeds)
-        latency_times, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup", "latency"),
-                                            progress=progress)
-        latency_samples = latency_times.wall_us
+        latency_samples, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup", "latency"),
+                                             progress=progress)
         del request, plain
         if not latency_samples:
             raise KeyboardInterrupt
@@ -500,9 +498,8 @@ class OpenVinoBackend:
             request = compiled.create_infer_request()
             inputs = _feed_dict(compiled, feeds)
             per_run: list[dict[str, float]] = []
-            profiled, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup-profiled", "profiled"),
-                                           progress=progress, after=lambda: per_run.append(_counters(request)))
-            run_us = profiled.wall_us
+            run_us, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup-profiled", "profiled"),
+                                         progress=progress, after=lambda: per_run.append(_counters(request)))
         except KeyboardInterrupt:
             raise partial() from None
         if not run_us:
@@ -525,9 +522,7 @@ class OpenVinoBackend:
             overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
             machine=machine, median_run=_median_run(kernels, nodes), interrupted=interrupted,
             latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
-            latency_samples_us=tuple(latency_samples), latency_cpu_samples_us=tuple(latency_times.cpu_us),
-            profiled_samples_us=tuple(profiled.wall_us), profiled_cpu_samples_us=tuple(profiled.cpu_us),
-            backend=self.name, device=device, precision=precision,
+            latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
             performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
             streams=int(compiled.get_property("NUM_STREAMS")))
 
@@ -547,24 +542,26 @@ def _read(graph: Graph) -> Any:
 
 
 def _timed(request: Any, inputs: Mapping[Any, np.ndarray], warmup: int, runs: int, *, phases: tuple[str, str],
-           progress: Progress | None, after: Any = None) -> tuple[RunTimes, bool]:
-    """``warmup`` untimed then ``runs`` timed ``infer`` calls; on Ctrl-C in the timed ones, those done and
+           progress: Progress | None, after: Any = None) -> tuple[list[float], bool]:
+    """``warmup`` untimed then ``runs`` timed ``infer`` calls (µs); on Ctrl-C in the timed ones, those done and
     ``True`` (Ctrl-C in the warm-up propagates)."""
     for i in range(warmup):
         request.infer(inputs)
         if progress:
             progress(phases[0], i + 1, warmup)
-    times = RunTimes()
+    samples: list[float] = []
     try:
         for i in range(runs):
-            times.time(lambda: request.infer(inputs))
+            start = time.perf_counter()
+            request.infer(inputs)
+            samples.append((time.perf_counter() - start) * 1e6)
             if after is not None:
                 after()
             if progress:
                 progress(phases[1], i + 1, runs)
     except KeyboardInterrupt:
-        return times, True
-    return times, False
+        return samples, True
+    return samples, False
 
 
 def _counters(request: Any) -> dict[str, float]:

@@ -17,7 +17,6 @@ Contract of :func:`profile_model`:
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -91,13 +90,6 @@ class Measurement:
     precision: str = ""
     performance_hint: str = ""
     streams: int = 0
-    #: The calling thread's CPU time of each uninstrumented run (µs), beside ``latency_samples_us``.
-    latency_cpu_samples_us: tuple[float, ...] = ()
-    #: Each profiled run's wall time and the calling thread's CPU time over it (µs), as this process timed them.
-    profiled_samples_us: tuple[float, ...] = ()
-    profiled_cpu_samples_us: tuple[float, ...] = ()
-    #: The clock of ``latency`` and the kernels' times: ``"wall"``, or ``"cpu"`` (:func:`on_cpu_clock`).
-    clock: str = "wall"
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property
@@ -125,34 +117,20 @@ class PartialProfile(KeyboardInterrupt):
         self.planned_runs = planned_runs
 
 
-@dataclass
-class RunTimes:
-    """Timed runs in order: each one's wall time and the calling thread's CPU time over it (µs)."""
-
-    wall_us: list[float] = field(default_factory=list)
-    cpu_us: list[float] = field(default_factory=list)
-
-    def time(self, call: Callable[[], object]) -> None:
-        """Run ``call`` once and record both times."""
-        start_ns, cpu_ns = time.perf_counter_ns(), time.thread_time_ns()
-        call()
-        cpu_end_ns, end_ns = time.thread_time_ns(), time.perf_counter_ns()
-        self.wall_us.append((end_ns - start_ns) / 1e3)
-        self.cpu_us.append((cpu_end_ns - cpu_ns) / 1e3)
-
-
 def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str,
-                progress: Progress | None) -> tuple[RunTimes, bool]:
-    """``count`` timed runs; on Ctrl-C the runs done so far and ``True``."""
-    times = RunTimes()
+                progress: Progress | None) -> tuple[list[float], bool]:
+    """``count`` timed runs (µs); on Ctrl-C the runs done so far and ``True``."""
+    samples: list[float] = []
     try:
         for i in range(count):
-            times.time(lambda: session.run(None, dict(feeds)))
+            start = time.perf_counter()
+            session.run(None, dict(feeds))
+            samples.append((time.perf_counter() - start) * 1e6)
             if progress:
                 progress(phase, i + 1, count)
     except KeyboardInterrupt:
-        return times, True
-    return times, False
+        return samples, True
+    return samples, False
 
 
 def _warm(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str, progress: Progress | None) -> None:
@@ -170,8 +148,7 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
 
     plain = make_session(graph.path, config)
     _warm(plain, feeds, warmup, "warmup", progress)
-    latency_times, interrupted = _timed_runs(plain, feeds, runs, "latency", progress)
-    latency_samples = latency_times.wall_us
+    latency_samples, interrupted = _timed_runs(plain, feeds, runs, "latency", progress)
     del plain
     if not latency_samples:
         raise KeyboardInterrupt
@@ -194,7 +171,7 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
             provider = session.get_providers()[0]
     except KeyboardInterrupt:
         raise partial() from None
-    if not profiled.wall_us or not data.run_durations_us:
+    if not profiled or not data.run_durations_us:
         raise partial()
     fusion = with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized)
     kernels = kernel_results(data, fusion)
@@ -209,33 +186,7 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
         machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
         latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us),
-        latency_samples_us=tuple(latency_samples), latency_cpu_samples_us=tuple(latency_times.cpu_us),
-        profiled_samples_us=tuple(profiled.wall_us), profiled_cpu_samples_us=tuple(profiled.cpu_us))
-
-
-def on_cpu_clock(measurement: Measurement, graph: Graph, weights: Mapping[str, float]) -> Measurement:
-    """``measurement`` on the calling thread's CPU clock, as a bisect with ``--clock cpu`` times its models:
-    the latency from the uninstrumented runs' CPU times, the instrumented runs' from the profiled runs', each
-    profiled run's kernel times scaled by that run's CPU share (CPU time over wall time, at most 1: the time the
-    thread was off the core is taken from its kernels in proportion to their times, as the profilers time
-    kernels by wall clock) and the layers' times from those. One thread only: with more, the runtime works on
-    threads whose CPU time the calling thread does not see. ``ValueError`` when the measurement recorded no CPU
-    time for some run."""
-    wall = np.asarray(measurement.profiled_samples_us, dtype=np.float64)
-    cpu = np.asarray(measurement.profiled_cpu_samples_us, dtype=np.float64)
-    if not measurement.latency_cpu_samples_us or cpu.size == 0 or wall.size != cpu.size or \
-            any(len(k.samples.durations_us) != cpu.size for k in measurement.kernels):
-        raise ValueError("on_cpu_clock: the measurement recorded no CPU time for some run")
-    shares = np.minimum(1.0, np.divide(cpu, wall, out=np.ones_like(cpu), where=wall > 0))
-    kernels = tuple(dataclasses.replace(
-        k, samples=dataclasses.replace(k.samples, durations_us=tuple(
-            float(v) for v in np.asarray(k.samples.durations_us) * shares)),
-        stats=summarize(np.asarray(k.samples.durations_us) * shares)) for k in measurement.kernels)
-    return dataclasses.replace(
-        measurement, kernels=kernels, layers=layer_results(graph, kernels, weights),
-        latency=summarize(measurement.latency_cpu_samples_us), latency_samples_us=measurement.latency_cpu_samples_us,
-        latency_drift=drift(measurement.latency_cpu_samples_us), instrumented=summarize(cpu),
-        profiled_drift=drift(cpu), clock="cpu")
+        latency_samples_us=tuple(latency_samples))
 
 
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:

@@ -1180,15 +1180,12 @@ class BisectSegment(Section):
 
 class BisectValidation(Section):
     """``--validate``: the kernel profile the segments were checked against (``runs`` profiled runs in
-    ``profiles`` parts), its whole-model latency, and the segments' sum plus the baseline against it; ``clock``:
-    ``"cpu"`` when the profile was put on the inference thread's CPU clock as the bisect timed its models
-    (``--clock cpu``: each profiled run's kernel times scaled by the run's CPU time over its wall time)."""
+    ``profiles`` parts), its whole-model latency, and the segments' sum plus the baseline against it."""
 
     method: str | None = None
     runs: Count | None = None
     profiles: Count | None = None
     statistic: str | None = None
-    clock: Literal["wall", "cpu"] | None = None
     profile_latency_us: Us | None = None
     profile_latency_p50_us: Us | None = None
     sum_vs_profile_latency: Ratio | None = None
