@@ -333,15 +333,16 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     infos: dict[str, TensorInfo] = {}
     graph = inferred.graph
     # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
-    types: dict[bytes, tuple[tuple[int, ...], str] | None] = {}
+    types: dict[bytes, TensorInfo | None] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         key = vi.type.SerializeToString()
         if key not in types:
             shape = _static_shape(vi)
-            types[key] = None if shape is None else (shape, onnx_dtype_name(vi.type.tensor_type.elem_type))
+            dtype = onnx_dtype_name(vi.type.tensor_type.elem_type)
+            types[key] = None if shape is None else TensorInfo("", shape, dtype)
         known = types[key]
         if known is not None:
-            infos[vi.name] = TensorInfo(vi.name, *known)
+            infos[vi.name] = known.renamed(vi.name)
     for init in graph.initializer:
         infos[init.name] = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
     return infos
@@ -615,7 +616,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     model = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
-    validate_model(model, path, base_dir)
+    ordered = validate_model(model, path, base_dir)
 
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
@@ -627,7 +628,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     light = _without_large_weights(model)
     infos = _infer(light)
     available = {vi.name for vi in runtime_inputs} | init_names
-    nodes = _topological(list(model.graph.node), available)
+    nodes = _topological(list(model.graph.node), available, ordered=ordered)
 
     folder = _Folder(model, infos, base_dir)
     layer_protos: list[onnx.NodeProto] = []
@@ -707,10 +708,17 @@ def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueIn
     An optional output nobody consumes (e.g. Dropout's mask at inference) may stay without a shape;
     ``Graph.tensor`` returns ``None`` for it.
     """
-    consumed = {i for n in layers for i in n.input if i} | {o.name for o in outputs}
-    needed = [i for n in layers for i in n.input if i]
-    needed += [o for n in layers for o in n.output if o and o in consumed]
-    return list(dict.fromkeys(needed))
+    read: list[str] = []
+    written: list[str] = []
+    for n in layers:  # each node's fields read once (protobuf hands a new container per access)
+        read.extend(n.input)
+        written.extend(n.output)
+    needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read
+    needed.pop("", None)
+    consumed = needed.keys() | {o.name for o in outputs}
+    needed.update(dict.fromkeys(o for o in written if o in consumed))
+    needed.pop("", None)
+    return list(needed)
 
 
 def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
