@@ -628,7 +628,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     light = _without_large_weights(model)
     infos = _infer(light)
     available = {vi.name for vi in runtime_inputs} | init_names
-    nodes = _topological(list(model.graph.node), available, ordered=ordered)
+    nodes = _topological(list(model.graph.node), available, known_in_order=ordered)
 
     folder = _Folder(model, infos, base_dir)
     layer_protos: list[onnx.NodeProto] = []

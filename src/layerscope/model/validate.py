@@ -286,17 +286,17 @@ def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path,
                          f"need {expected}")
 
 
-def topological(nodes: list[onnx.NodeProto], available: set[str], *, ordered: bool | None = None,
+def topological(nodes: list[onnx.NodeProto], available: set[str], *, known_in_order: bool | None = None,
                 ) -> list[onnx.NodeProto]:
     """The nodes in a valid execution order (stable: the file order when it already is one).
 
     Kahn's algorithm with a heap of file positions: linear in nodes and edges (times log n), so a
-    graph stored in reverse order costs what one in order does. ``ordered``: :func:`in_order` of ``nodes``
-    and ``available`` when the caller knows it (``None``: computed here).
+    graph stored in reverse order costs what one in order does. ``known_in_order``: :func:`in_order` of
+    ``nodes`` and ``available`` when the caller knows it (``None``: computed here).
     """
     import heapq
 
-    if ordered if ordered is not None else in_order(nodes, available):
+    if known_in_order if known_in_order is not None else in_order(nodes, available):
         return nodes
     producer: dict[str, int] = {}
     for k, n in enumerate(nodes):
