@@ -36,8 +36,8 @@ from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
+from layerscope.model.validate import NodeFields, node_fields, validate_model
 from layerscope.model.validate import topological as _topological
-from layerscope.model.validate import validate_model
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
 SMALL_CONST_ELEMENTS = 1 << 16
@@ -394,14 +394,19 @@ def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
 
 def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
     """Stable ids: the node name when unique, else ``op(first output)``; ``~N`` on any collision."""
+    return _ids(node_fields(nodes))
+
+
+def _ids(rows: list[NodeFields]) -> list[str]:
+    """:func:`_layer_ids` of the nodes whose fields are ``rows``."""
     name_counts: dict[str, int] = {}
-    for n in nodes:
-        if n.name:
-            name_counts[n.name] = name_counts.get(n.name, 0) + 1
+    for name, *_ in rows:
+        if name:
+            name_counts[name] = name_counts.get(name, 0) + 1
     ids: list[str] = []
     seen: set[str] = set()
-    for n in nodes:
-        base = n.name if n.name and name_counts[n.name] == 1 else f"{n.op_type}({n.output[0] if n.output else ''})"
+    for name, op_type, _, _, outputs in rows:
+        base = name if name and name_counts[name] == 1 else f"{op_type}({outputs[0] if outputs else ''})"
         candidate, k = base, 1
         while candidate in seen:
             k += 1
@@ -616,7 +621,9 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     model = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
-    ordered = validate_model(model, path, base_dir)
+    protos = list(model.graph.node)
+    rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
+    ordered = validate_model(model, path, base_dir, rows=rows)
 
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
@@ -628,7 +635,9 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     light = _without_large_weights(model)
     infos = _infer(light)
     available = {vi.name for vi in runtime_inputs} | init_names
-    nodes = _topological(list(model.graph.node), available, known_in_order=ordered)
+    nodes = _topological(protos, available, known_in_order=ordered)
+    # the fields read of each node, by the identity of its message (``protos`` keeps every one of them alive)
+    fields_of = {id(p): row for p, row in zip(protos, rows, strict=True)}
 
     folder = _Folder(model, infos, base_dir)
     layer_protos: list[onnx.NodeProto] = []
@@ -639,7 +648,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         else:
             layer_protos.append(n)
 
-    needed = _needed_tensors(layer_protos, model.graph.output)
+    needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
@@ -653,7 +662,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
                 else:
                     kept.append(n)
             layer_protos = kept
-            needed = _needed_tensors(layer_protos, model.graph.output)
+            needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
                                     layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
@@ -661,11 +670,13 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     sources.update({t: "unknown" for t in needed if t not in infos})
 
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
-        return Node(id=node_id, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
-                    outputs=tuple(n.output), attrs=_attrs(n), shape_source=source, parent=parent,
+        row = fields_of.get(id(n))  # a subgraph's node (control flow) is read here
+        name, op_type, domain, inputs, outputs = row if row is not None else next(iter(node_fields((n,))))
+        return Node(id=node_id, name=name, op_type=op_type, domain=domain or "", inputs=inputs,
+                    outputs=outputs, attrs=_attrs(n) if n.attribute else {}, shape_source=source, parent=parent,
                     executions=executions)
 
-    ids = _layer_ids(layer_protos + folded_protos)
+    ids = _ids([fields_of[id(n)] for n in layer_protos + folded_protos])
     all_nodes = [make_node(n, i, layer_source(n, sources))
                  for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
     layers = all_nodes[: len(layer_protos)]
@@ -702,7 +713,8 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     )
 
 
-def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
+def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto],
+                    fields_of: Mapping[int, NodeFields]) -> list[str]:
     """Tensors that must have a shape: every layer input, and every output something reads.
 
     An optional output nobody consumes (e.g. Dropout's mask at inference) may stay without a shape;
@@ -710,9 +722,10 @@ def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueIn
     """
     read: list[str] = []
     written: list[str] = []
-    for n in layers:  # each node's fields read once (protobuf hands a new container per access)
-        read.extend(n.input)
-        written.extend(n.output)
+    for n in layers:  # the fields read once (``fields_of``: by the identity of each node's message)
+        _, _, _, inputs, node_outputs = fields_of[id(n)]
+        read.extend(inputs)
+        written.extend(node_outputs)
     needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read
     needed.pop("", None)
     consumed = needed.keys() | {o.name for o in outputs}

@@ -61,18 +61,21 @@ _KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 NodeFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
 
 
-def node_fields(graph: onnx.GraphProto) -> list[NodeFields]:
+def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
     """Each node's name, op_type, domain, inputs and outputs, read from protobuf once (every read of a field
-    builds a new Python object: the checks below read them from these tuples instead)."""
-    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in graph.node]
+    builds a new Python object: the checks below, and the loader, read them from these tuples instead)."""
+    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in nodes]
 
 
-def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path) -> bool:
+def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
+                   rows: list[NodeFields] | None = None) -> bool:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
 
-    Returns whether the nodes are already in an execution order (:func:`in_order` of the graph's inputs and
-    initializers), which the loader would otherwise compute again."""
-    rows = node_fields(model.graph)
+    ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. Returns whether the nodes
+    are already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
+    would otherwise compute again."""
+    if rows is None:
+        rows = node_fields(model.graph.node)
     _check_text(model, path, rows)
     _check_opsets(model, path)
     _check_function_expansion(model, path)
