@@ -93,3 +93,15 @@ def test_a_trusted_section_takes_its_defaults_fresh() -> None:
     assert first == Layer(id="a")
     estimate = LayerEstimate.trusted({"latency_us": 1.5})
     assert estimate.model_dump(exclude_unset=True) == {"latency_us": 1.5} and estimate.unit is None
+
+
+def test_trusted_sections_of_the_same_names_share_their_fields_set_and_a_copy_does_not_change_it() -> None:
+    first = Layer.trusted({"id": "a", "op_type": "Conv"})
+    second = Layer.trusted({"id": "b", "op_type": "Relu"})
+    assert first.model_fields_set is second.model_fields_set  # one set for 100k layers, not one each
+    assert Layer.trusted({"op_type": "Relu", "id": "c"}).model_fields_set == {"id", "op_type"}
+    renamed = first.model_copy(update={"name": "conv"})
+    assert renamed.model_fields_set == {"id", "op_type", "name"}
+    assert first.model_fields_set == second.model_fields_set == {"id", "op_type"}  # the shared set is unchanged
+    assert first.model_dump(exclude_unset=True) == {"id": "a", "op_type": "Conv"}
+    assert renamed.model_dump(exclude_unset=True) == {"id": "a", "op_type": "Conv", "name": "conv"}

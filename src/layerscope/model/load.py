@@ -704,8 +704,8 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),
         layers=tuple(layers),
         folded=tuple(folded),
-        tensors=dict(infos),
-        constants=dict(folder.constants),
+        tensors=infos,  # this call's own dicts, not copied: nothing changes them once the graph is made
+        constants=folder.constants,
         const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
         assumptions=assumptions + _limit_notes(model, [n for n in layer_protos

@@ -37,8 +37,10 @@ MAX_RUN_BYTES = 4 << 30
 #: gzip level of ``.gz`` run files: a 100k-layer run (62 MB of JSON) compresses about 10x in under a second.
 GZIP_LEVEL = 6
 _GZIP_MAGIC = b"\x1f\x8b"
-#: Run files are encoded (and compressed) this many characters at a time.
+#: Run files are encoded (and compressed) this many characters at a time: a whole text, and one written as it is
+#: made (:func:`encode_parts`).
 _SLICE_CHARS = 1 << 22
+_STREAM_SLICE_CHARS = 1 << 20
 #: Versions :func:`upgrade` can read.
 MIGRATABLE = (1, 2)
 
@@ -278,10 +280,11 @@ def encode(text: str, path: str | os.PathLike[str]) -> str | bytes:
     return b"".join(parts)
 
 
-def encode_parts(parts: Iterable[str], path: str | os.PathLike[str]) -> Iterator[bytes]:
-    """The bytes of :func:`encode` of ``"".join(parts)``, a slice at a time (the same slices: the same bytes,
-    gzip's included), made as ``parts`` are read."""
-    text = _slices(parts)
+def encode_parts(parts: Iterable[str], path: str | os.PathLike[str],
+                 slice_chars: int = _STREAM_SLICE_CHARS) -> Iterator[bytes]:
+    """The bytes of :func:`encode` of ``"".join(parts)``, made as ``parts`` are read, ``slice_chars`` characters at
+    a time (deflate's output does not depend on how its input is split: the same bytes, gzip's included)."""
+    text = _slices(parts, slice_chars)
     if not str(path).endswith(".gz"):
         for chunk in text:
             yield chunk.encode("utf-8")
@@ -296,9 +299,8 @@ def encode_parts(parts: Iterable[str], path: str | os.PathLike[str]) -> Iterator
     yield deflate.flush() + struct.pack("<II", crc, size & 0xFFFFFFFF)
 
 
-def _slices(parts: Iterable[str], chars: int = _SLICE_CHARS) -> Iterator[str]:
-    """The text of ``parts`` in slices of ``chars`` characters (the last one shorter), as :func:`encode` slices
-    the whole text."""
+def _slices(parts: Iterable[str], chars: int) -> Iterator[str]:
+    """The text of ``parts`` in slices of ``chars`` characters (the last one shorter)."""
     held: list[str] = []
     count = 0
     for part in parts:
