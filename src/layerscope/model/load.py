@@ -21,6 +21,7 @@ Contract of :func:`load_model`:
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -127,7 +128,8 @@ def sha256_file(path: Path) -> str:
 PROTOBUF_LIMIT_BYTES = 2**31
 
 
-def _read_model(path: Path) -> onnx.ModelProto:
+def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
+    """The model at ``path`` (its weights' external data not read) and the SHA-256 of the file, from one read."""
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
@@ -138,7 +140,12 @@ def _read_model(path: Path) -> onnx.ModelProto:
                          hint="save the weights as external data: onnx.save_model(model, path, "
                               "save_as_external_data=True)")
     try:
-        model = onnx.load_model(str(path), load_external_data=False)
+        with path.open("rb") as handle:
+            data = handle.read()
+        # read as onnx.load_model reads the path: the format from its extension
+        named = io.BytesIO(data)
+        named.name = str(path)
+        model = onnx.load_model(named, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: not a readable ONNX model ({first})",
@@ -148,7 +155,7 @@ def _read_model(path: Path) -> onnx.ModelProto:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
-    return model
+    return model, hashlib.sha256(data).hexdigest()
 
 
 def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
@@ -618,7 +625,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
     """
     path = Path(path)
-    model = _read_model(path)
+    model, sha256 = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
     protos = list(model.graph.node)
@@ -698,7 +705,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     return Graph(
         name=model.graph.name or path.stem,
         path=str(path),
-        sha256=sha256_file(path),
+        sha256=sha256,
         opset=opset,
         inputs=tuple(infos[vi.name] for vi in runtime_inputs),
         outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),
