@@ -24,12 +24,13 @@ import struct
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from types import UnionType
+from typing import Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import ValidationError
 
 from layerscope.errors import RunFileError
-from layerscope.runfile.models import Layer, RunFile, RunLike
+from layerscope.runfile.models import Layer, RunFile, RunLike, Section
 
 SCHEMA_VERSION: Final = 2
 #: Largest run file layerscope reads, decompressed (a gzip file that inflates past it is refused, not read).
@@ -242,11 +243,56 @@ def run_parts(run: RunFile) -> Iterator[str]:
     """:func:`run_text` in parts, made as they are read: the sections other than ``layers`` are dumped together,
     each layer on its own and straight to its line when its turn comes (a 100k-layer run never holds 100k layer
     dicts, nor its 60 MB of text, at once: :func:`encode_parts` writes it a slice at a time)."""
-    document: dict[str, Any] = run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})
+    document = _sections(run)
     if "layers" in run.model_fields_set:
         document["layers"] = _Layers(run.layers)
     yield from _run_parts(upgrade(document))
     yield "\n"
+
+
+def _sections(run: RunFile) -> dict[str, Any]:
+    """``run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})``: each section dumped
+    by its own class when it is of the one class its field names (lists of sections item by item, text and numbers
+    as they are), so that only the serializers of the sections a run holds are built (the models build theirs on
+    first use); the run's own dump for anything else (a union's member, unknown keys)."""
+    fields = RunFile.model_fields
+    document: dict[str, Any] = {}
+    for name in run.model_fields_set:
+        info = fields.get(name)
+        value = run.__dict__.get(name, _MISSING) if info is not None else _MISSING
+        if name == "layers":
+            continue
+        dumped = _dumped(value, info.annotation if info is not None else None)
+        if dumped is _MISSING:
+            return run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})
+        document[info.alias or name if info is not None else name] = dumped
+    return document
+
+
+def _dumped(value: Any, annotation: Any) -> Any:
+    """``value`` of a field of type ``annotation`` as its JSON-mode dump, or :data:`_MISSING` when
+    :func:`_sections` leaves it to the run's own dump."""
+    if value is None or value is _MISSING:
+        return value
+    kinds = [a for a in (get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,))
+             if a is not type(None)]
+    if len(kinds) != 1:
+        return _MISSING
+    kind = kinds[0]
+    if isinstance(value, Section):
+        return value.model_dump(mode="json", by_alias=True, exclude_unset=True) if type(value) is kind else _MISSING
+    if type(value) is list and get_origin(kind) is list:
+        (item,) = get_args(kind)
+        if isinstance(item, type) and issubclass(item, Section):
+            return [v.model_dump(mode="json", by_alias=True, exclude_unset=True) if type(v) is item else _MISSING
+                    for v in value] if all(type(v) is item for v in value) else _MISSING
+        return list(value) if item is str and all(type(v) is str for v in value) else _MISSING
+    if type(value) is int and get_origin(kind) is Literal and value in get_args(kind):
+        return value
+    return _MISSING
+
+
+_MISSING: Any = object()
 
 
 class _Line(str):

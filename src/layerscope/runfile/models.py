@@ -40,7 +40,9 @@ Dim = int | str | None
 class Section(BaseModel):
     """Base of every section: frozen, strict, finite numbers, unknown keys kept."""
 
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False)
+    #: ``defer_build``: a class's validator and serializer are built when it is first used, not on import (an
+    #: estimate uses a few of the 80 sections; building them all was a tenth of its start-up).
+    model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False, defer_build=True)
 
     @classmethod
     def trusted(cls, fields: dict[str, Any]) -> Self:
