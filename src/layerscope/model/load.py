@@ -350,9 +350,20 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
         known = types[key]
         if known is not None:
             infos[vi.name] = known.renamed(vi.name)
+    kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
     for init in graph.initializer:
-        infos[init.name] = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
+        infos[init.name] = _initializer_info(init, kinds)
     return infos
+
+
+def _initializer_info(tensor: TensorProto, kinds: dict[tuple[int, tuple[int, ...]], TensorInfo]) -> TensorInfo:
+    """``TensorInfo(name, dims, dtype)`` of an initializer; ``kinds`` holds one per (data type, dims) met so far,
+    which the others copy with their sizes (a big model's weights are of a few kinds)."""
+    key = (tensor.data_type, tuple(tensor.dims))
+    known = kinds.get(key)
+    if known is None:
+        known = kinds[key] = TensorInfo(tensor.name, key[1], onnx_dtype_name(tensor.data_type))
+    return known.renamed(tensor.name)
 
 
 def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
@@ -524,8 +535,9 @@ class _Folder:
         self.values = ConstValues(base_dir)
         #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
         self.unfolded: set[str] = set()
+        kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
         for init in model.graph.initializer:
-            info = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
+            info = _initializer_info(init, kinds)
             self.constants[init.name] = info
             if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
                 self.values.add_tensor(init)
