@@ -93,3 +93,39 @@ def test_a_trusted_section_takes_its_defaults_fresh() -> None:
     assert first == Layer(id="a")
     estimate = LayerEstimate.trusted({"latency_us": 1.5})
     assert estimate.model_dump(exclude_unset=True) == {"latency_us": 1.5} and estimate.unit is None
+
+
+def test_trusted_sections_of_the_same_names_share_their_fields_set_and_a_copy_does_not_change_it() -> None:
+    first = Layer.trusted({"id": "a", "op_type": "Conv"})
+    second = Layer.trusted({"id": "b", "op_type": "Relu"})
+    assert first.model_fields_set is second.model_fields_set  # one set for 100k layers, not one each
+    assert Layer.trusted({"op_type": "Relu", "id": "c"}).model_fields_set == {"id", "op_type"}
+    renamed = first.model_copy(update={"name": "conv"})
+    assert renamed.model_fields_set == {"id", "op_type", "name"}
+    assert first.model_fields_set == second.model_fields_set == {"id", "op_type"}  # the shared set is unchanged
+    assert first.model_dump(exclude_unset=True) == {"id": "a", "op_type": "Conv"}
+    assert renamed.model_dump(exclude_unset=True) == {"id": "a", "op_type": "Conv", "name": "conv"}
+
+
+def test_a_runs_sections_are_written_as_the_runs_own_dump_gives_them() -> None:
+    """run_text dumps each section by its own class when it can (only the serializers of the sections a run holds
+    are built); an alias (``import``), unknown keys, a measurement (a union's member) and a timeline must come
+    out as the run's own dump gives them."""
+    from layerscope.runfile.io import _sections
+
+    graph = load_model(zoo("squeezenet"))
+    profile = load_profile("rdk-s100")
+    estimated = estimate_run(graph, estimate_graph(graph, profile), profile)
+    measured = RunFile.from_json({
+        "schema_version": 2, "model": {"name": "m", "extra_key": [1, 2]}, "summary": {"layer_count": 1},
+        "layers": [{"id": "l0", "measured": {"median_us": 5.0}}], "folded": ["c0"], "unknown_key": {"a": 1},
+        "import": {"files": [], "joined": 0},
+        "measurement": {"kind": "kernel-profile", "backend": "onnxruntime", "runs": 3, "source": "layerscope profile"},
+        "latency": {"mean_us": 1.0, "p50_us": 1.0, "samples": 3}})
+    known_keys_only = RunFile.from_json({key: value for key, value in measured.to_json().items()
+                                         if key != "unknown_key"})
+    for run in (estimated, measured, known_keys_only, known_keys_only.model_copy(update={"unknown_ops": []})):
+        expected = run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})
+        assert _sections(run) == expected
+        assert json.dumps(_sections(run), sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert "import" in _sections(measured) and "measurement" in _sections(measured)

@@ -12,9 +12,12 @@ import pytest
 from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.errors import RunFileError
-from layerscope.run import load_run, save_run
+from layerscope.estimate import estimate_graph
+from layerscope.model import load_model
+from layerscope.run import estimate_run, load_run, save_run
 from layerscope.runfile import io as runfile_io
 from layerscope.runfile.io import load
+from layerscope.targets import load_profile
 
 
 def _estimate(model: Path, out: Path) -> None:
@@ -40,6 +43,24 @@ def test_saving_a_gz_run_twice_gives_identical_bytes(tmp_path: Path) -> None:
     first = save_run(run, tmp_path / "a.json.gz").read_bytes()
     second = save_run(run, tmp_path / "b.json.gz").read_bytes()
     assert first == second  # no file name, no time in the gzip header
+
+
+@pytest.mark.parametrize("name", ["run.json", "run.json.gz"])
+def test_a_run_written_as_it_is_dumped_has_the_bytes_of_its_whole_text(name: str) -> None:
+    """save_run encodes (and compresses) a typed run a slice at a time as its layers are dumped: whatever the
+    slices, the bytes are those of the whole text encoded at once (deflate does not depend on how its input is
+    split)."""
+    graph = load_model(zoo("squeezenet"))
+    profile = load_profile("rdk-x5")
+    run = estimate_run(graph, estimate_graph(graph, profile), profile)
+    text = runfile_io.run_text(run)
+    assert text == runfile_io.dump_text(run.to_json()) and text.count("\n") > len(run.layers)
+    encoded = runfile_io.encode(text, name)  # the text itself for a plain name, written as UTF-8
+    whole = encoded.encode("utf-8") if isinstance(encoded, str) else encoded
+    for chars in (1, 7, 4096, 1 << 20, 1 << 22):
+        assert b"".join(runfile_io.encode_parts(runfile_io.run_parts(run), name, chars)) == whole, chars
+    if name.endswith(".gz"):
+        assert gzip.decompress(whole) == text.encode("utf-8")
 
 
 def test_an_existing_gz_run_gets_its_estimate_refreshed(tmp_path: Path) -> None:

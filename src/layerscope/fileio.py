@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from layerscope.errors import OutputError
@@ -15,11 +16,12 @@ _TMP_NAME_CHARS = 64
 _CHUNK_CHARS = 1 << 22
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
+def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[bytes]) -> Path:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one, never a part.
 
     A temporary file in the same folder is written, flushed to disk and renamed over ``path``
-    (``os.replace``); on any error it is removed. Parent folders are created. The file is readable by
+    (``os.replace``); on any error it is removed (also one raised while ``data``, an iterable of byte strings
+    written as they come, is made). Parent folders are created. The file is readable by
     everyone (0644), like a file written with ``open``. ``str`` data is written as UTF-8. A symbolic link
     at ``path`` is replaced by the file, never written through.
 
@@ -38,8 +40,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> Path:
             if isinstance(data, str):  # encoded a slice at a time: a 60 MB run is never held twice
                 for start in range(0, len(data), _CHUNK_CHARS):
                     handle.write(data[start:start + _CHUNK_CHARS].encode("utf-8"))
-            else:
+            elif isinstance(data, bytes):
                 handle.write(data)
+            else:
+                for part in data:
+                    handle.write(part)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)

@@ -120,30 +120,44 @@ def io_bytes(node: Node, graph: Graph, *, params_from: Iterable[int] | None = No
     - ``dtype``: the dtype of the first non-constant input with a shape, else of the first output,
       else of the first input, else ``"float32"``.
     """
-    act = weight = 0
+    # one pass over the inputs: the bytes, the default params and the dtype (read as _params/_dtype read them)
+    tensors, constants = graph.tensors, graph.constants
+    act = weight = params = 0
+    act_dtype = input_dtype = None
     seen: set[str] = set()
     for name in node.inputs:
-        info = graph.tensor(name)
+        info = tensors.get(name) if name else None
         if info is None or name in seen:
             continue
         seen.add(name)
-        if graph.is_constant(name):
+        if input_dtype is None:
+            input_dtype = info.dtype
+        if name in constants:
             weight += constant_elements_read(node, graph, info) * info.itemsize
+            if info.dtype in FLOAT_DTYPES:
+                params += info.elements
         else:
             act += info.nbytes
+            if act_dtype is None:
+                act_dtype = info.dtype
     if not reads_data:
         act = weight = 0
-    written = sum(info.nbytes for info in _tensors(graph, node.outputs))
-    return IOBytes(act=act, weight=weight, written=written, params=_params(node, graph, params_from),
-                   dtype=_dtype(node, graph))
+    outputs = _tensors(graph, node.outputs)
+    written = sum(info.nbytes for info in outputs)
+    if params_from is not None:
+        params = _params(node, graph, params_from)
+    dtype = act_dtype if act_dtype is not None else outputs[0].dtype if outputs else \
+        input_dtype if input_dtype is not None else "float32"
+    return IOBytes(act=act, weight=weight, written=written, params=params, dtype=dtype)
 
 
 def _tensors(graph: Graph, names: Iterable[str]) -> list[TensorInfo]:
     return [info for info in (graph.tensor(n) for n in names) if info is not None]
 
 
-def _params(node: Node, graph: Graph, params_from: Iterable[int] | None) -> int:
-    positions = range(len(node.inputs)) if params_from is None else params_from
+def _params(node: Node, graph: Graph, params_from: Iterable[int]) -> int:
+    """Σ elements of the constant inputs at ``params_from`` (each tensor once)."""
+    positions = params_from
     total = 0
     counted: set[str] = set()
     for i in positions:
@@ -153,23 +167,9 @@ def _params(node: Node, graph: Graph, params_from: Iterable[int] | None) -> int:
         info = graph.tensor(name)
         if info is None or name in counted or not graph.is_constant(name):
             continue
-        if params_from is None and info.dtype not in FLOAT_DTYPES:
-            continue
         counted.add(name)
         total += info.elements
     return total
-
-
-def _dtype(node: Node, graph: Graph) -> str:
-    for name in node.inputs:
-        info = graph.tensor(name)
-        if info is not None and not graph.is_constant(name):
-            return info.dtype
-    for info in _tensors(graph, node.outputs):
-        return info.dtype
-    for info in _tensors(graph, node.inputs):
-        return info.dtype
-    return "float32"
 
 
 def layer_cost(node: Node, graph: Graph, unit: UnitKind, *, macs: int = 0, flops: int = 0,

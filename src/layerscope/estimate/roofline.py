@@ -60,12 +60,12 @@ class _Residency:
     def __init__(self, graph: Graph, profile: Profile, dtype: str, on_cpu: Sequence[bool],
                  costs: Sequence[LayerCost]) -> None:
         budget = profile.sram_bytes // 2
-        position: dict[str, int] = {}  # layer id -> index among non-zero-copy layers
+        position: list[int] = []  # per layer (ids are unique): its index among non-zero-copy layers
         k = 0
-        for node, cpu, cost in zip(graph.layers, on_cpu, costs, strict=True):
+        for _, cpu, cost in zip(graph.layers, on_cpu, costs, strict=True):
             if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
                 k += 1
-            position[node.id] = k
+            position.append(k)
         consumers: dict[str, list[int]] = {}
         for idx, node in enumerate(graph.layers):
             for name in node.inputs:
@@ -75,16 +75,17 @@ class _Residency:
         self.resident: set[str] = set()
         if budget <= 0:
             return
+        tensors = graph.tensors
         for idx, node in enumerate(graph.layers):
             if on_cpu[idx]:
                 continue
             for name in node.outputs:
-                info = graph.tensor(name)
-                users = consumers.get(name, [])
+                info = tensors.get(name) if name else None
+                users = consumers.get(name)
                 if info is None or not users or name in outputs or deployed_bytes(info, dtype) > budget:
                     continue
-                me = position[node.id]
-                if all(not on_cpu[u] and position[graph.layers[u].id] <= me + 1 for u in users):
+                me = position[idx]
+                if all(not on_cpu[u] and position[u] <= me + 1 for u in users):
                     self.resident.add(name)
 
 
@@ -141,20 +142,33 @@ def _estimate_layer(graph: Graph, profile: Profile, dtype: str, node: Node, cost
         units[cost.unit_kind] = (chosen, chosen.attainable_ops_per_s(dtype))
     unit, rate = units[cost.unit_kind]
     compute_us = _ops(cost, graph, node) / (rate * profile.efficiency_for(node.op_type)) * 1e6
-    tensors = [t for t in map(graph.tensor, node.inputs) if t]
-    constants = graph.constants
-    weights = [t for t in tensors if t.name in constants]
-    acts = [t for t in tensors if t.name not in constants]
-    weight_bytes = sum(deployed_bytes(t, dtype, constant_elements_read(node, graph, t)) for t in weights)
-    act_in = sum(deployed_bytes(t, dtype) for t in acts if t.name not in resident)
+    # deployed_bytes inlined (every layer comes here): a float tensor at ``dtype``'s size, others at their own
+    float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
+    tensors, constants = graph.tensors, graph.constants
+    weight_bytes = act_in = act_all = 0
+    for name in node.inputs:
+        t = tensors.get(name) if name else None
+        if t is None:
+            continue
+        if t.name in constants:
+            weight_bytes += constant_elements_read(node, graph, t) * (
+                float_bytes if t.dtype in _FLOAT_DTYPES else t.itemsize)
+        else:
+            size = t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
+            act_all += size
+            if t.name not in resident:
+                act_in += size
     passes = 1
     weight_budget = profile.sram_bytes // 2
     if weight_budget > 0 and weight_bytes > weight_budget:
         passes = -(-weight_bytes // weight_budget)
-        act_in += (passes - 1) * sum(deployed_bytes(t, dtype) for t in acts)
+        act_in += (passes - 1) * act_all
     read = act_in + weight_bytes
-    written = sum(deployed_bytes(t, dtype) for t in (graph.tensor(o) for o in node.outputs)
-                  if t and t.name not in resident)
+    written = 0
+    for name in node.outputs:
+        t = tensors.get(name) if name else None
+        if t is not None and t.name not in resident:
+            written += t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
     return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
                    bandwidth=profile.attainable_ddr_bytes_per_s, overhead_us=unit.overhead_us, passes=passes,
                    reason=None)

@@ -21,6 +21,7 @@ Contract of :func:`load_model`:
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,8 +37,8 @@ from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
+from layerscope.model.validate import NodeFields, node_fields, validate_model
 from layerscope.model.validate import topological as _topological
-from layerscope.model.validate import validate_model
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
 SMALL_CONST_ELEMENTS = 1 << 16
@@ -127,7 +128,8 @@ def sha256_file(path: Path) -> str:
 PROTOBUF_LIMIT_BYTES = 2**31
 
 
-def _read_model(path: Path) -> onnx.ModelProto:
+def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
+    """The model at ``path`` (its weights' external data not read) and the SHA-256 of the file, from one read."""
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
@@ -138,7 +140,12 @@ def _read_model(path: Path) -> onnx.ModelProto:
                          hint="save the weights as external data: onnx.save_model(model, path, "
                               "save_as_external_data=True)")
     try:
-        model = onnx.load_model(str(path), load_external_data=False)
+        with path.open("rb") as handle:
+            data = handle.read()
+        # read as onnx.load_model reads the path: the format from its extension
+        named = io.BytesIO(data)
+        named.name = str(path)
+        model = onnx.load_model(named, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: not a readable ONNX model ({first})",
@@ -148,7 +155,7 @@ def _read_model(path: Path) -> onnx.ModelProto:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
-    return model
+    return model, hashlib.sha256(data).hexdigest()
 
 
 def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
@@ -333,18 +340,30 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     infos: dict[str, TensorInfo] = {}
     graph = inferred.graph
     # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
-    types: dict[bytes, tuple[tuple[int, ...], str] | None] = {}
+    types: dict[bytes, TensorInfo | None] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         key = vi.type.SerializeToString()
         if key not in types:
             shape = _static_shape(vi)
-            types[key] = None if shape is None else (shape, onnx_dtype_name(vi.type.tensor_type.elem_type))
+            dtype = onnx_dtype_name(vi.type.tensor_type.elem_type)
+            types[key] = None if shape is None else TensorInfo("", shape, dtype)
         known = types[key]
         if known is not None:
-            infos[vi.name] = TensorInfo(vi.name, *known)
+            infos[vi.name] = known.renamed(vi.name)
+    kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
     for init in graph.initializer:
-        infos[init.name] = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
+        infos[init.name] = _initializer_info(init, kinds)
     return infos
+
+
+def _initializer_info(tensor: TensorProto, kinds: dict[tuple[int, tuple[int, ...]], TensorInfo]) -> TensorInfo:
+    """``TensorInfo(name, dims, dtype)`` of an initializer; ``kinds`` holds one per (data type, dims) met so far,
+    which the others copy with their sizes (a big model's weights are of a few kinds)."""
+    key = (tensor.data_type, tuple(tensor.dims))
+    known = kinds.get(key)
+    if known is None:
+        known = kinds[key] = TensorInfo(tensor.name, key[1], onnx_dtype_name(tensor.data_type))
+    return known.renamed(tensor.name)
 
 
 def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
@@ -393,14 +412,19 @@ def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
 
 def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
     """Stable ids: the node name when unique, else ``op(first output)``; ``~N`` on any collision."""
+    return _ids(node_fields(nodes))
+
+
+def _ids(rows: list[NodeFields]) -> list[str]:
+    """:func:`_layer_ids` of the nodes whose fields are ``rows``."""
     name_counts: dict[str, int] = {}
-    for n in nodes:
-        if n.name:
-            name_counts[n.name] = name_counts.get(n.name, 0) + 1
+    for name, *_ in rows:
+        if name:
+            name_counts[name] = name_counts.get(name, 0) + 1
     ids: list[str] = []
     seen: set[str] = set()
-    for n in nodes:
-        base = n.name if n.name and name_counts[n.name] == 1 else f"{n.op_type}({n.output[0] if n.output else ''})"
+    for name, op_type, _, _, outputs in rows:
+        base = name if name and name_counts[name] == 1 else f"{op_type}({outputs[0] if outputs else ''})"
         candidate, k = base, 1
         while candidate in seen:
             k += 1
@@ -511,8 +535,9 @@ class _Folder:
         self.values = ConstValues(base_dir)
         #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
         self.unfolded: set[str] = set()
+        kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
         for init in model.graph.initializer:
-            info = TensorInfo(init.name, tuple(init.dims), onnx_dtype_name(init.data_type))
+            info = _initializer_info(init, kinds)
             self.constants[init.name] = info
             if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
                 self.values.add_tensor(init)
@@ -612,10 +637,12 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
     """
     path = Path(path)
-    model = _read_model(path)
+    model, sha256 = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
-    validate_model(model, path, base_dir)
+    protos = list(model.graph.node)
+    rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
+    ordered = validate_model(model, path, base_dir, rows=rows)
 
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
@@ -627,7 +654,9 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     light = _without_large_weights(model)
     infos = _infer(light)
     available = {vi.name for vi in runtime_inputs} | init_names
-    nodes = _topological(list(model.graph.node), available)
+    nodes = _topological(protos, available, known_in_order=ordered)
+    # the fields read of each node, by the identity of its message (``protos`` keeps every one of them alive)
+    fields_of = {id(p): row for p, row in zip(protos, rows, strict=True)}
 
     folder = _Folder(model, infos, base_dir)
     layer_protos: list[onnx.NodeProto] = []
@@ -638,7 +667,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
         else:
             layer_protos.append(n)
 
-    needed = _needed_tensors(layer_protos, model.graph.output)
+    needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
@@ -652,7 +681,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
                 else:
                     kept.append(n)
             layer_protos = kept
-            needed = _needed_tensors(layer_protos, model.graph.output)
+            needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
                                     layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
@@ -660,11 +689,13 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     sources.update({t: "unknown" for t in needed if t not in infos})
 
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
-        return Node(id=node_id, name=n.name, op_type=n.op_type, domain=n.domain or "", inputs=tuple(n.input),
-                    outputs=tuple(n.output), attrs=_attrs(n), shape_source=source, parent=parent,
+        row = fields_of.get(id(n))  # a subgraph's node (control flow) is read here
+        name, op_type, domain, inputs, outputs = row if row is not None else next(iter(node_fields((n,))))
+        return Node(id=node_id, name=name, op_type=op_type, domain=domain or "", inputs=inputs,
+                    outputs=outputs, attrs=_attrs(n) if n.attribute else {}, shape_source=source, parent=parent,
                     executions=executions)
 
-    ids = _layer_ids(layer_protos + folded_protos)
+    ids = _ids([fields_of[id(n)] for n in layer_protos + folded_protos])
     all_nodes = [make_node(n, i, layer_source(n, sources))
                  for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
     layers = all_nodes[: len(layer_protos)]
@@ -686,14 +717,14 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     return Graph(
         name=model.graph.name or path.stem,
         path=str(path),
-        sha256=sha256_file(path),
+        sha256=sha256,
         opset=opset,
         inputs=tuple(infos[vi.name] for vi in runtime_inputs),
         outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),
         layers=tuple(layers),
         folded=tuple(folded),
-        tensors=dict(infos),
-        constants=dict(folder.constants),
+        tensors=infos,  # this call's own dicts, not copied: nothing changes them once the graph is made
+        constants=folder.constants,
         const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
         assumptions=assumptions + _limit_notes(model, [n for n in layer_protos
@@ -701,16 +732,25 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     )
 
 
-def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
+def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto],
+                    fields_of: Mapping[int, NodeFields]) -> list[str]:
     """Tensors that must have a shape: every layer input, and every output something reads.
 
     An optional output nobody consumes (e.g. Dropout's mask at inference) may stay without a shape;
     ``Graph.tensor`` returns ``None`` for it.
     """
-    consumed = {i for n in layers for i in n.input if i} | {o.name for o in outputs}
-    needed = [i for n in layers for i in n.input if i]
-    needed += [o for n in layers for o in n.output if o and o in consumed]
-    return list(dict.fromkeys(needed))
+    read: list[str] = []
+    written: list[str] = []
+    for n in layers:  # the fields read once (``fields_of``: by the identity of each node's message)
+        _, _, _, inputs, node_outputs = fields_of[id(n)]
+        read.extend(inputs)
+        written.extend(node_outputs)
+    needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read
+    needed.pop("", None)
+    consumed = needed.keys() | {o.name for o in outputs}
+    needed.update(dict.fromkeys(o for o in written if o in consumed))
+    needed.pop("", None)
+    return list(needed)
 
 
 def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],

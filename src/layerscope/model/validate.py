@@ -57,15 +57,35 @@ _DATA_TYPES = frozenset(TensorProto.DataType.values())
 _KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 
 
-def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path) -> None:
-    """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring)."""
-    _check_text(model, path)
+#: A node's fields as :func:`node_fields` reads them: name, op_type, domain, inputs, outputs.
+NodeFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
+
+
+def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
+    """Each node's name, op_type, domain, inputs and outputs, read from protobuf once (every read of a field
+    builds a new Python object: the checks below, and the loader, read them from these tuples instead)."""
+    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in nodes]
+
+
+def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
+                   rows: list[NodeFields] | None = None) -> bool:
+    """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
+
+    ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. Returns whether the nodes
+    are already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
+    would otherwise compute again."""
+    if rows is None:
+        rows = node_fields(model.graph.node)
+    _check_text(model, path, rows)
     _check_opsets(model, path)
     _check_function_expansion(model, path)
-    _check_unique_names(model.graph, path)
+    _check_unique_names(model.graph, path, rows)
     for tensor, where in _tensors(model):
         _check_tensor_data(tensor, where, path, base_dir)
-    _check_with_onnx(model, path)
+    graph = model.graph
+    ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
+    _check_with_onnx(model, path, ordered=ordered)
+    return ordered
 
 
 #: Most nodes a model may expand to through its local functions (see the module docstring).
@@ -134,7 +154,7 @@ def newest_opset(domain: str) -> int:
     return max(versions, default=0)
 
 
-def _check_text(model: onnx.ModelProto, path: Path) -> None:
+def _check_text(model: onnx.ModelProto, path: Path, rows: list[NodeFields]) -> None:
     """Every name is text: protobuf hands over a string field that is not valid UTF-8 as ``bytes``."""
     graph = model.graph
     fields: list[tuple[str, Iterable[object]]] = [
@@ -144,9 +164,9 @@ def _check_text(model: onnx.ModelProto, path: Path) -> None:
     for field, values in fields:
         if any(not isinstance(v, str) for v in values):
             raise ModelError(f"{path}: {field}: a name that is not valid UTF-8 (a corrupt file?)")
-    types: set[type] = set()  # of every node's names, one pass; the node is looked for only when one is not text
-    for node in graph.node:
-        types.update(map(type, (node.name, node.op_type, node.domain, *node.input, *node.output)))
+    # the types of every node's names; the node is looked for only when one is not text
+    types = {type(v) for row in rows for v in row[:3]} | {type(v) for row in rows for v in row[3]} | \
+        {type(v) for row in rows for v in row[4]}
     if types <= {str}:
         return
     for k, node in enumerate(graph.node):
@@ -168,22 +188,22 @@ def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
             raise ModelError(f"{path}: opset_import {domain or 'ai.onnx'} version {opset.version} is not a version")
 
 
-def _check_unique_names(graph: onnx.GraphProto, path: Path) -> None:
-    """Every tensor name defined once; graph outputs listed once."""
+def _check_unique_names(graph: onnx.GraphProto, path: Path, rows: list[NodeFields]) -> None:
+    """Every tensor name defined once; graph outputs listed once (``rows``: :func:`node_fields` of ``graph``)."""
     _first_repeat((vi.name for vi in graph.input), path, "graph.input")
     _first_repeat((t.name for t in graph.initializer), path, "graph.initializer")
     _first_repeat((o.name for o in graph.output), path, "graph.output")
     defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     written: set[str] = set()
-    for k, node in enumerate(graph.node):
-        for out in node.output:
+    for k, (name, op_type, _, _, outputs) in enumerate(rows):
+        for out in outputs:
             if not out:
                 continue
             if out in written:
-                raise ModelError(f"{path}: graph.node[{k}] ({node.op_type} {node.name!r}) writes {out!r}, which "
+                raise ModelError(f"{path}: graph.node[{k}] ({op_type} {name!r}) writes {out!r}, which "
                                  "another node already writes (duplicate output name)")
             if out in defined:
-                raise ModelError(f"{path}: graph.node[{k}] ({node.op_type} {node.name!r}) writes {out!r}, which is "
+                raise ModelError(f"{path}: graph.node[{k}] ({op_type} {name!r}) writes {out!r}, which is "
                                  "a graph input or initializer (duplicate name)")
             written.add(out)
 
@@ -269,15 +289,17 @@ def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path,
                          f"need {expected}")
 
 
-def topological(nodes: list[onnx.NodeProto], available: set[str]) -> list[onnx.NodeProto]:
+def topological(nodes: list[onnx.NodeProto], available: set[str], *, known_in_order: bool | None = None,
+                ) -> list[onnx.NodeProto]:
     """The nodes in a valid execution order (stable: the file order when it already is one).
 
     Kahn's algorithm with a heap of file positions: linear in nodes and edges (times log n), so a
-    graph stored in reverse order costs what one in order does.
+    graph stored in reverse order costs what one in order does. ``known_in_order``: :func:`in_order` of
+    ``nodes`` and ``available`` when the caller knows it (``None``: computed here).
     """
     import heapq
 
-    if in_order(nodes, available):
+    if known_in_order if known_in_order is not None else in_order(nodes, available):
         return nodes
     producer: dict[str, int] = {}
     for k, n in enumerate(nodes):
@@ -324,6 +346,17 @@ def in_order(nodes: Iterable[onnx.NodeProto], available: set[str]) -> bool:
     return True
 
 
+def _rows_in_order(rows: list[NodeFields], available: set[str]) -> bool:
+    """:func:`in_order` of the nodes :func:`node_fields` read."""
+    defined = set(available)
+    for row in rows:
+        for i in row[3]:
+            if i and i not in defined:
+                return False
+        defined.update(row[4])
+    return True
+
+
 def _reads_any(node: onnx.NodeProto, names: set[str]) -> bool:
     return bool(names) and any(i in names for i in node.input)
 
@@ -333,7 +366,7 @@ def _reads_any(node: onnx.NodeProto, names: set[str]) -> bool:
 _CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
 
 
-def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
+def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None) -> None:
     """ONNX's own checker on a light copy of the model: with ``full_check`` (strict shape inference) up to
     :data:`FULL_CHECK_MAX_NODES` nodes; above, the structural check only (the loader's shape inference
     still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
@@ -342,10 +375,11 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path) -> None:
     The copy keeps small initializers and makes large ones typed inputs. ONNX Runtime accepts graph
     outputs declared without a shape, the checker does not: such outputs get the shape ONNX's
     inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
-    in a topological order (the runtime sorts them; the checker wants them sorted).
+    in a topological order (the runtime sorts them; the checker wants them sorted). ``ordered``: whether they
+    already are (:func:`in_order`), when the caller knows.
     """
     try:
-        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES)
+        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES, ordered=ordered)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
         # string field that is not UTF-8
@@ -360,7 +394,7 @@ FULL_CHECK_MAX_NODES = 20_000
 _UNCHECKED_GRAPH_FIELDS = ("doc_string", "sparse_initializer", "quantization_annotation", "metadata_props")
 
 
-def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
+def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.ModelProto:
     """The model the checker sees: graph name (``"g"`` when empty), inputs (large initializers added as typed
     inputs), outputs, small initializers, value_info and the nodes in a topological order; opsets, IR version and
     local functions. Without large initializers the graph is copied in one call (protobuf's own copy), else field
@@ -369,7 +403,8 @@ def _light_copy(model: onnx.ModelProto) -> onnx.ModelProto:
     small = [t for t in graph.initializer
              if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= _CHECKER_MAX_INITIALIZER_BYTES]
     available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
-    ordered = in_order(graph.node, available)
+    if ordered is None:
+        ordered = in_order(graph.node, available)
     if len(small) == len(graph.initializer) and ordered and graph.name and not _extra_fields(model):
         return model  # the copy would be the model itself: the checker reads it as it is (it never changes it)
     copy = onnx.ModelProto(ir_version=model.ir_version)
@@ -412,8 +447,8 @@ def _is_set(message: onnx.GraphProto, name: str) -> bool:
     return bool(value) if isinstance(value, str) else len(value) > 0
 
 
-def _run_checker(model: onnx.ModelProto, *, full_check: bool = True) -> None:
-    copy = _light_copy(model)
+def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None) -> None:
+    copy = _light_copy(model, ordered=ordered)
     if any(not _has_shape(o) for o in copy.graph.output):
         if copy is model:  # shapes are given to a copy, never to the caller's model
             copy = onnx.ModelProto()

@@ -17,21 +17,7 @@ from typing import Literal
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from layerscope.report.analysis_terminal import (
-    advice_view,
-    compare_report,
-    reconcile_view,
-    saved_comparison,
-    spread_view,
-)
-from layerscope.report.bench_terminal import bench_report
-from layerscope.report.bisect_terminal import bisect_report, validation_report
-from layerscope.report.import_terminal import import_report
-from layerscope.report.pipeline_terminal import pipeline_report
-from layerscope.report.predictor_terminal import predictor_report
-from layerscope.report.stress_terminal import stress_report
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
-from layerscope.report.timeline_terminal import timeline_report
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import BenchMeasurement, RunLike
 
@@ -77,34 +63,51 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
     """The tables the command that made ``run`` printed: ``kind`` names it (``None``: :func:`run_kind`; a
     command passes its own, so that ``estimate -o`` into a measured run still prints the estimate); ``top`` rows
     in the layer table (``None``: the command's default; 0: no table); the timeline report when ``timeline``
-    (``None``: when the run holds a timeline)."""
+    (``None``: when the run holds a timeline). The report of each other section is imported when a run holds it
+    (an estimate's start-up imports the estimate's tables only)."""
     run = as_run(run)
     kind = run_kind(run) if kind is None else kind
     rows = DEFAULT_TOP[kind] if top is None else top
     with_timeline = run.timeline is not None if timeline is None else timeline
     parts: list[RenderableType] = []
     if kind == "compare" and run.comparison is not None:
+        from layerscope.report.analysis_terminal import compare_report, saved_comparison
+
         parts.append(compare_report(saved_comparison(run.comparison), rows))
     elif kind == "advise" and run.findings is not None:
+        from layerscope.report.analysis_terminal import advice_view
+
         parts.append(advice_view(run.findings, len(run.layers), rows))
     elif kind == "reconcile" and run.reconcile is not None:
+        from layerscope.report.analysis_terminal import reconcile_view, spread_view
+
         # named as ``reconcile_run`` names them
         model_name, target_name = str(run.model.name or run.model.path or "?"), str(run.target_or_empty.name or "?")
         parts += [reconcile_view(run.reconcile, model_name, target_name, rows), Text("")]
         if run.reconcile.spread is not None:
             parts.append(spread_view(run.reconcile.spread))
     elif kind == "pipeline":
+        from layerscope.report.pipeline_terminal import pipeline_report
+
         parts.append(pipeline_report(run, rows))
     elif kind == "bisect":
+        from layerscope.report.bisect_terminal import bisect_report, validation_report
+
         parts.append(bisect_report(run))
         # ``bisect.validation`` read as an attribute: an unknown key of the section today, a field once typed
         if run.bisect is not None and getattr(run.bisect, "validation", None) is not None:
             parts += [Text(""), validation_report(run)]
     elif kind == "import":
+        from layerscope.report.import_terminal import import_report
+
         parts.append(import_report(run, rows))
     elif kind == "bench":
+        from layerscope.report.bench_terminal import bench_report
+
         parts.append(bench_report(run))
         if run.stress is not None:
+            from layerscope.report.stress_terminal import stress_report
+
             parts.append(stress_report(run))
     else:
         has_measurement = kind == "profile" and run.latency is not None and run.measurement is not None
@@ -112,9 +115,15 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
             parts.append(measured_layers_table(run, rows) if has_measurement else top_layers_table(run, rows))
         parts.append(measurement_summary(run) if has_measurement else estimate_summary(run))
         if with_timeline:
+            from layerscope.report.timeline_terminal import timeline_report
+
             parts.append(timeline_report(run))
         if run.predictor is not None:
+            from layerscope.report.predictor_terminal import predictor_report
+
             parts.append(predictor_report(run, rows))
         if run.stress is not None:
+            from layerscope.report.stress_terminal import stress_report
+
             parts.append(stress_report(run, rows or 10))
     return Group(*parts)

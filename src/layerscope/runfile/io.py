@@ -22,14 +22,15 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from types import UnionType
+from typing import Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import ValidationError
 
 from layerscope.errors import RunFileError
-from layerscope.runfile.models import RunFile, RunLike
+from layerscope.runfile.models import Layer, RunFile, RunLike, Section
 
 SCHEMA_VERSION: Final = 2
 #: Largest run file layerscope reads, decompressed (a gzip file that inflates past it is refused, not read).
@@ -37,6 +38,10 @@ MAX_RUN_BYTES = 4 << 30
 #: gzip level of ``.gz`` run files: a 100k-layer run (62 MB of JSON) compresses about 10x in under a second.
 GZIP_LEVEL = 6
 _GZIP_MAGIC = b"\x1f\x8b"
+#: Run files are encoded (and compressed) this many characters at a time: a whole text, and one written as it is
+#: made (:func:`encode_parts`).
+_SLICE_CHARS = 1 << 22
+_STREAM_SLICE_CHARS = 1 << 20
 #: Versions :func:`upgrade` can read.
 MIGRATABLE = (1, 2)
 
@@ -230,19 +235,79 @@ def dump_text(document: Mapping[str, Any]) -> str:
 
 def run_text(run: RunFile) -> str:
     """:func:`dump_text` of ``run.to_json()``, the same bytes, without the whole document as Python objects
-    first: the sections other than ``layers`` are dumped together, each layer on its own and straight to its
-    line (a 100k-layer run never holds 100k layer dicts at once)."""
-    document: dict[str, Any] = run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})
+    first: the text of :func:`run_parts` joined."""
+    return "".join(run_parts(run))
+
+
+def run_parts(run: RunFile) -> Iterator[str]:
+    """:func:`run_text` in parts, made as they are read: the sections other than ``layers`` are dumped together,
+    each layer on its own and straight to its line when its turn comes (a 100k-layer run never holds 100k layer
+    dicts, nor its 60 MB of text, at once: :func:`encode_parts` writes it a slice at a time)."""
+    document = _sections(run)
     if "layers" in run.model_fields_set:
-        document["layers"] = [_Line(_LINE.encode(layer.model_dump(mode="json", by_alias=True, exclude_unset=True)))
-                              for layer in run.layers]
-    return _run_text(upgrade(document)) + "\n"
+        document["layers"] = _Layers(run.layers)
+    yield from _run_parts(upgrade(document))
+    yield "\n"
+
+
+def _sections(run: RunFile) -> dict[str, Any]:
+    """``run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})``: each section dumped
+    by its own class when it is of the one class its field names (lists of sections item by item, text and numbers
+    as they are), so that only the serializers of the sections a run holds are built (the models build theirs on
+    first use); the run's own dump for anything else (a union's member, unknown keys)."""
+    fields = RunFile.model_fields
+    document: dict[str, Any] = {}
+    for name in run.model_fields_set:
+        info = fields.get(name)
+        value = run.__dict__.get(name, _MISSING) if info is not None else _MISSING
+        if name == "layers":
+            continue
+        dumped = _dumped(value, info.annotation if info is not None else None)
+        if dumped is _MISSING:
+            return run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})
+        document[info.alias or name if info is not None else name] = dumped
+    return document
+
+
+def _dumped(value: Any, annotation: Any) -> Any:
+    """``value`` of a field of type ``annotation`` as its JSON-mode dump, or :data:`_MISSING` when
+    :func:`_sections` leaves it to the run's own dump."""
+    if value is None or value is _MISSING:
+        return value
+    kinds = [a for a in (get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,))
+             if a is not type(None)]
+    if len(kinds) != 1:
+        return _MISSING
+    kind = kinds[0]
+    if isinstance(value, Section):
+        return value.model_dump(mode="json", by_alias=True, exclude_unset=True) if type(value) is kind else _MISSING
+    if type(value) is list and get_origin(kind) is list:
+        (item,) = get_args(kind)
+        if isinstance(item, type) and issubclass(item, Section):
+            return [v.model_dump(mode="json", by_alias=True, exclude_unset=True) if type(v) is item else _MISSING
+                    for v in value] if all(type(v) is item for v in value) else _MISSING
+        return list(value) if item is str and all(type(v) is str for v in value) else _MISSING
+    if type(value) is int and get_origin(kind) is Literal and value in get_args(kind):
+        return value
+    return _MISSING
+
+
+_MISSING: Any = object()
 
 
 class _Line(str):
     """Text :func:`_run_text` writes as it is: a part already encoded on its line."""
 
     __slots__ = ()
+
+
+class _Layers:
+    """A run's typed layers, each dumped to its line by :func:`_run_parts` when written."""
+
+    __slots__ = ("layers",)
+
+    def __init__(self, layers: Sequence[Layer]) -> None:
+        self.layers = layers
 
 
 def encode(text: str, path: str | os.PathLike[str]) -> str | bytes:
@@ -253,12 +318,72 @@ def encode(text: str, path: str | os.PathLike[str]) -> str | bytes:
     deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate: the header is ours
     parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"]  # gzip, deflate, no flags, mtime 0, OS unknown
     crc = size = 0
-    for start in range(0, len(text), 1 << 22):
-        chunk = text[start:start + (1 << 22)].encode("utf-8")
+    for start in range(0, len(text), _SLICE_CHARS):
+        chunk = text[start:start + _SLICE_CHARS].encode("utf-8")
         crc, size = zlib.crc32(chunk, crc), size + len(chunk)
         parts.append(deflate.compress(chunk))
     parts += [deflate.flush(), struct.pack("<II", crc, size & 0xFFFFFFFF)]
     return b"".join(parts)
+
+
+def encode_parts(parts: Iterable[str], path: str | os.PathLike[str],
+                 slice_chars: int = _STREAM_SLICE_CHARS) -> Iterator[bytes]:
+    """The bytes of :func:`encode` of ``"".join(parts)``, made as ``parts`` are read, ``slice_chars`` characters at
+    a time (deflate's output does not depend on how its input is split: the same bytes, gzip's included)."""
+    text = _slices(parts, slice_chars)
+    if not str(path).endswith(".gz"):
+        for chunk in text:
+            yield chunk.encode("utf-8")
+        return
+    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
+    yield b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    crc = size = 0
+    for part in text:
+        data = part.encode("utf-8")
+        crc, size = zlib.crc32(data, crc), size + len(data)
+        yield deflate.compress(data)
+    yield deflate.flush() + struct.pack("<II", crc, size & 0xFFFFFFFF)
+
+
+def _slices(parts: Iterable[str], chars: int) -> Iterator[str]:
+    """The text of ``parts`` in slices of ``chars`` characters (the last one shorter)."""
+    held: list[str] = []
+    count = 0
+    for part in parts:
+        held.append(part)
+        count += len(part)
+        if count >= chars:
+            text = "".join(held)
+            cut = len(text) - len(text) % chars
+            for start in range(0, cut, chars):
+                yield text[start:start + chars]
+            held, count = [text[cut:]], len(text) - cut
+    text = "".join(held)
+    if text:
+        yield text
+
+
+def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
+    """:func:`_run_text` of ``value`` in parts: a layer at a time for the run's layers."""
+    if isinstance(value, _Layers):
+        if not value.layers:
+            yield "[]"
+            return
+        yield "[\n"
+        pad = " " * (level + 1)
+        for k, layer in enumerate(value.layers):
+            yield (",\n" if k else "") + pad + _LINE.encode(
+                layer.model_dump(mode="json", by_alias=True, exclude_unset=True))
+        yield "\n" + " " * level + "]"
+    elif level < 1 and isinstance(value, Mapping) and value:
+        pad = " " * (level + 1)
+        yield "{\n"
+        for k, key in enumerate(sorted(value)):
+            yield f"{',' + chr(10) if k else ''}{pad}{json.dumps(str(key), ensure_ascii=False)}: "
+            yield from _run_parts(value[key], level + 1)
+        yield "\n" + " " * level + "}"
+    else:
+        yield _run_text(value, level)
 
 
 def _run_text(value: Any, level: int = 0) -> str:
