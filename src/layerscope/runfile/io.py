@@ -295,12 +295,6 @@ def _dumped(value: Any, annotation: Any) -> Any:
 _MISSING: Any = object()
 
 
-class _Line(str):
-    """Text :func:`_run_text` writes as it is: a part already encoded on its line."""
-
-    __slots__ = ()
-
-
 class _Layers:
     """A run's typed layers, each dumped to its line by :func:`_run_parts` when written."""
 
@@ -312,18 +306,11 @@ class _Layers:
 
 def encode(text: str, path: str | os.PathLike[str]) -> str | bytes:
     """What a run file at ``path`` holding ``text`` contains: the text itself (written as UTF-8), or, when the
-    name ends in ``.gz``, its gzip bytes (deterministic: no name, time 0), compressed a slice at a time."""
+    name ends in ``.gz``, its gzip bytes (deterministic: no name, time 0), compressed a slice at a time
+    (:func:`encode_parts`)."""
     if not str(path).endswith(".gz"):
         return text
-    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate: the header is ours
-    parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"]  # gzip, deflate, no flags, mtime 0, OS unknown
-    crc = size = 0
-    for start in range(0, len(text), _SLICE_CHARS):
-        chunk = text[start:start + _SLICE_CHARS].encode("utf-8")
-        crc, size = zlib.crc32(chunk, crc), size + len(chunk)
-        parts.append(deflate.compress(chunk))
-    parts += [deflate.flush(), struct.pack("<II", crc, size & 0xFFFFFFFF)]
-    return b"".join(parts)
+    return b"".join(encode_parts((text,), path, _SLICE_CHARS))
 
 
 def encode_parts(parts: Iterable[str], path: str | os.PathLike[str],
@@ -335,8 +322,8 @@ def encode_parts(parts: Iterable[str], path: str | os.PathLike[str],
         for chunk in text:
             yield chunk.encode("utf-8")
         return
-    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    yield b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+    deflate = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate: the header is ours
+    yield b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # gzip, deflate, no flags, mtime 0, OS unknown
     crc = size = 0
     for part in text:
         data = part.encode("utf-8")
@@ -390,8 +377,6 @@ def _run_text(value: Any, level: int = 0) -> str:
     """JSON of a run: the top-level object and its sections expanded (one-space indent), everything deeper on one
     line (so each layer, kernel, timeline span ... is one line). Python's C encoder does the deep part; the
     pure-Python encoder that ``indent`` selects took 80 % of ``estimate --json`` on a 10k-layer model."""
-    if isinstance(value, _Line):
-        return value
     if level < 2 and isinstance(value, Mapping) and value:
         pad = " " * (level + 1)
         items = (f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_run_text(value[k], level + 1)}"
