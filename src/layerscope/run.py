@@ -165,7 +165,7 @@ def _layer_fields(graph: Graph, node: Node, cost: LayerCost, unit: str | None) -
         "bytes_read_act": cost.bytes_read_act, "bytes_read_weight": cost.bytes_read_weight,
         "bytes_written": cost.bytes_written, "weight_bytes": cost.bytes_read_weight, "params": cost.params,
         "unit_kind": cost.unit_kind.value, "unit": unit, "known": cost.known,
-        **(control_record(node) if node.parent or node.observed else {"shape_source": node.shape_source})}
+        **control_record(node)}
 
 
 def control_record(node: Node) -> dict[str, Any]:
@@ -175,6 +175,8 @@ def control_record(node: Node) -> dict[str, Any]:
     ``shape_source`` always; ``parent`` and ``executions`` for a subgraph's layer; ``observed``
     (``branch_taken`` / ``trip_count``, ``source: "executed"``) for an If/Loop/Scan layer.
     """
+    if not node.parent and not node.observed:  # a plain layer (nearly all of a big model's): one small dict
+        return {"shape_source": node.shape_source}
     return {"shape_source": node.shape_source,
             **({"parent": node.parent, "executions": node.executions} if node.parent else {}),
             **({"observed": dict(node.observed)} if node.observed else {})}

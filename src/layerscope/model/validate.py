@@ -337,23 +337,22 @@ def topological(nodes: list[onnx.NodeProto], available: set[str], *, known_in_or
 def in_order(nodes: Iterable[onnx.NodeProto], available: set[str]) -> bool:
     """Whether ``nodes`` already are an execution order: each reads only ``available`` tensors and those an
     earlier node wrote (never its own output). One pass, linear: the common case needs no sort."""
-    defined = set(available)
-    for n in nodes:
-        for i in n.input:
-            if i and i not in defined:
-                return False
-        defined.update(n.output)
-    return True
+    return _ordered(((n.input, n.output) for n in nodes), available)
 
 
 def _rows_in_order(rows: list[NodeFields], available: set[str]) -> bool:
     """:func:`in_order` of the nodes :func:`node_fields` read."""
+    return _ordered(((row[3], row[4]) for row in rows), available)
+
+
+def _ordered(reads_writes: Iterable[tuple[Iterable[str], Iterable[str]]], available: set[str]) -> bool:
+    """:func:`in_order` of nodes given as (inputs, outputs)."""
     defined = set(available)
-    for row in rows:
-        for i in row[3]:
+    for inputs, outputs in reads_writes:
+        for i in inputs:
             if i and i not in defined:
                 return False
-        defined.update(row[4])
+        defined.update(outputs)
     return True
 
 
