@@ -157,10 +157,9 @@ def _tensors(graph: Graph, names: Iterable[str]) -> list[TensorInfo]:
 
 def _params(node: Node, graph: Graph, params_from: Iterable[int]) -> int:
     """Σ elements of the constant inputs at ``params_from`` (each tensor once)."""
-    positions = params_from
     total = 0
     counted: set[str] = set()
-    for i in positions:
+    for i in params_from:
         if not has_input(node, i):
             continue
         name = node.inputs[i]
