@@ -48,6 +48,37 @@ def max_cpu_util(wall_s: float, cores: int) -> float:
 
 # --- stats -------------------------------------------------------------------------------------------------------
 
+#: A process pinned to its first allowed core starts a thread that pins itself to another core, as ONNX Runtime's
+#: pool does under ``taskset``; it prints what ``available_cores`` counts.
+_PINNED_THREAD = """
+import os, threading
+from layerscope.measure.bench import available_cores
+first, second = sorted(os.sched_getaffinity(0))[:2]
+os.sched_setaffinity(0, {first})
+ready, done = threading.Event(), threading.Event()
+def pinned():
+    os.sched_setaffinity(0, {second})
+    ready.set()
+    done.wait()
+thread = threading.Thread(target=pinned)
+thread.start()
+ready.wait()
+print(available_cores(), len(os.sched_getaffinity(0)))
+done.set()
+thread.join()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
+                    or not os.path.isdir("/proc/self/task"), reason="needs two cores and per-thread affinity (Linux)")
+def test_available_cores_counts_a_thread_pinned_outside_the_process_affinity() -> None:
+    """cpu_util divides by the cores the process's threads may use: the calling thread's affinity alone (1 here)
+    would let a runtime's own pinned thread push cpu_util above 1 (1.27 measured under ``taskset -c 0``)."""
+    done = subprocess.run([sys.executable, "-c", _PINNED_THREAD], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert done.stdout.split() == ["2", "1"]
+
+
 def test_summarize_by_hand() -> None:
     s = summarize([10, 1, 9, 2, 8, 3, 7, 4, 6, 5])
     # numpy "linear": the p-th percentile sits at position (n - 1) * p / 100 of the sorted samples

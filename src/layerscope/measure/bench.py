@@ -304,10 +304,22 @@ def _result(config: BenchConfig, streams: list[_Stream], usage: ProcessUsage, in
 
 
 def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity where the OS tells, else ``os.cpu_count()``)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """Cores this process's threads may run on: the union of every thread's CPU affinity where the OS tells
+    (a runtime may pin its own threads outside the affinity the process started with: under ``taskset -c 0``
+    ONNX Runtime's pool thread runs on core 1), else ``os.cpu_count()``."""
+    if not hasattr(os, "sched_getaffinity"):
+        return os.cpu_count() or 1
+    cores = set(os.sched_getaffinity(0))
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:  # no procfs: the calling thread's affinity
+        threads = []
+    for tid in threads:
+        try:
+            cores |= os.sched_getaffinity(tid)
+        except OSError:  # the thread ended
+            continue
+    return len(cores)
 
 
 def peak_rss_bytes() -> int | None:
