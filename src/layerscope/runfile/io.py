@@ -22,7 +22,9 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from types import UnionType
 from typing import Any, Final, Literal, Union, get_args, get_origin
@@ -482,7 +484,7 @@ def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None
     template: list[str] = []
     columns: list[list[str]] = []
     try:
-        _fill(sections, shape, template, columns)
+        _fill([s.__dict__ for s in sections], sections[0].__pydantic_fields_set__, shape, template, columns)
     except (TypeError, ValueError):
         return None
     text = "".join(template)
@@ -491,20 +493,21 @@ def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None
     return [text % row for row in zip(*columns, strict=True)]
 
 
-def _fill(sections: Sequence[Section], shape: _Shape, template: list[str], columns: list[list[str]]) -> None:
-    """Add the template of ``sections``' object (of ``shape``) and its value columns."""
+def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template: list[str],
+          columns: list[list[str]]) -> None:
+    """Add the template of the object of sections of ``shape`` (their ``__dict__`` ``states``, their fields set
+    ``names``) and its value columns."""
     nested = dict(shape[2:])
-    names = sections[0].__pydantic_fields_set__
     template.append("{")
     for k, name in enumerate(sorted(names)):
         key = json.encoder.encode_basestring(name).replace("%", "%%")
         template.append(f"{',' if k else ''}{key}:")
-        inner = nested.get(name)
-        if inner is not None:
-            _fill([s.__dict__[name] for s in sections], inner, template, columns)
+        values = list(map(itemgetter(name), states))
+        if nested.get(name) is not None:
+            _fill([v.__dict__ for v in values], values[0].__pydantic_fields_set__, nested[name], template, columns)
         else:
             template.append("%s")
-            columns.append(_column([s.__dict__[name] for s in sections]))
+            columns.append(_column(values))
     template.append("}")
 
 
@@ -518,19 +521,15 @@ def _column(values: list[Any]) -> list[str]:
         scalar = _SCALAR.get(kind)
         if scalar is not None:
             return list(map(scalar, values))
-    whole = _line_encoder()
-    return [_SCALAR.get(type(v), whole)(v) if type(v) is not float else whole(v) for v in values]
-
-
-def _line_encoder() -> Any:
-    """``_LINE.encode`` as one call of the C encoder it makes (without the Python layers around it), when there is
-    one; ``_LINE.encode`` itself otherwise. A new one each time: its check for circular values starts empty."""
     make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-    if make is None:
-        return _LINE.encode
-    encode = make({}, _LINE.default, json.encoder.encode_basestring, None, _LINE.key_separator,
-                  _LINE.item_separator, _LINE.sort_keys, _LINE.skipkeys, _LINE.allow_nan)
-    return lambda value: "".join(encode(value, 0))
+    whole: Callable[[Any], str] = _LINE.encode
+    if make is not None:  # _LINE.encode as one call of the C encoder it makes, without the Python around it
+        encode = make({}, _LINE.default, json.encoder.encode_basestring, None, _LINE.key_separator,
+                      _LINE.item_separator, _LINE.sort_keys, _LINE.skipkeys, _LINE.allow_nan)
+        if kinds == {list}:
+            return list(map("".join, map(encode, values, repeat(0))))
+        whole = lambda value: "".join(encode(value, 0))  # noqa: E731
+    return [_SCALAR.get(type(v), whole)(v) if type(v) is not float else whole(v) for v in values]
 
 
 #: How ``_LINE`` writes a value of these exact types (a float only when finite: :func:`_column` checks).
