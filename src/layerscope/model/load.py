@@ -261,11 +261,20 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
     large = [_typed_input(t, types) for t in graph.initializer if not _may_be_shape_data(t)]
     listed = {vi.name for vi in graph.input}
-    light = helper.make_graph(list(graph.node), graph.name or "g",
-                              [*graph.input, *(vi for vi in large if vi.name not in listed)],
-                              list(graph.output), initializer=small, value_info=list(graph.value_info))
-    return helper.make_model(light, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4),
-                             functions=list(model.functions))
+    # helper.make_model(helper.make_graph(...)) built in place: the nodes are copied once, not twice (make_model
+    # copies the graph make_graph made); the same message
+    light = onnx.ModelProto(ir_version=max(model.ir_version, 4))
+    copy = light.graph
+    copy.node.extend(graph.node)
+    copy.name = graph.name or "g"
+    copy.input.extend(graph.input)
+    copy.input.extend(vi for vi in large if vi.name not in listed)
+    copy.output.extend(graph.output)
+    copy.initializer.extend(small)
+    copy.value_info.extend(graph.value_info)
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    return light
 
 
 def _typed_input(tensor: TensorProto, types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto]) -> onnx.ValueInfoProto:
