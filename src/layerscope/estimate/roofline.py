@@ -104,7 +104,7 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's)."""
     dtype = dtype or profile.default_dtype
     costs = tuple(costs) if costs is not None else cost_graph(graph)
-    reasons = [fallback_reason(profile, node, graph) for node in graph.layers]
+    reasons = _fallback_reasons(graph, profile)
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     units: dict[UnitKind, tuple[ComputeUnit, float]] = {}  # the unit of each kind and its attainable rate
@@ -116,6 +116,15 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     )
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident))
+
+
+def _fallback_reasons(graph: Graph, profile: Profile) -> list[str | None]:
+    """:func:`fallback_reason` of every layer, asked only of the layers some rule names the op type of (``"*"``:
+    every one): most layers of a big model are of ops no rule names."""
+    named = {rule.op_type for rule in profile.fallback_rules}
+    if "*" in named:
+        return [fallback_reason(profile, node, graph) for node in graph.layers]
+    return [fallback_reason(profile, node, graph) if node.op_type in named else None for node in graph.layers]
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
