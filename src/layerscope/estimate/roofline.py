@@ -66,26 +66,26 @@ class _Residency:
             if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
                 k += 1
             position.append(k)
-        consumers: dict[str, list[int]] = {}
-        for idx, node in enumerate(graph.layers):
-            for name in node.inputs:
-                if name:
-                    consumers.setdefault(name, []).append(idx)
+        # the last layer reading each tensor (positions never decrease along the layers: its position is the
+        # largest of its readers'), and the tensors a CPU layer reads
+        last_reader = {name: idx for idx, node in enumerate(graph.layers) for name in node.inputs}
+        read_on_cpu = {name for node, cpu in zip(graph.layers, on_cpu, strict=True) if cpu for name in node.inputs}
         outputs = {t.name for t in graph.outputs}
         self.resident: set[str] = set()
         if budget <= 0:
             return
         tensors = graph.tensors
+        float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)  # deployed_bytes, inlined
         for idx, node in enumerate(graph.layers):
             if on_cpu[idx]:
                 continue
             for name in node.outputs:
                 info = tensors.get(name) if name else None
-                users = consumers.get(name)
-                if info is None or not users or name in outputs or deployed_bytes(info, dtype) > budget:
+                last = last_reader.get(name)
+                if info is None or last is None or name in outputs or name in read_on_cpu or \
+                        (info.elements * float_bytes if info.dtype in _FLOAT_DTYPES else info.nbytes) > budget:
                     continue
-                me = position[idx]
-                if all(not on_cpu[u] and position[u] <= me + 1 for u in users):
+                if position[last] <= position[idx] + 1:
                     self.resident.add(name)
 
 
