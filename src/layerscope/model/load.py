@@ -719,12 +719,14 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
         row = fields_of.get(id(n))  # a subgraph's node (control flow) is read here
         name, op_type, domain, inputs, outputs = row if row is not None else next(iter(node_fields((n,))))
+        attrs = _attrs(n) if n.attribute else {}
+        if not parent and executions == 1:  # a top-level layer (all but control flow's): its fields by position
+            return Node(node_id, name, op_type, domain or "", inputs, outputs, attrs, source)
         return Node(id=node_id, name=name, op_type=op_type, domain=domain or "", inputs=inputs,
-                    outputs=outputs, attrs=_attrs(n) if n.attribute else {}, shape_source=source, parent=parent,
-                    executions=executions)
+                    outputs=outputs, attrs=attrs, shape_source=source, parent=parent, executions=executions)
 
     ids = _ids([fields_of[id(n)] for n in layer_protos + folded_protos])
-    all_nodes = [make_node(n, i, layer_source(n, sources))
+    all_nodes = [make_node(n, i, layer_source(n, sources) if sources else "static")
                  for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
     layers = all_nodes[: len(layer_protos)]
     folded = all_nodes[len(layer_protos):]
