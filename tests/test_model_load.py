@@ -209,3 +209,38 @@ def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, 
     again = _typed_input(numpy_helper.from_array(np.ones(shape, dtype), "v"), types)  # the type known: copied
     assert again.name == "v" and again.type == expected.type and len(types) == 1
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
+
+
+def _conv_reshape_model() -> onnx.ModelProto:
+    weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    shape = numpy_helper.from_array(np.array([1, -1], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Reshape", ["c", "shape"], ["y"])], "",
+        [helper.make_tensor_value_info("x", F32, [1, 3, 8, 8]), helper.make_tensor_value_info("w", F32, [4, 3, 3, 3])],
+        [helper.make_tensor_value_info("y", F32, None)], initializer=[weight, shape],
+        value_info=[helper.make_tensor_value_info("c", F32, [1, 4, 8, 8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=3)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "conv-reshape"])
+def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(name: str) -> None:
+    """``_without_large_weights`` builds its copy in place; it must be the message the helpers build."""
+    from layerscope.model.load import _may_be_shape_data, _typed_input, _without_large_weights
+
+    model = onnx.load(str(zoo(name))) if name != "conv-reshape" else _conv_reshape_model()
+    model.graph.doc_string = "left out"  # make_graph is given no doc string
+    graph = model.graph
+    large = [t for t in graph.initializer if not _may_be_shape_data(t)]
+    assert large  # the copy is made
+    listed = {vi.name for vi in graph.input}
+    expected = helper.make_model(
+        helper.make_graph(list(graph.node), graph.name or "g",
+                          [*graph.input, *(_typed_input(t, {}) for t in large if t.name not in listed)],
+                          list(graph.output), initializer=[t for t in graph.initializer if _may_be_shape_data(t)],
+                          value_info=list(graph.value_info)),
+        opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4), functions=list(model.functions))
+    light = _without_large_weights(model)
+    assert light == expected
+    assert light.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+    assert not light.graph.doc_string and len(light.graph.initializer) < len(graph.initializer)

@@ -129,3 +129,17 @@ def test_a_runs_sections_are_written_as_the_runs_own_dump_gives_them() -> None:
         assert _sections(run) == expected
         assert json.dumps(_sections(run), sort_keys=True) == json.dumps(expected, sort_keys=True)
     assert "import" in _sections(measured) and "measurement" in _sections(measured)
+
+
+def test_trusted_rows_equal_trusted_sections_one_by_one() -> None:
+    names = ("id", "macs", "estimate")
+    estimate = LayerEstimate.trusted({"latency_us": 1.5, "bound": "compute"})
+    rows = [("a", 10, estimate), ("b", 0, None)]
+    built = Layer.trusted_rows(names, rows)
+    one_by_one = [Layer.trusted(dict(zip(names, row, strict=True))) for row in rows]
+    assert [_state(s) for s in built] == [_state(s) for s in one_by_one]
+    assert built[0].model_fields_set is built[1].model_fields_set == {"id", "macs", "estimate"}
+    assert built[0].inputs == [] and built[0].inputs is not built[1].inputs  # a fresh default list each
+    assert built[1].name is None and built[0].estimate is estimate
+    with pytest.raises(ValueError):  # a row of another length than the names
+        Layer.trusted_rows(names, [("c", 1)])

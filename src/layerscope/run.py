@@ -156,16 +156,22 @@ def layer_record(graph: Graph, node: Node, cost: LayerCost, *, unit: str | None 
 def _layer_fields(graph: Graph, node: Node, cost: LayerCost, unit: str | None) -> dict[str, Any]:
     """The fields of :func:`layer_record`'s layer that the graph and the cost give, as validation leaves them
     (Python ints, lists), so that :meth:`Layer.trusted` may take them as they are."""
-    tensor = graph.tensor
-    return {
-        "id": node.id, "name": node.name, "op_type": node.op_type, "domain": node.domain,
-        "inputs": list(node.inputs), "outputs": list(node.outputs),
-        "output_shapes": [list(t.shape) if (t := tensor(o)) else None for o in node.outputs],
-        "dtype": cost.dtype, "macs": cost.macs, "flops": cost.flops, "bytes_read": cost.bytes_read,
-        "bytes_read_act": cost.bytes_read_act, "bytes_read_weight": cost.bytes_read_weight,
-        "bytes_written": cost.bytes_written, "weight_bytes": cost.bytes_read_weight, "params": cost.params,
-        "unit_kind": cost.unit_kind.value, "unit": unit, "known": cost.known,
-        **control_record(node)}
+    return {**dict(zip(_LAYER_NAMES, _layer_values(graph.tensors, node, cost, unit), strict=True)),
+            **control_record(node)}
+
+
+#: The names of :func:`_layer_values`, in order.
+_LAYER_NAMES = ("id", "name", "op_type", "domain", "inputs", "outputs", "output_shapes", "dtype", "macs", "flops",
+                "bytes_read", "bytes_read_act", "bytes_read_weight", "bytes_written", "weight_bytes", "params",
+                "unit_kind", "unit", "known")
+
+
+def _layer_values(tensors: Mapping[str, GraphTensor], node: Node, cost: LayerCost, unit: str | None) -> tuple[Any, ...]:
+    """The values of the fields :data:`_LAYER_NAMES` of ``node``'s layer (``tensors``: the graph's)."""
+    return (node.id, node.name, node.op_type, node.domain, list(node.inputs), list(node.outputs),
+            [list(t.shape) if (t := tensors.get(o) if o else None) else None for o in node.outputs],
+            cost.dtype, cost.macs, cost.flops, cost.bytes_read, cost.bytes_read_act, cost.bytes_read_weight,
+            cost.bytes_written, cost.bytes_read_weight, cost.params, cost.unit_kind.value, unit, cost.known)
 
 
 def control_record(node: Node) -> dict[str, Any]:
@@ -182,19 +188,29 @@ def control_record(node: Node) -> dict[str, Any]:
             **({"observed": dict(node.observed)} if node.observed else {})}
 
 
+#: The names of a layer's estimate in :func:`estimate_run`, in order.
+_ESTIMATE_NAMES = ("latency_us", "compute_us", "load_us", "store_us", "overhead_us", "bound", "unit", "dtype",
+                   "ddr_read_bytes", "ddr_write_bytes", "weight_passes", "fallback_reason")
+
+
 def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
     """The typed run holding the model, its per-layer costs and the estimate on ``profile``."""
-    # our own values: built without per-layer validation (Section.trusted), in the types validation gives; the
+    # our own values: built without per-layer validation (Section.trusted_rows), in the types validation gives; the
     # five times of every layer rounded in one vectorized pass (rounding.rounded: what _us gives, bit for bit)
-    times = iter(rounded([t for est in estimate.layers for t in (est.latency_us, est.compute_us, est.load_us,
-                                                                  est.store_us, est.overhead_us)], 3))
-    layers = [Layer.trusted({**_layer_fields(graph, node, cost, est.unit), "estimate": LayerEstimate.trusted({
-        "latency_us": next(times), "compute_us": next(times), "load_us": next(times),
-        "store_us": next(times), "overhead_us": next(times), "bound": est.bound.value,
-        "unit": est.unit, "dtype": est.dtype, "ddr_read_bytes": est.ddr_read_bytes,
-        "ddr_write_bytes": est.ddr_write_bytes, "weight_passes": float(est.weight_passes),
-        "fallback_reason": est.fallback_reason})})
-        for node, cost, est in zip(graph.layers, estimate.costs, estimate.layers, strict=True)]
+    times = rounded([t for est in estimate.layers for t in (est.latency_us, est.compute_us, est.load_us,
+                                                             est.store_us, est.overhead_us)], 3)
+    estimates = LayerEstimate.trusted_rows(_ESTIMATE_NAMES, (
+        (times[k], times[k + 1], times[k + 2], times[k + 3], times[k + 4], est.bound.value, est.unit, est.dtype,
+         est.ddr_read_bytes, est.ddr_write_bytes, float(est.weight_passes), est.fallback_reason)
+        for k, est in zip(range(0, len(times), 5), estimate.layers, strict=True)))
+    tensors = graph.tensors
+    layers = Layer.trusted_rows((*_LAYER_NAMES, "shape_source", "estimate"), (
+        (*_layer_values(tensors, node, cost, est.unit), node.shape_source, section)
+        for node, cost, est, section in zip(graph.layers, estimate.costs, estimate.layers, estimates, strict=True)))
+    for k, node in enumerate(graph.layers):
+        if node.parent or node.observed:  # a control-flow layer or a subgraph's: its further keys
+            layers[k] = Layer.trusted({**_layer_fields(graph, node, estimate.costs[k], estimate.layers[k].unit),
+                                       "estimate": estimates[k]})
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, estimate.costs, strict=True):
         if not cost.known:

@@ -66,26 +66,26 @@ class _Residency:
             if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
                 k += 1
             position.append(k)
-        consumers: dict[str, list[int]] = {}
-        for idx, node in enumerate(graph.layers):
-            for name in node.inputs:
-                if name:
-                    consumers.setdefault(name, []).append(idx)
+        # the last layer reading each tensor (positions never decrease along the layers: its position is the
+        # largest of its readers'), and the tensors a CPU layer reads
+        last_reader = {name: idx for idx, node in enumerate(graph.layers) for name in node.inputs}
+        read_on_cpu = {name for node, cpu in zip(graph.layers, on_cpu, strict=True) if cpu for name in node.inputs}
         outputs = {t.name for t in graph.outputs}
         self.resident: set[str] = set()
         if budget <= 0:
             return
         tensors = graph.tensors
+        float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)  # deployed_bytes, inlined
         for idx, node in enumerate(graph.layers):
             if on_cpu[idx]:
                 continue
             for name in node.outputs:
                 info = tensors.get(name) if name else None
-                users = consumers.get(name)
-                if info is None or not users or name in outputs or deployed_bytes(info, dtype) > budget:
+                last = last_reader.get(name)
+                if info is None or last is None or name in outputs or name in read_on_cpu or \
+                        (info.elements * float_bytes if info.dtype in _FLOAT_DTYPES else info.nbytes) > budget:
                     continue
-                me = position[idx]
-                if all(not on_cpu[u] and position[u] <= me + 1 for u in users):
+                if position[last] <= position[idx] + 1:
                     self.resident.add(name)
 
 
@@ -104,18 +104,26 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's)."""
     dtype = dtype or profile.default_dtype
     costs = tuple(costs) if costs is not None else cost_graph(graph)
-    reasons = [fallback_reason(profile, node, graph) for node in graph.layers]
+    reasons = _fallback_reasons(graph, profile)
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
-    units: dict[UnitKind, tuple[ComputeUnit, float]] = {}  # the unit of each kind and its attainable rate
+    estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident)
     layers = tuple(
-        _repeated(_estimate_layer(graph, profile, dtype, node, cost, reason=reason, resident=residency.resident,
-                                  units=units),
-                  node.executions)
+        estimate_layer(node, cost, reason) if node.executions == 1 else
+        _repeated(estimate_layer(node, cost, reason), node.executions)
         for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
     )
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident))
+
+
+def _fallback_reasons(graph: Graph, profile: Profile) -> list[str | None]:
+    """:func:`fallback_reason` of every layer, asked only of the layers some rule names the op type of (``"*"``:
+    every one): most layers of a big model are of ops no rule names."""
+    named = {rule.op_type for rule in profile.fallback_rules}
+    if "*" in named:
+        return [fallback_reason(profile, node, graph) for node in graph.layers]
+    return [fallback_reason(profile, node, graph) if node.op_type in named else None for node in graph.layers]
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
@@ -128,50 +136,63 @@ def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
                    ddr_write_bytes=est.ddr_write_bytes * times)
 
 
-def _estimate_layer(graph: Graph, profile: Profile, dtype: str, node: Node, cost: LayerCost, *,
-                    reason: str | None, resident: set[str],
-                    units: dict[UnitKind, tuple[ComputeUnit, float]] | None = None) -> LayerEstimate:
-    """One layer's estimate; ``units`` caches ``profile.unit_for(kind, dtype)`` and its attainable rate."""
-    if reason is not None:
-        return _on_cpu(graph, profile, node, cost, reason)
-    if cost.unit_kind is UnitKind.ZERO_COPY:
-        return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
-    units = {} if units is None else units
-    if cost.unit_kind not in units:
-        chosen = profile.unit_for(cost.unit_kind, dtype)
-        units[cost.unit_kind] = (chosen, chosen.attainable_ops_per_s(dtype))
-    unit, rate = units[cost.unit_kind]
-    compute_us = _ops(cost, graph, node) / (rate * profile.efficiency_for(node.op_type)) * 1e6
-    # deployed_bytes inlined (every layer comes here): a float tensor at ``dtype``'s size, others at their own
-    float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
-    tensors, constants = graph.tensors, graph.constants
-    weight_bytes = act_in = act_all = 0
-    for name in node.inputs:
-        t = tensors.get(name) if name else None
-        if t is None:
-            continue
-        if t.name in constants:
-            weight_bytes += constant_elements_read(node, graph, t) * (
-                float_bytes if t.dtype in _FLOAT_DTYPES else t.itemsize)
-        else:
-            size = t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
-            act_all += size
-            if t.name not in resident:
-                act_in += size
-    passes = 1
-    weight_budget = profile.sram_bytes // 2
-    if weight_budget > 0 and weight_bytes > weight_budget:
-        passes = -(-weight_bytes // weight_budget)
-        act_in += (passes - 1) * act_all
-    read = act_in + weight_bytes
-    written = 0
-    for name in node.outputs:
-        t = tensors.get(name) if name else None
-        if t is not None and t.name not in resident:
-            written += t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
-    return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
-                   bandwidth=profile.attainable_ddr_bytes_per_s, overhead_us=unit.overhead_us, passes=passes,
-                   reason=None)
+class _LayerEstimator:
+    """One layer's estimate (a call), with what every layer of the graph shares read once: the unit of each kind
+    and its attainable rate, each op type's efficiency, the deployed dtype's size, the SRAM budget and the
+    bandwidth."""
+
+    def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str]) -> None:
+        self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
+        self.units: dict[UnitKind, tuple[ComputeUnit, float]] = {}
+        self.efficiency: dict[str, float] = {}
+        self.float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
+        self.weight_budget = profile.sram_bytes // 2
+        self.bandwidth = profile.attainable_ddr_bytes_per_s
+
+    def __call__(self, node: Node, cost: LayerCost, reason: str | None) -> LayerEstimate:
+        graph, profile, dtype = self.graph, self.profile, self.dtype
+        if reason is not None:
+            return _on_cpu(graph, profile, node, cost, reason)
+        if cost.unit_kind is UnitKind.ZERO_COPY:
+            return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
+        units = self.units
+        if cost.unit_kind not in units:
+            chosen = profile.unit_for(cost.unit_kind, dtype)
+            units[cost.unit_kind] = (chosen, chosen.attainable_ops_per_s(dtype))
+        unit, rate = units[cost.unit_kind]
+        efficiency = self.efficiency.get(node.op_type)
+        if efficiency is None:
+            efficiency = self.efficiency[node.op_type] = profile.efficiency_for(node.op_type)
+        compute_us = _ops(cost, graph, node) / (rate * efficiency) * 1e6
+        # deployed_bytes inlined (every layer comes here): a float tensor at ``dtype``'s size, others at their own
+        float_bytes, resident = self.float_bytes, self.resident
+        tensors, constants = graph.tensors, graph.constants
+        weight_bytes = act_in = act_all = 0
+        for name in node.inputs:
+            t = tensors.get(name) if name else None
+            if t is None:
+                continue
+            if t.name in constants:
+                weight_bytes += constant_elements_read(node, graph, t) * (
+                    float_bytes if t.dtype in _FLOAT_DTYPES else t.itemsize)
+            else:
+                size = t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
+                act_all += size
+                if t.name not in resident:
+                    act_in += size
+        passes = 1
+        weight_budget = self.weight_budget
+        if weight_budget > 0 and weight_bytes > weight_budget:
+            passes = -(-weight_bytes // weight_budget)
+            act_in += (passes - 1) * act_all
+        read = act_in + weight_bytes
+        written = 0
+        for name in node.outputs:
+            t = tensors.get(name) if name else None
+            if t is not None and t.name not in resident:
+                written += t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
+        return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
+                       bandwidth=self.bandwidth, overhead_us=unit.overhead_us, passes=passes, reason=None)
 
 
 def _on_cpu(graph: Graph, profile: Profile, node: Node, cost: LayerCost, reason: str) -> LayerEstimate:

@@ -22,12 +22,14 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from types import UnionType
 from typing import Any, Final, Literal, Union, get_args, get_origin
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from layerscope.errors import RunFileError
 from layerscope.runfile.models import Layer, RunFile, RunLike, Section
@@ -358,9 +360,11 @@ def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
             return
         yield "[\n"
         pad = " " * (level + 1)
-        for k, layer in enumerate(value.layers):
-            yield (",\n" if k else "") + pad + _LINE.encode(
-                layer.model_dump(mode="json", by_alias=True, exclude_unset=True))
+        lines = _section_lines(value.layers)
+        yield pad + next(lines)
+        joint = ",\n" + pad
+        for line in lines:
+            yield joint + line
         yield "\n" + " " * level + "]"
     elif level < 1 and isinstance(value, Mapping) and value:
         pad = " " * (level + 1)
@@ -391,3 +395,144 @@ def _run_text(value: Any, level: int = 0) -> str:
 #: The encoder of :func:`_run_text`'s one-line parts, built once (``json.dumps`` with these options builds one per
 #: call: 100k layers, 100k encoders).
 _LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+#: Sections of one shape are encoded this many at a time by :func:`_section_lines` (columns of that many values).
+_CHUNK = 2048
+
+
+def _section_lines(sections: Sequence[Section]) -> Iterator[str]:
+    """``_LINE.encode(section.model_dump(mode="json", by_alias=True, exclude_unset=True))`` of each section, in
+    order: consecutive sections of one shape (:func:`_shape`: a trusted run's layers are all of one) are encoded
+    column by column, a chunk at a time, through one ``%`` template of their keys in order; any other section, and
+    a chunk holding a value the fast path does not take, by its own dump."""
+    count = len(sections)
+    start = 0
+    while start < count:
+        shape = _shape(sections[start])
+        end = start + 1
+        if shape is not None:
+            while end < count and end - start < _CHUNK and _shape(sections[end]) == shape:
+                end += 1
+            lines = _chunk_lines(sections[start:end], shape)
+            if lines is not None:
+                yield from lines
+                start = end
+                continue
+        for section in sections[start:end]:
+            yield _LINE.encode(section.model_dump(mode="json", by_alias=True, exclude_unset=True))
+        start = end
+
+
+#: A section's shape (:func:`_shape`): its class, the identity of its set of fields, and the shapes of the sections
+#: it holds, by field name.
+_Shape = tuple[Any, ...]
+
+
+def _shape(section: Section) -> _Shape | None:
+    """What decides a section's keys and how its dump is made: its class, its set of fields (by identity: trusted
+    sections of the same field names share one) and the shapes of the sections it holds; ``None`` when the fast
+    path does not take it (unknown keys, aliases, serializers or values not a section's field's own)."""
+    cls = type(section)
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = _plain_class(cls)
+    if plain is False or section.__pydantic_extra__:
+        return None
+    names = section.__pydantic_fields_set__
+    state = section.__dict__
+    inner: list[Any] = [cls, id(names)]
+    for name, kinds in plain:
+        if name in names:
+            value = state[name]
+            if type(value) in kinds:
+                nested = _shape(value)
+                if nested is None:
+                    return None
+                inner.append((name, nested))
+            elif value is not None:
+                return None  # a section's field that holds something else: its own dump
+            else:
+                inner.append((name, None))
+    return tuple(inner)
+
+
+def _plain_class(cls: type[Section]) -> tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]:
+    """``cls``'s fields that may hold a section, each with the section classes it names, or ``False`` when its
+    dump is not its values as they are (aliases, computed fields, serializers)."""
+    if cls.model_computed_fields or any(info.alias or info.serialization_alias for info in cls.model_fields.values()):
+        return False
+    if cls.__pydantic_decorators__.field_serializers or cls.__pydantic_decorators__.model_serializers:
+        return False
+    fields = ((name, _sections_named(info.annotation)) for name, info in cls.model_fields.items())
+    return tuple((name, kinds) for name, kinds in fields if kinds)
+
+
+def _sections_named(annotation: Any) -> tuple[type, ...]:
+    """The section classes a field's annotation names (a member of a union)."""
+    kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    return tuple(kind for kind in kinds if isinstance(kind, type) and issubclass(kind, BaseModel))
+
+
+_PLAIN: dict[type[Section], tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]] = {}
+
+
+def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None:
+    """The lines of ``sections`` (all of ``shape``): one ``%`` template of the keys in order, filled from columns
+    of encoded values; ``None`` when a value is not one the columns encode as the section's dump would (then the
+    sections are dumped one by one)."""
+    template: list[str] = []
+    columns: list[list[str]] = []
+    try:
+        _fill([s.__dict__ for s in sections], sections[0].__pydantic_fields_set__, shape, template, columns)
+    except (TypeError, ValueError):
+        return None
+    text = "".join(template)
+    if not columns:
+        return [text] * len(sections)
+    return [text % row for row in zip(*columns, strict=True)]
+
+
+def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template: list[str],
+          columns: list[list[str]]) -> None:
+    """Add the template of the object of sections of ``shape`` (their ``__dict__`` ``states``, their fields set
+    ``names``) and its value columns."""
+    nested = dict(shape[2:])
+    template.append("{")
+    for k, name in enumerate(sorted(names)):
+        key = json.encoder.encode_basestring(name).replace("%", "%%")
+        template.append(f"{',' if k else ''}{key}:")
+        values = list(map(itemgetter(name), states))
+        if nested.get(name) is not None:
+            _fill([v.__dict__ for v in values], values[0].__pydantic_fields_set__, nested[name], template, columns)
+        else:
+            template.append("%s")
+            columns.append(_column(values))
+    template.append("}")
+
+
+def _column(values: list[Any]) -> list[str]:
+    """``values`` encoded as ``_LINE`` encodes them (a value of another type than these: ``_LINE`` itself)."""
+    kinds = set(map(type, values))
+    if len(kinds) == 1:
+        (kind,) = kinds
+        if kind is float and not all(map(math.isfinite, values)):
+            raise ValueError("Out of range float values are not JSON compliant")
+        scalar = _SCALAR.get(kind)
+        if scalar is not None:
+            return list(map(scalar, values))
+    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+    whole: Callable[[Any], str] = _LINE.encode
+    if make is not None:  # _LINE.encode as one call of the C encoder it makes, without the Python around it
+        encode = make({}, _LINE.default, json.encoder.encode_basestring, None, _LINE.key_separator,
+                      _LINE.item_separator, _LINE.sort_keys, _LINE.skipkeys, _LINE.allow_nan)
+        if kinds == {list}:
+            return list(map("".join, map(encode, values, repeat(0))))
+        whole = lambda value: "".join(encode(value, 0))  # noqa: E731
+    return [_SCALAR.get(type(v), whole)(v) if type(v) is not float else whole(v) for v in values]
+
+
+#: How ``_LINE`` writes a value of these exact types (a float only when finite: :func:`_column` checks).
+_SCALAR: dict[type, Any] = {
+    int: int.__repr__, float: float.__repr__, str: json.encoder.encode_basestring,
+    bool: lambda value: "true" if value else "false", type(None): lambda value: "null"}

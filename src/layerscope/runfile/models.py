@@ -14,7 +14,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -55,6 +55,14 @@ class Section(BaseModel):
         validated one. Sections built from the same field names (in the same order) share one set of the names
         set (``model_fields_set``: pydantic never changes a frozen model's in place, ``model_copy`` copies it):
         100k layers, one set, not 100k (~1 KB each)."""
+        (section,) = cls.trusted_rows(tuple(fields), (fields.values(),))
+        return section
+
+    @classmethod
+    def trusted_rows(cls, names: tuple[str, ...], rows: Iterable[Iterable[Any]]) -> list[Self]:
+        """``[cls.trusted(dict(zip(names, row))) for row in rows]`` (each row's values in the order of ``names``),
+        the defaults, the fresh empty lists and the shared set of names looked up once for all rows: a big model's
+        layers are made as rows, not as one dict each first."""
         defaults = _DEFAULTS.get(cls)
         if defaults is None:
             values = {name: info.default for name, info in cls.model_fields.items()}
@@ -62,17 +70,22 @@ class Section(BaseModel):
                 {name: value for name, value in values.items() if not isinstance(value, list | dict)},
                 {name: value for name, value in values.items() if isinstance(value, list | dict)})
         constant, mutable = defaults
-        section = cls.__new__(cls)
-        state = constant.copy()
-        for name, value in mutable.items():  # a fresh empty list or dict each, as validation gives
-            if name not in fields:
+        fresh = [(name, value) for name, value in mutable.items() if name not in names]
+        names_set = _fields_set(names)
+        new, put = cls.__new__, object.__setattr__
+        sections = []
+        for row in rows:
+            section = new(cls)
+            state = constant.copy()
+            for name, value in fresh:  # a fresh empty list or dict each, as validation gives
                 state[name] = value.copy()
-        state.update(fields)
-        object.__setattr__(section, "__dict__", state)
-        object.__setattr__(section, "__pydantic_fields_set__", _fields_set(fields))
-        object.__setattr__(section, "__pydantic_extra__", {})
-        object.__setattr__(section, "__pydantic_private__", None)
-        return section
+            state.update(zip(names, row, strict=True))
+            put(section, "__dict__", state)
+            put(section, "__pydantic_fields_set__", names_set)
+            put(section, "__pydantic_extra__", {})
+            put(section, "__pydantic_private__", None)
+            sections.append(section)
+        return sections
 
     def over(self, base: Self | None) -> Self:
         """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
@@ -90,9 +103,8 @@ _FIELDS_SETS: dict[tuple[str, ...], set[str]] = {}
 _FIELDS_SETS_MAX = 1024
 
 
-def _fields_set(fields: dict[str, Any]) -> set[str]:
-    """The set of ``fields``' names, shared by every trusted section of those names in that order."""
-    key = tuple(fields)
+def _fields_set(key: tuple[str, ...]) -> set[str]:
+    """The set of the names ``key``, shared by every trusted section of those names in that order."""
     names = _FIELDS_SETS.get(key)
     if names is None:
         names = set(key)

@@ -1,0 +1,73 @@
+"""The layers of a run are written column by column (``runfile.io._section_lines``): each line must be exactly what
+the layer's own dump, encoded on its own, gives, whatever the layers hold."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from layerscope.runfile import io as runfile_io
+from layerscope.runfile.models import Layer, LayerEstimate, LayerMeasured, RunFile
+
+
+def _one_by_one(layers: list[Layer]) -> list[str]:
+    return [runfile_io._LINE.encode(layer.model_dump(mode="json", by_alias=True, exclude_unset=True))
+            for layer in layers]
+
+
+def _trusted(k: int, **more: Any) -> Layer:
+    return Layer.trusted({
+        "id": f"n{k}", "name": f"n{k}", "op_type": "Conv", "domain": "", "inputs": [f"x{k}", "w"],
+        "outputs": [f"y{k}"], "output_shapes": [[1, k, 16, "batch"]], "dtype": "float32", "macs": k * 1000,
+        "flops": 2 * k * 1000, "known": k % 2 == 0, "unit": None if k % 3 else "TAE",
+        "estimate": LayerEstimate.trusted({"latency_us": k / 7, "compute_us": 0.1 * k, "bound": "compute",
+                                           "ddr_read_bytes": 2**40 + k, "weight_passes": 1.0,
+                                           "fallback_reason": None}),
+        "shape_source": "static", **more})
+
+
+def test_trusted_layers_of_one_shape_give_each_layers_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runfile_io, "_CHUNK", 3)  # chunk boundaries inside the run
+    layers = [_trusted(k) for k in range(10)]
+    lines = list(runfile_io._section_lines(layers))
+    assert lines == _one_by_one(layers)
+    # hand-checked: keys sorted, the estimate nested in its place, None as null, 1/7 as repr writes it
+    assert lines[1].startswith('{"domain":"","dtype":"float32","estimate":{"bound":"compute","compute_us":0.1,'
+                               '"ddr_read_bytes":1099511627777,"fallback_reason":null,'
+                               '"latency_us":0.14285714285714285,"weight_passes":1.0},"flops":2000,"id":"n1",'
+                               '"inputs":["x1","w"],"known":false,')
+    assert lines[1].endswith('"output_shapes":[[1,1,16,"batch"]],"outputs":["y1"],"shape_source":"static",'
+                             '"unit":null}')
+
+
+def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> None:
+    odd = 'quote " back \\ percent %s %% tab \t nul \x00 é ✓ \U0001f600'
+    validated = Layer.model_validate({
+        "id": odd, "inputs": [odd], "vendor_key": {"b": 1, "a": [1.5, None]},  # an unknown key: its own dump
+        "measured": {"median_us": 3.0, "status": "measured", "kernels": ["k1", "k2"], "split": True}})
+    layers = [
+        _trusted(1), _trusted(2, observed={"trip_count": 3, "source": "executed", "branch_taken": None}),
+        _trusted(3, parent="Loop_0", executions=7), validated, _trusted(4),
+        Layer.trusted({"id": "bare"}), Layer.trusted({"id": "m", "measured": LayerMeasured.trusted(
+            {"median_us": 1.25, "samples": 10, "split": False, "kernels": None})}),
+        Layer.trusted({"id": "flag", "known": True, "macs": 0, "estimate": None}),
+        Layer.trusted({"id": odd, "name": odd, "inputs": [odd, ""], "outputs": []}),
+        _trusted(5), _trusted(6),
+    ]
+    assert list(runfile_io._section_lines(layers)) == _one_by_one(layers)
+    assert runfile_io._shape(validated) is None  # an unknown key: not a shape the columns write
+    run = RunFile.trusted({"schema_version": 2, "layers": layers})
+    assert runfile_io.run_text(run) == runfile_io.dump_text(run.to_json())
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_time_is_refused_as_before(bad: float) -> None:
+    layers = [_trusted(1)] + [_trusted(k, estimate=LayerEstimate.trusted({"latency_us": bad})) for k in (2, 3)]
+    assert runfile_io._shape(layers[1]) == runfile_io._shape(layers[2])  # a chunk of columns
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        list(runfile_io._section_lines(layers))
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        json.dumps(layers[1].model_dump(mode="json"), allow_nan=False)
