@@ -128,8 +128,10 @@ def sha256_file(path: Path) -> str:
 PROTOBUF_LIMIT_BYTES = 2**31
 
 
-def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
-    """The model at ``path`` (its weights' external data not read) and the SHA-256 of the file, from one read."""
+def _read_model(path: Path) -> tuple[onnx.ModelProto, str, bytes | None]:
+    """The model at ``path`` (its weights' external data not read), the SHA-256 of the file, from one read, and
+    the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its extension), which
+    the validator's checker reads instead of serializing the model again."""
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
@@ -155,7 +157,9 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
-    return model, hashlib.sha256(data).hexdigest()
+    extension = os.path.splitext(path)[1]
+    binary = (onnx.serialization.registry.get_format_from_file_extension(extension) or "protobuf") == "protobuf"
+    return model, hashlib.sha256(data).hexdigest(), data if binary else None
 
 
 def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
@@ -637,12 +641,13 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
     """
     path = Path(path)
-    model, sha256 = _read_model(path)
+    model, sha256, data = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
     protos = list(model.graph.node)
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
-    ordered = validate_model(model, path, base_dir, rows=rows)
+    ordered = validate_model(model, path, base_dir, rows=rows, data=data)
+    del data  # the file's bytes: only the checker reads them
 
     init_names = {i.name for i in model.graph.initializer}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
