@@ -147,3 +147,33 @@ def test_wire_fields_are_the_messages_fields_in_order() -> None:
 ])
 def test_wire_fields_refuse_what_they_do_not_read(data: bytes) -> None:
     assert wire.fields(data) is None
+
+
+def test_a_text_format_model_loads_as_its_binary_twin(tmp_path: Path) -> None:
+    """A ``.txtpb`` file is read as text protobuf (the format from the extension, as ``onnx.load_model`` does) and
+    checked through the light copy: the same layers and shapes as the binary file."""
+    model = _conv_model()
+    binary, text = tmp_path / "m.onnx", tmp_path / "m.txtpb"
+    onnx.save_model(model, str(binary))
+    onnx.save_model(model, str(text), format="textproto")
+    assert text.read_bytes()[:5] != binary.read_bytes()[:5]
+    from_text, from_binary = load_model(text), load_model(binary)
+    assert [(n.id, n.op_type) for n in from_text.layers] == [(n.id, n.op_type) for n in from_binary.layers]
+    assert from_text.tensors == from_binary.tensors
+
+
+def test_an_empty_file_is_not_a_model(tmp_path: Path) -> None:
+    path = tmp_path / "empty.onnx"  # a file of 0 bytes cannot be mapped: it is read
+    path.write_bytes(b"")
+    with pytest.raises(ModelError, match="not an ONNX model \\(no graph or no nodes\\)"):
+        load_model(path)
+
+
+def test_trailing_garbage_is_refused_as_onnx_load_model_refuses_it(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_conv_model().SerializeToString() + b"\xff")
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    with pytest.raises(Exception) as theirs:
+        onnx.load_model(str(path))
+    assert f"{path}: not a readable ONNX model ({str(theirs.value).splitlines()[0]})" in str(caught.value)

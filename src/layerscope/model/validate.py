@@ -69,7 +69,7 @@ def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
-                   rows: list[NodeFields] | None = None, data: bytes | None = None) -> bool:
+                   rows: list[NodeFields] | None = None, data: wire.Buffer | None = None) -> bool:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
 
     ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. ``data``: the bytes
@@ -369,7 +369,7 @@ _CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
 
 
 def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None,
-                     data: bytes | None = None) -> None:
+                     data: wire.Buffer | None = None) -> None:
     """ONNX's own checker on a light copy of the model: with ``full_check`` (strict shape inference) up to
     :data:`FULL_CHECK_MAX_NODES` nodes; above, the structural check only (the loader's shape inference
     still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
@@ -444,7 +444,7 @@ _GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, _GRAPH_INPUT = 1, 2, 5, 11
 _GRAPH_KEPT = frozenset({_GRAPH_NODE, _GRAPH_INPUT, 12, 13})
 
 
-def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> bytes | None:
+def _checker_bytes(model: onnx.ModelProto, data: wire.Buffer, *, ordered: bool) -> bytes | None:
     """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
     parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
     their order, the graph's name, and the large initializers as typed inputs after the graph's own inputs
@@ -463,7 +463,7 @@ def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> byt
     if len(data) <= _CHECKER_MAX_INITIALIZER_BYTES:  # no initializer can be large: no need to read the spans
         itself = graph.name and not any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer) and \
             not _extra_fields(model)
-        return data if itself else None  # a copy of a small model costs little
+        return _as_bytes(data) if itself else None  # a copy of a small model costs little
     top = wire.fields(data)
     graphs = [] if top is None else [span for span in top if span.number == _MODEL_GRAPH]
     if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
@@ -484,7 +484,7 @@ def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> byt
     small = [(t, span) for t, span in zip(graph.initializer, initializer_spans, strict=True)
              if t.data_location != TensorProto.EXTERNAL and span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES]
     if len(small) == len(graph.initializer) and graph.name and not _extra_fields(model):
-        return data  # the copy would be the model itself
+        return _as_bytes(data)  # the copy would be the model itself
     view = memoryview(data)
     kept = {t.name for t, _ in small}
     listed = {vi.name for vi in graph.input}
@@ -497,6 +497,11 @@ def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> byt
     # one copy of what is kept: the graph's parts written after its header, not joined first
     return b"".join([*(view[s.start:s.end] for s in top if s.number in _MODEL_KEPT),
                      wire.header(_MODEL_GRAPH, sum(len(part) for part in light)), *light])
+
+
+def _as_bytes(data: wire.Buffer) -> bytes:
+    """``data`` as the checker takes it: bytes (a mapped file copied, as serializing the model would)."""
+    return data if isinstance(data, bytes) else data[:]
 
 
 def _extra_fields(model: onnx.ModelProto) -> list[str]:
@@ -516,7 +521,7 @@ def _is_set(message: onnx.GraphProto, name: str) -> bool:
 
 
 def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None,
-                 data: bytes | None = None) -> None:
+                 data: wire.Buffer | None = None) -> None:
     checked = None if data is None or ordered is None else _checker_bytes(model, data, ordered=ordered)
     if checked is not None:
         onnx.checker.check_model(checked, full_check=full_check)

@@ -18,7 +18,11 @@ through Python objects.
 
 from __future__ import annotations
 
+import mmap
 from typing import NamedTuple
+
+#: What the spans are read from: bytes, or a file mapped into memory.
+Buffer = bytes | mmap.mmap
 
 #: Wire types (protobuf encoding): varint, 64-bit, length-delimited, 32-bit.
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
@@ -36,7 +40,7 @@ class Span(NamedTuple):
     end: int
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+def _varint(data: Buffer, pos: int, end: int) -> tuple[int, int] | None:
     """The varint at ``pos`` and the position after it; ``None`` when it runs past ``end`` or past 10 bytes."""
     result = shift = 0
     while pos < end and shift < 70:
@@ -49,7 +53,7 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
     return None
 
 
-def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | None:
+def fields(data: Buffer, start: int = 0, end: int | None = None) -> list[Span] | None:
     """The fields of the message in ``data[start:end]`` (the whole of ``data`` by default), in written order;
     ``None`` when it is not read as a plain message (module docstring)."""
     stop = len(data) if end is None else end
