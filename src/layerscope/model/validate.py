@@ -21,6 +21,7 @@ It reads no weight data (only file sizes) and is linear in the model's size.
 from __future__ import annotations
 
 import math
+import mmap
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -523,6 +524,10 @@ def _is_set(message: onnx.GraphProto, name: str) -> bool:
 def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None,
                  data: wire.Buffer | None = None) -> None:
     checked = None if data is None or ordered is None else _checker_bytes(model, data, ordered=ordered)
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        # the mapped file is read no more: its pages leave this process (they stay in the page cache), so the
+        # checker's copy of the model does not come on top of them
+        data.madvise(mmap.MADV_DONTNEED)
     if checked is not None:
         onnx.checker.check_model(checked, full_check=full_check)
         return
