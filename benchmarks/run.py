@@ -3,10 +3,16 @@
 Usage: ``.venv/bin/python benchmarks/run.py [--runs 5] [--warmup 1] [--sample yolov5s_deep]``
 
 Each tool runs as its own subprocess, so a time covers interpreter start, imports, loading the
-model, shape inference, costing and writing the result: what a user waits for. Runs of the two
+model, shape inference, costing and writing the result: what a user waits for. Each run writes a fresh
+output file (the file is deleted before the run: layerscope's first estimate of a model, not the merge
+into an existing run). Both tools run with Python's bytecode cache on, in a temporary
+``PYTHONPYCACHEPREFIX`` that the warm-up fills (as after ``pip install``, which compiles the ``.pyc``
+files; ``PYTHONDONTWRITEBYTECODE`` in the caller's environment would otherwise make layerscope's
+source tree compile on every run while onnx-tool's installed package does not). Runs of the two
 tools alternate (after the warm-ups) so drifting machine load hits both alike. Reported: median and
-minimum of the timed runs, the ratio of medians to onnx-tool's, the goal line, and the MACs each
-tool reports beside an independent count from ONNX shape inference.
+minimum wall time of the timed runs, the median CPU time (user + system), the ratios of medians to
+onnx-tool's, the goal lines, and the MACs each tool reports beside an independent count from ONNX shape
+inference.
 
 Exit status: 0 when the goal is met, 1 when it is not (or layerscope failed), 2 on a setup error.
 """
@@ -17,6 +23,8 @@ import argparse
 import importlib.util
 import json
 import math
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -66,20 +74,25 @@ class Tool:
     name: str
     argv: list[str]
     out: Path
+    env: dict[str, str] | None = None
     times: list[float] = field(default_factory=list)
+    cpu_times: list[float] = field(default_factory=list)
     error: str | None = None
 
-    def run(self) -> float | None:
-        """Run once; return the wall time in seconds, or None (and set :attr:`error`) on failure."""
+    def run(self) -> tuple[float, float] | None:
+        """Run once into a fresh output file; return (wall, CPU user + system) seconds, or None (and set
+        :attr:`error`) on failure."""
         self.out.unlink(missing_ok=True)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        proc = subprocess.run(self.argv, capture_output=True, text=True, check=False)
+        proc = subprocess.run(self.argv, capture_output=True, text=True, check=False, env=self.env)
         elapsed = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0 or not self.out.is_file():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
             self.error = f"exit {proc.returncode}: " + " | ".join(tail)
             return None
-        return elapsed
+        return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def layerscope_argv() -> list[str]:
@@ -144,25 +157,32 @@ def main(argv: list[str] | None = None) -> int:
     print(f"model: {args.sample}  {model_path.name}  {len(model.graph.node)} nodes, "
           f"{model_path.stat().st_size / 1e6:.1f} MB, "
           f"input {[d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]}")
-    print(f"runs: {args.warmup} warm-up + {args.runs} timed per tool, alternating; whole process each")
+    print(f"runs: {args.warmup} warm-up + {args.runs} timed per tool, alternating; whole process each, "
+          "a fresh output file each run (not the merge into an existing run)")
 
     tmp = Path(tempfile.mkdtemp(prefix="layerscope-bench-"))
     try:
+        # the same bytecode cache for both tools, filled by the warm-up (module docstring)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        print("bytecode: cached for both tools in a temporary PYTHONPYCACHEPREFIX"
+              + (", filled by the warm-up" if args.warmup else " (no warm-up: the first timed run compiles)"))
         ls_out, ot_out = tmp / "layerscope.json", tmp / "onnx_tool.json"
         tools = [
             Tool("layerscope estimate",
                  [*layerscope_argv(), "estimate", str(model_path), "--target", TARGET, "--json", str(ls_out)],
-                 ls_out),
+                 ls_out, env),
             Tool("onnx-tool profile",
-                 [sys.executable, "-c", ONNX_TOOL_SCRIPT, str(model_path), str(ot_out)], ot_out),
+                 [sys.executable, "-c", ONNX_TOOL_SCRIPT, str(model_path), str(ot_out)], ot_out, env),
         ]
         for i in range(args.warmup + args.runs):
             for tool in tools:
                 if tool.error is not None:
                     continue
-                elapsed = tool.run()
-                if elapsed is not None and i >= args.warmup:
-                    tool.times.append(elapsed)
+                timed = tool.run()
+                if timed is not None and i >= args.warmup:
+                    tool.times.append(timed[0])
+                    tool.cpu_times.append(timed[1])
         ls_report = json.loads(ls_out.read_text()) if ls_out.is_file() else None
         ot_report = json.loads(ot_out.read_text()) if ot_out.is_file() else None
     finally:
@@ -171,14 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     ls_tool, ot_tool = tools
     base = statistics.median(ot_tool.times) if ot_tool.times else None
     print()
-    print(f"{'tool':<22}{'median s':>10}{'min s':>10}{'vs onnx-tool':>14}")
+    cpu_base = statistics.median(ot_tool.cpu_times) if ot_tool.cpu_times else None
+    print(f"{'tool':<22}{'median s':>10}{'min s':>10}{'vs onnx-tool':>14}{'CPU s':>10}{'vs onnx-tool':>14}")
     for tool in tools:
         if not tool.times:
             print(f"{tool.name:<22}{'FAILED':>10}  {tool.error}")
             continue
-        med = statistics.median(tool.times)
+        med, cpu = statistics.median(tool.times), statistics.median(tool.cpu_times)
         ratio = f"{med / base:.2f}x" if base else "-"
-        print(f"{tool.name:<22}{med:>10.3f}{min(tool.times):>10.3f}{ratio:>14}")
+        cpu_ratio = f"{cpu / cpu_base:.2f}x" if cpu_base else "-"
+        print(f"{tool.name:<22}{med:>10.3f}{min(tool.times):>10.3f}{ratio:>14}{cpu:>10.3f}{cpu_ratio:>14}")
         if tool.error:
             print(f"{'':<22}(a later run failed: {tool.error})")
 
@@ -211,11 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     print()
     verdict = "PASS" if passed else "FAIL"
     print(f"goal: layerscope estimate < {GOAL_S} s whole-process: {verdict} ({med_text})")
+    if ls_tool.times and base:
+        at_or_below = "yes" if statistics.median(ls_tool.times) <= base else "no"
+        print(f"layerscope's median at or below onnx-tool's ({base:.3f} s) in this run: {at_or_below}")
     if args.json is not None:
         args.json.write_text(json.dumps({
             "sample": args.sample, "model": str(model_path), "nodes": len(model.graph.node),
             "goal_s": GOAL_S, "passed": passed,
-            "tools": {t.name: {"times_s": t.times, "error": t.error} for t in tools},
+            "tools": {t.name: {"times_s": t.times, "cpu_times_s": t.cpu_times, "error": t.error} for t in tools},
             "macs": {"reference": ref, "layerscope_total": ls_total, "layerscope_conv": ls_conv,
                      "onnx_tool_total": ot_total, "onnx_tool_conv": ot_conv,
                      "onnx_tool_conv_without_bias": ot_conv_pure},

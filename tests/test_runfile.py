@@ -114,6 +114,20 @@ def test_malformed_fields_are_refused_by_path(tmp_path: Path, mutate: Any, expec
     assert str(err.value).startswith(f"{path}: {expected}"), str(err.value)
 
 
+@pytest.mark.parametrize(("literal", "shown"), [("1e999", "Infinity"), ("-1e999", "-Infinity"),
+                                              ("-Infinity", "-Infinity"), ("NaN", "NaN")])
+def test_a_number_that_is_not_finite_is_refused_by_path_however_written(tmp_path: Path, literal: str,
+                                                                        shown: str) -> None:
+    """Out of a float's range (``1e999``) or a JavaScript constant: the same one line naming it."""
+    doc = _document()
+    doc["layers"][2]["macs"] = 12345678901
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc).replace("12345678901", literal), encoding="utf-8")
+    with pytest.raises(RunFileError) as err:
+        load_run(path)
+    assert str(err.value).startswith(f"{path}: layers[2].macs: expected a finite number, got {shown}"), str(err.value)
+
+
 def test_a_version_1_run_is_migrated_and_saved_as_version_2(tmp_path: Path) -> None:
     """Version 1 told measurement shapes apart by ``source``; version 2 tags them with ``kind``."""
     old = tmp_path / "v1.json"

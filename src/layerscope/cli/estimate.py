@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,14 +13,18 @@ from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.errors import RunFileError
-from layerscope.estimate import estimate_graph, simulate_timeline
-from layerscope.measure.inputs import feeder
+from layerscope.estimate import estimate_graph
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
 from layerscope.run import add_timeline, collector_paused, estimate_run, load_run, save_run
 from layerscope.runfile.models import RunFile, RunLike
 from layerscope.targets import load_profile
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from layerscope.model.types import TensorInfo
 
 DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 
@@ -66,11 +71,13 @@ def _estimate(*, model: Path, target: str, shapes: tuple[str, ...], input_specs:
                                  param_hint="--dtype")
     existing = _existing_run(json_out) if json_out is not None and json_out.exists() else None
     # the inputs matter only when shapes must be observed by running the model (data-dependent shapes, control flow)
-    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs))
+    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=_feeds(input_specs))
     print_shape_notes(graph)
     estimate = estimate_graph(graph, profile, dtype)
     typed = estimate_run(graph, estimate, profile)
     if timeline:
+        from layerscope.estimate.timeline import simulate_timeline  # only --timeline schedules a frame
+
         typed = add_timeline(typed, simulate_timeline(graph, profile, dtype, costs=estimate.costs,
                                                       estimate=estimate),
                              profile.ddr_nominal_bytes_per_s)
@@ -93,6 +100,18 @@ def _estimate(*, model: Path, target: str, shapes: tuple[str, ...], input_specs:
             console.print(f"  {note}", markup=False, highlight=False)
     if html_out is not None:
         console.print(f"report: {write_html(run, html_out)}")
+
+
+def _feeds(specs: tuple[str, ...]) -> Callable[[Sequence[TensorInfo]], dict[str, np.ndarray]]:
+    """:func:`layerscope.measure.inputs.feeder` of ``specs``, imported when the loader calls it: only a model whose
+    shapes must be observed by running it is fed (most are not, and the inputs module is not imported)."""
+
+    def feeds(inputs: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
+        from layerscope.measure.inputs import feeder
+
+        return feeder(specs)(inputs)
+
+    return feeds
 
 
 def _predict(run: RunLike, graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> dict[str, Any]:

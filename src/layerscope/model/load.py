@@ -131,8 +131,14 @@ def sha256_file(path: Path) -> str:
 PROTOBUF_LIMIT_BYTES = 2**31
 
 
-def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
-    """The model at ``path`` (its weights' external data not read) and the SHA-256 of the file, from one read."""
+def _read_model(path: Path) -> tuple[onnx.ModelProto, str, bytes | None]:
+    """The model at ``path`` (its weights' external data not read), the SHA-256 of the file, from one read, and
+    the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its extension), which
+    the validator's checker reads instead of serializing the model again.
+
+    The file is read whole, not mapped: a mapped file truncated by another process while it is read (a model
+    exported again over the one being estimated) kills the reader with SIGBUS, where a read gives bytes that fail
+    to parse with one line."""
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
@@ -142,13 +148,17 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
         raise ModelError(f"{path}: {size / 1e9:.2f} GB in one file is over protobuf's 2 GiB limit for an ONNX model",
                          hint="save the weights as external data: onnx.save_model(model, path, "
                               "save_as_external_data=True)")
+    # read as onnx.load_model reads the path: the format from its extension, protobuf when it names none
+    extension = os.path.splitext(path)[1]
+    binary = (onnx.serialization.registry.get_format_from_file_extension(extension) or "protobuf") == "protobuf"
     try:
-        with path.open("rb") as handle:
-            data = handle.read()
-        # read as onnx.load_model reads the path: the format from its extension
-        named = io.BytesIO(data)
-        named.name = str(path)
-        model = onnx.load_model(named, load_external_data=False)
+        data = path.read_bytes()
+        if binary:
+            model = _parse_model(data)
+        else:
+            named = io.BytesIO(data)
+            named.name = str(path)
+            model = onnx.load_model(named, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: not a readable ONNX model ({first})",
@@ -158,7 +168,17 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, str]:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
-    return model, hashlib.sha256(data).hexdigest()
+    return model, hashlib.sha256(data).hexdigest(), data if binary else None
+
+
+def _parse_model(data: bytes) -> onnx.ModelProto:
+    """The binary protobuf ``data`` parsed as ``onnx.load_model`` parses it (``deserialize_proto``: the same
+    ``DecodeError`` when protobuf reads fewer bytes than given)."""
+    model = onnx.ModelProto()
+    decoded = model.ParseFromString(data)
+    if decoded is not None and decoded != len(data):
+        raise DecodeError(f"Protobuf decoding consumed too few bytes: {decoded} out of {len(data)}")
+    return model
 
 
 def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
@@ -663,12 +683,13 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
 def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mapping[str, int] | None,
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
-    model, sha256 = _read_model(path)
+    model, sha256, data = _read_model(path)
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
     protos = list(model.graph.node)
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
-    ordered = validate_model(model, path, base_dir, rows=rows)
+    ordered = validate_model(model, path, base_dir, rows=rows, data=data)
+    del data  # the file's bytes: only the checker reads them
     release_freed_memory()  # the checker's copies of the model
 
     init_names = {i.name for i in model.graph.initializer}

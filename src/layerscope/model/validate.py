@@ -28,6 +28,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from layerscope.errors import ModelError
+from layerscope.model import wire
 
 #: Bytes per element of the fixed-size ONNX types (``int4``/``uint4`` pack two in a byte: see
 #: :func:`_expected_bytes`).
@@ -68,11 +69,13 @@ def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
-                   rows: list[NodeFields] | None = None) -> bool:
+                   rows: list[NodeFields] | None = None, data: bytes | None = None) -> bool:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
 
-    ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. Returns whether the nodes
-    are already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
+    ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. ``data``: the bytes
+    ``model`` was parsed from (binary protobuf), when the caller holds them: ONNX's checker is then given the
+    model cut from them (:func:`_checker_bytes`), not a copy serialized again. Returns whether the nodes are
+    already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
     would otherwise compute again."""
     if rows is None:
         rows = node_fields(model.graph.node)
@@ -84,7 +87,7 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
         _check_tensor_data(tensor, where, path, base_dir)
     graph = model.graph
     ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
-    _check_with_onnx(model, path, ordered=ordered)
+    _check_with_onnx(model, path, ordered=ordered, data=data)
     return ordered
 
 
@@ -365,7 +368,8 @@ def _reads_any(node: onnx.NodeProto, names: set[str]) -> bool:
 _CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
 
 
-def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None) -> None:
+def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None,
+                     data: bytes | None = None) -> None:
     """ONNX's own checker on a light copy of the model: with ``full_check`` (strict shape inference) up to
     :data:`FULL_CHECK_MAX_NODES` nodes; above, the structural check only (the loader's shape inference
     still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
@@ -375,10 +379,11 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None
     outputs declared without a shape, the checker does not: such outputs get the shape ONNX's
     inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
     in a topological order (the runtime sorts them; the checker wants them sorted). ``ordered``: whether they
-    already are (:func:`in_order`), when the caller knows.
+    already are (:func:`in_order`), when the caller knows. ``data``: the bytes ``model`` was parsed from, when
+    the caller holds them (:func:`_checker_bytes`).
     """
     try:
-        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES, ordered=ordered)
+        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES, ordered=ordered, data=data)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
         # string field that is not UTF-8
@@ -430,6 +435,70 @@ def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.
     return copy
 
 
+#: Field numbers (onnx.proto) of what :func:`_light_copy` keeps: of ``ModelProto`` ir_version, opset_import and
+#: functions (the graph is written anew); of ``GraphProto`` node, input, output and value_info (the name and
+#: the initializers kept are written as :func:`_light_copy` chooses them).
+_MODEL_KEPT = frozenset({1, 8, 25})
+_MODEL_GRAPH = 7
+_GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, _GRAPH_INPUT = 1, 2, 5, 11
+_GRAPH_KEPT = frozenset({_GRAPH_NODE, _GRAPH_INPUT, 12, 13})
+
+
+def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> bytes | None:
+    """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
+    parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
+    their order, the graph's name, and the large initializers as typed inputs after the graph's own inputs
+    (:mod:`layerscope.model.wire`). ``data`` itself when the copy would be the model. An initializer is large
+    when its encoding in the file is over :data:`_CHECKER_MAX_INITIALIZER_BYTES` (what protobuf writes for it,
+    ``ByteSize``, for every file an ONNX writer makes) or its data is external.
+
+    ``None`` where the light copy is built as before: nodes not in a topological order (the copy sorts them),
+    a graph output without a shape (the copy is given one), a file of at most
+    :data:`_CHECKER_MAX_INITIALIZER_BYTES` that is not the copy (copied at little cost), or ``data`` not laid
+    out as ``model`` (the graph not written once, counts of nodes, initializers or inputs that differ, anything
+    :func:`wire.fields` does not read)."""
+    graph = model.graph
+    if not ordered or any(not _has_shape(o) for o in graph.output):
+        return None
+    if len(data) <= _CHECKER_MAX_INITIALIZER_BYTES:  # no initializer can be large: no need to read the spans
+        itself = graph.name and not any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer) and \
+            not _extra_fields(model)
+        return data if itself else None  # a copy of a small model costs little
+    top = wire.fields(data)
+    graphs = [] if top is None else [span for span in top if span.number == _MODEL_GRAPH]
+    if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
+        return None
+    inner = wire.fields(data, graphs[0].value, graphs[0].end)
+    if inner is None:
+        return None
+    counts = {_GRAPH_NODE: 0, _GRAPH_INITIALIZER: 0, _GRAPH_INPUT: 0}
+    for span in inner:
+        if span.number in counts:
+            if span.wire_type != wire.LENGTH_DELIMITED:
+                return None
+            counts[span.number] += 1
+    if (counts[_GRAPH_NODE], counts[_GRAPH_INITIALIZER], counts[_GRAPH_INPUT]) != (
+            len(graph.node), len(graph.initializer), len(graph.input)):
+        return None
+    initializer_spans = [span for span in inner if span.number == _GRAPH_INITIALIZER]
+    small = [(t, span) for t, span in zip(graph.initializer, initializer_spans, strict=True)
+             if t.data_location != TensorProto.EXTERNAL and span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES]
+    if len(small) == len(graph.initializer) and graph.name and not _extra_fields(model):
+        return data  # the copy would be the model itself
+    view = memoryview(data)
+    kept = {t.name for t, _ in small}
+    listed = {vi.name for vi in graph.input}
+    typed = [wire.length_delimited(_GRAPH_INPUT, helper.make_tensor_value_info(
+                 t.name, t.data_type, list(t.dims)).SerializeToString())
+             for t in graph.initializer if t.name not in kept and t.name not in listed]
+    light: list[bytes | memoryview] = [*(view[s.start:s.end] for s in inner if s.number in _GRAPH_KEPT),
+                                       wire.length_delimited(_GRAPH_NAME, (graph.name or "g").encode()),
+                                       *(view[s.start:s.end] for _, s in small), *typed]
+    # one copy of what is kept: the graph's parts written after its header, not joined first
+    return b"".join([*(view[s.start:s.end] for s in top if s.number in _MODEL_KEPT),
+                     wire.header(_MODEL_GRAPH, sum(len(part) for part in light)), *light])
+
+
 def _extra_fields(model: onnx.ModelProto) -> list[str]:
     """The fields of ``model`` (and its graph) :func:`_light_copy` would leave out, that are set."""
     names = [f"graph.{name}" for name in _UNCHECKED_GRAPH_FIELDS
@@ -446,7 +515,12 @@ def _is_set(message: onnx.GraphProto, name: str) -> bool:
     return bool(value) if isinstance(value, str) else len(value) > 0
 
 
-def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None) -> None:
+def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None,
+                 data: bytes | None = None) -> None:
+    checked = None if data is None or ordered is None else _checker_bytes(model, data, ordered=ordered)
+    if checked is not None:
+        onnx.checker.check_model(checked, full_check=full_check)
+        return
     copy = _light_copy(model, ordered=ordered)
     if any(not _has_shape(o) for o in copy.graph.output):
         if copy is model:  # shapes are given to a copy, never to the caller's model

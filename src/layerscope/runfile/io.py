@@ -157,7 +157,8 @@ def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The file's JSON object, migrated to version 2 (not yet validated)."""
     source = Path(path)
     try:
-        data = json.loads(_read_text(source))
+        finite = _Finite()
+        data = json.loads(_read_text(source), parse_float=finite.number, parse_constant=finite.constant)
     except FileNotFoundError:
         raise RunFileError(f"{source}: no such run file") from None
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
@@ -177,7 +178,7 @@ def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     for key in ("model", "layers", "summary"):
         if key not in data:
             raise RunFileError(f"{source}: run file has no {key!r} section")
-    bad = _non_finite(data)
+    bad = _non_finite(data) if finite.seen else None  # the file's path to it found only when there is one
     if bad is not None:
         where, value = bad
         raise RunFileError(f"{source}: {where}: expected a finite number, got {value}",
@@ -197,6 +198,25 @@ def _read_text(source: Path) -> str:
     if len(raw) > MAX_RUN_BYTES:
         raise ValueError(f"over {MAX_RUN_BYTES:,} bytes once decompressed")
     return raw.decode("utf-8")
+
+
+class _Finite:
+    """Parse hooks of ``json.loads`` that give the values its defaults give and note whether any number is not
+    finite (``NaN``, ``Infinity``, or a literal out of a float's range such as ``1e999``): a file without one, nearly
+    every file, is not walked again by :func:`_non_finite` (a tenth of a second for a 700-layer run)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def number(self, text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            self.seen = True
+        return value
+
+    def constant(self, name: str) -> float:  # only NaN, Infinity and -Infinity reach it
+        self.seen = True
+        return float(name)
 
 
 def _non_finite(node: Any, where: str = "") -> tuple[str, str] | None:

@@ -10,9 +10,11 @@ Contract:
   comparison, pipeline, stress, bisect) are typed at their top level, with permissive inner parts;
 - ``measurement`` is a tagged union on ``kind``: ``kernel-profile`` (``layerscope profile`` / ``pipeline``),
   ``bench``, ``differential`` (``layerscope bisect``) and ``vendor-import`` (``layerscope import``).
-"""
 
-from __future__ import annotations
+This module does without ``from __future__ import annotations``: its ~700 field annotations are objects when the
+classes are made, so pydantic takes them as they are instead of compiling and evaluating each one as a string
+(a third of the cost of importing this module, which every command pays). Names not defined yet are quoted.
+"""
 
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
@@ -213,7 +215,7 @@ class LayerMeasured(Section):
     memory_sensitive: bool | None = None
 
     @model_validator(mode="after")
-    def _non_negative_unless_differential(self) -> LayerMeasured:
+    def _non_negative_unless_differential(self) -> "LayerMeasured":
         if self.method != "differential":
             for key in ("median_us", "mean_us", "p90_us", "min_us", "max_us"):
                 value = getattr(self, key)
@@ -421,7 +423,7 @@ class StreamResult(Section):
     runs: Count | None = None
     wall_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
     fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
-    latency: Latency | None = None
+    latency: "Latency | None" = None
 
 
 class BenchMeasurement(_MeasurementBase):
@@ -1346,7 +1348,7 @@ class RunFile(Section):
     predictor: Predictor | None = None
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunFile:
+    def from_json(cls, data: dict[str, Any]) -> "RunFile":
         """A typed run from its JSON document (already migrated to version 2); pydantic's ``ValidationError``
         when a field is wrong (:func:`layerscope.runfile.io.load` turns it into one line)."""
         return cls.model_validate(data, by_alias=True)
@@ -1381,7 +1383,7 @@ class RunFile(Section):
         return any(layer.measured is not None for layer in self.layers)
 
     @property
-    def k_factor(self) -> KFactor | None:
+    def k_factor(self) -> "KFactor | None":
         """k of this run and what it covers (:func:`layerscope.runfile.derived.scale_factor`, the one
         definition); ``None`` when no part is both estimated and measured."""
         from layerscope.runfile.derived import scale_factor

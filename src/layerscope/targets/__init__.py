@@ -9,7 +9,9 @@ Public API::
     host_profile(refresh=False) -> Profile        # measure (or read the cached) host
 """
 
-from layerscope.targets.host import HostMeasurement, host_measurement, host_profile
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from layerscope.targets.loader import known_targets, list_profiles, load_profile
 from layerscope.targets.profile import (
     ComputeUnit,
@@ -19,6 +21,20 @@ from layerscope.targets.profile import (
     normalize_dtype,
 )
 from layerscope.targets.rules import PREDICATES, fallback_reason, register_predicate
+
+if TYPE_CHECKING:
+    from layerscope.targets.host import HostMeasurement, host_measurement, host_profile
+
+#: The host probe's names, imported on first use: a shipped or user profile never measures the host.
+_HOST_NAMES = frozenset({"HostMeasurement", "host_measurement", "host_profile"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOST_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("layerscope.targets.host"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "PREDICATES",

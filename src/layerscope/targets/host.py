@@ -45,11 +45,10 @@ import numpy as np
 from layerscope.costs.types import UnitKind
 from layerscope.errors import BackendUnavailable, OutputError
 from layerscope.fileio import write_atomic
-from layerscope.targets.profile import Profile
+from layerscope.targets.profile import HOST_NAME, Profile
 from layerscope.targets.schema import profile_from_mapping, read_toml
 
 PROBE_VERSION = 2
-HOST_NAME = "host"
 CACHE_ENV = "LAYERSCOPE_CACHE_DIR"
 TEMPLATE_PATH = Path(__file__).with_name("profiles") / "host.toml"
 

@@ -10,12 +10,11 @@ import os
 from pathlib import Path
 
 from layerscope.errors import ProfileError
-from layerscope.targets import host
-from layerscope.targets.profile import Profile, ProfileSummary
+from layerscope.targets.profile import HOST_NAME, Profile, ProfileSummary
 from layerscope.targets.schema import load_profile_file
 
 PROFILES_DIR = Path(__file__).with_name("profiles")
-HOST = host.HOST_NAME
+HOST = HOST_NAME
 
 
 def _shipped() -> dict[str, Path]:
@@ -42,6 +41,8 @@ def load_profile(name_or_path: str) -> Profile:
     """
     name = name_or_path.strip()
     if name.lower() == HOST:
+        from layerscope.targets import host  # the probe: only the host target measures
+
         return host.host_profile()
     shipped = _shipped()
     if name.lower() in shipped:
@@ -52,6 +53,8 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 def _host_summary() -> ProfileSummary:
+    from layerscope.targets import host
+
     cached = host.cached_host_profile()
     if cached is not None:
         return ProfileSummary.of(cached)

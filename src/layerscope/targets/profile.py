@@ -18,6 +18,9 @@ from types import MappingProxyType
 
 from layerscope.costs.types import UnitKind
 
+#: The target name of this machine's CPU, measured on first use (:mod:`layerscope.targets.host`).
+HOST_NAME = "host"
+
 #: dtype names a profile may use as keys of ``peak_ops_per_s`` and in ``dtypes``.
 KNOWN_DTYPES: tuple[str, ...] = (
     "int4",

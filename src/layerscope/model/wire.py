@@ -1,0 +1,113 @@
+"""The fields of a serialized protobuf message as byte spans, read from the wire format without decoding a value.
+
+Contract:
+- :func:`fields` lists the fields of one message level, in the order they are written, each as a :class:`Span`
+  (field number, first byte of its tag, first byte of its value, end); a length-delimited value (a string, a
+  bytes field, an embedded message) is skipped by its length, never read. It returns ``None`` for anything it
+  does not read as a plain message: a truncated field, a malformed varint, a group (wire types 3 and 4, which
+  ONNX never writes) or an unknown wire type, so that a caller falls back to the parsed message;
+- :func:`length_delimited` writes one length-delimited field (tag, length, value), :func:`header` its tag and
+  length alone (for a value written after it in pieces).
+
+Protobuf parses a message's fields in any order, and the entries of a repeated field in the order they are
+written: a message cut from spans of another (some fields left out, entries of a repeated field kept in their
+order, entries appended after them) parses as the message with those fields, which is how
+:mod:`layerscope.model.validate` gives ONNX's checker a model without its large weights without copying the rest
+through Python objects.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+#: Wire types (protobuf encoding): varint, 64-bit, length-delimited, 32-bit.
+VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
+
+
+class Span(NamedTuple):
+    """One field of a message: ``data[start:end]`` is the field as written (tag and value), ``data[value:end]``
+    its value (for a length-delimited field: the bytes after the length). A named tuple, immutable: a message
+    of 100k nodes has 100k of them, made in a loop."""
+
+    number: int
+    wire_type: int
+    start: int
+    value: int
+    end: int
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+    """The varint at ``pos`` and the position after it; ``None`` when it runs past ``end`` or past 10 bytes."""
+    result = shift = 0
+    while pos < end and shift < 70:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+    return None
+
+
+def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | None:
+    """The fields of the message in ``data[start:end]`` (the whole of ``data`` by default), in written order;
+    ``None`` when it is not read as a plain message (module docstring)."""
+    stop = len(data) if end is None else end
+    out: list[Span] = []
+    pos = start
+    while pos < stop:
+        key = data[pos]
+        if key < 0x80:  # a one-byte tag: fields 1 to 15
+            at = pos + 1
+        else:
+            tag = _varint(data, pos, stop)
+            if tag is None:
+                return None
+            key, at = tag
+        number, wire_type = key >> 3, key & 7
+        if number == 0:
+            return None
+        if wire_type == VARINT:
+            value = _varint(data, at, stop)
+            if value is None:
+                return None
+            after = value[1]
+        elif wire_type == LENGTH_DELIMITED:
+            if at < stop and data[at] < 0x80:  # a length under 128
+                size, at = data[at], at + 1
+            else:
+                length = _varint(data, at, stop)
+                if length is None:
+                    return None
+                size, at = length
+            after = at + size
+        elif wire_type == FIXED64:
+            after = at + 8
+        elif wire_type == FIXED32:
+            after = at + 4
+        else:  # groups (3, 4) and the undefined wire types 6 and 7
+            return None
+        if after > stop:
+            return None
+        out.append(Span(number, wire_type, pos, at, after))
+        pos = after
+    return out
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def header(number: int, size: int) -> bytes:
+    """The tag and length of a length-delimited field ``number`` whose value is ``size`` bytes."""
+    return _encode_varint(number << 3 | LENGTH_DELIMITED) + _encode_varint(size)
+
+
+def length_delimited(number: int, value: bytes) -> bytes:
+    """Field ``number`` holding ``value`` (a string, bytes, or a serialized message), as protobuf writes it."""
+    return header(number, len(value)) + value

@@ -1,0 +1,179 @@
+"""ONNX's checker is given the model cut from the file's own bytes (layerscope.model.wire): the same message the
+light copy would be, without copying and serializing it again; the same refusals; the parsed copy where the cut
+cannot be made."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import ZOO_MODELS
+from layerscope.errors import ModelError
+from layerscope.model import load_model, wire
+from layerscope.model.validate import (
+    _CHECKER_MAX_INITIALIZER_BYTES,
+    _checker_bytes,
+    _light_copy,
+    node_fields,
+    validate_model,
+)
+
+F32 = TensorProto.FLOAT
+
+
+def _conv_model(*, name: str = "g", big_channels: int = 256, metadata: bool = False, doc: bool = False,
+                op: str = "Relu", x_rank: int = 4) -> onnx.ModelProto:
+    """x -> Conv(w_big: 256x256x3x3 float, 2.36 MB) -> op -> Conv(w_small: 8x256x1x1, 8 KB) + b -> y."""
+    rng = np.random.default_rng(0)
+    w_big = numpy_helper.from_array(rng.standard_normal((big_channels, 256, 3, 3)).astype(np.float32), "w_big")
+    w_small = numpy_helper.from_array(rng.standard_normal((8, big_channels, 1, 1)).astype(np.float32), "w_small")
+    bias = numpy_helper.from_array(np.zeros(8, np.float32), "b")
+    x_shape = [1, 256, 8, 8][:x_rank]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w_big"], ["t"], name="c1", pads=[1, 1, 1, 1]),
+         helper.make_node(op, ["t"], ["u"], name="r"),
+         helper.make_node("Conv", ["u", "w_small", "b"], ["y"], name="c2")],
+        name, [helper.make_tensor_value_info("x", F32, x_shape)],
+        [helper.make_tensor_value_info("y", F32, [1, 8, 8, 8])], initializer=[w_big, w_small, bias],
+        doc_string="a graph" if doc else None)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="test")
+    if metadata:
+        helper.set_model_props(model, {"author": "someone"})
+    return model
+
+
+def _parsed(data: bytes) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    model.ParseFromString(data)
+    return model
+
+
+@pytest.mark.parametrize("variant", ["plain", "no-name", "metadata", "graph-doc"])
+def test_the_cut_is_the_light_copy_without_the_large_weight(variant: str) -> None:
+    model = _conv_model(name="" if variant == "no-name" else "g", metadata=variant == "metadata",
+                        doc=variant == "graph-doc")
+    data = model.SerializeToString()
+    cut = _checker_bytes(_parsed(data), data, ordered=True)
+    assert cut is not None
+    checked = _parsed(cut)
+    assert checked == _light_copy(_parsed(data), ordered=True)
+    # the 2.36 MB weight is a typed input, not data: 8 KB of small weight and the graph are left
+    assert len(data) > 256 * 256 * 9 * 4 > _CHECKER_MAX_INITIALIZER_BYTES and len(cut) < 20_000
+    assert [t.name for t in checked.graph.initializer] == ["w_small", "b"]
+    assert [vi.name for vi in checked.graph.input] == ["x", "w_big"]
+    assert list(checked.graph.input[1].type.tensor_type.shape.dim) == list(
+        helper.make_tensor_value_info("w_big", F32, [256, 256, 3, 3]).type.tensor_type.shape.dim)
+    assert checked.graph.name == (model.graph.name or "g")
+
+
+def test_a_model_the_copy_would_not_change_is_given_as_read() -> None:
+    model = _conv_model(big_channels=16)  # 16x256x3x3 floats: 147 KB, under the limit
+    data = model.SerializeToString()
+    assert len(data) > _CHECKER_MAX_INITIALIZER_BYTES // 8
+    assert _checker_bytes(_parsed(data), data, ordered=True) is data
+
+
+@pytest.mark.parametrize("path", ZOO_MODELS, ids=lambda p: p.stem)
+def test_zoo_models_are_given_as_read(path: Path) -> None:
+    data = path.read_bytes()
+    model = _parsed(data)
+    rows = node_fields(model.graph.node)
+    assert validate_model(model, path, path.parent, rows=rows, data=data)
+    assert _checker_bytes(model, data, ordered=True) is data
+
+
+def test_where_the_cut_cannot_be_made_the_copy_is_used() -> None:
+    model = _conv_model()
+    data = model.SerializeToString()
+    assert _checker_bytes(_parsed(data), data, ordered=False) is None  # the copy sorts the nodes
+    twice = data + data  # the graph written twice: protobuf merges them, the cut would not
+    assert _checker_bytes(_parsed(twice), twice, ordered=True) is None
+    no_shape = _conv_model()
+    no_shape.graph.output[0].type.tensor_type.ClearField("shape")  # the copy is given the inferred shape
+    raw = no_shape.SerializeToString()
+    assert _checker_bytes(_parsed(raw), raw, ordered=True) is None
+
+
+@pytest.mark.parametrize(("op", "x_rank", "words"), [
+    ("FrobnicateXYZ", 4, "No Op registered for FrobnicateXYZ"),
+    ("Relu", 2, "Input tensor must have at least 3 dimensions"),
+])
+def test_refusals_of_a_model_with_large_weights_are_the_checkers(tmp_path: Path, op: str, x_rank: int,
+                                                                  words: str) -> None:
+    path = tmp_path / "m.onnx"
+    model = _conv_model(op=op, x_rank=x_rank)
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelError) as cut:
+        load_model(path)
+    assert f"{path}: refused by onnx.checker (ONNX Runtime refuses it too): " in str(cut.value) and words in str(
+        cut.value)
+    with pytest.raises(ModelError) as copied:  # the light copy, serialized: the same line
+        validate_model(model, path, tmp_path)
+    assert str(copied.value) == str(cut.value)
+
+
+def test_a_model_with_large_weights_loads_through_the_cut(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_conv_model().SerializeToString())
+    graph = load_model(path)
+    assert [n.op_type for n in graph.layers] == ["Conv", "Relu", "Conv"]
+    assert graph.tensor("y") is not None and graph.tensor("y").shape == (1, 8, 8, 8)  # type: ignore[union-attr]
+
+
+def test_wire_fields_are_the_messages_fields_in_order() -> None:
+    model = _conv_model()
+    data = model.SerializeToString()
+    top = wire.fields(data)
+    assert top is not None
+    assert [s.number for s in top] == [f.number for f, _ in model.ListFields()]
+    graph = next(s for s in top if s.number == 7)
+    inner = wire.fields(data, graph.value, graph.end)
+    assert inner is not None
+    initializers = [s for s in inner if s.number == 5]
+    assert [data[s.value:s.end] for s in initializers] == [t.SerializeToString() for t in model.graph.initializer]
+    assert wire.length_delimited(2, b"g") == helper.make_graph([], "g", [], []).SerializeToString()
+
+
+@pytest.mark.parametrize("data", [
+    b"\x0a\x05abc",  # a length past the end
+    b"\x08\xff\xff",  # a varint cut short
+    b"\x0b\x0c",  # a group (wire type 3)
+    b"\x0e",  # wire type 6
+    b"\x00\x01",  # field number 0
+])
+def test_wire_fields_refuse_what_they_do_not_read(data: bytes) -> None:
+    assert wire.fields(data) is None
+
+
+def test_a_text_format_model_loads_as_its_binary_twin(tmp_path: Path) -> None:
+    """A ``.txtpb`` file is read as text protobuf (the format from the extension, as ``onnx.load_model`` does) and
+    checked through the light copy: the same layers and shapes as the binary file."""
+    model = _conv_model()
+    binary, text = tmp_path / "m.onnx", tmp_path / "m.txtpb"
+    onnx.save_model(model, str(binary))
+    onnx.save_model(model, str(text), format="textproto")
+    assert text.read_bytes()[:5] != binary.read_bytes()[:5]
+    from_text, from_binary = load_model(text), load_model(binary)
+    assert [(n.id, n.op_type) for n in from_text.layers] == [(n.id, n.op_type) for n in from_binary.layers]
+    assert from_text.tensors == from_binary.tensors
+
+
+def test_an_empty_file_is_not_a_model(tmp_path: Path) -> None:
+    path = tmp_path / "empty.onnx"  # 0 bytes parse as an empty message: no graph
+    path.write_bytes(b"")
+    with pytest.raises(ModelError, match="not an ONNX model \\(no graph or no nodes\\)"):
+        load_model(path)
+
+
+def test_trailing_garbage_is_refused_as_onnx_load_model_refuses_it(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    path.write_bytes(_conv_model().SerializeToString() + b"\xff")
+    with pytest.raises(ModelError) as caught:
+        load_model(path)
+    with pytest.raises(Exception) as theirs:
+        onnx.load_model(str(path))
+    assert f"{path}: not a readable ONNX model ({str(theirs.value).splitlines()[0]})" in str(caught.value)
