@@ -16,8 +16,8 @@ from layerscope.errors import ModelError
 from layerscope.model import load_model, wire
 from layerscope.model.validate import (
     _CHECKER_MAX_INITIALIZER_BYTES,
-    _checker_bytes,
     _light_copy,
+    checker_bytes,
     node_fields,
     validate_model,
 )
@@ -57,7 +57,7 @@ def test_the_cut_is_the_light_copy_without_the_large_weight(variant: str) -> Non
     model = _conv_model(name="" if variant == "no-name" else "g", metadata=variant == "metadata",
                         doc=variant == "graph-doc")
     data = model.SerializeToString()
-    cut = _checker_bytes(_parsed(data), data, ordered=True)
+    cut = checker_bytes(_parsed(data), data, ordered=True)
     assert cut is not None
     checked = _parsed(cut)
     assert checked == _light_copy(_parsed(data), ordered=True)
@@ -74,7 +74,7 @@ def test_a_model_the_copy_would_not_change_is_given_as_read() -> None:
     model = _conv_model(big_channels=16)  # 16x256x3x3 floats: 147 KB, under the limit
     data = model.SerializeToString()
     assert len(data) > _CHECKER_MAX_INITIALIZER_BYTES // 8
-    assert _checker_bytes(_parsed(data), data, ordered=True) is data
+    assert checker_bytes(_parsed(data), data, ordered=True) is data
 
 
 @pytest.mark.parametrize("path", ZOO_MODELS, ids=lambda p: p.stem)
@@ -82,20 +82,20 @@ def test_zoo_models_are_given_as_read(path: Path) -> None:
     data = path.read_bytes()
     model = _parsed(data)
     rows = node_fields(model.graph.node)
-    assert validate_model(model, path, path.parent, rows=rows, data=data)
-    assert _checker_bytes(model, data, ordered=True) is data
+    assert validate_model(model, path, path.parent, rows=rows, checked=checker_bytes(model, data))
+    assert checker_bytes(model, data) is data
 
 
 def test_where_the_cut_cannot_be_made_the_copy_is_used() -> None:
     model = _conv_model()
     data = model.SerializeToString()
-    assert _checker_bytes(_parsed(data), data, ordered=False) is None  # the copy sorts the nodes
+    assert checker_bytes(_parsed(data), data, ordered=False) is None  # the copy sorts the nodes
     twice = data + data  # the graph written twice: protobuf merges them, the cut would not
-    assert _checker_bytes(_parsed(twice), twice, ordered=True) is None
+    assert checker_bytes(_parsed(twice), twice, ordered=True) is None
     no_shape = _conv_model()
     no_shape.graph.output[0].type.tensor_type.ClearField("shape")  # the copy is given the inferred shape
     raw = no_shape.SerializeToString()
-    assert _checker_bytes(_parsed(raw), raw, ordered=True) is None
+    assert checker_bytes(_parsed(raw), raw, ordered=True) is None
 
 
 @pytest.mark.parametrize(("op", "x_rank", "words"), [
@@ -122,6 +122,19 @@ def test_a_model_with_large_weights_loads_through_the_cut(tmp_path: Path) -> Non
     graph = load_model(path)
     assert [n.op_type for n in graph.layers] == ["Conv", "Relu", "Conv"]
     assert graph.tensor("y") is not None and graph.tensor("y").shape == (1, 8, 8, 8)  # type: ignore[union-attr]
+
+
+def test_a_model_with_large_weights_and_nodes_out_of_order_loads_through_the_copy(tmp_path: Path) -> None:
+    """The loader cuts the checker's bytes before it knows the order (and drops the file's bytes); given the cut,
+    the checker would refuse nodes out of order: the validator gives it the sorted copy instead."""
+    model = _conv_model()
+    nodes = list(model.graph.node)
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(nodes))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    graph = load_model(path)
+    assert [n.op_type for n in graph.layers] == ["Conv", "Relu", "Conv"]
 
 
 def test_wire_fields_are_the_messages_fields_in_order() -> None:

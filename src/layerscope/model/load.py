@@ -40,7 +40,7 @@ from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
-from layerscope.model.validate import NodeFields, node_fields, validate_model
+from layerscope.model.validate import NodeFields, checker_bytes, node_fields, validate_model
 from layerscope.model.validate import topological as _topological
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -684,12 +684,15 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
     model, sha256, data = _read_model(path)
+    # what ONNX's checker reads, cut from the file's bytes now, so that they are not held through the check
+    checked = checker_bytes(model, data) if data is not None else None
+    del data
     base_dir = path.resolve().parent
     _check_external_data(model, base_dir)
     protos = list(model.graph.node)
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
-    ordered = validate_model(model, path, base_dir, rows=rows, data=data)
-    del data  # the file's bytes: only the checker reads them
+    ordered = validate_model(model, path, base_dir, rows=rows, checked=checked)
+    del checked
     release_freed_memory()  # the checker's copies of the model
 
     init_names = {i.name for i in model.graph.initializer}

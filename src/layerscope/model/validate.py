@@ -69,12 +69,12 @@ def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
-                   rows: list[NodeFields] | None = None, data: bytes | None = None) -> bool:
+                   rows: list[NodeFields] | None = None, checked: bytes | None = None) -> bool:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
 
-    ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. ``data``: the bytes
-    ``model`` was parsed from (binary protobuf), when the caller holds them: ONNX's checker is then given the
-    model cut from them (:func:`_checker_bytes`), not a copy serialized again. Returns whether the nodes are
+    ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. ``checked``: the model ONNX's
+    checker reads, cut from the file's bytes (:func:`checker_bytes`), when the caller made it: the checker is given
+    it when the nodes are in order, not a copy serialized again. Returns whether the nodes are
     already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
     would otherwise compute again."""
     if rows is None:
@@ -87,7 +87,7 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
         _check_tensor_data(tensor, where, path, base_dir)
     graph = model.graph
     ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
-    _check_with_onnx(model, path, ordered=ordered, data=data)
+    _check_with_onnx(model, path, ordered=ordered, checked=checked)
     return ordered
 
 
@@ -369,7 +369,7 @@ _CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
 
 
 def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None,
-                     data: bytes | None = None) -> None:
+                     checked: bytes | None = None) -> None:
     """ONNX's own checker on a light copy of the model: with ``full_check`` (strict shape inference) up to
     :data:`FULL_CHECK_MAX_NODES` nodes; above, the structural check only (the loader's shape inference
     still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
@@ -379,11 +379,12 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None
     outputs declared without a shape, the checker does not: such outputs get the shape ONNX's
     inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
     in a topological order (the runtime sorts them; the checker wants them sorted). ``ordered``: whether they
-    already are (:func:`in_order`), when the caller knows. ``data``: the bytes ``model`` was parsed from, when
-    the caller holds them (:func:`_checker_bytes`).
+    already are (:func:`in_order`), when the caller knows. ``checked``: :func:`checker_bytes` of the model, when
+    the caller made it.
     """
     try:
-        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES, ordered=ordered, data=data)
+        _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES, ordered=ordered,
+                     checked=checked)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
         # string field that is not UTF-8
@@ -444,7 +445,7 @@ _GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, _GRAPH_INPUT = 1, 2, 5, 11
 _GRAPH_KEPT = frozenset({_GRAPH_NODE, _GRAPH_INPUT, 12, 13})
 
 
-def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> bytes | None:
+def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) -> bytes | None:
     """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
     parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
     their order, the graph's name, and the large initializers as typed inputs after the graph's own inputs
@@ -456,7 +457,8 @@ def _checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool) -> byt
     a graph output without a shape (the copy is given one), a file of at most
     :data:`_CHECKER_MAX_INITIALIZER_BYTES` that is not the copy (copied at little cost), or ``data`` not laid
     out as ``model`` (the graph not written once, counts of nodes, initializers or inputs that differ, anything
-    :func:`wire.fields` does not read)."""
+    :func:`wire.fields` does not read). ``ordered``: whether the nodes are in a topological order (the loader cuts
+    the bytes before it knows, and drops the file's bytes: the validator uses the cut only for nodes in order)."""
     graph = model.graph
     if not ordered or any(not _has_shape(o) for o in graph.output):
         return None
@@ -516,9 +518,8 @@ def _is_set(message: onnx.GraphProto, name: str) -> bool:
 
 
 def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None,
-                 data: bytes | None = None) -> None:
-    checked = None if data is None or ordered is None else _checker_bytes(model, data, ordered=ordered)
-    if checked is not None:
+                 checked: bytes | None = None) -> None:
+    if checked is not None and ordered:
         onnx.checker.check_model(checked, full_check=full_check)
         return
     copy = _light_copy(model, ordered=ordered)
