@@ -8,8 +8,9 @@ layerscope`` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from layerscope._lazy import from_module, lazy_names
 
 __version__ = "0.1.0"
 
@@ -20,16 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Run", "__version__", "estimate", "load", "pipeline", "profile", "trace_point"]
 
-_LAZY = {"trace_point": ("layerscope.tracing", "trace_point"), "pipeline": ("layerscope.measure.pipeline", None),
-         "estimate": ("layerscope.api", "estimate"), "profile": ("layerscope.api", "profile"),
-         "load": ("layerscope.api", "load"), "Run": ("layerscope.api", "Run")}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'layerscope' has no attribute {name!r}")
-    module_name, attribute = _LAZY[name]
-    module = importlib.import_module(module_name)
-    value = module if attribute is None else getattr(module, attribute)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, {"trace_point": ("layerscope.tracing", "trace_point"),
+                                    "pipeline": ("layerscope.measure.pipeline", None),
+                                    **from_module("layerscope.api", "estimate", "profile", "load", "Run")})

@@ -1,11 +1,11 @@
 """Static estimates: roofline per layer on a hardware profile; the timeline of one frame over units,
 cores and DDR, with its memory plan."""
 
-import importlib
 import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from layerscope._lazy import from_module, lazy_names
 from layerscope.estimate.roofline import deployed_bytes, estimate_graph, resident_tensors
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 
@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 #: Names of the timeline and the memory plan, imported on first use: a plain estimate (the roofline) never
 #: schedules a frame, and their modules were a tenth of ``layerscope estimate``'s own imports.
-_LAZY = {**dict.fromkeys(("MemoryPlan", "plan_memory"), "layerscope.estimate.memory"),
-         **dict.fromkeys(("Busy", "Interval", "LayerSpan", "TimeBins", "Timeline", "Track", "core_share",
-                          "simulate_timeline"), "layerscope.estimate.timeline")}
+__getattr__ = lazy_names(__name__, {
+    **from_module("layerscope.estimate.memory", "MemoryPlan", "plan_memory"),
+    **from_module("layerscope.estimate.timeline", "Busy", "Interval", "LayerSpan", "TimeBins", "Timeline", "Track",
+                  "core_share", "simulate_timeline")})
 
 __all__ = [
     "Bound",
@@ -46,15 +47,6 @@ __all__ = [
     "resident_tensors",
     "simulate_timeline",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
 
 
 class _EstimatePackage(ModuleType):

@@ -6,8 +6,9 @@ readers need) do not pull in ``onnx``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from layerscope._lazy import from_module, lazy_names
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 
 if TYPE_CHECKING:
@@ -16,9 +17,4 @@ if TYPE_CHECKING:
 __all__ = ["DTYPE_BYTES", "Graph", "Node", "TensorInfo", "load_model", "parse_shape_arg"]
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("load_model", "parse_shape_arg"):
-        from layerscope.model import load
-
-        return getattr(load, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, from_module("layerscope.model.load", "load_model", "parse_shape_arg"))

@@ -9,9 +9,9 @@ Public API::
     host_profile(refresh=False) -> Profile        # measure (or read the cached) host
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from layerscope._lazy import from_module, lazy_names
 from layerscope.targets.loader import known_targets, list_profiles, load_profile
 from layerscope.targets.profile import (
     ComputeUnit,
@@ -26,15 +26,8 @@ if TYPE_CHECKING:
     from layerscope.targets.host import HostMeasurement, host_measurement, host_profile
 
 #: The host probe's names, imported on first use: a shipped or user profile never measures the host.
-_HOST_NAMES = frozenset({"HostMeasurement", "host_measurement", "host_profile"})
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOST_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("layerscope.targets.host"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, from_module("layerscope.targets.host", "HostMeasurement", "host_measurement",
+                                               "host_profile"))
 
 __all__ = [
     "PREDICATES",
