@@ -41,10 +41,18 @@ def is_float(info: TensorInfo) -> bool:
 
 def deployed_bytes(info: TensorInfo, dtype: str, elements: int | None = None) -> int:
     """Bytes of ``info`` (or of ``elements`` of it) when float tensors are stored as ``dtype`` (``"int8"``...)."""
-    count = info.elements if elements is None else elements
-    if is_float(info):
-        return count * DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
-    return count * info.itemsize
+    return (info.elements if elements is None else elements) * _element_bytes(info, _float_bytes(dtype))
+
+
+def _float_bytes(dtype: str) -> int:
+    """Bytes of one float element stored as ``dtype``."""
+    return DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
+
+
+def _element_bytes(info: TensorInfo, float_bytes: int) -> int:
+    """Bytes of one element of ``info`` when float tensors take ``float_bytes`` each (:func:`deployed_bytes`'
+    rule, for the loops over every layer that look the dtype's size up once)."""
+    return float_bytes if is_float(info) else info.itemsize
 
 
 def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
@@ -75,7 +83,7 @@ class _Residency:
         if budget <= 0:
             return
         tensors = graph.tensors
-        float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)  # deployed_bytes, inlined
+        float_bytes = _float_bytes(dtype)
         for idx, node in enumerate(graph.layers):
             if on_cpu[idx]:
                 continue
@@ -83,7 +91,7 @@ class _Residency:
                 info = tensors.get(name) if name else None
                 last = last_reader.get(name)
                 if info is None or last is None or name in outputs or name in read_on_cpu or \
-                        (info.elements * float_bytes if info.dtype in _FLOAT_DTYPES else info.nbytes) > budget:
+                        info.elements * _element_bytes(info, float_bytes) > budget:
                     continue
                 if position[last] <= position[idx] + 1:
                     self.resident.add(name)
@@ -145,7 +153,7 @@ class _LayerEstimator:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
         self.units: dict[UnitKind, tuple[ComputeUnit, float]] = {}
         self.efficiency: dict[str, float] = {}
-        self.float_bytes = DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
+        self.float_bytes = _float_bytes(dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
 
@@ -164,7 +172,6 @@ class _LayerEstimator:
         if efficiency is None:
             efficiency = self.efficiency[node.op_type] = profile.efficiency_for(node.op_type)
         compute_us = _ops(cost, graph, node) / (rate * efficiency) * 1e6
-        # deployed_bytes inlined (every layer comes here): a float tensor at ``dtype``'s size, others at their own
         float_bytes, resident = self.float_bytes, self.resident
         tensors, constants = graph.tensors, graph.constants
         weight_bytes = act_in = act_all = 0
@@ -173,10 +180,9 @@ class _LayerEstimator:
             if t is None:
                 continue
             if t.name in constants:
-                weight_bytes += constant_elements_read(node, graph, t) * (
-                    float_bytes if t.dtype in _FLOAT_DTYPES else t.itemsize)
+                weight_bytes += constant_elements_read(node, graph, t) * _element_bytes(t, float_bytes)
             else:
-                size = t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
+                size = t.elements * _element_bytes(t, float_bytes)
                 act_all += size
                 if t.name not in resident:
                     act_in += size
@@ -190,7 +196,7 @@ class _LayerEstimator:
         for name in node.outputs:
             t = tensors.get(name) if name else None
             if t is not None and t.name not in resident:
-                written += t.elements * float_bytes if t.dtype in _FLOAT_DTYPES else t.nbytes
+                written += t.elements * _element_bytes(t, float_bytes)
         return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
                        bandwidth=self.bandwidth, overhead_us=unit.overhead_us, passes=passes, reason=None)
 
