@@ -76,6 +76,7 @@ import gc
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +101,8 @@ from layerscope.runfile.models import (
     Summary,
     Target,
     TensorInfo,
+    TimelineBusy,
+    TimelineLayer,
     Tool,
     UnknownOp,
 )
@@ -360,8 +363,15 @@ def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_versio
 def add_timeline(run: RunFile, timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> RunFile:
     """``run`` with the ``timeline`` section of ``timeline`` (:func:`timeline_section`) in place of any it had."""
     with collector_paused():  # a row per layer and per busy interval: no cycle among them to collect
-        section = TimelineSection(**timeline_section(timeline, ddr_nominal_bytes_per_s))
+        section = timeline_record(timeline, ddr_nominal_bytes_per_s)
     return run.model_copy(update={"timeline": section})
+
+
+def timeline_record(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> TimelineSection:
+    """The typed ``timeline`` section of :func:`timeline_section`: validated, but for its rows (a span per layer, a
+    busy interval per layer and unit), which are built without per-row validation (:meth:`Section.trusted_rows`)
+    from values made here in the types validation gives."""
+    return TimelineSection(**_timeline_fields(timeline, ddr_nominal_bytes_per_s))
 
 
 @contextmanager
@@ -380,7 +390,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:
-    """The ``timeline`` section (``layerscope estimate --timeline``); the other sections stay as they are.
+    """The ``timeline`` section (``layerscope estimate --timeline``) as a document: :func:`timeline_record`'s dump.
 
     - ``method``, ``note``, ``split`` (``"batch"``), ``cores``, ``dtype``, ``bandwidth_bytes_per_s`` and
       ``sram_bytes`` (one core's share); ``ddr_effective_bytes_per_s`` (the attainable DDR rate of the whole
@@ -400,6 +410,12 @@ def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None =
       interval (MB = 10^6 bytes; rates summed over the cores); ``ddr_nominal_utilization``: load + store over
       the nominal rate (``null`` without one), beside ``ddr_utilization``, the busy share of the effective one.
     """
+    return timeline_record(timeline, ddr_nominal_bytes_per_s).model_dump(mode="json", by_alias=True,
+                                                                        exclude_unset=True)
+
+
+def _timeline_fields(timeline: Timeline, ddr_nominal_bytes_per_s: float | None) -> dict[str, Any]:
+    """The fields of :func:`timeline_record`'s section, its rows built."""
     busiest = timeline.busiest_unit
     memory = timeline.memory
     bins = timeline.bins
@@ -460,7 +476,7 @@ def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None =
     }
 
 
-def _timeline_layers(schedule: Schedule) -> list[dict[str, Any]]:
+def _timeline_layers(schedule: Schedule) -> list[TimelineLayer]:
     """The ``layers`` rows of the timeline section, one per span; times rounded as :func:`_us` rounds them."""
     loads, stores = schedule.has_load.tolist(), schedule.has_store.tolist()
     times = [rounded(column, 3) for column in (
@@ -469,19 +485,21 @@ def _timeline_layers(schedule: Schedule) -> list[dict[str, Any]]:
     bursts = [rounded_or_none(column, present, 3) for column, present in (
         (schedule.load_start_us, loads), (schedule.load_end_us, loads), (schedule.store_start_us, stores),
         (schedule.store_end_us, stores))]
-    return [{"id": layer_id, "unit": unit, "core": 0, "active_start_us": a0, "active_end_us": a1,
-             "compute_start_us": c0, "compute_end_us": c1, "load_start_us": l0, "load_end_us": l1,
-             "store_start_us": s0, "store_end_us": s1, "compute_us": cu, "overhead_us": ou, "load_us": lu,
-             "store_us": su, "load_bytes": lb, "store_bytes": sb}
-            for layer_id, unit, a0, a1, c0, c1, cu, ou, lu, su, l0, l1, s0, s1, lb, sb in zip(
-                schedule.layer_ids, schedule.units, *times, *bursts, schedule.bytes_loaded, schedule.bytes_stored,
-                strict=True)]
+    return TimelineLayer.trusted_rows(_TIMELINE_LAYER_NAMES, zip(
+        schedule.layer_ids, schedule.units, repeat(0, len(schedule.layer_ids)), *times, *bursts,
+        schedule.bytes_loaded, schedule.bytes_stored, strict=True))
 
 
-def _busy_rows(track: Track) -> list[dict[str, Any]]:
+#: The fields of a timeline span (:func:`_timeline_layers`), in order.
+_TIMELINE_LAYER_NAMES = ("id", "unit", "core", "active_start_us", "active_end_us", "compute_start_us",
+                         "compute_end_us", "compute_us", "overhead_us", "load_us", "store_us", "load_start_us",
+                         "load_end_us", "store_start_us", "store_end_us", "load_bytes", "store_bytes")
+
+
+def _busy_rows(track: Track) -> list[TimelineBusy]:
     """A track's ``busy`` rows: the layer and its interval, rounded as :func:`_us` rounds."""
-    return [{"layer": layer_id, "start_us": start, "end_us": end} for layer_id, start, end in zip(
-        track.layer_ids, rounded(track.start_us, 3), rounded(track.end_us, 3), strict=True)]
+    return TimelineBusy.trusted_rows(("layer", "start_us", "end_us"), zip(
+        track.layer_ids, rounded(track.start_us, 3), rounded(track.end_us, 3), strict=True))
 
 
 def _rate(value: float | None) -> float | None:

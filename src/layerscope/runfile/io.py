@@ -302,7 +302,10 @@ def _dumped(value: Any, annotation: Any) -> Any:
         return _MISSING
     kind = kinds[0]
     if isinstance(value, Section):
-        return value.model_dump(mode="json", by_alias=True, exclude_unset=True) if type(value) is kind else _MISSING
+        if type(value) is not kind:
+            return _MISSING
+        document = _document(value)
+        return document if document is not None else value.model_dump(mode="json", by_alias=True, exclude_unset=True)
     if type(value) is list and get_origin(kind) is list:
         (item,) = get_args(kind)
         if isinstance(item, type) and issubclass(item, Section):
@@ -324,6 +327,84 @@ class _Layers:
 
     def __init__(self, layers: Sequence[Layer]) -> None:
         self.layers = layers
+
+
+class _Rows:
+    """A list of sections inside a section (a timeline's 100k spans), written as :func:`_section_lines` gives them,
+    in one line, when written."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: Sequence[Section]) -> None:
+        self.rows = rows
+
+
+class _Object(dict[str, Any]):
+    """A section's dump that holds :class:`_Rows` (somewhere in it): written by :func:`_line_parts`."""
+
+
+def _document(section: Section) -> dict[str, Any] | None:
+    """``section.model_dump(mode="json", by_alias=True, exclude_unset=True)``, with each list of sections it holds
+    (at any depth) left as :class:`_Rows` to be written a row at a time (an :class:`_Object` then holds it); ``None``
+    when its dump is not its values as they are (a class with aliases or serializers, unknown keys, a value other
+    than JSON's own types, a number not finite): the caller dumps it itself."""
+    if _PLAIN.get(type(section)) is None:
+        _PLAIN[type(section)] = _plain_class(type(section))
+    if _PLAIN[type(section)] is False or section.__pydantic_extra__:
+        return None
+    state = section.__dict__
+    document: dict[str, Any] = {}
+    rows = False
+    for name in section.__pydantic_fields_set__:
+        value = state[name]
+        if isinstance(value, Section):
+            value = _document(value)
+            if value is None:
+                return None
+            rows = rows or type(value) is _Object
+        elif type(value) is list and value and all(isinstance(v, Section) for v in value):
+            if all(_leaf_class(type(v)) for v in value):
+                value = _Rows(value)
+            else:  # sections that hold lists of sections: each its own document
+                documents = [_document(v) for v in value]
+                if any(d is None for d in documents):
+                    return None
+                value = documents
+            rows = True
+        elif not _plain_json(value):
+            return None
+        document[name] = value
+    return _Object(document) if rows else document
+
+
+def _leaf_class(cls: type[Section]) -> bool:
+    """Whether ``cls``'s fields name no list of sections (its sections are written by :func:`_section_lines`)."""
+    leaf = _LEAF.get(cls)
+    if leaf is None:
+        leaf = _LEAF[cls] = not any(
+            get_origin(kind) is list and _sections_named(get_args(kind)[0])
+            for info in cls.model_fields.values()
+            for kind in (get_args(info.annotation) if get_origin(info.annotation) in (Union, UnionType)
+                         else (info.annotation,)))
+    return leaf
+
+
+_LEAF: dict[type[Section], bool] = {}
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of JSON's own types only (text, integers, finite floats, booleans, ``None``, lists,
+    objects with text keys), which a section's JSON dump gives as they are."""
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)
+    if kind in (str, int, bool) or value is None:
+        return True
+    if kind is list:
+        return all(map(_plain_json, value))
+    if kind is dict:
+        return all(type(key) is str for key in value) and all(map(_plain_json, value.values()))
+    return False
 
 
 def encode(text: str, path: str | os.PathLike[str]) -> str | bytes:
@@ -386,15 +467,40 @@ def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
         for line in lines:
             yield joint + line
         yield "\n" + " " * level + "]"
-    elif level < 1 and isinstance(value, Mapping) and value:
+    elif level < 2 and isinstance(value, Mapping) and value:
         pad = " " * (level + 1)
         yield "{\n"
         for k, key in enumerate(sorted(value)):
             yield f"{',' + chr(10) if k else ''}{pad}{json.dumps(str(key), ensure_ascii=False)}: "
             yield from _run_parts(value[key], level + 1)
         yield "\n" + " " * level + "}"
+    elif level >= 2:
+        yield from _line_parts(value)
     else:
         yield _run_text(value, level)
+
+
+def _line_parts(value: Any) -> Iterator[str]:
+    """``_LINE.encode(value)`` in parts, for a value of a section's dump that may hold :class:`_Rows` (each row's
+    text from :func:`_section_lines`) in :class:`_Object` s."""
+    if type(value) is _Rows:
+        lines = _section_lines(value.rows)
+        yield "[" + next(lines)
+        for line in lines:
+            yield "," + line
+        yield "]"
+    elif type(value) is _Object:
+        for k, key in enumerate(sorted(value)):
+            yield ("," if k else "{") + json.encoder.encode_basestring(key) + ":"
+            yield from _line_parts(value[key])
+        yield "}" if value else "{}"
+    elif type(value) is list and any(type(v) in (_Object, _Rows) for v in value):
+        for k, item in enumerate(value):
+            yield "," if k else "["
+            yield from _line_parts(item)
+        yield "]"
+    else:
+        yield _LINE.encode(value)
 
 
 def _run_text(value: Any, level: int = 0) -> str:
