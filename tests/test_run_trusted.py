@@ -86,6 +86,58 @@ def test_a_loop_bodys_layers_equal_the_validated_ones(tmp_path: Path) -> None:
     _assert_as_validated(run)
 
 
+@pytest.mark.parametrize(("model", "target"), [("squeezenet", "rdk-s100"), ("inception_v2", "rdk-x5")])
+def test_a_timeline_run_equals_the_validated_one(model: str, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline's spans and busy intervals are trusted rows, written row by row inside their section: the
+    values validation gives (exact types), and the bytes of the whole-document writer."""
+    from layerscope.estimate.timeline import simulate_timeline
+    from layerscope.run import add_timeline, timeline_section
+
+    graph = load_model(zoo(model))
+    profile = load_profile(target)
+    estimate = estimate_graph(graph, profile)
+    timeline = simulate_timeline(graph, profile, None, costs=estimate.costs, estimate=estimate)
+    run = add_timeline(estimate_run(graph, estimate, profile), timeline, profile.ddr_nominal_bytes_per_s)
+    section = run.timeline
+    assert section is not None and len(section.layers) == len(graph.layers)
+    assert any(unit.busy for unit in section.units) and any(s.load_start_us is None for s in section.layers)
+    _assert_as_validated(run)
+    validated = RunFile.from_json(json.loads(run_text(run))).timeline
+    assert validated is not None
+    for built, checked in zip([*section.layers, *(b for u in section.units for b in u.busy)],
+                              [*validated.layers, *(b for u in validated.units for b in u.busy)], strict=True):
+        assert _state(built) == _state(checked)
+    assert timeline_section(timeline, profile.ddr_nominal_bytes_per_s) == section.model_dump(
+        mode="json", by_alias=True, exclude_unset=True)
+    expected = dump_text(run.to_json())
+
+    def refused(self: Section, **_: Any) -> dict[str, Any]:
+        raise AssertionError(f"{type(self).__name__} dumped one by one")
+
+    from layerscope.runfile.models import Timeline, TimelineBusy, TimelineLayer, TimelineUnit
+
+    # the section is written from its values and its rows from their columns: none of them dumped by pydantic
+    for cls in (Timeline, TimelineUnit, TimelineBusy, TimelineLayer):
+        monkeypatch.setattr(cls, "model_dump", refused)
+    assert run_text(run) == expected
+
+
+def test_a_section_with_a_value_the_rows_do_not_take_is_written_as_its_own_dump() -> None:
+    """A list of sections inside a section is written row by row; a section holding something else than JSON's own
+    types (a tuple, here) is left to its own dump, with the same bytes."""
+    from layerscope.runfile.models import Timeline, TimelineBusy, TimelineUnit
+
+    busy = TimelineBusy.trusted_rows(("layer", "start_us", "end_us"), [("a", 0.0, 1.5), ("b", 1.5, 2.25)])
+    plain = Timeline(units=[TimelineUnit(name="bpu", busy=busy)], method="timeline")
+    odd = Timeline.model_construct(method="timeline", units=[TimelineUnit(name="bpu", busy=busy)],
+                                   temporal=None, extra_tuple=(1, 2))
+    for section in (plain, odd):
+        run = RunFile.trusted({"schema_version": 2, "timeline": section})
+        assert run_text(run) == dump_text(run.to_json())
+    assert '"units": [{"busy":[{"end_us":1.5,"layer":"a","start_us":0.0},{"end_us":2.25,"layer":"b",' \
+           '"start_us":1.5}],"name":"bpu"}]' in run_text(RunFile.trusted({"schema_version": 2, "timeline": plain}))
+
+
 def test_a_trusted_section_takes_its_defaults_fresh() -> None:
     first = Layer.trusted({"id": "a"})
     second = Layer.trusted({"id": "b"})
