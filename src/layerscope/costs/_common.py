@@ -64,14 +64,19 @@ def tensor_signature(node: Node, graph: Graph) -> TensorSignature | None:
     ``None`` when two inputs name the same tensor: the cost then depends on which positions share it (it is
     read once), which the signature does not say.
     """
-    get, constants = graph.tensors.get, graph.constants
+    tensors, constants = graph.tensors, graph.constants
     inputs = node.inputs
     if len(set(inputs)) != len(inputs) and _repeats_a_name(inputs):
         return None
-    return (tuple([(info.shape, info.dtype, name in constants) if name and (info := get(name)) is not None else
-                   None if name else "" for name in inputs]),
-            tuple([(info.shape, info.dtype) if name and (info := get(name)) is not None else None if name else ""
-                   for name in node.outputs]))
+    ins: list[PositionSignature] = []
+    for name in inputs:
+        info = tensors.get(name) if name else None
+        ins.append((info.shape, info.dtype, name in constants) if info is not None else None if name else "")
+    outs: list[PositionSignature] = []
+    for name in node.outputs:
+        info = tensors.get(name) if name else None
+        outs.append((info.shape, info.dtype) if info is not None else None if name else "")
+    return tuple(ins), tuple(outs)
 
 
 def _repeats_a_name(names: tuple[str, ...]) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from layerscope.costs import constant_elements_read, cost_graph
+from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
@@ -67,33 +67,34 @@ class _Residency:
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, on_cpu: Sequence[bool],
                  costs: Sequence[LayerCost]) -> None:
+        self.resident: set[str] = set()
         budget = profile.sram_bytes // 2
-        position: list[int] = []  # per layer (ids are unique): its index among non-zero-copy layers
+        if budget <= 0:
+            return
+        layers = graph.layers
+        position: list[int] = []  # per layer: its index among the non-zero-copy layers
         k = 0
-        for _, cpu, cost in zip(graph.layers, on_cpu, costs, strict=True):
+        for cpu, cost in zip(on_cpu, costs, strict=True):
             if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
                 k += 1
             position.append(k)
-        # the last layer reading each tensor (positions never decrease along the layers: its position is the
-        # largest of its readers'), and the tensors a CPU layer reads
-        last_reader = {name: idx for idx, node in enumerate(graph.layers) for name in node.inputs}
-        read_on_cpu = {name for node, cpu in zip(graph.layers, on_cpu, strict=True) if cpu for name in node.inputs}
+        # the position of the last layer reading each tensor (positions never decrease along the layers), and the
+        # tensors a CPU layer reads
+        last_read = {name: at for node, at in zip(layers, position, strict=True) for name in node.inputs}
+        read_on_cpu = {name for node, cpu in zip(layers, on_cpu, strict=True) if cpu for name in node.inputs}
         outputs = {t.name for t in graph.outputs}
-        self.resident: set[str] = set()
-        if budget <= 0:
-            return
         tensors = graph.tensors
         float_bytes = _float_bytes(dtype)
-        for idx, node in enumerate(graph.layers):
-            if on_cpu[idx]:
+        for node, cpu, at in zip(layers, on_cpu, position, strict=True):
+            if cpu:
                 continue
             for name in node.outputs:
-                info = tensors.get(name) if name else None
-                last = last_reader.get(name)
-                if info is None or last is None or name in outputs or name in read_on_cpu or \
-                        info.elements * _element_bytes(info, float_bytes) > budget:
+                last = last_read.get(name)
+                if last is None or last > at + 1:
                     continue
-                if position[last] <= position[idx] + 1:
+                info = tensors.get(name) if name else None
+                if info is not None and name not in outputs and name not in read_on_cpu and \
+                        info.elements * _element_bytes(info, float_bytes) <= budget:
                     self.resident.add(name)
 
 
@@ -109,18 +110,24 @@ def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence
 
 def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
                    costs: Sequence[LayerCost] | None = None) -> Estimate:
-    """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's)."""
+    """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's).
+
+    Without ``costs``, the layers of one class of :func:`layerscope.costs.classify_costs` (alike in every input of
+    their cost) that run as often, fall back for the same reason and keep the same inputs and outputs on chip are
+    estimated once: their estimates are equal but for ``layer_id``.
+    """
     dtype = dtype or profile.default_dtype
-    costs = tuple(costs) if costs is not None else cost_graph(graph)
+    if costs is None:
+        classified = classify_costs(graph)
+        costs, classes = classified.costs, classified.classes
+    else:
+        costs, classes = tuple(costs), (None,) * len(costs)
     reasons = _fallback_reasons(graph, profile)
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident)
-    layers = tuple(
-        estimate_layer(node, cost, reason) if node.executions == 1 else
-        _repeated(estimate_layer(node, cost, reason), node.executions)
-        for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
-    )
+    layers = tuple(estimate_layer.of_class(node, cost, reason, layer_class)
+                   for node, cost, reason, layer_class in zip(graph.layers, costs, reasons, classes, strict=True))
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident))
 
@@ -156,6 +163,22 @@ class _LayerEstimator:
         self.float_bytes = _float_bytes(dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
+        self.by_class: dict[tuple[int, int, str | None, tuple[bool, ...]], LayerEstimate] = {}
+
+    def of_class(self, node: Node, cost: LayerCost, reason: str | None, layer_class: int | None) -> LayerEstimate:
+        """The estimate of ``node``, every execution counted. Computed once per key ``(layer_class, executions,
+        reason, which of its inputs and outputs stay on chip)`` and renamed for the other layers with that key;
+        computed for every layer of class ``None``."""
+        if layer_class is None:
+            return _repeated(self(node, cost, reason), node.executions)
+        resident = self.resident
+        key = (layer_class, node.executions, reason,
+               tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else ())
+        known = self.by_class.get(key)
+        if known is not None:
+            return _renamed(known, node.id)
+        estimate = self.by_class[key] = _repeated(self(node, cost, reason), node.executions)
+        return estimate
 
     def __call__(self, node: Node, cost: LayerCost, reason: str | None) -> LayerEstimate:
         graph, profile, dtype = self.graph, self.profile, self.dtype
@@ -230,3 +253,27 @@ def _finish(layer_id: str, unit: str, dtype: str, *, compute_us: float, read: in
         bound = Bound.BANDWIDTH
     return LayerEstimate(layer_id, unit, dtype, compute_us, load_us, store_us, overhead_us,
                          body + overhead_us, bound, read, written, passes, reason)
+
+
+def _renamed(estimate: LayerEstimate, layer_id: str) -> LayerEstimate:
+    """``estimate`` under ``layer_id`` (equal to ``dataclasses.replace(estimate, layer_id=layer_id)``), built without
+    ``__init__``: a big model has 100k layers of a few kinds."""
+    renamed = _new(LayerEstimate)
+    _set(renamed, "layer_id", layer_id)
+    _set(renamed, "unit", estimate.unit)
+    _set(renamed, "dtype", estimate.dtype)
+    _set(renamed, "compute_us", estimate.compute_us)
+    _set(renamed, "load_us", estimate.load_us)
+    _set(renamed, "store_us", estimate.store_us)
+    _set(renamed, "overhead_us", estimate.overhead_us)
+    _set(renamed, "latency_us", estimate.latency_us)
+    _set(renamed, "bound", estimate.bound)
+    _set(renamed, "ddr_read_bytes", estimate.ddr_read_bytes)
+    _set(renamed, "ddr_write_bytes", estimate.ddr_write_bytes)
+    _set(renamed, "weight_passes", estimate.weight_passes)
+    _set(renamed, "fallback_reason", estimate.fallback_reason)
+    return renamed
+
+
+_new = object.__new__
+_set = object.__setattr__
