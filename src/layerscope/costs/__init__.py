@@ -101,35 +101,35 @@ def classify_costs(graph: Graph) -> ClassifiedCosts:
     The cost of a class is computed once, for its first layer, and renamed for the others (a model repeats its
     blocks); the other layers are costed one by one.
     """
-    memo: dict[_ClassKey, tuple[int, LayerCost]] = {}
+    functions = {op: lookup(*op) for op in {(node.domain, node.op_type) for node in graph.layers}}
+    classed = {op for op, fn in functions.items() if fn is None or is_tensor_only(fn)}
+    class_of: dict[_ClassKey, int] = {}
+    class_costs: list[LayerCost] = []
     costs: list[LayerCost] = []
     classes: list[int | None] = []
     for node in graph.layers:
-        cost, layer_class = _classified_cost(node, graph, memo)
-        costs.append(_every_execution(cost, node.executions))
+        op = node.domain, node.op_type
+        fn = functions[op]
+        signature = tensor_signature(node, graph) if op in classed else None
+        layer_class = None
+        if signature is None:
+            cost = _cost_once(node, graph, fn)
+        else:
+            key = (fn, node.op_type, signature)
+            layer_class = class_of.get(key)
+            if layer_class is not None:
+                cost = class_costs[layer_class].renamed(node.id)
+            else:
+                first = unknown_cost(node, graph) if fn is None else _cost_by(fn, node, graph)
+                if first is None:  # no class: every layer whose cost function fails logs its warning
+                    cost = unknown_cost(node, graph)
+                else:
+                    cost, layer_class = first, class_of.setdefault(key, len(class_costs))
+                    class_costs.append(first)
+        costs.append(cost if node.executions == 1 else _every_execution(cost, node.executions))
         classes.append(layer_class)
     return ClassifiedCosts(tuple(costs), tuple(classes))
 
 
 #: What makes two layers alike: their cost function (``None``: their op has none), op type and tensor signature.
 _ClassKey = tuple[CostFn | None, str, TensorSignature]
-
-
-def _classified_cost(node: Node, graph: Graph, memo: dict[_ClassKey, tuple[int, LayerCost]]
-                     ) -> tuple[LayerCost, int | None]:
-    """The cost of one execution of ``node`` and its class, the class's cost taken from or added to ``memo``."""
-    fn = lookup(node.domain, node.op_type)
-    if fn is not None and not is_tensor_only(fn):
-        return _cost_once(node, graph, fn), None
-    signature = tensor_signature(node, graph)
-    if signature is None:
-        return _cost_once(node, graph, fn), None
-    key = (fn, node.op_type, signature)
-    known = memo.get(key)
-    if known is not None:
-        return known[1].renamed(node.id), known[0]
-    cost = unknown_cost(node, graph) if fn is None else _cost_by(fn, node, graph)
-    if cost is None:
-        return unknown_cost(node, graph), None  # no class: every layer whose cost function fails logs its warning
-    memo[key] = (len(memo), cost)
-    return cost, len(memo) - 1
