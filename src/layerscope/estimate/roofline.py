@@ -25,8 +25,9 @@ from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
-from layerscope.targets import Profile, fallback_reason
+from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit
+from layerscope.targets.rules import fallback_reasons
 
 _FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
 _DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "int16": "int16",
@@ -122,23 +123,13 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
         costs, classes = classified.costs, classified.classes
     else:
         costs, classes = tuple(costs), (None,) * len(costs)
-    reasons = _fallback_reasons(graph, profile)
+    reasons = fallback_reasons(profile, graph)
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident)
-    layers = tuple(estimate_layer.of_class(node, cost, reason, layer_class)
-                   for node, cost, reason, layer_class in zip(graph.layers, costs, reasons, classes, strict=True))
+    layers = estimate_layer.every_layer(costs, reasons, classes)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident))
-
-
-def _fallback_reasons(graph: Graph, profile: Profile) -> list[str | None]:
-    """:func:`fallback_reason` of every layer, asked only of the layers some rule names the op type of (``"*"``:
-    every one): most layers of a big model are of ops no rule names."""
-    named = {rule.op_type for rule in profile.fallback_rules}
-    if "*" in named:
-        return [fallback_reason(profile, node, graph) for node in graph.layers]
-    return [fallback_reason(profile, node, graph) if node.op_type in named else None for node in graph.layers]
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
@@ -163,22 +154,29 @@ class _LayerEstimator:
         self.float_bytes = _float_bytes(dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
-        self.by_class: dict[tuple[int, int, str | None, tuple[bool, ...]], LayerEstimate] = {}
 
-    def of_class(self, node: Node, cost: LayerCost, reason: str | None, layer_class: int | None) -> LayerEstimate:
-        """The estimate of ``node``, every execution counted. Computed once per key ``(layer_class, executions,
-        reason, which of its inputs and outputs stay on chip)`` and renamed for the other layers with that key;
-        computed for every layer of class ``None``."""
-        if layer_class is None:
-            return _repeated(self(node, cost, reason), node.executions)
+    def every_layer(self, costs: Sequence[LayerCost], reasons: Sequence[str | None],
+                    classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:
+        """The estimate of each of the graph's layers, every execution counted, given its cost, fallback reason and
+        class (:func:`layerscope.costs.classify_costs`). Computed once per key ``(class, executions, reason, which
+        of the layer's inputs and outputs stay on chip)`` and renamed for the other layers with that key; computed
+        for every layer of class ``None``."""
         resident = self.resident
-        key = (layer_class, node.executions, reason,
-               tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else ())
-        known = self.by_class.get(key)
-        if known is not None:
-            return _renamed(known, node.id)
-        estimate = self.by_class[key] = _repeated(self(node, cost, reason), node.executions)
-        return estimate
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...]], LayerEstimate] = {}
+        estimates: list[LayerEstimate] = []
+        for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
+            if layer_class is None:
+                estimates.append(_repeated(self(node, cost, reason), node.executions))
+                continue
+            key = (layer_class, node.executions, reason,
+                   tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else ())
+            known = by_key.get(key)
+            if known is None:
+                by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
+                estimates.append(known)
+            else:
+                estimates.append(_renamed(known, node.id))
+        return tuple(estimates)
 
     def __call__(self, node: Node, cost: LayerCost, reason: str | None) -> LayerEstimate:
         graph, profile, dtype = self.graph, self.profile, self.dtype
