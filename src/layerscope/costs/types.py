@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 
 
@@ -54,17 +54,17 @@ class LayerCost:
         """This cost under ``layer_id`` (equal to ``dataclasses.replace(self, layer_id=layer_id)``), built without
         ``__init__``: a big model has 100k layers of a few kinds."""
         cost = _new(LayerCost)
-        _set(cost, "layer_id", layer_id)
-        _set(cost, "op_type", self.op_type)
-        _set(cost, "unit_kind", self.unit_kind)
-        _set(cost, "macs", self.macs)
-        _set(cost, "flops", self.flops)
-        _set(cost, "bytes_read_act", self.bytes_read_act)
-        _set(cost, "bytes_read_weight", self.bytes_read_weight)
-        _set(cost, "bytes_written", self.bytes_written)
-        _set(cost, "params", self.params)
-        _set(cost, "dtype", self.dtype)
-        _set(cost, "known", self.known)
+        _set_layer_id(cost, layer_id)
+        _set_op_type(cost, self.op_type)
+        _set_unit_kind(cost, self.unit_kind)
+        _set_macs(cost, self.macs)
+        _set_flops(cost, self.flops)
+        _set_bytes_read_act(cost, self.bytes_read_act)
+        _set_bytes_read_weight(cost, self.bytes_read_weight)
+        _set_bytes_written(cost, self.bytes_written)
+        _set_params(cost, self.params)
+        _set_dtype(cost, self.dtype)
+        _set_known(cost, self.known)
         return cost
 
     @property
@@ -82,4 +82,8 @@ class LayerCost:
 
 
 _new = object.__new__
-_set = object.__setattr__
+#: The setters of LayerCost's slots, in field order: a frozen instance's fields are set through them, as
+#: ``object.__setattr__`` does after looking each up by name.
+(_set_layer_id, _set_op_type, _set_unit_kind, _set_macs, _set_flops, _set_bytes_read_act, _set_bytes_read_weight,
+ _set_bytes_written, _set_params, _set_dtype,
+ _set_known) = (getattr(LayerCost, f.name).__set__ for f in fields(LayerCost))

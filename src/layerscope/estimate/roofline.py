@@ -19,7 +19,7 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
@@ -257,21 +257,25 @@ def _renamed(estimate: LayerEstimate, layer_id: str) -> LayerEstimate:
     """``estimate`` under ``layer_id`` (equal to ``dataclasses.replace(estimate, layer_id=layer_id)``), built without
     ``__init__``: a big model has 100k layers of a few kinds."""
     renamed = _new(LayerEstimate)
-    _set(renamed, "layer_id", layer_id)
-    _set(renamed, "unit", estimate.unit)
-    _set(renamed, "dtype", estimate.dtype)
-    _set(renamed, "compute_us", estimate.compute_us)
-    _set(renamed, "load_us", estimate.load_us)
-    _set(renamed, "store_us", estimate.store_us)
-    _set(renamed, "overhead_us", estimate.overhead_us)
-    _set(renamed, "latency_us", estimate.latency_us)
-    _set(renamed, "bound", estimate.bound)
-    _set(renamed, "ddr_read_bytes", estimate.ddr_read_bytes)
-    _set(renamed, "ddr_write_bytes", estimate.ddr_write_bytes)
-    _set(renamed, "weight_passes", estimate.weight_passes)
-    _set(renamed, "fallback_reason", estimate.fallback_reason)
+    _set_layer_id(renamed, layer_id)
+    _set_unit(renamed, estimate.unit)
+    _set_dtype(renamed, estimate.dtype)
+    _set_compute_us(renamed, estimate.compute_us)
+    _set_load_us(renamed, estimate.load_us)
+    _set_store_us(renamed, estimate.store_us)
+    _set_overhead_us(renamed, estimate.overhead_us)
+    _set_latency_us(renamed, estimate.latency_us)
+    _set_bound(renamed, estimate.bound)
+    _set_ddr_read_bytes(renamed, estimate.ddr_read_bytes)
+    _set_ddr_write_bytes(renamed, estimate.ddr_write_bytes)
+    _set_weight_passes(renamed, estimate.weight_passes)
+    _set_fallback_reason(renamed, estimate.fallback_reason)
     return renamed
 
 
 _new = object.__new__
-_set = object.__setattr__
+#: The setters of LayerEstimate's slots, in field order: a frozen instance's fields are set through them, as
+#: ``object.__setattr__`` does after looking each up by name.
+(_set_layer_id, _set_unit, _set_dtype, _set_compute_us, _set_load_us, _set_store_us, _set_overhead_us, _set_latency_us,
+ _set_bound, _set_ddr_read_bytes, _set_ddr_write_bytes, _set_weight_passes,
+ _set_fallback_reason) = (getattr(LayerEstimate, f.name).__set__ for f in fields(LayerEstimate))
