@@ -3,6 +3,7 @@
 Public API:
 - :func:`cost_layer` — the :class:`LayerCost` of one node of a resolved :class:`Graph`;
 - :func:`cost_graph` — the costs of all of ``graph.layers``, in order;
+- :func:`classify_costs` — the same, with the classes of alike layers (whose costs are equal but for the id);
 - :func:`is_known` / :data:`KNOWN_OPS` — which ``(domain, op_type)`` pairs have a cost function.
 
 An op without a cost function is never silently free: it gets a bytes-only cost with

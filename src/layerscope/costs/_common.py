@@ -32,14 +32,15 @@ MS = "com.microsoft"
 FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
 
 
+#: The cost functions declared with :func:`tensor_only`.
 _TENSOR_ONLY: set[CostFn] = set()
 
 
 def tensor_only(fn: CostFn) -> CostFn:
     """Declare that ``fn``'s cost of a node, but for its ``layer_id`` and the text of an exception it raises, is a
     function of the node's op type and :func:`tensor_signature` alone: it reads no attribute, no constant's value
-    and no tensor or node name beyond telling present inputs from omitted ones. Such costs are memoized (see
-    :func:`layerscope.costs.cost_graph`). Returns ``fn``."""
+    and no tensor or node name beyond telling present inputs from omitted ones. Such costs are computed once per
+    class of alike layers (see :func:`layerscope.costs.classify_costs`). Returns ``fn``."""
     _TENSOR_ONLY.add(fn)
     return fn
 
