@@ -143,9 +143,9 @@ def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
 
 
 class _LayerEstimator:
-    """One layer's estimate (a call), with what every layer of the graph shares read once: the unit of each kind
-    and its attainable rate, each op type's efficiency, the deployed dtype's size, the SRAM budget and the
-    bandwidth."""
+    """One layer's estimate (a call) or every layer's (:meth:`every_layer`), with what every layer of the graph shares
+    read once: the unit of each kind and its attainable rate, each op type's efficiency, the deployed dtype's size,
+    the SRAM budget and the bandwidth."""
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str]) -> None:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
