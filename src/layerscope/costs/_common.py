@@ -32,6 +32,60 @@ MS = "com.microsoft"
 FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
 
 
+#: The cost functions declared with :func:`tensor_only`.
+_TENSOR_ONLY: set[CostFn] = set()
+
+
+def tensor_only(fn: CostFn) -> CostFn:
+    """Declare that ``fn``'s cost of a node, but for its ``layer_id`` and the text of an exception it raises, is a
+    function of the node's op type and :func:`tensor_signature` alone: it reads no attribute, no constant's value
+    and no tensor or node name beyond telling present inputs from omitted ones. Such costs are computed once per
+    class of alike layers (see :func:`layerscope.costs.classify_costs`). Returns ``fn``."""
+    _TENSOR_ONLY.add(fn)
+    return fn
+
+
+def is_tensor_only(fn: CostFn) -> bool:
+    """Whether ``fn`` was declared with :func:`tensor_only`."""
+    return fn in _TENSOR_ONLY
+
+
+#: One input or output position in a :func:`tensor_signature`: ``""`` omitted, ``None`` named but without a shape,
+#: else ``(shape, dtype, is constant)`` of an input or ``(shape, dtype)`` of an output.
+PositionSignature = tuple[tuple[int, ...], str, bool] | tuple[tuple[int, ...], str] | str | None
+
+#: A node's :func:`tensor_signature`: its inputs', then its outputs' position signatures.
+TensorSignature = tuple[tuple[PositionSignature, ...], tuple[PositionSignature, ...]]
+
+
+def tensor_signature(node: Node, graph: Graph) -> TensorSignature | None:
+    """What a :func:`tensor_only` cost function may read of ``node``'s tensors, position by position: the inputs'
+    shapes, dtypes and constant-ness, and the outputs' shapes and dtypes (see :data:`PositionSignature`).
+
+    ``None`` when two inputs name the same tensor: the cost then depends on which positions share it (it is
+    read once), which the signature does not say.
+    """
+    tensors, constants = graph.tensors, graph.constants
+    inputs = node.inputs
+    if len(set(inputs)) != len(inputs) and _repeats_a_name(inputs):
+        return None
+    ins: list[PositionSignature] = []
+    for name in inputs:
+        info = tensors.get(name) if name else None
+        ins.append((info.shape, info.dtype, name in constants) if info is not None else None if name else "")
+    outs: list[PositionSignature] = []
+    for name in node.outputs:
+        info = tensors.get(name) if name else None
+        outs.append((info.shape, info.dtype) if info is not None else None if name else "")
+    return tuple(ins), tuple(outs)
+
+
+def _repeats_a_name(names: tuple[str, ...]) -> bool:
+    """Whether a name other than ``""`` (an omitted input) occurs twice."""
+    present = [name for name in names if name]
+    return len(set(present)) != len(present)
+
+
 class MissingShapeError(LayerscopeError):
     """A tensor a cost function needs has no shape in the graph (a loader contract violation)."""
 
@@ -191,6 +245,7 @@ def layer_cost(node: Node, graph: Graph, unit: UnitKind, *, macs: int = 0, flops
     )
 
 
+@tensor_only
 def zero_copy_cost(node: Node, graph: Graph) -> LayerCost:
     """A view (Reshape, Squeeze, Identity, Dropout at inference ...): no arithmetic, no bytes, no params."""
     io = io_bytes(node, graph, params_from=())
@@ -213,6 +268,7 @@ def per_output_cost(flops_per_output: int, unit: UnitKind = UnitKind.VECTOR, *,
     """A cost function of ``output elements × flops_per_output`` FLOPs (output 0; broadcast included)."""
     positions = None if params_from is None else tuple(params_from)
 
+    @tensor_only
     def cost(node: Node, graph: Graph) -> LayerCost:
         return layer_cost(node, graph, unit, flops=out_elements(node, graph) * flops_per_output,
                           params_from=positions)
@@ -226,6 +282,7 @@ def scan_cost(per_input: int, per_output: int, unit: UnitKind, *,
     reductions, global pools, scans (input 0, output 0)."""
     positions = None if params_from is None else tuple(params_from)
 
+    @tensor_only
     def cost(node: Node, graph: Graph) -> LayerCost:
         flops = in_elements(node, graph) * per_input + out_elements(node, graph) * per_output
         return layer_cost(node, graph, unit, flops=flops, params_from=positions)

@@ -27,6 +27,7 @@ from layerscope.costs._common import (
     layer_cost,
     out_elements,
     table,
+    tensor_only,
 )
 from layerscope.costs.elementwise import REQUANT, activation_flops
 from layerscope.costs.types import LayerCost, UnitKind
@@ -52,18 +53,21 @@ def _bias_flops(node: Node, graph: Graph, bias_index: int) -> int:
     return out_elements(node, graph) if has_input(node, bias_index) else 0
 
 
+@tensor_only
 def _conv(node: Node, graph: Graph) -> LayerCost:
     """Conv(X, W, B?)."""
     macs = conv_macs(node, graph)
     return layer_cost(node, graph, UnitKind.TENSOR, macs=macs, flops=2 * macs + _bias_flops(node, graph, 2))
 
 
+@tensor_only
 def _conv_transpose(node: Node, graph: Graph) -> LayerCost:
     """ConvTranspose(X, W, B?): input elements × Cout/groups × kernel elements."""
     macs = in_elements(node, graph, 0) * taps_per_output(node, graph, 1)
     return layer_cost(node, graph, UnitKind.TENSOR, macs=macs, flops=2 * macs + _bias_flops(node, graph, 2))
 
 
+@tensor_only
 def _qlinear_conv(node: Node, graph: Graph) -> LayerCost:
     """QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B?): weight at 3, bias at 8.
 
@@ -74,6 +78,7 @@ def _qlinear_conv(node: Node, graph: Graph) -> LayerCost:
     return layer_cost(node, graph, UnitKind.TENSOR, macs=macs, flops=flops, params_from=(3, 8))
 
 
+@tensor_only
 def _conv_integer(node: Node, graph: Graph) -> LayerCost:
     """ConvInteger(x, w, x_zp?, w_zp?): int32 output, no requantization; params: the weight."""
     macs = conv_macs(node, graph, weight_index=1)

@@ -23,6 +23,7 @@ from layerscope.costs._common import (
     per_output_cost,
     present_inputs,
     table,
+    tensor_only,
 )
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.model.types import Graph, Node
@@ -105,6 +106,7 @@ def activation_flops(name: str) -> int:
 
 def _variadic(extra_per_element: int) -> CostFn:
     """Sum/Max/Min/Mean of n inputs: n-1 ops per output element (+ a divide for Mean)."""
+    @tensor_only
     def cost(node: Node, graph: Graph) -> LayerCost:
         per_element = max(present_inputs(node) - 1, 0) + extra_per_element
         return layer_cost(node, graph, UnitKind.VECTOR, flops=out_elements(node, graph) * per_element)
@@ -128,6 +130,7 @@ def _gelu(node: Node, graph: Graph) -> LayerCost:
     return layer_cost(node, graph, UnitKind.VECTOR, flops=out_elements(node, graph) * per_element)
 
 
+@tensor_only
 def _ms_fast_gelu(node: Node, graph: Graph) -> LayerCost:
     """com.microsoft FastGelu(X, bias?): tanh-form Gelu, plus an add when the bias is given."""
     per_element = GELU_TANH + (1 if has_input(node, 1) else 0)

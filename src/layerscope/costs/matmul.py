@@ -22,6 +22,7 @@ from layerscope.costs._common import (
     layer_cost,
     out_elements,
     table,
+    tensor_only,
 )
 from layerscope.costs.elementwise import REQUANT, activation_flops
 from layerscope.costs.types import LayerCost, UnitKind
@@ -70,6 +71,7 @@ def _ms_fused_gemm(node: Node, graph: Graph) -> LayerCost:
 
 def _matmul(*, requant: bool, params_from: tuple[int, ...] | None) -> CostFn:
     """A MatMul-family cost function (A at input 0); ``requant`` adds QLinear's requantization."""
+    @tensor_only
     def cost(node: Node, graph: Graph) -> LayerCost:
         outputs = out_elements(node, graph)
         macs = outputs * matmul_k(in_shape(node, graph, 0))

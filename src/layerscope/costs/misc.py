@@ -19,6 +19,7 @@ from layerscope.costs._common import (
     per_output_cost,
     scan_cost,
     table,
+    tensor_only,
     zero_copy_cost,
 )
 from layerscope.costs.types import LayerCost, UnitKind
@@ -61,12 +62,14 @@ def _nms(node: Node, graph: Graph) -> LayerCost:
     return layer_cost(node, graph, UnitKind.SCALAR, flops=batches * classes * per_class, params_from=())
 
 
+@tensor_only
 def _unique(node: Node, graph: Graph) -> LayerCost:
     """Unique: a sort, n·⌈log2 n⌉ compares (assumption)."""
     n = in_elements(node, graph)
     return layer_cost(node, graph, UnitKind.SCALAR, flops=n * _log2_ceil(n), params_from=())
 
 
+@tensor_only
 def _max_unpool(node: Node, graph: Graph) -> LayerCost:
     """MaxUnpool(X, I, output_shape?): zero-fill the output and scatter X by its indices; no arithmetic."""
     return layer_cost(node, graph, UnitKind.MOVE, params_from=())

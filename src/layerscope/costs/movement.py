@@ -17,6 +17,7 @@ from layerscope.costs._common import (
     in_elements,
     layer_cost,
     table,
+    tensor_only,
     zero_copy_cost,
 )
 from layerscope.costs.types import LayerCost, UnitKind
@@ -31,12 +32,14 @@ MOVE_OPS = (
 ZERO_COPY_OPS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 
 
+@tensor_only
 def _move(node: Node, graph: Graph) -> LayerCost:
     """A copy: 0 FLOPs. Constant float inputs (an embedding table read by Gather, a learned token
     concatenated to activations) count as params; integer shapes/indices/axes never do."""
     return layer_cost(node, graph, UnitKind.MOVE)
 
 
+@tensor_only
 def _pad(node: Node, graph: Graph) -> LayerCost:
     """Pad(data, pads, constant_value?, axes?): a copy; the fill value is a setting, not a param."""
     return layer_cost(node, graph, UnitKind.MOVE, params_from=())
@@ -50,6 +53,7 @@ def _scatter(node: Node, graph: Graph) -> LayerCost:
     return layer_cost(node, graph, UnitKind.MOVE, flops=flops)
 
 
+@tensor_only
 def _shape_query(node: Node, graph: Graph) -> LayerCost:
     """Shape/Size of a tensor whose shape is not static at fold time: metadata only, no data read."""
     return layer_cost(node, graph, UnitKind.SCALAR, reads_data=False, params_from=())

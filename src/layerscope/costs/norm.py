@@ -18,6 +18,7 @@ from layerscope.costs._common import (
     out_elements,
     per_output_cost,
     table,
+    tensor_only,
 )
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.model.types import Graph, Node
@@ -57,6 +58,7 @@ def _lrn(node: Node, graph: Graph) -> LayerCost:
 def _skip_layer_norm(per_element: int) -> CostFn:
     """com.microsoft Skip(Simplified)LayerNormalization(input, skip, gamma, beta?, bias?):
     input + skip (+ bias), then the normalization."""
+    @tensor_only
     def cost(node: Node, graph: Graph) -> LayerCost:
         adds = 1 + (1 if has_input(node, 4) else 0)
         flops = out_elements(node, graph) * (adds + per_element)

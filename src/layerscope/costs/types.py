@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 
 
@@ -50,6 +50,23 @@ class LayerCost:
     dtype: str
     known: bool = True
 
+    def renamed(self, layer_id: str) -> LayerCost:
+        """This cost under ``layer_id`` (equal to ``dataclasses.replace(self, layer_id=layer_id)``), built without
+        ``__init__``: a big model has 100k layers of a few kinds."""
+        cost = _new(LayerCost)
+        _set_layer_id(cost, layer_id)
+        _set_op_type(cost, self.op_type)
+        _set_unit_kind(cost, self.unit_kind)
+        _set_macs(cost, self.macs)
+        _set_flops(cost, self.flops)
+        _set_bytes_read_act(cost, self.bytes_read_act)
+        _set_bytes_read_weight(cost, self.bytes_read_weight)
+        _set_bytes_written(cost, self.bytes_written)
+        _set_params(cost, self.params)
+        _set_dtype(cost, self.dtype)
+        _set_known(cost, self.known)
+        return cost
+
     @property
     def bytes_read(self) -> int:
         return self.bytes_read_act + self.bytes_read_weight
@@ -62,3 +79,11 @@ class LayerCost:
     def arithmetic_intensity(self) -> float:
         """FLOPs per byte moved (model dtypes); 0 when nothing is moved."""
         return self.flops / self.bytes_total if self.bytes_total else 0.0
+
+
+_new = object.__new__
+#: The setters of LayerCost's slots, in field order: a frozen instance's fields are set through them, as
+#: ``object.__setattr__`` does after looking each up by name.
+(_set_layer_id, _set_op_type, _set_unit_kind, _set_macs, _set_flops, _set_bytes_read_act, _set_bytes_read_weight,
+ _set_bytes_written, _set_params, _set_dtype,
+ _set_known) = (getattr(LayerCost, f.name).__set__ for f in fields(LayerCost))

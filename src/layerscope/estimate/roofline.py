@@ -19,14 +19,15 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 
-from layerscope.costs import constant_elements_read, cost_graph
+from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
-from layerscope.targets import Profile, fallback_reason
+from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit
+from layerscope.targets.rules import fallback_reasons
 
 _FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
 _DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "int16": "int16",
@@ -67,33 +68,34 @@ class _Residency:
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, on_cpu: Sequence[bool],
                  costs: Sequence[LayerCost]) -> None:
+        self.resident: set[str] = set()
         budget = profile.sram_bytes // 2
-        position: list[int] = []  # per layer (ids are unique): its index among non-zero-copy layers
+        if budget <= 0:
+            return
+        layers = graph.layers
+        position: list[int] = []  # per layer: its index among the non-zero-copy layers
         k = 0
-        for _, cpu, cost in zip(graph.layers, on_cpu, costs, strict=True):
+        for cpu, cost in zip(on_cpu, costs, strict=True):
             if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
                 k += 1
             position.append(k)
-        # the last layer reading each tensor (positions never decrease along the layers: its position is the
-        # largest of its readers'), and the tensors a CPU layer reads
-        last_reader = {name: idx for idx, node in enumerate(graph.layers) for name in node.inputs}
-        read_on_cpu = {name for node, cpu in zip(graph.layers, on_cpu, strict=True) if cpu for name in node.inputs}
+        # the position of the last layer reading each tensor (positions never decrease along the layers), and the
+        # tensors a CPU layer reads
+        last_read = {name: at for node, at in zip(layers, position, strict=True) for name in node.inputs}
+        read_on_cpu = {name for node, cpu in zip(layers, on_cpu, strict=True) if cpu for name in node.inputs}
         outputs = {t.name for t in graph.outputs}
-        self.resident: set[str] = set()
-        if budget <= 0:
-            return
         tensors = graph.tensors
         float_bytes = _float_bytes(dtype)
-        for idx, node in enumerate(graph.layers):
-            if on_cpu[idx]:
+        for node, cpu, at in zip(layers, on_cpu, position, strict=True):
+            if cpu:
                 continue
             for name in node.outputs:
-                info = tensors.get(name) if name else None
-                last = last_reader.get(name)
-                if info is None or last is None or name in outputs or name in read_on_cpu or \
-                        info.elements * _element_bytes(info, float_bytes) > budget:
+                last = last_read.get(name)
+                if last is None or last > at + 1:
                     continue
-                if position[last] <= position[idx] + 1:
+                info = tensors.get(name) if name else None
+                if info is not None and name not in outputs and name not in read_on_cpu and \
+                        info.elements * _element_bytes(info, float_bytes) <= budget:
                     self.resident.add(name)
 
 
@@ -109,29 +111,25 @@ def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence
 
 def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
                    costs: Sequence[LayerCost] | None = None) -> Estimate:
-    """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's)."""
+    """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's).
+
+    Without ``costs``, the layers of one class of :func:`layerscope.costs.classify_costs` (alike in every input of
+    their cost) that run as often, fall back for the same reason and keep the same inputs and outputs on chip are
+    estimated once: their estimates are equal but for ``layer_id``.
+    """
     dtype = dtype or profile.default_dtype
-    costs = tuple(costs) if costs is not None else cost_graph(graph)
-    reasons = _fallback_reasons(graph, profile)
+    if costs is None:
+        classified = classify_costs(graph)
+        costs, classes = classified.costs, classified.classes
+    else:
+        costs, classes = tuple(costs), (None,) * len(costs)
+    reasons = fallback_reasons(profile, graph)
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident)
-    layers = tuple(
-        estimate_layer(node, cost, reason) if node.executions == 1 else
-        _repeated(estimate_layer(node, cost, reason), node.executions)
-        for node, cost, reason in zip(graph.layers, costs, reasons, strict=True)
-    )
+    layers = estimate_layer.every_layer(costs, reasons, classes)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident))
-
-
-def _fallback_reasons(graph: Graph, profile: Profile) -> list[str | None]:
-    """:func:`fallback_reason` of every layer, asked only of the layers some rule names the op type of (``"*"``:
-    every one): most layers of a big model are of ops no rule names."""
-    named = {rule.op_type for rule in profile.fallback_rules}
-    if "*" in named:
-        return [fallback_reason(profile, node, graph) for node in graph.layers]
-    return [fallback_reason(profile, node, graph) if node.op_type in named else None for node in graph.layers]
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
@@ -145,9 +143,9 @@ def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
 
 
 class _LayerEstimator:
-    """One layer's estimate (a call), with what every layer of the graph shares read once: the unit of each kind
-    and its attainable rate, each op type's efficiency, the deployed dtype's size, the SRAM budget and the
-    bandwidth."""
+    """One layer's estimate (a call) or every layer's (:meth:`every_layer`), with what every layer of the graph shares
+    read once: the unit of each kind and its attainable rate, each op type's efficiency, the deployed dtype's size,
+    the SRAM budget and the bandwidth."""
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str]) -> None:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
@@ -156,6 +154,29 @@ class _LayerEstimator:
         self.float_bytes = _float_bytes(dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
+
+    def every_layer(self, costs: Sequence[LayerCost], reasons: Sequence[str | None],
+                    classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:
+        """The estimate of each of the graph's layers, every execution counted, given its cost, fallback reason and
+        class (:func:`layerscope.costs.classify_costs`). Computed once per key ``(class, executions, reason, which
+        of the layer's inputs and outputs stay on chip)`` and renamed for the other layers with that key; computed
+        for every layer of class ``None``."""
+        resident = self.resident
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...]], LayerEstimate] = {}
+        estimates: list[LayerEstimate] = []
+        for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
+            if layer_class is None:
+                estimates.append(_repeated(self(node, cost, reason), node.executions))
+                continue
+            key = (layer_class, node.executions, reason,
+                   tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else ())
+            known = by_key.get(key)
+            if known is None:
+                by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
+                estimates.append(known)
+            else:
+                estimates.append(_renamed(known, node.id))
+        return tuple(estimates)
 
     def __call__(self, node: Node, cost: LayerCost, reason: str | None) -> LayerEstimate:
         graph, profile, dtype = self.graph, self.profile, self.dtype
@@ -230,3 +251,31 @@ def _finish(layer_id: str, unit: str, dtype: str, *, compute_us: float, read: in
         bound = Bound.BANDWIDTH
     return LayerEstimate(layer_id, unit, dtype, compute_us, load_us, store_us, overhead_us,
                          body + overhead_us, bound, read, written, passes, reason)
+
+
+def _renamed(estimate: LayerEstimate, layer_id: str) -> LayerEstimate:
+    """``estimate`` under ``layer_id`` (equal to ``dataclasses.replace(estimate, layer_id=layer_id)``), built without
+    ``__init__``: a big model has 100k layers of a few kinds."""
+    renamed = _new(LayerEstimate)
+    _set_layer_id(renamed, layer_id)
+    _set_unit(renamed, estimate.unit)
+    _set_dtype(renamed, estimate.dtype)
+    _set_compute_us(renamed, estimate.compute_us)
+    _set_load_us(renamed, estimate.load_us)
+    _set_store_us(renamed, estimate.store_us)
+    _set_overhead_us(renamed, estimate.overhead_us)
+    _set_latency_us(renamed, estimate.latency_us)
+    _set_bound(renamed, estimate.bound)
+    _set_ddr_read_bytes(renamed, estimate.ddr_read_bytes)
+    _set_ddr_write_bytes(renamed, estimate.ddr_write_bytes)
+    _set_weight_passes(renamed, estimate.weight_passes)
+    _set_fallback_reason(renamed, estimate.fallback_reason)
+    return renamed
+
+
+_new = object.__new__
+#: The setters of LayerEstimate's slots, in field order: a frozen instance's fields are set through them, as
+#: ``object.__setattr__`` does after looking each up by name.
+(_set_layer_id, _set_unit, _set_dtype, _set_compute_us, _set_load_us, _set_store_us, _set_overhead_us, _set_latency_us,
+ _set_bound, _set_ddr_read_bytes, _set_ddr_write_bytes, _set_weight_passes,
+ _set_fallback_reason) = (getattr(LayerEstimate, f.name).__set__ for f in fields(LayerEstimate))

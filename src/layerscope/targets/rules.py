@@ -49,8 +49,9 @@ def _is_pow2(factor: float) -> bool:
 
 
 def _tensors(node: Node, graph: Graph) -> list[TensorInfo]:
-    names = (*node.inputs, *node.outputs)
-    return [t for t in (graph.tensor(n) for n in names) if t is not None]
+    """The layer's input and output tensors that have a shape (:meth:`Graph.tensor`), inputs first."""
+    tensors = graph.tensors
+    return [t for name in node.inputs + node.outputs if name and (t := tensors.get(name)) is not None]
 
 
 # A small cache of tensor -> consuming layers, keyed by the graph's identity. Graphs are frozen,
@@ -248,8 +249,7 @@ def _widest(node: Node, graph: Graph) -> TensorInfo | None:
 
 def rank_gt_4(node: Node, graph: Graph) -> bool:
     """Any input or output tensor of the layer has rank above 4."""
-    widest = _widest(node, graph)
-    return widest is not None and len(widest.shape) > 4
+    return any(len(t.shape) > 4 for t in _tensors(node, graph))
 
 
 def _rank_gt_4_detail(node: Node, graph: Graph) -> str:
@@ -359,9 +359,18 @@ def explain(rule: FallbackRule, node: Node, graph: Graph) -> str:
 
 def matching_rule(profile: Profile, node: Node, graph: Graph) -> FallbackRule | None:
     """The first of ``profile.fallback_rules`` that applies to ``node``; ``None`` if none does."""
-    op_type = node.op_type
-    for rule in profile.fallback_rules:  # rule_applies, inlined: every layer goes through every rule
-        if rule.op_type in ("*", op_type) and PREDICATES[rule.condition or "always"](node, graph):
+    return _first_applying(_rules_of(profile, node.op_type), node, graph)
+
+
+def _rules_of(profile: Profile, op_type: str) -> tuple[FallbackRule, ...]:
+    """The rules of ``profile`` that name ``op_type`` or every op (``"*"``), in the profile's order."""
+    return tuple(rule for rule in profile.fallback_rules if rule.matches_op(op_type))
+
+
+def _first_applying(rules: tuple[FallbackRule, ...], node: Node, graph: Graph) -> FallbackRule | None:
+    """The first of ``rules`` (each matching ``node``'s op type) whose condition holds for ``node``."""
+    for rule in rules:
+        if PREDICATES[rule.condition or "always"](node, graph):
             return rule
     return None
 
@@ -375,3 +384,14 @@ def fallback_reason(profile: Profile, node: Node, graph: Graph) -> str | None:
     """
     rule = matching_rule(profile, node, graph)
     return explain(rule, node, graph) if rule is not None else None
+
+
+def fallback_reasons(profile: Profile, graph: Graph) -> list[str | None]:
+    """:func:`fallback_reason` of every layer of ``graph``, in order (each op type's rules picked once)."""
+    rules_of = {op_type: _rules_of(profile, op_type) for op_type in {node.op_type for node in graph.layers}}
+    reasons: list[str | None] = []
+    for node in graph.layers:
+        rules = rules_of[node.op_type]
+        rule = _first_applying(rules, node, graph) if rules else None
+        reasons.append(explain(rule, node, graph) if rule is not None else None)
+    return reasons
