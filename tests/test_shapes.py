@@ -157,10 +157,13 @@ def test_loop_body_costs_every_iteration(tmp_path: Path) -> None:
     costs = {c.layer_id: c for c in cost_graph(graph)}
     assert costs["Loop_0/body/body_add"].flops == 3 * 6  # 3 iterations of a [2,3] Add
     assert costs["Loop_0/body/body_add"].bytes_written == 3 * 24
-    single = {e.layer_id: e.latency_us for e in estimate_graph(load_model(_loop_model(tmp_path, 1)),
-                                                                load_profile("host")).layers}
-    triple = {e.layer_id: e.latency_us for e in estimate_graph(graph, load_profile("host")).layers}
-    assert triple["Loop_0/body/body_add"] == pytest.approx(3 * single["Loop_0/body/body_add"])
+    single = {e.layer_id: e for e in estimate_graph(load_model(_loop_model(tmp_path, 1)), load_profile("host")).layers}
+    triple = {e.layer_id: e for e in estimate_graph(graph, load_profile("host")).layers}
+    once, thrice = single["Loop_0/body/body_add"], triple["Loop_0/body/body_add"]
+    # every part of the time three times, compute included (the cost already counts the 3 iterations: not 9 times)
+    for part in ("latency_us", "compute_us", "load_us", "store_us", "overhead_us"):
+        assert getattr(thrice, part) == pytest.approx(3 * getattr(once, part)), part
+    assert once.compute_us > 0
     mapped, status = _profiled(graph)
     assert mapped >= 0.99
     assert set(status) == set(by_id)

@@ -57,10 +57,14 @@ def _element_bytes(info: TensorInfo, float_bytes: int) -> int:
 
 
 def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
+    """The operations of one execution of ``node`` (``cost`` counts every execution: a Loop body's layer's is
+    ``executions`` times one's; the estimate of one execution is repeated by :func:`_repeated`)."""
+    times = node.executions
+    flops, macs = (cost.flops, cost.macs) if times == 1 else (cost.flops // times, cost.macs // times)
     if cost.unit_kind in (UnitKind.MOVE, UnitKind.AUX):
         out_elements = sum(t.elements for t in (graph.tensor(o) for o in node.outputs) if t)
-        return float(cost.flops + out_elements)
-    return float(max(cost.flops, 2 * cost.macs))
+        return float(flops + out_elements)
+    return float(max(flops, 2 * macs))
 
 
 class _Residency:
