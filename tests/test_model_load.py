@@ -204,9 +204,9 @@ def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, 
 
     tensor = numpy_helper.from_array(np.zeros(shape, dtype), "w")
     expected = helper.make_tensor_value_info("w", tensor.data_type, list(tensor.dims))
-    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
-    assert _typed_input(tensor, types).SerializeToString() == expected.SerializeToString()
-    again = _typed_input(numpy_helper.from_array(np.ones(shape, dtype), "v"), types)  # the type known: copied
+    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
+    assert _typed_input("w", tensor.data_type, tuple(tensor.dims), types) == expected.SerializeToString()
+    again = onnx.ValueInfoProto.FromString(_typed_input("v", tensor.data_type, shape, types))  # the type known
     assert again.name == "v" and again.type == expected.type and len(types) == 1
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
 
@@ -226,7 +226,7 @@ def _conv_reshape_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("name", ["resnet50", "conv-reshape"])
 def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(name: str) -> None:
     """``_without_large_weights`` builds its copy in place; it must be the message the helpers build."""
-    from layerscope.model.load import _may_be_shape_data, _typed_input, _without_large_weights
+    from layerscope.model.load import _may_be_shape_data, _without_large_weights
 
     model = onnx.load(str(zoo(name))) if name != "conv-reshape" else _conv_reshape_model()
     model.graph.doc_string = "left out"  # make_graph is given no doc string
@@ -236,7 +236,8 @@ def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(nam
     listed = {vi.name for vi in graph.input}
     expected = helper.make_model(
         helper.make_graph(list(graph.node), graph.name or "g",
-                          [*graph.input, *(_typed_input(t, {}) for t in large if t.name not in listed)],
+                          [*graph.input, *(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                           for t in large if t.name not in listed)],
                           list(graph.output), initializer=[t for t in graph.initializer if _may_be_shape_data(t)],
                           value_info=list(graph.value_info)),
         opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4), functions=list(model.functions))

@@ -37,10 +37,18 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
-from layerscope.model import control_flow
+from layerscope.model import control_flow, wire
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
-from layerscope.model.validate import NodeFields, checker_bytes, node_fields, validate_model
+from layerscope.model.validate import (
+    GRAPH_INPUT,
+    NodeFields,
+    checker_bytes,
+    node_fields,
+    reads_subgraph,
+    tensor_attributes,
+    validate_model,
+)
 from layerscope.model.validate import topological as _topological
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -181,10 +189,11 @@ def _parse_model(data: bytes) -> onnx.ModelProto:
     return model
 
 
-def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    """Every external-data location must be a relative path that stays inside ``base_dir``."""
+def _check_external_data(model: onnx.ModelProto, base_dir: Path, rows: list[NodeFields]) -> None:
+    """Every external-data location must be a relative path that stays inside ``base_dir`` (``rows``:
+    :func:`node_fields` of the graph's nodes)."""
     root = base_dir.resolve()
-    for tensor in _all_tensors(model):
+    for tensor in _all_tensors(model, rows):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), "")
@@ -197,12 +206,10 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
             raise ModelError(f"tensor {tensor.name!r}: external data file {location!r} not found in {root}")
 
 
-def _all_tensors(model: onnx.ModelProto) -> Iterable[TensorProto]:
+def _all_tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterable[TensorProto]:
     yield from model.graph.initializer
-    for node in model.graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
+    for _, _, attr in tensor_attributes(rows):
+        yield attr.t
 
 
 def _tensor_value(tensor: TensorProto, base_dir: Path) -> np.ndarray:
@@ -275,12 +282,18 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     is, not copied: never change the result.
     """
     graph = model.graph
-    small = [t for t in graph.initializer if _may_be_shape_data(t)]
+    listed = {vi.name for vi in graph.input}
+    small: list[TensorProto] = []
+    large: list[bytes] = []  # the typed inputs, each as a graph's ``input`` field
+    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
+    for t in graph.initializer:
+        dims = tuple(t.dims)
+        if _is_shape_data_dims(dims):
+            small.append(t)
+        elif t.name not in listed:
+            large.append(wire.length_delimited(GRAPH_INPUT, _typed_input(t.name, t.data_type, dims, types)))
     if len(small) == len(graph.initializer) and model.ir_version >= 4:
         return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
-    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
-    large = [_typed_input(t, types) for t in graph.initializer if not _may_be_shape_data(t)]
-    listed = {vi.name for vi in graph.input}
     # helper.make_model(helper.make_graph(...)) built in place: the nodes are copied once, not twice (make_model
     # copies the graph make_graph made); the same message
     light = onnx.ModelProto(ir_version=max(model.ir_version, 4))
@@ -288,7 +301,7 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     copy.node.extend(graph.node)
     copy.name = graph.name or "g"
     copy.input.extend(graph.input)
-    copy.input.extend(vi for vi in large if vi.name not in listed)
+    copy.MergeFromString(b"".join(large))  # appended to the inputs, in order
     copy.output.extend(graph.output)
     copy.initializer.extend(small)
     copy.value_info.extend(graph.value_info)
@@ -297,24 +310,32 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     return light
 
 
-def _typed_input(tensor: TensorProto, types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto]) -> onnx.ValueInfoProto:
-    """The graph input standing for ``tensor`` in shape inference: its name, data type and dims, the message
-    ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the type of each (data type,
-    dims) met so far: weights of a few shapes are typed once, not once each."""
-    key = (tensor.data_type, tuple(tensor.dims))
+#: Field numbers (onnx.proto) of ``ValueInfoProto.name`` and ``type``.
+_VALUE_INFO_NAME, _VALUE_INFO_TYPE = 1, 2
+
+
+def _typed_input(name: str, data_type: int, dims: tuple[int, ...], types: dict[tuple[int, tuple[int, ...]], bytes],
+                ) -> bytes:
+    """The graph input standing for a weight in shape inference, serialized: its name, data type and dims, the
+    message ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the serialized
+    ``type`` field of each (data type, dims) met so far: weights of a few shapes are typed once, not once each."""
+    key = (data_type, dims)
     known = types.get(key)
     if known is None:
-        known = types[key] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
-    value_info = onnx.ValueInfoProto()
-    value_info.name = tensor.name
-    value_info.type.CopyFrom(known)
-    return value_info
+        known = types[key] = wire.length_delimited(
+            _VALUE_INFO_TYPE, helper.make_tensor_type_proto(data_type, list(dims)).SerializeToString())
+    return wire.length_delimited(_VALUE_INFO_NAME, name.encode()) + known
 
 
 def _may_be_shape_data(tensor: TensorProto) -> bool:
-    """Whether shape inference may read ``tensor``'s values: a scalar or vector of at most
+    """Whether shape inference may read ``tensor``'s values (:func:`_is_shape_data_dims` of its dims)."""
+    return _is_shape_data_dims(tuple(tensor.dims))
+
+
+def _is_shape_data_dims(dims: tuple[int, ...]) -> bool:
+    """Whether shape inference may read the values of a tensor of ``dims``: a scalar or vector of at most
     :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
-    return len(tensor.dims) <= 1 and math.prod(tensor.dims) <= SMALL_CONST_ELEMENTS
+    return len(dims) <= 1 and math.prod(dims) <= SMALL_CONST_ELEMENTS
 
 
 #: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with
@@ -416,9 +437,10 @@ _FLOAT = onnx.AttributeProto.FLOAT
 _FLOATS = onnx.AttributeProto.FLOATS
 
 
-def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+def _attrs(attributes: Iterable[onnx.AttributeProto]) -> dict[str, Any]:
+    """A node's ``attributes`` as plain Python values (:class:`Node`'s ``attrs``)."""
     out: dict[str, Any] = {}
-    for attr in node.attribute:
+    for attr in attributes:
         kind = attr.type
         if kind == _INT:  # the common kinds first, as helper.get_attribute_value reads them
             out[attr.name] = attr.i
@@ -455,7 +477,7 @@ def _ids(rows: list[NodeFields]) -> list[str]:
             name_counts[name] = name_counts.get(name, 0) + 1
     ids: list[str] = []
     seen: set[str] = set()
-    for name, op_type, _, _, outputs in rows:
+    for name, op_type, _, _, outputs, _ in rows:
         base = name if name and name_counts[name] == 1 else f"{op_type}({outputs[0] if outputs else ''})"
         candidate, k = base, 1
         while candidate in seen:
@@ -581,19 +603,22 @@ class _Folder:
         for init in own.initializer:
             self.values.add_tensor(init)
 
-    def is_constant_node(self, node: onnx.NodeProto) -> bool:
-        op_type, domain = node.op_type, node.domain
+    def is_constant_node(self, row: NodeFields) -> bool:
+        """Whether the node whose fields are ``row`` (:func:`node_fields`) computes only from constants: a
+        deterministic ``ai.onnx`` op, without subgraphs, reading only constants; ``Shape``/``Size`` of a tensor
+        with a known shape."""
+        _, op_type, domain, inputs, _, attributes = row
         if op_type in _NONDETERMINISTIC:
             return False
         if op_type in _SHAPE_ONLY and domain in ("", "ai.onnx"):
-            return bool(node.input) and node.input[0] in self.infos
+            return bool(inputs) and inputs[0] in self.infos
         if domain not in ("", "ai.onnx"):
             return False
         constants = self.constants
-        for i in node.input:  # the inputs first: most nodes read an activation
+        for i in inputs:  # the inputs first: most nodes read an activation
             if i and i not in constants:
                 return False
-        return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+        return not reads_subgraph(attributes)
 
     def fold(self, node: onnx.NodeProto) -> bool:
         """Record the outputs of a constant node as constants, with values where they are small.
@@ -688,9 +713,9 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     checked = checker_bytes(model, data) if data is not None else None
     del data
     base_dir = path.resolve().parent
-    _check_external_data(model, base_dir)
     protos = list(model.graph.node)
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
+    _check_external_data(model, base_dir, rows)
     ordered = validate_model(model, path, base_dir, rows=rows, checked=checked)
     del checked
     release_freed_memory()  # the checker's copies of the model
@@ -714,7 +739,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     layer_protos: list[onnx.NodeProto] = []
     folded_protos: list[onnx.NodeProto] = []
     for n in nodes:
-        if folder.is_constant_node(n) and folder.fold(n):
+        if folder.is_constant_node(fields_of[id(n)]) and folder.fold(n):
             folded_protos.append(n)
         else:
             layer_protos.append(n)
@@ -723,36 +748,37 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
-        if any(folder.is_constant_node(n) for n in layer_protos):
+        if any(folder.is_constant_node(fields_of[id(n)]) for n in layer_protos):
             # a constant node whose output shape was unknown before reinference is folded now
             folder.infos = infos
             kept = []
             for n in layer_protos:
-                if folder.is_constant_node(n) and folder.fold(n):
+                if folder.is_constant_node(fields_of[id(n)]) and folder.fold(n):
                     folded_protos.append(n)
                 else:
                     kept.append(n)
             layer_protos = kept
             needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
+    control_flow_read = any(reads_subgraph(fields_of[id(n)][5]) for n in layer_protos)
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
-                                    layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
+                                    control_flow=control_flow_read, infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
     # did not report): their layers are kept, measured and marked, their cost unknown; never a refusal
     sources.update({t: "unknown" for t in needed if t not in infos})
 
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
         row = fields_of.get(id(n))  # a subgraph's node (control flow) is read here
-        name, op_type, domain, inputs, outputs = row if row is not None else next(iter(node_fields((n,))))
+        name, op_type, domain, inputs, outputs, attributes = row if row is not None else node_fields((n,))[0]
         # by position (Node's field order): by keyword 0.47 s against 0.30 s per 100k layers
-        return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(n) if n.attribute else {}, source,
-                    parent, executions)
+        return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(attributes) if attributes else {},
+                    source, parent, executions)
 
     ids = _ids([fields_of[id(n)] for n in layer_protos + folded_protos])
     all_nodes = [make_node(n, i, layer_source(n, sources) if sources else "static")
                  for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
     layers = all_nodes[: len(layer_protos)]
     folded = all_nodes[len(layer_protos):]
-    if observation is not None and any(control_flow.subgraphs(n) for n in layer_protos):
+    if observation is not None and control_flow_read:
         expansion = control_flow.Expansion()
         for node, proto in zip(layers, layer_protos, strict=True):
             if control_flow.subgraphs(proto):
@@ -816,7 +842,7 @@ def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueIn
     read: list[str] = []
     written: list[str] = []
     for n in layers:  # the fields read once (``fields_of``: by the identity of each node's message)
-        _, _, _, inputs, node_outputs = fields_of[id(n)]
+        _, _, _, inputs, node_outputs, _ = fields_of[id(n)]
         read.extend(inputs)
         written.extend(node_outputs)
     needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read

@@ -21,7 +21,7 @@ It reads no weight data (only file sizes) and is linear in the model's size.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import onnx
@@ -58,14 +58,30 @@ _DATA_TYPES = frozenset(TensorProto.DataType.values())
 _KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 
 
-#: A node's fields as :func:`node_fields` reads them: name, op_type, domain, inputs, outputs.
-NodeFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
+#: A node's fields as :func:`node_fields` reads them: name, op_type, domain, inputs, outputs, attributes.
+NodeFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...], Sequence[onnx.AttributeProto]]
 
 
 def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
-    """Each node's name, op_type, domain, inputs and outputs, read from protobuf once (every read of a field
-    builds a new Python object: the checks below, and the loader, read them from these tuples instead)."""
-    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in nodes]
+    """Each node's name, op_type, domain, inputs, outputs and attributes, read from protobuf once (every read of a
+    field builds a new Python object: the checks below, and the loader, read them from these tuples instead).
+    The attributes are the node's own container, not a copy (a row is valid while its node is), or ``()`` when it
+    has none (most nodes: no container is kept for them)."""
+    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output), n.attribute or ()) for n in nodes]
+
+
+def tensor_attributes(rows: Iterable[NodeFields]) -> Iterator[tuple[int, NodeFields, onnx.AttributeProto]]:
+    """Every ``TENSOR`` attribute of the nodes whose fields are ``rows``: (node index, its row, the attribute)."""
+    for k, row in enumerate(rows):
+        if row[5]:  # most nodes have no attribute
+            for attr in row[5]:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield k, row, attr
+
+
+def reads_subgraph(attributes: Iterable[onnx.AttributeProto]) -> bool:
+    """Whether one of a node's ``attributes`` is a subgraph (``If``, ``Loop``, ``Scan`` and the like)."""
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in attributes)
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
@@ -83,7 +99,7 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
     _check_opsets(model, path)
     _check_function_expansion(model, path)
     _check_unique_names(model.graph, path, rows)
-    for tensor, where in _tensors(model):
+    for tensor, where in _tensors(model, rows):
         _check_tensor_data(tensor, where, path, base_dir)
     graph = model.graph
     ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
@@ -198,7 +214,7 @@ def _check_unique_names(graph: onnx.GraphProto, path: Path, rows: list[NodeField
     _first_repeat((o.name for o in graph.output), path, "graph.output")
     defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     written: set[str] = set()
-    for k, (name, op_type, _, _, outputs) in enumerate(rows):
+    for k, (name, op_type, _, _, outputs, _) in enumerate(rows):
         for out in outputs:
             if not out:
                 continue
@@ -219,14 +235,13 @@ def _first_repeat(names: Iterable[str], path: Path, field: str) -> None:
         seen.add(name)
 
 
-def _tensors(model: onnx.ModelProto) -> Iterable[tuple[TensorProto, str]]:
-    graph = model.graph
-    for k, t in enumerate(graph.initializer):
+def _tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterable[tuple[TensorProto, str]]:
+    """The initializers and the nodes' tensor attributes (``rows``: :func:`node_fields` of the graph), each with
+    where it is, as the refusals name it."""
+    for k, t in enumerate(model.graph.initializer):
         yield t, f"graph.initializer[{k}] {t.name!r}"
-    for k, node in enumerate(graph.node):
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t, f"graph.node[{k}] ({node.op_type} {node.name!r}).{attr.name}"
+    for k, (name, op_type, *_), attr in tensor_attributes(rows):
+        yield attr.t, f"graph.node[{k}] ({op_type} {name!r}).{attr.name}"
 
 
 def _expected_bytes(tensor: TensorProto) -> int | None:
@@ -441,8 +456,8 @@ def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.
 #: the initializers kept are written as :func:`_light_copy` chooses them).
 _MODEL_KEPT = frozenset({1, 8, 25})
 _MODEL_GRAPH = 7
-_GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, _GRAPH_INPUT = 1, 2, 5, 11
-_GRAPH_KEPT = frozenset({_GRAPH_NODE, _GRAPH_INPUT, 12, 13})
+_GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, GRAPH_INPUT = 1, 2, 5, 11
+_GRAPH_KEPT = frozenset({_GRAPH_NODE, GRAPH_INPUT, 12, 13})
 
 
 def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) -> bytes | None:
@@ -473,13 +488,13 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
     inner = wire.fields(data, graphs[0].value, graphs[0].end)
     if inner is None:
         return None
-    counts = {_GRAPH_NODE: 0, _GRAPH_INITIALIZER: 0, _GRAPH_INPUT: 0}
+    counts = {_GRAPH_NODE: 0, _GRAPH_INITIALIZER: 0, GRAPH_INPUT: 0}
     for span in inner:
         if span.number in counts:
             if span.wire_type != wire.LENGTH_DELIMITED:
                 return None
             counts[span.number] += 1
-    if (counts[_GRAPH_NODE], counts[_GRAPH_INITIALIZER], counts[_GRAPH_INPUT]) != (
+    if (counts[_GRAPH_NODE], counts[_GRAPH_INITIALIZER], counts[GRAPH_INPUT]) != (
             len(graph.node), len(graph.initializer), len(graph.input)):
         return None
     initializer_spans = [span for span in inner if span.number == _GRAPH_INITIALIZER]
@@ -490,7 +505,7 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
     view = memoryview(data)
     kept = {t.name for t, _ in small}
     listed = {vi.name for vi in graph.input}
-    typed = [wire.length_delimited(_GRAPH_INPUT, helper.make_tensor_value_info(
+    typed = [wire.length_delimited(GRAPH_INPUT, helper.make_tensor_value_info(
                  t.name, t.data_type, list(t.dims)).SerializeToString())
              for t in graph.initializer if t.name not in kept and t.name not in listed]
     light: list[bytes | memoryview] = [*(view[s.start:s.end] for s in inner if s.number in _GRAPH_KEPT),

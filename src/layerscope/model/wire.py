@@ -105,6 +105,8 @@ def _encode_varint(value: int) -> bytes:
 
 def header(number: int, size: int) -> bytes:
     """The tag and length of a length-delimited field ``number`` whose value is ``size`` bytes."""
+    if number < 16 and size < 0x80:  # a one-byte tag and a one-byte length: most fields of a graph
+        return bytes((number << 3 | LENGTH_DELIMITED, size))
     return _encode_varint(number << 3 | LENGTH_DELIMITED) + _encode_varint(size)
 
 
