@@ -245,3 +245,18 @@ def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(nam
     assert light == expected
     assert light.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
     assert not light.graph.doc_string and len(light.graph.initializer) < len(graph.initializer)
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((1, 3, 8, 8), "float32"), ((), "int64"), ((2, 0), "float8"),
+                                              ((5,), "unknown-type")])
+def test_a_renamed_tensor_is_the_tensor_made_under_that_name(shape: tuple[int, ...], dtype: str) -> None:
+    import dataclasses
+
+    from layerscope.model.types import TensorInfo
+
+    made = TensorInfo("b", shape, dtype)
+    renamed = TensorInfo("a", shape, dtype).renamed("b")
+    assert renamed == made and repr(renamed) == repr(made)
+    assert (renamed.elements, renamed.itemsize, renamed.nbytes) == (made.elements, made.itemsize, made.nbytes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        renamed.name = "c"  # type: ignore[misc]

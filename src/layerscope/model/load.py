@@ -382,6 +382,10 @@ def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> 
     return tuple(notes)
 
 
+#: A type :func:`_infer` has not read yet (``None`` is a type read, of no static shape).
+_UNSEEN = TensorInfo("", (), "")
+
+
 def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     """Run ONNX shape inference; return every tensor whose shape came out fully static."""
     try:
@@ -396,27 +400,30 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     types: dict[bytes, TensorInfo | None] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         key = vi.type.SerializeToString()
-        if key not in types:
+        known = types.get(key, _UNSEEN)
+        if known is _UNSEEN:
             shape = _static_shape(vi)
             dtype = onnx_dtype_name(vi.type.tensor_type.elem_type)
-            types[key] = None if shape is None else TensorInfo("", shape, dtype)
-        known = types[key]
+            known = types[key] = None if shape is None else TensorInfo("", shape, dtype)
         if known is not None:
-            infos[vi.name] = known.renamed(vi.name)
+            name = vi.name
+            infos[name] = known.renamed(name)
     kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
     for init in graph.initializer:
-        infos[init.name] = _initializer_info(init, kinds)
+        name = init.name
+        infos[name] = _initializer_info(name, init.data_type, tuple(init.dims), kinds)
     return infos
 
 
-def _initializer_info(tensor: TensorProto, kinds: dict[tuple[int, tuple[int, ...]], TensorInfo]) -> TensorInfo:
+def _initializer_info(name: str, data_type: int, dims: tuple[int, ...],
+                      kinds: dict[tuple[int, tuple[int, ...]], TensorInfo]) -> TensorInfo:
     """``TensorInfo(name, dims, dtype)`` of an initializer; ``kinds`` holds one per (data type, dims) met so far,
     which the others copy with their sizes (a big model's weights are of a few kinds)."""
-    key = (tensor.data_type, tuple(tensor.dims))
+    key = (data_type, dims)
     known = kinds.get(key)
     if known is None:
-        known = kinds[key] = TensorInfo(tensor.name, key[1], onnx_dtype_name(tensor.data_type))
-    return known.renamed(tensor.name)
+        known = kinds[key] = TensorInfo(name, dims, onnx_dtype_name(data_type))
+    return known.renamed(name)
 
 
 def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
@@ -592,9 +599,9 @@ class _Folder:
         kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
         small: list[TensorProto] = []
         for init in model.graph.initializer:
-            info = _initializer_info(init, kinds)
-            self.constants[init.name] = info
-            if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
+            name, data_type = init.name, init.data_type
+            info = self.constants[name] = _initializer_info(name, data_type, tuple(init.dims), kinds)
+            if info.elements <= SMALL_CONST_ELEMENTS and data_type != TensorProto.STRING:
                 small.append(init)
         # the small initializers, read on first lookup, copied out of the model: a message keeps the whole model
         # it was parsed with alive (its nodes and every weight), which the graph would hold to its end

@@ -244,37 +244,40 @@ def _tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterable[tuple[T
         yield attr.t, f"graph.node[{k}] ({op_type} {name!r}).{attr.name}"
 
 
-def _expected_bytes(tensor: TensorProto) -> int | None:
-    item = _ITEM_BYTES.get(tensor.data_type)
+def _expected_bytes(data_type: int, dims: tuple[int, ...]) -> int | None:
+    """Bytes of a tensor of ``data_type`` and ``dims`` (``None`` for a type of no fixed size)."""
+    item = _ITEM_BYTES.get(data_type)
     if item is None:
         return None
-    return math.ceil(math.prod(tensor.dims) * item)
+    return math.ceil(math.prod(dims) * item)
 
 
 def _check_tensor_data(tensor: TensorProto, where: str, path: Path, base_dir: Path) -> None:
-    if tensor.data_type not in _DATA_TYPES or tensor.data_type == TensorProto.UNDEFINED:
-        raise ModelError(f"{path}: {where}: data_type {tensor.data_type} is not an ONNX element type")
-    if any(d < 0 for d in tensor.dims):
-        raise ModelError(f"{path}: {where}: negative dim in {list(tensor.dims)}")
-    expected = _expected_bytes(tensor)
+    data_type = tensor.data_type
+    if data_type not in _DATA_TYPES or data_type == TensorProto.UNDEFINED:
+        raise ModelError(f"{path}: {where}: data_type {data_type} is not an ONNX element type")
+    dims = tuple(tensor.dims)
+    if dims and min(dims) < 0:
+        raise ModelError(f"{path}: {where}: negative dim in {list(dims)}")
+    expected = _expected_bytes(data_type, dims)
     if tensor.data_location == TensorProto.EXTERNAL:
         _check_external(tensor, where, path, base_dir, expected)
         return
     if tensor.HasField("raw_data"):
         if expected is not None and len(tensor.raw_data) != expected:
             raise ModelError(f"{path}: {where}: raw_data holds {len(tensor.raw_data)} bytes, its dims "
-                             f"{list(tensor.dims)} need {expected}")
+                             f"{list(dims)} need {expected}")
         return
-    field = _TYPED_FIELDS.get(tensor.data_type)
+    field = _TYPED_FIELDS.get(data_type)
     if field is None:
         return
     name, per_element = field
     count = len(getattr(tensor, name))
-    elements = math.prod(tensor.dims)
+    elements = math.prod(dims)
     if count == 0 and elements == 0:
         return
     if count != elements * per_element:
-        raise ModelError(f"{path}: {where}: {name} holds {count} values, its dims {list(tensor.dims)} need "
+        raise ModelError(f"{path}: {where}: {name} holds {count} values, its dims {list(dims)} need "
                          f"{elements * per_element}")
 
 
