@@ -260,3 +260,15 @@ def test_a_renamed_tensor_is_the_tensor_made_under_that_name(shape: tuple[int, .
     assert (renamed.elements, renamed.itemsize, renamed.nbytes) == (made.elements, made.itemsize, made.nbytes)
     with pytest.raises(dataclasses.FrozenInstanceError):
         renamed.name = "c"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["a", "b", "c"], ["a", "b", "c"]),  # every name given and unique: the names
+    (["a", "", "Relu(y1)"], ["a", "Relu(y1)", "Relu(y1)~2"]),  # a synthesized id meets a name
+    (["a", "a", "b"], ["Relu(y0)", "Relu(y1)", "b"]),  # a repeated name is no node's id
+])
+def test_layer_ids_of_rows(names: list[str], expected: list[str]) -> None:
+    from layerscope.model.load import _ids
+
+    rows = [(name, "Relu", "", (f"x{k}",), (f"y{k}",), ()) for k, name in enumerate(names)]
+    assert _ids(rows) == expected

@@ -27,7 +27,9 @@ import io
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -478,10 +480,10 @@ def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
 
 def _ids(rows: list[NodeFields]) -> list[str]:
     """:func:`_layer_ids` of the nodes whose fields are ``rows``."""
-    name_counts: dict[str, int] = {}
-    for name, *_ in rows:
-        if name:
-            name_counts[name] = name_counts.get(name, 0) + 1
+    names = [row[0] for row in rows]
+    name_counts = Counter(names)
+    if len(name_counts) == len(names) and "" not in name_counts:
+        return names  # every name given and unique: each its node's id (what the loop below gives them)
     ids: list[str] = []
     seen: set[str] = set()
     for name, op_type, _, _, outputs, _ in rows:
@@ -739,34 +741,39 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     release_freed_memory()  # shape inference's copies of the model
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
-    # the fields read of each node, by the identity of its message (``protos`` keeps every one of them alive)
-    fields_of = {id(p): row for p, row in zip(protos, rows, strict=True)}
+    # each node's fields in the order of ``nodes`` (the rows read above, themselves when the file's order is kept)
+    node_rows = rows if nodes is protos else _rows_in(nodes, protos, rows)
 
     folder = _Folder(model, infos, base_dir)
-    layer_protos: list[onnx.NodeProto] = []
-    folded_protos: list[onnx.NodeProto] = []
-    for n in nodes:
-        if folder.is_constant_node(fields_of[id(n)]) and folder.fold(n):
+    layer_protos, layer_rows = [], []
+    folded_protos, folded_rows = [], []
+    for n, row in zip(nodes, node_rows, strict=True):
+        if folder.is_constant_node(row) and folder.fold(n):
             folded_protos.append(n)
+            folded_rows.append(row)
         else:
             layer_protos.append(n)
+            layer_rows.append(row)
 
-    needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
+    needed = _needed_tensors(layer_rows, model.graph.output)
     if any(t not in infos for t in needed):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
-        if any(folder.is_constant_node(fields_of[id(n)]) for n in layer_protos):
+        if any(folder.is_constant_node(row) for row in layer_rows):
             # a constant node whose output shape was unknown before reinference is folded now
             folder.infos = infos
-            kept = []
-            for n in layer_protos:
-                if folder.is_constant_node(fields_of[id(n)]) and folder.fold(n):
+            kept_protos, kept_rows = [], []
+            for n, row in zip(layer_protos, layer_rows, strict=True):
+                if folder.is_constant_node(row) and folder.fold(n):
                     folded_protos.append(n)
+                    folded_rows.append(row)
                 else:
-                    kept.append(n)
-            layer_protos = kept
-            needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
-    control_flow_read = any(reads_subgraph(fields_of[id(n)][5]) for n in layer_protos)
+                    kept_protos.append(n)
+                    kept_rows.append(row)
+            layer_protos, layer_rows = kept_protos, kept_rows
+            needed = _needed_tensors(layer_rows, model.graph.output)
+    # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
+    control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
     sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
                                     control_flow=control_flow_read, infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
@@ -774,15 +781,13 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     sources.update({t: "unknown" for t in needed if t not in infos})
 
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
-        row = fields_of.get(id(n))  # a subgraph's node (control flow) is read here
-        name, op_type, domain, inputs, outputs, attributes = row if row is not None else node_fields((n,))[0]
-        # by position (Node's field order): by keyword 0.47 s against 0.30 s per 100k layers
-        return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(attributes) if attributes else {},
-                    source, parent, executions)
+        """A subgraph's node (control flow), its fields read here."""
+        return _node(node_fields((n,))[0], node_id, source, parent, executions)
 
-    ids = _ids([fields_of[id(n)] for n in layer_protos + folded_protos])
-    all_nodes = [make_node(n, i, layer_source(n, sources) if sources else "static")
-                 for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
+    all_protos = layer_protos + folded_protos
+    ids = _ids(layer_rows + folded_rows)
+    all_nodes = [_node(row, i, layer_source(n, sources) if sources else "static")
+                 for i, n, row in zip(ids, all_protos, layer_rows + folded_rows, strict=True)]
     layers = all_nodes[: len(layer_protos)]
     folded = all_nodes[len(layer_protos):]
     if observation is not None and control_flow_read:
@@ -812,8 +817,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         constants=folder.constants,
         const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
-        assumptions=assumptions + _limit_notes(model, [n for n in layer_protos
-                                                       if any(o in folder.unfolded for o in n.output)]),
+        assumptions=assumptions + _limit_notes(model, _unfolded_layers(layer_protos, layer_rows, folder.unfolded)),
     )
 
 
@@ -839,25 +843,44 @@ def _malloc_trim() -> Any:
         return None
 
 
-def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto],
-                    fields_of: Mapping[int, NodeFields]) -> list[str]:
-    """Tensors that must have a shape: every layer input, and every output something reads.
+def _needed_tensors(layers: list[NodeFields], outputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
+    """Tensors that must have a shape: every input of the layers (whose fields are ``layers``), and every output
+    something reads.
 
     An optional output nobody consumes (e.g. Dropout's mask at inference) may stay without a shape;
     ``Graph.tensor`` returns ``None`` for it.
     """
-    read: list[str] = []
-    written: list[str] = []
-    for n in layers:  # the fields read once (``fields_of``: by the identity of each node's message)
-        _, _, _, inputs, node_outputs, _ = fields_of[id(n)]
-        read.extend(inputs)
-        written.extend(node_outputs)
+    read = chain.from_iterable(row[3] for row in layers)
+    written = chain.from_iterable(row[4] for row in layers)
     needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read
     needed.pop("", None)
     consumed = needed.keys() | {o.name for o in outputs}
     needed.update(dict.fromkeys(o for o in written if o in consumed))
     needed.pop("", None)
     return list(needed)
+
+
+def _unfolded_layers(layers: list[onnx.NodeProto], rows: list[NodeFields], unfolded: set[str],
+                     ) -> list[onnx.NodeProto]:
+    """The ``layers`` (whose fields are ``rows``) that write a tensor of ``unfolded``: constant nodes left layers."""
+    if not unfolded:
+        return []
+    return [n for n, row in zip(layers, rows, strict=True) if any(o in unfolded for o in row[4])]
+
+
+def _rows_in(nodes: list[onnx.NodeProto], protos: list[onnx.NodeProto], rows: list[NodeFields]) -> list[NodeFields]:
+    """The fields of ``nodes`` (``protos`` reordered), where ``rows`` are those of ``protos``: matched by the
+    identity of each node's message (``protos`` keeps every one of them alive)."""
+    fields_of = {id(p): row for p, row in zip(protos, rows, strict=True)}
+    return [fields_of[id(n)] for n in nodes]
+
+
+def _node(row: NodeFields, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
+    """The :class:`Node` of the node whose fields are ``row`` (:func:`node_fields`)."""
+    name, op_type, domain, inputs, outputs, attributes = row
+    # by position (Node's field order): by keyword 0.47 s against 0.30 s per 100k layers
+    return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(attributes) if attributes else {},
+                source, parent, executions)
 
 
 def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
