@@ -211,6 +211,38 @@ def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, 
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
 
 
+@pytest.mark.parametrize("name", ["resnet50", "conv-reshape", "functions"])
+def test_the_copy_for_shape_inference_cut_from_the_file_is_the_copy_made_of_the_model(name: str) -> None:
+    """``_light_bytes`` (fields cut from the file's bytes, the inputs as they are now) parses as
+    ``_without_large_weights`` of the model: the inputs changed after the file was read included."""
+    from layerscope.model.load import (
+        _inference_cut,
+        _light_bytes,
+        _shape_data,
+        _typed_weights,
+        _without_large_weights,
+    )
+    from layerscope.model.validate import file_layout
+
+    model = onnx.load(str(zoo("resnet50"))) if name == "resnet50" else _conv_reshape_model()
+    if name == "functions":
+        relu = helper.make_node("Relu", ["a"], ["b"])
+        model.functions.append(helper.make_function("local", "F", ["a"], ["b"], [relu], [helper.make_opsetid("", 17)]))
+        model.opset_import.append(helper.make_opsetid("local", 1))
+    model.graph.doc_string = "left out"
+    data = model.SerializeToString()
+    parsed = onnx.ModelProto.FromString(data)
+    layout = file_layout(parsed, data)
+    assert layout is not None
+    shape_data = _shape_data(parsed)
+    cut = _inference_cut(data, layout, shape_data)
+    parsed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 7  # as --shape/--dim set an input's dims
+    typed = _typed_weights(parsed, shape_data)
+    light = onnx.ModelProto.FromString(_light_bytes(parsed, cut, typed))
+    assert light == _without_large_weights(parsed)
+    assert light.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 7
+
+
 def _conv_reshape_model() -> onnx.ModelProto:
     weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
     shape = numpy_helper.from_array(np.array([1, -1], np.int64), "shape")

@@ -31,7 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -44,8 +44,18 @@ from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, 
 from layerscope.model.types import Graph, Node, TensorInfo
 from layerscope.model.validate import (
     GRAPH_INPUT,
+    GRAPH_NAME,
+    GRAPH_NODE,
+    GRAPH_OUTPUT,
+    GRAPH_VALUE_INFO,
+    MODEL_FUNCTIONS,
+    MODEL_GRAPH,
+    MODEL_IR_VERSION,
+    MODEL_OPSET_IMPORT,
+    Layout,
     NodeFields,
     checker_bytes,
+    file_layout,
     node_fields,
     reads_subgraph,
     tensor_attributes,
@@ -273,7 +283,42 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
                                          onnx_dtype_name(first.type.tensor_type.elem_type)))
 
 
-def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+def _shape_data(model: onnx.ModelProto) -> list[bool]:
+    """Whether shape inference is given each initializer's values (:func:`_is_shape_data_dims`), in order."""
+    return [_is_shape_data_dims(tuple(t.dims)) for t in model.graph.initializer]
+
+
+def _left_out(model: onnx.ModelProto, shape_data: list[bool]) -> bool:
+    """Whether the model for shape inference (:func:`_without_large_weights`) is not ``model`` itself."""
+    return not all(shape_data) or model.ir_version < 4
+
+
+class _TypedWeight(NamedTuple):
+    """A weight shape inference sees as a typed graph input (:func:`_typed_weights`)."""
+
+    name: str
+    dims: tuple[int, ...]
+    #: The graph's ``input`` field standing for it, serialized.
+    field: bytes
+
+
+def _typed_weights(model: onnx.ModelProto, shape_data: list[bool]) -> list[_TypedWeight]:
+    """The initializers whose values shape inference is not given (not ``shape_data``, :func:`_shape_data`) and
+    that are not listed as graph inputs already, in order, each as the graph input standing for it."""
+    graph = model.graph
+    listed = {vi.name for vi in graph.input}
+    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
+    typed: list[_TypedWeight] = []
+    for t, keep in zip(graph.initializer, shape_data, strict=True):
+        if not keep and (name := t.name) not in listed:
+            dims = tuple(t.dims)
+            typed.append(_TypedWeight(name, dims, wire.length_delimited(
+                GRAPH_INPUT, _typed_input(name, t.data_type, dims, types))))
+    return typed
+
+
+def _without_large_weights(model: onnx.ModelProto, shape_data: list[bool] | None = None,
+                           typed: list[_TypedWeight] | None = None) -> onnx.ModelProto:
     """A copy for shape inference where weights are typed graph inputs, not data.
 
     Shape inference needs only their dims; serialising tens of MB of weights for it (and parsing them back
@@ -281,21 +326,16 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     values, which data propagation may need: scalars and vectors (every shape-like input of an ONNX op --
     Reshape's shape, Resize's scales, Range's bounds, axes, pads -- is one) of at most
     :data:`SMALL_CONST_ELEMENTS`. A model with nothing to leave out (IR version 4 or later) is returned as it
-    is, not copied: never change the result.
+    is, not copied: never change the result. ``shape_data`` and ``typed``: :func:`_shape_data` and
+    :func:`_typed_weights` of ``model``, when the caller has them.
     """
-    graph = model.graph
-    listed = {vi.name for vi in graph.input}
-    small: list[TensorProto] = []
-    large: list[bytes] = []  # the typed inputs, each as a graph's ``input`` field
-    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
-    for t in graph.initializer:
-        dims = tuple(t.dims)
-        if _is_shape_data_dims(dims):
-            small.append(t)
-        elif t.name not in listed:
-            large.append(wire.length_delimited(GRAPH_INPUT, _typed_input(t.name, t.data_type, dims, types)))
-    if len(small) == len(graph.initializer) and model.ir_version >= 4:
+    if shape_data is None:
+        shape_data = _shape_data(model)
+    if not _left_out(model, shape_data):
         return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
+    if typed is None:
+        typed = _typed_weights(model, shape_data)
+    graph = model.graph
     # helper.make_model(helper.make_graph(...)) built in place: the nodes are copied once, not twice (make_model
     # copies the graph make_graph made); the same message
     light = onnx.ModelProto(ir_version=max(model.ir_version, 4))
@@ -303,13 +343,50 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     copy.node.extend(graph.node)
     copy.name = graph.name or "g"
     copy.input.extend(graph.input)
-    copy.MergeFromString(b"".join(large))  # appended to the inputs, in order
+    copy.MergeFromString(b"".join(weight.field for weight in typed))  # appended to the inputs, in order
     copy.output.extend(graph.output)
-    copy.initializer.extend(small)
+    copy.initializer.extend(t for t, keep in zip(graph.initializer, shape_data, strict=True) if keep)
     copy.value_info.extend(graph.value_info)
     light.opset_import.extend(model.opset_import)
     light.functions.extend(model.functions)
     return light
+
+
+class _Cut(NamedTuple):
+    """The fields of a model that :func:`_without_large_weights` copies as they are, cut from the file's bytes
+    (:func:`_inference_cut`)."""
+
+    #: Of the ``ModelProto``: opset_import and functions.
+    top: bytes
+    #: Of the ``GraphProto``: node, output, value_info and the initializers that may hold shape data.
+    graph: bytes
+
+
+def _inference_cut(data: bytes, layout: Layout, shape_data: list[bool]) -> _Cut:
+    """The fields :func:`_without_large_weights` copies from the model as they are, cut from ``data`` (the bytes the
+    model was parsed from, its :func:`file_layout` ``layout``), each in its order: with the fields it writes anew
+    (:func:`_light_bytes`), the same message, without copying the nodes through Python objects."""
+    view = memoryview(data)
+    graph = [view[span.start:span.end] for span in layout.graph if span.number in _CUT_GRAPH_FIELDS]
+    graph.extend(view[span.start:span.end] for span, keep in zip(layout.initializers, shape_data, strict=True) if keep)
+    top = [view[span.start:span.end] for span in layout.top if span.number in _CUT_MODEL_FIELDS]
+    return _Cut(b"".join(top), b"".join(graph))
+
+
+#: What :func:`_inference_cut` keeps of a model's and its graph's fields (onnx.proto field numbers).
+_CUT_MODEL_FIELDS = frozenset({MODEL_OPSET_IMPORT, MODEL_FUNCTIONS})
+_CUT_GRAPH_FIELDS = frozenset({GRAPH_NODE, GRAPH_OUTPUT, GRAPH_VALUE_INFO})
+
+
+def _light_bytes(model: onnx.ModelProto, cut: _Cut, typed: list[_TypedWeight]) -> bytes:
+    """:func:`_without_large_weights` of ``model``, serialized, from its :func:`_inference_cut` and
+    :func:`_typed_weights`: the fields it writes anew (IR version, graph name, the graph's inputs as they are now)
+    added to those cut from the file."""
+    graph = [cut.graph, wire.length_delimited(GRAPH_NAME, (model.graph.name or "g").encode()),
+             *(wire.length_delimited(GRAPH_INPUT, vi.SerializeToString()) for vi in model.graph.input),
+             *(weight.field for weight in typed)]
+    return b"".join([wire.varint_field(MODEL_IR_VERSION, max(model.ir_version, 4)), cut.top,
+                     wire.header(MODEL_GRAPH, sum(len(part) for part in graph)), *graph])
 
 
 #: Field numbers (onnx.proto) of ``ValueInfoProto.name`` and ``type``.
@@ -351,17 +428,32 @@ def _unbounded_data_prop(model: onnx.ModelProto) -> tuple[str, int] | None:
     for vi in model.graph.input:
         if len(vi.type.tensor_type.shape.dim) > 1:  # most inputs (weights typed as inputs) stop here
             continue
-        dims = _dims(vi)
-        if len(dims) <= 1 and all(isinstance(d, int) for d in dims):
-            elements = math.prod(d for d in dims if isinstance(d, int))
-            if elements > DATA_PROP_MAX_ELEMENTS:
-                return vi.name, elements
+        elements = _over_data_prop(_dims(vi))
+        if elements is not None:
+            return vi.name, elements
+    return None
+
+
+def _over_data_prop(dims: list[int | str | None]) -> int | None:
+    """The elements of a graph input of ``dims`` (as :func:`_dims` reads them) that makes data propagation
+    unsafe: of rank <= 1, static, over :data:`DATA_PROP_MAX_ELEMENTS`; ``None`` for any other."""
+    if len(dims) <= 1 and all(isinstance(d, int) for d in dims):
+        elements = math.prod(d for d in dims if isinstance(d, int))
+        if elements > DATA_PROP_MAX_ELEMENTS:
+            return elements
     return None
 
 
 def _data_prop_is_bounded(model: onnx.ModelProto) -> bool:
     """Whether data propagation is safe: no graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS`."""
     return _unbounded_data_prop(model) is None
+
+
+def _light_data_prop_is_bounded(model: onnx.ModelProto, typed: list[_TypedWeight]) -> bool:
+    """:func:`_data_prop_is_bounded` of :func:`_without_large_weights` of ``model`` (``typed``: its
+    :func:`_typed_weights`): its graph inputs are ``model``'s and the typed weights, each dim a value."""
+    return _data_prop_is_bounded(model) and not any(
+        _over_data_prop([d if d > 0 else None for d in weight.dims]) for weight in typed if len(weight.dims) <= 1)
 
 
 def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> tuple[str, ...]:
@@ -388,11 +480,12 @@ def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> 
 _UNSEEN = TensorInfo("", (), "")
 
 
-def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
-    """Run ONNX shape inference; return every tensor whose shape came out fully static."""
+def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool) -> dict[str, TensorInfo]:
+    """Run ONNX shape inference on ``model`` (a message or serialized), with data propagation when ``data_prop``
+    (:func:`_data_prop_is_bounded` of the model); return every tensor whose shape came out fully static."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
-                                                     data_prop=_data_prop_is_bounded(model))
+                                                     data_prop=data_prop)
     except Exception as exc:  # onnx raises several internal error types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ShapeError(f"ONNX shape inference failed: {first}") from None
@@ -718,8 +811,13 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
     model, sha256, data = _read_model(path)
-    # what ONNX's checker reads, cut from the file's bytes now, so that they are not held through the check
-    checked = checker_bytes(model, data) if data is not None else None
+    # what ONNX's checker and shape inference read, cut from the file's bytes now, so that they are not held
+    # through the check
+    layout = file_layout(model, data) if data is not None else None
+    checked = checker_bytes(model, data, layout=layout) if data is not None else None
+    shape_data = _shape_data(model)
+    cut = _inference_cut(data, layout, shape_data) if data is not None and layout is not None and \
+        _left_out(model, shape_data) else None
     del data
     base_dir = path.resolve().parent
     protos = list(model.graph.node)
@@ -736,8 +834,11 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     assumptions = apply_dims(runtime_inputs, dims or {})
     _check_static_inputs(path, runtime_inputs, declared)
 
-    light = _without_large_weights(model)
-    infos = _infer(light)
+    typed = _typed_weights(model, shape_data)
+    light: onnx.ModelProto | bytes = _light_bytes(model, cut, typed) if cut is not None else \
+        _without_large_weights(model, shape_data, typed)
+    del cut
+    infos = _infer(light, data_prop=_light_data_prop_is_bounded(model, typed))
     release_freed_memory()  # shape inference's copies of the model
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
@@ -774,8 +875,9 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
             needed = _needed_tensors(layer_rows, model.graph.output)
     # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
     control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
-    sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
-                                    control_flow=control_flow_read, infos=infos, needed=needed, feeds=feeds)
+    sources, observation = complete(model, functools.partial(_parsed, light), base_dir,
+                                    inputs=[infos[vi.name] for vi in runtime_inputs], control_flow=control_flow_read,
+                                    infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
     # did not report): their layers are kept, measured and marked, their cost unknown; never a refusal
     sources.update({t: "unknown" for t in needed if t not in infos})
@@ -868,6 +970,11 @@ def _unfolded_layers(layers: list[onnx.NodeProto], rows: list[NodeFields], unfol
     return [n for n, row in zip(layers, rows, strict=True) if any(o in unfolded for o in row[4])]
 
 
+def _parsed(model: onnx.ModelProto | bytes) -> onnx.ModelProto:
+    """``model``, parsed when serialized."""
+    return onnx.ModelProto.FromString(model) if isinstance(model, bytes) else model
+
+
 def _rows_in(nodes: list[onnx.NodeProto], protos: list[onnx.NodeProto], rows: list[NodeFields]) -> list[NodeFields]:
     """The fields of ``nodes`` (``protos`` reordered), where ``rows`` are those of ``protos``: matched by the
     identity of each node's message (``protos`` keeps every one of them alive)."""
@@ -898,4 +1005,4 @@ def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
     graph = helper.make_graph(layers, model.graph.name or "g", [*runtime_inputs, *const_inputs],
                               list(model.graph.output), initializer=initializers)
     runtime = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
-    return _infer(runtime)
+    return _infer(runtime, data_prop=_data_prop_is_bounded(runtime))

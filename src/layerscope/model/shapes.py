@@ -308,7 +308,8 @@ def _has_external_data(model: onnx.ModelProto) -> bool:
     return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
-def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, inputs: Sequence[TensorInfo],
+def complete(model: onnx.ModelProto, light: Callable[[], onnx.ModelProto], base_dir: Path, *,
+             inputs: Sequence[TensorInfo],
              control_flow: bool, infos: dict[str, TensorInfo],
              needed: Sequence[str], feeds: Feeds | None = None) -> tuple[dict[str, str], Observation | None]:
     """Resolve the ``needed`` tensors static inference left out: symbolic inference on ``light`` (the model
@@ -321,7 +322,7 @@ def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, 
     sources: dict[str, str] = {}
     missing = [t for t in needed if t not in infos]
     if missing:
-        resolved = symbolic_shapes(light)
+        resolved = symbolic_shapes(light())
         for name in missing:
             if name in resolved:
                 infos[name] = resolved[name]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 from onnx import TensorProto, helper
@@ -457,13 +458,49 @@ def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.
 #: Field numbers (onnx.proto) of what :func:`_light_copy` keeps: of ``ModelProto`` ir_version, opset_import and
 #: functions (the graph is written anew); of ``GraphProto`` node, input, output and value_info (the name and
 #: the initializers kept are written as :func:`_light_copy` chooses them).
-_MODEL_KEPT = frozenset({1, 8, 25})
-_MODEL_GRAPH = 7
-_GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, GRAPH_INPUT = 1, 2, 5, 11
-_GRAPH_KEPT = frozenset({_GRAPH_NODE, GRAPH_INPUT, 12, 13})
+MODEL_IR_VERSION, MODEL_GRAPH, MODEL_OPSET_IMPORT, MODEL_FUNCTIONS = 1, 7, 8, 25
+_MODEL_KEPT = frozenset({MODEL_IR_VERSION, MODEL_OPSET_IMPORT, MODEL_FUNCTIONS})
+GRAPH_NODE, GRAPH_NAME, GRAPH_INITIALIZER, GRAPH_OUTPUT, GRAPH_INPUT, GRAPH_VALUE_INFO = 1, 2, 5, 12, 11, 13
+_GRAPH_KEPT = frozenset({GRAPH_NODE, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_VALUE_INFO})
 
 
-def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) -> bytes | None:
+class Layout(NamedTuple):
+    """Where a model's fields are in the bytes it was parsed from (:func:`file_layout`)."""
+
+    #: The ``ModelProto``'s fields, in written order.
+    top: list[wire.Span]
+    #: The ``GraphProto``'s fields, in written order.
+    graph: list[wire.Span]
+    #: The ``initializer`` fields of the graph: one per initializer of the model, in its order.
+    initializers: list[wire.Span]
+
+
+def file_layout(model: onnx.ModelProto, data: bytes) -> Layout | None:
+    """The spans of ``model``'s fields in ``data``, the bytes it was parsed from (:func:`wire.fields`); ``None``
+    when ``data`` is not laid out as ``model``: the graph not written once, counts of nodes, initializers or
+    inputs that differ, anything :func:`wire.fields` does not read."""
+    graph = model.graph
+    top = wire.fields(data)
+    graphs = [] if top is None else [span for span in top if span.number == MODEL_GRAPH]
+    if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
+        return None
+    inner = wire.fields(data, graphs[0].value, graphs[0].end)
+    if inner is None:
+        return None
+    counts = {GRAPH_NODE: 0, GRAPH_INITIALIZER: 0, GRAPH_INPUT: 0}
+    for span in inner:
+        if span.number in counts:
+            if span.wire_type != wire.LENGTH_DELIMITED:
+                return None
+            counts[span.number] += 1
+    if (counts[GRAPH_NODE], counts[GRAPH_INITIALIZER], counts[GRAPH_INPUT]) != (
+            len(graph.node), len(graph.initializer), len(graph.input)):
+        return None
+    return Layout(top, inner, [span for span in inner if span.number == GRAPH_INITIALIZER])
+
+
+def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, layout: Layout | None = None,
+                  ) -> bytes | None:
     """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
     parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
     their order, the graph's name, and the large initializers as typed inputs after the graph's own inputs
@@ -476,7 +513,8 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
     :data:`_CHECKER_MAX_INITIALIZER_BYTES` that is not the copy (copied at little cost), or ``data`` not laid
     out as ``model`` (the graph not written once, counts of nodes, initializers or inputs that differ, anything
     :func:`wire.fields` does not read). ``ordered``: whether the nodes are in a topological order (the loader cuts
-    the bytes before it knows, and drops the file's bytes: the validator uses the cut only for nodes in order)."""
+    the bytes before it knows, and drops the file's bytes: the validator uses the cut only for nodes in order).
+    ``layout``: :func:`file_layout` of ``model`` and ``data`` when the caller has read it (``None``: read here)."""
     graph = model.graph
     if not ordered or any(not _has_shape(o) for o in graph.output):
         return None
@@ -484,24 +522,12 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
         itself = graph.name and not any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer) and \
             not _extra_fields(model)
         return data if itself else None  # a copy of a small model costs little
-    top = wire.fields(data)
-    graphs = [] if top is None else [span for span in top if span.number == _MODEL_GRAPH]
-    if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
+    if layout is None:
+        layout = file_layout(model, data)
+    if layout is None:
         return None
-    inner = wire.fields(data, graphs[0].value, graphs[0].end)
-    if inner is None:
-        return None
-    counts = {_GRAPH_NODE: 0, _GRAPH_INITIALIZER: 0, GRAPH_INPUT: 0}
-    for span in inner:
-        if span.number in counts:
-            if span.wire_type != wire.LENGTH_DELIMITED:
-                return None
-            counts[span.number] += 1
-    if (counts[_GRAPH_NODE], counts[_GRAPH_INITIALIZER], counts[GRAPH_INPUT]) != (
-            len(graph.node), len(graph.initializer), len(graph.input)):
-        return None
-    initializer_spans = [span for span in inner if span.number == _GRAPH_INITIALIZER]
-    small = [(t, span) for t, span in zip(graph.initializer, initializer_spans, strict=True)
+    top, inner = layout.top, layout.graph
+    small = [(t, span) for t, span in zip(graph.initializer, layout.initializers, strict=True)
              if t.data_location != TensorProto.EXTERNAL and span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES]
     if len(small) == len(graph.initializer) and graph.name and not _extra_fields(model):
         return data  # the copy would be the model itself
@@ -512,11 +538,11 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
                  t.name, t.data_type, list(t.dims)).SerializeToString())
              for t in graph.initializer if t.name not in kept and t.name not in listed]
     light: list[bytes | memoryview] = [*(view[s.start:s.end] for s in inner if s.number in _GRAPH_KEPT),
-                                       wire.length_delimited(_GRAPH_NAME, (graph.name or "g").encode()),
+                                       wire.length_delimited(GRAPH_NAME, (graph.name or "g").encode()),
                                        *(view[s.start:s.end] for _, s in small), *typed]
     # one copy of what is kept: the graph's parts written after its header, not joined first
     return b"".join([*(view[s.start:s.end] for s in top if s.number in _MODEL_KEPT),
-                     wire.header(_MODEL_GRAPH, sum(len(part) for part in light)), *light])
+                     wire.header(MODEL_GRAPH, sum(len(part) for part in light)), *light])
 
 
 def _extra_fields(model: onnx.ModelProto) -> list[str]:

@@ -109,6 +109,12 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
+def varint_field(number: int, value: int) -> bytes:
+    """Field ``number`` holding the non-negative integer ``value`` (an int32/int64/enum field), as protobuf
+    writes it."""
+    return _encode_varint(number << 3 | VARINT) + _encode_varint(value)
+
+
 def header(number: int, size: int) -> bytes:
     """The tag and length of a length-delimited field ``number`` whose value is ``size`` bytes."""
     if number < 16 and size < 0x80:  # a one-byte tag and a one-byte length: most fields of a graph
