@@ -857,7 +857,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
             layer_rows.append(row)
 
     needed = _needed_tensors(layer_rows, model.graph.output)
-    if any(t not in infos for t in needed):
+    if not all(map(infos.__contains__, needed)):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
         if any(folder.is_constant_node(row) for row in layer_rows):
@@ -957,7 +957,7 @@ def _needed_tensors(layers: list[NodeFields], outputs: Iterable[onnx.ValueInfoPr
     needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read
     needed.pop("", None)
     consumed = needed.keys() | {o.name for o in outputs}
-    needed.update(dict.fromkeys(o for o in written if o in consumed))
+    needed.update(dict.fromkeys(filter(consumed.__contains__, written)))
     needed.pop("", None)
     return list(needed)
 

@@ -27,6 +27,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
 from pathlib import Path
 from typing import Any
 
@@ -320,7 +321,7 @@ def complete(model: onnx.ModelProto, light: Callable[[], onnx.ModelProto], base_
     or ``control_flow``: the layers hold control flow (whose subgraphs are costed as executed).
     """
     sources: dict[str, str] = {}
-    missing = [t for t in needed if t not in infos]
+    missing = list(filterfalse(infos.__contains__, needed))
     if missing:
         resolved = symbolic_shapes(light())
         for name in missing:
