@@ -493,7 +493,7 @@ def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool) -> dict[str, Tens
     graph = inferred.graph
     # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
     types: dict[bytes, TensorInfo | None] = {}
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
+    for vi in chain(graph.input, graph.value_info, graph.output):
         key = vi.type.SerializeToString()
         known = types.get(key, _UNSEEN)
         if known is _UNSEEN:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from pathlib import Path
 from typing import NamedTuple
 
@@ -210,10 +211,16 @@ def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
 
 def _check_unique_names(graph: onnx.GraphProto, path: Path, rows: list[NodeFields]) -> None:
     """Every tensor name defined once; graph outputs listed once (``rows``: :func:`node_fields` of ``graph``)."""
-    _first_repeat((vi.name for vi in graph.input), path, "graph.input")
-    _first_repeat((t.name for t in graph.initializer), path, "graph.initializer")
-    _first_repeat((o.name for o in graph.output), path, "graph.output")
-    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    input_names = [vi.name for vi in graph.input]
+    initializer_names = [t.name for t in graph.initializer]
+    _first_repeat(input_names, path, "graph.input")
+    _first_repeat(initializer_names, path, "graph.initializer")
+    _first_repeat([o.name for o in graph.output], path, "graph.output")
+    defined = {*input_names, *initializer_names}
+    outputs_written = list(filter(None, chain.from_iterable(row[4] for row in rows)))
+    distinct = set(outputs_written)
+    if len(distinct) == len(outputs_written) and distinct.isdisjoint(defined):
+        return  # no name written twice: the loop below, which names the first one, finds none
     written: set[str] = set()
     for k, (name, op_type, _, _, outputs, _) in enumerate(rows):
         for out in outputs:
@@ -228,7 +235,9 @@ def _check_unique_names(graph: onnx.GraphProto, path: Path, rows: list[NodeField
             written.add(out)
 
 
-def _first_repeat(names: Iterable[str], path: Path, field: str) -> None:
+def _first_repeat(names: list[str], path: Path, field: str) -> None:
+    if len(set(names)) == len(names):
+        return  # no repeat: the loop below, which names the first one, finds none
     seen: set[str] = set()
     for k, name in enumerate(names):
         if name in seen:
@@ -370,10 +379,10 @@ def _rows_in_order(rows: list[NodeFields], available: set[str]) -> bool:
 def _ordered(reads_writes: Iterable[tuple[Iterable[str], Iterable[str]]], available: set[str]) -> bool:
     """:func:`in_order` of nodes given as (inputs, outputs)."""
     defined = set(available)
+    defined.add("")  # an omitted optional input reads nothing
     for inputs, outputs in reads_writes:
-        for i in inputs:
-            if i and i not in defined:
-                return False
+        if not defined.issuperset(inputs):
+            return False
         defined.update(outputs)
     return True
 
