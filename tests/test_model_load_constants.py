@@ -106,3 +106,27 @@ def test_each_name_is_defined_once(outputs: list[list[str]], inputs: list[str], 
         return
     with pytest.raises(ModelError, match="^" + re.escape(f"m.onnx: {message}")):
         _check_unique_names(graph, Path("m.onnx"), node_fields(graph.node))
+
+
+def test_a_refusal_names_the_tensor_whose_data_does_not_fit_its_dims(tmp_path: Path) -> None:
+    """Initializers come first, then the nodes' tensor attributes: each named where it is."""
+    from layerscope.errors import ModelError
+    from layerscope.model.validate import validate_model
+
+    good = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    short = numpy_helper.from_array(np.ones((2, 2), np.float32), "v")
+    short.raw_data = short.raw_data[:8]
+    nodes = [helper.make_node("Constant", [], ["a"], name="ca", value=good),
+             helper.make_node("Constant", [], ["b"], name="cb", value=short),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+                              initializer=[good])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    with pytest.raises(ModelError, match="^" + re.escape(
+            f"{path}: graph.node[1] (Constant 'cb').value: raw_data holds 8 bytes, its dims [2, 2] need 16")):
+        validate_model(model, path, tmp_path)
+    model.graph.initializer.append(short)
+    with pytest.raises(ModelError, match="^" + re.escape(
+            f"{path}: graph.initializer[1] 'v': raw_data holds 8 bytes, its dims [2, 2] need 16")):
+        validate_model(model, path, tmp_path)

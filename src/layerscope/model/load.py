@@ -58,7 +58,7 @@ from layerscope.model.validate import (
     file_layout,
     node_fields,
     reads_subgraph,
-    tensor_attributes,
+    tensors,
     validate_model,
 )
 from layerscope.model.validate import topological as _topological
@@ -205,7 +205,7 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, rows: list[Node
     """Every external-data location must be a relative path that stays inside ``base_dir`` (``rows``:
     :func:`node_fields` of the graph's nodes)."""
     root = base_dir.resolve()
-    for tensor in _all_tensors(model, rows):
+    for tensor in tensors(model, rows):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), "")
@@ -216,12 +216,6 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, rows: list[Node
                 f"{root}; refusing to read it")
         if not target.is_file():
             raise ModelError(f"tensor {tensor.name!r}: external data file {location!r} not found in {root}")
-
-
-def _all_tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterable[TensorProto]:
-    yield from model.graph.initializer
-    for _, _, attr in tensor_attributes(rows):
-        yield attr.t
 
 
 def _tensor_value(tensor: TensorProto, base_dir: Path) -> np.ndarray:

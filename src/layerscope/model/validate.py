@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import NamedTuple
 
@@ -101,8 +101,10 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
     _check_opsets(model, path)
     _check_function_expansion(model, path)
     _check_unique_names(model.graph, path, rows)
-    for tensor, where in _tensors(model, rows):
-        _check_tensor_data(tensor, where, path, base_dir)
+    for index, tensor in enumerate(tensors(model, rows)):
+        problem = _tensor_data_problem(tensor, base_dir)
+        if problem is not None:
+            raise ModelError(f"{path}: {_where(model, rows, index)}: {problem}")
     graph = model.graph
     ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
     _check_with_onnx(model, path, ordered=ordered, checked=checked)
@@ -245,13 +247,21 @@ def _first_repeat(names: list[str], path: Path, field: str) -> None:
         seen.add(name)
 
 
-def _tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterable[tuple[TensorProto, str]]:
-    """The initializers and the nodes' tensor attributes (``rows``: :func:`node_fields` of the graph), each with
-    where it is, as the refusals name it."""
-    for k, t in enumerate(model.graph.initializer):
-        yield t, f"graph.initializer[{k}] {t.name!r}"
-    for k, (name, op_type, *_), attr in tensor_attributes(rows):
-        yield attr.t, f"graph.node[{k}] ({op_type} {name!r}).{attr.name}"
+def tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterator[TensorProto]:
+    """The initializers, then the nodes' tensor attributes (``rows``: :func:`node_fields` of the graph)."""
+    yield from model.graph.initializer
+    for _, _, attr in tensor_attributes(rows):
+        yield attr.t
+
+
+def _where(model: onnx.ModelProto, rows: list[NodeFields], index: int) -> str:
+    """Where the ``index``-th tensor of :func:`tensors` is, as the refusals name it (read again: only a refusal
+    names it)."""
+    initializers = model.graph.initializer
+    if index < len(initializers):
+        return f"graph.initializer[{index}] {initializers[index].name!r}"
+    k, (name, op_type, *_), attr = next(islice(tensor_attributes(rows), index - len(initializers), None))
+    return f"graph.node[{k}] ({op_type} {name!r}).{attr.name}"
 
 
 def _expected_bytes(data_type: int, dims: tuple[int, ...]) -> int | None:
@@ -262,36 +272,40 @@ def _expected_bytes(data_type: int, dims: tuple[int, ...]) -> int | None:
     return math.ceil(math.prod(dims) * item)
 
 
-def _check_tensor_data(tensor: TensorProto, where: str, path: Path, base_dir: Path) -> None:
+def _tensor_data_problem(tensor: TensorProto, base_dir: Path) -> str | None:
+    """What is wrong with ``tensor``'s type, dims or data (its size against its dims; external data: see
+    :func:`_external_problem`), as a refusal says it after naming the tensor; ``None`` when nothing is."""
     data_type = tensor.data_type
     if data_type not in _DATA_TYPES or data_type == TensorProto.UNDEFINED:
-        raise ModelError(f"{path}: {where}: data_type {data_type} is not an ONNX element type")
+        return f"data_type {data_type} is not an ONNX element type"
     dims = tuple(tensor.dims)
     if dims and min(dims) < 0:
-        raise ModelError(f"{path}: {where}: negative dim in {list(dims)}")
+        return f"negative dim in {list(dims)}"
     expected = _expected_bytes(data_type, dims)
     if tensor.data_location == TensorProto.EXTERNAL:
-        _check_external(tensor, where, path, base_dir, expected)
-        return
+        return _external_problem(tensor, base_dir, expected)
     if tensor.HasField("raw_data"):
         if expected is not None and len(tensor.raw_data) != expected:
-            raise ModelError(f"{path}: {where}: raw_data holds {len(tensor.raw_data)} bytes, its dims "
-                             f"{list(dims)} need {expected}")
-        return
+            return f"raw_data holds {len(tensor.raw_data)} bytes, its dims {list(dims)} need {expected}"
+        return None
     field = _TYPED_FIELDS.get(data_type)
     if field is None:
-        return
+        return None
     name, per_element = field
     count = len(getattr(tensor, name))
     elements = math.prod(dims)
     if count == 0 and elements == 0:
-        return
+        return None
     if count != elements * per_element:
-        raise ModelError(f"{path}: {where}: {name} holds {count} values, its dims {list(dims)} need "
-                         f"{elements * per_element}")
+        return f"{name} holds {count} values, its dims {list(dims)} need {elements * per_element}"
+    return None
 
 
-def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path, expected: int | None) -> None:
+def _external_problem(tensor: TensorProto, base_dir: Path, expected: int | None) -> str | None:
+    """What is wrong with the external data of ``tensor`` (``expected``: its bytes by its dims), as
+    :func:`_tensor_data_problem` says it: ``offset``/``length`` not non-negative integers, past the end of the
+    data file or disagreeing with the dims. ``None`` when nothing is, or the file is missing (load.py's
+    external-data check reports that)."""
     entries = {e.key: e.value for e in tensor.external_data}
     numbers: dict[str, int] = {}
     for key in ("offset", "length"):
@@ -299,25 +313,24 @@ def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path,
             continue
         text = entries[key]
         if not text.isdigit() or len(text) > 20:
-            raise ModelError(f"{path}: {where}: external data {key} {text[:40]!r} is not a non-negative integer")
+            return f"external data {key} {text[:40]!r} is not a non-negative integer"
         numbers[key] = int(text)
     location = entries.get("location", "")
     target = base_dir / location
     try:
         file_bytes = target.stat().st_size
     except OSError:
-        return  # the location is checked (and reported) by load.py's external-data check
+        return None  # the location is checked (and reported) by load.py's external-data check
     offset = numbers.get("offset", 0)
     length = numbers.get("length", file_bytes - offset if expected is None else expected)
     if offset > file_bytes:
-        raise ModelError(f"{path}: {where}: external data offset {offset} is past the end of {location!r} "
-                         f"({file_bytes} bytes)")
+        return f"external data offset {offset} is past the end of {location!r} ({file_bytes} bytes)"
     if offset + length > file_bytes:
-        raise ModelError(f"{path}: {where}: external data offset {offset} + length {length} reaches past the end "
-                         f"of {location!r} ({file_bytes} bytes)")
+        return f"external data offset {offset} + length {length} reaches past the end of {location!r} " \
+            f"({file_bytes} bytes)"
     if expected is not None and length != expected:
-        raise ModelError(f"{path}: {where}: external data length {length} bytes, its dims {list(tensor.dims)} "
-                         f"need {expected}")
+        return f"external data length {length} bytes, its dims {list(tensor.dims)} need {expected}"
+    return None
 
 
 def topological(nodes: list[onnx.NodeProto], available: set[str], *, known_in_order: bool | None = None,
