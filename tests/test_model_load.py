@@ -217,6 +217,7 @@ def test_the_copy_for_shape_inference_cut_from_the_file_is_the_copy_made_of_the_
     ``_without_large_weights`` of the model: the inputs changed after the file was read included."""
     from layerscope.model.load import (
         _inference_cut,
+        _initializer_fields,
         _light_bytes,
         _shape_data,
         _typed_weights,
@@ -234,10 +235,11 @@ def test_the_copy_for_shape_inference_cut_from_the_file_is_the_copy_made_of_the_
     parsed = onnx.ModelProto.FromString(data)
     layout = file_layout(parsed, data)
     assert layout is not None
-    shape_data = _shape_data(parsed)
+    initializers = _initializer_fields(parsed)
+    shape_data = _shape_data(initializers)
     cut = _inference_cut(data, layout, shape_data)
     parsed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 7  # as --shape/--dim set an input's dims
-    typed = _typed_weights(parsed, shape_data)
+    typed = _typed_weights(parsed, initializers, shape_data)
     light = onnx.ModelProto.FromString(_light_bytes(parsed, cut, typed))
     assert light == _without_large_weights(parsed)
     assert light.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 7

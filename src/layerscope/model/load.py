@@ -277,9 +277,21 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
                                          onnx_dtype_name(first.type.tensor_type.elem_type)))
 
 
-def _shape_data(model: onnx.ModelProto) -> list[bool]:
-    """Whether shape inference is given each initializer's values (:func:`_is_shape_data_dims`), in order."""
-    return [_is_shape_data_dims(tuple(t.dims)) for t in model.graph.initializer]
+#: An initializer's fields as :func:`_initializer_fields` reads them: name, data type, dims.
+_InitializerFields = tuple[str, int, tuple[int, ...]]
+
+
+def _initializer_fields(model: onnx.ModelProto) -> list[_InitializerFields]:
+    """Each initializer's name, data type and dims, in order, read from protobuf once (the loader's steps read
+    them from these tuples). Equal dims are one tuple: a big model's weights are of a few shapes."""
+    shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+    return [(t.name, t.data_type, shapes.setdefault(dims := tuple(t.dims), dims)) for t in model.graph.initializer]
+
+
+def _shape_data(initializers: list[_InitializerFields]) -> list[bool]:
+    """Whether shape inference is given each initializer's values (:func:`_is_shape_data_dims`), in order
+    (``initializers``: :func:`_initializer_fields` of the model)."""
+    return [_is_shape_data_dims(dims) for _, _, dims in initializers]
 
 
 def _left_out(model: onnx.ModelProto, shape_data: list[bool]) -> bool:
@@ -296,19 +308,16 @@ class _TypedWeight(NamedTuple):
     field: bytes
 
 
-def _typed_weights(model: onnx.ModelProto, shape_data: list[bool]) -> list[_TypedWeight]:
-    """The initializers whose values shape inference is not given (not ``shape_data``, :func:`_shape_data`) and
-    that are not listed as graph inputs already, in order, each as the graph input standing for it."""
-    graph = model.graph
-    listed = {vi.name for vi in graph.input}
+def _typed_weights(model: onnx.ModelProto, initializers: list[_InitializerFields], shape_data: list[bool],
+                   ) -> list[_TypedWeight]:
+    """The initializers (``initializers``: :func:`_initializer_fields` of ``model``) whose values shape inference is
+    not given (not ``shape_data``, :func:`_shape_data`) and that are not listed as graph inputs already, in order,
+    each as the graph input standing for it."""
+    listed = {vi.name for vi in model.graph.input}
     types: dict[tuple[int, tuple[int, ...]], bytes] = {}
-    typed: list[_TypedWeight] = []
-    for t, keep in zip(graph.initializer, shape_data, strict=True):
-        if not keep and (name := t.name) not in listed:
-            dims = tuple(t.dims)
-            typed.append(_TypedWeight(name, dims, wire.length_delimited(
-                GRAPH_INPUT, _typed_input(name, t.data_type, dims, types))))
-    return typed
+    return [_TypedWeight(name, dims, wire.length_delimited(GRAPH_INPUT, _typed_input(name, data_type, dims, types)))
+            for (name, data_type, dims), keep in zip(initializers, shape_data, strict=True)
+            if not keep and name not in listed]
 
 
 def _without_large_weights(model: onnx.ModelProto, shape_data: list[bool] | None = None,
@@ -323,12 +332,13 @@ def _without_large_weights(model: onnx.ModelProto, shape_data: list[bool] | None
     is, not copied: never change the result. ``shape_data`` and ``typed``: :func:`_shape_data` and
     :func:`_typed_weights` of ``model``, when the caller has them.
     """
+    initializers = _initializer_fields(model) if shape_data is None or typed is None else []
     if shape_data is None:
-        shape_data = _shape_data(model)
+        shape_data = _shape_data(initializers)
     if not _left_out(model, shape_data):
         return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
     if typed is None:
-        typed = _typed_weights(model, shape_data)
+        typed = _typed_weights(model, initializers, shape_data)
     graph = model.graph
     # helper.make_model(helper.make_graph(...)) built in place: the nodes are copied once, not twice (make_model
     # copies the graph make_graph made); the same message
@@ -648,9 +658,9 @@ class ConstValues(Mapping[str, np.ndarray]):
         self._base_dir = base_dir
         self._data: dict[str, np.ndarray | TensorProto] = {}
 
-    def add_tensor(self, tensor: TensorProto) -> None:
-        """Record an initializer, read on first lookup."""
-        self._data[tensor.name] = tensor
+    def add_tensors(self, tensors: Iterable[tuple[str, TensorProto]]) -> None:
+        """Record initializers (name, tensor), each read on first lookup."""
+        self._data.update(tensors)
 
     def __setitem__(self, name: str, value: np.ndarray) -> None:
         self._data[name] = value
@@ -677,7 +687,9 @@ class ConstValues(Mapping[str, np.ndarray]):
 class _Folder:
     """Finds the constant nodes of a graph and the values of its small constants."""
 
-    def __init__(self, model: onnx.ModelProto, infos: dict[str, TensorInfo], base_dir: Path) -> None:
+    def __init__(self, model: onnx.ModelProto, infos: dict[str, TensorInfo], base_dir: Path,
+                 initializers: list[_InitializerFields]) -> None:
+        """``initializers``: :func:`_initializer_fields` of ``model``."""
         self.model = model
         self.infos = infos
         self.base_dir = base_dir
@@ -686,18 +698,17 @@ class _Folder:
         #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
         self.unfolded: set[str] = set()
         kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
-        small: list[TensorProto] = []
-        for init in model.graph.initializer:
-            name, data_type = init.name, init.data_type
-            info = self.constants[name] = _initializer_info(name, data_type, tuple(init.dims), kinds)
+        small: list[int] = []
+        for k, (name, data_type, dims) in enumerate(initializers):
+            info = self.constants[name] = _initializer_info(name, data_type, dims, kinds)
             if info.elements <= SMALL_CONST_ELEMENTS and data_type != TensorProto.STRING:
-                small.append(init)
+                small.append(k)
         # the small initializers, read on first lookup, copied out of the model: a message keeps the whole model
         # it was parsed with alive (its nodes and every weight), which the graph would hold to its end
         own = onnx.GraphProto()
-        own.initializer.extend(small)
-        for init in own.initializer:
-            self.values.add_tensor(init)
+        every = model.graph.initializer
+        own.initializer.extend(every[k] for k in small)
+        self.values.add_tensors(zip((initializers[k][0] for k in small), own.initializer, strict=True))
 
     def is_constant_node(self, row: NodeFields) -> bool:
         """Whether the node whose fields are ``row`` (:func:`node_fields`) computes only from constants: a
@@ -809,7 +820,8 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     # through the check
     layout = file_layout(model, data) if data is not None else None
     checked = checker_bytes(model, data, layout=layout) if data is not None else None
-    shape_data = _shape_data(model)
+    initializers = _initializer_fields(model)  # read before the checks: only their dims are read until then
+    shape_data = _shape_data(initializers)
     cut = _inference_cut(data, layout, shape_data) if data is not None and layout is not None and \
         _left_out(model, shape_data) else None
     del data
@@ -821,25 +833,26 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     del checked
     release_freed_memory()  # the checker's copies of the model
 
-    init_names = {i.name for i in model.graph.initializer}
+    init_names = {name for name, _, _ in initializers}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
     _apply_input_shapes(model, runtime_inputs, shapes or {})
     declared = {vi.name: declared_dims(vi) for vi in runtime_inputs}
     assumptions = apply_dims(runtime_inputs, dims or {})
     _check_static_inputs(path, runtime_inputs, declared)
 
-    typed = _typed_weights(model, shape_data)
+    typed = _typed_weights(model, initializers, shape_data)
     light: onnx.ModelProto | bytes = _light_bytes(model, cut, typed) if cut is not None else \
         _without_large_weights(model, shape_data, typed)
-    del cut
-    infos = _infer(light, data_prop=_light_data_prop_is_bounded(model, typed))
+    data_prop = _light_data_prop_is_bounded(model, typed)
+    del cut, typed  # not held through shape inference, the peak of the load's memory
+    infos = _infer(light, data_prop=data_prop)
     release_freed_memory()  # shape inference's copies of the model
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
     # each node's fields in the order of ``nodes`` (the rows read above, themselves when the file's order is kept)
     node_rows = rows if nodes is protos else _rows_in(nodes, protos, rows)
 
-    folder = _Folder(model, infos, base_dir)
+    folder = _Folder(model, infos, base_dir, initializers)
     layer_protos, layer_rows = [], []
     folded_protos, folded_rows = [], []
     for n, row in zip(nodes, node_rows, strict=True):
