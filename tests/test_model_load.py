@@ -260,19 +260,20 @@ def _conv_reshape_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("name", ["resnet50", "conv-reshape"])
 def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(name: str) -> None:
     """``_without_large_weights`` builds its copy in place; it must be the message the helpers build."""
-    from layerscope.model.load import _may_be_shape_data, _without_large_weights
+    from layerscope.model.load import _is_shape_data_dims, _without_large_weights
 
     model = onnx.load(str(zoo(name))) if name != "conv-reshape" else _conv_reshape_model()
     model.graph.doc_string = "left out"  # make_graph is given no doc string
     graph = model.graph
-    large = [t for t in graph.initializer if not _may_be_shape_data(t)]
+    small = [t for t in graph.initializer if _is_shape_data_dims(tuple(t.dims))]
+    large = [t for t in graph.initializer if not _is_shape_data_dims(tuple(t.dims))]
     assert large  # the copy is made
     listed = {vi.name for vi in graph.input}
     expected = helper.make_model(
         helper.make_graph(list(graph.node), graph.name or "g",
                           [*graph.input, *(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
                                            for t in large if t.name not in listed)],
-                          list(graph.output), initializer=[t for t in graph.initializer if _may_be_shape_data(t)],
+                          list(graph.output), initializer=small,
                           value_info=list(graph.value_info)),
         opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4), functions=list(model.functions))
     light = _without_large_weights(model)

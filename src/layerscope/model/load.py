@@ -410,11 +410,6 @@ def _typed_input(name: str, data_type: int, dims: tuple[int, ...], types: dict[t
     return wire.length_delimited(_VALUE_INFO_NAME, name.encode()) + known
 
 
-def _may_be_shape_data(tensor: TensorProto) -> bool:
-    """Whether shape inference may read ``tensor``'s values (:func:`_is_shape_data_dims` of its dims)."""
-    return _is_shape_data_dims(tuple(tensor.dims))
-
-
 def _is_shape_data_dims(dims: tuple[int, ...]) -> bool:
     """Whether shape inference may read the values of a tensor of ``dims``: a scalar or vector of at most
     :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
@@ -658,9 +653,9 @@ class ConstValues(Mapping[str, np.ndarray]):
         self._base_dir = base_dir
         self._data: dict[str, np.ndarray | TensorProto] = {}
 
-    def add_tensors(self, tensors: Iterable[tuple[str, TensorProto]]) -> None:
+    def add_tensors(self, named: Iterable[tuple[str, TensorProto]]) -> None:
         """Record initializers (name, tensor), each read on first lookup."""
-        self._data.update(tensors)
+        self._data.update(named)
 
     def __setitem__(self, name: str, value: np.ndarray) -> None:
         self._data[name] = value
