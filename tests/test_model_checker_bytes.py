@@ -151,6 +151,16 @@ def test_wire_fields_are_the_messages_fields_in_order() -> None:
     assert wire.length_delimited(2, b"g") == helper.make_graph([], "g", [], []).SerializeToString()
 
 
+@pytest.mark.parametrize("size", [0, 100, 130, 300, 1 << 21])
+def test_wire_fields_written_are_what_protobuf_writes(size: int) -> None:
+    """A field under 16 with a length under 128 (one byte each, the short path) and the others alike."""
+    name = "n" * size
+    assert wire.length_delimited(2, name.encode()) == onnx.ModelProto(producer_name=name).SerializeToString()
+    function = onnx.FunctionProto(name=name)
+    assert wire.length_delimited(25, function.SerializeToString()) == \
+        onnx.ModelProto(functions=[function]).SerializeToString()
+
+
 @pytest.mark.parametrize("data", [
     b"\x0a\x05abc",  # a length past the end
     b"\x08\xff\xff",  # a varint cut short

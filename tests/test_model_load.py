@@ -204,11 +204,45 @@ def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, 
 
     tensor = numpy_helper.from_array(np.zeros(shape, dtype), "w")
     expected = helper.make_tensor_value_info("w", tensor.data_type, list(tensor.dims))
-    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
-    assert _typed_input(tensor, types).SerializeToString() == expected.SerializeToString()
-    again = _typed_input(numpy_helper.from_array(np.ones(shape, dtype), "v"), types)  # the type known: copied
+    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
+    assert _typed_input("w", tensor.data_type, tuple(tensor.dims), types) == expected.SerializeToString()
+    again = onnx.ValueInfoProto.FromString(_typed_input("v", tensor.data_type, shape, types))  # the type known
     assert again.name == "v" and again.type == expected.type and len(types) == 1
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
+
+
+@pytest.mark.parametrize("name", ["resnet50", "conv-reshape", "functions"])
+def test_the_copy_for_shape_inference_cut_from_the_file_is_the_copy_made_of_the_model(name: str) -> None:
+    """``_light_bytes`` (fields cut from the file's bytes, the inputs as they are now) parses as
+    ``_without_large_weights`` of the model: the inputs changed after the file was read included."""
+    from layerscope.model.load import (
+        _inference_cut,
+        _initializer_fields,
+        _light_bytes,
+        _shape_data,
+        _typed_weights,
+        _without_large_weights,
+    )
+    from layerscope.model.validate import file_layout
+
+    model = onnx.load(str(zoo("resnet50"))) if name == "resnet50" else _conv_reshape_model()
+    if name == "functions":
+        relu = helper.make_node("Relu", ["a"], ["b"])
+        model.functions.append(helper.make_function("local", "F", ["a"], ["b"], [relu], [helper.make_opsetid("", 17)]))
+        model.opset_import.append(helper.make_opsetid("local", 1))
+    model.graph.doc_string = "left out"
+    data = model.SerializeToString()
+    parsed = onnx.ModelProto.FromString(data)
+    layout = file_layout(parsed, data)
+    assert layout is not None
+    initializers = _initializer_fields(parsed)
+    shape_data = _shape_data(initializers)
+    cut = _inference_cut(data, layout, shape_data)
+    parsed.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 7  # as --shape/--dim set an input's dims
+    typed = _typed_weights(parsed, initializers, shape_data)
+    light = onnx.ModelProto.FromString(_light_bytes(parsed, cut, typed))
+    assert light == _without_large_weights(parsed)
+    assert light.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 7
 
 
 def _conv_reshape_model() -> onnx.ModelProto:
@@ -226,21 +260,50 @@ def _conv_reshape_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("name", ["resnet50", "conv-reshape"])
 def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(name: str) -> None:
     """``_without_large_weights`` builds its copy in place; it must be the message the helpers build."""
-    from layerscope.model.load import _may_be_shape_data, _typed_input, _without_large_weights
+    from layerscope.model.load import _is_shape_data_dims, _without_large_weights
 
     model = onnx.load(str(zoo(name))) if name != "conv-reshape" else _conv_reshape_model()
     model.graph.doc_string = "left out"  # make_graph is given no doc string
     graph = model.graph
-    large = [t for t in graph.initializer if not _may_be_shape_data(t)]
+    small = [t for t in graph.initializer if _is_shape_data_dims(tuple(t.dims))]
+    large = [t for t in graph.initializer if not _is_shape_data_dims(tuple(t.dims))]
     assert large  # the copy is made
     listed = {vi.name for vi in graph.input}
     expected = helper.make_model(
         helper.make_graph(list(graph.node), graph.name or "g",
-                          [*graph.input, *(_typed_input(t, {}) for t in large if t.name not in listed)],
-                          list(graph.output), initializer=[t for t in graph.initializer if _may_be_shape_data(t)],
+                          [*graph.input, *(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                                           for t in large if t.name not in listed)],
+                          list(graph.output), initializer=small,
                           value_info=list(graph.value_info)),
         opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4), functions=list(model.functions))
     light = _without_large_weights(model)
     assert light == expected
     assert light.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
     assert not light.graph.doc_string and len(light.graph.initializer) < len(graph.initializer)
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((1, 3, 8, 8), "float32"), ((), "int64"), ((2, 0), "float8"),
+                                              ((5,), "unknown-type")])
+def test_a_renamed_tensor_is_the_tensor_made_under_that_name(shape: tuple[int, ...], dtype: str) -> None:
+    import dataclasses
+
+    from layerscope.model.types import TensorInfo
+
+    made = TensorInfo("b", shape, dtype)
+    renamed = TensorInfo("a", shape, dtype).renamed("b")
+    assert renamed == made and repr(renamed) == repr(made)
+    assert (renamed.elements, renamed.itemsize, renamed.nbytes) == (made.elements, made.itemsize, made.nbytes)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        renamed.name = "c"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    (["a", "b", "c"], ["a", "b", "c"]),  # every name given and unique: the names
+    (["a", "", "Relu(y1)"], ["a", "Relu(y1)", "Relu(y1)~2"]),  # a synthesized id meets a name
+    (["a", "a", "b"], ["Relu(y0)", "Relu(y1)", "b"]),  # a repeated name is no node's id
+])
+def test_layer_ids_of_rows(names: list[str], expected: list[str]) -> None:
+    from layerscope.model.load import _ids
+
+    rows = [(name, "Relu", "", (f"x{k}",), (f"y{k}",), ()) for k, name in enumerate(names)]
+    assert _ids(rows) == expected

@@ -4,6 +4,7 @@ inference as typed inputs, a graph stored in order is not re-sorted."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,57 @@ def test_a_graph_in_order_is_returned_as_it_is_and_one_out_of_order_is_sorted() 
     assert [n.name for n in topological(reverse, {"t0"})] == [f"r{i}" for i in range(5)]
     reads_itself = [helper.make_node("Add", ["t0", "u"], ["u"], name="loop")]
     assert not in_order(reads_itself, {"t0"})
+
+
+def test_an_omitted_optional_input_keeps_a_graph_in_order() -> None:
+    nodes = [helper.make_node("Clip", ["t0", "", "m"], ["t1"]), helper.make_node("Relu", ["t1"], ["t2"])]
+    assert in_order(nodes, {"t0", "m"})
+    assert not in_order(nodes, {"t0"})  # "m" is read before anything writes it
+
+
+@pytest.mark.parametrize(("outputs", "inputs", "initializers", "message"), [
+    ([["y"], ["y"]], ["x"], [], "graph.node[1] (Relu 'n1') writes 'y', which another node already writes"),
+    ([["y"], ["w"]], ["x"], ["w"], "graph.node[1] (Relu 'n1') writes 'w', which is a graph input or initializer"),
+    ([["y"], ["x"]], ["x"], [], "graph.node[1] (Relu 'n1') writes 'x', which is a graph input or initializer"),
+    ([["y"], ["z"]], ["x", "x"], [], "graph.input[1] repeats the name 'x'"),
+    ([["y"], ["z"]], ["x"], ["w", "w"], "graph.initializer[1] repeats the name 'w'"),
+    ([["y", ""], ["z", ""]], ["x"], [], None),  # omitted optional outputs are no names
+])
+def test_each_name_is_defined_once(outputs: list[list[str]], inputs: list[str], initializers: list[str],
+                                   message: str | None) -> None:
+    from layerscope.errors import ModelError
+    from layerscope.model.validate import _check_unique_names, node_fields
+
+    nodes = [helper.make_node("Relu", ["x"], outs, name=f"n{k}") for k, outs in enumerate(outputs)]
+    weights = [numpy_helper.from_array(np.ones(1, np.float32), w) for w in initializers]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(i, TensorProto.FLOAT, [1]) for i in inputs],
+                              [], initializer=weights)
+    if message is None:
+        _check_unique_names(graph, Path("m.onnx"), node_fields(graph.node))
+        return
+    with pytest.raises(ModelError, match="^" + re.escape(f"m.onnx: {message}")):
+        _check_unique_names(graph, Path("m.onnx"), node_fields(graph.node))
+
+
+def test_a_refusal_names_the_tensor_whose_data_does_not_fit_its_dims(tmp_path: Path) -> None:
+    """Initializers come first, then the nodes' tensor attributes: each named where it is."""
+    from layerscope.errors import ModelError
+    from layerscope.model.validate import validate_model
+
+    good = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    short = numpy_helper.from_array(np.ones((2, 2), np.float32), "v")
+    short.raw_data = short.raw_data[:8]
+    nodes = [helper.make_node("Constant", [], ["a"], name="ca", value=good),
+             helper.make_node("Constant", [], ["b"], name="cb", value=short),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
+                              initializer=[good])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    with pytest.raises(ModelError, match="^" + re.escape(
+            f"{path}: graph.node[1] (Constant 'cb').value: raw_data holds 8 bytes, its dims [2, 2] need 16")):
+        validate_model(model, path, tmp_path)
+    model.graph.initializer.append(short)
+    with pytest.raises(ModelError, match="^" + re.escape(
+            f"{path}: graph.initializer[1] 'v': raw_data holds 8 bytes, its dims [2, 2] need 16")):
+        validate_model(model, path, tmp_path)

@@ -27,9 +27,11 @@ import io
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
@@ -37,10 +39,28 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.errors import ModelError, ShapeError
-from layerscope.model import control_flow
+from layerscope.model import control_flow, wire
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo
-from layerscope.model.validate import NodeFields, checker_bytes, node_fields, validate_model
+from layerscope.model.validate import (
+    GRAPH_INPUT,
+    GRAPH_NAME,
+    GRAPH_NODE,
+    GRAPH_OUTPUT,
+    GRAPH_VALUE_INFO,
+    MODEL_FUNCTIONS,
+    MODEL_GRAPH,
+    MODEL_IR_VERSION,
+    MODEL_OPSET_IMPORT,
+    Layout,
+    NodeFields,
+    checker_bytes,
+    file_layout,
+    node_fields,
+    reads_subgraph,
+    tensors,
+    validate_model,
+)
 from layerscope.model.validate import topological as _topological
 
 #: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
@@ -181,10 +201,11 @@ def _parse_model(data: bytes) -> onnx.ModelProto:
     return model
 
 
-def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
-    """Every external-data location must be a relative path that stays inside ``base_dir``."""
+def _check_external_data(model: onnx.ModelProto, base_dir: Path, rows: list[NodeFields]) -> None:
+    """Every external-data location must be a relative path that stays inside ``base_dir`` (``rows``:
+    :func:`node_fields` of the graph's nodes)."""
     root = base_dir.resolve()
-    for tensor in _all_tensors(model):
+    for tensor in tensors(model, rows):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), "")
@@ -195,14 +216,6 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path) -> None:
                 f"{root}; refusing to read it")
         if not target.is_file():
             raise ModelError(f"tensor {tensor.name!r}: external data file {location!r} not found in {root}")
-
-
-def _all_tensors(model: onnx.ModelProto) -> Iterable[TensorProto]:
-    yield from model.graph.initializer
-    for node in model.graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t
 
 
 def _tensor_value(tensor: TensorProto, base_dir: Path) -> np.ndarray:
@@ -264,7 +277,51 @@ def _check_static_inputs(path: Path, runtime_inputs: list[onnx.ValueInfoProto],
                                          onnx_dtype_name(first.type.tensor_type.elem_type)))
 
 
-def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+#: An initializer's fields as :func:`_initializer_fields` reads them: name, data type, dims.
+_InitializerFields = tuple[str, int, tuple[int, ...]]
+
+
+def _initializer_fields(model: onnx.ModelProto) -> list[_InitializerFields]:
+    """Each initializer's name, data type and dims, in order, read from protobuf once (the loader's steps read
+    them from these tuples). Equal dims are one tuple: a big model's weights are of a few shapes."""
+    shapes: dict[tuple[int, ...], tuple[int, ...]] = {}
+    return [(t.name, t.data_type, shapes.setdefault(dims := tuple(t.dims), dims)) for t in model.graph.initializer]
+
+
+def _shape_data(initializers: list[_InitializerFields]) -> list[bool]:
+    """Whether shape inference is given each initializer's values (:func:`_is_shape_data_dims`), in order
+    (``initializers``: :func:`_initializer_fields` of the model)."""
+    return [_is_shape_data_dims(dims) for _, _, dims in initializers]
+
+
+def _left_out(model: onnx.ModelProto, shape_data: list[bool]) -> bool:
+    """Whether the model for shape inference (:func:`_without_large_weights`) is not ``model`` itself."""
+    return not all(shape_data) or model.ir_version < 4
+
+
+class _TypedWeight(NamedTuple):
+    """A weight shape inference sees as a typed graph input (:func:`_typed_weights`)."""
+
+    name: str
+    dims: tuple[int, ...]
+    #: The graph's ``input`` field standing for it, serialized.
+    field: bytes
+
+
+def _typed_weights(model: onnx.ModelProto, initializers: list[_InitializerFields], shape_data: list[bool],
+                   ) -> list[_TypedWeight]:
+    """The initializers (``initializers``: :func:`_initializer_fields` of ``model``) whose values shape inference is
+    not given (not ``shape_data``, :func:`_shape_data`) and that are not listed as graph inputs already, in order,
+    each as the graph input standing for it."""
+    listed = {vi.name for vi in model.graph.input}
+    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
+    return [_TypedWeight(name, dims, wire.length_delimited(GRAPH_INPUT, _typed_input(name, data_type, dims, types)))
+            for (name, data_type, dims), keep in zip(initializers, shape_data, strict=True)
+            if not keep and name not in listed]
+
+
+def _without_large_weights(model: onnx.ModelProto, shape_data: list[bool] | None = None,
+                           typed: list[_TypedWeight] | None = None) -> onnx.ModelProto:
     """A copy for shape inference where weights are typed graph inputs, not data.
 
     Shape inference needs only their dims; serialising tens of MB of weights for it (and parsing them back
@@ -272,15 +329,17 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     values, which data propagation may need: scalars and vectors (every shape-like input of an ONNX op --
     Reshape's shape, Resize's scales, Range's bounds, axes, pads -- is one) of at most
     :data:`SMALL_CONST_ELEMENTS`. A model with nothing to leave out (IR version 4 or later) is returned as it
-    is, not copied: never change the result.
+    is, not copied: never change the result. ``shape_data`` and ``typed``: :func:`_shape_data` and
+    :func:`_typed_weights` of ``model``, when the caller has them.
     """
-    graph = model.graph
-    small = [t for t in graph.initializer if _may_be_shape_data(t)]
-    if len(small) == len(graph.initializer) and model.ir_version >= 4:
+    initializers = _initializer_fields(model) if shape_data is None or typed is None else []
+    if shape_data is None:
+        shape_data = _shape_data(initializers)
+    if not _left_out(model, shape_data):
         return model  # nothing to leave out: the model itself (its readers, shape inference included, copy it)
-    types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto] = {}
-    large = [_typed_input(t, types) for t in graph.initializer if not _may_be_shape_data(t)]
-    listed = {vi.name for vi in graph.input}
+    if typed is None:
+        typed = _typed_weights(model, initializers, shape_data)
+    graph = model.graph
     # helper.make_model(helper.make_graph(...)) built in place: the nodes are copied once, not twice (make_model
     # copies the graph make_graph made); the same message
     light = onnx.ModelProto(ir_version=max(model.ir_version, 4))
@@ -288,33 +347,73 @@ def _without_large_weights(model: onnx.ModelProto) -> onnx.ModelProto:
     copy.node.extend(graph.node)
     copy.name = graph.name or "g"
     copy.input.extend(graph.input)
-    copy.input.extend(vi for vi in large if vi.name not in listed)
+    copy.MergeFromString(b"".join(weight.field for weight in typed))  # appended to the inputs, in order
     copy.output.extend(graph.output)
-    copy.initializer.extend(small)
+    copy.initializer.extend(t for t, keep in zip(graph.initializer, shape_data, strict=True) if keep)
     copy.value_info.extend(graph.value_info)
     light.opset_import.extend(model.opset_import)
     light.functions.extend(model.functions)
     return light
 
 
-def _typed_input(tensor: TensorProto, types: dict[tuple[int, tuple[int, ...]], onnx.TypeProto]) -> onnx.ValueInfoProto:
-    """The graph input standing for ``tensor`` in shape inference: its name, data type and dims, the message
-    ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the type of each (data type,
-    dims) met so far: weights of a few shapes are typed once, not once each."""
-    key = (tensor.data_type, tuple(tensor.dims))
+class _Cut(NamedTuple):
+    """The fields of a model that :func:`_without_large_weights` copies as they are, cut from the file's bytes
+    (:func:`_inference_cut`)."""
+
+    #: Of the ``ModelProto``: opset_import and functions.
+    top: bytes
+    #: Of the ``GraphProto``: node, output, value_info and the initializers that may hold shape data.
+    graph: bytes
+
+
+def _inference_cut(data: bytes, layout: Layout, shape_data: list[bool]) -> _Cut:
+    """The fields :func:`_without_large_weights` copies from the model as they are, cut from ``data`` (the bytes the
+    model was parsed from, its :func:`file_layout` ``layout``), each in its order: with the fields it writes anew
+    (:func:`_light_bytes`), the same message, without copying the nodes through Python objects."""
+    view = memoryview(data)
+    graph = [view[span.start:span.end] for span in layout.graph if span.number in _CUT_GRAPH_FIELDS]
+    graph.extend(view[span.start:span.end] for span, keep in zip(layout.initializers, shape_data, strict=True) if keep)
+    top = [view[span.start:span.end] for span in layout.top if span.number in _CUT_MODEL_FIELDS]
+    return _Cut(b"".join(top), b"".join(graph))
+
+
+#: What :func:`_inference_cut` keeps of a model's and its graph's fields (onnx.proto field numbers).
+_CUT_MODEL_FIELDS = frozenset({MODEL_OPSET_IMPORT, MODEL_FUNCTIONS})
+_CUT_GRAPH_FIELDS = frozenset({GRAPH_NODE, GRAPH_OUTPUT, GRAPH_VALUE_INFO})
+
+
+def _light_bytes(model: onnx.ModelProto, cut: _Cut, typed: list[_TypedWeight]) -> bytes:
+    """:func:`_without_large_weights` of ``model``, serialized, from its :func:`_inference_cut` and
+    :func:`_typed_weights`: the fields it writes anew (IR version, graph name, the graph's inputs as they are now)
+    added to those cut from the file."""
+    graph = [cut.graph, wire.length_delimited(GRAPH_NAME, (model.graph.name or "g").encode()),
+             *(wire.length_delimited(GRAPH_INPUT, vi.SerializeToString()) for vi in model.graph.input),
+             *(weight.field for weight in typed)]
+    return b"".join([wire.varint_field(MODEL_IR_VERSION, max(model.ir_version, 4)), cut.top,
+                     wire.header(MODEL_GRAPH, sum(len(part) for part in graph)), *graph])
+
+
+#: Field numbers (onnx.proto) of ``ValueInfoProto.name`` and ``type``.
+_VALUE_INFO_NAME, _VALUE_INFO_TYPE = 1, 2
+
+
+def _typed_input(name: str, data_type: int, dims: tuple[int, ...], types: dict[tuple[int, tuple[int, ...]], bytes],
+                ) -> bytes:
+    """The graph input standing for a weight in shape inference, serialized: its name, data type and dims, the
+    message ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the serialized
+    ``type`` field of each (data type, dims) met so far: weights of a few shapes are typed once, not once each."""
+    key = (data_type, dims)
     known = types.get(key)
     if known is None:
-        known = types[key] = helper.make_tensor_type_proto(tensor.data_type, list(tensor.dims))
-    value_info = onnx.ValueInfoProto()
-    value_info.name = tensor.name
-    value_info.type.CopyFrom(known)
-    return value_info
+        known = types[key] = wire.length_delimited(
+            _VALUE_INFO_TYPE, helper.make_tensor_type_proto(data_type, list(dims)).SerializeToString())
+    return wire.length_delimited(_VALUE_INFO_NAME, name.encode()) + known
 
 
-def _may_be_shape_data(tensor: TensorProto) -> bool:
-    """Whether shape inference may read ``tensor``'s values: a scalar or vector of at most
+def _is_shape_data_dims(dims: tuple[int, ...]) -> bool:
+    """Whether shape inference may read the values of a tensor of ``dims``: a scalar or vector of at most
     :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
-    return len(tensor.dims) <= 1 and math.prod(tensor.dims) <= SMALL_CONST_ELEMENTS
+    return len(dims) <= 1 and math.prod(dims) <= SMALL_CONST_ELEMENTS
 
 
 #: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with
@@ -328,17 +427,32 @@ def _unbounded_data_prop(model: onnx.ModelProto) -> tuple[str, int] | None:
     for vi in model.graph.input:
         if len(vi.type.tensor_type.shape.dim) > 1:  # most inputs (weights typed as inputs) stop here
             continue
-        dims = _dims(vi)
-        if len(dims) <= 1 and all(isinstance(d, int) for d in dims):
-            elements = math.prod(d for d in dims if isinstance(d, int))
-            if elements > DATA_PROP_MAX_ELEMENTS:
-                return vi.name, elements
+        elements = _over_data_prop(_dims(vi))
+        if elements is not None:
+            return vi.name, elements
+    return None
+
+
+def _over_data_prop(dims: list[int | str | None]) -> int | None:
+    """The elements of a graph input of ``dims`` (as :func:`_dims` reads them) that makes data propagation
+    unsafe: of rank <= 1, static, over :data:`DATA_PROP_MAX_ELEMENTS`; ``None`` for any other."""
+    if len(dims) <= 1 and all(isinstance(d, int) for d in dims):
+        elements = math.prod(d for d in dims if isinstance(d, int))
+        if elements > DATA_PROP_MAX_ELEMENTS:
+            return elements
     return None
 
 
 def _data_prop_is_bounded(model: onnx.ModelProto) -> bool:
     """Whether data propagation is safe: no graph input of rank <= 1 over :data:`DATA_PROP_MAX_ELEMENTS`."""
     return _unbounded_data_prop(model) is None
+
+
+def _light_data_prop_is_bounded(model: onnx.ModelProto, typed: list[_TypedWeight]) -> bool:
+    """:func:`_data_prop_is_bounded` of :func:`_without_large_weights` of ``model`` (``typed``: its
+    :func:`_typed_weights`): its graph inputs are ``model``'s and the typed weights, each dim a value."""
+    return _data_prop_is_bounded(model) and not any(
+        _over_data_prop([d if d > 0 else None for d in weight.dims]) for weight in typed if len(weight.dims) <= 1)
 
 
 def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> tuple[str, ...]:
@@ -361,11 +475,16 @@ def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> 
     return tuple(notes)
 
 
-def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
-    """Run ONNX shape inference; return every tensor whose shape came out fully static."""
+#: A type :func:`_infer` has not read yet (``None`` is a type read, of no static shape).
+_UNSEEN = TensorInfo("", (), "")
+
+
+def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool) -> dict[str, TensorInfo]:
+    """Run ONNX shape inference on ``model`` (a message or serialized), with data propagation when ``data_prop``
+    (:func:`_data_prop_is_bounded` of the model); return every tensor whose shape came out fully static."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
-                                                     data_prop=_data_prop_is_bounded(model))
+                                                     data_prop=data_prop)
     except Exception as exc:  # onnx raises several internal error types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ShapeError(f"ONNX shape inference failed: {first}") from None
@@ -373,29 +492,32 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     graph = inferred.graph
     # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
     types: dict[bytes, TensorInfo | None] = {}
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
+    for vi in chain(graph.input, graph.value_info, graph.output):
         key = vi.type.SerializeToString()
-        if key not in types:
+        known = types.get(key, _UNSEEN)
+        if known is _UNSEEN:
             shape = _static_shape(vi)
             dtype = onnx_dtype_name(vi.type.tensor_type.elem_type)
-            types[key] = None if shape is None else TensorInfo("", shape, dtype)
-        known = types[key]
+            known = types[key] = None if shape is None else TensorInfo("", shape, dtype)
         if known is not None:
-            infos[vi.name] = known.renamed(vi.name)
+            name = vi.name
+            infos[name] = known.renamed(name)
     kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
     for init in graph.initializer:
-        infos[init.name] = _initializer_info(init, kinds)
+        name = init.name
+        infos[name] = _initializer_info(name, init.data_type, tuple(init.dims), kinds)
     return infos
 
 
-def _initializer_info(tensor: TensorProto, kinds: dict[tuple[int, tuple[int, ...]], TensorInfo]) -> TensorInfo:
+def _initializer_info(name: str, data_type: int, dims: tuple[int, ...],
+                      kinds: dict[tuple[int, tuple[int, ...]], TensorInfo]) -> TensorInfo:
     """``TensorInfo(name, dims, dtype)`` of an initializer; ``kinds`` holds one per (data type, dims) met so far,
     which the others copy with their sizes (a big model's weights are of a few kinds)."""
-    key = (tensor.data_type, tuple(tensor.dims))
+    key = (data_type, dims)
     known = kinds.get(key)
     if known is None:
-        known = kinds[key] = TensorInfo(tensor.name, key[1], onnx_dtype_name(tensor.data_type))
-    return known.renamed(tensor.name)
+        known = kinds[key] = TensorInfo(name, dims, onnx_dtype_name(data_type))
+    return known.renamed(name)
 
 
 def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
@@ -416,9 +538,10 @@ _FLOAT = onnx.AttributeProto.FLOAT
 _FLOATS = onnx.AttributeProto.FLOATS
 
 
-def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+def _attrs(attributes: Iterable[onnx.AttributeProto]) -> dict[str, Any]:
+    """A node's ``attributes`` as plain Python values (:class:`Node`'s ``attrs``)."""
     out: dict[str, Any] = {}
-    for attr in node.attribute:
+    for attr in attributes:
         kind = attr.type
         if kind == _INT:  # the common kinds first, as helper.get_attribute_value reads them
             out[attr.name] = attr.i
@@ -449,13 +572,13 @@ def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
 
 def _ids(rows: list[NodeFields]) -> list[str]:
     """:func:`_layer_ids` of the nodes whose fields are ``rows``."""
-    name_counts: dict[str, int] = {}
-    for name, *_ in rows:
-        if name:
-            name_counts[name] = name_counts.get(name, 0) + 1
+    names = [row[0] for row in rows]
+    name_counts = Counter(names)
+    if len(name_counts) == len(names) and "" not in name_counts:
+        return names  # every name given and unique: each its node's id (what the loop below gives them)
     ids: list[str] = []
     seen: set[str] = set()
-    for name, op_type, _, _, outputs in rows:
+    for name, op_type, _, _, outputs, _ in rows:
         base = name if name and name_counts[name] == 1 else f"{op_type}({outputs[0] if outputs else ''})"
         candidate, k = base, 1
         while candidate in seen:
@@ -530,9 +653,9 @@ class ConstValues(Mapping[str, np.ndarray]):
         self._base_dir = base_dir
         self._data: dict[str, np.ndarray | TensorProto] = {}
 
-    def add_tensor(self, tensor: TensorProto) -> None:
-        """Record an initializer, read on first lookup."""
-        self._data[tensor.name] = tensor
+    def add_tensors(self, named: Iterable[tuple[str, TensorProto]]) -> None:
+        """Record initializers (name, tensor), each read on first lookup."""
+        self._data.update(named)
 
     def __setitem__(self, name: str, value: np.ndarray) -> None:
         self._data[name] = value
@@ -559,7 +682,9 @@ class ConstValues(Mapping[str, np.ndarray]):
 class _Folder:
     """Finds the constant nodes of a graph and the values of its small constants."""
 
-    def __init__(self, model: onnx.ModelProto, infos: dict[str, TensorInfo], base_dir: Path) -> None:
+    def __init__(self, model: onnx.ModelProto, infos: dict[str, TensorInfo], base_dir: Path,
+                 initializers: list[_InitializerFields]) -> None:
+        """``initializers``: :func:`_initializer_fields` of ``model``."""
         self.model = model
         self.infos = infos
         self.base_dir = base_dir
@@ -568,32 +693,34 @@ class _Folder:
         #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
         self.unfolded: set[str] = set()
         kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
-        small: list[TensorProto] = []
-        for init in model.graph.initializer:
-            info = _initializer_info(init, kinds)
-            self.constants[init.name] = info
-            if info.elements <= SMALL_CONST_ELEMENTS and init.data_type != TensorProto.STRING:
-                small.append(init)
+        small: list[int] = []
+        for k, (name, data_type, dims) in enumerate(initializers):
+            info = self.constants[name] = _initializer_info(name, data_type, dims, kinds)
+            if info.elements <= SMALL_CONST_ELEMENTS and data_type != TensorProto.STRING:
+                small.append(k)
         # the small initializers, read on first lookup, copied out of the model: a message keeps the whole model
         # it was parsed with alive (its nodes and every weight), which the graph would hold to its end
         own = onnx.GraphProto()
-        own.initializer.extend(small)
-        for init in own.initializer:
-            self.values.add_tensor(init)
+        every = model.graph.initializer
+        own.initializer.extend(every[k] for k in small)
+        self.values.add_tensors(zip((initializers[k][0] for k in small), own.initializer, strict=True))
 
-    def is_constant_node(self, node: onnx.NodeProto) -> bool:
-        op_type, domain = node.op_type, node.domain
+    def is_constant_node(self, row: NodeFields) -> bool:
+        """Whether the node whose fields are ``row`` (:func:`node_fields`) computes only from constants: a
+        deterministic ``ai.onnx`` op, without subgraphs, reading only constants; ``Shape``/``Size`` of a tensor
+        with a known shape."""
+        _, op_type, domain, inputs, _, attributes = row
         if op_type in _NONDETERMINISTIC:
             return False
         if op_type in _SHAPE_ONLY and domain in ("", "ai.onnx"):
-            return bool(node.input) and node.input[0] in self.infos
+            return bool(inputs) and inputs[0] in self.infos
         if domain not in ("", "ai.onnx"):
             return False
         constants = self.constants
-        for i in node.input:  # the inputs first: most nodes read an activation
+        for i in inputs:  # the inputs first: most nodes read an activation
             if i and i not in constants:
                 return False
-        return not any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
+        return not reads_subgraph(attributes)
 
     def fold(self, node: onnx.NodeProto) -> bool:
         """Record the outputs of a constant node as constants, with values where they are small.
@@ -684,75 +811,90 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
     model, sha256, data = _read_model(path)
-    # what ONNX's checker reads, cut from the file's bytes now, so that they are not held through the check
-    checked = checker_bytes(model, data) if data is not None else None
+    # what ONNX's checker and shape inference read, cut from the file's bytes now, so that they are not held
+    # through the check
+    layout = file_layout(model, data) if data is not None else None
+    checked = checker_bytes(model, data, layout=layout) if data is not None else None
+    initializers = _initializer_fields(model)  # read before the checks: only their dims are read until then
+    shape_data = _shape_data(initializers)
+    cut = _inference_cut(data, layout, shape_data) if data is not None and layout is not None and \
+        _left_out(model, shape_data) else None
     del data
     base_dir = path.resolve().parent
-    _check_external_data(model, base_dir)
     protos = list(model.graph.node)
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
+    _check_external_data(model, base_dir, rows)
     ordered = validate_model(model, path, base_dir, rows=rows, checked=checked)
     del checked
     release_freed_memory()  # the checker's copies of the model
 
-    init_names = {i.name for i in model.graph.initializer}
+    init_names = {name for name, _, _ in initializers}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
     _apply_input_shapes(model, runtime_inputs, shapes or {})
     declared = {vi.name: declared_dims(vi) for vi in runtime_inputs}
     assumptions = apply_dims(runtime_inputs, dims or {})
     _check_static_inputs(path, runtime_inputs, declared)
 
-    light = _without_large_weights(model)
-    infos = _infer(light)
+    typed = _typed_weights(model, initializers, shape_data)
+    light: onnx.ModelProto | bytes = _light_bytes(model, cut, typed) if cut is not None else \
+        _without_large_weights(model, shape_data, typed)
+    data_prop = _light_data_prop_is_bounded(model, typed)
+    del cut, typed  # not held through shape inference, the peak of the load's memory
+    infos = _infer(light, data_prop=data_prop)
     release_freed_memory()  # shape inference's copies of the model
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
-    # the fields read of each node, by the identity of its message (``protos`` keeps every one of them alive)
-    fields_of = {id(p): row for p, row in zip(protos, rows, strict=True)}
+    # each node's fields in the order of ``nodes`` (the rows read above, themselves when the file's order is kept)
+    node_rows = rows if nodes is protos else _rows_in(nodes, protos, rows)
 
-    folder = _Folder(model, infos, base_dir)
-    layer_protos: list[onnx.NodeProto] = []
-    folded_protos: list[onnx.NodeProto] = []
-    for n in nodes:
-        if folder.is_constant_node(n) and folder.fold(n):
+    folder = _Folder(model, infos, base_dir, initializers)
+    layer_protos, layer_rows = [], []
+    folded_protos, folded_rows = [], []
+    for n, row in zip(nodes, node_rows, strict=True):
+        if folder.is_constant_node(row) and folder.fold(n):
             folded_protos.append(n)
+            folded_rows.append(row)
         else:
             layer_protos.append(n)
+            layer_rows.append(row)
 
-    needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
-    if any(t not in infos for t in needed):
+    needed = _needed_tensors(layer_rows, model.graph.output)
+    if not all(map(infos.__contains__, needed)):
         infos = _reinfer(model, runtime_inputs, layer_protos, folder)
         infos.update(folder.constants)
-        if any(folder.is_constant_node(n) for n in layer_protos):
+        if any(folder.is_constant_node(row) for row in layer_rows):
             # a constant node whose output shape was unknown before reinference is folded now
             folder.infos = infos
-            kept = []
-            for n in layer_protos:
-                if folder.is_constant_node(n) and folder.fold(n):
+            kept_protos, kept_rows = [], []
+            for n, row in zip(layer_protos, layer_rows, strict=True):
+                if folder.is_constant_node(row) and folder.fold(n):
                     folded_protos.append(n)
+                    folded_rows.append(row)
                 else:
-                    kept.append(n)
-            layer_protos = kept
-            needed = _needed_tensors(layer_protos, model.graph.output, fields_of)
-    sources, observation = complete(model, light, base_dir, inputs=[infos[vi.name] for vi in runtime_inputs],
-                                    layers=layer_protos, infos=infos, needed=needed, feeds=feeds)
+                    kept_protos.append(n)
+                    kept_rows.append(row)
+            layer_protos, layer_rows = kept_protos, kept_rows
+            needed = _needed_tensors(layer_rows, model.graph.output)
+    # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
+    control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
+    sources, observation = complete(model, functools.partial(_parsed, light), base_dir,
+                                    inputs=[infos[vi.name] for vi in runtime_inputs], control_flow=control_flow_read,
+                                    infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it
     # did not report): their layers are kept, measured and marked, their cost unknown; never a refusal
     sources.update({t: "unknown" for t in needed if t not in infos})
 
     def make_node(n: onnx.NodeProto, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
-        row = fields_of.get(id(n))  # a subgraph's node (control flow) is read here
-        name, op_type, domain, inputs, outputs = row if row is not None else next(iter(node_fields((n,))))
-        # by position (Node's field order): by keyword 0.47 s against 0.30 s per 100k layers
-        return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(n) if n.attribute else {}, source,
-                    parent, executions)
+        """A subgraph's node (control flow), its fields read here."""
+        return _node(node_fields((n,))[0], node_id, source, parent, executions)
 
-    ids = _ids([fields_of[id(n)] for n in layer_protos + folded_protos])
-    all_nodes = [make_node(n, i, layer_source(n, sources) if sources else "static")
-                 for i, n in zip(ids, layer_protos + folded_protos, strict=True)]
+    all_protos = layer_protos + folded_protos
+    ids = _ids(layer_rows + folded_rows)
+    all_nodes = [_node(row, i, layer_source(n, sources) if sources else "static")
+                 for i, n, row in zip(ids, all_protos, layer_rows + folded_rows, strict=True)]
     layers = all_nodes[: len(layer_protos)]
     folded = all_nodes[len(layer_protos):]
-    if observation is not None and any(control_flow.subgraphs(n) for n in layer_protos):
+    if observation is not None and control_flow_read:
         expansion = control_flow.Expansion()
         for node, proto in zip(layers, layer_protos, strict=True):
             if control_flow.subgraphs(proto):
@@ -779,8 +921,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         constants=folder.constants,
         const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
-        assumptions=assumptions + _limit_notes(model, [n for n in layer_protos
-                                                       if any(o in folder.unfolded for o in n.output)]),
+        assumptions=assumptions + _limit_notes(model, _unfolded_layers(layer_protos, layer_rows, folder.unfolded)),
     )
 
 
@@ -806,25 +947,49 @@ def _malloc_trim() -> Any:
         return None
 
 
-def _needed_tensors(layers: list[onnx.NodeProto], outputs: Iterable[onnx.ValueInfoProto],
-                    fields_of: Mapping[int, NodeFields]) -> list[str]:
-    """Tensors that must have a shape: every layer input, and every output something reads.
+def _needed_tensors(layers: list[NodeFields], outputs: Iterable[onnx.ValueInfoProto]) -> list[str]:
+    """Tensors that must have a shape: every input of the layers (whose fields are ``layers``), and every output
+    something reads.
 
     An optional output nobody consumes (e.g. Dropout's mask at inference) may stay without a shape;
     ``Graph.tensor`` returns ``None`` for it.
     """
-    read: list[str] = []
-    written: list[str] = []
-    for n in layers:  # the fields read once (``fields_of``: by the identity of each node's message)
-        _, _, _, inputs, node_outputs = fields_of[id(n)]
-        read.extend(inputs)
-        written.extend(node_outputs)
+    read = chain.from_iterable(row[3] for row in layers)
+    written = chain.from_iterable(row[4] for row in layers)
     needed = dict.fromkeys(read)  # the inputs in order of first reading, then the outputs read
     needed.pop("", None)
     consumed = needed.keys() | {o.name for o in outputs}
-    needed.update(dict.fromkeys(o for o in written if o in consumed))
+    needed.update(dict.fromkeys(filter(consumed.__contains__, written)))
     needed.pop("", None)
     return list(needed)
+
+
+def _unfolded_layers(layers: list[onnx.NodeProto], rows: list[NodeFields], unfolded: set[str],
+                     ) -> list[onnx.NodeProto]:
+    """The ``layers`` (whose fields are ``rows``) that write a tensor of ``unfolded``: constant nodes left layers."""
+    if not unfolded:
+        return []
+    return [n for n, row in zip(layers, rows, strict=True) if any(o in unfolded for o in row[4])]
+
+
+def _parsed(model: onnx.ModelProto | bytes) -> onnx.ModelProto:
+    """``model``, parsed when serialized."""
+    return onnx.ModelProto.FromString(model) if isinstance(model, bytes) else model
+
+
+def _rows_in(nodes: list[onnx.NodeProto], protos: list[onnx.NodeProto], rows: list[NodeFields]) -> list[NodeFields]:
+    """The fields of ``nodes`` (``protos`` reordered), where ``rows`` are those of ``protos``: matched by the
+    identity of each node's message (``protos`` keeps every one of them alive)."""
+    fields_of = {id(p): row for p, row in zip(protos, rows, strict=True)}
+    return [fields_of[id(n)] for n in nodes]
+
+
+def _node(row: NodeFields, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
+    """The :class:`Node` of the node whose fields are ``row`` (:func:`node_fields`)."""
+    name, op_type, domain, inputs, outputs, attributes = row
+    # by position (Node's field order): by keyword 0.47 s against 0.30 s per 100k layers
+    return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(attributes) if attributes else {},
+                source, parent, executions)
 
 
 def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
@@ -842,4 +1007,4 @@ def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],
     graph = helper.make_graph(layers, model.graph.name or "g", [*runtime_inputs, *const_inputs],
                               list(model.graph.output), initializer=initializers)
     runtime = helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=max(model.ir_version, 4))
-    return _infer(runtime)
+    return _infer(runtime, data_prop=_data_prop_is_bounded(runtime))

@@ -27,6 +27,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
 from pathlib import Path
 from typing import Any
 
@@ -203,11 +204,6 @@ def walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                     yield from walk(sub)
 
 
-def has_control_flow(nodes: Sequence[onnx.NodeProto]) -> bool:
-    """Whether any node carries a subgraph (``If``, ``Loop``, ``Scan`` and the like)."""
-    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in nodes for a in n.attribute)
-
-
 #: The arrays to run the model on, given its (static) inputs: ``layerscope.measure.inputs.feeder``.
 Feeds = Callable[[Sequence[TensorInfo]], Mapping[str, Any]]
 
@@ -313,27 +309,28 @@ def _has_external_data(model: onnx.ModelProto) -> bool:
     return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
-def complete(model: onnx.ModelProto, light: onnx.ModelProto, base_dir: Path, *, inputs: Sequence[TensorInfo],
-             layers: Sequence[onnx.NodeProto], infos: dict[str, TensorInfo],
+def complete(model: onnx.ModelProto, light: Callable[[], onnx.ModelProto], base_dir: Path, *,
+             inputs: Sequence[TensorInfo],
+             control_flow: bool, infos: dict[str, TensorInfo],
              needed: Sequence[str], feeds: Feeds | None = None) -> tuple[dict[str, str], Observation | None]:
     """Resolve the ``needed`` tensors static inference left out: symbolic inference on ``light`` (the model
     without its large weights), then execution of ``model``; ``infos`` is updated in place.
 
     Returns each tensor resolved here with its source (``"symbolic"`` / ``"executed"``), and the
     observation when the model was executed: whenever a tensor is still missing after symbolic inference,
-    or ``layers`` hold control flow (whose subgraphs are costed as executed).
+    or ``control_flow``: the layers hold control flow (whose subgraphs are costed as executed).
     """
     sources: dict[str, str] = {}
-    missing = [t for t in needed if t not in infos]
+    missing = list(filterfalse(infos.__contains__, needed))
     if missing:
-        resolved = symbolic_shapes(light)
+        resolved = symbolic_shapes(light())
         for name in missing:
             if name in resolved:
                 infos[name] = resolved[name]
                 sources[name] = "symbolic"
         missing = [t for t in missing if t not in infos]
     observation = None
-    if missing or has_control_flow(layers):
+    if missing or control_flow:
         observation = observe(model, base_dir, inputs, feeds)
         for name in missing:
             if name in observation.tensors:

@@ -66,17 +66,19 @@ class TensorInfo:
         """This tensor's shape and dtype under ``name`` (equal to ``TensorInfo(name, shape, dtype)``), its sizes
         taken as computed: a big model has 100k tensors of a few types."""
         info = _new(TensorInfo)
-        _set(info, "name", name)
-        _set(info, "shape", self.shape)
-        _set(info, "dtype", self.dtype)
-        _set(info, "elements", self.elements)
-        _set(info, "itemsize", self.itemsize)
-        _set(info, "nbytes", self.nbytes)
+        _set_name(info, name)
+        _set_shape(info, self.shape)
+        _set_dtype(info, self.dtype)
+        _set_elements(info, self.elements)
+        _set_itemsize(info, self.itemsize)
+        _set_nbytes(info, self.nbytes)
         return info
 
 
 _new = object.__new__
-_set = object.__setattr__
+#: Each field's slot written directly (what ``object.__setattr__`` does after looking the slot up by name).
+_set_name, _set_shape, _set_dtype, _set_elements, _set_itemsize, _set_nbytes = (
+    TensorInfo.__dict__[name].__set__ for name in ("name", "shape", "dtype", "elements", "itemsize", "nbytes"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,10 @@ It reads no weight data (only file sizes) and is linear in the model's size.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, islice
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 from onnx import TensorProto, helper
@@ -58,14 +60,30 @@ _DATA_TYPES = frozenset(TensorProto.DataType.values())
 _KNOWN_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 
 
-#: A node's fields as :func:`node_fields` reads them: name, op_type, domain, inputs, outputs.
-NodeFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...]]
+#: A node's fields as :func:`node_fields` reads them: name, op_type, domain, inputs, outputs, attributes.
+NodeFields = tuple[str, str, str, tuple[str, ...], tuple[str, ...], Sequence[onnx.AttributeProto]]
 
 
 def node_fields(nodes: Iterable[onnx.NodeProto]) -> list[NodeFields]:
-    """Each node's name, op_type, domain, inputs and outputs, read from protobuf once (every read of a field
-    builds a new Python object: the checks below, and the loader, read them from these tuples instead)."""
-    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in nodes]
+    """Each node's name, op_type, domain, inputs, outputs and attributes, read from protobuf once (every read of a
+    field builds a new Python object: the checks below, and the loader, read them from these tuples instead).
+    The attributes are the node's own container, not a copy (a row is valid while its node is), or ``()`` when it
+    has none (most nodes: no container is kept for them)."""
+    return [(n.name, n.op_type, n.domain, tuple(n.input), tuple(n.output), n.attribute or ()) for n in nodes]
+
+
+def tensor_attributes(rows: Iterable[NodeFields]) -> Iterator[tuple[int, NodeFields, onnx.AttributeProto]]:
+    """Every ``TENSOR`` attribute of the nodes whose fields are ``rows``: (node index, its row, the attribute)."""
+    for k, row in enumerate(rows):
+        if row[5]:  # most nodes have no attribute
+            for attr in row[5]:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield k, row, attr
+
+
+def reads_subgraph(attributes: Iterable[onnx.AttributeProto]) -> bool:
+    """Whether one of a node's ``attributes`` is a subgraph (``If``, ``Loop``, ``Scan`` and the like)."""
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in attributes)
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
@@ -83,8 +101,10 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
     _check_opsets(model, path)
     _check_function_expansion(model, path)
     _check_unique_names(model.graph, path, rows)
-    for tensor, where in _tensors(model):
-        _check_tensor_data(tensor, where, path, base_dir)
+    for index, tensor in enumerate(tensors(model, rows)):
+        problem = _tensor_data_problem(tensor, base_dir)
+        if problem is not None:
+            raise ModelError(f"{path}: {_where(model, rows, index)}: {problem}")
     graph = model.graph
     ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
     _check_with_onnx(model, path, ordered=ordered, checked=checked)
@@ -193,12 +213,18 @@ def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
 
 def _check_unique_names(graph: onnx.GraphProto, path: Path, rows: list[NodeFields]) -> None:
     """Every tensor name defined once; graph outputs listed once (``rows``: :func:`node_fields` of ``graph``)."""
-    _first_repeat((vi.name for vi in graph.input), path, "graph.input")
-    _first_repeat((t.name for t in graph.initializer), path, "graph.initializer")
-    _first_repeat((o.name for o in graph.output), path, "graph.output")
-    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    input_names = [vi.name for vi in graph.input]
+    initializer_names = [t.name for t in graph.initializer]
+    _first_repeat(input_names, path, "graph.input")
+    _first_repeat(initializer_names, path, "graph.initializer")
+    _first_repeat([o.name for o in graph.output], path, "graph.output")
+    defined = {*input_names, *initializer_names}
+    outputs_written = list(filter(None, chain.from_iterable(row[4] for row in rows)))
+    distinct = set(outputs_written)
+    if len(distinct) == len(outputs_written) and distinct.isdisjoint(defined):
+        return  # no name written twice: the loop below, which names the first one, finds none
     written: set[str] = set()
-    for k, (name, op_type, _, _, outputs) in enumerate(rows):
+    for k, (name, op_type, _, _, outputs, _) in enumerate(rows):
         for out in outputs:
             if not out:
                 continue
@@ -211,7 +237,9 @@ def _check_unique_names(graph: onnx.GraphProto, path: Path, rows: list[NodeField
             written.add(out)
 
 
-def _first_repeat(names: Iterable[str], path: Path, field: str) -> None:
+def _first_repeat(names: list[str], path: Path, field: str) -> None:
+    if len(set(names)) == len(names):
+        return  # no repeat: the loop below, which names the first one, finds none
     seen: set[str] = set()
     for k, name in enumerate(names):
         if name in seen:
@@ -219,51 +247,65 @@ def _first_repeat(names: Iterable[str], path: Path, field: str) -> None:
         seen.add(name)
 
 
-def _tensors(model: onnx.ModelProto) -> Iterable[tuple[TensorProto, str]]:
-    graph = model.graph
-    for k, t in enumerate(graph.initializer):
-        yield t, f"graph.initializer[{k}] {t.name!r}"
-    for k, node in enumerate(graph.node):
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.TENSOR:
-                yield attr.t, f"graph.node[{k}] ({node.op_type} {node.name!r}).{attr.name}"
+def tensors(model: onnx.ModelProto, rows: list[NodeFields]) -> Iterator[TensorProto]:
+    """The initializers, then the nodes' tensor attributes (``rows``: :func:`node_fields` of the graph)."""
+    yield from model.graph.initializer
+    for _, _, attr in tensor_attributes(rows):
+        yield attr.t
 
 
-def _expected_bytes(tensor: TensorProto) -> int | None:
-    item = _ITEM_BYTES.get(tensor.data_type)
+def _where(model: onnx.ModelProto, rows: list[NodeFields], index: int) -> str:
+    """Where the ``index``-th tensor of :func:`tensors` is, as the refusals name it (read again: only a refusal
+    names it)."""
+    initializers = model.graph.initializer
+    if index < len(initializers):
+        return f"graph.initializer[{index}] {initializers[index].name!r}"
+    k, (name, op_type, *_), attr = next(islice(tensor_attributes(rows), index - len(initializers), None))
+    return f"graph.node[{k}] ({op_type} {name!r}).{attr.name}"
+
+
+def _expected_bytes(data_type: int, dims: tuple[int, ...]) -> int | None:
+    """Bytes of a tensor of ``data_type`` and ``dims`` (``None`` for a type of no fixed size)."""
+    item = _ITEM_BYTES.get(data_type)
     if item is None:
         return None
-    return math.ceil(math.prod(tensor.dims) * item)
+    return math.ceil(math.prod(dims) * item)
 
 
-def _check_tensor_data(tensor: TensorProto, where: str, path: Path, base_dir: Path) -> None:
-    if tensor.data_type not in _DATA_TYPES or tensor.data_type == TensorProto.UNDEFINED:
-        raise ModelError(f"{path}: {where}: data_type {tensor.data_type} is not an ONNX element type")
-    if any(d < 0 for d in tensor.dims):
-        raise ModelError(f"{path}: {where}: negative dim in {list(tensor.dims)}")
-    expected = _expected_bytes(tensor)
+def _tensor_data_problem(tensor: TensorProto, base_dir: Path) -> str | None:
+    """What is wrong with ``tensor``'s type, dims or data (its size against its dims; external data: see
+    :func:`_external_problem`), as a refusal says it after naming the tensor; ``None`` when nothing is."""
+    data_type = tensor.data_type
+    if data_type not in _DATA_TYPES or data_type == TensorProto.UNDEFINED:
+        return f"data_type {data_type} is not an ONNX element type"
+    dims = tuple(tensor.dims)
+    if dims and min(dims) < 0:
+        return f"negative dim in {list(dims)}"
+    expected = _expected_bytes(data_type, dims)
     if tensor.data_location == TensorProto.EXTERNAL:
-        _check_external(tensor, where, path, base_dir, expected)
-        return
+        return _external_problem(tensor, base_dir, expected)
     if tensor.HasField("raw_data"):
         if expected is not None and len(tensor.raw_data) != expected:
-            raise ModelError(f"{path}: {where}: raw_data holds {len(tensor.raw_data)} bytes, its dims "
-                             f"{list(tensor.dims)} need {expected}")
-        return
-    field = _TYPED_FIELDS.get(tensor.data_type)
+            return f"raw_data holds {len(tensor.raw_data)} bytes, its dims {list(dims)} need {expected}"
+        return None
+    field = _TYPED_FIELDS.get(data_type)
     if field is None:
-        return
+        return None
     name, per_element = field
     count = len(getattr(tensor, name))
-    elements = math.prod(tensor.dims)
+    elements = math.prod(dims)
     if count == 0 and elements == 0:
-        return
+        return None
     if count != elements * per_element:
-        raise ModelError(f"{path}: {where}: {name} holds {count} values, its dims {list(tensor.dims)} need "
-                         f"{elements * per_element}")
+        return f"{name} holds {count} values, its dims {list(dims)} need {elements * per_element}"
+    return None
 
 
-def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path, expected: int | None) -> None:
+def _external_problem(tensor: TensorProto, base_dir: Path, expected: int | None) -> str | None:
+    """What is wrong with the external data of ``tensor`` (``expected``: its bytes by its dims), as
+    :func:`_tensor_data_problem` says it: ``offset``/``length`` not non-negative integers, past the end of the
+    data file or disagreeing with the dims. ``None`` when nothing is, or the file is missing (load.py's
+    external-data check reports that)."""
     entries = {e.key: e.value for e in tensor.external_data}
     numbers: dict[str, int] = {}
     for key in ("offset", "length"):
@@ -271,25 +313,24 @@ def _check_external(tensor: TensorProto, where: str, path: Path, base_dir: Path,
             continue
         text = entries[key]
         if not text.isdigit() or len(text) > 20:
-            raise ModelError(f"{path}: {where}: external data {key} {text[:40]!r} is not a non-negative integer")
+            return f"external data {key} {text[:40]!r} is not a non-negative integer"
         numbers[key] = int(text)
     location = entries.get("location", "")
     target = base_dir / location
     try:
         file_bytes = target.stat().st_size
     except OSError:
-        return  # the location is checked (and reported) by load.py's external-data check
+        return None  # the location is checked (and reported) by load.py's external-data check
     offset = numbers.get("offset", 0)
     length = numbers.get("length", file_bytes - offset if expected is None else expected)
     if offset > file_bytes:
-        raise ModelError(f"{path}: {where}: external data offset {offset} is past the end of {location!r} "
-                         f"({file_bytes} bytes)")
+        return f"external data offset {offset} is past the end of {location!r} ({file_bytes} bytes)"
     if offset + length > file_bytes:
-        raise ModelError(f"{path}: {where}: external data offset {offset} + length {length} reaches past the end "
-                         f"of {location!r} ({file_bytes} bytes)")
+        return f"external data offset {offset} + length {length} reaches past the end of {location!r} " \
+            f"({file_bytes} bytes)"
     if expected is not None and length != expected:
-        raise ModelError(f"{path}: {where}: external data length {length} bytes, its dims {list(tensor.dims)} "
-                         f"need {expected}")
+        return f"external data length {length} bytes, its dims {list(tensor.dims)} need {expected}"
+    return None
 
 
 def topological(nodes: list[onnx.NodeProto], available: set[str], *, known_in_order: bool | None = None,
@@ -351,10 +392,10 @@ def _rows_in_order(rows: list[NodeFields], available: set[str]) -> bool:
 def _ordered(reads_writes: Iterable[tuple[Iterable[str], Iterable[str]]], available: set[str]) -> bool:
     """:func:`in_order` of nodes given as (inputs, outputs)."""
     defined = set(available)
+    defined.add("")  # an omitted optional input reads nothing
     for inputs, outputs in reads_writes:
-        for i in inputs:
-            if i and i not in defined:
-                return False
+        if not defined.issuperset(inputs):
+            return False
         defined.update(outputs)
     return True
 
@@ -439,13 +480,49 @@ def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.
 #: Field numbers (onnx.proto) of what :func:`_light_copy` keeps: of ``ModelProto`` ir_version, opset_import and
 #: functions (the graph is written anew); of ``GraphProto`` node, input, output and value_info (the name and
 #: the initializers kept are written as :func:`_light_copy` chooses them).
-_MODEL_KEPT = frozenset({1, 8, 25})
-_MODEL_GRAPH = 7
-_GRAPH_NODE, _GRAPH_NAME, _GRAPH_INITIALIZER, _GRAPH_INPUT = 1, 2, 5, 11
-_GRAPH_KEPT = frozenset({_GRAPH_NODE, _GRAPH_INPUT, 12, 13})
+MODEL_IR_VERSION, MODEL_GRAPH, MODEL_OPSET_IMPORT, MODEL_FUNCTIONS = 1, 7, 8, 25
+_MODEL_KEPT = frozenset({MODEL_IR_VERSION, MODEL_OPSET_IMPORT, MODEL_FUNCTIONS})
+GRAPH_NODE, GRAPH_NAME, GRAPH_INITIALIZER, GRAPH_OUTPUT, GRAPH_INPUT, GRAPH_VALUE_INFO = 1, 2, 5, 12, 11, 13
+_GRAPH_KEPT = frozenset({GRAPH_NODE, GRAPH_INPUT, GRAPH_OUTPUT, GRAPH_VALUE_INFO})
 
 
-def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) -> bytes | None:
+class Layout(NamedTuple):
+    """Where a model's fields are in the bytes it was parsed from (:func:`file_layout`)."""
+
+    #: The ``ModelProto``'s fields, in written order.
+    top: list[wire.Span]
+    #: The ``GraphProto``'s fields, in written order.
+    graph: list[wire.Span]
+    #: The ``initializer`` fields of the graph: one per initializer of the model, in its order.
+    initializers: list[wire.Span]
+
+
+def file_layout(model: onnx.ModelProto, data: bytes) -> Layout | None:
+    """The spans of ``model``'s fields in ``data``, the bytes it was parsed from (:func:`wire.fields`); ``None``
+    when ``data`` is not laid out as ``model``: the graph not written once, counts of nodes, initializers or
+    inputs that differ, anything :func:`wire.fields` does not read."""
+    graph = model.graph
+    top = wire.fields(data)
+    graphs = [] if top is None else [span for span in top if span.number == MODEL_GRAPH]
+    if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
+        return None
+    inner = wire.fields(data, graphs[0].value, graphs[0].end)
+    if inner is None:
+        return None
+    counts = {GRAPH_NODE: 0, GRAPH_INITIALIZER: 0, GRAPH_INPUT: 0}
+    for span in inner:
+        if span.number in counts:
+            if span.wire_type != wire.LENGTH_DELIMITED:
+                return None
+            counts[span.number] += 1
+    if (counts[GRAPH_NODE], counts[GRAPH_INITIALIZER], counts[GRAPH_INPUT]) != (
+            len(graph.node), len(graph.initializer), len(graph.input)):
+        return None
+    return Layout(top, inner, [span for span in inner if span.number == GRAPH_INITIALIZER])
+
+
+def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, layout: Layout | None = None,
+                  ) -> bytes | None:
     """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
     parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
     their order, the graph's name, and the large initializers as typed inputs after the graph's own inputs
@@ -458,7 +535,8 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
     :data:`_CHECKER_MAX_INITIALIZER_BYTES` that is not the copy (copied at little cost), or ``data`` not laid
     out as ``model`` (the graph not written once, counts of nodes, initializers or inputs that differ, anything
     :func:`wire.fields` does not read). ``ordered``: whether the nodes are in a topological order (the loader cuts
-    the bytes before it knows, and drops the file's bytes: the validator uses the cut only for nodes in order)."""
+    the bytes before it knows, and drops the file's bytes: the validator uses the cut only for nodes in order).
+    ``layout``: :func:`file_layout` of ``model`` and ``data`` when the caller has read it (``None``: read here)."""
     graph = model.graph
     if not ordered or any(not _has_shape(o) for o in graph.output):
         return None
@@ -466,39 +544,27 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True) 
         itself = graph.name and not any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer) and \
             not _extra_fields(model)
         return data if itself else None  # a copy of a small model costs little
-    top = wire.fields(data)
-    graphs = [] if top is None else [span for span in top if span.number == _MODEL_GRAPH]
-    if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
+    if layout is None:
+        layout = file_layout(model, data)
+    if layout is None:
         return None
-    inner = wire.fields(data, graphs[0].value, graphs[0].end)
-    if inner is None:
-        return None
-    counts = {_GRAPH_NODE: 0, _GRAPH_INITIALIZER: 0, _GRAPH_INPUT: 0}
-    for span in inner:
-        if span.number in counts:
-            if span.wire_type != wire.LENGTH_DELIMITED:
-                return None
-            counts[span.number] += 1
-    if (counts[_GRAPH_NODE], counts[_GRAPH_INITIALIZER], counts[_GRAPH_INPUT]) != (
-            len(graph.node), len(graph.initializer), len(graph.input)):
-        return None
-    initializer_spans = [span for span in inner if span.number == _GRAPH_INITIALIZER]
-    small = [(t, span) for t, span in zip(graph.initializer, initializer_spans, strict=True)
+    top, inner = layout.top, layout.graph
+    small = [(t, span) for t, span in zip(graph.initializer, layout.initializers, strict=True)
              if t.data_location != TensorProto.EXTERNAL and span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES]
     if len(small) == len(graph.initializer) and graph.name and not _extra_fields(model):
         return data  # the copy would be the model itself
     view = memoryview(data)
     kept = {t.name for t, _ in small}
     listed = {vi.name for vi in graph.input}
-    typed = [wire.length_delimited(_GRAPH_INPUT, helper.make_tensor_value_info(
+    typed = [wire.length_delimited(GRAPH_INPUT, helper.make_tensor_value_info(
                  t.name, t.data_type, list(t.dims)).SerializeToString())
              for t in graph.initializer if t.name not in kept and t.name not in listed]
     light: list[bytes | memoryview] = [*(view[s.start:s.end] for s in inner if s.number in _GRAPH_KEPT),
-                                       wire.length_delimited(_GRAPH_NAME, (graph.name or "g").encode()),
+                                       wire.length_delimited(GRAPH_NAME, (graph.name or "g").encode()),
                                        *(view[s.start:s.end] for _, s in small), *typed]
     # one copy of what is kept: the graph's parts written after its header, not joined first
     return b"".join([*(view[s.start:s.end] for s in top if s.number in _MODEL_KEPT),
-                     wire.header(_MODEL_GRAPH, sum(len(part) for part in light)), *light])
+                     wire.header(MODEL_GRAPH, sum(len(part) for part in light)), *light])
 
 
 def _extra_fields(model: onnx.ModelProto) -> list[str]:
