@@ -280,6 +280,16 @@ def test_names_that_are_not_utf8_are_refused(tmp_path: Path) -> None:
     assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "graph.node[0]", "UTF-8")
 
 
+def test_a_large_weight_whose_name_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    """A file over 1 MB, whose large weight (given to the checker as a typed input) has a name that is not UTF-8:
+    the checker's cut of the file crashed (UnicodeDecodeError, exit 1) before the names were checked."""
+    w = numpy_helper.from_array(np.ones((512, 1024), np.float32), "WEIGHTNAME")  # 2 MB
+    path = _save(tmp_path / "m.onnx", [helper.make_node("Add", ["x", "WEIGHTNAME"], ["y"])], [w])
+    assert path.stat().st_size > 2_000_000
+    path.write_bytes(path.read_bytes().replace(b"WEIGHTNAME", b"WEIGHT\xe7\x80\xffE"))
+    assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(path), "UTF-8")
+
+
 def test_unknown_element_types_are_refused(tmp_path: Path) -> None:
     w = numpy_helper.from_array(np.ones((1, 4), np.float32), "w")
     w.data_type = 65

@@ -556,9 +556,12 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     view = memoryview(data)
     kept = {t.name for t, _ in small}
     listed = {vi.name for vi in graph.input}
-    typed = [wire.length_delimited(GRAPH_INPUT, helper.make_tensor_value_info(
-                 t.name, t.data_type, list(t.dims)).SerializeToString())
-             for t in graph.initializer if t.name not in kept and t.name not in listed]
+    try:
+        typed = [wire.length_delimited(GRAPH_INPUT, helper.make_tensor_value_info(
+                     t.name, t.data_type, list(t.dims)).SerializeToString())
+                 for t in graph.initializer if t.name not in kept and t.name not in listed]
+    except ValueError:  # a name that is not UTF-8 (UnicodeDecodeError): the copy's check refuses it with one line
+        return None
     light: list[bytes | memoryview] = [*(view[s.start:s.end] for s in inner if s.number in _GRAPH_KEPT),
                                        wire.length_delimited(GRAPH_NAME, (graph.name or "g").encode()),
                                        *(view[s.start:s.end] for _, s in small), *typed]
