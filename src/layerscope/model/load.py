@@ -28,7 +28,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -479,9 +479,14 @@ def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> 
 _UNSEEN = TensorInfo("", (), "")
 
 
-def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool) -> dict[str, TensorInfo]:
+def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool, typed: Sequence[TensorInfo] = (),
+           ) -> dict[str, TensorInfo]:
     """Run ONNX shape inference on ``model`` (a message or serialized), with data propagation when ``data_prop``
-    (:func:`_data_prop_is_bounded` of the model); return every tensor whose shape came out fully static."""
+    (:func:`_data_prop_is_bounded` of the model); return every tensor whose shape came out fully static.
+
+    ``typed``: the infos of the model's last ``len(typed)`` graph inputs, in order (the weights typed as inputs,
+    :func:`_typed_weights`). Shape inference does not change a graph input's type, so they are taken as given, not
+    read back from its result; one with a dim 0 is left out, as for any input (:func:`_is_static`)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False,
                                                      data_prop=data_prop)
@@ -490,9 +495,24 @@ def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool) -> dict[str, Tens
         raise ShapeError(f"ONNX shape inference failed: {first}") from None
     infos: dict[str, TensorInfo] = {}
     graph = inferred.graph
+    inputs = graph.input
+    # in the order of the graph's fields, as a later one (value_info, output) of a name overrides an earlier
+    _read_types(inputs[: len(inputs) - len(typed)], infos)
+    infos.update((info.name, info) for info in typed if _is_static(info.shape))
+    _read_types(chain(graph.value_info, graph.output), infos)
+    kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
+    for init in graph.initializer:
+        name = init.name
+        infos[name] = _initializer_info(name, init.data_type, tuple(init.dims), kinds)
+    return infos
+
+
+def _read_types(value_infos: Iterable[onnx.ValueInfoProto], infos: dict[str, TensorInfo]) -> None:
+    """Add the tensor of each of ``value_infos`` whose shape is fully static (:func:`_static_shape`) to ``infos``,
+    in order (a later one of a name overrides an earlier)."""
     # tensors of one type (shape and dtype) are read once: a 100k-layer model has 100k tensors of a few types
     types: dict[bytes, TensorInfo | None] = {}
-    for vi in chain(graph.input, graph.value_info, graph.output):
+    for vi in value_infos:
         key = vi.type.SerializeToString()
         known = types.get(key, _UNSEEN)
         if known is _UNSEEN:
@@ -502,11 +522,13 @@ def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool) -> dict[str, Tens
         if known is not None:
             name = vi.name
             infos[name] = known.renamed(name)
+
+
+def _initializer_infos(initializers: list[_InitializerFields]) -> dict[str, TensorInfo]:
+    """``TensorInfo(name, dims, dtype)`` of each initializer (``initializers``: :func:`_initializer_fields`), by
+    name, in order."""
     kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
-    for init in graph.initializer:
-        name = init.name
-        infos[name] = _initializer_info(name, init.data_type, tuple(init.dims), kinds)
-    return infos
+    return {name: _initializer_info(name, data_type, dims, kinds) for name, data_type, dims in initializers}
 
 
 def _initializer_info(name: str, data_type: int, dims: tuple[int, ...],
@@ -529,7 +551,13 @@ def _static_shape(vi: onnx.ValueInfoProto) -> tuple[int, ...] | None:
     if not tt.HasField("shape"):
         return None
     dims = tuple([d.dim_value for d in tt.shape.dim])  # 0 when unset or a dim_param
-    return dims if min(dims, default=1) > 0 else None
+    return dims if _is_static(dims) else None
+
+
+def _is_static(dims: tuple[int, ...]) -> bool:
+    """Whether a tensor of ``dims`` (as shape inference writes them, 0 for an unknown dim) has a static shape, which
+    the loader's tensors must have: every dim a positive value."""
+    return min(dims, default=1) > 0
 
 
 _INT = onnx.AttributeProto.INT
@@ -683,21 +711,19 @@ class _Folder:
     """Finds the constant nodes of a graph and the values of its small constants."""
 
     def __init__(self, model: onnx.ModelProto, infos: dict[str, TensorInfo], base_dir: Path,
-                 initializers: list[_InitializerFields]) -> None:
-        """``initializers``: :func:`_initializer_fields` of ``model``."""
+                 initializers: list[_InitializerFields], weights: dict[str, TensorInfo]) -> None:
+        """``initializers``: :func:`_initializer_fields` of ``model``; ``weights``: their
+        :func:`_initializer_infos`, which become :attr:`constants` (the folder adds to that dict, not a copy)."""
         self.model = model
         self.infos = infos
         self.base_dir = base_dir
-        self.constants: dict[str, TensorInfo] = {}
+        self.constants = weights
         self.values = ConstValues(base_dir)
         #: Output names of constant nodes :meth:`fold` could not record (neither a value nor a shape).
         self.unfolded: set[str] = set()
-        kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
-        small: list[int] = []
-        for k, (name, data_type, dims) in enumerate(initializers):
-            info = self.constants[name] = _initializer_info(name, data_type, dims, kinds)
-            if info.elements <= SMALL_CONST_ELEMENTS and data_type != TensorProto.STRING:
-                small.append(k)
+        # initializer names are unique (the validator refuses a repeat): each is its own entry of ``weights``
+        small = [k for k, (name, data_type, _) in enumerate(initializers)
+                 if weights[name].elements <= SMALL_CONST_ELEMENTS and data_type != TensorProto.STRING]
         # the small initializers, read on first lookup, copied out of the model: a message keeps the whole model
         # it was parsed with alive (its nodes and every weight), which the graph would hold to its end
         own = onnx.GraphProto()
@@ -836,18 +862,20 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     _check_static_inputs(path, runtime_inputs, declared)
 
     typed = _typed_weights(model, initializers, shape_data)
+    weights = _initializer_infos(initializers)  # the folder's constants and shape inference's typed inputs
+    typed_infos = [weights[weight.name] for weight in typed]
     light: onnx.ModelProto | bytes = _light_bytes(model, cut, typed) if cut is not None else \
         _without_large_weights(model, shape_data, typed)
     data_prop = _light_data_prop_is_bounded(model, typed)
     del cut, typed  # not held through shape inference, the peak of the load's memory
-    infos = _infer(light, data_prop=data_prop)
+    infos = _infer(light, data_prop=data_prop, typed=typed_infos)
     release_freed_memory()  # shape inference's copies of the model
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
     # each node's fields in the order of ``nodes`` (the rows read above, themselves when the file's order is kept)
     node_rows = rows if nodes is protos else _rows_in(nodes, protos, rows)
 
-    folder = _Folder(model, infos, base_dir, initializers)
+    folder = _Folder(model, infos, base_dir, initializers, weights)
     layer_protos, layer_rows = [], []
     folded_protos, folded_rows = [], []
     for n, row in zip(nodes, node_rows, strict=True):
