@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from conftest import F32, ZOO_MODELS, ModelWriter, zoo
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import load_model, parse_shape_arg
+from layerscope.model.types import TensorInfo
 
 
 @pytest.mark.parametrize("path", ZOO_MODELS, ids=lambda p: p.stem)
@@ -209,6 +210,44 @@ def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, 
     again = onnx.ValueInfoProto.FromString(_typed_input("v", tensor.data_type, shape, types))  # the type known
     assert again.name == "v" and again.type == expected.type and len(types) == 1
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
+
+
+def test_the_typed_weights_given_to_shape_inference_are_what_it_reads_back() -> None:
+    """``_infer`` takes the infos of the weights typed as inputs as given: the tensors it returns, in order, are
+    those it reads back from shape inference's result; a weight with a dim 0 has no static shape either way."""
+    from layerscope.model.load import (
+        _infer,
+        _initializer_fields,
+        _initializer_infos,
+        _shape_data,
+        _typed_weights,
+        _without_large_weights,
+    )
+
+    # a zero-size weight, a large vector (typed), an fp16 matrix, and a weight also listed as an input (not typed)
+    weights = {"empty": np.zeros((0, 3), np.float32), "long": np.zeros(70000, np.int64),
+               "half": np.zeros((4, 3), np.float16), "listed": np.zeros((2, 2), np.float32)}
+    nodes = [helper.make_node("MatMul", ["x", "half"], ["y"]), helper.make_node("Shape", ["long"], ["n"]),
+             helper.make_node("MatMul", ["z", "empty"], ["e"]),
+             helper.make_node("Add", ["listed", "listed"], ["s"])]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 0]),
+         helper.make_tensor_value_info("listed", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info(o, TensorProto.UNDEFINED, None) for o in ("y", "n", "e", "s")],
+        initializer=[numpy_helper.from_array(v, k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    initializers = _initializer_fields(model)
+    shape_data = _shape_data(initializers)
+    typed = _typed_weights(model, initializers, shape_data)
+    light = _without_large_weights(model, shape_data, typed)
+    infos = _initializer_infos(initializers)
+    given = _infer(light, data_prop=True, typed=[infos[weight.name] for weight in typed])
+    read = _infer(light, data_prop=True)
+    assert typed and list(given.items()) == list(read.items())
+    assert [weight.name for weight in typed] == ["empty", "long", "half"]
+    assert "empty" not in given and given["half"] == TensorInfo("half", (4, 3), "float16")
 
 
 @pytest.mark.parametrize("name", ["resnet50", "conv-reshape", "functions"])
