@@ -201,13 +201,13 @@ def test_dtype_names_round_trip_to_onnx_types(elem: int) -> None:
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16, np.int8])
 def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, ...], dtype: type) -> None:
     """Shape inference sees a large weight as a typed graph input: the very message ONNX's helper builds."""
-    from layerscope.model.load import _typed_input
+    from layerscope.model.validate import typed_input
 
     tensor = numpy_helper.from_array(np.zeros(shape, dtype), "w")
     expected = helper.make_tensor_value_info("w", tensor.data_type, list(tensor.dims))
     types: dict[tuple[int, tuple[int, ...]], bytes] = {}
-    assert _typed_input("w", tensor.data_type, tuple(tensor.dims), types) == expected.SerializeToString()
-    again = onnx.ValueInfoProto.FromString(_typed_input("v", tensor.data_type, shape, types))  # the type known
+    assert typed_input("w", tensor.data_type, tuple(tensor.dims), types) == expected.SerializeToString()
+    again = onnx.ValueInfoProto.FromString(typed_input("v", tensor.data_type, shape, types))  # the type known
     assert again.name == "v" and again.type == expected.type and len(types) == 1
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
 

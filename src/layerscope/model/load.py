@@ -59,6 +59,7 @@ from layerscope.model.validate import (
     node_fields,
     reads_subgraph,
     tensors,
+    typed_input,
     validate_model,
 )
 from layerscope.model.validate import topological as _topological
@@ -315,7 +316,7 @@ def _typed_weights(model: onnx.ModelProto, initializers: list[_InitializerFields
     each as the graph input standing for it."""
     listed = {vi.name for vi in model.graph.input}
     types: dict[tuple[int, tuple[int, ...]], bytes] = {}
-    return [_TypedWeight(name, dims, wire.length_delimited(GRAPH_INPUT, _typed_input(name, data_type, dims, types)))
+    return [_TypedWeight(name, dims, wire.length_delimited(GRAPH_INPUT, typed_input(name, data_type, dims, types)))
             for (name, data_type, dims), keep in zip(initializers, shape_data, strict=True)
             if not keep and name not in listed]
 
@@ -391,23 +392,6 @@ def _light_bytes(model: onnx.ModelProto, cut: _Cut, typed: list[_TypedWeight]) -
              *(weight.field for weight in typed)]
     return b"".join([wire.varint_field(MODEL_IR_VERSION, max(model.ir_version, 4)), cut.top,
                      wire.header(MODEL_GRAPH, sum(len(part) for part in graph)), *graph])
-
-
-#: Field numbers (onnx.proto) of ``ValueInfoProto.name`` and ``type``.
-_VALUE_INFO_NAME, _VALUE_INFO_TYPE = 1, 2
-
-
-def _typed_input(name: str, data_type: int, dims: tuple[int, ...], types: dict[tuple[int, tuple[int, ...]], bytes],
-                ) -> bytes:
-    """The graph input standing for a weight in shape inference, serialized: its name, data type and dims, the
-    message ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the serialized
-    ``type`` field of each (data type, dims) met so far: weights of a few shapes are typed once, not once each."""
-    key = (data_type, dims)
-    known = types.get(key)
-    if known is None:
-        known = types[key] = wire.length_delimited(
-            _VALUE_INFO_TYPE, helper.make_tensor_type_proto(data_type, list(dims)).SerializeToString())
-    return wire.length_delimited(_VALUE_INFO_NAME, name.encode()) + known
 
 
 def _is_shape_data_dims(dims: tuple[int, ...]) -> bool:

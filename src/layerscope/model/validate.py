@@ -556,11 +556,11 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     view = memoryview(data)
     kept = {t.name for t, _ in small}
     listed = {vi.name for vi in graph.input}
+    types: dict[tuple[int, tuple[int, ...]], bytes] = {}
     try:
-        typed = [wire.length_delimited(GRAPH_INPUT, helper.make_tensor_value_info(
-                     t.name, t.data_type, list(t.dims)).SerializeToString())
+        typed = [wire.length_delimited(GRAPH_INPUT, typed_input(t.name, t.data_type, tuple(t.dims), types))
                  for t in graph.initializer if t.name not in kept and t.name not in listed]
-    except ValueError:  # a name that is not UTF-8 (UnicodeDecodeError): the copy's check refuses it with one line
+    except ValueError:  # a name that is not UTF-8: the copy's check refuses it with one line
         return None
     light: list[bytes | memoryview] = [*(view[s.start:s.end] for s in inner if s.number in _GRAPH_KEPT),
                                        wire.length_delimited(GRAPH_NAME, (graph.name or "g").encode()),
@@ -568,6 +568,27 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     # one copy of what is kept: the graph's parts written after its header, not joined first
     return b"".join([*(view[s.start:s.end] for s in top if s.number in _MODEL_KEPT),
                      wire.header(MODEL_GRAPH, sum(len(part) for part in light)), *light])
+
+
+#: Field numbers (onnx.proto) of ``ValueInfoProto.name`` and ``type``.
+_VALUE_INFO_NAME, _VALUE_INFO_TYPE = 1, 2
+
+
+def typed_input(name: str, data_type: int, dims: tuple[int, ...], types: dict[tuple[int, tuple[int, ...]], bytes],
+                ) -> bytes:
+    """The graph input standing for a weight (for the checker and for shape inference), serialized: its name, data
+    type and dims, the message ``helper.make_tensor_value_info(name, data_type, dims)`` makes. ``types`` holds the
+    serialized ``type`` field of each (data type, dims) met so far: weights of a few shapes are typed once, not once
+    each. ``ValueError`` when ``name`` is not text (protobuf hands over a name that is not UTF-8 as ``bytes``), as
+    the helper raises it."""
+    if not isinstance(name, str):
+        raise ValueError(f"name {name!r} is not valid UTF-8")
+    key = (data_type, dims)
+    known = types.get(key)
+    if known is None:
+        known = types[key] = wire.length_delimited(
+            _VALUE_INFO_TYPE, helper.make_tensor_type_proto(data_type, list(dims)).SerializeToString())
+    return wire.length_delimited(_VALUE_INFO_NAME, name.encode()) + known
 
 
 def _extra_fields(model: onnx.ModelProto) -> list[str]:
