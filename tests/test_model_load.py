@@ -212,6 +212,17 @@ def test_a_weight_typed_as_an_input_is_the_helpers_value_info(shape: tuple[int, 
     assert again.type.tensor_type.HasField("shape")  # a scalar's empty shape is still a shape
 
 
+def test_a_weight_whose_name_is_not_text_is_not_typed() -> None:
+    """A name protobuf could not decode (``bytes``) is a ``ValueError``, as ONNX's helper raises it: the checker's cut
+    is then not made (its copy's check refuses the name)."""
+    from layerscope.model.validate import typed_input
+
+    with pytest.raises(ValueError):
+        helper.make_tensor_value_info(b"\xff", TensorProto.FLOAT, [2, 2])  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        typed_input(b"\xff", TensorProto.FLOAT, (2, 2), {})  # type: ignore[arg-type]
+
+
 def test_the_typed_weights_given_to_shape_inference_are_what_it_reads_back() -> None:
     """``_infer`` takes the infos of the weights typed as inputs as given: the tensors it returns, in order, are
     those it reads back from shape inference's result; a weight with a dim 0 has no static shape either way."""
