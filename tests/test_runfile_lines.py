@@ -1,4 +1,4 @@
-"""The layers of a run are written column by column (``runfile.io._section_lines``): each line must be exactly what
+"""The layers of a run are written column by column (``runfile.io._section_chunks``): each line must be exactly what
 the layer's own dump, encoded on its own, gives, whatever the layers hold."""
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ def _one_by_one(layers: list[Layer]) -> list[str]:
             for layer in layers]
 
 
+def _lines(layers: list[Layer]) -> list[str]:
+    return [line for chunk in runfile_io._section_chunks(layers) for line in chunk]
+
+
 def _trusted(k: int, **more: Any) -> Layer:
     return Layer.trusted({
         "id": f"n{k}", "name": f"n{k}", "op_type": "Conv", "domain": "", "inputs": [f"x{k}", "w"],
@@ -32,7 +36,7 @@ def _trusted(k: int, **more: Any) -> Layer:
 def test_trusted_layers_of_one_shape_give_each_layers_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runfile_io, "_CHUNK", 3)  # chunk boundaries inside the run
     layers = [_trusted(k) for k in range(10)]
-    lines = list(runfile_io._section_lines(layers))
+    lines = _lines(layers)
     assert lines == _one_by_one(layers)
     # hand-checked: keys sorted, the estimate nested in its place, None as null, 1/7 as repr writes it
     assert lines[1].startswith('{"domain":"","dtype":"float32","estimate":{"bound":"compute","compute_us":0.1,'
@@ -57,7 +61,7 @@ def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> No
         Layer.trusted({"id": odd, "name": odd, "inputs": [odd, ""], "outputs": []}),
         _trusted(5), _trusted(6),
     ]
-    assert list(runfile_io._section_lines(layers)) == _one_by_one(layers)
+    assert _lines(layers) == _one_by_one(layers)
     assert runfile_io._shape(validated) is None  # an unknown key: not a shape the columns write
     run = RunFile.trusted({"schema_version": 2, "layers": layers})
     assert runfile_io.run_text(run) == runfile_io.dump_text(run.to_json())
@@ -68,6 +72,6 @@ def test_a_non_finite_time_is_refused_as_before(bad: float) -> None:
     layers = [_trusted(1)] + [_trusted(k, estimate=LayerEstimate.trusted({"latency_us": bad})) for k in (2, 3)]
     assert runfile_io._shape(layers[1]) == runfile_io._shape(layers[2])  # a chunk of columns
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        list(runfile_io._section_lines(layers))
+        _lines(layers)
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         json.dumps(layers[1].model_dump(mode="json"), allow_nan=False)
