@@ -580,14 +580,14 @@ def _common_shape(sections: Sequence[Section]) -> _Shape | None:
         return None
     states = list(map(_STATE, sections))
     inner: list[Any] = [cls, id(names)]
-    for name, kinds in plain:
+    for name, classes in plain:
         if name in names:
             values = list(map(itemgetter(name), states))
             kinds = _types(values)
             if len(kinds) != 1:
                 return None  # some None, some a section: shapes that differ
             (kind,) = kinds
-            if kind in kinds:
+            if kind in classes:
                 nested = _common_shape(values)
                 if nested is None:
                     return None
@@ -629,7 +629,7 @@ def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None
     of values (:func:`_column`); ``None`` when a value is not one the columns encode as the section's dump would
     (then the sections are dumped one by one)."""
     template: list[str] = []
-    columns: list[list[Any]] = []
+    columns: list[Sequence[Any]] = []
     try:
         _fill(list(map(_STATE, sections)), sections[0].__pydantic_fields_set__, shape, template, columns)
     except (TypeError, ValueError):
@@ -641,15 +641,15 @@ def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None
 
 
 def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template: list[str],
-          columns: list[list[Any]]) -> None:
+          columns: list[Sequence[Any]]) -> None:
     """Add the template of the object of sections of ``shape`` (their ``__dict__`` ``states``, their fields set
     ``names``) and its value columns."""
     nested = dict(shape[2:])
     template.append("{")
-    for k, name in enumerate(sorted(names)):
+    keys = sorted(names)
+    for k, (name, values) in enumerate(zip(keys, _field_columns(states, keys), strict=True)):
         key = json.encoder.encode_basestring(name).replace("%", "%%")
         template.append(f"{',' if k else ''}{key}:")
-        values = list(map(itemgetter(name), states))
         if nested.get(name) is not None:
             _fill(list(map(_STATE, values)), values[0].__pydantic_fields_set__, nested[name], template, columns)
         else:
@@ -660,17 +660,25 @@ def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template
     template.append("}")
 
 
-def _column(values: list[Any]) -> tuple[str, list[Any] | None]:
-    """``values`` as ``_LINE`` encodes them: the ``%`` template of the field (a constant: its text) and the column
-    it is filled from (``None`` for a constant). Values of one type: ``None`` a constant ``null``, integers by
-    ``%d``, finite floats by ``%r`` (``float.__repr__``, as ``_LINE``; a non-finite one: ``ValueError``), text
-    that needs no escaping by ``"%s"``; anything else encoded a value at a time (:func:`_encoded`)."""
+def _field_columns(states: list[dict[str, Any]], keys: list[str]) -> list[tuple[Any, ...]]:
+    """The values of each of ``keys`` in ``states``, a tuple per key."""
+    if len(keys) == 1:
+        return [tuple(map(itemgetter(keys[0]), states))]
+    return list(zip(*map(itemgetter(*keys), states), strict=True)) if keys else []
+
+
+def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
+    """``values`` as ``_LINE`` encodes them: the ``%`` template of the field and the column it is filled from, or
+    the field's text itself (column ``None``) when every value is the same ``None``, text, integer or boolean.
+    Values of one type: integers by ``%d``, finite floats by ``%r`` (``float.__repr__``, as ``_LINE``; a
+    non-finite one: ``ValueError``), text that needs no escaping by ``"%s"``, lists of such text
+    (:func:`_list_texts`); anything else encoded a value at a time (:func:`_encoded`)."""
     kinds = _types(values)
     if len(kinds) != 1:
         return "%s", _encoded(values)
     (kind,) = kinds
-    if kind is type(None):
-        return "null", None
+    if kind in _CONSTANT_KINDS and values.count(values[0]) == len(values):  # equal values of these: equal text
+        return _encoded(values[:1])[0].replace("%", "%%"), None
     if kind is int:
         return "%d", values
     if kind is float:
@@ -679,15 +687,19 @@ def _column(values: list[Any]) -> tuple[str, list[Any] | None]:
         return "%r", values
     if kind is str and not _needs_escape(values):
         return '"%s"', values
-    if kind is list and _plain_texts(values):
-        return "%s", [f'["{_TEXT_JOINT.join(v)}"]' if v else "[]" for v in values]
+    if kind is list:
+        texts = _list_texts(values)
+        if texts is not None:
+            return "%s", texts
     return "%s", _encoded(values)
 
+
+#: The types whose equal values ``_LINE`` writes as the same text (not ``float``: ``0.0 == -0.0``).
+_CONSTANT_KINDS = frozenset((type(None), str, int, bool))
 
 #: The one character class ``_LINE`` escapes in text (``ensure_ascii=False``): the quote, the backslash and the
 #: control characters; any other character is written as it is.
 _ESCAPED = json.encoder.ESCAPE
-_TEXT_JOINT = '","'
 
 
 def _needs_escape(texts: Iterable[str]) -> bool:
@@ -695,13 +707,23 @@ def _needs_escape(texts: Iterable[str]) -> bool:
     return _ESCAPED.search("".join(texts)) is not None
 
 
-def _plain_texts(lists: list[list[Any]]) -> bool:
-    """Whether every item of ``lists`` is a ``str`` that :func:`_needs_escape` leaves as it is."""
-    items = list(chain.from_iterable(lists))
-    return _types(items) <= {str} and not _needs_escape(items)
+def _list_texts(lists: Sequence[list[Any]]) -> list[str] | None:
+    """``lists`` as ``_LINE`` encodes them (each: ``["a","b"]``) when every item is text that :func:`_needs_escape`
+    leaves as it is, else ``None``. (A ``str`` subclass is written as its text by ``str.join`` as by ``_LINE``.)"""
+    try:
+        if _needs_escape(chain.from_iterable(lists)):
+            return None
+    except TypeError:  # an item that is not text
+        return None
+    texts = list(map(_TEXT_LIST.__mod__, map(_TEXT_JOINT.join, lists)))
+    return texts if all(lists) else [text if items else "[]" for text, items in zip(texts, lists, strict=True)]
 
 
-def _encoded(values: list[Any]) -> list[str]:
+_TEXT_LIST = '["%s"]'
+_TEXT_JOINT = '","'
+
+
+def _encoded(values: Sequence[Any]) -> list[str]:
     """Each of ``values`` as ``_LINE`` encodes it (the scalar types by :data:`_SCALAR`, the rest by one call of the
     C encoder ``_LINE.encode`` makes, without the Python around it)."""
     make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
