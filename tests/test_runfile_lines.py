@@ -99,6 +99,7 @@ def _equal(k: int, **more: Any) -> Layer:
     {"macs": -(2**70)},  # an equal integer beyond 64 bits
     {"known": False},
     {"estimate": LayerEstimate.trusted({"latency_us": -0.0, "bound": "compute", "weight_passes": 1.0})},  # == 0.0
+    {"estimate": LayerEstimate.trusted({"latency_us": 0.0, "bound": "compute", "weight_passes": 1.0 + 2**-52})},
     {"inputs": []}, {"inputs": ["a\nb"]}, {"inputs": ["%s", "%"]}, {"inputs": [1, "x"]}, {"inputs": ["x", None]},
     {"outputs": ["é✓\U0001f600", ""]}, {"unit": "TAE"}, {"unit": 3},
 ])

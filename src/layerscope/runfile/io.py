@@ -669,7 +669,7 @@ def _field_columns(states: list[dict[str, Any]], keys: list[str]) -> list[tuple[
 
 def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
     """``values`` as ``_LINE`` encodes them: the ``%`` template of the field and the column it is filled from, or
-    the field's text itself (column ``None``) when every value is the same ``None``, text, integer or boolean.
+    the field's text itself (column ``None``) when every value is written as one text (:func:`_one_text`).
     Values of one type: integers by ``%d``, finite floats by ``%r`` (``float.__repr__``, as ``_LINE``; a
     non-finite one: ``ValueError``), text that needs no escaping by ``"%s"``, lists of such text
     (:func:`_list_texts`); anything else encoded a value at a time (:func:`_encoded`)."""
@@ -677,13 +677,13 @@ def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
     if len(kinds) != 1:
         return "%s", _encoded(values)
     (kind,) = kinds
-    if kind in _CONSTANT_KINDS and values.count(values[0]) == len(values):  # equal values of these: equal text
+    if kind is float and not all(map(math.isfinite, values)):
+        raise ValueError("Out of range float values are not JSON compliant")
+    if _one_text(kind, values):
         return _encoded(values[:1])[0].replace("%", "%%"), None
     if kind is int:
         return "%d", values
     if kind is float:
-        if not all(map(math.isfinite, values)):
-            raise ValueError("Out of range float values are not JSON compliant")
         return "%r", values
     if kind is str and not _needs_escape(values):
         return '"%s"', values
@@ -694,8 +694,17 @@ def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
     return "%s", _encoded(values)
 
 
-#: The types whose equal values ``_LINE`` writes as the same text (not ``float``: ``0.0 == -0.0``).
-_CONSTANT_KINDS = frozenset((type(None), str, int, bool))
+def _one_text(kind: type, values: Sequence[Any]) -> bool:
+    """Whether ``values`` (all of type ``kind``) are all written as one text: equal ``None``, text, integers,
+    booleans, or finite floats other than zero (``0.0 == -0.0``, written apart)."""
+    first = values[0]
+    if kind is float and first == 0.0:
+        return False
+    return kind in _ONE_TEXT_KINDS and values.count(first) == len(values)
+
+
+#: The types whose equal values ``_LINE`` writes as one text (floats but zero: :func:`_one_text`).
+_ONE_TEXT_KINDS = frozenset((type(None), str, int, bool, float))
 
 #: The one character class ``_LINE`` escapes in text (``ensure_ascii=False``): the quote, the backslash and the
 #: control characters; any other character is written as it is.
