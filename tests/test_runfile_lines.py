@@ -1,4 +1,4 @@
-"""The layers of a run are written column by column (``runfile.io._section_lines``): each line must be exactly what
+"""The layers of a run are written column by column (``runfile.io._section_chunks``): each line must be exactly what
 the layer's own dump, encoded on its own, gives, whatever the layers hold."""
 
 from __future__ import annotations
@@ -18,6 +18,10 @@ def _one_by_one(layers: list[Layer]) -> list[str]:
             for layer in layers]
 
 
+def _lines(layers: list[Layer]) -> list[str]:
+    return [line for chunk in runfile_io._section_chunks(layers) for line in chunk]
+
+
 def _trusted(k: int, **more: Any) -> Layer:
     return Layer.trusted({
         "id": f"n{k}", "name": f"n{k}", "op_type": "Conv", "domain": "", "inputs": [f"x{k}", "w"],
@@ -32,7 +36,7 @@ def _trusted(k: int, **more: Any) -> Layer:
 def test_trusted_layers_of_one_shape_give_each_layers_own_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runfile_io, "_CHUNK", 3)  # chunk boundaries inside the run
     layers = [_trusted(k) for k in range(10)]
-    lines = list(runfile_io._section_lines(layers))
+    lines = _lines(layers)
     assert lines == _one_by_one(layers)
     # hand-checked: keys sorted, the estimate nested in its place, None as null, 1/7 as repr writes it
     assert lines[1].startswith('{"domain":"","dtype":"float32","estimate":{"bound":"compute","compute_us":0.1,'
@@ -57,7 +61,7 @@ def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> No
         Layer.trusted({"id": odd, "name": odd, "inputs": [odd, ""], "outputs": []}),
         _trusted(5), _trusted(6),
     ]
-    assert list(runfile_io._section_lines(layers)) == _one_by_one(layers)
+    assert _lines(layers) == _one_by_one(layers)
     assert runfile_io._shape(validated) is None  # an unknown key: not a shape the columns write
     run = RunFile.trusted({"schema_version": 2, "layers": layers})
     assert runfile_io.run_text(run) == runfile_io.dump_text(run.to_json())
@@ -68,6 +72,55 @@ def test_a_non_finite_time_is_refused_as_before(bad: float) -> None:
     layers = [_trusted(1)] + [_trusted(k, estimate=LayerEstimate.trusted({"latency_us": bad})) for k in (2, 3)]
     assert runfile_io._shape(layers[1]) == runfile_io._shape(layers[2])  # a chunk of columns
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        list(runfile_io._section_lines(layers))
+        _lines(layers)
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         json.dumps(layers[1].model_dump(mode="json"), allow_nan=False)
+
+
+def test_escape_class_is_the_one_the_line_encoder_escapes() -> None:
+    """``_needs_escape`` decides that text is written as it is: it must match the encoder for every character."""
+    plain = "".join(chr(c) for c in range(0x110000) if not runfile_io._ESCAPED.search(chr(c)))
+    assert runfile_io._LINE.encode(plain) == f'"{plain}"'
+    for c in range(0x80):
+        if runfile_io._ESCAPED.search(chr(c)):
+            assert runfile_io._LINE.encode(chr(c)) != f'"{chr(c)}"'
+
+
+def _equal(k: int, **more: Any) -> Layer:
+    """A trusted layer whose fields are the same in every layer but for ``more``."""
+    return Layer.trusted({"id": f"n{k}", "domain": "", "inputs": ["x", "w"], "outputs": ["y"], "macs": 7,
+                          "known": True, "unit": None, "estimate": LayerEstimate.trusted(
+                              {"latency_us": 0.0, "bound": "compute", "weight_passes": 1.0}), **more})
+
+
+@pytest.mark.parametrize("odd", [
+    {"domain": "100% com.x"},  # equal text holding the template's % character
+    {"domain": 'a "quoted" name'},  # equal text that needs escaping
+    {"macs": -(2**70)},  # an equal integer beyond 64 bits
+    {"known": False},
+    {"estimate": LayerEstimate.trusted({"latency_us": -0.0, "bound": "compute", "weight_passes": 1.0})},  # == 0.0
+    {"estimate": LayerEstimate.trusted({"latency_us": 0.0, "bound": "compute", "weight_passes": 1.0 + 2**-52})},
+    {"inputs": []}, {"inputs": ["a\nb"]}, {"inputs": ["%s", "%"]}, {"inputs": [1, "x"]}, {"inputs": ["x", None]},
+    {"outputs": ["é✓\U0001f600", ""]}, {"unit": "TAE"}, {"unit": 3},
+])
+@pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic's, dumping a value not of its field's type
+def test_a_chunk_with_one_odd_value_gives_each_layers_own_line(odd: dict[str, Any]) -> None:
+    """Columns of equal values are written as template text, columns of plain text as they are: a value that
+    differs from the others or needs escaping must still give the layer's own line."""
+    layers = [_equal(k) for k in range(5)] + [_equal(5, **odd)] + [_equal(k) for k in range(6, 9)]
+    assert runfile_io._common_shape(layers) is not None  # one chunk of columns
+    assert _lines(layers) == _one_by_one(layers)
+    assert _lines([_equal(k, **odd) for k in range(4)]) == _one_by_one([_equal(k, **odd) for k in range(4)])
+
+
+def test_mixed_shapes_are_split_until_of_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A chunk of sections of mixed shapes is written in parts of one shape, each line the section's own."""
+    calls: list[int] = []
+    chunk_lines = runfile_io._chunk_lines
+    monkeypatch.setattr(runfile_io, "_chunk_lines", lambda s, shape: calls.append(len(s)) or chunk_lines(s, shape))
+    layers = [_trusted(k) for k in range(16)]
+    layers[11] = _trusted(11, parent="Loop_0")  # another set of fields: another shape
+    assert runfile_io._common_shape(layers) is None
+    assert runfile_io._common_shape(layers[:8]) == runfile_io._shape(layers[0])
+    assert _lines(layers) == _one_by_one(layers)
+    assert calls == [8, 2, 1, 1, 4]

@@ -174,7 +174,7 @@ def _layer_values(tensors: Mapping[str, GraphTensor], node: Node, cost: LayerCos
     return (node.id, node.name, node.op_type, node.domain, list(node.inputs), list(node.outputs),
             [list(t.shape) if (t := tensors.get(o) if o else None) else None for o in node.outputs],
             cost.dtype, cost.macs, cost.flops, cost.bytes_read, cost.bytes_read_act, cost.bytes_read_weight,
-            cost.bytes_written, cost.bytes_read_weight, cost.params, cost.unit_kind.value, unit, cost.known)
+            cost.bytes_written, cost.bytes_read_weight, cost.params, cost.unit_kind._value_, unit, cost.known)
 
 
 def control_record(node: Node) -> dict[str, Any]:
@@ -203,7 +203,7 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
     times = rounded([t for est in estimate.layers for t in (est.latency_us, est.compute_us, est.load_us,
                                                              est.store_us, est.overhead_us)], 3)
     estimates = LayerEstimate.trusted_rows(_ESTIMATE_NAMES, (
-        (times[k], times[k + 1], times[k + 2], times[k + 3], times[k + 4], est.bound.value, est.unit, est.dtype,
+        (times[k], times[k + 1], times[k + 2], times[k + 3], times[k + 4], est.bound._value_, est.unit, est.dtype,
          est.ddr_read_bytes, est.ddr_write_bytes, float(est.weight_passes), est.fallback_reason)
         for k, est in zip(range(0, len(times), 5), estimate.layers, strict=True)))
     tensors = graph.tensors

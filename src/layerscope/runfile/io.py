@@ -23,8 +23,8 @@ import re
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from itertools import repeat
-from operator import itemgetter
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import UnionType
 from typing import Any, Final, Literal, Union, get_args, get_origin
@@ -454,18 +454,17 @@ def _slices(parts: Iterable[str], chars: int) -> Iterator[str]:
 
 
 def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
-    """:func:`_run_text` of ``value`` in parts: a layer at a time for the run's layers."""
+    """:func:`_run_text` of ``value`` in parts: a chunk of layers at a time for the run's layers."""
     if isinstance(value, _Layers):
         if not value.layers:
             yield "[]"
             return
-        yield "[\n"
         pad = " " * (level + 1)
-        lines = _section_lines(value.layers)
-        yield pad + next(lines)
         joint = ",\n" + pad
-        for line in lines:
-            yield joint + line
+        opening = "[\n" + pad
+        for lines in _section_chunks(value.layers):
+            yield opening + joint.join(lines)
+            opening = joint
         yield "\n" + " " * level + "]"
     elif level < 2 and isinstance(value, Mapping) and value:
         pad = " " * (level + 1)
@@ -482,13 +481,13 @@ def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
 
 def _line_parts(value: Any) -> Iterator[str]:
     """``_LINE.encode(value)`` in parts, for a value of a section's dump that may hold :class:`_Rows` (each row's
-    text from :func:`_section_lines`) in :class:`_Object` s."""
+    text from :func:`_section_chunks`) in :class:`_Object` s."""
     if type(value) is _Rows:
-        lines = _section_lines(value.rows)
-        yield "[" + next(lines)
-        for line in lines:
-            yield "," + line
-        yield "]"
+        opening = "["
+        for lines in _section_chunks(value.rows):
+            yield opening + ",".join(lines)
+            opening = ","
+        yield "]" if value.rows else "[]"
     elif type(value) is _Object:
         for k, key in enumerate(sorted(value)):
             yield ("," if k else "{") + json.encoder.encode_basestring(key) + ":"
@@ -523,64 +522,86 @@ def _run_text(value: Any, level: int = 0) -> str:
 _LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-#: Sections of one shape are encoded this many at a time by :func:`_section_lines` (columns of that many values).
+#: Sections of one shape are encoded this many at a time by :func:`_section_chunks` (columns of that many values).
 _CHUNK = 2048
 
 
-def _section_lines(sections: Sequence[Section]) -> Iterator[str]:
+def _section_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
     """``_LINE.encode(section.model_dump(mode="json", by_alias=True, exclude_unset=True))`` of each section, in
-    order: consecutive sections of one shape (:func:`_shape`: a trusted run's layers are all of one) are encoded
-    column by column, a chunk at a time, through one ``%`` template of their keys in order; any other section, and
-    a chunk holding a value the fast path does not take, by its own dump."""
-    count = len(sections)
-    start = 0
-    while start < count:
-        shape = _shape(sections[start])
-        end = start + 1
-        if shape is not None:
-            while end < count and end - start < _CHUNK and _shape(sections[end]) == shape:
-                end += 1
-            lines = _chunk_lines(sections[start:end], shape)
-            if lines is not None:
-                yield from lines
-                start = end
-                continue
-        for section in sections[start:end]:
-            yield _LINE.encode(section.model_dump(mode="json", by_alias=True, exclude_unset=True))
-        start = end
+    order, a list of lines at a time: up to :data:`_CHUNK` consecutive sections of one shape (:func:`_common_shape`:
+    a trusted run's layers are all of one) are encoded column by column through one ``%`` template of their keys
+    in order; sections of mixed shapes are split in halves until they are of one, and a section of no shape, or a
+    chunk holding a value the columns do not take, is written by its own dump."""
+    for start in range(0, len(sections), _CHUNK):
+        yield from _uniform_chunks(sections[start:start + _CHUNK])
+
+
+def _uniform_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
+    """:func:`_section_chunks` of at most :data:`_CHUNK` ``sections``: one list when they are of one shape."""
+    shape = _common_shape(sections)
+    lines = _chunk_lines(sections, shape) if shape is not None else None
+    if lines is not None:
+        yield lines
+    elif shape is None and len(sections) > 1:
+        half = len(sections) // 2
+        yield from _uniform_chunks(sections[:half])
+        yield from _uniform_chunks(sections[half:])
+    else:
+        yield [_LINE.encode(s.model_dump(mode="json", by_alias=True, exclude_unset=True)) for s in sections]
 
 
 #: A section's shape (:func:`_shape`): its class, the identity of its set of fields, and the shapes of the sections
 #: it holds, by field name.
 _Shape = tuple[Any, ...]
 
+_STATE = attrgetter("__dict__")
+_FIELDS_SET = attrgetter("__pydantic_fields_set__")
+_EXTRA = attrgetter("__pydantic_extra__")
+
 
 def _shape(section: Section) -> _Shape | None:
     """What decides a section's keys and how its dump is made: its class, its set of fields (by identity: trusted
     sections of the same field names share one) and the shapes of the sections it holds; ``None`` when the fast
     path does not take it (unknown keys, aliases, serializers or values not a section's field's own)."""
-    cls = type(section)
+    return _common_shape((section,))
+
+
+def _common_shape(sections: Sequence[Section]) -> _Shape | None:
+    """The :func:`_shape` of every one of ``sections`` (not empty), ``None`` when one has none or two differ;
+    tested a field at a time over all of them."""
+    cls = type(sections[0])
     plain = _PLAIN.get(cls)
     if plain is None:
         plain = _PLAIN[cls] = _plain_class(cls)
-    if plain is False or section.__pydantic_extra__:
+    if plain is False or _types(sections) != {cls} or any(map(_EXTRA, sections)):
         return None
-    names = section.__pydantic_fields_set__
-    state = section.__dict__
+    names = sections[0].__pydantic_fields_set__
+    if len(set(map(id, map(_FIELDS_SET, sections)))) != 1:
+        return None
+    states = list(map(_STATE, sections))
     inner: list[Any] = [cls, id(names)]
-    for name, kinds in plain:
+    for name, classes in plain:
         if name in names:
-            value = state[name]
-            if type(value) in kinds:
-                nested = _shape(value)
+            values = list(map(itemgetter(name), states))
+            kinds = _types(values)
+            if len(kinds) != 1:
+                return None  # some None, some a section: shapes that differ
+            (kind,) = kinds
+            if kind in classes:
+                nested = _common_shape(values)
                 if nested is None:
                     return None
                 inner.append((name, nested))
-            elif value is not None:
-                return None  # a section's field that holds something else: its own dump
-            else:
+            elif kind is type(None):
                 inner.append((name, None))
+            else:
+                return None  # a section's field that holds something else: its own dump
     return tuple(inner)
+
+
+def _types(values: Iterable[Any]) -> set[type]:
+    """The exact types of ``values``."""
+    return set(map(type, values))
 
 
 def _plain_class(cls: type[Section]) -> tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]:
@@ -605,60 +626,127 @@ _PLAIN: dict[type[Section], tuple[tuple[str, tuple[type, ...]], ...] | Literal[F
 
 def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None:
     """The lines of ``sections`` (all of ``shape``): one ``%`` template of the keys in order, filled from columns
-    of encoded values; ``None`` when a value is not one the columns encode as the section's dump would (then the
-    sections are dumped one by one)."""
+    of values (:func:`_column`); ``None`` when a value is not one the columns encode as the section's dump would
+    (then the sections are dumped one by one)."""
     template: list[str] = []
-    columns: list[list[str]] = []
+    columns: list[Sequence[Any]] = []
     try:
-        _fill([s.__dict__ for s in sections], sections[0].__pydantic_fields_set__, shape, template, columns)
+        _fill(list(map(_STATE, sections)), sections[0].__pydantic_fields_set__, shape, template, columns)
     except (TypeError, ValueError):
         return None
     text = "".join(template)
     if not columns:
         return [text] * len(sections)
-    return [text % row for row in zip(*columns, strict=True)]
+    return list(map(text.__mod__, zip(*columns, strict=True)))
 
 
 def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template: list[str],
-          columns: list[list[str]]) -> None:
+          columns: list[Sequence[Any]]) -> None:
     """Add the template of the object of sections of ``shape`` (their ``__dict__`` ``states``, their fields set
     ``names``) and its value columns."""
     nested = dict(shape[2:])
     template.append("{")
-    for k, name in enumerate(sorted(names)):
+    keys = sorted(names)
+    for k, (name, values) in enumerate(zip(keys, _field_columns(states, keys), strict=True)):
         key = json.encoder.encode_basestring(name).replace("%", "%%")
         template.append(f"{',' if k else ''}{key}:")
-        values = list(map(itemgetter(name), states))
         if nested.get(name) is not None:
-            _fill([v.__dict__ for v in values], values[0].__pydantic_fields_set__, nested[name], template, columns)
+            _fill(list(map(_STATE, values)), values[0].__pydantic_fields_set__, nested[name], template, columns)
         else:
-            template.append("%s")
-            columns.append(_column(values))
+            field, column = _column(values)
+            template.append(field)
+            if column is not None:
+                columns.append(column)
     template.append("}")
 
 
-def _column(values: list[Any]) -> list[str]:
-    """``values`` encoded as ``_LINE`` encodes them (a value of another type than these: ``_LINE`` itself)."""
-    kinds = set(map(type, values))
-    if len(kinds) == 1:
-        (kind,) = kinds
-        if kind is float and not all(map(math.isfinite, values)):
-            raise ValueError("Out of range float values are not JSON compliant")
-        scalar = _SCALAR.get(kind)
-        if scalar is not None:
-            return list(map(scalar, values))
+def _field_columns(states: list[dict[str, Any]], keys: list[str]) -> list[tuple[Any, ...]]:
+    """The values of each of ``keys`` in ``states``, a tuple per key."""
+    if len(keys) == 1:
+        return [tuple(map(itemgetter(keys[0]), states))]
+    return list(zip(*map(itemgetter(*keys), states), strict=True)) if keys else []
+
+
+def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
+    """``values`` as ``_LINE`` encodes them: the ``%`` template of the field and the column it is filled from, or
+    the field's text itself (column ``None``) when every value is written as one text (:func:`_one_text`).
+    Values of one type: integers by ``%d``, finite floats by ``%r`` (``float.__repr__``, as ``_LINE``; a
+    non-finite one: ``ValueError``), text that needs no escaping by ``"%s"``, lists of such text
+    (:func:`_list_texts`); anything else encoded a value at a time (:func:`_encoded`)."""
+    kinds = _types(values)
+    if len(kinds) != 1:
+        return "%s", _encoded(values)
+    (kind,) = kinds
+    if kind is float and not all(map(math.isfinite, values)):
+        raise ValueError("Out of range float values are not JSON compliant")
+    if _one_text(kind, values):
+        return _encoded(values[:1])[0].replace("%", "%%"), None
+    if kind is int:
+        return "%d", values
+    if kind is float:
+        return "%r", values
+    if kind is str and not _needs_escape(values):
+        return '"%s"', values
+    if kind is list:
+        texts = _list_texts(values)
+        if texts is not None:
+            return "%s", texts
+    return "%s", _encoded(values)
+
+
+def _one_text(kind: type, values: Sequence[Any]) -> bool:
+    """Whether ``values`` (all of type ``kind``) are all written as one text: equal ``None``, text, integers,
+    booleans, or finite floats other than zero (``0.0 == -0.0``, written apart)."""
+    first = values[0]
+    if kind is float and first == 0.0:
+        return False
+    return kind in _ONE_TEXT_KINDS and values.count(first) == len(values)
+
+
+#: The types whose equal values ``_LINE`` writes as one text (floats but zero: :func:`_one_text`).
+_ONE_TEXT_KINDS = frozenset((type(None), str, int, bool, float))
+
+#: The one character class ``_LINE`` escapes in text (``ensure_ascii=False``): the quote, the backslash and the
+#: control characters; any other character is written as it is.
+_ESCAPED = json.encoder.ESCAPE
+
+
+def _needs_escape(texts: Iterable[str]) -> bool:
+    """Whether any of ``texts`` holds a character ``_LINE`` escapes (``texts`` not written as they are)."""
+    return _ESCAPED.search("".join(texts)) is not None
+
+
+def _list_texts(lists: Sequence[list[Any]]) -> list[str] | None:
+    """``lists`` as ``_LINE`` encodes them (each: ``["a","b"]``) when every item is text that :func:`_needs_escape`
+    leaves as it is, else ``None``. (A ``str`` subclass is written as its text by ``str.join`` as by ``_LINE``.)"""
+    try:
+        if _needs_escape(chain.from_iterable(lists)):
+            return None
+    except TypeError:  # an item that is not text
+        return None
+    texts = list(map(_TEXT_LIST.__mod__, map(_TEXT_JOINT.join, lists)))
+    return texts if all(lists) else [text if items else "[]" for text, items in zip(texts, lists, strict=True)]
+
+
+_TEXT_LIST = '["%s"]'
+_TEXT_JOINT = '","'
+
+
+def _encoded(values: Sequence[Any]) -> list[str]:
+    """Each of ``values`` as ``_LINE`` encodes it (the scalar types by :data:`_SCALAR`, the rest by one call of the
+    C encoder ``_LINE.encode`` makes, without the Python around it)."""
     make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
     whole: Callable[[Any], str] = _LINE.encode
-    if make is not None:  # _LINE.encode as one call of the C encoder it makes, without the Python around it
+    if make is not None:
         encode = make({}, _LINE.default, json.encoder.encode_basestring, None, _LINE.key_separator,
                       _LINE.item_separator, _LINE.sort_keys, _LINE.skipkeys, _LINE.allow_nan)
-        if kinds == {list}:
+        if all(type(v) is list for v in values):
             return list(map("".join, map(encode, values, repeat(0))))
         whole = lambda value: "".join(encode(value, 0))  # noqa: E731
     return [_SCALAR.get(type(v), whole)(v) if type(v) is not float else whole(v) for v in values]
 
 
-#: How ``_LINE`` writes a value of these exact types (a float only when finite: :func:`_column` checks).
+#: How ``_LINE`` writes a value of these exact types (a float through ``_LINE``'s own check: :func:`_encoded`).
 _SCALAR: dict[type, Any] = {
-    int: int.__repr__, float: float.__repr__, str: json.encoder.encode_basestring,
+    int: int.__repr__, str: json.encoder.encode_basestring,
     bool: lambda value: "true" if value else "false", type(None): lambda value: "null"}
