@@ -330,7 +330,7 @@ class _Layers:
 
 
 class _Rows:
-    """A list of sections inside a section (a timeline's 100k spans), written as :func:`_section_lines` gives them,
+    """A list of sections inside a section (a timeline's 100k spans), written as :func:`_section_chunks` gives them,
     in one line, when written."""
 
     __slots__ = ("rows",)
@@ -378,7 +378,7 @@ def _document(section: Section) -> dict[str, Any] | None:
 
 
 def _leaf_class(cls: type[Section]) -> bool:
-    """Whether ``cls``'s fields name no list of sections (its sections are written by :func:`_section_lines`)."""
+    """Whether ``cls``'s fields name no list of sections (its sections are written by :func:`_section_chunks`)."""
     leaf = _LEAF.get(cls)
     if leaf is None:
         leaf = _LEAF[cls] = not any(
