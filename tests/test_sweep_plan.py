@@ -85,3 +85,23 @@ def test_a_completed_sweep_removes_the_markers_killed_workers_left(tmp_path: Pat
     (running / "notes.txt").write_text("mine", encoding="utf-8")
     assert main(args) == 0
     assert [p.name for p in running.iterdir()] == ["notes.txt"]
+
+
+def test_a_stop_the_moment_a_cells_marker_is_written_removes_it(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C or SIGTERM (a KeyboardInterrupt in the CLI) arriving as the marker's write returns: the marker goes
+    with the cell (it was left behind, and a stopped sweep's ``running`` folder with it, when the stop came
+    before the cell's own clean-up was set)."""
+    from layerscope.sweep import tasks
+
+    (cell,) = expand(SweepSpec(models=(str(zoo("squeezenet")),), targets=("rdk-s100",)))
+    written = tasks.write_atomic
+
+    def write_then_stop(path: Path, data: str) -> Path:
+        written(path, data)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tasks, "write_atomic", write_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        tasks.run_cell(cell, str(tmp_path))
+    assert not any((tmp_path / tasks.RUNNING).iterdir())

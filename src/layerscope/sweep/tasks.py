@@ -93,14 +93,10 @@ def run_cell(cell: Cell, out_dir: str | None = None) -> CellOutcome:
     its scheduler retries the cell or reports it. With ``out_dir`` (a folder this worker can write) the task
     also keeps ``running/<key>.json`` there while it runs."""
     marker = Path(out_dir) / RUNNING / f"{cell.key}.json" if out_dir is not None else None
-    if marker is not None:
-        try:
-            write_atomic(marker, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
-                                             "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
-        except LayerscopeError:
-            marker = None  # not our folder on this node: the marker is a convenience, not the result
-    start = time.perf_counter()
-    try:
+    try:  # the marker is written inside: a stop (Ctrl-C, SIGTERM) the moment it is written still removes it
+        if marker is not None and not _mark_running(marker):
+            marker = None
+        start = time.perf_counter()
         run = _run(cell)
         return CellOutcome(cell.key, "ok", seconds=round(time.perf_counter() - start, 3), document=dict(run.document))
     except Exception as exc:
@@ -108,6 +104,17 @@ def run_cell(cell: Cell, out_dir: str | None = None) -> CellOutcome:
     finally:
         if marker is not None:
             marker.unlink(missing_ok=True)
+
+
+def _mark_running(marker: Path) -> bool:
+    """Write ``marker`` (this host, process and start time); ``False`` when it cannot be written (not our folder on
+    this node: the marker is a convenience, not the result)."""
+    try:
+        write_atomic(marker, json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}))
+    except LayerscopeError:
+        return False
+    return True
 
 
 def failure(cell: Cell, exc: BaseException) -> CellOutcome:
