@@ -62,7 +62,7 @@ def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> No
         _trusted(5), _trusted(6),
     ]
     assert _lines(layers) == _one_by_one(layers)
-    assert runfile_io._shape(validated) is None  # an unknown key: not a shape the columns write
+    assert runfile_io._common_shape((validated,)) is None  # an unknown key: not a shape the columns write
     run = RunFile.trusted({"schema_version": 2, "layers": layers})
     assert runfile_io.run_text(run) == runfile_io.dump_text(run.to_json())
 
@@ -70,7 +70,7 @@ def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> No
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 def test_a_non_finite_time_is_refused_as_before(bad: float) -> None:
     layers = [_trusted(1)] + [_trusted(k, estimate=LayerEstimate.trusted({"latency_us": bad})) for k in (2, 3)]
-    assert runfile_io._shape(layers[1]) == runfile_io._shape(layers[2])  # a chunk of columns
+    assert runfile_io._common_shape(layers[1:3]) is not None  # a chunk of columns
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         _lines(layers)
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
@@ -121,6 +121,6 @@ def test_mixed_shapes_are_split_until_of_one(monkeypatch: pytest.MonkeyPatch) ->
     layers = [_trusted(k) for k in range(16)]
     layers[11] = _trusted(11, parent="Loop_0")  # another set of fields: another shape
     assert runfile_io._common_shape(layers) is None
-    assert runfile_io._common_shape(layers[:8]) == runfile_io._shape(layers[0])
+    assert runfile_io._common_shape(layers[:8]) == runfile_io._common_shape(layers[:1])
     assert _lines(layers) == _one_by_one(layers)
     assert calls == [8, 2, 1, 1, 4]

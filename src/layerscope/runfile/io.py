@@ -550,8 +550,8 @@ def _uniform_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
         yield [_LINE.encode(s.model_dump(mode="json", by_alias=True, exclude_unset=True)) for s in sections]
 
 
-#: A section's shape (:func:`_shape`): its class, the identity of its set of fields, and the shapes of the sections
-#: it holds, by field name.
+#: A section's shape (:func:`_common_shape`): its class, the identity of its set of fields, and the shapes of the
+#: sections it holds, by field name.
 _Shape = tuple[Any, ...]
 
 _STATE = attrgetter("__dict__")
@@ -559,16 +559,11 @@ _FIELDS_SET = attrgetter("__pydantic_fields_set__")
 _EXTRA = attrgetter("__pydantic_extra__")
 
 
-def _shape(section: Section) -> _Shape | None:
-    """What decides a section's keys and how its dump is made: its class, its set of fields (by identity: trusted
-    sections of the same field names share one) and the shapes of the sections it holds; ``None`` when the fast
-    path does not take it (unknown keys, aliases, serializers or values not a section's field's own)."""
-    return _common_shape((section,))
-
-
 def _common_shape(sections: Sequence[Section]) -> _Shape | None:
-    """The :func:`_shape` of every one of ``sections`` (not empty), ``None`` when one has none or two differ;
-    tested a field at a time over all of them."""
+    """The shape every one of ``sections`` (not empty) has: what decides a section's keys and how its dump is made,
+    i.e. its class, its set of fields (by identity: trusted sections of the same field names share one) and the
+    shapes of the sections it holds; tested a field at a time over all of them. ``None`` when two differ or one has
+    none: the fast path does not take it (unknown keys, aliases, serializers or values not a section's field's own)."""
     cls = type(sections[0])
     plain = _PLAIN.get(cls)
     if plain is None:
