@@ -338,10 +338,12 @@ def register_predicate(name: str, predicate: Predicate, detail: Detail | None = 
 
 def rule_applies(rule: FallbackRule, node: Node, graph: Graph) -> bool:
     """Whether ``rule`` sends ``node`` to the CPU."""
-    if not rule.matches_op(node.op_type):
-        return False
-    condition = rule.condition or "always"
-    return PREDICATES[condition](node, graph)
+    return rule.matches_op(node.op_type) and _condition_holds(rule, node, graph)
+
+
+def _condition_holds(rule: FallbackRule, node: Node, graph: Graph) -> bool:
+    """Whether ``rule``'s condition (``always`` when it names none) holds for ``node``, its op type not asked."""
+    return PREDICATES[rule.condition or "always"](node, graph)
 
 
 def explain(rule: FallbackRule, node: Node, graph: Graph) -> str:
@@ -370,7 +372,7 @@ def _rules_of(profile: Profile, op_type: str) -> tuple[FallbackRule, ...]:
 def _first_applying(rules: tuple[FallbackRule, ...], node: Node, graph: Graph) -> FallbackRule | None:
     """The first of ``rules`` (each matching ``node``'s op type) whose condition holds for ``node``."""
     for rule in rules:
-        if PREDICATES[rule.condition or "always"](node, graph):
+        if _condition_holds(rule, node, graph):
             return rule
     return None
 
