@@ -72,15 +72,14 @@ Contract:
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerscope import __version__
+from layerscope.collector import collector_paused
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
 from layerscope.rounding import rounded, rounded_or_none
@@ -372,21 +371,6 @@ def timeline_record(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = 
     busy interval per layer and unit), which are built without per-row validation (:meth:`Section.trusted_rows`)
     from values made here in the types validation gives."""
     return TimelineSection(**_timeline_fields(timeline, ddr_nominal_bytes_per_s))
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the body runs, then as it was. For building many acyclic objects
-    at once: each collection the allocations trigger walks every live object (a 100k-layer graph and run) and finds
-    nothing to free — most of validating a 100k-layer timeline section, a third of writing a 100k-layer estimate's
-    records. What the body drops is freed by reference counting, any cycle by the collector once it is back on."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:

@@ -12,12 +12,13 @@ from layerscope.analysis.fusion_rules import FUSION_SOURCES
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, input_option, parse_shapes, print_shape_notes, shape_option, target_option
 from layerscope.cli.outputs import OutputPath, write_html
+from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
 from layerscope.estimate import estimate_graph
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
-from layerscope.run import add_timeline, collector_paused, estimate_run, load_run, save_run
+from layerscope.run import add_timeline, estimate_run, load_run, save_run
 from layerscope.runfile.models import RunFile, RunLike
 from layerscope.targets import load_profile
 

@@ -23,6 +23,7 @@ from types import FrameType
 import click
 
 from layerscope import __version__
+from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
 from layerscope.textsafe import terminal_text
 
@@ -58,7 +59,8 @@ class _LazyGroup(click.Group):
         module = SUBCOMMANDS.get(cmd_name)
         if module is None:
             return None
-        command = importlib.import_module(module).command
+        with collector_paused():  # the modules' objects are made to stay: nothing for a collection to find
+            command = importlib.import_module(module).command
         assert isinstance(command, click.Command), module
         return command
 
