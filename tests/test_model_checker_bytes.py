@@ -15,10 +15,13 @@ from conftest import ZOO_MODELS
 from layerscope.errors import ModelError
 from layerscope.model import load_model, wire
 from layerscope.model.validate import (
-    _CHECKER_MAX_INITIALIZER_BYTES,
+    _CHECKER_WHOLE_MAX_BYTES,
+    TENSOR_RAW_DATA,
     _light_copy,
     checker_bytes,
+    file_layout,
     node_fields,
+    raw_data_bytes,
     validate_model,
 )
 
@@ -61,8 +64,9 @@ def test_the_cut_is_the_light_copy_without_the_large_weight(variant: str) -> Non
     assert cut is not None
     checked = _parsed(cut)
     assert checked == _light_copy(_parsed(data), ordered=True)
-    # the 2.36 MB weight is a typed input, not data: 8 KB of small weight and the graph are left
-    assert len(data) > 256 * 256 * 9 * 4 > _CHECKER_MAX_INITIALIZER_BYTES and len(cut) < 20_000
+    # in a model over 1 MB, the 2.36 MB weight is a typed input, not data: 8 KB of small weight, the bias and the
+    # graph are left
+    assert len(data) > 256 * 256 * 9 * 4 > _CHECKER_WHOLE_MAX_BYTES and len(cut) < 10_000
     assert [t.name for t in checked.graph.initializer] == ["w_small", "b"]
     assert [vi.name for vi in checked.graph.input] == ["x", "w_big"]
     assert list(checked.graph.input[1].type.tensor_type.shape.dim) == list(
@@ -73,7 +77,7 @@ def test_the_cut_is_the_light_copy_without_the_large_weight(variant: str) -> Non
 def test_a_model_the_copy_would_not_change_is_given_as_read() -> None:
     model = _conv_model(big_channels=16)  # 16x256x3x3 floats: 147 KB, under the limit
     data = model.SerializeToString()
-    assert len(data) > _CHECKER_MAX_INITIALIZER_BYTES // 8
+    assert _CHECKER_WHOLE_MAX_BYTES > len(data) > _CHECKER_WHOLE_MAX_BYTES // 8
     assert checker_bytes(_parsed(data), data, ordered=True) is data
 
 
@@ -200,3 +204,67 @@ def test_trailing_garbage_is_refused_as_onnx_load_model_refuses_it(tmp_path: Pat
     with pytest.raises(Exception) as theirs:
         onnx.load_model(str(path))
     assert f"{path}: not a readable ONNX model ({str(theirs.value).splitlines()[0]})" in str(caught.value)
+
+
+@pytest.mark.parametrize(("fault", "ours", "checkers"), [
+    ("two-fields", "values in raw_data, float_data: a tensor holds them in one field",
+     "TensorProto (tensor name: w_big) should contain one and only one value field."),
+    ("string-raw", "STRING values in raw_data: strings are held in string_data",
+     "STRING data (tensor name: w_big) should not be stored in raw_data field"),
+])
+@pytest.mark.parametrize("big_channels", [16, 256], ids=["values-given-to-the-checker", "typed-for-the-checker"])
+def test_a_weights_value_fields_are_checked_whether_or_not_the_checker_reads_its_values(
+        tmp_path: Path, fault: str, ours: str, checkers: str, big_channels: int) -> None:
+    """Values in two fields, or strings in ``raw_data``: ONNX's checker refuses such a tensor when it is given its
+    values (a model of at most 1 MB: the weight is 147 KB); in a bigger model it is given the 2.36 MB weight as a
+    typed input only, and the loader's own check refuses it."""
+    model = _conv_model(big_channels=big_channels)
+    weight = model.graph.initializer[0]
+    if fault == "two-fields":
+        weight.float_data.extend([0.0] * 4)
+    else:
+        weight.data_type = TensorProto.STRING
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    typed = path.stat().st_size > _CHECKER_WHOLE_MAX_BYTES
+    assert typed == (big_channels == 256)
+    with pytest.raises(ModelError) as refused:
+        load_model(path)
+    assert str(refused.value) == (f"{path}: graph.initializer[0] 'w_big': {ours}" if typed else
+                                  f"{path}: refused by onnx.checker (ONNX Runtime refuses it too): {checkers}")
+
+
+def test_raw_data_lengths_read_from_the_file_are_the_parsed_tensors() -> None:
+    """For initializers over 16 KB, the loader reads the length of ``raw_data`` from the file's bytes (asking the
+    parsed tensor copies its data); the last ``raw_data`` written is the one protobuf keeps."""
+    model = _conv_model()
+    weight = model.graph.initializer[0]
+    twice = weight.SerializeToString() + wire.length_delimited(TENSOR_RAW_DATA, b"\0" * (256 * 256 * 9 * 4 - 4))
+    graph = onnx.GraphProto()
+    graph.CopyFrom(model.graph)
+    del graph.initializer[:]
+    top = onnx.ModelProto()
+    top.CopyFrom(model)
+    top.ClearField("graph")
+    data = top.SerializeToString() + wire.length_delimited(7, b"".join([
+        graph.SerializeToString(), wire.length_delimited(5, twice),
+        *(wire.length_delimited(5, t.SerializeToString()) for t in model.graph.initializer[1:])]))
+    parsed = _parsed(data)
+    layout = file_layout(parsed, data)
+    assert layout is not None
+    lengths = raw_data_bytes(data, layout)
+    assert lengths == {0: len(parsed.graph.initializer[0].raw_data)} == {0: 256 * 256 * 9 * 4 - 4}  # w_small: 8 KB
+
+
+def test_a_large_weight_short_of_data_is_refused_with_the_length_read_from_the_file(tmp_path: Path) -> None:
+    model = _conv_model()
+    weight = model.graph.initializer[0]
+    weight.raw_data = weight.raw_data[:-4]
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(ModelError) as from_file:
+        load_model(path)
+    with pytest.raises(ModelError) as asked:  # the tensor asked for its data's length
+        validate_model(model, path, tmp_path)
+    assert str(from_file.value) == str(asked.value) == (
+        f"{path}: graph.initializer[0] 'w_big': raw_data holds 2359292 bytes, its dims [256, 256, 3, 3] need 2359296")

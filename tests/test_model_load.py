@@ -310,13 +310,14 @@ def _conv_reshape_model() -> onnx.ModelProto:
 @pytest.mark.parametrize("name", ["resnet50", "conv-reshape"])
 def test_the_copy_for_shape_inference_is_what_make_model_of_make_graph_gives(name: str) -> None:
     """``_without_large_weights`` builds its copy in place; it must be the message the helpers build."""
-    from layerscope.model.load import _is_shape_data_dims, _without_large_weights
+    from layerscope.model.load import _without_large_weights
+    from layerscope.model.validate import is_shape_data_dims
 
     model = onnx.load(str(zoo(name))) if name != "conv-reshape" else _conv_reshape_model()
     model.graph.doc_string = "left out"  # make_graph is given no doc string
     graph = model.graph
-    small = [t for t in graph.initializer if _is_shape_data_dims(tuple(t.dims))]
-    large = [t for t in graph.initializer if not _is_shape_data_dims(tuple(t.dims))]
+    small = [t for t in graph.initializer if is_shape_data_dims(tuple(t.dims))]
+    large = [t for t in graph.initializer if not is_shape_data_dims(tuple(t.dims))]
     assert large  # the copy is made
     listed = {vi.name for vi in graph.input}
     expected = helper.make_model(
@@ -357,3 +358,13 @@ def test_layer_ids_of_rows(names: list[str], expected: list[str]) -> None:
 
     rows = [(name, "Relu", "", (f"x{k}",), (f"y{k}",), ()) for k, name in enumerate(names)]
     assert _ids(rows) == expected
+
+
+@pytest.mark.parametrize("size", [0, 1000, (1 << 20) + 7], ids=["empty", "small-on-the-callers-thread", "threaded"])
+def test_the_models_sha256_is_hashlibs_whether_or_not_it_is_hashed_on_a_thread(size: int) -> None:
+    import hashlib
+
+    from layerscope.model.load import _Sha256
+
+    data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
+    assert _Sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()

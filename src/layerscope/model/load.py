@@ -27,6 +27,7 @@ import io
 import math
 import os
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
@@ -52,20 +53,20 @@ from layerscope.model.validate import (
     MODEL_GRAPH,
     MODEL_IR_VERSION,
     MODEL_OPSET_IMPORT,
+    SMALL_CONST_ELEMENTS,
     Layout,
     NodeFields,
     checker_bytes,
     file_layout,
+    is_shape_data_dims,
     node_fields,
+    raw_data_bytes,
     reads_subgraph,
     tensors,
     typed_input,
     validate_model,
 )
 from layerscope.model.validate import topological as _topological
-
-#: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
-SMALL_CONST_ELEMENTS = 1 << 16
 
 #: Ops whose output is not a function of their inputs: never folded.
 _NONDETERMINISTIC = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -152,10 +153,41 @@ def sha256_file(path: Path) -> str:
 PROTOBUF_LIMIT_BYTES = 2**31
 
 
-def _read_model(path: Path) -> tuple[onnx.ModelProto, str, bytes | None]:
-    """The model at ``path`` (its weights' external data not read), the SHA-256 of the file, from one read, and
-    the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its extension), which
-    the validator's checker reads instead of serializing the model again.
+class _Sha256:
+    """The SHA-256 of some bytes, computed on a thread of its own from when it is made until :meth:`hexdigest` is
+    asked: ``hashlib`` lets other threads run while it hashes a buffer, so a model's hash costs no time where a
+    second core parses and checks the model meanwhile. Bytes under :data:`_SHA256_THREAD_MIN_BYTES` are hashed at
+    once, on the caller's thread."""
+
+    def __init__(self, data: bytes) -> None:
+        self._digest = hashlib.sha256()
+        self._thread: threading.Thread | None = None
+        if len(data) < _SHA256_THREAD_MIN_BYTES:
+            self._digest.update(data)
+            return
+        # a daemon: a refusal while it runs does not wait for it
+        thread = threading.Thread(target=self._digest.update, args=(data,), name="layerscope-sha256", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: hashed here
+            self._digest.update(data)
+        else:
+            self._thread = thread
+
+    def hexdigest(self) -> str:
+        if self._thread is not None:
+            self._thread.join()
+        return self._digest.hexdigest()
+
+
+#: Files smaller than this are hashed on the caller's thread (:class:`_Sha256`): starting a thread costs more.
+_SHA256_THREAD_MIN_BYTES = 1 << 20
+
+
+def _read_model(path: Path) -> tuple[onnx.ModelProto, _Sha256, bytes | None]:
+    """The model at ``path`` (its weights' external data not read), the SHA-256 of the file (being computed), from
+    one read, and the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its
+    extension), which the validator's checker reads instead of serializing the model again.
 
     The file is read whole, not mapped: a mapped file truncated by another process while it is read (a model
     exported again over the one being estimated) kills the reader with SIGBUS, where a read gives bytes that fail
@@ -174,6 +206,7 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, str, bytes | None]:
     binary = (onnx.serialization.registry.get_format_from_file_extension(extension) or "protobuf") == "protobuf"
     try:
         data = path.read_bytes()
+        sha256 = _Sha256(data)
         if binary:
             model = _parse_model(data)
         else:
@@ -189,7 +222,7 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, str, bytes | None]:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
-    return model, hashlib.sha256(data).hexdigest(), data if binary else None
+    return model, sha256, data if binary else None
 
 
 def _parse_model(data: bytes) -> onnx.ModelProto:
@@ -290,9 +323,9 @@ def _initializer_fields(model: onnx.ModelProto) -> list[_InitializerFields]:
 
 
 def _shape_data(initializers: list[_InitializerFields]) -> list[bool]:
-    """Whether shape inference is given each initializer's values (:func:`_is_shape_data_dims`), in order
+    """Whether shape inference is given each initializer's values (:func:`is_shape_data_dims`), in order
     (``initializers``: :func:`_initializer_fields` of the model)."""
-    return [_is_shape_data_dims(dims) for _, _, dims in initializers]
+    return [is_shape_data_dims(dims) for _, _, dims in initializers]
 
 
 def _left_out(model: onnx.ModelProto, shape_data: list[bool]) -> bool:
@@ -392,12 +425,6 @@ def _light_bytes(model: onnx.ModelProto, cut: _Cut, typed: list[_TypedWeight]) -
              *(weight.field for weight in typed)]
     return b"".join([wire.varint_field(MODEL_IR_VERSION, max(model.ir_version, 4)), cut.top,
                      wire.header(MODEL_GRAPH, sum(len(part) for part in graph)), *graph])
-
-
-def _is_shape_data_dims(dims: tuple[int, ...]) -> bool:
-    """Whether shape inference may read the values of a tensor of ``dims``: a scalar or vector of at most
-    :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
-    return len(dims) <= 1 and math.prod(dims) <= SMALL_CONST_ELEMENTS
 
 
 #: ONNX's data propagation holds the values of rank-0/1 tensors it follows; a graph input of rank <= 1 with
@@ -821,10 +848,12 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
     model, sha256, data = _read_model(path)
+    model_bytes = len(data) if data is not None else None
     # what ONNX's checker and shape inference read, cut from the file's bytes now, so that they are not held
     # through the check
     layout = file_layout(model, data) if data is not None else None
     checked = checker_bytes(model, data, layout=layout) if data is not None else None
+    raw_bytes = raw_data_bytes(data, layout) if data is not None and layout is not None else None
     initializers = _initializer_fields(model)  # read before the checks: only their dims are read until then
     shape_data = _shape_data(initializers)
     cut = _inference_cut(data, layout, shape_data) if data is not None and layout is not None and \
@@ -834,7 +863,8 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     protos = list(model.graph.node)
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
     _check_external_data(model, base_dir, rows)
-    ordered = validate_model(model, path, base_dir, rows=rows, checked=checked)
+    ordered = validate_model(model, path, base_dir, rows=rows, checked=checked, model_bytes=model_bytes,
+                             raw_bytes=raw_bytes)
     del checked
     release_freed_memory()  # the checker's copies of the model
 
@@ -923,7 +953,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     return Graph(
         name=model.graph.name or path.stem,
         path=str(path),
-        sha256=sha256,
+        sha256=sha256.hexdigest(),
         opset=opset,
         inputs=tuple(infos[vi.name] for vi in runtime_inputs),
         outputs=tuple(infos[o.name] for o in model.graph.output if o.name in infos),

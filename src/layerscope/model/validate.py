@@ -7,7 +7,8 @@ Contract of :func:`validate_model` (called by ``load_model`` before any shape wo
 - a name is defined twice: a graph input, an initializer, a node output (two nodes writing one tensor,
   or a node output that is also a graph input or initializer), or a graph output listed twice;
 - a tensor's data does not match its dims: ``raw_data`` or a typed field shorter or longer than
-  ``prod(dims) x element size``; external data whose ``offset``/``length`` are not non-negative
+  ``prod(dims) x element size``, values in more than one field, strings in ``raw_data``; external data whose
+  ``offset``/``length`` are not non-negative
   integers, reach past the end of the data file, or disagree with the dims;
 - local functions call each other recursively, or expand (each call replaced by the function's body,
   as shape inference and the runtime do) to more than :data:`MAX_EXPANDED_NODES` nodes and 4 times the
@@ -21,7 +22,7 @@ It reads no weight data (only file sizes) and is linear in the model's size.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from typing import NamedTuple
@@ -53,6 +54,9 @@ _TYPED_FIELDS: dict[int, tuple[str, int]] = {
     TensorProto.INT8: ("int32_data", 1), TensorProto.UINT8: ("int32_data", 1), TensorProto.BOOL: ("int32_data", 1),
     TensorProto.FLOAT16: ("int32_data", 1), TensorProto.BFLOAT16: ("int32_data", 1),
 }
+
+#: The typed value fields of ``TensorProto`` (with ``raw_data``, a tensor sets one of them at most).
+_VALUE_FIELDS = tuple(dict.fromkeys(name for name, _ in _TYPED_FIELDS.values()))
 
 _DATA_TYPES = frozenset(TensorProto.DataType.values())
 
@@ -87,12 +91,15 @@ def reads_subgraph(attributes: Iterable[onnx.AttributeProto]) -> bool:
 
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
-                   rows: list[NodeFields] | None = None, checked: bytes | None = None) -> bool:
+                   rows: list[NodeFields] | None = None, checked: bytes | None = None,
+                   model_bytes: int | None = None, raw_bytes: Mapping[int, int] | None = None) -> bool:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
 
     ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. ``checked``: the model ONNX's
     checker reads, cut from the file's bytes (:func:`checker_bytes`), when the caller made it: the checker is given
-    it when the nodes are in order, not a copy serialized again. Returns whether the nodes are
+    it when the nodes are in order, not a copy serialized again. ``model_bytes``: the size of the file it was parsed
+    from (``None``: its ``ByteSize``), which :func:`checker_reads_values` reads. ``raw_bytes``: the lengths of
+    initializers' ``raw_data`` read from the file (:func:`raw_data_bytes`), by index. Returns whether the nodes are
     already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
     would otherwise compute again."""
     if rows is None:
@@ -101,8 +108,12 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
     _check_opsets(model, path)
     _check_function_expansion(model, path)
     _check_unique_names(model.graph, path, rows)
+    model_bytes = model.ByteSize() if model_bytes is None else model_bytes
+    initializers = len(model.graph.initializer)
+    raw = raw_bytes or {}
     for index, tensor in enumerate(tensors(model, rows)):
-        problem = _tensor_data_problem(tensor, base_dir)
+        fields = index < initializers and not checker_reads_values(tensor, tensor.ByteSize(), model_bytes)
+        problem = _tensor_data_problem(tensor, base_dir, fields=fields, raw_bytes=raw.get(index))
         if problem is not None:
             raise ModelError(f"{path}: {_where(model, rows, index)}: {problem}")
     graph = model.graph
@@ -272,9 +283,13 @@ def _expected_bytes(data_type: int, dims: tuple[int, ...]) -> int | None:
     return math.ceil(math.prod(dims) * item)
 
 
-def _tensor_data_problem(tensor: TensorProto, base_dir: Path) -> str | None:
+def _tensor_data_problem(tensor: TensorProto, base_dir: Path, *, fields: bool = False, raw_bytes: int | None = None,
+                         ) -> str | None:
     """What is wrong with ``tensor``'s type, dims or data (its size against its dims; external data: see
-    :func:`_external_problem`), as a refusal says it after naming the tensor; ``None`` when nothing is."""
+    :func:`_external_problem`), as a refusal says it after naming the tensor; ``None`` when nothing is.
+    ``fields``: also whether its values are in one field and strings not in ``raw_data``, which ONNX's checker
+    checks of the tensors whose values it is given (:func:`checker_reads_values`). ``raw_bytes``: the length of its
+    ``raw_data`` when it was read from the file (:func:`raw_data_bytes`), else it is asked of the tensor."""
     data_type = tensor.data_type
     if data_type not in _DATA_TYPES or data_type == TensorProto.UNDEFINED:
         return f"data_type {data_type} is not an ONNX element type"
@@ -284,9 +299,14 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path) -> str | None:
     expected = _expected_bytes(data_type, dims)
     if tensor.data_location == TensorProto.EXTERNAL:
         return _external_problem(tensor, base_dir, expected)
+    if fields:
+        problem = _value_fields_problem(tensor)
+        if problem is not None:
+            return problem
     if tensor.HasField("raw_data"):
-        if expected is not None and len(tensor.raw_data) != expected:
-            return f"raw_data holds {len(tensor.raw_data)} bytes, its dims {list(dims)} need {expected}"
+        length = len(tensor.raw_data) if raw_bytes is None else raw_bytes
+        if expected is not None and length != expected:
+            return f"raw_data holds {length} bytes, its dims {list(dims)} need {expected}"
         return None
     field = _TYPED_FIELDS.get(data_type)
     if field is None:
@@ -298,6 +318,18 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path) -> str | None:
         return None
     if count != elements * per_element:
         return f"{name} holds {count} values, its dims {list(dims)} need {elements * per_element}"
+    return None
+
+
+def _value_fields_problem(tensor: TensorProto) -> str | None:
+    """Values held in more than one field of ``tensor``, or strings in ``raw_data``, as :func:`_tensor_data_problem`
+    says it; ``None`` when neither."""
+    raw = tensor.HasField("raw_data")
+    held = [name for name in _VALUE_FIELDS if len(getattr(tensor, name))]
+    if raw + len(held) > 1:
+        return f"values in {', '.join(['raw_data'] * raw + held)}: a tensor holds them in one field"
+    if raw and tensor.data_type == TensorProto.STRING:
+        return "STRING values in raw_data: strings are held in string_data"
     return None
 
 
@@ -404,9 +436,34 @@ def _reads_any(node: onnx.NodeProto, names: set[str]) -> bool:
     return bool(names) and any(i in names for i in node.input)
 
 
-#: Initializers larger than this are given to the checker as typed graph inputs, not data (their
-#: sizes were checked above; serialising them for the checker would double the memory).
-_CHECKER_MAX_INITIALIZER_BYTES = 1 << 20
+#: Constants with at most this many elements keep their values (shapes, axes, scales, small tables).
+SMALL_CONST_ELEMENTS = 1 << 16
+
+#: A model of at most this many bytes is given to the checker with all its initializers' values
+#: (:func:`checker_reads_values`).
+_CHECKER_WHOLE_MAX_BYTES = 1 << 20
+
+#: In a bigger model, an initializer encoded in at most this many bytes is given to the checker with its values
+#: (:func:`checker_reads_values`): above it, checking its value fields here costs less than ONNX's C++ parsing and
+#: checking its data.
+_CHECKER_MAX_INITIALIZER_BYTES = 16 << 10
+
+
+def is_shape_data_dims(dims: tuple[int, ...]) -> bool:
+    """Whether shape inference may read the values of a tensor of ``dims``: a scalar or vector of at most
+    :data:`SMALL_CONST_ELEMENTS` elements (weights, of rank 2 and more, are only ever read for their dims)."""
+    return len(dims) <= 1 and math.prod(dims) <= SMALL_CONST_ELEMENTS
+
+
+def checker_reads_values(tensor: TensorProto, encoded_bytes: int, model_bytes: int) -> bool:
+    """Whether ONNX's checker is given the values of the initializer ``tensor`` (encoded in ``encoded_bytes``, in a
+    model of ``model_bytes``), not only its type as a graph input: its data is in the file, and the model is small
+    (:data:`_CHECKER_WHOLE_MAX_BYTES`), or the tensor is (:data:`_CHECKER_MAX_INITIALIZER_BYTES`), or its values may
+    be shape data (:func:`is_shape_data_dims`), which the checker's strict shape inference may read. The others'
+    fields are checked by :func:`_tensor_data_problem` (``fields=True``) instead of the checker."""
+    return tensor.data_location != TensorProto.EXTERNAL and (
+        model_bytes <= _CHECKER_WHOLE_MAX_BYTES or encoded_bytes <= _CHECKER_MAX_INITIALIZER_BYTES
+        or is_shape_data_dims(tuple(tensor.dims)))
 
 
 def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None,
@@ -416,7 +473,8 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None
     still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
     errors that leave shapes the loader resolves anyway).
 
-    The copy keeps small initializers and makes large ones typed inputs. ONNX Runtime accepts graph
+    The copy keeps the initializers whose values the checker reads (:func:`checker_reads_values`) and makes the
+    others typed inputs. ONNX Runtime accepts graph
     outputs declared without a shape, the checker does not: such outputs get the shape ONNX's
     inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
     in a topological order (the runtime sorts them; the checker wants them sorted). ``ordered``: whether they
@@ -441,13 +499,14 @@ _UNCHECKED_GRAPH_FIELDS = ("doc_string", "sparse_initializer", "quantization_ann
 
 
 def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.ModelProto:
-    """The model the checker sees: graph name (``"g"`` when empty), inputs (large initializers added as typed
-    inputs), outputs, small initializers, value_info and the nodes in a topological order; opsets, IR version and
-    local functions. Without large initializers the graph is copied in one call (protobuf's own copy), else field
-    by field so that the large data is never copied."""
+    """The model the checker sees: graph name (``"g"`` when empty), inputs (the initializers whose values it is
+    not given, :func:`checker_reads_values`, added as typed inputs), outputs, the other initializers, value_info
+    and the nodes in a topological order; opsets, IR version and local functions. When every initializer's values
+    are given, the graph is copied in one call (protobuf's own copy), else field by field so that the weights' data
+    is never copied."""
     graph = model.graph
-    small = [t for t in graph.initializer
-             if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= _CHECKER_MAX_INITIALIZER_BYTES]
+    model_bytes = model.ByteSize()
+    small = [t for t in graph.initializer if checker_reads_values(t, t.ByteSize(), model_bytes)]
     available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     if ordered is None:
         ordered = in_order(graph.node, available)
@@ -521,18 +580,38 @@ def file_layout(model: onnx.ModelProto, data: bytes) -> Layout | None:
     return Layout(top, inner, [span for span in inner if span.number == GRAPH_INITIALIZER])
 
 
+#: ``TensorProto.raw_data``'s field number (onnx.proto).
+TENSOR_RAW_DATA = 9
+
+
+def raw_data_bytes(data: bytes, layout: Layout) -> dict[int, int]:
+    """The length of the ``raw_data`` of each initializer encoded in over :data:`_CHECKER_MAX_INITIALIZER_BYTES`,
+    by its index, read from ``data`` (the bytes the model was parsed from, ``layout`` its :func:`file_layout`):
+    asking the parsed tensor for it copies its data. An initializer whose encoding :func:`wire.fields` does not
+    read, or that has no ``raw_data``, has none (the last one written is the one protobuf keeps)."""
+    lengths: dict[int, int] = {}
+    for index, span in enumerate(layout.initializers):
+        if span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES:
+            continue
+        raw = [field for field in wire.fields(data, span.value, span.end) or ()
+               if field.number == TENSOR_RAW_DATA and field.wire_type == wire.LENGTH_DELIMITED]
+        if raw:
+            lengths[index] = raw[-1].end - raw[-1].value
+    return lengths
+
+
 def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, layout: Layout | None = None,
                   ) -> bytes | None:
     """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
     parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
     their order, the graph's name, and the large initializers as typed inputs after the graph's own inputs
-    (:mod:`layerscope.model.wire`). ``data`` itself when the copy would be the model. An initializer is large
-    when its encoding in the file is over :data:`_CHECKER_MAX_INITIALIZER_BYTES` (what protobuf writes for it,
-    ``ByteSize``, for every file an ONNX writer makes) or its data is external.
+    (:mod:`layerscope.model.wire`). ``data`` itself when the copy would be the model. The initializers whose
+    values the checker is not given (:func:`checker_reads_values`, with the sizes of their spans and of ``data``,
+    which are their ``ByteSize`` for every file an ONNX writer makes) are the typed inputs.
 
     ``None`` where the light copy is built as before: nodes not in a topological order (the copy sorts them),
     a graph output without a shape (the copy is given one), a file of at most
-    :data:`_CHECKER_MAX_INITIALIZER_BYTES` that is not the copy (copied at little cost), or ``data`` not laid
+    :data:`_CHECKER_WHOLE_MAX_BYTES` that is not the copy (copied at little cost), or ``data`` not laid
     out as ``model`` (the graph not written once, counts of nodes, initializers or inputs that differ, anything
     :func:`wire.fields` does not read). ``ordered``: whether the nodes are in a topological order (the loader cuts
     the bytes before it knows, and drops the file's bytes: the validator uses the cut only for nodes in order).
@@ -540,7 +619,7 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     graph = model.graph
     if not ordered or any(not _has_shape(o) for o in graph.output):
         return None
-    if len(data) <= _CHECKER_MAX_INITIALIZER_BYTES:  # no initializer can be large: no need to read the spans
+    if len(data) <= _CHECKER_WHOLE_MAX_BYTES:  # every initializer's values are read: no need to read the spans
         itself = graph.name and not any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer) and \
             not _extra_fields(model)
         return data if itself else None  # a copy of a small model costs little
@@ -550,7 +629,7 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
         return None
     top, inner = layout.top, layout.graph
     small = [(t, span) for t, span in zip(graph.initializer, layout.initializers, strict=True)
-             if t.data_location != TensorProto.EXTERNAL and span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES]
+             if checker_reads_values(t, span.end - span.value, len(data))]
     if len(small) == len(graph.initializer) and graph.name and not _extra_fields(model):
         return data  # the copy would be the model itself
     view = memoryview(data)
