@@ -8,8 +8,9 @@ Each case mutates one seed input with a seeded mutator and reads it in this proc
   (bit flips, deleted/duplicated/swapped spans, inserted hostile tokens: long runs of blanks, ``...``,
   ``ID OpType``, ``ucp_version``, deep brackets, huge or non-finite numbers, cut short), parsed with
   ``parse_text`` under its own format and under ``auto``;
-- ONNX models (the rest): a small model (from the zoo or built with ``onnx.helper``) mutated at the protobuf
-  level (dims, data sizes, external-data offsets and lengths, opsets, duplicated names, node order,
+- ONNX models (the rest): a small model (from the zoo or built with ``onnx.helper``; one of 1.2 MB, whose weight
+  ONNX's checker is given as a typed input only) mutated at the protobuf level (dims, data sizes, external-data
+  offsets and lengths, values in a second field or strings in ``raw_data``, opsets, duplicated names, node order,
   attribute values, nested local functions, raw bytes) and loaded with ``load_model``.
 
 Counted per family: ``ok`` (a result), ``refused`` (a ``LayerscopeError``: exit 2 or 3, one line),
@@ -117,6 +118,13 @@ def _small_models() -> list[onnx.ModelProto]:
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", f32, [1, 3, 8, 8])],
                               [helper.make_tensor_value_info("y", f32, None)], initializer=[w])
     models.append(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    # over 1 MB, with a weight over 16 KB: the checker is given that weight as a typed input, its fields are
+    # checked by the loader (layerscope.model.validate.checker_reads_values)
+    big = numpy_helper.from_array(np.ones((128, 256, 3, 3), np.float32), "w_big")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w_big"], ["y"], pads=[1, 1, 1, 1], name="conv")], "g",
+                              [helper.make_tensor_value_info("x", f32, [1, 256, 8, 8])],
+                              [helper.make_tensor_value_info("y", f32, [1, 128, 8, 8])], initializer=[big])
+    models.append(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     return models
 
 
@@ -125,7 +133,7 @@ def mutate_model(model: onnx.ModelProto, rng: random.Random, folder: Path) -> by
     m = onnx.ModelProto()
     m.CopyFrom(model)
     g = m.graph
-    op = rng.randrange(12)
+    op = rng.randrange(13)
     if op == 0 and g.initializer:
         t = rng.choice(g.initializer)
         t.dims[rng.randrange(len(t.dims))] = rng.choice([0, 1, 2**31, 10**9, 3])
@@ -184,6 +192,15 @@ def mutate_model(model: onnx.ModelProto, rng: random.Random, folder: Path) -> by
         dim = g.input[0].type.tensor_type.shape.dim
         if dim:
             dim[rng.randrange(len(dim))].dim_value = rng.choice([0, 2**31, 10**5])
+    elif op == 12 and g.initializer:  # values in a second field, or strings in raw_data
+        t = rng.choice(g.initializer)
+        kind = rng.randrange(3)
+        if kind == 0:
+            t.float_data.extend([1.0] * rng.choice([1, 4]))
+        elif kind == 1:
+            t.int64_data.extend([1] * rng.choice([1, 4]))
+        else:
+            t.data_type = TensorProto.STRING
     data = bytearray(m.SerializeToString())
     if op == 11 and data:
         for _ in range(rng.randint(1, 8)):

@@ -268,3 +268,27 @@ def test_a_large_weight_short_of_data_is_refused_with_the_length_read_from_the_f
         validate_model(model, path, tmp_path)
     assert str(from_file.value) == str(asked.value) == (
         f"{path}: graph.initializer[0] 'w_big': raw_data holds 2359292 bytes, its dims [256, 256, 3, 3] need 2359296")
+
+
+@pytest.mark.parametrize("field", ["float_data", "raw_data"])
+def test_an_external_weight_that_also_holds_values_is_refused(tmp_path: Path, field: str) -> None:
+    """The checker is never given external data, only the weight's type: the loader refuses values held beside it,
+    as the checker would ("is stored externally and should not have data field")."""
+    weight = numpy_helper.from_array(np.ones((2, 2), np.float32), "w")
+    (tmp_path / "w.bin").write_bytes(weight.raw_data)
+    weight.ClearField("raw_data")
+    weight.data_location = TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value="w.bin")
+    if field == "float_data":
+        weight.float_data.extend([1.0, 2.0, 3.0, 4.0])
+    else:
+        weight.raw_data = b"\0" * 16
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", F32, [2, 2])],
+                              [helper.make_tensor_value_info("y", F32, [2, 2])], initializer=[weight])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with pytest.raises(ModelError) as refused:
+        load_model(path)
+    assert str(refused.value) == \
+        f"{path}: graph.initializer[0] 'w': external data and values in {field}: a tensor's values are in one place"

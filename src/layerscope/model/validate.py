@@ -287,9 +287,10 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path, *, fields: bool = 
                          ) -> str | None:
     """What is wrong with ``tensor``'s type, dims or data (its size against its dims; external data: see
     :func:`_external_problem`), as a refusal says it after naming the tensor; ``None`` when nothing is.
-    ``fields``: also whether its values are in one field and strings not in ``raw_data``, which ONNX's checker
-    checks of the tensors whose values it is given (:func:`checker_reads_values`). ``raw_bytes``: the length of its
-    ``raw_data`` when it was read from the file (:func:`raw_data_bytes`), else it is asked of the tensor."""
+    ``fields``: also whether its values are in one field (none for external data) and strings not in ``raw_data``,
+    which ONNX's checker checks of the tensors whose values it is given (:func:`checker_reads_values`).
+    ``raw_bytes``: the length of its ``raw_data`` when it was read from the file (:func:`raw_data_bytes`), else it
+    is asked of the tensor."""
     data_type = tensor.data_type
     if data_type not in _DATA_TYPES or data_type == TensorProto.UNDEFINED:
         return f"data_type {data_type} is not an ONNX element type"
@@ -297,12 +298,13 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path, *, fields: bool = 
     if dims and min(dims) < 0:
         return f"negative dim in {list(dims)}"
     expected = _expected_bytes(data_type, dims)
-    if tensor.data_location == TensorProto.EXTERNAL:
-        return _external_problem(tensor, base_dir, expected)
+    external = tensor.data_location == TensorProto.EXTERNAL
     if fields:
-        problem = _value_fields_problem(tensor)
+        problem = _value_fields_problem(tensor, external)
         if problem is not None:
             return problem
+    if external:
+        return _external_problem(tensor, base_dir, expected)
     if tensor.HasField("raw_data"):
         length = len(tensor.raw_data) if raw_bytes is None else raw_bytes
         if expected is not None and length != expected:
@@ -321,13 +323,15 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path, *, fields: bool = 
     return None
 
 
-def _value_fields_problem(tensor: TensorProto) -> str | None:
-    """Values held in more than one field of ``tensor``, or strings in ``raw_data``, as :func:`_tensor_data_problem`
-    says it; ``None`` when neither."""
+def _value_fields_problem(tensor: TensorProto, external: bool) -> str | None:
+    """Values held in more than one field of ``tensor``, in any field when its data is ``external``, or strings in
+    ``raw_data``, as :func:`_tensor_data_problem` says it; ``None`` when none of these."""
     raw = tensor.HasField("raw_data")
-    held = [name for name in _VALUE_FIELDS if len(getattr(tensor, name))]
-    if raw + len(held) > 1:
-        return f"values in {', '.join(['raw_data'] * raw + held)}: a tensor holds them in one field"
+    held = ["raw_data"] * raw + [name for name in _VALUE_FIELDS if len(getattr(tensor, name))]
+    if external and held:
+        return f"external data and values in {', '.join(held)}: a tensor's values are in one place"
+    if len(held) > 1:
+        return f"values in {', '.join(held)}: a tensor holds them in one field"
     if raw and tensor.data_type == TensorProto.STRING:
         return "STRING values in raw_data: strings are held in string_data"
     return None
