@@ -292,3 +292,39 @@ def test_an_external_weight_that_also_holds_values_is_refused(tmp_path: Path, fi
         load_model(path)
     assert str(refused.value) == \
         f"{path}: graph.initializer[0] 'w': external data and values in {field}: a tensor's values are in one place"
+
+
+def test_a_weight_the_files_cut_types_is_field_checked_even_where_protobuf_would_encode_it_smaller(
+        tmp_path: Path) -> None:
+    """The checker's cut types an initializer by its size in the file; the value-field check must see the same
+    size: here the file writes the weight's dims unpacked and its data type as an overlong varint, over 16,384
+    bytes, where protobuf's (minimal) encoding is 16,384, the limit. Its values are in two fields: refused."""
+    raw = np.ones((2, 2045), np.float32).tobytes()[:-4]  # 16,360 bytes: one float is in float_data
+    crafted = b"".join([
+        b"\x08\x82\x80\x80\x80\x00", b"\x08\xfd\x0f",  # dims 2, 2045 (unpacked; the 2 as an overlong varint)
+        b"\x10\x81\x80\x80\x00",  # data_type 1 (FLOAT), overlong
+        wire.length_delimited(8, b"w_edge_abc"), wire.length_delimited(4, np.float32(1).tobytes()),
+        wire.length_delimited(TENSOR_RAW_DATA, raw)])
+    big = numpy_helper.from_array(np.zeros((2, 150_000), np.float32), "w_big")  # 1.2 MB: the model is over 1 MB
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w_edge_abc"], ["y"]),
+         helper.make_node("MatMul", ["x", "w_big"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", F32, [1, 2])],
+        [helper.make_tensor_value_info("y", F32, [1, 2045]), helper.make_tensor_value_info("z", F32, [1, 150_000])])
+    top = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    top.ClearField("graph")
+    data = top.SerializeToString() + wire.length_delimited(7, b"".join([
+        graph.SerializeToString(), wire.length_delimited(5, crafted),
+        wire.length_delimited(5, big.SerializeToString())]))
+    parsed = _parsed(data)
+    layout = file_layout(parsed, data)
+    assert layout is not None
+    span = layout.initializers[0]
+    assert parsed.graph.initializer[0].ByteSize() == 16_384 < span.end - span.value
+    assert len(data) > _CHECKER_WHOLE_MAX_BYTES
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    with pytest.raises(ModelError) as refused:
+        load_model(path)
+    assert str(refused.value) == \
+        f"{path}: graph.initializer[0] 'w_edge_abc': values in raw_data, float_data: a tensor holds them in one field"

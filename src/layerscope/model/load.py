@@ -864,6 +864,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
     _check_external_data(model, base_dir, rows)
     ordered = validate_model(model, path, base_dir, rows=rows, checked=checked, model_bytes=model_bytes,
+                             encoded_bytes=[span.end - span.value for span in layout.initializers] if layout else None,
                              raw_bytes=raw_bytes)
     del checked
     release_freed_memory()  # the checker's copies of the model

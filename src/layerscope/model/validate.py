@@ -92,14 +92,18 @@ def reads_subgraph(attributes: Iterable[onnx.AttributeProto]) -> bool:
 
 def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
                    rows: list[NodeFields] | None = None, checked: bytes | None = None,
-                   model_bytes: int | None = None, raw_bytes: Mapping[int, int] | None = None) -> bool:
+                   model_bytes: int | None = None, encoded_bytes: Sequence[int] | None = None,
+                   raw_bytes: Mapping[int, int] | None = None) -> bool:
     """Refuse a model ONNX Runtime would refuse or whose data does not fit its dims (module docstring).
 
     ``rows``: :func:`node_fields` of the graph's nodes, when the caller has read them. ``checked``: the model ONNX's
     checker reads, cut from the file's bytes (:func:`checker_bytes`), when the caller made it: the checker is given
-    it when the nodes are in order, not a copy serialized again. ``model_bytes``: the size of the file it was parsed
-    from (``None``: its ``ByteSize``), which :func:`checker_reads_values` reads. ``raw_bytes``: the lengths of
-    initializers' ``raw_data`` read from the file (:func:`raw_data_bytes`), by index. Returns whether the nodes are
+    it when the nodes are in order, not a copy serialized again. ``model_bytes`` and ``encoded_bytes``: the sizes of
+    the file it was parsed from and of each initializer's encoding in it (``None``: their ``ByteSize``), which
+    :func:`checker_reads_values` reads; a file's sizes are never below protobuf's (minimal) ``ByteSize``, so every
+    initializer the checker may be given as a typed input, from the file's cut or from the copy, has its value
+    fields checked here. ``raw_bytes``: the lengths of initializers' ``raw_data`` read from the file
+    (:func:`raw_data_bytes`), by index. Returns whether the nodes are
     already in an execution order (:func:`in_order` of the graph's inputs and initializers), which the loader
     would otherwise compute again."""
     if rows is None:
@@ -112,7 +116,8 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
     initializers = len(model.graph.initializer)
     raw = raw_bytes or {}
     for index, tensor in enumerate(tensors(model, rows)):
-        fields = index < initializers and not checker_reads_values(tensor, tensor.ByteSize(), model_bytes)
+        fields = index < initializers and not checker_reads_values(
+            tensor, tensor.ByteSize() if encoded_bytes is None else encoded_bytes[index], model_bytes)
         problem = _tensor_data_problem(tensor, base_dir, fields=fields, raw_bytes=raw.get(index))
         if problem is not None:
             raise ModelError(f"{path}: {_where(model, rows, index)}: {problem}")
