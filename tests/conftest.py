@@ -85,7 +85,8 @@ def _run_files_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(layerscope.run, "dump_text", checked)
     # a typed run's writer: its parts joined and checked
-    monkeypatch.setattr(layerscope.run, "run_parts", lambda run: iter([check("".join(original_parts(run)))]))
+    monkeypatch.setattr(layerscope.run, "run_parts",
+                        lambda run, as_read=None: iter([check("".join(original_parts(run, as_read)))]))
 
 
 def zoo(name: str) -> Path:

@@ -120,10 +120,11 @@ def test_merge_joins_layers_by_id_and_keeps_the_ones_it_does_not_know() -> None:
     snapshot = json.dumps(old, sort_keys=True)
     result = merge_estimate(old, new)
     assert json.dumps(old, sort_keys=True) == snapshot  # inputs unchanged
-    assert [layer["id"] for layer in result.run["layers"]] == ["b", "a", "vendor_only"]
-    assert result.run["layers"][1] == {"id": "a", "estimate": {"latency_us": 4.0}, "measured": {"median_us": 5.0}}
-    assert result.run["summary"] == {"est_latency_us": 7.0, "meas_latency_us": 7.0}
-    assert "timeline" not in result.run and result.run["latency"] == {"p50_us": 7.0}
+    merged = result.document()
+    assert [layer["id"] for layer in merged["layers"]] == ["b", "a", "vendor_only"]
+    assert merged["layers"][1] == {"id": "a", "estimate": {"latency_us": 4.0}, "measured": {"median_us": 5.0}}
+    assert merged["summary"] == {"est_latency_us": 7.0, "meas_latency_us": 7.0}
+    assert "timeline" not in merged and merged["latency"] == {"p50_us": 7.0}
     assert any(note.startswith("timeline removed") for note in result.notes)
     assert any("1 layers of the run are not in this model's estimate" in note and "vendor_only" in note
                for note in result.notes)

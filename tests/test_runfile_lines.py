@@ -124,3 +124,12 @@ def test_mixed_shapes_are_split_until_of_one(monkeypatch: pytest.MonkeyPatch) ->
     assert runfile_io._common_shape(layers[:8]) == runfile_io._common_shape(layers[:1])
     assert _lines(layers) == _one_by_one(layers)
     assert calls == [8, 2, 1, 1, 4]
+
+
+def test_sections_given_as_read_are_written_so_in_place_of_the_runs_own() -> None:
+    run = RunFile.from_json({"schema_version": 2, "model": {"name": "m"}, "summary": {"est_latency_us": 1.0},
+                             "layers": [], "latency": {"p50_us": 7.0}, "custom": {"z": 1}, "import": {"files": []}})
+    as_read = {"latency": {"p50_us": 7}, "custom": {"z": 1, "a": [2]}, "import": {"files": [], "note": "x"}}
+    text = "".join(runfile_io.run_parts(run, as_read))
+    assert text == runfile_io.dump_text({**run.to_json(), **as_read})
+    assert '"p50_us": 7\n' in text and "".join(runfile_io.run_parts(run)) == runfile_io.dump_text(run.to_json())

@@ -118,12 +118,15 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
     from layerscope.targets import Profile
 
 
-def save_run(run: RunFile | Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+def save_run(run: RunFile | Mapping[str, Any], path: str | os.PathLike[str],
+             as_read: Mapping[str, Any] | None = None) -> Path:
     """Write ``run`` (a typed run, dumped here once, or its document; as schema version 2) to ``path``
-    atomically, gzip-compressed when ``path`` ends in ``.gz``; return the path written."""
+    atomically, gzip-compressed when ``path`` ends in ``.gz``; return the path written. ``as_read``: with a typed
+    run, top-level sections written as these documents in place of the run's dump of them (sections carried
+    unchanged from the file the run was read from: :func:`layerscope.runfile.io.run_parts`)."""
     if isinstance(run, RunFile):  # written as it is dumped, a slice at a time
-        return write_atomic(path, encode_parts(run_parts(run), path))
-    return write_atomic(path, encode(dump_text(run), path))
+        return write_atomic(path, encode_parts(run_parts(run, as_read), path))
+    return write_atomic(path, encode(dump_text({**run, **(as_read or {})}), path))
 
 
 def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -166,6 +169,10 @@ def _layer_fields(graph: Graph, node: Node, cost: LayerCost, unit: str | None) -
 _LAYER_NAMES = ("id", "name", "op_type", "domain", "inputs", "outputs", "output_shapes", "dtype", "macs", "flops",
                 "bytes_read", "bytes_read_act", "bytes_read_weight", "bytes_written", "weight_bytes", "params",
                 "unit_kind", "unit", "known")
+#: The fields of a layer of :func:`estimate_run`, in the order of its rows: every such layer sets them (a
+#: control-flow layer sets more: :func:`control_record`).
+_ESTIMATE_LAYER_NAMES = (*_LAYER_NAMES, "shape_source", "estimate")
+ESTIMATE_LAYER_FIELDS = frozenset(_ESTIMATE_LAYER_NAMES)
 
 
 def _layer_values(tensors: Mapping[str, GraphTensor], node: Node, cost: LayerCost, unit: str | None) -> tuple[Any, ...]:
@@ -206,7 +213,7 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
          est.ddr_read_bytes, est.ddr_write_bytes, float(est.weight_passes), est.fallback_reason)
         for k, est in zip(range(0, len(times), 5), estimate.layers, strict=True)))
     tensors = graph.tensors
-    layers = Layer.trusted_rows((*_LAYER_NAMES, "shape_source", "estimate"), (
+    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, (
         (*_layer_values(tensors, node, cost, est.unit), node.shape_source, section)
         for node, cost, est, section in zip(graph.layers, estimate.costs, estimate.layers, estimates, strict=True)))
     for k, node in enumerate(graph.layers):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from layerscope.estimate import estimate_graph
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.command_terminal import command_report
-from layerscope.run import add_timeline, estimate_run, load_run, save_run
+from layerscope.run import add_timeline, estimate_run, save_run
 from layerscope.runfile.models import RunFile, RunLike
 from layerscope.targets import load_profile
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from layerscope.model.types import TensorInfo
+    from layerscope.run_merge import ExistingRun
 
 DTYPES = ("int8", "int16", "fp16", "bf16", "fp32")
 
@@ -82,19 +83,22 @@ def _estimate(*, model: Path, target: str, shapes: tuple[str, ...], input_specs:
         typed = add_timeline(typed, simulate_timeline(graph, profile, dtype, costs=estimate.costs,
                                                       estimate=estimate),
                              profile.ddr_nominal_bytes_per_s)
-    run: RunLike = typed  # a document once merged into an existing run or given a prediction
+    run: RunLike = typed  # a document once given a prediction
+    as_read: Mapping[str, Any] = {}  # sections of the existing run written as they were read
     console = SafeConsole()
     notes: tuple[str, ...] | None = None  # set when the estimate goes into an existing run
     if existing is not None:
         from layerscope.run_merge import merge_estimate
 
-        merged = merge_estimate(existing, run, str(json_out))
-        run, notes = merged.run, merged.notes
+        merged = merge_estimate(existing, typed, str(json_out))
+        run, as_read, notes = merged.run, merged.as_read, merged.notes
+        if predictor_path is not None:
+            run, as_read = merged.document(), {}
     if predictor_path is not None:  # after the merge: a run's earlier prediction is replaced, never kept
         run = _predict(run, graph, predictor_path, dtype, fusion)
     console.print(command_report(run, top, timeline=timeline, kind="estimate"))
     if json_out is not None:
-        written = save_run(run, json_out)
+        written = save_run(run, json_out, as_read)
         refreshed = " (estimate refreshed in the existing run)" if notes is not None else ""
         console.print(f"run file: {written}{refreshed}")
         for note in notes or ():
@@ -127,10 +131,12 @@ def _predict(run: RunLike, graph: Graph, path: Path, dtype: str | None, fusion: 
     return document
 
 
-def _existing_run(path: Path) -> dict[str, Any]:
+def _existing_run(path: Path) -> ExistingRun:
     """The run already at ``path``: an estimate is merged into it, never written over something else."""
+    from layerscope.run_merge import read_existing
+
     try:
-        return load_run(path)
+        return read_existing(path)
     except RunFileError as exc:
         raise RunFileError(exc.message, hint="--json adds the estimate to an existing run of the same model; "
                                              "remove the file or choose another path") from None

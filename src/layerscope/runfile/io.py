@@ -4,7 +4,8 @@ Contract:
 - :func:`load_document` reads a file, migrates a version-1 document to version 2 and validates it against the
   typed models (:mod:`layerscope.runfile.models`, the source of the published schema); every failure is a
   ``RunFileError`` (exit 2) of one line naming the file and the JSON path of the first bad field, e.g.
-  ``run.json: layers[3].measured.median_us: expected a number, got "abc"``;
+  ``run.json: layers[3].measured.median_us: expected a number, got "abc"``; :func:`check_apart` checks a
+  document the same, its layers a part at a time (a run too large to hold typed at once);
 - :func:`upgrade` is the one migration: version 1 had no ``measurement.kind``; version 2 tags the measurement
   with it (inferred from ``measurement.source``). It never loses a key;
 - :func:`dump_text` writes deterministic bytes (sorted keys, NaN refused) of the version-2 document;
@@ -22,14 +23,15 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from functools import cache
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import UnionType
-from typing import Any, Final, Literal, Union, get_args, get_origin
+from typing import Any, Final, Literal, NoReturn, Union, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from layerscope.errors import RunFileError
 from layerscope.runfile.models import Layer, RunFile, RunLike, Section
@@ -144,6 +146,57 @@ def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -
         raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 
+#: Layers :func:`check_apart` types at a time.
+CHECK_CHUNK = 4096
+
+
+def check_apart(document: Mapping[str, Any], source: str | os.PathLike[str] = "run"
+                ) -> tuple[RunFile, Iterator[list[Layer]]]:
+    """:func:`check` of a version-2 ``document`` made a part at a time, for a run too large to hold typed at once (a
+    100k-layer run's typed layers take ~500 MB): the run typed without its layers (``layers`` empty), and its layers
+    typed :data:`CHECK_CHUNK` at a time, in order, as the iterator is read. A document is accepted exactly when
+    :func:`check` accepts it (no check spans parts), and its values are typed as :func:`check` types them; on the
+    first part refused, the ``RunFileError`` is :func:`check`'s of the whole document (the first bad field in its
+    order, and how many more)."""
+    layers = document["layers"]
+    try:
+        run = RunFile.from_json({**document, "layers": []})
+    except ValidationError as exc:
+        _refuse(document, source, exc)
+    return run, _checked_layers(document, layers, source)
+
+
+def _checked_layers(document: Mapping[str, Any], layers: Any, source: str | os.PathLike[str]
+                    ) -> Iterator[list[Layer]]:
+    """The layers of ``document`` typed :data:`CHECK_CHUNK` at a time (see :func:`check_apart`)."""
+    adapter = _layers_adapter()
+    parts = ((layers[start:start + CHECK_CHUNK] for start in range(0, len(layers), CHECK_CHUNK))
+             if type(layers) is list else iter((layers,)))  # not a list: refused as a whole
+    for part in parts:
+        try:
+            yield adapter.validate_python(part, strict=True, by_alias=True)
+        except ValidationError as exc:
+            _refuse(document, source, exc)
+
+
+def _refuse(document: Mapping[str, Any], source: str | os.PathLike[str], error: ValidationError) -> NoReturn:
+    """Raise :func:`check`'s ``RunFileError`` of ``document``, of which a part failed with ``error``."""
+    check(document, source)
+    # not reached: the parts' checks are the whole's
+    raise RunFileError(f"{source}: {describe(error)}", hint="see `layerscope schema`")
+
+
+def layers_of(layers: Sequence[Any]) -> list[Layer]:
+    """``layers`` (layer documents of a run that :func:`check` accepts) typed as :func:`check` types them."""
+    return _layers_adapter().validate_python(list(layers), strict=True, by_alias=True)
+
+
+@cache
+def _layers_adapter() -> TypeAdapter[list[Layer]]:
+    """The validator of a run's ``layers``, built on first use (not on import: most commands never need it)."""
+    return TypeAdapter(list[Layer])
+
+
 def as_run(run: RunLike, source: str | os.PathLike[str] = "run") -> RunFile:
     """``run`` typed: a :class:`RunFile` as it is; a document (version 1 or 2) migrated and checked
     (``RunFileError`` naming ``source`` and the bad field). Readers take either, so a command can pass the
@@ -155,15 +208,32 @@ def as_run(run: RunLike, source: str | os.PathLike[str] = "run") -> RunFile:
 
 def read_document(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The file's JSON object, migrated to version 2 (not yet validated)."""
+    return parse_document(read_run_text(path), path)
+
+
+def read_run_text(path: str | os.PathLike[str]) -> str:
+    """The text of the run file at ``path`` (decompressed when it is gzip); ``RunFileError`` when it cannot be
+    read."""
+    source = Path(path)
+    try:
+        return _read_text(source)
+    except FileNotFoundError:
+        raise RunFileError(f"{source}: no such run file") from None
+    except (OSError, EOFError, zlib.error, ValueError) as exc:  # ValueError: not UTF-8, or inflating too far
+        raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
+
+
+def parse_document(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The JSON object of the run file text ``text`` (read from ``path``, which errors name), migrated to version 2
+    (not yet validated); ``RunFileError`` when it is not a run file of a schema this version reads, or holds a
+    number that is not finite."""
     source = Path(path)
     try:
         finite = _Finite()
-        data = json.loads(_read_text(source), parse_float=finite.number, parse_constant=finite.constant)
-    except FileNotFoundError:
-        raise RunFileError(f"{source}: no such run file") from None
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        data = json.loads(text, parse_float=finite.number, parse_constant=finite.constant)
+    except RecursionError as exc:
         raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
-    except ValueError as exc:  # e.g. an integer literal too long to convert
+    except ValueError as exc:  # not JSON, or e.g. an integer literal too long to convert
         raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise RunFileError(f"{source}: not a layerscope run file (no schema_version)")
@@ -261,34 +331,43 @@ def run_text(run: RunFile) -> str:
     return "".join(run_parts(run))
 
 
-def run_parts(run: RunFile) -> Iterator[str]:
+def run_parts(run: RunFile, as_read: Mapping[str, Any] | None = None) -> Iterator[str]:
     """:func:`run_text` in parts, made as they are read: the sections other than ``layers`` are dumped together,
     each layer on its own and straight to its line when its turn comes (a 100k-layer run never holds 100k layer
-    dicts, nor its 60 MB of text, at once: :func:`encode_parts` writes it a slice at a time)."""
-    document = _sections(run)
-    if "layers" in run.model_fields_set:
+    dicts, nor its 60 MB of text, at once: :func:`encode_parts` writes it a slice at a time). ``as_read``: top-level
+    sections of the run, by their key in the file, written as these documents in place of the run's dump of them
+    (sections carried unchanged from a file: written as they were read)."""
+    carried = as_read or {}
+    document = _sections(run, carried.keys())
+    document.update(carried)
+    if "layers" in run.model_fields_set and "layers" not in carried:
         document["layers"] = _Layers(run.layers)
     yield from _run_parts(upgrade(document))
     yield "\n"
 
 
-def _sections(run: RunFile) -> dict[str, Any]:
-    """``run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})``: each section dumped
-    by its own class when it is of the one class its field names (lists of sections item by item, text and numbers
-    as they are), so that only the serializers of the sections a run holds are built (the models build theirs on
-    first use); the run's own dump for anything else (a union's member, unknown keys)."""
+def _sections(run: RunFile, skipped: Collection[str] = ()) -> dict[str, Any]:
+    """``run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})`` but for the keys
+    ``skipped``: each section dumped by its own class when it is of the one class its field names (lists of sections
+    item by item, text and numbers as they are), so that only the serializers of the sections a run holds are built
+    (the models build theirs on first use); the run's own dump for anything else (a union's member, unknown keys)."""
     fields = RunFile.model_fields
+    names = {name for name in run.model_fields_set if _key(name) in skipped or name == "layers"}
     document: dict[str, Any] = {}
-    for name in run.model_fields_set:
+    for name in run.model_fields_set - names:
         info = fields.get(name)
         value = run.__dict__.get(name, _MISSING) if info is not None else _MISSING
-        if name == "layers":
-            continue
         dumped = _dumped(value, info.annotation if info is not None else None)
         if dumped is _MISSING:
-            return run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude={"layers"})
-        document[info.alias or name if info is not None else name] = dumped
+            return run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude=names)
+        document[_key(name)] = dumped
     return document
+
+
+def _key(name: str) -> str:
+    """The key in the file of the run's field (or unknown key) ``name``."""
+    info = RunFile.model_fields.get(name)
+    return (info.alias or name) if info is not None else name
 
 
 def _dumped(value: Any, annotation: Any) -> Any:
