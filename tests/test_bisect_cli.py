@@ -229,7 +229,8 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     run = load_run(out)
     section = run["bisect"]
     assert section["runner"]["runner"] == "onnxruntime" and section["runner"]["threads"] == 1
-    # each visit first runs the whole model, so a model is timed in the state the whole model leaves
+    # --warm-with auto on ONNX Runtime: each visit first runs the whole model, so a model is timed in the state the
+    # whole model leaves
     assert section["runner"]["visit_warmup"] == 1 and section["runner"]["warm_with"] == "whole"
     assert section["validation"]["method"] == "kernel-profile" and section["validation"]["runs"] == 3
     # auto: a CPU shared with other work is read by its fastest rounds, and so is the reference
@@ -260,3 +261,12 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     assert f"prefixes + {len(suffixes)} suffixes" in context["plan"] and "suffixes (the layers" in context["halves"]
     assert "halves" in printed
     json.dumps(run)  # plain JSON all the way down
+
+
+@pytest.mark.parametrize(("choice", "openvino", "expected"), [
+    ("auto", False, "whole"), ("auto", True, "self"), ("whole", True, "whole"), ("self", False, "self")])
+def test_warm_with_auto_is_the_whole_model_on_onnxruntime_and_the_model_itself_on_openvino(
+        choice: str, openvino: bool, expected: str) -> None:
+    from layerscope.cli.bisect import _warm_with
+
+    assert _warm_with(choice, openvino=openvino) == expected
