@@ -24,7 +24,7 @@ in that run); the run file it writes is read back. Models: the ONNX model zoo's 
 (shipped with onnx) and the bundled YOLOv5s at 320x320.
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats N]
-        [--segments 12] [--visit-warmup 1] [--warm-with auto|whole|self] [--runs-per-visit 1] [--threads 1]
+        [--segments 12] [--visit-warmup N] [--warm-with auto|whole|self] [--runs-per-visit 1] [--threads 1]
         [--statistic auto|median|p10|min] [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
         [--backend onnxruntime|openvino] [--cuts auto|exec-graph|heuristic] [--runs 1]
 
@@ -64,7 +64,8 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
     exe = Path(sys.executable).with_name("layerscope")
     command = [str(exe), "bisect", str(model), "--target", "host", "--threads", str(args.threads),
                "--segments", str(args.segments), *(["--repeats", str(args.repeats)] if args.repeats else []),
-               "--runs-per-visit", str(args.runs_per_visit), "--visit-warmup", str(args.visit_warmup),
+               "--runs-per-visit", str(args.runs_per_visit),
+               *(["--visit-warmup", str(args.visit_warmup)] if args.visit_warmup is not None else []),
                "--warm-with", args.warm_with,
                "--statistic", args.statistic, "--clock", args.clock, "--validate",
                "--validate-runs", str(args.validate_runs), "--boundary-runs", str(args.boundary_runs),
@@ -157,7 +158,7 @@ def main() -> int:
                         help="rounds [default: layerscope's: 60, more for a fast model]")
     parser.add_argument("--segments", type=int, default=12)
     parser.add_argument("--runs-per-visit", type=int, default=1)
-    parser.add_argument("--visit-warmup", type=int, default=1)
+    parser.add_argument("--visit-warmup", type=int, default=None, help="[default: bisect's, per runtime]")
     parser.add_argument("--warm-with", choices=("auto", "whole", "self"), default="auto")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--statistic", choices=("auto", "median", "p10", "min"), default="auto")
@@ -175,7 +176,8 @@ def main() -> int:
     args = parser.parse_args()
     runtime = "ONNX Runtime CPU" if args.backend == "onnxruntime" else f"OpenVINO CPU (cuts: {args.cuts})"
     print(f"layerscope bisect accuracy: {runtime}, threads {args.threads}, {args.segments} coarse segments, "
-          f"{args.repeats or 'default'} rounds, {args.visit_warmup} untimed ({args.warm_with}) + best of "
+          f"{args.repeats or 'default'} rounds, {args.visit_warmup if args.visit_warmup is not None else 'default'} "
+          f"untimed ({args.warm_with}) + best of "
           f"{args.runs_per_visit} per visit, "
           f"statistic {args.statistic}, clock {args.clock}, cut costs {args.boundary_runs} profiled runs, "
           f"{'prefixes and suffixes' if args.suffixes else 'prefixes only'}; reference: layerscope profile, "

@@ -270,3 +270,12 @@ def test_warm_with_auto_is_the_whole_model_on_onnxruntime_and_the_model_itself_o
     from layerscope.cli.bisect import _warm_with
 
     assert _warm_with(choice, openvino=openvino) == expected
+
+
+@pytest.mark.parametrize(("runs", "openvino", "expected"),
+                         [(None, False, 1), (None, True, 4), (0, True, 0), (2, False, 2)])
+def test_visit_warmup_defaults_to_1_on_onnxruntime_and_4_on_openvino(runs: int | None, openvino: bool,
+                                                                      expected: int) -> None:
+    from layerscope.cli.bisect import _visit_warmup
+
+    assert _visit_warmup(runs, openvino=openvino) == expected

@@ -197,8 +197,8 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     assert measurement["precision"] == "f32"  # what the compiler chose on this CPU (no hint given)
     assert section["runner"]["runner"] == "openvino" and section["cuts"]["rule"] == "exec-graph"
     assert section["runner"]["clock"] == "cpu"
-    # --warm-with auto: on OpenVINO each model is warmed by itself (the whole model would warm another compiled copy)
-    assert section["runner"]["visit_warmup"] == 1 and section["runner"]["warm_with"] == "self"
+    # the defaults on OpenVINO: each model warmed by 4 runs of itself (the whole model would warm another compiled copy)
+    assert section["runner"]["visit_warmup"] == 4 and section["runner"]["warm_with"] == "self"
     # squeezenet: OpenVINO runs every Conv with its Relu: no segment starts at a Relu
     layers = {layer["id"]: layer for layer in run["layers"]}
     assert all(layers[s["first_layer"]]["op_type"] != "Relu" for s in section["segments"])
