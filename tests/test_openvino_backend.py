@@ -66,7 +66,8 @@ def test_bundled_samples_map_every_executed_node_to_source_layers(name: str) -> 
     _check_mapping(sample_path(name))
 
 
-def _conv_relu(tmp_path: Path) -> Path:
+def _conv_relu(tmp_path: Path, size: int = 32) -> Path:
+    """x [1, 3, size, size] -> Conv (8 channels, 3x3) -> Relu -> MaxPool 2x2 -> y."""
     rng = np.random.default_rng(0)
     weight = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
     bias = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32), "b")
@@ -74,8 +75,9 @@ def _conv_relu(tmp_path: Path) -> Path:
         [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
          helper.make_node("Relu", ["c"], ["r"], name="relu"),
          helper.make_node("MaxPool", ["r"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])],
-        "conv_relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], initializer=[weight, bias])
+        "conv_relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, size // 2, size // 2])],
+        initializer=[weight, bias])
     path = tmp_path / "conv_relu.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
@@ -148,7 +150,7 @@ def _benchmark_app(model: Path, folder: Path, report_type: str) -> Path:
     tool = Path(sys.executable).parent / "benchmark_app"
     if not tool.exists():
         pytest.skip("benchmark_app is not installed beside this Python")
-    subprocess.run([str(tool), "-m", str(model), "-d", "CPU", "-niter", "20", "-hint", "none", "-nthreads", "1",
+    subprocess.run([str(tool), "-m", str(model), "-d", "CPU", "-niter", "200", "-hint", "none", "-nthreads", "1",
                     "-nstreams", "1", "-nireq", "1", "-api", "sync", "-ip", "f32", "-report_type", report_type,
                     "-report_folder", str(folder), "-exec_graph_path", str(folder / "exec.xml")],
                    check=True, capture_output=True, timeout=300)
@@ -158,7 +160,9 @@ def _benchmark_app(model: Path, folder: Path, report_type: str) -> Path:
 @pytest.mark.parametrize("report_type", ["detailed_counters", "average_counters"])
 def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
         tmp_path: Path, report_type: str, capsys: pytest.CaptureFixture[str]) -> None:
-    model = _conv_relu(tmp_path)
+    # 256x256: kernels of ~100 µs and more, which the counters' 1 µs resolution and a preempted iteration of the
+    # 200 (its excess shared by all) move by little; at 32x32 the pool took 2-3 µs and one slow iteration swung it
+    model = _conv_relu(tmp_path, size=256)
     report = _benchmark_app(model, tmp_path, report_type)
     out = tmp_path / "imported.json"
     assert main(["import", str(report), str(tmp_path / "exec.xml"), "--model", str(model), "-o", str(out)]) == 0
@@ -174,17 +178,20 @@ def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
         assert bool(layers[lid].get("fused_group")) == bool(direct.layers[lid].fused_group)
     assert layers["conv"]["kernel"] == layers["relu"]["kernel"] == direct.layers["conv"].kernels[0]
     assert layers["pool"]["kernel"] == direct.layers["pool"].kernels[0]
-    # the convolution node's share of the layers' time, from both tools (shares, not absolute times: both run
-    # one thread on a shared machine whose speed moves between the two runs), agreeing within the run-to-run noise:
-    # the direct backend's share run by run (its kernels' per-run times) bounds the imported one, ± 0.05 (a mean
-    # of 20 iterations moves less than one run). Hand-checked: about 0.7-0.9 here; swapped times would give ~0.15.
+    # the convolution node's share of the layers' time, from both tools (shares, not absolute times: both run one
+    # thread on a shared machine whose speed moves between the two runs), agreeing: the direct backend's share run by
+    # run (its kernels' per-run times) bounds the imported one, ± 0.10. The two tools time at different moments and
+    # not alike (benchmark_app's iterations back to back, the direct backend's with the profiler on): with the other
+    # core busy, their shares differed by up to 0.05 beyond the direct range. Hand-checked: 0.83 here (the
+    # convolution's node 0.41 ms, the pool 0.084 ms in benchmark_app's report, 0.88 in the direct backend's runs);
+    # swapped times would give ~0.17.
     imported_share = (layers["conv"]["mean_us"] + layers["relu"]["mean_us"]) / sum(
         layers[lid]["mean_us"] for lid in ("conv", "relu", "pool"))
     series = {k.samples.name: k.samples.durations_us for k in direct.kernels}
     conv_runs, pool_runs = series[direct.layers["conv"].kernels[0]], series[direct.layers["pool"].kernels[0]]
     per_run = [c / (c + p) for c, p in zip(conv_runs, pool_runs, strict=True) if c + p > 0]
     assert len(per_run) == 20 and 0.5 < sorted(per_run)[10] < 1.0, per_run
-    assert min(per_run) - 0.05 <= imported_share <= max(per_run) + 0.05, (imported_share, sorted(per_run))
+    assert min(per_run) - 0.10 <= imported_share <= max(per_run) + 0.10, (imported_share, sorted(per_run))
 
 
 def test_bench_throughput_mode_keeps_an_async_queue_busy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
