@@ -742,6 +742,21 @@ class _Folder:
         own.initializer.extend(every[k] for k in small)
         self.values.add_tensors(zip((initializers[k][0] for k in small), own.initializer, strict=True))
 
+    def fold_all(self, nodes: list[onnx.NodeProto], rows: list[NodeFields], folded: list[onnx.NodeProto],
+                 folded_rows: list[NodeFields]) -> tuple[list[onnx.NodeProto], list[NodeFields]]:
+        """Fold every node of ``nodes`` (whose fields are ``rows``) that is constant and folds (:meth:`fold`), in
+        order, appending it and its row to ``folded`` and ``folded_rows``; return the others and their rows."""
+        kept: list[onnx.NodeProto] = []
+        kept_rows: list[NodeFields] = []
+        for n, row in zip(nodes, rows, strict=True):
+            if self.is_constant_node(row) and self.fold(n):
+                folded.append(n)
+                folded_rows.append(row)
+            else:
+                kept.append(n)
+                kept_rows.append(row)
+        return kept, kept_rows
+
     def is_constant_node(self, row: NodeFields) -> bool:
         """Whether the node whose fields are ``row`` (:func:`node_fields`) computes only from constants: a
         deterministic ``ai.onnx`` op, without subgraphs, reading only constants; ``Shape``/``Size`` of a tensor
@@ -891,15 +906,9 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     node_rows = rows if nodes is protos else _rows_in(nodes, protos, rows)
 
     folder = _Folder(model, infos, base_dir, initializers, weights)
-    layer_protos, layer_rows = [], []
-    folded_protos, folded_rows = [], []
-    for n, row in zip(nodes, node_rows, strict=True):
-        if folder.is_constant_node(row) and folder.fold(n):
-            folded_protos.append(n)
-            folded_rows.append(row)
-        else:
-            layer_protos.append(n)
-            layer_rows.append(row)
+    folded_protos: list[onnx.NodeProto] = []
+    folded_rows: list[NodeFields] = []
+    layer_protos, layer_rows = folder.fold_all(nodes, node_rows, folded_protos, folded_rows)
 
     needed = _needed_tensors(layer_rows, model.graph.output)
     if not all(map(infos.__contains__, needed)):
@@ -908,15 +917,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         if any(folder.is_constant_node(row) for row in layer_rows):
             # a constant node whose output shape was unknown before reinference is folded now
             folder.infos = infos
-            kept_protos, kept_rows = [], []
-            for n, row in zip(layer_protos, layer_rows, strict=True):
-                if folder.is_constant_node(row) and folder.fold(n):
-                    folded_protos.append(n)
-                    folded_rows.append(row)
-                else:
-                    kept_protos.append(n)
-                    kept_rows.append(row)
-            layer_protos, layer_rows = kept_protos, kept_rows
+            layer_protos, layer_rows = folder.fold_all(layer_protos, layer_rows, folded_protos, folded_rows)
             needed = _needed_tensors(layer_rows, model.graph.output)
     # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
     control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
