@@ -511,10 +511,7 @@ def _infer(model: onnx.ModelProto | bytes, *, data_prop: bool, typed: Sequence[T
     _read_types(inputs[: len(inputs) - len(typed)], infos)
     infos.update((info.name, info) for info in typed if _is_static(info.shape))
     _read_types(chain(graph.value_info, graph.output), infos)
-    kinds: dict[tuple[int, tuple[int, ...]], TensorInfo] = {}
-    for init in graph.initializer:
-        name = init.name
-        infos[name] = _initializer_info(name, init.data_type, tuple(init.dims), kinds)
+    infos.update(_initializer_infos(_initializer_fields(inferred)))
     return infos
 
 
