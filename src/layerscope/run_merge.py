@@ -31,7 +31,15 @@ from typing import Any
 
 from layerscope.errors import RunFileError
 from layerscope.run import ESTIMATE_LAYER_FIELDS
-from layerscope.runfile.io import as_run, check_apart, layers_of, parse_document, read_run_text, upgrade
+from layerscope.runfile.io import (
+    as_run,
+    check_apart,
+    layers_of,
+    parse_document,
+    read_run_text,
+    section_key,
+    upgrade,
+)
 from layerscope.runfile.models import Layer, RunFile, RunLike
 
 # Top-level sections an estimate writes; everything else in a run belongs to another command.
@@ -246,8 +254,7 @@ def _name(key: str) -> str:
 
 def _keys(run: RunFile) -> set[str]:
     """The top-level keys of the run's document."""
-    fields = type(run).model_fields
-    return {(fields[name].alias or name) if name in fields else name for name in run.model_fields_set}
+    return {section_key(name) for name in run.model_fields_set}
 
 
 def _notes(old: ExistingRun, new: RunFile, unmatched: list[str]) -> tuple[str, ...]:

@@ -352,7 +352,7 @@ def _sections(run: RunFile, skipped: Collection[str] = ()) -> dict[str, Any]:
     item by item, text and numbers as they are), so that only the serializers of the sections a run holds are built
     (the models build theirs on first use); the run's own dump for anything else (a union's member, unknown keys)."""
     fields = RunFile.model_fields
-    names = {name for name in run.model_fields_set if _key(name) in skipped or name == "layers"}
+    names = {name for name in run.model_fields_set if section_key(name) in skipped or name == "layers"}
     document: dict[str, Any] = {}
     for name in run.model_fields_set - names:
         info = fields.get(name)
@@ -360,12 +360,12 @@ def _sections(run: RunFile, skipped: Collection[str] = ()) -> dict[str, Any]:
         dumped = _dumped(value, info.annotation if info is not None else None)
         if dumped is _MISSING:
             return run.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude=names)
-        document[_key(name)] = dumped
+        document[section_key(name)] = dumped
     return document
 
 
-def _key(name: str) -> str:
-    """The key in the file of the run's field (or unknown key) ``name``."""
+def section_key(name: str) -> str:
+    """The key in the file of the :class:`RunFile` field (or unknown key) ``name``."""
     info = RunFile.model_fields.get(name)
     return (info.alias or name) if info is not None else name
 
