@@ -178,3 +178,28 @@ def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
     assert result.returncode == 0, result.describe()
     run = json.loads(out.read_text())
     assert run["latency"]["samples"] == 30 and not run["measurement"].get("interrupted")
+
+
+EXIT_NOW = textwrap.dedent("""
+    import atexit, sys, threading, time
+    from pathlib import Path
+    from layerscope.cli.main import exit_now
+
+    out = Path(sys.argv[1])
+    atexit.register(lambda: out.with_suffix(".atexit").write_text("ran"))
+    if sys.argv[2] == "thread":  # a non-daemon thread still working: exit_now must wait for it
+        threading.Thread(target=lambda: (time.sleep(0.3), out.write_text("thread done"))).start()
+    sys.stdout.write("no newline, still buffered")
+    exit_now(7)
+""")
+
+
+@pytest.mark.parametrize("case", ["plain", "thread"])
+def test_exit_now_keeps_the_output_the_exit_handlers_and_the_threads(tmp_path: Path, case: str) -> None:
+    out = tmp_path / "thread.txt"
+    # stdout a pipe (block-buffered): what the command printed last is flushed before the process ends
+    proc = subprocess.run([sys.executable, "-c", EXIT_NOW, str(out), case], env=cli_env({"PYTHONUNBUFFERED": ""}),
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert proc.returncode == 7 and proc.stdout == "no newline, still buffered", proc.stderr
+    assert out.with_suffix(".atexit").read_text() == "ran"  # temporary folders, logging, Ray: their handlers run
+    assert (out.read_text() == "thread done") if case == "thread" else not out.exists()

@@ -11,8 +11,10 @@ measured kept and marked ``interrupted``) and exits 128 + the signal's number wi
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import io
+import os
 import signal
 import sys
 import threading
@@ -176,5 +178,24 @@ def _main(args: list[str], received: list[int]) -> int:
 
 
 def entry() -> None:
-    """Console-script entry point."""
-    sys.exit(main())
+    """Console-script entry point: :func:`main`'s code, then :func:`exit_now`."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` without tearing the interpreter down, as mypy does: the output streams
+    flushed and the ``atexit`` handlers run (temporary folders, logging, a Ray runtime we started), but the
+    objects a command built are not freed one by one (0.5 s after a 100k-layer estimate). Every file a command
+    writes is closed by then (written atomically, under ``with``). Falls back to ``sys.exit`` while a
+    non-daemon thread still runs (it would be killed) or when a stream cannot be flushed (a closed pipe: the
+    interpreter's own exit reports it)."""
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        sys.exit(code)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    os._exit(code)
