@@ -24,7 +24,7 @@ in that run); the run file it writes is read back. Models: the ONNX model zoo's 
 (shipped with onnx) and the bundled YOLOv5s at 320x320.
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats N]
-        [--segments 12] [--visit-warmup N] [--warm-with auto|whole|self] [--runs-per-visit 1] [--threads 1]
+        [--segments 12] [--visit-warmup N] [--warm-with auto|whole|self|loop] [--runs-per-visit 1] [--threads 1]
         [--statistic auto|median|p10|min] [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
         [--backend onnxruntime|openvino] [--cuts auto|exec-graph|heuristic] [--runs 1]
 
@@ -159,7 +159,7 @@ def main() -> int:
     parser.add_argument("--segments", type=int, default=12)
     parser.add_argument("--runs-per-visit", type=int, default=1)
     parser.add_argument("--visit-warmup", type=int, default=None, help="[default: bisect's, per runtime]")
-    parser.add_argument("--warm-with", choices=("auto", "whole", "self"), default="auto")
+    parser.add_argument("--warm-with", choices=("auto", "whole", "self", "loop"), default="auto")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--statistic", choices=("auto", "median", "p10", "min"), default="auto")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")

@@ -654,3 +654,65 @@ def test_each_visit_warms_with_the_whole_model_or_itself(residual: Path, tmp_pat
     # a new session is warmed up twice by itself; every visit then runs the warm model once, then the timed run
     assert first == ["prefix3", "prefix3", warm, "prefix3"] and ran == [warm, "prefix3"]
     assert runner.identity["warm_with"] == warm_with
+
+
+def _suffix_job(planner: CutPlanner, folder: Path, cut: int) -> Job:
+    """The suffix of ``cut`` (``suffix{cut}.onnx``) fed by ``prefix{cut}.onnx``, the whole model ``prefix{N}.onnx``."""
+    (feeding,) = _jobs(planner, folder, cut)
+    (whole,) = _jobs(planner, folder, planner.layer_count)
+    path = folder / f"suffix{cut}.onnx"
+    onnx.save(planner.suffix_model(cut), str(path))
+    return Job(cut=planner.cut(cut), key=f"s{cut}", model_path=path, label=f"suffix {cut}", side="suffix",
+               feeds_model=feeding.model_path, whole_model=whole.model_path)
+
+
+@pytest.mark.parametrize(("side", "warm_with", "visit_warmup", "expected"), [
+    ("prefix", "self", 2, ("self", "self")), ("prefix", "whole", 2, ("whole", "whole")),
+    ("prefix", "loop", 3, ("self", "self", "self")), ("suffix", "loop", 2, ("self", "self", "feeds")),
+    ("suffix", "loop", 0, ()), ("suffix", "whole", 1, ("whole",)), ("whole", "whole", 2, ("self", "self")),
+    ("whole", "loop", 1, ("self",))])
+def test_warm_sequence_puts_a_suffix_after_the_layers_before_it_in_loop_mode(
+        residual: Path, tmp_path: Path, side: str, warm_with: str, visit_warmup: int, *,
+        expected: tuple[str, ...]) -> None:
+    from layerscope.measure.runners import warm_sequence
+
+    _, planner = _planner(residual)
+    suffix = _suffix_job(planner, tmp_path, 3)
+    prefix = Job(cut=planner.cut(3), key="p3", model_path=suffix.feeds_model or Path(), label="prefix 3",
+                 whole_model=suffix.whole_model)
+    whole = Job(cut=planner.cut(8), key="p8", model_path=suffix.whole_model or Path(), label="whole")
+    job = {"prefix": prefix, "suffix": suffix, "whole": whole}[side]
+    assert warm_sequence(job, warm_with, visit_warmup) == expected  # type: ignore[arg-type]
+
+
+def test_onnxruntime_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timing_it(
+        residual: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    graph, planner = _planner(residual)
+    job = _suffix_job(planner, tmp_path, 3)
+    ran: list[str] = []
+
+    class Recorded:
+        def __init__(self, session: Any, name: str) -> None:
+            self.session, self.name = session, name
+
+        def get_inputs(self) -> Any:
+            return self.session.get_inputs()
+
+        def get_outputs(self) -> Any:
+            return self.session.get_outputs()
+
+        def run(self, *args: Any) -> Any:
+            ran.append(self.name)
+            return self.session.run(*args)
+
+    from layerscope.measure import runners
+
+    real = runners.make_session
+    monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: Recorded(real(path, config, **kw),
+                                                                                      Path(path).stem))
+    runner = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), visit_warmup=2, warm_with="loop")
+    assert runner.measure(job) > 0
+    ran.clear()
+    runner.measure(job)
+    # runs of the suffix itself, one of the layers before its cut (as the whole model's loop ran them), timed
+    assert ran == ["suffix3", "suffix3", "prefix3", "suffix3"]

@@ -264,8 +264,9 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
 
 
 @pytest.mark.parametrize(("choice", "openvino", "expected"), [
-    ("auto", False, "whole"), ("auto", True, "self"), ("whole", True, "whole"), ("self", False, "self")])
-def test_warm_with_auto_is_the_whole_model_on_onnxruntime_and_the_model_itself_on_openvino(
+    ("auto", False, "whole"), ("auto", True, "loop"), ("whole", True, "whole"), ("self", False, "self"),
+    ("loop", False, "loop")])
+def test_warm_with_auto_is_the_whole_model_on_onnxruntime_and_the_loop_on_openvino(
         choice: str, openvino: bool, expected: str) -> None:
     from layerscope.cli.bisect import _warm_with
 

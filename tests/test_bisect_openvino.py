@@ -27,6 +27,7 @@ from layerscope.measure.differential import (
     run_bisect,
     with_systematic,
 )
+from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult
 from layerscope.measure.runners import Job
@@ -177,6 +178,39 @@ def test_the_gap_between_kernels_is_spread_over_the_segments_kernels(write_model
     assert alone.gap_us == pytest.approx(200.0)
 
 
+def test_openvino_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timing_it(
+        write_model: ModelWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openvino")
+    from layerscope.measure import openvino_runner
+    from layerscope.measure.openvino_backend import OpenVinoOptions
+    from layerscope.measure.session import SessionConfig
+    from test_bisect import _suffix_job, write_residual
+
+    graph = load_model(write_residual(write_model))
+    job = _suffix_job(CutPlanner.for_model(graph), tmp_path, 3)
+    ran: list[str] = []
+    real_init, real_infer = openvino_runner._Compiled.__init__, openvino_runner._Compiled.infer
+
+    def init(self: Any, compiled: Any, feeds: Mapping[str, np.ndarray], path: Path) -> None:
+        real_init(self, compiled, feeds, path)
+        self.tag = path.stem
+
+    def infer(self: Any, *args: Any) -> int:
+        ran.append(self.tag)
+        return real_infer(self, *args)
+
+    monkeypatch.setattr(openvino_runner._Compiled, "__init__", init)
+    monkeypatch.setattr(openvino_runner._Compiled, "infer", infer)
+    runner = openvino_runner.OpenVinoRunner(SessionConfig(provider="CPU", threads=1), OpenVinoOptions(),
+                                            make_inputs(graph, (), 0), visit_warmup=4, warm_with="loop")
+    assert runner.measure(job) > 0
+    ran.clear()
+    runner.measure(job)
+    # runs of the suffix itself, one of the layers before its cut (the compiled feeding prefix, kept open), timed
+    assert ran == ["suffix3"] * 4 + ["prefix3", "suffix3"]
+    assert runner.identity["warm_with"] == "loop"
+
+
 # --- end to end on OpenVINO ------------------------------------------------------------------------------------
 
 def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
@@ -197,8 +231,8 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     assert measurement["precision"] == "f32"  # what the compiler chose on this CPU (no hint given)
     assert section["runner"]["runner"] == "openvino" and section["cuts"]["rule"] == "exec-graph"
     assert section["runner"]["clock"] == "cpu"
-    # the defaults on OpenVINO: each model warmed by 4 runs of itself (the whole model would warm another compiled copy)
-    assert section["runner"]["visit_warmup"] == 4 and section["runner"]["warm_with"] == "self"
+    # the defaults on OpenVINO: a prefix warmed by 4 runs of itself, a suffix as the whole model's loop leaves it
+    assert section["runner"]["visit_warmup"] == 4 and section["runner"]["warm_with"] == "loop"
     # squeezenet: OpenVINO runs every Conv with its Relu: no segment starts at a Relu
     layers = {layer["id"]: layer for layer in run["layers"]}
     assert all(layers[s["first_layer"]]["op_type"] != "Relu" for s in section["segments"])

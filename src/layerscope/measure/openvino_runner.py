@@ -5,12 +5,13 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
 - the compiled model is a black box: a prefix (suffix) model file is read and compiled for the device with the
   backend's settings (:func:`~layerscope.measure.openvino_backend.compile_for`: device, precision hint,
   performance hint, threads, streams) *without* performance counters; one sample = the fastest of
-  ``runs_per_visit`` timed ``InferRequest.infer`` calls, after ``visit_warmup`` untimed calls of the whole model
-  (``warm_with="whole"``) or of the model itself (``"self"``), and ``warmup`` calls when it is newly compiled;
-  at most ``max_models`` compiled models stay open (least recently used released first); ``clock="cpu"`` times
-  the calling thread's CPU time instead of elapsed time (needs ``threads == 1``: OpenVINO's CPU plugin then runs
-  the whole inference on the calling thread -- on squeezenet its thread time equals the process's -- so the
-  time other processes hold the core is not counted);
+  ``runs_per_visit`` timed ``InferRequest.infer`` calls, after the untimed calls
+  :func:`~layerscope.measure.runners.warm_sequence` names for ``warm_with`` (the whole model, the model itself, or
+  as the whole model's loop leaves it), and ``warmup`` calls when it is newly compiled; at most ``max_models``
+  compiled models stay open (least recently used released first; a suffix's feeding prefix counts as one);
+  ``clock="cpu"`` times the calling thread's CPU time instead of elapsed time (needs ``threads == 1``: OpenVINO's
+  CPU plugin then runs the whole inference on the calling thread -- on squeezenet its thread time equals the
+  process's -- so the time other processes hold the core is not counted);
 - a suffix is fed the values its feeding prefix (compiled the same way) computes from the model's inputs;
 - the identity (part of the cache key) names the backend, OpenVINO's version, the device, the precision and
   performance hints, threads and streams: samples of another device or precision are never reused;
@@ -41,10 +42,21 @@ from layerscope.measure.openvino_backend import (
     compile_for,
     compiled_settings,
     device_name,
+    infer_shared,
     runtime_nodes,
     source_layers_of_ops,
 )
-from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Clock, Job, Lru, WarmWith, feeds_sha256
+from layerscope.measure.runners import (
+    NO_BOUNDARY_COST,
+    BoundaryCost,
+    Clock,
+    Job,
+    Lru,
+    WarmWith,
+    feeds_sha256,
+    touch,
+    warm_sequence,
+)
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
 
@@ -75,9 +87,9 @@ class _Compiled:
             self.inputs[port] = np.ascontiguousarray(feeds[name])
 
     def infer(self, clock: Callable[[], int] = time.perf_counter_ns) -> int:
-        """One ``infer`` call, timed in ns by ``clock``."""
+        """One :func:`~layerscope.measure.openvino_backend.infer_shared` call, timed in ns by ``clock``."""
         start = clock()
-        self.request.infer(self.inputs)
+        infer_shared(self.request, self.inputs)
         return clock() - start
 
     def outputs(self) -> dict[str, np.ndarray]:
@@ -95,7 +107,7 @@ class OpenVinoRunner:
 
     def __init__(self, config: SessionConfig, options: OpenVinoOptions, feeds: Mapping[str, np.ndarray], *,
                  runs_per_visit: int = 1, visit_warmup: int = 1, warm_with: WarmWith = "whole", warmup: int = 2,
-                 max_models: int = 24, clock: Clock = "wall") -> None:
+                 max_models: int = 48, clock: Clock = "wall") -> None:
         if runs_per_visit < 1 or visit_warmup < 0 or warmup < 0 or max_models < 2:
             raise ValueError("OpenVinoRunner: runs_per_visit >= 1, visit_warmup >= 0, warmup >= 0, max_models >= 2")
         if clock == "cpu" and config.threads != 1:
@@ -130,11 +142,14 @@ class OpenVinoRunner:
         model, new = self._model(job.key, job.model_path, self.feeds_for(job))
         for _ in range(self.warmup if new else 0):
             model.infer()
-        warm = model
-        if self.warm_with == "whole" and job.whole_model is not None:
-            warm = self._model(f"whole:{job.whole_model}", job.whole_model, self.feeds)[0]
-        for _ in range(self.visit_warmup):
-            warm.infer()
+        for what in warm_sequence(job, self.warm_with, self.visit_warmup):
+            if what == "self":
+                model.infer()
+            elif what == "whole" and job.whole_model is not None:
+                self._model(f"whole:{job.whole_model}", job.whole_model, self.feeds)[0].infer()
+            elif job.feeds_model is not None:
+                self._feeding(job).infer()
+                touch(model.inputs.values())
         return min(model.infer(self._clock) for _ in range(self.runs_per_visit)) / 1e3
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
@@ -143,10 +158,13 @@ class OpenVinoRunner:
         if job.feeds_model is None:
             return self.feeds
         if job.key not in self._suffix_feeds:
-            prefix = _Compiled(self._compile(job.feeds_model, profiling=False), self.feeds, job.feeds_model)
-            values = {**prefix.outputs(), **self.feeds}
-            self._suffix_feeds[job.key] = values
+            self._suffix_feeds[job.key] = {**self._feeding(job).outputs(), **self.feeds}
         return self._suffix_feeds[job.key]
+
+    def _feeding(self, job: Job) -> _Compiled:
+        """A suffix's feeding prefix, compiled (kept open like the timed models)."""
+        assert job.feeds_model is not None
+        return self._model(f"feeds:{job.key}", job.feeds_model, self.feeds)[0]
 
     def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
         """The cut's conversion nodes' time per profiled run (``warmup`` untimed runs first); a model whose

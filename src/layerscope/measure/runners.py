@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Literal, Protocol, TypeVar
@@ -55,15 +55,19 @@ __all__ = [
     "Runner",
     "Side",
     "WarmWith",
+    "touch",
+    "warm_sequence",
 ]
 
 #: A cut's ``"prefix"`` (the layers before it) or ``"suffix"`` (the layers after it, fed what crosses it).
 Side = Literal["prefix", "suffix"]
 #: What :class:`OrtRunner` times: elapsed time, or the calling thread's CPU time.
 Clock = Literal["wall", "cpu"]
-#: What :class:`OrtRunner` runs untimed at each visit before the timed run: the model itself, or the whole
-#: model (so the timed run starts in the state the whole model leaves the machine in, as it does in a loop).
-WarmWith = Literal["self", "whole"]
+#: What a runner runs untimed at each visit before the timed run: the model itself; the whole model (so the timed
+#: run starts in the state the whole model leaves the machine in); or ``"loop"``, the state the whole model's loop
+#: leaves at the model's first layer: a model warmed by itself, then a suffix by one run of its feeding prefix
+#: (:func:`warm_sequence`).
+WarmWith = Literal["self", "whole", "loop"]
 
 #: Placeholders of a command template: the prefix (suffix) model, a path for the compiled artifact, a file the
 #: command may write its report to (read instead of the output when the template names it), its folder.
@@ -90,6 +94,32 @@ class Job:
     feeds_model: Path | None = None
     #: The whole model's file (none for the whole model itself): what runs before a visit with ``whole``.
     whole_model: Path | None = None
+
+
+def warm_sequence(job: Job, warm_with: WarmWith, visit_warmup: int) -> tuple[str, ...]:
+    """The untimed runs before ``job``'s timed run at a visit, in order: ``"self"`` (the model), ``"whole"`` (the
+    whole model) or ``"feeds"`` (a suffix's feeding prefix, the layers before its cut).
+
+    ``"self"``: ``visit_warmup`` runs of the model. ``"whole"``: ``visit_warmup`` runs of the whole model (the whole
+    model itself: of itself). ``"loop"``: ``visit_warmup`` runs of the model, then for a suffix one of its feeding
+    prefix, after which the runner reads the suffix's inputs (:func:`touch`; none of it when ``visit_warmup`` is 0).
+    In the whole model's loop the layers after a cut run right after the layers before it, which have just written
+    the tensors crossing the cut, their own weights last read one iteration earlier; a suffix warmed by itself alone
+    starts with its weights cached instead. The model's own runs come first: compiled apart, it has buffers of its
+    own, which in the loop the layers before it had just used."""
+    if warm_with == "whole" and job.whole_model is not None:
+        return ("whole",) * visit_warmup
+    if warm_with == "loop" and job.side == "suffix" and job.feeds_model is not None and visit_warmup:
+        return ("self",) * visit_warmup + ("feeds",)
+    return ("self",) * visit_warmup
+
+
+def touch(arrays: Iterable[np.ndarray]) -> None:
+    """Read every element of the numeric ``arrays`` (bringing them into the caches), as the layers that produce them
+    would have just written them."""
+    for array in arrays:
+        if array.size and array.dtype.kind in "biufc":
+            array.max()
 
 
 @dataclass(frozen=True)
@@ -217,11 +247,14 @@ class OrtRunner:
         feeds = self.feeds_for(job)
         for _ in range(self.warmup if new else 0):
             self._run(session, feeds)
-        warm, warm_feeds = session, feeds
-        if self.warm_with == "whole" and job.whole_model is not None:
-            warm, warm_feeds = self._session(f"whole:{job.whole_model}", job.whole_model)[0], self.feeds
-        for _ in range(self.visit_warmup):
-            self._run(warm, warm_feeds)
+        for what in warm_sequence(job, self.warm_with, self.visit_warmup):
+            if what == "self":
+                self._run(session, feeds)
+            elif what == "whole" and job.whole_model is not None:
+                self._run(self._session(f"whole:{job.whole_model}", job.whole_model)[0], self.feeds)
+            elif job.feeds_model is not None:
+                self._run(self._session(f"feeds:{job.key}", job.feeds_model)[0], self.feeds)
+                touch(feeds.values())
         return min(self._run(session, feeds) for _ in range(self.runs_per_visit)) / 1e3
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:

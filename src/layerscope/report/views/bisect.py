@@ -96,8 +96,12 @@ def _runner_text(runner: BisectRunner) -> str:
         per_visit = runner.runs_per_visit or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
         warm = runner.visit_warmup or 0
-        what = "of the whole model" if runner.warm_with == "whole" else "of the model itself"
-        visit = f"{warm} untimed {what} + {visit}" if warm else visit
+        if runner.warm_with == "loop":
+            visit = (f"{warm} untimed of the model itself (a suffix's then 1 of the layers before it) + {visit}"
+                     if warm else visit)
+        else:
+            what = "of the whole model" if runner.warm_with == "whole" else "of the model itself"
+            visit = f"{warm} untimed {what} + {visit}" if warm else visit
         if runner.runner == "openvino":
             return (f"openvino {_or(runner.version)} {_or(runner.device)}, precision "
                     f"{runner.precision or 'default'}, {_or(runner.performance_hint)}, threads "
