@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         session, request = InferSession(compiled), compiled.create_infer_request()
         runtime = f"openvino, CPU, {compiled_settings(compiled)}"
 
-        def plain() -> object:
-            return request.infer(feeds)
+        def plain() -> object:  # the same call as bench's (infer_shared), so the ratio is the harness alone
+            return request.infer(feeds, share_inputs=True, share_outputs=True)
     else:
         session = make_session(model, SessionConfig())
         runtime = "onnxruntime, CPUExecutionProvider, intra-op threads default"

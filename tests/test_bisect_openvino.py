@@ -34,6 +34,7 @@ from layerscope.measure.runners import Job
 from layerscope.model import load_model
 from layerscope.report.perfetto import trace_document
 from layerscope.report.tables import layers_csv
+from layerscope.report.views.bisect import bisect_view
 from layerscope.report.views.layers import layer_rows
 from layerscope.report.views.summary import summary_sections
 from layerscope.runfile import as_run
@@ -233,6 +234,8 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     assert section["runner"]["clock"] == "cpu"
     # the defaults on OpenVINO: a prefix warmed by 4 runs of itself, a suffix as the whole model's loop leaves it
     assert section["runner"]["visit_warmup"] == 4 and section["runner"]["warm_with"] == "loop"
+    context = {row.label: row.value for row in bisect_view(as_run(run)).context}  # what the terminal prints
+    assert "4 untimed of the model itself (a suffix's then 1 of the layers before it) + 1 run" in context["runner"]
     # squeezenet: OpenVINO runs every Conv with its Relu: no segment starts at a Relu
     layers = {layer["id"]: layer for layer in run["layers"]}
     assert all(layers[s["first_layer"]]["op_type"] != "Relu" for s in section["segments"])

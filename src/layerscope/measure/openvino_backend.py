@@ -626,9 +626,9 @@ def async_bench(compiled: Any, feeds: Mapping[str, np.ndarray], config: Any, req
     model's ``OPTIMAL_NUMBER_OF_INFER_REQUESTS``) kept busy; ``config`` is a
     :class:`~layerscope.measure.bench.BenchConfig` (``warmup_runs`` per request, then ``runs`` in all or
     ``duration_s``). One sample per run: ``perf_counter_ns`` when ``start_async`` hands it to an idle request
-    to its completion callback. Throughput = runs / wall time from the first start to the last completion. The
-    result is a :class:`~layerscope.measure.bench.BenchResult` with one stream (the queue); Ctrl-C stops
-    handing out runs and keeps those completed (``interrupted``)."""
+    to its completion callback; the inputs shared, not copied (:func:`infer_shared`). Throughput = runs / wall time
+    from the first start to the last completion. The result is a :class:`~layerscope.measure.bench.BenchResult`
+    with one stream (the queue); Ctrl-C stops handing out runs and keeps those completed (``interrupted``)."""
     from layerscope.measure.bench import BenchResult, ProcessUsage, StreamResult, available_cores, peak_rss_bytes
     from layerscope.measure.cputime import CpuClock
 
@@ -639,7 +639,7 @@ def async_bench(compiled: Any, feeds: Mapping[str, np.ndarray], config: Any, req
     queue.set_callback(lambda _request, started: done.append((started, time.perf_counter_ns())))
     inputs = dict(feeds)
     for i in range(config.warmup_runs * jobs):
-        queue.start_async(inputs, time.perf_counter_ns())
+        queue.start_async(inputs, time.perf_counter_ns(), share_inputs=True)
         if progress:
             progress("warmup", float(i + 1), float(config.warmup_runs * jobs))
     queue.wait_all()
@@ -649,7 +649,7 @@ def async_bench(compiled: Any, feeds: Mapping[str, np.ndarray], config: Any, req
     deadline = time.perf_counter() + config.duration_s if config.duration_s is not None else None
     try:
         while (started < config.runs) if deadline is None else (time.perf_counter() < deadline):
-            queue.start_async(inputs, time.perf_counter_ns())
+            queue.start_async(inputs, time.perf_counter_ns(), share_inputs=True)
             started += 1
             if progress:
                 progress("measure", float(started), float(config.runs or 0))
