@@ -185,8 +185,8 @@ def entry() -> None:
 def exit_now(code: int) -> None:
     """End the process with ``code`` without tearing the interpreter down, as mypy does: the output streams
     flushed and the ``atexit`` handlers run (temporary folders, logging, a Ray runtime we started), but the
-    objects a command built are not freed one by one (0.5 s after a 100k-layer estimate). Every file a command
-    writes is closed by then (written atomically, under ``with``). Falls back to ``sys.exit`` while a
+    modules and classes the process imported are not freed one by one (60 ms of a 0.6 s estimate). Every file a
+    command writes is closed by then (written atomically, under ``with``). Falls back to ``sys.exit`` while a
     non-daemon thread still runs (it would be killed) or when a stream cannot be flushed (a closed pipe: the
     interpreter's own exit reports it)."""
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
