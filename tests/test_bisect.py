@@ -622,18 +622,19 @@ def test_onnxruntime_times_the_layout_conversions_a_cut_adds(write_model: ModelW
     assert runner.boundary(after_relu1, whole, 5) == NO_BOUNDARY_COST
 
 
-@pytest.mark.parametrize("warm_with", ["whole", "self"])
-def test_each_visit_warms_with_the_whole_model_or_itself(residual: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch, warm_with: str) -> None:
-    graph, planner = _planner(residual)
-    prefix, whole = _jobs(planner, tmp_path, 3, 8)
-    job = Job(cut=prefix.cut, key=prefix.key, model_path=prefix.model_path, label="prefix 3",
-              whole_model=whole.model_path)
+def _record_sessions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The runner's sessions made to record, in the list returned, the model file's stem of every run."""
     ran: list[str] = []
 
     class Recorded:
         def __init__(self, session: Any, name: str) -> None:
             self.session, self.name = session, name
+
+        def get_inputs(self) -> Any:
+            return self.session.get_inputs()
+
+        def get_outputs(self) -> Any:
+            return self.session.get_outputs()
 
         def run(self, *args: Any) -> Any:
             ran.append(self.name)
@@ -644,6 +645,17 @@ def test_each_visit_warms_with_the_whole_model_or_itself(residual: Path, tmp_pat
     real = runners.make_session
     monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: Recorded(real(path, config, **kw),
                                                                                       Path(path).stem))
+    return ran
+
+
+@pytest.mark.parametrize("warm_with", ["whole", "self"])
+def test_each_visit_warms_with_the_whole_model_or_itself(residual: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch, warm_with: str) -> None:
+    graph, planner = _planner(residual)
+    prefix, whole = _jobs(planner, tmp_path, 3, 8)
+    job = Job(cut=prefix.cut, key=prefix.key, model_path=prefix.model_path, label="prefix 3",
+              whole_model=whole.model_path)
+    ran = _record_sessions(monkeypatch)
     runner = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), visit_warmup=1,
                        warm_with=warm_with)  # type: ignore[arg-type]
     runner.measure(job)
@@ -689,27 +701,7 @@ def test_onnxruntime_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timi
         residual: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     graph, planner = _planner(residual)
     job = _suffix_job(planner, tmp_path, 3)
-    ran: list[str] = []
-
-    class Recorded:
-        def __init__(self, session: Any, name: str) -> None:
-            self.session, self.name = session, name
-
-        def get_inputs(self) -> Any:
-            return self.session.get_inputs()
-
-        def get_outputs(self) -> Any:
-            return self.session.get_outputs()
-
-        def run(self, *args: Any) -> Any:
-            ran.append(self.name)
-            return self.session.run(*args)
-
-    from layerscope.measure import runners
-
-    real = runners.make_session
-    monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: Recorded(real(path, config, **kw),
-                                                                                      Path(path).stem))
+    ran = _record_sessions(monkeypatch)
     runner = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), visit_warmup=2, warm_with="loop")
     assert runner.measure(job) > 0
     ran.clear()
