@@ -87,30 +87,27 @@ def main() -> int:
     reference = profile_segment_us([ids[a:b] for a, b in pairwise(bounds)], [profile],
                                    weights, "median")
 
-    def median(mode: str, key: str) -> float:
-        return float(np.median(samples[mode, key]))
+    def increments(mode: str) -> tuple[list[float | None], list[float | None]]:
+        """Per segment, P(b) - P(a) (none for the last) and S(a) - S(b) (none for the first), medians."""
+        p = [0.0, *(float(np.median(samples[mode, f"p{c}"])) for c in cuts)]
+        s = [*(float(np.median(samples[mode, f"s{c}"])) for c in cuts), 0.0]
+        return ([p[i + 1] - p[i] for i in range(len(cuts))] + [None],
+                [None] + [s[i - 1] - s[i] for i in range(1, len(cuts) + 1)])
 
     print(f"{args.model}: {args.rounds} rounds, visit warm-up {args.visit_warmup}, threads {args.threads}; error of "
           "each segment against the performance counters (from prefixes P, from suffixes S)")
     print(f"{'segment':>10} {'counters us':>12}" + "".join(f" {m + ' P':>9} {m + ' S':>9}" for m in MODES))
+    columns = [column for mode in MODES for column in increments(mode)]
     errors: dict[str, list[float]] = {m: [] for m in MODES}
     for i, ref in enumerate(reference):
         row = f"{bounds[i]:>4}-{bounds[i + 1] - 1:<5} {ref:>12.1f}"
-        for mode in MODES:
-            p = [0.0, *(median(mode, f"p{c}") for c in cuts)]
-            s = [*(median(mode, f"s{c}") for c in cuts), 0.0]
-            cells = []
-            if i < len(cuts):
-                cells.append(p[i + 1] - p[i])
-            if i > 0:
-                cells.append(s[i - 1] - s[i])
-            texts = [f"{100 * (v / ref - 1):+8.1f}%" if ref > 0 else "        -" for v in cells]
-            if i == 0:
-                texts.append("        -")
-            if i == len(cuts):
-                texts.insert(0, "        -")
-            errors[mode] += [abs(v / ref - 1) for v in cells if ref > 0]
-            row += " " + " ".join(texts)
+        for k, column in enumerate(columns):
+            value = column[i]
+            if value is None or ref <= 0:
+                row += f" {'-':>9}"
+                continue
+            row += f" {100 * (value / ref - 1):+8.1f}%"
+            errors[MODES[k // 2]].append(abs(value / ref - 1))
         print(row)
     print("median |error|: " + ", ".join(f"{m} {100 * float(np.median(e)):.1f}%" for m, e in errors.items()))
     return 0

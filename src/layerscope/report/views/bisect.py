@@ -90,18 +90,19 @@ def _bisect_note(seg: BisectSegment) -> str:
     return ", ".join(n for n in notes if n)
 
 
+#: What a bisect runner's untimed runs at a visit run, by its ``warm_with`` (else: the model itself).
+_WARMED_BY = {"whole": "of the whole model",
+              "loop": "of the model itself (a suffix's then 1 of the layers before it)"}
+
+
 def _runner_text(runner: BisectRunner) -> str:
     if runner.runner in ("onnxruntime", "openvino"):
         threads = runner.threads or "default"
         per_visit = runner.runs_per_visit or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
         warm = runner.visit_warmup or 0
-        if runner.warm_with == "loop":
-            visit = (f"{warm} untimed of the model itself (a suffix's then 1 of the layers before it) + {visit}"
-                     if warm else visit)
-        else:
-            what = "of the whole model" if runner.warm_with == "whole" else "of the model itself"
-            visit = f"{warm} untimed {what} + {visit}" if warm else visit
+        what = _WARMED_BY.get(runner.warm_with or "", "of the model itself")
+        visit = f"{warm} untimed {what} + {visit}" if warm else visit
         if runner.runner == "openvino":
             return (f"openvino {_or(runner.version)} {_or(runner.device)}, precision "
                     f"{runner.precision or 'default'}, {_or(runner.performance_hint)}, threads "
