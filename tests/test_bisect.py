@@ -24,6 +24,8 @@ from layerscope.measure.differential import (
     bootstrap_increments,
     increments,
     level,
+    noise_rounds,
+    pilot_noise,
     profile_segment_us,
     round_matrix,
     run_bisect,
@@ -432,6 +434,57 @@ def test_a_fast_model_gets_more_rounds_within_the_budget(residual: Path, tmp_pat
     assert 3 < middle.rounds == -(-10_000 // round_us) < 15
     assert all(len(p.samples_us) == middle.rounds for p in middle.prefixes)
     assert all(s.samples == middle.rounds for s in middle.segments)
+
+
+def test_pilot_noise_is_the_pooled_spread_of_paired_differences() -> None:
+    # one segment over three rounds: differences 100, 104, 98 µs of a prefix of median 100 µs; the pairs of rounds
+    # differ by 4, 2 and 6 µs, median 4 µs = 4% of the larger model; sd = 1.4826 x 4% / sqrt 2
+    matrix = np.array([[0.0, 0.0, 0.0], [100.0, 104.0, 98.0]])
+    assert pilot_noise(matrix) == pytest.approx(1.4826 * 0.04 / math.sqrt(2))
+    assert pilot_noise(matrix[:, :1]) is None and pilot_noise(matrix[1:]) is None
+
+
+def test_noise_rounds_give_a_segment_its_interval() -> None:
+    # 3% noise, segments of 5% timed between models of half the whole: half-width per round
+    # 1.96 x 1.2533 x 0.03 x 0.5 = 3.685% of the whole = 73.7% of the segment; within 10% needs (7.369)^2 = 54.3 rounds
+    assert noise_rounds(0.03, 0.05, 0.5) == 55
+    assert noise_rounds(0.03, 0.10, 0.5) == 14  # twice the segment: a quarter of the rounds (13.6)
+    assert noise_rounds(0.0, 0.05, 0.5) == 1
+
+
+class NoisyRunner(ScriptedRunner):
+    """:class:`ScriptedRunner` with each time multiplied by 1 + a seeded normal of ``cv``."""
+
+    def __init__(self, per_layer_us: Mapping[int, float], cv: float) -> None:
+        super().__init__(per_layer_us)
+        self.rng, self.cv = np.random.default_rng(7), cv
+
+    def measure(self, job: Job) -> float:
+        return super().measure(job) * (1.0 + self.cv * float(self.rng.standard_normal()))
+
+
+def test_noisy_pilots_get_more_rounds_and_a_budget_that_keeps_the_refinement(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = dict.fromkeys(range(8), 100.0)
+
+    def bisect(cv: float, resolve_share: float, budget: int | None = None) -> Any:
+        config = BisectConfig(segments=2, repeats=3, pilot=3, resolve_share=resolve_share, budget_runs=budget)
+        return run_bisect(planner, NoisyRunner(times, cv), config, SampleStore(None), workdir=tmp_path / f"{cv}")
+
+    quiet, off = bisect(0.0, 0.25), bisect(0.05, 0.0)
+    assert quiet.pilot_noise is not None and quiet.pilot_noise < 0.01 and quiet.rounds == 3
+    assert off.pilot_noise is None and off.noise_rounds is None and off.rounds == 3
+    noisy = bisect(0.05, 0.25)
+    assert noisy.pilot_noise is not None and 0.01 < noisy.pilot_noise < 0.2
+    # 5% noise, a quarter of the time: (1.96 x 1.2533 x noise x larger / 0.025)^2, far more than 3, capped at 15
+    assert noisy.noise_rounds is not None and noisy.noise_rounds > 15 and noisy.rounds == 15
+    assert all(len(p.samples_us) == 15 for p in (*noisy.prefixes, *noisy.suffixes))
+    # the default budget is the coarse plan's (3 models) x the rounds x 2, so there is room left to refine
+    assert noisy.budget_runs == 3 * 15 * 2 and noisy.refinements >= 1
+    assert noisy.runs == noisy.pilot_runs + 15 * (len(noisy.prefixes) + len(noisy.suffixes)) <= noisy.budget_runs
+    # a budget given keeps its word: the rounds are what it leaves after the pilot
+    tight = bisect(0.05, 0.25, budget=40)
+    assert tight.rounds == (40 - 3 * 3) // 3 and tight.runs <= 40
 
 
 def test_negative_increments_are_reported_not_clipped(residual: Path, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
 from layerscope.report.tables import CSV_COLUMNS, RUNTIME_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
 from layerscope.report.units import human_us
+from layerscope.report.views.bisect import more_rounds
 from layerscope.report.views.experiments import experiments
 from layerscope.report.views.findings import findings
 from layerscope.report.views.layers import (
@@ -47,6 +48,7 @@ from layerscope.report.views.summary import missing_notes, summary_sections
 from layerscope.report.views.timeline import estimated_tracks
 from layerscope.run import load_run
 from layerscope.runfile import as_run, check, upgrade
+from layerscope.runfile.models import Bisect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 XSS = "<img src=x onerror=alert(1)>"
@@ -627,6 +629,21 @@ def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> 
     assert context["sum"].startswith(f"{human_us(total)} = 100.0% of whole - baseline")
     assert context["plan"].startswith("5 layers: 6 prefixes x 2 rounds")
     assert "Validation" not in html
+
+
+@pytest.mark.parametrize(("fields", "said"), [
+    ({"repeats": 60, "repeats_min": 60}, ""),
+    ({"repeats": 224, "repeats_min": 60, "noise_rounds": 224, "pilot_noise": 0.057, "resolve_share": 0.05},
+     " (more than 60: the pilot's noise (5.7% of a model per round) asks 224 for a 5% segment within 10%)"),
+    ({"repeats": 300, "repeats_min": 60, "noise_rounds": 224, "pilot_noise": 0.057, "resolve_share": 0.05},
+     " (more than 60: the pilot's noise (5.7% of a model per round) asks 224 for a 5% segment within 10%; "
+     "a fast model)"),
+    ({"repeats": 300, "repeats_min": 60, "noise_rounds": 900, "pilot_noise": 0.2, "resolve_share": 0.05},
+     " (more than 60: the pilot's noise (20.0% of a model per round) asks 900 for a 5% segment within 10%)"),
+    ({"repeats": 107, "repeats_min": 60}, " (more than 60: a fast model)"),
+])
+def test_bisect_plan_says_why_it_tookmore_rounds(fields: dict[str, Any], said: str) -> None:
+    assert more_rounds(Bisect(**fields)) == said
 
 
 def test_bisect_validation_flags_large_segments_off_the_profile(exp_runs: ExperimentRuns) -> None:

@@ -78,6 +78,9 @@ VALIDATION_PROFILES = 5
 BOUNDARY_RUNS = 10
 #: On ONNX Runtime without --repeats: more than 60 rounds while their timed runs fit in this many seconds.
 AUTO_ROUNDS_S = 15.0
+#: In-process runtimes without --repeats: more than 60 rounds (up to 300) until a segment of this share of the
+#: time gets a 95% interval within 10% of it by the coarse pilot's noise (``BisectConfig.resolve_share``).
+AUTO_RESOLVE_SHARE = 0.05
 
 
 @click.command("bisect")
@@ -92,8 +95,9 @@ AUTO_ROUNDS_S = 15.0
 @click.option("--segments", default=12, show_default=True, type=click.IntRange(2, 256),
               help="Coarse segments, of roughly equal estimated time on --target.")
 @click.option("--repeats", default=None, type=click.IntRange(min=2),
-              help="Rounds: final samples per model [default: 10 with --run-cmd; on ONNX Runtime 60, or more "
-                   "(up to 300, within --budget) while the rounds' timed runs fit in about 15 s].")
+              help="Rounds: final samples per model [default: 10 with --run-cmd; in process 60, or more (up to "
+                   "300, within --budget) while the rounds' timed runs fit in about 15 s, or until a segment of 5% "
+                   "of the time gets a 95% interval within 10% of it by the pilot's noise].")
 @click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
@@ -204,6 +208,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
                           repeats=repeats or (10 if command_runner is not None else 60),
                           rounds_s=AUTO_ROUNDS_S if repeats is None and command_runner is None else 0.0, pilot=pilot,
+                          resolve_share=AUTO_RESOLVE_SHARE if repeats is None and command_runner is None else 0.0,
                           budget_runs=budget_runs, baseline=baseline,
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed,

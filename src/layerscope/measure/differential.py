@@ -150,11 +150,17 @@ class BisectConfig:
     #: With pilot samples: more final rounds than ``repeats`` while their timed runs add up to less than this
     #: many seconds by the pilot's times (see the module docstring); 0: exactly ``repeats`` rounds.
     rounds_s: float = 0.0
+    #: Segment granularity: more final rounds than ``repeats`` until a segment holding this share of the model's
+    #: time gets a 95% interval within :data:`RESOLVE_TOLERANCE` of it by the coarse pilot's noise
+    #: (:func:`pilot_noise`, :func:`noise_rounds`); 0: off.
+    resolve_share: float = 0.0
 
     def __post_init__(self) -> None:
         if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0 or self.rounds_s < 0:
             raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1, boundary_runs and rounds_s "
                              ">= 0")
+        if not 0 <= self.resolve_share < 1:
+            raise ValueError("BisectConfig: 0 <= resolve_share < 1")
         if self.statistic not in ("median", "min", "p10"):
             raise ValueError(f"BisectConfig: unknown statistic {self.statistic!r}")
         if not 0 < self.confidence < 1 or self.resamples < 1:
@@ -278,6 +284,10 @@ class BisectResult:
     #: The systematic part's inputs (:func:`with_systematic`); ``relative`` ``None``: not estimated.
     gaps: GapEstimate | None = None
     relative: float | None = None
+    #: The coarse pilot's :func:`pilot_noise` and the rounds it asks for (:func:`noise_rounds`); ``None``: not
+    #: estimated (no ``resolve_share``, layer granularity, or a single pilot round).
+    pilot_noise: float | None = None
+    noise_rounds: int | None = None
 
     @property
     def full_us(self) -> float:
@@ -441,6 +451,38 @@ def round_matrix(series: Sequence[Sequence[float]], rounds: int, *, baseline: bo
     return matrix if baseline else np.vstack([np.zeros((1, rounds)), matrix])
 
 
+#: :attr:`BisectConfig.resolve_share`'s target: the 95% interval's half-width, as a fraction of the segment.
+RESOLVE_TOLERANCE = 0.10
+#: The two-sided 95% normal quantile; a median of n samples has a standard error of about this factor x
+#: sigma / sqrt(n) (normal samples).
+_Z95 = 1.959964
+_MEDIAN_SE = 1.2533
+
+
+def pilot_noise(matrix: np.ndarray) -> float | None:
+    """The round-to-round noise of a segment's paired difference (neighbouring rows of a pilot
+    :func:`round_matrix`), as a fraction of the larger model's time: a robust standard deviation (1.4826 x the
+    median absolute difference between two rounds' values, over sqrt 2) pooled over every segment and every pair
+    of rounds. ``None`` with fewer than two rounds or rows."""
+    rows, rounds = matrix.shape
+    if rounds < 2 or rows < 2:
+        return None
+    diffs = np.diff(matrix, axis=0)
+    larger = np.maximum(np.abs(np.median(matrix[1:], axis=1)), 1e-9)
+    first, second = np.triu_indices(rounds, 1)
+    pairs = np.abs(diffs[:, first] - diffs[:, second]) / larger[:, None]
+    return float(1.4826 * np.median(pairs) / math.sqrt(2))
+
+
+def noise_rounds(noise: float, share: float, larger_fraction: float) -> int:
+    """Rounds for a segment holding ``share`` of the model's time, timed as the difference of models of at most
+    ``larger_fraction`` of it whose paired difference has :func:`pilot_noise` ``noise``, to get a 95% interval
+    (of the median) within :data:`RESOLVE_TOLERANCE` of the segment: (z x 1.2533 x noise x larger_fraction /
+    (tolerance x share))^2, at least 1."""
+    half_width = _Z95 * _MEDIAN_SE * noise * larger_fraction / (RESOLVE_TOLERANCE * share)
+    return max(1, math.ceil(half_width ** 2))
+
+
 def level(values: np.ndarray, statistic: Statistic) -> np.ndarray:
     """``statistic`` over the last axis: median, minimum, or 10th percentile (numpy's linear method)."""
     if statistic == "min":
@@ -524,13 +566,20 @@ class _Bisect:
             raise InputError(f"--budget {budget} runs is too small: {self.models(cuts)} models x {config.repeats} "
                              f"repeats need {self.models(cuts) * config.repeats}",
                              hint="raise --budget, or lower --segments or --repeats")
-        cuts, refinements = (cuts, 0) if layers else self.refine(cuts, budget)
+        planned, noise, wanted = config.repeats, None, None
+        if not layers and config.resolve_share:
+            planned, noise, wanted = self.resolve(cuts)
+            if config.budget_runs is None:
+                budget = self.models(cuts) * planned * 2
+            planned = max(config.repeats, min(planned, (budget - self.pilot_runs) // self.models(cuts)))
+        cuts, refinements = (cuts, 0) if layers else \
+            self.refine(cuts, budget, planned, piloted=set(cuts) if self.pilot_runs else set())
         meet = self.meeting_cut(cuts)
         n = planner.layer_count
         prefix_cuts = cuts if meet is None else (*(c for c in cuts if c <= meet), n)
         suffix_cuts = () if meet is None else (*(c for c in cuts if meet <= c < n), *((n,) if config.baseline else ()))
         jobs = [*(self.job(c) for c in prefix_cuts), *(self.job(c, "suffix") for c in suffix_cuts)]
-        rounds = self.rounds(cuts, jobs, budget)
+        rounds = self.rounds(cuts, jobs, budget, planned)
         self.measure(jobs, "final", rounds, "measure")
         corrected = bool(config.boundary_runs) and self.measure_boundaries(jobs)
         prefixes = tuple(self.result(c, "prefix", boundary=corrected) for c in prefix_cuts)
@@ -543,21 +592,41 @@ class _Bisect:
         return BisectResult(config=config, runner=dict(self.runner.identity), prefixes=prefixes, segments=segments,
                             refinements=refinements, budget_runs=budget, pilot_runs=self.pilot_runs,
                             sum_ci_us=sum_ci, cache_dir=str(self.store.directory) if self.store.directory else None,
-                            layer_count=planner.layer_count, rounds=rounds, suffixes=suffixes, meet=meet)
+                            layer_count=planner.layer_count, rounds=rounds, suffixes=suffixes, meet=meet,
+                            pilot_noise=noise, noise_rounds=wanted)
 
-    def rounds(self, cuts: Sequence[int], jobs: Sequence[Job], budget: int) -> int:
-        """Final rounds: ``repeats``, or with :attr:`BisectConfig.rounds_s` and pilot samples of every cut, as
-        many as fit in ``rounds_s`` seconds of timed runs (a prefix: its pilot median; a suffix: the whole
-        model's minus its prefix's), at most 5 x ``repeats`` and what the budget leaves after the pilots."""
+    def rounds(self, cuts: Sequence[int], jobs: Sequence[Job], budget: int, planned: int) -> int:
+        """Final rounds: ``planned`` (``repeats``, or :meth:`resolve`'s), or with :attr:`BisectConfig.rounds_s`
+        and pilot samples of every cut, more while they fit in ``rounds_s`` seconds of timed runs (a prefix: its
+        pilot median; a suffix: the whole model's minus its prefix's), at most 5 x ``repeats`` and what the budget
+        leaves after the pilots."""
         repeats, n = self.config.repeats, self.planner.layer_count
         pilot = {c: self.store.samples(self.job(c).key, "pilot") for c in cuts}
         if not self.config.rounds_s or not all(pilot.values()):
-            return repeats
+            return planned
         median = {c: float(np.median(v)) for c, v in pilot.items()}
         round_us = sum(median[j.cut.layers] if j.side == "prefix" else max(0.0, median[n] - median[j.cut.layers])
                        for j in jobs)
         wanted = math.ceil(self.config.rounds_s * 1e6 / max(round_us, 1.0))
-        return max(repeats, min(wanted, 5 * repeats, (budget - self.pilot_runs) // len(jobs)))
+        return max(planned, min(wanted, 5 * repeats, (budget - self.pilot_runs) // len(jobs)))
+
+    def resolve(self, cuts: tuple[int, ...]) -> tuple[int, float | None, int | None]:
+        """The coarse plan's pilot (``pilot`` samples of each cut's prefix), and the rounds for
+        :attr:`BisectConfig.resolve_share`: (rounds between ``repeats`` and 5 x ``repeats``, the pilot's
+        :func:`pilot_noise`, the rounds it asks for). The larger model a segment is timed with is the whole model,
+        or with suffixes the larger side of the meeting cut by the estimate."""
+        config = self.config
+        self.measure([self.job(c) for c in cuts], "pilot", config.pilot, "pilot-0")
+        self.pilot_runs += config.pilot * len(cuts)
+        matrix = round_matrix([self.store.samples(self.job(c).key, "pilot") for c in cuts], config.pilot,
+                              baseline=config.baseline)
+        noise = pilot_noise(matrix)
+        if noise is None:
+            return config.repeats, None, None
+        meet, cum = self.meeting_cut(cuts), self.planner.cum_us
+        larger = 1.0 if meet is None or not cum[-1] else max(cum[meet], cum[-1] - cum[meet]) / cum[-1]
+        wanted = noise_rounds(noise, config.resolve_share, larger)
+        return max(config.repeats, min(wanted, 5 * config.repeats)), noise, wanted
 
     def models(self, cuts: Sequence[int]) -> int:
         """Models timed per final round for ``cuts``: one per cut, and with suffixes the meeting cut's suffix
@@ -582,12 +651,12 @@ class _Bisect:
                               rounds, baseline=baseline)
         return matrix, [float(v) for v in np.diff(corrections if baseline else [0.0, *corrections])]
 
-    def refine(self, cuts: tuple[int, ...], budget: int) -> tuple[tuple[int, ...], int]:
+    def refine(self, cuts: tuple[int, ...], budget: int, repeats: int, *,
+               piloted: set[int]) -> tuple[tuple[int, ...], int]:
         """Split the segments holding most pilot time while the planned runs (pilot runs, ``repeats`` per
         final model, a pilot for each new prefix) fit ``budget``; (cuts, refinement steps). Pilots time
-        prefixes only: they choose where to cut."""
-        pilot_n, repeats = self.config.pilot, self.config.repeats
-        piloted: set[int] = set()
+        prefixes only: they choose where to cut. ``piloted``: cuts whose pilot runs are already counted."""
+        pilot_n = self.config.pilot
         step = 0
         while True:
             pilot_needed = pilot_n * len(set(cuts) - piloted)
@@ -933,6 +1002,8 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
     section: dict[str, Any] = {
         "method": "differential", "granularity": config.granularity, "runner": dict(result.runner),
         "repeats": result.rounds, "repeats_min": config.repeats, "rounds_s": config.rounds_s,
+        "resolve_share": config.resolve_share or None, "pilot_noise": result.pilot_noise,
+        "noise_rounds": result.noise_rounds,
         "pilot": config.pilot, "budget_runs": result.budget_runs,
         "refinements": result.refinements, "baseline": config.baseline, "statistic": config.statistic,
         "bootstrap": {"resamples": config.resamples, "confidence": config.confidence, "seed": config.seed,

@@ -1255,6 +1255,9 @@ class Bisect(Section):
     repeats: Count | None = None
     repeats_min: Count | None = None
     rounds_s: Seconds | None = None
+    resolve_share: Fraction | None = None
+    pilot_noise: Ratio | None = None
+    noise_rounds: Count | None = None
     pilot: Count | None = None
     budget_runs: Count | None = None
     refinements: Count | None = None

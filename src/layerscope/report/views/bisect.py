@@ -161,6 +161,21 @@ def bisect_view(run: Run) -> BisectView | None:
                       _bisect_validation(section, rows, validation))
 
 
+def more_rounds(section: Bisect) -> str:
+    """Why the bisect took more rounds than ``repeats_min``: the pilot's noise, a fast model, or both."""
+    rounds, least, wanted = section.repeats, section.repeats_min, section.noise_rounds
+    if rounds is None or least is None or rounds <= least:
+        return ""
+    reasons = []
+    if wanted is not None and wanted > least and section.pilot_noise is not None:
+        share = f"{section.resolve_share:.0%}" if section.resolve_share else "a"
+        reasons.append(f"the pilot's noise ({section.pilot_noise:.1%} of a model per round) asks {wanted} for "
+                       f"a {share} segment within 10%")
+    if wanted is None or rounds > min(wanted, 5 * least):
+        reasons.append("a fast model")
+    return f" (more than {least}: {'; '.join(reasons)})"
+
+
 def _bisect_context(section: Bisect, rows: Sequence[SegmentRow], level: int, total_us: float) -> tuple[Row, ...]:
     runner = section.runner
     statistic = section.statistic or "median"
@@ -170,10 +185,9 @@ def _bisect_context(section: Bisect, rows: Sequence[SegmentRow], level: int, tot
     refined = f", refined in {section.refinements} step(s)" if section.refinements else ""
     prefixes, suffixes = len(section.prefixes), len(section.suffixes)
     models = f"{prefixes} prefixes + {suffixes} suffixes" if suffixes else f"{prefixes} prefixes"
-    rounds, least = section.repeats, section.repeats_min
-    more = f" (more than {least}: a fast model)" if rounds is not None and least is not None and rounds > least else ""
     lines.append(("plan", f"{len(rows)} {section.granularity or 'segment'}s{refined}: {models} x "
-                          f"{_or(rounds)} rounds{more} + {section.pilot_runs or 0} pilot runs = "
+                          f"{_or(section.repeats)} rounds{more_rounds(section)} + {section.pilot_runs or 0} pilot "
+                          "runs = "
                           f"{_or(section.runs)} runs (budget {_or(section.budget_runs)})"))
     meet = section.meet
     if suffixes and meet is not None:
