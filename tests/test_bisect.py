@@ -755,9 +755,16 @@ def test_onnxruntime_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timi
     graph, planner = _planner(residual)
     job = _suffix_job(planner, tmp_path, 3)
     ran = _record_sessions(monkeypatch)
+    from layerscope.measure import runners
+
+    opened: list[str] = []
+    recorded = runners.make_session
+    monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: opened.append(Path(path).stem)
+                        or recorded(path, config, **kw))
     runner = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), visit_warmup=2, warm_with="loop")
     assert runner.measure(job) > 0
     ran.clear()
     runner.measure(job)
     # runs of the suffix itself, one of the layers before its cut (as the whole model's loop ran them), timed
     assert ran == ["suffix3", "suffix3", "prefix3", "suffix3"]
+    assert sorted(opened) == ["prefix3", "suffix3"]  # the feeding prefix computed the feeds and warms: one session

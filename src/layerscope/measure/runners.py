@@ -259,12 +259,14 @@ class OrtRunner:
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
         """The model's feeds for a prefix; for a suffix, the values its feeding prefix computes from them
-        (computed once per suffix) and the model inputs it reads."""
+        (computed once per suffix) and the model inputs it reads. With ``warm_with="loop"`` the feeding prefix's
+        session is the one the warm-up runs (kept open), else one opened for this alone."""
         if job.feeds_model is None:
             return self.feeds
         if job.key not in self._suffix_feeds:
             session = self._session(job.key, job.model_path)[0]
-            prefix = make_session(job.feeds_model, self.config)
+            prefix = self._session(f"feeds:{job.key}", job.feeds_model)[0] if self.warm_with == "loop" else \
+                make_session(job.feeds_model, self.config)
             values = dict(zip([o.name for o in prefix.get_outputs()], prefix.run(None, self.feeds), strict=True))
             values.update(self.feeds)
             self._suffix_feeds[job.key] = {i.name: values[i.name] for i in session.get_inputs()}
