@@ -22,10 +22,14 @@ Contract of :func:`run_bisect`:
   model, and a round costs about half as much as timing every prefix. The segments then add up to
   P(m) + S(m) - the baselines, not to the whole model: the difference is what cutting at m costs both sides,
   and comparing them is a check of the method;
-- **how many rounds**: ``repeats``; with ``rounds_s`` and pilot samples of every cut, more when the model
-  is fast: as many as fit in ``rounds_s`` seconds of timed runs by the pilot's medians (a suffix counted as
-  the whole model less its prefix), at most 5 x ``repeats`` and what the budget leaves after the pilots.
-  The pilot samples are cached, so a resumed bisect plans the same number;
+- **how many rounds**: ``repeats``; with ``resolve_share`` (segment granularity), more when the coarse plan's
+  pilot is noisy: enough that a segment of that share of the model's time gets a 95% interval within
+  :data:`RESOLVE_TOLERANCE` of it (:func:`pilot_noise`, :func:`noise_rounds`), at most 5 x ``repeats``; the
+  default budget is then twice the coarse plan's final runs at those rounds, so refinement keeps its room. With
+  ``rounds_s`` and pilot samples of every cut, more when the model is fast: as many as fit in ``rounds_s``
+  seconds of timed runs by the pilot's medians (a suffix counted as the whole model less its prefix), at most
+  5 x ``repeats`` and what the budget leaves after the pilots. The pilot samples are cached, so a resumed
+  bisect plans the same number;
 - **rounds**: every phase visits its models in order (prefixes by cut, the whole model, suffixes by cut), one
   sample per model and round, each round in the opposite direction of the one before, so neighbouring models
   are always timed back to back and drift of the machine (other processes, clocks, heat) hits both alike;
@@ -567,13 +571,14 @@ class _Bisect:
                              f"repeats need {self.models(cuts) * config.repeats}",
                              hint="raise --budget, or lower --segments or --repeats")
         planned, noise, wanted = config.repeats, None, None
+        piloted: set[int] = set()
         if not layers and config.resolve_share:
             planned, noise, wanted = self.resolve(cuts)
+            piloted.update(cuts)
             if config.budget_runs is None:
                 budget = self.models(cuts) * planned * 2
             planned = max(config.repeats, min(planned, (budget - self.pilot_runs) // self.models(cuts)))
-        cuts, refinements = (cuts, 0) if layers else \
-            self.refine(cuts, budget, planned, piloted=set(cuts) if self.pilot_runs else set())
+        cuts, refinements = (cuts, 0) if layers else self.refine(cuts, budget, planned, piloted=piloted)
         meet = self.meeting_cut(cuts)
         n = planner.layer_count
         prefix_cuts = cuts if meet is None else (*(c for c in cuts if c <= meet), n)
