@@ -450,6 +450,9 @@ def test_noise_rounds_give_a_segment_its_interval() -> None:
     assert noise_rounds(0.03, 0.05, 0.5) == 55
     assert noise_rounds(0.03, 0.10, 0.5) == 14  # twice the segment: a quarter of the rounds (13.6)
     assert noise_rounds(0.0, 0.05, 0.5) == 1
+    # the 10th percentile is a less efficient level than the median: 1.7094 / 1.2533 x the half-width,
+    # (1.96 x 1.7094 x 0.03 x 0.5 / 0.005)^2 = 10.051^2 = 101.0 rounds
+    assert noise_rounds(0.03, 0.05, 0.5, "p10") == 102 == noise_rounds(0.03, 0.05, 0.5, "min")
 
 
 class NoisyRunner(ScriptedRunner):

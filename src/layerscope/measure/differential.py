@@ -457,10 +457,12 @@ def round_matrix(series: Sequence[Sequence[float]], rounds: int, *, baseline: bo
 
 #: :attr:`BisectConfig.resolve_share`'s target: the 95% interval's half-width, as a fraction of the segment.
 RESOLVE_TOLERANCE = 0.10
-#: The two-sided 95% normal quantile; a median of n samples has a standard error of about this factor x
-#: sigma / sqrt(n) (normal samples).
+#: The two-sided 95% normal quantile.
 _Z95 = 1.959964
-_MEDIAN_SE = 1.2533
+#: A level of n normal samples has a standard error of about this factor x sigma / sqrt(n): the median
+#: sqrt(pi / 2); the 10th percentile sqrt(0.1 x 0.9) / phi(z_0.1) (the minimum, which has no such factor, is given
+#: the 10th percentile's).
+STATISTIC_SE: dict[str, float] = {"median": 1.2533, "p10": 1.7094, "min": 1.7094}
 
 
 def pilot_noise(matrix: np.ndarray) -> float | None:
@@ -478,12 +480,12 @@ def pilot_noise(matrix: np.ndarray) -> float | None:
     return float(1.4826 * np.median(pairs) / math.sqrt(2))
 
 
-def noise_rounds(noise: float, share: float, larger_fraction: float) -> int:
+def noise_rounds(noise: float, share: float, larger_fraction: float, statistic: Statistic = "median") -> int:
     """Rounds for a segment holding ``share`` of the model's time, timed as the difference of models of at most
     ``larger_fraction`` of it whose paired difference has :func:`pilot_noise` ``noise``, to get a 95% interval
-    (of the median) within :data:`RESOLVE_TOLERANCE` of the segment: (z x 1.2533 x noise x larger_fraction /
-    (tolerance x share))^2, at least 1."""
-    half_width = _Z95 * _MEDIAN_SE * noise * larger_fraction / (RESOLVE_TOLERANCE * share)
+    within :data:`RESOLVE_TOLERANCE` of the segment under ``statistic``: (z x :data:`STATISTIC_SE` x noise x
+    larger_fraction / (tolerance x share))^2, at least 1."""
+    half_width = _Z95 * STATISTIC_SE[statistic] * noise * larger_fraction / (RESOLVE_TOLERANCE * share)
     return max(1, math.ceil(half_width ** 2))
 
 
@@ -630,7 +632,7 @@ class _Bisect:
             return config.repeats, None, None
         meet, cum = self.meeting_cut(cuts), self.planner.cum_us
         larger = 1.0 if meet is None or not cum[-1] else max(cum[meet], cum[-1] - cum[meet]) / cum[-1]
-        wanted = noise_rounds(noise, config.resolve_share, larger)
+        wanted = noise_rounds(noise, config.resolve_share, larger, config.statistic)
         return max(config.repeats, min(wanted, 5 * config.repeats)), noise, wanted
 
     def models(self, cuts: Sequence[int]) -> int:
