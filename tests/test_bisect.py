@@ -458,9 +458,10 @@ def test_noise_rounds_give_a_segment_its_interval() -> None:
 class NoisyRunner(ScriptedRunner):
     """:class:`ScriptedRunner` with each time multiplied by 1 + a seeded normal of ``cv``."""
 
-    def __init__(self, per_layer_us: Mapping[int, float], cv: float) -> None:
-        super().__init__(per_layer_us)
-        self.rng, self.cv = np.random.default_rng(7), cv
+    def __init__(self, per_layer_us: Mapping[int, float], cv: float, *, interrupt_after: int | None = None,
+                 seed: int = 7) -> None:
+        super().__init__(per_layer_us, interrupt_after=interrupt_after)
+        self.rng, self.cv = np.random.default_rng(seed), cv
 
     def measure(self, job: Job) -> float:
         return super().measure(job) * (1.0 + self.cv * float(self.rng.standard_normal()))
@@ -488,6 +489,22 @@ def test_noisy_pilots_get_more_rounds_and_a_budget_that_keeps_the_refinement(res
     # a budget given keeps its word: the rounds are what it leaves after the pilot
     tight = bisect(0.05, 0.25, budget=40)
     assert tight.rounds == (40 - 3 * 3) // 3 and tight.runs <= 40
+
+
+def test_a_resumed_bisect_plans_the_rounds_from_the_cached_pilot(residual: Path, tmp_path: Path) -> None:
+    _, planner = _planner(residual)
+    times = dict.fromkeys(range(8), 100.0)
+    config = BisectConfig(segments=2, repeats=3, pilot=3, resolve_share=0.25)
+    reference = run_bisect(planner, NoisyRunner(times, 0.05), config, SampleStore(None), workdir=tmp_path / "r")
+    store_dir = tmp_path / "cache"
+    with pytest.raises(KeyboardInterrupt):  # after the coarse pilot (3 prefixes x 3), in the refinement's
+        run_bisect(planner, NoisyRunner(times, 0.05, interrupt_after=12), config, SampleStore(store_dir),
+                   workdir=tmp_path / "w")
+    again = NoisyRunner(times, 0.05, seed=8)  # other noise: the plan must come from the cached pilot
+    resumed = run_bisect(planner, again, config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert resumed.pilot_noise == reference.pilot_noise and resumed.noise_rounds == reference.noise_rounds
+    assert resumed.rounds == reference.rounds == 15 and resumed.budget_runs == reference.budget_runs
+    assert resumed.runs_measured == resumed.runs - 12 == len(again.calls)
 
 
 def test_negative_increments_are_reported_not_clipped(residual: Path, tmp_path: Path) -> None:
