@@ -24,8 +24,6 @@ from layerscope.measure.differential import (
     bootstrap_increments,
     increments,
     level,
-    noise_rounds,
-    pilot_noise,
     profile_segment_us,
     round_matrix,
     run_bisect,
@@ -436,25 +434,6 @@ def test_a_fast_model_gets_more_rounds_within_the_budget(residual: Path, tmp_pat
     assert all(s.samples == middle.rounds for s in middle.segments)
 
 
-def test_pilot_noise_is_the_pooled_spread_of_paired_differences() -> None:
-    # one segment over three rounds: differences 100, 104, 98 µs of a prefix of median 100 µs; the pairs of rounds
-    # differ by 4, 2 and 6 µs, median 4 µs = 4% of the larger model; sd = 1.4826 x 4% / sqrt 2
-    matrix = np.array([[0.0, 0.0, 0.0], [100.0, 104.0, 98.0]])
-    assert pilot_noise(matrix) == pytest.approx(1.4826 * 0.04 / math.sqrt(2))
-    assert pilot_noise(matrix[:, :1]) is None and pilot_noise(matrix[1:]) is None
-
-
-def test_noise_rounds_give_a_segment_its_interval() -> None:
-    # 3% noise, segments of 5% timed between models of half the whole: half-width per round
-    # 1.96 x 1.2533 x 0.03 x 0.5 = 3.685% of the whole = 73.7% of the segment; within 10% needs (7.369)^2 = 54.3 rounds
-    assert noise_rounds(0.03, 0.05, 0.5) == 55
-    assert noise_rounds(0.03, 0.10, 0.5) == 14  # twice the segment: a quarter of the rounds (13.6)
-    assert noise_rounds(0.0, 0.05, 0.5) == 1
-    # the 10th percentile is a less efficient level than the median: 1.7094 / 1.2533 x the half-width,
-    # (1.96 x 1.7094 x 0.03 x 0.5 / 0.005)^2 = 10.051^2 = 101.0 rounds
-    assert noise_rounds(0.03, 0.05, 0.5, "p10") == 102 == noise_rounds(0.03, 0.05, 0.5, "min")
-
-
 class NoisyRunner(ScriptedRunner):
     """:class:`ScriptedRunner` with each time multiplied by 1 + a seeded normal of ``cv``."""
 
@@ -467,44 +446,48 @@ class NoisyRunner(ScriptedRunner):
         return super().measure(job) * (1.0 + self.cv * float(self.rng.standard_normal()))
 
 
-def test_noisy_pilots_get_more_rounds_and_a_budget_that_keeps_the_refinement(residual: Path, tmp_path: Path) -> None:
+def test_wide_intervals_get_more_rounds_up_to_five_times_repeats(residual: Path, tmp_path: Path) -> None:
     _, planner = _planner(residual)
     times = dict.fromkeys(range(8), 100.0)
 
-    def bisect(cv: float, resolve_share: float, budget: int | None = None) -> Any:
-        config = BisectConfig(segments=2, repeats=3, pilot=3, resolve_share=resolve_share, budget_runs=budget)
+    def bisect(cv: float, resolve_share: float, budget: int | None = None, repeats: int = 4) -> Any:
+        config = BisectConfig(segments=2, repeats=repeats, pilot=2, resolve_share=resolve_share, budget_runs=budget)
         return run_bisect(planner, NoisyRunner(times, cv), config, SampleStore(None), workdir=tmp_path / f"{cv}")
 
     quiet, off = bisect(0.0, 0.25), bisect(0.05, 0.0)
-    assert quiet.pilot_noise is not None and quiet.pilot_noise < 0.01 and quiet.rounds == 3
-    assert off.pilot_noise is None and off.noise_rounds is None and off.rounds == 3
+    assert quiet.rounds == 4 and quiet.resolve_from == 4 and quiet.resolve_widest == quiet.resolve_from_widest <= 0.1
+    assert off.rounds == 4 and off.resolve_from is None and off.resolve_widest is None
     noisy = bisect(0.05, 0.25)
-    assert noisy.pilot_noise is not None and 0.01 < noisy.pilot_noise < 0.2
-    # 5% noise, a quarter of the time: (1.96 x 1.2533 x noise x larger / 0.025)^2, far more than 3, capped at 15
-    assert noisy.noise_rounds is not None and noisy.noise_rounds > 15 and noisy.rounds == 15
-    assert all(len(p.samples_us) == 15 for p in (*noisy.prefixes, *noisy.suffixes))
-    # the default budget is the coarse plan's (3 models) x the rounds x 2, so there is room left to refine
-    assert noisy.budget_runs == 3 * 15 * 2 and noisy.refinements >= 1
-    assert noisy.runs == noisy.pilot_runs + 15 * (len(noisy.prefixes) + len(noisy.suffixes)) <= noisy.budget_runs
-    # a budget given keeps its word: the rounds are what it leaves after the pilot
+    assert noisy.resolve_from == 4 and noisy.resolve_from_widest is not None and noisy.resolve_from_widest > 0.1
+    assert 4 < noisy.rounds <= 20  # at most 5 x repeats
+    assert noisy.resolve_widest is not None and (noisy.resolve_widest <= 0.1 or noisy.rounds == 20)
+    assert all(len(p.samples_us) == noisy.rounds for p in (*noisy.prefixes, *noisy.suffixes))
+    assert all(s.samples == noisy.rounds for s in noisy.segments)
+    # the widest interval the result reports is the one its own segments have
+    total = sum(s.increment_us for s in noisy.segments)
+    large = [s for s in noisy.segments if s.increment_us >= 0.25 * total]
+    assert noisy.resolve_widest == pytest.approx(max(max(s.ci_high_us - s.increment_us, s.increment_us - s.ci_low_us)
+                                                     / s.increment_us for s in large))
+    # the default budget grows by the rounds added; a budget given keeps its word
+    assert noisy.runs <= noisy.budget_runs
     tight = bisect(0.05, 0.25, budget=40)
-    assert tight.rounds == (40 - 3 * 3) // 3 and tight.runs <= 40
+    assert tight.runs <= 40 == tight.budget_runs and 4 <= tight.rounds < 20
 
 
-def test_a_resumed_bisect_plans_the_rounds_from_the_cached_pilot(residual: Path, tmp_path: Path) -> None:
+def test_a_rerun_bisect_asks_the_same_rounds_of_its_cached_samples(residual: Path, tmp_path: Path) -> None:
     _, planner = _planner(residual)
     times = dict.fromkeys(range(8), 100.0)
-    config = BisectConfig(segments=2, repeats=3, pilot=3, resolve_share=0.25)
-    reference = run_bisect(planner, NoisyRunner(times, 0.05), config, SampleStore(None), workdir=tmp_path / "r")
+    config = BisectConfig(segments=2, repeats=4, pilot=2, resolve_share=0.25)
     store_dir = tmp_path / "cache"
-    with pytest.raises(KeyboardInterrupt):  # after the coarse pilot (3 prefixes x 3), in the refinement's
-        run_bisect(planner, NoisyRunner(times, 0.05, interrupt_after=12), config, SampleStore(store_dir),
+    with pytest.raises(KeyboardInterrupt):  # in the final rounds
+        run_bisect(planner, NoisyRunner(times, 0.05, interrupt_after=30), config, SampleStore(store_dir),
                    workdir=tmp_path / "w")
-    again = NoisyRunner(times, 0.05, seed=8)  # other noise: the plan must come from the cached pilot
-    resumed = run_bisect(planner, again, config, SampleStore(store_dir), workdir=tmp_path / "w")
-    assert resumed.pilot_noise == reference.pilot_noise and resumed.noise_rounds == reference.noise_rounds
-    assert resumed.rounds == reference.rounds == 15 and resumed.budget_runs == reference.budget_runs
-    assert resumed.runs_measured == resumed.runs - 12 == len(again.calls)
+    first = run_bisect(planner, NoisyRunner(times, 0.05), config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert first.rounds > 4 and first.runs_measured == first.runs - 30
+    again = NoisyRunner(times, 0.05, seed=8)  # other noise: nothing may be measured again
+    cached = run_bisect(planner, again, config, SampleStore(store_dir), workdir=tmp_path / "w")
+    assert again.calls == [] and cached.rounds == first.rounds
+    assert [s.increment_us for s in cached.segments] == [s.increment_us for s in first.segments]
 
 
 def test_negative_increments_are_reported_not_clipped(residual: Path, tmp_path: Path) -> None:

@@ -632,17 +632,20 @@ def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> 
 
 
 @pytest.mark.parametrize(("fields", "said"), [
-    ({"repeats": 60, "repeats_min": 60}, ""),
-    ({"repeats": 224, "repeats_min": 60, "noise_rounds": 224, "pilot_noise": 0.057, "resolve_share": 0.05},
-     " (more than 60: the pilot's noise (5.7% of a model per round) asks 224 for a 5% segment within 10%)"),
-    ({"repeats": 300, "repeats_min": 60, "noise_rounds": 224, "pilot_noise": 0.057, "resolve_share": 0.05},
-     " (more than 60: the pilot's noise (5.7% of a model per round) asks 224 for a 5% segment within 10%; "
-     "a fast model)"),
-    ({"repeats": 300, "repeats_min": 60, "noise_rounds": 900, "pilot_noise": 0.2, "resolve_share": 0.05},
-     " (more than 60: the pilot's noise (20.0% of a model per round) asks 900 for a 5% segment within 10%)"),
+    ({"repeats": 60, "repeats_min": 60, "resolve_from": 60, "resolve_from_widest": 0.08, "resolve_widest": 0.08}, ""),
     ({"repeats": 107, "repeats_min": 60}, " (more than 60: a fast model)"),
+    ({"repeats": 214, "repeats_min": 60, "resolve_share": 0.05, "resolve_from": 60, "resolve_from_widest": 0.234,
+      "resolve_widest": 0.094},
+     " (more than 60: at 60 rounds a segment of 5% of the time or more had a 95% interval of ±23%, the widest ±9% "
+     "now)"),
+    ({"repeats": 300, "repeats_min": 60, "resolve_share": 0.05, "resolve_from": 107, "resolve_from_widest": 0.31,
+      "resolve_widest": 0.14},
+     " (more than 60: a fast model; at 107 rounds a segment of 5% of the time or more had a 95% interval of ±31%, "
+     "the widest ±14% now)"),
+    ({"repeats": 107, "repeats_min": 60, "resolve_share": 0.05, "resolve_from": 107, "resolve_from_widest": 0.06,
+      "resolve_widest": 0.06}, " (more than 60: a fast model)"),
 ])
-def test_bisect_plan_says_why_it_tookmore_rounds(fields: dict[str, Any], said: str) -> None:
+def test_bisect_plan_says_why_it_took_more_rounds(fields: dict[str, Any], said: str) -> None:
     assert more_rounds(Bisect(**fields)) == said
 
 

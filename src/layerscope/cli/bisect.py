@@ -78,8 +78,8 @@ VALIDATION_PROFILES = 5
 BOUNDARY_RUNS = 10
 #: On ONNX Runtime without --repeats: more than 60 rounds while their timed runs fit in this many seconds.
 AUTO_ROUNDS_S = 15.0
-#: In-process runtimes without --repeats: more than 60 rounds (up to 300) until a segment of this share of the
-#: time gets a 95% interval within 10% of it by the coarse pilot's noise (``BisectConfig.resolve_share``).
+#: In-process runtimes without --repeats: more than 60 rounds (up to 300) while a segment of this share of the
+#: time or more has a 95% bootstrap interval wider than 10% of it (``BisectConfig.resolve_share``).
 AUTO_RESOLVE_SHARE = 0.05
 
 
@@ -96,8 +96,8 @@ AUTO_RESOLVE_SHARE = 0.05
               help="Coarse segments, of roughly equal estimated time on --target.")
 @click.option("--repeats", default=None, type=click.IntRange(min=2),
               help="Rounds: final samples per model [default: 10 with --run-cmd; in process 60, or more (up to "
-                   "300, within --budget) while the rounds' timed runs fit in about 15 s, or until a segment of 5% "
-                   "of the time gets a 95% interval within 10% of it by the pilot's noise].")
+                   "300, within --budget) while the rounds' timed runs fit in about 15 s, and while a segment of 5% "
+                   "of the time or more has a 95% interval wider than 10% of it].")
 @click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",

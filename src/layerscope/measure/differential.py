@@ -22,14 +22,15 @@ Contract of :func:`run_bisect`:
   model, and a round costs about half as much as timing every prefix. The segments then add up to
   P(m) + S(m) - the baselines, not to the whole model: the difference is what cutting at m costs both sides,
   and comparing them is a check of the method;
-- **how many rounds**: ``repeats``; with ``resolve_share`` (segment granularity), more when the coarse plan's
-  pilot is noisy: enough that a segment of that share of the model's time gets a 95% interval within
-  :data:`RESOLVE_TOLERANCE` of it (:func:`pilot_noise`, :func:`noise_rounds`), at most 5 x ``repeats``; the
-  default budget is then twice the coarse plan's final runs at those rounds, so refinement keeps its room. With
-  ``rounds_s`` and pilot samples of every cut, more when the model is fast: as many as fit in ``rounds_s``
-  seconds of timed runs by the pilot's medians (a suffix counted as the whole model less its prefix), at most
-  5 x ``repeats`` and what the budget leaves after the pilots. The pilot samples are cached, so a resumed
-  bisect plans the same number;
+- **how many rounds**: ``repeats``; with ``rounds_s`` and pilot samples of every cut, more when the model is
+  fast: as many as fit in ``rounds_s`` seconds of timed runs by the pilot's medians (a suffix counted as the
+  whole model less its prefix), at most 5 x ``repeats`` and what the budget leaves after the pilots. The pilot
+  samples are cached, so a resumed bisect plans the same number. Then, with ``resolve_share`` (segment
+  granularity), more while a segment holding that share of the time or more has a bootstrap interval wider than
+  :data:`RESOLVE_TOLERANCE` of it on either side (:meth:`_Bisect.extend`): the rounds its width asks for (a
+  width shrinks as 1 / sqrt(rounds)), at least a quarter more per step, up to 5 x ``repeats`` and a budget given
+  (a default budget grows by the rounds added). The rounds themselves decide, so a resumed bisect with its
+  samples cached asks for the same;
 - **rounds**: every phase visits its models in order (prefixes by cut, the whole model, suffixes by cut), one
   sample per model and round, each round in the opposite direction of the one before, so neighbouring models
   are always timed back to back and drift of the machine (other processes, clocks, heat) hits both alike;
@@ -154,9 +155,8 @@ class BisectConfig:
     #: With pilot samples: more final rounds than ``repeats`` while their timed runs add up to less than this
     #: many seconds by the pilot's times (see the module docstring); 0: exactly ``repeats`` rounds.
     rounds_s: float = 0.0
-    #: Segment granularity: more final rounds than ``repeats`` until a segment holding this share of the model's
-    #: time gets a 95% interval within :data:`RESOLVE_TOLERANCE` of it by the coarse pilot's noise
-    #: (:func:`pilot_noise`, :func:`noise_rounds`); 0: off.
+    #: Segment granularity: more final rounds while a segment holding this share of the model's time or more has
+    #: a bootstrap interval wider than :data:`RESOLVE_TOLERANCE` of it (see the module docstring); 0: off.
     resolve_share: float = 0.0
 
     def __post_init__(self) -> None:
@@ -288,10 +288,12 @@ class BisectResult:
     #: The systematic part's inputs (:func:`with_systematic`); ``relative`` ``None``: not estimated.
     gaps: GapEstimate | None = None
     relative: float | None = None
-    #: The coarse pilot's :func:`pilot_noise` and the rounds it asks for (:func:`noise_rounds`); ``None``: not
-    #: estimated (no ``resolve_share``, layer granularity, or a single pilot round).
-    pilot_noise: float | None = None
-    noise_rounds: int | None = None
+    #: With :attr:`BisectConfig.resolve_share`: the widest bootstrap half-width of a segment holding that share,
+    #: relative to its increment, at the rounds measured before any were added (``resolve_from``, its width
+    #: ``resolve_from_widest``) and at the end (``resolve_widest``); ``None``: not checked (no such segment).
+    resolve_from: int | None = None
+    resolve_from_widest: float | None = None
+    resolve_widest: float | None = None
 
     @property
     def full_us(self) -> float:
@@ -455,38 +457,8 @@ def round_matrix(series: Sequence[Sequence[float]], rounds: int, *, baseline: bo
     return matrix if baseline else np.vstack([np.zeros((1, rounds)), matrix])
 
 
-#: :attr:`BisectConfig.resolve_share`'s target: the 95% interval's half-width, as a fraction of the segment.
+#: :attr:`BisectConfig.resolve_share`'s target: a segment's bootstrap half-width, as a fraction of its increment.
 RESOLVE_TOLERANCE = 0.10
-#: The two-sided 95% normal quantile.
-_Z95 = 1.959964
-#: A level of n normal samples has a standard error of about this factor x sigma / sqrt(n): the median
-#: sqrt(pi / 2); the 10th percentile sqrt(0.1 x 0.9) / phi(z_0.1) (the minimum, which has no such factor, is given
-#: the 10th percentile's).
-STATISTIC_SE: dict[str, float] = {"median": 1.2533, "p10": 1.7094, "min": 1.7094}
-
-
-def pilot_noise(matrix: np.ndarray) -> float | None:
-    """The round-to-round noise of a segment's paired difference (neighbouring rows of a pilot
-    :func:`round_matrix`), as a fraction of the larger model's time: a robust standard deviation (1.4826 x the
-    median absolute difference between two rounds' values, over sqrt 2) pooled over every segment and every pair
-    of rounds. ``None`` with fewer than two rounds or rows."""
-    rows, rounds = matrix.shape
-    if rounds < 2 or rows < 2:
-        return None
-    diffs = np.diff(matrix, axis=0)
-    larger = np.maximum(np.abs(np.median(matrix[1:], axis=1)), 1e-9)
-    first, second = np.triu_indices(rounds, 1)
-    pairs = np.abs(diffs[:, first] - diffs[:, second]) / larger[:, None]
-    return float(1.4826 * np.median(pairs) / math.sqrt(2))
-
-
-def noise_rounds(noise: float, share: float, larger_fraction: float, statistic: Statistic = "median") -> int:
-    """Rounds for a segment holding ``share`` of the model's time, timed as the difference of models of at most
-    ``larger_fraction`` of it whose paired difference has :func:`pilot_noise` ``noise``, to get a 95% interval
-    within :data:`RESOLVE_TOLERANCE` of the segment under ``statistic``: (z x :data:`STATISTIC_SE` x noise x
-    larger_fraction / (tolerance x share))^2, at least 1."""
-    half_width = _Z95 * STATISTIC_SE[statistic] * noise * larger_fraction / (RESOLVE_TOLERANCE * share)
-    return max(1, math.ceil(half_width ** 2))
 
 
 def level(values: np.ndarray, statistic: Statistic) -> np.ndarray:
@@ -549,6 +521,26 @@ def run_bisect(planner: CutPlanner, runner: Runner, config: BisectConfig, store:
                    after_round=after_round, pool=pool).run()
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """The final plan: the cuts, the ones timed as prefixes and as suffixes, and the meeting cut."""
+
+    cuts: tuple[int, ...]
+    prefix_cuts: tuple[int, ...]
+    suffix_cuts: tuple[int, ...]
+    meet: int | None
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """What :meth:`_Bisect.extend` found: the rounds it started from and the widest relative half-width there,
+    and the widest at the end (all ``None``: no segment to check)."""
+
+    from_rounds: int | None
+    from_widest: float | None
+    widest: float | None
+
+
 class _Bisect:
     """One bisect in progress: the jobs prepared so far and the samples each had before this session."""
 
@@ -572,68 +564,83 @@ class _Bisect:
             raise InputError(f"--budget {budget} runs is too small: {self.models(cuts)} models x {config.repeats} "
                              f"repeats need {self.models(cuts) * config.repeats}",
                              hint="raise --budget, or lower --segments or --repeats")
-        planned, noise, wanted = config.repeats, None, None
-        piloted: set[int] = set()
-        if not layers and config.resolve_share:
-            planned, noise, wanted = self.resolve(cuts)
-            piloted.update(cuts)
-            if config.budget_runs is None:
-                budget = self.models(cuts) * planned * 2
-            planned = max(config.repeats, min(planned, (budget - self.pilot_runs) // self.models(cuts)))
-        cuts, refinements = (cuts, 0) if layers else self.refine(cuts, budget, planned, piloted=piloted)
+        cuts, refinements = (cuts, 0) if layers else self.refine(cuts, budget)
         meet = self.meeting_cut(cuts)
         n = planner.layer_count
         prefix_cuts = cuts if meet is None else (*(c for c in cuts if c <= meet), n)
         suffix_cuts = () if meet is None else (*(c for c in cuts if meet <= c < n), *((n,) if config.baseline else ()))
         jobs = [*(self.job(c) for c in prefix_cuts), *(self.job(c, "suffix") for c in suffix_cuts)]
-        rounds = self.rounds(cuts, jobs, budget, planned)
+        rounds = self.rounds(cuts, jobs, budget)
         self.measure(jobs, "final", rounds, "measure")
+        plan = _Plan(cuts, prefix_cuts, suffix_cuts, meet)
+        resolved = _Resolved(None, None, None)
+        if config.resolve_share and not layers:
+            rounds, budget, resolved = self.extend(plan, jobs, rounds, budget)
         corrected = bool(config.boundary_runs) and self.measure_boundaries(jobs)
-        prefixes = tuple(self.result(c, "prefix", boundary=corrected) for c in prefix_cuts)
-        suffixes = tuple(self.result(c, "suffix", boundary=corrected) for c in suffix_cuts)
-        # prefixes up to the meeting cut give the segments before it, suffixes from it on the segments after
-        sides = [self.side(prefixes if meet is None else prefixes[:-1], rounds)]
-        if suffixes:
-            sides.append(self.side(tuple(reversed(suffixes)), rounds))
-        segments, sum_ci = _estimate(planner.segments(cuts), sides, config, rounds)
+        prefixes, suffixes, segments, sum_ci = self.estimates(plan, rounds, boundary=corrected)
         return BisectResult(config=config, runner=dict(self.runner.identity), prefixes=prefixes, segments=segments,
                             refinements=refinements, budget_runs=budget, pilot_runs=self.pilot_runs,
                             sum_ci_us=sum_ci, cache_dir=str(self.store.directory) if self.store.directory else None,
                             layer_count=planner.layer_count, rounds=rounds, suffixes=suffixes, meet=meet,
-                            pilot_noise=noise, noise_rounds=wanted)
+                            resolve_from=resolved.from_rounds, resolve_from_widest=resolved.from_widest,
+                            resolve_widest=resolved.widest)
 
-    def rounds(self, cuts: Sequence[int], jobs: Sequence[Job], budget: int, planned: int) -> int:
-        """Final rounds: ``planned`` (``repeats``, or :meth:`resolve`'s), or with :attr:`BisectConfig.rounds_s`
-        and pilot samples of every cut, more while they fit in ``rounds_s`` seconds of timed runs (a prefix: its
-        pilot median; a suffix: the whole model's minus its prefix's), at most 5 x ``repeats`` and what the budget
-        leaves after the pilots."""
+    def estimates(self, plan: _Plan, rounds: int, *, boundary: bool) -> tuple[
+            tuple[PrefixResult, ...], tuple[PrefixResult, ...], tuple[SegmentResult, ...], tuple[float, float]]:
+        """The timed models of ``plan`` (prefixes, suffixes) from the store, their first ``rounds`` final samples
+        less their boundary costs when ``boundary``, and the segments and the interval of their sum."""
+        prefixes = tuple(self.result(c, "prefix", boundary=boundary) for c in plan.prefix_cuts)
+        suffixes = tuple(self.result(c, "suffix", boundary=boundary) for c in plan.suffix_cuts)
+        # prefixes up to the meeting cut give the segments before it, suffixes from it on the segments after
+        sides = [self.side(prefixes if plan.meet is None else prefixes[:-1], rounds)]
+        if suffixes:
+            sides.append(self.side(tuple(reversed(suffixes)), rounds))
+        segments, sum_ci = _estimate(self.planner.segments(plan.cuts), sides, self.config, rounds)
+        return prefixes, suffixes, segments, sum_ci
+
+    def extend(self, plan: _Plan, jobs: Sequence[Job], rounds: int, budget: int) -> tuple[int, int, _Resolved]:
+        """Final rounds beyond ``rounds`` for :attr:`BisectConfig.resolve_share` (module docstring): (rounds,
+        budget, the last check)."""
+        config = self.config
+        cap = 5 * config.repeats
+        if config.budget_runs is not None:
+            cap = min(cap, max(rounds, (budget - self.pilot_runs) // len(jobs)))
+        start, first = rounds, None
+        while True:
+            widest = self.widest(plan, rounds)
+            if widest is None:
+                return rounds, budget, _Resolved(None, None, None)
+            first = widest if first is None else first
+            if widest <= RESOLVE_TOLERANCE or rounds >= cap:
+                break
+            rounds = min(cap, max(math.ceil(rounds * (widest / RESOLVE_TOLERANCE) ** 2), math.ceil(rounds * 1.25)))
+            self.measure(jobs, "final", rounds, "measure")
+        if config.budget_runs is None:
+            budget = max(budget, self.pilot_runs + rounds * len(jobs))
+        return rounds, budget, _Resolved(start, first, widest)
+
+    def widest(self, plan: _Plan, rounds: int) -> float | None:
+        """The widest bootstrap half-width (the larger side) relative to the increment, over the segments holding
+        :attr:`BisectConfig.resolve_share` of the segments' sum or more at ``rounds``; ``None``: none does."""
+        _, _, segments, _ = self.estimates(plan, rounds, boundary=False)
+        total = sum(s.increment_us for s in segments)
+        return max((max(s.ci_high_us - s.increment_us, s.increment_us - s.ci_low_us) / s.increment_us
+                    for s in segments if total > 0 and s.increment_us >= self.config.resolve_share * total),
+                   default=None)
+
+    def rounds(self, cuts: Sequence[int], jobs: Sequence[Job], budget: int) -> int:
+        """Final rounds: ``repeats``, or with :attr:`BisectConfig.rounds_s` and pilot samples of every cut, as
+        many as fit in ``rounds_s`` seconds of timed runs (a prefix: its pilot median; a suffix: the whole
+        model's minus its prefix's), at most 5 x ``repeats`` and what the budget leaves after the pilots."""
         repeats, n = self.config.repeats, self.planner.layer_count
         pilot = {c: self.store.samples(self.job(c).key, "pilot") for c in cuts}
         if not self.config.rounds_s or not all(pilot.values()):
-            return planned
+            return repeats
         median = {c: float(np.median(v)) for c, v in pilot.items()}
         round_us = sum(median[j.cut.layers] if j.side == "prefix" else max(0.0, median[n] - median[j.cut.layers])
                        for j in jobs)
         wanted = math.ceil(self.config.rounds_s * 1e6 / max(round_us, 1.0))
-        return max(planned, min(wanted, 5 * repeats, (budget - self.pilot_runs) // len(jobs)))
-
-    def resolve(self, cuts: tuple[int, ...]) -> tuple[int, float | None, int | None]:
-        """The coarse plan's pilot (``pilot`` samples of each cut's prefix), and the rounds for
-        :attr:`BisectConfig.resolve_share`: (rounds between ``repeats`` and 5 x ``repeats``, the pilot's
-        :func:`pilot_noise`, the rounds it asks for). The larger model a segment is timed with is the whole model,
-        or with suffixes the larger side of the meeting cut by the estimate."""
-        config = self.config
-        self.measure([self.job(c) for c in cuts], "pilot", config.pilot, "pilot-0")
-        self.pilot_runs += config.pilot * len(cuts)
-        matrix = round_matrix([self.store.samples(self.job(c).key, "pilot") for c in cuts], config.pilot,
-                              baseline=config.baseline)
-        noise = pilot_noise(matrix)
-        if noise is None:
-            return config.repeats, None, None
-        meet, cum = self.meeting_cut(cuts), self.planner.cum_us
-        larger = 1.0 if meet is None or not cum[-1] else max(cum[meet], cum[-1] - cum[meet]) / cum[-1]
-        wanted = noise_rounds(noise, config.resolve_share, larger, config.statistic)
-        return max(config.repeats, min(wanted, 5 * config.repeats)), noise, wanted
+        return max(repeats, min(wanted, 5 * repeats, (budget - self.pilot_runs) // len(jobs)))
 
     def models(self, cuts: Sequence[int]) -> int:
         """Models timed per final round for ``cuts``: one per cut, and with suffixes the meeting cut's suffix
@@ -658,12 +665,12 @@ class _Bisect:
                               rounds, baseline=baseline)
         return matrix, [float(v) for v in np.diff(corrections if baseline else [0.0, *corrections])]
 
-    def refine(self, cuts: tuple[int, ...], budget: int, repeats: int, *,
-               piloted: set[int]) -> tuple[tuple[int, ...], int]:
+    def refine(self, cuts: tuple[int, ...], budget: int) -> tuple[tuple[int, ...], int]:
         """Split the segments holding most pilot time while the planned runs (pilot runs, ``repeats`` per
         final model, a pilot for each new prefix) fit ``budget``; (cuts, refinement steps). Pilots time
-        prefixes only: they choose where to cut. ``piloted``: cuts whose pilot runs are already counted."""
-        pilot_n = self.config.pilot
+        prefixes only: they choose where to cut."""
+        pilot_n, repeats = self.config.pilot, self.config.repeats
+        piloted: set[int] = set()
         step = 0
         while True:
             pilot_needed = pilot_n * len(set(cuts) - piloted)
@@ -1009,8 +1016,8 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
     section: dict[str, Any] = {
         "method": "differential", "granularity": config.granularity, "runner": dict(result.runner),
         "repeats": result.rounds, "repeats_min": config.repeats, "rounds_s": config.rounds_s,
-        "resolve_share": config.resolve_share or None, "pilot_noise": result.pilot_noise,
-        "noise_rounds": result.noise_rounds,
+        "resolve_share": config.resolve_share or None, "resolve_from": result.resolve_from,
+        "resolve_from_widest": result.resolve_from_widest, "resolve_widest": result.resolve_widest,
         "pilot": config.pilot, "budget_runs": result.budget_runs,
         "refinements": result.refinements, "baseline": config.baseline, "statistic": config.statistic,
         "bootstrap": {"resamples": config.resamples, "confidence": config.confidence, "seed": config.seed,

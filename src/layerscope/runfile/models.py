@@ -1256,8 +1256,9 @@ class Bisect(Section):
     repeats_min: Count | None = None
     rounds_s: Seconds | None = None
     resolve_share: Fraction | None = None
-    pilot_noise: Ratio | None = None
-    noise_rounds: Count | None = None
+    resolve_from: Count | None = None
+    resolve_from_widest: Ratio | None = None
+    resolve_widest: Ratio | None = None
     pilot: Count | None = None
     budget_runs: Count | None = None
     refinements: Count | None = None

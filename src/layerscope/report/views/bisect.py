@@ -162,17 +162,18 @@ def bisect_view(run: Run) -> BisectView | None:
 
 
 def more_rounds(section: Bisect) -> str:
-    """Why the bisect took more rounds than ``repeats_min``: the pilot's noise, a fast model, or both."""
-    rounds, least, wanted = section.repeats, section.repeats_min, section.noise_rounds
+    """Why the bisect took more rounds than ``repeats_min``: a fast model, segments' intervals too wide, or both."""
+    rounds, least, start = section.repeats, section.repeats_min, section.resolve_from
     if rounds is None or least is None or rounds <= least:
         return ""
     reasons = []
-    if wanted is not None and wanted > least and section.pilot_noise is not None:
-        share = f"{section.resolve_share:.0%}" if section.resolve_share else "a"
-        reasons.append(f"the pilot's noise ({section.pilot_noise:.1%} of a model per round) asks {wanted} for "
-                       f"a {share} segment within 10%")
-    if wanted is None or rounds > min(wanted, 5 * least):
+    if start is None or start > least:
         reasons.append("a fast model")
+    first, last = section.resolve_from_widest, section.resolve_widest
+    if start is not None and start < rounds and first is not None and last is not None:
+        share = f"{section.resolve_share:.0%}" if section.resolve_share else "a large share"
+        reasons.append(f"at {start} rounds a segment of {share} of the time or more had a 95% interval of "
+                       f"±{first:.0%}, the widest ±{last:.0%} now")
     return f" (more than {least}: {'; '.join(reasons)})"
 
 
