@@ -450,14 +450,15 @@ def test_wide_intervals_get_more_rounds_up_to_five_times_repeats(residual: Path,
     _, planner = _planner(residual)
     times = dict.fromkeys(range(8), 100.0)
 
-    def bisect(cv: float, resolve_share: float, budget: int | None = None, repeats: int = 4) -> Any:
-        config = BisectConfig(segments=2, repeats=repeats, pilot=2, resolve_share=resolve_share, budget_runs=budget)
+    def bisect(cv: float, max_ci: float, budget: int | None = None, repeats: int = 4) -> Any:
+        config = BisectConfig(segments=2, repeats=repeats, pilot=2, max_ci=max_ci, resolve_share=0.25,
+                              budget_runs=budget)
         return run_bisect(planner, NoisyRunner(times, cv), config, SampleStore(None), workdir=tmp_path / f"{cv}")
 
-    quiet, off = bisect(0.0, 0.25), bisect(0.05, 0.0)
+    quiet, off = bisect(0.0, 0.1), bisect(0.05, 0.0)
     assert quiet.rounds == 4 and quiet.resolve_from == 4 and quiet.resolve_widest == quiet.resolve_from_widest <= 0.1
     assert off.rounds == 4 and off.resolve_from is None and off.resolve_widest is None
-    noisy = bisect(0.05, 0.25)
+    noisy = bisect(0.05, 0.1)
     assert noisy.resolve_from == 4 and noisy.resolve_from_widest is not None and noisy.resolve_from_widest > 0.1
     assert 4 < noisy.rounds <= 20  # at most 5 x repeats
     assert noisy.resolve_widest is not None and (noisy.resolve_widest <= 0.1 or noisy.rounds == 20)
@@ -470,14 +471,14 @@ def test_wide_intervals_get_more_rounds_up_to_five_times_repeats(residual: Path,
                                                      / s.increment_us for s in large))
     # the default budget grows by the rounds added; a budget given keeps its word
     assert noisy.runs <= noisy.budget_runs
-    tight = bisect(0.05, 0.25, budget=40)
+    tight = bisect(0.05, 0.1, budget=40)
     assert tight.runs <= 40 == tight.budget_runs and 4 <= tight.rounds < 20
 
 
 def test_a_rerun_bisect_asks_the_same_rounds_of_its_cached_samples(residual: Path, tmp_path: Path) -> None:
     _, planner = _planner(residual)
     times = dict.fromkeys(range(8), 100.0)
-    config = BisectConfig(segments=2, repeats=4, pilot=2, resolve_share=0.25)
+    config = BisectConfig(segments=2, repeats=4, pilot=2, max_ci=0.1, resolve_share=0.25)
     store_dir = tmp_path / "cache"
     with pytest.raises(KeyboardInterrupt):  # in the final rounds
         run_bisect(planner, NoisyRunner(times, 0.05, interrupt_after=30), config, SampleStore(store_dir),

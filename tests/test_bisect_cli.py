@@ -115,6 +115,18 @@ def test_regex_runner_recovers_every_increment(model: Path, device: dict[str, An
     assert "segments by differential timing" in printed and "conv0" in printed and "run file:" in printed
 
 
+def test_max_ci_is_checked_and_recorded(model: Path, device: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--segments", "2",
+                   "--repeats", "2", "--max-ci", "0.1", "--no-cache", "-o", str(out)) == 0
+    section = load_run(out)["bisect"]
+    # a noiseless device: every interval is a point at the first check, so no round is added
+    assert section["max_ci"] == 0.1 and section["resolve_share"] == 0.05
+    assert section["resolve_from"] == section["repeats"] == 2 and section["resolve_widest"] == 0.0
+    assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--max-ci",
+                   "1.5") == 2  # not a fraction
+
+
 def test_suffixes_on_a_device_command(model: Path, device: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--suffixes",

@@ -634,14 +634,14 @@ def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> 
 @pytest.mark.parametrize(("fields", "said"), [
     ({"repeats": 60, "repeats_min": 60, "resolve_from": 60, "resolve_from_widest": 0.08, "resolve_widest": 0.08}, ""),
     ({"repeats": 107, "repeats_min": 60}, " (more than 60: a fast model)"),
-    ({"repeats": 214, "repeats_min": 60, "resolve_share": 0.05, "resolve_from": 60, "resolve_from_widest": 0.234,
-      "resolve_widest": 0.094},
-     " (more than 60: at 60 rounds a segment of 5% of the time or more had a 95% interval of ±23%, the widest ±9% "
-     "now)"),
-    ({"repeats": 300, "repeats_min": 60, "resolve_share": 0.05, "resolve_from": 107, "resolve_from_widest": 0.31,
-      "resolve_widest": 0.14},
-     " (more than 60: a fast model; at 107 rounds a segment of 5% of the time or more had a 95% interval of ±31%, "
-     "the widest ±14% now)"),
+    ({"repeats": 214, "repeats_min": 60, "max_ci": 0.1, "resolve_share": 0.05, "resolve_from": 60,
+      "resolve_from_widest": 0.234, "resolve_widest": 0.094},
+     " (more than 60: at 60 rounds a segment of 5% of the time or more had a 95% interval of ±23% (--max-ci 0.1), "
+     "the widest ±9% now)"),
+    ({"repeats": 300, "repeats_min": 60, "max_ci": 0.1, "resolve_share": 0.05, "resolve_from": 107,
+      "resolve_from_widest": 0.31, "resolve_widest": 0.14},
+     " (more than 60: a fast model; at 107 rounds a segment of 5% of the time or more had a 95% interval of ±31% "
+     "(--max-ci 0.1), the widest ±14% now)"),
     ({"repeats": 107, "repeats_min": 60, "resolve_share": 0.05, "resolve_from": 107, "resolve_from_widest": 0.06,
       "resolve_widest": 0.06}, " (more than 60: a fast model)"),
 ])

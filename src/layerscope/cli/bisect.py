@@ -78,9 +78,6 @@ VALIDATION_PROFILES = 5
 BOUNDARY_RUNS = 10
 #: On ONNX Runtime without --repeats: more than 60 rounds while their timed runs fit in this many seconds.
 AUTO_ROUNDS_S = 15.0
-#: In-process runtimes without --repeats: more than 60 rounds (up to 300) while a segment of this share of the
-#: time or more has a 95% bootstrap interval wider than 10% of it (``BisectConfig.resolve_share``).
-AUTO_RESOLVE_SHARE = 0.05
 
 
 @click.command("bisect")
@@ -96,8 +93,12 @@ AUTO_RESOLVE_SHARE = 0.05
               help="Coarse segments, of roughly equal estimated time on --target.")
 @click.option("--repeats", default=None, type=click.IntRange(min=2),
               help="Rounds: final samples per model [default: 10 with --run-cmd; in process 60, or more (up to "
-                   "300, within --budget) while the rounds' timed runs fit in about 15 s, and while a segment of 5% "
-                   "of the time or more has a 95% interval wider than 10% of it].")
+                   "300, within --budget) while the rounds' timed runs fit in about 15 s].")
+@click.option("--max-ci", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              metavar="FRACTION",
+              help="After the rounds, keep adding rounds (up to 5x --repeats, within --budget) while a segment holding "
+                   "5% of the time or more has a 95% bootstrap interval wider than FRACTION of it either side "
+                   "(e.g. 0.1) [default: off].")
 @click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
@@ -171,7 +172,7 @@ AUTO_RESOLVE_SHARE = 0.05
 @click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate, per-layer differential times, the bisect section).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
-            granularity: str, segments: int, repeats: int | None,
+            granularity: str, segments: int, repeats: int | None, max_ci: float | None,
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
             confidence: float, resamples: int, backend_name: str, cut_rule: str, provider: str,
             threads: int, opt_level: str, clock: str,
@@ -208,7 +209,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
                           repeats=repeats or (10 if command_runner is not None else 60),
                           rounds_s=AUTO_ROUNDS_S if repeats is None and command_runner is None else 0.0, pilot=pilot,
-                          resolve_share=AUTO_RESOLVE_SHARE if repeats is None and command_runner is None else 0.0,
+                          max_ci=max_ci or 0.0,
                           budget_runs=budget_runs, baseline=baseline,
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed,

@@ -25,9 +25,9 @@ Contract of :func:`run_bisect`:
 - **how many rounds**: ``repeats``; with ``rounds_s`` and pilot samples of every cut, more when the model is
   fast: as many as fit in ``rounds_s`` seconds of timed runs by the pilot's medians (a suffix counted as the
   whole model less its prefix), at most 5 x ``repeats`` and what the budget leaves after the pilots. The pilot
-  samples are cached, so a resumed bisect plans the same number. Then, with ``resolve_share`` (segment
-  granularity), more while a segment holding that share of the time or more has a bootstrap interval wider than
-  :data:`RESOLVE_TOLERANCE` of it on either side (:meth:`_Bisect.extend`): the rounds its width asks for (a
+  samples are cached, so a resumed bisect plans the same number. Then, with ``max_ci`` (segment
+  granularity), more while a segment holding ``resolve_share`` of the time or more has a bootstrap interval wider
+  than ``max_ci`` of it on either side (:meth:`_Bisect.extend`): the rounds its width asks for (a
   width shrinks as 1 / sqrt(rounds)), at least a quarter more per step, up to 5 x ``repeats`` and a budget given
   (a default budget grows by the rounds added). The rounds themselves decide, so a resumed bisect with its
   samples cached asks for the same;
@@ -155,16 +155,17 @@ class BisectConfig:
     #: With pilot samples: more final rounds than ``repeats`` while their timed runs add up to less than this
     #: many seconds by the pilot's times (see the module docstring); 0: exactly ``repeats`` rounds.
     rounds_s: float = 0.0
-    #: Segment granularity: more final rounds while a segment holding this share of the model's time or more has
-    #: a bootstrap interval wider than :data:`RESOLVE_TOLERANCE` of it (see the module docstring); 0: off.
-    resolve_share: float = 0.0
+    #: Segment granularity: more final rounds while a segment holding ``resolve_share`` of the model's time or more
+    #: has a bootstrap interval wider than ``max_ci`` of it on either side (see the module docstring); 0: off.
+    max_ci: float = 0.0
+    resolve_share: float = 0.05
 
     def __post_init__(self) -> None:
         if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0 or self.rounds_s < 0:
             raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1, boundary_runs and rounds_s "
                              ">= 0")
-        if not 0 <= self.resolve_share < 1:
-            raise ValueError("BisectConfig: 0 <= resolve_share < 1")
+        if not 0 <= self.max_ci < 1 or not 0 < self.resolve_share < 1:
+            raise ValueError("BisectConfig: 0 <= max_ci < 1 and 0 < resolve_share < 1")
         if self.statistic not in ("median", "min", "p10"):
             raise ValueError(f"BisectConfig: unknown statistic {self.statistic!r}")
         if not 0 < self.confidence < 1 or self.resamples < 1:
@@ -288,7 +289,7 @@ class BisectResult:
     #: The systematic part's inputs (:func:`with_systematic`); ``relative`` ``None``: not estimated.
     gaps: GapEstimate | None = None
     relative: float | None = None
-    #: With :attr:`BisectConfig.resolve_share`: the widest bootstrap half-width of a segment holding that share,
+    #: With :attr:`BisectConfig.max_ci`: the widest bootstrap half-width of a segment holding that share,
     #: relative to its increment, at the rounds measured before any were added (``resolve_from``, its width
     #: ``resolve_from_widest``) and at the end (``resolve_widest``); ``None``: not checked (no such segment).
     resolve_from: int | None = None
@@ -457,10 +458,6 @@ def round_matrix(series: Sequence[Sequence[float]], rounds: int, *, baseline: bo
     return matrix if baseline else np.vstack([np.zeros((1, rounds)), matrix])
 
 
-#: :attr:`BisectConfig.resolve_share`'s target: a segment's bootstrap half-width, as a fraction of its increment.
-RESOLVE_TOLERANCE = 0.10
-
-
 def level(values: np.ndarray, statistic: Statistic) -> np.ndarray:
     """``statistic`` over the last axis: median, minimum, or 10th percentile (numpy's linear method)."""
     if statistic == "min":
@@ -574,7 +571,7 @@ class _Bisect:
         self.measure(jobs, "final", rounds, "measure")
         plan = _Plan(cuts, prefix_cuts, suffix_cuts, meet)
         resolved = _Resolved(None, None, None)
-        if config.resolve_share and not layers:
+        if config.max_ci and not layers:
             rounds, budget, resolved = self.extend(plan, jobs, rounds, budget)
         corrected = bool(config.boundary_runs) and self.measure_boundaries(jobs)
         prefixes, suffixes, segments, sum_ci = self.estimates(plan, rounds, boundary=corrected)
@@ -599,7 +596,7 @@ class _Bisect:
         return prefixes, suffixes, segments, sum_ci
 
     def extend(self, plan: _Plan, jobs: Sequence[Job], rounds: int, budget: int) -> tuple[int, int, _Resolved]:
-        """Final rounds beyond ``rounds`` for :attr:`BisectConfig.resolve_share` (module docstring): (rounds,
+        """Final rounds beyond ``rounds`` for :attr:`BisectConfig.max_ci` (module docstring): (rounds,
         budget, the last check)."""
         config = self.config
         cap = 5 * config.repeats
@@ -611,9 +608,9 @@ class _Bisect:
             if widest is None:
                 return rounds, budget, _Resolved(None, None, None)
             first = widest if first is None else first
-            if widest <= RESOLVE_TOLERANCE or rounds >= cap:
+            if widest <= config.max_ci or rounds >= cap:
                 break
-            rounds = min(cap, max(math.ceil(rounds * (widest / RESOLVE_TOLERANCE) ** 2), math.ceil(rounds * 1.25)))
+            rounds = min(cap, max(math.ceil(rounds * (widest / config.max_ci) ** 2), math.ceil(rounds * 1.25)))
             self.measure(jobs, "final", rounds, "measure")
         if config.budget_runs is None:
             budget = max(budget, self.pilot_runs + rounds * len(jobs))
@@ -1016,7 +1013,8 @@ def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],
     section: dict[str, Any] = {
         "method": "differential", "granularity": config.granularity, "runner": dict(result.runner),
         "repeats": result.rounds, "repeats_min": config.repeats, "rounds_s": config.rounds_s,
-        "resolve_share": config.resolve_share or None, "resolve_from": result.resolve_from,
+        "max_ci": config.max_ci or None, "resolve_share": config.resolve_share if config.max_ci else None,
+        "resolve_from": result.resolve_from,
         "resolve_from_widest": result.resolve_from_widest, "resolve_widest": result.resolve_widest,
         "pilot": config.pilot, "budget_runs": result.budget_runs,
         "refinements": result.refinements, "baseline": config.baseline, "statistic": config.statistic,

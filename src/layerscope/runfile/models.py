@@ -1255,6 +1255,7 @@ class Bisect(Section):
     repeats: Count | None = None
     repeats_min: Count | None = None
     rounds_s: Seconds | None = None
+    max_ci: Fraction | None = None
     resolve_share: Fraction | None = None
     resolve_from: Count | None = None
     resolve_from_widest: Ratio | None = None

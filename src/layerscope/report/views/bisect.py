@@ -172,8 +172,9 @@ def more_rounds(section: Bisect) -> str:
     first, last = section.resolve_from_widest, section.resolve_widest
     if start is not None and start < rounds and first is not None and last is not None:
         share = f"{section.resolve_share:.0%}" if section.resolve_share else "a large share"
+        wanted = f" (--max-ci {section.max_ci:g})" if section.max_ci else ""
         reasons.append(f"at {start} rounds a segment of {share} of the time or more had a 95% interval of "
-                       f"±{first:.0%}, the widest ±{last:.0%} now")
+                       f"±{first:.0%}{wanted}, the widest ±{last:.0%} now")
     return f" (more than {least}: {'; '.join(reasons)})"
 
 
