@@ -596,8 +596,8 @@ class _Bisect:
         return prefixes, suffixes, segments, sum_ci
 
     def extend(self, plan: _Plan, jobs: Sequence[Job], rounds: int, budget: int) -> tuple[int, int, _Resolved]:
-        """Final rounds beyond ``rounds`` for :attr:`BisectConfig.max_ci` (module docstring): (rounds,
-        budget, the last check)."""
+        """Final rounds beyond ``rounds`` for :attr:`BisectConfig.max_ci` (module docstring): (the rounds, the
+        budget, what the checks found)."""
         config = self.config
         cap = 5 * config.repeats
         if config.budget_runs is not None:
