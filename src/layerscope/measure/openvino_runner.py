@@ -54,8 +54,7 @@ from layerscope.measure.runners import (
     Lru,
     WarmWith,
     feeds_sha256,
-    touch,
-    warm_sequence,
+    warm_up,
 )
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
@@ -142,14 +141,9 @@ class OpenVinoRunner:
         model, new = self._model(job.key, job.model_path, self.feeds_for(job))
         for _ in range(self.warmup if new else 0):
             model.infer()
-        for what in warm_sequence(job, self.warm_with, self.visit_warmup):
-            if what == "self":
-                model.infer()
-            elif what == "whole" and job.whole_model is not None:
-                self._model(f"whole:{job.whole_model}", job.whole_model, self.feeds)[0].infer()
-            elif job.feeds_model is not None:
-                self._feeding(job).infer()
-                touch(model.inputs.values())
+        warm_up(job, self.warm_with, self.visit_warmup, itself=model.infer,
+                whole=lambda path: self._model(f"whole:{path}", path, self.feeds)[0].infer(),
+                feeding=lambda _: self._feeding(job).infer(), inputs=model.inputs.values())
         return min(model.infer(self._clock) for _ in range(self.runs_per_visit)) / 1e3
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:

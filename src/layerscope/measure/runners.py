@@ -57,6 +57,7 @@ __all__ = [
     "WarmWith",
     "touch",
     "warm_sequence",
+    "warm_up",
 ]
 
 #: A cut's ``"prefix"`` (the layers before it) or ``"suffix"`` (the layers after it, fed what crosses it).
@@ -112,6 +113,21 @@ def warm_sequence(job: Job, warm_with: WarmWith, visit_warmup: int) -> tuple[str
     if warm_with == "loop" and job.side == "suffix" and job.feeds_model is not None and visit_warmup:
         return ("self",) * visit_warmup + ("feeds",)
     return ("self",) * visit_warmup
+
+
+def warm_up(job: Job, warm_with: WarmWith, visit_warmup: int, *, itself: Callable[[], object],
+            whole: Callable[[Path], object], feeding: Callable[[Path], object], inputs: Iterable[np.ndarray]) -> None:
+    """Run :func:`warm_sequence`'s untimed runs: ``itself()`` for the model, ``whole(job.whole_model)`` for the whole
+    model, and ``feeding(job.feeds_model)`` for a suffix's feeding prefix, then :func:`touch` of ``inputs`` (the
+    suffix's)."""
+    for what in warm_sequence(job, warm_with, visit_warmup):
+        if what == "self":
+            itself()
+        elif what == "whole" and job.whole_model is not None:
+            whole(job.whole_model)
+        elif what == "feeds" and job.feeds_model is not None:
+            feeding(job.feeds_model)
+            touch(inputs)
 
 
 def touch(arrays: Iterable[np.ndarray]) -> None:
@@ -247,14 +263,10 @@ class OrtRunner:
         feeds = self.feeds_for(job)
         for _ in range(self.warmup if new else 0):
             self._run(session, feeds)
-        for what in warm_sequence(job, self.warm_with, self.visit_warmup):
-            if what == "self":
-                self._run(session, feeds)
-            elif what == "whole" and job.whole_model is not None:
-                self._run(self._session(f"whole:{job.whole_model}", job.whole_model)[0], self.feeds)
-            elif job.feeds_model is not None:
-                self._run(self._session(f"feeds:{job.key}", job.feeds_model)[0], self.feeds)
-                touch(feeds.values())
+        warm_up(job, self.warm_with, self.visit_warmup, itself=lambda: self._run(session, feeds),
+                whole=lambda path: self._run(self._session(f"whole:{path}", path)[0], self.feeds),
+                feeding=lambda path: self._run(self._session(f"feeds:{job.key}", path)[0], self.feeds),
+                inputs=feeds.values())
         return min(self._run(session, feeds) for _ in range(self.runs_per_visit)) / 1e3
 
     def feeds_for(self, job: Job) -> Mapping[str, np.ndarray]:
