@@ -343,6 +343,29 @@ def test_validation_reference_is_a_statistic_of_per_run_segment_sums() -> None:
     assert profile_segment_us([["a"], ["b", "c"], ["gone"]], [first, second], weights, "min") == [3.0, 10.0, 0.0]
 
 
+def test_a_layout_kernel_counts_in_the_segment_holding_the_layers_it_serves() -> None:
+    weights = {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}
+    layer_kernels = _profiled(2, ka=(("a",), (10.0, 10.0)), kb=(("b",), (20.0, 20.0)), kc=(("c",), (30.0, 30.0)),
+                              kd=(("d",), (40.0, 40.0))).kernels
+
+    def layout(name: str, serves: tuple[str, ...], durations: tuple[float, float]) -> KernelResult:
+        return KernelResult(KernelSamples(name, "Reorder", "cpu", durations), summarize(durations), (), "layout",
+                            serves)
+
+    kernels = (*layer_kernels,
+               layout("into_b", ("b",), (5.0, 7.0)),  # between a and b: work of the segment holding b
+               layout("into_c_d", ("c", "d"), (1.0, 1.0)),  # serving layers of one segment
+               layout("straddling", ("b", "c"), (100.0, 100.0)),  # serving two segments: in neither
+               layout("elsewhere", ("gone",), (100.0, 100.0)),  # serving no segment's layer
+               layout("unknown", (), (100.0, 100.0)))  # serving nothing known
+    profiled = type("Profiled", (), {"runs": 2, "kernels": kernels})()
+    # per run: [a] = 10; [b] = 20 + 5, 20 + 7; [c, d] = 70 + 1
+    assert profile_segment_us([["a"], ["b"], ["c", "d"]], [profiled], weights, "min") == [10.0, 25.0, 71.0]
+    # an ONNX Runtime profile's layout kernels name no layers they serve: no change
+    assert profile_segment_us([["a"], ["b"], ["c", "d"]], [_profiled(2, ka=(("a",), (10.0, 10.0)))], weights,
+                              "min") == [10.0, 0.0, 0.0]
+
+
 def test_bootstrap_is_seeded_and_keeps_rounds_paired() -> None:
     matrix = np.array([[0.0, 0, 0, 0], [10, 20, 30, 40], [15, 25, 35, 45]])
     a = bootstrap_increments(matrix, "median", 500, seed=3)
@@ -723,6 +746,42 @@ def test_each_visit_warms_with_the_whole_model_or_itself(residual: Path, tmp_pat
     # a new session is warmed up twice by itself; every visit then runs the warm model once, then the timed run
     assert first == ["prefix3", "prefix3", warm, "prefix3"] and ran == [warm, "prefix3"]
     assert runner.identity["warm_with"] == warm_with
+
+
+def test_recompile_is_due_after_every_n_visits_of_each_model() -> None:
+    from layerscope.measure.runners import Recompile
+
+    every3 = Recompile(3)
+    # visits 1..7 of one model: made afresh before the 4th and the 7th; another model counts on its own
+    assert [every3.due("a") for _ in range(7)] == [False, False, False, True, False, False, True]
+    assert [every3.due("b") for _ in range(4)] == [False, False, False, True]
+    never = Recompile(0)
+    assert not any(never.due("a") for _ in range(10))
+    with pytest.raises(ValueError, match="every >= 0"):
+        Recompile(-1)
+
+
+def test_onnxruntime_opens_a_fresh_session_every_n_visits(residual: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    graph, planner = _planner(residual)
+    (job,) = _jobs(planner, tmp_path, 3)
+    from layerscope.measure import runners
+
+    opened: list[str] = []
+    real = runners.make_session
+    monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: opened.append(Path(path).stem)
+                        or real(path, config, **kw))
+    runner = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), warm_with="self", recompile_every=2)
+    for _ in range(5):
+        assert runner.measure(job) > 0
+    assert opened == ["prefix3"] * 3  # visits 1-2, 3-4, 5: three sessions, each used for at most two samples
+    assert runner.identity["recompile_every"] == 2
+    # never: one session, and the identity (the cache key) is the one runners had before the option
+    plain = OrtRunner(SessionConfig(threads=1), make_inputs(graph, (), 0), warm_with="self")
+    opened.clear()
+    for _ in range(5):
+        plain.measure(job)
+    assert opened == ["prefix3"] and "recompile_every" not in plain.identity
 
 
 def _suffix_job(planner: CutPlanner, folder: Path, cut: int) -> Job:

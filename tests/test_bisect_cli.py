@@ -127,6 +127,12 @@ def test_max_ci_is_checked_and_recorded(model: Path, device: dict[str, Any], tmp
                    "1.5") == 2  # not a fraction
 
 
+def test_recompile_every_is_for_the_runtimes_in_this_process(model: Path, device: dict[str, Any]) -> None:
+    # a device command compiles each model once, with --compile-cmd
+    assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX,
+                   "--recompile-every", "5") == 2
+
+
 def test_suffixes_on_a_device_command(model: Path, device: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--suffixes",

@@ -212,6 +212,32 @@ def test_openvino_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timing_
     assert runner.identity["warm_with"] == "loop"
 
 
+def test_openvino_compiles_a_timed_model_afresh_every_n_visits(write_model: ModelWriter, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openvino")
+    from layerscope.measure import openvino_runner
+    from layerscope.measure.openvino_backend import OpenVinoOptions
+    from layerscope.measure.session import SessionConfig
+    from test_bisect import _jobs, write_residual
+
+    graph = load_model(write_residual(write_model))
+    (job,) = _jobs(CutPlanner.for_model(graph), tmp_path, 3)
+    compiled: list[str] = []
+    real = openvino_runner.OpenVinoRunner._compile
+
+    def compile_(self: Any, path: Path, *, profiling: bool) -> Any:
+        compiled.append(path.stem)
+        return real(self, path, profiling=profiling)
+
+    monkeypatch.setattr(openvino_runner.OpenVinoRunner, "_compile", compile_)
+    runner = openvino_runner.OpenVinoRunner(SessionConfig(provider="CPU", threads=1), OpenVinoOptions(),
+                                            make_inputs(graph, (), 0), warm_with="self", recompile_every=3)
+    samples = [runner.measure(job) for _ in range(7)]
+    assert all(s > 0 for s in samples)
+    assert compiled == ["prefix3"] * 3  # visits 1-3, 4-6, 7
+    assert runner.identity["recompile_every"] == 3
+
+
 # --- end to end on OpenVINO ------------------------------------------------------------------------------------
 
 def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
@@ -234,8 +260,10 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     assert section["runner"]["clock"] == "cpu"
     # the defaults on OpenVINO: a prefix warmed by 4 runs of itself, a suffix as the whole model's loop leaves it
     assert section["runner"]["visit_warmup"] == 4 and section["runner"]["warm_with"] == "loop"
+    assert section["runner"]["recompile_every"] == 20  # and each timed model compiled afresh every 20 visits
     context = {row.label: row.value for row in bisect_view(as_run(run)).context}  # what the terminal prints
     assert "4 untimed of the model itself (a suffix's then 1 of the layers before it) + 1 run" in context["runner"]
+    assert "compiled afresh every 20 visits" in context["runner"]
     # squeezenet: OpenVINO runs every Conv with its Relu: no segment starts at a Relu
     layers = {layer["id"]: layer for layer in run["layers"]}
     assert all(layers[s["first_layer"]]["op_type"] != "Relu" for s in section["segments"])

@@ -96,6 +96,30 @@ def test_relu_folded_into_the_convolution_shares_its_kernel(tmp_path: Path) -> N
     assert measurement.precision in ("f32", "bf16", "f16")
 
 
+def test_a_reorder_serves_the_layers_whose_data_it_converts(tmp_path: Path) -> None:
+    """x -> Conv -> Relu -> Reshape -> Softmax: the Convolution reads and writes a blocked layout, the Reshape reads
+    the plain one; the compiler inserts a reorder into the Convolution's layout and one out of it."""
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"], name="relu"),
+         helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape"),
+         helper.make_node("Softmax", ["y"], ["z"], name="softmax", axis=-1)],
+        "reorders", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 16, 1024])],
+        initializer=[numpy_helper.from_array(rng.standard_normal((16, 3, 3, 3)).astype(np.float32), "w"),
+                     numpy_helper.from_array(np.array([1, 16, 1024], dtype=np.int64), "shape")])
+    path = tmp_path / "reorders.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    measurement, _ = _profile(path, runs=2)
+    layout = [k for k in measurement.kernels if k.category == "layout"]
+    served = {k.serves for k in layout if k.samples.op_type == "Reorder"}
+    # into the Convolution's layout (it serves the fused Conv + Relu), out of it for the Reshape
+    assert served == {("conv", "relu"), ("reshape",)}, [(k.samples.name, k.serves) for k in layout]
+    assert all(not k.layers for k in layout)  # its time stays the layout's own in the profile
+    assert all(not k.serves for k in measurement.kernels if k.category == "layer")
+
+
 def test_absent_device_is_unavailable_naming_those_present() -> None:
     backend = get_backend("openvino")
     present = ov.Core().available_devices
@@ -111,11 +135,16 @@ def test_profile_cli_writes_an_openvino_kernel_profile_run(tmp_path: Path, capsy
     assert main(["profile", str(_conv_relu(tmp_path)), "--backend", "openvino", "--device", "cpu", "--precision",
                  "f32", "--threads", "1", "--runs", "3", "--warmup", "1", "-o", str(out)]) == 0
     load(out)  # the run file passes the schema
+    assert "runtime kernel: the op OpenVINO ran" in capsys.readouterr().out
     run = json.loads(out.read_text())
     m = run["measurement"]
     assert (m["kind"], m["backend"], m["device"], m["precision"]) == ("kernel-profile", "openvino", "CPU", "f32")
     assert m["mapped_share"] == 1.0 and m["eliminated_layers"] == []
     assert all(k["precision"] == "f32" for k in run["kernels"] if k["category"] == "layer")
+    # a reorder of the input into the Convolution's layout keeps the layers it serves; a layer kernel names none
+    reorders = {k["name"]: k["serves"] for k in run["kernels"] if k["op_type"] == "Reorder" and not k["layers"]}
+    assert ["conv", "relu"] in reorders.values(), reorders
+    assert all("serves" not in k for k in run["kernels"] if k["category"] == "layer")
     assert {layer["id"]: layer["measured"]["status"] for layer in run["layers"]} == {
         "conv": "fused", "relu": "fused", "pool": "measured"}
     assert run["latency"]["source"] == "uninstrumented InferRequest.infer"

@@ -292,7 +292,8 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
             method="kernel-profile", **stats)}))
     kernels = [Kernel(name=k.samples.name, op_type=k.samples.op_type, provider=k.samples.provider,
                       layers=list(k.layers), category=k.category, **_stats(k.stats), **_set(
-                          exec_type=k.samples.exec_type, precision=k.samples.precision))
+                          exec_type=k.samples.exec_type, precision=k.samples.precision,
+                          serves=list(k.serves)))
                for k in measurement.kernels]
     config = measurement.config
     measured = KernelProfileMeasurement(

@@ -927,7 +927,9 @@ def compare_with_profile(result: BisectResult, profiles: Sequence[Measurement],
     over the layers they cover by ``weights_us``, as ``profile`` does); the reference is the bisect's
     statistic over these per-run sums (:func:`level`: median, minimum or 10th percentile) -- the same
     statistic of the same kind of quantity (a whole run's work) as the bisect's prefixes. Layers the runtime
-    eliminated count 0; layout kernels no layer owns are in no segment."""
+    eliminated count 0. A layout kernel no layer owns counts in the segment holding every layer it serves (an
+    OpenVINO reorder between two of a segment's layers, or into a segment's first layer: work that segment's
+    increment holds), else in none."""
     if not profiles:
         raise ValueError("compare_with_profile: no profile")
     total = result.sum_segments_us or 1.0
@@ -939,13 +941,20 @@ def compare_with_profile(result: BisectResult, profiles: Sequence[Measurement],
 
 def profile_segment_us(segments: Sequence[Sequence[str]], profiles: Sequence[Measurement],
                        weights_us: Mapping[str, float], statistic: Statistic) -> list[float]:
-    """Per group of layer ids: ``statistic`` over all profiled runs of the group's summed time in a run."""
+    """Per group of layer ids: ``statistic`` over all profiled runs of the group's summed time in a run (with the
+    layout kernels serving only that group's layers: :func:`compare_with_profile`)."""
+    group_of = {layer_id: k for k, ids in enumerate(segments) for layer_id in ids}
     pooled: list[np.ndarray] = []
     for measurement in profiles:
         series = layer_series(measurement.kernels, weights_us)  # every series has measurement.runs values
         zero = np.zeros(measurement.runs)
-        pooled.append(np.array([sum((series.get(i, zero) for i in ids), zero) for ids in segments]).reshape(
-            len(segments), measurement.runs))
+        sums = np.array([sum((series.get(i, zero) for i in ids), zero) for ids in segments]).reshape(
+            len(segments), measurement.runs)
+        for kernel in measurement.kernels:
+            groups = {group_of.get(layer_id) for layer_id in kernel.serves} if not kernel.layers else set()
+            if len(groups) == 1 and None not in groups:
+                sums[groups.pop()] += np.asarray(kernel.samples.durations_us, dtype=np.float64)
+        pooled.append(sums)
     sums = np.concatenate(pooled, axis=1)
     if sums.shape[1] == 0:
         return [0.0] * len(segments)

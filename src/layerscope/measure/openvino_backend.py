@@ -249,6 +249,8 @@ class _ExecNode:
     original: tuple[str, ...]
     layers: tuple[str, ...]
     category: str
+    #: For a layout node: the source layers whose data it converts (:func:`_served`).
+    serves: tuple[str, ...] = ()
 
 
 def _rt(info: Any, key: str) -> str:
@@ -319,7 +321,8 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     compiler made up for an operation of its type (``Sigmoid_8276``: OpenVINO names a node it creates
     ``<Type>_<id>``) and holds a layer at most four steps from it in the source graph (a detector head's Sigmoid
     moved ahead of its Reshape and Transpose and fused into the Conv), the nearest such node when several do.
-    Layout nodes (reorders, inputs, outputs) and constants keep none."""
+    Layout nodes (reorders, inputs, outputs) and constants keep none; a layout node *serves* the layers of the
+    nearest nodes with layers it feeds, else of those feeding it (:func:`_served`)."""
     order = {node.id: i for i, node in enumerate(graph.layers)}
     ops = list(compiled.get_runtime_model().get_ordered_ops())
     infos = {op.get_friendly_name(): op.get_rt_info() for op in ops}
@@ -381,21 +384,48 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
                     held.update(layers[with_layers[0]])
                 seen |= targets
                 frontier = [t for t in targets if not layers[t]] if len(seen) < 64 else []
+    producers_of = _runtime_producers(ops)
     nodes: dict[str, _ExecNode] = {}
     for name, info in infos.items():
         layer_type = types[name]
         ids = tuple(sorted(layers[name], key=order.__getitem__))
+        serves: tuple[str, ...] = ()
         if ids:
             category = "layer"
         elif layer_type in _LAYOUT_TYPES:
             category = "layout"
+            serves = tuple(sorted(_served(name, layers, types, consumers_of, producers_of), key=order.__getitem__))
         elif layer_type in _CONSTANT_TYPES:
             category = "constant"
         else:
             category = "unmapped"
         nodes[name] = _ExecNode(name, layer_type, _rt(info, "primitiveType"), _rt(info, "runtimePrecision"),
-                                original[name], ids, category)
+                                original[name], ids, category, serves)
     return nodes
+
+
+def _served(name: str, layers: Mapping[str, set[str]], types: Mapping[str, str],
+            consumers_of: Mapping[str, set[str]], producers_of: Mapping[str, set[str]]) -> set[str]:
+    """The source layers layout node ``name`` converts data for: those of the nearest runtime nodes with layers that
+    it feeds (through other layout nodes: a Reorder into the blocked layout a Convolution reads, the model input's
+    conversion), else of the nearest ones feeding it (a conversion into the model's output); none when neither
+    side reaches one."""
+    for step in (consumers_of, producers_of):
+        frontier, seen = {name}, {name}
+        while frontier:
+            reached = {n for f in frontier for n in step.get(f, ())} - seen
+            seen |= reached
+            found = {lid for n in reached for lid in layers.get(n, ())}
+            if found:
+                return found
+            frontier = {n for n in reached if types.get(n) in _LAYOUT_TYPES}
+    return set()
+
+
+def _runtime_producers(ops: Sequence[Any]) -> dict[str, set[str]]:
+    """Each runtime node -> the nodes whose outputs it reads."""
+    return {op.get_friendly_name(): {port.get_source_output().get_node().get_friendly_name() for port in op.inputs()}
+            for op in ops}
 
 
 def _holding_node(layer: str, op_type: str, feeds: Mapping[str, set[str]], consumers: Mapping[str, set[str]], *,
@@ -592,7 +622,7 @@ def _kernel_results(nodes: Mapping[str, _ExecNode], per_run: Sequence[Mapping[st
         series = tuple(run.get(name, 0.0) for run in per_run)
         samples = KernelSamples(name, node.layer_type, device, series, exec_type=node.exec_type,
                                 precision=node.precision)
-        results.append(KernelResult(samples, summarize(series), node.layers, node.category))
+        results.append(KernelResult(samples, summarize(series), node.layers, node.category, node.serves))
     for name in sorted(executed - set(nodes)):  # counters for a node the runtime model lacks: keep, unmapped
         series = tuple(run.get(name, 0.0) for run in per_run)
         results.append(KernelResult(KernelSamples(name, "", device, series), summarize(series), (), "unmapped"))

@@ -7,7 +7,9 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
   performance hint, threads, streams) *without* performance counters; one sample = the fastest of
   ``runs_per_visit`` timed ``InferRequest.infer`` calls, after the untimed calls
   :func:`~layerscope.measure.runners.warm_sequence` names for ``warm_with`` (the whole model, the model itself, or
-  as the whole model's loop leaves it), and ``warmup`` calls when it is newly compiled; at most ``max_models``
+  as the whole model's loop leaves it), and ``warmup`` calls when it is newly compiled; with ``recompile_every``
+  a timed model is compiled afresh after every that many visits (:class:`~layerscope.measure.runners.Recompile`:
+  each compilation runs at its own speed); at most ``max_models``
   compiled models stay open (least recently used released first; a suffix's feeding prefix counts as one);
   ``clock="cpu"`` times the calling thread's CPU time instead of elapsed time (needs ``threads == 1``: OpenVINO's
   CPU plugin then runs the whole inference on the calling thread -- on squeezenet its thread time equals the
@@ -52,6 +54,7 @@ from layerscope.measure.runners import (
     Clock,
     Job,
     Lru,
+    Recompile,
     WarmWith,
     feeds_sha256,
     warm_up,
@@ -106,7 +109,7 @@ class OpenVinoRunner:
 
     def __init__(self, config: SessionConfig, options: OpenVinoOptions, feeds: Mapping[str, np.ndarray], *,
                  runs_per_visit: int = 1, visit_warmup: int = 1, warm_with: WarmWith = "whole", warmup: int = 2,
-                 max_models: int = 48, clock: Clock = "wall") -> None:
+                 max_models: int = 48, clock: Clock = "wall", recompile_every: int = 0) -> None:
         if runs_per_visit < 1 or visit_warmup < 0 or warmup < 0 or max_models < 2:
             raise ValueError("OpenVinoRunner: runs_per_visit >= 1, visit_warmup >= 0, warmup >= 0, max_models >= 2")
         if clock == "cpu" and config.threads != 1:
@@ -120,6 +123,7 @@ class OpenVinoRunner:
         self.runs_per_visit, self.visit_warmup, self.warm_with = runs_per_visit, visit_warmup, warm_with
         self.warmup = warmup
         self._models: Lru[_Compiled] = Lru(max_models)
+        self._recompile = Recompile(recompile_every)
         self._suffix_feeds: dict[str, dict[str, np.ndarray]] = {}
         self._whole_io: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self.settings: dict[str, Any] = {}
@@ -130,7 +134,7 @@ class OpenVinoRunner:
             "streams": options.streams, "threads": config.threads, "runs_per_visit": runs_per_visit,
             "visit_statistic": "min", "visit_warmup": visit_warmup, "warm_with": warm_with, "warmup": warmup,
             "clock": clock, "inputs_sha256": feeds_sha256(self.feeds), "hostname": machine["hostname"],
-            "cpu": machine["cpu"],
+            "cpu": machine["cpu"], **({"recompile_every": recompile_every} if recompile_every else {}),
         }
 
     @property
@@ -138,6 +142,8 @@ class OpenVinoRunner:
         return self._identity
 
     def measure(self, job: Job) -> float:
+        if self._recompile.due(job.key):
+            self._models.drop(job.key)
         model, new = self._model(job.key, job.model_path, self.feeds_for(job))
         for _ in range(self.warmup if new else 0):
             model.infer()

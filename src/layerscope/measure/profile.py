@@ -40,12 +40,14 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class KernelResult:
-    """One runtime kernel: its stats over the measured runs and the layers it covers."""
+    """One runtime kernel: its stats over the measured runs and the layers it covers; a ``layout`` kernel (covering
+    none) may name the layers whose data it converts (``serves``: OpenVINO's reorders, from its runtime graph)."""
 
     samples: KernelSamples
     stats: LatencyStats
     layers: tuple[str, ...]
     category: str
+    serves: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

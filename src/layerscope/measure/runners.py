@@ -192,8 +192,36 @@ class Lru(Generic[T]):
         self._items[key] = value
         return value, True
 
+    def drop(self, key: str) -> None:
+        """Forget the value under ``key`` (none: nothing happens); the next :meth:`get` makes it anew."""
+        self._items.pop(key, None)
+
     def clear(self) -> None:
         self._items.clear()
+
+
+class Recompile:
+    """When a runner makes a timed model's compiled form (OpenVINO's compiled model, ONNX Runtime's session) anew:
+    after every ``every`` visits of it (0: never). Each compilation of one model runs at its own speed, fixed for
+    its life: OpenVINO CPU, ResNet-50 compiled four times in one process and timed in the same interleaved rounds,
+    10th percentiles 58.1 / 56.9 / 56.9 / 56.8 ms (the bootstrap's standard error of each: 0.29 ms), where four
+    infer requests of one compiled model read 56.8 / 56.6 / 56.5 / 56.5 ms (README). A segment is the difference of
+    two models, so one compilation's offset of 1-2 % of a prefix is 20-40 % of a segment of 5 % of the model, and no
+    number of rounds of that one compilation shows it. Compiled afresh every ``every`` visits, a model's samples
+    span several compilations, whose offsets its statistic averages."""
+
+    def __init__(self, every: int) -> None:
+        if every < 0:
+            raise ValueError("Recompile: every >= 0")
+        self.every = every
+        self._visits: dict[str, int] = {}
+
+    def due(self, key: str) -> bool:
+        """Count one visit of ``key``: whether its compiled model is to be made anew before it (each visit after
+        the first ``every``, the next ``every`` ...)."""
+        visits = self._visits.get(key, 0)
+        self._visits[key] = visits + 1
+        return self.every > 0 and visits > 0 and visits % self.every == 0
 
 
 def feeds_sha256(feeds: Mapping[str, np.ndarray]) -> str:
@@ -219,6 +247,9 @@ class OrtRunner:
     the first segment then reads 3-7% under the kernel profile, against 7-16% warmed by itself; without any
     untimed run, each session's own copy of the weights is cold at every visit.
 
+    ``recompile_every``: a timed model's session is opened afresh after every that many visits (:class:`Recompile`;
+    0: never).
+
     ``clock="wall"`` times ``session.run`` with ``perf_counter``; ``"cpu"`` with the calling thread's CPU time,
     which does not count the time other processes hold the core. ``"cpu"`` needs ``threads == 1`` (ONNX
     Runtime then runs every kernel on the calling thread; pool threads' time would be missed): ``InputError``
@@ -227,7 +258,7 @@ class OrtRunner:
 
     def __init__(self, config: SessionConfig, feeds: Mapping[str, np.ndarray], *, runs_per_visit: int = 1,
                  visit_warmup: int = 0, warm_with: WarmWith = "self", warmup: int = 2, clock: Clock = "wall",
-                 max_sessions: int = 32) -> None:
+                 max_sessions: int = 32, recompile_every: int = 0) -> None:
         import onnxruntime as ort
 
         if clock == "cpu" and config.threads != 1:
@@ -243,6 +274,7 @@ class OrtRunner:
         self.warmup = warmup
         self._clock_ns = time.thread_time_ns if clock == "cpu" else time.perf_counter_ns
         self._sessions: Lru[Any] = Lru(max_sessions)
+        self._recompile = Recompile(recompile_every)
         self._converted: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
         self._suffix_feeds: dict[str, dict[str, np.ndarray]] = {}
         machine = machine_info()
@@ -252,6 +284,7 @@ class OrtRunner:
             "runs_per_visit": runs_per_visit, "visit_statistic": "min", "visit_warmup": visit_warmup,
             "warm_with": warm_with, "warmup": warmup, "clock": clock, "inputs_sha256": feeds_sha256(self.feeds),
             "hostname": machine["hostname"], "cpu": machine["cpu"],
+            **({"recompile_every": recompile_every} if recompile_every else {}),
         }
 
     @property
@@ -259,6 +292,8 @@ class OrtRunner:
         return self._identity
 
     def measure(self, job: Job) -> float:
+        if self._recompile.due(job.key):
+            self._sessions.drop(job.key)
         session, new = self._session(job.key, job.model_path)
         feeds = self.feeds_for(job)
         for _ in range(self.warmup if new else 0):

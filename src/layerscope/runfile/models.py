@@ -337,6 +337,8 @@ class Kernel(Section):
     #: A compiling runtime's kernel implementation (OpenVINO ``jit_avx2_f32``) and the precision it ran at.
     exec_type: str | None = None
     precision: str | None = None
+    #: A layout kernel's (no ``layers``): the layers whose data it converts (OpenVINO's reorders).
+    serves: list[str] | None = None
 
 
 # --------------------------------------------------------------------------------------------------- measurement
@@ -1107,6 +1109,8 @@ class BisectRunner(Section):
     warm_with: str | None = None
     warmup: Count | None = None
     clock: str | None = None
+    #: Visits between fresh compilations (sessions) of a timed model; absent: one per model.
+    recompile_every: Count | None = None
     inputs_sha256: str | None = None
     hostname: str | None = None
     cpu: str | None = None

@@ -103,12 +103,15 @@ def _runner_text(runner: BisectRunner) -> str:
         warm = runner.visit_warmup or 0
         what = _WARMED_BY.get(runner.warm_with or "", "of the model itself")
         visit = f"{warm} untimed {what} + {visit}" if warm else visit
+        every = runner.recompile_every
         if runner.runner == "openvino":
+            fresh = f", compiled afresh every {every} visits" if every else ""
             return (f"openvino {_or(runner.version)} {_or(runner.device)}, precision "
                     f"{runner.precision or 'default'}, {_or(runner.performance_hint)}, threads "
-                    f"{threads}, each model compiled and timed end to end, {visit} per visit")
+                    f"{threads}, each model compiled and timed end to end{fresh}, {visit} per visit")
+        fresh = f", a fresh session every {every} visits" if every else ""
         return (f"onnxruntime {_or(runner.version)} {_or(runner.provider)}, threads {threads}, "
-                f"opt {_or(runner.opt_level)}, {runner.clock or 'wall'} clock, {visit} per visit")
+                f"opt {_or(runner.opt_level)}, {runner.clock or 'wall'} clock{fresh}, {visit} per visit")
     command = runner.run_cmd
     if not command:
         return "device command"
