@@ -25,7 +25,7 @@ in that run); the run file it writes is read back. Models: the ONNX model zoo's 
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats N]
         [--segments 12] [--visit-warmup N] [--warm-with auto|whole|self|loop] [--runs-per-visit 1]
-        [--recompile-every N] [--threads 1]
+        [--recompile-every N] [--max-ci F] [--threads 1]
         [--statistic auto|median|p10|min] [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
         [--backend onnxruntime|openvino] [--cuts auto|exec-graph|heuristic] [--runs 1]
 
@@ -67,6 +67,7 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
                "--segments", str(args.segments), *(["--repeats", str(args.repeats)] if args.repeats else []),
                "--runs-per-visit", str(args.runs_per_visit),
                *(["--recompile-every", str(args.recompile_every)] if args.recompile_every is not None else []),
+               *(["--max-ci", str(args.max_ci)] if args.max_ci is not None else []),
                *(["--visit-warmup", str(args.visit_warmup)] if args.visit_warmup is not None else []),
                "--warm-with", args.warm_with,
                "--statistic", args.statistic, "--clock", args.clock, "--validate",
@@ -162,6 +163,8 @@ def main() -> int:
     parser.add_argument("--runs-per-visit", type=int, default=1)
     parser.add_argument("--visit-warmup", type=int, default=None, help="[default: bisect's, per runtime]")
     parser.add_argument("--warm-with", choices=("auto", "whole", "self", "loop"), default="auto")
+    parser.add_argument("--max-ci", type=float, default=None,
+                        help="more rounds while a large segment's interval is wider than this [default: bisect's]")
     parser.add_argument("--recompile-every", type=int, default=None,
                         help="visits between fresh compilations of a timed model [default: bisect's, per runtime]")
     parser.add_argument("--threads", type=int, default=1)
@@ -183,7 +186,8 @@ def main() -> int:
           f"{args.repeats or 'default'} rounds, {args.visit_warmup if args.visit_warmup is not None else 'default'} "
           f"untimed ({args.warm_with}) + best of "
           f"{args.runs_per_visit} per visit, recompiled every "
-          f"{args.recompile_every if args.recompile_every is not None else 'default'} visits, "
+          f"{args.recompile_every if args.recompile_every is not None else 'default'} visits, max-ci "
+          f"{args.max_ci if args.max_ci is not None else 'default'}, "
           f"statistic {args.statistic}, clock {args.clock}, cut costs {args.boundary_runs} profiled runs, "
           f"{'prefixes and suffixes' if args.suffixes else 'prefixes only'}; reference: layerscope profile, "
           f"{args.validate_runs} runs")
