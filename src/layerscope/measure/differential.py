@@ -928,8 +928,8 @@ def compare_with_profile(result: BisectResult, profiles: Sequence[Measurement],
     statistic over these per-run sums (:func:`level`: median, minimum or 10th percentile) -- the same
     statistic of the same kind of quantity (a whole run's work) as the bisect's prefixes. Layers the runtime
     eliminated count 0. A layout kernel no layer owns counts in the segment holding every layer it serves (an
-    OpenVINO reorder between two of a segment's layers, or into a segment's first layer: work that segment's
-    increment holds), else in none."""
+    OpenVINO reorder between two of a segment's layers: work that segment's increment holds), else in none (the
+    conversion of a model input serves none)."""
     if not profiles:
         raise ValueError("compare_with_profile: no profile")
     total = result.sum_segments_us or 1.0
