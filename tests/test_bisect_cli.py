@@ -125,7 +125,7 @@ def test_max_ci_is_checked_and_recorded(model: Path, device: dict[str, Any], tmp
     assert section["resolve_from"] == section["repeats"] == 2 and section["resolve_widest"] == 0.0
     assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--max-ci",
                    "1.5") == 2  # not a fraction
-    # off by default on a device command (on OpenVINO: 0.15, test_bisect_openvino), and off when given 0
+    # off by default (on OpenVINO too: test_bisect_openvino), and off when given 0
     for off in ((), ("--max-ci", "0")):
         assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--segments",
                        "2", "--repeats", "2", *off, "--no-cache", "-o", str(out)) == 0

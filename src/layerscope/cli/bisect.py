@@ -78,9 +78,6 @@ VALIDATION_PROFILES = 5
 BOUNDARY_RUNS = 10
 #: On OpenVINO without --recompile-every: each timed model compiled afresh every this many visits.
 OPENVINO_RECOMPILE_EVERY = 20
-#: On OpenVINO without --max-ci: more rounds while a segment of 5% of the time or more has a 95% interval wider
-#: than this fraction of it either side.
-OPENVINO_MAX_CI = 0.15
 #: On ONNX Runtime without --repeats: more than 60 rounds while their timed runs fit in this many seconds.
 AUTO_ROUNDS_S = 15.0
 
@@ -101,8 +98,8 @@ AUTO_ROUNDS_S = 15.0
                    "300, within --budget) while the rounds' timed runs fit in about 15 s].")
 @click.option("--max-ci", type=click.FloatRange(0, 1, max_open=True), default=None, metavar="FRACTION",
               help="After the rounds, keep adding rounds (up to 5x --repeats, within --budget) while a segment holding "
-                   "5% of the time or more has a 95% bootstrap interval wider than FRACTION of it either side; 0: off "
-                   f"[default: {OPENVINO_MAX_CI:g} on OpenVINO, off otherwise].")
+                   "5% of the time or more has a 95% bootstrap interval wider than FRACTION of it either side (e.g. "
+                   "0.15); 0: off [default: off].")
 @click.option("--pilot", default=3, show_default=True, type=click.IntRange(min=1),
               help="Samples per prefix that decide where to refine.")
 @click.option("--budget", "budget_runs", type=click.IntRange(min=1), default=None, metavar="RUNS",
@@ -221,7 +218,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
                           repeats=repeats or (10 if command_runner is not None else 60),
                           rounds_s=AUTO_ROUNDS_S if repeats is None and command_runner is None else 0.0, pilot=pilot,
-                          max_ci=_max_ci(max_ci, openvino=backend_name == "openvino" and command_runner is None),
+                          max_ci=max_ci or 0.0,
                           budget_runs=budget_runs, baseline=baseline,
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed,
@@ -311,16 +308,6 @@ def _warm_with(choice: str, *, openvino: bool) -> WarmWith:
     if choice == "auto":
         return "loop" if openvino else "whole"
     return "self" if choice == "self" else "loop" if choice == "loop" else "whole"
-
-
-def _max_ci(fraction: float | None, *, openvino: bool) -> float:
-    """``--max-ci``: by default :data:`OPENVINO_MAX_CI` on OpenVINO, off otherwise. On OpenVINO a round visits
-    each model after four untimed runs, so 60 rounds of ResNet-50 take 200-250 s, and on a shared machine (the
-    whole model's run-to-run CV 8-16%) they left its segments of 5% of the time with 95% intervals of up to
-    +-21%: a 15% error then needs no other cause. ONNX Runtime's default rounds met its goals."""
-    if fraction is not None:
-        return fraction
-    return OPENVINO_MAX_CI if openvino else 0.0
 
 
 def _recompile_every(visits: int | None, *, openvino: bool) -> int:
