@@ -204,8 +204,9 @@ class Recompile:
     """When a runner makes a timed model's compiled form (OpenVINO's compiled model, ONNX Runtime's session) anew:
     after every ``every`` visits of it (0: never). Each compilation of one model runs at its own speed, fixed for
     its life: OpenVINO CPU, ResNet-50 compiled four times in one process and timed in the same interleaved rounds,
-    10th percentiles 58.1 / 56.9 / 56.9 / 56.8 ms (the bootstrap's standard error of each: 0.29 ms), where four
-    infer requests of one compiled model read 56.8 / 56.6 / 56.5 / 56.5 ms (README). A segment is the difference of
+    10th percentiles 58.4 / 57.2 / 57.2 / 56.9 ms (the bootstrap's standard error of each: 0.27 ms), where four
+    infer requests of one compiled model read 56.9 / 56.6 / 57.0 / 56.9 ms (``benchmarks/compile_offsets.py``). A
+    segment is the difference of
     two models, so one compilation's offset of 1-2 % of a prefix is 20-40 % of a segment of 5 % of the model, and no
     number of rounds of that one compilation shows it. Compiled afresh every ``every`` visits, a model's samples
     span several compilations, whose offsets its statistic averages."""
