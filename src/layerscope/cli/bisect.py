@@ -313,8 +313,8 @@ def _warm_with(choice: str, *, openvino: bool) -> WarmWith:
 def _recompile_every(visits: int | None, *, openvino: bool) -> int:
     """``--recompile-every``: by default every :data:`OPENVINO_RECOMPILE_EVERY` visits on OpenVINO, never on ONNX
     Runtime. On OpenVINO one compilation of ResNet-50 ran 2 % slower than three others of the same model, steadily
-    (:class:`~layerscope.measure.runners.Recompile`), and a prefix's such offset is a fifth or more of a small
-    segment; ONNX Runtime's bisect met its accuracy goals with one session per model."""
+    (:class:`~layerscope.measure.runners.Recompile`), and such an offset of a prefix is up to a third of a segment
+    of 5 % of the time; ONNX Runtime's bisect met its accuracy goals with one session per model."""
     if visits is not None:
         return visits
     return OPENVINO_RECOMPILE_EVERY if openvino else 0
