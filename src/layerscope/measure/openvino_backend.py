@@ -334,7 +334,8 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
     layers: dict[str, set[str]] = {name: {owner[n] for n in orig if n in owner} for name, orig in original.items()}
     renamed = {name for name, orig in original.items() if any(n not in owner for n in orig)
                and types[name] not in _LAYOUT_TYPES | _CONSTANT_TYPES}
-    neighbours = _runtime_neighbours(ops, depth=4)
+    consumers_of, producers_of = _runtime_edges(ops)
+    neighbours = _runtime_neighbours(ops, consumers_of, producers_of, depth=4)
     producers = {t: node.id for node in graph.layers for t in node.outputs if t}
     consumers: dict[str, set[str]] = {}
     for node in graph.layers:
@@ -370,12 +371,11 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
                     holder.setdefault(node.id, name)
                     changed = True
     op_types = {node.id: node.op_type for node in graph.layers}
-    near_nodes = _runtime_neighbours(ops, depth=2)
+    near_nodes = _runtime_neighbours(ops, consumers_of, producers_of, depth=2)
     for name, held in list(layers.items()):  # (c) a decomposed node's pieces hold it, the real kernel does not
         if not held and types[name] in _COMPATIBLE_OPS:
             held.update(lid for other in near_nodes.get(name, ()) for lid in layers[other]
                         if op_types[lid] in _COMPATIBLE_OPS[types[name]])
-    consumers_of = _runtime_consumers(ops)
     for name, held in list(layers.items()):  # (d) a helper the compiler inserted works for the node it feeds
         if not held and types[name] not in _LAYOUT_TYPES | _CONSTANT_TYPES:
             frontier, seen = [name], {name}
@@ -386,7 +386,6 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
                     held.update(layers[with_layers[0]])
                 seen |= targets
                 frontier = [t for t in targets if not layers[t]] if len(seen) < 64 else []
-    producers_of = _runtime_producers(ops)
     nodes: dict[str, _ExecNode] = {}
     for name, info in infos.items():
         layer_type = types[name]
@@ -427,12 +426,6 @@ def _served(name: str, layers: Mapping[str, set[str]], types: Mapping[str, str],
     return set()
 
 
-def _runtime_producers(ops: Sequence[Any]) -> dict[str, set[str]]:
-    """Each runtime node -> the nodes whose outputs it reads."""
-    return {op.get_friendly_name(): {port.get_source_output().get_node().get_friendly_name() for port in op.inputs()}
-            for op in ops}
-
-
 def _holding_node(layer: str, op_type: str, feeds: Mapping[str, set[str]], consumers: Mapping[str, set[str]], *,
                   holder: Mapping[str, str], renamed: set[str], strict: bool) -> str | None:
     """Rule (b) of :func:`runtime_nodes`: the node that holds ``layer``'s consumers (or feeds), or ``None``."""
@@ -465,25 +458,25 @@ def _compatible_nodes(layer: str, op_type: str, feeds: Mapping[str, set[str]], c
             and any(lid in near for other in neighbours.get(name, ()) for lid in layers[other])]
 
 
-def _runtime_consumers(ops: Sequence[Any]) -> dict[str, set[str]]:
-    """Each runtime node -> the nodes that read its outputs."""
+def _runtime_edges(ops: Sequence[Any]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Each runtime node -> the nodes that read its outputs, and each -> the nodes whose outputs it reads."""
     consumers: dict[str, set[str]] = {}
-    for op in ops:
-        for port in op.inputs():
-            consumers.setdefault(port.get_source_output().get_node().get_friendly_name(), set()).add(
-                op.get_friendly_name())
-    return consumers
-
-
-def _runtime_neighbours(ops: Sequence[Any], depth: int) -> dict[str, set[str]]:
-    """Each runtime node -> the nodes within ``depth`` edges of it, either direction."""
-    adjacent: dict[str, set[str]] = {op.get_friendly_name(): set() for op in ops}
+    producers: dict[str, set[str]] = {}
     for op in ops:
         name = op.get_friendly_name()
         for port in op.inputs():
             source = port.get_source_output().get_node().get_friendly_name()
-            adjacent[name].add(source)
-            adjacent.setdefault(source, set()).add(name)
+            consumers.setdefault(source, set()).add(name)
+            producers.setdefault(name, set()).add(source)
+    return consumers, producers
+
+
+def _runtime_neighbours(ops: Sequence[Any], consumers: Mapping[str, set[str]], producers: Mapping[str, set[str]],
+                        depth: int) -> dict[str, set[str]]:
+    """Each runtime node -> the nodes within ``depth`` edges of it, either direction (``consumers`` and ``producers``:
+    :func:`_runtime_edges`)."""
+    adjacent = {name: consumers.get(name, set()) | producers.get(name, set())
+                for name in (op.get_friendly_name() for op in ops)}
     reach: dict[str, set[str]] = {}
     for name in adjacent:
         seen, frontier = {name}, {name}
