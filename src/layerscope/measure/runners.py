@@ -206,10 +206,9 @@ class Recompile:
     its life: OpenVINO CPU, ResNet-50 compiled four times in one process and timed in the same interleaved rounds,
     10th percentiles 58.4 / 57.2 / 57.2 / 56.9 ms (the bootstrap's standard error of each: 0.27 ms), where four
     infer requests of one compiled model read 56.9 / 56.6 / 57.0 / 56.9 ms (``benchmarks/compile_offsets.py``). A
-    segment is the difference of
-    two models, so one compilation's offset of 1-2 % of a prefix is 20-40 % of a segment of 5 % of the model, and no
-    number of rounds of that one compilation shows it. Compiled afresh every ``every`` visits, a model's samples
-    span several compilations, whose offsets its statistic averages."""
+    segment is the difference of two models, so a prefix of 20-40 ms whose compilation is 1-2.5 % off is 7-35 % off
+    a segment of 5 % of ResNet-50, and no number of rounds of that one compilation shows it. Compiled afresh every
+    ``every`` visits, a model's samples span several compilations, whose offsets its statistic averages."""
 
     def __init__(self, every: int) -> None:
         if every < 0:
