@@ -3,7 +3,8 @@
 A model is compiled ``--instances`` times by OpenVINO (group "compiles": each its own compiled model and infer
 request), and once more with ``--instances`` infer requests of that one compiled model (group "requests"). All of
 them are timed in the same interleaved rounds (one untimed then one timed ``infer`` per visit, alternating
-direction, as `bisect` visits its models), with the settings `bisect --backend openvino --threads 1` compiles with.
+direction, as `bisect` visits its models), with the settings `bisect --backend openvino --threads 1` compiles with
+and through the bisect runner's own compiled model and timed call (``openvino_runner._Compiled``).
 
 Printed per group: each instance's 10th percentile and median over the rounds, the spread of the instances' 10th
 percentiles (their standard deviation: "between"), and the bootstrap standard error of one instance's 10th
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,18 +28,12 @@ import numpy as np
 
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.openvino_backend import OpenVinoOptions, _require_openvino, compile_for
+from layerscope.measure.openvino_runner import _Compiled, _PathGraph
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bisect_accuracy import model_path
-
-
-class _Model:
-    """A model file as ``compile_for`` reads it."""
-
-    def __init__(self, path: Path) -> None:
-        self.name, self.path = path.stem, str(path)
 
 
 def p10_error(samples: np.ndarray, rng: np.random.Generator, resamples: int = 400) -> float:
@@ -61,33 +55,27 @@ def main() -> int:
     config, options = SessionConfig(provider="CPU", threads=1), OpenVinoOptions()
 
     def compiled() -> Any:
-        return compile_for(_Model(path), config, options, profiling=False, model=core.read_model(str(path)))
+        return compile_for(_PathGraph(path.stem, str(path)), config, options, profiling=False,
+                           model=core.read_model(str(path)))
 
-    def inputs(model: Any) -> dict[Any, np.ndarray]:
-        return {port: feeds[next(n for n in port.get_names() if n in feeds)] for port in model.inputs}
-
-    instances: list[tuple[str, Any, dict[Any, np.ndarray]]] = []
-    for _ in range(args.instances):
-        model = compiled()
-        instances.append(("compiles", model.create_infer_request(), inputs(model)))
+    # each _Compiled holds its own infer request (as the bisect's runner times them): four of one compiled model
+    instances = [("compiles", _Compiled(compiled(), feeds, path)) for _ in range(args.instances)]
     shared = compiled()
-    instances += [("requests", shared.create_infer_request(), inputs(shared)) for _ in range(args.instances)]
-    for _, request, feed in instances:
+    instances += [("requests", _Compiled(shared, feeds, path)) for _ in range(args.instances)]
+    for _, model in instances:
         for _ in range(3):
-            request.infer(feed)
+            model.infer()
     times: list[list[float]] = [[] for _ in instances]
     for round_no in range(args.rounds):
         order = range(len(instances)) if round_no % 2 == 0 else reversed(range(len(instances)))
         for k in order:
-            _, request, feed = instances[k]
-            request.infer(feed)
-            start = time.perf_counter_ns()
-            request.infer(feed)
-            times[k].append((time.perf_counter_ns() - start) / 1e3)
+            model = instances[k][1]
+            model.infer()
+            times[k].append(model.infer() / 1e3)
     rng = np.random.default_rng(0)
     print(f"{args.model}: OpenVINO CPU, 1 thread, {args.instances} instances per group, {args.rounds} rounds")
     for group in ("compiles", "requests"):
-        rows = [np.asarray(t) for (g, _, _), t in zip(instances, times, strict=True) if g == group]
+        rows = [np.asarray(t) for (g, _), t in zip(instances, times, strict=True) if g == group]
         p10 = np.array([np.quantile(r, 0.1) for r in rows])
         within = float(np.sqrt(np.mean([p10_error(r, rng) ** 2 for r in rows])))
         print(f"  {group:9s} p10 us  {'  '.join(f'{v:9.1f}' for v in p10)}   between {p10.std(ddof=1):7.1f}   "
