@@ -25,7 +25,7 @@ in that run); the run file it writes is read back. Models: the ONNX model zoo's 
 
     .venv/bin/python benchmarks/bisect_accuracy.py [--models resnet50,squeezenet,yolov5s] [--repeats N]
         [--segments 12] [--visit-warmup N] [--warm-with auto|whole|self|loop] [--runs-per-visit 1]
-        [--recompile-every N] [--max-ci F] [--threads 1]
+        [--recompile-every N] [--max-ci F] [--max-cut-share F] [--threads 1]
         [--statistic auto|median|p10|min] [--clock wall] [--boundary-runs 10] [--no-suffixes] [--keep DIR]
         [--backend onnxruntime|openvino] [--cuts auto|exec-graph|heuristic] [--runs 1]
 
@@ -68,6 +68,7 @@ def bisect(model: Path, args: argparse.Namespace, out: Path) -> float:
                "--runs-per-visit", str(args.runs_per_visit),
                *(["--recompile-every", str(args.recompile_every)] if args.recompile_every is not None else []),
                *(["--max-ci", str(args.max_ci)] if args.max_ci is not None else []),
+               *(["--max-cut-share", str(args.max_cut_share)] if args.max_cut_share is not None else []),
                *(["--visit-warmup", str(args.visit_warmup)] if args.visit_warmup is not None else []),
                "--warm-with", args.warm_with,
                "--statistic", args.statistic, "--clock", args.clock, "--validate",
@@ -135,6 +136,10 @@ def judge(name: str, run: dict[str, Any], wall_s: float) -> bool:
         print(f"  cut costs: {boundary['models_with_cost']} of {boundary['models']} models, up to "
               f"{boundary['max_us']:.1f} us ({boundary['runs']} profiled runs each); the same rounds uncorrected: "
               f"{raw_within} of {len(large)} within {SEGMENT_GOAL:.0%} (worst {max(raw_errors, default=0.0):.1%})")
+    if boundary.get("dropped"):
+        cuts = ", ".join(f"{d['layers']} ({d['cost_us']:.0f} us, "
+                         + (f"{d['share']:.0%})" if d.get("share") is not None else "-)") for d in boundary["dropped"])
+        print(f"  cuts dropped (cost over {boundary['max_share']:.0%} of a segment beside them): {cuts}")
     checked, stated, random = coverage(run)
     print(f"  95% intervals holding the profile's value: {stated} of {checked} stated (random + systematic), "
           f"{random} of {checked} bootstrap only")
@@ -165,6 +170,8 @@ def main() -> int:
     parser.add_argument("--warm-with", choices=("auto", "whole", "self", "loop"), default="auto")
     parser.add_argument("--max-ci", type=float, default=None,
                         help="more rounds while a large segment's interval is wider than this [default: bisect's]")
+    parser.add_argument("--max-cut-share", type=float, default=None,
+                        help="passed to bisect (default: bisect's own, 0.1; 0 keeps every cut)")
     parser.add_argument("--recompile-every", type=int, default=None,
                         help="visits between fresh compilations of a timed model [default: bisect's, per runtime]")
     parser.add_argument("--threads", type=int, default=1)
@@ -187,7 +194,8 @@ def main() -> int:
           f"untimed ({args.warm_with}) + best of "
           f"{args.runs_per_visit} per visit, recompiled every "
           f"{args.recompile_every if args.recompile_every is not None else 'default'} visits, max-ci "
-          f"{args.max_ci if args.max_ci is not None else 'default'}, "
+          f"{args.max_ci if args.max_ci is not None else 'default'}, max-cut-share "
+          f"{args.max_cut_share if args.max_cut_share is not None else 'default'}, "
           f"statistic {args.statistic}, clock {args.clock}, cut costs {args.boundary_runs} profiled runs, "
           f"{'prefixes and suffixes' if args.suffixes else 'prefixes only'}; reference: layerscope profile, "
           f"{args.validate_runs} runs")

@@ -17,10 +17,12 @@ from onnx.reference import ReferenceEvaluator
 
 from conftest import F32, ModelWriter, zoo
 from layerscope.errors import InputError
+from layerscope.estimate import estimate_graph
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,
     SampleStore,
+    add_bisect,
     bootstrap_increments,
     increments,
     level,
@@ -35,7 +37,11 @@ from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, OrtR
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.report.views.bisect import bisect_view
+from layerscope.run import run_from_estimate
+from layerscope.runfile import as_run
 from layerscope.stats import summarize
+from layerscope.targets import load_profile
 
 RNG = np.random.default_rng(0)
 
@@ -617,7 +623,8 @@ def test_the_cuts_own_cost_is_subtracted_from_its_prefix(residual: Path, tmp_pat
     assert raw.segments[2].increment_us == pytest.approx(30.0 + 40.0, abs=8.0)
     assert raw.segments[3].increment_us == pytest.approx(40.0 - 40.0, abs=8.0)
     runner = CutCostRunner(times, {("prefix", 3): 40.0})
-    config = BisectConfig(granularity="layer", repeats=4, boundary_runs=3, statistic="p10")
+    # max_cut_share 0: every cut kept, however much it costs (the next test drops such a cut)
+    config = BisectConfig(granularity="layer", repeats=4, boundary_runs=3, statistic="p10", max_cut_share=0.0)
     store = SampleStore(tmp_path / "cache")
     result = run_bisect(planner, runner, config, store, workdir=tmp_path)
     assert [s.increment_us for s in result.segments] == pytest.approx([times[i] for i in range(8)], abs=8.0)
@@ -629,11 +636,63 @@ def test_the_cuts_own_cost_is_subtracted_from_its_prefix(residual: Path, tmp_pat
     assert again.asked == [] and cached.prefixes[3].boundary == BoundaryCost((40.0,) * 3, ("ReorderOutput",))
 
 
+def test_a_cut_costing_more_than_its_share_of_a_segment_beside_it_is_dropped(residual: Path, tmp_path: Path) -> None:
+    """Layer i takes 10 (i + 1) µs. Prefix 3 (layers 0-2) costs 40 µs more at its cut: 133% of the 30 µs segment
+    before it, so the segments beside cut 3 (layers 2 and 3) become one of 30 + 40 µs; prefix 6's 2 µs are 3% of the
+    60 µs segment before it (layer 5), under the 10% share, so cut 6 stays, corrected."""
+    _, planner = _planner(residual)
+    times = {i: 10.0 * (i + 1) for i in range(8)}
+    runner = CutCostRunner(times, {("prefix", 3): 40.0, ("prefix", 6): 2.0})
+    config = BisectConfig(granularity="layer", repeats=4, boundary_runs=3, statistic="p10")
+    assert config.max_cut_share == 0.1
+    result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path)
+    assert [(s.segment.start, s.segment.end) for s in result.segments] == [
+        (0, 1), (1, 2), (2, 4), (4, 5), (5, 6), (6, 7), (7, 8)]
+    assert [s.increment_us for s in result.segments] == pytest.approx([10, 20, 70, 50, 60, 70, 80], abs=8.0)
+    assert [s.boundary_us for s in result.segments] == [0.0, 0.0, 0.0, 0.0, 2.0, -2.0, 0.0]
+    (dropped,) = result.dropped
+    assert dropped.model.cut.layers == 3 and dropped.cost_us == 40.0
+    assert dropped.segment_us == pytest.approx(30.0, abs=8.0) and dropped.share == pytest.approx(40 / 30, rel=0.3)
+    assert [p.cut.layers for p in result.prefixes] == [0, 1, 2, 4, 5, 6, 7, 8]
+    # the dropped cut's model was timed: its samples count, and the segments still add up to whole - baseline
+    assert result.runs == 9 * 4 == len(runner.calls)
+    assert result.sum_segments_us == pytest.approx(result.full_us - (result.baseline_us or 0.0))
+    graph = planner.graph
+    profile = load_profile("host")
+    run = add_bisect(run_from_estimate(graph, estimate_graph(graph, profile), profile), result, {})
+    section = as_run(run).bisect
+    assert section is not None and section.boundary is not None  # the run file's typed reader takes it
+    boundary = section.boundary
+    assert boundary.max_share == 0.1 and boundary.models == 9
+    (entry,) = boundary.dropped
+    assert entry.layers == 3 and entry.side == "prefix" and entry.cost_us == 40.0 and len(entry.samples_us) == 4
+    view = bisect_view(as_run(run))
+    assert view is not None
+    printed = {row.label: row.value for row in view.context}["cuts dropped"]  # what the terminal prints
+    assert printed.startswith("1 cut(s) cost more than 10% of the smaller segment") and "3 (40.0 µs, 1" in printed
+
+
+def test_a_costly_suffix_cut_is_dropped_and_the_meeting_cut_never_is(residual: Path, tmp_path: Path) -> None:
+    """Suffix 6 costs 40 µs (67% of layer 5's 60 µs): segments 5 and 6 become one. The meeting cut 4 costs 40 µs
+    on both sides too, and stays: the prefixes and the suffixes meet there."""
+    _, planner = _planner(residual)
+    times = {i: 10.0 * (i + 1) for i in range(8)}
+    runner = CutCostRunner(times, {("suffix", 6): 40.0, ("prefix", 4): 40.0, ("suffix", 4): 40.0})
+    config = BisectConfig(granularity="layer", repeats=4, statistic="p10", suffixes=True, boundary_runs=2)
+    result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path)
+    assert result.meet == 4 and [d.model.cut.layers for d in result.dropped] == [6]
+    assert result.dropped[0].model.side == "suffix"
+    assert [(s.segment.start, s.segment.end) for s in result.segments][4:] == [(4, 5), (5, 7), (7, 8)]
+    assert [s.increment_us for s in result.segments][5] == pytest.approx(60 + 70, abs=8.0)
+    assert [p.cut.layers for p in result.suffixes] == [4, 5, 7, 8]
+
+
 def test_suffixes_time_the_second_half_and_meet_the_prefixes(residual: Path, tmp_path: Path) -> None:
     _, planner = _planner(residual)
     times = {i: 10.0 * (i + 1) for i in range(8)}
     runner = CutCostRunner(times, {("suffix", 6): 40.0})
-    config = BisectConfig(granularity="layer", repeats=4, statistic="p10", suffixes=True, boundary_runs=2)
+    config = BisectConfig(granularity="layer", repeats=4, statistic="p10", suffixes=True, boundary_runs=2,
+                          max_cut_share=0.0)
     result = run_bisect(planner, runner, config, SampleStore(None), workdir=tmp_path)
     # equal weights: the middle is cut 4; prefixes up to it and the whole model, suffixes from it on
     assert result.meet == 4

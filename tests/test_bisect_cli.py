@@ -269,7 +269,10 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     assert len(section["segments"]) == len(prefixes) - 2 + len(suffixes) - 1
     # every model's own cost at its cut was looked for (the baselines and the whole model are the reference)
     boundary = section["boundary"]
-    assert boundary["corrected"] and boundary["runs"] == 10 and boundary["models"] == len(prefixes) + len(suffixes)
+    assert boundary["corrected"] and boundary["runs"] == 10 and boundary["max_share"] == 0.1
+    # a cut costing more than 10% of a segment beside it is dropped; its model was timed and is counted
+    assert boundary["models"] == len(prefixes) + len(suffixes) + len(boundary["dropped"])
+    assert all(d["share"] is None or d["share"] > 0.1 for d in boundary["dropped"])
     assert prefixes[0]["boundary_us"] == prefixes[-1]["boundary_us"] == suffixes[-1]["boundary_us"] == 0.0
     # each side's corrections telescope to the meeting cut's
     assert sum(s["boundary_us"] for s in section["segments"]) == pytest.approx(

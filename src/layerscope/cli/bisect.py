@@ -43,7 +43,7 @@ from layerscope.cli.outputs import OutputPath
 from layerscope.cli.progress import phase_progress
 from layerscope.estimate import estimate_graph
 from layerscope.measure.backend import Backend, get_backend
-from layerscope.measure.cuts import CutPlanner
+from layerscope.measure.cuts import BOUNDARY_SHARE, CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,
     BisectResult,
@@ -159,6 +159,11 @@ AUTO_ROUNDS_S = 15.0
               help="ONNX Runtime, OpenVINO: profiled runs per model that time what its cut alone costs (converting "
                    "the crossing tensors out of or into the runtime's blocked layout), subtracted from its "
                    "samples; 0: no correction [default: 10; not with --run-cmd].")
+@click.option("--max-cut-share", type=click.FloatRange(min=0), default=BOUNDARY_SHARE, show_default=True,
+              metavar="FRACTION",
+              help="With the cut-cost correction: do not report a cut whose measured cost is more than FRACTION of "
+                   "the smaller segment beside it (the two segments become one; such a correction is too uncertain "
+                   "for them); 0: keep every cut.")
 @click.option("--validate", is_flag=True,
               help="Compare each segment with `layerscope profile`'s kernel times (OpenVINO: its performance "
                    "counters; not with --run-cmd).")
@@ -183,7 +188,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             threads: int, opt_level: str, clock: str,
             visit_warmup: int | None, warm_with: str, runs_per_visit: int, recompile_every: int | None,
             cache_dir: Path | None, no_cache: bool,
-            boundary_runs: int | None, validate: bool, validate_runs: int, gap_runs: int, devices: str | None,
+            boundary_runs: int | None, max_cut_share: float, validate: bool, validate_runs: int, gap_runs: int,
+            devices: str | None,
             ray_address: str | None, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
@@ -223,6 +229,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                           statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
                           resamples=resamples, seed=seed,
                           boundary_runs=BOUNDARY_RUNS if boundary_runs is None else boundary_runs,
+                          max_cut_share=max_cut_share,
                           suffixes=command_runner is None if suffixes is None else suffixes)
     graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes),
                        cli_dims(), feeds=feeder(input_specs, seed))

@@ -60,6 +60,14 @@ Contract of :func:`run_bisect`:
   the model before the increments are taken. The baselines and the whole model get no correction, so
   prefix increments still add up to whole - baseline. The correction is a constant per model: the intervals
   do not include its own uncertainty;
+- **costly cuts dropped** (``max_cut_share > 0``, with the correction): a cut whose measured cost is more than
+  ``max_cut_share`` of the smaller corrected segment beside it is not reported: the two segments beside it become
+  one (the worst such cut first, then the segments are taken again, until none is left). Such a correction is
+  itself too uncertain for the segments it bounds (on OpenVINO, ResNet-50's cut after its first stage converts
+  3.2 MB out of the blocked layout: 1.1-2.8 ms measured in different bisects against segments of 5-7 ms, and the
+  two segments beside it missed the counters by up to 30% in opposite directions). The meeting cut and the
+  baseline are never dropped; the dropped cuts' models and their samples stay in the result
+  (:attr:`BisectResult.dropped`);
 - **failures**: what the runner raises (:mod:`layerscope.measure.runners`: a failing device command exits 3,
   output it cannot read exits 2) stops the bisect; what was measured by then stays in ``store``.
 
@@ -71,6 +79,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -84,7 +93,7 @@ import onnx
 
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
-from layerscope.measure.cuts import Cut, CutPlanner, Segment
+from layerscope.measure.cuts import BOUNDARY_SHARE, Cut, CutPlanner, Segment
 from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, Runner, Side
 from layerscope.measure.session import machine_info
@@ -95,6 +104,7 @@ from layerscope.targets.host import cache_dir
 __all__ = [
     "BisectConfig",
     "BisectResult",
+    "DroppedCut",
     "GapEstimate",
     "PrefixResult",
     "SampleStore",
@@ -159,11 +169,16 @@ class BisectConfig:
     #: has a bootstrap interval wider than ``max_ci`` of it on either side (see the module docstring); 0: off.
     max_ci: float = 0.0
     resolve_share: float = 0.05
+    #: With the boundary correction: drop a cut whose measured cost is more than this share of the smaller
+    #: segment beside it (see the module docstring); 0: keep every cut.
+    max_cut_share: float = BOUNDARY_SHARE
 
     def __post_init__(self) -> None:
         if self.segments < 1 or self.repeats < 1 or self.pilot < 1 or self.boundary_runs < 0 or self.rounds_s < 0:
             raise ValueError("BisectConfig: segments, repeats and pilot must be >= 1, boundary_runs and rounds_s "
                              ">= 0")
+        if not self.max_cut_share >= 0:
+            raise ValueError("BisectConfig: max_cut_share >= 0")
         if not 0 <= self.max_ci < 1 or not 0 < self.resolve_share < 1:
             raise ValueError("BisectConfig: 0 <= max_ci < 1 and 0 < resolve_share < 1")
         if self.statistic not in ("median", "min", "p10"):
@@ -196,6 +211,22 @@ class PrefixResult:
         if self.boundary is None or not self.boundary.samples_us:
             return 0.0
         return float(level(np.asarray(self.boundary.samples_us, dtype=np.float64), statistic))
+
+
+@dataclass(frozen=True)
+class DroppedCut:
+    """A cut timed but not reported (:attr:`BisectConfig.max_cut_share`): ``model`` is the prefix ending at it (or
+    the suffix starting at it), ``cost_us`` its measured cost (its boundary correction), ``segment_us`` the smaller
+    corrected increment of the two segments beside it when it was dropped."""
+
+    model: PrefixResult
+    cost_us: float
+    segment_us: float
+
+    @property
+    def share(self) -> float:
+        """The cut's cost over the smaller segment beside it (infinite when that segment is not positive)."""
+        return self.cost_us / self.segment_us if self.segment_us > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -295,6 +326,8 @@ class BisectResult:
     resolve_from: int | None = None
     resolve_from_widest: float | None = None
     resolve_widest: float | None = None
+    #: Cuts timed but not reported (:attr:`BisectConfig.max_cut_share`), in the order they were dropped.
+    dropped: tuple[DroppedCut, ...] = ()
 
     @property
     def full_us(self) -> float:
@@ -321,14 +354,19 @@ class BisectResult:
         return sum(s.increment_us for s in self.segments)
 
     @property
+    def timed(self) -> tuple[PrefixResult, ...]:
+        """Every model this bisect timed: the prefixes, the suffixes and the models of the dropped cuts."""
+        return (*self.prefixes, *self.suffixes, *(d.model for d in self.dropped))
+
+    @property
     def runs(self) -> int:
         """Samples of this bisect, pilot and final, cached or not."""
-        return sum(len(p.samples_us) + len(p.pilot_us) for p in (*self.prefixes, *self.suffixes))
+        return sum(len(p.samples_us) + len(p.pilot_us) for p in self.timed)
 
     @property
     def runs_measured(self) -> int:
         """Samples measured in this session (the rest came from the cache)."""
-        return sum(p.measured_now for p in (*self.prefixes, *self.suffixes))
+        return sum(p.measured_now for p in self.timed)
 
 
 # ---------------------------------------------------------------------------------------- cache
@@ -574,13 +612,42 @@ class _Bisect:
         if config.max_ci and not layers:
             rounds, budget, resolved = self.extend(plan, jobs, rounds, budget)
         corrected = bool(config.boundary_runs) and self.measure_boundaries(jobs)
+        dropped: tuple[DroppedCut, ...] = ()
+        if corrected and config.max_cut_share:
+            plan, dropped = self.drop_costly_cuts(plan, rounds)
         prefixes, suffixes, segments, sum_ci = self.estimates(plan, rounds, boundary=corrected)
         return BisectResult(config=config, runner=dict(self.runner.identity), prefixes=prefixes, segments=segments,
                             refinements=refinements, budget_runs=budget, pilot_runs=self.pilot_runs,
                             sum_ci_us=sum_ci, cache_dir=str(self.store.directory) if self.store.directory else None,
                             layer_count=planner.layer_count, rounds=rounds, suffixes=suffixes, meet=meet,
                             resolve_from=resolved.from_rounds, resolve_from_widest=resolved.from_widest,
-                            resolve_widest=resolved.widest)
+                            resolve_widest=resolved.widest, dropped=dropped)
+
+    def drop_costly_cuts(self, plan: _Plan, rounds: int) -> tuple[_Plan, tuple[DroppedCut, ...]]:
+        """``plan`` without the cuts whose measured cost is more than :attr:`BisectConfig.max_cut_share` of the
+        smaller corrected segment beside them, the worst first, the segments taken again after each (module
+        docstring); the meeting cut and the baseline stay."""
+        statistic = self.config.statistic
+        dropped: list[DroppedCut] = []
+        while True:
+            prefixes, suffixes, segments, _ = self.estimates(plan, rounds, boundary=True)
+            models = {p.cut.layers: p for p in prefixes if plan.meet is None or p.cut.layers < plan.meet}
+            models.update((p.cut.layers, p) for p in suffixes if plan.meet is not None and p.cut.layers > plan.meet)
+            worst: DroppedCut | None = None
+            for left, right in itertools.pairwise(segments):
+                model = models.get(left.segment.end)
+                cost = model.boundary_us(statistic) if model is not None else 0.0
+                if model is None or cost <= 0:
+                    continue
+                candidate = DroppedCut(model, cost, min(left.increment_us, right.increment_us))
+                if candidate.share > self.config.max_cut_share and (worst is None or candidate.share > worst.share):
+                    worst = candidate
+            if worst is None:
+                return plan, tuple(dropped)
+            dropped.append(worst)
+            cut = worst.model.cut.layers
+            plan = _Plan(tuple(c for c in plan.cuts if c != cut), tuple(c for c in plan.prefix_cuts if c != cut),
+                         tuple(c for c in plan.suffix_cuts if c != cut), plan.meet)
 
     def estimates(self, plan: _Plan, rounds: int, *, boundary: bool) -> tuple[
             tuple[PrefixResult, ...], tuple[PrefixResult, ...], tuple[SegmentResult, ...], tuple[float, float]]:
@@ -1089,16 +1156,20 @@ def _boundary_section(result: BisectResult) -> dict[str, Any]:
     """How the cuts' own cost was handled: ``corrected`` (measured and subtracted) or not, and how much."""
     if not result.config.boundary_runs:
         return {"corrected": False, "why": "turned off (--boundary-runs 0)"}
-    models = (*result.prefixes, *result.suffixes)
+    models = result.timed
     if any(p.boundary is None for p in models):
         return {"corrected": False, "why": "the runner cannot see inside a run (a device command times whole runs "
                                            "only)"}
-    costs = [p.boundary_us(result.config.statistic) for p in models]
+    statistic = result.config.statistic
+    costs = [p.boundary_us(statistic) for p in models]
     return {"corrected": True, "method": "runtime profiler: layout kernels producing a cut's outputs or reading "
                                         "its inputs that the whole model does not run",
             "runs": result.config.boundary_runs, "models": len(models),
             "models_with_cost": sum(1 for p in models if p.boundary and p.boundary.kernels),
-            "max_us": _us(max(costs)), "total_us": _us(sum(costs))}
+            "max_us": _us(max(costs)), "total_us": _us(sum(costs)),
+            "max_share": result.config.max_cut_share or None,
+            "dropped": [{**_model_entry(d.model, statistic), "cost_us": _us(d.cost_us), "segment_us": _us(d.segment_us),
+                         "share": round(d.share, 6) if math.isfinite(d.share) else None} for d in result.dropped]}
 
 
 def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, Any]:

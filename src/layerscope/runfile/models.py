@@ -1158,9 +1158,21 @@ class BisectModel(Section):
     boundary_samples_us: list[Us] = []
 
 
+class BisectDroppedCut(BisectModel):
+    """A cut timed but not reported: its model, its measured cost (``cost_us``), the smaller corrected segment
+    beside it when it was dropped (``segment_us``) and the cost's share of it (``null``: that segment was not
+    positive)."""
+
+    cost_us: Us | None = None
+    segment_us: SignedUs | None = None
+    share: Fraction | None = None
+
+
 class BisectBoundary(Section):
     """How the cuts' own cost was handled: ``corrected`` (measured and subtracted: over ``runs`` profiled runs,
-    ``models_with_cost`` of ``models``, the largest and the total) or not, and ``why``."""
+    ``models_with_cost`` of ``models``, the largest and the total) or not, and ``why``; the cuts dropped because
+    their cost was more than ``max_share`` of a segment beside them (``dropped``, their models counted in
+    ``models``)."""
 
     corrected: bool | None = None
     why: str | None = None
@@ -1170,6 +1182,8 @@ class BisectBoundary(Section):
     models_with_cost: Count | None = None
     max_us: Us | None = None
     total_us: Us | None = None
+    max_share: Fraction | None = None
+    dropped: list[BisectDroppedCut] = []
 
 
 class BisectSystematic(Section):
