@@ -277,6 +277,23 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
     assert "relu1" in table
 
 
+@pytest.mark.parametrize(("kind", "what"), [
+    ("kernel-profile", "OpenVINO performance counters"), ("bench", "OpenVINO benchmark"),
+    ("differential", "differential (bisect) timing on OpenVINO")])
+def test_an_openvino_measurement_of_any_kind_names_openvino_its_device_and_precision(kind: str, what: str) -> None:
+    """A bench or bisect on OpenVINO ran on this host's CPU, not on 'a device command'."""
+    doc = _document()
+    doc["target"] = {"name": "host", "kind": "cpu"}
+    doc["measurement"] = {"kind": kind, "backend": "openvino", "provider": "CPU", "device": "CPU",
+                          "precision": "f32", "machine": {"cpu": "Xeon"}, "source": f"layerscope {kind}"}
+    origin = measurement_origin(doc)
+    assert origin is not None and origin.device == "host-cpu" and origin.label == f"{what}, CPU (f32) on Xeon"
+    assert device_mismatch(doc) is None
+    doc["measurement"]["device"] = "NPU"
+    origin = measurement_origin(doc)
+    assert origin is not None and origin.device == "device" and origin.label.startswith(f"{what}, NPU (f32)")
+
+
 def test_no_device_warning_when_measured_where_estimated() -> None:
     doc = _document()
     doc["target"] = {"name": "host", "kind": "cpu"}

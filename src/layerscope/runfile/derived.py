@@ -44,6 +44,8 @@ from pydantic import BaseModel, ValidationError
 from layerscope.errors import InputError, RunFileError
 from layerscope.runfile.io import as_run, describe
 from layerscope.runfile.models import (
+    BenchMeasurement,
+    DifferentialMeasurement,
     Kernel,
     KernelProfileMeasurement,
     Layer,
@@ -152,10 +154,12 @@ def measurement_origin(run: Document) -> Origin | None:
     source = m.source or ""
     if m.kind == "vendor-import":
         return Origin(m.kind, "vendor", f"the vendor's profiler ({source or 'imported files'})")
-    if m.backend == "openvino" and isinstance(m, KernelProfileMeasurement):
+    if m.backend == "openvino" and isinstance(m, KernelProfileMeasurement | BenchMeasurement | DifferentialMeasurement):
         device = str(m.device or m.provider or "")
+        what = {"kernel-profile": "OpenVINO performance counters", "bench": "OpenVINO benchmark",
+                "differential": "differential (bisect) timing on OpenVINO"}[m.kind]
         return Origin(m.kind, "host-cpu" if device.upper().startswith("CPU") else "device",
-                      f"OpenVINO performance counters, {device} ({m.precision or '?'}) on {_where(m.machine)}")
+                      f"{what}, {device} ({m.precision or '?'}) on {_where(m.machine)}")
     if m.backend not in (None, "onnxruntime"):
         return Origin(m.kind, "device", f"a device command ({source or m.backend})")
     provider = m.provider or "CPUExecutionProvider"

@@ -462,6 +462,10 @@ class DifferentialMeasurement(_MeasurementBase):
     kind: Literal["differential"]
     method: str | None = None
     run_cmd: str | list[str] | None = None
+    #: OpenVINO: the device, the compiler's inference precision and performance hint.
+    device: str | None = None
+    precision: str | None = None
+    performance_hint: str | None = None
 
 
 class VendorMeasurement(_MeasurementBase):
