@@ -38,6 +38,7 @@ from layerscope.report.views.bisect import bisect_view
 from layerscope.report.views.layers import layer_rows
 from layerscope.report.views.summary import summary_sections
 from layerscope.runfile import as_run
+from layerscope.runfile.derived import measurement_origin
 from layerscope.stats import summarize
 
 RNG = np.random.default_rng(0)
@@ -269,7 +270,16 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     layers = {layer["id"]: layer for layer in run["layers"]}
     assert all(layers[s["first_layer"]]["op_type"] != "Relu" for s in section["segments"])
     # the prefixes hand their crossing tensors out of OpenVINO's blocked layout: a Reorder it times
-    assert section["boundary"]["corrected"] and section["boundary"]["models_with_cost"] > 0
+    boundary = section["boundary"]
+    assert boundary["corrected"] and boundary["models_with_cost"] > 0
+    # a cut costing over 10% of a segment beside it is not reported; its model was timed and is counted
+    assert boundary["max_share"] == 0.1 and all(d["share"] is None or d["share"] > 0.1 for d in boundary["dropped"])
+    cuts = {p["layers"] for p in section["prefixes"] + section["suffixes"]}
+    assert not cuts & {d["layers"] for d in boundary["dropped"]}
+    assert boundary["models"] == len(section["prefixes"]) + len(section["suffixes"]) + len(boundary["dropped"])
+    origin = measurement_origin(run)  # what every reader says the numbers are
+    assert origin is not None and origin.device == "host-cpu"
+    assert origin.label.startswith("differential (bisect) timing on OpenVINO, CPU (f32) on ")
     intervals = section["intervals"]
     assert intervals["systematic"] and intervals["gap_kernels"] > 0
     for seg in section["segments"]:
