@@ -1169,7 +1169,7 @@ class BisectDroppedCut(BisectModel):
 
     cost_us: Us | None = None
     segment_us: SignedUs | None = None
-    share: Fraction | None = None
+    share: Ratio | None = None
 
 
 class BisectBoundary(Section):
