@@ -669,7 +669,8 @@ def test_a_cut_costing_more_than_its_share_of_a_segment_beside_it_is_dropped(res
     view = bisect_view(as_run(run))
     assert view is not None
     printed = {row.label: row.value for row in view.context}["cuts dropped"]  # what the terminal prints
-    assert printed.startswith("1 cut(s) cost more than 10% of the smaller segment") and "3 (40.0 µs, 1" in printed
+    assert printed.startswith("1 cut(s) each cost more than 10% of the smaller segment beside it")
+    assert "cut 3 (40.0 µs, 1" in printed
 
 
 def test_a_costly_suffix_cut_is_dropped_and_the_meeting_cut_never_is(residual: Path, tmp_path: Path) -> None:

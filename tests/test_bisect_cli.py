@@ -253,9 +253,9 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     run = load_run(out)
     section = run["bisect"]
     assert section["runner"]["runner"] == "onnxruntime" and section["runner"]["threads"] == 1
-    # --warm-with auto on ONNX Runtime: each visit first runs the whole model, so a model is timed in the state the
-    # whole model leaves
-    assert section["runner"]["visit_warmup"] == 1 and section["runner"]["warm_with"] == "whole"
+    # --warm-with auto: each visit first runs the model itself, a suffix then the layers before its cut, as the
+    # whole model's loop leaves the machine
+    assert section["runner"]["visit_warmup"] == 1 and section["runner"]["warm_with"] == "loop"
     assert section["validation"]["method"] == "kernel-profile" and section["validation"]["runs"] == 3
     # auto: a CPU shared with other work is read by its fastest rounds, and so is the reference
     assert section["statistic"] == "p10" and section["validation"]["statistic"] == "p10"
@@ -290,14 +290,12 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     json.dumps(run)  # plain JSON all the way down
 
 
-@pytest.mark.parametrize(("choice", "openvino", "expected"), [
-    ("auto", False, "whole"), ("auto", True, "loop"), ("whole", True, "whole"), ("self", False, "self"),
-    ("loop", False, "loop")])
-def test_warm_with_auto_is_the_whole_model_on_onnxruntime_and_the_loop_on_openvino(
-        choice: str, openvino: bool, expected: str) -> None:
+@pytest.mark.parametrize(("choice", "expected"), [("auto", "loop"), ("whole", "whole"), ("self", "self"),
+                                                   ("loop", "loop")])
+def test_warm_with_auto_is_the_loop(choice: str, expected: str) -> None:
     from layerscope.cli.bisect import _warm_with
 
-    assert _warm_with(choice, openvino=openvino) == expected
+    assert _warm_with(choice) == expected
 
 
 @pytest.mark.parametrize(("runs", "openvino", "expected"),

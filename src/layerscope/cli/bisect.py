@@ -144,8 +144,7 @@ AUTO_ROUNDS_S = 15.0
                    "timed in the state the whole model leaves the machine in; the model itself (cheaper, but a "
                    "model's data is then cached as it never is in the whole model's loop); or loop: the model "
                    "itself, then for a suffix one run of the layers before its cut, as the whole model's loop runs "
-                   "them. auto: the whole model on ONNX Runtime, loop on OpenVINO (README: what each gave on both "
-                   "runtimes).")
+                   "them. auto: loop (README: what each gave on both runtimes).")
 @click.option("--runs-per-visit", default=1, show_default=True, type=click.IntRange(min=1),
               help="ONNX Runtime, OpenVINO: timed runs per visit of a model; the fastest is the sample.")
 @click.option("--recompile-every", default=None, type=click.IntRange(min=0), metavar="VISITS",
@@ -247,13 +246,13 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     elif isinstance(backend, OpenVinoBackend):
         runner = OpenVinoRunner(session_config, backend.options, feeds, runs_per_visit=runs_per_visit,
                                 visit_warmup=_visit_warmup(visit_warmup, openvino=True),
-                                warm_with=_warm_with(warm_with, openvino=True),
+                                warm_with=_warm_with(warm_with),
                                 clock="cpu" if clock == "cpu" else "wall",
                                 recompile_every=_recompile_every(recompile_every, openvino=True))
     else:
         runner = OrtRunner(session_config, feeds, runs_per_visit=runs_per_visit,
                            visit_warmup=_visit_warmup(visit_warmup, openvino=False),
-                           warm_with=_warm_with(warm_with, openvino=False),
+                           warm_with=_warm_with(warm_with),
                            clock="cpu" if clock == "cpu" else "wall",
                            recompile_every=_recompile_every(recompile_every, openvino=False))
     store = SampleStore(None if no_cache else (cache_dir or default_cache_dir()))
@@ -304,16 +303,17 @@ def _statistic(choice: str, *, device: bool) -> Statistic:
     return "min" if choice == "min" else "p10" if choice == "p10" else "median"
 
 
-def _warm_with(choice: str, *, openvino: bool) -> WarmWith:
-    """``--warm-with``: ``auto`` is ``loop`` on OpenVINO, the whole model on ONNX Runtime. On OpenVINO the whole
-    model warms a separately compiled copy: a prefix then runs 10-20% slower than back to back (SqueezeNet: its
-    segments that much over the performance counters, their sum +18-23% over the whole model). Warmed by itself
-    instead, a suffix's weights stay cached as they never are in the loop (ResNet-50: its last suffixes' segments
-    20-30% under the counters, those before them 10-25% over). On ONNX Runtime, a model warmed by itself runs its
-    first layers with their data cached (SqueezeNet's first segment 9-21% under the kernel profile; warmed by the
-    whole model, +2 to +7%). README: the measurements."""
+def _warm_with(choice: str) -> WarmWith:
+    """``--warm-with``: ``auto`` is ``loop`` on both runtimes: a model warmed by itself, a suffix then by the layers
+    before its cut, as the whole model's loop leaves the machine. Warmed by the whole model instead (a separately
+    compiled copy on OpenVINO, a second session on ONNX Runtime), the halves are timed in another state than the
+    loop's: SqueezeNet's prefixes and suffixes then met at their cut 9-12% over the last prefix in the same rounds
+    on ONNX Runtime (-1.5 to +0.5% with ``loop``) and its segments' sum read 12-17% over the whole model (1-6% with
+    ``loop``); on OpenVINO its segments 10-20% over the performance counters. Warmed by itself alone, a suffix's
+    weights stay cached as they never are in the loop (ResNet-50 on OpenVINO: its last suffixes' segments 20-30%
+    under the counters). README: the measurements."""
     if choice == "auto":
-        return "loop" if openvino else "whole"
+        return "loop"
     return "self" if choice == "self" else "loop" if choice == "loop" else "whole"
 
 

@@ -258,12 +258,12 @@ def _bisect_context(section: Bisect, rows: Sequence[SegmentRow], level: int, tot
     elif boundary is not None and boundary.why:
         lines.append(("cut costs", f"not corrected: {boundary.why}"))
     if boundary is not None and boundary.dropped:
-        cuts = ", ".join(f"{_or(d.layers)} ({human_us(d.cost_us or 0.0)}"
+        cuts = ", ".join(f"cut {_or(d.layers)} ({human_us(d.cost_us or 0.0)}"
                          + (f", {100 * d.share:.0f}%)" if d.share is not None else ")") for d in boundary.dropped)
-        lines.append(("cuts dropped", f"{len(boundary.dropped)} cut(s) cost more than "
-                                      f"{100 * (boundary.max_share or 0.0):.0f}% of the smaller segment beside them: "
-                                      "the two segments beside each are reported as one. Cut (layers before it), "
-                                      f"its cost and share: {cuts}"))
+        lines.append(("cuts dropped", f"{len(boundary.dropped)} cut(s) each cost more than "
+                                      f"{100 * (boundary.max_share or 0.0):.0f}% of the smaller segment beside it, so "
+                                      f"the two segments beside each are reported as one: {cuts} (cut k is after "
+                                      "the first k layers)"))
     how = "; its layout conversions are subtracted: see cut costs" if corrected else ""
     lines.append(("MEASURED", "differences of whole-model timings (prefixes, suffixes): a segment's time includes "
                               "what its cut changes "
