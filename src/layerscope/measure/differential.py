@@ -58,8 +58,9 @@ Contract of :func:`run_bisect`:
   After the final rounds the runner times exactly those kernels in each model (:class:`BoundaryCost`,
   ``boundary_runs`` profiled runs) and their level under ``statistic`` is subtracted from every sample of
   the model before the increments are taken. The baselines and the whole model get no correction, so
-  prefix increments still add up to whole - baseline. The correction is a constant per model: the intervals
-  do not include its own uncertainty;
+  prefix increments still add up to whole - baseline. The correction is a constant per model: the bootstrap
+  intervals do not include its own uncertainty, the stated ones do (:data:`CORRECTION_UNCERTAINTY` of it,
+  :func:`with_systematic`);
 - **costly cuts dropped** (``max_cut_share > 0``, with the correction): a cut whose measured cost is more than
   ``max_cut_share`` of the smaller corrected segment beside it is not reported: the two segments beside it become
   one (the worst such cut first, then the segments are taken again, until none is left). Such a correction is
