@@ -13,7 +13,7 @@ from rich.text import Text
 
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
-from layerscope.runfile.derived import layer_shares, steadiness_text, unsteady
+from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text, unsteady
 from layerscope.runfile.models import (
     KernelProfileMeasurement,
     Layer,
@@ -156,23 +156,15 @@ def _runtime(run: Run) -> str:
     return f"{m.backend} {m.backend_version}, {m.provider}, opt level {m.opt_level}"
 
 
-#: The runtimes' names as a sentence gives them, by a measurement's ``backend``.
-_RUNTIME_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
-
-
-def _runtime_name(run: Run) -> str:
-    backend = run.measurement.backend if run.measurement is not None else None
-    return _RUNTIME_NAMES.get(backend or "", backend or "the runtime")
-
-
 def measured_layers_table(run: Run, top: int) -> Table:
     """The ``top`` layers by measured median: measured µs, share, P90, CV, est. µs, ratio, fused group."""
     measured = [layer for layer in run.layers if layer.measured_us is not None]
     shares = {id(layer): share for layer, share in zip(measured, measured_shares(measured), strict=True)}
     ranked = sorted(measured, key=lambda layer: -(layer.measured_us or 0.0))[:top]
+    runtime = runtime_name(run.measurement.backend if run.measurement is not None else None)
     table = Table(title=f"Top {len(ranked)} of {len(run.layers)} layers by measured time ({_runtime(run)})",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
-                  caption=f"runtime kernel: the op {_runtime_name(run)} ran; 'N layers': they ran as one kernel, its "
+                  caption=f"runtime kernel: the op {runtime} ran; 'N layers': they ran as one kernel, its "
                           "time split by estimated cost (see the run file for the group)",
                   caption_justify="left")
     table.add_column("#", justify="right", no_wrap=True)

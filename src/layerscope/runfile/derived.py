@@ -146,6 +146,15 @@ def _where(machine: Machine | None) -> str:
     return (machine.cpu or machine.hostname if machine is not None else None) or "this host"
 
 
+#: The runtimes' names as a sentence gives them, by a measurement's ``backend``.
+RUNTIME_NAMES = {"onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+
+
+def runtime_name(backend: str | None) -> str:
+    """``backend`` (a measurement's) as a sentence names it; ``"the runtime"`` when the run names none."""
+    return RUNTIME_NAMES.get(backend or "", backend or "the runtime")
+
+
 def measurement_origin(run: Document) -> Origin | None:
     """Where ``run``'s measurement came from; ``None`` when the run holds none."""
     m = as_run(run).measurement
