@@ -328,3 +328,92 @@ def test_a_weight_the_files_cut_types_is_field_checked_even_where_protobuf_would
         load_model(path)
     assert str(refused.value) == \
         f"{path}: graph.initializer[0] 'w_edge_abc': values in raw_data, float_data: a tensor holds them in one field"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The loader parses a big model without its large weights' values (validate.without_large_raw_data): protobuf copies
+# every byte it parses, and loading never reads those values.
+
+
+def _saved(tmp_path: Path, model: onnx.ModelProto, name: str = "m.onnx") -> Path:
+    path = tmp_path / name
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_a_big_models_large_weight_is_parsed_without_its_values_and_costed_from_its_dims(tmp_path: Path) -> None:
+    import hashlib
+
+    from layerscope.model.load import _read_model
+
+    path = _saved(tmp_path, _conv_model())
+    read = _read_model(path)
+    initializers = {t.name: t for t in read.model.graph.initializer}
+    assert read.stripped == (0,)  # w_big: 256x256x3x3 = 589,824 elements; w_small (2,048) and b keep their values
+    assert not initializers["w_big"].HasField("raw_data") and list(initializers["w_big"].dims) == [256, 256, 3, 3]
+    assert len(initializers["w_small"].raw_data) == 8 * 256 * 4
+    graph = load_model(path)
+    assert graph.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()  # the file's, not the parsed bytes'
+    c1 = next(n for n in graph.layers if n.id == "c1")
+    assert graph.constants["w_big"].elements * 4 == 2_359_296  # 589,824 float32
+    from layerscope.costs import cost_layer
+
+    assert cost_layer(c1, graph).macs == 256 * 256 * 9 * 8 * 8  # Cout x Cin x 3x3 x an 8x8 output = 37,748,736
+
+
+def test_a_small_model_is_parsed_whole(tmp_path: Path) -> None:
+    from layerscope.model.load import _read_model
+
+    path = _saved(tmp_path, _conv_model(big_channels=16))  # w_big 16x256x3x3 = 36,864 elements, 147 KB
+    assert path.stat().st_size <= _CHECKER_WHOLE_MAX_BYTES
+    assert _read_model(path).stripped == ()
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("short", "raw_data holds 2359292 bytes, its dims [256, 256, 3, 3] need 2359296"),
+    ("two-fields", "values in raw_data, float_data"),
+])
+def test_a_large_weight_parsed_without_its_values_is_still_checked(tmp_path: Path, change: str, message: str) -> None:
+    model = _conv_model()
+    w_big = model.graph.initializer[0]
+    if change == "short":
+        w_big.raw_data = w_big.raw_data[:-4]
+    else:
+        w_big.float_data.append(1.0)
+    path = _saved(tmp_path, model)
+    with pytest.raises(ModelError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        load_model(path)
+
+
+def _data_dependent_model() -> onnx.ModelProto:
+    """x -> Conv(w_big) -> t -> NonZero -> idx (its shape known only by running the model) -> Transpose -> y."""
+    model = _conv_model()
+    graph = model.graph
+    graph.node.extend([helper.make_node("NonZero", ["t"], ["idx"], name="nz"),
+                       helper.make_node("Transpose", ["idx"], ["idx_t"], name="tr")])
+    graph.output.append(helper.make_tensor_value_info("idx_t", TensorProto.INT64, None))
+    return model
+
+
+def test_a_model_executed_for_its_shapes_runs_with_its_weights_read_again(tmp_path: Path) -> None:
+    path = _saved(tmp_path, _data_dependent_model())
+    graph = load_model(path)
+    by_id = {n.id: n for n in graph.layers}
+    assert by_id["nz"].shape_source == by_id["tr"].shape_source == "executed"
+    shape = graph.tensors["idx"].shape
+    assert shape[0] == 4 and shape[1] > 0  # one row per dim of t, one column per non-zero value
+
+
+def test_a_file_changed_before_its_weights_are_read_again_is_refused(tmp_path: Path) -> None:
+    from layerscope.model.load import _read_model, _with_weights
+    from layerscope.model.validate import bytes_layout
+
+    path = _saved(tmp_path, _conv_model())
+    read = _read_model(path)
+    layout = bytes_layout(path.read_bytes())
+    assert layout is not None
+    restored = _with_weights(read.model, path, read, layout)
+    assert restored.graph.initializer[0].raw_data == _conv_model().graph.initializer[0].raw_data
+    path.write_bytes(_conv_model(name="other").SerializeToString())
+    with pytest.raises(ModelError, match="changed while it was being read"):
+        _with_weights(read.model, path, read, layout)

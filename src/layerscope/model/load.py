@@ -54,8 +54,10 @@ from layerscope.model.validate import (
     MODEL_IR_VERSION,
     MODEL_OPSET_IMPORT,
     SMALL_CONST_ELEMENTS,
+    TENSOR_RAW_DATA,
     Layout,
     NodeFields,
+    bytes_layout,
     checker_bytes,
     file_layout,
     is_shape_data_dims,
@@ -65,6 +67,7 @@ from layerscope.model.validate import (
     tensors,
     typed_input,
     validate_model,
+    without_large_raw_data,
 )
 from layerscope.model.validate import topological as _topological
 
@@ -184,10 +187,27 @@ class _Sha256:
 _SHA256_THREAD_MIN_BYTES = 1 << 20
 
 
-def _read_model(path: Path) -> tuple[onnx.ModelProto, _Sha256, bytes | None]:
-    """The model at ``path`` (its weights' external data not read), the SHA-256 of the file (being computed), from
-    one read, and the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its
-    extension), which the validator's checker reads instead of serializing the model again.
+class _Read(NamedTuple):
+    """A model file as :func:`_read_model` read it."""
+
+    #: The model, its large weights' values left out when ``stripped`` names any.
+    model: onnx.ModelProto
+    #: The SHA-256 of the file, being computed.
+    sha256: _Sha256
+    #: The file's bytes when it is binary protobuf (``None``: another format).
+    data: bytes | None
+    #: The fields' spans in ``data`` (:func:`bytes_layout`; ``None``: not read).
+    layout: Layout | None
+    #: The initializers whose ``raw_data`` the model was parsed without (:func:`without_large_raw_data`).
+    stripped: tuple[int, ...]
+
+
+def _read_model(path: Path) -> _Read:
+    """The model at ``path`` (its weights' external data not read; its large weights' values, which loading never
+    reads, left out when the file is laid out as :mod:`layerscope.model.wire` reads it), the SHA-256 of the file
+    (being computed), from one read, and the file's bytes when it is binary protobuf (the format
+    ``onnx.load_model`` reads from its extension), which the validator's checker reads instead of serializing the
+    model again.
 
     The file is read whole, not mapped: a mapped file truncated by another process while it is read (a model
     exported again over the one being estimated) kills the reader with SIGBUS, where a read gives bytes that fail
@@ -204,11 +224,20 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, _Sha256, bytes | None]:
     # read as onnx.load_model reads the path: the format from its extension, protobuf when it names none
     extension = os.path.splitext(path)[1]
     binary = (onnx.serialization.registry.get_format_from_file_extension(extension) or "protobuf") == "protobuf"
+    layout: Layout | None = None
+    stripped: tuple[int, ...] = ()
     try:
         data = path.read_bytes()
         sha256 = _Sha256(data)
         if binary:
-            model = _parse_model(data)
+            layout = bytes_layout(data)
+            light = without_large_raw_data(data, layout) if layout is not None else None
+            if light is not None:
+                light_data, stripped = light
+                model = _parse_model(light_data)
+                del light_data
+            else:
+                model = _parse_model(data)
         else:
             named = io.BytesIO(data)
             named.name = str(path)
@@ -222,7 +251,25 @@ def _read_model(path: Path) -> tuple[onnx.ModelProto, _Sha256, bytes | None]:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
-    return model, sha256, data if binary else None
+    return _Read(model, sha256, data if binary else None, layout, stripped)
+
+
+def _with_weights(model: onnx.ModelProto, path: Path, read: _Read, layout: Layout) -> onnx.ModelProto:
+    """``model`` with the values of the weights :func:`_read_model` left out (``read.stripped``) put back, read
+    again from ``path`` (``layout``: the spans of the file as first read); for executing it. ``ModelError`` when the
+    file changed since it was read."""
+    if not read.stripped:
+        return model
+    data = path.read_bytes() if path.is_file() else b""
+    if hashlib.sha256(data).hexdigest() != read.sha256.hexdigest():
+        raise ModelError(f"{path}: the file changed while it was being read",
+                         hint="run again once the model is written")
+    initializers = model.graph.initializer
+    for index in read.stripped:
+        span = layout.initializers[index]
+        raw = [f for f in wire.fields(data, span.value, span.end) or () if f.number == TENSOR_RAW_DATA]
+        initializers[index].raw_data = data[raw[-1].value:raw[-1].end]
+    return model
 
 
 def _parse_model(data: bytes) -> onnx.ModelProto:
@@ -859,11 +906,12 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
 def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mapping[str, int] | None,
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
-    model, sha256, data = _read_model(path)
+    read = _read_model(path)
+    model, sha256, data = read.model, read.sha256, read.data
     model_bytes = len(data) if data is not None else None
     # what ONNX's checker and shape inference read, cut from the file's bytes now, so that they are not held
     # through the check
-    layout = file_layout(model, data) if data is not None else None
+    layout = file_layout(model, data, read.layout) if data is not None and read.layout is not None else None
     checked = checker_bytes(model, data, layout=layout) if data is not None else None
     raw_bytes = raw_data_bytes(data, layout) if data is not None and layout is not None else None
     initializers = _initializer_fields(model)  # read before the checks: only their dims are read until then
@@ -918,7 +966,8 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
             needed = _needed_tensors(layer_rows, model.graph.output)
     # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
     control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
-    sources, observation = complete(model, functools.partial(_parsed, light), base_dir,
+    whole = functools.partial(_with_weights, model, path, read, layout) if read.stripped and layout else lambda: model
+    sources, observation = complete(whole, functools.partial(_parsed, light), base_dir,
                                     inputs=[infos[vi.name] for vi in runtime_inputs], control_flow=control_flow_read,
                                     infos=infos, needed=needed, feeds=feeds)
     # ONNX Runtime ran the model and still left these without a tensor shape (sequences, maps, outputs it

@@ -309,12 +309,13 @@ def _has_external_data(model: onnx.ModelProto) -> bool:
     return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
-def complete(model: onnx.ModelProto, light: Callable[[], onnx.ModelProto], base_dir: Path, *,
+def complete(model: Callable[[], onnx.ModelProto], light: Callable[[], onnx.ModelProto], base_dir: Path, *,
              inputs: Sequence[TensorInfo],
              control_flow: bool, infos: dict[str, TensorInfo],
              needed: Sequence[str], feeds: Feeds | None = None) -> tuple[dict[str, str], Observation | None]:
     """Resolve the ``needed`` tensors static inference left out: symbolic inference on ``light`` (the model
-    without its large weights), then execution of ``model``; ``infos`` is updated in place.
+    without its large weights), then execution of ``model()`` (the model with its weights); ``infos`` is updated in
+    place.
 
     Returns each tensor resolved here with its source (``"symbolic"`` / ``"executed"``), and the
     observation when the model was executed: whenever a tensor is still missing after symbolic inference,
@@ -331,7 +332,7 @@ def complete(model: onnx.ModelProto, light: Callable[[], onnx.ModelProto], base_
         missing = [t for t in missing if t not in infos]
     observation = None
     if missing or control_flow:
-        observation = observe(model, base_dir, inputs, feeds)
+        observation = observe(model(), base_dir, inputs, feeds)
         for name in missing:
             if name in observation.tensors:
                 infos[name] = observation.tensors[name]

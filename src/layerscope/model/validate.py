@@ -123,7 +123,7 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
             raise ModelError(f"{path}: {_where(model, rows, index)}: {problem}")
     graph = model.graph
     ordered = _rows_in_order(rows, {vi.name for vi in graph.input} | {t.name for t in graph.initializer})
-    _check_with_onnx(model, path, ordered=ordered, checked=checked)
+    _check_with_onnx(model, path, ordered=ordered, checked=checked, sizes=(model_bytes, encoded_bytes))
     return ordered
 
 
@@ -305,12 +305,12 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path, *, fields: bool = 
     expected = _expected_bytes(data_type, dims)
     external = tensor.data_location == TensorProto.EXTERNAL
     if fields:
-        problem = _value_fields_problem(tensor, external)
+        problem = _value_fields_problem(tensor, external, raw_bytes is not None or tensor.HasField("raw_data"))
         if problem is not None:
             return problem
     if external:
         return _external_problem(tensor, base_dir, expected)
-    if tensor.HasField("raw_data"):
+    if raw_bytes is not None or tensor.HasField("raw_data"):
         length = len(tensor.raw_data) if raw_bytes is None else raw_bytes
         if expected is not None and length != expected:
             return f"raw_data holds {length} bytes, its dims {list(dims)} need {expected}"
@@ -328,10 +328,10 @@ def _tensor_data_problem(tensor: TensorProto, base_dir: Path, *, fields: bool = 
     return None
 
 
-def _value_fields_problem(tensor: TensorProto, external: bool) -> str | None:
+def _value_fields_problem(tensor: TensorProto, external: bool, raw: bool) -> str | None:
     """Values held in more than one field of ``tensor``, in any field when its data is ``external``, or strings in
-    ``raw_data``, as :func:`_tensor_data_problem` says it; ``None`` when none of these."""
-    raw = tensor.HasField("raw_data")
+    ``raw_data``, as :func:`_tensor_data_problem` says it; ``None`` when none of these. ``raw``: whether it has
+    ``raw_data`` (in the file: a loader may have parsed it without)."""
     held = ["raw_data"] * raw + [name for name in _VALUE_FIELDS if len(getattr(tensor, name))]
     if external and held:
         return f"external data and values in {', '.join(held)}: a tensor's values are in one place"
@@ -476,7 +476,7 @@ def checker_reads_values(tensor: TensorProto, encoded_bytes: int, model_bytes: i
 
 
 def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None = None,
-                     checked: bytes | None = None) -> None:
+                     checked: bytes | None = None, sizes: _Sizes | None = None) -> None:
     """ONNX's own checker on a light copy of the model: with ``full_check`` (strict shape inference) up to
     :data:`FULL_CHECK_MAX_NODES` nodes; above, the structural check only (the loader's shape inference
     still runs, non-strict: strict inference of a 100k-node graph costs seconds and refuses only type
@@ -488,11 +488,11 @@ def _check_with_onnx(model: onnx.ModelProto, path: Path, *, ordered: bool | None
     inference gives them, or are left out of the checked copy when it gives none. Nodes are checked
     in a topological order (the runtime sorts them; the checker wants them sorted). ``ordered``: whether they
     already are (:func:`in_order`), when the caller knows. ``checked``: :func:`checker_bytes` of the model, when
-    the caller made it.
+    the caller made it. ``sizes``: the sizes :func:`checker_reads_values` reads (:data:`_Sizes`).
     """
     try:
         _run_checker(model, full_check=len(model.graph.node) <= FULL_CHECK_MAX_NODES, ordered=ordered,
-                     checked=checked)
+                     checked=checked, sizes=sizes)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as exc:
         # ValueError: onnx's Python side on an unknown data type; UnicodeDecodeError (a ValueError) on a
         # string field that is not UTF-8
@@ -507,15 +507,23 @@ FULL_CHECK_MAX_NODES = 20_000
 _UNCHECKED_GRAPH_FIELDS = ("doc_string", "sparse_initializer", "quantization_annotation", "metadata_props")
 
 
-def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None) -> onnx.ModelProto:
+#: The sizes :func:`checker_reads_values` reads: of the file the model was parsed from, and of each initializer's
+#: encoding in it (``None``: their ``ByteSize``); a model parsed without its large weights' values
+#: (:func:`without_large_raw_data`) is smaller than its file.
+_Sizes = tuple[int, Sequence[int] | None]
+
+
+def _light_copy(model: onnx.ModelProto, *, ordered: bool | None = None, sizes: _Sizes | None = None,
+                ) -> onnx.ModelProto:
     """The model the checker sees: graph name (``"g"`` when empty), inputs (the initializers whose values it is
     not given, :func:`checker_reads_values`, added as typed inputs), outputs, the other initializers, value_info
     and the nodes in a topological order; opsets, IR version and local functions. When every initializer's values
     are given, the graph is copied in one call (protobuf's own copy), else field by field so that the weights' data
-    is never copied."""
+    is never copied. ``sizes``: see :data:`_Sizes` (``None``: the model's own)."""
     graph = model.graph
-    model_bytes = model.ByteSize()
-    small = [t for t in graph.initializer if checker_reads_values(t, t.ByteSize(), model_bytes)]
+    model_bytes, encoded = sizes if sizes is not None else (model.ByteSize(), None)
+    small = [t for k, t in enumerate(graph.initializer)
+             if checker_reads_values(t, t.ByteSize() if encoded is None else encoded[k], model_bytes)]
     available = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     if ordered is None:
         ordered = in_order(graph.node, available)
@@ -565,39 +573,48 @@ class Layout(NamedTuple):
     initializers: list[wire.Span]
 
 
-def file_layout(model: onnx.ModelProto, data: bytes) -> Layout | None:
-    """The spans of ``model``'s fields in ``data``, the bytes it was parsed from (:func:`wire.fields`); ``None``
-    when ``data`` is not laid out as ``model``: the graph not written once, counts of nodes, initializers or
-    inputs that differ, anything :func:`wire.fields` does not read."""
-    graph = model.graph
+def bytes_layout(data: bytes) -> Layout | None:
+    """The spans of the fields of the model serialized in ``data`` (:func:`wire.fields`), read without parsing it;
+    ``None`` when the graph is not written once or a level :func:`wire.fields` does not read."""
     top = wire.fields(data)
     graphs = [] if top is None else [span for span in top if span.number == MODEL_GRAPH]
     if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
         return None
     inner = wire.fields(data, graphs[0].value, graphs[0].end)
-    if inner is None:
-        return None
-    counts = {GRAPH_NODE: 0, GRAPH_INITIALIZER: 0, GRAPH_INPUT: 0}
-    for span in inner:
-        if span.number in counts:
-            if span.wire_type != wire.LENGTH_DELIMITED:
-                return None
-            counts[span.number] += 1
-    if (counts[GRAPH_NODE], counts[GRAPH_INITIALIZER], counts[GRAPH_INPUT]) != (
-            len(graph.node), len(graph.initializer), len(graph.input)):
+    if inner is None or any(span.wire_type != wire.LENGTH_DELIMITED for span in inner
+                            if span.number in (GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT)):
         return None
     return Layout(top, inner, [span for span in inner if span.number == GRAPH_INITIALIZER])
 
 
-#: ``TensorProto.raw_data``'s field number (onnx.proto).
-TENSOR_RAW_DATA = 9
+def file_layout(model: onnx.ModelProto, data: bytes, layout: Layout | None = None) -> Layout | None:
+    """The spans of ``model``'s fields in ``data``, the bytes it was parsed from (``layout``: their
+    :func:`bytes_layout` when read already); ``None`` when ``data`` is not laid out as ``model``: the graph not
+    written once, counts of nodes, initializers or inputs that differ, anything :func:`wire.fields` does not read."""
+    layout = bytes_layout(data) if layout is None else layout
+    if layout is None:
+        return None
+    counts = {GRAPH_NODE: 0, GRAPH_INITIALIZER: 0, GRAPH_INPUT: 0}
+    for span in layout.graph:
+        if span.number in counts:
+            counts[span.number] += 1
+    graph = model.graph
+    if (counts[GRAPH_NODE], counts[GRAPH_INITIALIZER], counts[GRAPH_INPUT]) != (
+            len(graph.node), len(graph.initializer), len(graph.input)):
+        return None
+    return layout
+
+
+#: ``TensorProto``'s field numbers (onnx.proto): dims, data_type, raw_data and data_location.
+TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 9, 14
 
 
 def raw_data_bytes(data: bytes, layout: Layout) -> dict[int, int]:
     """The length of the ``raw_data`` of each initializer encoded in over :data:`_CHECKER_MAX_INITIALIZER_BYTES`,
     by its index, read from ``data`` (the bytes the model was parsed from, ``layout`` its :func:`file_layout`):
     asking the parsed tensor for it copies its data. An initializer whose encoding :func:`wire.fields` does not
-    read, or that has no ``raw_data``, has none (the last one written is the one protobuf keeps)."""
+    read, or that has no ``raw_data``, has none (the last one written is the one protobuf keeps). Every weight
+    :func:`without_large_raw_data` leaves out has its length here."""
     lengths: dict[int, int] = {}
     for index, span in enumerate(layout.initializers):
         if span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES:
@@ -607,6 +624,57 @@ def raw_data_bytes(data: bytes, layout: Layout) -> dict[int, int]:
         if raw:
             lengths[index] = raw[-1].end - raw[-1].value
     return lengths
+
+
+def without_large_raw_data(data: bytes, layout: Layout) -> tuple[bytes, tuple[int, ...]] | None:
+    """``data`` (a model's bytes, ``layout`` their :func:`bytes_layout`) with the ``raw_data`` of its large weights
+    left out, and their indices among the initializers; ``None`` when it leaves out none. Parsed, it is the model but
+    for those values, which the loader never reads: a weight is left out when the file is over
+    :data:`_CHECKER_WHOLE_MAX_BYTES`, its encoding over :data:`_CHECKER_MAX_INITIALIZER_BYTES` and it holds over
+    :data:`SMALL_CONST_ELEMENTS` elements in ``raw_data`` in the file, not external nor text: ONNX's checker is given
+    its type only (:func:`checker_reads_values`), the constant folder never reads it, and its data's length is
+    checked from the file (:func:`raw_data_bytes`). Protobuf copies every byte it parses: a detector's 84 MB of
+    weights were its loader's largest part."""
+    if len(data) <= _CHECKER_WHOLE_MAX_BYTES:
+        return None
+    kept: dict[int, bytes] = {}
+    for index, span in enumerate(layout.initializers):
+        if span.end - span.value > _CHECKER_MAX_INITIALIZER_BYTES:
+            tensor = wire.fields(data, span.value, span.end)
+            if tensor is not None and _large_raw_weight(data, tensor):
+                kept[index] = b"".join(data[f.start:f.end] for f in tensor if f.number != TENSOR_RAW_DATA)
+    if not kept:
+        return None
+    by_start = {layout.initializers[index].start: index for index in kept}
+    view = memoryview(data)
+    inner = [wire.length_delimited(GRAPH_INITIALIZER, kept[by_start[s.start]]) if s.start in by_start
+             else view[s.start:s.end] for s in layout.graph]
+    graph = wire.header(MODEL_GRAPH, sum(map(len, inner)))
+    parts = [part for s in layout.top for part in ([graph, *inner] if s.number == MODEL_GRAPH
+                                                   else [view[s.start:s.end]])]
+    return b"".join(parts), tuple(kept)
+
+
+def _large_raw_weight(data: bytes, tensor: list[wire.Span]) -> bool:
+    """Whether the tensor whose fields are ``tensor`` holds over :data:`SMALL_CONST_ELEMENTS` elements in
+    ``raw_data``, its data in the file (not external), not text, every dim read and not negative."""
+    dims: list[int] = []
+    raw = False
+    for field in tensor:
+        number, kind = field.number, field.wire_type
+        if number == TENSOR_RAW_DATA:
+            raw = kind == wire.LENGTH_DELIMITED
+        elif number == TENSOR_DIMS:
+            read = wire.varints(data, field.value, field.end) if kind == wire.LENGTH_DELIMITED else \
+                [wire.varint_at(data, field.value, field.end)] if kind == wire.VARINT else [None]
+            if read is None or any(d is None or d >= 1 << 63 for d in read):
+                return False
+            dims.extend(d for d in read if d is not None)
+        elif number in (TENSOR_DATA_TYPE, TENSOR_DATA_LOCATION):
+            value = wire.varint_at(data, field.value, field.end) if kind == wire.VARINT else None
+            if value is None or value == (TensorProto.STRING if number == TENSOR_DATA_TYPE else TensorProto.EXTERNAL):
+                return False
+    return raw and math.prod(dims) > SMALL_CONST_ELEMENTS
 
 
 def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, layout: Layout | None = None,
@@ -696,11 +764,11 @@ def _is_set(message: onnx.GraphProto, name: str) -> bool:
 
 
 def _run_checker(model: onnx.ModelProto, *, full_check: bool = True, ordered: bool | None = None,
-                 checked: bytes | None = None) -> None:
+                 checked: bytes | None = None, sizes: _Sizes | None = None) -> None:
     if checked is not None and ordered:
         onnx.checker.check_model(checked, full_check=full_check)
         return
-    copy = _light_copy(model, ordered=ordered)
+    copy = _light_copy(model, ordered=ordered, sizes=sizes)
     if any(not _has_shape(o) for o in copy.graph.output):
         if copy is model:  # shapes are given to a copy, never to the caller's model
             copy = onnx.ModelProto()

@@ -6,6 +6,7 @@ Contract:
   bytes field, an embedded message) is skipped by its length, never read. It returns ``None`` for anything it
   does not read as a plain message: a truncated field, a malformed varint, a group (wire types 3 and 4, which
   ONNX never writes) or an unknown wire type, so that a caller falls back to the parsed message;
+- :func:`varints` and :func:`varint_at` read integer values (packed or one);
 - :func:`length_delimited` writes one length-delimited field (tag, length, value), :func:`header` its tag and
   length alone (for a value written after it in pieces).
 
@@ -98,6 +99,26 @@ def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | 
         out.append(_span(Span, (number, wire_type, pos, at, after)))
         pos = after
     return out
+
+
+def varints(data: bytes, start: int, end: int) -> list[int] | None:
+    """The varints packed in ``data[start:end]`` (a packed repeated integer field's value), as unsigned integers;
+    ``None`` when one is malformed or runs past ``end``."""
+    out: list[int] = []
+    pos = start
+    while pos < end:
+        read = _varint(data, pos, end)
+        if read is None:
+            return None
+        value, pos = read
+        out.append(value)
+    return out
+
+
+def varint_at(data: bytes, pos: int, end: int) -> int | None:
+    """The varint at ``data[pos]`` (a varint field's value), ``None`` when malformed or running past ``end``."""
+    read = _varint(data, pos, end)
+    return None if read is None else read[0]
 
 
 def _encode_varint(value: int) -> bytes:
