@@ -196,3 +196,63 @@ def test_trusted_rows_equal_trusted_sections_one_by_one() -> None:
     assert built[1].name is None and built[0].estimate is estimate
     with pytest.raises(ValueError):  # a row of another length than the names
         Layer.trusted_rows(names, [("c", 1)])
+
+
+def test_a_timelines_rows_are_held_as_columns_and_written_without_being_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A timeline's spans and busy intervals are :class:`Rows` (columns): the run is written from the columns, no
+    section of them made, in the bytes of the whole-document writer."""
+    from layerscope.estimate.timeline import simulate_timeline
+    from layerscope.run import add_timeline
+    from layerscope.runfile.models import Rows
+
+    graph = load_model(zoo("squeezenet"))
+    profile = load_profile("rdk-s100")
+    estimate = estimate_graph(graph, profile)
+    timeline = simulate_timeline(graph, profile, None, costs=estimate.costs, estimate=estimate)
+    run = add_timeline(estimate_run(graph, estimate, profile), timeline, profile.ddr_nominal_bytes_per_s)
+    assert run.timeline is not None and type(run.timeline.layers) is Rows
+    assert all(type(unit.busy) is Rows for unit in run.timeline.units)
+    assert len(run.timeline.layers) == len(graph.layers)
+    with monkeypatch.context() as patched:
+        def refused(*_: Any) -> list[Section]:
+            raise AssertionError("a row made")
+
+        patched.setattr(Section, "trusted_rows", classmethod(refused))
+        text = run_text(run)
+    assert text == dump_text(run.to_json())  # pydantic's dump: every row made first
+    assert type(run.timeline.layers) is list  # read into its list for pydantic's dump
+
+
+def test_rows_are_a_read_only_sequence_equal_to_their_sections() -> None:
+    from layerscope.runfile.models import Rows, TimelineBusy, TimelineUnit
+
+    names = ("layer", "start_us", "end_us")
+    columns = (["a", "b"], [0.0, 1.5], [1.5, 2.25])
+    rows = TimelineBusy.trusted_columns(names, columns)
+    made = TimelineBusy.trusted_rows(names, zip(*columns, strict=True))
+    assert isinstance(rows, Rows) and len(rows) == 2 and bool(rows)
+    assert rows[1].layer == "b" and rows[-1].end_us == 2.25 and rows[:1] == [TimelineBusy(layer="a", start_us=0.0,
+                                                                                           end_us=1.5)]
+    assert list(rows) == made and rows == made and made == rows and rows == tuple(made) and rows != made[:1]
+    assert rows.made() is not rows.made()  # a copy of the list each time: the rows cannot be changed through it
+    assert not TimelineBusy.trusted_columns(names, ([], [], []))
+    unit = TimelineUnit.trusted({"name": "bpu", "busy": rows})
+    assert unit.model_dump()["busy"] == [{"layer": "a", "start_us": 0.0, "end_us": 1.5},
+                                         {"layer": "b", "start_us": 1.5, "end_us": 2.25}]
+    with pytest.raises(ValueError, match="columns of lengths"):
+        TimelineBusy.trusted_columns(names, (["a"], [0.0, 1.0], [1.0, 2.0]))
+    with pytest.raises(ValueError, match="3 names"):
+        TimelineBusy.trusted_columns(names, (["a"], [0.0]))
+
+
+def test_rows_holding_a_value_json_refuses_are_refused_as_a_list_of_them_is() -> None:
+    from layerscope.runfile.models import Timeline, TimelineBusy, TimelineUnit
+
+    names = ("layer", "start_us", "end_us")
+    columns = (["a", "b"], [0.0, float("nan")], [1.5, 2.25])
+    as_rows = TimelineBusy.trusted_rows(names, zip(*columns, strict=True))
+    for busy in (TimelineBusy.trusted_columns(names, columns), as_rows):
+        section = Timeline.trusted({"method": "timeline", "units": [TimelineUnit.trusted({"name": "bpu",
+                                                                                          "busy": busy})]})
+        with pytest.raises(ValueError, match="JSON compliant"):
+            run_text(RunFile.trusted({"schema_version": 2, "timeline": section}))

@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +94,7 @@ from layerscope.runfile.models import (
     LayerMeasured,
     Machine,
     ModelInfo,
+    Rows,
     RunFile,
     Steadiness,
     Summary,
@@ -102,6 +102,7 @@ from layerscope.runfile.models import (
     TensorInfo,
     TimelineBusy,
     TimelineLayer,
+    TimelineUnit,
     Tool,
     UnknownOp,
 )
@@ -376,9 +377,11 @@ def add_timeline(run: RunFile, timeline: Timeline, ddr_nominal_bytes_per_s: floa
 
 def timeline_record(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> TimelineSection:
     """The typed ``timeline`` section of :func:`timeline_section`: validated, but for its rows (a span per layer, a
-    busy interval per layer and unit), which are built without per-row validation (:meth:`Section.trusted_rows`)
-    from values made here in the types validation gives."""
-    return TimelineSection(**_timeline_fields(timeline, ddr_nominal_bytes_per_s))
+    busy interval per layer and unit) and the units holding them, which are built without validation
+    (:meth:`Section.trusted_columns`) from values made here in the types validation gives."""
+    fields = _timeline_fields(timeline, ddr_nominal_bytes_per_s)
+    rows = {"layers": fields["layers"], "units": [TimelineUnit.trusted(unit) for unit in fields["units"]]}
+    return TimelineSection(**{**fields, "layers": [], "units": []}).model_copy(update=rows)
 
 
 def timeline_section(timeline: Timeline, ddr_nominal_bytes_per_s: float | None = None) -> dict[str, Any]:
@@ -468,8 +471,9 @@ def _timeline_fields(timeline: Timeline, ddr_nominal_bytes_per_s: float | None) 
     }
 
 
-def _timeline_layers(schedule: Schedule) -> list[TimelineLayer]:
-    """The ``layers`` rows of the timeline section, one per span; times rounded as :func:`_us` rounds them."""
+def _timeline_layers(schedule: Schedule) -> Rows[TimelineLayer]:
+    """The ``layers`` rows of the timeline section, one per span, as columns (:meth:`Section.trusted_columns`);
+    times rounded as :func:`_us` rounds them."""
     loads, stores = schedule.has_load.tolist(), schedule.has_store.tolist()
     times = [rounded(column, 3) for column in (
         schedule.active_start_us, schedule.active_end_us, schedule.compute_start_us, schedule.compute_end_us,
@@ -477,9 +481,9 @@ def _timeline_layers(schedule: Schedule) -> list[TimelineLayer]:
     bursts = [rounded_or_none(column, present, 3) for column, present in (
         (schedule.load_start_us, loads), (schedule.load_end_us, loads), (schedule.store_start_us, stores),
         (schedule.store_end_us, stores))]
-    return TimelineLayer.trusted_rows(_TIMELINE_LAYER_NAMES, zip(
-        schedule.layer_ids, schedule.units, repeat(0, len(schedule.layer_ids)), *times, *bursts,
-        schedule.bytes_loaded, schedule.bytes_stored, strict=True))
+    return TimelineLayer.trusted_columns(_TIMELINE_LAYER_NAMES, (
+        schedule.layer_ids, schedule.units, [0] * len(schedule.layer_ids), *times, *bursts,
+        schedule.bytes_loaded, schedule.bytes_stored))
 
 
 #: The fields of a timeline span (:func:`_timeline_layers`), in order.
@@ -488,10 +492,10 @@ _TIMELINE_LAYER_NAMES = ("id", "unit", "core", "active_start_us", "active_end_us
                          "load_end_us", "store_start_us", "store_end_us", "load_bytes", "store_bytes")
 
 
-def _busy_rows(track: Track) -> list[TimelineBusy]:
-    """A track's ``busy`` rows: the layer and its interval, rounded as :func:`_us` rounds."""
-    return TimelineBusy.trusted_rows(("layer", "start_us", "end_us"), zip(
-        track.layer_ids, rounded(track.start_us, 3), rounded(track.end_us, 3), strict=True))
+def _busy_rows(track: Track) -> Rows[TimelineBusy]:
+    """A track's ``busy`` rows, as columns: the layer and its interval, rounded as :func:`_us` rounds."""
+    return TimelineBusy.trusted_columns(("layer", "start_us", "end_us"), (
+        track.layer_ids, rounded(track.start_us, 3), rounded(track.end_us, 3)))
 
 
 def _rate(value: float | None) -> float | None:

@@ -34,7 +34,7 @@ from typing import Any, Final, Literal, NoReturn, Union, get_args, get_origin
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from layerscope.errors import RunFileError
-from layerscope.runfile.models import Layer, RunFile, RunLike, Section
+from layerscope.runfile.models import Layer, Rows, RunFile, RunLike, Section
 
 SCHEMA_VERSION: Final = 2
 #: Largest run file layerscope reads, decompressed (a gzip file that inflates past it is refused, not read).
@@ -441,6 +441,18 @@ def _document(section: Section) -> dict[str, Any] | None:
             if value is None:
                 return None
             rows = rows or type(value) is _Object
+        elif type(value) is Rows:
+            if not value:
+                value = []
+            elif _written_from_columns(value.section):
+                value = _Rows(value)
+                rows = True
+            else:  # as the list of its sections
+                documents = [_document(v) for v in value.made()]
+                if any(d is None for d in documents):
+                    return None
+                value = documents
+                rows = True
         elif type(value) is list and value and all(isinstance(v, Section) for v in value):
             if all(_leaf_class(type(v)) for v in value):
                 value = _Rows(value)
@@ -454,6 +466,14 @@ def _document(section: Section) -> dict[str, Any] | None:
             return None
         document[name] = value
     return _Object(document) if rows else document
+
+
+def _written_from_columns(cls: type[Section]) -> bool:
+    """Whether the :class:`Rows` of ``cls`` are written from their columns (:func:`_column_chunks`): its dump is its
+    values as they are, and it names no list of sections."""
+    if _PLAIN.get(cls) is None:
+        _PLAIN[cls] = _plain_class(cls)
+    return _PLAIN[cls] is not False and _leaf_class(cls)
 
 
 def _leaf_class(cls: type[Section]) -> bool:
@@ -563,7 +583,7 @@ def _line_parts(value: Any) -> Iterator[str]:
     text from :func:`_section_chunks`) in :class:`_Object` s."""
     if type(value) is _Rows:
         opening = "["
-        for lines in _section_chunks(value.rows):
+        for lines in _column_chunks(value.rows) if type(value.rows) is Rows else _section_chunks(value.rows):
             yield opening + ",".join(lines)
             opening = ","
         yield "]" if value.rows else "[]"
@@ -613,6 +633,29 @@ def _section_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
     chunk holding a value the columns do not take, is written by its own dump."""
     for start in range(0, len(sections), _CHUNK):
         yield from _uniform_chunks(sections[start:start + _CHUNK])
+
+
+def _column_chunks(rows: Rows[Section]) -> Iterator[list[str]]:
+    """:func:`_section_chunks` of the sections of ``rows`` (of a plain class holding no section), written from its
+    columns: up to :data:`_CHUNK` rows at a time through one ``%`` template of the names in order, each column as
+    :func:`_column` writes it; a chunk holding a value the columns do not take is written by its sections."""
+    order = sorted(range(len(rows.names)), key=rows.names.__getitem__)
+    keys = [json.encoder.encode_basestring(rows.names[k]).replace("%", "%%") for k in order]
+    for start in range(0, len(rows), _CHUNK):
+        stop = min(start + _CHUNK, len(rows))
+        template: list[str] = []
+        columns: list[Sequence[Any]] = []
+        try:
+            for n, (key, k) in enumerate(zip(keys, order, strict=True)):
+                field, column = _column(rows.columns[k][start:stop])
+                template.append(f"{',' if n else '{'}{key}:{field}")
+                if column is not None:
+                    columns.append(column)
+        except (TypeError, ValueError):
+            yield from _section_chunks(rows[start:stop])
+            continue
+        text = "".join(template) + "}" if template else "{}"
+        yield list(map(text.__mod__, zip(*columns, strict=True))) if columns else [text] * (stop - start)
 
 
 def _uniform_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:

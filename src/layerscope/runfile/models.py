@@ -16,8 +16,8 @@ classes are made, so pydantic takes them as they are instead of compiling and ev
 (a third of the cost of importing this module, which every command pays). Names not defined yet are quoted.
 """
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -89,12 +89,100 @@ class Section(BaseModel):
             sections.append(section)
         return sections
 
+    @classmethod
+    def trusted_columns(cls, names: tuple[str, ...], columns: Sequence[Sequence[Any]]) -> "Rows[Self]":
+        """The sections :meth:`trusted_rows` would make of the rows ``zip(*columns)``, held as these columns (one
+        per name, all of one length, values as :meth:`trusted` takes them, none a section): made only when read
+        (:class:`Rows`), written from the columns as they are."""
+        return Rows(cls, names, columns)
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        """pydantic's dump, every :class:`Rows` the section holds (at any depth) read into its list first: pydantic's
+        serializer takes lists only."""
+        _rows_as_lists(self)
+        return super().model_dump(**kwargs)
+
+    def model_dump_json(self, **kwargs: Any) -> str:
+        """pydantic's JSON dump, after :meth:`model_dump`'s reading of every :class:`Rows` into its list."""
+        _rows_as_lists(self)
+        return super().model_dump_json(**kwargs)
+
     def over(self, base: Self | None) -> Self:
         """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
         one does not hold is kept. ``self`` when ``base`` is ``None``."""
         if base is None:
             return self
         return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
+
+
+_S = TypeVar("_S", bound=Section)
+
+
+class Rows(Sequence[_S], Generic[_S]):
+    """Sections of one class and one set of fields that layerscope computed itself (:meth:`Section.trusted_columns`),
+    held as one column of values per field: a list of them is made on first read (iteration, indexing), and the run
+    file writer writes them from the columns without making them (a 100k-layer timeline's 360k spans and busy
+    intervals were a third of ``estimate --timeline``). A read-only sequence, equal to the list of its sections;
+    in the fields of the sections that hold lists of flat sections (a timeline's ``layers`` and ``busy``)."""
+
+    __slots__ = ("_made", "columns", "names", "section")
+
+    def __init__(self, section: type[_S], names: tuple[str, ...], columns: Sequence[Sequence[Any]]) -> None:
+        if len(names) != len(columns) or len({len(column) for column in columns}) > 1:
+            raise ValueError(f"{section.__name__} rows: {len(names)} names, columns of lengths "
+                             f"{sorted({len(column) for column in columns})}")
+        self.section, self.names, self.columns = section, names, tuple(columns)
+        self._made: list[_S] | None = None
+
+    def made(self) -> list[_S]:
+        """The sections, made once (:meth:`Section.trusted_rows`); a copy of the list, the sections themselves."""
+        if self._made is None:
+            self._made = self.section.trusted_rows(self.names, zip(*self.columns, strict=True))
+        return list(self._made)
+
+    def __len__(self) -> int:
+        return len(self.columns[0]) if self.columns else 0
+
+    @overload
+    def __getitem__(self, index: int) -> _S: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[_S]: ...
+
+    def __getitem__(self, index: int | slice) -> _S | list[_S]:
+        if self._made is None:
+            self.made()
+        assert self._made is not None
+        return self._made[index]
+
+    def __iter__(self) -> Iterator[_S]:
+        if self._made is None:
+            self.made()
+        return iter(self._made or ())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Rows | list | tuple):
+            return self.made() == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self.made())
+
+
+def _rows_as_lists(section: Section) -> None:
+    """Replace every :class:`Rows` ``section`` holds, at any depth, by its list (the same sections, read once)."""
+    stack = [section]
+    while stack:
+        state = stack.pop().__dict__
+        for name, value in state.items():
+            if type(value) is Rows:
+                state[name] = value.made()
+            elif isinstance(value, Section):
+                stack.append(value)
+            elif type(value) is list and value and isinstance(value[0], Section):
+                stack.extend(v for v in value if isinstance(v, Section))
 
 
 #: Each section class's field defaults, read once by :meth:`Section.trusted`.
