@@ -245,14 +245,27 @@ def test_rows_are_a_read_only_sequence_equal_to_their_sections() -> None:
         TimelineBusy.trusted_columns(names, (["a"], [0.0]))
 
 
-def test_rows_holding_a_value_json_refuses_are_refused_as_a_list_of_them_is() -> None:
+@pytest.mark.parametrize("first", [0.0, None])
+def test_rows_holding_a_value_json_refuses_are_refused_as_a_list_of_them_is(first: float | None) -> None:
     from layerscope.runfile.models import Timeline, TimelineBusy, TimelineUnit
 
     names = ("layer", "start_us", "end_us")
-    columns = (["a", "b"], [0.0, float("nan")], [1.5, 2.25])
+    columns = (["a", "b"], [first, float("nan")], [1.5, 2.25])
     as_rows = TimelineBusy.trusted_rows(names, zip(*columns, strict=True))
     for busy in (TimelineBusy.trusted_columns(names, columns), as_rows):
         section = Timeline.trusted({"method": "timeline", "units": [TimelineUnit.trusted({"name": "bpu",
                                                                                           "busy": busy})]})
         with pytest.raises(ValueError, match="JSON compliant"):
             run_text(RunFile.trusted({"schema_version": 2, "timeline": section}))
+
+
+def test_a_column_of_floats_and_nones_is_written_as_json_writes_it() -> None:
+    from layerscope.runfile.models import Timeline, TimelineLayer
+
+    names = ("id", "load_start_us", "load_end_us")
+    columns = (["a", "b", "c", "d"], [None, -0.0, 1e-07, 123456789.125], [None, 0.1 + 0.2, None, 5e20])
+    layers = TimelineLayer.trusted_columns(names, columns)
+    text = run_text(RunFile.trusted({"schema_version": 2, "timeline": Timeline.trusted({"layers": layers})}))
+    expected = [json.dumps(dict(zip(names, row, strict=True)), sort_keys=True, separators=(",", ":"))
+                for row in zip(*columns, strict=True)]
+    assert '"layers": [' + ",".join(expected) + "]" in text

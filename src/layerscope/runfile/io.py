@@ -791,6 +791,10 @@ def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
     non-finite one: ``ValueError``), text that needs no escaping by ``"%s"``, lists of such text
     (:func:`_list_texts`); anything else encoded a value at a time (:func:`_encoded`)."""
     kinds = _types(values)
+    if kinds == _FLOAT_OR_NONE:  # a time that some rows lack (a timeline's bursts)
+        if not all(math.isfinite(v) for v in values if v is not None):
+            raise ValueError("Out of range float values are not JSON compliant")
+        return "%s", ["null" if v is None else _FLOAT_TEXT(v) for v in values]
     if len(kinds) != 1:
         return "%s", _encoded(values)
     (kind,) = kinds
@@ -819,6 +823,10 @@ def _one_text(kind: type, values: Sequence[Any]) -> bool:
         return False
     return kind in _ONE_TEXT_KINDS and values.count(first) == len(values)
 
+
+_FLOAT_OR_NONE = frozenset((float, type(None)))
+#: How ``_LINE`` writes a finite float.
+_FLOAT_TEXT = float.__repr__
 
 #: The types whose equal values ``_LINE`` writes as one text (floats but zero: :func:`_one_text`).
 _ONE_TEXT_KINDS = frozenset((type(None), str, int, bool, float))
