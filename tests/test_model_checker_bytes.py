@@ -412,8 +412,8 @@ def test_a_file_changed_before_its_weights_are_read_again_is_refused(tmp_path: P
     read = _read_model(path)
     layout = bytes_layout(path.read_bytes())
     assert layout is not None
-    restored = _with_weights(read.model, path, read, layout)
+    restored = _with_weights(read.model, path, read.sha256, read.stripped, layout)
     assert restored.graph.initializer[0].raw_data == _conv_model().graph.initializer[0].raw_data
     path.write_bytes(_conv_model(name="other").SerializeToString())
     with pytest.raises(ModelError, match="changed while it was being read"):
-        _with_weights(read.model, path, read, layout)
+        _with_weights(read.model, path, read.sha256, read.stripped, layout)

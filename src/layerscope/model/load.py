@@ -254,18 +254,17 @@ def _read_model(path: Path) -> _Read:
     return _Read(model, sha256, data if binary else None, layout, stripped)
 
 
-def _with_weights(model: onnx.ModelProto, path: Path, read: _Read, layout: Layout) -> onnx.ModelProto:
-    """``model`` with the values of the weights :func:`_read_model` left out (``read.stripped``) put back, read
-    again from ``path`` (``layout``: the spans of the file as first read); for executing it. ``ModelError`` when the
-    file changed since it was read."""
-    if not read.stripped:
-        return model
+def _with_weights(model: onnx.ModelProto, path: Path, sha256: _Sha256, stripped: tuple[int, ...], layout: Layout,
+                  ) -> onnx.ModelProto:
+    """``model`` with the values of the weights :func:`_read_model` left out (the initializers ``stripped``) put
+    back, read again from ``path`` (``sha256``: the file's as first read, ``layout``: its spans); for executing it.
+    ``ModelError`` when the file changed since it was read."""
     data = path.read_bytes() if path.is_file() else b""
-    if hashlib.sha256(data).hexdigest() != read.sha256.hexdigest():
+    if hashlib.sha256(data).hexdigest() != sha256.hexdigest():
         raise ModelError(f"{path}: the file changed while it was being read",
                          hint="run again once the model is written")
     initializers = model.graph.initializer
-    for index in read.stripped:
+    for index in stripped:
         span = layout.initializers[index]
         raw = [f for f in wire.fields(data, span.value, span.end) or () if f.number == TENSOR_RAW_DATA]
         initializers[index].raw_data = data[raw[-1].value:raw[-1].end]
@@ -906,12 +905,12 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
 def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mapping[str, int] | None,
           feeds: Feeds | None) -> Graph:
     """:func:`load_model`."""
-    read = _read_model(path)
-    model, sha256, data = read.model, read.sha256, read.data
+    model, sha256, data, spans, stripped = _read_model(path)
     model_bytes = len(data) if data is not None else None
     # what ONNX's checker and shape inference read, cut from the file's bytes now, so that they are not held
     # through the check
-    layout = file_layout(model, data, read.layout) if data is not None and read.layout is not None else None
+    layout = file_layout(model, data, spans) if data is not None and spans is not None else None
+    del spans
     checked = checker_bytes(model, data, layout=layout) if data is not None else None
     raw_bytes = raw_data_bytes(data, layout) if data is not None and layout is not None else None
     initializers = _initializer_fields(model)  # read before the checks: only their dims are read until then
@@ -966,7 +965,8 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
             needed = _needed_tensors(layer_rows, model.graph.output)
     # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
     control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
-    whole = functools.partial(_with_weights, model, path, read, layout) if read.stripped and layout else lambda: model
+    whole = functools.partial(_with_weights, model, path, sha256, stripped, layout) if stripped and layout else \
+        lambda: model
     sources, observation = complete(whole, functools.partial(_parsed, light), base_dir,
                                     inputs=[infos[vi.name] for vi in runtime_inputs], control_flow=control_flow_read,
                                     infos=infos, needed=needed, feeds=feeds)
