@@ -417,3 +417,14 @@ def test_a_file_changed_before_its_weights_are_read_again_is_refused(tmp_path: P
     path.write_bytes(_conv_model(name="other").SerializeToString())
     with pytest.raises(ModelError, match="changed while it was being read"):
         _with_weights(read.model, path, read.sha256, read.stripped, layout)
+
+
+def test_a_large_weight_with_a_negative_dim_is_parsed_whole_and_refused(tmp_path: Path) -> None:
+    from layerscope.model.load import _read_model
+
+    model = _conv_model()
+    model.graph.initializer[0].dims[0] = -256
+    path = _saved(tmp_path, model)
+    assert _read_model(path).stripped == ()  # a dim the wire gives as 2^64 - 256: not read as a size
+    with pytest.raises(ModelError, match=r"negative dim in \[-256, 256, 3, 3\]"):
+        load_model(path)

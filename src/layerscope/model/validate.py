@@ -663,7 +663,9 @@ def _large_raw_weight(data: bytes, tensor: list[wire.Span]) -> bool:
     for field in tensor:
         number, kind = field.number, field.wire_type
         if number == TENSOR_RAW_DATA:
-            raw = kind == wire.LENGTH_DELIMITED
+            if kind != wire.LENGTH_DELIMITED:  # protobuf refuses the file: left to it
+                return False
+            raw = True
         elif number == TENSOR_DIMS:
             read = wire.varints(data, field.value, field.end) if kind == wire.LENGTH_DELIMITED else \
                 [wire.varint_at(data, field.value, field.end)] if kind == wire.VARINT else [None]
