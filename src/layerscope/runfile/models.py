@@ -16,6 +16,7 @@ classes are made, so pydantic takes them as they are instead of compiling and ev
 (a third of the cost of importing this module, which every command pays). Names not defined yet are quoted.
 """
 
+import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar, overload
 
@@ -125,7 +126,7 @@ class Rows(Sequence[_S], Generic[_S]):
     intervals were a third of ``estimate --timeline``). A read-only sequence, equal to the list of its sections;
     in the fields of the sections that hold lists of flat sections (a timeline's ``layers`` and ``busy``)."""
 
-    __slots__ = ("_made", "columns", "names", "section")
+    __slots__ = ("__weakref__", "_made", "columns", "names", "section")
 
     def __init__(self, section: type[_S], names: tuple[str, ...], columns: Sequence[Sequence[Any]]) -> None:
         if len(names) != len(columns) or len({len(column) for column in columns}) > 1:
@@ -133,6 +134,7 @@ class Rows(Sequence[_S], Generic[_S]):
                              f"{sorted({len(column) for column in columns})}")
         self.section, self.names, self.columns = section, names, tuple(columns)
         self._made: list[_S] | None = None
+        _LIVE[id(self)] = self
 
     def made(self) -> list[_S]:
         """The sections, made once (:meth:`Section.trusted_rows`); a copy of the list, the sections themselves."""
@@ -171,8 +173,15 @@ class Rows(Sequence[_S], Generic[_S]):
         return repr(self.made())
 
 
+#: Every :class:`Rows` alive, by identity: while there is none, :func:`_rows_as_lists` has nothing to do.
+_LIVE: "weakref.WeakValueDictionary[int, Rows[Any]]" = weakref.WeakValueDictionary()
+
+
 def _rows_as_lists(section: Section) -> None:
-    """Replace every :class:`Rows` ``section`` holds, at any depth, by its list (the same sections, read once)."""
+    """Replace every :class:`Rows` ``section`` holds, at any depth, by its list (the same sections, read once);
+    nothing to walk while no :class:`Rows` is alive (a run holding 100k layers and no timeline)."""
+    if not _LIVE:
+        return
     stack = [section]
     while stack:
         state = stack.pop().__dict__
