@@ -312,3 +312,42 @@ def test_no_device_warning_when_measured_where_estimated() -> None:
     doc["measurement"] = {"kind": "vendor-import", "source": "vendor:hrt_model_exec p.log"}
     doc["target"] = {"name": "rdk-s100", "kind": "npu"}
     assert device_mismatch(doc) is None
+
+
+def test_reading_a_run_and_its_report_run_with_the_collector_paused(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's JSON objects and typed sections are made with Python's cyclic collector paused (at 100k layers its
+    collections were half of `report`), and it is back on after."""
+    import gc
+
+    from conftest import zoo
+    from layerscope.cli import report as report_cli
+    from layerscope.runfile import io as runfile_io
+    from layerscope.runfile.models import RunFile
+
+    run_path = tmp_path / "run.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-s100", "--json", str(run_path)]) == 0
+    seen: dict[str, list[bool]] = {"json": [], "typed": [], "report": []}
+    loads, from_json, load_run_cli = runfile_io.json.loads, RunFile.from_json.__func__, report_cli.load_run
+
+    def spy_loads(*args: Any, **kwargs: Any) -> Any:
+        seen["json"].append(gc.isenabled())
+        return loads(*args, **kwargs)
+
+    def spy_from_json(cls: type[RunFile], data: dict[str, Any]) -> RunFile:
+        seen["typed"].append(gc.isenabled())
+        return from_json(cls, data)
+
+    def spy_load_run(path: Path) -> Any:
+        seen["report"].append(gc.isenabled())
+        return load_run_cli(path)
+
+    monkeypatch.setattr(runfile_io.json, "loads", spy_loads)
+    monkeypatch.setattr(RunFile, "from_json", classmethod(spy_from_json))
+    monkeypatch.setattr(report_cli, "load_run", spy_load_run)
+    assert gc.isenabled()
+    assert isinstance(load_run(run_path), dict)  # the checked document
+    assert main(["report", str(run_path), "-o", str(tmp_path / "r.html")]) == 0
+    assert seen["json"] and seen["typed"] and seen["report"] == [False]
+    assert not any(seen["json"]) and not any(seen["typed"])
+    assert gc.isenabled()

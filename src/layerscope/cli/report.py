@@ -24,6 +24,7 @@ import click
 
 from layerscope.cli.console import SafeConsole, echo
 from layerscope.cli.outputs import OutputPath
+from layerscope.collector import collector_paused
 from layerscope.fileio import write_atomic
 from layerscope.report.command_terminal import command_report
 from layerscope.report.renderers import FORMATS, annotated_model, as_saved, format_of, get_renderer
@@ -88,6 +89,13 @@ def _beside(run_path: Path, suffix: str) -> Path:
 def command(*, run_file: Path, fmt: str | None, output: Path | None, top: int | None, trace_out: Path | None,
             csv_out: Path | None, md_out: Path | None, onnx_out: Path | None, model_path: Path | None) -> None:
     """Render a saved RUN file again: the terminal report, HTML, CSV, Markdown, Perfetto trace, annotated model."""
+    with collector_paused():  # rows, cells and payloads by the 100k, none of them in a cycle
+        _report(run_file=run_file, fmt=fmt, output=output, top=top, trace_out=trace_out, csv_out=csv_out,
+                md_out=md_out, onnx_out=onnx_out, model_path=model_path)
+
+
+def _report(*, run_file: Path, fmt: str | None, output: Path | None, top: int | None, trace_out: Path | None,
+            csv_out: Path | None, md_out: Path | None, onnx_out: Path | None, model_path: Path | None) -> None:
     run = load_run(run_file)
     extras = any((trace_out, csv_out, md_out, onnx_out))
     chosen = fmt or (format_of(output) if output is not None and str(output) != "-" else None)

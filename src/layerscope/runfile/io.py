@@ -33,6 +33,7 @@ from typing import Any, Final, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
 from layerscope.runfile.models import Layer, Rows, RunFile, RunLike, Section
 
@@ -141,7 +142,8 @@ def describe(error: ValidationError) -> str:
 def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -> RunFile:
     """The typed run of a version-2 ``document``; ``RunFileError`` naming ``source`` and the bad field."""
     try:
-        return RunFile.from_json(dict(document))
+        with collector_paused():  # a typed object per layer, kernel, span: none of them garbage
+            return RunFile.from_json(dict(document))
     except ValidationError as exc:
         raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
 
@@ -160,7 +162,8 @@ def check_apart(document: Mapping[str, Any], source: str | os.PathLike[str] = "r
     order, and how many more)."""
     layers = document["layers"]
     try:
-        run = RunFile.from_json({**document, "layers": []})
+        with collector_paused():
+            run = RunFile.from_json({**document, "layers": []})
     except ValidationError as exc:
         _refuse(document, source, exc)
     return run, _checked_layers(document, layers, source)
@@ -174,9 +177,11 @@ def _checked_layers(document: Mapping[str, Any], layers: Any, source: str | os.P
              if type(layers) is list else iter((layers,)))  # not a list: refused as a whole
     for part in parts:
         try:
-            yield adapter.validate_python(part, strict=True, by_alias=True)
+            with collector_paused():
+                typed = adapter.validate_python(part, strict=True, by_alias=True)
         except ValidationError as exc:
             _refuse(document, source, exc)
+        yield typed
 
 
 def _refuse(document: Mapping[str, Any], source: str | os.PathLike[str], error: ValidationError) -> NoReturn:
@@ -188,7 +193,8 @@ def _refuse(document: Mapping[str, Any], source: str | os.PathLike[str], error: 
 
 def layers_of(layers: Sequence[Any]) -> list[Layer]:
     """``layers`` (layer documents of a run that :func:`check` accepts) typed as :func:`check` types them."""
-    return _layers_adapter().validate_python(list(layers), strict=True, by_alias=True)
+    with collector_paused():
+        return _layers_adapter().validate_python(list(layers), strict=True, by_alias=True)
 
 
 @cache
@@ -230,7 +236,8 @@ def parse_document(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
     source = Path(path)
     try:
         finite = _Finite()
-        data = json.loads(text, parse_float=finite.number, parse_constant=finite.constant)
+        with collector_paused():  # a dict and list per layer, span, kernel: no cycle among them
+            data = json.loads(text, parse_float=finite.number, parse_constant=finite.constant)
     except RecursionError as exc:
         raise RunFileError(f"{source}: not a layerscope run file ({exc})") from None
     except ValueError as exc:  # not JSON, or e.g. an integer literal too long to convert
