@@ -269,3 +269,18 @@ def test_a_column_of_floats_and_nones_is_written_as_json_writes_it() -> None:
     expected = [json.dumps(dict(zip(names, row, strict=True)), sort_keys=True, separators=(",", ":"))
                 for row in zip(*columns, strict=True)]
     assert '"layers": [' + ",".join(expected) + "]" in text
+
+
+def test_a_copy_of_rows_is_dumped_when_the_rows_it_was_copied_from_are_gone() -> None:
+    import copy
+    import gc
+
+    from layerscope.runfile.models import Rows, TimelineBusy, TimelineUnit
+
+    gc.collect()  # no other test's rows left alive
+    unit = TimelineUnit.trusted({"name": "bpu", "busy": TimelineBusy.trusted_columns(
+        ("layer", "start_us", "end_us"), (["a", "b"], [0.0, 1.5], [1.5, 2.25]))})
+    deep = copy.deepcopy(unit)
+    del unit
+    gc.collect()
+    assert type(deep.busy) is Rows and deep.model_dump()["busy"][1]["end_us"] == 2.25

@@ -142,6 +142,10 @@ class Rows(Sequence[_S], Generic[_S]):
             self._made = self.section.trusted_rows(self.names, zip(*self.columns, strict=True))
         return list(self._made)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied and pickled through :meth:`__init__` (a copy is alive as its original is: :data:`_LIVE`)."""
+        return (Rows, (self.section, self.names, self.columns))
+
     def __len__(self) -> int:
         return len(self.columns[0]) if self.columns else 0
 
