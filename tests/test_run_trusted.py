@@ -284,3 +284,72 @@ def test_a_copy_of_rows_is_dumped_when_the_rows_it_was_copied_from_are_gone() ->
     del unit
     gc.collect()
     assert type(deep.busy) is Rows and deep.model_dump()["busy"][1]["end_us"] == 2.25
+
+
+def test_an_estimates_layers_are_columns_written_and_ranked_without_being_made(monkeypatch: pytest.MonkeyPatch
+                                                                                ) -> None:
+    """A plain model's layers (and their estimates) are :class:`Rows`: written from the columns, and the estimate's
+    table ranks them by their estimates' latency column, making only the layers it shows; the same bytes and the
+    same table as from the list of the layers."""
+    import io
+
+    from rich.console import Console
+
+    from layerscope.report.terminal import estimate_summary, top_layers_table
+    from layerscope.runfile.models import Rows, field_values
+
+    graph = load_model(zoo("inception_v2"))
+    profile = load_profile("rdk-x5")  # some layers fall back to the CPU: the summary lists them
+    run = estimate_run(graph, estimate_graph(graph, profile), profile)
+    layers = run.layers
+    assert type(layers) is Rows and type(layers.column("estimate")) is Rows
+    made: list[int] = []
+    trusted_rows = Section.trusted_rows.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[Section], names: tuple[str, ...], rows: Any) -> list[Section]:
+        sections = trusted_rows(cls, names, rows)
+        made.append(len(sections))
+        return sections
+
+    def text(renderable: Any) -> str:
+        console = Console(file=io.StringIO(), width=160)
+        console.print(renderable)
+        return console.file.getvalue()  # type: ignore[attr-defined]
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Section, "trusted_rows", classmethod(counted))
+        written = run_text(run)
+        table = text(top_layers_table(run, 7))
+        summary = text(estimate_summary(run))
+    assert sum(made) == 2 * 7  # the 7 ranked layers and their estimates, one at a time
+    listed = run.model_copy(update={"layers": layers.made()})
+    assert type(listed.layers) is list
+    assert written == run_text(listed) == dump_text(run.to_json())
+    assert table == text(top_layers_table(listed, 7)) and summary == text(estimate_summary(listed))
+    assert "CPU fallback:" in summary
+    assert field_values(layers, "estimate", "latency_us") == field_values(listed.layers, "estimate", "latency_us")
+    assert layers[3] == listed.layers[3] and layers[-1].id == listed.layers[-1].id
+
+
+def test_a_control_flow_models_layers_are_rows_of_their_own_fields(tmp_path: Path) -> None:
+    from layerscope.runfile.models import Rows
+
+    path = tmp_path / "if.onnx"
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])])
+    graph = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+         helper.make_node("Greater", ["s", "zero"], ["c"], name="gt"),
+         helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        initializer=[numpy_helper.from_array(np.zeros((), np.float32), "zero")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    loaded = load_model(path)
+    profile = load_profile("rdk-s100")
+    run = estimate_run(loaded, estimate_graph(loaded, profile), profile)
+    assert type(run.layers) is list and any(layer.parent for layer in run.layers)
+    assert type(run.layers) is not Rows
+    _assert_as_validated(run)

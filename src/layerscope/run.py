@@ -73,7 +73,7 @@ Contract:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -203,24 +203,37 @@ _ESTIMATE_NAMES = ("latency_us", "compute_us", "load_us", "store_us", "overhead_
                    "ddr_read_bytes", "ddr_write_bytes", "weight_passes", "fallback_reason")
 
 
-def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
-    """The typed run holding the model, its per-layer costs and the estimate on ``profile``."""
-    # our own values: built without per-layer validation (Section.trusted_rows), in the types validation gives; the
-    # five times of every layer rounded in one vectorized pass (rounding.rounded: what _us gives, bit for bit)
-    times = rounded([t for est in estimate.layers for t in (est.latency_us, est.compute_us, est.load_us,
-                                                             est.store_us, est.overhead_us)], 3)
-    estimates = LayerEstimate.trusted_rows(_ESTIMATE_NAMES, (
-        (times[k], times[k + 1], times[k + 2], times[k + 3], times[k + 4], est.bound._value_, est.unit, est.dtype,
-         est.ddr_read_bytes, est.ddr_write_bytes, float(est.weight_passes), est.fallback_reason)
-        for k, est in zip(range(0, len(times), 5), estimate.layers, strict=True)))
+def _estimate_layers(graph: Graph, estimate: Estimate) -> Sequence[Layer]:
+    """The layers of :func:`estimate_run`: our own values, built without validation in the types validation gives
+    (:meth:`Section.trusted_columns`), as columns (:class:`Rows`, the estimates a column of their own), or as rows
+    when a layer is of control flow (its further keys: :func:`control_record`). The five times of every layer are
+    rounded in one vectorized pass (:func:`rounded`: what :func:`_us` gives, bit for bit)."""
+    ests = estimate.layers
+    times = rounded([t for est in ests for t in (est.latency_us, est.compute_us, est.load_us, est.store_us,
+                                                 est.overhead_us)], 3)
+    estimates = LayerEstimate.trusted_columns(_ESTIMATE_NAMES, (
+        times[0::5], times[1::5], times[2::5], times[3::5], times[4::5], [est.bound._value_ for est in ests],
+        [est.unit for est in ests], [est.dtype for est in ests], [est.ddr_read_bytes for est in ests],
+        [est.ddr_write_bytes for est in ests], [float(est.weight_passes) for est in ests],
+        [est.fallback_reason for est in ests]))
     tensors = graph.tensors
-    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, (
-        (*_layer_values(tensors, node, cost, est.unit), node.shape_source, section)
-        for node, cost, est, section in zip(graph.layers, estimate.costs, estimate.layers, estimates, strict=True)))
+    rows = [(*_layer_values(tensors, node, cost, est.unit), node.shape_source)
+            for node, cost, est in zip(graph.layers, estimate.costs, ests, strict=True)]
+    if not any(node.parent or node.observed for node in graph.layers):
+        columns = list(zip(*rows, strict=True)) if rows else [() for _ in _ESTIMATE_LAYER_NAMES[:-1]]
+        return Layer.trusted_columns(_ESTIMATE_LAYER_NAMES, (*columns, estimates))
+    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, ((*row, section) for row, section in zip(
+        rows, estimates, strict=True)))
     for k, node in enumerate(graph.layers):
         if node.parent or node.observed:  # a control-flow layer or a subgraph's: its further keys
-            layers[k] = Layer.trusted({**_layer_fields(graph, node, estimate.costs[k], estimate.layers[k].unit),
+            layers[k] = Layer.trusted({**_layer_fields(graph, node, estimate.costs[k], ests[k].unit),
                                        "estimate": estimates[k]})
+    return layers
+
+
+def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
+    """The typed run holding the model, its per-layer costs and the estimate on ``profile``."""
+    layers = _estimate_layers(graph, estimate)
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, estimate.costs, strict=True):
         if not cost.known:

@@ -21,6 +21,7 @@ from layerscope.runfile.models import (
     Steadiness,
     TensorInfo,
     VendorMeasurement,
+    field_values,
 )
 
 
@@ -78,8 +79,9 @@ def _steadiness(steadiness: Steadiness) -> Mapping[str, Any]:
 def top_layers_table(run: Run, top: int) -> Table:
     """The ``top`` layers by estimated latency: id, op, output shape, MACs, est. µs, share, bound, unit."""
     layers = run.layers
-    total = sum(layer.estimated_us or 0.0 for layer in layers) or 1.0
-    ranked = sorted(layers, key=lambda layer: -(layer.estimated_us or 0.0))[:top]
+    estimated = [value or 0.0 for value in Layer.estimated_us_of(layers)]  # only the ranked layers made
+    total = sum(estimated) or 1.0
+    ranked = [layers[k] for k in sorted(range(len(layers)), key=lambda k: -estimated[k])[:top]]
     table = Table(title=f"Top {len(ranked)} of {len(layers)} layers by estimated latency", title_justify="left",
                   caption="* runs on the CPU (fallback): see the reasons below"
                   if any(layer.est.fallback_reason for layer in ranked) else None,
@@ -137,7 +139,9 @@ def estimate_summary(run: Run) -> RenderableType:
         grid.add_row(key, value)
     note_text = run.estimate_info.note if run.estimate_info is not None else None
     note = Text(f"ESTIMATE: {note_text}. Measure with a runtime to get real numbers.", style="yellow")
-    fallbacks = [(layer.id, layer.est.fallback_reason) for layer in run.layers if layer.est.fallback_reason]
+    fallbacks = [(layer_id, reason) for layer_id, reason in zip(
+        field_values(run.layers, "id"), field_values(run.layers, "estimate", "fallback_reason"), strict=True)
+        if reason]
     parts: list[RenderableType] = [grid]
     if fallbacks:
         parts.append(Text("CPU fallback:", style="bold"))

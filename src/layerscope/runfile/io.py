@@ -568,7 +568,7 @@ def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
         pad = " " * (level + 1)
         joint = ",\n" + pad
         opening = "[\n" + pad
-        for lines in _section_chunks(value.layers):
+        for lines in _column_chunks(value.layers) if type(value.layers) is Rows else _section_chunks(value.layers):
             yield opening + joint.join(lines)
             opening = joint
         yield "\n" + " " * level + "]"
@@ -643,26 +643,41 @@ def _section_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
 
 
 def _column_chunks(rows: Rows[Section]) -> Iterator[list[str]]:
-    """:func:`_section_chunks` of the sections of ``rows`` (of a plain class holding no section), written from its
-    columns: up to :data:`_CHUNK` rows at a time through one ``%`` template of the names in order, each column as
-    :func:`_column` writes it; a chunk holding a value the columns do not take is written by its sections."""
-    order = sorted(range(len(rows.names)), key=rows.names.__getitem__)
-    keys = [json.encoder.encode_basestring(rows.names[k]).replace("%", "%%") for k in order]
+    """:func:`_section_chunks` of the sections of ``rows`` (of a plain class, :func:`_written_from_columns`), written
+    from its columns: up to :data:`_CHUNK` rows at a time through one ``%`` template of the names in order, each
+    column as :func:`_column` writes it, a column of sections held as :class:`Rows` as its own object in the
+    template; a chunk holding a value the columns do not take is written by its sections."""
     for start in range(0, len(rows), _CHUNK):
         stop = min(start + _CHUNK, len(rows))
         template: list[str] = []
         columns: list[Sequence[Any]] = []
         try:
-            for n, (key, k) in enumerate(zip(keys, order, strict=True)):
-                field, column = _column(rows.columns[k][start:stop])
-                template.append(f"{',' if n else '{'}{key}:{field}")
-                if column is not None:
-                    columns.append(column)
+            _fill_columns(rows, start, stop, template, columns)
         except (TypeError, ValueError):
             yield from _section_chunks(rows[start:stop])
             continue
-        text = "".join(template) + "}" if template else "{}"
+        text = "".join(template)
         yield list(map(text.__mod__, zip(*columns, strict=True))) if columns else [text] * (stop - start)
+
+
+def _fill_columns(rows: Rows[Section], start: int, stop: int, template: list[str],
+                  columns: list[Sequence[Any]]) -> None:
+    """Add the template of rows ``start:stop`` of ``rows`` and their value columns (``TypeError``: a column of
+    sections that is not a :class:`Rows` written from its columns)."""
+    if not _written_from_columns(rows.section):
+        raise TypeError(f"{rows.section.__name__}: not written from columns")
+    template.append("{")
+    for n, k in enumerate(sorted(range(len(rows.names)), key=rows.names.__getitem__)):
+        template.append(f"{',' if n else ''}{json.encoder.encode_basestring(rows.names[k]).replace('%', '%%')}:")
+        column = rows.columns[k]
+        if type(column) is Rows:
+            _fill_columns(column, start, stop, template, columns)
+        else:
+            field, values = _column(column[start:stop])
+            template.append(field)
+            if values is not None:
+                columns.append(values)
+    template.append("}")
 
 
 def _uniform_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:

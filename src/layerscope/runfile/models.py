@@ -156,10 +156,17 @@ class Rows(Sequence[_S], Generic[_S]):
     def __getitem__(self, index: slice) -> list[_S]: ...
 
     def __getitem__(self, index: int | slice) -> _S | list[_S]:
-        if self._made is None:
-            self.made()
-        assert self._made is not None
-        return self._made[index]
+        if self._made is not None:
+            return self._made[index]
+        if isinstance(index, slice):
+            return self.made()[index]
+        # one row made (the top layers of a table): a column of sections gives its own row
+        (section,) = self.section.trusted_rows(self.names, (tuple(column[index] for column in self.columns),))
+        return section
+
+    def column(self, name: str) -> Sequence[Any]:
+        """The values of the field ``name``, one per row (a field of sections: their :class:`Rows`)."""
+        return self.columns[self.names.index(name)]
 
     def __iter__(self) -> Iterator[_S]:
         if self._made is None:
@@ -175,6 +182,28 @@ class Rows(Sequence[_S], Generic[_S]):
 
     def __repr__(self) -> str:
         return repr(self.made())
+
+
+def field_values(sections: Sequence[Section], *path: str) -> list[Any]:
+    """The value at ``path`` (a field name, then the names into the sections it holds) of each of ``sections``,
+    ``None`` where a section on the path is ``None``; read from the columns of :class:`Rows` without making them
+    (a 100k-layer estimate's table ranks its layers by their estimates' latency)."""
+    values: Sequence[Any] = sections
+    for depth, name in enumerate(path):
+        if type(values) is Rows and name in values.names:
+            values = values.column(name)
+        else:
+            rest = path[depth:]
+            return [_value_at(value, rest) for value in values]
+    return list(values)
+
+
+def _value_at(section: Any, path: Sequence[str]) -> Any:
+    for name in path:
+        if section is None:
+            return None
+        section = getattr(section, name)
+    return section
 
 
 #: Every :class:`Rows` alive, by identity: while there is none, :func:`_rows_as_lists` has nothing to do.
@@ -396,6 +425,11 @@ class Layer(Section):
         """The layer's estimated latency, ``None`` without an estimate."""
         value = self.estimate.latency_us if self.estimate is not None else None
         return None if value is None else float(value)
+
+    @staticmethod
+    def estimated_us_of(layers: Sequence["Layer"]) -> list[float | None]:
+        """:attr:`estimated_us` of each of ``layers``, read from their columns when they are :class:`Rows`."""
+        return [None if value is None else float(value) for value in field_values(layers, "estimate", "latency_us")]
 
     def time_us(self, *, prefer_measured: bool = True) -> float:
         """The measured time (0 when eliminated) when measured and ``prefer_measured``, else the estimate, else 0."""
