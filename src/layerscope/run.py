@@ -178,10 +178,23 @@ ESTIMATE_LAYER_FIELDS = frozenset(_ESTIMATE_LAYER_NAMES)
 
 def _layer_values(tensors: Mapping[str, GraphTensor], node: Node, cost: LayerCost, unit: str | None) -> tuple[Any, ...]:
     """The values of the fields :data:`_LAYER_NAMES` of ``node``'s layer (``tensors``: the graph's)."""
-    return (node.id, node.name, node.op_type, node.domain, list(node.inputs), list(node.outputs),
-            [list(t.shape) if (t := tensors.get(o) if o else None) else None for o in node.outputs],
-            cost.dtype, cost.macs, cost.flops, cost.bytes_read, cost.bytes_read_act, cost.bytes_read_weight,
-            cost.bytes_written, cost.bytes_read_weight, cost.params, cost.unit_kind._value_, unit, cost.known)
+    return tuple(column[0] for column in _layer_columns(tensors, (node,), (cost,), (unit,)))
+
+
+def _layer_columns(tensors: Mapping[str, GraphTensor], nodes: Sequence[Node], costs: Sequence[LayerCost],
+                   units: Sequence[str | None]) -> tuple[list[Any], ...]:
+    """The values of the fields :data:`_LAYER_NAMES` of the layers of ``nodes`` (whose costs and units are
+    ``costs`` and ``units``; ``tensors``: the graph's), a column per field."""
+    shapes = [[list(t.shape) if (t := tensors.get(o) if o else None) else None for o in node.outputs]
+              for node in nodes]
+    weights = [cost.bytes_read_weight for cost in costs]
+    return ([node.id for node in nodes], [node.name for node in nodes], [node.op_type for node in nodes],
+            [node.domain for node in nodes], [list(node.inputs) for node in nodes],
+            [list(node.outputs) for node in nodes], shapes, [cost.dtype for cost in costs],
+            [cost.macs for cost in costs], [cost.flops for cost in costs], [cost.bytes_read for cost in costs],
+            [cost.bytes_read_act for cost in costs], weights, [cost.bytes_written for cost in costs], weights,
+            [cost.params for cost in costs], [cost.unit_kind._value_ for cost in costs], list(units),
+            [cost.known for cost in costs])
 
 
 def control_record(node: Node) -> dict[str, Any]:
@@ -216,14 +229,12 @@ def _estimate_layers(graph: Graph, estimate: Estimate) -> Sequence[Layer]:
         [est.unit for est in ests], [est.dtype for est in ests], [est.ddr_read_bytes for est in ests],
         [est.ddr_write_bytes for est in ests], [float(est.weight_passes) for est in ests],
         [est.fallback_reason for est in ests]))
-    tensors = graph.tensors
-    rows = [(*_layer_values(tensors, node, cost, est.unit), node.shape_source)
-            for node, cost, est in zip(graph.layers, estimate.costs, ests, strict=True)]
-    if not any(node.parent or node.observed for node in graph.layers):
-        columns = list(zip(*rows, strict=True)) if rows else [() for _ in _ESTIMATE_LAYER_NAMES[:-1]]
-        return Layer.trusted_columns(_ESTIMATE_LAYER_NAMES, (*columns, estimates))
-    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, ((*row, section) for row, section in zip(
-        rows, estimates, strict=True)))
+    nodes = graph.layers
+    columns = (*_layer_columns(graph.tensors, nodes, estimate.costs, [est.unit for est in ests]),
+               [node.shape_source for node in nodes], estimates)
+    if not any(node.parent or node.observed for node in nodes):
+        return Layer.trusted_columns(_ESTIMATE_LAYER_NAMES, columns)
+    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, zip(*columns, strict=True))
     for k, node in enumerate(graph.layers):
         if node.parent or node.observed:  # a control-flow layer or a subgraph's: its further keys
             layers[k] = Layer.trusted({**_layer_fields(graph, node, estimate.costs[k], ests[k].unit),
