@@ -121,10 +121,12 @@ _S = TypeVar("_S", bound=Section)
 
 class Rows(Sequence[_S], Generic[_S]):
     """Sections of one class and one set of fields that layerscope computed itself (:meth:`Section.trusted_columns`),
-    held as one column of values per field: a list of them is made on first read (iteration, indexing), and the run
-    file writer writes them from the columns without making them (a 100k-layer timeline's 360k spans and busy
-    intervals were a third of ``estimate --timeline``). A read-only sequence, equal to the list of its sections;
-    in the fields of the sections that hold lists of flat sections (a timeline's ``layers`` and ``busy``)."""
+    held as one column of values per field (a field of sections: a :class:`Rows` of its own): the list of them is
+    made on first iteration or slice, one section when indexed by an integer; the run file writer writes them from
+    the columns without making them, and :func:`field_values` reads a field of every row from its column (a
+    100k-layer estimate's layers, a timeline's 360k spans and busy intervals). A read-only sequence, equal to the
+    list of its sections, held where the typed run has a list of sections: an estimate's ``layers``, a timeline's
+    ``layers`` and ``busy``."""
 
     __slots__ = ("__weakref__", "_made", "columns", "names", "section")
 
