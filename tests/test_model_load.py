@@ -368,3 +368,18 @@ def test_the_models_sha256_is_hashlibs_whether_or_not_it_is_hashed_on_a_thread(s
 
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     assert _Sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+
+
+def test_a_node_made_by_its_slots_is_the_one_its_constructor_makes() -> None:
+    """``made_node`` writes every field's slot: a field added to Node must be added to it (this test fails)."""
+    import dataclasses
+
+    from layerscope.model.types import Node, made_node
+
+    assert [f.name for f in dataclasses.fields(Node)] == [
+        "id", "name", "op_type", "domain", "inputs", "outputs", "attrs", "shape_source", "parent", "executions",
+        "observed"]
+    args = ("c1", "conv", "Conv", "", ("x", "w"), ("y",), {"pads": [1, 1, 1, 1]}, "symbolic", "if0", 3)
+    made, built = made_node(*args), Node(*args)
+    assert made == built and repr(made) == repr(built) and hash(made.inputs) == hash(built.inputs)
+    assert made.observed == {} and made.observed is not made_node(*args).observed

@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -220,12 +221,11 @@ def _estimate_layers(graph: Graph, estimate: Estimate) -> Sequence[Layer]:
     """The layers of :func:`estimate_run`: our own values, built without validation in the types validation gives
     (:meth:`Section.trusted_columns`), as columns (:class:`Rows`, the estimates a column of their own), or as rows
     when a layer is of control flow (its further keys: :func:`control_record`). The five times of every layer are
-    rounded in one vectorized pass (:func:`rounded`: what :func:`_us` gives, bit for bit)."""
+    rounded a column at a time (:func:`rounded`: what :func:`_us` gives, bit for bit)."""
     ests = estimate.layers
-    times = rounded([t for est in ests for t in (est.latency_us, est.compute_us, est.load_us, est.store_us,
-                                                 est.overhead_us)], 3)
+    times = [rounded(list(map(attrgetter(name), ests)), 3) for name in _ESTIMATE_NAMES[:5]]
     estimates = LayerEstimate.trusted_columns(_ESTIMATE_NAMES, (
-        times[0::5], times[1::5], times[2::5], times[3::5], times[4::5], [est.bound._value_ for est in ests],
+        *times, [est.bound._value_ for est in ests],
         [est.unit for est in ests], [est.dtype for est in ests], [est.ddr_read_bytes for est in ests],
         [est.ddr_write_bytes for est in ests], [float(est.weight_passes) for est in ests],
         [est.fallback_reason for est in ests]))

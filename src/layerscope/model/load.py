@@ -42,7 +42,7 @@ from onnx import TensorProto, helper, numpy_helper
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow, wire
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
-from layerscope.model.types import Graph, Node, TensorInfo
+from layerscope.model.types import Graph, Node, TensorInfo, made_node
 from layerscope.model.validate import (
     GRAPH_INPUT,
     GRAPH_NAME,
@@ -1077,9 +1077,8 @@ def _rows_in(nodes: list[onnx.NodeProto], protos: list[onnx.NodeProto], rows: li
 def _node(row: NodeFields, node_id: str, source: str, parent: str = "", executions: int = 1) -> Node:
     """The :class:`Node` of the node whose fields are ``row`` (:func:`node_fields`)."""
     name, op_type, domain, inputs, outputs, attributes = row
-    # by position (Node's field order): by keyword 0.47 s against 0.30 s per 100k layers
-    return Node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(attributes) if attributes else {},
-                source, parent, executions)
+    return made_node(node_id, name, op_type, domain or "", inputs, outputs, _attrs(attributes) if attributes else {},
+                     source, parent, executions)
 
 
 def _reinfer(model: onnx.ModelProto, runtime_inputs: list[onnx.ValueInfoProto],

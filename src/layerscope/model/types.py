@@ -116,6 +116,34 @@ class Node:
         return self.attrs.get(key, default)
 
 
+def made_node(node_id: str, name: str, op_type: str, domain: str, inputs: tuple[str, ...],  # noqa: PLR0917
+              outputs: tuple[str, ...], attrs: Mapping[str, Any], shape_source: str, parent: str, executions: int,
+              ) -> Node:
+    """``Node(node_id, name, ..., executions)`` (``observed`` empty), made by writing its slots, as
+    :meth:`TensorInfo.renamed` does: the dataclass's frozen ``__init__`` sets each field through
+    ``object.__setattr__`` (0.19 s against 0.09 s for a 100k-layer model's nodes). Positional: by keyword, a call
+    costs half as much again."""
+    node = _new(Node)
+    _set_node_id(node, node_id)
+    _set_node_name(node, name)
+    _set_node_op_type(node, op_type)
+    _set_node_domain(node, domain)
+    _set_node_inputs(node, inputs)
+    _set_node_outputs(node, outputs)
+    _set_node_attrs(node, attrs)
+    _set_node_shape_source(node, shape_source)
+    _set_node_parent(node, parent)
+    _set_node_executions(node, executions)
+    _set_node_observed(node, {})
+    return node
+
+
+(_set_node_id, _set_node_name, _set_node_op_type, _set_node_domain, _set_node_inputs, _set_node_outputs,
+ _set_node_attrs, _set_node_shape_source, _set_node_parent, _set_node_executions, _set_node_observed) = (
+    Node.__dict__[name].__set__ for name in ("id", "name", "op_type", "domain", "inputs", "outputs", "attrs",
+                                             "shape_source", "parent", "executions", "observed"))
+
+
 @dataclass(frozen=True)
 class Graph:
     """A loaded, shape-resolved, constant-folded model.
