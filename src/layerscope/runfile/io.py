@@ -434,32 +434,23 @@ def _document(section: Section) -> dict[str, Any] | None:
     (at any depth) left as :class:`_Rows` to be written a row at a time (an :class:`_Object` then holds it); ``None``
     when its dump is not its values as they are (a class with aliases or serializers, unknown keys, a value other
     than JSON's own types, a number not finite): the caller dumps it itself."""
-    if _PLAIN.get(type(section)) is None:
-        _PLAIN[type(section)] = _plain_class(type(section))
-    if _PLAIN[type(section)] is False or section.__pydantic_extra__:
+    if _plain_of(type(section)) is False or section.__pydantic_extra__:
         return None
     state = section.__dict__
     document: dict[str, Any] = {}
     rows = False
     for name in section.__pydantic_fields_set__:
         value = state[name]
+        if type(value) is Rows and not (value and _written_from_columns(value.section)):
+            value = value.made() if value else []  # written as the list of its sections
         if isinstance(value, Section):
             value = _document(value)
             if value is None:
                 return None
             rows = rows or type(value) is _Object
-        elif type(value) is Rows:
-            if not value:
-                value = []
-            elif _written_from_columns(value.section):
-                value = _Rows(value)
-                rows = True
-            else:  # as the list of its sections
-                documents = [_document(v) for v in value.made()]
-                if any(d is None for d in documents):
-                    return None
-                value = documents
-                rows = True
+        elif type(value) is Rows:  # written from its columns (_section_chunks)
+            value = _Rows(value)
+            rows = True
         elif type(value) is list and value and all(isinstance(v, Section) for v in value):
             if all(_leaf_class(type(v)) for v in value):
                 value = _Rows(value)
@@ -478,9 +469,7 @@ def _document(section: Section) -> dict[str, Any] | None:
 def _written_from_columns(cls: type[Section]) -> bool:
     """Whether the :class:`Rows` of ``cls`` are written from their columns (:func:`_column_chunks`): its dump is its
     values as they are, and it names no list of sections."""
-    if _PLAIN.get(cls) is None:
-        _PLAIN[cls] = _plain_class(cls)
-    return _PLAIN[cls] is not False and _leaf_class(cls)
+    return _plain_of(cls) is not False and _leaf_class(cls)
 
 
 def _leaf_class(cls: type[Section]) -> bool:
@@ -568,7 +557,7 @@ def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
         pad = " " * (level + 1)
         joint = ",\n" + pad
         opening = "[\n" + pad
-        for lines in _column_chunks(value.layers) if type(value.layers) is Rows else _section_chunks(value.layers):
+        for lines in _section_chunks(value.layers):
             yield opening + joint.join(lines)
             opening = joint
         yield "\n" + " " * level + "]"
@@ -590,7 +579,7 @@ def _line_parts(value: Any) -> Iterator[str]:
     text from :func:`_section_chunks`) in :class:`_Object` s."""
     if type(value) is _Rows:
         opening = "["
-        for lines in _column_chunks(value.rows) if type(value.rows) is Rows else _section_chunks(value.rows):
+        for lines in _section_chunks(value.rows):
             yield opening + ",".join(lines)
             opening = ","
         yield "]" if value.rows else "[]"
@@ -637,7 +626,11 @@ def _section_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
     order, a list of lines at a time: up to :data:`_CHUNK` consecutive sections of one shape (:func:`_common_shape`:
     a trusted run's layers are all of one) are encoded column by column through one ``%`` template of their keys
     in order; sections of mixed shapes are split in halves until they are of one, and a section of no shape, or a
-    chunk holding a value the columns do not take, is written by its own dump."""
+    chunk holding a value the columns do not take, is written by its own dump. :class:`Rows` are written from their
+    columns (:func:`_column_chunks`)."""
+    if type(sections) is Rows:
+        yield from _column_chunks(sections)
+        return
     for start in range(0, len(sections), _CHUNK):
         yield from _uniform_chunks(sections[start:start + _CHUNK])
 
@@ -654,10 +647,9 @@ def _column_chunks(rows: Rows[Section]) -> Iterator[list[str]]:
         try:
             _fill_columns(rows, start, stop, template, columns)
         except (TypeError, ValueError):
-            yield from _section_chunks(rows[start:stop])
+            yield from _section_chunks(rows[start:stop])  # a list: written by its sections
             continue
-        text = "".join(template)
-        yield list(map(text.__mod__, zip(*columns, strict=True))) if columns else [text] * (stop - start)
+        yield _filled(template, columns, stop - start)
 
 
 def _fill_columns(rows: Rows[Section], start: int, stop: int, template: list[str],
@@ -668,15 +660,12 @@ def _fill_columns(rows: Rows[Section], start: int, stop: int, template: list[str
         raise TypeError(f"{rows.section.__name__}: not written from columns")
     template.append("{")
     for n, k in enumerate(sorted(range(len(rows.names)), key=rows.names.__getitem__)):
-        template.append(f"{',' if n else ''}{json.encoder.encode_basestring(rows.names[k]).replace('%', '%%')}:")
+        template.append(_template_key(rows.names[k], first=not n))
         column = rows.columns[k]
         if type(column) is Rows:
             _fill_columns(column, start, stop, template, columns)
         else:
-            field, values = _column(column[start:stop])
-            template.append(field)
-            if values is not None:
-                columns.append(values)
+            _add_column(column[start:stop], template, columns)
     template.append("}")
 
 
@@ -709,9 +698,7 @@ def _common_shape(sections: Sequence[Section]) -> _Shape | None:
     shapes of the sections it holds; tested a field at a time over all of them. ``None`` when two differ or one has
     none: the fast path does not take it (unknown keys, aliases, serializers or values not a section's field's own)."""
     cls = type(sections[0])
-    plain = _PLAIN.get(cls)
-    if plain is None:
-        plain = _PLAIN[cls] = _plain_class(cls)
+    plain = _plain_of(cls)
     if plain is False or _types(sections) != {cls} or any(map(_EXTRA, sections)):
         return None
     names = sections[0].__pydantic_fields_set__
@@ -763,6 +750,14 @@ def _sections_named(annotation: Any) -> tuple[type, ...]:
 _PLAIN: dict[type[Section], tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]] = {}
 
 
+def _plain_of(cls: type[Section]) -> tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]:
+    """:func:`_plain_class` of ``cls``, read once."""
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = _plain_class(cls)
+    return plain
+
+
 def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None:
     """The lines of ``sections`` (all of ``shape``): one ``%`` template of the keys in order, filled from columns
     of values (:func:`_column`); ``None`` when a value is not one the columns encode as the section's dump would
@@ -773,10 +768,7 @@ def _chunk_lines(sections: Sequence[Section], shape: _Shape) -> list[str] | None
         _fill(list(map(_STATE, sections)), sections[0].__pydantic_fields_set__, shape, template, columns)
     except (TypeError, ValueError):
         return None
-    text = "".join(template)
-    if not columns:
-        return [text] * len(sections)
-    return list(map(text.__mod__, zip(*columns, strict=True)))
+    return _filled(template, columns, len(sections))
 
 
 def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template: list[str],
@@ -787,16 +779,31 @@ def _fill(states: list[dict[str, Any]], names: set[str], shape: _Shape, template
     template.append("{")
     keys = sorted(names)
     for k, (name, values) in enumerate(zip(keys, _field_columns(states, keys), strict=True)):
-        key = json.encoder.encode_basestring(name).replace("%", "%%")
-        template.append(f"{',' if k else ''}{key}:")
+        template.append(_template_key(name, first=not k))
         if nested.get(name) is not None:
             _fill(list(map(_STATE, values)), values[0].__pydantic_fields_set__, nested[name], template, columns)
         else:
-            field, column = _column(values)
-            template.append(field)
-            if column is not None:
-                columns.append(column)
+            _add_column(values, template, columns)
     template.append("}")
+
+
+def _template_key(name: str, *, first: bool) -> str:
+    """The key ``name`` in a ``%`` template of an object (its comma before it, but for the first key)."""
+    return f"{'' if first else ','}{json.encoder.encode_basestring(name).replace('%', '%%')}:"
+
+
+def _add_column(values: Sequence[Any], template: list[str], columns: list[Sequence[Any]]) -> None:
+    """Add the field of ``values`` (:func:`_column`) to ``template``, and its column to ``columns`` when it has one."""
+    field, column = _column(values)
+    template.append(field)
+    if column is not None:
+        columns.append(column)
+
+
+def _filled(template: list[str], columns: list[Sequence[Any]], count: int) -> list[str]:
+    """The ``count`` lines of ``template`` filled from ``columns`` (one text ``count`` times when it has none)."""
+    text = "".join(template)
+    return list(map(text.__mod__, zip(*columns, strict=True))) if columns else [text] * count
 
 
 def _field_columns(states: list[dict[str, Any]], keys: list[str]) -> list[tuple[Any, ...]]:
