@@ -140,9 +140,13 @@ class Rows(Sequence[_S], Generic[_S]):
 
     def made(self) -> list[_S]:
         """The sections, made once (:meth:`Section.trusted_rows`); a copy of the list, the sections themselves."""
+        return list(self._sections())
+
+    def _sections(self) -> list[_S]:
+        """The list of the sections, made on first use and kept (never handed out: :meth:`made` copies it)."""
         if self._made is None:
             self._made = self.section.trusted_rows(self.names, zip(*self.columns, strict=True))
-        return list(self._made)
+        return self._made
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Copied and pickled through :meth:`__init__` (a copy is alive as its original is: :data:`_LIVE`)."""
@@ -158,10 +162,8 @@ class Rows(Sequence[_S], Generic[_S]):
     def __getitem__(self, index: slice) -> list[_S]: ...
 
     def __getitem__(self, index: int | slice) -> _S | list[_S]:
-        if self._made is not None:
-            return self._made[index]
-        if isinstance(index, slice):
-            return self.made()[index]
+        if self._made is not None or isinstance(index, slice):
+            return self._sections()[index]
         # one row made (the top layers of a table): a column of sections gives its own row
         (section,) = self.section.trusted_rows(self.names, (tuple(column[index] for column in self.columns),))
         return section
@@ -171,19 +173,17 @@ class Rows(Sequence[_S], Generic[_S]):
         return self.columns[self.names.index(name)]
 
     def __iter__(self) -> Iterator[_S]:
-        if self._made is None:
-            self.made()
-        return iter(self._made or ())
+        return iter(self._sections())
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Rows | list | tuple):
-            return self.made() == list(other)
+            return self._sections() == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return repr(self.made())
+        return repr(self._sections())
 
 
 def field_values(sections: Sequence[Section], *path: str) -> list[Any]:
