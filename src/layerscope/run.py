@@ -223,22 +223,23 @@ def _estimate_layers(graph: Graph, estimate: Estimate) -> Sequence[Layer]:
     when a layer is of control flow (its further keys: :func:`control_record`). The five times of every layer are
     rounded a column at a time (:func:`rounded`: what :func:`_us` gives, bit for bit)."""
     ests = estimate.layers
+    units = [est.unit for est in ests]
     times = [rounded(list(map(attrgetter(name), ests)), 3) for name in _ESTIMATE_NAMES[:5]]
     estimates = LayerEstimate.trusted_columns(_ESTIMATE_NAMES, (
-        *times, [est.bound._value_ for est in ests],
-        [est.unit for est in ests], [est.dtype for est in ests], [est.ddr_read_bytes for est in ests],
-        [est.ddr_write_bytes for est in ests], [float(est.weight_passes) for est in ests],
-        [est.fallback_reason for est in ests]))
+        *times, [est.bound._value_ for est in ests], units, [est.dtype for est in ests],
+        [est.ddr_read_bytes for est in ests], [est.ddr_write_bytes for est in ests],
+        [float(est.weight_passes) for est in ests], [est.fallback_reason for est in ests]))
     nodes = graph.layers
-    columns = (*_layer_columns(graph.tensors, nodes, estimate.costs, [est.unit for est in ests]),
-               [node.shape_source for node in nodes], estimates)
+    columns = (*_layer_columns(graph.tensors, nodes, estimate.costs, units), [node.shape_source for node in nodes],
+               estimates)
     if not any(node.parent or node.observed for node in nodes):
         return Layer.trusted_columns(_ESTIMATE_LAYER_NAMES, columns)
-    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, zip(*columns, strict=True))
-    for k, node in enumerate(graph.layers):
+    rows = list(zip(*columns, strict=True))
+    layers = Layer.trusted_rows(_ESTIMATE_LAYER_NAMES, rows)
+    for k, node in enumerate(nodes):
         if node.parent or node.observed:  # a control-flow layer or a subgraph's: its further keys
-            layers[k] = Layer.trusted({**_layer_fields(graph, node, estimate.costs[k], ests[k].unit),
-                                       "estimate": estimates[k]})
+            layers[k] = Layer.trusted({**dict(zip(_ESTIMATE_LAYER_NAMES, rows[k], strict=True)),
+                                       **control_record(node)})
     return layers
 
 
