@@ -54,7 +54,6 @@ from layerscope.model.validate import (
     MODEL_IR_VERSION,
     MODEL_OPSET_IMPORT,
     SMALL_CONST_ELEMENTS,
-    TENSOR_RAW_DATA,
     Layout,
     NodeFields,
     bytes_layout,
@@ -63,6 +62,7 @@ from layerscope.model.validate import (
     is_shape_data_dims,
     node_fields,
     raw_data_bytes,
+    raw_data_span,
     reads_subgraph,
     tensors,
     typed_input,
@@ -265,9 +265,9 @@ def _with_weights(model: onnx.ModelProto, path: Path, sha256: _Sha256, stripped:
                          hint="run again once the model is written")
     initializers = model.graph.initializer
     for index in stripped:
-        span = layout.initializers[index]
-        raw = [f for f in wire.fields(data, span.value, span.end) or () if f.number == TENSOR_RAW_DATA]
-        initializers[index].raw_data = data[raw[-1].value:raw[-1].end]
+        raw = raw_data_span(data, layout.initializers[index])
+        assert raw is not None  # the bytes first read (the hash above), where every weight left out had one
+        initializers[index].raw_data = data[raw.value:raw.end]
     return model
 
 

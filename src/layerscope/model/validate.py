@@ -619,11 +619,18 @@ def raw_data_bytes(data: bytes, layout: Layout) -> dict[int, int]:
     for index, span in enumerate(layout.initializers):
         if span.end - span.value <= _CHECKER_MAX_INITIALIZER_BYTES:
             continue
-        raw = [field for field in wire.fields(data, span.value, span.end) or ()
-               if field.number == TENSOR_RAW_DATA and field.wire_type == wire.LENGTH_DELIMITED]
-        if raw:
-            lengths[index] = raw[-1].end - raw[-1].value
+        raw = raw_data_span(data, span)
+        if raw is not None:
+            lengths[index] = raw.end - raw.value
     return lengths
+
+
+def raw_data_span(data: bytes, initializer: wire.Span) -> wire.Span | None:
+    """The ``raw_data`` field of the tensor encoded in ``initializer`` (a span of ``data``): the last one written,
+    the one protobuf keeps; ``None`` when it has none or :func:`wire.fields` does not read it."""
+    raw = [field for field in wire.fields(data, initializer.value, initializer.end) or ()
+           if field.number == TENSOR_RAW_DATA and field.wire_type == wire.LENGTH_DELIMITED]
+    return raw[-1] if raw else None
 
 
 def without_large_raw_data(data: bytes, layout: Layout) -> tuple[bytes, tuple[int, ...]] | None:
