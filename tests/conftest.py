@@ -8,6 +8,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+# Every section layerscope makes without validation is checked against validation (runfile.models.check_trusted);
+# set before layerscope is imported, and inherited by the commands the tests run as subprocesses.
+os.environ.setdefault("LAYERSCOPE_CHECK_TRUSTED", "1")
+
 import numpy as np
 import onnx
 import pytest
@@ -143,3 +147,12 @@ def browser() -> Any:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture
+def unchecked_trusted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Trusted sections not checked against validation: for tests that give the run file's writer, on purpose,
+    sections validation refuses (a value of another type, NaN, a partial run)."""
+    from layerscope.runfile import models
+
+    monkeypatch.setattr(models, "CHECK_TRUSTED", False)

@@ -122,6 +122,7 @@ def test_a_timeline_run_equals_the_validated_one(model: str, target: str, monkey
     assert run_text(run) == expected
 
 
+@pytest.mark.usefixtures("unchecked_trusted")
 def test_a_section_with_a_value_the_rows_do_not_take_is_written_as_its_own_dump() -> None:
     """A list of sections inside a section is written row by row; a section holding something else than JSON's own
     types (a tuple, here) is left to its own dump, with the same bytes."""
@@ -246,6 +247,7 @@ def test_rows_are_a_read_only_sequence_equal_to_their_sections() -> None:
 
 
 @pytest.mark.parametrize("first", [0.0, None])
+@pytest.mark.usefixtures("unchecked_trusted")
 def test_rows_holding_a_value_json_refuses_are_refused_as_a_list_of_them_is(first: float | None) -> None:
     from layerscope.runfile.models import Timeline, TimelineBusy, TimelineUnit
 
@@ -259,6 +261,7 @@ def test_rows_holding_a_value_json_refuses_are_refused_as_a_list_of_them_is(firs
             run_text(RunFile.trusted({"schema_version": 2, "timeline": section}))
 
 
+@pytest.mark.usefixtures("unchecked_trusted")
 def test_a_column_of_floats_and_nones_is_written_as_json_writes_it() -> None:
     from layerscope.runfile.models import Timeline, TimelineLayer
 

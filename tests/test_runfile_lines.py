@@ -47,6 +47,7 @@ def test_trusted_layers_of_one_shape_give_each_layers_own_line(monkeypatch: pyte
                              '"unit":null}')
 
 
+@pytest.mark.usefixtures("unchecked_trusted")
 def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> None:
     odd = 'quote " back \\ percent %s %% tab \t nul \x00 é ✓ \U0001f600'
     validated = Layer.model_validate({
@@ -68,6 +69,7 @@ def test_layers_of_mixed_shapes_and_odd_values_give_each_layers_own_line() -> No
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.usefixtures("unchecked_trusted")
 def test_a_non_finite_time_is_refused_as_before(bad: float) -> None:
     layers = [_trusted(1)] + [_trusted(k, estimate=LayerEstimate.trusted({"latency_us": bad})) for k in (2, 3)]
     assert runfile_io._common_shape(layers[1:3]) is not None  # a chunk of columns
@@ -104,6 +106,7 @@ def _equal(k: int, **more: Any) -> Layer:
     {"outputs": ["é✓\U0001f600", ""]}, {"unit": "TAE"}, {"unit": 3},
 ])
 @pytest.mark.filterwarnings("ignore::UserWarning")  # pydantic's, dumping a value not of its field's type
+@pytest.mark.usefixtures("unchecked_trusted")
 def test_a_chunk_with_one_odd_value_gives_each_layers_own_line(odd: dict[str, Any]) -> None:
     """Columns of equal values are written as template text, columns of plain text as they are: a value that
     differs from the others or needs escaping must still give the layer's own line."""

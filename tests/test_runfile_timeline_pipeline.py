@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
 from rich.console import Console
 
 from conftest import zoo
@@ -22,6 +21,7 @@ from layerscope.report.timeline_terminal import timeline_report
 from layerscope.report.views.pipeline import pipeline_view
 from layerscope.run import load_run
 from layerscope.runfile.io import as_run
+from layerscope.runfile.models import Section
 
 BARE: dict[str, Any] = {"schema_version": 2, "model": {"name": "m"}, "summary": {},
                         "layers": [{"id": "a"}, {"id": "b"}]}
@@ -29,7 +29,7 @@ BARE: dict[str, Any] = {"schema_version": 2, "model": {"name": "m"}, "summary": 
 
 def _extras(node: Any, path: str) -> list[str]:
     """JSON paths of every key under ``node`` that no model names (kept as an unknown key)."""
-    if isinstance(node, BaseModel):
+    if isinstance(node, Section):
         found = [f"{path}.{key}" for key in node.model_extra or {}]
         for name in type(node).model_fields:
             found += _extras(getattr(node, name), f"{path}.{name}")

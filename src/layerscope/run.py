@@ -139,14 +139,15 @@ def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def model_section(graph: Graph) -> ModelInfo:
     """The ``model`` section: what was analysed, enough to tell two models apart."""
-    return ModelInfo(
-        name=graph.name, path=graph.path, sha256=graph.sha256, opset=graph.opset, producer=graph.producer,
-        inputs=[_tensor(t) for t in graph.inputs], outputs=[_tensor(t) for t in graph.outputs],
-        **_extra(assumptions=list(graph.assumptions), shape_sources=graph.shape_source_counts()))
+    return ModelInfo.trusted({
+        "name": graph.name, "path": graph.path, "sha256": graph.sha256, "opset": graph.opset,
+        "producer": graph.producer, "inputs": [_tensor(t) for t in graph.inputs],
+        "outputs": [_tensor(t) for t in graph.outputs], "assumptions": list(graph.assumptions),
+        "shape_sources": graph.shape_source_counts()})
 
 
 def _tensor(t: GraphTensor) -> TensorInfo:
-    return TensorInfo(name=t.name, shape=list(t.shape), dtype=t.dtype)
+    return TensorInfo.trusted({"name": t.name, "shape": list(t.shape), "dtype": t.dtype})
 
 
 def layer_record(graph: Graph, node: Node, cost: LayerCost, *, unit: str | None = None,
@@ -252,38 +253,43 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
             unknown.setdefault((node.domain, node.op_type), []).append(node.id)
     latency_us = estimate.latency_us
     tensor_macs = sum(c.macs for c in estimate.costs if c.unit_kind is UnitKind.TENSOR)
-    # the run itself trusted (each section in it validated on its own): validating it would build the validators
-    # of every section a run may hold, which an estimate never uses
+    # every section made of our own values without validation (Section.trusted): validating would import pydantic
+    # and build a validator for each section, a fifth of a small model's estimate; readers validate what they load
     return RunFile.trusted({
         "schema_version": SCHEMA_VERSION,
-        "tool": Tool(name="layerscope", version=__version__),
+        "tool": Tool.trusted({"name": "layerscope", "version": __version__}),
         "model": model_section(graph),
-        "target": Target(name=profile.name, kind=profile.kind, description=profile.description,
-                      source_path=profile.source_path, dtype=estimate.dtype, clock_hz=profile.clock_hz,
-                      ddr_effective_bytes_per_s=profile.attainable_ddr_bytes_per_s,
-                      ddr_nominal_bytes_per_s=profile.ddr_nominal_bytes_per_s),
-        "estimate_info": EstimateInfo(method="roofline",
-                                   note=f"static estimate on profile {profile.name!r}, not a measurement"),
+        "target": Target.trusted({
+            "name": profile.name, "kind": profile.kind, "description": profile.description,
+            "source_path": profile.source_path, "dtype": estimate.dtype, "clock_hz": float(profile.clock_hz),
+            "ddr_effective_bytes_per_s": float(profile.attainable_ddr_bytes_per_s),
+            "ddr_nominal_bytes_per_s": _float_or_none(profile.ddr_nominal_bytes_per_s)}),
+        "estimate_info": EstimateInfo.trusted({
+            "method": "roofline", "note": f"static estimate on profile {profile.name!r}, not a measurement"}),
         "layers": layers,
         "folded": [n.id for n in graph.folded],
-        "unknown_ops": [UnknownOp(domain=d, op_type=op, count=len(ids), layers=ids)
-                     for (d, op), ids in sorted(unknown.items())],
-        "summary": Summary(
-            layer_count=len(graph.layers),
-            folded_count=len(graph.folded),
-            zero_copy_count=sum(1 for c in estimate.costs if c.unit_kind is UnitKind.ZERO_COPY),
-            unknown_count=sum(len(ids) for ids in unknown.values()),
-            macs=sum(c.macs for c in estimate.costs),
-            tensor_macs=tensor_macs,
-            flops=sum(c.flops for c in estimate.costs),
-            params=sum(c.params for c in estimate.costs),
-            weight_bytes=graph.weight_bytes,
-            ddr_bytes=estimate.ddr_bytes,
-            est_latency_us=_us(latency_us),
-            est_fps=round(1e6 / latency_us, 3) if latency_us > 0 else None,
-            cpu_fallback_count=estimate.fallback_count,
-        ),
+        "unknown_ops": [UnknownOp.trusted({"domain": d, "op_type": op, "count": len(ids), "layers": ids})
+                        for (d, op), ids in sorted(unknown.items())],
+        "summary": Summary.trusted({
+            "layer_count": len(graph.layers),
+            "folded_count": len(graph.folded),
+            "zero_copy_count": sum(1 for c in estimate.costs if c.unit_kind is UnitKind.ZERO_COPY),
+            "unknown_count": sum(len(ids) for ids in unknown.values()),
+            "macs": sum(c.macs for c in estimate.costs),
+            "tensor_macs": tensor_macs,
+            "flops": sum(c.flops for c in estimate.costs),
+            "params": sum(c.params for c in estimate.costs),
+            "weight_bytes": graph.weight_bytes,
+            "ddr_bytes": estimate.ddr_bytes,
+            "est_latency_us": _us(latency_us),
+            "est_fps": round(1e6 / latency_us, 3) if latency_us > 0 else None,
+            "cpu_fallback_count": estimate.fallback_count,
+        }),
     })
+
+
+def _float_or_none(value: float | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:

@@ -39,9 +39,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
-
 from layerscope.errors import InputError, RunFileError
+from layerscope.runfile import record
 from layerscope.runfile.io import as_run, describe
 from layerscope.runfile.models import (
     BenchMeasurement,
@@ -53,6 +52,7 @@ from layerscope.runfile.models import (
     Machine,
     RunFile,
     RunLike,
+    Section,
     Steadiness,
 )
 from layerscope.stats import DRIFT_WARNING
@@ -62,7 +62,7 @@ Document = RunLike
 #: A layer as readers get it: typed, or a layer of the JSON document (validated as a :class:`Layer`).
 LayerLike = Layer | Mapping[str, Any]
 
-_M = TypeVar("_M", bound=BaseModel)
+_M = TypeVar("_M", bound=Section)
 
 
 def _typed(model: type[_M], value: _M | Mapping[str, Any], what: str) -> _M:
@@ -71,7 +71,7 @@ def _typed(model: type[_M], value: _M | Mapping[str, Any], what: str) -> _M:
         return value
     try:
         return model.model_validate(dict(value), by_alias=True)
-    except ValidationError as exc:
+    except record.ValidationError as exc:
         raise RunFileError(f"{what}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 

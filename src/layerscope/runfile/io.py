@@ -29,13 +29,16 @@ from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import UnionType
-from typing import Any, Final, Literal, NoReturn, Union, get_args, get_origin
-
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Union, get_args, get_origin
 
 from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
+from layerscope.runfile import record
 from layerscope.runfile.models import Layer, Rows, RunFile, RunLike, Section
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+    from pydantic_core import ValidationError
 
 SCHEMA_VERSION: Final = 2
 #: Largest run file layerscope reads, decompressed (a gzip file that inflates past it is refused, not read).
@@ -144,7 +147,7 @@ def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -
     try:
         with collector_paused():  # a typed object per layer, kernel, span: none of them garbage
             return RunFile.from_json(dict(document))
-    except ValidationError as exc:
+    except record.ValidationError as exc:
         raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 
@@ -164,7 +167,7 @@ def check_apart(document: Mapping[str, Any], source: str | os.PathLike[str] = "r
     try:
         with collector_paused():
             run = RunFile.from_json({**document, "layers": []})
-    except ValidationError as exc:
+    except record.ValidationError as exc:
         _refuse(document, source, exc)
     return run, _checked_layers(document, layers, source)
 
@@ -179,7 +182,7 @@ def _checked_layers(document: Mapping[str, Any], layers: Any, source: str | os.P
         try:
             with collector_paused():
                 typed = adapter.validate_python(part, strict=True, by_alias=True)
-        except ValidationError as exc:
+        except record.ValidationError as exc:
             _refuse(document, source, exc)
         yield typed
 
@@ -200,6 +203,8 @@ def layers_of(layers: Sequence[Any]) -> list[Layer]:
 @cache
 def _layers_adapter() -> TypeAdapter[list[Layer]]:
     """The validator of a run's ``layers``, built on first use (not on import: most commands never need it)."""
+    from pydantic import TypeAdapter
+
     return TypeAdapter(list[Layer])
 
 
@@ -732,10 +737,8 @@ def _types(values: Iterable[Any]) -> set[type]:
 
 def _plain_class(cls: type[Section]) -> tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]:
     """``cls``'s fields that may hold a section, each with the section classes it names, or ``False`` when its
-    dump is not its values as they are (aliases, computed fields, serializers)."""
-    if cls.model_computed_fields or any(info.alias or info.serialization_alias for info in cls.model_fields.values()):
-        return False
-    if cls.__pydantic_decorators__.field_serializers or cls.__pydantic_decorators__.model_serializers:
+    dump is not its values as they are (a field with an alias)."""
+    if any(info.alias for info in cls.model_fields.values()):
         return False
     fields = ((name, _sections_named(info.annotation)) for name, info in cls.model_fields.items())
     return tuple((name, kinds) for name, kinds in fields if kinds)
@@ -744,7 +747,7 @@ def _plain_class(cls: type[Section]) -> tuple[tuple[str, tuple[type, ...]], ...]
 def _sections_named(annotation: Any) -> tuple[type, ...]:
     """The section classes a field's annotation names (a member of a union)."""
     kinds = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
-    return tuple(kind for kind in kinds if isinstance(kind, type) and issubclass(kind, BaseModel))
+    return tuple(kind for kind in kinds if isinstance(kind, type) and issubclass(kind, Section))
 
 
 _PLAIN: dict[type[Section], tuple[tuple[str, tuple[type, ...]], ...] | Literal[False]] = {}

@@ -1,26 +1,30 @@
-"""Typed run file: one frozen pydantic model per section, the published JSON Schema's source.
+"""Typed run file: one frozen record per section (:class:`~layerscope.runfile.record.Record`, validated, dumped and
+described by pydantic on first use), the published JSON Schema's source.
 
 Contract:
-- every model is frozen and validates strictly (no string-to-number coercion; NaN and infinity refused; times,
+- every section is frozen and validates strictly (no string-to-number coercion; NaN and infinity refused; times,
   counts and byte sizes non-negative and below :data:`MAX_US` / :data:`MAX_COUNT`, so a reader never overflows);
-- keys the models do not name are kept (``extra="allow"``): commands add fields to their sections without a schema
+- keys the sections do not name are kept (``extra="allow"``): commands add fields to their sections without a schema
   change, and a run written by a newer minor version still loads;
 - the core sections (model, target, layers with their cost, estimate and measurement, kernels, measurement,
   latency, summary, reconcile, findings, import) are typed field by field; the experiment sections (timeline,
   comparison, pipeline, stress, bisect) are typed at their top level, with permissive inner parts;
 - ``measurement`` is a tagged union on ``kind``: ``kernel-profile`` (``layerscope profile`` / ``pipeline``),
-  ``bench``, ``differential`` (``layerscope bisect``) and ``vendor-import`` (``layerscope import``).
+  ``bench``, ``differential`` (``layerscope bisect``) and ``vendor-import`` (``layerscope import``);
+- sections layerscope makes of its own values are made without validation (:meth:`Section.trusted`), so that a
+  command that only writes a run (``estimate``) never imports pydantic; the tests check each of them against
+  validation (:data:`CHECK_TRUSTED`).
 
 This module does without ``from __future__ import annotations``: its ~700 field annotations are objects when the
-classes are made, so pydantic takes them as they are instead of compiling and evaluating each one as a string
-(a third of the cost of importing this module, which every command pays). Names not defined yet are quoted.
+classes are made, not strings evaluated when pydantic first needs them. Names not defined yet are quoted.
 """
 
+import os
 import weakref
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from layerscope.runfile.record import Field, Record, model_validator
 
 if TYPE_CHECKING:
     from layerscope.runfile.derived import KFactor
@@ -40,12 +44,9 @@ Rate = Annotated[float, Field(ge=0, le=1e18)]
 Dim = int | str | None
 
 
-class Section(BaseModel):
-    """Base of every section: frozen, strict, finite numbers, unknown keys kept."""
-
-    #: ``defer_build``: a class's validator and serializer are built when it is first used, not on import (an
-    #: estimate uses a few of the 80 sections; building them all was a tenth of its start-up).
-    model_config = ConfigDict(frozen=True, extra="allow", strict=True, allow_inf_nan=False, defer_build=True)
+class Section(Record):
+    """Base of every section: frozen, strict, finite numbers, unknown keys kept (:class:`Record`: the classes are
+    made without pydantic, which validates, dumps and describes them on first use)."""
 
     @classmethod
     def trusted(cls, fields: dict[str, Any]) -> Self:
@@ -88,6 +89,8 @@ class Section(BaseModel):
             put(section, "__pydantic_extra__", {})
             put(section, "__pydantic_private__", None)
             sections.append(section)
+        if CHECK_TRUSTED:
+            check_trusted(sections[:CHECK_TRUSTED_ROWS])
         return sections
 
     @classmethod
@@ -137,6 +140,9 @@ class Rows(Sequence[_S], Generic[_S]):
         self.section, self.names, self.columns = section, names, tuple(columns)
         self._made: list[_S] | None = None
         _LIVE[id(self)] = self
+        if CHECK_TRUSTED:  # a few rows made now, checked (trusted_rows); a column of sections indexed, not made
+            head = range(min(CHECK_TRUSTED_ROWS, len(self)))
+            section.trusted_rows(names, zip(*([column[k] for k in head] for column in self.columns), strict=True))
 
     def made(self) -> list[_S]:
         """The sections, made once (:meth:`Section.trusted_rows`); a copy of the list, the sections themselves."""
@@ -227,6 +233,58 @@ def _rows_as_lists(section: Section) -> None:
                 stack.append(value)
             elif type(value) is list and value and isinstance(value[0], Section):
                 stack.extend(v for v in value if isinstance(v, Section))
+
+
+#: ``LAYERSCOPE_CHECK_TRUSTED=1`` (the tests set it): every section :meth:`Section.trusted` makes (the first
+#: :data:`CHECK_TRUSTED_ROWS` of a call, or of a :class:`Rows`) is checked against pydantic's validation of its values
+#: (:func:`check_trusted`), so the whole suite tests the contract trusted sections rely on.
+CHECK_TRUSTED = os.environ.get("LAYERSCOPE_CHECK_TRUSTED") == "1"
+CHECK_TRUSTED_ROWS = 8
+
+
+def check_trusted(sections: Iterable[Section]) -> None:
+    """Raise ``TypeError`` naming the field when a section :meth:`Section.trusted` made differs from what validating
+    its values gives: a value of another type (an ``int`` where validation gives a ``float``), one validation
+    changes or refuses, unknown keys, or another set of fields."""
+    for section in sections:
+        cls = type(section)
+        if section.__pydantic_extra__:
+            raise TypeError(f"trusted {cls.__name__}: unknown keys {sorted(section.__pydantic_extra__)}")
+        # a Rows was checked when it was made (its first rows); read it here, and a big run's layers would be made
+        given = {name: [] if type(value) is Rows else value
+                 for name in section.__pydantic_fields_set__ for value in (section.__dict__[name],)}
+        try:
+            validated = cls.model_validate(given, by_alias=False, by_name=True)
+        except ValueError as exc:  # pydantic's ValidationError
+            raise TypeError(f"trusted {cls.__name__}: validation refuses its values: {exc}") from None
+        if validated.__pydantic_fields_set__ != section.__pydantic_fields_set__:
+            raise TypeError(f"trusted {cls.__name__}: fields set {sorted(section.__pydantic_fields_set__)}, "
+                            f"validated {sorted(validated.__pydantic_fields_set__)}")
+        for name, value in section.__dict__.items():
+            where = None if type(value) is Rows else _differs(value, validated.__dict__[name])
+            if where is not None:
+                raise TypeError(f"trusted {cls.__name__}.{name}{where}: {value!r} is not what validation gives "
+                                f"({validated.__dict__[name]!r})")
+
+
+def _differs(trusted: Any, validated: Any) -> str | None:
+    """Where ``trusted`` differs from ``validated`` in type or value (``""`` at the top, ``[k]`` inside), ``None``
+    when nowhere; sections are compared as they are (each was checked when it was made)."""
+    if isinstance(trusted, Section) and isinstance(validated, Section):
+        return None if trusted is validated or trusted == validated else ""
+    if type(trusted) is not type(validated):
+        return ""
+    if type(trusted) in (list, tuple):
+        if len(trusted) != len(validated):
+            return ""
+        return next((f"[{k}]{where}" for k, (a, b) in enumerate(zip(trusted, validated, strict=True))
+                     if (where := _differs(a, b)) is not None), None)
+    if type(trusted) is dict:
+        if trusted.keys() != validated.keys():
+            return ""
+        return next((f"[{key!r}]{where}" for key in trusted
+                     if (where := _differs(trusted[key], validated[key])) is not None), None)
+    return None if trusted == validated else ""
 
 
 #: Each section class's field defaults, read once by :meth:`Section.trusted`.
@@ -452,7 +510,7 @@ class Layer(Section):
         return (self.bytes_read or 0) + (self.bytes_written or 0)
 
 
-_NO_ESTIMATE = LayerEstimate()
+_NO_ESTIMATE = LayerEstimate.model_construct()
 
 
 class Kernel(Section):
