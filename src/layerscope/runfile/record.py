@@ -181,7 +181,8 @@ class Record:
     # ------------------------------------------------------------------------------------------------- validation
 
     def __init__(self, **data: Any) -> None:
-        """A record validated from its fields' values (by name or alias), as pydantic's ``Model(**data)``."""
+        """A record validated from its fields' values (a field with an alias given by its alias), as pydantic's
+        ``Model(**data)``."""
         type(self).__pydantic_validator__.validate_python(data, self_instance=self)
 
     @classmethod
