@@ -29,7 +29,9 @@ median over the pairs of runs of the `--timeline` run less the estimate run just
 timeline, making its section and writing its rows).
 
 Goals (for 100k layers): estimate <= 5 s and <= 600 MB peak; timeline <= 5 s; HTML <= 10 MB; first render
-(draw) < 3 s. Each is printed
+(draw) < 3 s. The timeline's goal ("the timeline of 100k layers simulated in <= 5 s", beside the estimate's own
+<= 5 s) is judged on the timeline's own time, with the whole `estimate --timeline` command printed beside it: read
+as the whole command, it would leave the timeline no time once the estimate is at its goal. Each is printed
 with PASS or FAIL; exit status 0 when every goal of the largest size measured passes, else 1. The wall times
 are those of this machine as it is (a shared machine's load is in them): the CPU seconds of each child
 ("cpu s", user + system) are printed beside the estimate's wall time.
@@ -189,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             draw_text = "timeout" if draw is None else f"{draw:.2f}"
             print(f"{layers:>8}{est_s:>12.2f}{est_cpu:>8.2f}{est_mb:>10.0f}{tl_s:>12.2f}{tl_mb:>10.0f}{run_mb:>9.1f}"
                   f"{gz_s:>8.2f}{gz_mb:>8.1f}{html_s:>9.2f}{html_mb:>9.1f}{draw_text:>9}{bare_s:>8.2f}", flush=True)
-            last = {"layers": layers, "estimate_s": est_s, "estimate_peak_mb": est_mb, "timeline_s": tl_s,
+            last = {"layers": layers, "estimate_s": est_s, "estimate_peak_mb": est_mb, "timeline_s": own[layers],
+                    "timeline_command_s": tl_s,
                     "html_mb": html_mb, "draw_s": math.inf if draw is None else draw}
             if args.repeat > 1:
                 runs[layers] = ([e[0] for e in estimates], [t[0] for t in timelines])
@@ -205,9 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             continue
         passed = value <= goal
         ok &= passed
-        print(f"goal {name} <= {goal:g} at {last['layers']:.0f} layers: {'PASS' if passed else 'FAIL'} ({value:.2f})")
-    print("(the timeline column is the whole `estimate --timeline` command, estimate included; the goal is read as "
-          "that whole command)")
+        beside = (f"; the whole `estimate --timeline` command {last['timeline_command_s']:.2f} s"
+                  if name == "timeline_s" else "")
+        print(f"goal {name} <= {goal:g} at {last['layers']:.0f} layers: {'PASS' if passed else 'FAIL'} ({value:.2f}"
+              f"{beside})")
+    print("(the timeline column is the whole `estimate --timeline` command, estimate included; its goal is the "
+          "timeline's own time)")
     for layers, seconds in own.items():
         print(f"{layers:>8} layers: the timeline's own time (each `--timeline` run less the estimate run before it, "
               f"median): {seconds:.2f} s")
