@@ -36,7 +36,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from layerscope.estimate.roofline import deployed_bytes, is_float
+from layerscope.estimate.roofline import deployed_bytes, element_bytes, float_element_bytes, is_float
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.model.types import Graph
 
@@ -164,27 +164,37 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
         dtype[t.name] = estimate.dtype
     temporaries: list[tuple[str, int, float, float]] = []
     tensors, constants = graph.tensors, graph.constants
+    dtype_float_bytes = _FloatBytes()
     for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
-        acts = [name for name in node.inputs if name in root]
         if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
+            acts = [name for name in node.inputs if name in root]
             for name in node.outputs:
                 root[name] = root[acts[0]] if acts else name
                 start.setdefault(root[name], begin)
                 end[root[name]] = max(end.get(root[name], begin), finish)
             continue
         layer_dtype = est.dtype
-        for name in node.inputs:  # the weights (static_bytes)
-            if name in constants and name and (info := tensors.get(name)) is not None:
-                weights[name] = max(weights.get(name, 0), deployed_bytes(info, layer_dtype))
+        layer_float_bytes = dtype_float_bytes[layer_dtype]
+        acts = []
+        for name in node.inputs:
+            if name in root:
+                acts.append(name)
+            if name in constants and name and (info := tensors.get(name)) is not None:  # a weight (static_bytes)
+                size = info.elements * element_bytes(info, layer_float_bytes)
+                if size > weights.get(name, -1):
+                    weights[name] = size
         for name in dict.fromkeys(acts) if len(acts) > 1 else acts:
             base = root[name]
-            end[base] = max(end[base], finish)
+            if finish > end[base]:  # noqa: PLR1730  # max() without its call: this runs for each input of 100k layers
+                end[base] = finish
             if dtype[base] != layer_dtype and name and (info := tensors.get(name)) is not None and is_float(info):
-                temporaries.append((f"{name}@{node.id}", deployed_bytes(info, layer_dtype), begin, finish))
+                temporaries.append((f"{name}@{node.id}", info.elements * layer_float_bytes, begin, finish))
         for name in node.outputs:
             if name and name in tensors:
                 root[name] = name
-                start[name], end[name], dtype[name] = begin, finish, layer_dtype
+                start[name] = begin
+                end[name] = finish
+                dtype[name] = layer_dtype
     outputs = {t.name for t in graph.outputs}
     for name in outputs & root.keys():
         end[root[name]] = latency_us
@@ -197,7 +207,7 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
             live.names.append(name)
             live.kinds.append(BufferKind.INPUT if name in inputs else BufferKind.OUTPUT if name in out_roots
                               else BufferKind.ON_CHIP if name in resident else BufferKind.DDR)
-            live.nbytes.append(deployed_bytes(info, dtype[name]))
+            live.nbytes.append(info.elements * element_bytes(info, dtype_float_bytes[dtype[name]]))
             live.start_us.append(start[name])
             live.end_us.append(end[name])
     for name, nbytes, begin, finish in temporaries:
@@ -207,6 +217,14 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
         live.start_us.append(begin)
         live.end_us.append(finish)
     return live
+
+
+class _FloatBytes(dict[str, int]):
+    """:func:`~layerscope.estimate.roofline.float_element_bytes` of each dtype, looked up once."""
+
+    def __missing__(self, dtype: str) -> int:
+        value = self[dtype] = float_element_bytes(dtype)
+        return value
 
 
 def peak_bytes(buffers: Sequence[Buffer]) -> dict[BufferKind | None, int]:

@@ -42,18 +42,18 @@ def is_float(info: TensorInfo) -> bool:
 
 def deployed_bytes(info: TensorInfo, dtype: str, elements: int | None = None) -> int:
     """Bytes of ``info`` (or of ``elements`` of it) when float tensors are stored as ``dtype`` (``"int8"``...)."""
-    return (info.elements if elements is None else elements) * _element_bytes(info, _float_bytes(dtype))
+    return (info.elements if elements is None else elements) * element_bytes(info, float_element_bytes(dtype))
 
 
-def _float_bytes(dtype: str) -> int:
+def float_element_bytes(dtype: str) -> int:
     """Bytes of one float element stored as ``dtype``."""
     return DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
 
 
-def _element_bytes(info: TensorInfo, float_bytes: int) -> int:
-    """Bytes of one element of ``info`` when float tensors take ``float_bytes`` each (:func:`deployed_bytes`'
-    rule, for the loops over every layer that look the dtype's size up once)."""
-    return float_bytes if is_float(info) else info.itemsize
+def element_bytes(info: TensorInfo, float_size: int) -> int:
+    """Bytes of one element of ``info`` when float tensors take ``float_size`` bytes each (:func:`deployed_bytes`'
+    rule, for the loops over every layer that look the dtype's size up once: :func:`float_element_bytes`)."""
+    return float_size if is_float(info) else info.itemsize
 
 
 def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
@@ -89,7 +89,7 @@ class _Residency:
         read_on_cpu = {name for node, cpu in zip(layers, on_cpu, strict=True) if cpu for name in node.inputs}
         outputs = {t.name for t in graph.outputs}
         tensors = graph.tensors
-        float_bytes = _float_bytes(dtype)
+        float_bytes = float_element_bytes(dtype)
         for node, cpu, at in zip(layers, on_cpu, position, strict=True):
             if cpu:
                 continue
@@ -99,7 +99,7 @@ class _Residency:
                     continue
                 info = tensors.get(name) if name else None
                 if info is not None and name not in outputs and name not in read_on_cpu and \
-                        info.elements * _element_bytes(info, float_bytes) <= budget:
+                        info.elements * element_bytes(info, float_bytes) <= budget:
                     self.resident.add(name)
 
 
@@ -155,7 +155,7 @@ class _LayerEstimator:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
         self.units: dict[UnitKind, tuple[ComputeUnit, float]] = {}
         self.efficiency: dict[str, float] = {}
-        self.float_bytes = _float_bytes(dtype)
+        self.float_bytes = float_element_bytes(dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
 
@@ -205,9 +205,9 @@ class _LayerEstimator:
             if t is None:
                 continue
             if t.name in constants:
-                weight_bytes += constant_elements_read(node, graph, t) * _element_bytes(t, float_bytes)
+                weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, float_bytes)
             else:
-                size = t.elements * _element_bytes(t, float_bytes)
+                size = t.elements * element_bytes(t, float_bytes)
                 act_all += size
                 if t.name not in resident:
                     act_in += size
@@ -221,7 +221,7 @@ class _LayerEstimator:
         for name in node.outputs:
             t = tensors.get(name) if name else None
             if t is not None and t.name not in resident:
-                written += t.elements * _element_bytes(t, float_bytes)
+                written += t.elements * element_bytes(t, float_bytes)
         return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
                        bandwidth=self.bandwidth, overhead_us=unit.overhead_us, passes=passes, reason=None)
 

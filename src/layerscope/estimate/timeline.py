@@ -368,7 +368,8 @@ def _producers(graph: Graph) -> list[tuple[int, ...]]:
     made_by: dict[str, int] = {}
     result: list[tuple[int, ...]] = []
     for idx, node in enumerate(graph.layers):
-        result.append(tuple(dict.fromkeys(made_by[name] for name in node.inputs if name in made_by)))
+        found = [made_by[name] for name in node.inputs if name in made_by]
+        result.append(tuple(dict.fromkeys(found)) if len(found) > 1 else tuple(found))
         for name in node.outputs:
             made_by[name] = idx
     return result
@@ -414,15 +415,19 @@ def _reference_order(costs: _Costs, producers: Sequence[tuple[int, ...]]) -> tup
     layer: list[int] = []
     phase: list[int] = []
     overhead, compute, reads = costs.overhead_us, costs.compute_us, costs.bytes_loaded
+    # the phases as plain ints (numpy reads an enum member a slow way)
+    started, loads, finished = int(_Phase.START), int(_Phase.LOAD), int(_Phase.FINISH)
+    with_load, without_load = (started, loads, finished), (started, finished)
     for idx, (view, unit) in enumerate(zip(costs.views, costs.units, strict=True)):
         ready = 0.0
         for p in producers[idx]:
-            ready = max(ready, end[p])
+            if end[p] > ready:  # noqa: PLR1730  # max() without its call, for every input of 100k layers
+                ready = end[p]
         if view:
             end[idx] = ready
             times.append(ready)
             layer.append(idx)
-            phase.append(_Phase.START)
+            phase.append(started)
             continue
         free = unit_free.get(unit, 0.0)
         start = ready if ready >= free else free
@@ -431,11 +436,11 @@ def _reference_order(costs: _Costs, producers: Sequence[tuple[int, ...]]) -> tup
         if reads[idx]:
             times += (start, body, end[idx])
             layer += (idx, idx, idx)
-            phase += (_Phase.START, _Phase.LOAD, _Phase.FINISH)
+            phase += with_load
         else:
             times += (start, end[idx])
             layer += (idx, idx)
-            phase += (_Phase.START, _Phase.FINISH)
+            phase += without_load
     # the events were made in (layer, phase) order: a stable sort by time alone orders them by all three
     order = np.argsort(np.asarray(times, dtype=np.float64), kind="stable")
     return np.asarray(layer, dtype=np.int64)[order].tolist(), np.asarray(phase, dtype=np.int8)[order].tolist()
@@ -458,18 +463,20 @@ def _schedule(graph: Graph, estimate: Estimate) -> Schedule:
     load_start, load_end, store_start, store_end = [nan] * n, [nan] * n, [nan] * n, [nan] * n
     unit_free: dict[str, float] = {}
     ddr_free = 0.0
+    start_phase, load_phase = int(_Phase.START), int(_Phase.LOAD)  # plain ints: an enum's == is a call
     for idx, phase in zip(*_reference_order(costs, producers), strict=True):
-        if phase == _Phase.START:
+        if phase == start_phase:
             ready = 0.0
             for p in producers[idx]:
-                ready = max(ready, end[p])
+                if end[p] > ready:  # noqa: PLR1730  # as in _reference_order
+                    ready = end[p]
             if views[idx]:  # a view: an empty window the moment its input is ready
                 start[idx] = body[idx] = compute_end[idx] = end[idx] = ready
                 continue
             free = unit_free.get(units[idx], 0.0)
             start[idx] = begin = ready if ready >= free else free
             body[idx] = begin + overhead[idx]
-        elif phase == _Phase.LOAD:
+        elif phase == load_phase:
             begin = body[idx] if body[idx] >= ddr_free else ddr_free
             load_start[idx] = begin
             load_end[idx] = ddr_free = begin + load[idx]
