@@ -9,7 +9,10 @@ The graph (built with ``onnx.helper``, seeded zero weights, not timed): blocks o
 a 100k-layer model stays ~50 MB. Built once into ``benchmarks/.cache/``.
 
 Each step is one child process of the CLI (``python -m layerscope``), timed by wall clock; its peak memory is the
-child's maximum resident set (``wait4``'s ``ru_maxrss``):
+child's maximum resident set (``wait4``'s ``ru_maxrss``). The children's bytecode is cached in a temporary
+``PYTHONPYCACHEPREFIX`` that an untimed warm-up (estimate with timeline and report of the smallest graph) fills, as
+``pip install`` compiles it (``PYTHONDONTWRITEBYTECODE`` in the caller's environment would otherwise make each child
+compile layerscope's source, ~0.2 s, as ``benchmarks/run.py`` explains):
 
 - ``estimate MODEL -t TARGET --json RUN``: estimate time and peak memory; RUN's size ("run MB");
 - ``estimate MODEL -t TARGET --json RUN.gz``: the same run gzip-compressed ("gz MB", a faithful record: the
@@ -121,7 +124,9 @@ def first_render_s(html: Path, folder: Path) -> tuple[float | None, float]:
 def run_cli(args: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of ``python -m layerscope ARGS``; exits 1 if the command fails.
     The child's CPU seconds (user + system) are kept in :data:`LAST_CPU_S`."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+           **({"PYTHONPYCACHEPREFIX": PYCACHE[0]} if PYCACHE else {})}
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "layerscope", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -136,6 +141,8 @@ def run_cli(args: list[str]) -> tuple[float, float]:
 
 
 LAST_CPU_S = [0.0]
+#: The bytecode cache of the children (:func:`run_cli`), set by :func:`main` to a temporary folder.
+PYCACHE: list[str] = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,6 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[int, tuple[list[float], list[float]]] = {}
     own: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="layerscope-scale-") as tmp:
+        # the children's bytecode in a cache of this run, filled by a warm-up estimate of the smallest graph: as
+        # after `pip install`, which compiles it (PYTHONDONTWRITEBYTECODE in the caller's environment would
+        # otherwise make every child compile layerscope's source again)
+        PYCACHE[:] = [str(Path(tmp) / "pycache")]
+        run_cli(["estimate", str(model_path(min(sizes))), "-t", args.target, "--top", "0", "--timeline", "--json",
+                 str(Path(tmp) / "warm-up.json")])
+        run_cli(["report", str(Path(tmp) / "warm-up.json"), "-o", str(Path(tmp) / "warm-up.html")])
         for layers in sizes:
             model = model_path(layers)
             run = Path(tmp) / f"run-{layers}.json"
