@@ -10,7 +10,7 @@ a 100k-layer model stays ~50 MB. Built once into ``benchmarks/.cache/``.
 
 Each step is one child process of the CLI (``python -m layerscope``), timed by wall clock; its peak memory is the
 child's maximum resident set (``wait4``'s ``ru_maxrss``). The children's bytecode is cached in a temporary
-``PYTHONPYCACHEPREFIX`` that an untimed warm-up (estimate with timeline and report of the smallest graph) fills, as
+``PYTHONPYCACHEPREFIX`` that an untimed warm-up (estimate with timeline and report of a 1k-layer graph) fills, as
 ``pip install`` compiles it (``PYTHONDONTWRITEBYTECODE`` in the caller's environment would otherwise make each child
 compile layerscope's source, ~0.2 s, as ``benchmarks/run.py`` explains):
 
@@ -141,6 +141,8 @@ def run_cli(args: list[str]) -> tuple[float, float]:
 
 
 LAST_CPU_S = [0.0]
+#: Layers of the graph of the untimed warm-up that fills the children's bytecode cache.
+WARM_UP_LAYERS = 1000
 #: The bytecode cache of the children (:func:`run_cli`), set by :func:`main` to a temporary folder.
 PYCACHE: list[str] = []
 
@@ -164,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[int, tuple[list[float], list[float]]] = {}
     own: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="layerscope-scale-") as tmp:
-        # the children's bytecode in a cache of this run, filled by a warm-up estimate of the smallest graph: as
+        # the children's bytecode in a cache of this run, filled by a warm-up on a 1k-layer graph: as
         # after `pip install`, which compiles it (PYTHONDONTWRITEBYTECODE in the caller's environment would
         # otherwise make every child compile layerscope's source again)
         PYCACHE[:] = [str(Path(tmp) / "pycache")]
-        run_cli(["estimate", str(model_path(min(sizes))), "-t", args.target, "--top", "0", "--timeline", "--json",
+        run_cli(["estimate", str(model_path(WARM_UP_LAYERS)), "-t", args.target, "--top", "0", "--timeline", "--json",
                  str(Path(tmp) / "warm-up.json")])
         run_cli(["report", str(Path(tmp) / "warm-up.json"), "-o", str(Path(tmp) / "warm-up.html")])
         for layers in sizes:
