@@ -824,14 +824,13 @@ def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
     (:func:`_list_texts`); anything else encoded a value at a time (:func:`_encoded`)."""
     kinds = _types(values)
     if kinds == _FLOAT_OR_NONE:  # a time that some rows lack (a timeline's bursts)
-        if not all(math.isfinite(v) for v in values if v is not None):
-            raise ValueError("Out of range float values are not JSON compliant")
+        _check_finite(v for v in values if v is not None)
         return "%s", ["null" if v is None else _FLOAT_TEXT(v) for v in values]
     if len(kinds) != 1:
         return "%s", _encoded(values)
     (kind,) = kinds
-    if kind is float and not all(map(math.isfinite, values)):
-        raise ValueError("Out of range float values are not JSON compliant")
+    if kind is float:
+        _check_finite(values)
     if _one_text(kind, values):
         return _encoded(values[:1])[0].replace("%", "%%"), None
     if kind is int:
@@ -845,6 +844,12 @@ def _column(values: Sequence[Any]) -> tuple[str, Sequence[Any] | None]:
         if texts is not None:
             return "%s", texts
     return "%s", _encoded(values)
+
+
+def _check_finite(floats: Iterable[float]) -> None:
+    """``ValueError``, as ``_LINE`` raises it, when one of ``floats`` is not finite."""
+    if not all(map(math.isfinite, floats)):
+        raise ValueError("Out of range float values are not JSON compliant")
 
 
 def _one_text(kind: type, values: Sequence[Any]) -> bool:
