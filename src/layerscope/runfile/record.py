@@ -95,10 +95,6 @@ class FieldSpec:
             self._annotation = eval(self._annotation, vars(sys.modules[self.module]))  # our own source
         return self._annotation
 
-    @property
-    def serialization_alias(self) -> str | None:
-        return self.alias
-
     def is_required(self) -> bool:
         return self.default is REQUIRED
 
