@@ -137,6 +137,14 @@ def fmt_g(x: float | None) -> str:
     return "-" if x is None else f"{x / 1e9:.4f} G"
 
 
+def bytecode_cached_env(pycache: Path) -> dict[str, str]:
+    """This process's environment for a child whose bytecode is cached in ``pycache``, as ``pip install`` compiles
+    it: ``PYTHONPYCACHEPREFIX`` set, ``PYTHONDONTWRITEBYTECODE`` left out (the caller's would make the child compile
+    layerscope's source at every run, where an installed package's is compiled once)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPYCACHEPREFIX": str(pycache)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sample", default=BENCHMARK_SAMPLE, choices=sorted(SAMPLES),
@@ -163,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="layerscope-bench-"))
     try:
         # the same bytecode cache for both tools, filled by the warm-up (module docstring)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        env = bytecode_cached_env(tmp / "pycache")
         print("bytecode: cached for both tools in a temporary PYTHONPYCACHEPREFIX"
               + (", filled by the warm-up" if args.warmup else " (no warm-up: the first timed run compiles)"))
         ls_out, ot_out = tmp / "layerscope.json", tmp / "onnx_tool.json"

@@ -57,6 +57,7 @@ import onnx
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "benchmarks" / ".cache"
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from run import bytecode_cached_env  # noqa: E402
 from timeline import synthetic_model as timeline_graph  # noqa: E402
 
 CHANNELS = 8
@@ -124,9 +125,8 @@ def first_render_s(html: Path, folder: Path) -> tuple[float | None, float]:
 def run_cli(args: list[str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of ``python -m layerscope ARGS``; exits 1 if the command fails.
     The child's CPU seconds (user + system) are kept in :data:`LAST_CPU_S`."""
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
-           **({"PYTHONPYCACHEPREFIX": PYCACHE[0]} if PYCACHE else {})}
+    env = {**(bytecode_cached_env(Path(PYCACHE[0])) if PYCACHE else os.environ),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "layerscope", *args], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
