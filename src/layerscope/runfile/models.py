@@ -21,7 +21,7 @@ classes are made, not strings evaluated when pydantic first needs them. Names no
 
 import os
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar, overload
 
 from layerscope.runfile.record import Field, Record, model_validator
@@ -69,20 +69,20 @@ class Section(Record):
         layers are made as rows, not as one dict each first."""
         defaults = _DEFAULTS.get(cls)
         if defaults is None:
-            values = {name: info.default for name, info in cls.model_fields.items()}
+            fields = cls.model_fields
             defaults = _DEFAULTS[cls] = (
-                {name: value for name, value in values.items() if not isinstance(value, list | dict)},
-                {name: value for name, value in values.items() if isinstance(value, list | dict)})
+                {name: info.default for name, info in fields.items() if not info.mutable},
+                {name: info.default_value for name, info in fields.items() if info.mutable})
         constant, mutable = defaults
-        fresh = [(name, value) for name, value in mutable.items() if name not in names]
+        fresh = [(name, make) for name, make in mutable.items() if name not in names]
         names_set = _fields_set(names)
         new, put = cls.__new__, object.__setattr__
         sections = []
         for row in rows:
             section = new(cls)
             state = constant.copy()
-            for name, value in fresh:  # a fresh empty list or dict each, as validation gives
-                state[name] = value.copy()
+            for name, make in fresh:  # a fresh list or dict each, as validation gives
+                state[name] = make()
             state.update(zip(names, row, strict=True))
             put(section, "__dict__", state)
             put(section, "__pydantic_fields_set__", names_set)
@@ -287,8 +287,9 @@ def _differs(trusted: Any, validated: Any) -> str | None:
     return None if trusted == validated else ""
 
 
-#: Each section class's field defaults, read once by :meth:`Section.trusted`.
-_DEFAULTS: dict[type[Section], tuple[dict[str, Any], dict[str, Any]]] = {}
+#: Each section class's field defaults, read once by :meth:`Section.trusted`: the immutable ones, and the makers of
+#: the mutable ones' fresh copies (:meth:`~layerscope.runfile.record.FieldSpec.default_value`).
+_DEFAULTS: dict[type[Section], tuple[dict[str, Any], dict[str, Callable[[], Any]]]] = {}
 #: The sets of names :meth:`Section.trusted` gave its sections, by the names in order (at most
 #: :data:`_FIELDS_SETS_MAX` kept).
 _FIELDS_SETS: dict[tuple[str, ...], set[str]] = {}

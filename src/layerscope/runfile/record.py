@@ -98,10 +98,15 @@ class FieldSpec:
     def is_required(self) -> bool:
         return self.default is REQUIRED
 
+    @property
+    def mutable(self) -> bool:
+        """Whether the default is a list, dict or set: each record that does not give the field holds a copy."""
+        return type(self.default) in (list, dict, set)
+
     def default_value(self) -> Any:
-        """The default as a record that does not give the field holds it: a fresh copy of a list or dict."""
+        """The default as a record that does not give the field holds it: a fresh copy of a list, dict or set."""
         default = self.default
-        if type(default) in (list, dict, set):
+        if self.mutable:
             return default.copy() if not default else copy.deepcopy(default)
         return default
 
