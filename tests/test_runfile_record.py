@@ -166,22 +166,45 @@ def test_the_trusted_check_runs_in_the_tests(monkeypatch: pytest.MonkeyPatch) ->
         LayerEstimate.trusted({"latency_us": 3})
 
 
-def test_an_estimate_imports_no_pydantic(tmp_path: Path) -> None:
-    """What makes a small model's estimate as fast as onnx-tool's (benchmarks/run.py): its run is made and written
-    without pydantic, which only validation, dumps and schemas import."""
+def _pydantic_modules_of_estimate(model: Path, out: Path) -> list[str]:
+    """The pydantic modules a child process has imported after ``estimate MODEL -o OUT`` (which must succeed)."""
     script = (
         "import sys\n"
         "from layerscope.cli.main import main\n"
-        f"code = main(['estimate', {str(zoo('squeezenet'))!r}, '-t', 'rdk-s100', '-o', {str(tmp_path / 'r.json')!r}])\n"
+        f"code = main(['estimate', {str(model)!r}, '-t', 'rdk-s100', '-o', {str(out)!r}])\n"
         "assert code == 0, code\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n")
     env = {key: value for key, value in os.environ.items() if key != "LAYERSCOPE_CHECK_TRUSTED"}
     env["PYTHONPATH"] = str(ROOT / "src")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    modules: list[str] = json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"'))
+    return modules
+
+
+def test_an_estimate_imports_no_pydantic(tmp_path: Path) -> None:
+    """What makes a small model's estimate as fast as onnx-tool's (benchmarks/run.py): its run is made and written
+    without pydantic, which only validation, dumps and schemas import."""
+    assert _pydantic_modules_of_estimate(zoo("squeezenet"), tmp_path / "r.json") == []
     run = as_run(json.loads((tmp_path / "r.json").read_text()))  # and what it wrote validates
     assert run.summary.macs is not None and run.summary.macs > 0 and isinstance(run.target_or_empty.clock_hz, float)
+
+
+def test_an_estimate_with_an_op_without_cost_imports_no_pydantic(tmp_path: Path) -> None:
+    """The run's list of unknown ops is written as each section's values too, not by pydantic's dump."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="L2")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    path = tmp_path / "normalizer.onnx"
+    path.write_bytes(model.SerializeToString())
+    assert _pydantic_modules_of_estimate(path, tmp_path / "r.json") == []
+    run = as_run(json.loads((tmp_path / "r.json").read_text()))
+    assert [(u.domain, u.op_type, u.count, u.layers) for u in run.unknown_ops] == [
+        ("ai.onnx.ml", "Normalizer", 1, ["Normalizer(y)"])]
 
 
 def test_record_is_no_pydantic_model() -> None:

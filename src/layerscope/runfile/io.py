@@ -400,8 +400,13 @@ def _dumped(value: Any, annotation: Any) -> Any:
     if type(value) is list and get_origin(kind) is list:
         (item,) = get_args(kind)
         if isinstance(item, type) and issubclass(item, Section):
-            return [v.model_dump(mode="json", by_alias=True, exclude_unset=True) if type(v) is item else _MISSING
-                    for v in value] if all(type(v) is item for v in value) else _MISSING
+            if not all(type(v) is item for v in value):
+                return _MISSING
+            # each item's values as they are (_document) where its dump is those, as for one section; a document
+            # holding rows (_Object) is left to the item's own dump: a list's items are written on one line each
+            documents = [_document(v) for v in value]
+            return [d if type(d) is dict else v.model_dump(mode="json", by_alias=True, exclude_unset=True)
+                    for d, v in zip(documents, value, strict=True)]
         return list(value) if item is str and all(type(v) is str for v in value) else _MISSING
     if type(value) is int and get_origin(kind) is Literal and value in get_args(kind):
         return value
