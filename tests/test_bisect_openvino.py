@@ -16,6 +16,7 @@ import pytest
 from onnx import helper
 
 from conftest import F32, ModelWriter, zoo
+from _openvino import PRECISION_HINTS, chosen_precision
 from layerscope.analysis.compare import compare_runs
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
@@ -256,7 +257,8 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     run = json.loads(out.read_text())
     measurement, section = run["measurement"], run["bisect"]
     assert measurement["backend"] == "openvino" and measurement["device"] == "CPU"
-    assert measurement["precision"] == "f32"  # what the compiler chose on this CPU (no hint given)
+    precision = chosen_precision()  # what the compiler chooses on this CPU with no hint: f32, or bf16 (AMX ...)
+    assert measurement["precision"] == precision
     assert section["runner"]["runner"] == "openvino" and section["cuts"]["rule"] == "exec-graph"
     assert section["runner"]["clock"] == "cpu"
     # the defaults on OpenVINO: a prefix warmed by 4 runs of itself, a suffix as the whole model's loop leaves it
@@ -279,7 +281,7 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     assert boundary["models"] == len(section["prefixes"]) + len(section["suffixes"]) + len(boundary["dropped"])
     origin = measurement_origin(run)  # what every reader says the numbers are
     assert origin is not None and origin.device == "host-cpu"
-    assert origin.label.startswith("differential (bisect) timing on OpenVINO, CPU (f32) on ")
+    assert origin.label.startswith(f"differential (bisect) timing on OpenVINO, CPU ({precision}) on ")
     intervals = section["intervals"]
     assert intervals["systematic"] and intervals["gap_kernels"] > 0
     for seg in section["segments"]:
@@ -290,8 +292,10 @@ def test_bisect_on_openvino_end_to_end(tmp_path: Path) -> None:
     assert section["validation"]["profile_latency_us"] > 0
 
 
-def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hint", PRECISION_HINTS, ids=lambda h: h or "default")
+def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path, hint: str | None) -> None:
     pytest.importorskip("openvino")
+    precision = chosen_precision(hint)  # what OpenVINO runs at under this hint on this CPU
     from click.testing import CliRunner
 
     from layerscope.cli.main import cli
@@ -299,20 +303,21 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     runs = {}
     for backend in ("onnxruntime", "openvino"):
         out = tmp_path / f"{backend}.json"
+        forced = ["--precision", hint] if hint and backend == "openvino" else []
         result = CliRunner().invoke(cli, ["profile", str(zoo("squeezenet")), "--target", "host", "--backend", backend,
-                                          "--runs", "2", "--warmup", "1", "--threads", "1", "-o", str(out)],
+                                          "--runs", "2", "--warmup", "1", "--threads", "1", *forced, "-o", str(out)],
                                     catch_exceptions=False)
         assert result.exit_code == 0, result.output
         runs[backend] = json.loads(out.read_text())
     typed = {backend: as_run(run) for backend, run in runs.items()}
     cmp = compare_runs(typed["onnxruntime"], typed["openvino"], before_label="ort", after_label="ov")
     rt = cmp.runtimes
-    assert rt is not None and rt.before.backend == "onnxruntime" and rt.after.text == "openvino CPU f32"
+    assert rt is not None and rt.before.backend == "onnxruntime" and rt.after.text == f"openvino CPU {precision}"
     assert [x.layer_id for x in rt.layers] == [layer["id"] for layer in runs["onnxruntime"]["layers"]]
     by_id = {x.layer_id: x for x in rt.layers}
     ops = {layer["id"]: layer["op_type"] for layer in runs["openvino"]["layers"]}
     first_relu = next(i for i, op in ops.items() if op == "Relu")
-    # both runtimes run the first Conv with its Relu; both at f32
+    # both runtimes run the first Conv with its Relu; ONNX Runtime at f32
     assert set(by_id["n0"].before_group) == set(by_id["n0"].after_group) == {"n0", first_relu}
     assert {x.before_precision for x in rt.layers if x.before_group} == {"f32"}
     # per op type: each side's layer times added up
@@ -325,7 +330,7 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
 
     text = compare_markdown(cmp)
     conv_before, conv_after = next((b, a) for op, b, a in rt.by_op if op == "Conv")
-    assert "### Where each runtime spends its time" in text and "ov = openvino CPU f32" in text
+    assert "### Where each runtime spends its time" in text and f"ov = openvino CPU {precision}" in text
     assert f"| Conv | {conv_before:.1f} | {conv_after:.1f} | {conv_after - conv_before:+.1f} |" in text
     assert (f"Fused differently: {len(rt.fused_differently)} layers" in text) == bool(rt.differing)
     section = CliRunner().invoke(cli, ["compare", str(tmp_path / "onnxruntime.json"), str(tmp_path / "openvino.json"),
@@ -334,15 +339,18 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path) -> 
     stored = json.loads((tmp_path / "cmp.json").read_text())["comparison"]["runtimes"]
     assert stored["after"]["backend"] == "openvino" and len(stored["layers"]) == len(rt.layers)
     # the CSV names the runtime, device, precision and kernel implementation of each measured layer
+    # (a kernel's own precision is the runtime's per node: the plugin may keep a layer at f32 under a bf16 hint)
     rows = {row["layer.id"]: row for row in csv.DictReader(io.StringIO(layers_csv(runs["openvino"])))}
-    assert (rows["n0"]["meas.backend"], rows["n0"]["meas.device"], rows["n0"]["meas.precision"]) == (
-        "openvino", "CPU", "f32")
-    assert rows["n0"]["meas.exec_type"].endswith("_f32") and rows["n0"]["meas.fused_group"] == f"n0 {first_relu}"
+    kernel_precision = rows["n0"]["meas.precision"]
+    assert kernel_precision in {precision, "f32"}
+    assert (rows["n0"]["meas.backend"], rows["n0"]["meas.device"]) == ("openvino", "CPU")
+    assert rows["n0"]["meas.exec_type"].endswith(f"_{kernel_precision}")
+    assert rows["n0"]["meas.fused_group"] == f"n0 {first_relu}"
     # the trace's kernel slices too, and the summary's runtime section names the device and precision
     slices = [e for e in trace_document(runs["openvino"])["traceEvents"] if e.get("ph") == "X"]
     conv = next(e["args"] for e in slices if "n0" in e["args"].get("layers", "").split(", "))
-    assert conv["fused_group"] == f"n0, {first_relu}" and conv["precision"] == "f32" and conv["exec_type"]
+    assert conv["fused_group"] == f"n0, {first_relu}" and conv["precision"] == kernel_precision and conv["exec_type"]
     kernel = next(r for r in layer_rows(typed["openvino"]) if r.id == "n0").detail["kernel"]  # the HTML's details
-    assert kernel["precision"] == "f32" and kernel["device"] == "CPU" and kernel["fused_group"] == ["n0", first_relu]
+    assert kernel["precision"] == kernel_precision and kernel["device"] == "CPU" and kernel["fused_group"] == ["n0", first_relu]
     runtime = next(s for s in summary_sections(typed["openvino"]) if s.title.startswith("Runtime"))
-    assert {(r.label, r.value) for r in runtime.rows} >= {("precision", "f32"), ("performance hint", "LATENCY")}
+    assert {(r.label, r.value) for r in runtime.rows} >= {("precision", precision), ("performance hint", "LATENCY")}
