@@ -23,12 +23,15 @@ from pathlib import Path
 import onnx
 
 from layerscope.fileio import write_atomic
+from layerscope.samples import attention, cnn
+from layerscope.samples import yolo as _yolo
 from layerscope.samples.ocr import crnn, dbnet
 from layerscope.samples.transformer import bert_tiny, vit_tiny
 from layerscope.samples.yolo import yolov5, yolov5s, yolov5s_deep, yolov8, yolov8s
 
 __all__ = [
     "BENCHMARK_SAMPLE",
+    "BOARD_SAMPLES",
     "DEFAULT_SAMPLE",
     "SAMPLES",
     "SAMPLES_VERSION",
@@ -36,6 +39,9 @@ __all__ = [
     "crnn",
     "dbnet",
     "default_cache_dir",
+    "parse_params",
+    "parse_spec",
+    "parse_value",
     "resolve_params",
     "sample_file_name",
     "sample_path",
@@ -62,6 +68,11 @@ SAMPLES: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_tiny": bert_tiny,
     "vit_tiny": vit_tiny,
 }
+
+#: The architectures behind the board model zoos' published latencies (``benchmarks/data/board_latency.csv``):
+#: name -> builder, each taking a ``variant``/``scale`` parameter for the zoo's model sizes.
+BOARD_SAMPLES: dict[str, Callable[..., onnx.ModelProto]] = {**cnn.SAMPLES, **attention.SAMPLES, **_yolo.BOARD_SAMPLES}
+SAMPLES.update(BOARD_SAMPLES)
 
 #: What ``make run`` estimates: YOLOv5s at 640.
 DEFAULT_SAMPLE = "yolov5s"
@@ -120,6 +131,45 @@ def sample_file_name(name: str, **params: ParamValue) -> str:
     for key, value in resolve_params(name, **params).items():
         parts.append(_SAFE.sub("_", f"{key}{value:g}" if isinstance(value, float) else f"{key}{value}"))
     return "-".join([*parts, f"v{SAMPLES_VERSION}"]) + ".onnx"
+
+
+def parse_value(text: str) -> ParamValue:
+    """A builder parameter from text: ``true``/``false``, an int, a float, else the text itself."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_spec(spec: str) -> tuple[str, dict[str, ParamValue]]:
+    """``"name:key=value;key=value"`` (or a bare name) -> the sample name and its parameters.
+
+    ``ValueError`` for an item that is not ``key=value``; the name and parameters are checked by
+    :func:`resolve_params`, which raises ``KeyError``/``TypeError``.
+    """
+    name, _, rest = spec.strip().partition(":")
+    items = [part.strip() for part in rest.split(";") if part.strip()]
+    return name, parse_params(name, items, what=f"sample spec {spec!r}")
+
+
+def parse_params(name: str, items: list[str], *, what: str = "") -> dict[str, ParamValue]:
+    """``key=value`` items -> builder ``name``'s parameters: a value is text where the builder takes text
+    (``version=11`` stays ``"11"``), else :func:`parse_value`'s reading. Checked by :func:`resolve_params`."""
+    hints = typing.get_type_hints(_builder(name))
+    params: dict[str, ParamValue] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise ValueError(f"{what + ': ' if what else ''}expected key=value, got {item!r}")
+        params[key] = value if hints.get(key) is str else parse_value(value)
+    resolve_params(name, **params)
+    return params
 
 
 def sample_path(name: str, *, cache_dir: str | os.PathLike[str] | None = None, **params: ParamValue) -> Path:

@@ -9,19 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from layerscope.samples import DEFAULT_SAMPLE, SAMPLES, ParamValue, sample_path
-
-
-def _parse_value(text: str) -> ParamValue:
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
+from layerscope.samples import DEFAULT_SAMPLE, SAMPLES, parse_params, sample_path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,14 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         print("\n".join(SAMPLES))
         return 0
-    params: dict[str, ParamValue] = {}
-    for item in args.params:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            print(f"error: expected key=value, got {item!r}", file=sys.stderr)
-            return 2
-        params[key] = _parse_value(value)
     try:
+        params = parse_params(args.name, args.params)
         path = sample_path(args.name, cache_dir=args.cache_dir, **params)
     except (KeyError, TypeError, ValueError) as exc:
         print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)

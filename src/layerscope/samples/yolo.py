@@ -1,4 +1,5 @@
-"""YOLO detectors as Ultralytics exports them to ONNX: YOLOv5 (v6.0-v7.0) and YOLOv8.
+"""YOLO detectors as Ultralytics exports them to ONNX: YOLOv5 (v6.0-v7.0), YOLOv8, and the RDK model
+zoos' YOLOv5u / YOLOv8 / YOLO11 / YOLO12 (:func:`ultralytics_detect`).
 
 Sources (architecture facts only, no code copied):
 
@@ -16,11 +17,18 @@ Sources (architecture facts only, no code copied):
   cat, split (64, nc), DFL, dist2bbox (xywh) * strides, cat with sigmoid(cls)). Published: YOLOv8s
   at 640: 11.2M params, 28.6 GFLOPs (docs.ultralytics.com/models/yolov8); MMYOLO: 11.17M, 14.36 G
   (MACs).
+- YOLOv5u / YOLO11 / YOLO12 (:func:`ultralytics_detect`): ``ultralytics`` ``cfg/models/v5/yolov5.yaml``,
+  ``11/yolo11.yaml``, ``12/yolo12.yaml``, ``nn/modules/block.py`` (C3k2, C3k, C2PSA, PSABlock,
+  Attention, A2C2f, ABlock, AAttn), ``nn/modules/head.py`` (Detect, non-legacy depthwise class branch),
+  ``nn/tasks.py`` (``parse_model``); the zoo head: D-Robotics/rdk_model_zoo_s
+  ``samples/Vision/ultralytics_YOLO_Detect`` (README "Export to ONNX", ``source/reference_logs``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from onnx import ModelProto
@@ -52,32 +60,70 @@ def _check_size(size: int) -> None:
 
 
 class YoloBuilder(GraphBuilder):
-    """:class:`GraphBuilder` plus the Ultralytics building blocks (names follow the torch modules)."""
+    """:class:`GraphBuilder` plus the Ultralytics building blocks (names follow the torch modules).
 
-    def conv_block(self, x: str, c2: int, k: int = 1, s: int = 1, p: int | None = None) -> str:
-        """Ultralytics ``Conv``: Conv2d (+ folded BN) and SiLU, under ``conv`` / ``act`` scopes."""
+    With :attr:`torch_names` set, the items of ``nn.Sequential`` / ``nn.ModuleList`` containers are
+    named as ``torch.onnx.export`` names them (``/model.2/m.0/cv1/conv/Conv``, ``/model.9/m_1/MaxPool``,
+    ``/model.22/cv2.0/cv2.0.2/Conv``: what the board tools' layer tables show); without it (the
+    :func:`yolov5` / :func:`yolov8` builders) as ``/model.2/m/0/cv1/conv/Conv``.
+    """
+
+    torch_names: bool = False
+
+    @contextmanager
+    def _list_item(self, container: str, i: int) -> Iterator[None]:
+        """Scope of item ``i`` of an ``nn.ModuleList`` (called item by item): ``<container>.<i>``."""
+        if self.torch_names:
+            with self.scope(f"{container}.{i}"):
+                yield
+        else:
+            with self.scope(container), self.scope(str(i)):
+                yield
+
+    @contextmanager
+    def _seq_item(self, container: str, i: int) -> Iterator[None]:
+        """Scope of item ``i`` of an ``nn.Sequential`` called as a whole: ``<container>/<container>.<i>``."""
+        with self.scope(container):
+            if self.torch_names:
+                with self.scope(f"{container}.{i}"):
+                    yield
+            else:
+                with self.scope(str(i)):
+                    yield
+
+    def conv_block(self, x: str, c2: int, k: int = 1, s: int = 1, p: int | None = None, *, g: int = 1,
+                   act: bool = True) -> str:
+        """Ultralytics ``Conv``: Conv2d (+ folded BN) and SiLU (``act=False``: none), under ``conv`` / ``act``.
+
+        ``g`` groups; ``DWConv(c1, c2, k)`` is ``g=gcd(c1, c2)``.
+        """
         with self.scope("conv"):
-            y = self.conv(x, c2, k, s, p)
+            y = self.conv(x, c2, k, s, p, g=g)
+        if not act:
+            return y
         with self.scope("act"):
             return self.silu(y)
 
-    def bottleneck(self, x: str, c2: int, shortcut: bool, k1: int) -> str:
-        """``Bottleneck`` with e=1.0: cv1 (k1 x k1), cv2 (3x3), residual ``Add`` if shortcut."""
+    def bottleneck(self, x: str, c2: int, shortcut: bool, k1: int, e: float = 1.0) -> str:
+        """``Bottleneck``: cv1 (k1 x k1, to ``int(c2 * e)``), cv2 (3x3, to c2), residual ``Add`` if shortcut."""
         c1 = self.shape(x)[1]
         with self.scope("cv1"):
-            y = self.conv_block(x, c2, k1)
+            y = self.conv_block(x, int(c2 * e), k1)
         with self.scope("cv2"):
             y = self.conv_block(y, c2, 3)
         return self.add(x, y) if shortcut and c1 == c2 else y
 
-    def c3(self, x: str, c2: int, n: int, shortcut: bool = True) -> str:
-        """YOLOv5 ``C3``: cv3(cat(m(cv1(x)), cv2(x))) with hidden width c2 / 2."""
+    def c3(self, x: str, c2: int, n: int, shortcut: bool = True, k1: int = 1) -> str:
+        """YOLOv5 ``C3``: cv3(cat(m(cv1(x)), cv2(x))) with hidden width c2 / 2.
+
+        ``k1=3``: YOLO11's ``C3k`` (bottlenecks of two 3x3 convs).
+        """
         c_ = c2 // 2
         with self.scope("cv1"):
             a = self.conv_block(x, c_)
         for i in range(n):
-            with self.scope("m"), self.scope(str(i)):
-                a = self.bottleneck(a, c_, shortcut, k1=1)
+            with self._seq_item("m", i):
+                a = self.bottleneck(a, c_, shortcut, k1=k1)
         with self.scope("cv2"):
             b = self.conv_block(x, c_)
         y = self.concat([a, b], axis=1)
@@ -91,7 +137,7 @@ class YoloBuilder(GraphBuilder):
             y = self.conv_block(x, 2 * c)
         parts = self.split(y, [c, c], axis=1)
         for i in range(n):
-            with self.scope("m"), self.scope(str(i)):
+            with self._list_item("m", i):
                 parts.append(self.bottleneck(parts[-1], c, shortcut, k1=3))
         cat = self.concat(parts, axis=1)
         with self.scope("cv2"):
@@ -102,8 +148,8 @@ class YoloBuilder(GraphBuilder):
         c_ = self.shape(x)[1] // 2
         with self.scope("cv1"):
             y = [self.conv_block(x, c_)]
-        with self.scope("m"):
-            for _ in range(3):
+        for j in range(3):  # one MaxPool module called three times: scopes m, m_1, m_2 in torch's export
+            with self.scope("m" if j == 0 or not self.torch_names else f"m_{j}"):
                 y.append(self.maxpool(y[-1], k, 1, (k // 2,) * 4))
         cat = self.concat(y, axis=1)
         with self.scope("cv2"):
@@ -155,9 +201,7 @@ class YoloBuilder(GraphBuilder):
         c3 = max(ch0, min(num_classes, 100))
         no = num_classes + 4 * reg_max
         flat = []
-        anchor_pts: list[np.ndarray] = []
-        stride_pts: list[np.ndarray] = []
-        for i, (x, stride) in enumerate(zip(feats, STRIDES, strict=True)):
+        for i, x in enumerate(feats):
             branches = []
             for branch, width, cout in (("cv2", c2, 4 * reg_max), ("cv3", c3, num_classes)):
                 with self.scope(branch), self.scope(str(i)):
@@ -168,12 +212,24 @@ class YoloBuilder(GraphBuilder):
                     with self.scope("2"):
                         branches.append(self.conv(y, cout, 1))
             y = self.concat(branches, axis=1)
-            _, _, ny, nx = self.shape(y)
             flat.append(self.reshape(y, [1, no, -1]))
-            gy, gx = np.meshgrid(np.arange(ny, dtype=np.float32) + 0.5, np.arange(nx, dtype=np.float32) + 0.5,
+        return self.dfl_decode(flat, num_classes, reg_max)
+
+    def dfl_decode(self, flat: list[str], num_classes: int, reg_max: int = 16) -> str:
+        """The tail of ultralytics ``Detect`` in export mode, from the per-level (1, 4*reg_max + nc, h*w) maps.
+
+        Concat over levels, Split (box, cls), ``DFL`` (softmax over ``reg_max`` bins, fixed 1x1 conv with
+        weights 0..reg_max-1), ``dist2bbox`` to (cx, cy, w, h) in pixels, Concat with sigmoid(cls):
+        (1, 4 + nc, A). Level ``i`` has stride ``STRIDES[i]`` and is square.
+        """
+        anchor_pts: list[np.ndarray] = []
+        stride_pts: list[np.ndarray] = []
+        for f, stride in zip(flat, STRIDES, strict=False):
+            side = math.isqrt(self.shape(f)[2])
+            gy, gx = np.meshgrid(np.arange(side, dtype=np.float32) + 0.5, np.arange(side, dtype=np.float32) + 0.5,
                                  indexing="ij")
             anchor_pts.append(np.stack((gx.ravel(), gy.ravel()), 0))
-            stride_pts.append(np.full((1, ny * nx), stride, dtype=np.float32))
+            stride_pts.append(np.full((1, side * side), stride, dtype=np.float32))
         x_cat = self.concat(flat, axis=2)
         n_anchors = self.shape(x_cat)[2]
         box, cls = self.split(x_cat, [4 * reg_max, num_classes], axis=1)
@@ -196,6 +252,212 @@ class YoloBuilder(GraphBuilder):
         dbox = self.concat([c_xy, wh], axis=1)
         dbox = self.mul(dbox, self.const("strides", np.concatenate(stride_pts, 1)))
         return self.concat([dbox, self.unary("Sigmoid", cls)], axis=1)
+
+    # ------------------------------------------------- YOLOv5u / YOLO11 / YOLO12 blocks (ultralytics 8.3)
+    def c3k2(self, x: str, c2: int, n: int, c3k: bool, e: float = 0.5) -> str:
+        """YOLO11 ``C3k2`` (a ``C2f``): cv1 to 2c (c = ``int(c2 * e)``), Split, n blocks on the last part,
+        Concat of all parts, cv2. A block is ``C3k(c, c, 2)`` if ``c3k`` else ``Bottleneck(c, c, e=0.5)``
+        (3x3 to c/2, 3x3 back to c); both residual (``shortcut=True``).
+        """
+        c = int(c2 * e)
+        with self.scope("cv1"):
+            y = self.conv_block(x, 2 * c)
+        parts = self.split(y, [c, c], axis=1)
+        for i in range(n):
+            with self._list_item("m", i):
+                if c3k:
+                    parts.append(self.c3(parts[-1], c, 2, shortcut=True, k1=3))
+                else:
+                    parts.append(self.bottleneck(parts[-1], c, True, k1=3, e=0.5))
+        cat = self.concat(parts, axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c2)
+
+    def psa_attention(self, x: str, num_heads: int, attn_ratio: float = 0.5) -> str:
+        """YOLO11 ``Attention`` over all h*w positions, as exported (ultralytics ``nn/modules/block.py``).
+
+        qkv 1x1 conv to c + 2 * heads * key_dim (key_dim = head_dim * attn_ratio), Reshape (1, heads,
+        2 key_dim + head_dim, N), Split, q^T k (MatMul), * key_dim^-0.5, Softmax, v attn^T (MatMul),
+        Reshape to (1, c, h, w), plus ``pe`` (3x3 depthwise conv of v), ``proj`` 1x1 conv. No activations.
+        """
+        _, c, h, w = self.shape(x)
+        n = h * w
+        head_dim = c // num_heads
+        key_dim = int(head_dim * attn_ratio)
+        with self.scope("qkv"):
+            qkv = self.conv_block(x, c + 2 * key_dim * num_heads, act=False)
+        qkv = self.reshape(qkv, [1, num_heads, 2 * key_dim + head_dim, n])
+        q, k, v = self.split(qkv, [key_dim, key_dim, head_dim], axis=2)
+        attn = self.op("MatMul", [self.transpose(q, [0, 1, 3, 2]), k], (1, num_heads, n, n))
+        attn = self.softmax(self.mul(attn, self.scalar("scale", key_dim**-0.5)), axis=-1)
+        y = self.op("MatMul", [v, self.transpose(attn, [0, 1, 3, 2])], (1, num_heads, head_dim, n))
+        y = self.reshape(y, [1, c, h, w])
+        v = self.reshape(v, [1, c, h, w])
+        with self.scope("pe"):
+            pe = self.conv_block(v, c, 3, g=c, act=False)
+        y = self.add(y, pe)
+        with self.scope("proj"):
+            return self.conv_block(y, c, act=False)
+
+    def c2psa(self, x: str, n: int, e: float = 0.5) -> str:
+        """YOLO11 ``C2PSA``: cv1 to 2c (c = c1 * e), Split, n ``PSABlock`` (heads c // 64) on the second
+        part, Concat, cv2 back to c1. A PSABlock: x + attn(x), then x + ffn(x) (1x1 to 2c, SiLU, 1x1 to c).
+        """
+        c1 = self.shape(x)[1]
+        c = int(c1 * e)
+        with self.scope("cv1"):
+            y = self.conv_block(x, 2 * c)
+        a, b = self.split(y, [c, c], axis=1)
+        for i in range(n):
+            with self._seq_item("m", i):
+                with self.scope("attn"):
+                    attn = self.psa_attention(b, c // 64)
+                b = self.add(b, attn)
+                with self._seq_item("ffn", 0):
+                    f = self.conv_block(b, 2 * c)
+                with self._seq_item("ffn", 1):
+                    f = self.conv_block(f, c, act=False)
+                b = self.add(b, f)
+        cat = self.concat([a, b], axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c1)
+
+    def area_attention(self, x: str, num_heads: int, area: int) -> str:
+        """YOLO12 ``AAttn``: attention within ``area`` bands of the h*w positions, as exported.
+
+        qkv 1x1 conv to 3c, Reshape (1, 3c, N), Transpose (1, N, 3c), [Reshape (area, N/area, 3c)],
+        Reshape (B, N', heads, 3 head_dim), Transpose (B, heads, 3 head_dim, N'), Split, q^T k,
+        * head_dim^-0.5, Softmax, v attn^T, back to (1, c, h, w) through Transposes and Reshapes, plus
+        ``pe`` (7x7 depthwise conv of v), ``proj`` 1x1 conv. No activations.
+        """
+        _, c, h, w = self.shape(x)
+        n = h * w
+        head_dim = c // num_heads
+        with self.scope("qkv"):
+            qkv = self.conv_block(x, 3 * c, act=False)
+        t = self.transpose(self.reshape(qkv, [1, 3 * c, n]), [0, 2, 1])
+        bands, tokens = (area, n // area) if area > 1 else (1, n)
+        if area > 1:
+            t = self.reshape(t, [bands, tokens, 3 * c])
+        t = self.transpose(self.reshape(t, [bands, tokens, num_heads, 3 * head_dim]), [0, 2, 3, 1])
+        q, k, v = self.split(t, [head_dim] * 3, axis=2)
+        attn = self.op("MatMul", [self.transpose(q, [0, 1, 3, 2]), k], (bands, num_heads, tokens, tokens))
+        attn = self.softmax(self.mul(attn, self.scalar("scale", head_dim**-0.5)), axis=-1)
+        y = self.op("MatMul", [v, self.transpose(attn, [0, 1, 3, 2])], (bands, num_heads, head_dim, tokens))
+        y = self.transpose(y, [0, 3, 1, 2])
+        v = self.transpose(v, [0, 3, 1, 2])
+        if area > 1:
+            y = self.reshape(y, [1, n, c])
+            v = self.reshape(v, [1, n, c])
+        y = self.transpose(self.reshape(y, [1, h, w, c]), [0, 3, 1, 2])
+        v = self.transpose(self.reshape(v, [1, h, w, c]), [0, 3, 1, 2])
+        with self.scope("pe"):
+            pe = self.conv_block(v, c, 7, 1, 3, g=c, act=False)
+        y = self.add(y, pe)
+        with self.scope("proj"):
+            return self.conv_block(y, c, act=False)
+
+    def a2c2f(self, x: str, c2: int, n: int, a2: bool, area: int, *, residual: bool = False,
+              mlp_ratio: float = 2.0, e: float = 0.5) -> str:
+        """YOLO12 ``A2C2f`` (R-ELAN): cv1 to c_ = c2 * e, n blocks chained, Concat of cv1 and every block's
+        output, cv2 to c2. A block is two ``ABlock`` (x + AAttn(x) with c_ // 32 heads, then x + mlp(x):
+        1x1 to c_ * mlp_ratio, SiLU, 1x1 back) if ``a2``, else ``C3k(c_, c_, 2)``. ``a2 and residual``:
+        output x + gamma * cv2(...) with a learned per-channel gamma.
+        """
+        c_ = int(c2 * e)
+        with self.scope("cv1"):
+            ys = [self.conv_block(x, c_)]
+        for i in range(n):
+            with self._list_item("m", i):
+                z = ys[-1]
+                if not a2:
+                    z = self.c3(z, c_, 2, shortcut=True, k1=3)
+                for j in range(2 if a2 else 0):
+                    with self.scope(f"m.{i}.{j}" if self.torch_names else str(j)):
+                        with self.scope("attn"):
+                            attn = self.area_attention(z, c_ // 32, area)
+                        z = self.add(z, attn)
+                        with self._seq_item("mlp", 0):
+                            f = self.conv_block(z, int(c_ * mlp_ratio))
+                        with self._seq_item("mlp", 1):
+                            f = self.conv_block(f, c_, act=False)
+                        z = self.add(z, f)
+            ys.append(z)
+        cat = self.concat(ys, axis=1)
+        with self.scope("cv2"):
+            y = self.conv_block(cat, c2)
+        if a2 and residual:
+            gamma = self.weight("gamma", (1, c2, 1, 1), 1, gain=0.01)
+            y = self.add(x, self.mul(gamma, y))
+        return y
+
+    def detect_box(self, x: str, i: int, c2: int, reg_max: int) -> str:
+        """Box branch ``cv2.i`` of ultralytics ``Detect``: Conv 3x3 (c2), Conv 3x3 (c2), Conv2d 1x1 to
+        (1, 4 reg_max, h, w); named as exported (``cv2.0/cv2.0.2/Conv``).
+        """
+        with self.scope(f"cv2.{i}"):
+            box = x
+            for j in range(2):
+                with self.scope(f"cv2.{i}.{j}"):
+                    box = self.conv_block(box, c2, 3)
+            with self.scope(f"cv2.{i}.2"):
+                return self.conv(box, 4 * reg_max, 1)
+
+    def detect_cls(self, x: str, i: int, num_classes: int, c3: int, legacy: bool) -> str:
+        """Class branch ``cv3.i`` of ultralytics ``Detect``, to (1, nc, h, w).
+
+        ``legacy`` (v5u, v8): Conv 3x3 (c3), Conv 3x3 (c3), Conv2d 1x1; else (YOLO11, YOLO12):
+        [DWConv 3x3, Conv 1x1 (c3)] twice, Conv2d 1x1 (``cv3.0/cv3.0.0/cv3.0.0.0/conv/Conv``).
+        """
+        with self.scope(f"cv3.{i}"):
+            cls = x
+            for j in range(2):
+                with self.scope(f"cv3.{i}.{j}"):
+                    if legacy:
+                        cls = self.conv_block(cls, c3, 3)
+                        continue
+                    cin = self.shape(cls)[1]
+                    with self.scope(f"cv3.{i}.{j}.0"):
+                        cls = self.conv_block(cls, cin, 3, g=cin)
+                    with self.scope(f"cv3.{i}.{j}.1"):
+                        cls = self.conv_block(cls, c3, 1)
+            with self.scope(f"cv3.{i}.2"):
+                return self.conv(cls, num_classes, 1)
+
+    def ultralytics_detect_head(self, feats: list[str], num_classes: int, legacy: bool, zoo: bool,
+                                reg_max: int = 16) -> list[str]:
+        """Ultralytics ``Detect`` (8.3) on P3/P4/P5; the output tensors.
+
+        ``zoo=False``: the export forward, one (1, 4 + nc, A) tensor (per level Concat(box, cls), Reshape,
+        then :meth:`dfl_decode`). ``zoo=True``: the RDK model zoos' modified forward (rdk_model_zoo_s
+        ``samples/Vision/ultralytics_YOLO_Detect/README.md``, "Export to ONNX"): per level
+        ``cv3(x).permute(0, 2, 3, 1)`` then ``cv2(x).permute(0, 2, 3, 1)``: six NHWC maps, class
+        (1, h, w, nc) and box (1, h, w, 4 reg_max) for each level, no DFL or decode.
+        """
+        ch0 = self.shape(feats[0])[1]
+        c2 = max(16, ch0 // 4, reg_max * 4)
+        c3 = max(ch0, min(num_classes, 100))
+        outs: list[str] = []
+        flat: list[str] = []
+        for i, x in enumerate(feats):
+            if zoo:  # the zoo's forward runs cv3 (class) before cv2 (box)
+                outs.append(self.transpose(self.detect_cls(x, i, num_classes, c3, legacy), [0, 2, 3, 1]))
+                outs.append(self.transpose(self.detect_box(x, i, c2, reg_max), [0, 2, 3, 1]))
+            else:
+                box = self.detect_box(x, i, c2, reg_max)
+                cls = self.detect_cls(x, i, num_classes, c3, legacy)
+                flat.append(self.reshape(self.concat([box, cls], axis=1), [1, 4 * reg_max + num_classes, -1]))
+        return outs if zoo else [self.dfl_decode(flat, num_classes, reg_max)]
+
+    def rename(self, tensor: str, name: str) -> str:
+        """Rename the output ``tensor`` of its producing node to ``name`` (a graph output name)."""
+        for node in self.nodes:
+            for k, out in enumerate(node.output):
+                if out == tensor:
+                    node.output[k] = name
+                    self.shapes[name] = self.shapes[tensor]
+                    return name
+        raise KeyError(tensor)
 
 
 def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float = 0.50,
@@ -364,3 +626,166 @@ def yolov8s(size: int = 640) -> ModelProto:
     Input ``images`` (1, 3, size, size); output ``output0`` (1, 84, 8400) at 640.
     """
     return _renamed(yolov8(size, depth_multiple=0.33, width_multiple=0.50, max_channels=1024), "yolov8s")
+
+
+#: One layer of an ultralytics model yaml: (from, repeats, module, args), args as the yaml writes them.
+_Layer = tuple[int | tuple[int, ...], int, str, tuple[int, ...]]
+
+#: ultralytics ``cfg/models/v5/yolov5.yaml`` (the "u" models: YOLOv5 v6.0 backbone and PAN, v8 Detect).
+_YOLOV5U: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 6, 2, 2)), (-1, 1, "Conv", (128, 3, 2)), (-1, 3, "C3", (128,)),
+    (-1, 1, "Conv", (256, 3, 2)), (-1, 6, "C3", (256,)), (-1, 1, "Conv", (512, 3, 2)), (-1, 9, "C3", (512,)),
+    (-1, 1, "Conv", (1024, 3, 2)), (-1, 3, "C3", (1024,)), (-1, 1, "SPPF", (1024, 5)),
+    (-1, 1, "Conv", (512, 1, 1)), (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), (-1, 3, "C3", (512, 0)),
+    (-1, 1, "Conv", (256, 1, 1)), (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), (-1, 3, "C3", (256, 0)),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 14), 1, "Concat", ()), (-1, 3, "C3", (512, 0)),
+    (-1, 1, "Conv", (512, 3, 2)), ((-1, 10), 1, "Concat", ()), (-1, 3, "C3", (1024, 0)),
+    ((17, 20, 23), 1, "Detect", ()),
+)
+#: ultralytics ``cfg/models/v8/yolov8.yaml``.
+_YOLOV8: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2)), (-1, 3, "C2f", (128, 1)),
+    (-1, 1, "Conv", (256, 3, 2)), (-1, 6, "C2f", (256, 1)), (-1, 1, "Conv", (512, 3, 2)), (-1, 6, "C2f", (512, 1)),
+    (-1, 1, "Conv", (1024, 3, 2)), (-1, 3, "C2f", (1024, 1)), (-1, 1, "SPPF", (1024, 5)),
+    (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), (-1, 3, "C2f", (512,)),
+    (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), (-1, 3, "C2f", (256,)),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 12), 1, "Concat", ()), (-1, 3, "C2f", (512,)),
+    (-1, 1, "Conv", (512, 3, 2)), ((-1, 9), 1, "Concat", ()), (-1, 3, "C2f", (1024,)),
+    ((15, 18, 21), 1, "Detect", ()),
+)
+#: ultralytics ``cfg/models/11/yolo11.yaml``; C3k2 args (c2, c3k, e) with e in percent.
+_YOLO11: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2)), (-1, 2, "C3k2", (256, 0, 25)),
+    (-1, 1, "Conv", (256, 3, 2)), (-1, 2, "C3k2", (512, 0, 25)), (-1, 1, "Conv", (512, 3, 2)),
+    (-1, 2, "C3k2", (512, 1)), (-1, 1, "Conv", (1024, 3, 2)), (-1, 2, "C3k2", (1024, 1)),
+    (-1, 1, "SPPF", (1024, 5)), (-1, 2, "C2PSA", (1024,)),
+    (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), (-1, 2, "C3k2", (512, 0)),
+    (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), (-1, 2, "C3k2", (256, 0)),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 13), 1, "Concat", ()), (-1, 2, "C3k2", (512, 0)),
+    (-1, 1, "Conv", (512, 3, 2)), ((-1, 10), 1, "Concat", ()), (-1, 2, "C3k2", (1024, 1)),
+    ((16, 19, 22), 1, "Detect", ()),
+)
+#: ultralytics ``cfg/models/12/yolo12.yaml`` (the original release, not the later "turbo" yaml with
+#: grouped stem convs); A2C2f args (c2, a2, area).
+_YOLO12: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2)), (-1, 2, "C3k2", (256, 0, 25)),
+    (-1, 1, "Conv", (256, 3, 2)), (-1, 2, "C3k2", (512, 0, 25)), (-1, 1, "Conv", (512, 3, 2)),
+    (-1, 4, "A2C2f", (512, 1, 4)), (-1, 1, "Conv", (1024, 3, 2)), (-1, 4, "A2C2f", (1024, 1, 1)),
+    (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), (-1, 2, "A2C2f", (512, 0, -1)),
+    (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), (-1, 2, "A2C2f", (256, 0, -1)),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 11), 1, "Concat", ()), (-1, 2, "A2C2f", (512, 0, -1)),
+    (-1, 1, "Conv", (512, 3, 2)), ((-1, 8), 1, "Concat", ()), (-1, 2, "C3k2", (1024, 1)),
+    ((14, 17, 20), 1, "Detect", ()),
+)
+
+#: version -> (layers, {scale: (depth, width, max channels)}) from the ultralytics yamls' ``scales``.
+ULTRALYTICS_MODELS: dict[str, tuple[tuple[_Layer, ...], dict[str, tuple[float, float, int]]]] = {
+    "v5u": (_YOLOV5U, {"n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 1024),
+                       "l": (1.00, 1.00, 1024), "x": (1.33, 1.25, 1024)}),
+    "v8": (_YOLOV8, {"n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 768),
+                     "l": (1.00, 1.00, 512), "x": (1.00, 1.25, 512)}),
+    "11": (_YOLO11, {"n": (0.50, 0.25, 1024), "s": (0.50, 0.50, 1024), "m": (0.50, 1.00, 512),
+                     "l": (1.00, 1.00, 512), "x": (1.00, 1.50, 512)}),
+    "12": (_YOLO12, {"n": (0.50, 0.25, 1024), "s": (0.50, 0.50, 1024), "m": (0.50, 1.00, 512),
+                     "l": (1.00, 1.00, 512), "x": (1.00, 1.50, 512)}),
+}
+
+_MODEL_NAMES = {"v5u": "yolov5{}u", "v8": "yolov8{}", "11": "yolo11{}", "12": "yolo12{}"}
+
+
+def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple[int, ...], *, n: int,
+                       ch: Callable[[int], int], scale: str) -> str:
+    """One yaml layer on ``srcs`` (its inputs), with ultralytics ``parse_model``'s rules for C3k2 (c3k
+    forced on for m/l/x) and A2C2f (residual with layer scale and mlp_ratio 1.2 for l/x, else 2.0)."""
+    x = srcs[0]
+    if module == "Conv":
+        return b.conv_block(x, ch(args[0]), *args[1:])
+    if module == "C3":
+        return b.c3(x, ch(args[0]), n, shortcut=bool(args[1]) if len(args) > 1 else True)
+    if module == "C2f":
+        return b.c2f(x, ch(args[0]), n, shortcut=bool(args[1]) if len(args) > 1 else False)
+    if module == "C3k2":
+        c3k = bool(args[1]) or scale in "mlx"
+        return b.c3k2(x, ch(args[0]), n, c3k, e=args[2] / 100 if len(args) > 2 else 0.5)
+    if module == "SPPF":
+        return b.sppf(x, ch(args[0]), args[1])
+    if module == "C2PSA":
+        if ch(args[0]) != b.shape(x)[1]:
+            raise ValueError("C2PSA keeps its input width")
+        return b.c2psa(x, n)
+    if module == "A2C2f":
+        big = scale in "lx"
+        return b.a2c2f(x, ch(args[0]), n, bool(args[1]), args[2], residual=big, mlp_ratio=1.2 if big else 2.0)
+    if module == "Upsample":
+        return b.upsample_nearest(x, 2)
+    if module == "Concat":
+        return b.concat(srcs, axis=1)
+    raise ValueError(f"unknown module {module!r}")
+
+
+def ultralytics_detect(version: str = "v8", scale: str = "n", size: int = 640, num_classes: int = 80,
+                       head: str = "zoo") -> ModelProto:
+    """Ultralytics YOLOv5u / YOLOv8 / YOLO11 / YOLO12 detection (``version`` "v5u", "v8", "11", "12";
+    ``scale`` n/s/m/l/x), as exported to ONNX (opset 17, BN folded), the RDK model zoos' detectors.
+
+    Architecture: the ultralytics yamls (``cfg/models/v5/yolov5.yaml``, ``v8/yolov8.yaml``,
+    ``11/yolo11.yaml``, ``12/yolo12.yaml``: layers and ``scales`` (depth, width, max channels)) and
+    ``nn/tasks.py`` ``parse_model`` (C3k2 with C3k blocks for m/l/x, A2C2f residual + mlp_ratio 1.2 for
+    l/x; ``Detect`` with the legacy 3x3 class branch for v5u/v8, the depthwise one for 11/12). Attention
+    is the standard ultralytics forward (``Attention``, ``AAttn``), which is what the zoo's compile logs
+    show (one Softmax per attention; ``reference_logs/hb_compile_yolo11n.txt``).
+
+    ``head="export"``: the standard export, one output ``output0`` (1, 4 + nc, A), A = 8400 at 640
+    (box cx, cy, w, h in pixels, then class scores after sigmoid). ``head="zoo"``: the zoo's modified
+    ``Detect.forward`` (D-Robotics/rdk_model_zoo_s ``samples/Vision/ultralytics_YOLO_Detect/README.md``,
+    "Export to ONNX"; outputs as ``source/reference_logs/hb_model_info_yolov8n.txt`` lists them):
+    ``output0`` .. ``output5`` = per level (P3, P4, P5) the class map (1, s/8, s/8, nc) then the box map
+    (1, s/8, s/8, 64), NHWC, without DFL, decode or sigmoid (the torch export names all but the first by
+    number, e.g. ``330``, ``338``, ...). Both heads have the same trainable parameters; the zoo head
+    drops the DFL's fixed 1x1 conv (16 x 4 x A MACs, 0.54 M at 640) and the decode's elementwise ops.
+
+    Published (ultralytics docs, repeated in the zoo README's table), params M / GFLOPs at 640 (GFLOPs =
+    2 x Conv MACs of the fused model): v5u n 2.6/7.7 s 9.1/24.0 m 25.1/64.2 l 53.2/135.0 x 97.2/246.4;
+    v8 n 3.2/8.7 s 11.2/28.6 m 25.9/78.9 l 43.7/165.2 x 68.2/257.8; 11 n 2.6/6.5 s 9.4/21.5
+    m 20.1/68.0 l 25.3/86.9 x 56.9/194.9; 12 n 2.6/6.5 s 9.3/21.4 m 20.2/67.5 l 26.4/88.9 x 59.1/199.0.
+    ``size`` must be a multiple of 32.
+    """
+    _check_size(size)
+    if version not in ULTRALYTICS_MODELS:
+        raise ValueError(f"version must be one of {sorted(ULTRALYTICS_MODELS)}, got {version!r}")
+    layers, scales = ULTRALYTICS_MODELS[version]
+    if scale not in scales:
+        raise ValueError(f"scale must be one of n, s, m, l, x, got {scale!r}")
+    if head not in ("zoo", "export"):
+        raise ValueError(f"head must be 'zoo' or 'export', got {head!r}")
+    depth_multiple, width_multiple, max_channels = scales[scale]
+
+    def ch(c: int) -> int:
+        return _make_divisible(min(c, max_channels) * width_multiple)
+
+    name = _MODEL_NAMES[version].format(scale)
+    b = YoloBuilder(name, seed=11)
+    b.torch_names = True
+    x = b.input("images", (1, 3, size, size))
+    outs: list[str] = []
+    results: list[str] = []
+    legacy = version in ("v5u", "v8")
+    for idx, (frm, repeats, module, args) in enumerate(layers):
+        srcs = [outs[j] if outs else x for j in (frm if isinstance(frm, tuple) else (frm,))]
+        n = max(round(repeats * depth_multiple), 1) if repeats > 1 else repeats
+        with b.scope(f"model.{idx}"):
+            if module == "Detect":
+                results = b.ultralytics_detect_head(srcs, num_classes, legacy=legacy, zoo=head == "zoo")
+            else:
+                outs.append(_ultralytics_layer(b, srcs, module, args, n=n, ch=ch, scale=scale))
+    for k, tensor in enumerate(results):
+        b.output(b.rename(tensor, f"output{k}"))
+    return b.build(
+        f"{name} detection ({head} head) at {size}x{size}",
+        {"architecture": name, "head": head,
+         "source": f"ultralytics cfg/models yaml of {name}; head: D-Robotics rdk_model_zoo_s ultralytics_YOLO_Detect"},
+    )
+
+
+#: The detectors of the board model zoos (merged into :data:`layerscope.samples.SAMPLES`).
+BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {"ultralytics_detect": ultralytics_detect}
