@@ -1,13 +1,15 @@
-"""Atomic file writes: every result layerscope writes goes through :func:`write_atomic`."""
+"""Atomic file writes (every result layerscope writes goes through :func:`write_atomic`) and bounded reads of
+small input files (:func:`read_text_limited`)."""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from layerscope.errors import OutputError
+from layerscope.errors import InputError, OutputError
 
 #: The temporary file's name keeps at most this many characters of the target's, so that a target whose
 #: name is near the file system's limit (255 bytes) does not fail only because of the temporary name.
@@ -93,3 +95,26 @@ def _reason(exc: OSError) -> str:
     if exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+def read_text_limited(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file") -> str:
+    """The text of the regular file at ``path`` (UTF-8, undecodable bytes replaced), at most ``max_bytes`` long.
+
+    Checked before anything is read: the path exists and is a regular file (a FIFO, a device or a folder is
+    refused: reading one could block or never end) no larger than ``max_bytes``. ``InputError`` (exit 2) naming
+    ``path``, what it is (``what``) and the reason.
+    """
+    target = Path(path)
+    try:
+        with target.open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError(f"{target}: the {what} is not a regular file")
+            if info.st_size > max_bytes:
+                raise InputError(f"{target}: the {what} is {info.st_size} bytes, over the limit of {max_bytes}")
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise InputError(f"{target}: cannot read the {what} ({_reason(exc)})") from None
+    if len(data) > max_bytes:
+        raise InputError(f"{target}: the {what} is over the limit of {max_bytes} bytes")
+    return data.decode("utf-8", errors="replace")

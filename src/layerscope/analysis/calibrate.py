@@ -142,7 +142,9 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class RunData:
-    """What calibration takes from one run: its layers, its kernels and its end-to-end latency."""
+    """What calibration takes from one run: its layers, its kernels and its end-to-end latency. A board
+    measurement (one whole-model latency per model, :func:`board_run_data`) has no kernels. ``family``: the
+    architecture family, the unit a leave-one-family-out fit holds out (empty: the model is its own family)."""
 
     model: str
     model_key: str
@@ -151,6 +153,12 @@ class RunData:
     base_estimate_us: float
     layers: tuple[LayerTerm, ...]
     rows: tuple[KernelRow, ...]
+    family: str = ""
+
+    @property
+    def family_key(self) -> str:
+        """The family, else the model file: what a leave-one-family-out fold holds out together."""
+        return self.family or self.model_key
 
 
 @dataclass(frozen=True)
@@ -281,6 +289,10 @@ class Calibration:
     group_rows: Mapping[str, int]
     outliers: tuple[Outlier, ...] = ()
     op_fits: tuple[OpFit, ...] = ()
+    #: What ``leave_one_out`` holds out at a time: ``"model"``, or ``"family"`` (an architecture family).
+    holdout: str = "model"
+    #: The |error| counted as within tolerance in the reports.
+    tolerance: float = 0.10
 
 
 # ------------------------------------------------------------------------------------------- from run files
@@ -318,6 +330,40 @@ def run_data(run: RunFile | Mapping[str, Any], label: str = "") -> RunData:
                   if latency is not None else None)
     if not latency_us or latency_us <= 0:
         raise InputError(f"{where}: run has no end-to-end latency (measure it with `layerscope profile`)")
+    layers, index = _layer_terms(typed, where)
+    rows = _kernel_rows(typed, index)
+    if not rows:
+        raise InputError(f"{where}: run has no per-layer measurement (make it with `layerscope profile`)")
+    return _run_data(typed, name, latency_us, layers, tuple(rows))
+
+
+def board_run_data(run: RunFile | Mapping[str, Any], latency_us: float, label: str = "", family: str = ""
+                   ) -> RunData:
+    """The fit's view of an estimated run whose model was timed whole on a device (``hrt_model_exec perf``'s
+    average latency, or a published board figure): ``latency_us`` is its end-to-end latency; no kernel rows.
+
+    ``InputError`` when the run has no per-layer estimate or the latency is not a positive finite number.
+    """
+    typed = as_run(run, label or "run")
+    name = str(typed.model.name or label or "?")
+    where = label or name
+    if not math.isfinite(latency_us) or latency_us <= 0:
+        raise InputError(f"{where}: board latency must be a positive number of µs, got {latency_us!r}")
+    layers, _ = _layer_terms(typed, where)
+    if not layers:
+        raise InputError(f"{where}: run has no estimated layer to calibrate (estimate it with `layerscope estimate`)")
+    return replace(_run_data(typed, label or name, latency_us, layers, ()), family=family)
+
+
+def _run_data(typed: RunFile, name: str, latency_us: float, layers: list[LayerTerm], rows: tuple[KernelRow, ...]
+              ) -> RunData:
+    base = _number(typed.summary.est_latency_us) or 0.0
+    key = str(typed.model.sha256 or typed.model.path or name)
+    return RunData(name, key, typed.target_or_empty.name or "", latency_us, base, tuple(layers), rows)
+
+
+def _layer_terms(typed: RunFile, where: str) -> tuple[list[LayerTerm], dict[str, int]]:
+    """Every estimated, non-view layer as a :class:`LayerTerm`, and each one's index by layer id."""
     layers: list[LayerTerm] = []
     index: dict[str, int] = {}
     for layer in typed.layers:
@@ -332,12 +378,7 @@ def run_data(run: RunFile | Mapping[str, Any], label: str = "") -> RunData:
         index[layer.id] = len(layers)
         own = _number(layer.measured.median_us) if layer.measured is not None else None
         layers.append(LayerTerm(layer.id, group, compute, load + store, layer.op_type or "", own or 0.0))
-    rows = _kernel_rows(typed, index)
-    if not rows:
-        raise InputError(f"{where}: run has no per-layer measurement (make it with `layerscope profile`)")
-    base = _number(typed.summary.est_latency_us) or 0.0
-    key = str(typed.model.sha256 or typed.model.path or name)
-    return RunData(name, key, typed.target_or_empty.name or "", latency_us, base, tuple(layers), tuple(rows))
+    return layers, index
 
 
 def _kernel_rows(run: RunFile, index: Mapping[str, int]) -> list[KernelRow]:
@@ -662,21 +703,25 @@ def errors(runs: Sequence[RunData], params: Params) -> tuple[ModelError, ...]:
                             sum(params.layer_us(r.layers[i]) for row in r.rows for i in row.layers)) for r in runs)
 
 
-def leave_one_model_out(runs: Sequence[RunData], base_overhead_us: Mapping[str, float], *, per_op: bool = True
-                        ) -> tuple[ModelError, ...]:
-    """For each model (runs grouped by model file), fit on the others and predict it. Empty below two models.
+def leave_one_model_out(runs: Sequence[RunData], base_overhead_us: Mapping[str, float], *, per_op: bool = True,
+                        by_family: bool = False) -> tuple[ModelError, ...]:
+    """For each model (runs grouped by model file; ``by_family``: by architecture family, :attr:`RunData.family_key`),
+    fit on the others and predict it. Empty below two models (families).
 
     The op types that get a factor are chosen on each fold's own runs: an op only the left-out model has
     keeps its unit kind's efficiency, as it would for a model outside the calibration set.
     """
-    keys = list(dict.fromkeys(r.model_key for r in runs))
+    def key_of(run: RunData) -> str:
+        return run.family_key if by_family else run.model_key
+
+    keys = list(dict.fromkeys(key_of(r) for r in runs))
     if len(keys) < 2:
         return ()
     result: list[ModelError] = []
     for key in keys:
-        train = [r for r in runs if r.model_key != key]
+        train = [r for r in runs if key_of(r) != key]
         params = fit(train, base_overhead_us, per_op=per_op)
-        result.extend(errors([r for r in runs if r.model_key == key], params))
+        result.extend(errors([r for r in runs if key_of(r) == key], params))
     return tuple(result)
 
 
@@ -693,9 +738,9 @@ def summarize(errs: Sequence[ModelError], tolerance: float = 0.10, *, kernels: b
 
 
 def calibrate(runs: Sequence[RunData], profile: Profile, checks: Sequence[RunData] = (), *,
-              per_op: bool = True) -> Calibration:
-    """Fit on ``runs``, with leave-one-model-out errors and errors on the held-out ``checks``. ``per_op=False``
-    fits one efficiency per unit and layer kind only (no op-type factors).
+              per_op: bool = True, by_family: bool = False) -> Calibration:
+    """Fit on ``runs``, with leave-one-model-out errors (``by_family``: leave-one-family-out) and errors on the
+    held-out ``checks``. ``per_op=False`` fits one efficiency per unit and layer kind only (no op-type factors).
 
     ``InputError`` when a run was estimated on another profile than ``profile``.
     """
@@ -711,7 +756,8 @@ def calibrate(runs: Sequence[RunData], profile: Profile, checks: Sequence[RunDat
     rows = {g: sum(1 for r in runs for row in r.rows for i in row.layers[:1] if r.layers[i].group == g)
             for g in groups}
     return Calibration(profile.name, params, tuple(dict.fromkeys(r.model for r in runs)), errors(runs, params),
-                       leave_one_model_out(runs, base, per_op=per_op), errors(checks, params), rows,
+                       leave_one_model_out(runs, base, per_op=per_op, by_family=by_family), errors(checks, params),
+                       rows,
                        outliers(runs, params), op_fits)
 
 
@@ -743,16 +789,25 @@ def outliers(runs: Sequence[RunData], params: Params) -> tuple[Outlier, ...]:
 
 # ---------------------------------------------------------------------------------------- calibrated profile
 def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequence[str],
-                       when: str | None = None) -> dict[str, Any]:
-    """The schema-1 profile mapping of ``base`` with the fitted parameters (see the module docstring)."""
+                       when: str | None = None, note: str | None = None) -> dict[str, Any]:
+    """The schema-1 profile mapping of ``base`` with the fitted parameters (see the module docstring); ``note``
+    (default: the models and the date) begins every fitted field's source. A unit all of whose kinds were fitted
+    alike stays one unit."""
     when = when or dt.date.today().isoformat()
-    note = f"calibrated: layerscope calibrate on {len(models)} model(s) ({', '.join(models)}), {when}"
+    note = note or f"calibrated: layerscope calibrate on {len(models)} model(s) ({', '.join(models)}), {when}"
     sources = dict(base.sources)
     units: list[dict[str, Any]] = []
     for unit in base.units:
         fitted = [k.value for k in unit.kinds if f"{unit.name}/{k.value}" in params.compute_scale]
         if not fitted:
             units.append(_unit_table(unit, unit.name, [k.value for k in unit.kinds]))
+            continue
+        fits = {(params.scale(f"{unit.name}/{k}"), params.overhead(f"{unit.name}/{k}")) for k in fitted}
+        if len(fitted) == len(unit.kinds) and len(fits) == 1:  # every kind fitted alike: the unit stays whole
+            (scale, overhead), = fits
+            table, source = _fitted_unit(unit, unit.name, None, scale=scale, overhead_us=overhead, note=note)
+            units.append(table)
+            sources.update({f"units.{unit.name}.{k}": v for k, v in source.items()})
             continue
         for kind in fitted:
             uname = unit.name if len(unit.kinds) == 1 else f"{unit.name}-{kind}"

@@ -43,7 +43,7 @@ from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.kernels import FAMILIES
-from layerscope.report.analysis_terminal import calibration_report
+from layerscope.report.analysis_terminal import board_k_report, calibration_report
 from layerscope.run import load_run
 from layerscope.targets import load_profile
 from layerscope.targets.schema import load_profile_file
@@ -96,6 +96,10 @@ def op_table(cal: Calibration) -> RenderableType:
               help="The profile the runs were estimated on (default: the runs' target).")
 @click.option("--check", "checks", multiple=True, type=click.Path(path_type=Path), metavar="RUN",
               help="A run of a model outside the calibration set, predicted with the fit (repeatable).")
+@click.option("--board", "board_table", type=click.Path(path_type=Path), default=None, metavar="TABLE.csv",
+              help="Calibrate an NPU profile from whole-model board latencies instead of RUNs: a CSV with a 'model' "
+                   "column (an ONNX file or sample:NAME[:key=value;...]) and 'latency_ms' or 'perf' (a file "
+                   "`hrt_model_exec perf` wrote), optionally 'family' (held out together) and 'board'. Needs --base.")
 @click.option("--no-op-efficiency", "per_unit_only", is_flag=True,
               help="Fit one efficiency per unit and layer kind only (no per-op-type factors).")
 @click.option("--fit-json", "json_out", type=OutputPath(), default=None, metavar="OUT.json",
@@ -104,7 +108,7 @@ def op_table(cal: Calibration) -> RenderableType:
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
             per_unit_only: bool, json_out: Path | None, kernels: bool, budget: str, families: str | None,
             kernel_threads: int, visits: int, cache: Path | None, shapes: tuple[str, ...], adaptive: bool,
-            backend_name: str) -> None:
+            backend_name: str, board_table: Path | None) -> None:
     """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml; with
     --kernels, fit the kernel-level latency predictor (RUNS: calibration models, optional) to OUT.json."""
     command = device_command()
@@ -115,10 +119,15 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
         return
     if backend_name != "onnxruntime" or command is not None:
         raise click.UsageError("--backend and --run-cmd apply with --kernels only")
-    if not runs:
-        raise InputError("calibrate needs at least one RUN (or --kernels)")
     if output.suffix != ".toml":
         raise InputError(f"{output}: the calibrated profile must be a .toml file")
+    if board_table is not None:
+        if runs or checks:
+            raise click.UsageError("--board calibrates from the table alone: give no RUN or --check")
+        _calibrate_board(board_table, base=base, output=output, name=name, json_out=json_out)
+        return
+    if not runs:
+        raise InputError("calibrate needs at least one RUN (or --kernels, or --board)")
     data = [run_data(load_run(path), str(path)) for path in runs]
     held_out = [run_data(load_run(path), str(path)) for path in checks]
     targets = sorted({d.target for d in data if d.target})
@@ -135,6 +144,35 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
     console = SafeConsole()
     console.print(op_table(cal))
     console.print(calibration_report(cal, str(written)))
+    if json_out is not None:
+        text = json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n"
+        console.print(f"calibration: {write_atomic(json_out, text)}")
+
+
+def _calibrate_board(table_path: Path, *, base: str | None, output: Path, name: str | None,
+                     json_out: Path | None) -> None:
+    """``calibrate --board``: estimate every model of the table on the base profile, fit it to their board
+    latencies, print the fit with its leave-one-family-out errors and k's spread, write the profile."""
+    from layerscope.analysis.board import board_runs, calibrate_board, k_analysis, read_board_table
+
+    if base is None:
+        raise click.UsageError("--board needs --base: the profile of the board the latencies were measured on")
+    profile = load_profile(base)
+    table = read_board_table(table_path, board=profile.name)
+    console = SafeConsole()
+    if table.other_boards:
+        console.print(f"{table.other_boards} row(s) of other boards than {profile.name} left out")
+    runs = board_runs(table.entries, profile)
+    cal = calibrate_board(runs, profile)
+    mapping = calibrated_profile(profile, cal.params, name=name or output.stem, models=cal.models)
+    header = (f"Calibrated by `layerscope calibrate --board` from {len(cal.models)} whole-model board latencies on "
+              f"base profile '{profile.name}' ({table_path.name}).\nEfficiencies, overheads and bandwidth are fitted "
+              "to those measurements (see [sources]).")
+    written = write_profile(output, profile_toml(mapping, header))
+    load_profile_file(written)  # the file must load as any profile does; a failure here is a bug of ours
+    console.print(calibration_report(cal, str(written)))
+    console.print(board_k_report(k_analysis(runs)))
+    console.print(board_k_report(k_analysis(runs, cal.params)))
     if json_out is not None:
         text = json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n"
         console.print(f"calibration: {write_atomic(json_out, text)}")

@@ -19,6 +19,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.analysis.board import KAnalysis
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
 from layerscope.analysis.compare import Comparison, LayerDelta, LayerRuntime, MetricDelta, RuntimeComparison
 from layerscope.analysis.findings import Finding, Severity
@@ -153,8 +154,8 @@ def _errors_table(title: str, errs: Sequence[ModelError]) -> Table:
     return table
 
 
-def _summary_line(label: str, errs: Sequence[ModelError]) -> Text:
-    s = summarize(errs)
+def _summary_line(label: str, errs: Sequence[ModelError], tolerance: float = 0.10) -> Text:
+    s = summarize(errs, tolerance)
     if s is None:
         return Text(f"{label}: no models")
     return Text(f"{label}: mean |error| {_pct(s.mean_abs)}, max {_pct(s.max_abs)}, {s.within} of {s.count} within "
@@ -173,23 +174,41 @@ def calibration_report(cal: Calibration, profile_path: str | None) -> Renderable
     parts: list[RenderableType] = [table, Text(f"memory time x{p.memory_scale:.3f} of the base profile's (DDR "
                                                "bandwidth / that factor)")]
     parts.append(_errors_table("End-to-end latency, in sample", cal.in_sample))
-    parts.append(_summary_line("in sample", cal.in_sample))
+    parts.append(_summary_line("in sample", cal.in_sample, cal.tolerance))
     if cal.leave_one_out:
-        parts.append(_errors_table("Leave one model out: fitted without the model, then predicting it",
+        what = cal.holdout
+        parts.append(_errors_table(f"Leave one {what} out: fitted without the {what}, then predicting it",
                                    cal.leave_one_out))
-        parts.append(_summary_line("leave-one-model-out", cal.leave_one_out))
+        parts.append(_summary_line(f"leave-one-{what}-out", cal.leave_one_out, cal.tolerance))
     if cal.checks:
         parts.append(_errors_table("Held-out models (--check): predicted with the full fit", cal.checks))
-        parts.append(_summary_line("held-out", cal.checks))
+        parts.append(_summary_line("held-out", cal.checks, cal.tolerance))
     for o in cal.outliers:
         parts.append(Text(f"outlier: {o.op_type} kernels run {o.ratio:.1f}x the fitted estimate "
                           f"({o.kernels} kernel(s), {_pct(o.share)} of measured kernel time); one efficiency per "
                           "unit cannot express it, so models rich in it are mispredicted", style="yellow"))
     if profile_path:
         parts.append(Text(f"profile: {profile_path}  (use it with --target {profile_path})"))
-    parts.append(Text("CALIBRATED ESTIMATE: fitted to these measurements on this machine; other machines, thread "
+    where = "on that board" if cal.holdout == "family" else "on this machine"
+    parts.append(Text(f"CALIBRATED ESTIMATE: fitted to these measurements {where}; other machines, thread "
                       "counts or runtimes need their own runs.", style="yellow"))
     return Group(*parts)
+
+
+def board_k_report(analysis: KAnalysis) -> RenderableType:
+    """The seeds' k procedure over board-measured models: k per family, its spread, Spearman, the verdict."""
+    table = _table("k per family")
+    for header in ("family", "models", "k"):
+        table.add_column(header, justify="left" if header == "family" else "right")
+    counts: dict[str, int] = {}
+    for row in analysis.rows:
+        counts[row.family] = counts.get(row.family, 0) + 1
+    for family, k in analysis.family_k:
+        table.add_row(Text(family), str(counts[family]), f"{k:.3f}")
+    rho = "-" if analysis.spearman is None else f"{analysis.spearman:.2f}"
+    lines = Text(f"k = board / {analysis.against}: mean {analysis.k_mean:.3f}, CV across families "
+                 f"{analysis.family_cv:.1%}; Spearman (estimate vs board) {rho}")
+    return Group(table, lines, Text(analysis.verdict, style="green" if analysis.steady else "bold yellow"))
 
 
 # --------------------------------------------------------------------------------------------------- advise

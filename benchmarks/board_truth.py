@@ -1,0 +1,189 @@
+"""The NPU estimate against published board latencies: every row of ``benchmarks/data/board_latency.csv``.
+
+For each board (RDK X5, RDK S100, and RDK S100P derived from S100), every published single-thread latency whose
+architecture ``layerscope.samples`` builds is estimated two ways:
+
+  profile     the shipped profile (``--target <board>``), uncalibrated: the gap a user without calibration faces;
+  held out    calibrated on every *other* architecture family's board latencies (``calibrate --board``'s fit,
+              leave-one-family-out), then predicting this family: never fitted to the row it predicts.
+
+RDK S100P is never fitted: its profile is derived from S100's by the published differences (BPU Nash-m at
+1.5 GHz and 128 TOPS against Nash-e at 1.0 GHz and 80 TOPS; ``layerscope.analysis.board.derive_profile``) and
+validated on its own rows.
+
+Printed per board: each model's error, the share within ±15%, the median |error|, k = board / estimate (mean,
+coefficient of variation across families), Spearman's rank correlation, and the seeds' k verdict.
+
+Usage (from the repository root, layerscope importable):
+
+    python benchmarks/board_truth.py                     # ~1-2 min on 2 cores (estimates ~120 models, fits)
+    python benchmarks/board_truth.py --board rdk-x5 --json out/board_truth.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from layerscope.analysis.board import (
+    BOARD_TOLERANCE,
+    BoardEntry,
+    board_runs,
+    calibrate_board,
+    derive_profile,
+    k_analysis,
+)
+from layerscope.analysis.calibrate import ModelError, RunData
+from layerscope.samples import SAMPLES, parse_spec
+from layerscope.targets import load_profile
+from layerscope.targets.schema import load_profile_file
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data" / "board_latency.csv"
+#: Boards calibrated from their own rows, and the board derived from one of them.
+FITTED = ("rdk-x5", "rdk-s100")
+DERIVED = {"rdk-s100p": "rdk-s100"}
+
+
+@dataclass(frozen=True)
+class Row:
+    board: str
+    model: str
+    family: str
+    sample: str
+    latency_ms: float
+    source: str
+
+
+def read_rows(path: Path) -> list[Row]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [Row(r["board"], r["model"], r["family"], r["sample"].strip(), float(r["latency_ms"]), r["source"])
+                for r in csv.DictReader(handle)]
+
+
+def buildable(row: Row) -> bool:
+    """Whether the row names a sample architecture that layerscope builds."""
+    if not row.sample:
+        return False
+    try:
+        name, _ = parse_spec(row.sample)
+    except (KeyError, TypeError, ValueError):
+        return False
+    return name in SAMPLES
+
+
+def entries(rows: Sequence[Row]) -> list[BoardEntry]:
+    return [BoardEntry(f"sample:{r.sample}", r.latency_ms * 1000.0, r.family, r.board, r.source) for r in rows]
+
+
+def summary(errs: Sequence[ModelError], runs: Sequence[RunData], predicted: Sequence[float]) -> dict[str, float | None]:
+    """Share within tolerance, median |error|, k's mean and CV across families, Spearman."""
+    from layerscope.analysis.reconcile import spearman
+
+    values = [abs(e.error) for e in errs]
+    ks: dict[str, list[float]] = {}
+    for run, pred in zip(runs, predicted, strict=True):
+        ks.setdefault(run.family_key, []).append(run.latency_us / pred)
+    means = [sum(v) / len(v) for v in ks.values()]
+    mean = sum(means) / len(means)
+    cv = statistics.pstdev(means) / mean if len(means) > 1 else 0.0
+    return {"models": len(errs), "within": sum(v <= BOARD_TOLERANCE for v in values) / len(values),
+            "median_abs": statistics.median(values), "k_mean": mean, "k_cv": cv,
+            "spearman": spearman(list(predicted), [r.latency_us for r in runs])}
+
+
+def _fmt(s: dict[str, float | None]) -> str:
+    rho = s["spearman"]
+    return (f"{s['within']:.0%} within ±{BOARD_TOLERANCE:.0%}, median |error| {s['median_abs']:.1%}, "
+            f"k mean {s['k_mean']:.2f} CV {s['k_cv']:.1%} across families, Spearman "
+            f"{'-' if rho is None else f'{rho:.2f}'} ({s['models']:.0f} models)")
+
+
+def evaluate(board: str, rows: Sequence[Row]) -> dict[str, object]:
+    """The shipped profile's and the held-out (leave-one-family-out) errors of one fitted board's rows."""
+    profile = load_profile(board)
+    runs = board_runs(entries(rows), profile)
+    cal = calibrate_board(runs, profile)
+    by_model = {e.model: e for e in cal.leave_one_out}
+    table = []
+    print(f"\n== {board}: {len(rows)} published rows, {len({r.family for r in rows})} families ==")
+    print(f"{'model':<24}{'family':<20}{'board':>9}{'profile':>10}{'err':>8}{'held out':>10}{'err':>8}")
+    for row, run in zip(rows, runs, strict=True):
+        held = by_model[run.model]
+        print(f"{row.model:<24}{row.family:<20}{row.latency_ms:>8.2f} {run.base_estimate_us / 1e3:>9.2f}"
+              f"{run.base_estimate_us / run.latency_us - 1:>+8.1%}{held.predicted_us / 1e3:>10.2f}{held.error:>+8.1%}")
+        table.append({"model": row.model, "family": row.family, "board_ms": row.latency_ms,
+                      "profile_ms": run.base_estimate_us / 1e3, "held_out_ms": held.predicted_us / 1e3,
+                      "source": row.source})
+    plain = [ModelError(r.model, r.latency_us, r.base_estimate_us, r.base_estimate_us) for r in runs]
+    held_errs = [by_model[r.model] for r in runs]
+    result = {"profile": summary(plain, runs, [r.base_estimate_us for r in runs]),
+              "held_out": summary(held_errs, runs, [e.predicted_us for e in held_errs])}
+    for label, s in result.items():
+        print(f"{label:>10}: {_fmt(s)}")
+    verdict = k_analysis(runs).verdict
+    print(f"  reconcile (k of the profile's estimate): {verdict}")
+    return {"rows": table, **result, "verdict": verdict,
+            "fit": {**cal.params.compute_scale, "memory_scale": cal.params.memory_scale}}
+
+
+def evaluate_derived(board: str, parent: str, rows: Sequence[Row]) -> dict[str, object]:
+    """The derived board's rows on the profile derived from ``parent``'s: validation only, never fitted."""
+    profile = load_profile_file(_scratch(board, derive_profile(load_profile(parent), board)))
+    runs = board_runs(entries(rows), profile)
+    print(f"\n== {board}: derived from {parent} (not fitted), {len(rows)} published rows ==")
+    for row, run in zip(rows, runs, strict=True):
+        print(f"{row.model:<24}{row.family:<20}{row.latency_ms:>8.2f} {run.base_estimate_us / 1e3:>9.2f}"
+              f"{run.base_estimate_us / run.latency_us - 1:>+8.1%}")
+    errs = [ModelError(r.model, r.latency_us, r.base_estimate_us, r.base_estimate_us) for r in runs]
+    s = summary(errs, runs, [r.base_estimate_us for r in runs])
+    print(f"   derived: {_fmt(s)}")
+    return {"derived": s, "parent": parent}
+
+
+def _scratch(board: str, text: str) -> Path:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="board_truth-"))
+    path = folder / f"{board}.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--board", action="append", default=None, help="only this board (repeatable)")
+    parser.add_argument("--data", type=Path, default=DATA, help="the published rows (default: %(default)s)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    rows = read_rows(args.data)
+    boards = args.board or [*FITTED, *DERIVED]
+    results: dict[str, object] = {}
+    for board in boards:
+        mine = [r for r in rows if r.board == board]
+        built = [r for r in mine if buildable(r)]
+        if len(mine) > len(built):
+            skipped = sorted({r.model for r in mine if not buildable(r)})
+            print(f"{board}: {len(mine) - len(built)} row(s) without a sample architecture: {', '.join(skipped)}")
+        if not built:
+            continue
+        if board in DERIVED:
+            results[board] = evaluate_derived(board, DERIVED[board], built)
+        else:
+            results[board] = evaluate(board, built)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=1, default=lambda o: None if isinstance(o, float) and
+                                        math.isnan(o) else str(o)) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,414 @@
+"""Calibration from whole-model device latencies: the numbers a board owner can measure.
+
+A board's tool (``hrt_model_exec perf`` on D-Robotics RDK boards) gives one latency per model; per layer there is
+only the static estimate. :func:`read_board_table` reads a table of models and their board latencies,
+:func:`board_runs` estimates each model on a base profile and pairs the estimate with its latency, and
+:func:`calibrate_board` fits the profile's efficiency per unit and layer kind, per-layer overhead and DDR
+efficiency to the end-to-end latencies (:mod:`layerscope.analysis.calibrate`, end-to-end rows only, no op-type
+factors: one number per model cannot tell op types apart; a prior keeps what the models cannot tell apart at the
+base profile's value), with the leave-one-family-out error: each
+architecture family is predicted by a fit that never saw it.
+
+The table (CSV, one header row; extra columns are ignored):
+
+- ``model``: an ONNX file (relative paths from the table's folder) or ``sample:<name>[:key=value;...]``, a
+  sample architecture (:mod:`layerscope.samples`);
+- ``latency_ms``: the board's single-thread latency, or ``perf``: a file ``hrt_model_exec perf`` wrote (its
+  console summary, or the ``profiler.log``/``profiler.csv`` of ``--profile_path``) to read it from;
+- ``family`` (optional): the architecture family a leave-one-family-out fold holds out together (empty: the
+  model is its own family);
+- ``board`` (optional): rows of another board than the base profile are left out, and counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from layerscope.analysis.calibrate import (
+    FALLBACK_KIND,
+    Calibration,
+    ModelError,
+    Params,
+    RunData,
+    base_overheads,
+    board_run_data,
+    errors,
+)
+from layerscope.errors import InputError
+from layerscope.fileio import read_text_limited
+from layerscope.targets import Profile
+
+US_PER_MS = 1000.0
+SAMPLE_PREFIX = "sample:"
+#: The |error| a board estimate counts as within tolerance: a user sizing a product around a board's latency.
+BOARD_TOLERANCE = 0.15
+#: A board table larger than this is refused before it is read.
+MAX_TABLE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BoardEntry:
+    """One row of a board table: a model, its board latency, its family and where the latency came from."""
+
+    model: str
+    latency_us: float
+    family: str = ""
+    board: str = ""
+    source: str = ""
+
+    @property
+    def label(self) -> str:
+        """The model as a person reads it: a sample spec without its prefix, else the file's name."""
+        if self.model.startswith(SAMPLE_PREFIX):
+            return self.model[len(SAMPLE_PREFIX):]
+        return Path(self.model).name
+
+
+@dataclass(frozen=True)
+class BoardTable:
+    """The rows of a board table for one board, and how many rows of other boards were left out."""
+
+    entries: tuple[BoardEntry, ...]
+    other_boards: int = 0
+
+
+def read_board_table(path: Path, board: str | None = None,
+                     perf_reader: Callable[[Path], float] | None = None) -> BoardTable:
+    """The rows of the board table at ``path`` (see the module docstring) for ``board`` (all rows when None).
+
+    ``perf_reader`` turns a ``perf`` cell's file into a latency in µs (default :func:`perf_latency_us`).
+    ``InputError`` naming the file and row for a missing column, an unreadable latency or an empty table.
+    """
+    text = read_text_limited(path, MAX_TABLE_BYTES, what="board table")
+    reader = csv.DictReader(io.StringIO(text))
+    columns = set(reader.fieldnames or ())
+    if "model" not in columns or not columns & {"latency_ms", "perf"}:
+        raise InputError(f"{path}: a board table needs a 'model' column and a 'latency_ms' or 'perf' column "
+                         f"(found: {', '.join(sorted(columns)) or 'none'})")
+    read_perf = perf_reader or perf_latency_us
+    entries: list[BoardEntry] = []
+    others = 0
+    for line, row in enumerate(reader, start=2):
+        where = f"{path}:{line}"
+        model = (row.get("model") or "").strip()
+        if not model:
+            raise InputError(f"{where}: empty 'model' cell")
+        row_board = (row.get("board") or "").strip()
+        if board is not None and row_board and row_board != board:
+            others += 1
+            continue
+        if not model.startswith(SAMPLE_PREFIX) and not Path(model).is_absolute():
+            model = str(path.parent / model)
+        entries.append(BoardEntry(model, _latency_us(row, path.parent, where, read_perf),
+                                  (row.get("family") or "").strip(), row_board, (row.get("source") or "").strip()))
+    if not entries:
+        raise InputError(f"{path}: no rows{f' for board {board!r}' if board else ''}")
+    return BoardTable(tuple(entries), others)
+
+
+def _latency_us(row: dict[str, str | None], folder: Path, where: str, read_perf: Callable[[Path], float]) -> float:
+    text = (row.get("latency_ms") or "").strip()
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            raise InputError(f"{where}: latency_ms {text!r} is not a number") from None
+        if not math.isfinite(value) or value <= 0:
+            raise InputError(f"{where}: latency_ms must be a positive number of milliseconds, got {text!r}")
+        return value * US_PER_MS
+    perf = (row.get("perf") or "").strip()
+    if not perf:
+        raise InputError(f"{where}: neither 'latency_ms' nor 'perf' is given")
+    perf_path = Path(perf) if Path(perf).is_absolute() else folder / perf
+    return read_perf(perf_path)
+
+
+def perf_latency_us(path: Path) -> float:
+    """The end-to-end latency (µs) in a file ``hrt_model_exec perf`` wrote: its console summary ("Average latency
+    is"), else its ``profiler.log`` / ``profiler.csv``."""
+    from layerscope.importers.hrt_perf import read_board_perf
+
+    return read_board_perf(path).latency_ms * US_PER_MS
+
+
+def model_path(entry: BoardEntry) -> Path:
+    """The ONNX file of ``entry``: its path, or the sample it names, built into the sample cache once."""
+    if not entry.model.startswith(SAMPLE_PREFIX):
+        return Path(entry.model)
+    from layerscope.samples import parse_spec, sample_path
+
+    spec = entry.model[len(SAMPLE_PREFIX):]
+    try:
+        name, params = parse_spec(spec)
+        return sample_path(name, cache_dir=None, **params)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{entry.model}: {exc.args[0] if exc.args else exc}") from None
+
+
+def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]:
+    """Each entry's model estimated on ``profile`` (its default dtype), paired with its board latency."""
+    from layerscope.estimate import estimate_graph
+    from layerscope.model import load_model
+    from layerscope.run import estimate_run
+
+    result: list[RunData] = []
+    for entry in entries:
+        graph = load_model(model_path(entry))
+        run = estimate_run(graph, estimate_graph(graph, profile), profile)
+        result.append(board_run_data(run, entry.latency_us, entry.label, entry.family))
+    return result
+
+
+#: Prior standard deviation, in natural-log units, of every fitted factor around the base profile's value (1):
+#: a factor of e (2.7x) is one standard deviation. Whole-model latencies cannot tell apart the groups a set of
+#: models moves together; the prior keeps such a group at the base value instead of letting it run off.
+PRIOR_SD = 1.0
+#: The fitted factors stay within [1 / FACTOR_BOUND, FACTOR_BOUND] of the base profile's.
+FACTOR_BOUND = 50.0
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """One run's layers as arrays by group: compute µs, memory µs and the layer counts (for the overheads)."""
+
+    compute_us: dict[str, np.ndarray]
+    memory_us: dict[str, np.ndarray]
+
+    @classmethod
+    def of(cls, run: RunData) -> _Columns:
+        compute: dict[str, list[float]] = {}
+        memory: dict[str, list[float]] = {}
+        for term in run.layers:
+            key = fit_key(term.group)
+            compute.setdefault(key, []).append(term.compute_us)
+            memory.setdefault(key, []).append(term.memory_us)
+        return cls({g: np.asarray(v) for g, v in compute.items()}, {g: np.asarray(v) for g, v in memory.items()})
+
+    def predict_us(self, scales: Mapping[str, float], memory_scale: float, overheads: Mapping[str, float]) -> float:
+        return float(sum(np.maximum(scales[g] * c, memory_scale * self.memory_us[g]).sum() + overheads[g] * len(c)
+                         for g, c in self.compute_us.items()))
+
+
+def fit_key(group: str) -> str:
+    """What a board fit ties together: every layer kind of one unit (``"TAE/tensor"`` -> ``"TAE"``); the CPU's
+    fallback group stays apart (its layers run on another processor, across a hand-off)."""
+    unit, _, kind = group.partition("/")
+    return group if kind == FALLBACK_KIND else unit
+
+
+def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) -> Params:
+    """Fit a compute factor and an overhead factor per group and one memory (DDR) factor to the runs' whole-model
+    latencies: least squares on log(predicted / measured), every model alike, with a normal prior of
+    :data:`PRIOR_SD` on each factor's log around 1 (the base profile). Layers take
+    ``max(s_g * compute, d * memory) + o_g``, as :class:`~layerscope.analysis.calibrate.Params` defines."""
+    from scipy.optimize import least_squares
+
+    if not runs:
+        raise InputError("a board calibration needs at least one model with a board latency")
+    members: dict[str, list[str]] = {}
+    for group in sorted({t.group for r in runs for t in r.layers}):
+        members.setdefault(fit_key(group), []).append(group)
+    keys = sorted(members)
+    # a tied unit's base overhead: its kinds' share one unit, so one value (the first kind's)
+    base_by_key = {k: base_overhead_us.get(members[k][0], 0.0) for k in keys}
+    columns = [_Columns.of(r) for r in runs]
+    measured = np.log([r.latency_us for r in runs])
+    n = len(keys)
+
+    def unpack(theta: np.ndarray) -> tuple[dict[str, float], float, dict[str, float]]:
+        factors = [float(f) for f in np.exp(theta)]
+        scales = dict(zip(keys, factors[:n], strict=True))
+        overheads = {k: base_by_key[k] * f for k, f in zip(keys, factors[n + 1:], strict=True)}
+        return scales, float(factors[n]), overheads
+
+    def residuals(theta: np.ndarray) -> np.ndarray:
+        scales, memory, overheads = unpack(theta)
+        predicted = np.log([max(c.predict_us(scales, memory, overheads), 1e-9) for c in columns])
+        return np.concatenate([predicted - measured, theta / PRIOR_SD])
+
+    bound = math.log(FACTOR_BOUND)
+    solution = least_squares(residuals, np.zeros(2 * n + 1), bounds=(-bound, bound), method="trf", xtol=1e-12,
+                             ftol=1e-12, gtol=1e-12)
+    scales, memory, overheads = unpack(solution.x)
+    return Params({g: scales[k] for k in keys for g in members[k]}, {g: overheads[k] for k in keys for g in members[k]},
+                  memory, dict(base_overhead_us))
+
+
+def calibrate_board(runs: Sequence[RunData], profile: Profile) -> Calibration:
+    """Fit ``profile`` to the runs' board latencies (:func:`fit_board`), with the in-sample errors and the
+    leave-one-family-out errors (``Calibration.leave_one_out``): each family predicted by a fit without it."""
+    if len(runs) < 2:
+        raise InputError("a board calibration needs at least two models with a board latency")
+    for run in runs:
+        if run.target and run.target != profile.name:
+            raise InputError(f"{run.model!r} was estimated on profile {run.target!r}, not {profile.name!r}")
+    groups = sorted({t.group for r in runs for t in r.layers})
+    base = base_overheads(profile, groups)
+    params = fit_board(runs, base)
+    families = list(dict.fromkeys(r.family_key for r in runs))
+    held_out: list[ModelError] = []
+    if len(families) > 1:
+        for family in families:
+            fold = fit_board([r for r in runs if r.family_key != family], base)
+            held_out.extend(errors([r for r in runs if r.family_key == family], fold))
+    return Calibration(profile.name, params, tuple(r.model for r in runs), errors(runs, params), tuple(held_out),
+                       (), dict.fromkeys(groups, 0), holdout="family", tolerance=BOARD_TOLERANCE)
+
+
+#: The seeds' check of k across structurally different models: k is steady when the coefficient of variation of
+#: the families' mean k is at most this (the issue's goal after calibration).
+K_STEADY_CV = 0.10
+
+
+@dataclass(frozen=True)
+class KRow:
+    """One model's k = board latency / estimate, and the share of its estimate in bandwidth-bound layers."""
+
+    model: str
+    family: str
+    measured_us: float
+    estimate_us: float
+    bandwidth_share: float
+
+    @property
+    def k(self) -> float:
+        return self.measured_us / self.estimate_us
+
+
+@dataclass(frozen=True)
+class KAnalysis:
+    """The seeds' k procedure over board-measured models: k per model and per family, its spread across families
+    (coefficient of variation of the family means), Spearman's rank correlation of estimate and board, the
+    correlation of k with the bandwidth-bound share (what drives k), and the verdict."""
+
+    rows: tuple[KRow, ...]
+    family_k: tuple[tuple[str, float], ...]
+    k_mean: float
+    family_cv: float
+    spearman: float | None
+    bandwidth_r: float | None
+    against: str
+
+    @property
+    def steady(self) -> bool:
+        return self.family_cv <= K_STEADY_CV
+
+    @property
+    def verdict(self) -> str:
+        """What to do with k, in the words of the forum's advice (shared by the vendor's engineers)."""
+        if self.steady:
+            return (f"k steady across families (CV {self.family_cv:.0%} <= {K_STEADY_CV:.0%}): scale the per-layer "
+                    f"estimate by k = {self.k_mean:.2f} to read per-layer board times")
+        driver = ""
+        if self.bandwidth_r is not None and abs(self.bandwidth_r) >= 0.5:
+            more = "higher" if self.bandwidth_r > 0 else "lower"
+            driver = f"; k is {more} for models with more bandwidth-bound time (r = {self.bandwidth_r:.2f})"
+        return (f"k scattered across families (CV {self.family_cv:.0%} > {K_STEADY_CV:.0%}){driver}: per-layer "
+                "shares still rank hot spots within a model, but their absolute values are not trustworthy")
+
+
+def bandwidth_share(run: RunData, params: Params | None = None) -> float:
+    """The share of ``run``'s estimate (under ``params``, else the base profile) in layers whose memory time
+    exceeds their compute time."""
+    total = bound = 0.0
+    for term in run.layers:
+        compute = params.compute_us(term) if params else term.compute_us
+        memory = params.memory_scale * term.memory_us if params else term.memory_us
+        body = max(compute, memory)
+        total += body
+        if memory > compute:
+            bound += body
+    return bound / total if total > 0 else 0.0
+
+
+def k_analysis(runs: Sequence[RunData], params: Params | None = None) -> KAnalysis:
+    """k of every run against its estimate under ``params`` (a calibration), else against the base profile's
+    estimate (the seeds' k: board / static estimate). ``InputError`` for fewer than two runs."""
+    from layerscope.analysis.reconcile import pearson, spearman
+
+    if len(runs) < 2:
+        raise InputError("k across models needs at least two models with a board latency")
+    rows = tuple(KRow(r.model, r.family_key, r.latency_us,
+                      sum(params.layer_us(t) for t in r.layers) if params else r.base_estimate_us,
+                      bandwidth_share(r, params)) for r in runs)
+    by_family: dict[str, list[float]] = {}
+    for row in rows:
+        by_family.setdefault(row.family, []).append(row.k)
+    family_k = tuple((f, sum(ks) / len(ks)) for f, ks in by_family.items())
+    means = [k for _, k in family_k]
+    mean = sum(means) / len(means)
+    cv = math.sqrt(sum((k - mean) ** 2 for k in means) / len(means)) / mean if mean > 0 else math.inf
+    ks = [row.k for row in rows]
+    return KAnalysis(rows, family_k, mean, cv, spearman([r.estimate_us for r in rows], [r.measured_us for r in rows]),
+                     pearson([r.bandwidth_share for r in rows], ks),
+                     "the calibrated profile" if params else "the base profile's estimate")
+
+
+# ------------------------------------------------------------------------------------------- derived profiles
+@dataclass(frozen=True)
+class Derivation:
+    """A sibling chip derived from a calibrated one by its published differences: the tensor unit's peak, the
+    clock of the accelerator's other units (their rates and per-layer overheads) and the CPU's clock."""
+
+    parent: str
+    description: str
+    tensor_ratio: float
+    clock_ratio: float
+    cpu_ratio: float
+    clock_hz: float
+    source: str
+
+
+#: RDK S100P from RDK S100: BPU Nash-m at 1.5 GHz, 128 TOPS, 6x A78AE at 2.0 GHz, against Nash-e at 1.0 GHz,
+#: 80 TOPS, 6x A78AE at 1.5 GHz (the boards' optimal states as the S100 model zoo publishes them).
+DERIVATIONS: dict[str, Derivation] = {
+    "rdk-s100p": Derivation(
+        parent="rdk-s100",
+        description="D-Robotics RDK S100P: BPU Nash-m 128 TOPS int8, 6x Cortex-A78AE @2.0 GHz, 96-bit LPDDR5-6400",
+        tensor_ratio=128 / 80, clock_ratio=1.5 / 1.0, cpu_ratio=2.0 / 1.5, clock_hz=1.5e9,
+        source="D-Robotics/rdk_model_zoo_s@218434e8d0a52d724a934140fa004eeb9f830165:samples/Vision/"
+               "ultralytics_YOLO_Detect/README.md ('Optimal state for S100P: CPU 6 x A78AE @ 2.0GHz, BPU 1 x Nash-m "
+               "@ 1.5GHz, 128TOPS at int8'; S100: 6 x A78AE @ 1.5GHz, 1 x Nash-e @ 1.0GHz, 80TOPS)"),
+}
+
+
+def derive_profile(parent: Profile, name: str) -> str:
+    """The TOML of ``name`` derived from ``parent`` (:data:`DERIVATIONS`): the tensor unit's peaks
+    scaled by the TOPS ratio, the other accelerator units' peaks scaled and their overheads divided by the clock
+    ratio, the CPU's by its clock ratio; efficiencies and DDR as the parent's (same memory). Validated, not fitted."""
+    from layerscope.analysis.calibrate import Params, calibrated_profile, profile_toml
+
+    rule = DERIVATIONS[name]
+    if parent.name != rule.parent:
+        raise InputError(f"{name} is derived from {rule.parent}, not {parent.name}")
+    note = f"derived from {parent.name}: {rule.source}"
+    mapping = calibrated_profile(parent, Params({}, {}, 1.0), name=name, models=(), note=note)
+    sources: dict[str, str] = mapping["sources"]
+    for unit in mapping["units"]:
+        ratio = rule.tensor_ratio if "tensor" in unit["kinds"] else rule.clock_ratio
+        unit["peak_ops_per_s"] = {k: v * ratio for k, v in unit["peak_ops_per_s"].items()}
+        unit["overhead_us"] = unit["overhead_us"] / rule.clock_ratio
+        sources[f"units.{unit['name']}.peak_ops_per_s"] = f"{note}; {parent.name}'s x{ratio:.4g}"
+        sources[f"units.{unit['name']}.overhead_us"] = f"{note}; {parent.name}'s / {rule.clock_ratio:.4g} (clock)"
+    cpu = mapping["cpu"]
+    cpu["peak_ops_per_s"] = {k: v * rule.cpu_ratio for k, v in cpu["peak_ops_per_s"].items()}
+    cpu["overhead_us"] = cpu["overhead_us"] / rule.cpu_ratio
+    sources["cpu.peak_ops_per_s"] = f"{note}; {parent.name}'s x{rule.cpu_ratio:.4g} (CPU clock)"
+    sources["cpu.overhead_us"] = f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (CPU clock)"
+    for key in ("ddr_efficiency", "ddr_bandwidth_bytes_per_s", "cpu_ddr_bandwidth_bytes_per_s"):
+        sources[key] = f"{note}; as {parent.name}'s (the same LPDDR5-6400 memory)"
+    mapping["clock_hz"] = rule.clock_hz
+    sources["clock_hz"] = rule.source
+    mapping["description"] = rule.description + f" -- derived from {parent.name}"
+    sources["description"] = rule.source
+    header = (f"{rule.description}\nDerived from {parent.name} by its published differences "
+              "(layerscope.analysis.board.derive_profile); validated on its own board rows, never fitted.\n"
+              "Every number has an entry in [sources].")
+    return profile_toml(mapping, header)
