@@ -121,7 +121,7 @@ def test_the_board_table_is_read_and_bad_rows_are_named(tmp_path: Path) -> None:
 
 
 def test_a_perf_cell_reads_the_board_tool_output(tmp_path: Path) -> None:
-    perf = Path(__file__).parent / "fixtures" / "importers" / "hrt_perf" / "s100_lanenet_1thread.txt"
+    perf = Path(__file__).parent / "fixtures" / "hrt_perf" / "s100_lanenet_1thread.txt"
     table = tmp_path / "board.csv"
     table.write_text(f"model,perf\nm.onnx,{perf}\n", encoding="utf-8")
     (entry,) = read_board_table(table).entries

@@ -1,6 +1,6 @@
 """``hrt_model_exec perf`` console summaries: real published outputs and malformed input.
 
-The fixtures in ``tests/fixtures/importers/hrt_perf/`` are verbatim published outputs (origins in its
+The fixtures in ``tests/fixtures/hrt_perf/`` are verbatim published outputs (origins in its
 ``SOURCES.md``); the figures asserted below were read off those files by hand.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from layerscope.errors import InputError
 from layerscope.importers.hrt_perf import MAX_PERF_BYTES, BoardPerf, parse_board_perf, read_board_perf
 
-HRT = Path(__file__).parent / "fixtures" / "importers" / "hrt_perf"
+HRT = Path(__file__).parent / "fixtures" / "hrt_perf"
 
 SUMMARY = """Running condition:
   Thread number is: 1

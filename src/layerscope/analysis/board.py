@@ -26,7 +26,7 @@ import csv
 import io
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,9 +41,11 @@ from layerscope.analysis.calibrate import (
     board_run_data,
     errors,
 )
+from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
 from layerscope.fileio import read_text_limited
 from layerscope.targets import Profile
+from layerscope.targets.profile import ComputeUnit
 
 US_PER_MS = 1000.0
 SAMPLE_PREFIX = "sample:"
@@ -97,24 +99,24 @@ def read_board_table(path: Path, board: str | None = None,
     others = 0
     for line, row in enumerate(reader, start=2):
         where = f"{path}:{line}"
-        model = (row.get("model") or "").strip()
+        model = _cell(row, "model")
         if not model:
             raise InputError(f"{where}: empty 'model' cell")
-        row_board = (row.get("board") or "").strip()
+        row_board = _cell(row, "board")
         if board is not None and row_board and row_board != board:
             others += 1
             continue
         if not model.startswith(SAMPLE_PREFIX) and not Path(model).is_absolute():
             model = str(path.parent / model)
-        entries.append(BoardEntry(model, _latency_us(row, path.parent, where, read_perf),
-                                  (row.get("family") or "").strip(), row_board, (row.get("source") or "").strip()))
+        entries.append(BoardEntry(model, _latency_us(row, path.parent, where, read_perf), _cell(row, "family"),
+                                  row_board, _cell(row, "source")))
     if not entries:
         raise InputError(f"{path}: no rows{f' for board {board!r}' if board else ''}")
     return BoardTable(tuple(entries), others)
 
 
 def _latency_us(row: dict[str, str | None], folder: Path, where: str, read_perf: Callable[[Path], float]) -> float:
-    text = (row.get("latency_ms") or "").strip()
+    text = _cell(row, "latency_ms")
     if text:
         try:
             value = float(text)
@@ -123,11 +125,16 @@ def _latency_us(row: dict[str, str | None], folder: Path, where: str, read_perf:
         if not math.isfinite(value) or value <= 0:
             raise InputError(f"{where}: latency_ms must be a positive number of milliseconds, got {text!r}")
         return value * US_PER_MS
-    perf = (row.get("perf") or "").strip()
+    perf = _cell(row, "perf")
     if not perf:
         raise InputError(f"{where}: neither 'latency_ms' nor 'perf' is given")
     perf_path = Path(perf) if Path(perf).is_absolute() else folder / perf
     return read_perf(perf_path)
+
+
+def _cell(row: dict[str, str | None], column: str) -> str:
+    """A table cell's text, stripped; empty when the column or the cell is missing."""
+    return (row.get(column) or "").strip()
 
 
 def perf_latency_us(path: Path) -> float:
@@ -383,32 +390,34 @@ def derive_profile(parent: Profile, name: str) -> str:
     """The TOML of ``name`` derived from ``parent`` (:data:`DERIVATIONS`): the tensor unit's peaks
     scaled by the TOPS ratio, the other accelerator units' peaks scaled and their overheads divided by the clock
     ratio, the CPU's by its clock ratio; efficiencies and DDR as the parent's (same memory). Validated, not fitted."""
-    from layerscope.analysis.calibrate import Params, calibrated_profile, profile_toml
+    from layerscope.analysis.calibrate import profile_mapping, profile_toml
 
     rule = DERIVATIONS[name]
     if parent.name != rule.parent:
         raise InputError(f"{name} is derived from {rule.parent}, not {parent.name}")
     note = f"derived from {parent.name}: {rule.source}"
-    mapping = calibrated_profile(parent, Params({}, {}, 1.0), name=name, models=(), note=note)
-    sources: dict[str, str] = mapping["sources"]
-    for unit in mapping["units"]:
-        ratio = rule.tensor_ratio if "tensor" in unit["kinds"] else rule.clock_ratio
-        unit["peak_ops_per_s"] = {k: v * ratio for k, v in unit["peak_ops_per_s"].items()}
-        unit["overhead_us"] = unit["overhead_us"] / rule.clock_ratio
-        sources[f"units.{unit['name']}.peak_ops_per_s"] = f"{note}; {parent.name}'s x{ratio:.4g}"
-        sources[f"units.{unit['name']}.overhead_us"] = f"{note}; {parent.name}'s / {rule.clock_ratio:.4g} (clock)"
-    cpu = mapping["cpu"]
-    cpu["peak_ops_per_s"] = {k: v * rule.cpu_ratio for k, v in cpu["peak_ops_per_s"].items()}
-    cpu["overhead_us"] = cpu["overhead_us"] / rule.cpu_ratio
-    sources["cpu.peak_ops_per_s"] = f"{note}; {parent.name}'s x{rule.cpu_ratio:.4g} (CPU clock)"
-    sources["cpu.overhead_us"] = f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (CPU clock)"
-    for key in ("ddr_efficiency", "ddr_bandwidth_bytes_per_s", "cpu_ddr_bandwidth_bytes_per_s"):
-        sources[key] = f"{note}; as {parent.name}'s (the same LPDDR5-6400 memory)"
-    mapping["clock_hz"] = rule.clock_hz
-    sources["clock_hz"] = rule.source
-    mapping["description"] = rule.description + f" -- derived from {parent.name}"
-    sources["description"] = rule.source
+    units = tuple(replace(u, peak_ops_per_s={k: v * _ratio(rule, u) for k, v in u.peak_ops_per_s.items()},
+                          overhead_us=u.overhead_us / rule.clock_ratio) for u in parent.units)
+    cpu = replace(parent.cpu, peak_ops_per_s={k: v * rule.cpu_ratio for k, v in parent.cpu.peak_ops_per_s.items()},
+                  overhead_us=parent.cpu.overhead_us / rule.cpu_ratio)
+    sources = dict(parent.sources)
+    for unit in units:
+        sources.update({f"units.{unit.name}.peak_ops_per_s": f"{note}; {parent.name}'s x{_ratio(rule, unit):.4g}",
+                        f"units.{unit.name}.overhead_us": f"{note}; {parent.name}'s / {rule.clock_ratio:.4g} (clock)"})
+    same = f"{note}; as {parent.name}'s (the same LPDDR5-6400 memory)"
+    sources.update({"cpu.peak_ops_per_s": f"{note}; {parent.name}'s x{rule.cpu_ratio:.4g} (CPU clock)",
+                    "cpu.overhead_us": f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (CPU clock)",
+                    "ddr_efficiency": same, "ddr_bandwidth_bytes_per_s": same, "cpu_ddr_bandwidth_bytes_per_s": same,
+                    "clock_hz": rule.source, "description": rule.source})
+    derived = replace(parent, name=name, units=units, cpu=cpu, clock_hz=rule.clock_hz, sources=sources,
+                      description=f"{rule.description} -- derived from {parent.name}")
+    mapping = profile_mapping(derived)
     header = (f"{rule.description}\nDerived from {parent.name} by its published differences "
               "(layerscope.analysis.board.derive_profile); validated on its own board rows, never fitted.\n"
               "Every number has an entry in [sources].")
     return profile_toml(mapping, header)
+
+
+def _ratio(rule: Derivation, unit: ComputeUnit) -> float:
+    """A unit's rate ratio: the TOPS ratio for a tensor unit, the clock ratio for the others."""
+    return rule.tensor_ratio if UnitKind.TENSOR in unit.kinds else rule.clock_ratio

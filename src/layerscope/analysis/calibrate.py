@@ -861,6 +861,13 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
     }
 
 
+def profile_mapping(profile: Profile) -> dict[str, Any]:
+    """The schema-1 mapping of ``profile`` as it is (its own sources kept), for :func:`profile_toml`."""
+    mapping = calibrated_profile(profile, Params({}, {}, 1.0), name=profile.name, models=())
+    mapping.update(description=profile.description, sources=dict(profile.sources))
+    return mapping
+
+
 def _op_efficiency(base: Profile, params: Params, note: str, sources: dict[str, str]) -> dict[str, float]:
     """``[op_efficiency]`` of the calibrated profile: the base profile's, with each fitted op's multiplier
     divided by its compute factor; adds each fitted entry's source to ``sources``."""
