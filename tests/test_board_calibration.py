@@ -4,6 +4,7 @@ families, the derived sibling chip."""
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from pathlib import Path
 
@@ -110,6 +111,10 @@ def test_the_board_table_is_read_and_bad_rows_are_named(tmp_path: Path) -> None:
     assert [(e.model, e.latency_us, e.family) for e in read.entries] == [
         ("sample:yolov8:size=64", 2000.0, "v8"), (str(tmp_path / "m.onnx"), 1500.0, "other")]
     assert read.other_boards == 1 and read.entries[0].label == "yolov8:size=64"
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match=r"fifo\.csv: not a file"):  # refused before it is opened: no hang
+        read_board_table(fifo)
     bad = tmp_path / "bad.csv"
     for text, message in (("model,latency_ms\nm.onnx,-1\n", "bad.csv:2: latency_ms must be a positive"),
                           ("model,latency_ms\nm.onnx,fast\n", "bad.csv:2: latency_ms 'fast' is not a number"),

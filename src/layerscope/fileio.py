@@ -97,24 +97,31 @@ def _reason(exc: OSError) -> str:
     return str(exc) or type(exc).__name__
 
 
-def read_text_limited(path: str | os.PathLike[str], max_bytes: int, *, what: str = "file") -> str:
-    """The text of the regular file at ``path`` (UTF-8, undecodable bytes replaced), at most ``max_bytes`` long.
+def read_text_limited(path: str | os.PathLike[str], max_bytes: int, *, what: str = "a file may have") -> str:
+    """The text of the regular file at ``path`` (UTF-8, a BOM dropped, undecodable bytes replaced), at most
+    ``max_bytes`` long.
 
-    Checked before anything is read: the path exists and is a regular file (a FIFO, a device or a folder is
-    refused: reading one could block or never end) no larger than ``max_bytes``. ``InputError`` (exit 2) naming
-    ``path``, what it is (``what``) and the reason.
+    Checked before the file is opened: it exists and is a regular file (a FIFO, a device or a folder is refused:
+    reading one could block or never end) no larger than ``max_bytes``; the bytes read are checked again (a file
+    that grows meanwhile). ``InputError`` (exit 2), one line naming ``path``: "no such file", "not a file",
+    "cannot read (<reason>)", or "<size> bytes is larger than the <max_bytes> bytes <what>".
     """
     target = Path(path)
     try:
+        info = target.stat()
+    except FileNotFoundError:
+        raise InputError(f"{target}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{target}: cannot read ({_reason(exc)})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{target}: not a file")
+    if info.st_size > max_bytes:
+        raise InputError(f"{target}: {info.st_size} bytes is larger than the {max_bytes} bytes {what}")
+    try:
         with target.open("rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise InputError(f"{target}: the {what} is not a regular file")
-            if info.st_size > max_bytes:
-                raise InputError(f"{target}: the {what} is {info.st_size} bytes, over the limit of {max_bytes}")
             data = handle.read(max_bytes + 1)
     except OSError as exc:
-        raise InputError(f"{target}: cannot read the {what} ({_reason(exc)})") from None
+        raise InputError(f"{target}: cannot read ({_reason(exc)})") from None
     if len(data) > max_bytes:
-        raise InputError(f"{target}: the {what} is over the limit of {max_bytes} bytes")
-    return data.decode("utf-8", errors="replace")
+        raise InputError(f"{target}: grew past {max_bytes} bytes while being read; not read")
+    return data.decode("utf-8-sig", errors="replace")

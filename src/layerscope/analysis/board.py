@@ -88,7 +88,7 @@ def read_board_table(path: Path, board: str | None = None,
     ``perf_reader`` turns a ``perf`` cell's file into a latency in µs (default :func:`perf_latency_us`).
     ``InputError`` naming the file and row for a missing column, an unreadable latency or an empty table.
     """
-    text = read_text_limited(path, MAX_TABLE_BYTES, what="board table")
+    text = read_text_limited(path, MAX_TABLE_BYTES, what="a board table may have")
     reader = csv.DictReader(io.StringIO(text))
     columns = set(reader.fieldnames or ())
     if "model" not in columns or not columns & {"latency_ms", "perf"}:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from layerscope.errors import InputError
+from layerscope.fileio import read_text_limited
 
 #: Vendor files larger than this are refused (ONNX Runtime profiles of long runs reach ~100 MB).
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -54,24 +55,9 @@ def read_text(path: str | Path) -> str:
     """The text of a vendor file (UTF-8, a BOM dropped, undecodable bytes replaced).
 
     ``InputError`` when the file is missing, not a file, unreadable or larger than
-    :data:`MAX_FILE_BYTES`.
+    :data:`MAX_FILE_BYTES` (:func:`layerscope.fileio.read_text_limited`).
     """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    if not p.is_file():
-        raise InputError(f"{p}: not a file")
-    if size > MAX_FILE_BYTES:
-        raise InputError(f"{p}: {size} bytes is larger than the {MAX_FILE_BYTES} bytes an import reads")
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    return data.decode("utf-8-sig", errors="replace")
+    return read_text_limited(path, MAX_FILE_BYTES, what="an import reads")
 
 
 def _no_constants(name: str) -> NoReturn:

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from layerscope.errors import InputError
+from layerscope.fileio import read_text_limited
 from layerscope.importers._common import fail
 
 #: Larger files are refused before reading: a console log of one perf run is a few KB.
@@ -114,26 +114,9 @@ def read_board_perf(path: Path) -> BoardPerf:
     ``InputError`` when the file is missing, not a regular file, unreadable, or larger than
     :data:`MAX_PERF_BYTES` (checked before reading, and again on the bytes read).
     """
-    p = Path(path)
-    try:
-        size = p.stat().st_size
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    if not p.is_file():
-        raise InputError(f"{p}: not a file")
-    if size > MAX_PERF_BYTES:
-        raise InputError(f"{p}: {size} bytes is larger than the {MAX_PERF_BYTES} bytes (16 MiB) an "
-                         "hrt_model_exec perf console log may have; not read")
-    try:
-        with p.open("rb") as handle:
-            data = handle.read(MAX_PERF_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_PERF_BYTES:
-        raise InputError(f"{p}: grew past {MAX_PERF_BYTES} bytes (16 MiB) while being read; not read")
-    return parse_board_perf(data.decode("utf-8-sig", errors="replace"), str(p))
+    text = read_text_limited(path, MAX_PERF_BYTES,
+                             what="(16 MiB) an hrt_model_exec perf console log may have; not read")
+    return parse_board_perf(text, str(path))
 
 
 def _summary_field(words: list[str]) -> tuple[str | None, str]:
