@@ -92,6 +92,16 @@ class GraphBuilder:
         """Declare tensor ``x`` a graph output, with its tracked shape."""
         self.outputs.append(helper.make_tensor_value_info(x, elem_type, list(self.shapes[x])))
 
+    def rename(self, tensor: str, name: str) -> str:
+        """Rename the output ``tensor`` of its producing node to ``name`` (a graph output's name); returns ``name``."""
+        for node in self.nodes:
+            for k, out in enumerate(node.output):
+                if out == tensor:
+                    node.output[k] = name
+                    self.shapes[name] = self.shapes[tensor]
+                    return name
+        raise KeyError(tensor)
+
     def const(self, leaf: str, value: np.ndarray) -> str:
         """A fixed initializer (shape tensors, grids, buffers): not counted in :attr:`params`."""
         name = self._init_name(leaf)
@@ -262,6 +272,16 @@ class GraphBuilder:
     def relu(self, x: str) -> str:
         return self.unary("Relu", x)
 
+    def global_avg_pool(self, x: str) -> str:
+        """``nn.AdaptiveAvgPool2d(1)`` as exported: ``GlobalAveragePool`` to (N, C, 1, 1)."""
+        n, c, _, _ = self.shape(x)
+        return self.op("GlobalAveragePool", [x], (n, c, 1, 1))
+
+    def flatten(self, x: str) -> str:
+        """``torch.flatten(x, 1)`` as exported: ``Flatten`` (axis 1)."""
+        shape = self.shape(x)
+        return self.op("Flatten", [x], (shape[0], int(np.prod(shape[1:]))), axis=1)
+
     def maxpool(self, x: str, k: IntOrPair, s: IntOrPair,
                 pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> str:
         """``MaxPool`` (floor mode); ``pads`` are ONNX order (top, left, bottom, right)."""
@@ -324,6 +344,11 @@ class GraphBuilder:
                        hidden_size=hidden)
 
     # ------------------------------------------------------------------------------------ model
+    def finish(self, y: str, doc: str, metadata: dict[str, str], name: str = "output") -> onnx.ModelProto:
+        """:meth:`build` with tensor ``y`` renamed to ``name`` and declared the graph's output."""
+        self.output(self.rename(y, name))
+        return self.build(doc, metadata)
+
     def build(self, doc: str, metadata: dict[str, str] | None = None) -> onnx.ModelProto:
         """The finished :class:`onnx.ModelProto` (opset :data:`OPSET`, IR :data:`IR_VERSION`)."""
         graph = helper.make_graph(self.nodes, self.name, self.inputs, self.outputs,

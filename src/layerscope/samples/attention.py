@@ -67,11 +67,6 @@ class ZooBuilder(GraphBuilder):
             d for i, d in enumerate(shape) if i not in axes)
         return self.op("ReduceMean", [x], out, axes=axes, keepdims=int(keepdims))
 
-    def global_avgpool_flatten(self, x: str) -> str:
-        """``nn.AdaptiveAvgPool2d(1)`` then ``flatten(1)``: ``GlobalAveragePool`` + ``Flatten``."""
-        n, c, _, _ = self.shape(x)
-        return self.op("Flatten", [self.op("GlobalAveragePool", [x], (n, c, 1, 1))], (n, c), axis=1)
-
     def avgpool_minus_x(self, x: str, k: int) -> str:
         """PoolFormer token mixer ``AvgPool2d(k, 1, k // 2, count_include_pad=False)(x) - x``."""
         p = k // 2
@@ -120,15 +115,6 @@ class ZooBuilder(GraphBuilder):
         """``nn.Linear`` on the pooled (1, C) features: ``Gemm``."""
         with self.scope(name):
             return self.gemm(x, num_classes)
-
-    def finish(self, x: str, doc: str, metadata: dict[str, str]) -> ModelProto:
-        """Rename the last node's output ``x`` to ``output``, declare it, build the model."""
-        if self.nodes[-1].output[0] != x:
-            raise ValueError("the classifier output must be the last node's output")
-        self.nodes[-1].output[0] = "output"
-        self.shapes["output"] = self.shapes[x]
-        self.output("output")
-        return self.build(doc, metadata)
 
 
 # --------------------------------------------------------------------------------------------------------- RepViT
@@ -409,7 +395,7 @@ def fastvit(variant: str = "t8", size: int = 224, num_classes: int = 1000) -> Mo
             x = b.squeeze_excite(x, 2 * c // 16)
         x = b.gelu(x)
     with b.scope("head"):
-        x = b.classifier("fc", b.global_avgpool_flatten(x), num_classes)
+        x = b.classifier("fc", b.flatten(b.global_avg_pool(x)), num_classes)
     return b.finish(x, f"FastViT-{variant} classifier (re-parameterised), {size}x{size}",
                     {"architecture": "fastvit", "variant": variant,
                      "source": "arXiv:2303.14189; apple/ml-fastvit; timm fastvit.py"})
@@ -561,13 +547,12 @@ def edgenext(variant: str = "xx_small", size: int = 224, num_classes: int = 1000
                             else:
                                 x = _edgenext_sdta_block(b, x, _EDGENEXT_SCALES[i], heads, _EDGENEXT_POS[i])
     with b.scope("head"):
-        n, c, _, _ = b.shape(x)
         with b.scope("global_pool"):
-            x = b.op("GlobalAveragePool", [x], (n, c, 1, 1))
+            x = b.global_avg_pool(x)
         with b.scope("norm"):
             x = b.layernorm2d(x, 1e-6)
         with b.scope("flatten"):
-            x = b.op("Flatten", [x], (n, c), axis=1)
+            x = b.flatten(x)
         x = b.classifier("fc", x, num_classes)
     return b.finish(x, f"EdgeNeXt-{variant} classifier, {size}x{size}",
                     {"architecture": "edgenext", "variant": variant,

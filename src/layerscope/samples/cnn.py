@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-import numpy as np
 from onnx import ModelProto
 
 from layerscope.samples._graph import GraphBuilder
@@ -68,19 +67,18 @@ class CnnBuilder(GraphBuilder):
         with self.scope(act_scope):
             return self.act(y, act)
 
-    def global_avg_pool(self, x: str) -> str:
-        """``nn.AdaptiveAvgPool2d(1)`` as exported: ``GlobalAveragePool`` to (N, C, 1, 1)."""
-        n, c, _, _ = self.shape(x)
-        return self.op("GlobalAveragePool", [x], (n, c, 1, 1))
-
-    def flatten(self, x: str) -> str:
-        """``torch.flatten(x, 1)`` as exported: ``Flatten`` (axis 1)."""
-        shape = self.shape(x)
-        return self.op("Flatten", [x], (shape[0], int(np.prod(shape[1:]))), axis=1)
-
     def view_batch(self, x: str) -> str:
         """``x.view(x.size(0), -1)`` as exported and simplified: ``Reshape`` to (N, -1)."""
         return self.reshape(x, [self.shape(x)[0], -1])
+
+    def pooled_classifier(self, x: str, num_classes: int, *, pool: str, fc: str, view: bool = False) -> str:
+        """The usual head: ``GlobalAveragePool`` under scope ``pool``, then ``view_batch`` (``view``) or
+        ``flatten``, then a ``Gemm`` to ``num_classes`` under scope ``fc``; returns the logits."""
+        with self.scope(pool):
+            x = self.global_avg_pool(x)
+        x = self.view_batch(x) if view else self.flatten(x)
+        with self.scope(fc):
+            return self.gemm(x, num_classes)
 
     def squeeze_excite(self, x: str, reduced: int, *, pool: str = "avgpool", act: str = "relu",
                        gate: str = "sigmoid") -> str:
@@ -103,14 +101,6 @@ class CnnBuilder(GraphBuilder):
         s = self.act(s, gate)
         return self.mul(x, s)
 
-    def finish(self, y: str, doc: str, metadata: dict[str, str]) -> ModelProto:
-        """Rename the last node's output ``y`` to ``output`` (the zoo's export name), declare it, build."""
-        if self.nodes[-1].output[0] != y:
-            raise AssertionError("finish() expects the last node's output")
-        self.nodes[-1].output[0] = "output"
-        self.shapes["output"] = self.shapes[y]
-        self.output("output")
-        return self.build(doc, metadata)
 
 
 # --------------------------------------------------------------------------------------------------- RepVGG
@@ -161,11 +151,7 @@ def repvgg(variant: str = "a0", size: int = 224, num_classes: int = 1000) -> Mod
             with b.scope(f"stage{stage}.{i}"):
                 x = b.conv_act(x, planes, 3, 2 if i == 0 else 1, g=g, conv="rbr_reparam", act_scope="nonlinearity")
             layer += 1
-    with b.scope("gap"):
-        x = b.global_avg_pool(x)
-    x = b.view_batch(x)
-    with b.scope("linear"):
-        y = b.gemm(x, num_classes)
+    y = b.pooled_classifier(x, num_classes, pool="gap", fc="linear", view=True)
     return b.finish(y, f"RepVGG-{variant.upper()} (deploy) at {size}x{size}",
                     {"architecture": f"repvgg_{variant}", "source": "DingXiaoH/RepVGG repvgg.py"})
 
@@ -231,11 +217,7 @@ def mobileone(variant: str = "s0", size: int = 224, num_classes: int = 1000) -> 
             with b.scope(f"stage{stage}.{2 * i + 1}"):
                 x = block(x, planes, 1, 1, g=1, se=se)
             cin = planes
-    with b.scope("gap"):
-        x = b.global_avg_pool(x)
-    x = b.view_batch(x)
-    with b.scope("linear"):
-        y = b.gemm(x, num_classes)
+    y = b.pooled_classifier(x, num_classes, pool="gap", fc="linear", view=True)
     return b.finish(y, f"MobileOne-{variant.upper()} (deploy) at {size}x{size}",
                     {"architecture": f"mobileone_{variant}", "source": "apple/ml-mobileone mobileone.py"})
 
@@ -300,11 +282,7 @@ def resnet(variant: str = "resnet18", size: int = 224, num_classes: int = 1000) 
                 with b.scope("act2" if not bottleneck else "act3"):
                     x = b.relu(y)
             cin = cout
-    with b.scope("avgpool"):
-        x = b.global_avg_pool(x)
-    x = b.flatten(x)
-    with b.scope("fc"):
-        y = b.gemm(x, num_classes)
+    y = b.pooled_classifier(x, num_classes, pool="avgpool", fc="fc")
     return b.finish(y, f"{variant} (BatchNorm folded) at {size}x{size}",
                     {"architecture": variant, "source": "pytorch/vision torchvision/models/resnet.py; timm resnet.py"})
 
@@ -380,11 +358,7 @@ def mobilenet(variant: str = "v2", size: int = 224, num_classes: int = 1000) -> 
     b = CnnBuilder(f"mobilenet_{variant}", seed=14)
     x = b.input("data", (1, 3, size, size))
     x = _mobilenet_v2(b, x) if variant == "v2" else _mobilenet_v1(b, x, _MOBILENET[variant])
-    with b.scope("avgpool"):
-        x = b.global_avg_pool(x)
-    x = b.flatten(x)
-    with b.scope("classifier.1"):
-        y = b.gemm(x, num_classes)
+    y = b.pooled_classifier(x, num_classes, pool="avgpool", fc="classifier.1")
     return b.finish(y, f"MobileNet{variant.upper()} (BatchNorm folded) at {size}x{size}",
                     {"architecture": f"mobilenet_{variant}",
                      "source": "Howard et al. 2017 Table 1; pytorch/vision mobilenetv2.py"})

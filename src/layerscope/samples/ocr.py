@@ -65,9 +65,7 @@ def crnn(width: int = 100, num_classes: int = 37) -> ModelProto:
                     y = b.gemm(y, nout)
                 seq = b.reshape(y, [t, 1, nout])
     out = b.softmax(seq, axis=2)
-    b.nodes[-1].output[0] = "output"
-    b.shapes["output"] = b.shapes[out]
-    b.output("output")
+    b.output(b.rename(out, "output"))
     return b.build(f"CRNN text recognizer, 1x32x{width} input, {num_classes} classes",
                    {"architecture": "crnn", "source": "arXiv:1507.05717; meijieru/crnn.pytorch"})
 
@@ -151,8 +149,6 @@ def dbnet(size: int = 640) -> ModelProto:
                 y = b.conv_transpose(y, 1, 2, 2)
             with b.scope("7"):
                 out = b.unary("Sigmoid", y)
-    b.nodes[-1].output[0] = "maps"
-    b.shapes["maps"] = b.shapes[out]
-    b.output("maps")
+    b.output(b.rename(out, "maps"))
     return b.build(f"DBNet (ResNet-18 FPN) text detector at {size}x{size}",
                    {"architecture": "dbnet", "source": "arXiv:1911.08947; MhLiao/DB seg_detector.py"})

@@ -94,16 +94,13 @@ def bert_tiny(seq_len: int = 128) -> ModelProto:
                         y = b.linear(y, hidden)
                     with b.scope("LayerNorm"):
                         x = b.layernorm(b.add(y, x), 1e-12)
-    b.nodes[-1].output[0] = "last_hidden_state"
-    b.shapes["last_hidden_state"] = b.shapes[x]
+    b.rename(x, "last_hidden_state")
     with b.scope("pooler"):
         first = b.gather("last_hidden_state", 0, axis=1)
         with b.scope("dense"):
             pooled = b.gemm(first, hidden)
         with b.scope("activation"):
-            b.unary("Tanh", pooled)
-    b.nodes[-1].output[0] = "pooler_output"
-    b.shapes["pooler_output"] = (1, hidden)
+            b.rename(b.unary("Tanh", pooled), "pooler_output")
     b.output("last_hidden_state")
     b.output("pooler_output")
     return b.build(f"BERT-Tiny (L=2, H=128, A=2) encoder, {seq_len} tokens",
@@ -163,8 +160,6 @@ def vit_tiny(image_size: int = 224, num_classes: int = 1000) -> ModelProto:
     cls = b.gather(x, 0, axis=1)
     with b.scope("head"):
         out = b.gemm(cls, num_classes)
-    b.nodes[-1].output[0] = "logits"
-    b.shapes["logits"] = b.shapes[out]
-    b.output("logits")
+    b.output(b.rename(out, "logits"))
     return b.build(f"ViT-Tiny/16 (DeiT-Ti) at {image_size}x{image_size}",
                    {"architecture": "vit", "source": "arXiv:2010.11929, arXiv:2012.12877; timm"})

@@ -449,15 +449,6 @@ class YoloBuilder(GraphBuilder):
                 flat.append(self.reshape(self.concat([box, cls], axis=1), [1, 4 * reg_max + num_classes, -1]))
         return outs if zoo else [self.dfl_decode(flat, num_classes, reg_max)]
 
-    def rename(self, tensor: str, name: str) -> str:
-        """Rename the output ``tensor`` of its producing node to ``name`` (a graph output name)."""
-        for node in self.nodes:
-            for k, out in enumerate(node.output):
-                if out == tensor:
-                    node.output[k] = name
-                    self.shapes[name] = self.shapes[tensor]
-                    return name
-        raise KeyError(tensor)
 
 
 def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float = 0.50,
@@ -522,9 +513,7 @@ def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float 
         p5 = b.c3(x, ch(1024), depth(3), shortcut=False)
     with b.scope("model.24"):
         out = b.yolov5_detect([p3, p4, p5], num_classes)
-    b.nodes[-1].output[0] = "output0"
-    b.shapes["output0"] = b.shapes[out]
-    b.output("output0")
+    b.output(b.rename(out, "output0"))
     return b.build(
         f"YOLOv5 (depth {depth_multiple}, width {width_multiple}, focus={focus}) at {size}x{size}",
         {"architecture": "yolov5", "source": "ultralytics/yolov5 v7.0 models/yolov5s.yaml"},
@@ -607,9 +596,7 @@ def yolov8(size: int = 640, depth_multiple: float = 0.33, width_multiple: float 
         p5 = b.c2f(x, ch(1024), depth(3))
     with b.scope("model.22"):
         out = b.yolov8_detect([p3, p4, p5], num_classes)
-    b.nodes[-1].output[0] = "output0"
-    b.shapes["output0"] = b.shapes[out]
-    b.output("output0")
+    b.output(b.rename(out, "output0"))
     return b.build(
         f"YOLOv8 (depth {depth_multiple}, width {width_multiple}, max channels {max_channels}) "
         f"at {size}x{size}",
