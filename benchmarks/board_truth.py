@@ -40,7 +40,7 @@ from layerscope.analysis.board import (
     derive_profile,
     k_analysis,
 )
-from layerscope.analysis.calibrate import ModelError, RunData
+from layerscope.analysis.calibrate import RunData
 from layerscope.samples import SAMPLES, parse_spec
 from layerscope.targets import load_profile
 from layerscope.targets.schema import load_profile_file
@@ -83,20 +83,13 @@ def entries(rows: Sequence[Row]) -> list[BoardEntry]:
     return [BoardEntry(f"sample:{r.sample}", r.latency_ms * 1000.0, r.family, r.board, r.source) for r in rows]
 
 
-def summary(errs: Sequence[ModelError], runs: Sequence[RunData], predicted: Sequence[float]) -> dict[str, float | None]:
-    """Share within tolerance, median |error|, k's mean and CV across families, Spearman."""
-    from layerscope.analysis.reconcile import spearman
-
-    values = [abs(e.error) for e in errs]
-    ks: dict[str, list[float]] = {}
-    for run, pred in zip(runs, predicted, strict=True):
-        ks.setdefault(run.family_key, []).append(run.latency_us / pred)
-    means = [sum(v) / len(v) for v in ks.values()]
-    mean = sum(means) / len(means)
-    cv = statistics.pstdev(means) / mean if len(means) > 1 else 0.0
-    return {"models": len(errs), "within": sum(v <= BOARD_TOLERANCE for v in values) / len(values),
-            "median_abs": statistics.median(values), "k_mean": mean, "k_cv": cv,
-            "spearman": spearman(list(predicted), [r.latency_us for r in runs])}
+def summary(runs: Sequence[RunData], predicted_us: Sequence[float], against: str) -> dict[str, float | None]:
+    """Share within tolerance and median |error| of ``predicted_us`` against the runs' board latencies, and k's
+    mean and CV across families and Spearman (:func:`k_analysis`)."""
+    values = [abs(p / r.latency_us - 1) for r, p in zip(runs, predicted_us, strict=True)]
+    k = k_analysis(runs, estimates_us=predicted_us, against=against)
+    return {"models": len(values), "within": sum(v <= BOARD_TOLERANCE for v in values) / len(values),
+            "median_abs": statistics.median(values), "k_mean": k.k_mean, "k_cv": k.family_cv, "spearman": k.spearman}
 
 
 def _fmt(s: dict[str, float | None]) -> str:
@@ -122,10 +115,8 @@ def evaluate(board: str, rows: Sequence[Row]) -> dict[str, object]:
         table.append({"model": row.model, "family": row.family, "board_ms": row.latency_ms,
                       "profile_ms": run.base_estimate_us / 1e3, "held_out_ms": held.predicted_us / 1e3,
                       "source": row.source})
-    plain = [ModelError(r.model, r.latency_us, r.base_estimate_us, r.base_estimate_us) for r in runs]
-    held_errs = [by_model[r.model] for r in runs]
-    result = {"profile": summary(plain, runs, [r.base_estimate_us for r in runs]),
-              "held_out": summary(held_errs, runs, [e.predicted_us for e in held_errs])}
+    result = {"profile": summary(runs, [r.base_estimate_us for r in runs], "the profile's estimate"),
+              "held_out": summary(runs, [by_model[r.model].predicted_us for r in runs], "held-out predictions")}
     for label, s in result.items():
         print(f"{label:>10}: {_fmt(s)}")
     verdict = k_analysis(runs).verdict
@@ -142,8 +133,7 @@ def evaluate_derived(board: str, parent: str, rows: Sequence[Row]) -> dict[str, 
     for row, run in zip(rows, runs, strict=True):
         print(f"{row.model:<24}{row.family:<20}{row.latency_ms:>8.2f} {run.base_estimate_us / 1e3:>9.2f}"
               f"{run.base_estimate_us / run.latency_us - 1:>+8.1%}")
-    errs = [ModelError(r.model, r.latency_us, r.base_estimate_us, r.base_estimate_us) for r in runs]
-    s = summary(errs, runs, [r.base_estimate_us for r in runs])
+    s = summary(runs, [r.base_estimate_us for r in runs], "the derived profile's estimate")
     print(f"   derived: {_fmt(s)}")
     return {"derived": s, "parent": parent}
 

@@ -44,6 +44,7 @@ from layerscope.analysis.calibrate import (
 from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
 from layerscope.fileio import read_text_limited
+from layerscope.runfile.derived import ScaleFactor
 from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit
 
@@ -280,13 +281,12 @@ class KRow:
 
     model: str
     family: str
-    measured_us: float
-    estimate_us: float
+    factor: ScaleFactor
     bandwidth_share: float
 
     @property
     def k(self) -> float:
-        return self.measured_us / self.estimate_us
+        return self.factor.k
 
 
 @dataclass(frozen=True)
@@ -335,16 +335,20 @@ def bandwidth_share(run: RunData, params: Params | None = None) -> float:
     return bound / total if total > 0 else 0.0
 
 
-def k_analysis(runs: Sequence[RunData], params: Params | None = None) -> KAnalysis:
+def k_analysis(runs: Sequence[RunData], params: Params | None = None, *,
+               estimates_us: Sequence[float] | None = None, against: str | None = None) -> KAnalysis:
     """k of every run against its estimate under ``params`` (a calibration), else against the base profile's
-    estimate (the seeds' k: board / static estimate). ``InputError`` for fewer than two runs."""
+    estimate (the seeds' k: board / static estimate), or against ``estimates_us`` given one per run (``against``
+    names them). ``InputError`` for fewer than two runs."""
     from layerscope.analysis.reconcile import pearson, spearman
 
     if len(runs) < 2:
         raise InputError("k across models needs at least two models with a board latency")
-    rows = tuple(KRow(r.model, r.family_key, r.latency_us,
-                      sum(params.layer_us(t) for t in r.layers) if params else r.base_estimate_us,
-                      bandwidth_share(r, params)) for r in runs)
+    if estimates_us is None:
+        estimates_us = [sum(params.layer_us(t) for t in r.layers) if params else r.base_estimate_us for r in runs]
+        against = "the calibrated profile" if params else "the base profile's estimate"
+    rows = tuple(KRow(r.model, r.family_key, ScaleFactor(r.latency_us, e), bandwidth_share(r, params))
+                 for r, e in zip(runs, estimates_us, strict=True))
     by_family: dict[str, list[float]] = {}
     for row in rows:
         by_family.setdefault(row.family, []).append(row.k)
@@ -352,10 +356,10 @@ def k_analysis(runs: Sequence[RunData], params: Params | None = None) -> KAnalys
     means = [k for _, k in family_k]
     mean = sum(means) / len(means)
     cv = math.sqrt(sum((k - mean) ** 2 for k in means) / len(means)) / mean if mean > 0 else math.inf
-    ks = [row.k for row in rows]
-    return KAnalysis(rows, family_k, mean, cv, spearman([r.estimate_us for r in rows], [r.measured_us for r in rows]),
-                     pearson([r.bandwidth_share for r in rows], ks),
-                     "the calibrated profile" if params else "the base profile's estimate")
+    factors = [row.factor for row in rows]
+    return KAnalysis(rows, family_k, mean, cv,
+                     spearman([f.estimated_us for f in factors], [f.measured_us for f in factors]),
+                     pearson([r.bandwidth_share for r in rows], [row.k for row in rows]), against or "the estimate")
 
 
 # ------------------------------------------------------------------------------------------- derived profiles
