@@ -34,12 +34,13 @@ import numpy as np
 from layerscope.analysis.calibrate import (
     FALLBACK_KIND,
     Calibration,
-    ModelError,
     Params,
     RunData,
     base_overheads,
     board_run_data,
     errors,
+    leave_one_out,
+    require_profile,
 )
 from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
@@ -254,19 +255,12 @@ def calibrate_board(runs: Sequence[RunData], profile: Profile) -> Calibration:
     leave-one-family-out errors (``Calibration.leave_one_out``): each family predicted by a fit without it."""
     if len(runs) < 2:
         raise InputError("a board calibration needs at least two models with a board latency")
-    for run in runs:
-        if run.target and run.target != profile.name:
-            raise InputError(f"{run.model!r} was estimated on profile {run.target!r}, not {profile.name!r}")
+    require_profile(runs, profile)
     groups = sorted({t.group for r in runs for t in r.layers})
     base = base_overheads(profile, groups)
     params = fit_board(runs, base)
-    families = list(dict.fromkeys(r.family_key for r in runs))
-    held_out: list[ModelError] = []
-    if len(families) > 1:
-        for family in families:
-            fold = fit_board([r for r in runs if r.family_key != family], base)
-            held_out.extend(errors([r for r in runs if r.family_key == family], fold))
-    return Calibration(profile.name, params, tuple(r.model for r in runs), errors(runs, params), tuple(held_out),
+    held_out = leave_one_out(runs, lambda train: fit_board(train, base), lambda r: r.family_key)
+    return Calibration(profile.name, params, tuple(r.model for r in runs), errors(runs, params), held_out,
                        (), dict.fromkeys(groups, 0), holdout="family", tolerance=BOARD_TOLERANCE)
 
 

@@ -67,7 +67,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -703,25 +703,27 @@ def errors(runs: Sequence[RunData], params: Params) -> tuple[ModelError, ...]:
                             sum(params.layer_us(r.layers[i]) for row in r.rows for i in row.layers)) for r in runs)
 
 
-def leave_one_model_out(runs: Sequence[RunData], base_overhead_us: Mapping[str, float], *, per_op: bool = True,
-                        by_family: bool = False) -> tuple[ModelError, ...]:
-    """For each model (runs grouped by model file; ``by_family``: by architecture family, :attr:`RunData.family_key`),
-    fit on the others and predict it. Empty below two models (families).
+def leave_one_model_out(runs: Sequence[RunData], base_overhead_us: Mapping[str, float], *, per_op: bool = True
+                        ) -> tuple[ModelError, ...]:
+    """For each model (runs grouped by model file), fit on the others and predict it. Empty below two models.
 
     The op types that get a factor are chosen on each fold's own runs: an op only the left-out model has
     keeps its unit kind's efficiency, as it would for a model outside the calibration set.
     """
-    def key_of(run: RunData) -> str:
-        return run.family_key if by_family else run.model_key
+    return leave_one_out(runs, lambda train: fit(train, base_overhead_us, per_op=per_op), lambda r: r.model_key)
 
-    keys = list(dict.fromkeys(key_of(r) for r in runs))
+
+def leave_one_out(runs: Sequence[RunData], fit_runs: Callable[[Sequence[RunData]], Params],
+                  key: Callable[[RunData], str]) -> tuple[ModelError, ...]:
+    """For each value of ``key`` (a model, an architecture family), ``fit_runs`` on the runs without it, then the
+    errors of its runs under that fit. Empty below two values."""
+    keys = list(dict.fromkeys(key(r) for r in runs))
     if len(keys) < 2:
         return ()
     result: list[ModelError] = []
-    for key in keys:
-        train = [r for r in runs if key_of(r) != key]
-        params = fit(train, base_overhead_us, per_op=per_op)
-        result.extend(errors([r for r in runs if key_of(r) == key], params))
+    for held in keys:
+        params = fit_runs([r for r in runs if key(r) != held])
+        result.extend(errors([r for r in runs if key(r) == held], params))
     return tuple(result)
 
 
@@ -737,27 +739,31 @@ def summarize(errs: Sequence[ModelError], tolerance: float = 0.10, *, kernels: b
                         sum(1 for v in values if v <= tolerance), tolerance)
 
 
+def require_profile(runs: Sequence[RunData], profile: Profile) -> None:
+    """``InputError`` when a run was estimated on another profile than ``profile``."""
+    for run in runs:
+        if run.target and run.target != profile.name:
+            raise InputError(f"run of {run.model!r} was estimated on profile {run.target!r}, not {profile.name!r}; "
+                             "calibrate runs of one profile at a time (or pass it with --base)")
+
+
 def calibrate(runs: Sequence[RunData], profile: Profile, checks: Sequence[RunData] = (), *,
-              per_op: bool = True, by_family: bool = False) -> Calibration:
-    """Fit on ``runs``, with leave-one-model-out errors (``by_family``: leave-one-family-out) and errors on the
-    held-out ``checks``. ``per_op=False`` fits one efficiency per unit and layer kind only (no op-type factors).
+              per_op: bool = True) -> Calibration:
+    """Fit on ``runs``, with leave-one-model-out errors and errors on the held-out ``checks``. ``per_op=False``
+    fits one efficiency per unit and layer kind only (no op-type factors).
 
     ``InputError`` when a run was estimated on another profile than ``profile``.
     """
     if not runs:
         raise InputError("calibration needs at least one measured run")
-    for run in (*runs, *checks):
-        if run.target and run.target != profile.name:
-            raise InputError(f"run of {run.model!r} was estimated on profile {run.target!r}, not {profile.name!r}; "
-                             "calibrate runs of one profile at a time (or pass it with --base)")
+    require_profile([*runs, *checks], profile)
     groups = _groups([*runs, *checks])
     base = base_overheads(profile, groups)
     params, op_fits = fit_with_evidence(runs, base, per_op=per_op)
     rows = {g: sum(1 for r in runs for row in r.rows for i in row.layers[:1] if r.layers[i].group == g)
             for g in groups}
     return Calibration(profile.name, params, tuple(dict.fromkeys(r.model for r in runs)), errors(runs, params),
-                       leave_one_model_out(runs, base, per_op=per_op, by_family=by_family), errors(checks, params),
-                       rows,
+                       leave_one_model_out(runs, base, per_op=per_op), errors(checks, params), rows,
                        outliers(runs, params), op_fits)
 
 
