@@ -261,7 +261,8 @@ def calibrate_board(runs: Sequence[RunData], profile: Profile) -> Calibration:
     params = fit_board(runs, base)
     held_out = leave_one_out(runs, lambda train: fit_board(train, base), lambda r: r.family_key)
     return Calibration(profile.name, params, tuple(r.model for r in runs), errors(runs, params), held_out,
-                       (), dict.fromkeys(groups, 0), holdout="family", tolerance=BOARD_TOLERANCE)
+                       (), dict.fromkeys(groups, 0), holdout="family", tolerance=BOARD_TOLERANCE,
+                       measured_on="on that board")
 
 
 #: The seeds' check of k across structurally different models: k is steady when the coefficient of variation of

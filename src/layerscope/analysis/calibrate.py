@@ -293,6 +293,8 @@ class Calibration:
     holdout: str = "model"
     #: The |error| counted as within tolerance in the reports.
     tolerance: float = 0.10
+    #: Where the measurements were taken, as the reports say it.
+    measured_on: str = "on this machine"
 
 
 # ------------------------------------------------------------------------------------------- from run files

@@ -45,7 +45,7 @@ from layerscope.fileio import write_atomic
 from layerscope.measure.kernels import FAMILIES
 from layerscope.report.analysis_terminal import board_k_report, calibration_report
 from layerscope.run import load_run
-from layerscope.targets import load_profile
+from layerscope.targets import Profile, load_profile
 from layerscope.targets.schema import load_profile_file
 
 
@@ -135,15 +135,29 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
         raise InputError(f"the runs were estimated on {', '.join(targets) or 'no profile'}; pass --base")
     profile = load_profile(base or targets[0])
     cal = calibrate(data, profile, held_out, per_op=not per_unit_only)
-    mapping = calibrated_profile(profile, cal.params, name=name or output.stem, models=cal.models)
     header = (f"Calibrated by `layerscope calibrate` from {len(data)} run(s) on base profile '{profile.name}'.\n"
               "Efficiencies, op-type multipliers, overheads and bandwidth are fitted to those measurements "
               "(see [sources]).")
-    written = write_profile(output, profile_toml(mapping, header))
-    load_profile_file(written)  # the file must load as any profile does; a failure here is a bug of ours
     console = SafeConsole()
+    written = _write_profile(cal, profile, output, name, header)
     console.print(op_table(cal))
+    _report(console, cal, written, json_out)
+
+
+def _write_profile(cal: Calibration, profile: Profile, output: Path, name: str | None, header: str) -> Path:
+    """The calibrated profile written to ``output`` (and loaded back: it must load as any profile does)."""
+    mapping = calibrated_profile(profile, cal.params, name=name or output.stem, models=cal.models)
+    written = write_profile(output, profile_toml(mapping, header))
+    load_profile_file(written)  # a failure here is a bug of ours
+    return written
+
+
+def _report(console: SafeConsole, cal: Calibration, written: Path, json_out: Path | None,
+            *extra: RenderableType) -> None:
+    """The fit's report (then ``extra``), and its JSON to ``json_out`` when given."""
     console.print(calibration_report(cal, str(written)))
+    for part in extra:
+        console.print(part)
     if json_out is not None:
         text = json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n"
         console.print(f"calibration: {write_atomic(json_out, text)}")
@@ -164,15 +178,9 @@ def _calibrate_board(table_path: Path, *, base: str | None, output: Path, name: 
         console.print(f"{table.other_boards} row(s) of other boards than {profile.name} left out")
     runs = board_runs(table.entries, profile)
     cal = calibrate_board(runs, profile)
-    mapping = calibrated_profile(profile, cal.params, name=name or output.stem, models=cal.models)
     header = (f"Calibrated by `layerscope calibrate --board` from {len(cal.models)} whole-model board latencies on "
               f"base profile '{profile.name}' ({table_path.name}).\nEfficiencies, overheads and bandwidth are fitted "
               "to those measurements (see [sources]).")
-    written = write_profile(output, profile_toml(mapping, header))
-    load_profile_file(written)  # the file must load as any profile does; a failure here is a bug of ours
-    console.print(calibration_report(cal, str(written)))
-    console.print(board_k_report(k_analysis(runs)))
-    console.print(board_k_report(k_analysis(runs, cal.params)))
-    if json_out is not None:
-        text = json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n"
-        console.print(f"calibration: {write_atomic(json_out, text)}")
+    written = _write_profile(cal, profile, output, name, header)
+    _report(console, cal, written, json_out, board_k_report(k_analysis(runs)),
+            board_k_report(k_analysis(runs, cal.params)))

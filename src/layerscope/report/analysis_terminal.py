@@ -189,8 +189,7 @@ def calibration_report(cal: Calibration, profile_path: str | None) -> Renderable
                           "unit cannot express it, so models rich in it are mispredicted", style="yellow"))
     if profile_path:
         parts.append(Text(f"profile: {profile_path}  (use it with --target {profile_path})"))
-    where = "on that board" if cal.holdout == "family" else "on this machine"
-    parts.append(Text(f"CALIBRATED ESTIMATE: fitted to these measurements {where}; other machines, thread "
+    parts.append(Text(f"CALIBRATED ESTIMATE: fitted to these measurements {cal.measured_on}; other machines, thread "
                       "counts or runtimes need their own runs.", style="yellow"))
     return Group(*parts)
 
