@@ -309,6 +309,13 @@ def test_op_efficiency_must_be_a_table(tmp_path: Path) -> None:
     assert _load_error(tmp_path, text) == "op_efficiency must be a table, got 3"
 
 
+@pytest.mark.parametrize("key", ["fuse_elementwise", "plan_sram"])
+def test_compiler_flags_are_booleans_and_default_to_false(tmp_path: Path, key: str) -> None:
+    assert not getattr(load_profile(str(_write(tmp_path / "plain.toml", VALID))), key)
+    assert getattr(load_profile(str(_write(tmp_path / "on.toml", f"{key} = true\n" + VALID))), key)
+    assert _load_error(tmp_path, f'{key} = "yes"\n' + VALID) == f'{key} must be true or false, got "yes"'
+
+
 def test_invalid_toml_is_one_line_naming_the_file(tmp_path: Path) -> None:
     message = _load_error(tmp_path, VALID.replace("cores = 1", "cores = = 1"))
     assert message.startswith("not valid TOML: ") and "line 8" in message

@@ -865,6 +865,8 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
                             "reason": r.reason} for r in base.fallback_rules],
         **({"op_efficiency": op_efficiency} if op_efficiency else {}),
         **({"ddr_nominal_bytes_per_s": base.ddr_nominal_bytes_per_s} if base.ddr_nominal_bytes_per_s else {}),
+        **({"fuse_elementwise": True} if base.fuse_elementwise else {}),
+        **({"plan_sram": True} if base.plan_sram else {}),
         "sources": sources,
     }
 

@@ -8,8 +8,10 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 - DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep
   theirs). An activation stays on chip, costing no store and no load, when the profile has SRAM, the
   tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
-  and runs on the accelerator. Weights are always loaded; when they exceed the other half of SRAM they
-  are streamed in ``weight_passes`` passes, each reloading the layer's input activations.
+  and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept
+  on chip over its lifetime; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
+  :data:`FUSION_WINDOW` layers, whatever its size). Weights are always loaded; when they exceed the other half
+  of SRAM they are streamed in ``weight_passes`` passes, each reloading the layer's input activations.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute).
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
@@ -74,7 +76,7 @@ class _Residency:
                  costs: Sequence[LayerCost]) -> None:
         self.resident: set[str] = set()
         budget = profile.sram_bytes // 2
-        if budget <= 0:
+        if budget <= 0 and not profile.fuse_elementwise:
             return
         layers = graph.layers
         position: list[int] = []  # per layer: its index among the non-zero-copy layers
@@ -90,17 +92,75 @@ class _Residency:
         outputs = {t.name for t in graph.outputs}
         tensors = graph.tensors
         float_bytes = float_element_bytes(dtype)
+        fused = _fused_tensors(graph, on_cpu, costs, position) if profile.fuse_elementwise else set()
+        if profile.plan_sram:
+            self._planned(graph, on_cpu, position, last_read=last_read, excluded=outputs | read_on_cpu, fused=fused,
+                          budget=budget, float_bytes=float_bytes)
+            return
         for node, cpu, at in zip(layers, on_cpu, position, strict=True):
             if cpu:
                 continue
             for name in node.outputs:
                 last = last_read.get(name)
-                if last is None or last > at + 1:
+                if last is None or name in outputs or name in read_on_cpu:
+                    continue
+                if name in fused:
+                    self.resident.add(name)
+                    continue
+                if last > at + 1:
                     continue
                 info = tensors.get(name) if name else None
-                if info is not None and name not in outputs and name not in read_on_cpu and \
-                        info.elements * element_bytes(info, float_bytes) <= budget:
+                if info is not None and info.elements * element_bytes(info, float_bytes) <= budget:
                     self.resident.add(name)
+
+    def _planned(self, graph: Graph, on_cpu: Sequence[bool], position: Sequence[int], *, last_read: dict[str, int],
+                 excluded: set[str], fused: set[str], budget: int, float_bytes: int) -> None:
+        """``plan_sram``: in the order they are produced, an accelerator activation stays on chip when, at every
+        layer from its producer to its last reader, it fits beside the activations already kept there."""
+        live = [0] * (max(position, default=0) + 2)  # on-chip bytes at each layer position
+        tensors = graph.tensors
+        for node, cpu, at in zip(graph.layers, on_cpu, position, strict=True):
+            if cpu:
+                continue
+            for name in node.outputs:
+                last = last_read.get(name)
+                if last is None or name in excluded:
+                    continue
+                if name in fused:
+                    self.resident.add(name)
+                    continue
+                info = tensors.get(name)
+                size = info.elements * element_bytes(info, float_bytes) if info is not None else budget + 1
+                if size + max(live[at:last + 1]) <= budget:
+                    for i in range(at, last + 1):
+                        live[i] += size
+                    self.resident.add(name)
+
+
+#: How many layers after its producer an element-wise reader of a fused tensor may run (SiLU's Mul reads the
+#: convolution's output two layers later, after the Sigmoid).
+FUSION_WINDOW = 3
+
+
+def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost], position: Sequence[int]
+                   ) -> set[str]:
+    """Outputs of accelerator layers that the compiler keeps on chip by fusing their readers (``fuse_elementwise``):
+    every reader is an element-wise (vector) accelerator layer within :data:`FUSION_WINDOW` layers."""
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(graph.layers):
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    fused: set[str] = set()
+    for i, node in enumerate(graph.layers):
+        if on_cpu[i] or costs[i].unit_kind is UnitKind.ZERO_COPY:
+            continue
+        for name in node.outputs:
+            reading = readers.get(name)
+            if reading and all(not on_cpu[j] and costs[j].unit_kind is UnitKind.VECTOR
+                               and position[j] - position[i] <= FUSION_WINDOW for j in reading):
+                fused.add(name)
+    return fused
 
 
 def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence[LayerCost],

@@ -164,6 +164,13 @@ class Profile:
     6400 MT/s x 96 bit = 76.8 GB/s on the RDK S100), which its own tools scale bandwidth charts to; ``None``
     where no vendor states one. Reports only: estimates use ``attainable_ddr_bytes_per_s``. A profile that
     gives it also gives its source.
+    ``fuse_elementwise``: the target's compiler fuses element-wise layers into the layer that produces their
+    input (an NPU compiler runs a convolution's activation, its SiLU's Sigmoid and Mul, a residual Add in the
+    convolution's pipeline): an accelerator tensor whose every reader is an element-wise accelerator layer among
+    the next :data:`layerscope.estimate.roofline.FUSION_WINDOW` layers stays on chip whatever its size.
+    ``plan_sram``: the compiler plans on-chip memory over the whole graph: an activation stays on chip, from its
+    producer to its last reader, whenever it fits half the SRAM beside the activations kept there already (else
+    only an activation whose one reader is the next layer, and that fits half the SRAM alone, stays on chip).
     """
 
     name: str
@@ -186,6 +193,8 @@ class Profile:
     sources: Mapping[str, str] = field(default_factory=dict)
     op_efficiency: Mapping[str, float] = field(default_factory=dict)
     ddr_nominal_bytes_per_s: float | None = None
+    fuse_elementwise: bool = False
+    plan_sram: bool = False
 
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.

@@ -9,6 +9,8 @@ errors too (a typo must not silently drop a number). The file layout::
     description = "..."
     ddr_bandwidth_bytes_per_s = 76.8e9   # ... and the other scalar Profile fields
     ddr_nominal_bytes_per_s = 76.8e9     # optional: the vendor's stated DDR peak (needs a [sources] entry)
+    fuse_elementwise = true              # optional (default false): the compiler fuses element-wise layers
+    plan_sram = true                     # optional (default false): the compiler plans SRAM over the graph
     [[units]]                    # name, kinds, efficiency, overhead_us, [units.peak_ops_per_s]
     [cpu]                        # same keys as a unit; kinds optional (default: every kind)
     [[fallback_rules]]           # op_type, condition (optional), reason
@@ -61,6 +63,8 @@ _TOP_KEYS = frozenset(
         "sources",
         "op_efficiency",
         "ddr_nominal_bytes_per_s",
+        "fuse_elementwise",
+        "plan_sram",
     }
 )
 _UNIT_KEYS = frozenset({"name", "kinds", "peak_ops_per_s", "efficiency", "overhead_us"})
@@ -254,6 +258,14 @@ def _op_efficiency(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, float]:
     return MappingProxyType({op: r.number(v, f"op_efficiency.{op}", bounds="multiplier") for op, v in raw.items()})
 
 
+def _flag(r: _Reader, data: Mapping[str, Any], key: str) -> bool:
+    """An optional ``true``/``false`` key (default false)."""
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise r.fail(key, f"must be true or false, got {_show(value)}")
+    return value
+
+
 def _ddr_nominal(r: _Reader, data: Mapping[str, Any]) -> float | None:
     """``ddr_nominal_bytes_per_s``: optional; a vendor's figure is only given with where the vendor states it."""
     if "ddr_nominal_bytes_per_s" not in data:
@@ -316,6 +328,8 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         sources=_sources(r, data),
         op_efficiency=_op_efficiency(r, data),
         ddr_nominal_bytes_per_s=_ddr_nominal(r, data),
+        fuse_elementwise=_flag(r, data, "fuse_elementwise"),
+        plan_sram=_flag(r, data, "plan_sram"),
     )
 
 
