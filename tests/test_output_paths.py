@@ -11,7 +11,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
+import stat
 import textwrap
+import threading
 from pathlib import Path
 
 import click
@@ -228,3 +231,50 @@ def _measured_runs(folder: Path) -> list[str]:
                      "--target", "rdk-x3", "--json", str(path)]) == 0
         paths.append(str(path))
     return paths
+
+
+# ----------------------------------------------------------------------------------- devices, FIFOs, sockets
+def test_a_character_device_is_written_through_never_replaced(capsys: pytest.CaptureFixture[str]) -> None:
+    null = Path("/dev/null")
+    before = null.lstat()
+    assert main(["schema", "-o", str(null)]) == 0  # as root a rename would have put a regular file there
+    after = null.lstat()
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino and after.st_rdev == before.st_rdev
+    assert check_writable(null) == null
+
+
+def test_a_fifo_output_is_written_through(tmp_path: Path) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_atomic(fifo, "through the pipe\n")
+    reader.join(timeout=10)
+    assert got == [b"through the pipe\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["out.fifo"]  # no temporary file beside it
+
+
+def test_a_socket_output_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        with pytest.raises(OutputError, match=r"s\.sock: cannot write \(not a regular file, a character device"):
+            write_atomic(path, "x")
+    assert stat.S_ISSOCK(path.lstat().st_mode)
+
+
+def test_a_run_file_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)  # opening it for reading would block until a writer came: it is never opened
+    assert main(["report", str(fifo), "--format", "csv"]) == 2
+    assert "run.json: not a layerscope run file (not a regular file)" in capsys.readouterr().err
+    assert main(["report", "/dev/zero", "--format", "csv"]) == 2
+    assert "/dev/zero: not a layerscope run file (not a regular file)" in capsys.readouterr().err
+
+
+def test_estimate_json_to_a_device_writes_through_and_reads_nothing(tmp_path: Path) -> None:
+    # /dev/full: every write fails with ENOSPC; before, the "existing run" was read from it until memory ran out
+    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-s100", "--json", "/dev/full"]) == 2
+    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-s100", "--json", "/dev/null"]) == 0

@@ -8,6 +8,7 @@ import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from layerscope.errors import InputError, OutputError
 
@@ -27,10 +28,16 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
     everyone (0644), like a file written with ``open``. ``str`` data is written as UTF-8. A symbolic link
     at ``path`` is replaced by the file, never written through.
 
+    A ``path`` that is (or links to) a character device or a FIFO the user named (``/dev/stdout``, ``/dev/null``,
+    a named pipe) is written straight through, never replaced; any other kind of file that is not a regular
+    file (a block device, a socket) is refused. The output path rule: :func:`output_kind`.
+
     Raises :class:`~layerscope.errors.OutputError` (exit 2) naming ``path`` and the reason for every OS
     error: ``path`` is a folder, a parent is a regular file, the folder is read-only, the disk is full, ...
     """
     target = Path(path)
+    if output_kind(target) == "stream":
+        return _write_through(target, data)
     try:
         _existing_folder(target)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -39,14 +46,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
         raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
     try:
         with os.fdopen(fd, "wb") as handle:
-            if isinstance(data, str):  # encoded a slice at a time: a 60 MB run is never held twice
-                for start in range(0, len(data), _CHUNK_CHARS):
-                    handle.write(data[start:start + _CHUNK_CHARS].encode("utf-8"))
-            elif isinstance(data, bytes):
-                handle.write(data)
-            else:
-                for part in data:
-                    handle.write(part)
+            _write_data(handle, data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
@@ -59,6 +59,46 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
     return target
 
 
+def _write_data(handle: BinaryIO, data: bytes | str | Iterable[bytes]) -> None:
+    """``data`` into ``handle``: bytes as they are, ``str`` as UTF-8 a slice at a time (a 60 MB run is never held
+    twice), an iterable of byte strings as they come."""
+    if isinstance(data, str):
+        for start in range(0, len(data), _CHUNK_CHARS):
+            handle.write(data[start:start + _CHUNK_CHARS].encode("utf-8"))
+    elif isinstance(data, bytes):
+        handle.write(data)
+    else:
+        for part in data:
+            handle.write(part)
+
+
+def output_kind(target: Path) -> str:
+    """How :func:`write_atomic` writes ``target``: ``"file"`` (missing, a regular file, or a symbolic link to
+    one or to nothing: replaced by a renamed temporary file) or ``"stream"`` (a character device or a FIFO,
+    itself or behind links: written through). ``OutputError`` for any other kind of file: it is never replaced."""
+    try:
+        mode = target.stat().st_mode  # follows links: /dev/stdout -> /proc/self/fd/1 -> the terminal or pipe
+    except (FileNotFoundError, NotADirectoryError):
+        return "file"  # missing, a dangling link (replaced), or under a regular file (refused with its reason later)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return "stream"
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return "file"  # a folder is refused by _existing_folder with its own message
+    raise OutputError(f"{target}: cannot write (not a regular file, a character device or a FIFO)")
+
+
+def _write_through(target: Path, data: bytes | str | Iterable[bytes]) -> Path:
+    """Write ``data`` to the device or FIFO at ``target`` as it is (no temporary file, no rename)."""
+    try:
+        with target.open("wb") as handle:
+            _write_data(handle, data)
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
+    return target
+
+
 def check_writable(path: str | os.PathLike[str]) -> Path:
     """Fail early, before any work, when :func:`write_atomic` could not write ``path``; creates nothing.
 
@@ -68,6 +108,10 @@ def check_writable(path: str | os.PathLike[str]) -> Path:
     A path that passes can still fail later (the disk fills up): :func:`write_atomic` reports that too.
     """
     target = Path(path)
+    if output_kind(target) == "stream":
+        if not os.access(target, os.W_OK):
+            raise OutputError(f"{target}: cannot write (Permission denied)")
+        return target
     try:
         folder = _existing_folder(target)
         with tempfile.TemporaryFile(dir=folder):

@@ -71,7 +71,8 @@ def _estimate(*, model: Path, target: str, shapes: tuple[str, ...], input_specs:
     if dtype is not None and dtype not in profile.dtypes:
         raise click.BadParameter(f"profile {profile.name!r} supports {', '.join(profile.dtypes)}",
                                  param_hint="--dtype")
-    existing = _existing_run(json_out) if json_out is not None and json_out.exists() else None
+    # a run to merge into is a regular file; a device or FIFO named as the output (/dev/stdout) is written through
+    existing = _existing_run(json_out) if json_out is not None and json_out.is_file() else None
     # the inputs matter only when shapes must be observed by running the model (data-dependent shapes, control flow)
     graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=_feeds(input_specs))
     print_shape_notes(graph)

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import stat
 import struct
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -269,11 +270,17 @@ def parse_document(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _read_text(source: Path) -> str:
-    """The file's text: its bytes, decompressed first when they start with gzip's magic bytes."""
+    """The file's text: its bytes, decompressed first when they start with gzip's magic bytes. Only a regular file
+    is opened (a FIFO would block, a device never end); at most :data:`MAX_RUN_BYTES` are read either way."""
+    if not stat.S_ISREG(source.stat().st_mode):
+        raise ValueError("not a regular file")
     with source.open("rb") as handle:
         if handle.read(2) != _GZIP_MAGIC:
             handle.seek(0)
-            return handle.read().decode("utf-8")
+            raw = handle.read(MAX_RUN_BYTES + 1)
+            if len(raw) > MAX_RUN_BYTES:
+                raise ValueError(f"over {MAX_RUN_BYTES:,} bytes")
+            return raw.decode("utf-8")
         handle.seek(0)
         with gzip.GzipFile(fileobj=handle) as unzipped:
             raw = unzipped.read(MAX_RUN_BYTES + 1)
