@@ -26,6 +26,7 @@ from layerscope.targets import (
 from layerscope.targets import host as host_mod
 from layerscope.targets.loader import PROFILES_DIR
 from layerscope.targets.profile import Profile
+from layerscope.targets.schema import load_profile_file
 
 SHIPPED = [name for name in known_targets() if name != "host"]
 
@@ -82,8 +83,12 @@ def test_every_number_in_a_shipped_profile_has_a_source(name: str) -> None:
     assert profile.source_for("fallback_rules")
 
 
+#: The datasheet profiles the shipped RDK X5 and S100 profiles are calibrated from (benchmarks/board_truth.py).
+DATASHEET = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "profiles"
+
+
 def test_rdk_s100_numbers_match_the_documentation() -> None:
-    s100 = load_profile("rdk-s100")
+    s100 = load_profile_file(DATASHEET / "rdk-s100.toml")
     tensor = s100.unit_for(UnitKind.TENSOR)
     assert tensor.name == "TAE"
     assert tensor.ops_per_s("int8") == 80e12
@@ -93,6 +98,18 @@ def test_rdk_s100_numbers_match_the_documentation() -> None:
     assert (s100.kind, s100.default_dtype, s100.cores) == ("npu", "int8", 1)
     # 6 A78AE cores x 1.5 GHz x 16 fp32 ops/cycle
     assert s100.cpu.ops_per_s("fp32") == pytest.approx(6 * 1.5e9 * 16)
+    # the shipped profile is calibrated from it: the same peaks and DDR, fitted efficiencies, and says so
+    shipped = load_profile("rdk-s100")
+    assert shipped.unit("TAE").peak_ops_per_s == tensor.peak_ops_per_s
+    assert shipped.ddr_bandwidth_bytes_per_s == s100.ddr_bandwidth_bytes_per_s
+    assert (shipped.source_for("units.TAE.efficiency") or "").startswith("calibrated: fitted to ")
+
+
+def test_calibrated_shipped_profiles_keep_their_units_whole() -> None:
+    for name in ("rdk-x5", "rdk-s100"):
+        shipped, datasheet = load_profile(name), load_profile_file(DATASHEET / f"{name}.toml")
+        assert [(u.name, u.kinds) for u in shipped.units] == [(u.name, u.kinds) for u in datasheet.units]
+        assert shipped.fuse_elementwise and shipped.plan_sram
 
 
 @pytest.mark.parametrize(
@@ -124,7 +141,7 @@ def test_a100_numbers_match_the_datasheet_and_the_fixture_device() -> None:
 
 # -------------------------------------------------------------------------- units and dtypes
 def test_ops_per_s_uses_the_exact_dtype_then_the_documented_fallback() -> None:
-    s100 = load_profile("rdk-s100")
+    s100 = load_profile_file(DATASHEET / "rdk-s100.toml")
     tae, vpu = s100.unit("TAE"), s100.unit("VPU")
     assert tae.ops_per_s("int16") == 40e12
     assert tae.ops_per_s("uint8") == 80e12  # uint8 -> int8

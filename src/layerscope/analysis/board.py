@@ -250,6 +250,20 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
                   memory, dict(base_overhead_us))
 
 
+def _every_kind(params: Params, profile: Profile) -> Params:
+    """``params`` with each fitted unit's factors given to every kind the unit runs (the fit ties a unit's kinds
+    together, also those the models had no layer of), so that the calibrated profile keeps the unit whole."""
+    scales, overheads = dict(params.compute_scale), dict(params.overhead_us)
+    for unit in profile.units:
+        fitted = next((f"{unit.name}/{k.value}" for k in unit.kinds if f"{unit.name}/{k.value}" in scales), None)
+        if fitted is None:
+            continue
+        for kind in unit.kinds:
+            scales.setdefault(f"{unit.name}/{kind.value}", scales[fitted])
+            overheads.setdefault(f"{unit.name}/{kind.value}", overheads[fitted])
+    return replace(params, compute_scale=scales, overhead_us=overheads)
+
+
 def calibrate_board(runs: Sequence[RunData], profile: Profile) -> Calibration:
     """Fit ``profile`` to the runs' board latencies (:func:`fit_board`), with the in-sample errors and the
     leave-one-family-out errors (``Calibration.leave_one_out``): each family predicted by a fit without it."""
@@ -258,7 +272,7 @@ def calibrate_board(runs: Sequence[RunData], profile: Profile) -> Calibration:
     require_profile(runs, profile)
     groups = sorted({t.group for r in runs for t in r.layers})
     base = base_overheads(profile, groups)
-    params = fit_board(runs, base)
+    params = _every_kind(fit_board(runs, base), profile)
     held_out = leave_one_out(runs, lambda train: fit_board(train, base), lambda r: r.family_key)
     return Calibration(profile.name, params, tuple(r.model for r in runs), errors(runs, params), held_out,
                        (), dict.fromkeys(groups, 0), holdout="family", tolerance=BOARD_TOLERANCE,

@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.runfile.io import as_run
@@ -811,7 +812,8 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
             units.append(_unit_table(unit, unit.name, [k.value for k in unit.kinds]))
             continue
         fits = {(params.scale(f"{unit.name}/{k}"), params.overhead(f"{unit.name}/{k}")) for k in fitted}
-        if len(fitted) == len(unit.kinds) and len(fits) == 1:  # every kind fitted alike: the unit stays whole
+        timed = [k.value for k in unit.kinds if k is not UnitKind.ZERO_COPY]  # views take no time: never fitted
+        if set(timed) <= set(fitted) and len(fits) == 1:  # every timed kind fitted alike: the unit stays whole
             (scale, overhead), = fits
             table, source = _fitted_unit(unit, unit.name, None, scale=scale, overhead_us=overhead, note=note)
             units.append(table)
@@ -919,12 +921,24 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"cannot write {value} in a profile")
-        return repr(value)
+        return _float_text(value)
     if isinstance(value, str):  # JSON's escapes are TOML's; TOML also forbids a raw DEL, which JSON leaves
         return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+def _float_text(value: float) -> str:
+    """The shortest text that reads back as ``value``; a whole number of a million or more with an exponent
+    (``8.0e13``, not ``80000000000000.0``), as the hand-written profiles spell rates and bandwidths."""
+    text = repr(value)
+    if "e" in text or abs(value) < 1e6:
+        return text
+    mantissa, exponent = f"{value:.15e}".split("e")
+    mantissa = mantissa.rstrip("0")
+    short = f"{mantissa}0e{int(exponent)}" if mantissa.endswith(".") else f"{mantissa}e{int(exponent)}"
+    return short if float(short) == value else text
 
 
 def _table_lines(header: str, table: Mapping[str, Any]) -> list[str]:
