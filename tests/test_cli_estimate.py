@@ -15,6 +15,7 @@ from onnx import helper
 from conftest import F32, ModelWriter, zoo
 from layerscope.cli.main import main
 from layerscope.run import SCHEMA_VERSION, load_run
+from layerscope.targets import load_profile
 
 RUN_KEYS = {"schema_version", "model", "target", "layers", "summary", "unknown_ops"}
 LAYER_KEYS = {"id", "op_type", "macs", "flops", "bytes_read", "bytes_written", "weight_bytes", "unit", "estimate"}
@@ -34,10 +35,14 @@ def test_estimate_resnet50_on_s100_writes_the_run_file(tmp_path: Path, capsys: p
         assert {"latency_us", "bound"} <= layer["estimate"].keys()
     # ResNet-50 at 224: 4.09 GMACs in Conv + Gemm (see test_costs_zoo for the independent count).
     assert abs(run["summary"]["tensor_macs"] - 4.089e9) / 4.089e9 < 0.02
-    total = sum(layer["estimate"]["latency_us"] for layer in run["layers"])
+    # the layers one after another, and the profile's per-inference task overhead once
+    task = load_profile("rdk-s100").task_overhead_us
+    assert run["summary"]["est_task_overhead_us"] == pytest.approx(task, abs=1e-3) and task > 0
+    total = sum(layer["estimate"]["latency_us"] for layer in run["layers"]) + task
     assert run["summary"]["est_latency_us"] == pytest.approx(total, abs=1e-3 * len(run["layers"]))
     assert run["summary"]["est_fps"] == pytest.approx(1e6 / total, rel=1e-3)
     printed = capsys.readouterr().out
+    assert "per-inference task overhead" in printed
     assert "Top 5 of" in printed and "ESTIMATE" in printed and "rdk-s100" in printed
 
 

@@ -210,3 +210,18 @@ def test_a_planned_sram_keeps_a_residual_branch_on_chip(write_model: ModelWriter
     tight = dataclasses.replace(planned, sram_bytes=2 * a_bytes + 2)
     conv_a, conv_b, add = estimate_graph(graph, tight).layers
     assert conv_a.ddr_write_bytes == 0 and conv_b.ddr_write_bytes == a_bytes and add.ddr_read_bytes == a_bytes
+
+
+def test_a_per_inference_task_overhead_adds_once_outside_every_layer(write_model: ModelWriter,
+                                                                     tmp_path: Path) -> None:
+    from layerscope.run import estimate_run
+
+    graph = three_layers(write_model)
+    plain = estimate_graph(graph, toy_profile())
+    tasked = estimate_graph(graph, dataclasses.replace(toy_profile(), task_overhead_us=250.0))
+    assert [e.latency_us for e in tasked.layers] == [e.latency_us for e in plain.layers]  # no layer takes it
+    assert tasked.layers_us == pytest.approx(plain.latency_us)
+    assert tasked.latency_us == pytest.approx(plain.latency_us + 250.0)
+    summary = estimate_run(graph, tasked, dataclasses.replace(toy_profile(), task_overhead_us=250.0)).summary
+    assert summary.est_task_overhead_us == 250.0 and summary.est_latency_us == pytest.approx(tasked.latency_us)
+    assert estimate_run(graph, plain, toy_profile()).summary.est_task_overhead_us is None  # absent when 0

@@ -284,6 +284,7 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
             "est_latency_us": _us(latency_us),
             "est_fps": round(1e6 / latency_us, 3) if latency_us > 0 else None,
             "cpu_fallback_count": estimate.fallback_count,
+            **({"est_task_overhead_us": _us(estimate.task_overhead_us)} if estimate.task_overhead_us else {}),
         }),
     })
 

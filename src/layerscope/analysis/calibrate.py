@@ -155,6 +155,8 @@ class RunData:
     layers: tuple[LayerTerm, ...]
     rows: tuple[KernelRow, ...]
     family: str = ""
+    #: the base profile's per-inference task overhead in the run's estimate (outside every layer)
+    task_us: float = 0.0
 
     @property
     def family_key(self) -> str:
@@ -176,6 +178,8 @@ class Params:
     memory_scale: float
     base_overhead_us: Mapping[str, float] = field(default_factory=dict)
     op_scale: Mapping[str, float] = field(default_factory=dict)
+    #: the per-inference task overhead relative to the base profile's
+    task_scale: float = 1.0
 
     def scale(self, group: str) -> float:
         return self.compute_scale.get(group, 1.0)
@@ -362,7 +366,8 @@ def _run_data(typed: RunFile, name: str, latency_us: float, layers: list[LayerTe
               ) -> RunData:
     base = _number(typed.summary.est_latency_us) or 0.0
     key = str(typed.model.sha256 or typed.model.path or name)
-    return RunData(name, key, typed.target_or_empty.name or "", latency_us, base, tuple(layers), rows)
+    task = _number(typed.summary.est_task_overhead_us) or 0.0
+    return RunData(name, key, typed.target_or_empty.name or "", latency_us, base, tuple(layers), rows, task_us=task)
 
 
 def _layer_terms(typed: RunFile, where: str) -> tuple[list[LayerTerm], dict[str, int]]:
@@ -440,8 +445,9 @@ def _groups(runs: Sequence[RunData]) -> list[str]:
 
 
 def predict_us(run: RunData, params: Params) -> float:
-    """End-to-end latency of ``run``'s model under ``params``: the roofline's sum over its layers."""
-    return sum(params.layer_us(t) for t in run.layers)
+    """End-to-end latency of ``run``'s model under ``params``: the roofline's sum over its layers and the
+    per-inference task overhead."""
+    return sum(params.layer_us(t) for t in run.layers) + params.task_scale * run.task_us
 
 
 @dataclass(frozen=True)
@@ -566,14 +572,16 @@ def _design(runs: Sequence[RunData], stage: _Stage, assignment: Sequence[np.ndar
     weights: list[float] = []
     for run, is_compute in zip(runs, assignment, strict=True):
         coef, fixed = _layer_rows(run, stage, is_compute)
+        layers_us = run.latency_us - run.task_us  # the layers' part: the per-inference task is not fitted here
+        scale = layers_us if layers_us > 0 else run.latency_us
         for row in run.rows:
             members = list(row.layers)
             rows.append(coef[members].sum(axis=0))
             targets.append(row.measured_us - float(fixed[members].sum()))
-            weights.append(1.0 / run.latency_us)
+            weights.append(1.0 / scale)
         rows.append(coef.sum(axis=0))
-        targets.append(run.latency_us - float(fixed.sum()))
-        weights.append(E2E_WEIGHT / run.latency_us)
+        targets.append(layers_us - float(fixed.sum()))
+        weights.append(E2E_WEIGHT / scale)
     return np.array(rows), np.array(targets), np.array(weights)
 
 
@@ -845,6 +853,8 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
     sources["ddr_bandwidth_bytes_per_s"] = f"{note}; base {base.ddr_bandwidth_bytes_per_s:.6g} B/s, attainable " \
         f"{ddr_bw * ddr_eff:.6g} B/s"
     sources["cpu_ddr_bandwidth_bytes_per_s"] = f"{note}; base value / {d:.4g}"
+    if base.task_overhead_us and params.task_scale != 1.0:
+        sources["task_overhead_us"] = f"{note}; the base profile's x{params.task_scale:.4g}"
     op_efficiency = _op_efficiency(base, params, note, sources)
     return {
         "schema": 1,
@@ -861,6 +871,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         "ddr_efficiency": ddr_eff,
         "cpu_ddr_bandwidth_bytes_per_s": base.cpu_ddr_bandwidth_bytes_per_s / d,
         "transfer_overhead_us": base.transfer_overhead_us,
+        **({"task_overhead_us": base.task_overhead_us * params.task_scale} if base.task_overhead_us else {}),
         "units": units,
         "cpu": cpu,
         "fallback_rules": [{"op_type": r.op_type, **({"condition": r.condition} if r.condition else {}),

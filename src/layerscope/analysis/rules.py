@@ -449,7 +449,7 @@ def _estimate_bottleneck(ctx: RuleContext, node: Node, in_shape: tuple[int, ...]
         path = Path(folder) / "bottleneck.onnx"
         onnx.save_model(model, str(path))
         rewritten = load_model(path)
-    return estimate_graph(rewritten, ctx.profile, ctx.dtype).latency_us
+    return estimate_graph(rewritten, ctx.profile, ctx.dtype).layers_us  # three layers: no per-inference task
 
 
 def _mib(count: int) -> str:

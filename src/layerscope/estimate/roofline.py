@@ -12,7 +12,8 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   on chip over its lifetime; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
   :data:`FUSION_WINDOW` layers, whatever its size). Weights are always loaded; when they exceed the other half
   of SRAM they are streamed in ``weight_passes`` passes, each reloading the layer's input activations.
-- latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute).
+- latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
+  layers' sum plus the profile's per-inference ``task_overhead_us``.
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
 - zero-copy layers (reshape and friends) are views: no time.
@@ -193,7 +194,7 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident)
     layers = estimate_layer.every_layer(costs, reasons, classes)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
-                    resident=frozenset(residency.resident))
+                    resident=frozenset(residency.resident), task_overhead_us=profile.task_overhead_us)
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:

@@ -48,7 +48,8 @@ class Estimate:
     """A whole model's estimate on one profile: per layer, in graph order, and the totals.
 
     ``resident``: the activations the residency policy kept on chip (``None`` when not recorded), so that the
-    timeline's memory plan does not work them out again.
+    timeline's memory plan does not work them out again. ``task_overhead_us``: the profile's fixed cost of one
+    inference outside every layer, part of :attr:`latency_us`.
     """
 
     profile_name: str
@@ -56,11 +57,17 @@ class Estimate:
     layers: tuple[LayerEstimate, ...]
     costs: tuple[LayerCost, ...]
     resident: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    task_overhead_us: float = 0.0
+
+    @property
+    def layers_us(self) -> float:
+        """Layers run one after another in this model (no inter-layer overlap)."""
+        return sum(e.latency_us for e in self.layers)
 
     @property
     def latency_us(self) -> float:
-        """Layers run one after another in this model (no inter-layer overlap)."""
-        return sum(e.latency_us for e in self.layers)
+        """The layers' time and the profile's per-inference ``task_overhead_us``."""
+        return self.layers_us + self.task_overhead_us
 
     @property
     def ddr_bytes(self) -> int:

@@ -130,8 +130,8 @@ def estimate_summary(run: Run) -> RenderableType:
         ("MACs", f"{count_text(s.macs)} total, {count_text(s.tensor_macs)} conv/matmul"),
         ("params", f"{count_text(s.params)}  ({bytes_text(s.weight_bytes)} of weights as stored in the model)"),
         ("DDR traffic", f"{bytes_text(s.ddr_bytes)} per run"),
-        ("est. latency", f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
-         else duration_text(s.est_latency_us)),
+        ("est. latency", (f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
+                          else duration_text(s.est_latency_us)) + _task_text(s.est_task_overhead_us)),
         ("CPU fallback", f"{s.cpu_fallback_count} layer(s)"),
         ("unknown ops", Text(", ".join(f"{u.op_type} x{u.count}" for u in run.unknown_ops) or "none")),
     ]
@@ -253,3 +253,8 @@ def measurement_summary(run: Run) -> RenderableType:
                           "--stress` and `bisect` pair their runs).",
                           style="yellow"))
     return Group(*parts)
+
+
+def _task_text(task_us: float | None) -> str:
+    """What an estimate's total holds beside its layers: the profile's per-inference task overhead."""
+    return f"  incl. {duration_text(task_us)} per-inference task overhead" if task_us else ""

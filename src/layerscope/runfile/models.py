@@ -714,6 +714,8 @@ class Summary(Section):
     est_latency_us: Us | None = None
     est_fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
     cpu_fallback_count: Count | None = None
+    #: the profile's fixed cost of one inference outside every layer, part of ``est_latency_us``
+    est_task_overhead_us: Us | None = None
     meas_latency_us: Us | None = None
     measured_layer_sum_us: Us | None = None
     latency_us: Us | None = None

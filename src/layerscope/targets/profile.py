@@ -171,6 +171,8 @@ class Profile:
     ``plan_sram``: the compiler plans on-chip memory over the whole graph: an activation stays on chip, from its
     producer to its last reader, whenever it fits half the SRAM beside the activations kept there already (else
     only an activation whose one reader is the next layer, and that fits half the SRAM alone, stays on chip).
+    ``task_overhead_us``: the fixed cost of one inference outside every layer (the device runtime submits the
+    accelerator's task and collects its result), added once to a model's estimate; 0 where it is negligible.
     """
 
     name: str
@@ -195,6 +197,7 @@ class Profile:
     ddr_nominal_bytes_per_s: float | None = None
     fuse_elementwise: bool = False
     plan_sram: bool = False
+    task_overhead_us: float = 0.0
 
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.

@@ -11,6 +11,7 @@ errors too (a typo must not silently drop a number). The file layout::
     ddr_nominal_bytes_per_s = 76.8e9     # optional: the vendor's stated DDR peak (needs a [sources] entry)
     fuse_elementwise = true              # optional (default false): the compiler fuses element-wise layers
     plan_sram = true                     # optional (default false): the compiler plans SRAM over the graph
+    task_overhead_us = 100.0             # optional (default 0): a fixed cost per inference, outside every layer
     [[units]]                    # name, kinds, efficiency, overhead_us, [units.peak_ops_per_s]
     [cpu]                        # same keys as a unit; kinds optional (default: every kind)
     [[fallback_rules]]           # op_type, condition (optional), reason
@@ -65,6 +66,7 @@ _TOP_KEYS = frozenset(
         "ddr_nominal_bytes_per_s",
         "fuse_elementwise",
         "plan_sram",
+        "task_overhead_us",
     }
 )
 _UNIT_KEYS = frozenset({"name", "kinds", "peak_ops_per_s", "efficiency", "overhead_us"})
@@ -330,6 +332,8 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         ddr_nominal_bytes_per_s=_ddr_nominal(r, data),
         fuse_elementwise=_flag(r, data, "fuse_elementwise"),
         plan_sram=_flag(r, data, "plan_sram"),
+        task_overhead_us=r.number(data.get("task_overhead_us", 0.0), "task_overhead_us", low_ok=True,
+                                  bounds="overhead"),
     )
 
 

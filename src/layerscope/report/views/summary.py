@@ -178,7 +178,9 @@ def _latency_section(run: Run) -> Section | None:
         rows.append(("accelerator", f"{human_us(summary.accelerator_us)} per inference (measured by the vendor)"))
     if summary.est_latency_us is not None:
         fps = f"  ({summary.est_fps:.1f} FPS)" if summary.est_fps is not None else ""
-        rows.append(("estimated, layer by layer", human_us(summary.est_latency_us) + fps))
+        task = f", incl. {human_us(summary.est_task_overhead_us)} per-inference task overhead" \
+            if summary.est_task_overhead_us else ""
+        rows.append(("estimated, layer by layer", human_us(summary.est_latency_us) + fps + task))
     timeline_us = timeline.latency_us
     if timeline_us is not None:
         fps_core, fps_total = timeline.fps_per_core or 0.0, timeline.fps_total or 0.0
