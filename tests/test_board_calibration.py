@@ -207,3 +207,35 @@ def test_the_fit_moves_a_per_inference_task_overhead(stacks: list[BoardEntry], t
 
     path.write_text(profile_toml(calibrated_profile(profile, fitted, name="tasked", models=["m"])), encoding="utf-8")
     assert load_profile_file(path).task_overhead_us == pytest.approx(100.0 * fitted.task_scale)
+
+
+def test_a_perf_cell_reads_a_profiler_log_too(tmp_path: Path) -> None:
+    log = Path(__file__).parent / "fixtures" / "importers" / "horizon" / "s100_profiler.log"
+    table = tmp_path / "board.csv"
+    table.write_text(f"model,perf\nm.onnx,{log}\n", encoding="utf-8")
+    (entry,) = read_board_table(table).entries
+    from layerscope.importers.detect import parse_file
+
+    expected = parse_file(log).totals.latency
+    assert expected is not None and entry.latency_us == pytest.approx(expected.mean_us)
+
+
+def test_board_runs_imported_estimated_and_reconciled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The seeds' k procedure with the commands: import the board's console summary of each model, add the
+    estimate to the same run, reconcile the runs together."""
+    from layerscope.samples import sample_path
+
+    runs = []
+    for scale, board_ms in (("n", 2.0), ("s", 3.1)):  # the RDK S100 zoo's single-thread YOLOv8 latencies
+        perf = tmp_path / f"v8{scale}.txt"
+        perf.write_text("Running condition:\n  Thread number is: 1\n  Frame count   is: 200\nPerf result:\n"
+                        f"  Average    latency    is: {board_ms} ms\n", encoding="utf-8")
+        model = str(sample_path("ultralytics_detect", version="v8", scale=scale, size=320))
+        run = tmp_path / f"v8{scale}.json"
+        assert main(["import", str(perf), "--model", model, "-o", str(run)]) == 0
+        assert main(["estimate", model, "--target", "rdk-s100", "--top", "0", "--json", str(run)]) == 0
+        runs.append(str(run))
+    capsys.readouterr()
+    assert main(["reconcile", *runs]) == 0
+    printed = capsys.readouterr().out
+    assert "k across runs" in printed and "over 2 runs" in printed and "per-inference task overhead" in printed

@@ -142,3 +142,15 @@ def test_missing_file_and_folder(tmp_path: Path) -> None:
         read_board_perf(tmp_path / "absent.log")
     with pytest.raises(InputError, match="not a file"):
         read_board_perf(tmp_path)
+
+
+def test_import_detects_the_console_summary_and_reads_its_totals() -> None:
+    from layerscope.importers.detect import detect_format, parse_file
+
+    path = HRT / "s100_lanenet_1thread.txt"
+    assert detect_format(path.read_text(encoding="utf-8"), str(path)) == "hrt-perf"
+    result = parse_file(path)
+    assert (result.format, result.tool, result.entries) == ("hrt-perf", "hrt_model_exec", ())
+    assert result.totals.latency is not None and result.totals.latency.mean_us == pytest.approx(14245.0)
+    assert result.totals.latency.samples == 200 and result.totals.fps == pytest.approx(69.894)
+    assert result.info["model_name"] == "lanenet256x512.hbm" and result.info["thread_num"] == "1"

@@ -142,10 +142,16 @@ def _cell(row: dict[str, str | None], column: str) -> str:
 
 def perf_latency_us(path: Path) -> float:
     """The end-to-end latency (µs) in a file ``hrt_model_exec perf`` wrote: its console summary ("Average latency
-    is"), else its ``profiler.log`` / ``profiler.csv``."""
-    from layerscope.importers.hrt_perf import read_board_perf
+    is"), or the ``profiler.log`` / ``profiler.csv`` of ``--profile_path`` (read as ``layerscope import`` reads
+    them). ``InputError`` when the file holds no end-to-end latency."""
+    from layerscope.importers.detect import parse_file
 
-    return read_board_perf(path).latency_ms * US_PER_MS
+    result = parse_file(path)
+    latency = result.totals.latency
+    mean_us = latency.mean_us if latency is not None else None
+    if not mean_us or mean_us <= 0:
+        raise InputError(f"{path}: no end-to-end latency in this {result.format} file")
+    return mean_us
 
 
 def model_path(entry: BoardEntry) -> Path:

@@ -302,7 +302,9 @@ def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
         scope = (existing.scope if existing is not None and existing.scope else
                  "accelerator block measured on the board over its static estimate")
     else:
-        scope = "end to end: latency P50 over the sum of the per-layer estimates"
+        task = typed.summary.est_task_overhead_us
+        scope = "end to end: latency P50 over the sum of the per-layer estimates" + (
+            f" and the profile's {task / 1e3:.2f} ms per-inference task overhead" if task else "")
     verdict = _verdict(factor, None, None, None, 0)
     return Reconciliation(model_name, target_name, scope, factor, end_to_end, (), (), (), (), None, None, TOP_N,
                           None, kf.excluded_ids, verdict, measured_on, kf.mismatch)

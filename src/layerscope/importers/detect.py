@@ -14,14 +14,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from layerscope.errors import InputError
-from layerscope.importers import horizon_profiler, horizon_static, openvino, ort, rknn, trtexec
+from layerscope.importers import horizon_profiler, horizon_static, hrt_perf, openvino, ort, rknn, trtexec
 from layerscope.importers._common import read_text
 from layerscope.importers.types import ImportResult
 
 Parser = Callable[[str, str], ImportResult]
 
 #: ``--format`` names, in the order auto-detection tries them.
-FORMATS = ("horizon-profiler", "horizon-static", "trtexec", "ort", "openvino", "rknn")
+FORMATS = ("horizon-profiler", "horizon-static", "trtexec", "ort", "openvino", "rknn", "hrt-perf")
 
 _HEAD = 64 * 1024
 _JSON_KEY = r'"{}"\s*:'
@@ -54,6 +54,8 @@ def detect_format(text: str, source: str) -> str:
         return "openvino"
     if rknn.find_header(head) is not None:
         return "rknn"
+    if re.search(r"Average\s+latency\s+is\s*:", text):  # the console summary ends the output: search it all
+        return "hrt-perf"
     raise InputError(f"{source}: not a vendor profile layerscope reads (formats: {', '.join(FORMATS)})",
                      hint="pass --format if you know which it is")
 
@@ -80,6 +82,7 @@ PARSERS: dict[str, Parser] = {
     "ort": ort.parse,
     "openvino": _openvino,
     "rknn": rknn.parse,
+    "hrt-perf": hrt_perf.parse,
 }
 
 

@@ -13,12 +13,17 @@ The tool (X3/X5 libdnn and S100 UCP builds alike) ends its run with this block (
 
 preceded by log lines, the tool's echo of its command line (``hrt_model_exec perf --model_file X ...``) and
 progress lines (``Frame count: 200,  Thread Average: ...``), which are not part of the summary. Published
-examples: ``tests/fixtures/importers/hrt_perf/SOURCES.md`` (D-Robotics/rdk_model_zoo, rdk_model_zoo_s).
+examples: ``tests/fixtures/hrt_perf/SOURCES.md`` (D-Robotics/rdk_model_zoo, rdk_model_zoo_s).
 
 Each line is read with its blank runs collapsed and a leading ``-``/``*`` bullet dropped (READMEs quote the
 block as a list), so the match is linear in the line's length. Exactly one ``Average latency is`` line is
 required: its value, in ms, is the model's mean latency per frame (per thread when ``Thread number`` > 1).
 Vendor text is data: it is only split, compared and converted with ``float``/``int``.
+
+:func:`parse` gives it to ``layerscope import`` as format ``hrt-perf``: a run whose end-to-end latency is the
+board's (no per-layer entries: the board measures the accelerator's subgraph whole); ``layerscope estimate MODEL
+--json RUN`` then adds the estimate beside it, and ``layerscope reconcile`` of several such runs gives k per
+model, its spread and the verdict.
 """
 
 from __future__ import annotations
@@ -28,7 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layerscope.fileio import read_text_limited
-from layerscope.importers._common import fail
+from layerscope.importers._common import US_PER_MS, fail
+from layerscope.importers.types import ImportResult, TimeStats, Totals, make_info
+
+TOOL = "hrt_model_exec"
+FORMAT = "hrt-perf"
 
 #: Larger files are refused before reading: a console log of one perf run is a few KB.
 MAX_PERF_BYTES = 16 * 1024 * 1024
@@ -106,6 +115,15 @@ def parse_board_perf(text: str, source: str) -> BoardPerf:
         model_file=model_file,
         source=source,
     )
+
+
+def parse(text: str, source: str) -> ImportResult:
+    """The summary in ``text`` as an import: the board's mean latency per frame end to end, its frame rate, and
+    what it ran (model file, threads, frames); no per-layer entries."""
+    perf = parse_board_perf(text, source)
+    totals = Totals(latency=TimeStats(mean_us=perf.latency_ms * US_PER_MS, samples=perf.frames), fps=perf.fps)
+    info = make_info({"model_name": perf.model_file, "thread_num": perf.threads, "frame_count": perf.frames})
+    return ImportResult(path=source, format=FORMAT, tool=TOOL, totals=totals, info=info)
 
 
 def read_board_perf(path: Path) -> BoardPerf:
