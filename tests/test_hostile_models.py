@@ -61,6 +61,15 @@ def test_bad_external_data_is_refused(kind: str, tmp_path: Path) -> None:
     assert "external data" in line
 
 
+def test_a_nul_byte_in_an_external_data_location_is_bad_input(tmp_path: Path) -> None:
+    path = _external(tmp_path, "0", "16")
+    model = onnx.load_model(str(path), load_external_data=False)
+    model.graph.initializer[0].external_data[0].value = "w\x00.bin"
+    path.write_bytes(model.SerializeToString())
+    line = assert_one_line_error(run_limited(["estimate", str(path), *TARGET]), str(tmp_path), "'w'", "NUL byte")
+    assert "external data location" in line
+
+
 def test_good_external_data_loads(tmp_path: Path) -> None:
     path = _external(tmp_path, "0", "16")
     result = run_limited(["estimate", str(path), *TARGET])

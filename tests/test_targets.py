@@ -333,6 +333,18 @@ def test_compiler_flags_are_booleans_and_default_to_false(tmp_path: Path, key: s
     assert _load_error(tmp_path, f'{key} = "yes"\n' + VALID) == f'{key} must be true or false, got "yes"'
 
 
+def test_an_integer_past_pythons_digit_limit_is_a_profile_error(tmp_path: Path) -> None:
+    message = _load_error(tmp_path, VALID.replace("cores = 1", "cores = " + "9" * 10_000))
+    assert message.startswith("cannot read the profile file: Exceeds the limit (4300 digits)")
+
+
+@pytest.mark.parametrize("name", ["x" * 5000, "bad\x00name"])
+def test_a_target_name_no_file_can_have_is_an_unknown_target(name: str) -> None:
+    with pytest.raises(ProfileError, match="unknown target") as caught:
+        load_profile(name)
+    assert len(str(caught.value)) < 400  # the name is quoted short
+
+
 def test_invalid_toml_is_one_line_naming_the_file(tmp_path: Path) -> None:
     message = _load_error(tmp_path, VALID.replace("cores = 1", "cores = = 1"))
     assert message.startswith("not valid TOML: ") and "line 8" in message

@@ -289,6 +289,9 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, rows: list[Node
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if "\x00" in location:
+            raise ModelError(f"tensor {tensor.name!r}: external data location {location!r} (in {root}) holds a NUL "
+                             "byte; refusing to read it")
         target = (root / location).resolve()
         if not location or Path(location).is_absolute() or not target.is_relative_to(root):
             raise ModelError(

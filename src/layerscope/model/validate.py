@@ -360,7 +360,7 @@ def _external_problem(tensor: TensorProto, base_dir: Path, expected: int | None)
     target = base_dir / location
     try:
         file_bytes = target.stat().st_size
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in the location
         return None  # the location is checked (and reported) by load.py's external-data check
     offset = numbers.get("offset", 0)
     length = numbers.get("length", file_bytes - offset if expected is None else expected)

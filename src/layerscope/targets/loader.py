@@ -27,10 +27,19 @@ def known_targets() -> list[str]:
     return sorted([*_shipped(), HOST])
 
 
+#: Longest target name quoted back in an error message.
+_MAX_SHOWN = 80
+
+
 def _looks_like_path(text: str) -> bool:
     """A ``.toml`` name, anything with a path separator, or an existing file."""
     separators = [sep for sep in (os.sep, os.altsep) if sep]
-    return text.endswith(".toml") or any(sep in text for sep in separators) or Path(text).is_file()
+    if text.endswith(".toml") or any(sep in text for sep in separators):
+        return True
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, or holding a NUL: not a file
+        return False
 
 
 def load_profile(name_or_path: str) -> Profile:
@@ -49,7 +58,8 @@ def load_profile(name_or_path: str) -> Profile:
         return load_profile_file(shipped[name.lower()])
     if _looks_like_path(name):
         return load_profile_file(Path(name).expanduser(), display=name)
-    raise ProfileError(f"unknown target {name!r}; known: {', '.join(known_targets())}")
+    shown = repr(name) if len(name) <= _MAX_SHOWN else f"{name[:_MAX_SHOWN]!r}... ({len(name)} characters)"
+    raise ProfileError(f"unknown target {shown}; known: {', '.join(known_targets())}")
 
 
 def _host_summary() -> ProfileSummary:

@@ -351,6 +351,8 @@ def read_toml(path: Path, display: str | None = None) -> dict[str, Any]:
         raise ProfileError(f"{shown}: not valid TOML: nested too deeply") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{shown}: cannot read the profile file: {exc}") from None
+    except ValueError as exc:  # a NUL in the path, or an integer past Python's digit limit (10**4300)
+        raise ProfileError(f"{shown}: cannot read the profile file: {str(exc).split(';')[0]}") from None
 
 
 def load_profile_file(path: Path, display: str | None = None) -> Profile:
