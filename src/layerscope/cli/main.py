@@ -6,7 +6,9 @@ traceback instead.
 
 SIGTERM and SIGHUP are handled like Ctrl-C: while ``main`` runs they raise ``KeyboardInterrupt`` in the main
 thread, so every command stops the same way (temporary folders removed by their context managers, what was
-measured kept and marked ``interrupted``) and exits 128 + the signal's number with one line.
+measured kept and marked ``interrupted``) and exits 128 + the signal's number with one line. Every such signal,
+Ctrl-C's too, is recorded when it arrives: an error raised after it (an interrupted ``import onnxruntime`` surfaces
+as "not installed") is reported as the interruption, with its exit code, not as that error.
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def cli(debug: bool) -> None:
     """Where the inference time of a neural network goes, layer by layer, on the device it runs on."""
 
 
-#: Signals that stop a command the way Ctrl-C does (``kill``, ``docker stop``, a closed terminal or SSH session).
-TERMINATING_SIGNALS: tuple[str, ...] = ("SIGTERM", "SIGHUP")
+#: Signals that stop a command the way Ctrl-C does (``kill``, ``docker stop``, a closed terminal or SSH session), and
+#: Ctrl-C's own: each is recorded when it arrives, so that an error it causes is reported as the interruption.
+TERMINATING_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
 @contextmanager
@@ -123,7 +126,7 @@ def _interrupted(exc: BaseException, received: Sequence[int]) -> int:
     """Print the one line of an interruption and return its exit code: 130 (Ctrl-C) or 128 + the signal's
     number. A ``KeyboardInterrupt`` raised with a message (where the partial results are) adds it."""
     note = f": {exc.args[0]}" if exc.args and exc.args[0] else ""
-    if received:
+    if received and received[0] != signal.SIGINT:
         number = received[0]
         _error_line(f"layerscope: terminated by {signal.Signals(number).name}{note}")
         return 128 + number
@@ -152,6 +155,8 @@ def _main(args: list[str], received: list[int]) -> int:
     try:
         result = cli.main(args=args, prog_name="layerscope", standalone_mode=False)
     except LayerscopeError as exc:
+        if received and not debug:  # caused by the interruption (a runtime's import cut short: "not installed")
+            return _interrupted(KeyboardInterrupt(), received)
         if debug:
             raise
         _error_line(f"layerscope: error: {exc}")
@@ -170,6 +175,8 @@ def _main(args: list[str], received: list[int]) -> int:
     except (click.Abort, KeyboardInterrupt):  # while the arguments were parsed
         return _interrupted(KeyboardInterrupt(), received)
     except Exception as exc:
+        if received and not debug:  # an error the interruption caused, not a bug
+            return _interrupted(KeyboardInterrupt(), received)
         if debug:
             raise
         _error_line(f"layerscope: internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)")
