@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,20 @@ def test_markdown_has_the_table_users_post_and_escapes_pipes() -> None:
     assert "| metric | v1\\|old | v2 | change |" in text
     assert "| latency P50 | 45.00 ms | 28.00 ms | -37.8% ✓ |" in text
     assert "**Renamed** (1): `stem` → `model.0.conv`" in text
+
+
+def test_markdown_names_with_backticks_and_controls_stay_in_their_code_spans() -> None:
+    hostile = "x`<b>bold</b>`\x1b[31m\u202e"
+    before = json.loads(json.dumps(BEFORE))
+    after = json.loads(json.dumps(AFTER))
+    for run in (before, after):
+        for layer in run["layers"]:
+            layer["id"] = layer["name"] = hostile + layer["id"]
+    text = compare_markdown(compare_runs(before, after, before_label="v1\x07", after_label="v2"))
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert "``x`<b>bold</b>`[31m" in text  # fenced by two backticks: the single ones inside cannot end the span
+    outside_code = re.sub(r"``.*?``|`[^`]*`", "", text)
+    assert "<b>" not in outside_code
 
 
 def test_compare_command_writes_markdown_and_a_run_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

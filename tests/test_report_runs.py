@@ -274,6 +274,10 @@ def test_markdown_summary_escapes_names(runs: Runs) -> None:
     assert "| P50 |" in text and "meas. µs" in text and "k = measured / estimated" in text
     assert md_code(XSS) in text
     assert md_code("a|b") == "`a\\|b`" and md_code("`x`") == "`` `x` ``"
+    # CommonMark: the fence is longer than any backtick run inside, so a name cannot close the span early and let
+    # what follows render as HTML; control and bidi characters are dropped
+    assert md_code("a``<img src=x>``b") == "```a``<img src=x>``b```"
+    assert md_code("conv\x1b[2J\x07\u202eevil") == "`conv[2Jevil`"
 
 
 # --------------------------------------------------------------------------------------------------- HTML markup

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from layerscope.analysis.compare import Comparison, RuntimeComparison
 from layerscope.report.analysis_terminal import change_text, format_metric, group_text, precision_text
+from layerscope.report.tables import md_code
+from layerscope.textsafe import terminal_text
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Plain text for a cell: one line, pipes escaped, control and bidirectional-override characters removed."""
+    return terminal_text(" ".join(text.splitlines())).replace("|", "\\|")
 
 
 def compare_markdown(cmp: Comparison, top: int = 10) -> str:
@@ -29,12 +32,12 @@ def compare_markdown(cmp: Comparison, top: int = 10) -> str:
                   "|---:|---|---|---:|---:|---:|"]
         for i, d in enumerate(cmp.layers[:top], 1):
             name = d.after_id if not d.renamed else f"{d.before_id} → {d.after_id}"
-            lines.append(f"| {i} | `{_cell(name)}` | {d.op_type} | {d.before_us:.1f} | {d.after_us:.1f} | "
+            lines.append(f"| {i} | {md_code(name)} | {_cell(d.op_type)} | {d.before_us:.1f} | {d.after_us:.1f} | "
                          f"{d.delta_us:+.1f} |")
         lines.append("")
-    for label, names in (("Renamed", [f"`{_cell(d.before_id)}` → `{_cell(d.after_id)}`" for d in cmp.renamed]),
-                         ("Added", [f"`{_cell(i)}` ({op})" for i, op, _ in cmp.added]),
-                         ("Removed", [f"`{_cell(i)}` ({op})" for i, op, _ in cmp.removed])):
+    for label, names in (("Renamed", [f"{md_code(d.before_id)} → {md_code(d.after_id)}" for d in cmp.renamed]),
+                         ("Added", [f"{md_code(i)} ({_cell(op)})" for i, op, _ in cmp.added]),
+                         ("Removed", [f"{md_code(i)} ({_cell(op)})" for i, op, _ in cmp.removed])):
         lines.append(f"**{label}** ({len(names)}): {', '.join(names) if names else 'none'}")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -56,7 +59,7 @@ def _runtimes(rt: RuntimeComparison, before: str, after: str, top: int) -> list[
               f"{len(rt.precision_differs)} layers", "",
               f"| layer | op | {b} µs | {a} µs | {b} group | {a} group | precision |",
               "|---|---|---:|---:|---|---|---|"]
-    lines += [f"| `{_cell(x.layer_id)}` | {_cell(x.op_type)} | {x.before_us:.1f} | {x.after_us:.1f} | "
+    lines += [f"| {md_code(x.layer_id)} | {_cell(x.op_type)} | {x.before_us:.1f} | {x.after_us:.1f} | "
               f"{_cell(group_text(x.before_group, x.before_kernel))} | "
               f"{_cell(group_text(x.after_group, x.after_kernel))} | {_cell(precision_text(x))} |"
               for x in differ[:top]]

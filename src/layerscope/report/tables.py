@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from layerscope.report.views.layers import LayerRow, layer_rows, scale_factor, s
 from layerscope.report.views.summary import headline, missing_notes, summary_sections
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import LayerMeasured, RunLike
+from layerscope.textsafe import terminal_text
 
 Getter = Callable[[LayerRow], Any]
 
@@ -139,21 +141,26 @@ def _runtime_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
 
 
 # --------------------------------------------------------------------------------------------------- markdown
+_BACKTICKS = re.compile("`+")
 
 
 def md_code(text: Any) -> str:
-    """``text`` as an inline code span safe inside a table cell: backticks fenced, pipes escaped, one line."""
-    value = " ".join(str(text).split())
+    """``text`` as an inline code span safe inside a table cell (CommonMark's rule: a fence one backtick longer
+    than the longest run of backticks inside, a space inside it when the text starts or ends with one), pipes
+    escaped, one line, control and bidirectional-override characters removed (:func:`terminal_text`)."""
+    value = terminal_text(" ".join(str(text).split()))
     if not value:
         return ""
-    fence = "``" if "`" in value else "`"
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(value)), default=0) + 1)
     pad = " " if value.startswith("`") or value.endswith("`") else ""
     return f"{fence}{pad}{value}{pad}{fence}".replace("|", "\\|")
 
 
 def md_text(text: Any, *, strip: bool = True) -> str:
-    """Plain text for a table cell: Markdown and HTML specials escaped, one line (``strip``: trimmed)."""
+    """Plain text for a table cell: Markdown and HTML specials escaped, one line (``strip``: trimmed), control and
+    bidirectional-override characters removed."""
     value = " ".join(str(text).split()) if strip else " ".join(str(text).splitlines())
+    value = terminal_text(value)
     for char in "\\`*_[]<>|#":
         value = value.replace(char, "\\" + char)
     return value.replace("&", "&amp;")
