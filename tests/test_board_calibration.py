@@ -220,10 +220,13 @@ def test_a_perf_cell_reads_a_profiler_log_too(tmp_path: Path) -> None:
     assert expected is not None and entry.latency_us == pytest.approx(expected.mean_us)
 
 
-def test_board_runs_imported_estimated_and_reconciled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_board_runs_imported_estimated_and_reconciled(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The seeds' k procedure with the commands: import the board's console summary of each model, add the
     estimate to the same run, reconcile the runs together."""
     from layerscope.samples import sample_path
+
+    monkeypatch.setenv("COLUMNS", "200")  # one line per statement: the checks below read whole phrases
 
     runs = []
     for scale, board_ms in (("n", 2.0), ("s", 3.1)):  # the RDK S100 zoo's single-thread YOLOv8 latencies
