@@ -3,11 +3,12 @@
 A board's tool (``hrt_model_exec perf`` on D-Robotics RDK boards) gives one latency per model; per layer there is
 only the static estimate. :func:`read_board_table` reads a table of models and their board latencies,
 :func:`board_runs` estimates each model on a base profile and pairs the estimate with its latency, and
-:func:`calibrate_board` fits the profile's efficiency per unit and layer kind, per-layer overhead and DDR
-efficiency to the end-to-end latencies (:mod:`layerscope.analysis.calibrate`, end-to-end rows only, no op-type
-factors: one number per model cannot tell op types apart; a prior keeps what the models cannot tell apart at the
-base profile's value), with the leave-one-family-out error: each
-architecture family is predicted by a fit that never saw it.
+:func:`calibrate_board` fits the profile to the end-to-end latencies (:func:`fit_board`: a compute and an
+overhead factor per unit, the DDR efficiency and the per-inference task overhead; no op-type factors, as one
+number per model cannot tell op types apart; a prior keeps what the models cannot tell apart near the base
+profile's value), with the leave-one-family-out error: each architecture family is predicted by a fit that never
+saw it. :func:`k_analysis` is the forum's k procedure over such models; :func:`derive_profile` makes a sibling
+chip's profile from a calibrated one by its published differences.
 
 The table (CSV, one header row; extra columns are ignored):
 
@@ -46,11 +47,11 @@ from layerscope.analysis.calibrate import (
 from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
 from layerscope.fileio import read_text_limited
+from layerscope.importers._common import US_PER_MS
 from layerscope.runfile.derived import ScaleFactor
 from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit
 
-US_PER_MS = 1000.0
 SAMPLE_PREFIX = "sample:"
 #: The |error| a board estimate counts as within tolerance: a user sizing a product around a board's latency.
 BOARD_TOLERANCE = 0.15
