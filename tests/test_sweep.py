@@ -213,6 +213,30 @@ def test_an_unknown_mode_is_bad_input_before_any_cluster(tmp_path: Path) -> None
     assert result.returncode == 2 and "unknown sweep mode(s) 'bench'" in result.err, result.describe()
 
 
+def test_a_bad_target_stops_the_sweep_before_any_cell(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    result = run_cli(["sweep", zoo("squeezenet"), "-t", "rdk-s100,nosuch", "--no-ray", "-o", out])
+    assert result.returncode == 2 and "unknown target 'nosuch'" in result.err, result.describe()
+    assert not (out / "runs").exists()  # no cell ran, on rdk-s100 either
+
+
+def test_a_second_sweep_on_the_same_folder_is_refused(tmp_path: Path) -> None:
+    import fcntl
+
+    out = tmp_path / "o"
+    out.mkdir()
+    with (out / ".sweep.lock").open("a+") as held:  # a sweep running there holds this lock
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242")
+        held.flush()
+        result = run_cli(["sweep", zoo("squeezenet"), "--no-ray", "-o", out])
+    assert result.returncode == 2, result.describe()
+    assert "another layerscope sweep (process 4242) is running in this folder" in result.err
+    assert not (out / "runs").exists()
+    again = run_cli(["sweep", zoo("squeezenet"), "--no-ray", "-o", out])  # released: it runs
+    assert again.returncode == 0 and "1 cells: 0 already done, 1 run now, 0 failed" in again.out, again.describe()
+
+
 #: A device that sleeps for, and prints, a latency that is a function of the model file alone: 400 ms plus its
 #: size in bytes as µs; it logs "DEVICE MODEL START END" (seconds since the epoch) per call, or fails while the file
 #: LOG.offline-DEVICE exists. A shell script: starting it costs little beside the sleep.

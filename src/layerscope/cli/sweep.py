@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import click
 
 from layerscope.cli.options import parse_shapes
 from layerscope.cli.progress import phase_progress
-from layerscope.errors import BackendUnavailable, InputError, LayerscopeError
+from layerscope.errors import BackendUnavailable, InputError, LayerscopeError, OutputError
 from layerscope.fileio import write_atomic
 from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE, gather
 from layerscope.sweep.executor import run_sweep
@@ -92,11 +92,18 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
         raise click.UsageError("--ray and --no-ray exclude each other")
     spec = SweepSpec(**{"models": (), **axes})
     cells = expand(spec)
+    _check_targets(spec.targets)  # before the first cell runs, not in each cell
     if dry_run:
         for cell in cells:
             click.echo(f"{'done ' if is_done(out_dir, cell) else 'to do'}  {cell.key}")
         click.echo(f"{len(cells)} cells")
         return
+    with _folder_lock(out_dir):
+        _run(cells, out_dir, address=address, num_cpus=num_cpus, no_ray=no_ray)
+
+
+def _run(cells: Sequence[Cell], out_dir: Path, *, address: str | None, num_cpus: int | None, no_ray: bool) -> None:
+    """Run the sweep's cells (resuming), then write its tables and leaderboard (see the module docstring)."""
     write_atomic(out_dir / PLAN, json.dumps({"cells": [{"key": c.key, **c.to_dict()} for c in cells]}, indent=1))
     todo = sum(1 for cell in cells if not is_done(out_dir, cell))
     with phase_progress({"cells": "sweep"}, {"cells": "cells"}) as update:
@@ -129,6 +136,50 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
         error_class: type[LayerscopeError] = {3: BackendUnavailable, 2: InputError}.get(worst, LayerscopeError)
         raise error_class(f"{len(outcome.failed)} of {len(cells)} cells failed; their errors are in "
                           f"{out_dir / 'failed'} and the leaderboard")
+
+
+def _check_targets(targets: Iterable[str]) -> None:
+    """Load every target profile the cells name (``host`` is measured where its cells run, so not here):
+    a bad one stops the sweep before any cell runs."""
+    from layerscope.targets import load_profile
+    from layerscope.targets.profile import HOST_NAME
+
+    for target in dict.fromkeys(targets):
+        if target.strip().lower() != HOST_NAME:
+            load_profile(target)
+
+
+#: The lock file of a sweep's folder: one sweep at a time runs cells there.
+LOCK = ".sweep.lock"
+
+
+@contextlib.contextmanager
+def _folder_lock(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``DIR/.sweep.lock`` while the sweep runs: a second sweep on the same folder would
+    run the same cells again and disturb the first one's measurements. ``InputError`` when another holds it."""
+    import fcntl
+    import os
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        handle = (out_dir / LOCK).open("a+")
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot write ({exc.strerror or exc})") from None
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            raise InputError(f"{out_dir}: another layerscope sweep (process {holder}) is running in this folder; "
+                             "wait for it to finish, or give another -o/--out") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # the lock goes with the file descriptor, also when the process is killed
 
 
 def _int(text: str) -> int:
