@@ -100,4 +100,6 @@ COSTS: CostTable = {
     **table(("QLinearConv",), _qlinear_conv),
     **table(("ConvInteger",), _conv_integer),
     **table(("FusedConv",), _ms_fused_conv, MS),
+    # com.microsoft QLinearConv: the ONNX op's inputs, with an NHWC variant (``channels_last``) of the same work.
+    **table(("QLinearConv",), _qlinear_conv, MS),
 }

@@ -1,6 +1,6 @@
 """Normalizations and softmax: BatchNormalization, LayerNormalization (+ com.microsoft Skip/Simplified
-variants), InstanceNormalization, GroupNormalization, MeanVarianceNormalization, LRN, LpNormalization,
-Softmax, LogSoftmax, Hardmax.
+variants and EmbedLayerNormalization), InstanceNormalization, GroupNormalization, MeanVarianceNormalization,
+LRN, LpNormalization, Softmax, LogSoftmax, Hardmax.
 
 All run on the vector unit. Constants are FLOPs per element (see :mod:`layerscope.costs.elementwise`
 for the counting convention); per-row/per-group terms (a sqrt, a divide) are ignored unless noted:
@@ -8,6 +8,8 @@ they are a vanishing share of the per-element work.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from layerscope.costs._common import (
     MS,
@@ -18,6 +20,7 @@ from layerscope.costs._common import (
     out_elements,
     per_output_cost,
     table,
+    tensor_of,
     tensor_only,
 )
 from layerscope.costs.types import LayerCost, UnitKind
@@ -67,6 +70,31 @@ def _skip_layer_norm(per_element: int) -> CostFn:
     return cost
 
 
+#: EmbedLayerNormalization's embedding tables: word, position, segment (input positions).
+_EMBEDDING_TABLES = (2, 3, 4)
+
+
+def _embed_layer_norm(node: Node, graph: Graph) -> LayerCost:
+    """com.microsoft EmbedLayerNormalization(input_ids (B, S), segment_ids?, word_embedding, position_embedding,
+    segment_embedding?, gamma, beta, mask?, position_ids?) -> output (B, S, H), mask_index, embedding_sum?
+    (ONNX Runtime ContribOperators.md).
+
+    Per output element: the sum of one row of each table (2 tables: 1 add, 3: 2 adds) + :data:`MEAN_VAR_AFFINE`.
+    A constant table is read only at its gathered rows: B·S·H elements at most (as Gather's table, see
+    :func:`layerscope.costs.constant_elements_read`); all its elements are params, as are gamma and beta.
+    """
+    outputs = out_elements(node, graph)
+    tables = [i for i in _EMBEDDING_TABLES if has_input(node, i)]
+    cost = layer_cost(node, graph, UnitKind.VECTOR, flops=outputs * (len(tables) - 1 + MEAN_VAR_AFFINE),
+                      params_from=(*tables, 5, 6))
+    unread = 0
+    for name in dict.fromkeys(node.inputs[i] for i in tables):
+        if graph.is_constant(name):
+            info = tensor_of(graph, name, node)
+            unread += (info.elements - min(info.elements, outputs)) * info.itemsize
+    return replace(cost, bytes_read_weight=cost.bytes_read_weight - unread)
+
+
 COSTS: CostTable = {
     **table(("BatchNormalization",), per_output_cost(BATCHNORM)),
     # GroupNormalization: statistics per group instead of per row; the same per-element work.
@@ -85,4 +113,5 @@ COSTS: CostTable = {
     **table(("SimplifiedLayerNormalization",), per_output_cost(RMS_AFFINE), MS),
     **table(("SkipLayerNormalization",), _skip_layer_norm(MEAN_VAR_AFFINE), MS),
     **table(("SkipSimplifiedLayerNormalization",), _skip_layer_norm(RMS_AFFINE), MS),
+    **table(("EmbedLayerNormalization",), _embed_layer_norm, MS),
 }

@@ -10,10 +10,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from layerscope.costs import conv, elementwise, matmul, misc, movement, norm, pool, reduce, rnn
+from layerscope.costs import (
+    attention,
+    conv,
+    elementwise,
+    matmul,
+    misc,
+    ml,
+    movement,
+    norm,
+    pool,
+    quantized,
+    random,
+    reduce,
+    rnn,
+)
 from layerscope.costs._common import CostFn, CostTable
 
-_FAMILIES = (conv, matmul, elementwise, norm, pool, reduce, movement, misc, rnn)
+_FAMILIES = (conv, matmul, elementwise, norm, pool, reduce, movement, misc, rnn, quantized, attention, random, ml)
 
 
 def canonical_domain(domain: str) -> str:

@@ -40,7 +40,7 @@ GRU = CellSpec(gates=3, elementwise_per_hidden=2 * SIGMOID + 1 + TANH + 4, has_p
 RNN = CellSpec(gates=1, elementwise_per_hidden=TANH, has_peepholes=False)
 
 #: Learned inputs: W, R, B and LSTM's P (positions 1, 2, 3, 7); initial states are not learned.
-_LEARNED = (1, 2, 3, 7)
+LEARNED = (1, 2, 3, 7)
 
 
 @dataclass(frozen=True)
@@ -62,19 +62,25 @@ def recurrent_dims(node: Node, graph: Graph) -> RecurrentDims:
     return RecurrentDims(seq_len=seq_len, batch=batch, directions=w[0], input_size=w[-1], hidden=hidden)
 
 
+def recurrent_counts(spec: CellSpec, d: RecurrentDims, *, peepholes: bool, bias: bool) -> tuple[int, int]:
+    """(MACs, FLOPs) of a recurrent layer over every step, direction and batch element (see the module
+    docstring): ``peepholes`` adds LSTM's 3·H peephole multiplies per step, ``bias`` the 2·gates·H bias adds."""
+    macs_per_step = spec.gates * d.hidden * (d.input_size + d.hidden)
+    if spec.has_peepholes and peepholes:
+        macs_per_step += 3 * d.hidden
+    elementwise_per_step = spec.elementwise_per_hidden * d.hidden
+    if bias:
+        elementwise_per_step += 2 * spec.gates * d.hidden
+    steps = d.seq_len * d.directions * d.batch
+    macs = macs_per_step * steps
+    return macs, 2 * macs + elementwise_per_step * steps
+
+
 def _recurrent(spec: CellSpec) -> CostFn:
     def cost(node: Node, graph: Graph) -> LayerCost:
-        d = recurrent_dims(node, graph)
-        macs_per_step = spec.gates * d.hidden * (d.input_size + d.hidden)
-        if spec.has_peepholes and has_input(node, 7):
-            macs_per_step += 3 * d.hidden
-        elementwise_per_step = spec.elementwise_per_hidden * d.hidden
-        if has_input(node, 3):
-            elementwise_per_step += 2 * spec.gates * d.hidden
-        steps = d.seq_len * d.directions * d.batch
-        macs = macs_per_step * steps
-        return layer_cost(node, graph, UnitKind.TENSOR, macs=macs,
-                          flops=2 * macs + elementwise_per_step * steps, params_from=_LEARNED)
+        macs, flops = recurrent_counts(spec, recurrent_dims(node, graph), peepholes=has_input(node, 7),
+                                       bias=has_input(node, 3))
+        return layer_cost(node, graph, UnitKind.TENSOR, macs=macs, flops=flops, params_from=LEARNED)
 
     return cost
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from layerscope.costs.random import RANDOM_OPS
 from layerscope.model.types import Graph, Node, TensorInfo
 from layerscope.targets.profile import FallbackRule, Profile
 
@@ -289,6 +290,39 @@ def _dynamic_index_detail(node: Node, graph: Graph) -> str:
     return f"{node.op_type} indices '{node.inputs[1]}' are computed at run time"
 
 
+# ------------------------------------------------------------------------------ domain predicates
+_ML_DOMAIN = "ai.onnx.ml"
+_ORT_CONTRIB_DOMAIN = "com.microsoft"
+
+
+def ml_domain(node: Node, graph: Graph) -> bool:
+    """An ``ai.onnx.ml`` op (tree ensembles, linear models, SVMs, scalers, ZipMap ...)."""
+    return node.domain == _ML_DOMAIN
+
+
+def _ml_domain_detail(node: Node, graph: Graph) -> str:
+    return f"{node.op_type} is a classical-ML op of the ai.onnx.ml domain"
+
+
+def random_generator(node: Node, graph: Graph) -> bool:
+    """An ONNX random generator (RandomNormal(Like), RandomUniform(Like), Bernoulli, Multinomial)."""
+    return node.op_type in RANDOM_OPS and node.domain in ("", "ai.onnx")
+
+
+def _random_generator_detail(node: Node, graph: Graph) -> str:
+    return f"{node.op_type} draws random numbers"
+
+
+def onnxruntime_contrib(node: Node, graph: Graph) -> bool:
+    """An ONNX Runtime contrib op (domain ``com.microsoft``: its quantizer's and optimizer's quantized and fused
+    ops, e.g. DynamicQuantizeLSTM, QAttention, FusedConv)."""
+    return node.domain == _ORT_CONTRIB_DOMAIN
+
+
+def _onnxruntime_contrib_detail(node: Node, graph: Graph) -> str:
+    return f"{node.op_type} is an ONNX Runtime contrib op (com.microsoft domain)"
+
+
 def always(node: Node, graph: Graph) -> bool:
     """Every layer of the rule's op type."""
     return True
@@ -306,6 +340,9 @@ PREDICATES: dict[str, Predicate] = {
     "rank_gt_4": rank_gt_4,
     "chw_gt_8192": chw_gt_8192,
     "dynamic_index": dynamic_index,
+    "ml_domain": ml_domain,
+    "random_generator": random_generator,
+    "onnxruntime_contrib": onnxruntime_contrib,
 }
 
 #: Optional per-predicate description of what triggered it on this layer (prefixed to the reason).
@@ -319,6 +356,9 @@ DETAILS: dict[str, Detail] = {
     "rank_gt_4": _rank_gt_4_detail,
     "chw_gt_8192": _chw_detail,
     "dynamic_index": _dynamic_index_detail,
+    "ml_domain": _ml_domain_detail,
+    "random_generator": _random_generator_detail,
+    "onnxruntime_contrib": _onnxruntime_contrib_detail,
 }
 
 
