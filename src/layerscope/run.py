@@ -97,6 +97,7 @@ from layerscope.runfile.models import (
     ModelInfo,
     Rows,
     RunFile,
+    SharedWeights,
     Steadiness,
     Summary,
     Target,
@@ -278,8 +279,7 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
             "macs": sum(c.macs for c in estimate.costs),
             "tensor_macs": tensor_macs,
             "flops": sum(c.flops for c in estimate.costs),
-            "params": sum(c.params for c in estimate.costs),
-            "weight_bytes": graph.weight_bytes,
+            **_weights_summary(graph, estimate, profile),
             "ddr_bytes": estimate.ddr_bytes,
             "est_latency_us": _us(latency_us),
             "est_fps": round(1e6 / latency_us, 3) if latency_us > 0 else None,
@@ -287,6 +287,29 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
             **({"est_task_overhead_us": _us(estimate.task_overhead_us)} if estimate.task_overhead_us else {}),
         }),
     })
+
+
+def _weights_summary(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:
+    """The summary's ``params`` and ``weight_bytes``, each tensor of the model counted once
+    (:mod:`layerscope.costs.weights`); ``params_per_use`` when the layers' own counts add up to more; and
+    ``shared_weights`` when several accelerator layers read one tensor (:func:`plan_shared_weights`, as the
+    estimate applied it)."""
+    from layerscope.costs.weights import unique_params, unique_weight_bytes, weight_identities
+    from layerscope.estimate.roofline import plan_shared_weights
+
+    identities = weight_identities(graph)
+    per_use = sum(c.params for c in estimate.costs)
+    params = unique_params(graph, estimate.costs, identities)
+    fields: dict[str, Any] = {"params": params, "weight_bytes": unique_weight_bytes(graph, identities)}
+    if per_use != params:
+        fields["params_per_use"] = per_use
+    plan = plan_shared_weights(graph, profile, estimate.dtype, estimate.costs,
+                               [e.fallback_reason is not None for e in estimate.layers], identities=identities)
+    if plan.weights:
+        fields["shared_weights"] = SharedWeights.trusted({
+            "tensors": len(plan.weights), "layers": plan.reader_count, "resident": len(plan.resident),
+            "budget_bytes": plan.budget_bytes, "ddr_bytes_saved": plan.ddr_bytes_saved})
+    return fields
 
 
 def _float_or_none(value: float | None) -> float | None:

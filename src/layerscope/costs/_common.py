@@ -225,6 +225,39 @@ def _params(node: Node, graph: Graph, params_from: Iterable[int]) -> int:
     return total
 
 
+#: The most constant inputs :func:`learned_inputs` searches for the set a count adds up to (2^N sets).
+_LEARNED_SEARCH_MAX = 12
+
+
+def learned_inputs(node: Node, graph: Graph, params: int) -> tuple[str, ...] | None:
+    """The constant inputs of ``node`` whose elements make up ``params``, its learned parameter count by
+    :func:`io_bytes`' rules; ``None`` when no single set does.
+
+    ``()`` for 0; the float constants (the default rule) when their elements add up to ``params``; else the one set
+    of constant inputs (each name once, as a ``params_from`` position list selects them) whose elements add up to
+    it. ``None`` when several sets add up to it, when none does, or when the layer has more than
+    :data:`_LEARNED_SEARCH_MAX` constant inputs.
+    """
+    if params == 0:
+        return ()
+    tensors, constants = graph.tensors, graph.constants
+    named = [(name, info) for name in dict.fromkeys(node.inputs)
+             if name in constants and (info := tensors.get(name)) is not None]
+    default = tuple(name for name, info in named if info.dtype in FLOAT_DTYPES)
+    if sum(tensors[name].elements for name in default) == params:
+        return default
+    if len(named) > _LEARNED_SEARCH_MAX:
+        return None
+    found: tuple[str, ...] | None = None
+    for mask in range(1, 1 << len(named)):
+        chosen = [named[i] for i in range(len(named)) if mask >> i & 1]
+        if sum(info.elements for _, info in chosen) == params:
+            if found is not None:
+                return None
+            found = tuple(name for name, _ in chosen)
+    return found
+
+
 def layer_cost(node: Node, graph: Graph, unit: UnitKind, *, macs: int = 0, flops: int = 0,
                params_from: Iterable[int] | None = None, reads_data: bool = True,
                known: bool = True) -> LayerCost:

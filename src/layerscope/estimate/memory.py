@@ -17,7 +17,8 @@ A liveness analysis along a schedule (each layer's active window ``[start_us, en
 The categories (bytes; "peak" is the most live at one instant, frees before allocations at the
 same instant):
 
-- ``static_bytes``: the weights (constants read by layers that compute), at their readers' dtype;
+- ``static_bytes``: the weights (constants read by layers that compute), at their readers' dtype, each tensor of
+  the model once (a constant and its folded transpose or reshape are one: :mod:`layerscope.costs.weights`);
 - ``input_bytes`` / ``output_bytes``: the graph's input and output buffers;
 - ``shared_temporary_bytes``: peak of the temporaries; no layer's state survives them, so one
   allocation serves every frame and every model on the device;
@@ -30,12 +31,13 @@ same instant):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
 
+from layerscope.costs.weights import weight_identities
 from layerscope.estimate.roofline import deployed_bytes, element_bytes, float_element_bytes, is_float
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.model.types import Graph
@@ -116,19 +118,23 @@ def plan_memory(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float,
 
 
 def static_bytes(graph: Graph, estimate: Estimate) -> int:
-    """Bytes of the constants that computing layers read, each once, at the largest reader's dtype."""
+    """Bytes of the constants that computing layers read, each tensor of the model once
+    (:func:`~layerscope.costs.weights.weight_identities`), at the largest reader's dtype."""
     sizes: dict[str, int] = {}
+    identities = weight_identities(graph)
     for node, est in zip(graph.layers, estimate.layers, strict=True):
         if est.bound is not Bound.NONE:
-            _add_weights(sizes, graph, node.inputs, est.dtype)
+            _add_weights(sizes, graph, node.inputs, est.dtype, identities)
     return sum(sizes.values())
 
 
-def _add_weights(sizes: dict[str, int], graph: Graph, inputs: Sequence[str], dtype: str) -> None:
-    """Count the constants among ``inputs`` at ``dtype`` in ``sizes`` (each at the largest size seen)."""
+def _add_weights(sizes: dict[str, int], graph: Graph, inputs: Sequence[str], dtype: str,
+                 identities: Mapping[str, str]) -> None:
+    """Count the constants among ``inputs`` at ``dtype`` in ``sizes`` by identity (each at the largest size seen)."""
     for name in inputs:
         if graph.is_constant(name) and (info := graph.tensor(name)) is not None:
-            sizes[name] = max(sizes.get(name, 0), deployed_bytes(info, dtype))
+            identity = identities.get(name, name)
+            sizes[identity] = max(sizes.get(identity, 0), deployed_bytes(info, dtype))
 
 
 def live_buffers(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
@@ -164,6 +170,7 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
         dtype[t.name] = estimate.dtype
     temporaries: list[tuple[str, int, float, float]] = []
     tensors, constants = graph.tensors, graph.constants
+    identities = weight_identities(graph)
     dtype_float_bytes = _FloatBytes()
     for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
         if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
@@ -181,8 +188,9 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
                 acts.append(name)
             if name in constants and name and (info := tensors.get(name)) is not None:  # a weight (static_bytes)
                 size = info.elements * element_bytes(info, layer_float_bytes)
-                if size > weights.get(name, -1):
-                    weights[name] = size
+                identity = identities.get(name, name)
+                if size > weights.get(identity, -1):
+                    weights[identity] = size
         for name in dict.fromkeys(acts) if len(acts) > 1 else acts:
             base = root[name]
             if finish > end[base]:  # noqa: PLR1730  # max() without its call: this runs for each input of 100k layers
@@ -202,8 +210,9 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
     inputs = {t.name for t in graph.inputs}
     out_roots = {root[name] for name in outputs if name in root}
     live = _Live([], [], [], [], [], sum(weights.values()))
+    fused = estimate.fused  # never written: no buffer holds them
     for name in dict.fromkeys(root.values()):
-        if name in dtype and name and (info := tensors.get(name)) is not None:
+        if name in dtype and name and name not in fused and (info := tensors.get(name)) is not None:
             live.names.append(name)
             live.kinds.append(BufferKind.INPUT if name in inputs else BufferKind.OUTPUT if name in out_roots
                               else BufferKind.ON_CHIP if name in resident else BufferKind.DDR)

@@ -10,8 +10,12 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
   and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept
   on chip over its lifetime; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
-  :data:`FUSION_WINDOW` layers, whatever its size). Weights are always loaded; when they exceed the other half
-  of SRAM they are streamed in ``weight_passes`` passes, each reloading the layer's input activations.
+  :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer that reads them; when they
+  exceed the other half of SRAM they are streamed in ``weight_passes`` passes, each reloading the layer's input
+  activations. A weight several accelerator layers read (one tensor of the model by
+  :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an unrolled recurrence's matrix) is loaded
+  from DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
+  :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
   layers' sum plus the profile's per-inference ``task_overhead_us``.
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
@@ -21,11 +25,14 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import fields, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
 
 from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
+from layerscope.costs.weights import shared_weights, weight_identities
 from layerscope.estimate.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 from layerscope.targets import Profile
@@ -76,6 +83,8 @@ class _Residency:
     def __init__(self, graph: Graph, profile: Profile, dtype: str, on_cpu: Sequence[bool],
                  costs: Sequence[LayerCost]) -> None:
         self.resident: set[str] = set()
+        #: The resident activations that are never written: fused into their readers.
+        self.fused: frozenset[str] = frozenset()
         budget = profile.sram_bytes // 2
         if budget <= 0 and not profile.fuse_elementwise:
             return
@@ -94,6 +103,7 @@ class _Residency:
         tensors = graph.tensors
         float_bytes = float_element_bytes(dtype)
         fused = _fused_tensors(graph, on_cpu, costs, position) if profile.fuse_elementwise else set()
+        self.fused = frozenset(fused - outputs - read_on_cpu)
         if profile.plan_sram:
             self._planned(graph, on_cpu, position, last_read=last_read, excluded=outputs | read_on_cpu, fused=fused,
                           budget=budget, float_bytes=float_bytes)
@@ -174,6 +184,150 @@ def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence
     return frozenset(_Residency(graph, profile, dtype, on_cpu, costs).resident)
 
 
+#: The smallest tensor (bytes at the deployed dtype) :func:`plan_shared_weights` plans: one DDR burst (64 B on
+#: LPDDR4/5 and a CPU's cache line). Smaller constants cost a burst whichever layer loads them, and compilers fold
+#: scalars into the instructions that read them.
+SHARED_MIN_BYTES = 64
+
+
+@dataclass(frozen=True)
+class SharedWeight:
+    """One tensor of the model that several accelerator layers read, and how the estimate loads it.
+
+    ``identity``: the tensor (:func:`layerscope.costs.weights.weight_identities`); ``layer_ids``: its readers, in
+    order; ``nbytes``: its whole size at the deployed dtype; ``resident``: loaded from DDR once per inference (kept
+    on chip from its first reader to its last), else by every reader; ``per_use_bytes``: what its readers read of it
+    (each read counted), ``ddr_read_bytes``: what the estimate loads of it from DDR (``per_use_bytes`` unless
+    resident).
+    """
+
+    identity: str
+    layer_ids: tuple[str, ...]
+    nbytes: int
+    resident: bool
+    per_use_bytes: int
+    ddr_read_bytes: int
+
+
+@dataclass(frozen=True)
+class SharedWeightPlan:
+    """How the estimate loads the weights several accelerator layers read (:func:`plan_shared_weights`).
+
+    ``budget_bytes``: the on-chip bytes for weights (half the profile's ``sram_bytes``); ``loads``: for each layer
+    reading a resident weight, by constant name, the bytes it loads from DDR (what it reads of the tensor that its
+    earlier readers did not load: 0 once the whole tensor is on chip).
+    """
+
+    weights: tuple[SharedWeight, ...] = ()
+    budget_bytes: int = 0
+    loads: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    @property
+    def resident(self) -> tuple[SharedWeight, ...]:
+        return tuple(w for w in self.weights if w.resident)
+
+    @property
+    def reader_count(self) -> int:
+        """Layers that read at least one shared weight."""
+        return len({layer for w in self.weights for layer in w.layer_ids})
+
+    @property
+    def ddr_bytes_saved(self) -> int:
+        """The DDR reads the resident weights save against loading every shared weight at every use."""
+        return sum(w.per_use_bytes - w.ddr_read_bytes for w in self.weights)
+
+
+def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Sequence[LayerCost],
+                        on_cpu: Sequence[bool], *, identities: Mapping[str, str] | None = None) -> SharedWeightPlan:
+    """Which weights read by several accelerator layers are loaded from DDR once per inference.
+
+    The readers are the layers on the profile's units (``on_cpu[i]``: ``graph.layers[i]`` falls back to the CPU,
+    whose reads all go through DDR; zero-copy layers read nothing). Taken in the order of their first reader, a
+    shared tensor is *resident* when, at every layer from its first reader to its last, its whole size at ``dtype``
+    fits the weight half of SRAM beside the resident tensors live there and that layer's other weights (so no
+    layer's own weights take more passes for it); a resident tensor is read from DDR once in all (each reader loads
+    what it reads that the earlier ones did not), any other by every reader, as an unshared weight is. The same rule
+    holds on every kind of profile: on a CPU the ``sram_bytes`` are the cache the cores hold (the host probe's
+    on-chip bytes, L2 and the cores' share of the last-level cache), so a reused weight that fits half of it is not
+    read from DDR again; a profile with no on-chip memory (``sram_bytes`` 0) loads every shared weight per use.
+    A tensor of fewer than :data:`SHARED_MIN_BYTES` at ``dtype`` (a scalar, a shape or axes operand) is not planned:
+    it keeps its per-use charge of a few bytes. ``identities``: :func:`~layerscope.costs.weights.weight_identities`'s,
+    when already known.
+    """
+    budget = profile.sram_bytes // 2
+    if identities is None:
+        identities = weight_identities(graph)
+    computing = [not cpu and cost.unit_kind is not UnitKind.ZERO_COPY
+                 for cpu, cost in zip(on_cpu, costs, strict=True)]
+    shared = {identity: on_chip for identity, readers in shared_weights(graph, identities).items()
+              if len(on_chip := [i for i in readers if computing[i]]) > 1}
+    if not shared:
+        return SharedWeightPlan(budget_bytes=budget)
+    reads = _SharedReads(graph, identities, computing, shared, float_element_bytes(dtype))
+    layers = graph.layers
+    weights: list[SharedWeight] = []
+    loads: dict[str, dict[str, int]] = {}
+    live = np.zeros(len(layers), dtype=np.int64)  # bytes of resident shared weights on chip at each layer
+    for identity, readers in sorted(shared.items(), key=lambda item: item[1][0]):
+        size, by_reader = reads.sizes[identity], reads.by_reader[identity]
+        if size < SHARED_MIN_BYTES:
+            continue
+        first, last = readers[0], readers[-1]
+        read = np.array([sum(n for _, n in by_reader.get(i, ())) for i in readers], dtype=np.int64)
+        beside = live[first:last + 1] + reads.own[first:last + 1]
+        beside[np.asarray(readers) - first] -= read
+        resident = budget > 0 and size + int(beside.max()) <= budget
+        loaded = int(read.sum())
+        if resident:
+            live[first:last + 1] += size
+            reads.own[list(readers)] -= read
+            loaded = _load_once(loads, layers, readers, by_reader)
+        weights.append(SharedWeight(identity, tuple(layers[i].id for i in readers), size, resident,
+                                    int(read.sum()), loaded))
+    return SharedWeightPlan(tuple(weights), budget, loads)
+
+
+class _SharedReads:
+    """What the accelerator layers read of the weights (:func:`plan_shared_weights`): ``own``, per layer, the weight
+    bytes it loads (0 off the accelerator); ``by_reader``, per shared identity and reading layer, the constant names
+    it reads and the bytes of each; ``sizes``, per shared identity, its largest member's whole size, all at the
+    deployed dtype (``float_bytes`` a float element)."""
+
+    def __init__(self, graph: Graph, identities: Mapping[str, str], computing: Sequence[bool],
+                 shared: Mapping[str, Sequence[int]], float_bytes: int) -> None:
+        tensors = graph.tensors
+        self.own = np.zeros(len(graph.layers), dtype=np.int64)
+        self.by_reader: dict[str, dict[int, list[tuple[str, int]]]] = {identity: {} for identity in shared}
+        self.sizes: dict[str, int] = dict.fromkeys(shared, 0)
+        for i, node in enumerate(graph.layers):
+            if not computing[i]:
+                continue
+            for name in node.inputs:
+                identity = identities.get(name) if name else None
+                if identity is None or (t := tensors.get(name)) is None:
+                    continue
+                size = element_bytes(t, float_bytes)
+                read = constant_elements_read(node, graph, t) * size
+                self.own[i] += read
+                if identity in self.sizes:
+                    self.by_reader[identity].setdefault(i, []).append((name, read))
+                    self.sizes[identity] = max(self.sizes[identity], t.elements * size)
+
+
+def _load_once(loads: dict[str, dict[str, int]], layers: Sequence[Node], readers: Sequence[int],
+               reads: Mapping[int, Sequence[tuple[str, int]]]) -> int:
+    """Record in ``loads`` what each of ``readers`` loads of a resident tensor it reads as ``reads`` (by reader: the
+    constant names and the bytes read): what it reads beyond the most an earlier reader read. Returns the bytes
+    loaded in all (the most any reader reads)."""
+    loaded = 0
+    for i in readers:
+        layer = loads.setdefault(layers[i].id, {})
+        for name, read in reads.get(i, ()):
+            layer[name] = layer.get(name, 0) + max(0, read - loaded)
+            loaded = max(loaded, read)
+    return loaded
+
+
 def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
                    costs: Sequence[LayerCost] | None = None) -> Estimate:
     """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's).
@@ -191,10 +345,12 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     reasons = fallback_reasons(profile, graph)
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
-    estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident)
+    shared = plan_shared_weights(graph, profile, dtype, costs, on_cpu)
+    estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident, shared.loads)
     layers = estimate_layer.every_layer(costs, reasons, classes)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
-                    resident=frozenset(residency.resident), task_overhead_us=profile.task_overhead_us)
+                    resident=frozenset(residency.resident), task_overhead_us=profile.task_overhead_us,
+                    fused=residency.fused & residency.resident)
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
@@ -210,10 +366,13 @@ def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:
 class _LayerEstimator:
     """One layer's estimate (a call) or every layer's (:meth:`every_layer`), with what every layer of the graph shares
     read once: the unit of each kind and its attainable rate, each op type's efficiency, the deployed dtype's size,
-    the SRAM budget and the bandwidth."""
+    the SRAM budget and the bandwidth. ``loads``: :attr:`SharedWeightPlan.loads`, what the readers of resident
+    shared weights load of them (in place of the whole constant each)."""
 
-    def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str]) -> None:
+    def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str],
+                 loads: Mapping[str, Mapping[str, int]] | None = None) -> None:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
+        self.loads = loads or {}
         self.units: dict[UnitKind, tuple[ComputeUnit, float]] = {}
         self.efficiency: dict[str, float] = {}
         self.float_bytes = float_element_bytes(dtype)
@@ -224,17 +383,20 @@ class _LayerEstimator:
                     classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:
         """The estimate of each of the graph's layers, every execution counted, given its cost, fallback reason and
         class (:func:`layerscope.costs.classify_costs`). Computed once per key ``(class, executions, reason, which
-        of the layer's inputs and outputs stay on chip)`` and renamed for the other layers with that key; computed
-        for every layer of class ``None``."""
-        resident = self.resident
-        by_key: dict[tuple[int, int, str | None, tuple[bool, ...]], LayerEstimate] = {}
+        of the layer's inputs and outputs stay on chip, which inputs are resident shared weights and what it loads
+        of them)`` and renamed for the other layers with that key; computed for every layer of class ``None``."""
+        resident, loads = self.resident, self.loads
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], int], LayerEstimate] = {}
         estimates: list[LayerEstimate] = []
         for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
             if layer_class is None:
                 estimates.append(_repeated(self(node, cost, reason), node.executions))
                 continue
+            shared = loads.get(node.id)
             key = (layer_class, node.executions, reason,
-                   tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else ())
+                   tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else (),
+                   tuple(map(shared.__contains__, node.inputs)) if shared else (),
+                   sum(shared.values()) if shared else 0)
             known = by_key.get(key)
             if known is None:
                 by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
@@ -261,12 +423,14 @@ class _LayerEstimator:
         float_bytes, resident = self.float_bytes, self.resident
         tensors, constants = graph.tensors, graph.constants
         weight_bytes = act_in = act_all = 0
+        shared = self.loads.get(node.id)
         for name in node.inputs:
             t = tensors.get(name) if name else None
             if t is None:
                 continue
             if t.name in constants:
-                weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, float_bytes)
+                if shared is None or name not in shared:
+                    weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, float_bytes)
             else:
                 size = t.elements * element_bytes(t, float_bytes)
                 act_all += size
@@ -277,7 +441,7 @@ class _LayerEstimator:
         if weight_budget > 0 and weight_bytes > weight_budget:
             passes = -(-weight_bytes // weight_budget)
             act_in += (passes - 1) * act_all
-        read = act_in + weight_bytes
+        read = act_in + weight_bytes + (sum(shared.values()) if shared else 0)
         written = 0
         for name in node.outputs:
             t = tensors.get(name) if name else None

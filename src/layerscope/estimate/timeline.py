@@ -246,8 +246,9 @@ class Timeline:
 
     @property
     def serial_latency_us(self) -> float:
-        """The roofline's answer on the same share: every layer after the previous one."""
-        return self.estimate.latency_us
+        """The roofline's answer on the same share: every layer after the previous one. Like the schedule, it leaves
+        out the profile's per-inference task overhead (:attr:`Estimate.task_overhead_us`), so the two compare."""
+        return self.estimate.layers_us
 
     @property
     def ddr_bytes(self) -> int:

@@ -48,8 +48,10 @@ class Estimate:
     """A whole model's estimate on one profile: per layer, in graph order, and the totals.
 
     ``resident``: the activations the residency policy kept on chip (``None`` when not recorded), so that the
-    timeline's memory plan does not work them out again. ``task_overhead_us``: the profile's fixed cost of one
-    inference outside every layer, part of :attr:`latency_us`.
+    timeline's memory plan does not work them out again; ``fused``: those of them never written anywhere, because
+    the compiler fuses their readers into their producer (``fuse_elementwise``): the memory plan holds no buffer for
+    them. ``task_overhead_us``: the profile's fixed cost of one inference outside every layer, part of
+    :attr:`latency_us`.
     """
 
     profile_name: str
@@ -58,6 +60,7 @@ class Estimate:
     costs: tuple[LayerCost, ...]
     resident: frozenset[str] | None = field(default=None, repr=False, compare=False)
     task_overhead_us: float = 0.0
+    fused: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @property
     def layers_us(self) -> float:

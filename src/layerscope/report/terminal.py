@@ -13,6 +13,8 @@ from rich.text import Text
 
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
+from layerscope.report.views.coverage import coverage_text
+from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text, unsteady
 from layerscope.runfile.models import (
     KernelProfileMeasurement,
@@ -128,7 +130,9 @@ def estimate_summary(run: Run) -> RenderableType:
         ("layers", f"{s.layer_count} runtime layers, {s.folded_count} constant nodes folded, "
                    f"{s.zero_copy_count} zero-copy"),
         ("MACs", f"{count_text(s.macs)} total, {count_text(s.tensor_macs)} conv/matmul"),
-        ("params", f"{count_text(s.params)}  ({bytes_text(s.weight_bytes)} of weights as stored in the model)"),
+        ("params", f"{count_text(s.params)}  ({bytes_text(s.weight_bytes)} of weights as stored in the model"
+                   + (f"; {per_use})" if (per_use := params_per_use_text(s)) else ")")),
+        *([("shared weights", Text(shared))] if (shared := shared_weights_text(s)) else []),
         ("DDR traffic", f"{bytes_text(s.ddr_bytes)} per run"),
         ("est. latency", (f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
                           else duration_text(s.est_latency_us)) + _task_text(s.est_task_overhead_us)),
@@ -153,11 +157,13 @@ def estimate_summary(run: Run) -> RenderableType:
 
 
 def _runtime(run: Run) -> str:
-    """``onnxruntime 1.20.1, CPUExecutionProvider, opt level all`` of the run's measurement."""
+    """``onnxruntime 1.20.1, CPUExecutionProvider, opt level all`` of the run's measurement, with the precision a
+    compiling runtime ran at (OpenVINO: read from the compiled model)."""
     m = run.measurement
     if m is None:
         return "no measurement"
-    return f"{m.backend} {m.backend_version}, {m.provider}, opt level {m.opt_level}"
+    precision = f", precision {m.precision}" if getattr(m, "precision", None) else ""
+    return f"{m.backend} {m.backend_version}, {m.provider}, opt level {m.opt_level}{precision}"
 
 
 def measured_layers_table(run: Run, top: int) -> Table:
@@ -225,8 +231,8 @@ def measurement_summary(run: Run) -> RenderableType:
             ("kernels", f"{len(run.kernels)} runtime kernels; "
                         f"{_percent(profiled.mapped_share if profiled is not None else None)} of kernel time mapped "
                         f"to source layers; unmapped: {unmapped or 'none'}"),
-            ("coverage", f"{_percent(joined.coverage if joined is not None else None)} of each profiled run is "
-                         "inside kernels"),
+            ("coverage", coverage_text(joined.coverage, profiled.streams if profiled is not None else None)
+             if joined is not None and joined.coverage is not None else "- of each profiled run is inside kernels"),
             ("overhead", f"{_percent(joined.overhead if joined is not None else None, signed=True)} run time with "
                          "the profiler on (percentiles above are without it)"),
             *([("steadiness", steadiness_text(_steadiness(steadiness)))] if steadiness is not None else []),

@@ -696,8 +696,23 @@ class Latency(Section):
     source: str | None = None
 
 
+class SharedWeights(Section):
+    """The weights several accelerator layers read, in the estimate (the summary's ``shared_weights``):
+    ``tensors`` such tensors of the model, read by ``layers`` layers; ``resident`` of them loaded from DDR once per
+    inference (they fit the on-chip weight budget, ``budget_bytes``: half the profile's SRAM, a CPU's cache), the
+    others by every reader; ``ddr_bytes_saved``: the DDR reads this saves against loading them at every use."""
+
+    tensors: Count
+    layers: Count
+    resident: Count
+    budget_bytes: Count
+    ddr_bytes_saved: Count = 0
+
+
 class Summary(Section):
-    """Whole-model totals; commands add keys (all numbers here are optional)."""
+    """Whole-model totals; commands add keys (all numbers here are optional). ``params`` and ``weight_bytes`` count
+    each tensor of the model once (:mod:`layerscope.costs.weights`); ``params_per_use``, set only when it differs,
+    is the layers' counts summed (a tensor counted by each layer that reads it)."""
 
     layer_count: Count | None = None
     folded_count: Count | None = None
@@ -709,7 +724,9 @@ class Summary(Section):
     tensor_macs: Count | None = None
     flops: Count | None = None
     params: Count | None = None
+    params_per_use: Count | None = None
     weight_bytes: Count | None = None
+    shared_weights: SharedWeights | None = None
     ddr_bytes: Count | None = None
     est_latency_us: Us | None = None
     est_fps: Annotated[float, Field(ge=0, le=1e12)] | None = None

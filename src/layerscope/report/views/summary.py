@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Row, Run, _pct, shape_text
+from layerscope.report.views.coverage import coverage_metric, coverage_text
 from layerscope.report.views.layers import scale_factor
+from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import steadiness_text
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import (
@@ -84,7 +86,7 @@ def headline(run: Run) -> list[Metric]:
     m = run.measurement
     coverage = m.coverage if isinstance(m, KernelProfileMeasurement | VendorMeasurement) else None
     if coverage is not None:
-        metrics.append(Metric("coverage", _pct(coverage), "of each run in kernels"))
+        metrics.append(Metric("coverage", *coverage_metric(coverage)))
     return metrics
 
 
@@ -209,8 +211,9 @@ def _compute_section(run: Run) -> Section | None:
     return _section("Compute and traffic", [
         ("MACs", macs),
         ("FLOPs", _fmt(s.flops, human_count)),
-        ("params", _fmt(s.params, human_count)),
+        ("params", _fmt(s.params, human_count, f"  ({per_use})" if (per_use := params_per_use_text(s)) else "")),
         ("weights", _fmt(s.weight_bytes, human_bytes, " as stored in the model")),
+        ("shared weights", shared_weights_text(s)),
         ("DDR traffic", _fmt(s.ddr_bytes, human_bytes, " per run (estimate)")),
         ("bound by", timeline.bound),
         ("busiest unit", f"{busiest} ({human_us(timeline.busiest_unit_busy_us or 0)} busy)" if busiest
@@ -277,7 +280,8 @@ def _instrument_section(run: Run) -> Section | None:
     if isinstance(m, KernelProfileMeasurement):
         mapped, eliminated, steadiness = m.mapped_share, m.eliminated_layers, m.steadiness
     return _section("Instrument", [
-        ("coverage", f"{_pct(coverage)} of each profiled run is inside kernels" if coverage is not None else None),
+        ("coverage", coverage_text(coverage, m.streams if isinstance(m, KernelProfileMeasurement) else None)
+         if coverage is not None else None),
         ("profiling overhead", f"{100 * overhead:+.1f}% run time with the profiler on (percentiles are without it)"
          if overhead is not None else None),
         ("mapped", f"{_pct(mapped)} of kernel time mapped to source layers" if mapped is not None else None),
