@@ -404,7 +404,7 @@ def test_advise_refuses_a_model_that_changed_since_the_run(write_model: ModelWri
 
 def test_every_rule_is_registered_once() -> None:
     ids = [rule.rule_id for rule in R.RULES]
-    assert len(ids) == len(set(ids)) == 12
+    assert len(ids) == len(set(ids)) == 14
 
 
 # ----------------------------------------------------------------------------------------- subnormal-weights

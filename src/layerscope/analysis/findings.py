@@ -18,7 +18,7 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -111,6 +111,61 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Most severe first, then largest expected gain, then rule id and first layer (deterministic)."""
     return sorted(findings, key=lambda f: (f.severity.rank, -(f.expected_gain_us or 0.0), f.rule_id,
                                            f.layer_ids[:1]))
+
+
+#: How many of a grouped finding's other layers its hazard names.
+GROUP_NAMED = 3
+
+
+def _without_layers(text: str, layer_ids: Sequence[str]) -> str:
+    """``text`` with each quoted layer id of ``layer_ids`` (``'conv1'``) replaced by one placeholder."""
+    for layer_id in sorted(layer_ids, key=len, reverse=True):
+        text = text.replace(f"'{layer_id}'", "'<layer>'")
+    return text
+
+
+def group_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Identical findings merged: those of one rule whose hazard, mitigation and help are the same text once their
+    own layer names are set aside (one per reuse of a layer pattern: an unrolled recurrence, tied weights, a
+    repeated block) become one finding over all their layers, in first-seen order.
+
+    The grouped finding keeps the first one's texts, its hazard adding how many more layers it holds (naming
+    :data:`GROUP_NAMED` of them); its severity is the most severe; ``expected_gain_us`` is the sum of the known
+    gains (``None`` when none is known); evidence is the first finding's, with ``time_us`` and ``share`` summed
+    when every finding has them, and ``grouped_layers`` = the number of findings merged. Findings without layers,
+    and findings alone in their group, are returned unchanged. Order: first occurrence."""
+    groups: dict[tuple[str, str, str, str], list[Finding]] = {}
+    ordered: list[list[Finding]] = []
+    for finding in findings:
+        if not finding.layer_ids:
+            ordered.append([finding])
+            continue
+        key = (finding.rule_id, _without_layers(finding.hazard, finding.layer_ids),
+               _without_layers(finding.mitigation, finding.layer_ids), finding.help)
+        if key not in groups:
+            groups[key] = []
+            ordered.append(groups[key])
+        groups[key].append(finding)
+    return [members[0] if len(members) == 1 else _merge(members) for members in ordered]
+
+
+def _merge(members: Sequence[Finding]) -> Finding:
+    """One finding for ``members`` (alike but for their layers; see :func:`group_findings`)."""
+    first = members[0]
+    layer_ids = tuple(dict.fromkeys(i for f in members for i in f.layer_ids))
+    others = [i for i in layer_ids if i not in first.layer_ids]
+    named = ", ".join(f"'{i}'" for i in others[:GROUP_NAMED]) + (" ..." if len(others) > GROUP_NAMED else "")
+    hazard = f"{first.hazard} (the same holds for {len(others)} more layer(s) alike: {named})"
+    gains = [f.expected_gain_us for f in members if f.expected_gain_us is not None]
+    evidence = dict(first.evidence)
+    for key in ("time_us", "share"):
+        values = [f.evidence.get(key) for f in members]
+        if all(isinstance(v, int | float) for v in values):
+            evidence[key] = round(sum(float(v) for v in values if v is not None), 6)
+    evidence["grouped_layers"] = len(members)
+    severity = min((f.severity for f in members), key=lambda s: s.rank)
+    return Finding(first.rule_id, severity, hazard, first.mitigation, layer_ids, evidence,
+                   sum(gains) if gains else None, first.help)
 
 
 def findings_section(findings: Iterable[Finding], *, source: str) -> dict[str, Any]:

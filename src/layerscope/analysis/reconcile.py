@@ -14,14 +14,14 @@ Pure functions, no I/O; k and the scaled layers are :mod:`layerscope.runfile.der
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from layerscope.errors import InputError
 from layerscope.runfile.derived import ScaleFactor, k_between
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunFile
+from layerscope.runfile.models import Layer, RunFile
 
 # ------------------------------------------------------------------------------------------------------------
 # Reconciling a whole run: k for the measured part, per-layer error, rank agreement, verdict; several runs: spread.
@@ -39,6 +39,20 @@ ABSOLUTE_SCALED_TOLERANCE = 0.25
 SPREAD_CV_LIMIT = 0.15
 SPREAD_RATIO_LIMIT = 1.3
 TOP_N = 10
+#: Share of the measured time in layers whose cost the estimate does not know (``known`` false) above which the
+#: ranking is at most "roughly" and absolute values are not trusted; above :data:`UNKNOWN_MOST` the estimate
+#: explains less than most of the measured time and neither is trusted.
+UNKNOWN_TRUST_LIMIT = 0.05
+UNKNOWN_MOST = 0.5
+#: Outlier layers: log(measured / estimated) above the run's median by more than this robust z (MAD-based,
+#: scaled by 1.4826 to a normal's sigma), at least :data:`OUTLIER_MIN_FACTOR` times the median ratio, holding at
+#: least :data:`OUTLIER_MIN_SHARE` of the measured time; needs :data:`OUTLIER_MIN_LAYERS` comparable layers.
+OUTLIER_Z = 3.5
+OUTLIER_MIN_FACTOR = 3.0
+OUTLIER_MIN_SHARE = 0.05
+OUTLIER_MIN_LAYERS = 5
+#: Outlier layers holding at least this share of the measured time keep the ranking from "trust it".
+OUTLIER_TRUST_LIMIT = 0.10
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,40 @@ class LayerComparison:
     @property
     def error(self) -> float | None:
         return (self.scaled_us - self.measured_us) / self.measured_us if self.measured_us > 0 else None
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A layer whose measured / estimated ratio is an outlier among the run's layers (see :data:`OUTLIER_Z`).
+
+    ``ratio``: measured / estimated; ``median_ratio``: the run's median of that ratio; ``z``: the robust z of
+    its log; ``share``: its share of the measured time of the compared layers; ``known``: whether the estimate
+    has a cost for its op (``False``: it charges only a fixed overhead)."""
+
+    layer_id: str
+    op_type: str
+    estimated_us: float
+    measured_us: float
+    ratio: float
+    median_ratio: float
+    z: float
+    share: float
+    known: bool
+
+
+@dataclass(frozen=True)
+class UnknownCost:
+    """Measured time in layers whose cost the estimate does not know (``known`` false).
+
+    ``share``: their measured time over the measured time of every measured layer; ``layer_ids`` slowest first;
+    ``op_types``: their op types; ``k_known``: measured / estimated over the compared layers whose cost is known
+    (``None`` when none is)."""
+
+    share: float
+    measured_us: float
+    layer_ids: tuple[str, ...]
+    op_types: tuple[str, ...]
+    k_known: float | None
 
 
 @dataclass(frozen=True)
@@ -94,7 +142,9 @@ class Reconciliation:
     timed). ``end_to_end``: end-to-end latency (P50) over the whole estimate, when the run has both. Per-layer
     figures exist only when layers were measured one by one (``layers`` empty otherwise; ``spearman`` and
     ``top_overlap`` then ``None``). ``excluded_layer_ids``: layers left out of the scope (eliminated by the
-    runtime, or measured without an estimate).
+    runtime, or measured without an estimate). ``unknown_cost``: the measured time in layers whose cost the
+    estimate does not know (``None`` without per-layer measurements); ``outliers``: layers whose measured /
+    estimated ratio is an outlier among the run's (:func:`find_outliers`).
     """
 
     model_name: str
@@ -114,6 +164,8 @@ class Reconciliation:
     verdict: Verdict
     measured_on: str | None = None
     device_mismatch: str | None = None
+    unknown_cost: UnknownCost | None = None
+    outliers: tuple[Outlier, ...] = ()
 
     @property
     def k(self) -> float:
@@ -219,27 +271,118 @@ def _median(values: list[float]) -> float | None:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _verdict(factor: ScaleFactor, rho: float | None, overlap: float | None, median_err: float | None,
-             n_layers: int) -> Verdict:
-    lines: list[str] = []
+def find_outliers(rows: Sequence[tuple[str, str, float, float, bool]]) -> tuple[Outlier, ...]:
+    """The outlier layers of ``rows`` = (layer id, op type, estimated µs, measured µs, cost known), slowest first.
+
+    A layer is an outlier when its log(measured / estimated) exceeds the median over the rows with both times
+    positive by more than :data:`OUTLIER_Z` robust sigmas (1.4826 x the median absolute deviation) and by a
+    factor of at least :data:`OUTLIER_MIN_FACTOR`, and its measured time is at least :data:`OUTLIER_MIN_SHARE`
+    of the rows' measured total. Only layers slower than the estimate count; fewer than
+    :data:`OUTLIER_MIN_LAYERS` comparable rows give none."""
+    usable = [r for r in rows if r[2] > 0 and r[3] > 0]
+    total = sum(max(0.0, r[3]) for r in rows)
+    if len(usable) < OUTLIER_MIN_LAYERS or total <= 0:
+        return ()
+    logs = [math.log(r[3] / r[2]) for r in usable]
+    center = _median(logs)
+    assert center is not None
+    mad = _median([abs(v - center) for v in logs]) or 0.0
+    sigma = 1.4826 * mad
+    found = []
+    for row, value in zip(usable, logs, strict=True):
+        excess = value - center
+        share = row[3] / total
+        if excess < math.log(OUTLIER_MIN_FACTOR) or share < OUTLIER_MIN_SHARE:
+            continue
+        z = excess / sigma if sigma > 0 else math.inf
+        if z > OUTLIER_Z:
+            found.append(Outlier(row[0], row[1], row[2], row[3], row[3] / row[2], math.exp(center),
+                                 min(z, 1e9), share, row[4]))
+    return tuple(sorted(found, key=lambda o: (-o.measured_us, o.layer_id)))
+
+
+def unknown_cost_of(layers: Sequence[Layer], comparisons: Sequence[LayerComparison] = ()) -> UnknownCost | None:
+    """Measured time in the layers (typed run layers) whose cost is unknown; ``None`` when no layer was
+    measured. ``comparisons`` give ``k_known`` (their known-cost part's measured over estimated sum)."""
+    measured = [(layer, float(meas)) for layer in layers
+                if (meas := layer.measured_us) is not None and not layer.eliminated and meas > 0]
+    total = sum(t for _, t in measured)
+    if total <= 0:
+        return None
+    unknown = sorted(((layer, t) for layer, t in measured if layer.known is False), key=lambda p: (-p[1], p[0].id))
+    unknown_ids = {str(layer.id) for layer, _ in unknown}
+    known = [c for c in comparisons if c.layer_id not in unknown_ids]
+    est = sum(c.estimated_us for c in known)
+    k_known = sum(c.measured_us for c in known) / est if est > 0 else None
+    return UnknownCost(sum(t for _, t in unknown) / total, sum(t for _, t in unknown),
+                       tuple(str(layer.id) for layer, _ in unknown),
+                       tuple(sorted({str(layer.op_type) for layer, _ in unknown})), k_known)
+
+
+def _ranking(rho: float | None, overlap: float | None, n_layers: int) -> tuple[str, str]:
+    """The ranking verdict from rank agreement alone, and its line."""
     if rho is None or overlap is None:
-        ranking = "unknown"
-        lines.append("ranking: unknown -- no per-layer measurement to compare the estimate's order with; the "
-                     "scaled shares rank hot spots only as well as the static model does")
-    elif rho >= RANK_TRUSTED_RHO and overlap >= RANK_TRUSTED_OVERLAP:
-        ranking = "yes"
-        lines.append(f"ranking: trust it -- rank correlation {rho:.2f} over {n_layers} layers, "
-                     f"{overlap:.0%} of the measured top {TOP_N} are in the estimate's top {TOP_N}")
-    elif rho >= RANK_ROUGH_RHO or overlap >= RANK_ROUGH_OVERLAP:
-        ranking = "roughly"
-        lines.append(f"ranking: roughly -- rank correlation {rho:.2f}, top-{TOP_N} overlap {overlap:.0%}; use "
-                     "the estimate to find the hot spots, measure to order them")
-    else:
-        ranking = "no"
-        lines.append(f"ranking: do not trust it -- rank correlation {rho:.2f}, top-{TOP_N} overlap "
-                     f"{overlap:.0%}; the static model misses what dominates on this device")
+        return "unknown", ("ranking: unknown -- no per-layer measurement to compare the estimate's order with; the "
+                           "scaled shares rank hot spots only as well as the static model does")
+    if rho >= RANK_TRUSTED_RHO and overlap >= RANK_TRUSTED_OVERLAP:
+        return "yes", (f"ranking: trust it -- rank correlation {rho:.2f} over {n_layers} layers, "
+                       f"{overlap:.0%} of the measured top {TOP_N} are in the estimate's top {TOP_N}")
+    if rho >= RANK_ROUGH_RHO or overlap >= RANK_ROUGH_OVERLAP:
+        return "roughly", (f"ranking: roughly -- rank correlation {rho:.2f}, top-{TOP_N} overlap {overlap:.0%}; use "
+                           "the estimate to find the hot spots, measure to order them")
+    return "no", (f"ranking: do not trust it -- rank correlation {rho:.2f}, top-{TOP_N} overlap {overlap:.0%}; the "
+                  "static model misses what dominates on this device")
+
+
+def _names(ids: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(f"'{i}'" for i in ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _verdict(factor: ScaleFactor, rho: float | None, overlap: float | None, median_err: float | None,
+             n_layers: int, *, unknown: UnknownCost | None = None, outliers: Sequence[Outlier] = ()) -> Verdict:
+    """The verdict. Ranking: "yes" (trust it) needs Spearman >= :data:`RANK_TRUSTED_RHO`, top-N overlap >=
+    :data:`RANK_TRUSTED_OVERLAP`, at most :data:`UNKNOWN_TRUST_LIMIT` of the measured time in cost-unknown layers
+    and less than :data:`OUTLIER_TRUST_LIMIT` in outlier layers, else it is at most "roughly"; more than
+    :data:`UNKNOWN_MOST` in cost-unknown layers (the estimate explains less than most of the measured time), or in
+    outlier layers, is "no". Absolute: more than :data:`UNKNOWN_TRUST_LIMIT` in cost-unknown layers is "no" (k then
+    mostly measures what the estimate leaves out)."""
+    ranking, line = _ranking(rho, overlap, n_layers)
+    lines = [line]
+    unknown_share = unknown.share if unknown is not None else 0.0
+    if unknown is not None and unknown_share > UNKNOWN_TRUST_LIMIT:
+        what = (f"{unknown_share:.0%} of the measured time is in {len(unknown.layer_ids)} layer(s) whose cost the "
+                f"estimate does not know ({', '.join(unknown.op_types)}: {_names(unknown.layer_ids)})")
+        if unknown_share > UNKNOWN_MOST:
+            ranking = "no"
+            lines = [f"ranking: do not trust it -- {what}: the estimate explains less than half of the measured "
+                     "time" + (f" (rank correlation {rho:.2f} is over the rest)" if rho is not None else "")]
+        elif ranking == "yes":
+            ranking = "roughly"
+            lines = [f"ranking: roughly -- rank correlation {rho:.2f}, but {what}"]
+        else:
+            lines.append(f"ranking: {what}")
+    slow_share = sum(o.share for o in outliers)
+    if outliers and slow_share >= OUTLIER_TRUST_LIMIT:
+        what = (f"{_names([o.layer_id for o in outliers])} measured {outliers[0].ratio:.0f}x "
+                f"{'their' if len(outliers) > 1 else 'its'} estimate (the run's median is "
+                f"{outliers[0].median_ratio:.2f}x) and hold {slow_share:.0%} of the measured time (`advise` lists "
+                "candidate causes)")
+        if slow_share > UNKNOWN_MOST and ranking != "no":
+            ranking = "no"
+            lines = [f"ranking: do not trust it -- {what}: the estimate misses what dominates on this device"]
+        elif ranking == "yes":
+            ranking = "roughly"
+            lines = [f"ranking: roughly -- rank correlation {rho:.2f}, but {what}"]
+        else:
+            lines.append(f"ranking: {what}")
     k = factor.k
-    if abs(k - 1) <= ABSOLUTE_RAW_TOLERANCE:
+    if unknown is not None and unknown_share > UNKNOWN_TRUST_LIMIT:
+        absolute = "no"
+        known_k = "-" if unknown.k_known is None else f"{unknown.k_known:.2f}"
+        lines.append(f"absolute: do not trust it -- k = {k:.2f} mostly measures the {unknown_share:.0%} of the time "
+                     f"in cost-unknown layers; over the layers whose cost is known k = {known_k}")
+    elif abs(k - 1) <= ABSOLUTE_RAW_TOLERANCE:
         absolute = "yes"
         lines.append(f"absolute: usable as estimated -- k = {k:.2f}, within {ABSOLUTE_RAW_TOLERANCE:.0%} of 1")
     elif median_err is None:
@@ -295,7 +438,10 @@ def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
                             est * factor.k, meas)
             for layer in pairs
             if (est := layer.estimated_us) is not None and (meas := layer.measured_us) is not None)
-        rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, kf.excluded_ids)
+        known = {layer.id: layer.known is not False for layer in pairs}
+        unknown = unknown_cost_of(typed.layers, comparisons)
+        rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, kf.excluded_ids,
+                           known=known, unknown=unknown)
         return replace(rec, measured_on=measured_on, device_mismatch=kf.mismatch)
     if kf.scope == "accelerator":
         existing = typed.reconcile
@@ -311,8 +457,10 @@ def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
 
 
 def _with_layers(names: tuple[str, str, str], factor: ScaleFactor, end_to_end: ScaleFactor | None,
-                 comparisons: tuple[LayerComparison, ...], excluded: tuple[str, ...]) -> Reconciliation:
-    """A reconciliation from per-layer comparisons; ``names`` = (model, target, scope)."""
+                 comparisons: tuple[LayerComparison, ...], excluded: tuple[str, ...], *,
+                 known: Mapping[str, bool] | None = None, unknown: UnknownCost | None = None) -> Reconciliation:
+    """A reconciliation from per-layer comparisons; ``names`` = (model, target, scope); ``known``: whether each
+    layer's cost is known (default: all); ``unknown``: the measured time in cost-unknown layers."""
     model_name, target_name, scope = names
     est = {c.layer_id: c.estimated_us for c in comparisons}
     meas = {c.layer_id: c.measured_us for c in comparisons}
@@ -323,10 +471,13 @@ def _with_layers(names: tuple[str, str, str], factor: ScaleFactor, end_to_end: S
     floor = 1e-3 * sum(meas.values())
     big = [abs(e) for c in comparisons if (e := c.error) is not None and c.measured_us >= floor]
     median_err = _median(big or errors)
-    verdict = _verdict(factor, rho, overlap, median_err, len(comparisons))
+    outliers = find_outliers([(c.layer_id, c.op_type, c.estimated_us, c.measured_us,
+                               (known or {}).get(c.layer_id, True)) for c in comparisons])
+    verdict = _verdict(factor, rho, overlap, median_err, len(comparisons), unknown=unknown, outliers=outliers)
     return Reconciliation(model_name, target_name, scope, factor, end_to_end, comparisons,
                           _groups(comparisons, "op_type"), _groups(comparisons, "bound"),
-                          _groups(comparisons, "unit_kind"), rho, overlap, TOP_N, median_err, excluded, verdict)
+                          _groups(comparisons, "unit_kind"), rho, overlap, TOP_N, median_err, excluded, verdict,
+                          unknown_cost=unknown, outliers=outliers)
 
 
 def k_spread(recs: list[Reconciliation] | tuple[Reconciliation, ...]) -> KSpread:
@@ -430,6 +581,15 @@ def reconcile_section(rec: Reconciliation, *, spread: KSpread | None = None) -> 
         section[key] = [{"name": g.name, "layers": g.layer_count, "estimated_us": round(g.estimated_us, 3),
                          "measured_us": round(g.measured_us, 3), "k": None if g.k is None else round(g.k, 6)}
                         for g in groups]
+    unknown = rec.unknown_cost
+    section["unknown_cost"] = None if unknown is None else {
+        "share": round(unknown.share, 6), "measured_us": round(unknown.measured_us, 3),
+        "layers": list(unknown.layer_ids), "op_types": list(unknown.op_types),
+        "k_known": None if unknown.k_known is None else round(unknown.k_known, 6)}
+    section["outliers"] = [{"name": o.layer_id, "op_type": o.op_type, "estimated_us": round(o.estimated_us, 3),
+                            "measured_us": round(o.measured_us, 3), "ratio": round(o.ratio, 6),
+                            "median_ratio": round(o.median_ratio, 6), "z": round(o.z, 3), "share": round(o.share, 6),
+                            "known": o.known} for o in rec.outliers]
     return {**section, **({"spread": spread_section(spread)} if spread is not None else {})}
 
 

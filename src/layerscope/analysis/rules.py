@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from layerscope.analysis.findings import Finding, Severity, sort_findings
+from layerscope.analysis.findings import Finding, Severity, group_findings, sort_findings
 from layerscope.analysis.weights import TINY, WeightStats, measure_flush_gain, scan_weights
 from layerscope.costs.types import UnitKind
 from layerscope.measure.session import SessionConfig
@@ -85,6 +85,27 @@ FALLBACK_MITIGATIONS: Mapping[str, str] = {
 DEFAULT_FALLBACK_MITIGATION = ("bring the op's parameters inside the accelerator's constraints (check the "
                                "toolchain's op-support list), replace the op, or move it to pre/post-processing")
 TUNING_GUIDE = "Horizon toolchain performance tuning guide (shared/seeds/003): "
+#: Words in a profile's name or description that mark a Horizon (D-Robotics) BPU target.
+HORIZON_MARKS = ("D-Robotics", "Horizon", "RDK")
+#: Channel alignment on GPUs (tensor cores).
+GPU_ALIGNMENT_GUIDE = ("NVIDIA Deep Learning Performance guide, 'Tensor Core requirements' (channel and matrix "
+                       "dimensions multiples of 8 for fp16, 16 for int8)")
+
+
+def is_horizon(profile: Profile | None) -> bool:
+    """Whether ``profile`` is a Horizon / D-Robotics BPU target (its name starts with ``rdk``, or its name or
+    description names the vendor): only these get Horizon's toolchain advice (hb_compile options, BPU notes,
+    links to Horizon's tuning guide)."""
+    if profile is None:
+        return False
+    text = f"{profile.name} {profile.description}".lower()
+    return profile.name.lower().startswith("rdk") or any(mark.lower() in text for mark in HORIZON_MARKS)
+
+
+def _guide(ctx: RuleContext, section: str) -> str:
+    """The Horizon tuning guide's ``section`` as a finding's help on Horizon profiles; empty elsewhere (the
+    guide's advice is the rule's, its sections and terms are Horizon's)."""
+    return TUNING_GUIDE + section if is_horizon(ctx.profile) else ""
 
 
 @dataclass(frozen=True)
@@ -216,7 +237,7 @@ def cpu_fallback(ctx: RuleContext) -> list[Finding]:
             "and the CPU costs time on top of the slow CPU kernel",
             FALLBACK_MITIGATIONS.get(op, DEFAULT_FALLBACK_MITIGATION),
             tuple(str(layer.id) for layer in layers), evidence, gain,
-            TUNING_GUIDE + "'Handling CPU operators'"))
+            _guide(ctx, "'Handling CPU operators'")))
     return findings
 
 
@@ -284,6 +305,8 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
         how = (f"hb_compile can drop {', '.join(removable)} with model_parameters.remove_node_type"
                if removable else "remove_node_type accepts only " + ", ".join(REMOVABLE_IO_OPS) +
                "; cut these layers out of the ONNX model (or remove_io_op in the PTQ API / QAT)")
+        if not is_horizon(ctx.profile):
+            how = "cut these layers out of the ONNX model (onnx.utils.extract_model with the inner tensors as ends)"
         evidence = _evidence_times(ctx, layers) | {"ops": ops, "edge": where}
         findings.append(Finding(
             "cpu-at-io", Severity.WARNING,
@@ -293,7 +316,7 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
             f"move them into {'pre' if where == 'inputs' else 'post'}-processing and remove them from the model; {how}",
             tuple(str(layer.id) for layer in layers), evidence,
             sum(float(layer.est.latency_us or 0.0) for layer in layers),
-            TUNING_GUIDE + "'CPU operators at the beginning or end of the model'"))
+            _guide(ctx, "'CPU operators at the beginning or end of the model'")))
     return findings
 
 
@@ -386,7 +409,7 @@ def data_inflation(ctx: RuleContext) -> list[Finding]:
             "convolution's pads attribute, and avoid materializing the larger tensor",
             tuple(str(layer.id) for layer in inflating),
             _evidence_times(ctx, inflating) | {"max_inflation": round(ratio, 3)},
-            sum(ctx.time_us(layer) for layer in inflating), TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
+            sum(ctx.time_us(layer) for layer in inflating), _guide(ctx, "'bandwidth-bound: concat, pad, slice'")))
     movement = [layer for layer in ctx.layers if layer.op_type in MOVEMENT_OPS]
     times = _times(ctx, movement)
     if movement and times.share >= MOVEMENT_SHARE:
@@ -399,7 +422,7 @@ def data_inflation(ctx: RuleContext) -> list[Finding]:
             "reduce and avoid Concat/Pad/Slice/Transpose: use broadcasting instead of expanding tensors by hand, "
             "merge parallel branches before concatenating, keep one layout end to end",
             tuple(str(layer.id) for layer in top), times.evidence(count=len(movement), ops=ops), None,
-            TUNING_GUIDE + "'bandwidth-bound: concat, pad, slice'"))
+            _guide(ctx, "'bandwidth-bound: concat, pad, slice'")))
     return findings
 
 
@@ -517,12 +540,16 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
 
 
 def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
-    """The biggest layers the roofline finds bandwidth-bound (DDR time above compute time)."""
+    """The biggest layers the roofline finds bandwidth-bound (DDR time above compute time); layers alike are
+    one finding (:func:`~layerscope.analysis.findings.group_findings`), at most :data:`BANDWIDTH_MAX_FINDINGS`.
+    Recurrent layers are left to :func:`recurrent_steps`: their weights are reused every step, so their total
+    weight bytes do not make them bandwidth-bound."""
     candidates = [layer for layer in ctx.layers if layer.est.bound == "bandwidth"
+                  and layer.op_type not in RECURRENT_OPS
                   and ctx.share(ctx.time_us(layer)) >= BANDWIDTH_SHARE]
     candidates.sort(key=lambda layer: -ctx.time_us(layer))
     findings = []
-    for layer in candidates[:BANDWIDTH_MAX_FINDINGS]:
+    for layer in candidates:
         e = layer.est
         compute_us = float(e.compute_us or 0.0)
         memory_us = float(e.load_us or 0.0) + float(e.store_us or 0.0)
@@ -552,7 +579,159 @@ def bandwidth_bound(ctx: RuleContext) -> list[Finding]:
             f"{layer.op_type} '{layer.id}' is bandwidth-bound: {memory_us:.1f} µs of DDR traffic against "
             f"{compute_us:.1f} µs of compute; the compute units wait for memory",
             mitigation, (str(layer.id),), evidence, max(0.0, float(e.latency_us or 0.0) - halved),
-            TUNING_GUIDE + "'Bandwidth analysis'"))
+            _guide(ctx, "'Bandwidth analysis'")))
+    return group_findings(findings)[:BANDWIDTH_MAX_FINDINGS]
+
+
+#: Recurrent layers: a cell applied step after step with the same weights (ONNX's LSTM/GRU/RNN, ONNX Runtime's
+#: DynamicQuantizeLSTM, and Scan/Loop bodies).
+RECURRENT_OPS = frozenset({"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM", "Scan", "Loop"})
+#: Share of all layer time from which a recurrent layer is reported.
+RECURRENT_SHARE = 0.02
+
+
+@dataclass(frozen=True)
+class _Recurrence:
+    """A recurrent layer's shape of work: time steps, batch rows and directions (``None`` when not known)."""
+
+    steps: int | None
+    batch: int | None
+    directions: int
+
+
+def _recurrence(ctx: RuleContext, layer: Layer) -> _Recurrence:
+    """Steps, batch and directions of an LSTM/GRU/RNN/DynamicQuantizeLSTM from its input X (``(seq, batch, I)``,
+    ``(batch, seq, I)`` with ``layout=1``) and ``direction``; unknown for Scan/Loop and without the graph."""
+    node, graph = ctx.node(str(layer.id)), ctx.graph
+    if node is None or graph is None or layer.op_type in ("Scan", "Loop") or not node.inputs:
+        return _Recurrence(None, None, 1)
+    directions = 2 if str(node.attr("direction", "forward")) in ("bidirectional", "b'bidirectional'") else 1
+    x = graph.tensor(node.inputs[0])
+    if x is None or len(x.shape) != 3 or not all(isinstance(d, int) and d > 0 for d in x.shape[:2]):
+        return _Recurrence(None, None, directions)
+    seq, batch = (x.shape[1], x.shape[0]) if int(node.attr("layout", 0) or 0) == 1 else (x.shape[0], x.shape[1])
+    return _Recurrence(int(seq), int(batch), directions)
+
+
+def recurrent_steps(ctx: RuleContext) -> list[Finding]:
+    """Recurrent layers with a share of at least :data:`RECURRENT_SHARE`, classed by the reuse of their weights
+    per step, not by their total weight bytes: each step multiplies the same W and R by one vector per batch row
+    (``batch`` MACs per weight per step), and steps depend on each other.
+
+    Weights that fit the on-chip budget (half the profile's ``sram_bytes``, as :func:`weights_exceed_sram`
+    counts it) are loaded once per inference and stay there: the layer is latency-bound by its sequential steps.
+    Weights that do not fit stream from DDR at every step: bandwidth-bound per step. Without a profile the
+    residency is unknown and the finding says so."""
+    findings = []
+    for layer in ctx.layers:
+        if layer.op_type not in RECURRENT_OPS or ctx.share(ctx.time_us(layer)) < RECURRENT_SHARE:
+            continue
+        shape = _recurrence(ctx, layer)
+        dtype = str(layer.est.dtype or ctx.dtype)
+        weights = _deployed_weight_bytes(ctx, layer, dtype) if ctx.graph is not None else int(layer.weight_bytes or 0)
+        budget = ctx.profile.sram_bytes // 2 if ctx.profile is not None and ctx.profile.sram_bytes > 0 else None
+        params = int(layer.params or 0)
+        uses = int(layer.macs or 0) / params if params else None
+        resident = None if budget is None else weights <= budget
+        steps = f"{shape.steps} dependent time steps" if shape.steps else "its time steps one after the other"
+        if shape.directions > 1:
+            steps += " in each of 2 directions"
+        reuse = (f"each step reuses its {_mib(weights)} of weights {shape.batch}x (one matrix-vector product per "
+                 "batch row)" if shape.batch else f"it reuses its {_mib(weights)} of weights at every step"
+                 + (f" (about {uses:.0f} uses of each weight per inference)" if uses else ""))
+        if resident is False:
+            assert budget is not None
+            hazard = (f"{layer.op_type} '{layer.id}' runs {steps}; {reuse}, but they exceed the {_mib(budget)} on "
+                      "chip, so every step streams them from DDR again: bandwidth-bound per step")
+            mitigation = ("make the weights fit on chip (a smaller hidden size, int8 weights), or run several "
+                          "sequences per call so each weight load serves more batch rows")
+            bound = "bandwidth per step"
+        else:
+            where = (f"they fit the {_mib(budget)} on chip, so DDR loads them once per inference, not per step"
+                     if budget is not None else "whether they stay on chip is unknown without the run's profile")
+            hazard = (f"{layer.op_type} '{layer.id}' runs {steps}; {reuse}, and {where}: its time goes to many "
+                      "small sequential steps (latency-bound: too little work per step to fill the units, each "
+                      "waiting for the previous), not to memory bandwidth")
+            mitigation = ("give each step more work or take fewer steps: run several sequences per call (batch), "
+                          "shorten the sequence (stride or pool before the recurrence), or replace the recurrence "
+                          "by a convolution or attention over the sequence, which has no step-to-step dependency")
+            bound = "sequential steps" if budget is not None else "unknown"
+        share = ctx.share(ctx.time_us(layer))
+        evidence = _evidence_times(ctx, [layer]) | {
+            "steps": shape.steps, "batch": shape.batch, "directions": shape.directions, "weight_bytes": weights,
+            "weight_dtype": dtype, "onchip_weight_budget_bytes": budget, "weights_resident": resident,
+            "weight_uses_per_inference": None if uses is None else round(uses, 3), "class": bound,
+            "roofline_bound": layer.est.bound}
+        findings.append(Finding(
+            "recurrent-steps", Severity.WARNING if share >= 0.05 else Severity.INFO, hazard, mitigation,
+            (str(layer.id),), evidence, None,
+            "ONNX operator specs (LSTM, GRU, RNN): the same W and R are applied at every time step"))
+    return findings
+
+
+#: Causes an outlier layer's slowness may have, in the order the finding lists them.
+OUTLIER_CAUSES = {
+    "unknown": "the estimate has no cost for {op}: it charges only a fixed overhead, so any real work shows as an "
+               "outlier (the share of such layers is in `reconcile`'s 'unknown cost' line)",
+    "fused": "its time is its share of a kernel fused with other layers, split by the estimate's weights: the "
+             "kernel, not this layer, may be the slow part",
+    "denormal": "subnormal (denormal) values in its inputs or weights: x86 and many ARM cores take a slow path for "
+                "each operation on them, 10-100x slower (advise's subnormal-weights rule checks the weights; "
+                "activations that decay towards 0 do the same)",
+    "kernel": "a slow kernel choice for this op, shape or dtype (a reference or generic implementation){kernel}",
+    "layout": "a layout conversion (a reorder between NCHW, NHWC or blocked layouts) the runtime inserted next to "
+              "it and charged to it",
+    "fallback": "a CPU fallback: the runtime ran it off the accelerator{reason}",
+}
+
+
+def outlier_layers(ctx: RuleContext) -> list[Finding]:
+    """Layers whose measured / estimated ratio is an outlier among the run's measured layers
+    (:func:`layerscope.analysis.reconcile.find_outliers`: robust z of the log ratio, a minimum factor over the
+    median ratio and a minimum share of the measured time), each with its candidate causes. The expected gain is
+    the time above what the layer would take at the run's median ratio (an estimate: what it would cost if it
+    ran as well as the rest of the model)."""
+    from layerscope.analysis.reconcile import find_outliers
+
+    if not ctx.measured:
+        return []
+    rows = [(str(layer.id), str(layer.op_type), float(layer.est.latency_us or 0.0), float(meas),
+             layer.known is not False)
+            for layer in ctx.layers if (meas := layer.measured_us) is not None and not layer.eliminated]
+    findings = []
+    for o in find_outliers(rows):
+        layer = ctx.by_id[o.layer_id]
+        measured = layer.measured
+        kernel = str(measured.kernel) if measured is not None and measured.kernel else ""
+        causes = []
+        if not o.known:
+            causes.append(OUTLIER_CAUSES["unknown"].format(op=o.op_type))
+        if measured is not None and measured.status == "fused":
+            causes.append(OUTLIER_CAUSES["fused"])
+        causes += [OUTLIER_CAUSES["denormal"],
+                   OUTLIER_CAUSES["kernel"].format(kernel=f"; it ran in kernel '{kernel}'" if kernel else ""),
+                   OUTLIER_CAUSES["layout"]]
+        reason = layer.est.fallback_reason
+        if reason or (ctx.profile is not None and ctx.profile.kind != "cpu"):
+            causes.append(OUTLIER_CAUSES["fallback"].format(reason=f" ({reason})" if reason else ""))
+        evidence = _evidence_times(ctx, [layer]) | {
+            "est_us": round(o.estimated_us, 3), "measured_us": round(o.measured_us, 3),
+            "measured_over_estimated": round(o.ratio, 3), "median_ratio": round(o.median_ratio, 6),
+            "robust_z": round(o.z, 3) if math.isfinite(o.z) else None, "cost_known": o.known,
+            "causes": causes, "gain_assumes": "the layer runs at the run's median measured/estimated ratio"}
+        findings.append(Finding(
+            "outlier-layer", Severity.ERROR if o.share >= 0.25 else Severity.WARNING,
+            f"{o.op_type} '{o.layer_id}' measured {o.measured_us:.1f} µs, {o.ratio:.0f}x its estimate of "
+            f"{o.estimated_us:.1f} µs where the run's layers measure {o.median_ratio:.2f}x theirs (median), and it "
+            f"holds {o.share:.0%} of the measured time; candidate causes: " +
+            "; ".join(f"({i}) {c}" for i, c in enumerate(causes, 1)),
+            "find which cause it is: time the layer alone (layerscope bisect around it) and read the kernel the "
+            "runtime chose (ONNX Runtime's profile, OpenVINO's execution graph: exec type, layout, device); flush "
+            "denormals (ONNX Runtime: session config 'session.set_denormal_as_zero' = '1'); feed it the layout "
+            "and dtype its neighbours use; keep it on the accelerator",
+            (o.layer_id,), evidence, max(0.0, o.measured_us - o.estimated_us * o.median_ratio),
+            "outliers by the modified z-score of log(measured / estimated): Iglewicz and Hoaglin, 'How to Detect "
+            "and Handle Outliers' (MAD-based z > 3.5)"))
     return findings
 
 
@@ -605,7 +784,7 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
     bytes_ratio = DEPLOYED_SIZE.get(current, 4) / DEPLOYED_SIZE.get(best, 4)
     moves = f"; {current} also moves {bytes_ratio:g}x the bytes of {best}" if bytes_ratio > 1 else ""
     horizon = " (on Horizon's BPU, fp32 runs only on the slow VPU)" if current == "fp32" and \
-        profile.name.startswith("rdk") else ""
+        is_horizon(profile) else ""
     return [Finding(
         "fp32-dtype", severity,
         f"{len(layers)} layer(s) run in {current} although profile '{profile.name}' computes {best} "
@@ -613,16 +792,18 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
         f"deploy in {best} (quantize: calibrate int8/int16 in the toolchain), keeping only accuracy-critical "
         "layers in a wider type",
         tuple(str(layer.id) for layer in layers[:50]), evidence, gain,
-        TUNING_GUIDE + "'avoid fp32 precision'")]
+        _guide(ctx, "'avoid fp32 precision'"))]
 
 
 def lane_alignment(ctx: RuleContext) -> list[Finding]:
     """Convolutions and matrix products whose channel counts are not multiples of the profile's lane width.
 
     Not counted: the channels of a model input (the image's 3) and counts below :data:`LANE_MIN_CHANNELS`
-    (1-channel score maps, YOLOv8's 16->1 DFL conv, 4-value box heads: the task fixes them)."""
+    (1-channel score maps, YOLOv8's 16->1 DFL conv, 4-value box heads: the task fixes them), and every layer on a
+    ``cpu`` profile: a CPU's SIMD kernels handle a remainder of channels at the cost of one partial vector, not
+    a padded tile (the lane width there says how wide the vectors are, not how the work is tiled)."""
     profile, graph = ctx.profile, ctx.graph
-    if profile is None or graph is None or profile.lane_width <= 1:
+    if profile is None or graph is None or profile.lane_width <= 1 or profile.kind == "cpu":
         return []
     lane = profile.lane_width
     inputs = {t.name for t in graph.inputs}
@@ -666,7 +847,8 @@ def lane_alignment(ctx: RuleContext) -> list[Finding]:
         f"costs no more than the padding already does (e.g. {example}); for a detection head, pad the class "
         "count or split the head so the big convolutions stay aligned",
         tuple(str(r[0].id) for r in rows), evidence, gain or None,
-        TUNING_GUIDE + "'32C alignment'")]
+        _guide(ctx, "'32C alignment'") or (GPU_ALIGNMENT_GUIDE if profile.kind == "gpu" else
+                                           f"the lane width {lane} of profile '{profile.name}'"))]
 
 
 def _channels(node: Node, graph: Graph) -> tuple[int, int]:
@@ -712,7 +894,7 @@ def depthwise_conv(ctx: RuleContext) -> list[Finding]:
         "prefer regular or group convolutions with larger groups (the direction EfficientNetV2 and NFNet took for "
         "accelerators), or fuse the depthwise conv with its pointwise neighbour where the toolchain supports it",
         tuple(str(layer.id) for layer in layers), evidence, None,
-        TUNING_GUIDE + "'BPU-oriented efficient models'")]
+        _guide(ctx, "'BPU-oriented efficient models'"))]
 
 
 #: Inputs of these ops that are parameters, not data: shapes, indices, axes, steps and sentinels (Slice's
@@ -817,7 +999,7 @@ def large_constants(ctx: RuleContext) -> list[Finding]:
     return [Finding(
         "large-constants", Severity.WARNING, hazard, mitigation, layer_ids,
         {"constants": sorted(used)[:10], "masks": masks[:10], "max_abs": largest}, None,
-        TUNING_GUIDE + "'masks: do not use 1e10 or 65536'")]
+        _guide(ctx, "'masks: do not use 1e10 or 65536'"))]
 
 
 def _largest_finite(value: np.ndarray) -> float | None:
@@ -956,7 +1138,7 @@ def norm_heavy(ctx: RuleContext) -> list[Finding]:
         "replace Softmax attention by SimA (normalized Q/K, no Softmax) and LayerNorm by DyT (Dynamic Tanh) where "
         "accuracy allows; keep these ops in int16/fp16, never fp32",
         tuple(str(layer.id) for layer in layers), times.evidence(ops=ops, units=units), None,
-        TUNING_GUIDE + "'VPU/VAE bottleneck: softmax, layernorm'")]
+        _guide(ctx, "'VPU/VAE bottleneck: softmax, layernorm'"))]
 
 
 RULES: tuple[Rule, ...] = (
@@ -966,6 +1148,8 @@ RULES: tuple[Rule, ...] = (
     Rule("data-inflation", "concat/pad/slice that inflate data", data_inflation),
     Rule("weights-exceed-sram", "weights larger than on-chip SRAM", weights_exceed_sram),
     Rule("bandwidth-bound", "bandwidth-bound layers", bandwidth_bound),
+    Rule("recurrent-steps", "recurrent layers classed by per-step weight reuse", recurrent_steps),
+    Rule("outlier-layer", "layers measured far above their estimate, with candidate causes", outlier_layers),
     Rule("fp32-dtype", "fp32 where the profile has a faster dtype", fp32_dtype),
     Rule("lane-alignment", "channels not aligned to the lane width", lane_alignment, needs_graph=True),
     Rule("depthwise-conv", "depthwise convolutions", depthwise_conv, needs_graph=True),
@@ -995,4 +1179,4 @@ def run_rules(ctx: RuleContext, rules: Sequence[Rule] = RULES) -> Advice:
             skipped.append((rule.rule_id, "needs the run's hardware profile"))
             continue
         findings.extend(rule.fn(ctx))
-    return Advice(tuple(sort_findings(findings)), tuple(skipped))
+    return Advice(tuple(sort_findings(group_findings(findings))), tuple(skipped))

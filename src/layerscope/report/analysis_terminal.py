@@ -23,7 +23,13 @@ from layerscope.analysis.board import KAnalysis
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
 from layerscope.analysis.compare import Comparison, LayerDelta, LayerRuntime, MetricDelta, RuntimeComparison
 from layerscope.analysis.findings import Finding, Severity
-from layerscope.analysis.reconcile import KSpread, Reconciliation, reconcile_section, spread_section
+from layerscope.analysis.reconcile import (
+    UNKNOWN_TRUST_LIMIT,
+    KSpread,
+    Reconciliation,
+    reconcile_section,
+    spread_section,
+)
 from layerscope.errors import RunFileError
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
@@ -93,6 +99,7 @@ def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int =
     if rec.excluded_layers:
         rows.append(("excluded", f"{len(rec.excluded_layers)} layer(s) (eliminated by the runtime or without "
                                  "an estimate)"))
+    rows += _honesty_rows(rec)
     parts: list[RenderableType] = [_grid(rows)]
     if rec.by_op_type:
         table = _table("k per op type (largest measured time first)")
@@ -112,6 +119,30 @@ def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int =
     parts.append(Text("Verdict", style="bold"))
     parts.extend(Text(f"  {line}") for line in (rec.verdict.lines if rec.verdict is not None else []))
     return Group(*parts)
+
+
+def _honesty_rows(rec: Reconcile) -> list[tuple[str, str | Text]]:
+    """The measured time in cost-unknown layers and the outlier layers (the section's ``unknown_cost`` and
+    ``outliers``, written by :func:`layerscope.analysis.reconcile.reconcile_section`; absent in older runs)."""
+    extra = rec.model_extra or {}
+    rows: list[tuple[str, str | Text]] = []
+    unknown = extra.get("unknown_cost")
+    if isinstance(unknown, dict):
+        share, ids = float(unknown.get("share") or 0.0), list(unknown.get("layers") or [])
+        k_known = unknown.get("k_known")
+        text = (f"{_pct(share)} of the measured time is in {len(ids)} layer(s) whose cost the estimate does not "
+                f"know ({', '.join(map(str, unknown.get('op_types') or []))})"
+                + (f"; k over the known-cost layers {float(k_known):.3f}" if k_known is not None else "")
+                if ids else "none: every measured layer's op has a cost")
+        rows.append(("unknown cost", Text(text, style="bold yellow" if share > UNKNOWN_TRUST_LIMIT else "")))
+    for o in extra.get("outliers") or []:
+        if isinstance(o, dict):
+            rows.append(("outlier", Text(f"{o.get('name')} ({o.get('op_type')}): measured "
+                                         f"{human_us(float(o.get('measured_us') or 0.0))} = "
+                                         f"{float(o.get('ratio') or 0.0):.0f}x its estimate (the run's median is "
+                                         f"{float(o.get('median_ratio') or 0.0):.2f}x), {_pct(o.get('share'))} of "
+                                         "the measured time", style="yellow")))
+    return rows
 
 
 def spread_report(spread: KSpread) -> RenderableType:
