@@ -324,14 +324,14 @@ def _rate_switch(tmp_path: Path) -> Path:
 
 def test_the_users_input_files_decide_the_branch_observed(tmp_path: Path) -> None:
     path = _rate_switch(tmp_path)
-    # seeded random ids are in [0, 100): never 16000, the else branch runs
-    assert [n.id for n in load_model(path).layers] == ["eq", "rate", "rate/else_branch/r8k"]
-    np.save(tmp_path / "sr.npy", np.array(16000, np.int64))
+    # the seeded sample rate is the value the model compares it with (16000): the then branch runs
+    assert [n.id for n in load_model(path).layers] == ["eq", "rate", "rate/then_branch/r16k"]
+    np.save(tmp_path / "sr.npy", np.array(8000, np.int64))
     graph = load_model(path, feeds=feeder([f"sr={tmp_path / 'sr.npy'}"]))
-    assert [n.id for n in graph.layers] == ["eq", "rate", "rate/then_branch/r16k"]
+    assert [n.id for n in graph.layers] == ["eq", "rate", "rate/else_branch/r8k"]
     out = tmp_path / "run.json"
     assert main(["estimate", str(path), "--input", f"sr={tmp_path / 'sr.npy'}", "--json", str(out), "--top", "0"]) == 0
-    assert [entry["id"] for entry in load_run(out)["layers"]][-1] == "rate/then_branch/r16k"
+    assert [entry["id"] for entry in load_run(out)["layers"]][-1] == "rate/else_branch/r8k"
 
 
 def test_a_loop_kernel_keeps_only_its_own_time(tmp_path: Path) -> None:

@@ -9,6 +9,8 @@ The CLI prints ``str(error)`` as one line; no traceback unless ``--debug``.
 
 from __future__ import annotations
 
+import re
+
 
 class LayerscopeError(Exception):
     """Base class. ``exit_code`` is what the CLI exits with."""
@@ -54,3 +56,38 @@ class BackendUnavailable(LayerscopeError):
 
 class OutputError(InputError):
     """An output path cannot be written: a folder, under a regular file, read-only, full, ... (exit 2)."""
+
+
+class RuntimeFailure(InputError):
+    """The runtime (ONNX Runtime, OpenVINO) failed running the model on the values it was fed (exit 2).
+
+    ``inputs`` names the inputs that were seeded random values (not given with ``--input``): the message says
+    which, and how to give real ones."""
+
+    def __init__(self, message: str, *, hint: str | None = None, inputs: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.inputs = inputs
+
+
+#: Lines of a runtime's message that say where, not what: its call stack.
+_STACK_LINE = re.compile(r"^\s*(Exception from \S+|Stack ?trace:?|Traceback\b|File \"|at \S+\(|#\d+\s|\[\s*\d+\]\s|"
+                         r"0x[0-9a-fA-F]+\s)", re.IGNORECASE)
+#: A source location inside a line (``src/plugins/intel_cpu/src/node.cpp:1537:``), with the ``at`` before it.
+_SOURCE_PLACE = re.compile(r"(\s+at)?\s*/?[\w.\\/-]+\.(?:cpp|hpp|cc|cxx|h|c|py):\d+:?")
+#: A C++ function signature after a source location (``onnxruntime::ReshapeHelper::ReshapeHelper(...)``).
+_SIGNATURE = re.compile(r"\b(?:\w+::)+~?\w+\([^()]*\)(?:\s*const)?")
+
+
+def condensed(text: str, limit: int = 600) -> str:
+    """A runtime's (multi-line) failure message as one line: its lines joined with ``"; "`` in order, without blank
+    lines, call-stack lines, source locations and C++ signatures, each repeated line once, whitespace collapsed,
+    at most ``limit`` characters (``...`` marks a cut). ``""`` when nothing is left."""
+    parts: list[str] = []
+    for raw in text.splitlines():
+        if _STACK_LINE.match(raw):
+            continue
+        line = " ".join(_SIGNATURE.sub("", _SOURCE_PLACE.sub("", raw)).split()).strip(" :;")
+        if line and line not in parts:
+            parts.append(line)
+    joined = "; ".join(parts)
+    return joined if len(joined) <= limit else joined[: max(0, limit - 3)].rstrip() + "..."

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from layerscope import limits
 from layerscope.errors import InputError
 from layerscope.fileio import read_text_limited
 
@@ -55,9 +56,13 @@ def read_text(path: str | Path) -> str:
     """The text of a vendor file (UTF-8, a BOM dropped, undecodable bytes replaced).
 
     ``InputError`` when the file is missing, not a file, unreadable or larger than
-    :data:`MAX_FILE_BYTES` (:func:`layerscope.fileio.read_text_limited`).
+    :data:`MAX_FILE_BYTES` (:func:`layerscope.fileio.read_text_limited`); ``OverBudget`` when it has more lines than
+    the ``import_lines`` budget of :mod:`layerscope.limits` (checked before any parser reads it).
     """
-    return read_text_limited(path, MAX_FILE_BYTES, what="an import reads")
+    text = read_text_limited(path, MAX_FILE_BYTES, what="an import reads")
+    lines = text.count("\n") + (not text.endswith("\n"))
+    limits.check("import_lines", lines, f"{path}: {lines:,} lines")
+    return text
 
 
 def _no_constants(name: str) -> NoReturn:

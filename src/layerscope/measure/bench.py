@@ -20,7 +20,9 @@ Contract of :func:`run_bench`:
 - Ctrl-C (``KeyboardInterrupt``) during the measured phase stops every stream after its current run and
   returns what was measured with ``interrupted=True``; before the first measured run it propagates;
 - an ONNX Runtime failure inside ``session.run`` (e.g. an index out of range in the inputs) stops every
-  stream and is raised as ``InputError`` (exit 2).
+  stream and is raised as :class:`~layerscope.errors.RuntimeFailure` (an ``InputError``, exit 2) naming the
+  seeded inputs and how to give real ones (an OpenVINO :class:`~layerscope.measure.openvino_backend.InferSession`
+  raises its own).
 """
 
 from __future__ import annotations
@@ -38,10 +40,9 @@ import numpy as np
 
 from layerscope import __version__
 from layerscope.costs import cost_graph
-from layerscope.errors import InputError
 from layerscope.measure.cputime import CpuClock
 from layerscope.measure.inputs import ModelInputs
-from layerscope.measure.session import SessionConfig
+from layerscope.measure.session import SessionConfig, is_runtime_error, ort_failure
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
 from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, Tool
@@ -178,7 +179,7 @@ def run_bench(session: Any, feeds: Mapping[str, np.ndarray], config: BenchConfig
         budgets = [_Budget(stop, runs=config.warmup_runs) for _ in range(config.streams)]
         total = float(config.warmup_runs * config.streams)
         warm, _ = _run_phase(session, feeds, budgets, stop, _runs_progress("warmup", total, progress))
-        _raise_errors(warm)
+        _raise_errors(warm, feeds)
     if config.duration_s is not None:
         start_s = time.perf_counter()
         shared = _Budget(stop, deadline_s=start_s + config.duration_s)
@@ -192,7 +193,7 @@ def run_bench(session: Any, feeds: Mapping[str, np.ndarray], config: BenchConfig
     span = clock.stop()
     usage = ProcessUsage(cpu_time_s=span.cpu_s, wall_s=span.wall_s, cores=available_cores(),
                          peak_rss_bytes=peak_rss_bytes())
-    _raise_errors(streams)
+    _raise_errors(streams, feeds)
     return _result(config, streams, usage, interrupted)
 
 
@@ -277,17 +278,14 @@ def _duration_progress(start_s: float, duration_s: float,
     return report
 
 
-def _raise_errors(streams: list[_Stream]) -> None:
-    """The first error of any stream; ONNX Runtime's own become ``InputError`` with its first line."""
+def _raise_errors(streams: list[_Stream], feeds: Mapping[str, np.ndarray]) -> None:
+    """The first error of any stream; ONNX Runtime's own become :func:`~layerscope.measure.session.ort_failure`."""
     for stream in streams:
         exc = stream.error
         if exc is None:
             continue
-        if type(exc).__module__.startswith("onnxruntime"):
-            text = str(exc).strip()
-            first = text.splitlines()[0] if text else type(exc).__name__
-            raise InputError(f"ONNX Runtime failed running the model: {first}",
-                             hint="check the inputs; rerun with --debug for details") from exc
+        if is_runtime_error(exc):
+            raise ort_failure(exc, feeds) from exc
         raise exc
 
 

@@ -19,7 +19,11 @@ Contract of :meth:`CutPlanner.prefix_model`:
 - cut ``0`` is the *baseline*: the runtime inputs, each cut to its first element (``Slice``), which times
   the runtime's fixed cost per call (feeding inputs, a run, returning outputs) with no data moved;
 - opsets, IR version, local functions and the producer are the model's; the result passes
-  ``onnx.checker.check_model`` when the source model does.
+  ``onnx.checker.check_model`` when the source model does;
+- random ops (``RandomNormalLike`` ...) without a ``seed`` get one, a function of the node
+  (:func:`~layerscope.model.random_inputs.seeded_node`): a node draws the same values in every prefix, suffix
+  and feeding prefix, so the tensors a suffix is fed match the shapes its own layers draw (a TTS model's
+  durations). The source model is not changed.
 
 :meth:`CutPlanner.suffix_model` is the other side of cut ``k``: the layers from ``k`` on (with the folded
 constants and initializers they need), fed first the model inputs they read (in the model's order), then the
@@ -53,6 +57,7 @@ from onnx import helper, numpy_helper
 from layerscope.errors import ModelError
 from layerscope.model.control_flow import rolled_up, top_level
 from layerscope.model.load import onnx_elem_type
+from layerscope.model.random_inputs import seeded_node
 from layerscope.model.types import Graph, TensorInfo
 
 __all__ = [
@@ -317,7 +322,7 @@ class CutPlanner:
         (its runtime inputs, all of them when ``every_input`` else those read, and the initializers read that
         it lists as inputs), in its order; and every name they read."""
         folded, values = _folded_as_values(self.graph, _needed_folded(self.model, self.graph, nodes))
-        kept = [*folded, *nodes]
+        kept = [seeded_node(node) for node in (*folded, *nodes)]
         read = {name for node in kept for name in _reads(node)}
         source = self.model.graph
         initializers = [t for t in source.initializer if t.name in read] + values

@@ -34,6 +34,10 @@ Contract of :func:`resolve_inputs` / :func:`make_inputs`:
   bool                              random True / False
   ================================  ===============================================================
 
+  except that an integer input the model's ops give a meaning takes it (an index is drawn below the length
+  of what it indexes, a shape is one valid for the data, a sample rate is 16000 or the rate the model
+  compares it with, ...: :mod:`layerscope.model.random_inputs` lists the rules), and its source says so;
+
   dtypes numpy / ONNX Runtime's Python API cannot hold (bfloat16, float8, int4, string) are an
   ``InputError``.
 """
@@ -49,12 +53,24 @@ from pathlib import Path
 import numpy as np
 
 from layerscope.errors import InputError
-from layerscope.model.random_inputs import INT_HIGH, SUPPORTED_DTYPES, random_array, random_input_bytes, random_kind
+from layerscope.model.random_inputs import (
+    INT_HIGH,
+    SUPPORTED_DTYPES,
+    IntHint,
+    c_contiguous,
+    consumer_hints,
+    hints_in_use,
+    mark_seeded,
+    merged_hints,
+    random_array,
+    random_input_bytes,
+    random_kind,
+)
 from layerscope.model.random_inputs import numpy_dtype as _numpy_dtype
 from layerscope.model.types import Graph, TensorInfo
 
-__all__ = ["INT_HIGH", "SUPPORTED_DTYPES", "InputSpec", "ModelInputs", "check_array", "feeder", "make_inputs",
-           "parse_input_spec", "random_array", "random_kind", "resolve_inputs"]
+__all__ = ["INT_HIGH", "SUPPORTED_DTYPES", "InputSpec", "ModelInputs", "check_array", "feeder", "graph_hints",
+           "make_inputs", "parse_input_spec", "random_array", "random_kind", "resolve_inputs"]
 
 _NPY_MAGIC = b"\x93NUMPY"
 
@@ -94,16 +110,32 @@ def make_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> dict[
 
 def feeder(specs: Sequence[str] = (), seed: int = 0) -> Callable[[Sequence[TensorInfo]], dict[str, np.ndarray]]:
     """What :func:`make_inputs` would feed, as a function of the inputs alone: for the loader, which runs the
-    model once to learn shapes before its :class:`Graph` exists (so the run sees the user's files)."""
-    return lambda inputs: dict(_resolve(tuple(inputs), specs, seed).arrays)
+    model once to learn shapes before its :class:`Graph` exists (so the run sees the user's files). What the
+    model's ops say of its integer inputs comes from the loader (:func:`~layerscope.model.random_inputs.using_hints`
+    around the call)."""
+    return lambda inputs: dict(_resolve(tuple(inputs), specs, seed, None).arrays)
 
 
 def resolve_inputs(graph: Graph, specs: Sequence[str] = (), seed: int = 0) -> ModelInputs:
     """Like :func:`make_inputs`, with a one-line description of each input's source."""
-    return _resolve(graph.inputs, specs, seed)
+    return _resolve(graph.inputs, specs, seed, graph_hints(graph))
 
 
-def _resolve(inputs: Sequence[TensorInfo], specs: Sequence[str], seed: int) -> ModelInputs:
+def graph_hints(graph: Graph) -> dict[str, IntHint]:
+    """What the layers of ``graph`` reading each integer input say about its values
+    (:func:`~layerscope.model.random_inputs.consumer_hints`)."""
+
+    def shape_of(name: str) -> tuple[int, ...] | None:
+        info = graph.tensor(name)
+        return info.shape if info is not None else None
+
+    return consumer_hints(graph.inputs, [*graph.layers, *graph.folded], shape_of, graph.value)
+
+
+def _resolve(inputs: Sequence[TensorInfo], specs: Sequence[str], seed: int,
+             consumers: Mapping[str, IntHint] | None) -> ModelInputs:
+    """The arrays for ``inputs``; ``consumers``: what the model's ops say of its integer inputs (``None``: those
+    of the enclosing :func:`~layerscope.model.random_inputs.using_hints`)."""
     infos = {t.name: t for t in inputs}
     arrays: dict[str, np.ndarray] = {}
     sources: dict[str, str] = {}
@@ -114,10 +146,13 @@ def _resolve(inputs: Sequence[TensorInfo], specs: Sequence[str], seed: int) -> M
             arrays[name] = array
             sources[name] = source
     check_input_budget([info for info in inputs if info.name not in arrays])
+    hints = merged_hints(inputs, hints_in_use() if consumers is None else consumers)
     for index, info in enumerate(inputs):
         if info.name not in arrays:
-            arrays[info.name] = random_array(info, seed, index)
-            sources[info.name] = f"random {random_kind(info)}, seed {seed}"
+            hint = hints.get(info.name)
+            arrays[info.name] = random_array(info, seed, index, hint)
+            sources[info.name] = f"random {random_kind(info, hint)}, seed {seed}"
+            mark_seeded(arrays[info.name], random_kind(info, hint))
     order = [t.name for t in inputs]
     return ModelInputs({n: arrays[n] for n in order}, {n: sources[n] for n in order})
 
@@ -284,7 +319,7 @@ def _read_raw(path: Path, info: TensorInfo) -> np.ndarray:
         array = np.fromfile(path, dtype=dtype.newbyteorder("<"), count=info.elements)
     except OSError as exc:
         raise InputError(f"input {info.name!r}: cannot read {path} ({_first_line(exc)})") from None
-    return np.ascontiguousarray(array.reshape(info.shape), dtype=dtype)
+    return c_contiguous(array.reshape(info.shape), dtype)
 
 
 def _raw_size_hint(path: Path, size: int, info: TensorInfo) -> str:
@@ -339,7 +374,7 @@ def check_array(array: np.ndarray, info: TensorInfo, origin: str) -> np.ndarray:
             hint = (f"layerscope never converts inputs; convert the array yourself, e.g. "
                     f"np.save(path, a.astype(np.{want.name}))")
         raise InputError(f"input {info.name!r}: {origin} has {given}, the model expects {expected}", hint=hint)
-    return np.ascontiguousarray(array, dtype=want)
+    return c_contiguous(array, want)
 
 
 def _describe_inputs(infos: Iterable[TensorInfo]) -> str:

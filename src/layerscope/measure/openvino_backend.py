@@ -27,19 +27,25 @@ Contract of :class:`OpenVinoBackend` (the second implementation of
 - ``coverage`` = Σ node medians / median profiled run; ``overhead`` = median profiled / median plain − 1;
 - Ctrl-C during the profiled runs keeps the runs done so far (``interrupted``); before the first profiled
   run it raises :class:`~layerscope.measure.profile.PartialProfile` with the end-to-end runs done by then;
-- a model OpenVINO cannot read or compile is ``ModelError`` (exit 2).
+- a model OpenVINO cannot read or compile is ``ModelError`` (exit 2, :func:`compile_failure`); an inference that
+  fails is a :class:`~layerscope.errors.RuntimeFailure` (exit 2, :func:`infer_failure`) naming the seeded inputs;
+  both keep OpenVINO's whole reason on one line (:func:`~layerscope.errors.condensed`) and, when the precision
+  was bf16 or f16 (this CPU's default where it has bf16), say to retry with ``--precision f32``;
+- the precision the compiled model runs at is read back from it (:func:`run_precision`), never assumed from the
+  hint: the measurement records it and the reports print it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from layerscope.errors import BackendUnavailable, ModelError
+from layerscope.errors import BackendUnavailable, LayerscopeError, ModelError, RuntimeFailure, condensed
 from layerscope.measure.fusion import FusionMap, KernelMapping
 from layerscope.measure.ort_profile import KernelSamples, TraceEvent
 from layerscope.measure.profile import (
@@ -50,11 +56,13 @@ from layerscope.measure.profile import (
     layer_results,
 )
 from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.model.random_inputs import runtime_failure
 from layerscope.model.types import Graph
 from layerscope.stats import drift, summarize
 
 __all__ = ["DEVICES", "PERFORMANCE_HINTS", "PRECISIONS", "InferSession", "OpenVinoBackend", "OpenVinoOptions",
-           "compile_for", "compiled_settings", "infer_shared", "source_layers_of_ops"]
+           "compile_failure", "compile_for", "compiled_settings", "infer_failure", "infer_shared", "precision_hint",
+           "run_precision", "source_layers_of_ops"]
 
 #: Devices OpenVINO may offer (``AUTO`` picks among those present).
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
@@ -143,8 +151,57 @@ def compile_for(graph: ModelFile, config: SessionConfig, options: OpenVinoOption
         return core.compile_model(model if model is not None else core.read_model(str(graph.path)), device,
                                   properties)
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        raise ModelError(f"{graph.name}: OpenVINO cannot compile the model for {device}: {first.strip()}") from None
+        precision = options.precision or _device_precision(core, device)
+        raise compile_failure(graph.name, device, exc, precision) from None
+
+
+def _device_precision(core: Any, device: str) -> str:
+    """The inference precision ``device`` compiles at without a hint (``bf16`` on a CPU with AMX/AVX512-bf16);
+    ``""`` when it does not say."""
+    try:
+        return _type_name(core.get_property(device.split(".", maxsplit=1)[0], "INFERENCE_PRECISION_HINT"))
+    except Exception:  # a device without the property (AUTO, some plugins)
+        return ""
+
+
+def run_precision(compiled: Any) -> str:
+    """The inference precision ``compiled`` runs at (``f32``, ``bf16``, ``f16``), read from it; ``""`` when it
+    does not say."""
+    try:
+        return _type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    except Exception:  # a device without the property
+        return ""
+
+
+def precision_hint(precision: str) -> str | None:
+    """What to try when a model fails at ``precision``: f32, when it was a reduced precision (bf16, f16: a
+    value out of their range overflows, e.g. in a ``Range`` or a large sum); ``None`` otherwise."""
+    if precision not in ("bf16", "f16"):
+        return None
+    return f"OpenVINO ran it at {precision} (the device's default unless --precision says): retry with --precision f32"
+
+
+def _reason(error: BaseException | str) -> str:
+    """OpenVINO's whole (multi-line) message as one line."""
+    text = condensed(str(error))
+    return text or (type(error).__name__ if isinstance(error, BaseException) else "no reason given")
+
+
+def compile_failure(name: str, device: str, error: BaseException | str, precision: str) -> ModelError:
+    """The error for OpenVINO failing to compile model ``name`` for ``device`` at ``precision`` (``""``: unknown):
+    its whole reason on one line, and :func:`precision_hint`."""
+    at = f" at {precision}" if precision else ""
+    return ModelError(f"{name}: OpenVINO cannot compile the model for {device}{at}: {_reason(error)}",
+                      hint=precision_hint(precision))
+
+
+def infer_failure(error: BaseException | str, feeds: Mapping[str, np.ndarray], precision: str,
+                  what: str = "the model") -> RuntimeFailure:
+    """The error for an OpenVINO inference of ``what`` on ``feeds`` failing at ``precision``: its whole reason on
+    one line, the seeded inputs named (:func:`~layerscope.model.random_inputs.runtime_failure`), and
+    :func:`precision_hint`."""
+    return runtime_failure("OpenVINO", _reason(error), feeds, what=f"{what} at {precision}" if precision else what,
+                           hint=precision_hint(precision))
 
 
 class InferSession:
@@ -158,12 +215,15 @@ class InferSession:
         self._free = [compiled.create_infer_request() for _ in range(max(1, requests))]
 
     def run(self, _outputs: object, feeds: Mapping[str, np.ndarray]) -> None:
+        """One inference; OpenVINO's failure is :func:`infer_failure` (exit 2)."""
         try:
             request = self._free.pop()  # atomic under the GIL
         except IndexError:
             raise RuntimeError("more concurrent calls than OpenVINO infer requests") from None
         try:
             infer_shared(request, feeds)
+        except Exception as exc:
+            raise infer_failure(exc, feeds, run_precision(self.compiled)) from exc
         finally:
             self._free.append(request)
 
@@ -517,8 +577,9 @@ class OpenVinoBackend:
         plain = compile_for(graph, config, self.options, profiling=False)
         request = plain.create_infer_request()
         inputs = _feed_dict(plain, feeds)
-        latency_samples, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup", "latency"),
-                                             progress=progress)
+        with _infer_failures(feeds, run_precision(plain)):
+            latency_samples, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup", "latency"),
+                                                 progress=progress)
         del request, plain
         if not latency_samples:
             raise KeyboardInterrupt
@@ -534,15 +595,16 @@ class OpenVinoBackend:
             request = compiled.create_infer_request()
             inputs = _feed_dict(compiled, feeds)
             per_run: list[dict[str, float]] = []
-            run_us, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup-profiled", "profiled"),
-                                         progress=progress, after=lambda: per_run.append(_counters(request)))
+            with _infer_failures(feeds, run_precision(compiled)):
+                run_us, interrupted = _timed(request, inputs, warmup, runs, phases=("warmup-profiled", "profiled"),
+                                             progress=progress, after=lambda: per_run.append(_counters(request)))
         except KeyboardInterrupt:
             raise partial() from None
         if not run_us:
             raise partial()
         owner = source_layers_of_ops(graph, read)
         nodes = runtime_nodes(compiled, graph, owner)
-        precision = _type_name(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        precision = run_precision(compiled)
         kernels = _kernel_results(nodes, per_run, device)
         fusion = _fusion_map(graph, nodes, kernels)
         layers = layer_results(graph, kernels, weights or {})
@@ -569,12 +631,22 @@ def _type_name(value: Any) -> str:
     return str(getter()) if callable(getter) else str(value)
 
 
+@contextlib.contextmanager
+def _infer_failures(feeds: Mapping[str, np.ndarray], precision: str, what: str = "the model") -> Iterator[None]:
+    """OpenVINO's failures inside the block as :func:`infer_failure`; layerscope's own errors and interrupts pass."""
+    try:
+        yield
+    except LayerscopeError:
+        raise
+    except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+        raise infer_failure(exc, feeds, precision, what) from exc
+
+
 def _read(graph: Graph) -> Any:
     try:
         return _core().read_model(str(graph.path))
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-        raise ModelError(f"{graph.name}: OpenVINO cannot read the model: {first.strip()}") from None
+        raise ModelError(f"{graph.name}: OpenVINO cannot read the model: {_reason(exc)}") from None
 
 
 def _timed(request: Any, inputs: Mapping[Any, np.ndarray], warmup: int, runs: int, *, phases: tuple[str, str],
@@ -666,11 +738,12 @@ def async_bench(compiled: Any, feeds: Mapping[str, np.ndarray], config: Any, req
     done: list[tuple[int, int]] = []
     queue.set_callback(lambda _request, started: done.append((started, time.perf_counter_ns())))
     inputs = dict(feeds)
-    for i in range(config.warmup_runs * jobs):
-        queue.start_async(inputs, time.perf_counter_ns(), share_inputs=True)
-        if progress:
-            progress("warmup", float(i + 1), float(config.warmup_runs * jobs))
-    queue.wait_all()
+    with _infer_failures(feeds, run_precision(compiled)):
+        for i in range(config.warmup_runs * jobs):
+            queue.start_async(inputs, time.perf_counter_ns(), share_inputs=True)
+            if progress:
+                progress("warmup", float(i + 1), float(config.warmup_runs * jobs))
+        queue.wait_all()
     done.clear()
     clock = CpuClock()
     interrupted, started = False, 0
@@ -683,7 +756,8 @@ def async_bench(compiled: Any, feeds: Mapping[str, np.ndarray], config: Any, req
                 progress("measure", float(started), float(config.runs or 0))
     except KeyboardInterrupt:
         interrupted = True
-    queue.wait_all()
+    with _infer_failures(feeds, run_precision(compiled)):
+        queue.wait_all()
     span = clock.stop()
     if not done:
         raise KeyboardInterrupt

@@ -37,14 +37,16 @@ from typing import Any
 import numpy as np
 import onnx
 
-from layerscope.errors import InputError, ModelError
+from layerscope.errors import InputError, LayerscopeError, ModelError, RuntimeFailure, condensed
 from layerscope.measure.openvino_backend import (
     OpenVinoOptions,
     _require_openvino,
     compile_for,
     compiled_settings,
     device_name,
+    infer_failure,
     infer_shared,
+    run_precision,
     runtime_nodes,
     source_layers_of_ops,
 )
@@ -58,6 +60,7 @@ from layerscope.measure.runners import (
     WarmWith,
     feeds_sha256,
     warm_up,
+    with_random_note,
 )
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
@@ -75,6 +78,7 @@ class _Compiled:
 
     def __init__(self, compiled: Any, feeds: Mapping[str, np.ndarray], path: Path) -> None:
         self.compiled = compiled
+        self.feeds = feeds
         self.request = compiled.create_infer_request()
         self.inputs: dict[Any, np.ndarray] = {}
         declared: list[str] | None = None
@@ -89,19 +93,32 @@ class _Compiled:
             self.inputs[port] = np.ascontiguousarray(feeds[name])
 
     def infer(self, clock: Callable[[], int] = time.perf_counter_ns) -> int:
-        """One :func:`~layerscope.measure.openvino_backend.infer_shared` call, timed in ns by ``clock``."""
-        start = clock()
-        infer_shared(self.request, self.inputs)
-        return clock() - start
+        """One :func:`~layerscope.measure.openvino_backend.infer_shared` call, timed in ns by ``clock``; OpenVINO's
+        failure is :func:`~layerscope.measure.openvino_backend.infer_failure` (exit 2)."""
+        try:
+            start = clock()
+            infer_shared(self.request, self.inputs)
+            return clock() - start
+        except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+            raise self._failure(exc) from exc
 
     def outputs(self) -> dict[str, np.ndarray]:
         """Every output of one run, under each of its tensor names."""
-        result = self.request.infer(self.inputs)
+        try:
+            result = self.request.infer(self.inputs)
+        except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+            raise self._failure(exc) from exc
         values: dict[str, np.ndarray] = {}
         for port, value in result.items():
             for name in port.get_names():
                 values[name] = np.asarray(value)
         return values
+
+    def _failure(self, error: Exception) -> Exception:
+        """``error`` as :func:`~layerscope.measure.openvino_backend.infer_failure`; layerscope's own as it is."""
+        if isinstance(error, LayerscopeError):
+            return error
+        return infer_failure(error, self.feeds, run_precision(self.compiled), "a bisect model")
 
 
 class OpenVinoRunner:
@@ -142,6 +159,12 @@ class OpenVinoRunner:
         return self._identity
 
     def measure(self, job: Job) -> float:
+        try:
+            return self._measure(job)
+        except RuntimeFailure as exc:
+            raise with_random_note(exc, job) from exc.__cause__
+
+    def _measure(self, job: Job) -> float:
         if self._recompile.due(job.key):
             self._models.drop(job.key)
         model, new = self._model(job.key, job.model_path, self.feeds_for(job))
@@ -196,8 +219,8 @@ class OpenVinoRunner:
         try:
             read = core.read_model(str(path))
         except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-            raise ModelError(f"{path.name}: OpenVINO cannot read a bisect model: {first.strip()}") from None
+            reason = condensed(str(exc)) or type(exc).__name__
+            raise ModelError(f"{path.name}: OpenVINO cannot read a bisect model: {reason}") from None
         model_file = _PathGraph(path.parent.name or path.name, str(path))
         compiled = compile_for(model_file, self.config, self.options, profiling=profiling, model=read)
         if not self.settings:

@@ -62,12 +62,12 @@ import numpy as np
 import onnx
 
 from layerscope import tracing
-from layerscope.errors import InputError
+from layerscope.errors import InputError, RuntimeFailure
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.ort_profile import TraceEvent, events_between, load_events, model_run_spans, parse_profile
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
-from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.session import SessionConfig, is_runtime_error, machine_info, make_session, ort_failure
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.runfile.models import Layer, Pipeline, RunFile
@@ -108,10 +108,15 @@ class ModelSession:
             run_options: Any = None) -> list[Any]:
         """``InferenceSession.run``, recorded as a ``model`` span while a recording is active."""
         recorder = tracing.active_recorder()
-        if recorder is None:
-            return self._session.run(output_names, input_feed, run_options)
-        with recorder.span(MODEL_SPAN, "model"):
-            return self._session.run(output_names, input_feed, run_options)
+        try:
+            if recorder is None:
+                return self._session.run(output_names, input_feed, run_options)
+            with recorder.span(MODEL_SPAN, "model"):
+                return self._session.run(output_names, input_feed, run_options)
+        except Exception as exc:  # ONNX Runtime's own: naming the seeded inputs (exit 2)
+            if is_runtime_error(exc):
+                raise ort_failure(exc, input_feed) from exc
+            raise
 
     @cached_property
     def example_inputs(self) -> dict[str, np.ndarray]:
@@ -315,6 +320,8 @@ def _run_phase(fn: PipelineFn, model: ModelSession, *, label: str, runs: int, wa
 def _call_user(fn: PipelineFn, model: ModelSession, label: str) -> None:
     try:
         fn(model)
+    except RuntimeFailure:  # the model call failed: its own message names the inputs
+        raise
     except (Exception, SystemExit) as exc:
         code = getattr(fn, "__code__", None)
         raise UserCodeError(f"pipeline function {label} raised {describe_exception(exc, code and code.co_filename)}",

@@ -12,7 +12,9 @@ Contract of :func:`profile_model`:
 - an interrupt (Ctrl-C, SIGTERM, SIGHUP) during the profiled runs keeps the runs done so far and sets
   ``interrupted``; one before the first profiled run completes (during the end-to-end runs, the profiled
   warm-up or the profiled session's creation) raises :class:`PartialProfile` with the end-to-end runs done by
-  then; one during the first warm-up, when nothing was measured, propagates as it came.
+  then; one during the first warm-up, when nothing was measured, propagates as it came;
+- ONNX Runtime failing to run the model on ``feeds`` is a :class:`~layerscope.errors.RuntimeFailure` (exit 2)
+  naming the seeded inputs (:func:`~layerscope.measure.session.run_checked`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import onnx
 
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
-from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.session import SessionConfig, machine_info, make_session, run_checked
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.stats import LatencyStats, drift, summarize
@@ -126,7 +128,7 @@ def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase
     try:
         for i in range(count):
             start = time.perf_counter()
-            session.run(None, dict(feeds))
+            run_checked(session, feeds)
             samples.append((time.perf_counter() - start) * 1e6)
             if progress:
                 progress(phase, i + 1, count)
@@ -137,7 +139,7 @@ def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase
 
 def _warm(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str, progress: Progress | None) -> None:
     for i in range(count):
-        session.run(None, dict(feeds))
+        run_checked(session, feeds)
         if progress:
             progress(phase, i + 1, count)
 

@@ -34,11 +34,18 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import numpy as np
 import onnx
 
-from layerscope.errors import BackendUnavailable, InputError
+from layerscope.errors import BackendUnavailable, InputError, RuntimeFailure
 from layerscope.measure.cuts import Cut
 from layerscope.measure.fusion import LAYOUT_OPS
 from layerscope.measure.ort_profile import load_events, parse_profile
-from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.session import (
+    SessionConfig,
+    is_runtime_error,
+    machine_info,
+    make_session,
+    ort_failure,
+    run_checked,
+)
 
 __all__ = [
     "NO_BOUNDARY_COST",
@@ -95,6 +102,32 @@ class Job:
     feeds_model: Path | None = None
     #: The whole model's file (none for the whole model itself): what runs before a visit with ``whole``.
     whole_model: Path | None = None
+
+
+def random_ops_of(path: Path) -> tuple[str, ...]:
+    """The random ops (``RandomNormalLike 'noise'``) of the model file at ``path``, subgraphs included; ``()``
+    when it has none or cannot be read."""
+    from layerscope.model.random_inputs import RANDOM_OPS
+    from layerscope.model.shapes import walk
+
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception:  # onnx raises several types; the failure being reported is the runtime's
+        return ()
+    return tuple(f"{n.op_type} {n.name or n.output[0]!r}" for n in walk(graph) if n.op_type in RANDOM_OPS)
+
+
+def with_random_note(error: RuntimeFailure, job: Job) -> RuntimeFailure:
+    """``error`` (a cut model failed to run), saying plainly when the models of ``job`` draw random values: each
+    run draws new ones (a seed fixes the sequence, not one draw), so shapes that depend on them change from
+    run to run and a cut model's fixed shapes or fed tensors may not match them."""
+    ops = random_ops_of(job.model_path) + (random_ops_of(job.feeds_model) if job.feeds_model is not None else ())
+    if not ops:
+        return error
+    listed = ", ".join(dict.fromkeys(ops))
+    return RuntimeFailure(f"{error.message}; the model draws random values ({listed}): every run draws new ones, "
+                          "and shapes that depend on them change from run to run, which cut models cannot follow",
+                          hint=f"time the model whole with profile or bench; {error.hint}", inputs=error.inputs)
 
 
 def warm_sequence(job: Job, warm_with: WarmWith, visit_warmup: int) -> tuple[str, ...]:
@@ -292,6 +325,12 @@ class OrtRunner:
         return self._identity
 
     def measure(self, job: Job) -> float:
+        try:
+            return self._measure(job)
+        except RuntimeFailure as exc:
+            raise with_random_note(exc, job) from exc.__cause__
+
+    def _measure(self, job: Job) -> float:
         if self._recompile.due(job.key):
             self._sessions.drop(job.key)
         session, new = self._session(job.key, job.model_path)
@@ -314,7 +353,8 @@ class OrtRunner:
             session = self._session(job.key, job.model_path)[0]
             prefix = self._session(f"feeds:{job.key}", job.feeds_model)[0] if self.warm_with == "loop" else \
                 make_session(job.feeds_model, self.config)
-            values = dict(zip([o.name for o in prefix.get_outputs()], prefix.run(None, self.feeds), strict=True))
+            outputs = run_checked(prefix, self.feeds, "a bisect model")
+            values = dict(zip([o.name for o in prefix.get_outputs()], outputs, strict=True))
             values.update(self.feeds)
             self._suffix_feeds[job.key] = {i.name: values[i.name] for i in session.get_inputs()}
         return self._suffix_feeds[job.key]
@@ -363,18 +403,17 @@ class OrtRunner:
             return onnx.load(str(optimized_path), load_external_data=False).graph
 
     def _run(self, session: Any, feeds: Mapping[str, np.ndarray]) -> int:
-        """One ``session.run`` timed in ns; ONNX Runtime's own failures are ``InputError`` (exit 2)."""
+        """One ``session.run`` timed in ns; ONNX Runtime's own failures are
+        :func:`~layerscope.measure.session.ort_failure` (exit 2, naming the seeded inputs)."""
         clock = self._clock_ns
         try:
             start = clock()
             session.run(None, feeds)
             return clock() - start
         except Exception as exc:
-            if not type(exc).__module__.startswith("onnxruntime"):
+            if not is_runtime_error(exc):
                 raise
-            text = str(exc).strip()
-            raise InputError(f"ONNX Runtime failed running a bisect model: {text.splitlines()[0] if text else exc!r}",
-                             hint="check the inputs; rerun with --debug for details") from exc
+            raise ort_failure(exc, feeds, "a bisect model") from exc
 
     def _session(self, key: str, path: Path) -> tuple[Any, bool]:
         """The open session under ``key`` (made from ``path`` when there is none: ``True``); at most

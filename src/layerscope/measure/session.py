@@ -2,7 +2,9 @@
 
 Contract: :func:`make_session` builds an ``InferenceSession`` for one provider with explicit threads and
 graph-optimization level; a provider this onnxruntime build does not have is ``BackendUnavailable``
-(exit 3) naming the available ones; a model ONNX Runtime rejects is ``ModelError`` (exit 2).
+(exit 3) naming the available ones; a model ONNX Runtime rejects is ``ModelError`` (exit 2). ONNX Runtime's
+own failures while running (:func:`run_checked`, :func:`is_runtime_error`) are a
+:class:`~layerscope.errors.RuntimeFailure` (exit 2) naming the seeded inputs and how to give real ones.
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 import os
 import platform
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from layerscope.errors import BackendUnavailable, ModelError
+from layerscope.errors import BackendUnavailable, ModelError, RuntimeFailure
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: CLI names of providers -> ONNX Runtime's names.
 PROVIDERS: dict[str, str] = {
@@ -84,7 +90,7 @@ def make_session(model_path: str | os.PathLike[str], config: SessionConfig, *,
     options.graph_optimization_level = _graph_opt_level(config.opt_level)
     options.intra_op_num_threads = config.threads
     options.inter_op_num_threads = config.inter_op_threads
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # its errors come back as the exception, once (see run_checked)
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
@@ -96,6 +102,28 @@ def make_session(model_path: str | os.PathLike[str], config: SessionConfig, *,
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{Path(model_path).name}: ONNX Runtime cannot load the model: {first}") from None
+
+
+def is_runtime_error(error: BaseException) -> bool:
+    """Whether ``error`` is one of ONNX Runtime's own (``Fail``, ``InvalidArgument``, ``RuntimeException`` ...)."""
+    return type(error).__module__.startswith("onnxruntime")
+
+
+def ort_failure(error: BaseException, feeds: Mapping[str, np.ndarray], what: str = "the model") -> RuntimeFailure:
+    """The :class:`~layerscope.errors.RuntimeFailure` for ONNX Runtime failing to run ``what`` on ``feeds``."""
+    from layerscope.model.random_inputs import runtime_failure
+
+    return runtime_failure("ONNX Runtime", error, feeds, what=what)
+
+
+def run_checked(session: Any, feeds: Mapping[str, np.ndarray], what: str = "the model") -> Any:
+    """``session.run(None, feeds)``; ONNX Runtime's own failure is :func:`ort_failure` (exit 2)."""
+    try:
+        return session.run(None, dict(feeds))
+    except Exception as exc:
+        if is_runtime_error(exc):
+            raise ort_failure(exc, feeds, what) from exc
+        raise
 
 
 def machine_info() -> dict[str, Any]:

@@ -39,8 +39,10 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
+from layerscope import limits
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow, wire
+from layerscope.model.random_inputs import random_ops_note
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.types import Graph, Node, TensorInfo, made_node
 from layerscope.model.validate import (
@@ -231,6 +233,8 @@ def _read_model(path: Path) -> _Read:
         sha256 = _Sha256(data)
         if binary:
             layout = bytes_layout(data)
+            if layout is not None:  # counted in the file: a model of millions of nodes is refused before parsing
+                _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
             light = without_large_raw_data(data, layout) if layout is not None else None
             if light is not None:
                 light_data, stripped = light
@@ -251,7 +255,39 @@ def _read_model(path: Path) -> _Read:
                          hint="is the file complete? a truncated download fails this way")
     if not model.opset_import:
         raise ModelError(f"{path}: the model declares no opset (the file may be truncated)")
+    _check_node_count(path, len(model.graph.node))
     return _Read(model, sha256, data if binary else None, layout, stripped)
+
+
+def _check_node_count(path: Path, nodes: int) -> None:
+    """``OverBudget`` (exit 2) when the main graph of the model at ``path`` has more nodes than the ``nodes``
+    budget of :mod:`layerscope.limits`."""
+    limits.check("nodes", nodes, f"{path}: the main graph has {nodes:,} nodes")
+
+
+def _check_tensor_sizes(path: Path, infos: Mapping[str, TensorInfo]) -> None:
+    """``OverBudget`` (exit 2) naming the first tensor of ``infos`` whose declared or inferred shape has more
+    elements than the ``elements`` budget (dims such as 2**31 x 2**31 overflow the 64-bit sizes of the estimate)."""
+    budget = limits.limit("elements")
+    for info in infos.values():
+        if info.elements > budget:
+            dims = " x ".join(f"{d:,}" for d in info.shape)
+            limits.check("elements", info.elements, f"{path}: tensor {info.name!r} is {dims} "
+                                                     f"({info.elements:,} elements)")
+
+
+def _check_loop_trips(path: Path, protos: Iterable[onnx.NodeProto], values: Mapping[str, np.ndarray]) -> None:
+    """``OverBudget`` (exit 2) for a ``Loop`` node whose trip count is a constant over the ``loop_trips`` budget:
+    executing it (to observe shapes, or to measure) would run for days. A trip count known only at run time is
+    bounded by the ``run_s`` budget instead."""
+    for node in protos:
+        if node.op_type != "Loop" or not node.input or not node.input[0] or node.input[0] not in values:
+            continue
+        trips = values[node.input[0]]
+        if trips.size == 1 and np.issubdtype(trips.dtype, np.integer):
+            count = int(trips.reshape(()))
+            limits.check("loop_trips", count, f"{path}: Loop {(node.name or node.output[0])!r} "
+                                              f"runs {count:,} iterations")
 
 
 def _with_weights(model: onnx.ModelProto, path: Path, sha256: _Sha256, stripped: tuple[int, ...], layout: Layout,
@@ -947,6 +983,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     del cut, typed  # not held through shape inference, the peak of the load's memory
     infos = _infer(light, data_prop=data_prop, typed=typed_infos)
     release_freed_memory()  # shape inference's copies of the model
+    _check_tensor_sizes(path, infos)
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
     # each node's fields in the order of ``nodes`` (the rows read above, themselves when the file's order is kept)
@@ -968,6 +1005,8 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
             needed = _needed_tensors(layer_rows, model.graph.output)
     # a folded node never reads a subgraph (:meth:`_Folder.is_constant_node`): the layers read one if any node does
     control_flow_read = any(reads_subgraph(row[5]) for row in rows if row[5])
+    if control_flow_read:
+        _check_loop_trips(path, layer_protos, folder.values)
     whole = functools.partial(_with_weights, model, path, sha256, stripped, layout) if stripped and layout else \
         lambda: model
     sources, observation = complete(whole, functools.partial(_parsed, light), base_dir,
@@ -1014,7 +1053,8 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         constants=folder.constants,
         const_values=folder.values,
         producer=f"{model.producer_name} {model.producer_version}".strip(),
-        assumptions=assumptions + _limit_notes(model, _unfolded_layers(layer_protos, layer_rows, folder.unfolded)),
+        assumptions=assumptions + random_ops_note(layers, observed=observation is not None)
+        + _limit_notes(model, _unfolded_layers(layer_protos, layer_rows, folder.unfolded)),
     )
 
 

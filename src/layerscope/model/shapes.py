@@ -10,11 +10,14 @@ Contract:
 - :func:`symbolic_shapes` runs ONNX Runtime's symbolic shape inference (needs ``sympy``; skipped, returning
   nothing, when it is missing or fails) and returns the tensors it resolved to fully static shapes.
 - :func:`observe` runs the model once on ONNX Runtime (no graph optimisation, profiler on, one thread) with
-  seeded random inputs (the same values ``profile`` feeds by default) and returns, for every node at every
-  depth (control-flow subgraphs included), the shapes and dtypes it read and wrote and how often it ran.
-  Nodes are renamed on the fly to tell them apart in the profile (names restored before returning); the
-  model's weights are not copied beyond the one serialisation ONNX Runtime needs. A model ONNX Runtime cannot
-  run is a ``ShapeError`` quoting its message.
+  seeded random inputs (the same values ``profile`` feeds by default, integer inputs within what the model's
+  ops allow: :func:`model_hints`) and returns, for every node at every depth (control-flow subgraphs included),
+  the shapes and dtypes it read and wrote and how often it ran. Nodes are renamed on the fly to tell them apart
+  in the profile, and random ops without a seed are given one
+  (:func:`~layerscope.model.random_inputs.seed_in_place`: the same shapes every time), both undone before
+  returning; the model's weights are not copied beyond the one serialisation ONNX Runtime needs. A model ONNX
+  Runtime cannot load is a ``ShapeError`` quoting its message; one it fails to run is a
+  :class:`~layerscope.errors.RuntimeFailure` naming the seeded inputs and ``--input``.
 """
 
 from __future__ import annotations
@@ -31,10 +34,12 @@ from itertools import filterfalse
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from layerscope.errors import ShapeError
+from layerscope.model.random_inputs import IntHint, consumer_hints, seed_in_place
 from layerscope.model.types import TensorInfo
 
 #: Dim names that mean "how many samples": defaulted to 1 when not given.
@@ -209,21 +214,27 @@ Feeds = Callable[[Sequence[TensorInfo]], Mapping[str, Any]]
 
 
 def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo], feeds: Feeds | None = None,
-            ) -> Observation:
+            shapes: Mapping[str, TensorInfo] | None = None) -> Observation:
     """Run ``model`` once on ONNX Runtime and record every node's shapes. See the module docstring.
 
-    ``feeds`` gives the input values (default: the seeded random values ``profile`` feeds by default).
+    ``feeds`` gives the input values (default: the seeded random values ``profile`` feeds by default);
+    ``shapes``: the tensors' static shapes known so far (what :func:`model_hints` reads besides the weights).
     """
+    hints = model_hints(model, inputs, shapes or {})
     nodes = list(walk(model.graph))
     names = [n.name for n in nodes]
+    seeded: list[onnx.NodeProto] = []
     for k, node in enumerate(nodes):
         node.name = f"{_TAG}{k}"
+        seeded.extend(seed_in_place(node))
     try:
         data = model.SerializeToString()
     finally:
         for node, name in zip(nodes, names, strict=True):
             node.name = name
-    events = _profile_once(data, model, base_dir, inputs, names, feeds)
+        for node in seeded:
+            del node.attribute[-1]
+    events = _profile_once(data, model, base_dir, inputs, names, feeds, hints)
     runs: dict[int, list[dict[str, object]]] = {}
     for event in events:
         name = str(event.get("name", ""))
@@ -265,11 +276,79 @@ def _infos(names: Sequence[str], listed: object) -> tuple[TensorInfo, ...]:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class _Op:
+    """An ONNX node as :func:`~layerscope.model.random_inputs.consumer_hints` reads it."""
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+
+
+#: Constants up to this many elements are read for :func:`model_hints` (shapes, depths, axes, compared values).
+_HINT_VALUE_ELEMENTS = 64
+
+
+def model_hints(model: onnx.ModelProto, inputs: Sequence[TensorInfo], shapes: Mapping[str, TensorInfo],
+                ) -> dict[str, IntHint]:
+    """What the nodes of ``model`` (subgraphs included) reading each integer input say about its values
+    (:func:`~layerscope.model.random_inputs.consumer_hints`): shapes from ``shapes``, the graph's inputs and its
+    initializers; values from its small initializers and ``Constant`` nodes."""
+    known = {name: info.shape for name, info in shapes.items()}
+    known.update((info.name, info.shape) for info in inputs)
+    values: dict[str, np.ndarray] = {}
+    for tensor in model.graph.initializer:
+        known.setdefault(tensor.name, tuple(tensor.dims))
+        if tensor.data_location != TensorProto.EXTERNAL and np.prod(tensor.dims) <= _HINT_VALUE_ELEMENTS:
+            with contextlib.suppress(Exception):  # a tensor numpy cannot hold (strings of another coding ...)
+                values[tensor.name] = numpy_helper.to_array(tensor)
+    ops: list[_Op] = []
+    for node in walk(model.graph):
+        attrs = {a.name: (a.i if a.type == onnx.AttributeProto.INT else list(a.ints)) for a in node.attribute
+                 if a.type in (onnx.AttributeProto.INT, onnx.AttributeProto.INTS)}
+        ops.append(_Op(node.name, node.op_type, tuple(node.input), tuple(node.output), attrs))
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value" and a.type == onnx.AttributeProto.TENSOR),
+                         None)
+            if value is not None and value.data_location != TensorProto.EXTERNAL and \
+                    np.prod(value.dims) <= _HINT_VALUE_ELEMENTS:
+                with contextlib.suppress(Exception):
+                    values[node.output[0]] = numpy_helper.to_array(value)
+                    known.setdefault(node.output[0], tuple(value.dims))
+    return consumer_hints(inputs, ops, known.get, values.get)
+
+
 def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo],  # noqa: PLR0917
-                  names: Sequence[str], feeds: Feeds | None) -> list[dict[str, object]]:
+                  names: Sequence[str], feeds: Feeds | None, hints: Mapping[str, IntHint],
+                  ) -> list[dict[str, object]]:
     import onnxruntime as ort
 
-    from layerscope.model.random_inputs import random_array
+    from layerscope.limits import OverBudget
+    from layerscope.model.bounded import run_bounded
+    from layerscope.model.random_inputs import (
+        mark_seeded,
+        merged_hints,
+        random_array,
+        random_kind,
+        runtime_failure,
+        using_hints,
+    )
+
+    def real_names(text: str) -> str:
+        return re.sub(rf"{_TAG}(\d+)", lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names)
+                      else m.group(0), text)
+
+    if feeds is not None:
+        with using_hints(hints):
+            arrays = dict(feeds(inputs))
+    else:
+        chosen = merged_hints(inputs, hints)
+        arrays = {}
+        for index, info in enumerate(inputs):
+            arrays[info.name] = random_array(info, 0, index, chosen.get(info.name))
+            mark_seeded(arrays[info.name], random_kind(info, chosen.get(info.name)))
 
     with tempfile.TemporaryDirectory(prefix="layerscope-shapes-") as tmp:
         options = ort.SessionOptions()
@@ -288,15 +367,17 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: S
                     os.symlink(entry, Path(tmp) / entry.name)
         try:
             session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-            arrays = dict(feeds(inputs)) if feeds is not None else {
-                info.name: random_array(info, 0, index) for index, info in enumerate(inputs)}
-            session.run(None, arrays)
         except Exception as exc:  # ONNX Runtime raises its own untyped errors
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            first = re.sub(rf"{_TAG}(\d+)", lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names)
-                           else m.group(0), first)
-            raise ShapeError(f"shapes not resolved statically, and ONNX Runtime could not run the model to "
-                             f"observe them: {first[:600]}") from None
+            raise ShapeError(f"shapes not resolved statically, and ONNX Runtime could not load the model to "
+                             f"observe them: {real_names(first)[:600]}") from None
+        try:  # within the ``run_s`` budget, stoppable by a signal (a Loop whose trip count is set at run time)
+            run_bounded(session, arrays, what="ONNX Runtime, running the model to observe its shapes,")
+        except Exception as exc:  # ONNX Runtime raises its own untyped errors
+            if isinstance(exc, OverBudget):
+                raise
+            raise runtime_failure("ONNX Runtime", real_names(str(exc)), arrays,
+                                  what="the model to observe its shapes (not resolved statically)") from None
         path = session.end_profiling()
         try:
             events = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -332,7 +413,7 @@ def complete(model: Callable[[], onnx.ModelProto], light: Callable[[], onnx.Mode
         missing = [t for t in missing if t not in infos]
     observation = None
     if missing or control_flow:
-        observation = observe(model(), base_dir, inputs, feeds)
+        observation = observe(model(), base_dir, inputs, feeds, infos)
         for name in missing:
             if name in observation.tensors:
                 infos[name] = observation.tensors[name]

@@ -30,7 +30,7 @@ from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Union, get_args, get_origin
+from typing import IO, TYPE_CHECKING, Any, Final, Literal, NoReturn, Union, get_args, get_origin
 
 from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
@@ -271,22 +271,37 @@ def parse_document(text: str, path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _read_text(source: Path) -> str:
     """The file's text: its bytes, decompressed first when they start with gzip's magic bytes. Only a regular file
-    is opened (a FIFO would block, a device never end); at most :data:`MAX_RUN_BYTES` are read either way."""
-    if not stat.S_ISREG(source.stat().st_mode):
+    is opened (a FIFO would block, a device never end); at most :data:`MAX_RUN_BYTES` are read either way, a piece
+    at a time (nothing sized by the limit is reserved up front: a small file reads in little memory)."""
+    info = source.stat()
+    if not stat.S_ISREG(info.st_mode):
         raise ValueError("not a regular file")
     with source.open("rb") as handle:
         if handle.read(2) != _GZIP_MAGIC:
-            handle.seek(0)
-            raw = handle.read(MAX_RUN_BYTES + 1)
-            if len(raw) > MAX_RUN_BYTES:
+            if info.st_size > MAX_RUN_BYTES:
                 raise ValueError(f"over {MAX_RUN_BYTES:,} bytes")
-            return raw.decode("utf-8")
+            handle.seek(0)
+            return _read_limited(handle, "").decode("utf-8")
         handle.seek(0)
         with gzip.GzipFile(fileobj=handle) as unzipped:
-            raw = unzipped.read(MAX_RUN_BYTES + 1)
-    if len(raw) > MAX_RUN_BYTES:
-        raise ValueError(f"over {MAX_RUN_BYTES:,} bytes once decompressed")
-    return raw.decode("utf-8")
+            return _read_limited(unzipped, " once decompressed").decode("utf-8")
+
+
+#: Bytes read per piece by :func:`_read_limited`.
+_READ_PIECE_BYTES = 1 << 22
+
+
+def _read_limited(stream: IO[bytes] | gzip.GzipFile, when: str) -> bytes:
+    """All of ``stream``, read :data:`_READ_PIECE_BYTES` at a time; ``ValueError`` as soon as it passes
+    :data:`MAX_RUN_BYTES` (``when`` says after what, e.g. decompression)."""
+    pieces: list[bytes] = []
+    total = 0
+    while piece := stream.read(_READ_PIECE_BYTES):
+        total += len(piece)
+        if total > MAX_RUN_BYTES:
+            raise ValueError(f"over {MAX_RUN_BYTES:,} bytes{when}")
+        pieces.append(piece)
+    return b"".join(pieces)
 
 
 class _Finite:
