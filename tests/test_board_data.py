@@ -75,7 +75,7 @@ def test_row_counts_per_board() -> None:
     ("rdk-x5", "YOLO12x", 311.9, 3.2, "ultralytics_detect:version=12;scale=x"),
     ("rdk-s100p", "YOLOv5nu", 1.5, 650.9, "ultralytics_detect:version=v5u;scale=n"),
     ("rdk-s100", "YOLO11x", 14.1, 70.3, "ultralytics_detect:version=11;scale=x"),
-    ("rdk-s100", "YOLO11m-Seg", 8.5, 116.5, ""),
+    ("rdk-s100", "YOLO11m-Seg", 8.5, 116.5, "ultralytics_segment:version=11;scale=m"),
     ("rdk-x3", "YOLOv5s_v2.0", 55.7, 17.9, ""),
 ])
 def test_spot_checks_against_the_published_tables(board: str, model: str, latency_ms: float, fps: float | None,

@@ -1,5 +1,7 @@
-"""YOLO detectors as Ultralytics exports them to ONNX: YOLOv5 (v6.0-v7.0), YOLOv8, and the RDK model
-zoos' YOLOv5u / YOLOv8 / YOLO11 / YOLO12 (:func:`ultralytics_detect`).
+"""YOLO models as Ultralytics exports them to ONNX: YOLOv5 (v6.0-v7.0), YOLOv8, and the RDK model zoos'
+YOLOv5u / YOLOv8 / YOLO11 / YOLO12 detectors (:func:`ultralytics_detect`), YOLOv8 / YOLO11 segmentation,
+pose and classification models (:func:`ultralytics_segment`, :func:`ultralytics_pose`,
+:func:`ultralytics_classify`) and YOLOv10 (:func:`yolov10`).
 
 Sources (architecture facts only, no code copied):
 
@@ -22,12 +24,17 @@ Sources (architecture facts only, no code copied):
   Attention, A2C2f, ABlock, AAttn), ``nn/modules/head.py`` (Detect, non-legacy depthwise class branch),
   ``nn/tasks.py`` (``parse_model``); the zoo head: D-Robotics/rdk_model_zoo_s
   ``samples/Vision/ultralytics_YOLO_Detect`` (README "Export to ONNX", ``source/reference_logs``).
+- Segment / Pose / Classify heads and YOLOv10: ``ultralytics`` ``cfg/models/v8/yolov8-{seg,pose,cls}.yaml``,
+  ``11/yolo11-{seg,pose,cls}.yaml``, ``v10/yolov10{n,s,m,b,l,x}.yaml``, ``nn/modules/head.py`` (Segment,
+  Pose, Classify, v10Detect), ``nn/modules/block.py`` (Proto, SCDown, CIB, C2fCIB, RepVGGDW, PSA); the
+  zoo heads: D-Robotics/rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/export_monkey_patch.py`` and
+  ``source/reference_logs``, rdk_model_zoo_s ``samples/Vision/ultralytics_YOLO_{Seg,Pose}/README.md``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -42,6 +49,8 @@ YOLOV5_ANCHORS: tuple[tuple[tuple[int, int], ...], ...] = (
     ((116, 90), (156, 198), (373, 326)),
 )
 STRIDES = (8, 16, 32)
+#: ``permute(0, 2, 3, 1)``: the RDK zoos' heads hand every map over as NHWC.
+NHWC = (0, 2, 3, 1)
 
 
 def _make_divisible(x: float, divisor: int = 8) -> int:
@@ -69,6 +78,8 @@ class YoloBuilder(GraphBuilder):
     """
 
     torch_names: bool = False
+    #: Attention softmax as the RDK X5 zoo's export patch writes it (:meth:`attention_softmax`).
+    decomposed_softmax: bool = False
 
     @contextmanager
     def _list_item(self, container: str, i: int) -> Iterator[None]:
@@ -254,6 +265,24 @@ class YoloBuilder(GraphBuilder):
         return self.concat([dbox, self.unary("Sigmoid", cls)], axis=1)
 
     # ------------------------------------------------- YOLOv5u / YOLO11 / YOLO12 blocks (ultralytics 8.3)
+    def attention_softmax(self, attn: str) -> str:
+        """Softmax over the last axis of attention scores (B, heads, Nq, Nk).
+
+        Default: one ``Softmax``. With :attr:`decomposed_softmax`: the RDK X5 zoo's export patch
+        (D-Robotics/rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/export_monkey_patch.py``,
+        ``Attention_forward`` / ``AAttn_forward``): Transpose to (B, Nk, heads, Nq), ReduceMax over Nk, Sub,
+        Exp, ReduceSum over Nk, Div, Transpose back; what its compile logs list (``attn/ReduceMax`` ..
+        ``attn/Div``).
+        """
+        if not self.decomposed_softmax:
+            return self.softmax(attn, axis=-1)
+        t = self.transpose(attn, [0, 3, 1, 2])
+        b, _, heads, nq = self.shape(t)
+        peak = self.op("ReduceMax", [t], (b, 1, heads, nq), axes=[1], keepdims=1)
+        e = self.unary("Exp", self.binary("Sub", t, peak))
+        total = self.op("ReduceSum", [e, self.int64s("axes", [1])], (b, 1, heads, nq), keepdims=1)
+        return self.transpose(self.binary("Div", e, total), [0, 2, 3, 1])
+
     def c3k2(self, x: str, c2: int, n: int, c3k: bool, e: float = 0.5) -> str:
         """YOLO11 ``C3k2`` (a ``C2f``): cv1 to 2c (c = ``int(c2 * e)``), Split, n blocks on the last part,
         Concat of all parts, cv2. A block is ``C3k(c, c, 2)`` if ``c3k`` else ``Bottleneck(c, c, e=0.5)``
@@ -289,7 +318,7 @@ class YoloBuilder(GraphBuilder):
         qkv = self.reshape(qkv, [1, num_heads, 2 * key_dim + head_dim, n])
         q, k, v = self.split(qkv, [key_dim, key_dim, head_dim], axis=2)
         attn = self.op("MatMul", [self.transpose(q, [0, 1, 3, 2]), k], (1, num_heads, n, n))
-        attn = self.softmax(self.mul(attn, self.scalar("scale", key_dim**-0.5)), axis=-1)
+        attn = self.attention_softmax(self.mul(attn, self.scalar("scale", key_dim**-0.5)))
         y = self.op("MatMul", [v, self.transpose(attn, [0, 1, 3, 2])], (1, num_heads, head_dim, n))
         y = self.reshape(y, [1, c, h, w])
         v = self.reshape(v, [1, c, h, w])
@@ -342,7 +371,7 @@ class YoloBuilder(GraphBuilder):
         t = self.transpose(self.reshape(t, [bands, tokens, num_heads, 3 * head_dim]), [0, 2, 3, 1])
         q, k, v = self.split(t, [head_dim] * 3, axis=2)
         attn = self.op("MatMul", [self.transpose(q, [0, 1, 3, 2]), k], (bands, num_heads, tokens, tokens))
-        attn = self.softmax(self.mul(attn, self.scalar("scale", head_dim**-0.5)), axis=-1)
+        attn = self.attention_softmax(self.mul(attn, self.scalar("scale", head_dim**-0.5)))
         y = self.op("MatMul", [v, self.transpose(attn, [0, 1, 3, 2])], (bands, num_heads, head_dim, tokens))
         y = self.transpose(y, [0, 3, 1, 2])
         v = self.transpose(v, [0, 3, 1, 2])
@@ -391,38 +420,63 @@ class YoloBuilder(GraphBuilder):
             y = self.add(x, self.mul(gamma, y))
         return y
 
-    def detect_box(self, x: str, i: int, c2: int, reg_max: int) -> str:
-        """Box branch ``cv2.i`` of ultralytics ``Detect``: Conv 3x3 (c2), Conv 3x3 (c2), Conv2d 1x1 to
-        (1, 4 reg_max, h, w); named as exported (``cv2.0/cv2.0.2/Conv``).
-        """
-        with self.scope(f"cv2.{i}"):
-            box = x
+    def conv_branch(self, x: str, name: str, width: int, cout: int) -> str:
+        """A ``Detect``-style branch ``name`` (e.g. ``cv2.0``): Conv 3x3 (width), Conv 3x3 (width), Conv2d 1x1
+        to ``cout``; named as exported (``cv2.0/cv2.0.1/conv/Conv``, ``cv2.0/cv2.0.2/Conv``)."""
+        with self.scope(name):
+            y = x
             for j in range(2):
-                with self.scope(f"cv2.{i}.{j}"):
-                    box = self.conv_block(box, c2, 3)
-            with self.scope(f"cv2.{i}.2"):
-                return self.conv(box, 4 * reg_max, 1)
+                with self.scope(f"{name}.{j}"):
+                    y = self.conv_block(y, width, 3)
+            with self.scope(f"{name}.2"):
+                return self.conv(y, cout, 1)
 
-    def detect_cls(self, x: str, i: int, num_classes: int, c3: int, legacy: bool) -> str:
-        """Class branch ``cv3.i`` of ultralytics ``Detect``, to (1, nc, h, w).
+    def detect_box(self, x: str, i: int, c2: int, reg_max: int, *, prefix: str = "cv2") -> str:
+        """Box branch ``cv2.i`` of ultralytics ``Detect`` (``one2one_cv2.i`` for v10): :meth:`conv_branch`
+        to (1, 4 reg_max, h, w)."""
+        return self.conv_branch(x, f"{prefix}.{i}", c2, 4 * reg_max)
 
-        ``legacy`` (v5u, v8): Conv 3x3 (c3), Conv 3x3 (c3), Conv2d 1x1; else (YOLO11, YOLO12):
+    def detect_cls(self, x: str, i: int, num_classes: int, c3: int, legacy: bool, *,
+                   prefix: str = "cv3") -> str:
+        """Class branch ``cv3.i`` of ultralytics ``Detect`` (``one2one_cv3.i`` for v10), to (1, nc, h, w).
+
+        ``legacy`` (v5u, v8): Conv 3x3 (c3), Conv 3x3 (c3), Conv2d 1x1; else (YOLO11, YOLO12, v10):
         [DWConv 3x3, Conv 1x1 (c3)] twice, Conv2d 1x1 (``cv3.0/cv3.0.0/cv3.0.0.0/conv/Conv``).
         """
-        with self.scope(f"cv3.{i}"):
+        name = f"{prefix}.{i}"
+        with self.scope(name):
             cls = x
             for j in range(2):
-                with self.scope(f"cv3.{i}.{j}"):
+                with self.scope(f"{name}.{j}"):
                     if legacy:
                         cls = self.conv_block(cls, c3, 3)
                         continue
                     cin = self.shape(cls)[1]
-                    with self.scope(f"cv3.{i}.{j}.0"):
+                    with self.scope(f"{name}.{j}.0"):
                         cls = self.conv_block(cls, cin, 3, g=cin)
-                    with self.scope(f"cv3.{i}.{j}.1"):
+                    with self.scope(f"{name}.{j}.1"):
                         cls = self.conv_block(cls, c3, 1)
-            with self.scope(f"cv3.{i}.2"):
+            with self.scope(f"{name}.2"):
                 return self.conv(cls, num_classes, 1)
+
+    def zoo_head(self, feats: list[str], num_classes: int, legacy: bool, *, extra: int = 0, prefix: str = "",
+                 reg_max: int = 16) -> list[str]:
+        """The RDK zoos' head forward for ``Detect`` / ``Segment`` / ``Pose`` / ``v10Detect``: per level the class
+        map, the box map and (``extra`` > 0) the ``cv4`` map, each ``permute(0, 2, 3, 1)`` to NHWC; no DFL,
+        decode or sigmoid. ``cv4`` (mask coefficients, keypoints) has width ``max(ch[0] // 4, extra)``.
+        ``prefix="one2one_"``: v10's one-to-one branches.
+        """
+        ch0 = self.shape(feats[0])[1]
+        c2 = max(16, ch0 // 4, reg_max * 4)
+        c3 = max(ch0, min(num_classes, 100))
+        c4 = max(ch0 // 4, extra)
+        outs: list[str] = []
+        for i, x in enumerate(feats):
+            outs.append(self.transpose(self.detect_cls(x, i, num_classes, c3, legacy, prefix=f"{prefix}cv3"), NHWC))
+            outs.append(self.transpose(self.detect_box(x, i, c2, reg_max, prefix=f"{prefix}cv2"), NHWC))
+            if extra:
+                outs.append(self.transpose(self.conv_branch(x, f"cv4.{i}", c4, extra), NHWC))
+        return outs
 
     def ultralytics_detect_head(self, feats: list[str], num_classes: int, legacy: bool, zoo: bool,
                                 reg_max: int = 16) -> list[str]:
@@ -432,23 +486,105 @@ class YoloBuilder(GraphBuilder):
         then :meth:`dfl_decode`). ``zoo=True``: the RDK model zoos' modified forward (rdk_model_zoo_s
         ``samples/Vision/ultralytics_YOLO_Detect/README.md``, "Export to ONNX"): per level
         ``cv3(x).permute(0, 2, 3, 1)`` then ``cv2(x).permute(0, 2, 3, 1)``: six NHWC maps, class
-        (1, h, w, nc) and box (1, h, w, 4 reg_max) for each level, no DFL or decode.
+        (1, h, w, nc) and box (1, h, w, 4 reg_max) for each level, no DFL or decode (:meth:`zoo_head`).
         """
+        if zoo:
+            return self.zoo_head(feats, num_classes, legacy, reg_max=reg_max)
         ch0 = self.shape(feats[0])[1]
         c2 = max(16, ch0 // 4, reg_max * 4)
         c3 = max(ch0, min(num_classes, 100))
-        outs: list[str] = []
         flat: list[str] = []
         for i, x in enumerate(feats):
-            if zoo:  # the zoo's forward runs cv3 (class) before cv2 (box)
-                outs.append(self.transpose(self.detect_cls(x, i, num_classes, c3, legacy), [0, 2, 3, 1]))
-                outs.append(self.transpose(self.detect_box(x, i, c2, reg_max), [0, 2, 3, 1]))
-            else:
-                box = self.detect_box(x, i, c2, reg_max)
-                cls = self.detect_cls(x, i, num_classes, c3, legacy)
-                flat.append(self.reshape(self.concat([box, cls], axis=1), [1, 4 * reg_max + num_classes, -1]))
-        return outs if zoo else [self.dfl_decode(flat, num_classes, reg_max)]
+            box = self.detect_box(x, i, c2, reg_max)
+            cls = self.detect_cls(x, i, num_classes, c3, legacy)
+            flat.append(self.reshape(self.concat([box, cls], axis=1), [1, 4 * reg_max + num_classes, -1]))
+        return [self.dfl_decode(flat, num_classes, reg_max)]
 
+    def proto(self, x: str, c_: int, c2: int) -> str:
+        """Ultralytics ``Proto`` (mask prototypes): cv1 Conv 3x3 (c_), ``upsample`` ConvTranspose 2x2 stride 2
+        (c_, with bias), cv2 Conv 3x3 (c_), cv3 Conv 1x1 (c2): (1, c2, 2h, 2w)."""
+        with self.scope("proto"):
+            with self.scope("cv1"):
+                y = self.conv_block(x, c_, 3)
+            with self.scope("upsample"):
+                y = self.conv_transpose(y, c_, 2, 2)
+            with self.scope("cv2"):
+                y = self.conv_block(y, c_, 3)
+            with self.scope("cv3"):
+                return self.conv_block(y, c2)
+
+    def classify_head(self, x: str, num_classes: int, softmax: bool, c_: int = 1280) -> str:
+        """Ultralytics ``Classify``: ``conv`` Conv 1x1 to c_ (SiLU), ``pool`` GlobalAveragePool, Flatten,
+        ``linear`` Gemm to nc, then Softmax if ``softmax`` (the export forward; the X5 zoo's patch drops it)."""
+        with self.scope("conv"):
+            y = self.conv_block(x, c_)
+        with self.scope("pool"):
+            y = self.global_avg_pool(y)
+        y = self.flatten(y)
+        with self.scope("linear"):
+            y = self.gemm(y, num_classes)
+        return self.softmax(y, axis=1) if softmax else y
+
+    # ---------------------------------------------------------------------------------- YOLOv10 blocks
+    def scdown(self, x: str, c2: int, k: int, s: int) -> str:
+        """YOLOv10 ``SCDown``: cv1 Conv 1x1 to c2 (SiLU), cv2 depthwise Conv k x k stride s, no activation."""
+        with self.scope("cv1"):
+            y = self.conv_block(x, c2)
+        with self.scope("cv2"):
+            return self.conv_block(y, c2, k, s, g=c2, act=False)
+
+    def cib(self, x: str, c2: int, shortcut: bool, lk: bool, e: float = 1.0) -> str:
+        """YOLOv10 ``CIB``: ``cv1`` = Sequential of DWConv 3x3 (c1), Conv 1x1 to 2c_, [DWConv 3x3 | RepVGGDW],
+        Conv 1x1 to c2, DWConv 3x3 (c2), c_ = ``int(c2 * e)``; + x if shortcut and c1 == c2. ``lk``:
+        ``RepVGGDW`` as exported after ``fuse()``: one 7x7 depthwise conv (the 3x3 branch folded in) + SiLU.
+        """
+        c1 = self.shape(x)[1]
+        c_ = int(c2 * e)
+        y = x
+        for j, (cout, k, dw) in enumerate(((c1, 3, True), (2 * c_, 1, False), (2 * c_, 3, True), (c2, 1, False),
+                                           (c2, 3, True))):
+            with self._seq_item("cv1", j):
+                if j == 2 and lk:
+                    with self.scope("conv"):
+                        y = self.conv_block(y, cout, 7, g=cout, act=False)
+                    with self.scope("act"):
+                        y = self.silu(y)
+                else:
+                    y = self.conv_block(y, cout, k, g=cout if dw else 1)
+        return self.add(x, y) if shortcut and c1 == c2 else y
+
+    def c2fcib(self, x: str, c2: int, n: int, shortcut: bool, lk: bool) -> str:
+        """YOLOv10 ``C2fCIB``: a ``C2f`` whose blocks are ``CIB(c, c, shortcut, e=1.0, lk)``, c = c2 / 2."""
+        c = c2 // 2
+        with self.scope("cv1"):
+            y = self.conv_block(x, 2 * c)
+        parts = self.split(y, [c, c], axis=1)
+        for i in range(n):
+            with self._list_item("m", i):
+                parts.append(self.cib(parts[-1], c, shortcut, lk))
+        cat = self.concat(parts, axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c2)
+
+    def psa(self, x: str, e: float = 0.5) -> str:
+        """YOLOv10 ``PSA``: cv1 to 2c (c = c1 * e), Split, b + ``attn`` (:meth:`psa_attention`, c // 64 heads),
+        b + ``ffn`` (1x1 to 2c, SiLU, 1x1 to c), Concat, cv2 back to c1 (a ``C2PSA`` with one block, unnested)."""
+        c1 = self.shape(x)[1]
+        c = int(c1 * e)
+        with self.scope("cv1"):
+            y = self.conv_block(x, 2 * c)
+        a, b = self.split(y, [c, c], axis=1)
+        with self.scope("attn"):
+            attn = self.psa_attention(b, c // 64)
+        b = self.add(b, attn)
+        with self._seq_item("ffn", 0):
+            f = self.conv_block(b, 2 * c)
+        with self._seq_item("ffn", 1):
+            f = self.conv_block(f, c, act=False)
+        b = self.add(b, f)
+        cat = self.concat([a, b], axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c1)
 
 
 def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float = 0.50,
@@ -679,6 +815,47 @@ ULTRALYTICS_MODELS: dict[str, tuple[tuple[_Layer, ...], dict[str, tuple[float, f
 
 _MODEL_NAMES = {"v5u": "yolov5{}u", "v8": "yolov8{}", "11": "yolo11{}", "12": "yolo12{}"}
 
+#: ultralytics ``cfg/models/v8/yolov8-cls.yaml``: the YOLOv8 backbone (layers 0-8), then ``Classify``.
+_YOLOV8_CLS: tuple[_Layer, ...] = (*_YOLOV8[:9], (-1, 1, "Classify", ()))
+#: ultralytics ``cfg/models/11/yolo11-cls.yaml``: the YOLO11 backbone without SPPF, C2PSA, then ``Classify``.
+_YOLO11_CLS: tuple[_Layer, ...] = (*_YOLO11[:9], (-1, 2, "C2PSA", (1024,)), (-1, 1, "Classify", ()))
+#: version -> (layers, scales) of the classifiers; yolov8-cls keeps max channels 1024 at every scale.
+CLASSIFY_MODELS: dict[str, tuple[tuple[_Layer, ...], dict[str, tuple[float, float, int]]]] = {
+    "v8": (_YOLOV8_CLS, {"n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 1024),
+                         "l": (1.00, 1.00, 1024), "x": (1.00, 1.25, 1024)}),
+    "11": (_YOLO11_CLS, ULTRALYTICS_MODELS["11"][1]),
+}
+
+#: ultralytics ``cfg/models/v10/yolov10n.yaml`` with plain C2f where other scales put C2fCIB
+#: (:data:`_YOLOV10_CIB`); C2fCIB args (c2, shortcut, lk).
+_YOLOV10_BASE: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2)), (-1, 3, "C2f", (128, 1)),
+    (-1, 1, "Conv", (256, 3, 2)), (-1, 6, "C2f", (256, 1)), (-1, 1, "SCDown", (512, 3, 2)), (-1, 6, "C2f", (512, 1)),
+    (-1, 1, "SCDown", (1024, 3, 2)), (-1, 3, "C2f", (1024, 1)), (-1, 1, "SPPF", (1024, 5)), (-1, 1, "PSA", (1024,)),
+    (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), (-1, 3, "C2f", (512,)),
+    (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), (-1, 3, "C2f", (256,)),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 13), 1, "Concat", ()), (-1, 3, "C2f", (512,)),
+    (-1, 1, "SCDown", (512, 3, 2)), ((-1, 10), 1, "Concat", ()), (-1, 3, "C2f", (1024,)),
+    ((16, 19, 22), 1, "v10Detect", ()),
+)
+#: scale -> {layer index: C2fCIB args} from ``yolov10{n,s,m,b,l,x}.yaml`` (one yaml per scale).
+_YOLOV10_CIB: dict[str, dict[int, tuple[int, ...]]] = {
+    "n": {22: (1024, 1, 1)},
+    "s": {8: (1024, 1, 1), 22: (1024, 1, 1)},
+    "m": {8: (1024, 1), 19: (512, 1), 22: (1024, 1)},
+    "b": {8: (1024, 1), 13: (512, 1), 19: (512, 1), 22: (1024, 1)},
+    "l": {8: (1024, 1), 13: (512, 1), 19: (512, 1), 22: (1024, 1)},
+    "x": {6: (512, 1), 8: (1024, 1), 13: (512, 1), 19: (512, 1), 22: (1024, 1)},
+}
+#: YOLOv10 scale -> (depth, width, max channels), from each yaml's ``scales``.
+YOLOV10_SCALES: dict[str, tuple[float, float, int]] = {
+    "n": (0.33, 0.25, 1024), "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 768), "b": (0.67, 1.00, 512),
+    "l": (1.00, 1.00, 512), "x": (1.00, 1.25, 512),
+}
+
+#: What an ultralytics head builder gets: the builder, the head layer's inputs, the width rule.
+_HeadFn = Callable[[YoloBuilder, list[str], Callable[[int], int]], list[str]]
+
 
 def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple[int, ...], *, n: int,
                        ch: Callable[[int], int], scale: str) -> str:
@@ -696,13 +873,17 @@ def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple
         return b.c3k2(x, ch(args[0]), n, c3k, e=args[2] / 100 if len(args) > 2 else 0.5)
     if module == "SPPF":
         return b.sppf(x, ch(args[0]), args[1])
-    if module == "C2PSA":
+    if module in ("C2PSA", "PSA"):
         if ch(args[0]) != b.shape(x)[1]:
-            raise ValueError("C2PSA keeps its input width")
-        return b.c2psa(x, n)
+            raise ValueError(f"{module} keeps its input width")
+        return b.c2psa(x, n) if module == "C2PSA" else b.psa(x)
     if module == "A2C2f":
         big = scale in "lx"
         return b.a2c2f(x, ch(args[0]), n, bool(args[1]), args[2], residual=big, mlp_ratio=1.2 if big else 2.0)
+    if module == "SCDown":
+        return b.scdown(x, ch(args[0]), args[1], args[2])
+    if module == "C2fCIB":
+        return b.c2fcib(x, ch(args[0]), n, shortcut=bool(args[1]), lk=len(args) > 2 and bool(args[2]))
     if module == "Upsample":
         return b.upsample_nearest(x, 2)
     if module == "Concat":
@@ -710,8 +891,48 @@ def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple
     raise ValueError(f"unknown module {module!r}")
 
 
+def _check_choice(what: str, value: str, allowed: Collection[str]) -> None:
+    """``ValueError`` naming ``what`` unless ``value`` is one of ``allowed``."""
+    if value not in allowed:
+        raise ValueError(f"{what} must be one of {', '.join(sorted(allowed))}, got {value!r}")
+
+
+def _build_ultralytics(name: str, layers: tuple[_Layer, ...], scaling: tuple[float, float, int], scale: str,
+                       size: int, *, head: _HeadFn, attention: str, doc: str, metadata: dict[str, str]) -> ModelProto:
+    """An ultralytics yaml model as exported (BN folded, torch's node names): input ``images`` (1, 3, size,
+    size); the last layer is the head, built by ``head``; its tensors become outputs ``output0``, ``output1``...
+
+    ``scaling`` is the yaml's (depth, width, max channels) for ``scale``; ``attention`` "softmax" or
+    "decomposed" (:meth:`YoloBuilder.attention_softmax`).
+    """
+    _check_size(size)
+    _check_choice("attention", attention, ["softmax", "decomposed"])
+    depth_multiple, width_multiple, max_channels = scaling
+
+    def ch(c: int) -> int:
+        return _make_divisible(min(c, max_channels) * width_multiple)
+
+    b = YoloBuilder(name, seed=11)
+    b.torch_names = True
+    b.decomposed_softmax = attention == "decomposed"
+    x = b.input("images", (1, 3, size, size))
+    outs: list[str] = []
+    results: list[str] = []
+    for idx, (frm, repeats, module, args) in enumerate(layers):
+        srcs = [outs[j] if outs else x for j in (frm if isinstance(frm, tuple) else (frm,))]
+        n = max(round(repeats * depth_multiple), 1) if repeats > 1 else repeats
+        with b.scope(f"model.{idx}"):
+            if idx == len(layers) - 1:
+                results = head(b, srcs, ch)
+            else:
+                outs.append(_ultralytics_layer(b, srcs, module, args, n=n, ch=ch, scale=scale))
+    for k, tensor in enumerate(results):
+        b.output(b.rename(tensor, f"output{k}"))
+    return b.build(f"{doc} at {size}x{size}", {"architecture": name, **metadata})
+
+
 def ultralytics_detect(version: str = "v8", scale: str = "n", size: int = 640, num_classes: int = 80,
-                       head: str = "zoo") -> ModelProto:
+                       head: str = "zoo", *, attention: str = "softmax") -> ModelProto:
     """Ultralytics YOLOv5u / YOLOv8 / YOLO11 / YOLO12 detection (``version`` "v5u", "v8", "11", "12";
     ``scale`` n/s/m/l/x), as exported to ONNX (opset 17, BN folded), the RDK model zoos' detectors.
 
@@ -719,8 +940,9 @@ def ultralytics_detect(version: str = "v8", scale: str = "n", size: int = 640, n
     ``11/yolo11.yaml``, ``12/yolo12.yaml``: layers and ``scales`` (depth, width, max channels)) and
     ``nn/tasks.py`` ``parse_model`` (C3k2 with C3k blocks for m/l/x, A2C2f residual + mlp_ratio 1.2 for
     l/x; ``Detect`` with the legacy 3x3 class branch for v5u/v8, the depthwise one for 11/12). Attention
-    is the standard ultralytics forward (``Attention``, ``AAttn``), which is what the zoo's compile logs
-    show (one Softmax per attention; ``reference_logs/hb_compile_yolo11n.txt``).
+    is the standard ultralytics forward (``Attention``, ``AAttn``), which is what the S100 zoo's compile
+    logs show (one Softmax per attention; ``reference_logs/hb_compile_yolo11n.txt``);
+    ``attention="decomposed"`` is the X5 zoo's patched form (:meth:`YoloBuilder.attention_softmax`).
 
     ``head="export"``: the standard export, one output ``output0`` (1, 4 + nc, A), A = 8400 at 640
     (box cx, cy, w, h in pixels, then class scores after sigmoid). ``head="zoo"``: the zoo's modified
@@ -737,42 +959,172 @@ def ultralytics_detect(version: str = "v8", scale: str = "n", size: int = 640, n
     m 20.1/68.0 l 25.3/86.9 x 56.9/194.9; 12 n 2.6/6.5 s 9.3/21.4 m 20.2/67.5 l 26.4/88.9 x 59.1/199.0.
     ``size`` must be a multiple of 32.
     """
-    _check_size(size)
-    if version not in ULTRALYTICS_MODELS:
-        raise ValueError(f"version must be one of {sorted(ULTRALYTICS_MODELS)}, got {version!r}")
+    _check_choice("version", version, ULTRALYTICS_MODELS)
     layers, scales = ULTRALYTICS_MODELS[version]
-    if scale not in scales:
-        raise ValueError(f"scale must be one of n, s, m, l, x, got {scale!r}")
-    if head not in ("zoo", "export"):
-        raise ValueError(f"head must be 'zoo' or 'export', got {head!r}")
-    depth_multiple, width_multiple, max_channels = scales[scale]
+    _check_choice("scale", scale, scales)
+    _check_choice("head", head, ["zoo", "export"])
+    legacy = version in ("v5u", "v8")
 
-    def ch(c: int) -> int:
-        return _make_divisible(min(c, max_channels) * width_multiple)
+    def detect(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.ultralytics_detect_head(srcs, num_classes, legacy=legacy, zoo=head == "zoo")
 
     name = _MODEL_NAMES[version].format(scale)
-    b = YoloBuilder(name, seed=11)
-    b.torch_names = True
-    x = b.input("images", (1, 3, size, size))
-    outs: list[str] = []
-    results: list[str] = []
-    legacy = version in ("v5u", "v8")
-    for idx, (frm, repeats, module, args) in enumerate(layers):
-        srcs = [outs[j] if outs else x for j in (frm if isinstance(frm, tuple) else (frm,))]
-        n = max(round(repeats * depth_multiple), 1) if repeats > 1 else repeats
-        with b.scope(f"model.{idx}"):
-            if module == "Detect":
-                results = b.ultralytics_detect_head(srcs, num_classes, legacy=legacy, zoo=head == "zoo")
-            else:
-                outs.append(_ultralytics_layer(b, srcs, module, args, n=n, ch=ch, scale=scale))
-    for k, tensor in enumerate(results):
-        b.output(b.rename(tensor, f"output{k}"))
-    return b.build(
-        f"{name} detection ({head} head) at {size}x{size}",
-        {"architecture": name, "head": head,
-         "source": f"ultralytics cfg/models yaml of {name}; head: D-Robotics rdk_model_zoo_s ultralytics_YOLO_Detect"},
+    return _build_ultralytics(
+        name, layers, scales[scale], scale, size, head=detect, attention=attention,
+        doc=f"{name} detection ({head} head)",
+        metadata={"head": head, "source": f"ultralytics cfg/models yaml of {name}; head: D-Robotics "
+                                          "rdk_model_zoo_s ultralytics_YOLO_Detect"},
     )
 
 
-#: The detectors of the board model zoos (merged into :data:`layerscope.samples.SAMPLES`).
-BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {"ultralytics_detect": ultralytics_detect}
+def _task_layers(version: str, module: str) -> tuple[_Layer, ...]:
+    """The detection yaml of ``version`` with its ``Detect`` layer swapped for ``module`` (``-seg`` / ``-pose``
+    yamls differ from the detection yaml only there)."""
+    layers = ULTRALYTICS_MODELS[version][0]
+    frm, repeats, _, args = layers[-1]
+    return (*layers[:-1], (frm, repeats, module, args))
+
+
+def ultralytics_segment(version: str = "v8", scale: str = "n", size: int = 640, num_classes: int = 80,
+                        attention: str = "softmax") -> ModelProto:
+    """Ultralytics YOLOv8-seg / YOLO11-seg (``version`` "v8" or "11", ``scale`` n/s/m/l/x) as the RDK zoos
+    deploy them: ``Segment`` = ``Detect`` + ``cv4`` mask-coefficient branches + ``Proto``.
+
+    Architecture: ``cfg/models/v8/yolov8-seg.yaml`` / ``11/yolo11-seg.yaml`` (the detection yaml with
+    ``Segment [nc, 32, 256]``), ``nn/tasks.py`` (``npr = make_divisible(min(256, max channels) * width)``),
+    ``nn/modules/head.py`` (``Segment``: nm = 32 masks, ``cv4`` per level Conv 3x3, Conv 3x3 (width
+    ``max(ch[0] // 4, 32)``), Conv2d 1x1 to 32; ``Proto(ch[0], npr, 32)`` on P3, :meth:`YoloBuilder.proto`).
+    Head: the zoos' ``Segment.forward`` (D-Robotics/rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/
+    export_monkey_patch.py``; rdk_model_zoo_s ``samples/Vision/ultralytics_YOLO_Seg/README.md``, "Export to
+    ONNX"): ``output0`` .. ``output8`` = per level class (1, h, w, nc), box (1, h, w, 64), mask coefficients
+    (1, h, w, 32), then ``output9`` = protos (1, size/4, size/4, 32), all NHWC, no DFL or decode.
+
+    Published (ultralytics docs, repeated in the zoo READMEs), params M / GFLOPs at 640: v8 n 3.4/12.6
+    s 11.8/42.6 m 27.3/100.2 l 46.0/220.5 x 71.8/344.1; 11 n 2.9/10.4 s 10.1/35.5 m 22.4/123.3
+    l 27.6/142.2 x 62.1/319.0. ``attention``: as :func:`ultralytics_detect`.
+    """
+    _check_choice("version", version, ["v8", "11"])
+    scales = ULTRALYTICS_MODELS[version][1]
+    _check_choice("scale", scale, scales)
+
+    def segment(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        outs = b.zoo_head(srcs, num_classes, legacy=version == "v8", extra=32)
+        return [*outs, b.transpose(b.proto(srcs[0], ch(256), 32), NHWC)]
+
+    name = _MODEL_NAMES[version].format(scale) + "-seg"
+    return _build_ultralytics(
+        name, _task_layers(version, "Segment"), scales[scale], scale, size, head=segment, attention=attention,
+        doc=f"{name} instance segmentation (zoo head)",
+        metadata={"head": "zoo", "source": f"ultralytics cfg/models yaml of {name}; head: D-Robotics "
+                                          "rdk_model_zoo export_monkey_patch Segment_forward"},
+    )
+
+
+def ultralytics_pose(version: str = "v8", scale: str = "n", size: int = 640, num_classes: int = 1,
+                     num_keypoints: int = 17, *, attention: str = "softmax") -> ModelProto:
+    """Ultralytics YOLOv8-pose / YOLO11-pose (``version`` "v8" or "11", ``scale`` n/s/m/l/x) as the RDK
+    zoos deploy them: ``Pose`` = ``Detect`` (nc = 1, person) + ``cv4`` keypoint branches.
+
+    Architecture: ``cfg/models/v8/yolov8-pose.yaml`` / ``11/yolo11-pose.yaml`` (the detection yaml with
+    ``Pose [nc, kpt_shape]``, nc 1, kpt_shape (17, 3)), ``nn/modules/head.py`` (``Pose``: nk = 17 x 3,
+    ``cv4`` per level Conv 3x3, Conv 3x3 (width ``max(ch[0] // 4, nk)``), Conv2d 1x1 to nk). Head: the zoos'
+    ``Pose.forward`` (rdk_model_zoo ``export_monkey_patch.py``; rdk_model_zoo_s
+    ``samples/Vision/ultralytics_YOLO_Pose/README.md``): ``output0`` .. ``output8`` = per level class
+    (1, h, w, 1), box (1, h, w, 64), keypoints (1, h, w, 51), NHWC, no DFL or keypoint decode.
+
+    Published (ultralytics docs, repeated in the zoo READMEs), params M / GFLOPs at 640: v8 n 3.3/9.2
+    s 11.6/30.2 m 26.4/81.0 l 44.4/168.6 x 69.4/263.2; 11 n 2.9/7.6 s 9.9/23.2 m 20.9/71.7 l 26.2/90.7
+    x 58.8/203.3. ``attention``: as :func:`ultralytics_detect`.
+    """
+    _check_choice("version", version, ["v8", "11"])
+    scales = ULTRALYTICS_MODELS[version][1]
+    _check_choice("scale", scale, scales)
+
+    def pose(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.zoo_head(srcs, num_classes, legacy=version == "v8", extra=3 * num_keypoints)
+
+    name = _MODEL_NAMES[version].format(scale) + "-pose"
+    return _build_ultralytics(
+        name, _task_layers(version, "Pose"), scales[scale], scale, size, head=pose, attention=attention,
+        doc=f"{name} pose estimation (zoo head)",
+        metadata={"head": "zoo", "source": f"ultralytics cfg/models yaml of {name}; head: D-Robotics "
+                                          "rdk_model_zoo export_monkey_patch Pose_forward"},
+    )
+
+
+def ultralytics_classify(version: str = "v8", scale: str = "n", size: int = 224, num_classes: int = 1000,
+                         head: str = "zoo", *, attention: str = "softmax") -> ModelProto:
+    """Ultralytics YOLOv8-cls / YOLO11-cls (``version`` "v8" or "11", ``scale`` n/s/m/l/x), ImageNet
+    classifiers at 224 as the RDK X5 zoo deploys them.
+
+    Architecture: ``cfg/models/v8/yolov8-cls.yaml`` (the YOLOv8 backbone, layers 0-8, max channels 1024 at
+    every scale) and ``11/yolo11-cls.yaml`` (the YOLO11 backbone without SPPF, then ``C2PSA``), then
+    ``Classify`` (:meth:`YoloBuilder.classify_head`: Conv 1x1 to 1280, GlobalAveragePool, Flatten, Gemm to
+    nc). ``head="zoo"``: the X5 zoo's ``Classify_forward`` (rdk_model_zoo ``export_monkey_patch.py``),
+    logits ``output0`` (1, nc), no Softmax (its ``hb_mapper_log_yolo11n_cls.txt`` ends at
+    ``/model.10/linear/Gemm``); ``head="export"`` adds the export Softmax.
+
+    Published (ultralytics docs, repeated in the zoo README), params M / GFLOPs "at 640": v8 n 2.7/4.3
+    s 6.4/13.5 m 17.0/42.7 l 37.5/99.7 x 57.4/154.8; 11 n 2.8/4.2 s 6.7/13.0 m 11.6/40.3 l 14.1/50.4
+    x 29.6/111.3. Those GFLOPs are ultralytics ``get_flops``: thop at a 32x32 input scaled by (640/32)^2,
+    which scales the Gemm too, i.e. 2 x (Conv MACs at 640 + 400 x Gemm MACs). ``attention``: as
+    :func:`ultralytics_detect`.
+    """
+    _check_choice("version", version, CLASSIFY_MODELS)
+    layers, scales = CLASSIFY_MODELS[version]
+    _check_choice("scale", scale, scales)
+    _check_choice("head", head, ["zoo", "export"])
+
+    def classify(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return [b.classify_head(srcs[0], num_classes, softmax=head == "export")]
+
+    name = _MODEL_NAMES[version].format(scale) + "-cls"
+    return _build_ultralytics(
+        name, layers, scales[scale], scale, size, head=classify, attention=attention,
+        doc=f"{name} classification ({head} head)",
+        metadata={"head": head, "source": f"ultralytics cfg/models yaml of {name}; head: D-Robotics "
+                                          "rdk_model_zoo export_monkey_patch Classify_forward"},
+    )
+
+
+def yolov10(scale: str = "n", size: int = 640, num_classes: int = 80, attention: str = "softmax") -> ModelProto:
+    """YOLOv10 n/s/m/b/l/x detection (ultralytics ``cfg/models/v10/yolov10{scale}.yaml``) as the RDK X5 zoo
+    deploys it.
+
+    Architecture: SCDown (1x1 conv, then a k x k stride-2 depthwise conv), C2fCIB (C2f with CIB blocks;
+    ``lk``: a 7x7 depthwise RepVGGDW, fused), PSA after SPPF, ``v10Detect`` (``nn/modules/block.py``,
+    ``nn/modules/head.py``); ``fuse()`` at export removes the one-to-many branches. Head: the zoo's
+    ``v10Detect_forward`` (rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/export_monkey_patch.py``):
+    per level ``one2one_cv3`` (class, depthwise form) then ``one2one_cv2`` (box), NHWC: ``output0`` ..
+    ``output5`` = (1, h, w, nc), (1, h, w, 64) for P3, P4, P5; no DFL, decode or top-k.
+
+    Published (YOLOv10 paper / ultralytics docs, repeated in the zoo README), params M / GFLOPs at 640:
+    n 2.3/6.7 s 7.2/21.6 m 15.4/59.1 b 19.1/92.0 l 24.4/120.3 x 29.5/160.4. ``attention``: as
+    :func:`ultralytics_detect` (the X5 zoo's logs show the decomposed form).
+    """
+    _check_choice("scale", scale, YOLOV10_SCALES)
+    layers = list(_YOLOV10_BASE)
+    for idx, args in _YOLOV10_CIB[scale].items():
+        frm, repeats, _, _ = layers[idx]
+        layers[idx] = (frm, repeats, "C2fCIB", args)
+
+    def v10detect(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.zoo_head(srcs, num_classes, legacy=False, prefix="one2one_")
+
+    name = f"yolov10{scale}"
+    return _build_ultralytics(
+        name, tuple(layers), YOLOV10_SCALES[scale], scale, size, head=v10detect, attention=attention,
+        doc=f"{name} detection (zoo head)",
+        metadata={"head": "zoo", "source": f"ultralytics cfg/models/v10/{name}.yaml; head: D-Robotics "
+                                          "rdk_model_zoo export_monkey_patch v10Detect_forward"},
+    )
+
+
+#: The architectures of the board model zoos (merged into :data:`layerscope.samples.SAMPLES`).
+BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {
+    "ultralytics_detect": ultralytics_detect,
+    "ultralytics_segment": ultralytics_segment,
+    "ultralytics_pose": ultralytics_pose,
+    "ultralytics_classify": ultralytics_classify,
+    "yolov10": yolov10,
+}
