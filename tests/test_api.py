@@ -1,4 +1,5 @@
-"""The Python API: the README's example runs as written, and its runs are the CLI's runs."""
+"""The Python API: the documentation's example (docs/python-api.md) runs as written, and its runs are the CLI's
+runs."""
 
 from __future__ import annotations
 
@@ -13,22 +14,22 @@ from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.errors import InputError, RunFileError
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+API_DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
 
 def _example() -> str:
-    text = README.read_text(encoding="utf-8")
+    text = API_DOC.read_text(encoding="utf-8")
     block = re.search(r"<!-- api-example:start -->\n```python\n(.*?)```\n<!-- api-example:end -->", text, re.S)
-    assert block, "the README's API example is missing"
+    assert block, "the API example of docs/python-api.md is missing"
     return block.group(1)
 
 
-def test_the_readmes_example_runs_and_gives_a_frame_with_one_row_per_layer(
+def test_the_docs_example_runs_and_gives_a_frame_with_one_row_per_layer(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out").mkdir()
     scope: dict[str, object] = {}
-    exec(compile(_example(), str(README), "exec"), scope)
+    exec(compile(_example(), str(API_DOC), "exec"), scope)
     frame, measured = scope["frame"], scope["measured"]
     assert isinstance(measured, layerscope.Run)
     layers = measured.document["layers"]

@@ -124,7 +124,7 @@ def test_pipeline_model_argument_and_the_old_option(tiny: Path, tmp_path: Path,
 # --- --seed in profile ------------------------------------------------------------------------------------------
 
 def test_profile_takes_a_seed(tiny: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import layerscope.cli.profile as profile_cmd
+    import layerscope.workflows.profile as profile_cmd  # the use case the command runs
 
     seen: list[int] = []
     original = profile_cmd.make_inputs

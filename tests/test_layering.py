@@ -1,6 +1,7 @@
 """The data flow runs one way: no module imports a package above its own (DESIGN.md, STYLE.md).
 
-model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / run ─▶ importers ─▶ analysis ─▶ report ─▶ cli
+model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / run ─▶ importers ─▶ analysis ─▶ report ─▶ workflows
+─▶ cli
 (an importer of a runtime's profile maps its kernels with that runtime's fusion map, from ``measure``).
 Every import of a ``layerscope`` module counts, also one inside a function or under ``TYPE_CHECKING``: a type
 that points up the flow is a dependency that points up the flow.
@@ -20,7 +21,7 @@ PACKAGE = Path(layerscope.__file__).parent
 #: Rank of each top-level unit of the package; a module may import units of its own rank or below.
 RANKS: dict[str, int] = {
     "errors": 0, "fileio": 0, "rounding": 0, "stats": 0, "textsafe": 0, "tracing": 0, "samples": 0, "_lazy": 0,
-    "collector": 0,
+    "collector": 0, "limits": 0,
     "model": 1,
     "costs": 2,
     "targets": 3,
@@ -30,7 +31,8 @@ RANKS: dict[str, int] = {
     "importers": 7,
     "analysis": 8,
     "report": 9,
-    "cli": 10, "__main__": 10, "__init__": 10, "api": 10, "sweep": 10,
+    "workflows": 10, "api": 10, "sweep": 10,
+    "cli": 11, "__main__": 11, "__init__": 11,
 }
 #: The one upward import allowed, and why: ``layerscope.estimate`` names both this package and the API's function
 #: (``layerscope.estimate(model, ...)``); Python binds the name to the package once it is imported, so the package

@@ -38,6 +38,7 @@ from layerscope.runfile.derived import KFactor, layer_shares, scale_factor, time
 if TYPE_CHECKING:
     import pandas as pd
 
+    from layerscope.measure.stress import StressSpec
     from layerscope.runfile.models import RunFile, RunLike
 
 PathLike = str | os.PathLike[str]
@@ -134,71 +135,119 @@ def load(path: PathLike) -> Run:
 
 
 def estimate(model: PathLike, *, target: str = "host", shapes: Mapping[str, Sequence[int]] | None = None,
-             dtype: str | None = None, timeline: bool = False) -> Run:
+             dims: Mapping[str, int] | None = None, inputs: Sequence[str] = (), dtype: str | None = None,
+             timeline: bool = False, predictor: PathLike | None = None, fusion: str = "auto",
+             merge_into: PathLike | None = None) -> Run:
     """A static per-layer estimate of ``model`` on the hardware profile ``target`` (a name or a TOML file), as
-    ``layerscope estimate`` makes it; ``timeline`` adds the schedule per unit and core and DDR over time."""
-    from layerscope.estimate import estimate_graph, simulate_timeline
-    from layerscope.model import load_model
-    from layerscope.run import add_timeline, estimate_run
-    from layerscope.targets import load_profile
+    ``layerscope estimate`` makes it (:class:`layerscope.workflows.estimate.EstimateRequest` says what each option
+    does); ``timeline`` adds the schedule per unit and core and DDR over time; ``merge_into`` is a run file of the
+    same model whose measured sections the returned run keeps (the file is not written: ``save`` it)."""
+    from layerscope.workflows.common import checked_dims, checked_shapes
+    from layerscope.workflows.estimate import EstimateRequest
+    from layerscope.workflows.estimate import estimate as run_estimate
 
-    profile = load_profile(target)
-    if dtype is not None and dtype not in profile.dtypes:
-        raise InputError(f"profile {profile.name!r} has no dtype {dtype!r}; it has {', '.join(profile.dtypes)}")
-    graph = load_model(model, _shapes(shapes))
-    result = estimate_graph(graph, profile, dtype)
-    run = estimate_run(graph, result, profile)
-    if timeline:
-        run = add_timeline(run, simulate_timeline(graph, profile, dtype, costs=result.costs),
-                           profile.ddr_nominal_bytes_per_s)
-    return Run(_as_saved(run))
+    request = EstimateRequest(model, target=target, shapes=checked_shapes(shapes), dims=checked_dims(dims),
+                              inputs=tuple(inputs), dtype=dtype, timeline=timeline, predictor=predictor,
+                              fusion=fusion, merge_into=merge_into)
+    return Run(_as_saved(run_estimate(request).document()))
 
 
-def profile(model: PathLike, *, target: str = "host", shapes: Mapping[str, Sequence[int]] | None = None,
-            inputs: Sequence[str] = (), seed: int = 0, runs: int = 50, warmup: int = 10, threads: int = 0,
-            opt_level: str = "all", provider: str = "CPUExecutionProvider", timeline: bool = False) -> Run:
-    """Measure every layer of ``model`` on ONNX Runtime beside its estimate on ``target``, as ``layerscope
-    profile`` does: ``runs`` uninstrumented runs for the latency, then as many profiled runs for the layers.
-    ``inputs`` takes the CLI's ``--input`` specs; ``threads`` 0 is ONNX Runtime's default; ``seed`` seeds the
-    generated inputs."""
-    from layerscope.estimate import estimate_graph, simulate_timeline
-    from layerscope.measure.backend import get_backend
-    from layerscope.measure.inputs import make_inputs
-    from layerscope.measure.session import SessionConfig
-    from layerscope.model import load_model
-    from layerscope.run import add_measurement, add_timeline, estimate_run
-    from layerscope.targets import load_profile
+def profile(model: PathLike | None = None, *, target: str = "host",
+            shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
+            inputs: Sequence[str] = (), runs: int = 50, warmup: int = 10, seed: int = 0, threads: int = 0,
+            opt_level: str = "all", provider: str = "cpu", backend: str = "onnxruntime", device: str = "CPU",
+            precision: str = "", performance_hint: str = "LATENCY", streams: int = 0, timeline: bool = False,
+            stress: str | StressSpec | None = None) -> Run:
+    """Measure every layer of ``model`` (default: the bundled sample) on ONNX Runtime (or OpenVINO:
+    ``backend="openvino"`` with ``device``, ``precision``, ``performance_hint``, ``streams``) beside its estimate on
+    ``target``, as ``layerscope profile`` does: ``runs`` uninstrumented runs for the latency, then as many profiled
+    runs for the layers. ``inputs`` takes the CLI's ``--input`` specs; ``threads`` 0 is the runtime's default;
+    ``seed`` seeds the generated inputs; ``stress`` (``"memory"`` or ``"memory:N"``) adds paired rounds under
+    memory streamers. Interrupted (Ctrl-C), it raises :class:`layerscope.workflows.common.Interrupted` holding what
+    was measured."""
+    from layerscope.measure.stress import parse_stress
+    from layerscope.workflows.common import Interrupted, checked_dims, checked_shapes
+    from layerscope.workflows.profile import ProfileRequest
+    from layerscope.workflows.profile import profile as run_profile
 
-    backend = get_backend("onnxruntime")
-    backend.check_provider(provider)
-    graph = load_model(model, _shapes(shapes))
-    feeds = make_inputs(graph, inputs, seed)
-    hardware = load_profile(target)
-    result = estimate_graph(graph, hardware)
-    config = SessionConfig(provider=provider, threads=threads, opt_level=opt_level)
-    measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup,
-                                  weights={e.layer_id: e.latency_us for e in result.layers})
-    run = add_measurement(estimate_run(graph, result, hardware), measurement)
-    if timeline:
-        run = add_timeline(run, simulate_timeline(graph, hardware, None, costs=result.costs),
-                           hardware.ddr_nominal_bytes_per_s)
-    return Run(_as_saved(run))
+    request = ProfileRequest(model, target=target, shapes=checked_shapes(shapes), dims=checked_dims(dims),
+                             inputs=tuple(inputs), runs=runs, warmup=warmup, seed=seed, threads=threads,
+                             opt_level=opt_level, provider=provider, backend=backend, device=device,
+                             precision=precision, performance_hint=performance_hint, streams=streams,
+                             timeline=timeline, stress=parse_stress(stress) if isinstance(stress, str) else stress)
+    result = run_profile(request)
+    if result.interrupted:
+        raise Interrupted(result.run, "interrupted")
+    return Run(_as_saved(result.run.to_json()))
 
 
-def _shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]]:
-    out = {}
-    for name, dims in (shapes or {}).items():
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
-            raise InputError(f"shape of input {name!r}: {list(dims)} is not a list of positive integers")
-        out[name] = tuple(dims)
-    return out
+def bench(model: PathLike | None = None, *, warmup: int = 10, runs: int | None = None, duration: float | None = None,
+          streams: int = 1, threads: int = 0, provider: str = "cpu", backend: str = "onnxruntime", device: str = "CPU",
+          precision: str = "", performance_hint: str = "LATENCY", opt_level: str = "all",
+          shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
+          inputs: Sequence[str] = (), seed: int = 0, stress: str | StressSpec | None = None) -> Run:
+    """The end-to-end latency distribution and throughput of ``model`` (default: the bundled sample), as
+    ``layerscope bench`` measures it (:class:`layerscope.workflows.bench.BenchRequest` says what each option does):
+    ``runs`` (default 100) or ``duration`` seconds over ``streams`` concurrent streams. Interrupted (Ctrl-C), it
+    raises :class:`layerscope.workflows.common.Interrupted` holding what was measured."""
+    from layerscope.measure.stress import parse_stress
+    from layerscope.workflows.bench import BenchRequest
+    from layerscope.workflows.bench import bench as run_bench
+    from layerscope.workflows.common import Interrupted, checked_dims, checked_shapes
+
+    request = BenchRequest(model, warmup=warmup, runs=runs, duration=duration, streams=streams, threads=threads,
+                           provider=provider, backend=backend, device=device, precision=precision,
+                           performance_hint=performance_hint, opt_level=opt_level, shapes=checked_shapes(shapes),
+                           dims=checked_dims(dims), inputs=tuple(inputs), seed=seed,
+                           stress=parse_stress(stress) if isinstance(stress, str) else stress)
+    result = run_bench(request)
+    if result.interrupted:
+        raise Interrupted(result.run, "interrupted")
+    return Run(_as_saved(result.run.to_json()))
 
 
-def _as_saved(run: RunFile) -> dict[str, Any]:
+def bisect(model: PathLike | None = None, *, target: str = "host",
+           shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
+           inputs: Sequence[str] = (), seed: int = 0, run_cmd: str | None = None, compile_cmd: str | None = None,
+           latency_regex: str | None = None, latency_json: str | None = None, latency_unit: str = "ms",
+           timeout_s: float | None = None, granularity: str = "segment", segments: int = 12,
+           repeats: int | None = None, max_ci: float | None = None, pilot: int = 3, budget_runs: int | None = None,
+           suffixes: bool | None = None, baseline: bool = True, statistic: str = "auto", confidence: float = 0.95,
+           resamples: int = 2000, backend: str = "onnxruntime", device: str = "CPU", precision: str = "",
+           performance_hint: str = "LATENCY", cut_rule: str = "auto", provider: str = "cpu", threads: int = 0,
+           opt_level: str = "all", clock: str = "wall", visit_warmup: int | None = None, warm_with: str = "auto",
+           runs_per_visit: int = 1, recompile_every: int | None = None, cache_dir: PathLike | None = None,
+           no_cache: bool = False, boundary_runs: int | None = None, max_cut_share: float = 0.1,
+           validate: bool = False, validate_runs: int = 50, gap_runs: int = 20, devices: str | None = None,
+           ray_address: str | None = None) -> Run:
+    """Time every segment of ``model`` (default: the bundled sample) by differential timing of its prefixes and
+    suffixes, as ``layerscope bisect`` does: in this process on ONNX Runtime or OpenVINO, or on a device through
+    ``run_cmd`` (:class:`layerscope.workflows.bisect.BisectRequest` says what each option does). Measurements are
+    cached (``cache_dir``, ``no_cache``): a bisect interrupted with Ctrl-C resumes when called again with the same
+    options."""
+    from layerscope.workflows.bisect import BisectRequest
+    from layerscope.workflows.bisect import bisect as run_bisect
+    from layerscope.workflows.common import checked_dims, checked_shapes
+
+    request = BisectRequest(
+        model, target=target, shapes=checked_shapes(shapes), dims=checked_dims(dims), inputs=tuple(inputs),
+        seed=seed, run_cmd=run_cmd, compile_cmd=compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
+        latency_unit=latency_unit, timeout_s=timeout_s, granularity=granularity, segments=segments, repeats=repeats,
+        max_ci=max_ci, pilot=pilot, budget_runs=budget_runs, suffixes=suffixes, baseline=baseline,
+        statistic=statistic, confidence=confidence, resamples=resamples, backend=backend, device=device,
+        precision=precision, performance_hint=performance_hint, cut_rule=cut_rule, provider=provider,
+        threads=threads, opt_level=opt_level, clock=clock, visit_warmup=visit_warmup, warm_with=warm_with,
+        runs_per_visit=runs_per_visit, recompile_every=recompile_every, cache_dir=cache_dir, no_cache=no_cache,
+        boundary_runs=boundary_runs, validate=validate, validate_runs=validate_runs, gap_runs=gap_runs,
+        max_cut_share=max_cut_share, devices=devices, ray_address=ray_address)
+    return Run(_as_saved(run_bisect(request)))
+
+
+def _as_saved(document: Mapping[str, Any]) -> dict[str, Any]:
     """The document as its run file reads back (version 2, JSON types), so the API and the CLI agree."""
     import json
 
-    loaded: dict[str, Any] = json.loads(json.dumps(run.to_json(), allow_nan=False))
+    loaded: dict[str, Any] = json.loads(json.dumps(document, allow_nan=False))
     return loaded
 
 

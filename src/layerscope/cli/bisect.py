@@ -1,4 +1,5 @@
-"""``layerscope bisect [MODEL]``: per-segment times on a device that only times whole models.
+"""``layerscope bisect [MODEL]``: per-segment times on a device that only times whole models
+(:mod:`layerscope.workflows.bisect`).
 
 The model is cut after layer k for a set of k, each prefix (past the middle, each suffix: the layers after the
 cut) is timed (ONNX Runtime or OpenVINO here, or any device through ``--run-cmd``), and each segment's time is the
@@ -14,72 +15,37 @@ measured by then stays cached: run the same command again to resume).
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    CLI_HOOKS,
     backend_option,
     cli_dims,
-    device_command,
     device_command_options,
+    device_command_values,
     input_option,
     intra_threads_option,
     openvino_bench_options,
+    openvino_values,
     opt_level_option,
     parse_shapes,
-    print_shape_notes,
     provider_option,
-    selected_backend,
     shape_option,
     target_option,
+    usage_errors,
 )
 from layerscope.cli.outputs import OutputPath
-from layerscope.cli.progress import phase_progress
-from layerscope.estimate import estimate_graph
-from layerscope.measure.backend import Backend, get_backend
-from layerscope.measure.cuts import BOUNDARY_SHARE, CutPlanner
-from layerscope.measure.differential import (
-    BisectConfig,
-    BisectResult,
-    DevicePool,
-    SampleStore,
-    SegmentCheck,
-    Statistic,
-    add_bisect,
-    compare_with_profile,
-    default_cache_dir,
-    kernel_gaps,
-    run_bisect,
-    with_systematic,
-)
-from layerscope.measure.inputs import feeder, make_inputs
-from layerscope.measure.openvino_backend import OpenVinoBackend
-from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups, group_cuts
-from layerscope.measure.profile import Measurement
-from layerscope.measure.runners import CommandRunner, OrtRunner, Runner, WarmWith
-from layerscope.measure.session import SessionConfig, ort_provider
-from layerscope.model import load_model
-from layerscope.model.types import Graph
+from layerscope.measure.cuts import BOUNDARY_SHARE
 from layerscope.report.command_terminal import command_report
-from layerscope.run import run_from_estimate, save_run
-from layerscope.samples import DEFAULT_SAMPLE, sample_path
-from layerscope.sweep.devices import RayDevicePool, parse_devices
-from layerscope.targets import load_profile
+from layerscope.run import save_run
+from layerscope.workflows import bisect as workflow
+from layerscope.workflows.bisect import OPENVINO_RECOMPILE_EVERY, BisectRequest, bisect
 
-#: The validation's profile is taken in this many parts between the bisect's rounds.
-VALIDATION_PROFILES = 5
-#: Profiled runs per prefix that time its cut's own cost on ONNX Runtime, unless --boundary-runs says.
-BOUNDARY_RUNS = 10
-#: On OpenVINO without --recompile-every: each timed model compiled afresh every this many visits.
-OPENVINO_RECOMPILE_EVERY = 20
-#: On ONNX Runtime without --repeats: more than 60 rounds while their timed runs fit in this many seconds.
-AUTO_ROUNDS_S = 15.0
+#: The rules of ``--warm-with auto`` and ``--visit-warmup``'s default (:mod:`layerscope.workflows.bisect`).
+_warm_with, _visit_warmup = workflow.warm_with, workflow.visit_warmup
 
 
 @click.command("bisect")
@@ -192,214 +158,20 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             ray_address: str | None, json_out: Path | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
-    command_runner = device_command()
-    if validate and command_runner is not None:
-        raise click.UsageError("--validate compares with the runtime's profiler: it cannot check --run-cmd")
-    if backend_name != "onnxruntime" and command_runner is not None:
-        raise click.UsageError("--backend openvino times in this process: not with --run-cmd")
-    if cut_rule == "exec-graph" and backend_name != "openvino":
-        raise click.UsageError("--cuts exec-graph reads OpenVINO's execution graph: give --backend openvino")
-    if recompile_every is not None and command_runner is not None:
-        raise click.UsageError("--recompile-every compiles in this process: a --run-cmd device compiles each model "
-                               "once with --compile-cmd")
-    if boundary_runs and command_runner is not None:
-        raise click.UsageError("--boundary-runs times kernels with ONNX Runtime's profiler: a --run-cmd device "
-                               "times whole runs only")
-    if devices is not None and command_runner is None:
-        raise click.UsageError("--devices times on devices through --run-cmd (which names {device})")
-    if ray_address is not None and devices is None:
-        raise click.UsageError("--ray schedules the --devices pool: give --devices")
-    if command_runner is not None and "device" in _fields(command_runner) and devices is None:
-        raise click.UsageError("the command names {device}: give the pool with --devices")
-    device_names = parse_devices(devices) if devices is not None else ()
-    backend: Backend | None = None
-    if command_runner is not None:
-        pass
-    elif backend_name == "openvino":  # exit 3 before any work when the device is missing
-        backend, provider = selected_backend(backend_name, provider)
-    else:
-        ort_provider(provider)  # exit 3 before any work when the provider is missing
-        backend = get_backend("onnxruntime")
-    config = BisectConfig(granularity="layer" if granularity == "layer" else "segment", segments=segments,
-                          repeats=repeats or (10 if command_runner is not None else 60),
-                          rounds_s=AUTO_ROUNDS_S if repeats is None and command_runner is None else 0.0, pilot=pilot,
-                          max_ci=max_ci or 0.0,
-                          budget_runs=budget_runs, baseline=baseline,
-                          statistic=_statistic(statistic, device=command_runner is not None), confidence=confidence,
-                          resamples=resamples, seed=seed,
-                          boundary_runs=BOUNDARY_RUNS if boundary_runs is None else boundary_runs,
-                          max_cut_share=max_cut_share,
-                          suffixes=command_runner is None if suffixes is None else suffixes)
-    graph = load_model(model if model is not None else sample_path(DEFAULT_SAMPLE), parse_shapes(shapes),
-                       cli_dims(), feeds=feeder(input_specs, seed))
-    print_shape_notes(graph)
-    profile = load_profile(target)
-    estimate = estimate_graph(graph, profile)
-    weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    openvino = isinstance(backend, OpenVinoBackend)
-    session_config = SessionConfig(provider=provider, threads=threads,
-                                   opt_level="compiler" if openvino else opt_level)
-    feeds = make_inputs(graph, input_specs, seed)
-    runner: Runner
-    if command_runner is not None:
-        runner = command_runner
-    elif isinstance(backend, OpenVinoBackend):
-        runner = OpenVinoRunner(session_config, backend.options, feeds, runs_per_visit=runs_per_visit,
-                                visit_warmup=_visit_warmup(visit_warmup, openvino=True),
-                                warm_with=_warm_with(warm_with),
-                                clock="cpu" if clock == "cpu" else "wall",
-                                recompile_every=_recompile_every(recompile_every, openvino=True))
-    else:
-        runner = OrtRunner(session_config, feeds, runs_per_visit=runs_per_visit,
-                           visit_warmup=_visit_warmup(visit_warmup, openvino=False),
-                           warm_with=_warm_with(warm_with),
-                           clock="cpu" if clock == "cpu" else "wall",
-                           recompile_every=_recompile_every(recompile_every, openvino=False))
-    store = SampleStore(None if no_cache else (cache_dir or default_cache_dir()))
-    planner = CutPlanner.for_model(graph, [e.latency_us for e in estimate.layers],
-                                   bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)
-    if isinstance(backend, OpenVinoBackend) and cut_rule != "heuristic":
-        planner = planner.with_fused_groups(group_cuts(planner.graph, fused_groups(graph, session_config,
-                                                                                   backend.options)))
-    validation = _Validation(backend, graph, feeds, session_config, weights, runs=validate_runs,
-                             rounds=config.repeats) if validate and backend is not None else None
-    pool = RayDevicePool(command_runner, device_names, address=ray_address) \
-        if command_runner is not None and device_names else None
-    try:
-        result = _measure(planner, runner, config, store, validation.after_round if validation else None, pool=pool)
-    finally:
-        if pool is not None:
-            pool.close()
-    for warning in store.dropped:
-        click.echo(f"layerscope: warning: {warning}", err=True)
-    gaps = None
-    if backend is not None and gap_runs:
-        gap_profile = backend.profile(graph, feeds, session_config, runs=gap_runs, warmup=min(3, gap_runs),
-                                      weights=weights)
-        gaps = kernel_gaps(result.segments_only, gap_profile, result.baseline_us or 0.0, result.full_us)
-    result = with_systematic(result, gaps)
-    checks: tuple[SegmentCheck, ...] = ()
-    profiles: list[Measurement] = []
-    if validation is not None:
-        profiles = validation.finish()
-        checks = compare_with_profile(result, profiles, weights)
-    run = add_bisect(run_from_estimate(graph, estimate, profile), result, weights, checks, profiles)
-    if isinstance(runner, OpenVinoRunner) and runner.settings:  # what the compiler chose, not the hint
-        run["measurement"]["precision"] = runner.settings["precision"]
-    if planner.locked:
-        run["bisect"]["cuts"] = {"rule": "exec-graph", "locked": len(planner.locked)}
-    elif isinstance(backend, OpenVinoBackend) or cut_rule == "heuristic":
-        run["bisect"]["cuts"] = {"rule": "heuristic", "locked": 0}
-    _print(run, json_out)
-
-
-def _statistic(choice: str, *, device: bool) -> Statistic:
-    """``--statistic``: ``auto`` is the median of paired differences for a device command (its tool prints an
-    average over many frames) and the difference of 10th percentiles on ONNX Runtime (this CPU is shared:
-    another process only ever adds time to a run, so the fastest rounds are the least disturbed; the 10th
-    percentile rests on several of them where the minimum rests on one)."""
-    if choice == "auto":
-        return "median" if device else "p10"
-    return "min" if choice == "min" else "p10" if choice == "p10" else "median"
-
-
-def _warm_with(choice: str) -> WarmWith:
-    """``--warm-with``: ``auto`` is ``loop`` on both runtimes: a model warmed by itself, a suffix then by the layers
-    before its cut, as the whole model's loop leaves the machine. Warmed by the whole model instead (a separately
-    compiled copy on OpenVINO, a second session on ONNX Runtime), the halves are timed in another state than the
-    loop's: SqueezeNet's prefixes and suffixes then met at their cut 9-12% over the last prefix in the same rounds
-    on ONNX Runtime (-1.5 to +0.5% with ``loop``) and its segments' sum read 12-17% over the whole model (1-6% with
-    ``loop``); on OpenVINO its segments 10-20% over the performance counters. Warmed by itself alone, a suffix's
-    weights stay cached as they never are in the loop (ResNet-50 on OpenVINO: its last suffixes' segments 20-30%
-    under the counters). README: the measurements."""
-    if choice == "auto":
-        return "loop"
-    return "self" if choice == "self" else "loop" if choice == "loop" else "whole"
-
-
-def _recompile_every(visits: int | None, *, openvino: bool) -> int:
-    """``--recompile-every``: by default every :data:`OPENVINO_RECOMPILE_EVERY` visits on OpenVINO, never on ONNX
-    Runtime. On OpenVINO one compilation of ResNet-50 ran 2 % slower than three others of the same model, steadily
-    (:class:`~layerscope.measure.runners.Recompile`), and such an offset of a prefix is up to a third of a segment
-    of 5 % of the time; ONNX Runtime's bisect met its accuracy goals with one session per model."""
-    if visits is not None:
-        return visits
-    return OPENVINO_RECOMPILE_EVERY if openvino else 0
-
-
-def _visit_warmup(runs: int | None, *, openvino: bool) -> int:
-    """``--visit-warmup``: by default 4 on OpenVINO, 1 on ONNX Runtime. On OpenVINO a model warmed by one run of its
-    own still timed 5-8% over its back-to-back time on SqueezeNet (the other models of the round in between);
-    warmed by four, SqueezeNet's bisect met both accuracy goals in 6 runs of 6 and YOLOv5s-320's in 4 of 6
-    (README)."""
-    if runs is not None:
-        return runs
-    return 4 if openvino else 1
-
-
-def _print(run: Mapping[str, Any], json_out: Path | None) -> None:
+    openvino = openvino_values()
+    request = BisectRequest(
+        model, target=target, shapes=parse_shapes(shapes), dims=cli_dims(), inputs=input_specs, seed=seed,
+        **device_command_values(), granularity=granularity, segments=segments, repeats=repeats, max_ci=max_ci,
+        pilot=pilot, budget_runs=budget_runs, suffixes=suffixes, baseline=baseline, statistic=statistic,
+        confidence=confidence, resamples=resamples, backend=backend_name, device=str(openvino["device"]),
+        precision=str(openvino["precision"]), performance_hint=str(openvino["performance_hint"]), cut_rule=cut_rule,
+        provider=provider, threads=threads, opt_level=opt_level, clock=clock, visit_warmup=visit_warmup,
+        warm_with=warm_with, runs_per_visit=runs_per_visit, recompile_every=recompile_every, cache_dir=cache_dir,
+        no_cache=no_cache, boundary_runs=boundary_runs, max_cut_share=max_cut_share, validate=validate,
+        validate_runs=validate_runs, gap_runs=gap_runs, devices=devices, ray_address=ray_address)
+    with usage_errors():
+        run = bisect(request, CLI_HOOKS)
     console = SafeConsole()
     console.print(command_report(run, kind="bisect"))
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
-
-
-@contextmanager
-def _workdir(store: SampleStore, *, keep: bool) -> Iterator[Path]:
-    """Where prefix models are written: beside the cache for device commands (to rerun one by hand), else a
-    temporary folder."""
-    if keep and store.directory is not None:
-        yield store.directory / "models"
-        return
-    with tempfile.TemporaryDirectory(prefix="layerscope-bisect-") as tmp:
-        yield Path(tmp)
-
-
-def _fields(runner: CommandRunner) -> frozenset[str]:
-    return runner.run.fields | (runner.compile.fields if runner.compile else frozenset())
-
-
-def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore,
-             after_round: Callable[[int], None] | None, *, pool: DevicePool | None = None) -> BisectResult:
-    """The bisect with a progress bar; on Ctrl-C, where the samples measured so far are, then re-raised."""
-    labels = {"measure": "measuring (final rounds)", "boundary": "cut costs (profiled prefixes)"}
-    labels.update({f"pilot-{i}": "coarse segments (pilot)" if i == 0 else f"refinement {i} (pilot)"
-                   for i in range(64)})
-    try:
-        with _workdir(store, keep=not isinstance(runner, OrtRunner)) as workdir, phase_progress(labels) as progress:
-            return run_bisect(planner, runner, config, store, workdir=workdir, progress=progress,
-                              after_round=after_round, pool=pool)
-    except KeyboardInterrupt:
-        where = f"cached in {store.directory}" if store.directory else "not cached (--no-cache)"
-        raise KeyboardInterrupt(f"the samples measured so far are {where}; run the same command again to "
-                                "resume") from None
-    finally:
-        runner.close()
-
-
-class _Validation:
-    """`layerscope profile` taken in :data:`VALIDATION_PROFILES` parts between the bisect's final rounds, so
-    that the reference sees the same machine as the bisect (a shared machine drifts between two phases run one
-    after the other); parts the rounds did not take (rounds from the cache) are taken at the end."""
-
-    def __init__(self, backend: Backend, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig,
-                 weights: Mapping[str, float], *, runs: int, rounds: int) -> None:
-        self.graph, self.feeds, self.config, self.weights = graph, feeds, config, weights
-        self.backend = backend
-        self.parts = min(VALIDATION_PROFILES, rounds)
-        self.runs = -(-runs // self.parts)
-        self.every = max(1, rounds // self.parts)
-        self.profiles: list[Measurement] = []
-
-    def after_round(self, round_no: int) -> None:
-        if (round_no + 1) % self.every == 0 and len(self.profiles) < self.parts:
-            self._take()
-
-    def finish(self) -> list[Measurement]:
-        while len(self.profiles) < self.parts:
-            self._take()
-        return self.profiles
-
-    def _take(self) -> None:
-        self.profiles.append(self.backend.profile(self.graph, self.feeds, self.config, runs=self.runs,
-                                                  warmup=min(3, self.runs), weights=self.weights))

@@ -27,7 +27,7 @@ from typing import NoReturn
 
 import click
 
-from layerscope import __version__
+from layerscope import __version__, limits
 from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
 from layerscope.textsafe import terminal_text
@@ -87,8 +87,15 @@ class _Interrupted(Exception):
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, prog_name="layerscope")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-def cli(debug: bool) -> None:
+@click.option("--limit", "limit_values", multiple=True, metavar="NAME=N",
+              help="Raise (or lower) a budget checked before work: nodes, elements, loop_trips, run_s, import_lines "
+                   "(defaults in `layerscope.limits`; also LAYERSCOPE_LIMIT_<NAME>). Repeatable.")
+def cli(debug: bool, limit_values: tuple[str, ...]) -> None:
     """Where the inference time of a neural network goes, layer by layer, on the device it runs on."""
+    for text in limit_values:
+        name, value = limits.parse_assignment(text)
+        os.environ[limits.BUDGETS[name].variable] = value  # read by this process and the workers it starts
+        limits.limit(name)  # a value that is not a positive number: one line, exit 2
 
 
 #: Signals that stop a command the way Ctrl-C does (``kill``, ``docker stop``, a closed terminal or SSH session), and

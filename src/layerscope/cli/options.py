@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS
 from layerscope.model import Graph, parse_shape_arg
+from layerscope.workflows.common import Hooks, OptionError, PhaseUpdate, UsageConflict, command_runner, open_backend
 
 if TYPE_CHECKING:
     from layerscope.measure.backend import Backend
@@ -60,6 +62,35 @@ def print_shape_notes(graph: Graph) -> None:
 
     for line in shape_notes(graph.shape_source_counts(), graph.assumptions):
         click.echo(line, err=True)
+
+
+def _phases(labels: Mapping[str, str], units: Mapping[str, str] | None = None
+            ) -> AbstractContextManager[PhaseUpdate]:
+    from layerscope.cli.progress import phase_progress  # rich's progress only for a command that measures
+
+    return phase_progress(labels, units)
+
+
+def _warning(text: str) -> None:
+    click.echo(f"layerscope: warning: {text}", err=True)
+
+
+#: How a use case speaks on the command line: shape notes and warnings on stderr, progress bars on a terminal.
+CLI_HOOKS = Hooks(loaded=print_shape_notes, phases=_phases, warning=_warning)
+
+
+@contextmanager
+def usage_errors() -> Iterator[None]:
+    """A use case's errors about options as click's own: an :class:`OptionError` as a bad value of its option, a
+    :class:`UsageConflict` as a usage error (usage line, exit 2)."""
+    try:
+        yield
+    except OptionError as exc:
+        raise click.BadParameter(exc.detail, param_hint=exc.option) from None
+    except UsageConflict as exc:
+        raise click.UsageError(exc.message) from None
+
+
 def target_option(fn: FC) -> FC:
     """``--target/-t NAME|FILE`` (default ``host``); given twice with different values: exit 2 naming both."""
     return _one_value_option("--target", "-t", default="host", metavar="NAME|FILE",
@@ -205,25 +236,22 @@ def openvino_bench_options(fn: FC) -> FC:
     return fn
 
 
-def selected_backend(name: str, provider: str) -> tuple[Backend, str]:
-    """The measuring backend of ``--backend`` and the provider its sessions use: ``--provider`` for ONNX
-    Runtime, ``--device`` (with the other OpenVINO options) for OpenVINO. Exit 3 when it is not available."""
-    from layerscope.measure.backend import get_backend
-
-    if name != "openvino":
-        backend = get_backend(name)
-        backend.check_provider(provider)
-        return backend, provider
-    from layerscope.measure.openvino_backend import OpenVinoBackend, OpenVinoOptions
-
+def openvino_values() -> dict[str, Any]:
+    """The current command's OpenVINO options (``device``, ``precision``, ``performance_hint``, ``streams``;
+    their defaults outside a command)."""
     ctx = click.get_current_context(silent=True)
     values = dict(_OPENVINO_DEFAULTS)
     if ctx is not None:
         values.update(ctx.meta.get(_OPENVINO_KEY, {}))
-    ov_backend = OpenVinoBackend(OpenVinoOptions(precision=str(values["precision"]).lower(),
-                                                 performance_hint=str(values["performance_hint"]).upper(),
-                                                 streams=int(str(values["streams"]))))
-    return ov_backend, ov_backend.check_provider(str(values["device"]))
+    return values
+
+
+def selected_backend(name: str, provider: str) -> tuple[Backend, str]:
+    """The measuring backend of ``--backend`` and the provider its sessions use: ``--provider`` for ONNX
+    Runtime, ``--device`` (with the other OpenVINO options) for OpenVINO. Exit 3 when it is not available."""
+    values = openvino_values()
+    return open_backend(name, provider, device=str(values["device"]), precision=str(values["precision"]),
+                        performance_hint=str(values["performance_hint"]), streams=int(str(values["streams"])))
 
 
 _DEVICE_COMMAND_KEY = "layerscope.device_command"
@@ -274,22 +302,20 @@ def device_command_options(*, what: str, condition: str = "") -> Callable[[FC], 
     return decorate
 
 
+def device_command_values() -> dict[str, Any]:
+    """The current command's :func:`device_command_options` values by destination (``run_cmd``, ``compile_cmd``,
+    ``latency_regex``, ``latency_json``, ``latency_unit``, ``timeout_s``)."""
+    values: dict[str, Any] = {"run_cmd": None, "compile_cmd": None, "latency_regex": None, "latency_json": None,
+                              "latency_unit": "ms", "timeout_s": None}
+    values.update(click.get_current_context().meta.get(_DEVICE_COMMAND_KEY, {}))
+    return values
+
+
 def device_command() -> CommandRunner | None:
     """The command runner :func:`device_command_options` describe, or ``None`` without ``--run-cmd``; the options
     are checked first (exit 2: one of the others without ``--run-cmd``, a bad template or reader)."""
-    from layerscope.measure.runners import CommandRunner, CommandTemplate, LatencyReader
-
-    values: dict[str, Any] = click.get_current_context().meta.get(_DEVICE_COMMAND_KEY, {})
-    run_cmd, compile_cmd = values.get("run_cmd"), values.get("compile_cmd")
-    if run_cmd is None:
-        stray = [flag for flag, key in (("--compile-cmd", "compile_cmd"), ("--latency-regex", "latency_regex"),
-                                        ("--latency-json", "latency_json"), ("--timeout", "timeout_s"))
-                 if values.get(key) is not None]
-        if stray:
-            raise click.UsageError(f"{', '.join(stray)} only apply with --run-cmd")
-        return None
-    reader = LatencyReader.create(values.get("latency_regex"), values.get("latency_json"),
-                                  values.get("latency_unit") or "ms")
-    return CommandRunner(CommandTemplate.parse(run_cmd, "--run-cmd"), reader,
-                         compile=CommandTemplate.parse(compile_cmd, "--compile-cmd") if compile_cmd else None,
-                         timeout_s=values.get("timeout_s"))
+    values = device_command_values()
+    with usage_errors():
+        return command_runner(values["run_cmd"], values["compile_cmd"], latency_regex=values["latency_regex"],
+                              latency_json=values["latency_json"], latency_unit=values["latency_unit"] or "ms",
+                              timeout_s=values["timeout_s"])

@@ -17,8 +17,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +35,7 @@ from layerscope.cli.options import (
     target_option,
 )
 from layerscope.cli.outputs import OutputPath
-from layerscope.cli.progress import PhaseUpdate, phase_progress
+from layerscope.cli.progress import phase_progress
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.session import ort_provider
@@ -151,27 +149,3 @@ stress_option = click.option(
     help="Then measure in paired rounds without and with N background processes (default 1) streaming memory "
          "(arrays 4x the last-level cache) and report the change end to end, and per layer for profile; the "
          "layers that slow down most are marked memory_sensitive in the run.")
-
-
-def _which(stressed: bool) -> str:
-    return "stressed" if stressed else "baseline"
-
-
-@contextmanager
-def stress_progress(labels: Mapping[str, str], rounds: int, units: Mapping[str, str] | None = None
-                    ) -> Iterator[Callable[[bool, int], PhaseUpdate]]:
-    """One progress bar for the paired rounds: yields ``progress_for(stressed, round)``, the update function of
-    that measurement, whose phases (``labels``' keys) get their own bars."""
-    def key(stressed: bool, index: int, phase: str) -> str:
-        return f"{index}-{_which(stressed)}-{phase}"
-
-    combos = [(index, stressed) for index in range(rounds) for stressed in (False, True)]
-    all_labels = {key(stressed, index, phase): f"round {index + 1}/{rounds} {_which(stressed)}: {label}"
-                  for index, stressed in combos for phase, label in labels.items()}
-    all_units = {key(stressed, index, phase): unit for index, stressed in combos
-                 for phase, unit in (units or {}).items()}
-    with phase_progress(all_labels, all_units) as update:
-        def progress_for(stressed: bool, index: int) -> PhaseUpdate:
-            return lambda phase, done, total: update(key(stressed, index, phase), done, total)
-
-        yield progress_for

@@ -16,39 +16,29 @@ import click
 
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
+    CLI_HOOKS,
     backend_option,
     cli_dims,
     input_option,
     intra_threads_option,
     openvino_options,
+    openvino_values,
     opt_level_option,
     parse_shapes,
-    print_shape_notes,
     provider_option,
-    selected_backend,
     shape_option,
     target_option,
+    usage_errors,
 )
 from layerscope.cli.outputs import OutputPath, write_html
-from layerscope.cli.pipeline import stress_option, stress_progress
-from layerscope.cli.progress import phase_progress
-from layerscope.estimate import estimate_graph, simulate_timeline
-from layerscope.measure.backend import get_backend
-from layerscope.measure.inputs import feeder, make_inputs
-from layerscope.measure.profile import PartialProfile
-from layerscope.measure.session import SessionConfig, machine_info
-from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
-from layerscope.model import load_model
+from layerscope.cli.pipeline import stress_option
+from layerscope.measure.stress import StressSpec
 from layerscope.report.command_terminal import command_report
 from layerscope.report.exec_trace import LEVELS, execution_trace
 from layerscope.report.units import human_us
-from layerscope.run import add_measurement, add_partial_latency, add_timeline, estimate_run, save_run
+from layerscope.run import save_run
 from layerscope.runfile.models import Latency, RunFile
-from layerscope.samples import DEFAULT_SAMPLE, sample_path
-from layerscope.targets import load_profile
-
-_PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled": "warm-up (profiler on)",
-           "profiled": "profiled runs"}
+from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, profile
 
 
 @click.command("profile")
@@ -84,35 +74,19 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime or OpenVINO, beside its
     estimate."""
-    # exit 3 before any work when the provider (OpenVINO: the device) is missing
-    backend, provider = selected_backend(backend_name, provider)
-    model = model if model is not None else sample_path(DEFAULT_SAMPLE)
-    graph = load_model(model, parse_shapes(shapes), cli_dims(), feeds=feeder(input_specs, seed))
-    print_shape_notes(graph)
-    feeds = make_inputs(graph, input_specs, seed)
-    profile = load_profile(target)
-    estimate = estimate_graph(graph, profile)
-    weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    config = SessionConfig(provider=provider, threads=threads,
-                           opt_level=opt_level if backend_name == "onnxruntime" else "compiler")
+    openvino = openvino_values()
+    request = ProfileRequest(model, target=target, shapes=parse_shapes(shapes), dims=cli_dims(), inputs=input_specs,
+                             runs=runs, warmup=warmup, seed=seed, threads=threads, opt_level=opt_level,
+                             provider=provider, backend=backend_name, device=str(openvino["device"]),
+                             precision=str(openvino["precision"]),
+                             performance_hint=str(openvino["performance_hint"]),
+                             streams=int(str(openvino["streams"])), timeline=timeline, stress=stress)
     try:
-        with phase_progress(_PHASES) as progress:
-            measurement = backend.profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights,
-                                          progress=progress)
-    except PartialProfile as partial:
-        _keep_partial(estimate_run(graph, estimate, profile), partial, json_out, html_out, backend.name)
-    run = add_measurement(estimate_run(graph, estimate, profile), measurement)
-    if timeline:
-        run = add_timeline(run, simulate_timeline(graph, profile, None, costs=estimate.costs),
-                           profile.ddr_nominal_bytes_per_s)
-    interrupted = measurement.interrupted
-    if stress is not None and not interrupted:
-        with stress_progress(_PHASES, stress.rounds) as progress_for:
-            experiment = paired_rounds(lambda stressed, i: backend.profile(
-                graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress_for(stressed, i)),
-                stress, interrupted=lambda m: m.interrupted)
-        run = add_stress(run, experiment, lambda m: m.latency, model_threads=threads, layer_times=layer_medians)
-        interrupted = experiment.cut_short(stress, lambda m: m.interrupted)
+        with usage_errors():
+            result = profile(request, CLI_HOOKS)
+    except PartialProfileRun as partial:
+        _keep_partial(partial, json_out, html_out)
+    run, interrupted = result.run, result.interrupted
     if json_out is not None:
         written = save_run(run, json_out)
     if html_out is not None:
@@ -138,11 +112,10 @@ def _saved_note(paths: list[Path], mark: str) -> str:
     return f"what was measured is saved in {', '.join(map(str, paths))} (marked {mark})"
 
 
-def _keep_partial(run: RunFile, partial: PartialProfile, json_out: Path | None,
-                  html_out: Path | None, backend_name: str = "onnxruntime") -> NoReturn:
+def _keep_partial(partial: PartialProfileRun, json_out: Path | None, html_out: Path | None) -> NoReturn:
     """Print and save the end-to-end runs of a profile interrupted before its profiled runs, then re-raise."""
-    version = get_backend(backend_name).info().version
-    run = add_partial_latency(run, partial, backend_version=version, machine=machine_info(), backend=backend_name)
+    run = partial.run
+    assert isinstance(run, RunFile)  # a profile's partial run is typed
     lat = run.latency or Latency()  # add_partial_latency always writes it
     SafeConsole().print(f"PARTIAL: interrupted before the profiled runs; {lat.samples} of {partial.planned_runs} "
                         f"end-to-end runs: median {human_us(lat.median_us or 0.0)}, "
