@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+DOCS_STAMP := $(VENV)/.installed-docs
 # Wide enough for the layer table when the output is not a terminal.
 export COLUMNS ?= 120
 
@@ -11,7 +12,7 @@ export COLUMNS ?= 120
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null && echo sudo)
 
-.PHONY: run test lint typecheck bench clean browser
+.PHONY: run test lint typecheck docs bench clean browser
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -24,6 +25,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
 
 # Idempotent: nothing happens when chromium is there; quiet; no prompt (CI runs as root with no stdin).
 $(CHROMIUM):
@@ -45,11 +50,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml, docs/) into out/site; --strict: any warning, such as a link or an anchor that
+# does not resolve, fails the build. The variable silences mkdocs-material's banner about its successor.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # The Ray tests (marker `ray`) start a Ray cluster: they run in a network namespace of their own with loopback
 # alone, so Ray's node address is 127.0.0.1 and no traffic can reach another address.
 LOOPBACK_ONLY := unshare -n sh -c 'ip link set lo up && exec "$$@"' sh
 
-test: lint typecheck $(CHROMIUM)
+test: lint typecheck docs $(CHROMIUM)
 	$(BIN)/python -m pytest -q -m "not ray"
 	@if unshare -n true 2>/dev/null; then \
 		$(LOOPBACK_ONLY) $(BIN)/python -m pytest -q -m ray; \
