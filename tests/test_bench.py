@@ -313,7 +313,7 @@ def test_wrong_input_file_exits_2_naming_expected_and_given(tmp_path: Path, caps
 def test_ctrl_c_prints_and_saves_what_was_measured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Ctrl-C (simulated after 4 measured runs) during measurement: table printed, run file saved, exit 130."""
-    from layerscope.workflows import bench as bench_cli  # the use case `layerscope bench` runs
+    from layerscope.runtimes.onnxruntime import runtime as bench_cli  # opens the session `layerscope bench` times
 
     real_make_session = bench_cli.make_session
 

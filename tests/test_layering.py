@@ -1,7 +1,7 @@
 """The data flow runs one way: no module imports a package above its own (DESIGN.md, STYLE.md).
 
-model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / run ─▶ importers ─▶ analysis ─▶ report ─▶ workflows
-─▶ cli
+model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / run ─▶ runtimes ─▶ importers ─▶ analysis ─▶ report
+─▶ workflows ─▶ cli
 (an importer of a runtime's profile maps its kernels with that runtime's fusion map, from ``measure``).
 Every import of a ``layerscope`` module counts, also one inside a function or under ``TYPE_CHECKING``: a type
 that points up the flow is a dependency that points up the flow.
@@ -28,11 +28,12 @@ RANKS: dict[str, int] = {
     "estimate": 4,
     "runfile": 5,
     "measure": 6, "run": 6, "run_merge": 6,
-    "importers": 7,
-    "analysis": 8,
-    "report": 9,
-    "workflows": 10, "api": 10, "sweep": 10,
-    "cli": 11, "__main__": 11, "__init__": 11,
+    "runtimes": 7,
+    "importers": 8,
+    "analysis": 9,
+    "report": 10,
+    "workflows": 11, "api": 11, "sweep": 11,
+    "cli": 12, "__main__": 12, "__init__": 12,
 }
 #: The one upward import allowed, and why: ``layerscope.estimate`` names both this package and the API's function
 #: (``layerscope.estimate(model, ...)``); Python binds the name to the package once it is imported, so the package

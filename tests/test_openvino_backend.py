@@ -16,12 +16,13 @@ from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.errors import BackendUnavailable
 from layerscope.importers.openvino import parse_csv
-from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
+from layerscope.measure.openvino_backend import OpenVinoBackend
 from layerscope.measure.profile import Measurement, attribution_violations
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.runfile import load
+from layerscope.runtimes.registry import get_runtime
 from layerscope.samples import sample_path
 
 ov = pytest.importorskip("openvino")
@@ -33,7 +34,7 @@ _COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", 
 
 def _profile(path: Path, runs: int = 1, warmup: int = 0) -> tuple[Measurement, object]:
     graph = load_model(path)
-    backend = get_backend("openvino")
+    backend = OpenVinoBackend()
     measurement = backend.profile(graph, make_inputs(graph, ()), SessionConfig(provider="cpu", threads=1),
                                   runs=runs, warmup=warmup)
     return measurement, graph
@@ -121,10 +122,10 @@ def test_a_reorder_serves_the_layers_whose_data_it_converts(tmp_path: Path) -> N
 
 
 def test_absent_device_is_unavailable_naming_those_present() -> None:
-    backend = get_backend("openvino")
+    backend = OpenVinoBackend()
     present = ov.Core().available_devices
     assert backend.check_provider("cpu") == "CPU" and "CPU" in present
-    assert "AUTO" in backend.info().available_providers
+    assert "AUTO" in get_runtime("openvino").info().available_providers
     if "NPU" not in present:
         with pytest.raises(BackendUnavailable, match="'NPU' is not available here; available: CPU"):
             backend.check_provider("NPU")

@@ -215,7 +215,7 @@ _IMPORT_CUT_SHORT = textwrap.dedent("""
 
     from layerscope.cli.main import main
     from layerscope.errors import BackendUnavailable
-    from layerscope.measure import backend
+    from layerscope.runtimes.onnxruntime import runtime as backend
 
     def import_cut_short():
         try:

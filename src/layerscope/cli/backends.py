@@ -1,7 +1,7 @@
 """``layerscope backends``: the runtimes layerscope measures per layer with, what each can do here.
 
-For each backend (:mod:`layerscope.measure.backend`): its runtime version, the execution providers it knows
-and whether each is available in the installed build, its graph-optimization levels and its capabilities.
+For each runtime ``--backend`` offers (:mod:`layerscope.runtimes.registry`): its version, the execution providers
+it knows and whether each is available in the installed build, its graph-optimization levels and its capabilities.
 ``--format json`` prints the same as JSON. Nothing is measured.
 """
 
@@ -17,8 +17,10 @@ from rich.text import Text
 
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import Command, deprecated_option
-from layerscope.measure.backend import BACKENDS, CAPABILITIES, BackendInfo, get_backend
 from layerscope.report.terminal import key_value_grid
+from layerscope.runtimes import registry
+from layerscope.runtimes.base import BackendInfo
+from layerscope.runtimes.spec import CAPABILITIES
 
 
 @click.command("backends", cls=Command)
@@ -27,7 +29,7 @@ from layerscope.report.terminal import key_value_grid
 @deprecated_option("--json", dest="fmt", new="--format json", value="json", is_flag=True, default=False)
 def command(*, fmt: str) -> None:
     """List the measuring backends, their providers here and their capabilities."""
-    infos = [get_backend(name).info() for name in BACKENDS]
+    infos = [registry.get_runtime(name).info() for name in registry.choices()]
     if fmt == "json":
         echo_json(json.dumps([asdict(info) for info in infos], indent=1))
         return

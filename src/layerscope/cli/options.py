@@ -10,11 +10,12 @@ import click
 
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS
 from layerscope.model import Graph, parse_shape_arg
-from layerscope.workflows.common import Hooks, OptionError, PhaseUpdate, UsageConflict, command_runner, open_backend
+from layerscope.runtimes import registry
+from layerscope.workflows.common import Hooks, OptionError, PhaseUpdate, UsageConflict, command_runner, open_runtime
 
 if TYPE_CHECKING:
-    from layerscope.measure.backend import Backend
     from layerscope.measure.runners import CommandRunner
+    from layerscope.runtimes.base import OpenRuntime
 
 FC = TypeVar("FC", bound=Callable[..., object])
 
@@ -198,7 +199,7 @@ _OPENVINO_KEY = "layerscope.openvino"
 _OPENVINO_DEFAULTS = {"device": "CPU", "precision": "", "performance_hint": "LATENCY", "streams": 0}
 
 backend_option = click.option(
-    "--backend", "backend_name", type=click.Choice(["onnxruntime", "openvino"]), default="onnxruntime",
+    "--backend", "backend_name", type=click.Choice(list(registry.choices())), default=registry.DEFAULT,
     show_default=True, help="Runtime that measures: ONNX Runtime (--provider) or OpenVINO (--device ...).")
 
 
@@ -246,11 +247,12 @@ def openvino_values() -> dict[str, Any]:
     return values
 
 
-def selected_backend(name: str, provider: str) -> tuple[Backend, str]:
-    """The measuring backend of ``--backend`` and the provider its sessions use: ``--provider`` for ONNX
-    Runtime, ``--device`` (with the other OpenVINO options) for OpenVINO. Exit 3 when it is not available."""
+def selected_backend(name: str, provider: str) -> OpenRuntime:
+    """The measuring runtime of ``--backend`` opened with the options it reads: ``--provider`` for ONNX Runtime,
+    ``--device`` (with the other OpenVINO options) for OpenVINO; its ``provider`` is what its sessions use. Exit 3
+    when it is not available."""
     values = openvino_values()
-    return open_backend(name, provider, device=str(values["device"]), precision=str(values["precision"]),
+    return open_runtime(name, provider, device=str(values["device"]), precision=str(values["precision"]),
                         performance_hint=str(values["performance_hint"]), streams=int(str(values["streams"])))
 
 

@@ -1198,7 +1198,7 @@ def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, 
 
 def _measurement_section(result: BisectResult) -> dict[str, Any]:
     runner = result.runner
-    local = runner.get("runner") in ("onnxruntime", "openvino")
+    local = "run_cmd" not in runner  # a runtime in this process; a device command records its command
     section = {"backend": runner.get("runner") if local else "device command",
                "backend_version": runner.get("version", ""),
                "provider": runner.get("provider", "") or runner.get("device", ""),
@@ -1206,7 +1206,7 @@ def _measurement_section(result: BisectResult) -> dict[str, Any]:
                "runs": result.runs, "machine": machine_info() if local else {},
                "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "layerscope bisect",
                "kind": "differential"}
-    if runner.get("runner") == "openvino":
+    if local and "device" in runner:  # a compiling runtime: the device, precision and hint it compiled for
         section.update({"device": runner.get("device"), "precision": runner.get("precision") or "default",
                         "performance_hint": runner.get("performance_hint")})
     if not local:

@@ -1,7 +1,7 @@
 """OpenVINO as a measuring backend: a compiling runtime whose compiler reports its own fusion map.
 
-Contract of :class:`OpenVinoBackend` (the second implementation of
-:class:`~layerscope.measure.backend.Backend`; ``openvino`` is imported only when a method needs it):
+Contract of :class:`OpenVinoBackend` (what :mod:`layerscope.runtimes.openvino` measures with; ``openvino`` is
+imported only when a method needs it):
 
 - ``provider`` is an OpenVINO device (``CPU``, ``GPU``, ``NPU``, ``AUTO``; case-insensitive);
   :meth:`~OpenVinoBackend.check_provider` returns OpenVINO's name for it or raises ``BackendUnavailable``
@@ -56,6 +56,7 @@ from layerscope.measure.profile import (
     layer_results,
 )
 from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.model.ml_domain import openvino_ml_failure
 from layerscope.model.random_inputs import runtime_failure
 from layerscope.model.types import Graph
 from layerscope.stats import drift, summarize
@@ -152,7 +153,8 @@ def compile_for(graph: ModelFile, config: SessionConfig, options: OpenVinoOption
                                   properties)
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
         precision = options.precision or _device_precision(core, device)
-        raise compile_failure(graph.name, device, exc, precision) from None
+        raise openvino_ml_failure(graph.name, graph.path, device) or compile_failure(graph.name, device, exc,
+                                                                                      precision) from None
 
 
 def _device_precision(core: Any, device: str) -> str:
@@ -556,16 +558,6 @@ class OpenVinoBackend:
     def __init__(self, options: OpenVinoOptions | None = None) -> None:
         self.options = options or OpenVinoOptions()
 
-    def info(self) -> Any:
-        from layerscope.measure.backend import BackendInfo
-
-        capabilities = ("kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads")
-        try:
-            import openvino
-        except ImportError:
-            return BackendInfo(self.name, "", capabilities, DEVICES, (), ())
-        return BackendInfo(self.name, openvino.get_version(), capabilities, DEVICES, available_devices(), ())
-
     def check_provider(self, provider: str) -> str:
         return device_name(provider)
 
@@ -622,7 +614,7 @@ class OpenVinoBackend:
             latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
             latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
             performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
-            streams=int(compiled.get_property("NUM_STREAMS")))
+            streams=int(compiled.get_property("NUM_STREAMS")), latency_source="uninstrumented InferRequest.infer")
 
 
 def _type_name(value: Any) -> str:

@@ -94,6 +94,8 @@ class Measurement:
     precision: str = ""
     performance_hint: str = ""
     streams: int = 0
+    #: How the end-to-end runs were timed, as the run's ``latency`` section says.
+    latency_source: str = "uninstrumented session.run"
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property

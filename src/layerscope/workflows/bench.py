@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from layerscope.measure.bench import DEFAULT_RUNS, DEFAULT_WARMUP_RUNS, BenchConfig, run_bench, run_from_bench
+from layerscope.measure.bench import DEFAULT_RUNS, DEFAULT_WARMUP_RUNS, BenchConfig, run_from_bench
 from layerscope.measure.inputs import resolve_inputs
-from layerscope.measure.session import SessionConfig, machine_info, make_session, ort_provider
+from layerscope.measure.session import machine_info
 from layerscope.measure.stress import StressSpec, add_stress, paired_rounds
 from layerscope.runfile.models import RunFile
 from layerscope.workflows.common import (
@@ -25,7 +24,7 @@ from layerscope.workflows.common import (
     UsageConflict,
     load_graph,
     model_or_sample,
-    open_backend,
+    open_runtime,
     stress_phases,
 )
 
@@ -38,7 +37,8 @@ class BenchRequest:
     """``layerscope bench``'s options (``model`` ``None``: the bundled sample). ``runs`` ``None``: the default
     count unless ``duration`` (seconds) is given; ``streams``: concurrent inference streams on one session;
     ``threads``: ONNX Runtime's intra-op threads (0: its default); ``device``, ``precision`` and
-    ``performance_hint`` are OpenVINO's (``backend="openvino"``)."""
+    ``performance_hint`` are a compiling runtime's (OpenVINO's); ``backend``: a name from
+    :func:`layerscope.runtimes.registry.choices`."""
 
     model: PathLike | None = None
     warmup: int = DEFAULT_WARMUP_RUNS
@@ -76,48 +76,27 @@ def bench(request: BenchRequest, hooks: Hooks = QUIET) -> BenchResult:
         raise UsageConflict("give --runs or --duration, not both")
     config = BenchConfig(warmup_runs=r.warmup, runs=None if r.duration is not None else r.runs or DEFAULT_RUNS,
                          duration_s=r.duration, streams=r.streams)
-    backend, provider = open_backend(r.backend, r.provider, device=r.device, precision=r.precision,
-                                     performance_hint=r.performance_hint)  # exit 3 before any work
+    backend = open_runtime(r.backend, r.provider, device=r.device, precision=r.precision,
+                           performance_hint=r.performance_hint)  # exit 3 before any work
     hooks.ready()
-    session_config = SessionConfig(provider=provider, threads=r.threads,
-                                   opt_level=r.opt_level if r.backend == "onnxruntime" else "compiler")
-    model_path = model_or_sample(r.model)
-    graph = load_graph(model_path, r.shapes, r.dims, r.inputs, seed=r.seed, hooks=hooks)
+    session_config = backend.session_config(r.threads, r.opt_level)
+    graph = load_graph(model_or_sample(r.model), r.shapes, r.dims, r.inputs, seed=r.seed, hooks=hooks)
     inputs = resolve_inputs(graph, r.inputs, r.seed)
-    backend_version = backend.info().version
-    settings: dict[str, Any] = {}  # OpenVINO: what its compiler chose (device, precision, hint, streams, threads)
-    throughput = False
-    if r.backend == "openvino":
-        from layerscope.measure.openvino_backend import InferSession, OpenVinoBackend, compile_for, compiled_settings
-
-        assert isinstance(backend, OpenVinoBackend)
-        compiled = compile_for(graph, session_config, backend.options, profiling=False)
-        session: Any = InferSession(compiled, r.streams)
-        settings = {"device": provider, **compiled_settings(compiled)}
-        throughput = str(compiled.get_property("PERFORMANCE_HINT")) != "LATENCY"
-        full_provider = provider
-    else:
-        full_provider = ort_provider(provider)
-        session = make_session(model_path, session_config)
+    backend_version = backend.version()
+    session = backend.bench_session(graph, session_config, r.streams)
     units = {"measure": "s" if config.duration_s is not None else "runs"}
     with hooks.phases(PHASES, units) as progress:
-        if throughput:  # OpenVINO's throughput mode: an AsyncInferQueue, --streams requests (1: its optimum)
-            from layerscope.measure.openvino_backend import async_bench
-
-            jobs = r.streams if r.streams > 1 else int(
-                session.compiled.get_property("OPTIMAL_NUMBER_OF_INFER_REQUESTS"))
-            result = async_bench(session.compiled, inputs.arrays, config, jobs, progress)
-            settings.update(mode="throughput: AsyncInferQueue", async_requests=jobs)
-        else:
-            result = run_bench(session, inputs.arrays, config, progress)
-    run = run_from_bench(graph, result, session_config=session_config, provider=full_provider, inputs=inputs,
-                         seed=r.seed, machine=machine_info(), backend=r.backend, backend_version=backend_version,
+        result = session.measure(inputs.arrays, config, progress)
+    settings = session.settings  # what a compiling runtime chose (device, precision, hint, streams, threads)
+    run = run_from_bench(graph, result, session_config=session_config, provider=session.provider, inputs=inputs,
+                         seed=r.seed, machine=machine_info(), backend=backend.spec.name,
+                         backend_version=backend_version,
                          settings=settings or None)
     interrupted = result.interrupted
     if r.stress is not None and not interrupted:
         with stress_phases(hooks, PHASES, r.stress.rounds, units) as progress_for:
-            experiment = paired_rounds(lambda stressed, i: run_bench(  # (latency mode)
-                session, inputs.arrays, config, progress_for(stressed, i)), r.stress,
+            experiment = paired_rounds(lambda stressed, i: session.measure_latency(
+                inputs.arrays, config, progress_for(stressed, i)), r.stress,
                 interrupted=lambda b: b.interrupted)
         run = add_stress(run, experiment, lambda b: b.latency, model_threads=r.threads * r.streams)
         interrupted = experiment.cut_short(r.stress, lambda b: b.interrupted)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from layerscope.estimate import estimate_graph
-from layerscope.measure.backend import Backend, get_backend
 from layerscope.measure.cuts import BOUNDARY_SHARE, CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,
@@ -35,13 +34,17 @@ from layerscope.measure.differential import (
     with_systematic,
 )
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.openvino_backend import OpenVinoBackend
-from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups, group_cuts
+from layerscope.measure.openvino_runner import group_cuts
 from layerscope.measure.profile import Measurement
-from layerscope.measure.runners import CommandRunner, OrtRunner, Runner, WarmWith
-from layerscope.measure.session import SessionConfig, ort_provider
+from layerscope.measure.runners import CommandRunner, Runner, WarmWith
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.run import run_from_estimate
+from layerscope.runtimes import registry
+from layerscope.runtimes.base import BisectTiming, OpenRuntime
+from layerscope.runtimes.onnxruntime import SPEC as onnxruntime_spec
+from layerscope.runtimes.openvino import SPEC as openvino_spec
+from layerscope.runtimes.spec import RuntimeSpec
 from layerscope.sweep.devices import RayDevicePool, parse_devices
 from layerscope.targets import load_profile
 from layerscope.workflows.common import (
@@ -52,7 +55,7 @@ from layerscope.workflows.common import (
     command_runner,
     load_graph,
     model_or_sample,
-    open_backend,
+    open_runtime,
 )
 
 #: The validation's profile is taken in this many parts between the bisect's rounds.
@@ -60,7 +63,7 @@ VALIDATION_PROFILES = 5
 #: Profiled runs per prefix that time its cut's own cost on ONNX Runtime, unless ``boundary_runs`` says.
 BOUNDARY_RUNS = 10
 #: On OpenVINO without ``recompile_every``: each timed model compiled afresh every this many visits.
-OPENVINO_RECOMPILE_EVERY = 20
+OPENVINO_RECOMPILE_EVERY = openvino_spec.recompile_every
 #: On ONNX Runtime without ``repeats``: more than 60 rounds while their timed runs fit in this many seconds.
 AUTO_ROUNDS_S = 15.0
 
@@ -129,16 +132,11 @@ def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> dict[str, Any]:
                             latency_unit=r.latency_unit or "ms", timeout_s=r.timeout_s)
     _check_together(r, device)
     device_names = parse_devices(r.devices) if r.devices is not None else ()
-    backend: Backend | None = None
-    provider = r.provider
-    if device is not None:
-        pass
-    elif r.backend == "openvino":  # exit 3 before any work when the device is missing
-        backend, provider = open_backend(r.backend, provider, device=r.device, precision=r.precision,
-                                         performance_hint=r.performance_hint)
-    else:
-        ort_provider(provider)  # exit 3 before any work when the provider is missing
-        backend = get_backend("onnxruntime")
+    backend: OpenRuntime | None = None
+    if device is None:  # exit 3 before any work when the runtime, provider or device is missing
+        backend = open_runtime(r.backend, r.provider, device=r.device, precision=r.precision,
+                               performance_hint=r.performance_hint)
+    spec = backend.spec if backend is not None else _spec("command")
     config = BisectConfig(granularity="layer" if r.granularity == "layer" else "segment", segments=r.segments,
                           repeats=r.repeats or (10 if device is not None else 60),
                           rounds_s=AUTO_ROUNDS_S if r.repeats is None and device is None else 0.0, pilot=r.pilot,
@@ -153,39 +151,33 @@ def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> dict[str, Any]:
     profile = load_profile(r.target)
     estimate = estimate_graph(graph, profile)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    openvino = isinstance(backend, OpenVinoBackend)
-    session_config = SessionConfig(provider=provider, threads=r.threads,
-                                   opt_level="compiler" if openvino else r.opt_level)
+    session_config = backend.session_config(r.threads, r.opt_level) if backend is not None \
+        else SessionConfig(provider=r.provider, threads=r.threads, opt_level=r.opt_level)
     feeds = make_inputs(graph, r.inputs, r.seed)
     runner: Runner
-    if device is not None:
+    if backend is None:
+        assert device is not None
         runner = device
-    elif isinstance(backend, OpenVinoBackend):
-        runner = OpenVinoRunner(session_config, backend.options, feeds, runs_per_visit=r.runs_per_visit,
-                                visit_warmup=visit_warmup(r.visit_warmup, openvino=True),
-                                warm_with=warm_with(r.warm_with),
-                                clock="cpu" if r.clock == "cpu" else "wall",
-                                recompile_every=_recompile_every(r.recompile_every, openvino=True))
     else:
-        runner = OrtRunner(session_config, feeds, runs_per_visit=r.runs_per_visit,
-                           visit_warmup=visit_warmup(r.visit_warmup, openvino=False),
-                           warm_with=warm_with(r.warm_with),
-                           clock="cpu" if r.clock == "cpu" else "wall",
-                           recompile_every=_recompile_every(r.recompile_every, openvino=False))
-    cache_dir = Path(r.cache_dir) if r.cache_dir is not None else None
+        runner = backend.bisect_runner(session_config, feeds, BisectTiming(
+            runs_per_visit=r.runs_per_visit, visit_warmup=r.visit_warmup, warm_with=warm_with(r.warm_with),
+            clock="cpu" if r.clock == "cpu" else "wall", recompile_every=r.recompile_every))
+    # absolute: a device command runs in a folder of its own, where a relative cache path would name nothing
+    cache_dir = Path(r.cache_dir).resolve() if r.cache_dir is not None else None
     store = SampleStore(None if r.no_cache else (cache_dir or default_cache_dir()))
     planner = CutPlanner.for_model(graph, [e.latency_us for e in estimate.layers],
                                    bandwidth_bytes_per_s=profile.ddr_bandwidth_bytes_per_s)
-    if isinstance(backend, OpenVinoBackend) and r.cut_rule != "heuristic":
-        planner = planner.with_fused_groups(group_cuts(planner.graph, fused_groups(graph, session_config,
-                                                                                   backend.options)))
+    groups = backend.fused_groups(graph, session_config) if backend is not None and r.cut_rule != "heuristic" \
+        else None
+    if groups is not None:
+        planner = planner.with_fused_groups(group_cuts(planner.graph, groups))
     validation = _Validation(backend, graph, feeds, session_config, weights, runs=r.validate_runs,
                              rounds=config.repeats) if r.validate and backend is not None else None
     pool = RayDevicePool(device, device_names, address=r.ray_address) \
         if device is not None and device_names else None
     try:
         result = _measure(planner, runner, config, store, validation.after_round if validation else None,
-                          hooks=hooks, pool=pool)
+                          hooks=hooks, pool=pool, keep_models=spec.can("model-files"))
     finally:
         if pool is not None:
             pool.close()
@@ -203,11 +195,12 @@ def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> dict[str, Any]:
         profiles = validation.finish()
         checks = compare_with_profile(result, profiles, weights)
     run = add_bisect(run_from_estimate(graph, estimate, profile), result, weights, checks, profiles)
-    if isinstance(runner, OpenVinoRunner) and runner.settings:  # what the compiler chose, not the hint
-        run["measurement"]["precision"] = runner.settings["precision"]
+    precision = backend.chosen_precision(runner) if backend is not None else None
+    if precision is not None:  # what the compiler chose, not the hint
+        run["measurement"]["precision"] = precision
     if planner.locked:
         run["bisect"]["cuts"] = {"rule": "exec-graph", "locked": len(planner.locked)}
-    elif isinstance(backend, OpenVinoBackend) or r.cut_rule == "heuristic":
+    elif spec.can("exec-graph-cuts") or r.cut_rule == "heuristic":
         run["bisect"]["cuts"] = {"rule": "heuristic", "locked": 0}
     return run
 
@@ -216,10 +209,13 @@ def _check_together(r: BisectRequest, device: CommandRunner | None) -> None:
     """Options that do not go together (:class:`UsageConflict`), in the order the command checks them."""
     if r.validate and device is not None:
         raise UsageConflict("--validate compares with the runtime's profiler: it cannot check --run-cmd")
-    if r.backend != "onnxruntime" and device is not None:
-        raise UsageConflict("--backend openvino times in this process: not with --run-cmd")
-    if r.cut_rule == "exec-graph" and r.backend != "openvino":
-        raise UsageConflict("--cuts exec-graph reads OpenVINO's execution graph: give --backend openvino")
+    if r.backend != registry.DEFAULT and device is not None:
+        raise UsageConflict(f"--backend {r.backend} times in this process: not with --run-cmd")
+    if r.cut_rule == "exec-graph" and not _spec(r.backend).can("exec-graph-cuts"):
+        cutters = registry.with_capability("exec-graph-cuts")
+        titles = " or ".join(registry_title(name) for name in cutters)
+        raise UsageConflict(f"--cuts exec-graph reads {titles}'s execution graph: give "
+                            f"{' or '.join(f'--backend {name}' for name in cutters)}")
     if r.recompile_every is not None and device is not None:
         raise UsageConflict("--recompile-every compiles in this process: a --run-cmd device compiles each model "
                             "once with --compile-cmd")
@@ -232,6 +228,20 @@ def _check_together(r: BisectRequest, device: CommandRunner | None) -> None:
         raise UsageConflict("--ray schedules the --devices pool: give --devices")
     if device is not None and "device" in _fields(device) and r.devices is None:
         raise UsageConflict("the command names {device}: give the pool with --devices")
+
+
+def _spec(name: str) -> RuntimeSpec:
+    """The registered runtime ``name``'s description; ``InputError`` (exit 2) naming the known ones."""
+    spec = registry.spec(name)
+    if spec is None:
+        registry.get_runtime(name)  # raises, naming the known runtimes
+        raise AssertionError(name)
+    return spec
+
+
+def registry_title(name: str) -> str:
+    """How a sentence names the registered runtime ``name``."""
+    return _spec(name).title
 
 
 def _statistic(choice: str, *, device: bool) -> Statistic:
@@ -258,24 +268,12 @@ def warm_with(choice: str) -> WarmWith:
     return "self" if choice == "self" else "loop" if choice == "loop" else "whole"
 
 
-def _recompile_every(visits: int | None, *, openvino: bool) -> int:
-    """``--recompile-every``: by default every :data:`OPENVINO_RECOMPILE_EVERY` visits on OpenVINO, never on ONNX
-    Runtime. On OpenVINO one compilation of ResNet-50 ran 2 % slower than three others of the same model, steadily
-    (:class:`~layerscope.measure.runners.Recompile`), and such an offset of a prefix is up to a third of a segment
-    of 5 % of the time; ONNX Runtime's bisect met its accuracy goals with one session per model."""
-    if visits is not None:
-        return visits
-    return OPENVINO_RECOMPILE_EVERY if openvino else 0
-
-
 def visit_warmup(runs: int | None, *, openvino: bool) -> int:
-    """``--visit-warmup``: by default 4 on OpenVINO, 1 on ONNX Runtime. On OpenVINO a model warmed by one run of its
-    own still timed 5-8% over its back-to-back time on SqueezeNet (the other models of the round in between);
-    warmed by four, SqueezeNet's bisect met both accuracy goals in 6 runs of 6 and YOLOv5s-320's in 4 of 6
-    (README)."""
+    """``--visit-warmup``: ``runs``, else the runtime's default (:attr:`~layerscope.runtimes.spec.RuntimeSpec.
+    visit_warmup`: 4 on OpenVINO, 1 on ONNX Runtime)."""
     if runs is not None:
         return runs
-    return 4 if openvino else 1
+    return (openvino_spec if openvino else onnxruntime_spec).visit_warmup
 
 
 @contextmanager
@@ -295,13 +293,13 @@ def _fields(runner: CommandRunner) -> frozenset[str]:
 
 def _measure(planner: CutPlanner, runner: Runner, config: BisectConfig, store: SampleStore,
              after_round: Callable[[int], None] | None, *, hooks: Hooks,
-             pool: DevicePool | None = None) -> BisectResult:
+             pool: DevicePool | None = None, keep_models: bool = False) -> BisectResult:
     """The bisect with a progress bar; on Ctrl-C, where the samples measured so far are, then re-raised."""
     labels = {"measure": "measuring (final rounds)", "boundary": "cut costs (profiled prefixes)"}
     labels.update({f"pilot-{i}": "coarse segments (pilot)" if i == 0 else f"refinement {i} (pilot)"
                    for i in range(64)})
     try:
-        with _workdir(store, keep=not isinstance(runner, OrtRunner)) as workdir, hooks.phases(labels, None) as progress:
+        with _workdir(store, keep=keep_models) as workdir, hooks.phases(labels, None) as progress:
             return run_bisect(planner, runner, config, store, workdir=workdir, progress=progress,
                               after_round=after_round, pool=pool)
     except KeyboardInterrupt:
@@ -317,7 +315,7 @@ class _Validation:
     that the reference sees the same machine as the bisect (a shared machine drifts between two phases run one
     after the other); parts the rounds did not take (rounds from the cache) are taken at the end."""
 
-    def __init__(self, backend: Backend, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig,
+    def __init__(self, backend: OpenRuntime, graph: Graph, feeds: Mapping[str, Any], config: SessionConfig,
                  weights: Mapping[str, float], *, runs: int, rounds: int) -> None:
         self.graph, self.feeds, self.config, self.weights = graph, feeds, config, weights
         self.backend = backend

@@ -3,7 +3,9 @@ of them take (load the model, open the measuring runtime, build a device command
 
 Names: a request's field is the command's option under the option's own name (``--runs`` -> ``runs``,
 ``--opt-level`` -> ``opt_level``), except :data:`RENAMED`. An output option (``-o/--json``, ``--html``, ``--top``,
-``--format``) is no field: the use case returns the run and the caller writes or renders it.
+``--format``) is no field: the use case returns the run and the caller writes or renders it. It is one where it
+names what the use case makes (``calibrate -o``: the profile; ``sweep --out``: the folder), shapes what it returns
+(``advise --top``: the hot spots the findings keep) or says what the input is (``import --format``).
 """
 
 from __future__ import annotations
@@ -22,13 +24,15 @@ from layerscope.model.types import Graph
 if TYPE_CHECKING:
     import numpy as np
 
-    from layerscope.measure.backend import Backend
     from layerscope.measure.runners import CommandRunner
     from layerscope.model.types import TensorInfo
     from layerscope.runfile.models import RunLike
+    from layerscope.runtimes.base import OpenRuntime
 
 #: Option destination (click's name for it) -> the request field and API parameter that holds it.
-RENAMED: Mapping[str, str] = {"input_specs": "inputs", "backend_name": "backend", "predictor_path": "predictor"}
+RENAMED: Mapping[str, str] = {"input_specs": "inputs", "backend_name": "backend", "predictor_path": "predictor",
+                              "fmt": "format", "run_path": "run", "model_path": "model", "board_table": "board",
+                              "address": "ray_address"}
 
 #: update(phase, done, total): what measuring code calls as it goes.
 PhaseUpdate = Callable[[str, float, float], None]
@@ -60,12 +64,14 @@ class Hooks:
     """What a use case says as it goes; the defaults say nothing (the Python API). ``ready`` is called once the
     measuring runtime was found, before any work; ``loaded`` once with the model as loaded (the CLI prints its shape
     notes on stderr); ``phases`` opens a progress display; ``warning`` takes one line that does not stop the
-    work."""
+    work; ``note`` takes one line of what was found on the way (``calibrate --kernels``: each model's kernels),
+    printed as it comes."""
 
     ready: Callable[[], None] = _nothing
     loaded: Callable[[Graph], None] = _ignore
     phases: Phases = _no_progress
     warning: Callable[[str], None] = _ignore
+    note: Callable[[str], None] = _ignore
 
 
 QUIET = Hooks()
@@ -139,22 +145,17 @@ def checked_dims(dims: Mapping[str, int] | None) -> dict[str, int]:
     return out
 
 
-def open_backend(name: str, provider: str, *, device: str = "CPU", precision: str = "",
-                 performance_hint: str = "LATENCY", streams: int = 0) -> tuple[Backend, str]:
-    """The measuring runtime ``name`` (``--backend``) and the provider its sessions use: ``provider`` on ONNX
-    Runtime, ``device`` (with the other OpenVINO settings) on OpenVINO. ``BackendUnavailable`` (exit 3) when it is
-    not available here, before any work."""
-    from layerscope.measure.backend import get_backend
+def open_runtime(name: str, provider: str = "cpu", *, device: str = "CPU", precision: str = "",
+                 performance_hint: str = "LATENCY", streams: int = 0) -> OpenRuntime:
+    """The measuring runtime ``name`` (``--backend``, from :mod:`layerscope.runtimes.registry`) opened with the
+    options it reads (``provider`` on ONNX Runtime; ``device`` and the other settings on OpenVINO); its
+    ``provider`` is what its sessions use. ``InputError`` for an unknown name; ``BackendUnavailable`` (exit 3)
+    when it is not available here, before any work."""
+    from layerscope.runtimes.base import RuntimeOptions
+    from layerscope.runtimes.registry import get_runtime
 
-    if name != "openvino":
-        backend = get_backend(name)
-        backend.check_provider(provider)
-        return backend, provider
-    from layerscope.measure.openvino_backend import OpenVinoBackend, OpenVinoOptions
-
-    ov_backend = OpenVinoBackend(OpenVinoOptions(precision=precision.lower(),
-                                                 performance_hint=performance_hint.upper(), streams=int(streams)))
-    return ov_backend, ov_backend.check_provider(device)
+    return get_runtime(name).open(RuntimeOptions(provider=provider, device=device, precision=precision,
+                                                 performance_hint=performance_hint, streams=int(streams)))
 
 
 def command_runner(run_cmd: str | None, compile_cmd: str | None = None, *, latency_regex: str | None = None,
@@ -163,7 +164,7 @@ def command_runner(run_cmd: str | None, compile_cmd: str | None = None, *, laten
     """The device command ``--run-cmd`` and the options that go with it describe, or ``None`` without one; a
     companion option without ``--run-cmd`` is a :class:`UsageConflict`, a bad template or reader an
     ``InputError``."""
-    from layerscope.measure.runners import CommandRunner, CommandTemplate, LatencyReader
+    from layerscope.runtimes.command import device_runner
 
     if run_cmd is None:
         stray = [flag for flag, value in (("--compile-cmd", compile_cmd), ("--latency-regex", latency_regex),
@@ -172,10 +173,8 @@ def command_runner(run_cmd: str | None, compile_cmd: str | None = None, *, laten
         if stray:
             raise UsageConflict(f"{', '.join(stray)} only apply with --run-cmd")
         return None
-    reader = LatencyReader.create(latency_regex, latency_json, latency_unit or "ms")
-    return CommandRunner(CommandTemplate.parse(run_cmd, "--run-cmd"), reader,
-                         compile=CommandTemplate.parse(compile_cmd, "--compile-cmd") if compile_cmd else None,
-                         timeout_s=timeout_s)
+    return device_runner(run_cmd, compile_cmd, latency_regex=latency_regex, latency_json=latency_json,
+                         latency_unit=latency_unit, timeout_s=timeout_s)
 
 
 def _which(stressed: bool) -> str:

@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from layerscope.estimate import estimate_graph, simulate_timeline
-from layerscope.measure.backend import get_backend
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import PartialProfile
-from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.measure.session import machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.run import add_measurement, add_partial_latency, add_timeline, estimate_run
 from layerscope.runfile.models import RunFile
@@ -28,7 +27,7 @@ from layerscope.workflows.common import (
     PathLike,
     load_graph,
     model_or_sample,
-    open_backend,
+    open_runtime,
     stress_phases,
 )
 
@@ -41,7 +40,8 @@ PHASES = {"warmup": "warm-up", "latency": "end-to-end runs", "warmup-profiled": 
 class ProfileRequest:
     """``layerscope profile``'s options (``model`` ``None``: the bundled sample). ``threads`` 0 is the runtime's
     default; ``provider`` is ONNX Runtime's (``cpu``, ``cuda``, ... or a full name); ``device``, ``precision``,
-    ``performance_hint`` and ``streams`` are OpenVINO's (``backend="openvino"``); ``stress``: then paired rounds
+    ``performance_hint`` and ``streams`` are a compiling runtime's (OpenVINO's); ``backend``: a name from
+    :func:`layerscope.runtimes.registry.choices`; ``stress``: then paired rounds
     without and with memory streamers."""
 
     model: PathLike | None = None
@@ -86,25 +86,22 @@ def profile(request: ProfileRequest, hooks: Hooks = QUIET) -> ProfileResult:
     uninstrumented runs for the latency, then as many profiled runs for the layers. ``BackendUnavailable`` (exit
     3) before any work when the runtime, provider or device is missing; :class:`PartialProfileRun` when
     interrupted before the profiled runs."""
-    backend, provider = open_backend(request.backend, request.provider, device=request.device,
-                                     precision=request.precision, performance_hint=request.performance_hint,
-                                     streams=request.streams)
+    backend = open_runtime(request.backend, request.provider, device=request.device, precision=request.precision,
+                           performance_hint=request.performance_hint, streams=request.streams)
     graph = load_graph(model_or_sample(request.model), request.shapes, request.dims, request.inputs,
                        seed=request.seed, hooks=hooks)
     feeds = make_inputs(graph, request.inputs, request.seed)
     hardware = load_profile(request.target)
     estimate = estimate_graph(graph, hardware)
     weights = {e.layer_id: e.latency_us for e in estimate.layers}
-    config = SessionConfig(provider=provider, threads=request.threads,
-                           opt_level=request.opt_level if request.backend == "onnxruntime" else "compiler")
+    config = backend.session_config(request.threads, request.opt_level)
     try:
         with hooks.phases(PHASES, None) as progress:
             measurement = backend.profile(graph, feeds, config, runs=request.runs, warmup=request.warmup,
                                           weights=weights, progress=progress)
     except PartialProfile as partial:
-        version = get_backend(backend.name).info().version
-        kept = add_partial_latency(estimate_run(graph, estimate, hardware), partial, backend_version=version,
-                                   machine=machine_info(), backend=backend.name)
+        kept = add_partial_latency(estimate_run(graph, estimate, hardware), partial, backend_version=backend.version(),
+                                   machine=machine_info(), backend=backend.spec.name)
         raise PartialProfileRun(kept, partial.planned_runs) from None
     run = add_measurement(estimate_run(graph, estimate, hardware), measurement)
     if request.timeline:
