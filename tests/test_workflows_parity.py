@@ -19,11 +19,19 @@ import layerscope
 from conftest import ModelWriter
 from layerscope import api
 from layerscope.cli.main import main
+from layerscope.errors import LayerscopeError
+from layerscope.workflows.advise import AdviseRequest
 from layerscope.workflows.bench import BenchRequest
 from layerscope.workflows.bisect import BisectRequest
+from layerscope.workflows.calibrate import CalibrateRequest
 from layerscope.workflows.common import RENAMED
 from layerscope.workflows.estimate import EstimateRequest
+from layerscope.workflows.import_run import ImportRequest
+from layerscope.workflows.lint import LintRequest
+from layerscope.workflows.pipeline import PipelineRequest
 from layerscope.workflows.profile import ProfileRequest
+from layerscope.workflows.reconcile import ReconcileRequest
+from layerscope.workflows.sweep import SweepRequest
 from test_bisect import write_residual
 
 #: Options that only say where the run goes or how much of it the terminal shows, with what the API offers instead.
@@ -34,17 +42,37 @@ OUTPUT_ONLY: dict[str, str] = {
     "output_format": "--format trace is Run.report(fmt='trace')",
     "level": "detail of --format trace on stdout",
 }
+#: Per use case, more output-only options (same rule), and options of :data:`OUTPUT_ONLY` that are a field there.
+MORE_OUTPUT_ONLY: dict[str, dict[str, str]] = {
+    "import": {"output": "-o: the function returns the run; Run.save writes it"},
+    "reconcile": {"save": "--save writes each run back; the function returns the runs: Run.save writes them"},
+    "advise": {"save": "--save writes the run back; the function returns it: Run.save writes it"},
+    "calibrate": {"json_out": "--fit-json writes the fit as JSON: the function returns the fit (calibration)"},
+    "pipeline": {"trace_out": "--trace: Run.report(path, fmt='trace') writes the trace"},
+    "lint": {"fmt": "--format json prints the findings as JSON: the function returns them"},
+}
+FIELD_THERE: dict[str, set[str]] = {"advise": {"top"}}  # the hot spots the saved findings keep
+#: API parameters that are no option of the command, and why.
+API_ONLY: dict[str, set[str]] = {"estimate": {"merge_into"}}  # the CLI's --json at a file that exists
+#: Arguments the command line may leave out that the API requires, and why.
+REQUIRED_IN_API = {("pipeline", "model")}  # the deprecated --model may give it; the command refuses neither
 #: Options whose command-line form is text the command parses, and the request holds parsed: their defaults are
 #: compared as parsed (nothing given: empty).
 PARSED = {"shapes", "dims"}
 
-#: Use case -> (its command's module, its API function, its request class). The use cases not moved yet keep
-#: their code in ``layerscope.cli`` and are not listed.
+#: Use case -> (its command's module, its API function, its request class).
 MOVED: dict[str, tuple[str, Callable[..., Any], type]] = {
     "estimate": ("layerscope.cli.estimate", api.estimate, EstimateRequest),
     "profile": ("layerscope.cli.profile", api.profile, ProfileRequest),
     "bisect": ("layerscope.cli.bisect", api.bisect, BisectRequest),
     "bench": ("layerscope.cli.bench", api.bench, BenchRequest),
+    "import": ("layerscope.cli.import_cmd", api.import_run, ImportRequest),
+    "reconcile": ("layerscope.cli.reconcile", api.reconcile, ReconcileRequest),
+    "advise": ("layerscope.cli.advise", api.advise, AdviseRequest),
+    "calibrate": ("layerscope.cli.calibrate", api.calibrate, CalibrateRequest),
+    "pipeline": ("layerscope.cli.pipeline", api.profile_pipeline, PipelineRequest),
+    "sweep": ("layerscope.cli.sweep", api.run_sweep, SweepRequest),
+    "lint": ("layerscope.cli.lint", api.lint, LintRequest),
 }
 
 
@@ -74,6 +102,10 @@ def _request_default(field: dataclasses.Field[Any]) -> Any:
     return field.default
 
 
+def _output_only(use_case: str) -> set[str]:
+    return (set(OUTPUT_ONLY) - FIELD_THERE.get(use_case, set())) | set(MORE_OUTPUT_ONLY.get(use_case, {}))
+
+
 @pytest.mark.parametrize("use_case", sorted(MOVED))
 def test_every_option_is_an_api_parameter_and_a_request_field_with_the_same_default(use_case: str) -> None:
     module, function, request_class = MOVED[use_case]
@@ -82,7 +114,7 @@ def test_every_option_is_an_api_parameter_and_a_request_field_with_the_same_defa
     missing, different = [], []
     for param in _options(module):
         assert param.name is not None
-        if param.name in OUTPUT_ONLY:
+        if param.name in _output_only(use_case):
             continue
         name = RENAMED.get(param.name, param.name)
         if name not in parameters or name not in fields:
@@ -90,15 +122,18 @@ def test_every_option_is_an_api_parameter_and_a_request_field_with_the_same_defa
             continue
         field = fields[name]
         request_default = _request_default(field)
+        api_default = parameters[name].default
+        if param.required or (use_case, name) in REQUIRED_IN_API:  # an argument or option the command needs
+            assert request_default is dataclasses.MISSING, f"{use_case}: {name} is required, the request has a default"
+            assert api_default is inspect.Parameter.empty, f"{use_case}: {name} is required, the API has a default"
+            continue
         cli_default = _default(module, param)
         if name in PARSED:
             cli_default = dict(cli_default or ())
-        elif isinstance(cli_default, tuple | list):
-            cli_default = tuple(cli_default)
-        api_default = parameters[name].default
-        if name == "model":  # a positional argument: required by estimate, the bundled sample elsewhere
-            required = api_default is inspect.Parameter.empty
-            assert required == param.required == (request_default is dataclasses.MISSING)
+        elif isinstance(cli_default, tuple | list) or (isinstance(param, click.Argument) and param.nargs == -1):
+            cli_default = tuple(cli_default or ())
+        if name == "model" and isinstance(param, click.Argument):  # the bundled sample when not given
+            assert request_default is None and api_default is None, f"{use_case}: {name}"
             continue
         if name in PARSED:
             api_default = dict(api_default or {})
@@ -108,8 +143,10 @@ def test_every_option_is_an_api_parameter_and_a_request_field_with_the_same_defa
             different.append(f"{name}: cli {cli_default!r}, request {request_default!r}, api {api_default!r}")
     assert not missing, f"{use_case}: options without an API parameter or request field: {missing}"
     assert not different, f"{use_case}: defaults differ: {different}"
-    extra = set(parameters) - {RENAMED.get(str(p.name), str(p.name)) for p in _options(module)} - {"merge_into"}
+    options = {RENAMED.get(str(p.name), str(p.name)) for p in _options(module)}
+    extra = set(parameters) - options - API_ONLY.get(use_case, set())
     assert not extra, f"{use_case}: API parameters that are no option of the command: {sorted(extra)}"
+    assert not set(fields) - options - API_ONLY.get(use_case, set()), f"{use_case}: request fields of no option"
 
 
 def test_the_check_sees_a_missing_option() -> None:
@@ -203,3 +240,105 @@ def test_api_options_are_checked_as_the_clis() -> None:
         layerscope.bisect(latency_regex="x")
     with pytest.raises(UsageConflict, match="--validate compares"):
         layerscope.bisect(run_cmd="true {model}", latency_regex="([0-9]+)", validate=True)
+
+
+HORIZON = Path(__file__).parent / "fixtures" / "importers" / "horizon"
+LINT = Path(__file__).parent / "fixtures" / "lint"
+
+
+def test_import_gives_the_clis_run(tmp_path: Path) -> None:
+    files = [HORIZON / "s100_profiler.log", HORIZON / "s100_model.json"]
+    out = tmp_path / "cli.json"
+    assert main(["import", *map(str, files), "--top", "0", "-o", str(out)]) == 0
+    run = layerscope.import_run(files)
+    assert _without_tool(json.loads(out.read_text())) == _without_tool(dict(run.document))
+    assert run.document["layers"] and run.document["measurement"]
+    # one format for every file: the static report is no profiler log
+    with pytest.raises(LayerscopeError):
+        layerscope.import_run(files, format="horizon-profiler")
+
+
+@pytest.fixture()
+def measured(model: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "measured.json"
+    assert main(["profile", str(model), "--runs", "3", "--warmup", "1", "--threads", "1", "--top", "0",
+                 "--json", str(out)]) == 0
+    return out
+
+
+def test_reconcile_advise_and_calibrate_give_the_clis_results(measured: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "saved.json"
+    saved.write_bytes(measured.read_bytes())
+    assert main(["reconcile", str(saved), "--save"]) == 0
+    [reconciled] = layerscope.reconcile(measured)  # the file is not written
+    assert _without_tool(json.loads(saved.read_text())) == _without_tool(dict(reconciled.document))
+    assert "reconcile" in reconciled.document and "reconcile" not in json.loads(measured.read_text())
+
+    out = tmp_path / "advised.json"
+    assert main(["advise", str(measured), "--no-measure", "--top", "3", "-o", str(out)]) == 0
+    advised = layerscope.advise(measured, measure=False, top=3)
+    assert _without_tool(json.loads(out.read_text())) == _without_tool(dict(advised.document))
+    assert advised.document["findings"]["diagnosis"]
+
+    cli_toml, api_toml = tmp_path / "cli.toml", tmp_path / "api.toml"
+    assert main(["calibrate", str(measured), "-o", str(cli_toml), "--name", "fitted"]) == 0
+    result = layerscope.calibrate([measured], output=api_toml, name="fitted")
+    assert result.written == api_toml and result.calibration is not None
+    assert api_toml.read_text() == cli_toml.read_text()
+
+
+def test_calibrate_refuses_in_the_api_what_the_cli_refuses(measured: Path, tmp_path: Path) -> None:
+    from layerscope.workflows.common import OptionError, UsageConflict
+
+    with pytest.raises(UsageConflict, match="--backend and --run-cmd apply with --kernels only"):
+        layerscope.calibrate([measured], output=tmp_path / "p.toml", backend="openvino")
+    with pytest.raises(LayerscopeError, match=r"must be a \.toml file"):
+        layerscope.calibrate([measured], output=tmp_path / "p.json")
+    with pytest.raises(OptionError, match="--dim"):  # calibrate loads models with --shape alone: never ignored
+        layerscope.calibrate([measured], output=tmp_path / "p.toml", dims={"batch": 1})
+    assert main(["calibrate", str(measured), "-o", str(tmp_path / "p.toml"), "--dim", "batch=1"]) == 2
+
+
+def test_lint_gives_the_clis_findings(capsys: pytest.CaptureFixture[str]) -> None:
+    from layerscope.analysis.findings import findings_section
+
+    config = LINT / "bad_s100.yaml"
+    assert main(["lint", str(config), "--format", "json"]) == 1  # it has errors
+    cli = json.loads(capsys.readouterr().out)
+    result = layerscope.lint(config)
+    assert result.failed and cli == findings_section(result.findings, source=f"layerscope lint {config}")
+    assert not layerscope.lint(LINT / "good_s100.yaml").failed
+
+
+def test_sweep_plans_the_clis_cells(model: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sweep"
+    assert main(["sweep", str(model), "-t", "rdk-s100,rdk-x5", "--mode", "estimate", "-o", str(out), "--no-ray",
+                 "--dry-run"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    result = layerscope.run_sweep([model], out_dir=out, targets=["rdk-s100", "rdk-x5"], modes=["estimate"],
+                                  no_ray=True, dry_run=True)
+    assert printed == [f"to do  {cell.key}" for cell in result.cells] + ["2 cells"]
+    assert not out.exists()  # a dry run writes nothing
+    from layerscope.workflows.common import UsageConflict
+
+    with pytest.raises(UsageConflict, match="--ray and --no-ray"):
+        layerscope.run_sweep([model], out_dir=out, ray_address="auto", no_ray=True)
+
+
+def test_pipeline_takes_the_clis_script_or_a_callable(model: Path, tmp_path: Path) -> None:
+    script = tmp_path / "steps.py"
+    script.write_text("def once(model):\n    model.run(None, model.example_inputs)\n")
+    out = tmp_path / "cli.json"
+    assert main(["pipeline", f"{script}:once", str(model), "--runs", "2", "--warmup", "0", "--no-layers",
+                 "--top", "0", "-o", str(out)]) == 0
+    run = layerscope.profile_pipeline(f"{script}:once", model, runs=2, warmup=0, layers=False)
+    cli, flat = _flat(json.loads(out.read_text())), _flat(dict(run.document))
+    assert set(cli) == set(flat)
+    assert not [p for p in cli if cli[p] != flat[p] and not _timed(cli[p], flat[p]) and not p.endswith("created_utc")]
+    assert run.document["pipeline"]["function"] == "steps.py:once"
+
+    def once(session: Any) -> None:
+        session.run(None, session.example_inputs)
+
+    called = layerscope.profile_pipeline(once, model, runs=2, warmup=0, layers=False)
+    assert called.document["pipeline"]["runs"] == 2 and called.document["pipeline"]["function"].endswith(".once")

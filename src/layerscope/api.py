@@ -25,7 +25,7 @@ Contract:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
     from layerscope.measure.stress import StressSpec
     from layerscope.runfile.models import RunFile, RunLike
+    from layerscope.workflows.calibrate import CalibrateResult
+    from layerscope.workflows.lint import LintResult
+    from layerscope.workflows.sweep import SweepResult
 
 PathLike = str | os.PathLike[str]
 
@@ -241,6 +244,154 @@ def bisect(model: PathLike | None = None, *, target: str = "host",
         boundary_runs=boundary_runs, validate=validate, validate_runs=validate_runs, gap_runs=gap_runs,
         max_cut_share=max_cut_share, devices=devices, ray_address=ray_address)
     return Run(_as_saved(run_bisect(request)))
+
+
+def import_run(files: Sequence[PathLike], *, model: PathLike | None = None,
+               shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
+               format: str = "auto") -> Run:
+    """The vendors' profiling outputs ``files`` (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN; ``format``
+    ``auto``: detected from each file's content) as one run, as ``layerscope import`` makes it: joined to the layers
+    of ``model`` when given (loaded with ``shapes`` and ``dims``), else one layer per vendor entry."""
+    from layerscope.workflows.common import checked_dims, checked_shapes
+    from layerscope.workflows.import_run import ImportRequest
+    from layerscope.workflows.import_run import import_run as run_import
+
+    request = ImportRequest(tuple(_paths(files)), model=model, shapes=checked_shapes(shapes), dims=checked_dims(dims),
+                            format=format)
+    return Run(_as_saved(run_import(request).run.to_json()))
+
+
+def reconcile(runs: PathLike | Sequence[PathLike]) -> list[Run]:
+    """Each run file of ``runs`` with its ``reconcile`` section, as ``layerscope reconcile --save`` writes it: k =
+    measured / estimated, per layer and op type, rank agreement, a verdict (with several runs, k's spread across
+    them in each). The files are not written: ``save`` the runs."""
+    from layerscope.workflows.reconcile import ReconcileRequest
+    from layerscope.workflows.reconcile import reconcile as run_reconcile
+
+    result = run_reconcile(ReconcileRequest(tuple(_paths(runs))))
+    return [Run(_as_saved(run.to_json())) for run in result.runs]
+
+
+def advise(run: PathLike, *, model: PathLike | None = None, no_model: bool = False, target: str | None = None,
+           measure: bool | None = None, measure_runs: int = 20, inputs: Sequence[str] = (), top: int = 10) -> Run:
+    """The run file ``run`` with its ``findings`` section, as ``layerscope advise --save`` writes it
+    (:class:`layerscope.workflows.advise.AdviseRequest` says what each option does). The file is not written:
+    ``save`` the run."""
+    from layerscope.workflows.advise import AdviseRequest
+    from layerscope.workflows.advise import advise as run_advise
+
+    request = AdviseRequest(run, model=model, no_model=no_model, target=target, measure=measure,
+                            measure_runs=measure_runs, inputs=tuple(inputs), top=top)
+    return Run(_as_saved(run_advise(request).run.to_json()))
+
+
+def calibrate(runs: Sequence[PathLike] = (), *, output: PathLike, kernels: bool = False, budget: str = "10m",
+              families: str | None = None, kernel_threads: int = 1, visits: int = 11, adaptive: bool = True,
+              cache: PathLike | None = None, backend: str = "onnxruntime", device: str = "CPU", precision: str = "",
+              performance_hint: str = "LATENCY", run_cmd: str | None = None, compile_cmd: str | None = None,
+              latency_regex: str | None = None, latency_json: str | None = None, latency_unit: str = "ms",
+              timeout_s: float | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
+              dims: Mapping[str, int] | None = None, name: str | None = None, base: str | None = None,
+              checks: Sequence[PathLike] = (), board: PathLike | None = None,
+              per_unit_only: bool = False) -> CalibrateResult:
+    """Fit a hardware profile to measured ``runs`` (or to the board latencies of ``board``), or with ``kernels``
+    the kernel-level latency predictor, and write it to ``output``, as ``layerscope calibrate`` does
+    (:class:`layerscope.workflows.calibrate.CalibrateRequest` says what each option does); returns the path written
+    and the fit."""
+    from layerscope.workflows.calibrate import CalibrateRequest
+    from layerscope.workflows.calibrate import calibrate as run_calibrate
+    from layerscope.workflows.common import checked_dims, checked_shapes
+
+    request = CalibrateRequest(
+        output, runs=tuple(_paths(runs)), kernels=kernels, budget=budget, families=families,
+        kernel_threads=kernel_threads, visits=visits, adaptive=adaptive, cache=cache, backend=backend, device=device,
+        precision=precision, performance_hint=performance_hint, run_cmd=run_cmd, compile_cmd=compile_cmd,
+        latency_regex=latency_regex, latency_json=latency_json, latency_unit=latency_unit, timeout_s=timeout_s,
+        shapes=checked_shapes(shapes), dims=checked_dims(dims), name=name, base=base, checks=tuple(_paths(checks)),
+        board=board, per_unit_only=per_unit_only)
+    return run_calibrate(request)
+
+
+def profile_pipeline(function: str | Callable[[Any], Any], model: PathLike, *, target: str = "host",
+                     shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
+                     runs: int = 20, warmup: int = 3, threads: int = 0, opt_level: str = "all", provider: str = "cpu",
+                     layers: bool = True, seed: int = 0) -> Run:
+    """A whole pipeline profiled around ``model``, as ``layerscope pipeline`` does: ``function`` (``SCRIPT.py:
+    FUNCTION``, or a callable) called once per run with a session on ``model``
+    (:class:`layerscope.workflows.pipeline.PipelineRequest` says what each option does). Interrupted (Ctrl-C), it
+    raises :class:`layerscope.workflows.common.Interrupted` holding the runs completed."""
+    from layerscope.workflows.common import Interrupted, checked_dims, checked_shapes
+    from layerscope.workflows.pipeline import PipelineRequest, pipeline
+
+    request = PipelineRequest(function, model, target=target, shapes=checked_shapes(shapes), dims=checked_dims(dims),
+                              runs=runs, warmup=warmup, threads=threads, opt_level=opt_level, provider=provider,
+                              layers=layers, seed=seed)
+    run = pipeline(request)
+    if run.pipeline is not None and run.pipeline.interrupted:
+        raise Interrupted(run, "interrupted")
+    return Run(_as_saved(run.to_json()))
+
+
+def run_sweep(models: Sequence[PathLike] = (), *, out_dir: PathLike, config: PathLike | None = None,
+              targets: Sequence[str] = (), modes: Sequence[str] = (), dtypes: Sequence[str] = (),
+              threads: Sequence[int] = (), opt_levels: Sequence[str] = (),
+              shapes: Mapping[str, Sequence[int]] | None = None, runs: int | None = None, warmup: int | None = None,
+              ray_address: str | None = None, num_cpus: int | None = None, no_ray: bool = False,
+              dry_run: bool = False) -> SweepResult:
+    """Every model on every target in every mode and setting, as ``layerscope sweep`` runs it into the folder
+    ``out_dir`` (:class:`layerscope.workflows.sweep.SweepRequest` says what each option does; the package
+    ``layerscope.sweep`` holds its parts, hence this name). Failed cells raise the error the command exits with,
+    once the dataset and leaderboard are written."""
+    from layerscope.workflows.common import checked_shapes
+    from layerscope.workflows.sweep import SweepRequest, sweep
+
+    request = SweepRequest(out_dir, models=tuple(_paths(models)), config=config, targets=tuple(targets),
+                           modes=tuple(modes), dtypes=tuple(dtypes), threads=tuple(threads),
+                           opt_levels=tuple(opt_levels), shapes=checked_shapes(shapes), runs=runs, warmup=warmup,
+                           ray_address=ray_address, num_cpus=num_cpus, no_ray=no_ray, dry_run=dry_run)
+    result = sweep(request)
+    failure = result.failure()
+    if failure is not None:
+        raise failure
+    return result
+
+
+def lint(config: PathLike) -> LintResult:
+    """The findings of ``layerscope lint`` on the Horizon hb_compile YAML ``config`` (``failed``: one is an
+    error)."""
+    from layerscope.workflows.lint import LintRequest
+    from layerscope.workflows.lint import lint as run_lint
+
+    return run_lint(LintRequest(config))
+
+
+def _paths(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
+    """One path, or each of several (a string is one path, not a sequence of them)."""
+    if isinstance(paths, str | os.PathLike):
+        return [paths]
+    return list(paths)
+
+
+def compare(before: PathLike | Run, after: PathLike | Run, *, labels: Sequence[str] = ("before", "after"),
+            fail_if_slower: float | None = None, fail_if_layer_slower: float | None = None) -> Run:
+    """Compare two runs of a model (run files, or :class:`Run` objects) as ``layerscope compare`` does
+    (:class:`layerscope.workflows.compare.CompareRequest` says what each option does): the *after* run with its
+    ``comparison`` section, where the end-to-end latency and every matched layer carry a 95% interval and a
+    verdict (faster, slower, no change detectable at this noise). With a threshold the section's ``gate`` says
+    whether it found a regression (``gate.regression``, ``gate.failures``); the function does not raise for one
+    (the CLI exits 4)."""
+    from layerscope.workflows.compare import CompareRequest
+    from layerscope.workflows.compare import compare as run_compare
+
+    def side(run: PathLike | Run) -> Any:
+        return run.document if isinstance(run, Run) else run
+
+    names = tuple(labels)
+    if len(names) != 2:
+        raise InputError(f"labels: expected two names, got {len(names)}")
+    request = CompareRequest(side(before), side(after), labels=(names[0], names[1]), fail_if_slower=fail_if_slower,
+                             fail_if_layer_slower=fail_if_layer_slower)
+    return Run(_as_saved(run_compare(request).run.to_json()))
 
 
 def _as_saved(document: Mapping[str, Any]) -> dict[str, Any]:

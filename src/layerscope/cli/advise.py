@@ -1,7 +1,8 @@
-"""``layerscope advise RUN``: hot spots, bounds and CPU fallback, then findings with advice, as data. The model is
-reloaded from the run's path (sha256 checked) for the rules that read the graph; exit 2 when it changed. With
-``--measure`` (the default when the run was measured on ONNX Runtime), mitigations that can be tried on ONNX
-Runtime are measured: the subnormal-weights finding then reports the flushed model's measured gain."""
+"""``layerscope advise RUN``: hot spots, bounds and CPU fallback, then findings with advice, as data
+(:mod:`layerscope.workflows.advise`). The model is reloaded from the run's path (sha256 checked) for the rules that
+read the graph; exit 2 when it changed. With ``--measure`` (the default when the run was measured on ONNX Runtime),
+mitigations that can be tried on ONNX Runtime are measured: the subnormal-weights finding then reports the flushed
+model's measured gain."""
 
 from __future__ import annotations
 
@@ -10,14 +11,12 @@ from pathlib import Path
 
 import click
 
-from layerscope.analysis.advise import advise, measure_config_of, reload_model, run_profile, with_findings
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import input_option, one_target_option
 from layerscope.cli.outputs import OutputPath
-from layerscope.measure.session import SessionConfig
 from layerscope.report.analysis_terminal import advice_report
 from layerscope.run import save_run
-from layerscope.runfile.io import load
+from layerscope.workflows.advise import AdviseRequest, advise
 
 
 @click.command("advise")
@@ -40,21 +39,15 @@ from layerscope.runfile.io import load
 def command(*, run_path: Path, model_path: Path | None, no_model: bool, target: str | None, measure: bool | None,
             measure_runs: int, input_specs: tuple[str, ...], top: int, save: bool, json_out: Path | None) -> None:
     """Diagnose RUN and advise what to change, layer by layer."""
-    run = load(run_path)
-    profile = run_profile(run, target)
-    graph = None if no_model else reload_model(run, model_path, input_specs)
-    config = measure_config_of(run)
-    if measure and config is None:
-        config = SessionConfig()
-    report = advise(run, profile, graph, measure_config=config if measure is not False else None,
-                    measure_runs=measure_runs, input_specs=input_specs)
-    run = with_findings(run, report, top=top)
+    result = advise(AdviseRequest(run_path, model=model_path, no_model=no_model, target=target, measure=measure,
+                                  measure_runs=measure_runs, inputs=input_specs, top=top))
+    run = result.run
     if json_out is not None and str(json_out) == "-":
         findings = run.findings.model_dump(mode="json", exclude_unset=True) if run.findings is not None else None
         echo_json(json.dumps(findings, indent=1, sort_keys=True, ensure_ascii=False))
         return
     console = SafeConsole()
-    console.print(advice_report(report, top))
+    console.print(advice_report(result.report, top))
     if save:
         save_run(run, run_path)
         console.print(f"findings saved in {run_path}")

@@ -9,6 +9,7 @@ learnt from its runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,35 +19,28 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.analysis.calibrate import (
-    Calibration,
-    calibrate,
-    calibrated_profile,
-    calibration_section,
-    profile_toml,
-    run_data,
-    write_profile,
-)
-from layerscope.cli.calibrate_kernels import kernel_runner, run_kernels
+from layerscope.analysis.calibrate import Calibration, calibration_section
+from layerscope.cli.calibrate_kernels import print_kernel_fit
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    CLI_HOOKS,
     Command,
     backend_option,
+    cli_dims,
     deprecated_option,
-    device_command,
     device_command_options,
+    device_command_values,
     openvino_bench_options,
+    openvino_values,
     parse_shapes,
     shape_option,
+    usage_errors,
 )
 from layerscope.cli.outputs import OutputPath
-from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.kernels import FAMILIES
 from layerscope.report.analysis_terminal import board_k_report, calibration_report
-from layerscope.run import load_run
-from layerscope.targets import Profile, load_profile
-from layerscope.targets.schema import load_profile_file
+from layerscope.workflows.calibrate import CalibrateRequest, calibrate
 
 
 def op_table(cal: Calibration) -> RenderableType:
@@ -111,45 +105,27 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
             backend_name: str, board_table: Path | None) -> None:
     """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml; with
     --kernels, fit the kernel-level latency predictor (RUNS: calibration models, optional) to OUT.json."""
-    command = device_command()
-    if kernels:
-        runner = kernel_runner(backend_name, command)
-        run_kernels(models=runs, output=output, budget=budget, families=families, threads=kernel_threads,
-                    visits=visits, cache=cache, shapes=parse_shapes(shapes), adaptive=adaptive, runner=runner)
-        return
-    if backend_name != "onnxruntime" or command is not None:
-        raise click.UsageError("--backend and --run-cmd apply with --kernels only")
-    if output.suffix != ".toml":
-        raise InputError(f"{output}: the calibrated profile must be a .toml file")
-    if board_table is not None:
-        if runs or checks:
-            raise click.UsageError("--board calibrates from the table alone: give no RUN or --check")
-        _calibrate_board(board_table, base=base, output=output, name=name, json_out=json_out)
-        return
-    if not runs:
-        raise InputError("calibrate needs at least one RUN (or --kernels, or --board)")
-    data = [run_data(load_run(path), str(path)) for path in runs]
-    held_out = [run_data(load_run(path), str(path)) for path in checks]
-    targets = sorted({d.target for d in data if d.target})
-    if base is None and len(targets) != 1:
-        raise InputError(f"the runs were estimated on {', '.join(targets) or 'no profile'}; pass --base")
-    profile = load_profile(base or targets[0])
-    cal = calibrate(data, profile, held_out, per_op=not per_unit_only)
-    header = (f"Calibrated by `layerscope calibrate` from {len(data)} run(s) on base profile '{profile.name}'.\n"
-              "Efficiencies, op-type multipliers, overheads and bandwidth are fitted to those measurements "
-              "(see [sources]).")
+    openvino = openvino_values()
+    request = CalibrateRequest(
+        output, runs=runs, kernels=kernels, budget=budget, families=families, kernel_threads=kernel_threads,
+        visits=visits, adaptive=adaptive, cache=cache, backend=backend_name, device=str(openvino["device"]),
+        precision=str(openvino["precision"]), performance_hint=str(openvino["performance_hint"]),
+        **device_command_values(), shapes=parse_shapes(shapes), dims=cli_dims(), name=name, base=base,
+        checks=checks, board=board_table, per_unit_only=per_unit_only)
     console = SafeConsole()
-    written = _write_profile(cal, profile, output, name, header)
-    console.print(op_table(cal))
-    _report(console, cal, written, json_out)
-
-
-def _write_profile(cal: Calibration, profile: Profile, output: Path, name: str | None, header: str) -> Path:
-    """The calibrated profile written to ``output`` (and loaded back: it must load as any profile does)."""
-    mapping = calibrated_profile(profile, cal.params, name=name or output.stem, models=cal.models)
-    written = write_profile(output, profile_toml(mapping, header))
-    load_profile_file(written)  # a failure here is a bug of ours
-    return written
+    hooks = dataclasses.replace(CLI_HOOKS, note=lambda line: console.print(line, markup=False, highlight=False))
+    with usage_errors():
+        result = calibrate(request, hooks)
+    if result.kernels is not None:
+        print_kernel_fit(console, result.kernels, result.written)
+        return
+    assert result.calibration is not None  # a profile's fit
+    if result.board is None:
+        console.print(op_table(result.calibration))
+        _report(console, result.calibration, result.written, json_out)
+    else:
+        _report(console, result.calibration, result.written, json_out, board_k_report(result.board.before),
+                board_k_report(result.board.after))
 
 
 def _report(console: SafeConsole, cal: Calibration, written: Path, json_out: Path | None,
@@ -161,26 +137,3 @@ def _report(console: SafeConsole, cal: Calibration, written: Path, json_out: Pat
     if json_out is not None:
         text = json.dumps(calibration_section(cal, str(written)), indent=1, sort_keys=True) + "\n"
         console.print(f"calibration: {write_atomic(json_out, text)}")
-
-
-def _calibrate_board(table_path: Path, *, base: str | None, output: Path, name: str | None,
-                     json_out: Path | None) -> None:
-    """``calibrate --board``: estimate every model of the table on the base profile, fit it to their board
-    latencies, print the fit with its leave-one-family-out errors and k's spread, write the profile."""
-    from layerscope.analysis.board import board_runs, calibrate_board, k_analysis, read_board_table
-
-    if base is None:
-        raise click.UsageError("--board needs --base: the profile of the board the latencies were measured on")
-    profile = load_profile(base)
-    table = read_board_table(table_path, board=profile.name)
-    console = SafeConsole()
-    if table.other_boards:
-        console.print(f"{table.other_boards} row(s) of other boards than {profile.name} left out")
-    runs = board_runs(table.entries, profile)
-    cal = calibrate_board(runs, profile)
-    header = (f"Calibrated by `layerscope calibrate --board` from {len(cal.models)} whole-model board latencies on "
-              f"base profile '{profile.name}' ({table_path.name}).\nEfficiencies, overheads and bandwidth are fitted "
-              "to those measurements (see [sources]).")
-    written = _write_profile(cal, profile, output, name, header)
-    _report(console, cal, written, json_out, board_k_report(k_analysis(runs)),
-            board_k_report(k_analysis(runs, cal.params)))

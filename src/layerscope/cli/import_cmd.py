@@ -1,4 +1,5 @@
-"""``layerscope import FILES...``: the vendors' own profiling outputs into a run file.
+"""``layerscope import FILES...``: the vendors' own profiling outputs into a run file
+(:mod:`layerscope.workflows.import_run`).
 
 With ``--model`` the vendor entries are joined to the ONNX model's layers (what cannot be joined is
 listed); without it the run's layers are the vendor's entries. A Horizon ``profiler.log`` given with the
@@ -15,10 +16,10 @@ import click
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, parse_shapes, shape_option
 from layerscope.cli.outputs import OutputPath
-from layerscope.importers import FORMATS, import_files
-from layerscope.model import load_model
+from layerscope.importers import FORMATS
 from layerscope.report.import_terminal import import_report
 from layerscope.run import save_run
+from layerscope.workflows.import_run import ImportRequest, import_run
 
 
 @click.command("import")
@@ -35,8 +36,8 @@ from layerscope.run import save_run
 def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, ...], fmt: str,
             output: Path | None, top: int) -> None:
     """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""
-    graph = load_model(model, parse_shapes(shapes), cli_dims()) if model is not None else None
-    imported = import_files(files, fmt, graph)
+    request = ImportRequest(files, model=model, shapes=parse_shapes(shapes), dims=cli_dims(), format=fmt)
+    imported = import_run(request)
     console = SafeConsole()
     console.print(import_report(imported.run, top, imported.warnings))
     if output is not None:

@@ -3,7 +3,7 @@ unknown keys (likely typos) with a did-you-mean.
 
 Exit codes, so that ``lint`` can gate CI: 0 no finding of severity error (warnings and infos are printed, not
 failed on), 1 at least one error-severity finding (the report or the JSON is printed first), 2 a missing or
-malformed file."""
+malformed file (:mod:`layerscope.workflows.lint`)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import click
 
-from layerscope.analysis.findings import Severity, findings_section
-from layerscope.analysis.lint import lint_file
+from layerscope.analysis.findings import findings_section
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import Command, deprecated_option
 from layerscope.report.analysis_terminal import lint_report
+from layerscope.workflows.lint import LintRequest, lint
 
 #: Exit code when the config has an error-severity finding.
 EXIT_ERRORS = 1
@@ -29,11 +29,12 @@ EXIT_ERRORS = 1
 @deprecated_option("--json", dest="fmt", new="--format json", value="json", is_flag=True, default=False)
 def command(*, config: Path, fmt: str) -> None:
     """Lint a Horizon hb_compile YAML CONFIG; exit 1 when it has errors (warnings do not fail)."""
-    findings = lint_file(config)
+    result = lint(LintRequest(config))
+    findings = list(result.findings)
     if fmt == "json":
         echo_json(json.dumps(findings_section(findings, source=f"layerscope lint {config}"), indent=1,
                               sort_keys=True, ensure_ascii=False))
     else:
         SafeConsole().print(lint_report(str(config), findings))
-    if any(f.severity is Severity.ERROR for f in findings):
+    if result.failed:
         raise click.exceptions.Exit(EXIT_ERRORS)

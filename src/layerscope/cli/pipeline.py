@@ -1,10 +1,10 @@
 """``layerscope pipeline SCRIPT.py:FUNCTION --model MODEL``, and the ``--stress`` option of ``bench`` and ``profile``.
 
-``pipeline`` loads the user's script by path (it is their own code: that is the point), calls FUNCTION once per
-run with a model session made by layerscope (:mod:`layerscope.measure.pipeline`), and prints where the
-end-to-end time goes: the user's trace points beside the model's layers, and the split into pre-processing /
-model / post-processing / other. An exception in the script is one line (exit 2) naming its file and line; the
-script's traceback only with ``--debug``.
+``pipeline`` (:mod:`layerscope.workflows.pipeline`) loads the user's script by path (it is their own code: that
+is the point), calls FUNCTION once per run with a model session made by layerscope
+(:mod:`layerscope.measure.pipeline`), and prints where the end-to-end time goes: the user's trace points beside
+the model's layers, and the split into pre-processing / model / post-processing / other. An exception in the
+script is one line (exit 2) naming its file and line; the script's traceback only with ``--debug``.
 
 ``--stress memory[:N]`` (:mod:`layerscope.measure.stress`) is defined here, so that ``bench`` and ``profile``
 share one definition of the option; its terminal report is :mod:`layerscope.report.stress_terminal`.
@@ -14,16 +14,13 @@ Exit codes: 0, 2 (bad script, model or input; an exception in the script), 3 (pr
 
 from __future__ import annotations
 
-import importlib.util
-import re
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
+    CLI_HOOKS,
     Command,
     cli_dims,
     deprecated_option,
@@ -33,53 +30,14 @@ from layerscope.cli.options import (
     provider_option,
     shape_option,
     target_option,
+    usage_errors,
 )
 from layerscope.cli.outputs import OutputPath
-from layerscope.cli.progress import phase_progress
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
-from layerscope.measure.session import ort_provider
 from layerscope.measure.stress import StressSpec, parse_stress
 from layerscope.report.command_terminal import command_report
 from layerscope.run import save_run
-
-_PHASES = {"warmup": "warm-up", "timed": "pipeline runs", "warmup-profiled": "warm-up (profiler on)",
-           "profiled": "pipeline runs (profiler on)"}
-
-
-# --- loading the user's function ----------------------------------------------------------------------------------
-
-def load_function(spec: str) -> tuple[Any, Path]:
-    """The callable named by ``SCRIPT.py:FUNCTION`` and the script's path; errors are one-line ``InputError``."""
-    from layerscope.measure.pipeline import UserCodeError, describe_exception
-
-    path_text, colon, name = spec.rpartition(":")
-    if not colon or not path_text or not name.isidentifier():
-        raise InputError(f"{spec!r}: expected SCRIPT.py:FUNCTION, e.g. my_pipeline.py:run_once")
-    path = Path(path_text)
-    if not path.is_file():
-        raise InputError(f"{path}: no such script")
-    module_name = "_layerscope_pipeline_" + re.sub(r"\W", "_", path.stem)
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise InputError(f"{path}: cannot be loaded as a Python script")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)  # the script's own imports of its neighbours
-    try:
-        module_spec.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:
-        raise UserCodeError(f"{path.name}: loading the script raised {describe_exception(exc, str(path))}",
-                            hint="rerun with --debug for the traceback") from exc
-    fn = getattr(module, name, None)
-    if not callable(fn):
-        found = sorted(k for k, v in vars(module).items()
-                       if callable(v) and getattr(v, "__module__", "") == module_name)
-        raise InputError(f"{path.name} has no function {name!r}; its functions: {', '.join(found) or 'none'}")
-    return fn, path
-
 
 # --- the command --------------------------------------------------------------------------------------------------
 
@@ -108,17 +66,15 @@ def command(*, function: str, model: Path | None, target: str, shapes: tuple[str
             trace_out: Path | None, top: int) -> None:
     """Profile a whole pipeline: FUNCTION(model) from SCRIPT.py, run after run, with its trace points; FUNCTION
     is called with a session on the ONNX MODEL (call model.run(None, feeds))."""
-    from layerscope.measure.pipeline import profile
+    from layerscope.workflows.pipeline import PipelineRequest, pipeline  # bench and profile import --stress here
 
     if model is None:
         raise click.UsageError("Missing argument 'MODEL'.")
-
-    ort_provider(provider)  # exit 3 before any work when the provider is missing
-    fn, script = load_function(function)
-    with phase_progress(_PHASES) as progress:
-        run = profile(fn, model, runs=runs, warmup=warmup, threads=threads, provider=provider, opt_level=opt_level,
-                      target=target, layers=layers, shapes=parse_shapes(shapes), dims=cli_dims(), seed=seed,
-                      name=f"{script.name}:{getattr(fn, '__qualname__', function)}", progress=progress)
+    request = PipelineRequest(function, model, target=target, shapes=parse_shapes(shapes), dims=cli_dims(),
+                              runs=runs, warmup=warmup, threads=threads, opt_level=opt_level, provider=provider,
+                              layers=layers, seed=seed)
+    with usage_errors():
+        run = pipeline(request, CLI_HOOKS)
     console = SafeConsole()
     console.print(command_report(run, top, kind="pipeline"))
     if trace_out is not None:

@@ -1,6 +1,7 @@
 """``layerscope reconcile RUN [RUN ...]``: k = measured / estimated for the same part of the model, the estimate
 scaled by k against the measurement per layer, k per op type, rank agreement, a verdict; across several runs,
-the spread of k and what drives it. Exit 2 for a run without an estimate and a measurement of the same part."""
+the spread of k and what drives it (:mod:`layerscope.workflows.reconcile`). Exit 2 for a run without an estimate
+and a measurement of the same part."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from layerscope.analysis.reconcile import k_spread, reconcile_run, reconcile_section
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
 from layerscope.report.analysis_terminal import reconcile_report, spread_report
 from layerscope.run import save_run
-from layerscope.runfile.io import load
-from layerscope.runfile.models import Reconcile
+from layerscope.workflows.reconcile import ReconcileRequest, reconcile
 
 
 @click.command("reconcile")
@@ -29,22 +28,18 @@ def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | No
     """Reconcile the estimate with the measurement in each RUN (from `profile` or `import`)."""
     if json_out is not None and len(runs) > 1:
         raise InputError("-o/--json takes one run; with several runs use --save to update each run file")
-    loaded = [(path, load(path)) for path in runs]
-    recs = [reconcile_run(run) for _, run in loaded]
-    spread = k_spread(recs) if len(recs) > 1 else None
+    result = reconcile(ReconcileRequest(runs))
     console = SafeConsole()
-    for (path, _), rec in zip(loaded, recs, strict=True):
+    for path, rec in zip(runs, result.reconciliations, strict=True):
         console.print(Text(str(path), style="bold"))
         console.print(reconcile_report(rec, top))
         console.print()
-    if spread is not None:
-        console.print(spread_report(spread))
-    reconciled = [run.model_copy(update={"reconcile": Reconcile.model_validate(reconcile_section(rec, spread=spread))})
-                  for (_, run), rec in zip(loaded, recs, strict=True)]
+    if result.spread is not None:
+        console.print(spread_report(result.spread))
     if save:
-        for (path, _), run in zip(loaded, reconciled, strict=True):
+        for path, run in zip(runs, result.runs, strict=True):
             save_run(run, path)
     if json_out is not None:
-        console.print(f"run file: {save_run(reconciled[0], json_out)}")
+        console.print(f"run file: {save_run(result.runs[0], json_out)}")
     elif save:
-        console.print(f"reconcile saved in {len(loaded)} run file(s)")
+        console.print(f"reconcile saved in {len(runs)} run file(s)")

@@ -133,5 +133,5 @@ def _report(*, run_file: Path, fmt: str | None, output: Path | None, top: int | 
         size = human_bytes(path.stat().st_size)
         echo(f"{kind:<10} {path}  ({size}{', ' + note if note else ''})", err=to_stdout)
     if chosen != "terminal":
-        for note in missing_notes(run):
+        for note in missing_notes(run, str(run_file)):
             echo(f"missing    {note}", err=to_stdout)

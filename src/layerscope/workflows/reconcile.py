@@ -1,0 +1,46 @@
+"""Reconcile: k = measured / estimated for the same part of the model, per run and across runs (``layerscope
+reconcile``, ``layerscope.reconcile``).
+
+Per run: the estimate scaled by k against the measurement per layer, k per op type, rank agreement, a verdict
+(:mod:`layerscope.analysis.reconcile`); across several runs, the spread of k and what drives it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from layerscope.analysis.reconcile import KSpread, Reconciliation, k_spread, reconcile_run, reconcile_section
+from layerscope.runfile.io import load
+from layerscope.runfile.models import Reconcile, RunFile
+from layerscope.workflows.common import QUIET, Hooks, PathLike
+
+
+@dataclass(frozen=True)
+class ReconcileRequest:
+    """``layerscope reconcile``'s options: the run files (each with an estimate and a measurement of the same part
+    of the model)."""
+
+    runs: tuple[PathLike, ...]
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    """Per run of the request, in its order: the run with its ``reconcile`` section (the spread across the runs in
+    it when there are several) and the reconciliation the terminal report shows; ``spread``: k across the runs
+    (``None`` for one run)."""
+
+    runs: tuple[RunFile, ...]
+    reconciliations: tuple[Reconciliation, ...]
+    spread: KSpread | None
+
+
+def reconcile(request: ReconcileRequest, hooks: Hooks = QUIET) -> ReconcileResult:
+    """Reconcile every run of ``request.runs``; every run is read and reconciled before anything is returned.
+    ``RunFileError`` for a run that is not a valid run file; ``InputError`` for one without an estimate and a
+    measurement of the same part of the model."""
+    loaded = [load(path) for path in request.runs]
+    recs = [reconcile_run(run) for run in loaded]
+    spread = k_spread(recs) if len(recs) > 1 else None
+    reconciled = [run.model_copy(update={"reconcile": Reconcile.model_validate(reconcile_section(rec, spread=spread))})
+                  for run, rec in zip(loaded, recs, strict=True)]
+    return ReconcileResult(tuple(reconciled), tuple(recs), spread)
