@@ -682,13 +682,16 @@ def test_comparison_shows_metrics_layers_and_renames(exp_runs: ExperimentRuns) -
     assert "&lt;i&gt;after&lt;/i&gt;" in html  # the label, escaped
     found = tables(html)
     header, *metrics = texts(found["comparison-metrics"])
-    assert header == ["metric", "before", AFTER_LABEL, "change", "source"]
+    assert header == ["metric", "before", AFTER_LABEL, "change", "95% interval", "verdict", "source"]
     assert [m[0] for m in metrics] == [m["name"] for m in section["metrics"]]
     p50 = next(m for m in section["metrics"] if m["name"] == "latency P50")
     row = next(r for r in found["comparison-metrics"] if r[0][0] == "latency P50")
     assert row[1][0] == human_us(p50["before"]) and row[2][0] == human_us(p50["after"])
     assert row[3][0] == f"{100 * p50['change']:+.1f}%"
-    assert ("better" in row[3][1]) == (p50["change"] < 0) and ("worse" in row[3][1]) == (p50["change"] > 0)
+    stat = p50.get("stat") or {}  # a judged change is marked by its verdict, not by its sign
+    marked = ({"faster": "better", "slower": "worse"}.get(stat["verdict"], "") if stat.get("low_us") is not None
+              else "better" if p50["change"] < 0 else "worse" if p50["change"] > 0 else "")
+    assert ("better" in row[3][1]) == (marked == "better") and ("worse" in row[3][1]) == (marked == "worse")
     fps = next(r for r in found["comparison-metrics"] if r[0][0] == "FPS")  # higher is better
     fps_change = next(m for m in section["metrics"] if m["name"] == "FPS")["change"]
     assert ("better" in fps[3][1]) == (fps_change > 0)

@@ -4,6 +4,8 @@ Exit codes (shared by every subcommand):
     1  a failure of ours (a bug): reported with a hint to rerun with --debug
     2  bad input: missing/corrupt file, bad shape, unknown target, malformed profile ...
     3  an unavailable backend or device
+    4  a regression: ``compare --fail-if-slower`` / ``--fail-if-layer-slower`` judged a time slower, beyond the
+       threshold (:class:`Regression`; the comparison is printed and written first)
 The CLI prints ``str(error)`` as one line; no traceback unless ``--debug``.
 """
 
@@ -52,6 +54,13 @@ class BackendUnavailable(LayerscopeError):
     """A runtime, provider or device that is not available here."""
 
     exit_code = 3
+
+
+class Regression(LayerscopeError):
+    """``layerscope compare`` found a time judged slower (its interval above zero) by more than the gate's threshold
+    (exit 4): the result a CI job fails on, not a failure of the tool."""
+
+    exit_code = 4
 
 
 class OutputError(InputError):

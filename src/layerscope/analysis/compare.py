@@ -14,15 +14,34 @@ Contract (pure functions of two typed runs, or their documents):
   ran the layer, the layers that kernel fused with it (the layer alone when it ran alone) and the kernel's
   precision (else the run's, else the layer's own type: ONNX Runtime runs the model's types); per op type, the
   time each runtime spends. A layer is *fused differently* when its groups differ as sets of layers; a runtime
-  that eliminated a layer runs it in no group.
+  that eliminated a layer runs it in no group;
+- *is it real* (:mod:`layerscope.analysis.compare_stats`): the end-to-end latency P50 (when both runs measured it)
+  and every matched layer (when both runs measured layers) carry ``after - before`` with a 95% interval and a
+  verdict (faster, slower, no change detectable at this noise), the interval widened by the steadiness of both
+  runs (:attr:`Comparison.noise`); each side says which runtime, provider, threads and machine measured it and
+  how steady it was (:class:`MeasuredSide`);
+- *the gate* (:func:`gate`): a regression is a time judged slower whose change is above the threshold
+  (``--fail-if-slower`` for the end-to-end latency, ``--fail-if-layer-slower`` for any matched layer), in percent.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from layerscope.analysis.compare_stats import (
+    LAYER_RESOLUTION_US,
+    SLOWER,
+    DeltaStat,
+    RunNoise,
+    delta_stat,
+    latency_sample,
+    layer_sample,
+    noise_of,
+    run_noise,
+    unjudged,
+)
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 
@@ -38,6 +57,8 @@ class MetricDelta:
     source_before: str
     source_after: str
     better: str  # "lower" | "higher"
+    #: ``after - before`` with its interval and verdict (the end-to-end latency P50 of two measured runs only).
+    stat: DeltaStat | None = None
 
     @property
     def change(self) -> float | None:
@@ -56,6 +77,8 @@ class LayerDelta:
     op_type: str
     before_us: float
     after_us: float
+    #: ``after - before`` with its interval and verdict (not judged when either time is an estimate).
+    stat: DeltaStat | None = None
 
     @property
     def delta_us(self) -> float:
@@ -78,6 +101,32 @@ class RuntimeSide:
     @property
     def text(self) -> str:
         return " ".join(part for part in (self.backend, self.device, self.precision) if part)
+
+
+@dataclass(frozen=True)
+class MeasuredSide:
+    """What measured one of the two runs, as text (``-``: the run does not say): runtime and version, provider
+    (OpenVINO: the device), precision, intra-op threads, machine; and how steady it was."""
+
+    runtime: str
+    provider: str
+    precision: str
+    threads: str
+    machine: str
+    noise: RunNoise
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The CI gate: the thresholds (percent; ``None``: not asked) and one line per regression found."""
+
+    fail_if_slower: float | None
+    fail_if_layer_slower: float | None
+    failures: tuple[str, ...]
+
+    @property
+    def regression(self) -> bool:
+        return bool(self.failures)
 
 
 @dataclass(frozen=True)
@@ -141,6 +190,18 @@ class Comparison:
     time_source: str
     #: Two runtimes measured the runs (see :func:`compare_runtimes`); ``None`` otherwise.
     runtimes: RuntimeComparison | None = None
+    #: What measured each run, and how steady it was.
+    before_side: MeasuredSide | None = None
+    after_side: MeasuredSide | None = None
+    #: The relative widening of every interval (:func:`layerscope.analysis.compare_stats.noise_of`).
+    noise: float | None = None
+    #: The gate's outcome, when thresholds were given (:func:`gate`).
+    gate: Gate | None = None
+
+    @property
+    def latency(self) -> MetricDelta | None:
+        """The end-to-end latency P50 row."""
+        return next((m for m in self.metrics if m.name == LATENCY_P50), None)
 
     @property
     def renamed(self) -> tuple[LayerDelta, ...]:
@@ -207,8 +268,11 @@ def _macs(run: RunFile) -> tuple[float | None, str]:
     return _num(run.summary.macs), "model"
 
 
+#: The metric judged with an interval: the end-to-end latency.
+LATENCY_P50 = "latency P50"
+
 METRICS: tuple[tuple[str, str, str, Callable[[RunFile], tuple[float | None, str]]], ...] = (
-    ("latency P50", "us", "lower", lambda r: _latency(r, "p50_us")),
+    (LATENCY_P50, "us", "lower", lambda r: _latency(r, "p50_us")),
     ("latency P99", "us", "lower", lambda r: _latency(r, "p99_us")),
     ("FPS", "fps", "higher", _fps),
     ("utilization", "fraction", "higher", _utilization),
@@ -227,11 +291,14 @@ def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[s
                  before_label: str = "before", after_label: str = "after") -> Comparison:
     """Compare ``before`` and ``after`` (typed runs, or their documents; see the module docstring)."""
     b_run, a_run = as_run(before, before_label), as_run(after, after_label)
+    b_noise, a_noise = run_noise(b_run), run_noise(a_run)
+    noise = noise_of(b_noise, a_noise)
     metrics = []
     for name, unit, better, getter in METRICS:
         (b, sb), (a, sa) = getter(b_run), getter(a_run)
         if b is not None or a is not None:
-            metrics.append(MetricDelta(name, unit, b, a, sb, sa, better))
+            metrics.append(MetricDelta(name, unit, b, a, sb, sa, better,
+                                       _latency_stat(b_run, a_run, noise) if name == LATENCY_P50 else None))
     measured = b_run.has_measurement and a_run.has_measurement
     a_by_id = {layer.id: layer for layer in a_run.layers}
     matched: list[LayerDelta] = []
@@ -241,7 +308,7 @@ def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[s
         if other is None:
             left_before.append(layer)
         else:
-            matched.append(_delta(layer, other, measured))
+            matched.append(_delta(layer, other, measured, noise))
     left_after = [layer for layer in a_run.layers if layer.id in a_by_id]
     removed = []
     for layer in left_before:
@@ -251,14 +318,70 @@ def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[s
             removed.append(layer)
         else:
             left_after.remove(twin)
-            matched.append(_delta(layer, twin, measured))
+            matched.append(_delta(layer, twin, measured, noise))
     matched.sort(key=lambda d: (-abs(d.delta_us), d.before_id))
 
     def rows(layers: list[Layer]) -> tuple[tuple[str, str, float], ...]:
         return tuple((x.id, str(x.op_type), x.time_us(prefer_measured=measured)) for x in layers)
 
     return Comparison(before_label, after_label, tuple(metrics), tuple(matched), rows(left_after), rows(removed),
-                      "measured" if measured else "estimated", compare_runtimes(b_run, a_run))
+                      "measured" if measured else "estimated", compare_runtimes(b_run, a_run),
+                      measured_side(b_run, b_noise), measured_side(a_run, a_noise), noise)
+
+
+def _latency_stat(before: RunFile, after: RunFile, noise: float) -> DeltaStat | None:
+    """The end-to-end P50's difference judged; not judged when a side has only an estimate."""
+    b, a = latency_sample(before), latency_sample(after)
+    if b is not None and a is not None:
+        return delta_stat(b, a, noise)
+    (b_us, _), (a_us, _) = _latency(before, "p50_us"), _latency(after, "p50_us")
+    if b_us is None or a_us is None:
+        return None
+    return unjudged(b_us, a_us, "estimates only" if b is None and a is None else "one side is an estimate")
+
+
+def measured_side(run: RunFile, noise: RunNoise) -> MeasuredSide:
+    """What measured ``run`` (see :class:`MeasuredSide`)."""
+    m = run.measurement
+    if m is None:
+        return MeasuredSide("-", "-", "-", "-", "-", noise)
+    runtime = " ".join(str(part) for part in (m.backend, m.backend_version) if part) or "-"
+    provider = str(getattr(m, "device", None) or m.provider or "-")
+    threads = "runtime default" if not m.threads else str(m.threads)
+    streams = getattr(m, "streams", None)
+    if isinstance(streams, int) and streams > 1:
+        threads += f" x {streams} streams"
+    machine = m.machine.describe() if m.machine is not None else "-"
+    return MeasuredSide(runtime, provider, str(getattr(m, "precision", None) or "-"), threads, machine, noise)
+
+
+def gate(cmp: Comparison, fail_if_slower: float | None = None, fail_if_layer_slower: float | None = None
+         ) -> Comparison:
+    """``cmp`` with its :class:`Gate`: a regression is the end-to-end latency P50 judged slower by more than
+    ``fail_if_slower`` percent, or a matched layer judged slower by more than ``fail_if_layer_slower`` percent."""
+    failures = []
+    latency = cmp.latency
+    if fail_if_slower is not None and latency is not None and _over(latency.stat, fail_if_slower):
+        assert latency.stat is not None
+        failures.append(f"end-to-end {LATENCY_P50} {_judged(latency.stat)}, over --fail-if-slower {fail_if_slower:g}%")
+    if fail_if_layer_slower is not None:
+        failures += [f"layer {d.after_id} ({d.op_type}) {_judged(d.stat)}, over --fail-if-layer-slower "
+                     f"{fail_if_layer_slower:g}%" for d in cmp.layers
+                     if d.stat is not None and _over(d.stat, fail_if_layer_slower)]
+    return replace(cmp, gate=Gate(fail_if_slower, fail_if_layer_slower, tuple(failures)))
+
+
+def _over(stat: DeltaStat | None, percent: float) -> bool:
+    change = stat.change if stat is not None else None
+    return stat is not None and stat.verdict == SLOWER and change is not None and 100 * change > percent
+
+
+def _judged(stat: DeltaStat) -> str:
+    """``+312.4% slower (95% interval +290.0% to +335.0%)``."""
+    low, high, change = stat.relative(stat.low_us), stat.relative(stat.high_us), stat.change or 0.0
+    interval = f" (95% interval {100 * low:+.1f}% to {100 * high:+.1f}%)" if low is not None and high is not None \
+        else ""
+    return f"{100 * change:+.1f}% {stat.verdict}{interval}"
 
 
 def runtime_side(run: RunFile) -> RuntimeSide:
@@ -320,34 +443,69 @@ _DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f
            "int32": "i32", "int64": "i64"}
 
 
-def _delta(before: Layer, after: Layer, measured: bool) -> LayerDelta:
-    return LayerDelta(before.id, after.id, str(after.op_type),
-                      before.time_us(prefer_measured=measured), after.time_us(prefer_measured=measured))
+def _delta(before: Layer, after: Layer, measured: bool, noise: float) -> LayerDelta:
+    b_us, a_us = before.time_us(prefer_measured=measured), after.time_us(prefer_measured=measured)
+    b, a = layer_sample(before), layer_sample(after)
+    if not measured:
+        stat = unjudged(b_us, a_us, "estimates only")
+    elif b is None or a is None:  # eliminated by the runtime (0 µs), or joined without a median
+        stat = unjudged(b_us, a_us, "no measured median on both sides")
+    else:
+        stat = delta_stat(b, a, noise, resolution_us=LAYER_RESOLUTION_US)
+    return LayerDelta(before.id, after.id, str(after.op_type), b_us, a_us, stat)
 
 
-def _side(run: RunFile, label: str) -> dict[str, Any]:
+def _side(run: RunFile, label: str, measured: MeasuredSide | None) -> dict[str, Any]:
     model = run.model
-    return {"label": label, "model": model.name, "path": model.path, "sha256": model.sha256,
-            "target": run.target_or_empty.name}
+    side: dict[str, Any] = {"label": label, "model": model.name, "path": model.path, "sha256": model.sha256,
+                            "target": run.target_or_empty.name}
+    if measured is None:
+        return side
+    noise = measured.noise
+    return {**side, "measured": {
+        "runtime": measured.runtime, "provider": measured.provider, "precision": measured.precision,
+        "threads": measured.threads, "machine": measured.machine,
+        "noise": {"recorded": noise.recorded, "moved": _round(noise.moved, 6), "text": noise.text}}}
+
+
+def _round(value: float | None, ndigits: int = 3) -> float | None:
+    return None if value is None else round(value, ndigits)
+
+
+def _stat(stat: DeltaStat | None) -> dict[str, Any] | None:
+    """A :class:`DeltaStat` as the section stores it (µs to the nanosecond)."""
+    if stat is None:
+        return None
+    return {"before_us": round(stat.before_us, 3), "delta_us": round(stat.delta_us, 3),
+            "low_us": _round(stat.low_us), "high_us": _round(stat.high_us),
+            "systematic_us": round(stat.systematic_us, 3), "method": stat.method, "verdict": stat.verdict,
+            "note": stat.note}
 
 
 def comparison_section(cmp: Comparison, before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any]
                        ) -> dict[str, Any]:
-    """The run file's ``comparison`` section (stored in the *after* run)."""
+    """The run file's ``comparison`` section (stored in the *after* run): :class:`Comparison` field by field, each
+    side with what measured it (``measured``), the widening ``noise`` and the ``gate`` when one was asked."""
 
     def r(value: float | None) -> float | None:
-        return None if value is None else round(value, 6)
+        return _round(value, 6)
 
     return {
-        "before": _side(as_run(before, cmp.before_label), cmp.before_label),
-        "after": _side(as_run(after, cmp.after_label), cmp.after_label),
+        "before": _side(as_run(before, cmp.before_label), cmp.before_label, cmp.before_side),
+        "after": _side(as_run(after, cmp.after_label), cmp.after_label, cmp.after_side),
         "time_source": cmp.time_source,
+        **({"noise": round(cmp.noise, 6)} if cmp.noise is not None else {}),
+        **({"gate": {"fail_if_slower": cmp.gate.fail_if_slower, "fail_if_layer_slower": cmp.gate.fail_if_layer_slower,
+                     "regression": cmp.gate.regression, "failures": list(cmp.gate.failures)}}
+           if cmp.gate is not None else {}),
         "metrics": [{"name": m.name, "unit": m.unit, "before": r(m.before), "after": r(m.after),
                      "change": r(m.change), "better": m.better, "source_before": m.source_before,
-                     "source_after": m.source_after} for m in cmp.metrics],
+                     "source_after": m.source_after, **({"stat": _stat(m.stat)} if m.stat is not None else {})}
+                    for m in cmp.metrics],
         "layers": [{"before_id": d.before_id, "after_id": d.after_id, "op_type": d.op_type,
                     "before_us": round(d.before_us, 3), "after_us": round(d.after_us, 3),
-                    "delta_us": round(d.delta_us, 3), "renamed": d.renamed} for d in cmp.layers],
+                    "delta_us": round(d.delta_us, 3), "renamed": d.renamed,
+                    **({"stat": _stat(d.stat)} if d.stat is not None else {})} for d in cmp.layers],
         "renamed": [{"before_id": d.before_id, "after_id": d.after_id} for d in cmp.renamed],
         "added": [{"id": i, "op_type": op, "time_us": round(t, 3)} for i, op, t in cmp.added],
         "removed": [{"id": i, "op_type": op, "time_us": round(t, 3)} for i, op, t in cmp.removed],

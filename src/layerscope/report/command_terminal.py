@@ -71,7 +71,7 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
     with_timeline = run.timeline is not None if timeline is None else timeline
     parts: list[RenderableType] = []
     if kind == "compare" and run.comparison is not None:
-        from layerscope.report.analysis_terminal import compare_report, saved_comparison
+        from layerscope.report.compare_terminal import compare_report, saved_comparison
 
         parts.append(compare_report(saved_comparison(run.comparison), rows))
     elif kind == "advise" and run.findings is not None:
