@@ -9,8 +9,10 @@ Contract of :func:`build_run`:
   none has any) and says so (``split``, ``fused_group``). Without a graph the run's layers are the
   vendor's entries, ids = vendor names, and the ``model`` section says only what the files say;
 - every measured entry is a ``kernels`` row whose ``category`` is ``layer``, ``layout`` or
-  ``unmapped``; unmapped entries are listed in ``measurement.unmapped_kernels`` and, with estimates
-  that joined nothing, in ``import.unmatched`` with the reason;
+  ``unmapped``, with the precision, tensor formats and tactic the vendor states for it; layout entries (TensorRT's
+  reformats) keep their time as ``layout`` kernels, never added to the layers they serve; unmapped entries are
+  listed in ``measurement.unmapped_kernels`` and, with estimates that joined nothing, in ``import.unmatched``
+  with the reason;
 - ``measured.method`` / ``estimate.method`` are ``"vendor:<tool>"``;
 - when one import measures the accelerator as a whole (Horizon's ``BPU_inference_time_cost``) and
   another estimates it (the static report's latency), ``reconcile`` holds k and the per-layer static
@@ -121,7 +123,7 @@ def _build_run(results: Sequence[ImportResult], graph: Graph | None) -> Imported
     layers = (_model_layers(graph, costs, resolutions, tools) if graph is not None
               else _vendor_layers(resolutions, tools))
     reconciled = _reconcile(results)
-    kernels = [_kernel(r) for r in resolutions if r.entry.stats is not None]
+    kernels = [_kernel(r, joined=graph is not None) for r in resolutions if r.entry.stats is not None]
     estimate_tools = sorted({s.estimate_tool for s in sourced if s.estimate_tool})
     fusion_map = _fusion_section(join, resolutions, ort_paths, tools) if join is not None else None
     # "import" (a Python keyword: the JSON name of RunFile.import_), then the optional sections, present in the
@@ -343,10 +345,14 @@ def _time_fields(stats: TimeStats) -> dict[str, Any]:
 # --- other sections ---------------------------------------------------------------------------------
 
 
-def _kernel(res: Resolution) -> Kernel:
+def _kernel(res: Resolution, *, joined: bool) -> Kernel:
+    """The ``kernels`` row of a measured entry. A layout entry of a run without a model (``joined`` false) that
+    names the engine layer it works for (TensorRT's ``Reformatting CopyNode ... to <layer>``) ``serves`` that
+    layer, a layer of the run; joined to a model, its ``layers`` are that layer's model layers."""
     entry = res.entry
     stats = entry.stats
     assert stats is not None
+    serves = list(entry.source_names) if res.category == LAYOUT and not joined and not res.layer_ids else None
     return Kernel(
         name=entry.name,
         op_type=entry.op_type,
@@ -354,6 +360,8 @@ def _kernel(res: Resolution) -> Kernel:
         **_time_fields(stats),
         layers=list(res.layer_ids),
         category=res.category,
+        **_present(serves=serves, precision=entry.precision, tactic=entry.tactic,
+                   input_formats=list(entry.input_formats), output_formats=list(entry.output_formats)),
     )
 
 

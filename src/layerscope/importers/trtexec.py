@@ -27,12 +27,23 @@ Their facts land in ``info``: ``device``, ``compute_capability``, ``device_memor
 Engine layer names are fused names (``Conv_0 + Relu_1``, ``PWN(/m/Sigmoid, /m/Mul)``,
 ``{ForeignNode[a...b]}``); ``Reformatting CopyNode for Input Tensor 0 to <layer>`` entries are layout
 work for ``<layer>`` and ``<tensor> copy`` entries copy a tensor (a Concat done as copies).
+
+From a layer info file exported with ``--profilingVerbosity=detailed``, each engine layer also says what the
+builder chose (trex's view of a layer):
+
+- formats: each input's and output's ``Format/Datatype`` (``Channel major FP16 format where channel % 8 == 0``)
+  as data type and layout in TensorRT's format names (``FP16 NHWC8``; ``Linear`` for row-major linear,
+  ``NC/32HW32`` for a vectorized one); a description not recognised is kept as written;
+- precision: the data type of the first input (the engine explorer's rule), ``<in>-><out>`` when the first
+  output's differs (a reformat that casts ``FP32->FP16``);
+- tactic: ``TacticName`` (the kernel, ``sm80_xmma_fprop_implicit_gemm_...``), else ``TacticValue`` (``0x...``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from layerscope.importers._common import (
@@ -139,11 +150,87 @@ def parse_layer_info(data: dict[str, Any], source: str) -> ImportResult:
         op_type = expect_str(obj.get("LayerType", ""), source, f"{where}.LayerType")
         metadata = obj.get("Metadata")
         names = onnx_layers_in_metadata(expect_str(metadata, source, f"{where}.Metadata")) if metadata else ()
-        entries.setdefault(name, _engine_entry(name, op_type=op_type, source_names=names))
+        entries.setdefault(name, _with_choices(_engine_entry(name, op_type=op_type, source_names=names), obj, source,
+                                               where))
     bindings = data.get("Bindings")
     info = make_info({"profile": "exportLayerInfo",
                       "bindings": len(bindings) if isinstance(bindings, list) else None})
     return ImportResult(path=source, format=FORMAT, tool=TOOL, entries=tuple(entries.values()), info=info)
+
+
+#: Data type words of TensorRT's format descriptions and format names, as layerscope writes them.
+_DTYPES = {"FP32": "FP32", "Float": "FP32", "FP16": "FP16", "Half": "FP16", "BFloat16": "BF16", "BF16": "BF16",
+           "FP8": "FP8", "FP4": "FP4", "Double": "FP64", "Int8": "INT8", "INT8": "INT8", "Int4": "INT4", "INT4": "INT4",
+           "Int16": "INT16", "Int32": "INT32", "INT32": "INT32", "Int64": "INT64", "INT64": "INT64", "UInt8": "UINT8",
+           "UINT8": "UINT8", "BOOL": "BOOL", "Bool": "BOOL"}
+_VECTOR_WIDTHS = {"Two": 2, "Four": 4, "Sixteen": 16, "Thirty-two": 32}
+_THREE_D = " with 3 spatial dimensions"
+_LINEAR_FORMAT = re.compile(r"^Row major linear (?P<dtype>\w+)(?: format)?$")
+_CHANNEL_MAJOR = re.compile(rf"^Channel major (?P<dtype>\w+) format(?P<d1>{_THREE_D})?"
+                            rf"(?: where channel % (?P<vector>\d+) == 0)?(?P<d2>{_THREE_D})?$")
+_VECTORIZED = re.compile(rf"^(?P<width>{'|'.join(_VECTOR_WIDTHS)}) wide channel vectorized row major (?P<dtype>\w+) "
+                         rf"format(?P<d1>{_THREE_D})?$")
+#: A format as data type and strides, the builder log's notation (``Half(150528,1,672,3)``).
+_STRIDED = re.compile(r"^(?P<dtype>\w+)\([\d,\s]*\)$")
+
+
+def tensor_format(description: str) -> tuple[str, str]:
+    """(format, data type) of one ``Format/Datatype``: ``Channel major FP16 format where channel % 8 == 0`` is
+    ``("FP16 NHWC8", "FP16")``, ``Row major linear FP32`` ``("FP32 Linear", "FP32")``, ``Thirty-two wide channel
+    vectorized row major Int8 format`` ``("INT8 NC/32HW32", "INT8")``; a bare data type (``Half``) is its name
+    alone; any other description is kept as written, with the first data type word it holds (``""``: none)."""
+    text = " ".join(description.split()).rstrip(".")
+    if text in _DTYPES:
+        return _DTYPES[text], _DTYPES[text]
+    for pattern in (_LINEAR_FORMAT, _CHANNEL_MAJOR, _VECTORIZED):
+        match = pattern.match(text)
+        dtype = _DTYPES.get(match["dtype"], "") if match else ""
+        if not match or not dtype:
+            continue
+        groups = match.groupdict()
+        three_d = bool(groups.get("d1") or groups.get("d2"))
+        if pattern is _LINEAR_FORMAT:
+            layout = "Linear"
+        elif pattern is _CHANNEL_MAJOR:
+            layout = ("NDHWC" if three_d else "NHWC") + (groups["vector"] or "")
+        else:
+            width = _VECTOR_WIDTHS[groups["width"]]
+            layout = f"NC/{width}DHW{width}" if three_d else f"NC/{width}HW{width}"
+        return f"{dtype} {layout}", dtype
+    strided = _STRIDED.match(text)
+    if strided and strided["dtype"] in _DTYPES:
+        return text, _DTYPES[strided["dtype"]]
+    return text, next((_DTYPES[w] for w in re.findall(r"[\w-]+", text) if w in _DTYPES), "")
+
+
+def _tensor_formats(value: Any, source: str, where: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(formats, data types) of a layer's ``Inputs`` or ``Outputs``, for the tensors that state a format."""
+    formats: list[str] = []
+    dtypes: list[str] = []
+    for i, tensor in enumerate(expect_list(value, source, where)):
+        obj = expect_dict(tensor, source, f"{where}[{i}]")
+        if "Format/Datatype" not in obj:
+            continue
+        fmt, dtype = tensor_format(expect_str(obj["Format/Datatype"], source, f"{where}[{i}].Format/Datatype"))
+        formats.append(fmt)
+        dtypes.append(dtype)
+    return tuple(formats), tuple(dtypes)
+
+
+def _with_choices(entry: VendorEntry, obj: dict[str, Any], source: str, where: str) -> VendorEntry:
+    """``entry`` with the formats, precision and tactic its layer info object states (see the module docstring)."""
+    inputs, in_types = _tensor_formats(obj.get("Inputs", []), source, f"{where}.Inputs")
+    outputs, out_types = _tensor_formats(obj.get("Outputs", []), source, f"{where}.Outputs")
+    reads = in_types[0] if in_types else (out_types[0] if out_types else "")
+    writes = out_types[0] if out_types else ""
+    precision = f"{reads}->{writes}" if reads and writes and reads != writes else reads
+    tactic = ""
+    for key in ("TacticName", "TacticValue"):
+        value = obj.get(key)
+        if value not in (None, ""):
+            tactic = expect_str(value, source, f"{where}.{key}")
+            break
+    return replace(entry, precision=precision, input_formats=inputs, output_formats=outputs, tactic=tactic)
 
 
 def parse_times(items: Sequence[Any], source: str) -> ImportResult:

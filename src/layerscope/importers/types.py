@@ -190,6 +190,11 @@ class VendorEntry:
     Runtime provider, an OpenVINO exec type). ``status`` is the vendor's word for an entry that did
     not run (``OPTIMIZED_OUT``, ``NOT_RUN``); such an entry has no ``stats``. ``tensor`` names the
     tensor a copy entry moves (TensorRT's ``<tensor> copy``).
+
+    What the runtime chose for it, when the vendor says (TensorRT's layer information): ``precision`` (the data
+    type it reads, ``FP16``; ``FP32->FP16`` when it writes another, as a reformat that casts does),
+    ``input_formats`` / ``output_formats`` (one per tensor, data type and memory layout: ``FP16 NHWC8``) and
+    ``tactic`` (the kernel implementation the builder picked).
     """
 
     name: str
@@ -201,6 +206,10 @@ class VendorEntry:
     source_names: tuple[str, ...] = ()
     status: str = ""
     tensor: str = ""
+    precision: str = ""
+    input_formats: tuple[str, ...] = ()
+    output_formats: tuple[str, ...] = ()
+    tactic: str = ""
 
     def merged(self, other: VendorEntry) -> VendorEntry:
         """This entry completed by another of the same name (e.g. trtexec's profile and layer info)."""
@@ -213,6 +222,10 @@ class VendorEntry:
             source_names=self.source_names or other.source_names,
             status=self.status or other.status,
             tensor=self.tensor or other.tensor,
+            precision=self.precision or other.precision,
+            input_formats=self.input_formats or other.input_formats,
+            output_formats=self.output_formats or other.output_formats,
+            tactic=self.tactic or other.tactic,
         )
 
 

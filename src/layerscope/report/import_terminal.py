@@ -14,6 +14,7 @@ from rich.text import Text
 from layerscope.report.terminal import duration_text, key_value_grid, measured_shares
 from layerscope.report.units import human_us
 from layerscope.report.views.common import Run
+from layerscope.report.views.engine import layout_time, precision_mix_text, rate_label, throughput_text
 from layerscope.runfile.derived import device_mismatch
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import (
@@ -144,7 +145,9 @@ def reconcile_view(rec: Reconcile, top: int) -> RenderableType:
 
 
 def totals_grid(run: Run) -> Table:
-    """Whole-model figures: model, latency, FPS, accelerator time, static estimate, coverage."""
+    """Whole-model figures: model, device, precision, batch and throughput (inferences/s and samples/s), the
+    precision mix of the measured kernels and the reformat (layout) time share, latency, accelerator time, static
+    estimate, coverage."""
     s = run.summary
     grid = key_value_grid()
     model = run.model
@@ -159,15 +162,23 @@ def totals_grid(run: Run) -> Table:
             grid.add_row("precision", Text(str(context.precision)))
         if context.batch:
             grid.add_row("batch", str(context.batch))
-        if context.throughput_per_s is not None:
-            per_sample = (f" x batch {context.batch} = {context.samples_per_s:,.1f} samples/s"
-                          if context.samples_per_s is not None else "")
-            grid.add_row("throughput", f"{context.throughput_per_s:,.1f} inferences/s{per_sample}")
+        throughput = throughput_text(context)
+        if throughput is not None:
+            grid.add_row("throughput", throughput)
     grid.add_row("layers", f"{s.layer_count} ({s.measured_layer_count} measured, "
                            f"{s.estimated_layer_count} estimated)")
+    mix = precision_mix_text(run.kernels)
+    if mix is not None:
+        grid.add_row("precision mix", Text(mix))
+    layout = layout_time(run.kernels)
+    if layout is not None:
+        grid.add_row("reformat", Text(
+            f"{human_us(layout.time_us)} = {100 * layout.share:.1f}% of the measured time, in {layout.timed} of "
+            f"{layout.kernels} reformat/copy kernels (layout work, not counted in any layer's time)"))
     latency = run.latency
     if latency is not None:
-        fps = f"  ({latency.fps:.1f} FPS)" if latency.fps else ""
+        fps = f", {latency.fps:.1f} {rate_label(context.batch if context is not None else None)}" \
+            if latency.fps else ""
         grid.add_row("latency", Text(f"{duration_text(latency.mean_us)} mean{fps}  [{latency.source}]"))
     if s.accelerator_us is not None:
         grid.add_row("accelerator", f"{human_us(s.accelerator_us)} per inference (measured)")

@@ -3,7 +3,8 @@
 Pure functions of a saved run (:mod:`layerscope.report.views` supply the rows). Contracts:
 
 - :func:`layers_csv`: one row per layer in the run's order, namespaced columns (``layer.*``, ``cost.*``,
-  ``est.*``, ``tl.*``, ``meas.*``, ``derived.*``) fixed in :data:`CSV_COLUMNS` then :data:`RUNTIME_COLUMNS`
+  ``est.*``, ``pred.*`` (the kernel predictor's, empty without one), ``tl.*``, ``meas.*``, ``derived.*``) fixed in
+  :data:`CSV_COLUMNS` then :data:`RUNTIME_COLUMNS`
   whatever the run holds; a value
   the run does not hold is an empty cell, never 0. Text cells that a spreadsheet would run as a formula
   (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get a leading ``'``. RFC 4180 quoting,
@@ -73,6 +74,8 @@ CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
     ("est.ddr_write_bytes", lambda r: r.layer.est.ddr_write_bytes),
     ("est.fallback_reason", lambda r: r.layer.est.fallback_reason),
     ("est.method", lambda r: r.layer.est.method),
+    ("pred.latency_us", lambda r: r.layer.predicted.latency_us if r.layer.predicted is not None else None),
+    ("pred.kernel", lambda r: r.layer.predicted.kernel if r.layer.predicted is not None else None),
     ("tl.core", _tl("core")),
     ("tl.active_start_us", _tl("active_start_us")),
     ("tl.active_end_us", _tl("active_end_us")),
@@ -93,8 +96,10 @@ CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
 )
 
 #: Columns after :data:`CSV_COLUMNS`: the runtime that measured the layer (the run's backend and device) and what
-#: its kernel ran as (precision: the kernel's, else the run's; a compiling runtime's kernel implementation).
-RUNTIME_COLUMNS = ("meas.backend", "meas.device", "meas.precision", "meas.exec_type")
+#: its kernel ran as (precision: the kernel's, else the run's; a compiling runtime's kernel implementation; a
+#: builder's tactic and the kernel's input and output formats, ``; ``-separated, as TensorRT's layer info states).
+RUNTIME_COLUMNS = ("meas.backend", "meas.device", "meas.precision", "meas.exec_type", "meas.tactic",
+                   "meas.input_formats", "meas.output_formats")
 
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -135,9 +140,17 @@ def _runtime_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
         kernel = kernels.get(row.kernel) if row.kernel is not None else None
         device = getattr(measurement, "device", None) or measurement.provider
         precision = (kernel.precision if kernel is not None else None) or getattr(measurement, "precision", None)
-        return [measurement.backend, device, precision, kernel.exec_type if kernel is not None else None]
+        if kernel is None:
+            return [measurement.backend, device, precision, *([None] * (len(RUNTIME_COLUMNS) - 3))]
+        return [measurement.backend, device, precision, kernel.exec_type, kernel.tactic,
+                _joined(kernel.input_formats), _joined(kernel.output_formats)]
 
     return cells
+
+
+def _joined(values: Sequence[str] | None) -> str | None:
+    """A list as one cell, ``; ``-separated (formats hold spaces); ``None`` for no list."""
+    return "; ".join(values) if values else None
 
 
 # --------------------------------------------------------------------------------------------------- markdown

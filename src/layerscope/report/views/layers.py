@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from layerscope.report.views.common import Run, shape_text
+from layerscope.report.views.engine import kernel_us
 from layerscope.runfile.derived import (
     fused_group,
     layer_shares,
@@ -89,6 +90,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
     shapes = tensor_shapes(run)
     placed = _timeline_layers(run)
     kernels = {k.name: k for k in run.kernels}
+    reformats = _layout_kernels_by_layer(run.kernels)
     rows = []
     for index, layer in enumerate(layers):
         est, meas = layer.estimated_us, layer.measured_us
@@ -120,7 +122,8 @@ def layer_rows(run: Run) -> list[LayerRow]:
             fallback_reason=estimate.fallback_reason,
             layer=layer,
             timeline=slot,
-            detail=_layer_detail(layer, slot, kernels.get(measured.kernel) if measured and measured.kernel else None),
+            detail=_layer_detail(layer, slot, kernels.get(measured.kernel) if measured and measured.kernel else None,
+                                 reformats.get(layer.id, ())),
         ))
     return rows
 
@@ -130,10 +133,23 @@ def _section_values(section: LayerEstimate | LayerMeasured | None) -> dict[str, 
     return {} if section is None else section.model_dump()
 
 
-def _layer_detail(layer: Layer, slot: TimelineLayer | None, kernel: Kernel | None = None) -> dict[str, dict[str, Any]]:
+def _layout_kernels_by_layer(kernels: Sequence[Kernel]) -> dict[str, list[Kernel]]:
+    """Layer id -> the layout kernels (TensorRT's reformats) that work for it: those whose ``layers`` (joined to a
+    model) or ``serves`` (a vendor run without one) name it."""
+    by_layer: dict[str, list[Kernel]] = {}
+    for kernel in kernels:
+        if kernel.category == "layout":
+            for layer_id in kernel.layers or kernel.serves or ():
+                by_layer.setdefault(layer_id, []).append(kernel)
+    return by_layer
+
+
+def _layer_detail(layer: Layer, slot: TimelineLayer | None, kernel: Kernel | None = None,
+                  reformats: Sequence[Kernel] = ()) -> dict[str, dict[str, Any]]:
     """The groups a layer's detail view shows (``kernel``: the kernel that ran it, as the runtime names it: its
-    type, implementation, precision, device and the layers it fused); keys with ``null`` values (and empty lists)
-    are left out."""
+    type, implementation or tactic, precision, input and output formats, device and the layers it fused, and the
+    layout kernels that reformat data for it, with their time, which is not part of the layer's); keys with
+    ``null`` values (and empty lists) are left out."""
     groups = {
         "layer": {"id": layer.id, "name": layer.name, "op_type": layer.op_type, "domain": layer.domain or None,
                   "inputs": layer.inputs, "outputs": layer.outputs, "shape_source": layer.shape_source,
@@ -148,8 +164,11 @@ def _layer_detail(layer: Layer, slot: TimelineLayer | None, kernel: Kernel | Non
         "measured": _section_values(layer.measured),
         "kernel": {} if kernel is None else {
             "name": kernel.name, "op_type": kernel.op_type, "exec_type": kernel.exec_type,
-            "precision": kernel.precision, "device": kernel.provider,
-            "fused_group": kernel.layers if len(kernel.layers) > 1 else None},
+            "precision": kernel.precision, "device": kernel.provider, "tactic": kernel.tactic,
+            "input_formats": kernel.input_formats, "output_formats": kernel.output_formats,
+            "fused_group": kernel.layers if len(kernel.layers) > 1 else None,
+            "reformats": [k.name for k in reformats] or None,
+            "reformat_us": round(sum(kernel_us(k) for k in reformats), 3) if reformats else None},
     }
     return {name: kept for name, values in groups.items()
             if (kept := {k: v for k, v in values.items() if v is not None and v != []})}
