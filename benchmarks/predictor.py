@@ -1,28 +1,30 @@
-"""The kernel-level latency predictor (issue #18) on public models it never saw, beside the roofline and
-today's ``calibrate``.
+"""The kernel-level latency predictor (issue #18) on public models it never saw, truth and prediction taken in one
+sitting (issue #39), beside the roofline.
 
-Steps (all with ONNX Runtime on one thread, from the repository root with ``PYTHONPATH=src``):
+Steps (all with ONNX Runtime on one thread, from the repository root with ``PYTHONPATH=src``), in ``--rounds`` R
+rounds, round-robin, so that the machine's drift over the sitting falls on calibration and truth alike:
 
-1. Train: ``layerscope calibrate --kernels <the nine model-zoo networks> --budget B -o OUT/predictor.json``:
-   every distinct kernel of the zoo networks, then generated kernels of every family until the budget is spent.
-2. Today's calibration: ``layerscope profile`` each zoo network (``--runs R --threads 1``) and
-   ``layerscope calibrate <zoo runs> -o OUT/host-cal.toml`` (per-op efficiency).
-3. The zoo scale: ``layerscope estimate`` each zoo network with the predictor; the median of its measured P50 (step
-   2) over the prediction is the ``predictor-s`` column's factor (fitted on the calibration models only).
-4. Held out: the real-world corpus (``benchmarks/realworld_models.toml``, models extracted under ``--models``,
-   default ``/work/models``; those needing constant inputs left out): ``layerscope profile MODEL --threads 1``
-   twice (rounds A and B, all models in turn between them): A is the truth, |A/B - 1| the machine's noise on
-   that model. ``layerscope estimate MODEL -t OUT/host-cal.toml --predictor OUT/predictor.json`` gives the
-   calibrated estimate and the prediction; A's own estimate is the uncalibrated roofline (``host``).
-5. Prints per model and method: end-to-end error (predicted / measured P50 - 1), per-layer Spearman rank
-   correlation (layers with a measured time) and top-10 overlap (``pred-alone``: the predictor's kernels alone
-   summed, without the in-model context it fitted to the zoo's whole P50: end to end only); then per method
-   the share within ±10%, the median |error|, the median Spearman; and the noise. Writes everything to
-   ``OUT/predictor-bench.json``.
+1. Calibration timing, a share: ``layerscope calibrate --kernels <the model-zoo networks (--zoo)> --budget B/R
+   --cache OUT/cache -o OUT/predictor.json``. The cache keeps every kernel timed so far: each round times new
+   kernels for B/R seconds and fits again on all of them; the last round's predictor is the one scored.
+2. The held-out models' measurement, a share: the real-world corpus (``benchmarks/realworld_models.toml``, models
+   extracted under ``--models``, default ``/work/models``, else ``benchmarks/.cache/realworld/models``; those
+   needing constant inputs left out): ``layerscope profile MODEL --threads 1 --runs N/R`` once per round.
+   The truth is the median of a model's R round P50s; its *spread* is (max - min) / median of them: the
+   run-to-run noise of its own measurement, printed beside its error.
+3. ``layerscope estimate MODEL --predictor OUT/predictor.json`` (``summary.est_latency_us``: the prediction;
+   ``summary.roofline_latency_us``: the roofline). With ``--compare``, today's per-op calibration too
+   (``profile`` each zoo network, ``layerscope calibrate`` their runs, ``estimate -t OUT/host-cal.toml``).
+4. Prints per model and method: end-to-end error (predicted / measured P50 - 1), per-layer Spearman rank
+   correlation (layers with a measured time, from the round whose P50 is the median) and top-10 overlap
+   (``pred-alone``: the predictor's kernels alone summed, without its in-model context: end to end only),
+   whether the predictor's interval holds the truth; then per method the share within ±10%, the median |error|,
+   the median Spearman; and the spread. Writes everything to ``OUT/predictor-bench.json``.
 
-Usage: ``python benchmarks/predictor.py [--budget 300s] [--runs 30] [--out DIR] [--reuse] [--only NAME ...]``.
-``--reuse`` keeps run files and the predictor already in OUT. Exit 0 when the goal holds (≥ 90% of held-out
-models within ±10% and Spearman ≥ 0.9 on each), 1 when not, 2 when a step fails for every model.
+Usage: ``python benchmarks/predictor.py [--budget 300s] [--rounds 3] [--runs 30] [--zoo a,b] [--out DIR]
+[--reuse] [--only NAME ...] [--compare]``. ``--reuse`` keeps run files and the predictor already in OUT. Exit 0
+when the goal holds (≥ 90% of held-out models within ±10%, median |error| ≤ 5%, the interval holding ≥ 90%), 1
+when not, 2 when a step fails for every model.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from realworld import load_manifest  # noqa: E402
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 ZOO_MODELS = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50", "shufflenet",
               "squeezenet", "vgg19", "zfnet512")
-METHODS = ("roofline", "calibrate", "pred-alone", "predictor", "predictor-s")
+METHODS = ("roofline", "calibrate", "pred-alone", "predictor")
 
 
 def _layerscope(*args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
@@ -135,8 +137,9 @@ def score(measured_run: Mapping[str, Any], method_run: Mapping[str, Any], method
     truth = float(measured_run["latency"]["p50_us"])
     if method.startswith("predictor"):
         total = float(method_run["predictor"]["latency_us"])
-    else:
-        total = float(method_run["summary"]["est_latency_us"])
+    else:  # beside a prediction, the summary keeps the roofline's total in roofline_latency_us
+        summary = method_run["summary"]
+        total = float(summary.get("roofline_latency_us") or summary["est_latency_us"])
     measured = _measured_layers(measured_run)
     predicted = _per_layer(method_run, method)
     common = [k for k in measured if k in predicted]
@@ -155,114 +158,132 @@ def _held_out(models_dir: Path, only: Sequence[str]) -> list[tuple[str, Path, li
     return chosen
 
 
+def _budget_s(text: str) -> float:
+    """``300s``, ``5m`` or ``300`` as seconds."""
+    text = text.strip().lower()
+    return float(text[:-1]) * 60 if text.endswith("m") else float(text.rstrip("s"))
+
+
+def round_spread(p50s: Sequence[float]) -> tuple[float, float | None]:
+    """(the median of a model's per-round P50s, (max - min) / that median; ``None`` with one round)."""
+    truth = statistics.median(p50s)
+    return truth, ((max(p50s) - min(p50s)) / truth if len(p50s) > 1 and truth > 0 else None)
+
+
+def _calibrate(zoo: Sequence[str], budget_s: float, out: Path, predictor: Path) -> bool:
+    done = _layerscope("calibrate", "--kernels", *[str(ZOO / f"light_{m}.onnx") for m in zoo], "--budget",
+                       f"{max(1.0, budget_s):.0f}s", "--cache", str(out / "cache"), "-o", str(predictor),
+                       timeout_s=3600)
+    print("\n".join(line for line in done.stdout.splitlines() if "context" in line or line.startswith("timed")))
+    if done.returncode != 0:
+        print(done.stderr)
+    return done.returncode == 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / ".cache" / "predictor")
-    parser.add_argument("--models", type=Path, default=Path("/work/models"))
+    parser.add_argument("--models", type=Path, default=None)
     parser.add_argument("--budget", default="300s")
-    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=30, help="profile runs per held-out model, over all rounds")
+    parser.add_argument("--zoo", default=",".join(ZOO_MODELS), help="calibration models (model-zoo names)")
     parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--compare", action="store_true", help="also today's per-op calibration (profiles the zoo)")
     parser.add_argument("--only", action="append", default=[])
     args = parser.parse_args(argv)
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
+    zoo = [m for m in args.zoo.split(",") if m]
+    models_dir = args.models or next((d for d in (Path("/work/models"), ROOT / "benchmarks" / ".cache" / "realworld"
+                                                  / "models") if d.is_dir()), Path("/work/models"))
+    models = _held_out(models_dir, args.only)
     predictor = out / "predictor.json"
-    if not (args.reuse and predictor.exists()):
-        done = _layerscope("calibrate", "--kernels", *[str(ZOO / f"light_{m}.onnx") for m in ZOO_MODELS],
-                           "--budget", args.budget, "--cache", str(out / "cache"), "-o", str(predictor),
-                           timeout_s=3600)
-        print(done.stdout)
-        if done.returncode != 0:
-            print(done.stderr)
+    rounds = max(1, args.rounds)
+    share_s = _budget_s(args.budget) / rounds
+    per_round = max(3, args.runs // rounds)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in models}
+    for index in range(rounds):  # round-robin: a share of calibration, then every held-out model once
+        print(f"--- round {index + 1} of {rounds}", flush=True)
+        if not (args.reuse and predictor.exists() and index == 0) and not _calibrate(zoo, share_s, out, predictor):
             return 2
-    zoo_runs = [out / f"zoo-{m}.json" for m in ZOO_MODELS]
-    for model, run in zip(ZOO_MODELS, zoo_runs, strict=True):
+        for name, path, extra in models:
+            run = _profile(path, extra, out / f"held-{name}-r{index}.json", per_round, args.reuse)
+            if run is not None:
+                runs[name].append(run)
+    calibrated = _compare_calibration(zoo, out, args) if args.compare else None
+    results: dict[str, Any] = {}
+    for name, path, extra in models:
+        est_path = out / f"held-{name}-est.json"
+        est_path.unlink(missing_ok=True)  # estimate --json merges into an existing run
+        extra_t = ["-t", str(calibrated)] if calibrated is not None else []
+        done = _layerscope("estimate", str(path), *extra, *extra_t, "--predictor", str(predictor), "--top", "0",
+                           "--json", str(est_path))
+        if not runs[name] or done.returncode != 0:
+            results[name] = {"error": (done.stderr or "profile failed").strip().splitlines()[-1:]}
+            continue
+        p50s = [float(r["latency"]["p50_us"]) for r in runs[name]]
+        truth, spread = round_spread(p50s)
+        middle = min(runs[name], key=lambda r: abs(float(r["latency"]["p50_us"]) - truth))
+        measured = dict(middle, latency=dict(middle["latency"], p50_us=truth))
+        est = json.loads(est_path.read_text())
+        low, high = est["summary"]["est_low_us"], est["summary"]["est_high_us"]
+        row = {"measured_us": truth, "round_p50_us": p50s, "noise": spread,
+               "roofline": score(measured, measured, "roofline"), "pred-alone": alone(measured, est),
+               "predictor": score(measured, est, "predictor"), "interval_us": [low, high],
+               "in_interval": low <= truth <= high, "est_source": est["summary"].get("est_source")}
+        if calibrated is not None:
+            row["calibrate"] = score(measured, est, "calibrate")
+        results[name] = row
+    methods = [m for m in METHODS if m != "calibrate" or calibrated is not None]
+    summary = render(results, methods)
+    context = json.loads(predictor.read_text()).get("context", {})
+    summary["context"] = {k: context.get(k) for k in ("applied", "why", "factor", "per_kernel_us", "models")}
+    print(f"in-model context: {'applied' if context.get('applied') else 'NOT applied'}: {context.get('why')}")
+    (out / "predictor-bench.json").write_text(json.dumps({"models": results, "summary": summary}, indent=1))
+    ok = [r for r in results.values() if "roofline" in r]
+    if not ok:
+        return 2
+    goal = (summary["predictor"]["within_10"] >= 0.9 and (summary["predictor"]["median_abs_error"] or 1) <= 0.05
+            and summary["interval_holds"] >= 0.9)
+    print(f"goal (>= 90% within ±10%, median |error| <= 5%, interval holds >= 90%): {'PASS' if goal else 'FAIL'}")
+    return 0 if goal else 1
+
+
+def _compare_calibration(zoo: Sequence[str], out: Path, args: argparse.Namespace) -> Path | None:
+    """Today's per-op calibration on the zoo's profile runs (``--compare``): the calibrated profile's path."""
+    zoo_runs = [out / f"zoo-{m}.json" for m in zoo]
+    for model, run in zip(zoo, zoo_runs, strict=True):
         _profile(ZOO / f"light_{model}.onnx", [], run, max(5, args.runs // 3), args.reuse)
     calibrated = out / "host-cal.toml"
     done = _layerscope("calibrate", *[str(r) for r in zoo_runs if r.exists()], "-o", str(calibrated))
     if done.returncode != 0:
         print(done.stderr)
-        return 2
-    scale = zoo_scale(zoo_runs, predictor, out)
-    models = _held_out(args.models, args.only)
-    runs: dict[str, dict[str, Any]] = {}
-    for round_ in ("a", "b"):
-        for name, path, extra in models:
-            run = _profile(path, extra, out / f"held-{name}-{round_}.json", args.runs, args.reuse)
-            if run is not None:
-                runs[f"{name}:{round_}"] = run
-    results: dict[str, Any] = {}
-    for name, path, extra in models:
-        a, b = runs.get(f"{name}:a"), runs.get(f"{name}:b")
-        est_path = out / f"held-{name}-est.json"
-        est_path.unlink(missing_ok=True)  # estimate --json merges into an existing run
-        done = _layerscope("estimate", str(path), *extra, "-t", str(calibrated), "--predictor", str(predictor),
-                           "--top", "0", "--json", str(est_path))
-        if a is None or done.returncode != 0:
-            results[name] = {"error": (done.stderr or "profile failed").strip().splitlines()[-1:]}
-            continue
-        est = json.loads(est_path.read_text())
-        row = {"measured_us": a["latency"]["p50_us"],
-               "noise": abs(a["latency"]["p50_us"] / b["latency"]["p50_us"] - 1) if b else None,
-               "roofline": score(a, a, "roofline"), "calibrate": score(a, est, "calibrate"),
-               "pred-alone": alone(a, est), "predictor": score(a, est, "predictor"),
-               "predictor-s": _scaled(score(a, est, "predictor"), scale),
-               "interval_us": [est["predictor"]["low_us"], est["predictor"]["high_us"]]}
-        results[name] = row
-    summary = render(results)
-    summary["zoo_scale"] = scale
-    print(f"predictor-s: the predictor x {scale:.3f}, the median of measured P50 / predicted over the zoo's own "
-          "profile runs in this session (fitted on the calibration models only)")
-    (out / "predictor-bench.json").write_text(json.dumps({"models": results, "summary": summary}, indent=1))
-    ok = [r for r in results.values() if "roofline" in r]
-    if not ok:
-        return 2
-    goal = summary["predictor"]["within_10"] >= 0.9 and all(
-        (r["predictor"]["spearman"] or 0) >= 0.9 for r in ok)
-    print(f"goal (>= 90% within ±10% and Spearman >= 0.9 on each): {'PASS' if goal else 'FAIL'}")
-    return 0 if goal else 1
+        return None
+    return calibrated
 
 
-def zoo_scale(zoo_runs: Sequence[Path], predictor: Path, out: Path) -> float:
-    """The median of measured P50 / predicted latency over the zoo networks' profile runs (the calibration
-    models): what a kernel timed alone, as the fastest of its runs, misses of a whole model's P50 in this session
-    (caches the neighbouring kernels evict, the machine's other load). 1.0 when no zoo run predicts."""
-    ratios = []
-    for model, run_path in zip(ZOO_MODELS, zoo_runs, strict=True):
-        est_path = out / f"zoo-{model}-est.json"
-        est_path.unlink(missing_ok=True)
-        done = _layerscope("estimate", str(ZOO / f"light_{model}.onnx"), "--predictor", str(predictor), "--top", "0",
-                           "--json", str(est_path))
-        if done.returncode == 0 and run_path.exists():
-            measured = json.loads(run_path.read_text())["latency"]["p50_us"]
-            ratios.append(measured / json.loads(est_path.read_text())["predictor"]["latency_us"])
-    return statistics.median(ratios) if ratios else 1.0
-
-
-def _scaled(scored: dict[str, Any], scale: float) -> dict[str, Any]:
-    total = scored["predicted_us"] * scale
-    return dict(scored, predicted_us=total, error=(1 + scored["error"]) * scale - 1)
-
-
-def render(results: Mapping[str, Any]) -> dict[str, Any]:
-    """Print the side-by-side table and the per-method summary; return the summary."""
-    print(f"\n{'model':22} {'meas ms':>8} {'noise':>6} | " + " | ".join(f"{m:^21}" for m in METHODS))
-    print(f"{'':22} {'':>8} {'':>6} | " + " | ".join(f"{'err':>7} {'rho':>6} {'top10':>6}" for _ in METHODS))
+def render(results: Mapping[str, Any], methods: Sequence[str] = METHODS) -> dict[str, Any]:
+    """Print the side-by-side table (each model's measured P50, the spread of its round P50s, each method's error,
+    Spearman and top-10 overlap, whether the interval holds the truth) and the per-method summary; return it."""
+    print(f"\n{'model':22} {'meas ms':>8} {'spread':>6} | " + " | ".join(f"{m:^21}" for m in methods) + " | interval")
+    print(f"{'':22} {'':>8} {'':>6} | " + " | ".join(f"{'err':>7} {'rho':>6} {'top10':>6}" for _ in methods))
     for name, row in results.items():
         if "roofline" not in row:
             print(f"{name:22} failed: {row.get('error')}")
             continue
         cells = []
-        for m in METHODS:
+        for m in methods:
             s = row[m]
             rho = "-" if s["spearman"] is None else f"{s['spearman']:.2f}"
             top10 = "-" if s["top10"] is None else f"{s['top10']:.1f}"
             cells.append(f"{100 * s['error']:+6.1f}% {rho:>6} {top10:>6}")
         noise = "-" if row["noise"] is None else f"{100 * row['noise']:.1f}%"
-        print(f"{name:22} {row['measured_us'] / 1e3:8.2f} {noise:>6} | " + " | ".join(cells))
+        held = {True: "holds", False: "misses"}.get(row.get("in_interval"), "-")
+        print(f"{name:22} {row['measured_us'] / 1e3:8.2f} {noise:>6} | " + " | ".join(cells) + f" | {held}")
     ok = [r for r in results.values() if "roofline" in r]
     summary: dict[str, Any] = {}
-    for m in METHODS:
+    for m in methods:
         errors = [abs(r[m]["error"]) for r in ok]
         rhos = [r[m]["spearman"] for r in ok if r[m]["spearman"] is not None]
         summary[m] = {"models": len(ok), "within_10": sum(e <= 0.10 for e in errors) / max(1, len(ok)),
@@ -276,11 +297,13 @@ def render(results: Mapping[str, Any]) -> dict[str, Any]:
         top10 = "-" if s["median_top10"] is None else f"{s['median_top10']:.1f}"
         print(f"{m:10}: {100 * s['within_10']:.0f}% within ±10% ({len(ok)} models), median |err| "
               f"{100 * (s['median_abs_error'] or 0):.1f}%, median Spearman {rho}, median top-10 overlap {top10}")
+    summary["interval_holds"] = sum(bool(r.get("in_interval")) for r in ok) / max(1, len(ok))
+    print(f"interval holds the measured P50 on {100 * summary['interval_holds']:.0f}% of {len(ok)} models")
     noises = [r["noise"] for r in ok if r["noise"] is not None]
     if noises:
         summary["noise_median"] = statistics.median(noises)
         summary["noise_max"] = max(noises)
-        print(f"noise (|round A / round B - 1| of the measured P50): median {100 * statistics.median(noises):.1f}%, "
+        print(f"spread ((max - min) / median of a model's round P50s): median {100 * statistics.median(noises):.1f}%, "
               f"max {100 * max(noises):.1f}%")
     return summary
 

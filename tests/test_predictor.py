@@ -185,7 +185,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 2
+    assert data["format"] == "layerscope-predictor" and data["version"] == 3
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -220,9 +220,13 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=3)))
-    with pytest.raises(InputError, match="version 3"):
+    newer.write_text(json.dumps(dict(data, version=4)))
+    with pytest.raises(InputError, match="version 4"):
         load_predictor(newer)
+    older = tmp_path / "older.json"  # version 2: its context was applied without a transfer check
+    older.write_text(json.dumps(dict(data, version=2)))
+    with pytest.raises(InputError, match="version 2; this layerscope reads version 3"):
+        load_predictor(older)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
     with pytest.raises(InputError, match="not JSON"):
@@ -260,10 +264,11 @@ def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest
                  "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "cross-validated error per family" in text and "predictor:" in text
-    assert "in-model context from 1 calibration model(s)' P50" in text
+    assert "in-model context NOT applied (kernels are summed as timed)" in text and "one calibration model" in text
     predictor = load_predictor(out)
     assert predictor.runtime["threads"] == 1 and predictor.profile == "host"
     assert predictor.context.models == 1 and predictor.context.per_kernel_us == 0.0
+    assert not predictor.context.applied and "none is left to hold out" in predictor.context.why
     assert predictor.fusion_rules is not None and predictor.fusion_rules.models == 1
     assert predictor.fusion_rules.pairs[("Conv", "BatchNormalization")] == (1, 1)
     assert "fusion rules from 1 model(s): " in text
@@ -294,6 +299,11 @@ def test_context_fit_recovers_a_factor_and_a_per_kernel_gap() -> None:
     two = fit_context([(100.0, 50.0, 5), (400.0, 100.0, 9)], 0.0)
     assert two.factor == pytest.approx(2.4) and two.per_kernel_us == 0.0
     assert two.errors == pytest.approx((0.2, 0.4))  # 2.4 x 50 = 120 (+20%), 2.4 x 100 = 240 (-40%)
+    # held out, each is fitted on the other alone: x4 -> 200 (+100%), x2 -> 200 (-50%): median 75%; summed as
+    # timed: 50 (-50%), 100 (-75%): median 62.5%: the context does not transfer
+    assert two.held_out_errors == pytest.approx((1.0, 0.5)) and two.held_out_errors_alone == pytest.approx((0.5, 0.75))
+    assert not two.applied and "62.5%" in two.why and "75.0%" in two.why
+    assert ctx.applied and ctx.held_out_errors == pytest.approx((0.0,) * 4, abs=1e-9)
     assert fit_context([], 5.0) == Context()
     # the model of fewest kernels is the furthest under: a negative gap, so the factor alone,
     # iso = p/m = (1, 0.5, 1), target 1: (1 + 0.5 + 1) / (1 + 0.25 + 1)
@@ -529,3 +539,81 @@ def test_the_terminal_report_states_the_in_model_context() -> None:
     assert "fusion: rules, in model: x1.50 + 4.0 us per kernel, from 3 model(s))" in text
     console.print(predictor_report(run(dict(section, context={"models": 0})), 0))
     assert "in model" not in console.export_text()
+
+
+def test_a_context_from_an_unlike_calibration_model_is_not_applied() -> None:
+    # two CNNs whose kernels, summed as timed, give their P50 exactly, and a transformer whose P50 is 2x its kernels
+    # (overhead 0). Held out, a CNN gets the factor fitted to the other CNN and the transformer: iso = p/m = (1,
+    # 0.5), target 1 -> (1 + 0.5) / (1 + 0.25) = 1.2, so +20%; the transformer, from the two CNNs: x1, -50%.
+    # Median held-out 20% against 0% summed as timed: not applied, although it lowers the in-sample error.
+    rows = [(1000.0, 1000.0, 50), (2000.0, 2000.0, 80), (600.0, 300.0, 10)]
+    ctx = fit_context(rows, 0.0)
+    assert ctx.factor == pytest.approx(2.5 / 2.25)  # the fit itself: iso (1, 1, 0.5)
+    assert ctx.held_out_errors == pytest.approx((0.2, 0.2, 0.5))
+    assert ctx.held_out_errors_alone == pytest.approx((0.0, 0.0, 0.5))
+    assert not ctx.applied and "does not transfer" in ctx.why
+    assert ctx.apply(123.0) == 123.0
+    # the same CNNs beside a third CNN that runs 10% slower in its model: the context transfers and is applied
+    like = fit_context([(1100.0, 1000.0, 50), (2200.0, 2000.0, 80), (660.0, 600.0, 10)], 0.0)
+    assert like.applied and like.factor == pytest.approx(1.1) and like.apply(100.0) == pytest.approx(110.0)
+
+
+def test_a_matmul_calibration_model_leaves_a_cnn_prediction_as_its_kernels_summed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layerscope.measure.kernels import matmul_kernel
+
+    model = tmp_path / "transformer-like.onnx"  # a pure MatMul+Add model: nothing like a CNN's kernels
+    model.write_bytes(matmul_kernel(1, 64, 256, 256, bias=True, weights=True).model_bytes)
+    out = tmp_path / "p.json"
+    assert main(["calibrate", "--kernels", str(model), "--budget", "3s", "--families", "conv,matmul", "--visits", "2",
+                 "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
+    capsys.readouterr()
+    context = json.loads(out.read_text())["context"]
+    assert context["models"] == 1 and context["applied"] is False and "hold out" in context["why"]
+    predictor = load_predictor(out)
+    graph = load_model(zoo("squeezenet"))
+    pred = predict_path(predictor, graph, estimate_graph(graph, load_profile("host"), "fp32"))
+    assert pred.latency_us == pytest.approx(sum(k.isolated_us for k in pred.kernels) + predictor.overhead_us)
+
+
+def test_the_run_summary_carries_the_prediction(fitted: tuple[Predictor, Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    import hashlib
+
+    from layerscope.analysis.reconcile import reconcile_run
+    from layerscope.report.tables import layers_csv, markdown_summary
+
+    _, path = fitted
+    roofline, predicted = tmp_path / "roofline.json", tmp_path / "predicted.json"
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--json", str(roofline), "--top", "0"]) == 0
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "--json",
+                 str(predicted), "--top", "0"]) == 0
+    terminal = capsys.readouterr().out
+    run, base = load_run(predicted), load_run(roofline)
+    summary, section = run["summary"], run["predictor"]
+    assert summary["est_latency_us"] == section["latency_us"] != base["summary"]["est_latency_us"]
+    assert (summary["est_low_us"], summary["est_high_us"]) == (section["low_us"], section["high_us"])
+    assert summary["est_fps"] == pytest.approx(1e6 / section["latency_us"], rel=1e-5)
+    assert summary["roofline_latency_us"] == base["summary"]["est_latency_us"]
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    assert summary["est_source"] == f"predictor {path} sha256:{sha}"
+    assert "est_source" not in base["summary"] and "roofline_latency_us" not in base["summary"]
+    assert "kernel predictor" in terminal and sha in terminal
+    markdown = markdown_summary(run)
+    assert "estimated, kernel predictor" in markdown and "estimated, roofline" in markdown and sha in markdown
+    rows = layers_csv(run).splitlines()
+    column = rows[0].split(",").index("pred.latency_us")
+    by_csv = sum(float(r.split(",")[column]) for r in rows[1:] if r.split(",")[column])
+    assert by_csv == pytest.approx(section["latency_us"] - section["overhead_us"], rel=1e-4)
+    # measured end to end: k divides the P50 by the prediction, not the roofline
+    timed = dict(run, latency={"p50_us": 2 * section["latency_us"], "samples": 5})
+    rec = reconcile_run(timed)
+    assert rec.k == pytest.approx(2.0) and rec.estimated_source == summary["est_source"]
+    assert "kernel predictor" in rec.scope
+    assert reconcile_run(dict(base, latency={"p50_us": 2 * section["latency_us"]})).k == pytest.approx(
+        2 * section["latency_us"] / base["summary"]["est_latency_us"])
+    # the roofline estimated again into the predicted run: the prediction's summary keys and section go with it
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--json", str(predicted), "--top", "0"]) == 0
+    refreshed = load_run(predicted)
+    assert "predictor" not in refreshed and refreshed["summary"]["est_latency_us"] == base["summary"]["est_latency_us"]
+    assert not {"est_source", "est_low_us", "est_high_us", "roofline_latency_us"} & refreshed["summary"].keys()

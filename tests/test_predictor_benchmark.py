@@ -53,3 +53,17 @@ def test_score_reads_the_prediction_and_the_measured_layers(bench: ModuleType) -
     assert s["error"] == pytest.approx(0.10)
     assert s["spearman"] == pytest.approx(0.5)  # ranks [2, 1, 0] vs [2, 0, 1]: 1 - 6*2/(3*8)
     assert s["top10"] == 1.0
+
+
+def test_truth_is_the_median_round_and_its_spread_is_the_rounds_range(bench: ModuleType) -> None:
+    truth, spread = bench.round_spread([100.0, 110.0, 95.0])
+    assert truth == 100.0 and spread == pytest.approx(0.15)  # (110 - 95) / 100
+    assert bench.round_spread([42.0]) == (42.0, None)
+
+
+def test_the_roofline_beside_a_prediction_is_scored_as_the_roofline(bench: ModuleType) -> None:
+    measured = {"latency": {"p50_us": 100.0}, "layers": []}
+    run = {"summary": {"est_latency_us": 95.0, "roofline_latency_us": 50.0}, "predictor": {"latency_us": 95.0},
+           "layers": []}
+    assert bench.score(measured, run, "calibrate")["error"] == pytest.approx(-0.5)
+    assert bench.score(measured, run, "predictor")["error"] == pytest.approx(-0.05)

@@ -43,7 +43,9 @@ from layerscope.runfile.io import (
 from layerscope.runfile.models import Layer, RunFile, RunLike
 
 # Top-level sections an estimate writes; everything else in a run belongs to another command.
-ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeline")
+ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeline", "predictor")
+# Summary keys only an estimate with a kernel predictor writes: an estimate without one drops the old run's.
+PREDICTION_SUMMARY_KEYS = ("est_source", "est_low_us", "est_high_us", "roofline_latency_us", "roofline_fps")
 # Sections computed from the estimate by later commands: stale when the estimate changes.
 DERIVED_SECTIONS = ("reconcile", "findings", "comparison")
 # Sections the new estimate run brings as they are (``model``, ``summary`` and ``layers`` are merged key by key).
@@ -218,8 +220,9 @@ def merge_estimate(old: ExistingRun | RunLike, new: RunLike, where: str = "the r
                if key not in replaced and key not in MERGED_SECTIONS}
     sections = {key: _section(old_run, key) for key in as_read}
     sections.update((key, _section(new_run, key)) for key in _keys(new_run) if key in replaced)
-    sections.update(model=new_run.model.over(old_run.model), summary=new_run.summary.over(old_run.summary),
-                    layers=layers)
+    sections.update(model=new_run.model.over(old_run.model),
+                    summary=new_run.summary.over(None if old_run.summary is None else
+                                                 old_run.summary.without(PREDICTION_SUMMARY_KEYS)), layers=layers)
     names = {_name(key): value for key, value in sections.items()}
     merged = RunFile.model_construct(_fields_set=set(names), **names)
     return MergeResult(merged, as_read, _notes(existing, new_run, unmatched))

@@ -364,7 +364,8 @@ def board_run_data(run: RunFile | Mapping[str, Any], latency_us: float, label: s
 
 def _run_data(typed: RunFile, name: str, latency_us: float, layers: list[LayerTerm], rows: tuple[KernelRow, ...]
               ) -> RunData:
-    base = _number(typed.summary.est_latency_us) or 0.0
+    # the roofline's total: beside a kernel predictor's estimate it is kept in roofline_latency_us
+    base = _number(typed.summary.roofline_latency_us) or _number(typed.summary.est_latency_us) or 0.0
     key = str(typed.model.sha256 or typed.model.path or name)
     task = _number(typed.summary.est_task_overhead_us) or 0.0
     return RunData(name, key, typed.target_or_empty.name or "", latency_us, base, tuple(layers), rows, task_us=task)

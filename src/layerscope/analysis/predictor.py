@@ -29,6 +29,7 @@ get 0. The interval of the sum adds the kernels' interval ends (it assumes their
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import tempfile
@@ -52,8 +53,9 @@ from layerscope.model.types import Graph
 from layerscope.targets.profile import Profile
 
 FORMAT = "layerscope-predictor"
-#: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature.
-VERSION = 2
+#: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature;
+#: 3: the context says whether it is applied (leave-one-model-out transfer check) and why.
+VERSION = 3
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes")
@@ -164,26 +166,52 @@ class Context:
     """What a kernel costs inside a whole model beyond its time alone: ``factor`` x its time alone +
     ``per_kernel_us`` (caches its neighbours evict, the runtime's work between kernels), fitted to ``models``
     calibration models' whole P50; ``errors``: each model's |predicted / measured - 1| under the fit (in
-    sample). The identity (1, 0) when no calibration model was timed."""
+    sample). The identity (1, 0) when no calibration model was timed.
+
+    ``applied``: whether predictions use it. It is applied only when it transfers: fitted on all calibration
+    models but one, it predicts the one left out better than the kernels summed as timed (median over the
+    models of ``held_out_errors``, with it, against ``held_out_errors_alone``, without; leave-one-model-out);
+    ``why`` says what the check found. With one calibration model nothing can be held out: not applied."""
 
     factor: float = 1.0
     per_kernel_us: float = 0.0
     models: int = 0
     errors: tuple[float, ...] = ()
+    applied: bool = True
+    why: str = ""
+    held_out_errors: tuple[float, ...] = ()
+    held_out_errors_alone: tuple[float, ...] = ()
 
     def apply(self, isolated_us: float) -> float:
-        return self.factor * isolated_us + self.per_kernel_us
+        """A kernel's time in its model (µs) from its time alone: the fit when :attr:`applied`, else as it is."""
+        return self.factor * isolated_us + self.per_kernel_us if self.applied else isolated_us
+
+    def describe(self) -> str:
+        """One line: the fit, whether it is applied, and why."""
+        if not self.models:
+            return "in-model context: none (no calibration MODEL was timed whole); kernels are summed as timed"
+        fit = f"x{self.factor:.3f} + {self.per_kernel_us:.2f} us per kernel from {self.models} calibration model(s)"
+        if self.applied:
+            return f"in-model context applied: {fit}; {self.why}"
+        return f"in-model context NOT applied (kernels are summed as timed): {fit}; {self.why}"
 
     def to_json(self) -> dict[str, Any]:
         return {"factor": self.factor, "per_kernel_us": self.per_kernel_us, "models": self.models,
-                "errors": list(self.errors)}
+                "errors": list(self.errors), "applied": self.applied, "why": self.why,
+                "held_out_errors": list(self.held_out_errors),
+                "held_out_errors_alone": list(self.held_out_errors_alone)}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Context:
         factor, gap = float(data["factor"]), float(data["per_kernel_us"])
         if not (math.isfinite(factor) and factor > 0 and math.isfinite(gap) and gap >= 0):
             raise ValueError(f"context factor {factor!r}, per_kernel_us {gap!r}")
-        return cls(factor, gap, int(data["models"]), tuple(float(e) for e in data.get("errors", ())))
+        applied = data["applied"]
+        if not isinstance(applied, bool):
+            raise ValueError(f"context applied {applied!r}")
+        return cls(factor, gap, int(data["models"]), tuple(float(e) for e in data.get("errors", ())), applied,
+                   str(data.get("why", "")), tuple(float(e) for e in data.get("held_out_errors", ())),
+                   tuple(float(e) for e in data.get("held_out_errors_alone", ())))
 
 
 def _fit_rows(rows: Sequence[tuple[float, float, int]], overhead_us: float, with_gap: bool) -> tuple[float, float]:
@@ -200,6 +228,15 @@ def _fit_rows(rows: Sequence[tuple[float, float, int]], overhead_us: float, with
     return max(factor, 1e-3), gap
 
 
+def _held_out(rows: Sequence[tuple[float, float, int]], overhead_us: float, with_gap: bool) -> list[float]:
+    """Each row's |predicted / measured - 1| under the context fitted to the other rows (leave-one-model-out)."""
+    errors = []
+    for i, (m, p, n) in enumerate(rows):
+        factor, gap = _fit_rows([*rows[:i], *rows[i + 1:]], overhead_us, with_gap)
+        errors.append(abs((factor * p + gap * n + overhead_us) / m - 1))
+    return errors
+
+
 def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) -> Context:
     """The :class:`Context` that best turns each calibration model's (``measured_us`` P50, ``isolated_us``: the
     sum of its kernels' predictions alone, ``kernels``: their count) into its measured P50:
@@ -208,24 +245,30 @@ def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) ->
 
     The gap is kept only where it predicts better: with at least 4 models, when its median leave-one-model-out
     relative error is below the factor alone's (a gap fitted to a few large models under a loaded machine's
-    noise can be hundreds of µs, which a small model then pays hundreds of times); and never negative. The
-    identity with no model."""
+    noise can be hundreds of µs, which a small model then pays hundreds of times); and never negative.
+
+    The context is applied only when it transfers (:attr:`Context.applied`): its median leave-one-model-out
+    error must be below that of the kernels summed as timed (plus the overhead) on the same models; with one
+    model it is not applied. The identity with no model."""
     usable = [(m, p, n) for m, p, n in rows if m > 0 and p > 0]
     if not usable:
         return Context()
     with_gap = False
     if len(usable) >= 4:
-        loo = {}
-        for gap_form in (False, True):
-            errors = []
-            for i, (m, p, n) in enumerate(usable):
-                factor, gap = _fit_rows(usable[:i] + usable[i + 1:], overhead_us, gap_form)
-                errors.append(abs((factor * p + gap * n + overhead_us) / m - 1))
-            loo[gap_form] = float(np.median(errors))
-        with_gap = loo[True] < loo[False]
+        with_gap = float(np.median(_held_out(usable, overhead_us, True))) < float(
+            np.median(_held_out(usable, overhead_us, False)))
     factor, gap = _fit_rows(usable, overhead_us, with_gap)
     fitted = tuple(abs((factor * p + gap * n + overhead_us) / m - 1) for m, p, n in usable)
-    return Context(factor, gap, len(usable), fitted)
+    if len(usable) < 2:
+        return Context(factor, gap, 1, fitted, False, "one calibration model: none is left to hold out, so nothing "
+                       "shows that the context transfers to other models")
+    held = tuple(_held_out(usable, overhead_us, with_gap))
+    alone = tuple(abs((p + overhead_us) / m - 1) for m, p, _ in usable)
+    with_it, without = float(np.median(held)), float(np.median(alone))
+    applied = with_it < without
+    why = (f"leave-one-model-out over {len(usable)} models: median held-out error {100 * with_it:.1f}% with it, "
+           f"{100 * without:.1f}% with the kernels summed as timed" + ("" if applied else ": it does not transfer"))
+    return Context(factor, gap, len(usable), fitted, applied, why, held, alone)
 
 
 @dataclass(frozen=True)
@@ -241,6 +284,8 @@ class Predictor:
     context: Context = Context()
     #: How the runtime grouped the calibration models' layers into kernels: used where it is not installed.
     fusion_rules: FusionRules | None = None
+    #: The SHA-256 of the file it was loaded from (hex; empty for one fitted in this process): not saved.
+    sha256: str = ""
 
     def fit_for(self, family: str) -> FamilyFit:
         """``family``'s fit, else the ``all`` fit."""
@@ -270,7 +315,8 @@ def load_predictor(path: Path) -> Predictor:
     """Read a predictor file (JSON, no pickle); ``InputError`` (exit 2) when it is not one, or of another format
     version."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = Path(path).read_bytes()
+        data = json.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read the predictor file ({exc.strerror or exc})") from None
     except ValueError as exc:
@@ -288,7 +334,8 @@ def load_predictor(path: Path) -> Predictor:
         rules = data.get("fusion_rules")
         predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families,
                               Context.from_json(data["context"]),
-                              FusionRules.from_json(rules) if rules is not None else None)
+                              FusionRules.from_json(rules) if rules is not None else None,
+                              hashlib.sha256(raw).hexdigest())
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -545,8 +592,8 @@ def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion:
 
 
 def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predictor: Predictor) -> None:
-    """Write ``pred`` into ``run``: the ``predictor`` section and each layer's ``predicted`` {latency_us, kernel,
-    family} (layers of no kernel: 0, kernel ``null``)."""
+    """Write ``pred`` into ``run``: the ``predictor`` section, each layer's ``predicted`` {latency_us, kernel,
+    family} (layers of no kernel: 0, kernel ``null``), and the ``summary``'s estimate (:func:`summary_fields`)."""
     run["predictor"] = prediction_section(pred, path, predictor)
     owner = {layer: k for k in pred.kernels for layer in k.layers}
     for layer in run.get("layers", []):
@@ -554,3 +601,23 @@ def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predic
         layer["predicted"] = {"latency_us": round(pred.layers_us.get(layer["id"], 0.0), 3),
                               "kernel": kernel.kernel if kernel else None,
                               "family": kernel.family if kernel else None}
+    run["summary"] = {**run.get("summary", {}), **summary_fields(run.get("summary", {}), pred, path, predictor)}
+
+
+def estimate_source(path: str, predictor: Predictor) -> str:
+    """How a run names the predictor that gave its estimate: ``predictor FILE sha256:<first 12 hex>``."""
+    return f"predictor {path}" + (f" sha256:{predictor.sha256[:12]}" if predictor.sha256 else "")
+
+
+def summary_fields(summary: Mapping[str, Any], pred: ModelPrediction, path: str,
+                   predictor: Predictor) -> dict[str, Any]:
+    """The ``summary`` keys a prediction sets on a freshly estimated run (``summary``: its roofline estimate):
+    ``est_latency_us`` and ``est_fps`` become the prediction's, ``est_low_us`` / ``est_high_us`` its interval,
+    ``est_source`` names the predictor (:func:`estimate_source`), and the roofline's total moves to
+    ``roofline_latency_us`` / ``roofline_fps``."""
+    roofline = summary.get("est_latency_us")
+    latency = round(pred.latency_us, 3)
+    return {"est_latency_us": latency, "est_fps": round(1e6 / latency, 3) if latency > 0 else None,
+            "est_low_us": round(pred.low_us, 3), "est_high_us": round(pred.high_us, 3),
+            "est_source": estimate_source(path, predictor), "roofline_latency_us": roofline,
+            "roofline_fps": round(1e6 / roofline, 3) if isinstance(roofline, int | float) and roofline > 0 else None}

@@ -37,9 +37,12 @@ def predictor_report(run: Run, top: int) -> RenderableType:
 
 
 def _context(section: Predictor) -> str:
-    """``, in model: x1.50 + 4.0 us per kernel`` when the predictor fitted an in-model context, else nothing."""
+    """``, in model: x1.50 + 4.0 us per kernel`` when the predictor applied an in-model context, ``, in-model
+    context not applied: WHY`` when it fitted one that did not transfer, else nothing."""
     context = section.context
     if context is None or not context.models:
         return ""
+    if context.applied is False:
+        return f", in-model context not applied: {context.why or 'it did not transfer'}"
     return (f", in model: x{context.factor:.2f} + {context.per_kernel_us:.1f} us per kernel, from "
             f"{context.models} model(s)")
