@@ -398,9 +398,6 @@ STEPS = ("estimate", "profile", "openvino", "bisect", "advise", "reconcile")
 #: The tensor-engine ops whose MACs the fidelity check recounts (main graph only).
 MAC_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "MatMulInteger",
                      "QLinearMatMul", "Gemm"})
-#: Tensor dtypes (onnx.TensorProto) counted as learned parameters: the float types and 8-bit integers (quantized
-#: weights).
-PARAM_DTYPES = frozenset({1, 10, 11, 16, 2, 3})  # FLOAT, FLOAT16, DOUBLE, BFLOAT16, UINT8, INT8
 #: The corpus goals each model is checked against (issue #35's "Done when").
 GOAL_MACS_ERROR = 0.01
 GOAL_UNKNOWN_SHARE = 0.05
@@ -568,27 +565,48 @@ def _graphs(graph: Any) -> list[Any]:
 
 def file_params(model: Any) -> int:
     """The learned parameters stored in ``model`` (an onnx.ModelProto; external data need not be loaded): the
-    elements of every initializer and every Constant node's ``value`` tensor of a float or 8-bit integer dtype
-    (:data:`PARAM_DTYPES`), in the main graph and all subgraphs, each tensor name counted once."""
-    seen: set[str] = set()
-    total = 0
+    elements of every initializer and every Constant node's ``value`` tensor, in the main graph and all subgraphs,
+    each tensor name counted once, that is a learned tensor by layerscope's one definition
+    (:func:`layerscope.costs.weights.is_learned`: a float or quantized dtype, more than one element, read by some node
+    at a position that is not a setting), judged here on the file's own nodes."""
+    from layerscope.costs.weights import is_learned, stands_in
+    from layerscope.model.load import onnx_dtype_name
 
-    def add(name: str, tensor: Any) -> None:
-        nonlocal total
-        if name in seen or tensor.data_type not in PARAM_DTYPES:
-            return
-        seen.add(name)
-        total += math.prod(tensor.dims)
-
-    for graph in _graphs(model.graph):
+    graphs = _graphs(model.graph)
+    reads: dict[str, list[tuple[str, int]]] = {}
+    for graph in graphs:
+        for node in graph.node:
+            for position, name in enumerate(node.input):
+                if name:
+                    reads.setdefault(name, []).append((node.op_type, position))
+    stored: dict[str, Any] = {}
+    for graph in graphs:
         for tensor in graph.initializer:
-            add(tensor.name, tensor)
+            stored.setdefault(tensor.name, tensor)
         for node in graph.node:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 for attribute in node.attribute:
                     if attribute.name == "value":
-                        add(node.output[0], attribute.t)
-    return total
+                        stored.setdefault(node.output[0], attribute.t)
+            elif stands_in(node.op_type, node.input, node.output[0]):  # a light copy's stand-in for an initializer
+                stored.setdefault(node.output[0], _stand_in(node, graph))
+    return sum(elements for name, tensor in stored.items()
+               if is_learned(onnx_dtype_name(tensor.data_type), elements := math.prod(tensor.dims),
+                             reads.get(name, ())))
+
+
+def _stand_in(node: Any, graph: Any) -> Any:
+    """The tensor (an onnx.TensorProto of dims and dtype, no data) that a light copy's ``ConstantOfShape(W__SHAPE)``
+    stands in for: its dims are ``W__SHAPE``'s values, its dtype the fill value's."""
+    import onnx
+
+    tensor = onnx.TensorProto()
+    shape = next((t for t in graph.initializer if t.name == node.input[0]), None)
+    if shape is not None:
+        tensor.dims.extend(int(d) for d in onnx.numpy_helper.to_array(shape).reshape(-1))
+    fill = next((a.t for a in node.attribute if a.name == "value"), None)
+    tensor.data_type = fill.data_type if fill is not None else onnx.TensorProto.FLOAT
+    return tensor
 
 
 def reference_macs(model: Any, input_shapes: dict[str, list[int]]) -> tuple[int | None, str]:

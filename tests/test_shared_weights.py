@@ -14,7 +14,6 @@ from onnx import helper
 from conftest import F32, I64, ModelWriter
 from layerscope.cli.main import main
 from layerscope.costs import cost_graph
-from layerscope.costs._common import learned_inputs
 from layerscope.costs.weights import shared_weights, unique_params, unique_weight_bytes, weight_identities
 from layerscope.estimate import estimate_graph
 from layerscope.estimate.memory import static_bytes
@@ -100,7 +99,7 @@ def test_unrolled_recurrence_counts_its_matrix_once(write_model: ModelWriter) ->
     graph = load_model(_unrolled(write_model, hidden))
     costs = cost_graph(graph)
     assert sum(c.params for c in costs) == 4 * hidden * hidden
-    assert unique_params(graph, costs) == hidden * hidden
+    assert unique_params(graph) == hidden * hidden
     assert unique_weight_bytes(graph) == hidden * hidden * 4
 
 
@@ -111,16 +110,6 @@ def test_a_model_without_shared_weights_keeps_its_counts(write_model: ModelWrite
     assert summary["params"] == 4 * hidden * hidden
     assert summary["weight_bytes"] == 4 * hidden * hidden * 4 == load_model(path).weight_bytes
     assert "params_per_use" not in summary and "shared_weights" not in summary
-
-
-def test_learned_inputs_follows_the_cost_functions_rules(write_model: ModelWriter) -> None:
-    graph = load_model(_tied_gemm(write_model, 100))
-    gather, _, gemm = graph.layers
-    costs = cost_graph(graph)
-    assert learned_inputs(gather, graph, costs[0].params) == ("emb",)  # the table; the int64 ids are an input
-    assert learned_inputs(gemm, graph, costs[2].params) == ("emb", "bias")
-    assert learned_inputs(gemm, graph, 0) == ()
-    assert learned_inputs(gemm, graph, 7) is None  # no set of its constants holds 7 elements
 
 
 # --------------------------------------------------------------------------------------------------- DDR loads

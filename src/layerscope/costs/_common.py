@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from layerscope.costs.types import LayerCost, UnitKind
+from layerscope.costs.weights import SETTING_INPUTS, learned_tensors
 from layerscope.errors import LayerscopeError
 from layerscope.model.types import Graph, Node, TensorInfo
 
@@ -27,10 +28,6 @@ CostTable = Mapping[tuple[str, str], CostFn]
 
 ONNX = ""
 MS = "com.microsoft"
-
-#: dtypes whose constant inputs count as learned parameters by default (see :func:`io_bytes`).
-FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
-
 
 #: The cost functions declared with :func:`tensor_only`.
 _TENSOR_ONLY: set[CostFn] = set()
@@ -51,8 +48,10 @@ def is_tensor_only(fn: CostFn) -> bool:
 
 
 #: One input or output position in a :func:`tensor_signature`: ``""`` omitted, ``None`` named but without a shape,
-#: else ``(shape, dtype, is constant)`` of an input or ``(shape, dtype)`` of an output.
-PositionSignature = tuple[tuple[int, ...], str, bool] | tuple[tuple[int, ...], str] | str | None
+#: else ``(shape, dtype, learned)`` of an input (``learned``: ``None`` for an activation; for a constant, the elements
+#: of the learned tensors it is made of, :func:`layerscope.costs.weights.learned_tensors`) or ``(shape, dtype)`` of an
+#: output.
+PositionSignature = tuple[tuple[int, ...], str, int | None] | tuple[tuple[int, ...], str] | str | None
 
 #: A node's :func:`tensor_signature`: its inputs', then its outputs' position signatures.
 TensorSignature = tuple[tuple[PositionSignature, ...], tuple[PositionSignature, ...]]
@@ -60,7 +59,8 @@ TensorSignature = tuple[tuple[PositionSignature, ...], tuple[PositionSignature, 
 
 def tensor_signature(node: Node, graph: Graph) -> TensorSignature | None:
     """What a :func:`tensor_only` cost function may read of ``node``'s tensors, position by position: the inputs'
-    shapes, dtypes and constant-ness, and the outputs' shapes and dtypes (see :data:`PositionSignature`).
+    shapes, dtypes, constant-ness and learned elements (a layer's params), and the outputs' shapes and dtypes (see
+    :data:`PositionSignature`).
 
     ``None`` when two inputs name the same tensor: the cost then depends on which positions share it (it is
     read once), which the signature does not say.
@@ -69,10 +69,15 @@ def tensor_signature(node: Node, graph: Graph) -> TensorSignature | None:
     inputs = node.inputs
     if len(set(inputs)) != len(inputs) and _repeats_a_name(inputs):
         return None
+    learned = learned_tensors(graph) if any(name in constants for name in inputs) else None
     ins: list[PositionSignature] = []
     for name in inputs:
         info = tensors.get(name) if name else None
-        ins.append((info.shape, info.dtype, name in constants) if info is not None else None if name else "")
+        if info is None:
+            ins.append(None if name else "")
+        else:
+            ins.append((info.shape, info.dtype, learned.behind((name,)) if learned is not None and name in constants
+                        else None))
     outs: list[PositionSignature] = []
     for name in node.outputs:
         info = tensors.get(name) if name else None
@@ -166,17 +171,17 @@ def io_bytes(node: Node, graph: Graph, *, params_from: Iterable[int] | None = No
       (:meth:`Graph.is_constant`); ``written``: Σ bytes of the outputs. A tensor named twice among
       the inputs (``Mul(x, x)``) is read once. ``reads_data=False`` (Shape, Size: they read only
       metadata) makes ``act`` and ``weight`` 0.
-    - ``params``: Σ elements of the constant inputs that are learned tensors. By default those are
-      the constant inputs of a float dtype (weights, biases, BN statistics, a PRelu slope, an
-      embedding table); integer shape/axes/index constants never count. ``params_from`` instead
-      names the input positions that may hold learned tensors (e.g. an int8 weight of QLinearConv,
-      or ``()`` for Clip, whose float min/max are not learned); only the constant ones count.
+    - ``params``: the elements of the learned tensors of the model (:mod:`layerscope.costs.weights`: floats and
+      quantized integers, not scalars, not settings) that its constant inputs are made of, each tensor once: a
+      weight read directly, the whole table a folded Slice of it comes from, the int8 weight behind a folded
+      DequantizeLinear, none for a folded ConstantOfShape. Inputs at a setting position of the op
+      (:data:`~layerscope.costs.weights.SETTING_INPUTS`) never count; ``params_from``, when given, names the only
+      positions that may (e.g. ``()`` for an op whose constant inputs are all settings).
     - ``dtype``: the dtype of the first non-constant input with a shape, else of the first output,
       else of the first input, else ``"float32"``.
     """
-    # one pass over the inputs: the bytes, the default params and the dtype (read as _params/_dtype read them)
     tensors, constants = graph.tensors, graph.constants
-    act = weight = params = 0
+    act = weight = 0
     act_dtype = input_dtype = None
     seen: set[str] = set()
     for name in node.inputs:
@@ -188,8 +193,6 @@ def io_bytes(node: Node, graph: Graph, *, params_from: Iterable[int] | None = No
             input_dtype = info.dtype
         if name in constants:
             weight += constant_elements_read(node, graph, info) * info.itemsize
-            if info.dtype in FLOAT_DTYPES:
-                params += info.elements
         else:
             act += info.nbytes
             if act_dtype is None:
@@ -198,8 +201,7 @@ def io_bytes(node: Node, graph: Graph, *, params_from: Iterable[int] | None = No
         act = weight = 0
     outputs = _tensors(graph, node.outputs)
     written = sum(info.nbytes for info in outputs)
-    if params_from is not None:
-        params = _params(node, graph, params_from)
+    params = _params(node, graph, params_from)
     dtype = act_dtype if act_dtype is not None else outputs[0].dtype if outputs else \
         input_dtype if input_dtype is not None else "float32"
     return IOBytes(act=act, weight=weight, written=written, params=params, dtype=dtype)
@@ -209,53 +211,18 @@ def _tensors(graph: Graph, names: Iterable[str]) -> list[TensorInfo]:
     return [info for info in (graph.tensor(n) for n in names) if info is not None]
 
 
-def _params(node: Node, graph: Graph, params_from: Iterable[int]) -> int:
-    """Σ elements of the constant inputs at ``params_from`` (each tensor once)."""
-    total = 0
-    counted: set[str] = set()
-    for i in params_from:
-        if not has_input(node, i):
-            continue
-        name = node.inputs[i]
-        info = graph.tensor(name)
-        if info is None or name in counted or not graph.is_constant(name):
-            continue
-        counted.add(name)
-        total += info.elements
-    return total
-
-
-#: The most constant inputs :func:`learned_inputs` searches for the set a count adds up to (2^N sets).
-_LEARNED_SEARCH_MAX = 12
-
-
-def learned_inputs(node: Node, graph: Graph, params: int) -> tuple[str, ...] | None:
-    """The constant inputs of ``node`` whose elements make up ``params``, its learned parameter count by
-    :func:`io_bytes`' rules; ``None`` when no single set does.
-
-    ``()`` for 0; the float constants (the default rule) when their elements add up to ``params``; else the one set
-    of constant inputs (each name once, as a ``params_from`` position list selects them) whose elements add up to
-    it. ``None`` when several sets add up to it, when none does, or when the layer has more than
-    :data:`_LEARNED_SEARCH_MAX` constant inputs.
-    """
-    if params == 0:
-        return ()
-    tensors, constants = graph.tensors, graph.constants
-    named = [(name, info) for name in dict.fromkeys(node.inputs)
-             if name in constants and (info := tensors.get(name)) is not None]
-    default = tuple(name for name, info in named if info.dtype in FLOAT_DTYPES)
-    if sum(tensors[name].elements for name in default) == params:
-        return default
-    if len(named) > _LEARNED_SEARCH_MAX:
-        return None
-    found: tuple[str, ...] | None = None
-    for mask in range(1, 1 << len(named)):
-        chosen = [named[i] for i in range(len(named)) if mask >> i & 1]
-        if sum(info.elements for _, info in chosen) == params:
-            if found is not None:
-                return None
-            found = tuple(name for name, _ in chosen)
-    return found
+def _params(node: Node, graph: Graph, params_from: Iterable[int] | None) -> int:
+    """:func:`io_bytes`' ``params``: the learned tensors behind the constant inputs at ``params_from`` (``None``:
+    every position) that are not settings of the op, each once."""
+    constants = graph.constants
+    inputs = node.inputs
+    positions = range(len(inputs)) if params_from is None else params_from
+    settings = SETTING_INPUTS.get(node.op_type, frozenset())
+    if settings is None:
+        return 0
+    counted = [inputs[i] for i in positions
+               if i < len(inputs) and inputs[i] in constants and i not in settings]
+    return learned_tensors(graph).behind(counted) if counted else 0
 
 
 def layer_cost(node: Node, graph: Graph, unit: UnitKind, *, macs: int = 0, flops: int = 0,

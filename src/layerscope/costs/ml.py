@@ -11,7 +11,9 @@ dim of the scores output).
   + the weights on its leaf (one add each into the scores), then the ``post_transform`` on N·E scores and,
   for a classifier, an argmax over E. Bytes read: each visited node's entries in the node arrays (the bytes
   one entry of each array takes in the model), at most the whole arrays. Unit: scalar (a data-dependent
-  walk).
+  walk). Each visit (a branch node of the walk, and the leaf it ends on) is a chained load
+  (:attr:`LayerCost.chained_loads`: the next node's index is in the node just read) over the node arrays
+  (:attr:`LayerCost.chained_bytes`): the estimate times the walk by the latency of those loads.
 - Linear models: N·|coefficients| MACs (+ the intercepts, the post-transform, a classifier's argmax); SVMs:
   N·(|support_vectors| + |coefficients|) MACs, i.e. kernel evaluations × support vectors × features, plus the
   kernel's own per-evaluation work and, for a one-vs-one classifier, E·(E-1)/2 votes per sample. The
@@ -237,8 +239,9 @@ def _tree_cost(node: Node, graph: Graph, walk: TreeWalk, *, scores_index: int, c
     scores = samples * _scores(node, graph, scores_index)
     flops = samples * (walk.compares + walk.leaf_adds) + scores * (_post_transform(node) + (1 if classifier else 0))
     cost = layer_cost(node, graph, UnitKind.SCALAR, flops=flops, params_from=())
-    read = min(walk.array_bytes, samples * (walk.compares + walk.trees) * walk.node_bytes)
-    return _plus_weight_bytes(cost, read)
+    visits = samples * (walk.compares + walk.trees)
+    read = min(walk.array_bytes, visits * walk.node_bytes)
+    return replace(_plus_weight_bytes(cost, read), chained_loads=visits, chained_bytes=walk.array_bytes)
 
 
 def _tree_classifier(node: Node, graph: Graph) -> LayerCost:

@@ -14,6 +14,8 @@ from layerscope.costs import (
     attention,
     conv,
     elementwise,
+    extra,
+    llm,
     matmul,
     misc,
     ml,
@@ -24,10 +26,14 @@ from layerscope.costs import (
     random,
     reduce,
     rnn,
+    sequence,
+    spatial,
+    spectral,
 )
 from layerscope.costs._common import CostFn, CostTable
 
-_FAMILIES = (conv, matmul, elementwise, norm, pool, reduce, movement, misc, rnn, quantized, attention, random, ml)
+_FAMILIES = (conv, matmul, elementwise, norm, pool, reduce, movement, misc, rnn, quantized, attention, random, ml,
+             spatial, spectral, llm, sequence, extra)
 
 
 def canonical_domain(domain: str) -> str:

@@ -36,6 +36,10 @@ class LayerCost:
     ``bytes_read_weight`` constants read (initializers and folded constants),
     ``bytes_written`` outputs written. ``known`` is False when no cost function exists for the
     op: then only bytes are counted and ``flops`` is an elementwise guess (one per output element).
+    ``chained_loads``: loads each of which needs the value the previous one brought (a tree ensemble's node visits:
+    the next node's index is in the node just read), per inference; their latency, not the unit's rate, bounds the
+    layer (:mod:`layerscope.estimate.roofline`); ``chained_bytes``: the bytes those loads range over (the node
+    arrays), which decide how many of them hit a cache.
     """
 
     layer_id: str
@@ -49,6 +53,8 @@ class LayerCost:
     params: int
     dtype: str
     known: bool = True
+    chained_loads: int = 0
+    chained_bytes: int = 0
 
     def renamed(self, layer_id: str) -> LayerCost:
         """This cost under ``layer_id`` (equal to ``dataclasses.replace(self, layer_id=layer_id)``), built without
@@ -65,6 +71,8 @@ class LayerCost:
         _set_params(cost, self.params)
         _set_dtype(cost, self.dtype)
         _set_known(cost, self.known)
+        _set_chained_loads(cost, self.chained_loads)
+        _set_chained_bytes(cost, self.chained_bytes)
         return cost
 
     @property
@@ -86,4 +94,4 @@ _new = object.__new__
 #: ``object.__setattr__`` does after looking each up by name.
 (_set_layer_id, _set_op_type, _set_unit_kind, _set_macs, _set_flops, _set_bytes_read_act, _set_bytes_read_weight,
  _set_bytes_written, _set_params, _set_dtype,
- _set_known) = (getattr(LayerCost, f.name).__set__ for f in fields(LayerCost))
+ _set_known, _set_chained_loads, _set_chained_bytes) = (getattr(LayerCost, f.name).__set__ for f in fields(LayerCost))

@@ -1,31 +1,194 @@
-"""Weights by identity: which constants the layers read are one tensor of the model, and the model's params and
-weight bytes with each such tensor counted once.
+"""Learned tensors and weights by identity: what the model's params count, and which constants the layers read
+are one tensor of the model.
 
-A constant's *identity* is the tensor of the model file it holds: an initializer or a Constant node's value is its
-own identity; a folded node that only lays out or converts one constant (:data:`SAME_ELEMENTS_OPS`: a Transpose of a
-tied embedding, a Reshape, a Cast, a DequantizeLinear of an int8 weight) gives its output the identity of that
-constant. Any other folded node (a Concat, an Add of two constants, an Expand) makes a new tensor, its own identity.
+**Learned tensor** (the one definition the summary's ``params``, each layer's ``params`` and the realworld
+benchmark's count of the file share): a tensor stored in the model (an initializer or a ``Constant`` node's value)
+that
+
+- has a dtype of :data:`LEARNED_DTYPES` (a float, or the 8- and 4-bit integers quantized weights are stored in), or
+  any integer dtype where a quantized op reads it as data (:data:`QUANTIZED_INPUTS`: a dequantize's input, an int32
+  quantized bias);
+- holds more than one element: a scalar operand (a Clip bound, a Pow exponent, an epsilon, a per-tensor
+  quantization scale or zero point) is a setting, not a learned value (so is the bias of a one-output layer);
+- is read by some node, of the main graph or of a folded constant computation, at a position that is not a
+  setting (:data:`SETTING_INPUTS`: shapes, axes, sizes, Resize scales, bounds, fill values, recurrent initial
+  states, quantization scales and zero points). A tensor that no node of the graph reads (a weight of an ``If``
+  branch that did not run) is judged on its dtype and size alone.
+
+A light copy of a model (``onnx.tools.replace_constants``: each large initializer ``W`` replaced by
+``ConstantOfShape(W__SHAPE)``, as onnx's own model-zoo test files are) keeps its weights' places: such a node's output
+is the stored tensor it stands in for (:func:`stands_in`). Any other constant the loader computed (a folded
+``Transpose``, ``Slice``, ``Concat``, ``DequantizeLinear``, ``ConstantOfShape``...) is not stored in the model: it
+is *made of* the learned tensors its computation reads (:func:`learned_tensors`), none for a ``ConstantOfShape`` of
+zeros or an anchor grid made by ``Range``.
 
 Contracts:
-- :func:`weight_identities` maps every constant a layer reads to its identity; :func:`shared_weights` lists the
-  identities that more than one layer reads, with their readers;
-- :func:`unique_params`: the layers' learned parameters (:attr:`LayerCost.params`, counted per layer by
-  :func:`layerscope.costs._common.io_bytes`) with each identity counted once: the sum of the layers' counts
-  less, for each shared identity, every reading layer's count of it but the largest. A layer's learned tensors are
-  recovered from its count (:func:`layerscope.costs._common.learned_inputs`); a layer whose count does not resolve
-  to one set of its constant inputs keeps its own count whole (never fewer params than the model has);
+- :func:`is_learned`: the rule above for one tensor, given its dtype, element count and readers (``(op_type, input
+  position)``); :func:`reads_learned` for one read;
+- :func:`learned_tensors`: per constant of a loaded graph, the learned tensors of the model it is made of (a
+  layer's ``params``: those behind its constant inputs, :func:`layerscope.costs._common.io_bytes`);
+- :func:`unique_params`: the model's params, each learned tensor once (shared, sliced and re-laid-out tensors
+  included);
+- :func:`weight_identities` maps every constant a layer reads to its identity: an initializer or a Constant node's
+  value is its own identity; a folded node that only lays out or converts one constant (:data:`SAME_ELEMENTS_OPS`:
+  a Transpose of a tied embedding, a Reshape, a Cast, a DequantizeLinear of an int8 weight) gives its output the
+  identity of that constant; any other folded node (a Concat, an Add of two constants, an Expand) makes a new
+  tensor, its own identity. :func:`shared_weights` lists the identities that more than one layer reads, with their
+  readers;
 - :func:`unique_weight_bytes`: bytes of the constants the layers read, each identity once at the size of its
   largest member: :attr:`Graph.weight_bytes` when no two read constants share an identity.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
-from layerscope.costs._common import learned_inputs
-from layerscope.costs.types import LayerCost
-from layerscope.model.types import Graph
+from layerscope.model.types import Graph, Node
+
+#: dtypes of the tensors that may be learned (``TensorInfo.dtype`` names): floats, and the integers quantized
+#: weights are stored in.
+LEARNED_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8", "int8", "uint8", "int4", "uint4"})
+
+#: Reads where a tensor of any integer dtype is a learned tensor: the data of a dequantize (ONNX Runtime's quantizer
+#: stores a bias as int32), the int32 bias of QLinearConv and QGemm, the int16 operands of MatMulInteger16.
+QUANTIZED_INPUTS = frozenset({("DequantizeLinear", 0), ("QLinearConv", 8), ("QGemm", 6), ("MatMulInteger16", 0),
+                              ("MatMulInteger16", 1)})
+
+#: Per op type (any domain), the input positions that hold settings, not learned values (``None``: every input),
+#: from the ONNX operator specs and ONNX Runtime's contrib-op docs (docs/ContribOperators.md): sizes, scales and
+#: bounds (Resize roi/scales/sizes, Upsample scales, Clip min/max, Pad pads/value/axes, OneHot depth/values, Where's
+#: fill values, Dropout ratio), ops that read only a shape or make a sequence (Shape, Size, ConstantOfShape,
+#: EyeLike, Range), recurrent sequence lengths and initial states, and the scales and zero points of quantized ops.
+#: Integer shape and axes operands (Reshape, Slice, Expand...) are int64: never learned by their dtype.
+SETTING_INPUTS: Mapping[str, frozenset[int] | None] = MappingProxyType({
+    "Resize": frozenset({1, 2, 3}), "Upsample": frozenset({1}), "Clip": frozenset({1, 2}),
+    "Pad": frozenset({1, 2, 3}), "OneHot": frozenset({1, 2}), "Where": frozenset({1, 2}),
+    "Dropout": frozenset({1, 2}), "Shape": None, "Size": None, "ConstantOfShape": None, "EyeLike": None,
+    "Range": None,
+    "LSTM": frozenset({4, 5, 6}), "GRU": frozenset({4, 5}), "RNN": frozenset({4, 5}),
+    "QuantizeLinear": frozenset({1, 2}), "DequantizeLinear": frozenset({1, 2}),
+    "QLinearConv": frozenset({1, 2, 4, 5, 6, 7}), "QLinearMatMul": frozenset({1, 2, 4, 5, 6, 7}),
+    "MatMulInteger": frozenset({2, 3}), "ConvInteger": frozenset({2, 3}),
+    "DynamicQuantizeLSTM": frozenset({4, 5, 6, 8, 9, 10, 11}), "DynamicQuantizeMatMul": frozenset({2, 3}),
+    "MatMulIntegerToFloat": frozenset({2, 3, 4, 5}), "QGemm": frozenset({1, 2, 4, 5, 7, 8}),
+    "QLinearAdd": frozenset({1, 2, 4, 5, 6, 7}), "QLinearMul": frozenset({1, 2, 4, 5, 6, 7}),
+    "QAttention": frozenset({3, 4, 5, 6, 7, 8}), "Attention": frozenset({3, 4, 5, 6}),
+    "QLinearSigmoid": frozenset({1, 2, 3, 4}), "QLinearLeakyRelu": frozenset({1, 2, 3, 4}),
+    "QLinearSoftmax": frozenset({1, 2, 3, 4}), "QLinearAveragePool": frozenset({1, 2, 3, 4}),
+    "QLinearGlobalAveragePool": frozenset({1, 2, 3, 4}), "QLinearReduceMean": frozenset({1, 2, 3, 4}),
+    "QLinearConcat": None, "MulInteger": frozenset({1, 3}),
+})
+
+
+def reads_learned(op_type: str, position: int, dtype: str) -> bool:
+    """Whether a tensor of ``dtype`` read by an ``op_type`` node at input ``position`` is read as a learned value
+    (see the module docstring): the position is not a setting and the dtype may be learned there."""
+    settings = SETTING_INPUTS.get(op_type, frozenset())
+    if settings is None or position in settings:
+        return False
+    return dtype in LEARNED_DTYPES or ((op_type, position) in QUANTIZED_INPUTS and dtype.startswith(("int", "uint")))
+
+
+def is_learned(dtype: str, elements: int, reads: Iterable[tuple[str, int]]) -> bool:
+    """Whether a tensor stored in the model is a learned tensor (see the module docstring): ``dtype`` its
+    ``TensorInfo.dtype`` name, ``elements`` its element count, ``reads`` the ``(op_type, input position)`` of every
+    node that reads it (none: judged on its dtype alone)."""
+    if elements <= 1:
+        return False
+    reads = list(reads)
+    if not reads:
+        return dtype in LEARNED_DTYPES
+    return any(reads_learned(op_type, position, dtype) for op_type, position in reads)
+
+
+#: The suffix ``onnx.tools.replace_constants`` gives the shape input of the ``ConstantOfShape`` that stands in for an
+#: initializer it took out.
+LIGHT_SHAPE_SUFFIX = "__SHAPE"
+
+
+def stands_in(op_type: str, inputs: Iterable[str], output: str) -> bool:
+    """Whether a node of ``op_type`` reading ``inputs`` stands in, in a light copy of a model, for the stored tensor
+    ``output`` (see the module docstring): a ``ConstantOfShape`` of ``output + "__SHAPE"``."""
+    return op_type == "ConstantOfShape" and list(inputs)[:1] == [output + LIGHT_SHAPE_SUFFIX]
+
+
+class LearnedTensors:
+    """The learned tensors of one loaded graph (:func:`learned_tensors`): ``elements`` of each learned tensor stored
+    in the model, by name; ``sources`` of every constant of the graph, the learned tensors it is made of (itself,
+    for a stored one that is learned; none for a stored one that is not)."""
+
+    def __init__(self, elements: Mapping[str, int], sources: Mapping[str, frozenset[str]]) -> None:
+        self.elements = elements
+        self.sources = sources
+
+    def behind(self, names: Iterable[str]) -> int:
+        """Elements of the learned tensors the constants ``names`` are made of, each tensor once."""
+        found: set[str] = set()
+        for name in names:
+            found.update(self.sources.get(name, ()))
+        return sum(self.elements[name] for name in found)
+
+
+#: One :class:`LearnedTensors` per live graph (by id; the entry goes with its graph).
+_LEARNED: dict[int, LearnedTensors] = {}
+
+
+def learned_tensors(graph: Graph) -> LearnedTensors:
+    """The learned tensors of ``graph`` (see the module docstring); computed once per graph."""
+    key = id(graph)
+    found = _LEARNED.get(key)
+    if found is None:
+        found = _LEARNED[key] = _learned_tensors(graph)
+        weakref.finalize(graph, _LEARNED.pop, key, None)
+    return found
+
+
+def _learned_tensors(graph: Graph) -> LearnedTensors:
+    """:func:`learned_tensors`, computed: the stored tensors judged by their readers among the layers and the folded
+    nodes, then each folded output's sources, in the folded nodes' order (a producer before its readers)."""
+    constants = graph.constants
+    producer = {name: node for node in graph.folded if node.op_type != "Constant" for name in node.outputs
+                if not stands_in(node.op_type, node.inputs, name)}
+    reads: dict[str, list[tuple[str, int]]] = {}
+    for node in (*graph.layers, *graph.folded):
+        for position, name in enumerate(node.inputs):
+            if name in constants and name not in producer:
+                reads.setdefault(name, []).append((node.op_type, position))
+    elements = {name: info.elements for name, info in constants.items()
+                if name not in producer and is_learned(info.dtype, info.elements, reads.get(name, ()))}
+    sources: dict[str, frozenset[str]] = {name: frozenset((name,)) if name in elements else frozenset()
+                                          for name in constants if name not in producer}
+    for name in constants:
+        if name not in sources:
+            _resolve(name, producer, sources)
+    return LearnedTensors(MappingProxyType(elements), MappingProxyType(sources))
+
+
+def _resolve(name: str, producer: Mapping[str, Node], sources: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The sources of folded output ``name`` (recorded in ``sources``, with those of the folded outputs it reads);
+    an input that is neither stored nor folded (a graph input, which a folded node never reads) adds none."""
+    stack = [name]
+    while stack:
+        top = stack[-1]
+        node = producer.get(top)
+        inputs = [i for i in node.inputs if i] if node is not None else []
+        pending = [i for i in inputs if i not in sources and i in producer]
+        if pending:
+            if any(i in stack for i in pending):  # a cycle in a malformed graph: no sources through it
+                sources[top] = frozenset()
+                stack.pop()
+                continue
+            stack.extend(pending)
+            continue
+        found: set[str] = set()
+        for i in inputs:
+            found.update(sources.get(i, ()))
+        sources[top] = frozenset(found)
+        stack.pop()
+    return sources[name]
 
 #: Folded ops whose output holds the elements of their input 0, laid out or converted: the output is the same
 #: tensor of the model file (its identity).
@@ -77,25 +240,10 @@ def shared_weights(graph: Graph, identities: Mapping[str, str] | None = None) ->
     return {identity: tuple(at) for identity, at in readers.items() if len(at) > 1}
 
 
-def unique_params(graph: Graph, costs: Sequence[LayerCost], identities: Mapping[str, str] | None = None) -> int:
-    """The model's learned parameters, each tensor once (see the module docstring); ``costs``: the layers';
-    ``identities``: :func:`weight_identities`'s, when already known."""
-    total = sum(cost.params for cost in costs)
-    if identities is None:
-        identities = weight_identities(graph)
-    shared = shared_weights(graph, identities)
-    if not shared:
-        return total
-    layers = graph.layers
-    counted: dict[str, list[int]] = {}  # identity -> the elements each reading layer counted of it
-    for i in sorted({i for readers in shared.values() for i in readers}):
-        node, params = layers[i], costs[i].params
-        learned = learned_inputs(node, graph, params) if params else ()
-        for name in learned or ():
-            identity = identities[name]
-            if identity in shared:
-                counted.setdefault(identity, []).append(graph.constants[name].elements)
-    return total - sum(sum(elements) - max(elements) for elements in counted.values())
+def unique_params(graph: Graph) -> int:
+    """The model's learned parameters (see the module docstring): the elements of every learned tensor stored in the
+    model, each once, whichever layers read it, whole or in part."""
+    return sum(learned_tensors(graph).elements.values())
 
 
 def unique_weight_bytes(graph: Graph, identities: Mapping[str, str] | None = None) -> int:

@@ -21,6 +21,9 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
 - zero-copy layers (reshape and friends) are views: no time.
+- chained loads (:attr:`LayerCost.chained_loads`: a tree ensemble's node visits, each needing the node read before
+  it) are latency-bound, not rate-bound: their compute time is at least :func:`chained_load_us`, one load latency per
+  load, a cache hit's or a DRAM access's by the share of the arrays they range over that the cache holds.
 """
 
 from __future__ import annotations
@@ -40,6 +43,21 @@ from layerscope.targets.profile import ComputeUnit
 from layerscope.targets.rules import fallback_reasons
 
 _FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8"})
+
+#: ns per chained load that hits the cache: a tree-node visit of ONNX Runtime's TreeEnsemble kernel with its node
+#: arrays in cache (an L2 hit, ~4 ns, + the compare's mispredicted branch, ~15 cycles, + the leaf's score add).
+#: Measured on an AMD EPYC VM shared with other jobs (ONNX Runtime 1.32, one thread; benchmarks/tree_walk.py): 100
+#: full trees of depth 6 (0.4 MB of node arrays) 10-16 ns per visit (fastest to median call, the call included),
+#: 300 of depth 8 (4.4 MB) 9-31 ns.
+CACHED_LOAD_NS = 15.0
+#: ns per chained load that misses the cache and waits for DRAM. Measured on the same host: 300 full trees of depth
+#: 12 (71 MB of node arrays) 26-52 ns per visit; a LightGBM classifier of 9,988 trees (4.85 M nodes, 141 MB; the
+#: realworld corpus' luscinia-lgbm) 5.1-12.5 ms over three `layerscope profile` runs for its 110 k worst-case visits
+#: (46-113 ns each); a server's DRAM load-to-use latency is 80-110 ns, less the visits near the roots that stay cached.
+DRAM_LOAD_NS = 70.0
+#: The cache a CPU-fallback layer's chained loads may hit (assumption: the L2/L3 of an embedded Cortex-A cluster,
+#: 1 MiB); the profile's ``sram_bytes`` is the accelerator's own memory.
+CPU_FALLBACK_CACHE_BYTES = 1 << 20
 _DTYPE_ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "int16": "int16",
                   "fp8": "float8", "int4": "int4", "tf32": "float32"}
 _FALLBACK_DTYPE = "fp32"
@@ -64,6 +82,19 @@ def element_bytes(info: TensorInfo, float_size: int) -> int:
     """Bytes of one element of ``info`` when float tensors take ``float_size`` bytes each (:func:`deployed_bytes`'
     rule, for the loops over every layer that look the dtype's size up once: :func:`float_element_bytes`)."""
     return float_size if is_float(info) else info.itemsize
+
+
+def chained_load_us(cost: LayerCost, cache_bytes: int, times: int = 1) -> float:
+    """µs the chained loads of one execution of a layer take (``cost`` counts ``times`` executions): each load waits
+    :data:`CACHED_LOAD_NS` when it hits the cache, :data:`DRAM_LOAD_NS` when it misses, and a load over arrays of
+    ``chained_bytes`` hits a cache of ``cache_bytes`` with the chance ``cache_bytes / chained_bytes`` (random
+    accesses over a working set larger than the cache; all hit when it fits). 0 without chained loads."""
+    loads = cost.chained_loads // times if times > 1 else cost.chained_loads
+    if loads <= 0:
+        return 0.0
+    span = cost.chained_bytes
+    hit = 1.0 if span <= cache_bytes else max(cache_bytes, 0) / span
+    return loads * (hit * CACHED_LOAD_NS + (1.0 - hit) * DRAM_LOAD_NS) / 1e3
 
 
 def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
@@ -420,6 +451,8 @@ class _LayerEstimator:
         if efficiency is None:
             efficiency = self.efficiency[node.op_type] = profile.efficiency_for(node.op_type)
         compute_us = _ops(cost, graph, node) / (rate * efficiency) * 1e6
+        if cost.chained_loads:
+            compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
         float_bytes, resident = self.float_bytes, self.resident
         tensors, constants = graph.tensors, graph.constants
         weight_bytes = act_in = act_all = 0
@@ -454,6 +487,8 @@ class _LayerEstimator:
 def _on_cpu(graph: Graph, profile: Profile, node: Node, cost: LayerCost, reason: str) -> LayerEstimate:
     unit = profile.cpu
     compute_us = _compute_us(_ops(cost, graph, node), unit, _FALLBACK_DTYPE)
+    if cost.chained_loads:
+        compute_us = max(compute_us, chained_load_us(cost, CPU_FALLBACK_CACHE_BYTES, node.executions))
     read = sum(deployed_bytes(t, _FALLBACK_DTYPE) for t in (graph.tensor(i) for i in node.inputs) if t)
     written = sum(deployed_bytes(t, _FALLBACK_DTYPE) for t in (graph.tensor(o) for o in node.outputs) if t)
     overhead = unit.overhead_us + profile.transfer_overhead_us

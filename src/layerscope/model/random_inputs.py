@@ -5,7 +5,9 @@ They live with the model because the loader runs the model once on them when it 
 (:mod:`layerscope.measure.inputs`, whose docstring lists the ranges per dtype and input name).
 
 An integer input takes its meaning from the ops that read it (:func:`consumer_hints`), followed through ops that
-pass its values on (``Cast``, ``Unsqueeze``, ``Reshape``, ``Flatten``, ``Squeeze``, ``Concat``, ...):
+pass its values on (``Cast``, ``Unsqueeze``, ``Reshape``, ``Flatten``, ``Squeeze``, ``Concat``, ..., ``Where``,
+and ``Add``, ``Sub``, ``Mul``, ``Max``, ``Min`` with no constant operand: a mask computed at run time selects among
+the values, a constant offset or scale would change them):
 
 - indices (``Gather``, ``GatherElements``, ``ScatterElements``: the data's length along the axis;
   ``GatherND``/``ScatterND``: the shortest data axis they index; ``OneHot``: its depth;
@@ -144,7 +146,15 @@ _PASS_ON: Mapping[str, tuple[tuple[int, ...] | None, bool]] = {
     "Squeeze": ((0,), True), "Reshape": ((0,), True), "Flatten": ((0,), True), "Transpose": ((0,), False),
     "Expand": ((0,), False), "Tile": ((0,), False), "Slice": ((0,), False), "Concat": (None, False),
     "Split": ((0,), False), "Gather": ((0,), False), "GatherElements": ((0,), False), "GatherND": ((0,), False),
+    # arithmetic with values computed at run time (masks, other indices; see _ARITHMETIC), and a select
+    "Add": (None, False), "Sub": (None, False), "Mul": (None, False), "Max": (None, False), "Min": (None, False),
+    "Where": ((1, 2), False),
 }
+#: The arithmetic of :data:`_PASS_ON`: it passes an input's values on only when none of its other operands is a
+#: constant (an offset or a scale changes the values; a mask computed from the input selects among them). tf2onnx
+#: lowers Keras' negative-index wrap ``where(ids < 0, ids + rows, ids)`` to ``Add(Mul(Add(ids, rows), ids < 0),
+#: Mul(ids, ids >= 0))``: the values reaching the Gather are the input's own through the second path.
+_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Max", "Min"})
 #: ``EmbedLayerNormalization`` (ONNX Runtime contrib): an ids input position -> the embedding table it indexes.
 _EMBED_TABLES: Mapping[int, int] = {0: 2, 1: 4, 8: 3}
 #: How many ops deep :func:`consumer_hints` follows an input's values.
@@ -189,6 +199,9 @@ def _hints_for(name: str, readers: Mapping[str, list[tuple[OpLike, int]]], shape
                     yield hint if ordered or hint.values is None else IntHint(hint.low, hint.high, None, hint.why)
                 passes = _PASS_ON.get(node.op_type)
                 if passes is None or (passes[0] is not None and index not in passes[0]):
+                    continue
+                if node.op_type in _ARITHMETIC and any(
+                        value_of(other) is not None for other in node.inputs if other and other != tensor):
                     continue
                 for out in node.outputs:
                     if out and out not in seen:

@@ -248,17 +248,33 @@ def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo]
         runs.setdefault(k, []).append(args if isinstance(args, dict) else {})
     by_node: dict[tuple[str, ...], NodeRun] = {}
     tensors: dict[str, TensorInfo] = {}
+    unlisted = _sequence_values(model, nodes)
     for k, node in enumerate(nodes):
         seen = runs.get(k)
         if not seen:
             continue
         last = seen[-1]
-        ins = _infos([i for i in node.input if i], last.get("input_type_shape"))
-        outs = _infos([o for o in node.output if o], last.get("output_type_shape"))
+        ins = _infos([i for i in node.input if i and i not in unlisted], last.get("input_type_shape"))
+        outs = _infos([o for o in node.output if o and o not in unlisted], last.get("output_type_shape"))
         by_node[tuple(node.output)] = NodeRun(len(seen), ins, outs)
         for info in (*ins, *outs):
             tensors[info.name] = info
     return Observation(by_node, tensors)
+
+
+#: Ops whose outputs are all sequences (ONNX, ai.onnx.ml's ZipMap: a sequence of maps).
+_SEQUENCE_MAKERS = frozenset({"SequenceConstruct", "SequenceEmpty", "SequenceInsert", "SequenceErase",
+                              "SplitToSequence", "SequenceMap", "ZipMap"})
+
+
+def _sequence_values(model: onnx.ModelProto, nodes: Sequence[onnx.NodeProto]) -> frozenset[str]:
+    """The values of ``model`` that are sequences or maps: ONNX Runtime's profiler leaves them out of a node's
+    ``input_type_shape``/``output_type_shape``, so they are not paired with its entries. The outputs of
+    :data:`_SEQUENCE_MAKERS` and the graph's inputs, outputs and value_info declared of such a type."""
+    names = {out for node in nodes if node.op_type in _SEQUENCE_MAKERS for out in node.output}
+    declared = (*model.graph.input, *model.graph.output, *model.graph.value_info)
+    names.update(v.name for v in declared if v.type.WhichOneof("value") in ("sequence_type", "map_type"))
+    return frozenset(names)
 
 
 def _infos(names: Sequence[str], listed: object) -> tuple[TensorInfo, ...]:
