@@ -45,8 +45,8 @@ def test_profile_with_timeline_holds_the_measurement_and_the_timeline(write_mode
     assert "rdk-s100" in timeline["note"] and [s["id"] for s in timeline["layers"]] == ["conv", "relu", "add"]
     assert not any("No timeline" in note for note in missing_notes(run))
     del run["timeline"]
-    hint = next(note for note in missing_notes(run) if note.startswith("No timeline"))
-    assert f"`layerscope estimate {run['model']['path']} --target rdk-s100 --timeline --json run.json`" in hint
+    hint = next(note for note in missing_notes(run, str(out)) if note.startswith("No timeline"))
+    assert f"`layerscope estimate {run['model']['path']} --target rdk-s100 --timeline --json {out}`" in hint
 
 
 def test_estimate_into_a_measured_run_refreshes_the_estimate_and_keeps_the_measurement(

@@ -3,7 +3,9 @@ terminal report rendered to plain text.
 
 No control or bidirectional-override character from a name reaches the terminal
 (:mod:`layerscope.textsafe`), and rich markup in a name is never read (``[bold]`` in a layer name prints as
-it is). When the output is not a terminal (redirected to a file, piped) and ``COLUMNS`` is not set, the
+it is). No line ends in a space: rich pads table cells and grid rows to their width, and those pads at the end of
+a line (and lines of spaces alone) are removed, so output redirected to a file or diffed has no trailing
+whitespace. When the output is not a terminal (redirected to a file, piped) and ``COLUMNS`` is not set, the
 console is :data:`WIDE_COLUMNS` wide: a file gets whole names, not the 80-column cut rich falls back to.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderableType
@@ -26,7 +28,9 @@ WIDE_COLUMNS = 200
 class SafeConsole(Console):
     """A rich console without markup whose rendered text is cleaned by :func:`terminal_text`; the styles and
     control codes rich adds itself are kept. Removed characters have no width, so tables stay aligned.
-    Not a terminal, no ``COLUMNS`` and no ``width`` given: :data:`WIDE_COLUMNS` wide."""
+    Spaces at the end of a line are removed (:func:`strip_line_ends`), except coloured-background ones when
+    the console writes colour. Not a terminal, no ``COLUMNS`` and no ``width`` given: :data:`WIDE_COLUMNS`
+    wide."""
 
     def __init__(self, *, markup: bool = False, width: int | None = None, **kwargs: Any) -> None:
         super().__init__(markup=markup, width=width, **kwargs)
@@ -34,11 +38,55 @@ class SafeConsole(Console):
             self.width = WIDE_COLUMNS
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
+        return strip_line_ends(self._clean(renderable, options), keep_background=self.color_system is not None)
+
+    def _clean(self, renderable: RenderableType, options: ConsoleOptions | None) -> Iterator[Segment]:
         for segment in super().render(renderable, options):
             if segment.control or segment.text == "\n":
                 yield segment
             else:
                 yield Segment(terminal_text(segment.text, keep_newlines=True), segment.style)
+
+
+def strip_line_ends(segments: Iterable[Segment], *, keep_background: bool = False) -> Iterator[Segment]:
+    """``segments`` with the spaces before each line break removed (a line of spaces alone becomes empty).
+    Text after the last line break is passed on as it is (the caller may continue that line). Control segments
+    are kept in place. ``keep_background``: spaces styled with a background colour are kept (they are visible)."""
+    line: list[Segment] = []
+    for segment in segments:
+        if segment.control or "\n" not in segment.text:
+            line.append(segment)
+            continue
+        parts = segment.text.split("\n")
+        for part in parts[:-1]:
+            if part:
+                line.append(Segment(part, segment.style))
+            yield from _rstrip_line(line, keep_background)
+            yield Segment("\n", segment.style)
+            line = []
+        if parts[-1]:
+            line.append(Segment(parts[-1], segment.style))
+    yield from line
+
+
+def _rstrip_line(line: list[Segment], keep_background: bool) -> list[Segment]:
+    """One line's segments (no line break) without the trailing spaces; control segments stay."""
+    out = list(line)
+    index = len(out) - 1
+    while index >= 0:
+        segment = out[index]
+        if segment.control:
+            index -= 1
+            continue
+        if keep_background and segment.style is not None and segment.style.bgcolor is not None:
+            break
+        stripped = segment.text.rstrip(" ")
+        if stripped:
+            out[index] = Segment(stripped, segment.style)
+            break
+        del out[index]
+        index -= 1
+    return out
 
 
 def render_text(renderable: RenderableType, width: int | None = None) -> str:
