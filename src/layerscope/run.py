@@ -299,7 +299,7 @@ def _weights_summary(graph: Graph, estimate: Estimate, profile: Profile) -> dict
 
     identities = weight_identities(graph)
     per_use = sum(c.params for c in estimate.costs)
-    params = unique_params(graph, estimate.costs, identities)
+    params = unique_params(graph)
     fields: dict[str, Any] = {"params": params, "weight_bytes": unique_weight_bytes(graph, identities)}
     if per_use != params:
         fields["params_per_use"] = per_use
@@ -380,8 +380,7 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
         kind="kernel-profile",
     )
     if latency_source is None:
-        latency_source = ("uninstrumented InferRequest.infer" if measurement.backend == "openvino"
-                          else "uninstrumented session.run")
+        latency_source = measurement.latency_source
     return run.model_copy(update={
         "layers": layers, "kernels": kernels, "measurement": measured,
         "latency": _latency(measurement.latency, latency_source),

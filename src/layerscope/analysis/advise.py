@@ -32,6 +32,7 @@ from layerscope.model.load import sha256_file
 from layerscope.model.types import Graph
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Findings, RunFile
+from layerscope.runtimes import registry
 from layerscope.targets import load_profile
 from layerscope.targets.profile import Profile
 
@@ -81,7 +82,8 @@ def measure_config_of(run: RunFile | Mapping[str, Any]) -> SessionConfig | None:
     """The session config of the run's ONNX Runtime measurement (provider, threads, optimization level);
     ``None`` when the run was not measured on ONNX Runtime."""
     measurement = as_run(run).measurement
-    if measurement is None or measurement.backend != "onnxruntime":
+    runtime = registry.spec(measurement.backend) if measurement is not None else None
+    if measurement is None or runtime is None or not runtime.can("providers"):
         return None
     return SessionConfig(provider=str(measurement.provider or "cpu"), threads=int(measurement.threads or 0),
                          opt_level=str(measurement.opt_level or "all"))

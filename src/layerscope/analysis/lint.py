@@ -1,6 +1,6 @@
 """Lint a Horizon ``hb_compile`` YAML config for settings that cost board performance, and for typos.
 
-Checks (Horizon's performance-tuning guide, "parameters that affect performance", quoted in shared/seeds/003,
+Checks (Horizon's performance-tuning guide, "parameters that affect performance", in the OpenExplorer toolchain manual,
 plus the key lists of hb_compile's configuration reference):
 
 - ``model_parameters.debug_mode`` containing ``dump_all_layers_output``: a dequantize output per conv/matmul,
@@ -27,6 +27,7 @@ from typing import Any
 
 from layerscope.analysis.findings import Finding, Severity, sort_findings
 from layerscope.errors import InputError
+from layerscope.fileio import read_text_limited
 
 #: Sections and keys of hb_compile's YAML (Horizon OpenExplorer configuration reference; older XJ3/J5 keys kept
 #: so that their configs are not reported as typos).
@@ -58,14 +59,9 @@ def read_config(path: Path) -> Mapping[str, Any]:
     """The YAML mapping at ``path`` (``yaml.safe_load``); ``InputError`` when missing, not YAML or not a mapping."""
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the config ({exc})") from None
-    if len(text) > MAX_CONFIG_CHARS:
-        raise InputError(f"{path}: {len(text):,} characters; an hb_compile config is at most {MAX_CONFIG_CHARS:,}")
+    if not path.exists():
+        raise InputError(f"{path}: no such config file")
+    text = read_text_limited(path, MAX_CONFIG_CHARS, what="an hb_compile config has at most")
     try:
         data = yaml.safe_load(text)
     except RecursionError:

@@ -166,6 +166,9 @@ class Reconciliation:
     device_mismatch: str | None = None
     unknown_cost: UnknownCost | None = None
     outliers: tuple[Outlier, ...] = ()
+    #: What the estimate k divides by came from: the run's ``summary.est_source`` (the kernel predictor) when it
+    #: has a prediction, else ``None`` (the roofline on the run's profile).
+    estimated_source: str | None = None
 
     @property
     def k(self) -> float:
@@ -429,31 +432,56 @@ def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
                          "(profile it with `layerscope profile`, or import the board's log with the static report)")
     factor = k_between(kf.measured_us, kf.estimated_us)
     measured_on = kf.origin.label if kf.origin is not None else None
+    source = predictor_source(typed)
     if kf.scope == "layers":
         by_id = typed.layer_by_id
         pairs = [by_id[layer_id] for layer_id in kf.layer_ids]
-        scope = f"{len(pairs)} layers both estimated and measured (sum of per-layer medians over sum of estimates)"
+        estimates = _predicted_layers(pairs) if source is not None else None
+        if estimates is not None:
+            factor = k_between(kf.measured_us, sum(estimates.values()))
+        what = "the kernel predictor's per-layer predictions" if estimates is not None else "estimates"
+        scope = f"{len(pairs)} layers both estimated and measured (sum of per-layer medians over sum of {what})"
         comparisons = tuple(
             LayerComparison(layer.id, _or(layer.op_type), _or(layer.unit_kind), _or(layer.est.bound), est,
                             est * factor.k, meas)
             for layer in pairs
-            if (est := layer.estimated_us) is not None and (meas := layer.measured_us) is not None)
+            if (est := (layer.estimated_us if estimates is None else estimates[layer.id])) is not None
+            and (meas := layer.measured_us) is not None)
         known = {layer.id: layer.known is not False for layer in pairs}
         unknown = unknown_cost_of(typed.layers, comparisons)
         rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, kf.excluded_ids,
                            known=known, unknown=unknown)
-        return replace(rec, measured_on=measured_on, device_mismatch=kf.mismatch)
+        return replace(rec, measured_on=measured_on, device_mismatch=kf.mismatch,
+                       estimated_source=source if estimates is not None else None)
     if kf.scope == "accelerator":
         existing = typed.reconcile
         scope = (existing.scope if existing is not None and existing.scope else
                  "accelerator block measured on the board over its static estimate")
+    elif source is not None:  # the summary's estimate is the prediction (summary.est_latency_us)
+        scope = f"end to end: latency P50 over the kernel predictor's prediction ({source})"
     else:
         task = typed.summary.est_task_overhead_us
         scope = "end to end: latency P50 over the sum of the per-layer estimates" + (
             f" and the profile's {task / 1e3:.2f} ms per-inference task overhead" if task else "")
     verdict = _verdict(factor, None, None, None, 0)
     return Reconciliation(model_name, target_name, scope, factor, end_to_end, (), (), (), (), None, None, TOP_N,
-                          None, kf.excluded_ids, verdict, measured_on, kf.mismatch)
+                          None, kf.excluded_ids, verdict, measured_on, kf.mismatch,
+                          estimated_source=source if kf.scope == "end-to-end" else None)
+
+
+def predictor_source(run: RunFile) -> str | None:
+    """``summary.est_source`` when the run's estimate is the kernel predictor's (``estimate --predictor``), else
+    ``None`` (the roofline)."""
+    source = run.summary.est_source
+    return source if source and source.startswith("predictor ") and run.predictor is not None else None
+
+
+def _predicted_layers(layers: Sequence[Layer]) -> dict[str, float] | None:
+    """Each layer's predicted time (µs) when every one of ``layers`` has one and their sum is positive, else
+    ``None`` (k then falls back to the roofline estimates)."""
+    out = {layer.id: float(layer.predicted.latency_us) for layer in layers
+           if layer.predicted is not None and layer.predicted.latency_us is not None}
+    return out if len(out) == len(layers) and sum(out.values()) > 0 else None
 
 
 def _with_layers(names: tuple[str, str, str], factor: ScaleFactor, end_to_end: ScaleFactor | None,
@@ -559,6 +587,7 @@ def reconcile_section(rec: Reconciliation, *, spread: KSpread | None = None) -> 
         "measured_us": round(rec.factor.measured_us, 3),
         "estimated_us": round(rec.factor.estimated_us, 3),
         "scope": rec.scope,
+        **({"estimated_source": rec.estimated_source} if rec.estimated_source is not None else {}),
         "measured_on": rec.measured_on,
         "device_mismatch": rec.device_mismatch,
         "end_to_end": None if rec.end_to_end is None else {

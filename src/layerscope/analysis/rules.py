@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -84,7 +84,8 @@ FALLBACK_MITIGATIONS: Mapping[str, str] = {
 }
 DEFAULT_FALLBACK_MITIGATION = ("bring the op's parameters inside the accelerator's constraints (check the "
                                "toolchain's op-support list), replace the op, or move it to pre/post-processing")
-TUNING_GUIDE = "Horizon toolchain performance tuning guide (shared/seeds/003): "
+TUNING_GUIDE = ("Horizon OpenExplorer toolchain manual, model performance tuning ('parameters that affect "
+                "performance'): ")
 #: Words in a profile's name or description that mark a Horizon (D-Robotics) BPU target.
 HORIZON_MARKS = ("D-Robotics", "Horizon", "RDK")
 #: Channel alignment on GPUs (tensor cores).
@@ -384,7 +385,8 @@ def focus_stem(ctx: RuleContext) -> list[Finding]:
             "field and output shape), or a SpaceToDepth the toolchain supports",
             tuple(str(s.id) for s in involved), evidence,
             sum(float(s.est.latency_us or 0.0) for s in involved),
-            "shared/seeds/002 (focus_slice -> 6x6 stride-2 conv saved 7 ms)"))
+            "a Journey 6 profiling case study with hb_perf and trace (45 ms to 28 ms): focus_slice -> 6x6 "
+            "stride-2 conv saved 7 ms"))
     return findings
 
 
@@ -535,7 +537,8 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
             f"DDR in {passes} passes, each reloading the input activations, so bandwidth, not compute, sets its "
             "time",
             mitigation, (str(layer.id),), evidence, gain,
-            "shared/seeds/002 (512-channel 3x3 conv: SRAM cannot hold the weights; bottleneck halved the time)"))
+            "a Journey 6 profiling case study with hb_perf and trace (45 ms to 28 ms): a 512-channel 3x3 conv whose "
+            "weights SRAM cannot hold; a bottleneck halved its time"))
     return findings
 
 
@@ -670,19 +673,30 @@ def recurrent_steps(ctx: RuleContext) -> list[Finding]:
 
 
 #: Causes an outlier layer's slowness may have, in the order the finding lists them.
-OUTLIER_CAUSES = {
-    "unknown": "the estimate has no cost for {op}: it charges only a fixed overhead, so any real work shows as an "
+class _OutlierCauses(NamedTuple):
+    """The candidate causes an outlier-layer finding lists (format fields: ``op``, ``kernel``, ``reason``)."""
+
+    unknown: str
+    fused: str
+    denormal: str
+    kernel: str
+    layout: str
+    fallback: str
+
+
+OUTLIER_CAUSES = _OutlierCauses(
+    unknown="the estimate has no cost for {op}: it charges only a fixed overhead, so any real work shows as an "
                "outlier (the share of such layers is in `reconcile`'s 'unknown cost' line)",
-    "fused": "its time is its share of a kernel fused with other layers, split by the estimate's weights: the "
+    fused="its time is its share of a kernel fused with other layers, split by the estimate's weights: the "
              "kernel, not this layer, may be the slow part",
-    "denormal": "subnormal (denormal) values in its inputs or weights: x86 and many ARM cores take a slow path for "
+    denormal="subnormal (denormal) values in its inputs or weights: x86 and many ARM cores take a slow path for "
                 "each operation on them, 10-100x slower (advise's subnormal-weights rule checks the weights; "
                 "activations that decay towards 0 do the same)",
-    "kernel": "a slow kernel choice for this op, shape or dtype (a reference or generic implementation){kernel}",
-    "layout": "a layout conversion (a reorder between NCHW, NHWC or blocked layouts) the runtime inserted next to "
+    kernel="a slow kernel choice for this op, shape or dtype (a reference or generic implementation){kernel}",
+    layout="a layout conversion (a reorder between NCHW, NHWC or blocked layouts) the runtime inserted next to "
               "it and charged to it",
-    "fallback": "a CPU fallback: the runtime ran it off the accelerator{reason}",
-}
+    fallback="a CPU fallback: the runtime ran it off the accelerator{reason}",
+)
 
 
 def outlier_layers(ctx: RuleContext) -> list[Finding]:
@@ -705,15 +719,15 @@ def outlier_layers(ctx: RuleContext) -> list[Finding]:
         kernel = str(measured.kernel) if measured is not None and measured.kernel else ""
         causes = []
         if not o.known:
-            causes.append(OUTLIER_CAUSES["unknown"].format(op=o.op_type))
+            causes.append(OUTLIER_CAUSES.unknown.format(op=o.op_type))
         if measured is not None and measured.status == "fused":
-            causes.append(OUTLIER_CAUSES["fused"])
-        causes += [OUTLIER_CAUSES["denormal"],
-                   OUTLIER_CAUSES["kernel"].format(kernel=f"; it ran in kernel '{kernel}'" if kernel else ""),
-                   OUTLIER_CAUSES["layout"]]
+            causes.append(OUTLIER_CAUSES.fused)
+        causes += [OUTLIER_CAUSES.denormal,
+                   OUTLIER_CAUSES.kernel.format(kernel=f"; it ran in kernel '{kernel}'" if kernel else ""),
+                   OUTLIER_CAUSES.layout]
         reason = layer.est.fallback_reason
         if reason or (ctx.profile is not None and ctx.profile.kind != "cpu"):
-            causes.append(OUTLIER_CAUSES["fallback"].format(reason=f" ({reason})" if reason else ""))
+            causes.append(OUTLIER_CAUSES.fallback.format(reason=f" ({reason})" if reason else ""))
         evidence = _evidence_times(ctx, [layer]) | {
             "est_us": round(o.estimated_us, 3), "measured_us": round(o.measured_us, 3),
             "measured_over_estimated": round(o.ratio, 3), "median_ratio": round(o.median_ratio, 6),

@@ -1,19 +1,17 @@
-"""Terminal reporters for the analyses: reconcile, calibrate, advise, lint, compare. Pure functions from the
-analysis results to rich renderables; nothing here computes a number the analysis did not.
+"""Terminal reporters for the analyses: reconcile, calibrate, advise, lint (compare's:
+:mod:`layerscope.report.compare_terminal`). Pure functions from the analysis results to rich renderables; nothing
+here computes a number the analysis did not.
 
-``reconcile``, ``advise`` and ``compare`` print what they save: the reconcile and advise reports are drawn from
-the run-file section the command writes (:func:`reconcile_view`, :func:`spread_view`, :func:`advice_view`), the
-compare report from the comparison that section stores (:func:`saved_comparison`), so ``layerscope report RUN
---format terminal`` re-prints a saved run as the command printed it
+``reconcile`` and ``advise`` print what they save: their reports are drawn from the run-file section the command
+writes (:func:`reconcile_view`, :func:`spread_view`, :func:`advice_view`), so ``layerscope report RUN --format
+terminal`` re-prints a saved run as the command printed it
 (:func:`layerscope.report.command_terminal.command_report`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pydantic import TypeAdapter, ValidationError
 from rich import box
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -21,7 +19,6 @@ from rich.text import Text
 
 from layerscope.analysis.board import KAnalysis
 from layerscope.analysis.calibrate import Calibration, ModelError, summarize
-from layerscope.analysis.compare import Comparison, LayerDelta, LayerRuntime, MetricDelta, RuntimeComparison
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.analysis.reconcile import (
     UNKNOWN_TRUST_LIMIT,
@@ -30,12 +27,8 @@ from layerscope.analysis.reconcile import (
     reconcile_section,
     spread_section,
 )
-from layerscope.errors import RunFileError
 from layerscope.report.terminal import key_value_grid
 from layerscope.report.units import human_us
-from layerscope.report.views.comparison import change_text, format_metric
-from layerscope.runfile.io import describe
-from layerscope.runfile.models import Comparison as ComparisonSection
 from layerscope.runfile.models import Findings, Reconcile, Spread
 
 if TYPE_CHECKING:  # analysis.advise loads ONNX models: a report of a saved run does not import it
@@ -124,24 +117,18 @@ def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int =
 def _honesty_rows(rec: Reconcile) -> list[tuple[str, str | Text]]:
     """The measured time in cost-unknown layers and the outlier layers (the section's ``unknown_cost`` and
     ``outliers``, written by :func:`layerscope.analysis.reconcile.reconcile_section`; absent in older runs)."""
-    extra = rec.model_extra or {}
     rows: list[tuple[str, str | Text]] = []
-    unknown = extra.get("unknown_cost")
-    if isinstance(unknown, dict):
-        share, ids = float(unknown.get("share") or 0.0), list(unknown.get("layers") or [])
-        k_known = unknown.get("k_known")
-        text = (f"{_pct(share)} of the measured time is in {len(ids)} layer(s) whose cost the estimate does not "
-                f"know ({', '.join(map(str, unknown.get('op_types') or []))})"
-                + (f"; k over the known-cost layers {float(k_known):.3f}" if k_known is not None else "")
-                if ids else "none: every measured layer's op has a cost")
-        rows.append(("unknown cost", Text(text, style="bold yellow" if share > UNKNOWN_TRUST_LIMIT else "")))
-    for o in extra.get("outliers") or []:
-        if isinstance(o, dict):
-            rows.append(("outlier", Text(f"{o.get('name')} ({o.get('op_type')}): measured "
-                                         f"{human_us(float(o.get('measured_us') or 0.0))} = "
-                                         f"{float(o.get('ratio') or 0.0):.0f}x its estimate (the run's median is "
-                                         f"{float(o.get('median_ratio') or 0.0):.2f}x), {_pct(o.get('share'))} of "
-                                         "the measured time", style="yellow")))
+    unknown = rec.unknown_cost
+    if unknown is not None:
+        text = (f"{_pct(unknown.share)} of the measured time is in {len(unknown.layers)} layer(s) whose cost the "
+                f"estimate does not know ({', '.join(unknown.op_types)})"
+                + (f"; k over the known-cost layers {unknown.k_known:.3f}" if unknown.k_known is not None else "")
+                if unknown.layers else "none: every measured layer's op has a cost")
+        rows.append(("unknown cost", Text(text, style="bold yellow" if unknown.share > UNKNOWN_TRUST_LIMIT else "")))
+    for o in rec.outliers:
+        rows.append(("outlier", Text(f"{o.name} ({o.op_type}): measured {human_us(o.measured_us)} = {o.ratio:.0f}x "
+                                     f"its estimate (the run's median is {o.median_ratio:.2f}x), {_pct(o.share)} of "
+                                     "the measured time", style="yellow")))
     return rows
 
 
@@ -312,131 +299,3 @@ def lint_report(path: str, findings: Sequence[Finding]) -> RenderableType:
     head = Text(f"{path}: {counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s), "
                 f"{counts[Severity.INFO]} note(s)", style="bold")
     return Group(head, findings_table(findings, "Findings"))
-
-
-# -------------------------------------------------------------------------------------------------- compare
-@dataclass(frozen=True)
-class _Side:
-    """A compared run as a ``comparison`` section names it (its label is the table's column)."""
-
-    label: str | None = None
-
-
-@dataclass(frozen=True)
-class _OneSideLayer:
-    """A layer of one run only (``added`` or ``removed``) as the section stores it."""
-
-    id: str
-    op_type: str
-    time_us: float
-
-
-@dataclass(frozen=True)
-class _SavedComparison:
-    """What a ``comparison`` section holds of the :class:`~layerscope.analysis.compare.Comparison` it was written
-    from (:func:`layerscope.analysis.compare.comparison_section`): every metric and matched layer, in order."""
-
-    time_source: str
-    before: _Side | None = None
-    after: _Side | None = None
-    metrics: tuple[MetricDelta, ...] = ()
-    layers: tuple[LayerDelta, ...] = ()
-    added: tuple[_OneSideLayer, ...] = ()
-    removed: tuple[_OneSideLayer, ...] = ()
-
-
-_SAVED_COMPARISON = TypeAdapter(_SavedComparison)
-
-
-def saved_comparison(section: ComparisonSection) -> Comparison:
-    """The comparison a run's ``comparison`` section stores (``layerscope compare -o``), as
-    :func:`layerscope.analysis.compare.compare_runs` returned it: metrics, matched layers (largest change first),
-    added and removed layers, times as stored (µs to the nanosecond: the run files' own precision).
-
-    The section is parsed from its JSON form into the analysis's types (``RunFileError`` when it lacks what the
-    comparison needs), so it reads the same whether its rows are typed or not."""
-    try:
-        saved = _SAVED_COMPARISON.validate_python(section.model_dump(mode="json"))
-    except ValidationError as exc:
-        raise RunFileError(f"run: comparison.{describe(exc)}", hint="re-run `layerscope compare -o`") from None
-
-    def only(rows: tuple[_OneSideLayer, ...]) -> tuple[tuple[str, str, float], ...]:
-        return tuple((row.id, row.op_type, row.time_us) for row in rows)
-
-    return Comparison((saved.before.label if saved.before else None) or "before",
-                      (saved.after.label if saved.after else None) or "after", saved.metrics, saved.layers,
-                      only(saved.added), only(saved.removed), saved.time_source)
-
-
-def compare_report(cmp: Comparison, top: int = 10) -> RenderableType:
-    """The before/after table, then the largest per-layer changes and the renamed, added and removed layers."""
-    table = _table(f"{cmp.before_label} -> {cmp.after_label}")
-    for header in ("metric", cmp.before_label, cmp.after_label, "change", "source"):
-        table.add_column(header, justify="left" if header in ("metric", "source") else "right")
-    for m in cmp.metrics:
-        change, verdict = change_text(m)
-        style = {"better": "green", "worse": "red"}.get(verdict, "")
-        source = m.source_before if m.source_before == m.source_after else f"{m.source_before} / {m.source_after}"
-        table.add_row(m.name, format_metric(m, m.before), format_metric(m, m.after), Text(change, style=style),
-                      Text(source, style="dim"))
-    parts: list[RenderableType] = [table]
-    if cmp.layers:
-        layers = _table(f"Largest per-layer changes ({cmp.time_source} time), {len(cmp.layers)} layers matched")
-        for header in ("#", "layer", "op", cmp.before_label + " µs", cmp.after_label + " µs", "delta µs"):
-            layers.add_column(header, justify="left" if header in ("layer", "op") else "right", overflow="fold")
-        for i, d in enumerate(cmp.layers[:top], 1):
-            name = d.after_id if not d.renamed else f"{d.before_id} -> {d.after_id}"
-            layers.add_row(str(i), Text(name), Text(d.op_type), f"{d.before_us:.1f}", f"{d.after_us:.1f}",
-                           f"{d.delta_us:+.1f}")
-        parts.append(layers)
-    for label, rows in (("renamed", [(f"{d.before_id} -> {d.after_id}", d.op_type) for d in cmp.renamed]),
-                        ("added", [(i, op) for i, op, _ in cmp.added]),
-                        ("removed", [(i, op) for i, op, _ in cmp.removed])):
-        if rows:
-            shown = ", ".join(f"{name} ({op})" for name, op in rows[:8])
-            more = f" ... and {len(rows) - 8} more" if len(rows) > 8 else ""
-            parts.append(Text(f"{label} ({len(rows)}): {shown}{more}"))
-        else:
-            parts.append(Text(f"{label}: none", style="dim"))
-    if cmp.runtimes is not None:
-        parts.extend(runtimes_report(cmp.runtimes, cmp.before_label, cmp.after_label, top))
-    return Group(*parts)
-
-
-def runtimes_report(rt: RuntimeComparison, before: str, after: str, top: int = 10) -> list[RenderableType]:
-    """Two runtimes on one model: time per op type on each, then the layers each fused differently or ran at
-    another precision (largest time first), with the kernel and group each ran in."""
-    ops = _table(f"Where each runtime spends its time: {before} = {rt.before.text}, {after} = {rt.after.text}")
-    for header in ("op", before + " µs", after + " µs", "delta µs"):
-        ops.add_column(header, justify="left" if header == "op" else "right")
-    for op, b, a in rt.by_op[:max(top, 1)]:
-        ops.add_row(Text(op), f"{b:.1f}", f"{a:.1f}", f"{a - b:+.1f}")
-    parts: list[RenderableType] = [ops]
-    differ = rt.differing
-    if differ:
-        table = _table(f"Fused differently: {len(rt.fused_differently)} layers; other precision: "
-                       f"{len(rt.precision_differs)} layers")
-        for header in ("layer", "op", before + " µs", after + " µs", before + " group", after + " group",
-                       "precision"):
-            table.add_column(header, justify="right" if header.endswith("µs") else "left", overflow="fold")
-        for x in differ[:top]:
-            table.add_row(Text(x.layer_id), Text(x.op_type), f"{x.before_us:.1f}", f"{x.after_us:.1f}",
-                          Text(group_text(x.before_group, x.before_kernel)),
-                          Text(group_text(x.after_group, x.after_kernel)), Text(precision_text(x)))
-        parts.append(table)
-    else:
-        parts.append(Text("both runtimes fused the same layers together, at the same precision", style="dim"))
-    return parts
-
-
-def precision_text(x: LayerRuntime) -> str:
-    """A layer's precision on both runtimes: one value when they agree, ``before / after`` else, ``-`` unknown."""
-    return (x.before_precision if not x.precision_differs else f"{x.before_precision} / {x.after_precision}") or "-"
-
-
-def group_text(layers: tuple[str, ...], kernel: str) -> str:
-    """The kernel a layer ran in and the layers fused with it (the first four), or ``eliminated``."""
-    if not layers:
-        return "eliminated"
-    names = ", ".join(layers[:4]) + (f" +{len(layers) - 4}" if len(layers) > 4 else "")
-    return f"{kernel}: {names}" if kernel else names

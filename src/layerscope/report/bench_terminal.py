@@ -11,6 +11,7 @@ from rich.text import Text
 from layerscope.report.terminal import bytes_text, duration_text, key_value_grid, machine_text, shape_dtype_text
 from layerscope.report.views.common import Run
 from layerscope.runfile.models import BenchMeasurement, Latency
+from layerscope.runtimes import registry
 
 
 def bench_report(run: Run) -> RenderableType:
@@ -79,11 +80,13 @@ def bench_context(run: Run) -> Table:
                         f"({busy} cores busy, whole process)")
     rss = m.peak_rss_bytes
     grid.add_row("peak RSS", f"{bytes_text(rss)} (whole process, since start)" if rss is not None else "n/a")
-    openvino = m.backend == "openvino"
+    runtime = registry.spec(m.backend)
+    compiled = m.performance_hint is not None  # a compiling runtime records what its compiler chose
+    title = runtime.title if runtime is not None else str(m.backend)
     grid.add_row("runtime", f"{m.backend} {m.backend_version}, {m.provider}, " + (
-        f"precision {m.precision}, {m.performance_hint} hint, {m.num_streams} OpenVINO "
-        "stream(s)" if openvino else f"opt level {m.opt_level}"))
-    intra = m.threads or ("OpenVINO default" if openvino else "onnxruntime default (one per physical core)")
+        f"precision {m.precision}, {m.performance_hint} hint, {m.num_streams} {title} "
+        "stream(s)" if compiled else f"opt level {m.opt_level}"))
+    intra = m.threads or (runtime.default_threads if runtime is not None else "default")
     grid.add_row("threads", f"{streams} stream{'s' if streams > 1 else ''} x intra-op threads: {intra}")
     grid.add_row("machine", Text(machine_text(m.machine, python=True)))
     if m.async_requests:
@@ -92,7 +95,7 @@ def bench_context(run: Run) -> Table:
                                  f"{m.async_requests} requests, inputs already in memory")
     else:
         grid.add_row("MEASURED", f"{lat.samples} runs after {m.warmup} warm-up run(s) per stream; "
-                                 f"latency = one {'InferRequest.infer' if openvino else 'session.run'} call, "
+                                 f"latency = one {'InferRequest.infer' if compiled else 'session.run'} call, "
                                  "inputs already in memory")
     if m.interrupted:
         planned = (f"{m.planned_runs} planned" if m.planned_runs

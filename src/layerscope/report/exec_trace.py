@@ -33,6 +33,7 @@ its outputs (no other in-place reuse: an upper bound of what a runtime allocates
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import numpy as np
@@ -61,8 +62,9 @@ def execution_trace(run: RunLike, level: str = "full") -> dict[str, Any]:
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
     if run.measurement is None or run.latency is None or run.latency.p50_us is None:
+        model_arg = shlex.quote(str(run.model.path).replace("`", "'")) if run.model.path else "MODEL"
         raise InputError("the execution trace needs a measured run (measurement and latency P50)",
-                         hint="make one with `layerscope profile MODEL -o run.json`")
+                         hint=f"make one with `layerscope profile {model_arg} -o RUN.json`")
     model = run.model
     shapes: dict[str, list[Dim] | None] = {t.name: t.shape for t in model.inputs}
     for layer in run.layers:

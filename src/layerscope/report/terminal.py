@@ -11,9 +11,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from layerscope.report.noise import overhead_row
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.coverage import coverage_text
+from layerscope.report.views.estimate import estimate_source_text, predicted, predicted_text, roofline_text
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text, unsteady
 from layerscope.runfile.models import (
@@ -134,8 +136,9 @@ def estimate_summary(run: Run) -> RenderableType:
                    + (f"; {per_use})" if (per_use := params_per_use_text(s)) else ")")),
         *([("shared weights", Text(shared))] if (shared := shared_weights_text(s)) else []),
         ("DDR traffic", f"{bytes_text(s.ddr_bytes)} per run"),
-        ("est. latency", (f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
-                          else duration_text(s.est_latency_us)) + _task_text(s.est_task_overhead_us)),
+        *([("est. latency", Text(predicted_text(s))), ("roofline", Text(roofline_text(s)))] if predicted(s) else
+          [("est. latency", (f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
+                             else duration_text(s.est_latency_us)) + _task_text(s.est_task_overhead_us))]),
         ("CPU fallback", f"{s.cpu_fallback_count} layer(s)"),
         ("unknown ops", Text(", ".join(f"{u.op_type} x{u.count}" for u in run.unknown_ops) or "none")),
     ]
@@ -233,14 +236,14 @@ def measurement_summary(run: Run) -> RenderableType:
                         f"to source layers; unmapped: {unmapped or 'none'}"),
             ("coverage", coverage_text(joined.coverage, profiled.streams if profiled is not None else None)
              if joined is not None and joined.coverage is not None else "- of each profiled run is inside kernels"),
-            ("overhead", f"{_percent(joined.overhead if joined is not None else None, signed=True)} run time with "
-                         "the profiler on (percentiles above are without it)"),
+            overhead_row(joined.overhead if joined is not None else None),
             *([("steadiness", steadiness_text(_steadiness(steadiness)))] if steadiness is not None else []),
             ("runtime", f"{_runtime(run)}, intra-op threads {m.threads or 'default'}"),
             ("machine", Text(machine_text(m.machine))),
         ]
     if run.summary.est_latency_us:
-        rows.append(("estimate", f"{human_us(run.summary.est_latency_us)} on profile {run.target_or_empty.name}"))
+        rows.append(("estimate", f"{human_us(run.summary.est_latency_us)}, "
+                                 f"{estimate_source_text(run.summary, run.target_or_empty.name)}"))
     k = run.k_factor
     if k is not None:
         rows.append(("k", f"measured / estimated = {k.k:.3f}  ({k.source})"))

@@ -5,6 +5,7 @@ Pure functions from a saved run (typed) to rich renderables, like :mod:`layersco
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 
 from rich import box
@@ -29,9 +30,11 @@ def timeline_report(run: Run) -> RenderableType:
     one-line note when the run has none)."""
     timeline = run.timeline
     if timeline is None:
-        return Text("No timeline in this run: `layerscope estimate MODEL --timeline` makes one.", style="yellow")
+        model = shlex.quote(str(run.model.path).replace("`", "'")) if run.model.path else "MODEL"
+        return Text(f"No timeline in this run: `layerscope estimate {model} --target T --timeline` makes one on an "
+                    "NPU profile T (`layerscope targets` lists them).", style="yellow")
     note = Text(f"ESTIMATE: {timeline.note or 'static schedule'}. Units, DDR and memory follow the model in the "
-                "README (\"NPU timeline and memory plan\").", style="yellow")
+                "documentation (Estimate and NPU timeline: \"What the timeline assumes\").", style="yellow")
     frames = _or_dash((timeline.memory or TimelineMemory()).frames_in_flight, str)
     formula = Text(f"minimum requirement = static + shared temporary + {frames} frame(s) in flight x (input + output "
                    "+ exclusive intermediate)")

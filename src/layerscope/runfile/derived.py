@@ -163,13 +163,15 @@ def measurement_origin(run: Document) -> Origin | None:
     source = m.source or ""
     if m.kind == "vendor-import":
         return Origin(m.kind, "vendor", f"the vendor's profiler ({source or 'imported files'})")
-    if m.backend == "openvino" and isinstance(m, KernelProfileMeasurement | BenchMeasurement | DifferentialMeasurement):
+    compiled = isinstance(m, KernelProfileMeasurement | BenchMeasurement | DifferentialMeasurement) and m.device
+    if compiled:  # a compiling runtime (OpenVINO) records the device it compiled for
         device = str(m.device or m.provider or "")
-        what = {"kernel-profile": "OpenVINO performance counters", "bench": "OpenVINO benchmark",
-                "differential": "differential (bisect) timing on OpenVINO"}[m.kind]
+        runtime = runtime_name(m.backend)
+        what = {"kernel-profile": f"{runtime} performance counters", "bench": f"{runtime} benchmark",
+                "differential": f"differential (bisect) timing on {runtime}"}[m.kind]
         return Origin(m.kind, "host-cpu" if device.upper().startswith("CPU") else "device",
                       f"{what}, {device} ({m.precision or '?'}) on {_where(m.machine)}")
-    if m.backend not in (None, "onnxruntime"):
+    if m.backend is not None and m.backend not in RUNTIME_NAMES:  # neither runtime of this process
         return Origin(m.kind, "device", f"a device command ({source or m.backend})")
     provider = m.provider or "CPUExecutionProvider"
     device = "host-gpu" if any(p in provider for p in _GPU_PROVIDERS) else "host-cpu"

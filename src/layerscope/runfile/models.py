@@ -118,6 +118,16 @@ class Section(Record):
             return self
         return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
+    def without(self, names: Iterable[str]) -> Self:
+        """A copy of this section whose fields ``names`` are unset (their defaults, and not written)."""
+        dropped = set(names) & self.model_fields_set
+        if not dropped:
+            return self
+        fields = type(self).model_fields
+        kept = {name: getattr(self, name) for name in self.model_fields_set - dropped}
+        return type(self).model_construct(_fields_set=set(kept), **kept, **{
+            name: fields[name].default for name in dropped if name in fields})
+
 
 _S = TypeVar("_S", bound=Section)
 
@@ -535,6 +545,12 @@ class Kernel(Section):
     precision: str | None = None
     #: A layout kernel's (no ``layers``): the layers whose data it converts (OpenVINO's reorders).
     serves: list[str] | None = None
+    #: What a compiling builder chose for it (TensorRT's layer information): the kernel implementation (``tactic``:
+    #: its name, else its ``0x`` value) and each input's and output's format, data type and memory layout in
+    #: TensorRT's names (``FP16 NHWC8``, ``FP32 Linear``).
+    tactic: str | None = None
+    input_formats: list[str] | None = None
+    output_formats: list[str] | None = None
 
 
 # --------------------------------------------------------------------------------------------------- measurement
@@ -731,8 +747,17 @@ class Summary(Section):
     est_latency_us: Us | None = None
     est_fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
     cpu_fallback_count: Count | None = None
-    #: the profile's fixed cost of one inference outside every layer, part of ``est_latency_us``
+    #: the profile's fixed cost of one inference outside every layer, part of the roofline's total
+    #: (``roofline_latency_us`` when set, else ``est_latency_us``)
     est_task_overhead_us: Us | None = None
+    #: what produced ``est_latency_us`` / ``est_fps``: absent for the roofline; ``predictor FILE sha256:...`` for
+    #: the kernel predictor (``estimate --predictor``), whose interval is ``est_low_us`` .. ``est_high_us`` and
+    #: beside which the roofline's own total is kept in ``roofline_latency_us`` / ``roofline_fps``
+    est_source: str | None = None
+    est_low_us: Us | None = None
+    est_high_us: Us | None = None
+    roofline_latency_us: Us | None = None
+    roofline_fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
     meas_latency_us: Us | None = None
     measured_layer_sum_us: Us | None = None
     latency_us: Us | None = None
@@ -814,6 +839,32 @@ class Spread(Section):
     lines: list[str] = []
 
 
+class UnknownCostShare(Section):
+    """The measured time in layers whose op has no cost function: its ``share`` of the measured sum, the
+    ``layers`` and their ``op_types``, and k over the known-cost layers alone (``k_known``)."""
+
+    share: Annotated[float, Field(ge=0, le=1)]
+    measured_us: SignedUs
+    layers: list[str] = []
+    op_types: list[str] = []
+    k_known: Ratio | None = None
+
+
+class OutlierLayer(Section):
+    """A layer whose measured/estimated ``ratio`` stands out among the run's layers (``median_ratio``: the run's
+    median, ``z``: the robust z-score of the log ratio), holding ``share`` of the measured time."""
+
+    name: str
+    op_type: str | None = None
+    estimated_us: Us
+    measured_us: SignedUs
+    ratio: Ratio
+    median_ratio: Ratio
+    z: float
+    share: Annotated[float, Field(ge=0, le=1)]
+    known: bool = True
+
+
 class Reconcile(Section):
     """k = measured / estimated for the same part of the model (``layerscope import`` or ``reconcile``).
 
@@ -842,6 +893,8 @@ class Reconcile(Section):
     by_bound: list[GroupK] = []
     by_unit_kind: list[GroupK] = []
     spread: Spread | None = None
+    unknown_cost: UnknownCostShare | None = None
+    outliers: list[OutlierLayer] = []
 
 
 class FindingItem(Section):
@@ -924,7 +977,8 @@ class Unmatched(Section):
 
 class ImportContext(Section):
     """``import.context``: where and how the model ran as the vendor's files say it (each from the first file that
-    does, ``None`` when none does); ``samples_per_s`` = ``throughput_per_s`` (inferences/s) x ``batch``."""
+    does, ``None`` when none does). ``throughput_per_s`` is inferences (trtexec's queries: one enqueue of the whole
+    ``batch``) per second of host walltime; ``samples_per_s`` = ``throughput_per_s`` x ``batch``."""
 
     device: str | None = None
     compute_capability: str | None = None
@@ -1540,11 +1594,15 @@ class PredictedKernel(Section):
 
 class PredictorContext(Section):
     """The in-model context the predictor fitted to whole calibration models: predicted = ``factor`` x a kernel's
-    time alone + ``per_kernel_us``, from ``models`` models."""
+    time alone + ``per_kernel_us``, from ``models`` models, when ``applied`` (absent: applied)."""
 
     factor: Annotated[float, Field(ge=0, le=1e6)] = 1.0
     per_kernel_us: SignedUs = 0.0
     models: Count = 0
+    #: whether the prediction used it (kept only when it improved the held-out calibration models' error)
+    applied: bool | None = None
+    #: what the leave-one-model-out transfer check found
+    why: str | None = None
 
 
 class Predictor(Section):

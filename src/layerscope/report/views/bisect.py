@@ -96,7 +96,7 @@ _WARMED_BY = {"whole": "of the whole model",
 
 
 def _runner_text(runner: BisectRunner) -> str:
-    if runner.runner in ("onnxruntime", "openvino"):
+    if runner.runner is not None and runner.run_cmd is None:  # a runtime in this process
         threads = runner.threads or "default"
         per_visit = runner.runs_per_visit or 1
         visit = "1 run" if per_visit == 1 else f"best of {per_visit} runs"
@@ -104,13 +104,13 @@ def _runner_text(runner: BisectRunner) -> str:
         what = _WARMED_BY.get(runner.warm_with or "", "of the model itself")
         visit = f"{warm} untimed {what} + {visit}" if warm else visit
         every = runner.recompile_every
-        if runner.runner == "openvino":
+        if runner.device is not None:  # a compiling runtime: the device, precision and hint it compiled for
             fresh = f", compiled afresh every {every} visits" if every else ""
-            return (f"openvino {_or(runner.version)} {_or(runner.device)}, precision "
+            return (f"{runner.runner} {_or(runner.version)} {_or(runner.device)}, precision "
                     f"{runner.precision or 'default'}, {_or(runner.performance_hint)}, threads "
                     f"{threads}, each model compiled and timed end to end{fresh}, {visit} per visit")
         fresh = f", a fresh session every {every} visits" if every else ""
-        return (f"onnxruntime {_or(runner.version)} {_or(runner.provider)}, threads {threads}, "
+        return (f"{runner.runner} {_or(runner.version)} {_or(runner.provider)}, threads {threads}, "
                 f"opt {_or(runner.opt_level)}, {runner.clock or 'wall'} clock{fresh}, {visit} per visit")
     command = runner.run_cmd
     if not command:

@@ -8,10 +8,14 @@ import shlex
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from layerscope.report.noise import overhead_row
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Row, Run, _pct, shape_text
 from layerscope.report.views.coverage import coverage_metric, coverage_text
+from layerscope.report.views.engine import layout_time, precision_mix_text, rate_label, throughput_text
+from layerscope.report.views.estimate import predicted, predicted_text, roofline_text
 from layerscope.report.views.layers import scale_factor
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import steadiness_text
@@ -67,11 +71,15 @@ def headline(run: Run) -> list[Metric]:
     if lat.p50_us is None and lat.mean_us is not None:
         metrics.append(Metric("mean", human_us(lat.mean_us), source))
     if lat.fps is not None:
-        metrics.append(Metric("FPS", f"{lat.fps:.1f}", source))
+        metrics.append(Metric(rate_label(_batch(run)), f"{lat.fps:.1f}", source))
     summary = run.summary
     timeline = _timeline_summary(run)
     timeline_us, timeline_fps = timeline.latency_us, timeline.fps_total
-    if timeline_us is not None:
+    if predicted(summary) and summary.est_latency_us is not None:
+        metrics.append(Metric("est. latency", human_us(summary.est_latency_us), "estimate, kernel predictor"))
+        if summary.est_fps is not None:
+            metrics.append(Metric("est. FPS", f"{summary.est_fps:.1f}", "estimate, kernel predictor"))
+    elif timeline_us is not None:
         metrics.append(Metric("est. latency", human_us(timeline_us), "estimate, timeline"))
         if timeline_fps is not None:
             metrics.append(Metric("est. FPS", f"{timeline_fps:.1f}", "estimate, all cores"))
@@ -175,10 +183,14 @@ def _latency_section(run: Run) -> Section | None:
     percentiles = "  ".join(f"{label} {human_us(value)}" for value, label in _percentiles(lat) if value is not None)
     rows.append(("measured", percentiles or None))
     if lat.fps is not None:
-        rows.append(("measured FPS", f"{lat.fps:.1f}" + (f" ({lat.source})" if lat.source else "")))
+        rows.append((f"measured {rate_label(_batch(run))}",
+                     f"{lat.fps:.1f}" + (f" ({lat.source})" if lat.source else "")))
     if summary.accelerator_us is not None:
         rows.append(("accelerator", f"{human_us(summary.accelerator_us)} per inference (measured by the vendor)"))
-    if summary.est_latency_us is not None:
+    if predicted(summary):
+        rows.append(("estimated, kernel predictor", predicted_text(summary)))
+        rows.append(("estimated, roofline", roofline_text(summary) or None))
+    elif summary.est_latency_us is not None:
         fps = f"  ({summary.est_fps:.1f} FPS)" if summary.est_fps is not None else ""
         task = f", incl. {human_us(summary.est_task_overhead_us)} per-inference task overhead" \
             if summary.est_task_overhead_us else ""
@@ -282,7 +294,7 @@ def _instrument_section(run: Run) -> Section | None:
     return _section("Instrument", [
         ("coverage", coverage_text(coverage, m.streams if isinstance(m, KernelProfileMeasurement) else None)
          if coverage is not None else None),
-        ("profiling overhead", f"{100 * overhead:+.1f}% run time with the profiler on (percentiles are without it)"
+        (f"profiling {overhead_row(overhead)[0]}", overhead_row(overhead, percentiles="percentiles")[1]
          if overhead is not None else None),
         ("mapped", f"{_pct(mapped)} of kernel time mapped to source layers" if mapped is not None else None),
         ("unmapped kernels", ", ".join(unmapped) or ("none" if mapped is not None else None)),
@@ -305,27 +317,60 @@ def _import_section(run: Run) -> Section | None:
     rows.extend(("unmatched", f"{u.name}: {u.reason or 'no reason given'}") for u in unmatched[:10])
     if len(unmatched) > 10:
         rows.append(("unmatched", f"... and {len(unmatched) - 10} more (see the run file)"))
+    context = imported.context
+    if context is not None:
+        rows.extend([("device", context.device), ("precision", context.precision),
+                     ("batch", str(context.batch) if context.batch else None),
+                     ("throughput", throughput_text(context))])
+    layout = layout_time(run.kernels)
+    rows.append(("precision mix", precision_mix_text(run.kernels)))
+    rows.append(("reformat", f"{human_us(layout.time_us)} = {_pct(layout.share)} of the measured time, in "
+                             f"{layout.timed} of {layout.kernels} reformat/copy kernels (not in any layer's time)"
+                 if layout is not None else None))
     return _section("Import", rows)
 
 
-def missing_notes(run: RunLike) -> list[str]:
-    """What the run does not hold, each with the command that adds it."""
+def _batch(run: Run) -> int | None:
+    """The batch an imported run's files state (``import.context.batch``), ``None`` when none does."""
+    context = run.import_.context if run.import_ is not None else None
+    return context.batch if context is not None else None
+
+
+def _quoted(text: str) -> str:
+    """``text`` shell-quoted for a command shown in a note (no backtick: the notes' code spans are backticked)."""
+    return shlex.quote(text.replace("`", "'"))
+
+
+def missing_notes(run: RunLike, run_file: str | None = None) -> list[str]:
+    """What the run does not hold, each with the command that adds it. The commands name the run's own model
+    and target and ``run_file`` (the path the run was read from) where they are known, else the placeholders
+    ``MODEL``, ``T`` and ``RUN.json``. A timeline is offered on an NPU profile only: on a CPU or GPU profile the
+    layers run one after another, and the note names an NPU profile and a run file of its own instead."""
     run = as_run(run)
     layers = run.layers
+    model = _quoted(str(run.model.path)) if run.model.path else "MODEL"
+    out = _quoted(run_file) if run_file else "RUN.json"
     notes = []
     if not any(layer.estimated_us is not None for layer in layers):
-        notes.append("No per-layer estimate: `layerscope estimate MODEL --json run.json` adds one.")
+        notes.append(f"No per-layer estimate: `layerscope estimate {model} --json {out}` adds one.")
     elif run.timeline is None:
-        # The run's own model and target, shell-quoted (no backtick: the note's code spans are backticked)
-        model = shlex.quote(str(run.model.path or "MODEL").replace("`", "'"))
-        target = shlex.quote(str(run.target_or_empty.name or "T").replace("`", "'"))
-        notes.append(f"No timeline: `layerscope estimate {model} --target {target} --timeline --json run.json` "
-                     "adds the schedule per unit and core, DDR bandwidth over time and the memory plan to this run "
-                     "(its measured sections are kept); `layerscope profile MODEL --target T --timeline -o "
-                     "run.json` measures and schedules in one run.")
+        target = run.target_or_empty
+        if target.kind in (None, "npu"):
+            name = _quoted(target.name) if target.name else "T"
+            notes.append(f"No timeline: `layerscope estimate {model} --target {name} --timeline --json {out}` "
+                         "adds the schedule per unit and core, DDR bandwidth over time and the memory plan to this "
+                         f"run (its measured sections are kept); `layerscope profile {model} --target {name} "
+                         f"--timeline -o {out}` measures and schedules in one run.")
+        else:
+            stem = Path(str(run.model.path or "model")).stem
+            notes.append(f"No timeline: the timeline schedules an NPU's units side by side; on this run's "
+                         f"{target.kind} profile {_quoted(target.name or '?')} the layers run one after another. "
+                         f"`layerscope estimate {model} --target rdk-s100 --timeline -o "
+                         f"{_quoted(stem + '.rdk-s100.json')}` schedules the model on an NPU profile, in a run of "
+                         "its own.")
     m = run.measurement
     if not any(layer.measured is not None for layer in layers):
-        notes.append("No per-layer measurement: `layerscope profile MODEL -o run.json` measures every layer on "
+        notes.append(f"No per-layer measurement: `layerscope profile {model} -o {out}` measures every layer on "
                      "ONNX Runtime; `layerscope import` reads a vendor profiler's files.")
     elif not (isinstance(m, KernelProfileMeasurement) and m.median_run):
         notes.append("No kernel events: the measurement keeps per-layer totals only (no timeline of one run).")
@@ -334,5 +379,5 @@ def missing_notes(run: RunLike) -> list[str]:
     if not run.model.path:
         notes.append("No ONNX model: the layers are the vendor's entries (import with --model to join them).")
     if run.findings is None:
-        notes.append("No findings: the run has not been analysed for advice yet.")
+        notes.append(f"No findings: the run has not been analysed for advice yet (`layerscope advise {out} --save`).")
     return notes
