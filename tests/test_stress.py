@@ -279,5 +279,5 @@ def test_profile_with_stress_marks_layers(tmp_path: Path, capsys: pytest.Capture
 def test_a_bad_stress_value_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", SQUEEZENET, "--stress", "cpu:2"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.splitlines()[-1] == ("Error: Invalid value for '--stress': unknown stress 'cpu' in 'cpu:2'; "
-                                    "expected memory or memory:N")
+    assert err.splitlines() == ["Error: Invalid value for '--stress': unknown stress 'cpu' in 'cpu:2'; "
+                                "expected memory or memory:N (see `layerscope bench --help`)"]

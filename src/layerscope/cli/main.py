@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import importlib
-import io
 import os
 import signal
 import sys
@@ -173,9 +172,11 @@ def _main(args: list[str], received: list[int]) -> int:
     except click.ClickException as exc:
         if debug:
             raise
-        shown = io.StringIO()
-        exc.show(file=shown)  # usage, hint and message; the message can quote a name or a file's content
-        click.echo(terminal_text(shown.getvalue(), keep_newlines=True), err=True, nl=False)
+        # one line, as every other error: the message, and for a usage error where the command's help is
+        # (click's own form is three lines: usage, a hint, then the message)
+        context = exc.ctx if isinstance(exc, click.UsageError) else None
+        where = f" (see `{context.command_path} --help`)" if context is not None else ""
+        _error_line(f"Error: {exc.format_message()}{where}")
         return 2
     except _Interrupted as exc:
         return _interrupted(exc.interrupt, received)

@@ -31,14 +31,15 @@ def run_bounded(session: Any, feeds: Mapping[str, Any], *, what: str, output_nam
     budget = limits.limit("run_s") if budget_s is None else budget_s
     options = ort.RunOptions()
     options.log_severity_level = 4
-    outcome: dict[str, Any] = {}
+    outputs: list[Any] = []
+    errors: list[BaseException] = []
     done = threading.Event()  # waited on rather than the thread: an interrupted Thread.join can return early later
 
     def work() -> None:
         try:
-            outcome["outputs"] = session.run(list(output_names) if output_names else None, dict(feeds), options)
+            outputs.extend(session.run(list(output_names) if output_names else None, dict(feeds), options))
         except BaseException as exc:  # handed to the waiting thread, which raises it
-            outcome["error"] = exc
+            errors.append(exc)
         finally:
             done.set()
 
@@ -58,7 +59,6 @@ def run_bounded(session: Any, feeds: Mapping[str, Any], *, what: str, output_nam
             f"{what} ran for {time.monotonic() - started:,.1f} s, over the budget of {budget:,g} s, and was stopped "
             f"(a Loop whose trip count is set at run time, or a model this slow here)",
             hint="raise it with --limit run_s=N (or LAYERSCOPE_LIMIT_RUN_S=N) if this is meant")
-    if "error" in outcome:
-        raise outcome["error"]
-    result: list[Any] = outcome["outputs"]
-    return result
+    if errors:
+        raise errors[0]
+    return outputs

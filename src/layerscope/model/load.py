@@ -328,13 +328,18 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, rows: list[Node
         if "\x00" in location:
             raise ModelError(f"tensor {tensor.name!r}: external data location {location!r} (in {root}) holds a NUL "
                              "byte; refusing to read it")
-        target = (root / location).resolve()
-        if not location or Path(location).is_absolute() or not target.is_relative_to(root):
-            raise ModelError(
-                f"tensor {tensor.name!r}: external data location {location!r} is outside the model's folder "
-                f"{root}; refusing to read it")
-        if not target.is_file():
-            raise ModelError(f"tensor {tensor.name!r}: external data file {location!r} not found in {root}")
+        shown = location if len(location) <= 120 else f"{location[:100]}... ({len(location):,} characters)"
+        try:
+            target = (root / location).resolve()
+            if not location or Path(location).is_absolute() or not target.is_relative_to(root):
+                raise ModelError(
+                    f"tensor {tensor.name!r}: external data location {shown!r} is outside the model's folder "
+                    f"{root}; refusing to read it")
+            if not target.is_file():
+                raise ModelError(f"tensor {tensor.name!r}: external data file {shown!r} not found in {root}")
+        except OSError as exc:  # a name too long for the file system, a loop of links
+            raise ModelError(f"tensor {tensor.name!r}: external data location {shown!r} (in {root}) cannot be "
+                             f"read: {exc.strerror or exc}") from None
 
 
 def _tensor_value(tensor: TensorProto, base_dir: Path) -> np.ndarray:

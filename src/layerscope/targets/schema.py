@@ -30,7 +30,8 @@ from types import MappingProxyType
 from typing import Any
 
 from layerscope.costs.types import UnitKind
-from layerscope.errors import ProfileError
+from layerscope.errors import InputError, ProfileError
+from layerscope.fileio import read_text_limited
 from layerscope.targets.profile import (
     KNOWN_DTYPES,
     PROFILE_KINDS,
@@ -337,21 +338,29 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
     )
 
 
+#: Largest profile file read (the shipped ones are ~5 KB).
+MAX_PROFILE_BYTES = 1 << 20
+
+
 def read_toml(path: Path, display: str | None = None) -> dict[str, Any]:
-    """Parse a TOML file; a missing, unreadable or malformed file is one ``ProfileError`` line."""
+    """Parse a TOML file; a missing, unreadable, special (a FIFO, a device), oversized or malformed file is one
+    ``ProfileError`` line."""
     shown = display or str(path)
+    if not path.exists():
+        raise ProfileError(f"{shown}: profile file not found")
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise ProfileError(f"{shown}: profile file not found") from None
+        text = read_text_limited(path, MAX_PROFILE_BYTES, what="a profile file may have")
+    except InputError as exc:
+        raise ProfileError(f"{shown}: cannot read the profile file: {str(exc).removeprefix(f'{path}: ')}") from None
+    except ValueError as exc:  # a NUL in the path
+        raise ProfileError(f"{shown}: cannot read the profile file: {exc}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{shown}: not valid TOML: {exc}") from None
     except RecursionError:
         raise ProfileError(f"{shown}: not valid TOML: nested too deeply") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProfileError(f"{shown}: cannot read the profile file: {exc}") from None
-    except ValueError as exc:  # a NUL in the path, or an integer past Python's digit limit (10**4300)
+    except ValueError as exc:  # an integer past Python's digit limit (10**4300)
         raise ProfileError(f"{shown}: cannot read the profile file: {str(exc).split(';')[0]}") from None
 
 
