@@ -72,7 +72,7 @@ def test_row_counts_per_board() -> None:
     ("rdk-x5", "MobileOne_S0", 0.80, None, "mobileone:variant=s0"),
     ("rdk-x5", "ResNeXt50_32x4d", 5.89, None, "resnet:variant=resnext50_32x4d"),
     ("rdk-x5", "YOLOv8n", 7.0, 141.9, "ultralytics_detect:version=v8;scale=n"),
-    ("rdk-x5", "YOLO12x", 311.9, 3.2, "ultralytics_detect:version=12;scale=x"),
+    ("rdk-x5", "YOLO12x", 311.9, 3.2, "ultralytics_detect:version=12;scale=x;attention=decomposed"),
     ("rdk-s100p", "YOLOv5nu", 1.5, 650.9, "ultralytics_detect:version=v5u;scale=n"),
     ("rdk-s100", "YOLO11x", 14.1, 70.3, "ultralytics_detect:version=11;scale=x"),
     ("rdk-s100", "YOLO11m-Seg", 8.5, 116.5, "ultralytics_segment:version=11;scale=m"),
