@@ -340,6 +340,15 @@ def cases() -> list[Case]:
              allowed=(0, 130), interrupt=(signal.SIGINT, 0.3)))
     add(Case("SIGTERM while observing an endless Loop", "interrupt", endless, allowed=(143,),
              interrupt=(signal.SIGTERM, 4.0)))
+    for after in (0.05, 0.15, 0.5, 0.8, 1.2, 1.6, 2.0, 2.5):  # start-up (imports), loading, warm-up, timed runs
+        # in the interpreter's own start-up, before any layerscope code runs, SIGTERM's default action ends the
+        # process (status -15: a shell reports it as 143), with nothing written
+        add(Case(f"SIGTERM {after} s into profile", "interrupt",
+                 lambda f: ["profile", str(_good_model(f)), "--runs", "200", "--json", str(f / "p.json")],
+                 allowed=(0, 143, -15) if after < 0.1 else (0, 143), interrupt=(signal.SIGTERM, after)))
+    add(Case("SIGINT 1.0 s into bisect", "interrupt",
+             lambda f: ["bisect", str(_write(f, "c.onnx", _chain(6))), "--segments", "3", "--no-cache"],
+             allowed=(0, 130), interrupt=(signal.SIGINT, 1.0)))
     return out
 
 

@@ -19,7 +19,6 @@ Contract:
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -36,6 +35,7 @@ from layerscope.model.types import Graph, Node
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import Profile
+from layerscope.tempdirs import scratch
 
 #: Horizon's docs: hb_compile ``remove_node_type`` removes only these op types at the model's inputs/outputs.
 REMOVABLE_IO_OPS = ("Quantize", "Transpose", "Dequantize", "Cast", "Reshape", "Softmax")
@@ -470,7 +470,7 @@ def _estimate_bottleneck(ctx: RuleContext, node: Node, in_shape: tuple[int, ...]
                               [weight("w1", (mid, cin, 1, 1)), weight("w2", (mid, mid, *kernel)),
                                weight("w3", (cout, mid, 1, 1))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    with tempfile.TemporaryDirectory() as folder:
+    with scratch("advise") as folder:
         path = Path(folder) / "bottleneck.onnx"
         onnx.save_model(model, str(path))
         rewritten = load_model(path)

@@ -20,7 +20,6 @@ Contract:
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from layerscope.measure.runners import Job, OrtRunner
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.tempdirs import scratch
 
 #: Smallest normal number per float dtype: below it (and above 0) a value is subnormal.
 TINY: Mapping[str, float] = {"float32": float(np.finfo(np.float32).tiny), "float16": float(np.finfo(np.float16).tiny),
@@ -219,7 +219,7 @@ def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig
     See the module docstring."""
     feeds = make_inputs(graph, input_specs, seed)
     shapes = {t.name: t.shape for t in graph.inputs}
-    with tempfile.TemporaryDirectory(prefix="layerscope-flush-") as folder:
+    with scratch("flush") as folder:
         path = Path(folder) / "flushed.onnx"
         flushed_values = flushed_copy(Path(graph.path), path, names)
         flushed_graph = load_model(path, shapes)

@@ -29,6 +29,7 @@ import click
 from layerscope import __version__, limits
 from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
+from layerscope.tempdirs import remove_orphans
 from layerscope.textsafe import terminal_text
 
 #: Subcommand name -> the module defining it as ``command``. Modules are imported only when their
@@ -148,6 +149,7 @@ def _error_line(text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    remove_orphans()  # the temporary folders of layerscope processes that were killed outright
     received: list[int] = []
     with _signals_interrupt(received):
         try:

@@ -17,7 +17,6 @@ can. Contract of :func:`fusion_resolutions`:
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from layerscope.importers.join import LAYER, LAYOUT, UNMAPPED, Resolution
 from layerscope.importers.types import VendorEntry
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.model.types import Graph
+from layerscope.tempdirs import scratch
 
 #: The levels tried, best first: a profile is most often taken at ONNX Runtime's default, ``all``.
 LEVELS = ("all", "extended", "basic", "disable")
@@ -52,7 +52,7 @@ def best_fusion_map(graph: Graph, kernel_names: Iterable[str]) -> FusionJoin:
 
     names = set(kernel_names)
     best: FusionJoin | None = None
-    with tempfile.TemporaryDirectory(prefix="layerscope-") as tmp:
+    with scratch("import") as tmp:
         for level in LEVELS:
             path = str(Path(tmp) / f"optimized-{level}.onnx")
             make_session(graph.path, SessionConfig(opt_level=level, threads=1), optimized_model_path=path)

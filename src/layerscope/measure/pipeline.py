@@ -49,7 +49,6 @@ Contract of :func:`profile_pipeline`:
 from __future__ import annotations
 
 import os
-import tempfile
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -72,6 +71,7 @@ from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.runfile.models import Layer, Pipeline, RunFile
 from layerscope.stats import LatencyStats, drift, summarize
+from layerscope.tempdirs import scratch
 from layerscope.tracing import Span, SpanRecorder
 
 __all__ = ["MODEL_SPAN", "Breakdown", "KernelSpan", "ModelSession", "PipelineFn", "PipelineResult", "StageResult",
@@ -275,7 +275,7 @@ def _profiled_phase(fn: PipelineFn, model: ModelSession, *, graph: Graph, config
                     ) -> tuple[_Phase, list[dict[str, Any]], FusionMap, str] | None:
     """The pipeline again on a session with ONNX Runtime's profiler on: (phase, profile events, fusion map,
     provider); ``None`` when Ctrl-C came before a measured run completed."""
-    with tempfile.TemporaryDirectory(prefix="layerscope-pipeline-") as tmp:
+    with scratch("pipeline") as tmp:
         optimized_path = str(Path(tmp) / "optimized.onnx")
         ort_session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
                                    optimized_model_path=optimized_path)

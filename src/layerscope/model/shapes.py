@@ -27,7 +27,6 @@ import io
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import filterfalse
@@ -41,6 +40,7 @@ from onnx import TensorProto, numpy_helper
 from layerscope.errors import ShapeError
 from layerscope.model.random_inputs import IntHint, consumer_hints, seed_in_place
 from layerscope.model.types import TensorInfo
+from layerscope.tempdirs import scratch
 
 #: Dim names that mean "how many samples": defaulted to 1 when not given.
 _BATCH_LIKE = re.compile(r"^(\?|-1|n|b|bs|none|null|dynamic|unk__\d+|.*batch.*|num_images|dyn_\d*)$", re.IGNORECASE)
@@ -366,7 +366,7 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: S
             arrays[info.name] = random_array(info, 0, index, chosen.get(info.name))
             mark_seeded(arrays[info.name], random_kind(info, chosen.get(info.name)))
 
-    with tempfile.TemporaryDirectory(prefix="layerscope-shapes-") as tmp:
+    with scratch("shapes") as tmp:
         options = ort.SessionOptions()
         options.enable_profiling = True
         options.profile_file_prefix = str(Path(tmp) / "shapes")
