@@ -35,8 +35,8 @@ from layerscope.measure.kernels import (
     FAMILIES,
     Config,
     KernelModel,
-    KernelRunner,
     KernelTiming,
+    OrtKernels,
     TimingConfig,
     adaptive_sample,
     conv_kernel,
@@ -492,7 +492,7 @@ def test_prediction_groups_by_learnt_rules_where_the_runtime_is_absent(fitted: t
     # learnt from squeezenet itself, the rules replay its 39 kernels: the same prediction
     assert {frozenset(k.layers) for k in by_rules.kernels} == {frozenset(k.layers) for k in runtime.kernels}
     assert by_rules.latency_us == pytest.approx(runtime.latency_us, rel=1e-9)
-    monkeypatch.setattr(module, "runtime_here", lambda p: (None, KernelRunner()))  # no runtime installed here
+    monkeypatch.setattr(module, "runtime_here", lambda p: (None, OrtKernels()))  # no runtime installed here
     assert predict_path(with_rules, graph, est).fusion == "rules"
     assert predict_path(predictor, graph, est).fusion == "onnxruntime"  # no rules: the runtime after all
 

@@ -1,13 +1,16 @@
 """Runtimes behind one protocol: no backend-name comparison outside ``runtimes/``, and a runtime registered in one
-file (a fake that times ``time.sleep``) runs ``profile``, ``bench`` and ``bisect`` through the use cases."""
+file (a fake that times ``time.sleep``) runs ``profile``, ``bench`` and ``bisect`` through the use cases and through
+the CLI's ``--backend``; the predictor's kernel timing goes through each runtime's ``kernel_runner``."""
 
 from __future__ import annotations
 
 import ast
+import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -15,12 +18,16 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import layerscope
+from layerscope.cli.main import main
+from layerscope.errors import InputError
 from layerscope.measure.fusion import FusionMap, KernelMapping
+from layerscope.measure.kernels import CommandKernels, KernelRunner, OpenVinoKernels, OrtKernels
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult, Measurement, Progress, layer_results
 from layerscope.measure.runners import Job, Runner
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
+from layerscope.runfile.io import measurement_kind
 from layerscope.runtimes import registry
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions, SyncBenchSession
 from layerscope.runtimes.spec import RuntimeSpec
@@ -30,15 +37,6 @@ from layerscope.workflows.bisect import BisectRequest, bisect
 from layerscope.workflows.profile import ProfileRequest, profile
 
 PACKAGE = Path(layerscope.__file__).parent
-
-#: Files whose backend-name comparisons are not yet replaced (owned by other work in progress): each must still
-#: hold one (so the list only shrinks), and no other file may.
-PENDING = {
-    "measure/kernels.py",  # the predictor's kernel sampling: KernelRunner branches on its backend
-    "analysis/predictor.py",  # the predictor's runtime record
-    "workflows/calibrate.py",  # calibrate --kernels picks its KernelRunner
-    "runfile/io.py",  # a legacy run's kind guessed from its backend
-}
 
 #: Seconds one fake layer sleeps.
 LAYER_S = 0.0002
@@ -63,11 +61,9 @@ def _comparisons(path: Path, names: set[str]) -> list[str]:
 
 def test_no_backend_name_comparison_outside_the_runtimes() -> None:
     names = _runtime_names()
-    by_file = {p.relative_to(PACKAGE).as_posix(): _comparisons(p, names) for p in PACKAGE.rglob("*.py")
-               if p.relative_to(PACKAGE).parts[0] != "runtimes"}
-    outside = [hit for rel, hits in by_file.items() if rel not in PENDING for hit in hits]
+    outside = [hit for p in sorted(PACKAGE.rglob("*.py")) if p.relative_to(PACKAGE).parts[0] != "runtimes"
+               for hit in _comparisons(p, names)]
     assert outside == []
-    assert all(by_file.get(rel) for rel in PENDING), "a pending file is clean now: drop it from PENDING"
 
 
 def test_the_count_sees_a_comparison(tmp_path: Path) -> None:
@@ -166,6 +162,9 @@ class _Opened:
     def chosen_precision(self, runner: Runner) -> str | None:
         return None
 
+    def kernel_runner(self) -> KernelRunner:
+        raise InputError("fake: no kernel timing")
+
 
 class _Fake:
     spec = FAKE
@@ -175,6 +174,9 @@ class _Fake:
 
     def open(self, options: RuntimeOptions) -> _Opened:
         return _Opened()
+
+    def runtime_record(self, recorded: Mapping[str, object]) -> tuple[dict[str, object] | None, KernelRunner]:
+        raise InputError("fake: no kernel timing")
 
 
 @pytest.fixture()
@@ -227,3 +229,57 @@ def test_bisect_runs_through_a_registered_runtime(fake: str, chain: Path, tmp_pa
     assert document["measurement"]["backend"] == fake and document["measurement"]["method"] == "differential"
     segments = document["bisect"]["segments"]
     assert segments and sum(s["end"] - s["start"] for s in segments) == 6
+
+
+def _run_file(path: Path) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return document
+
+
+def test_profile_bench_and_bisect_take_a_registered_runtime_on_the_command_line(fake: str, chain: Path,
+                                                                                 tmp_path: Path) -> None:
+    assert main(["profile", str(chain), "--backend", fake, "--runs", "3", "--warmup", "1",
+                 "-o", str(tmp_path / "p.json")]) == 0
+    measured = _run_file(tmp_path / "p.json")
+    assert measured["measurement"]["backend"] == fake
+    assert all(layer["measured"]["median_us"] >= LAYER_S * 1e6 for layer in measured["layers"])
+    assert main(["bench", str(chain), "--backend", fake, "--runs", "5", "--warmup", "1",
+                 "-o", str(tmp_path / "b.json")]) == 0
+    benched = _run_file(tmp_path / "b.json")
+    assert benched["measurement"]["backend"] == fake and benched["measurement"]["provider"] == "FakeProvider"
+    assert main(["bisect", str(chain), "--backend", fake, "--segments", "3", "--repeats", "3", "--pilot", "1",
+                 "--gap-runs", "2", "--no-cache", "-o", str(tmp_path / "d.json")]) == 0
+    split = _run_file(tmp_path / "d.json")
+    assert split["measurement"]["backend"] == fake
+    assert sum(s["end"] - s["start"] for s in split["bisect"]["segments"]) == 6
+
+
+def test_an_unregistered_runtime_is_no_choice(chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["profile", str(chain), "--backend", FAKE.name]) == 2
+    assert "'fake' is not one of 'onnxruntime', 'openvino'" in capsys.readouterr().err
+
+
+def test_kernel_timing_goes_through_the_runtime(tmp_path: Path) -> None:
+    assert registry.with_capability("kernel-timing") == ("onnxruntime", "openvino", "command")
+    ort_kernels = registry.get_runtime("onnxruntime").open(RuntimeOptions()).kernel_runner()
+    assert isinstance(ort_kernels, OrtKernels) and ort_kernels.name == ort_kernels.grouping == "onnxruntime"
+    here, grouping = registry.get_runtime("command").runtime_record({"runner": "command", "threads": 2})
+    assert here is None and isinstance(grouping, OrtKernels)
+    recorded, runner = registry.get_runtime("onnxruntime").runtime_record({"runner": "onnxruntime", "threads": 2})
+    assert recorded is not None and (recorded["runner"], recorded["threads"]) == ("onnxruntime", 2)
+    assert isinstance(runner, OrtKernels)
+    command = CommandKernels(command=object())  # type: ignore[arg-type]
+    assert not command.own_grouping and command.grouping == "onnxruntime"
+    if registry.get_runtime("openvino").info().version:
+        opened = registry.get_runtime("openvino").open(RuntimeOptions(device="cpu"))
+        kernels = opened.kernel_runner()
+        assert isinstance(kernels, OpenVinoKernels) and kernels.device == "CPU" and kernels.own_grouping
+
+
+def test_a_version_1_measurement_kind_is_read_from_its_recorded_source() -> None:
+    assert measurement_kind({"source": "bench", "method": "differential"}) == "bench"
+    assert measurement_kind({"source": "layerscope profile", "method": "differential"}) == "differential"
+    assert measurement_kind({"source": "layerscope pipeline"}) == "kernel-profile"
+    assert measurement_kind({"source": "vendor:hb_perf", "backend": "onnxruntime"}) == "vendor-import"
+    assert measurement_kind({"backend": "onnxruntime"}) == "kernel-profile"
+    assert measurement_kind({"backend": "openvino"}) == "vendor-import"

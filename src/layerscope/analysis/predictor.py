@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,11 +46,15 @@ from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimate import estimate_graph
 from layerscope.estimate.types import Bound, Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.kernels import FAMILIES, KernelRunner, KernelTiming, kernel_family
+from layerscope.measure.kernels import FAMILIES, KernelRunner, KernelTiming, OrtKernels, kernel_family
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.runtimes import registry
 from layerscope.targets.profile import Profile
+
+if TYPE_CHECKING:
+    from layerscope.runtimes.base import Runtime
 
 FORMAT = "layerscope-predictor"
 #: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature;
@@ -517,47 +521,30 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile) -> l
 
 def runtime_kernels(graph: Graph, config: SessionConfig, runner: KernelRunner | None = None,
                     ) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
-    """``graph``'s kernels as ``runner``'s runtime (default ONNX Runtime) runs them (name, family, source layers)
-    and the runtime's name; one kernel per top-level layer and ``"none"`` when that runtime is not installed."""
+    """``graph``'s kernels as ``runner``'s grouping runtime (default ONNX Runtime) runs them (name, family, source
+    layers) and that runtime's name; one kernel per top-level layer and ``"none"`` when it is not installed."""
     by_id = {n.id: n for n in graph.layers}
-    runner = runner or KernelRunner()
-    module = "openvino" if runner.backend == "openvino" else "onnxruntime"
-    try:
-        __import__(module)
-    except ImportError:
+    runner = runner or OrtKernels()
+    if not runner.installed():
         return [(n.id, kernel_family([n.op_type]), (n.id,)) for n in graph.layers if not n.parent], "none"
     groups = runner.groups(graph, config)
     return [(name, kernel_family([by_id[i].op_type for i in layers if i in by_id]), layers)
-            for name, layers in groups], module
+            for name, layers in groups], runner.grouping
+
+
+def _kernel_runtime(predictor: Predictor) -> Runtime:
+    """The runtime that timed the predictor's kernels (its recorded ``runner``; the default runtime for a record
+    that names none able to time kernels)."""
+    name = str(predictor.runtime.get("runner") or "")
+    return registry.get_runtime(name if name in registry.with_capability("kernel-timing") else registry.DEFAULT)
 
 
 def runtime_here(predictor: Predictor) -> tuple[dict[str, Any] | None, KernelRunner]:
     """The :data:`RUNTIME_KEYS` of the runtime installed here of the kind the predictor was trained on (``None``
     when it is not installed, or for a device command: nothing here to compare), and the runner whose grouping
-    of layers into kernels the prediction uses (ONNX Runtime's for a device command)."""
-    runtime = predictor.runtime
-    threads = int(runtime.get("threads", 1) or 1)
-    if runtime.get("runner") == "openvino":
-        try:
-            import openvino
-        except ImportError:
-            return None, KernelRunner("openvino", str(runtime.get("provider", "CPU")))
-        from layerscope.measure.openvino_backend import OpenVinoOptions, device_name
-
-        device = device_name(str(runtime.get("provider", "CPU")))
-        options = OpenVinoOptions(str(runtime.get("precision", "")), str(runtime.get("performance_hint", "LATENCY")),
-                                  int(runtime.get("streams", 0) or 0))
-        return ({"runner": "openvino", "version": openvino.get_version(), "provider": device, "threads": threads,
-                 "opt_level": None}, KernelRunner("openvino", device, options))
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return None, KernelRunner()
-    if runtime.get("runner") == "command":
-        return None, KernelRunner()
-    # the kernels are grouped, and so predicted, as ONNX Runtime's CPU provider runs them
-    return ({"runner": "onnxruntime", "version": ort.__version__, "provider": SessionConfig().provider,
-             "threads": threads, "opt_level": str(runtime.get("opt_level", "all"))}, KernelRunner())
+    of layers into kernels the prediction uses (ONNX Runtime's for a device command): the runtime's
+    :meth:`~layerscope.runtimes.base.Runtime.runtime_record`."""
+    return _kernel_runtime(predictor).runtime_record(predictor.runtime)
 
 
 def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion: str = "auto") -> ModelPrediction:
@@ -575,7 +562,7 @@ def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion:
     if here is not None:
         predictor.check_runtime(here)
     if fusion == "rules" or (fusion == "auto" and here is None and predictor.fusion_rules is not None
-                             and predictor.runtime.get("runner") != "command"):
+                             and not _kernel_runtime(predictor).spec.can("device-command")):
         rules = predictor.fusion_rules
         if rules is None:
             raise InputError("the predictor has no fusion rules: it was fitted without calibration models",
@@ -586,7 +573,7 @@ def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion:
         return predict_model(predictor, graph, estimate, groups, "rules")
     kernels, source = runtime_kernels(graph, config, runner)
     if fusion == "runtime" and source == "none":
-        raise BackendUnavailable(f"{runner.backend} is not installed here: its grouping of layers into kernels "
+        raise BackendUnavailable(f"{runner.grouping} is not installed here: its grouping of layers into kernels "
                                  "cannot be read", hint="--fusion rules uses the rules learnt at calibration time")
     return predict_model(predictor, graph, estimate, kernels, source)
 

@@ -99,10 +99,13 @@ def op_table(cal: Calibration) -> RenderableType:
 @click.option("--fit-json", "json_out", type=OutputPath(), default=None, metavar="OUT.json",
               help="Also write the fit and its errors as JSON (not a run file).")
 @deprecated_option("--json", dest="json_out", new="--fit-json", type=OutputPath(), default=None)
+@click.option("--force", is_flag=True,
+              help="Write the profile even when the fit is outside physical bounds (an efficiency above 1, a factor "
+                   "above 100 or below 0.01); without it such a fit exits 2 naming the value.")
 def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str | None, checks: tuple[Path, ...],
             per_unit_only: bool, json_out: Path | None, kernels: bool, budget: str, families: str | None,
             kernel_threads: int, visits: int, cache: Path | None, shapes: tuple[str, ...], adaptive: bool,
-            backend_name: str, board_table: Path | None) -> None:
+            backend_name: str, board_table: Path | None, force: bool) -> None:
     """Fit a hardware profile to measured RUNs (from `layerscope profile`) and write it to OUT.toml; with
     --kernels, fit the kernel-level latency predictor (RUNS: calibration models, optional) to OUT.json."""
     openvino = openvino_values()
@@ -111,7 +114,7 @@ def command(*, runs: tuple[Path, ...], output: Path, name: str | None, base: str
         visits=visits, adaptive=adaptive, cache=cache, backend=backend_name, device=str(openvino["device"]),
         precision=str(openvino["precision"]), performance_hint=str(openvino["performance_hint"]),
         **device_command_values(), shapes=parse_shapes(shapes), dims=cli_dims(), name=name, base=base,
-        checks=checks, board=board_table, per_unit_only=per_unit_only)
+        checks=checks, board=board_table, per_unit_only=per_unit_only, force=force)
     console = SafeConsole()
     hooks = dataclasses.replace(CLI_HOOKS, note=lambda line: console.print(line, markup=False, highlight=False))
     with usage_errors():

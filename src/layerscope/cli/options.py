@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS
-from layerscope.model import Graph, parse_shape_arg
 from layerscope.runtimes import registry
 from layerscope.workflows.common import Hooks, OptionError, PhaseUpdate, UsageConflict, command_runner, open_runtime
 
 if TYPE_CHECKING:
     from layerscope.measure.runners import CommandRunner
+    from layerscope.model import Graph
     from layerscope.runtimes.base import OpenRuntime
 
 FC = TypeVar("FC", bound=Callable[..., object])
@@ -135,6 +135,8 @@ def intra_threads_option(flag: str = "--threads") -> Callable[[FC], FC]:
 
 def parse_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
     """``--shape`` values to a mapping; a repeated name is an error."""
+    from layerscope.model import parse_shape_arg  # the model loader: not for commands that read run files
+
     shapes: dict[str, tuple[int, ...]] = {}
     for text in values:
         name, shape = parse_shape_arg(text)
@@ -198,8 +200,24 @@ def single(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) 
 _OPENVINO_KEY = "layerscope.openvino"
 _OPENVINO_DEFAULTS = {"device": "CPU", "precision": "", "performance_hint": "LATENCY", "streams": 0}
 
+class RuntimeChoice(click.Choice[str]):
+    """``--backend``'s choices: the registry's (:func:`layerscope.runtimes.registry.choices`) when the option is
+    parsed or its help shown, so a runtime registered after import is one."""
+
+    def __init__(self) -> None:
+        super().__init__(())
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return registry.choices()
+
+    @choices.setter
+    def choices(self, value: object) -> None:
+        """The registry is the only source: what ``click.Choice`` sets is ignored."""
+
+
 backend_option = click.option(
-    "--backend", "backend_name", type=click.Choice(list(registry.choices())), default=registry.DEFAULT,
+    "--backend", "backend_name", type=RuntimeChoice(), default=registry.DEFAULT,
     show_default=True, help="Runtime that measures: ONNX Runtime (--provider) or OpenVINO (--device ...).")
 
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import onnx
@@ -609,7 +609,7 @@ def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, conf
     by_id = {n.id: n for n in graph.layers}
     kernels: dict[str, KernelModel] = {}
     notes: list[str] = []
-    groups = (runner or KernelRunner()).groups(graph, config)
+    groups = (runner or OrtKernels()).groups(graph, config)
     if groupings is not None:
         groupings.append((graph, groups))
     for name, layers in groups:
@@ -721,42 +721,122 @@ class TimingConfig:
     threads: int = 1
 
 
-#: What can time kernels: ONNX Runtime here, OpenVINO here, a device through command templates.
-RUNNERS = ("onnxruntime", "openvino", "command")
+class KernelRunner(Protocol):
+    """What times single-kernel models for the predictor, and how a model's layers group into kernels: a runtime
+    package's (:meth:`layerscope.runtimes.base.OpenRuntime.kernel_runner`). ``name``: the runtime that times (as
+    fusion rules record it); ``grouping``: the runtime whose grouping :meth:`groups` gives; ``own_grouping``:
+    whether that is the timing runtime's own (a device command's compiler grouping is not visible here)."""
 
+    @property
+    def name(self) -> str:
+        """The timing runtime's name."""
 
-@dataclass(frozen=True)
-class KernelRunner:
-    """What times the kernels (and how a model's layers group into them): ``onnxruntime`` (its optimized graph's
-    kernels), ``openvino`` on ``device`` with ``options`` (its compiled runtime model's nodes), or ``command``:
-    the bisect command runner (:class:`~layerscope.measure.runners.CommandRunner`: ``--compile-cmd`` once per
-    kernel, ``--run-cmd`` per sample), whose compiler's grouping is not visible here: ONNX Runtime's is used."""
+    @property
+    def grouping(self) -> str:
+        """The name of the runtime whose grouping of layers into kernels :meth:`groups` gives."""
 
-    backend: str = "onnxruntime"
-    device: str = "CPU"
-    options: OpenVinoOptions | None = None
-    command: CommandRunner | None = None
+    @property
+    def own_grouping(self) -> bool:
+        """Whether :meth:`groups` is the timing runtime's own grouping."""
 
-    def __post_init__(self) -> None:
-        if self.backend not in RUNNERS or (self.backend == "command") != (self.command is not None):
-            raise ValueError(f"KernelRunner: backend {self.backend!r} (command runner given: "
-                             f"{self.command is not None})")
+    def installed(self) -> bool:
+        """Whether the grouping runtime is installed here (without it :meth:`groups` cannot run)."""
 
     def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
         """The runner for one kernel model (``graph``), fed random inputs of its shapes where it runs here."""
-        if self.command is not None:
-            return self.command
-        if self.backend == "openvino":
-            return OpenVinoKernelRunner(graph, config, make_inputs(graph), device=self.device, options=self.options,
-                                        runs_per_visit=timing.runs_per_visit, visit_warmup=timing.visit_warmup)
+
+    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
+        """``graph``'s kernels as the grouping runtime runs them: ``(kernel name, layer ids)``."""
+
+
+def _importable(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class OrtKernels:
+    """ONNX Runtime's kernels: its optimized graph's nodes, each timed by an
+    :class:`~layerscope.measure.runners.OrtRunner` (2 untimed runs before the first visit)."""
+
+    name: str = "onnxruntime"
+
+    @property
+    def grouping(self) -> str:
+        return self.name
+
+    @property
+    def own_grouping(self) -> bool:
+        return True
+
+    def installed(self) -> bool:
+        return _importable("onnxruntime")
+
+    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
         return OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
                          visit_warmup=timing.visit_warmup, warmup=2)
 
     def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
-        """``graph``'s kernels as this runtime runs them: ``(kernel name, layer ids)``."""
-        if self.backend == "openvino":
-            return openvino_kernel_groups(graph, config, self.device, self.options)
         return kernel_groups(graph, config)
+
+
+@dataclass(frozen=True)
+class OpenVinoKernels:
+    """OpenVINO's kernels on ``device`` with ``options``: its compiled runtime model's nodes, each kernel model
+    compiled and timed by an :class:`OpenVinoKernelRunner`."""
+
+    device: str = "CPU"
+    options: OpenVinoOptions | None = None
+    name: str = "openvino"
+
+    @property
+    def grouping(self) -> str:
+        return self.name
+
+    @property
+    def own_grouping(self) -> bool:
+        return True
+
+    def installed(self) -> bool:
+        return _importable("openvino")
+
+    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
+        return OpenVinoKernelRunner(graph, config, make_inputs(graph), device=self.device, options=self.options,
+                                    runs_per_visit=timing.runs_per_visit, visit_warmup=timing.visit_warmup)
+
+    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
+        return openvino_kernel_groups(graph, config, self.device, self.options)
+
+
+@dataclass(frozen=True)
+class CommandKernels:
+    """A device command's kernels: every kernel model timed by ``command`` (the bisect command runner:
+    ``--compile-cmd`` once per kernel, ``--run-cmd`` per sample); its compiler's grouping is not visible here, so
+    ``grouped_by``'s (ONNX Runtime's) is used."""
+
+    command: CommandRunner
+    name: str = "command"
+    grouped_by: OrtKernels = OrtKernels()
+
+    @property
+    def grouping(self) -> str:
+        return self.grouped_by.name
+
+    @property
+    def own_grouping(self) -> bool:
+        return False
+
+    def installed(self) -> bool:
+        return self.grouped_by.installed()
+
+    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
+        return self.command
+
+    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
+        return self.grouped_by.groups(graph, config)
 
 
 class OpenVinoKernelRunner:
@@ -825,7 +905,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
     (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. A
     kernel the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
-    runner = runner or KernelRunner()
+    runner = runner or OrtKernels()
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
@@ -861,7 +941,7 @@ def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | N
     config = SessionConfig(threads=timing.threads)
     whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=0, threads=timing.threads)
     out: list[tuple[Path, float]] = []
-    runner = runner or KernelRunner()
+    runner = runner or OrtKernels()
     with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
         for path in paths:
             model = KernelModel("model", Path(path).name, Path(path).read_bytes(), source=str(path),

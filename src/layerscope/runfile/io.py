@@ -56,21 +56,31 @@ _STREAM_SLICE_CHARS = 1 << 20
 MIGRATABLE = (1, 2)
 
 
+#: A version-1 measurement's kind by its recorded ``source`` (the command that wrote it); ``bench`` and
+#: ``differential`` win over what the section's other fields say.
+V1_KIND_BY_SOURCE: Mapping[str, str] = {"bench": "bench", "layerscope bisect": "differential",
+                                        "layerscope profile": "kernel-profile", "layerscope pipeline": "kernel-profile"}
+#: A version-1 measurement's kind by its recorded ``backend``, for a section that recorded no known ``source``:
+#: version 1 wrote kernel profiles of ONNX Runtime without one. Any other backend is a vendor tool's import.
+V1_KIND_BY_BACKEND: Mapping[str, str] = {"onnxruntime": "kernel-profile"}
+
+
 def measurement_kind(measurement: Mapping[str, Any]) -> str:
-    """The version-2 tag of a measurement section, from what version 1 told its shapes apart by."""
+    """The version-2 tag of a measurement section, from what version 1 told its shapes apart by: its ``source``
+    (:data:`V1_KIND_BY_SOURCE`), a ``differential`` method, a ``vendor:`` source, then its ``backend``
+    (:data:`V1_KIND_BY_BACKEND`)."""
     kind = measurement.get("kind")
     if isinstance(kind, str):
         return kind
     source = str(measurement.get("source") or "")
-    if source == "bench":
-        return "bench"
-    if source == "layerscope bisect" or measurement.get("method") == "differential":
+    by_source = V1_KIND_BY_SOURCE.get(source)
+    if by_source in ("bench", "differential"):
+        return by_source
+    if measurement.get("method") == "differential":
         return "differential"
     if source.startswith("vendor:"):
         return "vendor-import"
-    if source in ("layerscope profile", "layerscope pipeline") or measurement.get("backend") == "onnxruntime":
-        return "kernel-profile"
-    return "vendor-import"
+    return by_source or V1_KIND_BY_BACKEND.get(str(measurement.get("backend")), "vendor-import")
 
 
 #: The thresholds of the memory-stress verdict, as ``layerscope`` judged runs before the ``stress`` section stored

@@ -11,7 +11,10 @@ Contract:
   :class:`BenchSession` for end-to-end timing; :meth:`~OpenRuntime.bisect_runner` a
   :class:`~layerscope.measure.runners.Runner` timing prefix models; :meth:`~OpenRuntime.fused_groups` the compiled
   graph's fused layer groups (``None`` without ``exec-graph-cuts``); :meth:`~OpenRuntime.chosen_precision` the
-  precision a runner's compiler chose (``None`` when the runtime reports none);
+  precision a runner's compiler chose (``None`` when the runtime reports none); with ``kernel-timing``,
+  :meth:`~OpenRuntime.kernel_runner` what times single-kernel models for the predictor (``calibrate --kernels``);
+- a runtime with ``kernel-timing`` answers :meth:`~Runtime.runtime_record` for a predictor it timed: the record of
+  the same runtime as installed here, and the kernel runner whose grouping of layers into kernels predicts;
 - :class:`SyncBenchSession` is the bench lifecycle for any session with ``run(output_names, feeds)``: warm-up,
   timed runs and streams are :func:`layerscope.measure.bench.run_bench`'s, written once.
 """
@@ -28,6 +31,7 @@ from layerscope.runtimes.spec import RuntimeSpec
 
 if TYPE_CHECKING:
     from layerscope.measure.bench import BenchConfig, BenchResult, ProgressFn
+    from layerscope.measure.kernels import KernelRunner
     from layerscope.measure.profile import Measurement, Progress
     from layerscope.measure.runners import Runner, WarmWith
     from layerscope.measure.session import SessionConfig
@@ -147,6 +151,10 @@ class OpenRuntime(Protocol):
     def chosen_precision(self, runner: Runner) -> str | None:
         """The precision ``runner``'s compiler chose (``None``: not reported)."""
 
+    def kernel_runner(self) -> KernelRunner:
+        """What times single-kernel models for the predictor with these options (``kernel-timing``; a runtime
+        without it raises ``InputError``, exit 2)."""
+
 
 class Runtime(Protocol):
     """A runtime package's entry point (see the module docstring)."""
@@ -158,3 +166,10 @@ class Runtime(Protocol):
 
     def open(self, options: RuntimeOptions) -> OpenRuntime:
         """This runtime with ``options``; ``BackendUnavailable`` (exit 3) when it or the provider is missing."""
+
+    def runtime_record(self, recorded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, KernelRunner]:
+        """For a predictor whose kernels this runtime timed (``recorded``: the predictor's runtime record, keys
+        ``runner``, ``version``, ``provider``, ``threads``, ``opt_level`` and the runtime's own options): the
+        same keys of this runtime as installed here (``None`` when it is not installed, or when nothing here can
+        be compared: a device command), and the kernel runner whose grouping of layers into kernels the
+        prediction uses."""

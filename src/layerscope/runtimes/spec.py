@@ -24,6 +24,7 @@ CAPABILITIES: Mapping[str, str] = {
     "model-files": "reads each timed model from its file (bisect keeps prefix models beside the cache)",
     "device-command": "times whole models with a shell command on a device (--run-cmd), nothing in this process",
     "in-process": "runs in this process (selected with --backend)",
+    "kernel-timing": "times single-kernel models for the latency predictor (calibrate --kernels)",
 }
 
 

@@ -32,7 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from layerscope.analysis.calibrate import Calibration, calibrated_profile, profile_toml, run_data, write_profile
+from layerscope.analysis.calibrate import (
+    Calibration,
+    calibrated_profile,
+    out_of_bounds,
+    profile_toml,
+    run_data,
+    write_profile,
+)
 from layerscope.analysis.calibrate import calibrate as fit_runs
 from layerscope.analysis.fusion_rules import FusionRules, learn_rules
 from layerscope.analysis.predictor import (
@@ -66,6 +73,9 @@ from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.run import load_run
+from layerscope.runtimes import registry
+from layerscope.runtimes.base import RuntimeOptions
+from layerscope.runtimes.command import kernel_runner as device_kernel_runner
 from layerscope.targets import Profile, load_profile
 from layerscope.targets.host import cache_dir
 from layerscope.targets.schema import load_profile_file
@@ -81,7 +91,8 @@ class CalibrateRequest:
     ``output``: where the profile (``.toml``) or with ``kernels`` the predictor (``.json``) is written; ``name``:
     the profile's name (default: ``output``'s stem); ``base``: the profile the runs were estimated on (default: the
     runs' target; needed with ``board``); ``checks``: held-out runs predicted with the fit; ``board``: a CSV of
-    whole-model board latencies to fit instead of runs; ``per_unit_only``: no per-op-type factors. With
+    whole-model board latencies to fit instead of runs; ``per_unit_only``: no per-op-type factors; ``force``: write
+    a profile whose fit is outside physical bounds (:func:`layerscope.analysis.calibrate.out_of_bounds`). With
     ``kernels``: ``budget`` (``90s``, ``10m``), ``families`` (``a,b``; default all), ``kernel_threads``,
     ``visits`` (samples per kernel), ``adaptive``, ``cache`` (the sample cache), ``shapes`` of the models, and what
     times the kernels: ``backend`` (OpenVINO with ``device``, ``precision``, ``performance_hint``) or a device
@@ -96,7 +107,7 @@ class CalibrateRequest:
     visits: int = 11
     adaptive: bool = True
     cache: PathLike | None = None
-    backend: str = "onnxruntime"
+    backend: str = registry.DEFAULT
     device: str = "CPU"
     precision: str = ""
     performance_hint: str = "LATENCY"
@@ -113,6 +124,7 @@ class CalibrateRequest:
     checks: tuple[PathLike, ...] = ()
     board: PathLike | None = None
     per_unit_only: bool = False
+    force: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,14 +175,14 @@ def calibrate(request: CalibrateRequest, hooks: Hooks = QUIET) -> CalibrateResul
     output = Path(r.output)
     if r.kernels:
         return _kernels(r, output, _kernel_runner(r, command), hooks)
-    if r.backend != "onnxruntime" or command is not None:
+    if r.backend != registry.DEFAULT or command is not None:
         raise UsageConflict("--backend and --run-cmd apply with --kernels only")
     if output.suffix != ".toml":
         raise InputError(f"{output}: the calibrated profile must be a .toml file")
     if r.board is not None:
         if r.runs or r.checks:
             raise UsageConflict("--board calibrates from the table alone: give no RUN or --check")
-        return _board(Path(r.board), base=r.base, output=output, name=r.name, hooks=hooks)
+        return _board(Path(r.board), base=r.base, output=output, name=r.name, hooks=hooks, force=r.force)
     if not r.runs:
         raise InputError("calibrate needs at least one RUN (or --kernels, or --board)")
     data = [run_data(load_run(path), str(path)) for path in r.runs]
@@ -180,10 +192,26 @@ def calibrate(request: CalibrateRequest, hooks: Hooks = QUIET) -> CalibrateResul
         raise InputError(f"the runs were estimated on {', '.join(targets) or 'no profile'}; pass --base")
     profile = load_profile(r.base or targets[0])
     cal = fit_runs(data, profile, held_out, per_op=not r.per_unit_only)
+    _check_bounds(cal, profile, output, force=r.force, hooks=hooks)
     header = (f"Calibrated by `layerscope calibrate` from {len(data)} run(s) on base profile '{profile.name}'.\n"
               "Efficiencies, op-type multipliers, overheads and bandwidth are fitted to those measurements "
               "(see [sources]).")
     return CalibrateResult(_write_profile(cal, profile, output, r.name, header), cal)
+
+
+def _check_bounds(cal: Calibration, profile: Profile, output: Path, *, force: bool, hooks: Hooks) -> None:
+    """A fit outside physical bounds: unless ``force``, ``InputError`` (exit 2, the one line of a refusal) naming
+    the first value out of bounds and how many there are, before ``output`` is written; with ``force``, one warning
+    line naming every one, and the profile is written."""
+    bad = out_of_bounds(profile, cal.params)
+    if not bad:
+        return
+    if not force:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise InputError(f"{output}: not written: the fit has {bad[0]}{more}; the runs do not fit base profile "
+                         f"{profile.name!r} (check --base and that the runs measured that device), or give --force "
+                         "to write it anyway")
+    hooks.warning(f"the fit is outside physical bounds: {'; '.join(bad)}")
 
 
 def _write_profile(cal: Calibration, profile: Profile, output: Path, name: str | None, header: str) -> Path:
@@ -194,7 +222,8 @@ def _write_profile(cal: Calibration, profile: Profile, output: Path, name: str |
     return written
 
 
-def _board(table_path: Path, *, base: str | None, output: Path, name: str | None, hooks: Hooks) -> CalibrateResult:
+def _board(table_path: Path, *, base: str | None, output: Path, name: str | None, hooks: Hooks,
+           force: bool = False) -> CalibrateResult:
     """``board``: estimate every model of the table on the base profile, fit it to their board latencies, write the
     profile; ``hooks.note`` is told how many rows of other boards were left out."""
     from layerscope.analysis.board import board_runs, calibrate_board, k_analysis, read_board_table
@@ -207,6 +236,7 @@ def _board(table_path: Path, *, base: str | None, output: Path, name: str | None
         hooks.note(f"{table.other_boards} row(s) of other boards than {profile.name} left out")
     runs = board_runs(table.entries, profile)
     cal = calibrate_board(runs, profile)
+    _check_bounds(cal, profile, output, force=force, hooks=hooks)
     header = (f"Calibrated by `layerscope calibrate --board` from {len(cal.models)} whole-model board latencies on "
               f"base profile '{profile.name}' ({table_path.name}).\nEfficiencies, overheads and bandwidth are fitted "
               "to those measurements (see [sources]).")
@@ -236,19 +266,19 @@ def parse_families(text: str | None) -> tuple[str, ...]:
 
 
 def _kernel_runner(request: CalibrateRequest, command: CommandRunner | None) -> KernelRunner:
-    """What times the kernels: ``command`` (the runner ``bisect`` uses), else ``request.backend`` (OpenVINO with
-    its device and options; ``BackendUnavailable`` when it is not here)."""
+    """What times the kernels: ``command`` (the runner ``bisect`` uses), else ``request.backend`` opened with its
+    device and options (``BackendUnavailable`` when it is not here; ``InputError`` for a runtime that cannot time
+    kernels)."""
     if command is not None:
-        if request.backend != "onnxruntime":
+        if request.backend != registry.DEFAULT:
             raise UsageConflict("--run-cmd times on a device: leave --backend out")
-        return KernelRunner("command", command=command)
-    if request.backend == "openvino":
-        from layerscope.measure.openvino_backend import OpenVinoBackend, OpenVinoOptions
-
-        backend = OpenVinoBackend(OpenVinoOptions(precision=request.precision.lower(),
-                                                  performance_hint=request.performance_hint.upper()))
-        return KernelRunner("openvino", backend.check_provider(request.device), backend.options)
-    return KernelRunner()
+        return device_kernel_runner(command)
+    runtime = registry.get_runtime(request.backend)
+    if not runtime.spec.can("kernel-timing"):
+        timers = [name for name in registry.choices() if name in registry.with_capability("kernel-timing")]
+        raise InputError(f"--backend {request.backend} cannot time kernels; choose from {', '.join(timers)}")
+    return runtime.open(RuntimeOptions(device=request.device, precision=request.precision,
+                                       performance_hint=request.performance_hint)).kernel_runner()
 
 
 def _kernels(request: CalibrateRequest, output: Path, runner: KernelRunner, hooks: Hooks) -> CalibrateResult:
@@ -286,7 +316,7 @@ def _kernels(request: CalibrateRequest, output: Path, runner: KernelRunner, hook
     overhead_us, identity = runner_info["overhead_us"], runner_info["identity"]
     predictor = fit_predictor(features.samples(timings), identity, profile.name, overhead_us)
     wholes = time_models(models, shapes, store, timing, runner=runner)
-    rules = learn_rules(groupings, runner.backend) if groupings and runner.backend != "command" else None
+    rules = learn_rules(groupings, runner.name) if groupings and runner.own_grouping else None
     predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile),
                                     fusion_rules=rules)
     written = predictor.save(output)

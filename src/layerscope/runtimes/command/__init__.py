@@ -1,20 +1,25 @@
 """A device command timed as a black box (``bisect --run-cmd``, the device command of ``calibrate --kernels`` and
 ``sweep``): a shell command per model, its latency read from what it prints
 (:class:`~layerscope.measure.runners.CommandRunner`). It measures nothing in this process: no kernel profile, no
-bench, no ``--backend`` choice; bisect times each prefix with it and keeps the prefix models beside the cache."""
+bench, no ``--backend`` choice; bisect times each prefix with it and keeps the prefix models beside the cache;
+``calibrate --kernels`` times each kernel model with it (:func:`kernel_runner`), the layers grouped into kernels
+as ONNX Runtime groups them (its compiler's grouping is not visible here), and so are a predictor's predictions."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import InputError
 from layerscope.runtimes.spec import RuntimeSpec
 
 if TYPE_CHECKING:
+    from layerscope.measure.kernels import KernelRunner
     from layerscope.measure.runners import CommandRunner
     from layerscope.runtimes.base import BackendInfo, OpenRuntime, Runtime, RuntimeOptions
 
-SPEC = RuntimeSpec(name="command", title="a device command", capabilities=frozenset({"device-command", "model-files"}),
+SPEC = RuntimeSpec(name="command", title="a device command",
+                   capabilities=frozenset({"device-command", "model-files", "kernel-timing"}),
                    options=("run_cmd", "compile_cmd", "latency_regex", "latency_json", "latency_unit", "timeout_s"))
 
 
@@ -30,6 +35,12 @@ class DeviceCommand:
 
     def open(self, options: RuntimeOptions) -> OpenRuntime:
         raise InputError("a device command times whole models only: give it with --run-cmd, not --backend")
+
+    def runtime_record(self, recorded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, KernelRunner]:
+        """Nothing here to compare with a device; the kernels grouped as ONNX Runtime groups them."""
+        from layerscope.measure.kernels import OrtKernels
+
+        return None, OrtKernels()
 
 
 def create() -> Runtime:
@@ -48,3 +59,10 @@ def device_runner(run_cmd: str, compile_cmd: str | None = None, *, latency_regex
     return CommandRunner(CommandTemplate.parse(run_cmd, "--run-cmd"), reader,
                          compile=CommandTemplate.parse(compile_cmd, "--compile-cmd") if compile_cmd else None,
                          timeout_s=timeout_s)
+
+
+def kernel_runner(command: CommandRunner) -> KernelRunner:
+    """What times ``calibrate --kernels``' kernel models with ``command`` (:func:`device_runner`'s)."""
+    from layerscope.measure.kernels import CommandKernels
+
+    return CommandKernels(command, name=SPEC.name)

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 SPEC = RuntimeSpec(
     name="onnxruntime", title="ONNX Runtime",
     capabilities=frozenset({"kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads",
-                            "inter-op-threads", "opt-levels", "providers", "in-process"}),
+                            "inter-op-threads", "opt-levels", "providers", "in-process", "kernel-timing"}),
     options=("provider", "threads", "opt_level"), default_threads="onnxruntime default (one per physical core)")
 
 

@@ -4,17 +4,21 @@ Contract: ``open`` resolves ``--provider`` (a short name or a full execution pro
 ``BackendUnavailable`` (exit 3) naming those in the installed build; profile is
 :func:`layerscope.measure.profile.profile_model`; bench times ``session.run`` on one session shared by the streams;
 the bisect runner is :class:`~layerscope.measure.runners.OrtRunner` (by default 1 untimed run per visit, one session
-per model for the whole bisect); it reports no precision and no fused groups before profiling.
+per model for the whole bisect); it reports no precision and no fused groups before profiling. Its kernels for the
+predictor are its optimized graph's nodes (:class:`~layerscope.measure.kernels.OrtKernels`), grouped as its CPU
+provider runs them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from layerscope.errors import BackendUnavailable
+from layerscope.measure.kernels import KernelRunner, OrtKernels
 from layerscope.measure.profile import Measurement, Progress, profile_model
 from layerscope.measure.runners import OrtRunner, Runner
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, make_session, ort_provider
@@ -47,6 +51,16 @@ class OnnxRuntime:
         _require_onnxruntime()
         ort_provider(options.provider)  # exit 3 naming the available ones
         return OpenOnnxRuntime(options.provider)
+
+    def runtime_record(self, recorded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, KernelRunner]:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            return None, OrtKernels(SPEC.name)
+        # the kernels are grouped, and so predicted, as ONNX Runtime's CPU provider runs them
+        return ({"runner": SPEC.name, "version": ort.__version__, "provider": SessionConfig().provider,
+                 "threads": int(recorded.get("threads", 1) or 1), "opt_level": str(recorded.get("opt_level", "all"))},
+                OrtKernels(SPEC.name))
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,9 @@ class OpenOnnxRuntime:
 
     def chosen_precision(self, runner: Runner) -> str | None:
         return None
+
+    def kernel_runner(self) -> KernelRunner:
+        return OrtKernels(SPEC.name)
 
 
 def _require_onnxruntime() -> None:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 SPEC = RuntimeSpec(
     name="openvino", title="OpenVINO",
     capabilities=frozenset({"kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads",
-                            "devices", "exec-graph-cuts", "model-files", "in-process"}),
+                            "devices", "exec-graph-cuts", "model-files", "in-process", "kernel-timing"}),
     options=("device", "precision", "performance_hint", "streams", "threads"), default_threads="OpenVINO default",
     # A model warmed by one run of its own still timed 5-8% over its back-to-back time on SqueezeNet (the other
     # models of the round in between); warmed by four, SqueezeNet's bisect met both accuracy goals in 6 runs of 6

@@ -5,7 +5,9 @@ profile is :meth:`layerscope.measure.openvino_backend.OpenVinoBackend.profile`; 
 synchronous infer requests, one per stream, or with a performance hint other than ``LATENCY`` an
 ``AsyncInferQueue`` (:func:`~layerscope.measure.openvino_backend.async_bench`), and records what the compiler
 chose; the bisect runner is :class:`~layerscope.measure.openvino_runner.OpenVinoRunner` (by default 4 untimed runs
-per visit, each model compiled afresh every 20 visits); fused groups come from the compiled execution graph.
+per visit, each model compiled afresh every 20 visits); fused groups come from the compiled execution graph. Its
+kernels for the predictor are the compiled runtime model's nodes (:class:`~layerscope.measure.kernels.OpenVinoKernels`),
+each kernel model compiled for the device with the options it was opened with.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from layerscope.measure.bench import BenchConfig, BenchResult, ProgressFn, run_bench
+from layerscope.measure.kernels import KernelRunner, OpenVinoKernels
 from layerscope.measure.openvino_backend import (
     DEVICES,
     InferSession,
@@ -26,6 +29,7 @@ from layerscope.measure.openvino_backend import (
     available_devices,
     compile_for,
     compiled_settings,
+    device_name,
 )
 from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups
 from layerscope.measure.profile import Measurement, Progress
@@ -56,6 +60,18 @@ class OpenVino:
                                                   performance_hint=options.performance_hint.upper(),
                                                   streams=int(options.streams)))
         return OpenOpenVino(backend, backend.check_provider(options.device))
+
+    def runtime_record(self, recorded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, KernelRunner]:
+        try:
+            import openvino
+        except ImportError:
+            return None, OpenVinoKernels(str(recorded.get("provider", "CPU")))
+        device = device_name(str(recorded.get("provider", "CPU")))
+        options = OpenVinoOptions(str(recorded.get("precision", "")), str(recorded.get("performance_hint", "LATENCY")),
+                                  int(recorded.get("streams", 0) or 0))
+        return ({"runner": SPEC.name, "version": openvino.get_version(), "provider": device,
+                 "threads": int(recorded.get("threads", 1) or 1), "opt_level": None},
+                OpenVinoKernels(device, options))
 
 
 @dataclass(frozen=True)
@@ -101,6 +117,9 @@ class OpenOpenVino:
         if isinstance(runner, OpenVinoRunner) and runner.settings:
             return str(runner.settings["precision"])
         return None
+
+    def kernel_runner(self) -> KernelRunner:
+        return OpenVinoKernels(self.provider, self.options)
 
 
 @dataclass
