@@ -49,16 +49,18 @@ MORE_OUTPUT_ONLY: dict[str, dict[str, str]] = {
     "advise": {"save": "--save writes the run back; the function returns it: Run.save writes it"},
     "calibrate": {"json_out": "--fit-json writes the fit as JSON: the function returns the fit (calibration)"},
     "pipeline": {"trace_out": "--trace: Run.report(path, fmt='trace') writes the trace"},
-    "lint": {"fmt": "--format json prints the findings as JSON: the function returns them"},
+    "lint": {"fmt": "--format json prints the findings as JSON: the function returns them",
+             "output": "-o writes the report or the JSON to a file: the function returns the findings"},
 }
 FIELD_THERE: dict[str, set[str]] = {"advise": {"top"}}  # the hot spots the saved findings keep
 #: API parameters that are no option of the command, and why.
 API_ONLY: dict[str, set[str]] = {"estimate": {"merge_into"}}  # the CLI's --json at a file that exists
 #: Arguments the command line may leave out that the API requires, and why.
-REQUIRED_IN_API = {("pipeline", "model")}  # the deprecated --model may give it; the command refuses neither
+#: (the deprecated --model, --out may give it; the command refuses neither).
+REQUIRED_IN_API = {("pipeline", "model"), ("sweep", "out_dir")}
 #: Options whose command-line form is text the command parses, and the request holds parsed: their defaults are
 #: compared as parsed (nothing given: empty).
-PARSED = {"shapes", "dims"}
+PARSED = {"shapes", "dims", "sweep"}
 
 #: Use case -> (its command's module, its API function, its request class).
 MOVED: dict[str, tuple[str, Callable[..., Any], type]] = {
@@ -135,8 +137,9 @@ def test_every_option_is_an_api_parameter_and_a_request_field_with_the_same_defa
         if name == "model" and isinstance(param, click.Argument):  # the bundled sample when not given
             assert request_default is None and api_default is None, f"{use_case}: {name}"
             continue
-        if name in PARSED:
+        if name in PARSED:  # not given: an empty mapping or None alike
             api_default = dict(api_default or {})
+            request_default = dict(request_default or {})
         elif isinstance(api_default, tuple | list):
             api_default = tuple(api_default)
         if not (cli_default == request_default == api_default):
@@ -281,8 +284,12 @@ def test_reconcile_advise_and_calibrate_give_the_clis_results(measured: Path, tm
     assert advised.document["findings"]["diagnosis"]
 
     cli_toml, api_toml = tmp_path / "cli.toml", tmp_path / "api.toml"
-    assert main(["calibrate", str(measured), "-o", str(cli_toml), "--name", "fitted"]) == 0
-    result = layerscope.calibrate([measured], output=api_toml, name="fitted")
+    # a two-layer model's fit is overhead, outside physical bounds: refused alike, written alike with force
+    assert main(["calibrate", str(measured), "-o", str(cli_toml), "--name", "fitted"]) == 2 and not cli_toml.exists()
+    with pytest.raises(LayerscopeError, match="give --force to write it anyway"):
+        layerscope.calibrate([measured], output=api_toml, name="fitted")
+    assert main(["calibrate", str(measured), "-o", str(cli_toml), "--name", "fitted", "--force"]) == 0
+    result = layerscope.calibrate([measured], output=api_toml, name="fitted", force=True)
     assert result.written == api_toml and result.calibration is not None
     assert api_toml.read_text() == cli_toml.read_text()
 

@@ -188,13 +188,16 @@ def bench(model: PathLike | None = None, *, warmup: int = 10, runs: int | None =
           streams: int = 1, threads: int = 0, provider: str = "cpu", backend: str = "onnxruntime", device: str = "CPU",
           precision: str = "", performance_hint: str = "LATENCY", opt_level: str = "all",
           shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
-          inputs: Sequence[str] = (), seed: int = 0, stress: str | StressSpec | None = None) -> Run:
+          inputs: Sequence[str] = (), seed: int = 0, stress: str | StressSpec | None = None,
+          sweep: Mapping[str, Sequence[int]] | None = None, latency_budget_us: float | None = None) -> Run:
     """The end-to-end latency distribution and throughput of ``model`` (default: the bundled sample), as
     ``layerscope bench`` measures it (:class:`layerscope.workflows.bench.BenchRequest` says what each option does):
-    ``runs`` (default 100) or ``duration`` seconds over ``streams`` concurrent streams. Interrupted (Ctrl-C), it
-    raises :class:`layerscope.workflows.common.Interrupted` holding what was measured."""
+    ``runs`` (default 100) or ``duration`` seconds over ``streams`` concurrent streams; ``sweep``: axis ->
+    values (``{"streams": [1, 2, 4], "batch": [1, 4]}``, ``--sweep``), with ``latency_budget_us``
+    (``--latency-budget``). Interrupted (Ctrl-C), it raises :class:`layerscope.workflows.common.Interrupted`
+    holding what was measured."""
     from layerscope.measure.stress import parse_stress
-    from layerscope.workflows.bench import BenchRequest
+    from layerscope.workflows.bench import BenchRequest, Sweep
     from layerscope.workflows.bench import bench as run_bench
     from layerscope.workflows.common import Interrupted, checked_dims, checked_shapes
 
@@ -202,7 +205,9 @@ def bench(model: PathLike | None = None, *, warmup: int = 10, runs: int | None =
                            provider=provider, backend=backend, device=device, precision=precision,
                            performance_hint=performance_hint, opt_level=opt_level, shapes=checked_shapes(shapes),
                            dims=checked_dims(dims), inputs=tuple(inputs), seed=seed,
-                           stress=parse_stress(stress) if isinstance(stress, str) else stress)
+                           stress=parse_stress(stress) if isinstance(stress, str) else stress,
+                           sweep=Sweep(**{axis: tuple(values) for axis, values in sweep.items()}) if sweep else None,
+                           latency_budget_us=latency_budget_us)
     result = run_bench(request)
     if result.interrupted:
         raise Interrupted(result.run, "interrupted")
@@ -293,7 +298,7 @@ def calibrate(runs: Sequence[PathLike] = (), *, output: PathLike, kernels: bool 
               timeout_s: float | None = None, shapes: Mapping[str, Sequence[int]] | None = None,
               dims: Mapping[str, int] | None = None, name: str | None = None, base: str | None = None,
               checks: Sequence[PathLike] = (), board: PathLike | None = None,
-              per_unit_only: bool = False) -> CalibrateResult:
+              per_unit_only: bool = False, force: bool = False) -> CalibrateResult:
     """Fit a hardware profile to measured ``runs`` (or to the board latencies of ``board``), or with ``kernels``
     the kernel-level latency predictor, and write it to ``output``, as ``layerscope calibrate`` does
     (:class:`layerscope.workflows.calibrate.CalibrateRequest` says what each option does); returns the path written
@@ -308,7 +313,7 @@ def calibrate(runs: Sequence[PathLike] = (), *, output: PathLike, kernels: bool 
         precision=precision, performance_hint=performance_hint, run_cmd=run_cmd, compile_cmd=compile_cmd,
         latency_regex=latency_regex, latency_json=latency_json, latency_unit=latency_unit, timeout_s=timeout_s,
         shapes=checked_shapes(shapes), dims=checked_dims(dims), name=name, base=base, checks=tuple(_paths(checks)),
-        board=board, per_unit_only=per_unit_only)
+        board=board, per_unit_only=per_unit_only, force=force)
     return run_calibrate(request)
 
 

@@ -45,8 +45,8 @@ from layerscope.measure.inputs import ModelInputs
 from layerscope.measure.session import SessionConfig, is_runtime_error, ort_failure
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
-from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, Tool
-from layerscope.stats import LatencyStats, summarize
+from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, Tool, latency_samples
+from layerscope.stats import LatencyStats, drift, summarize
 
 __all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "Phase", "ProcessUsage",
            "ProgressFn", "StreamResult", "available_cores", "peak_rss_bytes", "run_bench", "run_from_bench"]
@@ -127,6 +127,11 @@ class BenchResult:
     wall_s: float
     usage: ProcessUsage
     interrupted: bool = False
+    #: How far the machine moved during the measured phase: the median over the streams of each stream's
+    #: :func:`~layerscope.stats.drift` (its runs in the order they were timed); ``None`` when unknown.
+    drift: float | None = None
+    #: The measured runs' latencies (µs), every stream's; what ``compare`` bootstraps its intervals from.
+    samples_us: tuple[float, ...] = ()
 
     @property
     def runs(self) -> int:
@@ -297,8 +302,10 @@ def _result(config: BenchConfig, streams: list[_Stream], usage: ProcessUsage, in
         StreamResult(stream=i, runs=len(s.samples_ns), wall_s=(s.last_ns - s.first_ns) / 1e9,
                      latency=summarize(np.asarray(s.samples_ns, dtype=np.float64) / 1e3) if s.samples_ns else None)
         for i, s in enumerate(streams))
+    drifts = [drift(np.asarray(s.samples_ns, dtype=np.float64)) for s in streams if len(s.samples_ns) >= 4]
     return BenchResult(config=config, latency=summarize(everything), streams=per_stream, wall_s=wall_s,
-                       usage=usage, interrupted=interrupted)
+                       usage=usage, interrupted=interrupted, drift=float(np.median(drifts)) if drifts else None,
+                       samples_us=tuple(everything.tolist()))
 
 
 def available_cores() -> int:
@@ -391,5 +398,6 @@ def run_from_bench(graph: Graph, result: BenchResult, *, session_config: Session
             fps=round(result.fps, 3),
             samples=latency.samples,
             source="bench",
+            samples_us=latency_samples(result.samples_us),
         ),
     )

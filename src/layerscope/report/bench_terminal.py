@@ -1,5 +1,6 @@
-"""Terminal report of ``layerscope bench``: the latency table and the context lines (pure functions of the saved
-run; ``bench`` and ``report --format terminal`` print the same). A figure the run does not hold reads ``-``."""
+"""Terminal report of ``layerscope bench``: the latency table and the context lines, and a sweep's table of points
+with its knee and best point (pure functions of the saved run; ``bench`` and ``report --format terminal`` print the
+same). A figure the run does not hold reads ``-``."""
 
 from __future__ import annotations
 
@@ -10,13 +11,89 @@ from rich.text import Text
 
 from layerscope.report.terminal import bytes_text, duration_text, key_value_grid, machine_text, shape_dtype_text
 from layerscope.report.views.common import Run
-from layerscope.runfile.models import BenchMeasurement, Latency
+from layerscope.runfile.models import BenchMeasurement, BenchSweep, BenchSweepPoint, Latency
 from layerscope.runtimes import registry
+from layerscope.stats import DRIFT_WARNING
 
 
-def bench_report(run: Run) -> RenderableType:
-    """The latency table and the context lines of a bench run file (a pure function of the saved run)."""
-    return Group(latency_table(run), Text(""), bench_context(run))
+def bench_report(run: Run, top: int = 0) -> RenderableType:
+    """The latency table and the context lines of a bench run file (a pure function of the saved run); a sweep's
+    table (``top`` rows, 0: all) and its choices first when the run holds one."""
+    parts: list[RenderableType] = []
+    if run.bench_sweep is not None and run.bench_sweep.points:
+        parts += [sweep_table(run.bench_sweep, top), sweep_notes(run.bench_sweep), Text("")]
+    return Group(*parts, latency_table(run), Text(""), bench_context(run))
+
+
+def sweep_rows(sweep: BenchSweep, top: int) -> list[int]:
+    """The points the sweep table shows, in load order: all (``top`` 0 or at least the points), else the ``top``
+    of highest samples/s with the knees and the best point always among them."""
+    count = len(sweep.points)
+    if not top or top >= count:
+        return list(range(count))
+    by_throughput = sorted(range(count), key=lambda i: -(sweep.points[i].samples_per_s or 0.0))[:top]
+    return sorted({*by_throughput, *sweep.knees, *([sweep.best] if sweep.best is not None else [])})
+
+
+def sweep_table(sweep: BenchSweep, top: int = 0) -> Table:
+    """One row per point in order of growing load: streams, batch, threads, latency per request and per sample,
+    inferences/s and samples/s, steadiness, and a mark on the knee and the best point under the budget."""
+    shown = sweep_rows(sweep, top)
+    caption = f"{len(shown)} of {len(sweep.points)} points shown (--top)" if len(shown) < len(sweep.points) else None
+    table = Table(title=f"Latency vs throughput, {len(sweep.points)} points", title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
+                  caption=caption, caption_justify="left")
+    for header in ("#", "streams", "batch", "threads"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for header in ("P50", "P90", "P99", "P50/sample", "P99/sample", "infer/s", "samples/s", "CV", "drift"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for i in shown:
+        p = sweep.points[i]
+        marks = [m for m, on in (("KNEE", i in sweep.knees), ("BEST", i == sweep.best),
+                                 ("UNSTEADY", p.steady is False)) if on]
+        table.add_row(str(i), str(p.streams), "-" if p.batch is None else str(p.batch),
+                      "default" if not p.threads else str(p.threads),
+                      *(duration_text(v) for v in (p.p50_us, p.p90_us, p.p99_us, p.sample_p50_us, p.sample_p99_us)),
+                      _fps(p.requests_per_s), _fps(p.samples_per_s),
+                      "-" if p.cv is None else f"{100 * p.cv:.1f}%",
+                      "-" if p.drift is None else f"{100 * p.drift:+.1f}%", " ".join(marks))
+    return table
+
+
+def sweep_notes(sweep: BenchSweep) -> Table:
+    """The knee and the best point under the budget, each with its rule; what a stream is; the batch note."""
+    grid = key_value_grid()
+    points = sweep.points
+    knees = ", ".join(f"#{i} ({_point_text(points[i])})" for i in sweep.knees)
+    grid.add_row("knee", f"{knees or 'none within the points measured'}; {sweep.knee_rule or ''}")
+    if sweep.latency_budget_us is not None:
+        budget = duration_text(sweep.latency_budget_us)
+        if sweep.best is not None:
+            best = points[sweep.best]
+            grid.add_row("best", f"#{sweep.best} ({_point_text(best)}): {_fps(best.samples_per_s)} samples/s at "
+                                 f"P99 {duration_text(best.p99_us)} <= {budget} budget")
+        else:
+            lowest = min(range(len(points)), key=lambda i: points[i].p99_us or 0.0)
+            grid.add_row("best", f"no point meets the {budget} P99 budget; the lowest P99 is "
+                                 f"#{lowest} ({_point_text(points[lowest])}) at {duration_text(points[lowest].p99_us)}")
+    per_point = (f"{sweep.runs_per_point} runs" if sweep.runs_per_point
+                 else f"{sweep.duration_s_per_point:g} s" if sweep.duration_s_per_point is not None else "?")
+    grid.add_row("each point", f"{sweep.warmup} warm-up run(s) per stream, then {per_point}; a stream is "
+                               f"{sweep.concurrency}; per sample = per request / batch")
+    if sweep.batch_note:
+        grid.add_row("batch", sweep.batch_note)
+    unsteady = sum(1 for p in points if p.steady is False)
+    if unsteady:
+        grid.add_row("UNSTEADY", f"{unsteady} of {len(points)} points had a run-to-run CV or drift above "
+                                 f"{100 * DRIFT_WARNING:.0f}%: compare their figures with care")
+    grid.add_row("below", "the latency table and context are the best point's, else the highest samples/s")
+    return grid
+
+
+def _point_text(point: BenchSweepPoint) -> str:
+    batch = f" batch={point.batch}" if point.batch is not None else ""
+    return f"streams={point.streams}{batch} threads={point.threads or 'default'}"
 
 
 def _bench(run: Run) -> BenchMeasurement:

@@ -79,11 +79,12 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
 
         parts.append(advice_view(run.findings, len(run.layers), rows))
     elif kind == "reconcile" and run.reconcile is not None:
-        from layerscope.report.analysis_terminal import reconcile_view, spread_view
+        from layerscope.report.analysis_terminal import latency_stat_name, reconcile_view, spread_view
 
         # named as ``reconcile_run`` names them
         model_name, target_name = str(run.model.name or run.model.path or "?"), str(run.target_or_empty.name or "?")
-        parts += [reconcile_view(run.reconcile, model_name, target_name, rows), Text("")]
+        parts += [reconcile_view(run.reconcile, model_name, target_name, rows, latency_stat_name(run.latency)),
+                  Text("")]
         if run.reconcile.spread is not None:
             parts.append(spread_view(run.reconcile.spread))
     elif kind == "pipeline":
@@ -104,7 +105,7 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
     elif kind == "bench":
         from layerscope.report.bench_terminal import bench_report
 
-        parts.append(bench_report(run))
+        parts.append(bench_report(run, rows))
         if run.stress is not None:
             from layerscope.report.stress_terminal import stress_report
 

@@ -39,6 +39,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from layerscope.report.units import fixed, us_text
+from layerscope.report.views.bench_sweep import bench_sweep_view
 from layerscope.report.views.bisect import BISECT_GOAL_ERROR, BISECT_LARGE_SHARE
 from layerscope.report.views.common import Run
 from layerscope.report.views.experiments import Experiments, experiments
@@ -470,6 +471,7 @@ def _context(run: Run) -> dict[str, Any]:
         "tool_text": " ".join(v for v in tool if v),
         "tabs": _tabs(exp),
         "exp": exp,
+        "bench_sweep": bench_sweep_view(run),
         "bisect_large_share": BISECT_LARGE_SHARE,
         "bisect_goal_error": BISECT_GOAL_ERROR,
         "metrics": headline(run),
