@@ -30,7 +30,15 @@ from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.report.annotate import annotate_model
 from layerscope.report.html import EXPERIMENTS_TAB, TABS, render_html, report_data, script_json, tabs
-from layerscope.report.tables import CSV_COLUMNS, RUNTIME_COLUMNS, csv_cell, layers_csv, markdown_summary, md_code
+from layerscope.report.tables import (
+    CSV_COLUMNS,
+    MEMORY_COLUMNS,
+    RUNTIME_COLUMNS,
+    csv_cell,
+    layers_csv,
+    markdown_summary,
+    md_code,
+)
 from layerscope.report.units import human_us
 from layerscope.report.views.bisect import more_rounds
 from layerscope.report.views.experiments import experiments
@@ -248,7 +256,7 @@ def test_csv_has_namespaced_columns_and_one_row_per_layer(runs: Runs) -> None:
         run = runs.load(name)
         table = list(csv.DictReader(io.StringIO(layers_csv(run))))
         assert len(table) == len(run["layers"])
-        assert list(table[0]) == [*(c for c, _ in CSV_COLUMNS), *RUNTIME_COLUMNS]
+        assert list(table[0]) == [*(c for c, _ in CSV_COLUMNS), *RUNTIME_COLUMNS, *MEMORY_COLUMNS]
     est = list(csv.DictReader(io.StringIO(layers_csv(runs.load("estimate")))))
     assert all(row["meas.median_us"] == "" for row in est)  # not measured: empty, never 0
     assert est[0]["layer.id"] == XSS and est[0]["cost.macs"] == str(8 * 32 * 32 * 27)

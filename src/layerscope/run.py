@@ -83,7 +83,8 @@ from layerscope.collector import collector_paused
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
 from layerscope.rounding import rounded, rounded_or_none
-from layerscope.runfile.io import SCHEMA_VERSION, dump_text, encode, encode_parts, load_document, run_parts
+from layerscope.runfile.io import SCHEMA_VERSION as SCHEMA_VERSION  # noqa: PLC0414 (explicit re-export, PEP 484)
+from layerscope.runfile.io import dump_text, encode, encode_parts, load_document, run_parts
 from layerscope.runfile.models import (
     EstimateInfo,
     Event,
@@ -94,6 +95,7 @@ from layerscope.runfile.models import (
     LayerEstimate,
     LayerMeasured,
     Machine,
+    MeasuredMemory,
     ModelInfo,
     Rows,
     RunFile,
@@ -107,6 +109,7 @@ from layerscope.runfile.models import (
     TimelineUnit,
     Tool,
     UnknownOp,
+    latency_samples,
 )
 from layerscope.runfile.models import Timeline as TimelineSection
 
@@ -345,7 +348,7 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
         layers.append(layer.model_copy(update={"measured": LayerMeasured(
             status=result.status, kernel=result.kernels[0] if result.kernels else None,
             kernels=list(result.kernels), fused_group=list(result.fused_group) or None, split=result.split,
-            method="kernel-profile", **stats)}))
+            method="kernel-profile", **stats, **_layer_memory(measurement, layer.id))}))
     kernels = [Kernel(name=k.samples.name, op_type=k.samples.op_type, provider=k.samples.provider,
                       layers=list(k.layers), category=k.category, **_stats(k.stats), **_set(
                           exec_type=k.samples.exec_type, precision=k.samples.precision,
@@ -368,6 +371,7 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
         unmapped_kernels=list(measurement.unmapped_kernels),
         eliminated_layers=list(measurement.fusion.eliminated),
         instrumented=_stats(measurement.instrumented),
+        **_set(memory=_memory(measurement)),
         steadiness=Steadiness(latency_cv=round(measurement.latency.cv, 6),
                               latency_drift=round(measurement.latency_drift, 6),
                               profiled_drift=round(measurement.profiled_drift, 6)),
@@ -383,8 +387,27 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
         latency_source = measurement.latency_source
     return run.model_copy(update={
         "layers": layers, "kernels": kernels, "measurement": measured,
-        "latency": _latency(measurement.latency, latency_source),
+        "latency": _latency(measurement.latency, latency_source, measurement.latency_samples_us),
         "summary": run.summary.model_copy(update={"meas_latency_us": _us(measurement.latency.median_us)})})
+
+
+def _layer_memory(measurement: Measurement, layer_id: str) -> dict[str, Any]:
+    """A layer's measured sizes as ``LayerMeasured`` fields (those the runtime reported)."""
+    sizes = measurement.memory.layers.get(layer_id) if measurement.memory is not None else None
+    if sizes is None:
+        return {}
+    return {k: v for k, v in (("output_bytes", sizes.output_bytes), ("activation_bytes", sizes.activation_bytes),
+                              ("parameter_bytes", sizes.parameter_bytes)) if v is not None}
+
+
+def _memory(measurement: Measurement) -> MeasuredMemory | None:
+    """The measurement's ``memory`` section (``None`` when the runtime reported no sizes)."""
+    memory = measurement.memory
+    if memory is None:
+        return None
+    return MeasuredMemory(peak_bytes=memory.peak_bytes, peak_layers=list(memory.peak_layers),
+                          peak_at=list(memory.peak_at), arena_peak_bytes=memory.arena_peak_bytes,
+                          source=memory.source)
 
 
 def _set(**values: Any) -> dict[str, Any]:
@@ -397,9 +420,11 @@ def _extra(**values: Any) -> dict[str, Any]:
     return values
 
 
-def _latency(latency: LatencyStats, source: str) -> Latency:
-    """The ``latency`` section of uninstrumented runs summarized as ``latency``."""
-    return Latency(p50_us=_us(latency.median_us), fps=round(latency.fps, 3), source=source, **_stats(latency))
+def _latency(latency: LatencyStats, source: str, samples_us: Sequence[float] = ()) -> Latency:
+    """The ``latency`` section of uninstrumented runs summarized as ``latency`` (``samples_us``: the runs, kept
+    for ``compare``'s intervals)."""
+    return Latency(p50_us=_us(latency.median_us), fps=round(latency.fps, 3), source=source, **_stats(latency),
+                   samples_us=latency_samples(samples_us))
 
 
 def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_version: str,
@@ -418,7 +443,8 @@ def add_partial_latency(run: RunFile, partial: PartialProfile, *, backend_versio
         **_extra(planned_runs=partial.planned_runs,
                  partial="end-to-end runs only: interrupted before the profiled runs"))
     return run.model_copy(update={
-        "measurement": measured, "latency": _latency(latency, "uninstrumented session.run"),
+        "measurement": measured, "latency": _latency(latency, "uninstrumented session.run",
+                                                     partial.latency_samples_us),
         "summary": run.summary.model_copy(update={"meas_latency_us": _us(latency.median_us)})})
 
 

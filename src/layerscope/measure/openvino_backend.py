@@ -38,6 +38,7 @@ imported only when a method needs it):
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,7 +48,8 @@ import numpy as np
 
 from layerscope.errors import BackendUnavailable, LayerscopeError, ModelError, RuntimeFailure, condensed
 from layerscope.measure.fusion import FusionMap, KernelMapping
-from layerscope.measure.ort_profile import KernelSamples, TraceEvent
+from layerscope.measure.memory import OPENVINO_SOURCE, measured_memory
+from layerscope.measure.ort_profile import KernelMemory, KernelSamples, TraceEvent
 from layerscope.measure.profile import (
     KernelResult,
     Measurement,
@@ -315,6 +317,20 @@ class _ExecNode:
     category: str
     #: For a layout node: the source layers whose data it converts (:func:`_served`).
     serves: tuple[str, ...] = ()
+    #: Bytes of the node's outputs in the compiled model (static shapes x runtime element size); ``None`` when a
+    #: shape is dynamic.
+    output_bytes: int | None = None
+
+
+def _output_bytes(op: Any) -> int | None:
+    """The bytes an OpenVINO runtime-model node writes: its outputs' static shapes times their element sizes."""
+    total = 0
+    for index in range(op.get_output_size()):
+        shape = op.get_output_partial_shape(index)
+        if not shape.is_static:
+            return None
+        total += math.prod(int(d) for d in shape.to_shape()) * int(op.get_output_element_type(index).size)
+    return total
 
 
 def _rt(info: Any, key: str) -> str:
@@ -449,6 +465,7 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
                 seen |= targets
                 frontier = [t for t in targets if not layers[t]] if len(seen) < 64 else []
     nodes: dict[str, _ExecNode] = {}
+    written = {op.get_friendly_name(): _output_bytes(op) for op in ops}
     for name, info in infos.items():
         layer_type = types[name]
         ids = tuple(sorted(layers[name], key=order.__getitem__))
@@ -463,7 +480,7 @@ def runtime_nodes(compiled: Any, graph: Graph, owner: Mapping[str, str]) -> dict
         else:
             category = "unmapped"
         nodes[name] = _ExecNode(name, layer_type, _rt(info, "primitiveType"), _rt(info, "runtimePrecision"),
-                                original[name], ids, category, serves)
+                                original[name], ids, category, serves, written[name])
     return nodes
 
 
@@ -613,6 +630,7 @@ class OpenVinoBackend:
             machine=machine, median_run=_median_run(kernels, nodes), interrupted=interrupted,
             latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
             latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
+            memory=measured_memory(graph, kernels, OPENVINO_SOURCE),
             performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
             streams=int(compiled.get_property("NUM_STREAMS")), latency_source="uninstrumented InferRequest.infer")
 
@@ -683,7 +701,8 @@ def _kernel_results(nodes: Mapping[str, _ExecNode], per_run: Sequence[Mapping[st
             continue
         series = tuple(run.get(name, 0.0) for run in per_run)
         samples = KernelSamples(name, node.layer_type, device, series, exec_type=node.exec_type,
-                                precision=node.precision)
+                                precision=node.precision,
+                                memory=None if node.output_bytes is None else KernelMemory(node.output_bytes))
         results.append(KernelResult(samples, summarize(series), node.layers, node.category, node.serves))
     for name in sorted(executed - set(nodes)):  # counters for a node the runtime model lacks: keep, unmapped
         series = tuple(run.get(name, 0.0) for run in per_run)

@@ -4,13 +4,16 @@ The profiler writes a JSON array of Chrome-trace events (``ph: "X"``, ``ts``/``d
 ``cat: "Session"`` events named ``model_run`` span one ``InferenceSession.run``; ``cat: "Node"`` events named
 ``<node>_kernel_time`` time one kernel of the optimized graph (``args.op_name``, ``args.provider``).
 Contract of :func:`parse_profile`: kernel events are assigned to the run whose span contains them; the first
-``skip_runs`` runs (warm-up) are dropped; a kernel absent from a run counts 0 µs in it.
+``skip_runs`` runs (warm-up) are dropped; a kernel absent from a run counts 0 µs in it. A kernel event's
+``args`` also carry sizes in bytes (strings of integers): ``output_size`` (the tensors it wrote),
+``activation_size`` (the non-constant tensors it read), ``parameter_size`` (the initializers it read) and, in newer
+releases, ``mem_bytes_in_use`` (the CPU arena's bytes in use after it ran): :func:`kernel_memory` reads them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,36 @@ class KernelSamples:
     #: What a compiling runtime says of the kernel (OpenVINO: ``jit_avx2_f32``, ``f32``); "" when it does not.
     exec_type: str = ""
     precision: str = ""
+    #: The sizes the profiler reports for the kernel (:func:`kernel_memory`); ``None`` when it reports none.
+    memory: KernelMemory | None = None
+
+
+@dataclass(frozen=True)
+class KernelMemory:
+    """Sizes (bytes) ONNX Runtime's profiler reports for one kernel, the largest over the measured runs; a size the
+    profiler did not report is ``None``. ``in_use_bytes``: the CPU arena's bytes in use after the kernel ran."""
+
+    output_bytes: int | None = None
+    activation_bytes: int | None = None
+    parameter_bytes: int | None = None
+    in_use_bytes: int | None = None
+
+
+#: ``KernelMemory`` field -> the profile event's ``args`` key.
+_MEMORY_ARGS = {"output_bytes": "output_size", "activation_bytes": "activation_size",
+                "parameter_bytes": "parameter_size", "in_use_bytes": "mem_bytes_in_use"}
+
+
+def kernel_memory(args: Mapping[str, Any], seen: KernelMemory | None = None) -> KernelMemory | None:
+    """The sizes one kernel event's ``args`` report, each the larger of it and ``seen``'s (a size is a non-negative
+    integer, written as a string or a number; anything else is not a size); ``None`` when neither has any."""
+    values: dict[str, int | None] = {}
+    for name, key in _MEMORY_ARGS.items():
+        raw = args.get(key)
+        value = int(raw) if isinstance(raw, str) and raw.isdigit() else raw if type(raw) is int and raw >= 0 else None
+        before = getattr(seen, name) if seen is not None else None
+        values[name] = before if value is None else value if before is None else max(before, value)
+    return KernelMemory(**values) if any(v is not None for v in values.values()) else None
 
 
 @dataclass(frozen=True)
@@ -80,6 +113,7 @@ def parse_profile(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> Profi
     starts = [s for s, _ in spans]
     per_kernel: dict[str, list[float]] = {}
     info: dict[str, tuple[str, str]] = {}
+    memory: dict[str, KernelMemory | None] = {}
     by_run: list[list[TraceEvent]] = [[] for _ in spans]
     for e in events:
         name = str(e.get("name", ""))
@@ -92,11 +126,13 @@ def parse_profile(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> Profi
         raw_args = e.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         info.setdefault(kernel, (str(args.get("op_name", "")), str(args.get("provider", ""))))
+        memory[kernel] = kernel_memory(args, memory.get(kernel))
         series = per_kernel.setdefault(kernel, [0.0] * len(spans))
         series[run] += float(e.get("dur", 0.0))
         by_run[run].append(TraceEvent(kernel, int(e.get("tid", 0)), float(e["ts"]) - spans[run][0],
                                       float(e.get("dur", 0.0))))
-    kernels = tuple(KernelSamples(k, info[k][0], info[k][1], tuple(v)) for k, v in per_kernel.items())
+    kernels = tuple(KernelSamples(k, info[k][0], info[k][1], tuple(v), memory=memory.get(k))
+                    for k, v in per_kernel.items())
     durations = tuple(d for _, d in spans)
     median_index = sorted(range(len(durations)), key=lambda i: durations[i])[len(durations) // 2] if durations else 0
     median_run = tuple(by_run[median_index]) if by_run else ()

@@ -109,10 +109,13 @@ class ModelSession:
         """``InferenceSession.run``, recorded as a ``model`` span while a recording is active."""
         recorder = tracing.active_recorder()
         try:
+            outputs: list[Any]
             if recorder is None:
-                return self._session.run(output_names, input_feed, run_options)
+                outputs = self._session.run(output_names, input_feed, run_options)
+                return outputs
             with recorder.span(MODEL_SPAN, "model"):
-                return self._session.run(output_names, input_feed, run_options)
+                outputs = self._session.run(output_names, input_feed, run_options)
+                return outputs
         except Exception as exc:  # ONNX Runtime's own: naming the seeded inputs (exit 2)
             if is_runtime_error(exc):
                 raise ort_failure(exc, input_feed) from exc

@@ -7,6 +7,8 @@ Contract of :func:`profile_model`:
 - each kernel's time is split over the source layers it covers in proportion to ``weights`` (the layers'
   estimated latency), equally when those are all zero; the split is per run, so per-layer percentiles
   are percentiles of per-run sums;
+- ``memory``: the sizes the profiler reports per kernel, given to layers, and their peak
+  (:func:`~layerscope.measure.memory.measured_memory`);
 - ``coverage`` = Σ kernel medians / median instrumented run; ``overhead`` = median instrumented run /
   median uninstrumented run − 1;
 - an interrupt (Ctrl-C, SIGTERM, SIGHUP) during the profiled runs keeps the runs done so far and sets
@@ -30,6 +32,7 @@ import numpy as np
 import onnx
 
 from layerscope.measure.fusion import FusionMap, build_fusion_map
+from layerscope.measure.memory import MeasuredMemory, measured_memory
 from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
 from layerscope.measure.session import SessionConfig, machine_info, make_session, run_checked
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
@@ -96,6 +99,8 @@ class Measurement:
     streams: int = 0
     #: How the end-to-end runs were timed, as the run's ``latency`` section says.
     latency_source: str = "uninstrumented session.run"
+    #: Measured sizes per layer and their peak, where the runtime's profiler reports them.
+    memory: MeasuredMemory | None = None
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property
@@ -192,7 +197,7 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
         machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
         latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us),
-        latency_samples_us=tuple(latency_samples))
+        latency_samples_us=tuple(latency_samples), memory=measured_memory(graph, kernels))
 
 
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:

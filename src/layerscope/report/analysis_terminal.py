@@ -60,18 +60,28 @@ def _pct(value: float | None, signed: bool = False) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ reconcile
-def reconcile_report(rec: Reconciliation, top: int = 10) -> RenderableType:
+def reconcile_report(rec: Reconciliation, top: int = 10, latency_stat: str = "P50") -> RenderableType:
     """What ``layerscope reconcile`` prints for one run: :func:`reconcile_view` of the ``reconcile`` section it
-    saves (:func:`layerscope.analysis.reconcile.reconcile_section`), so that ``report RUN --format terminal`` of the
+    saves (:func:`layerscope.analysis.reconcile.reconcile_section`), so that ``report RUN --format table`` of the
     saved run prints the same, to the digit."""
-    return reconcile_view(Reconcile.model_validate(reconcile_section(rec)), rec.model_name, rec.target_name, top)
+    return reconcile_view(Reconcile.model_validate(reconcile_section(rec)), rec.model_name, rec.target_name, top,
+                          latency_stat)
 
 
-def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int = 10) -> RenderableType:
+def latency_stat_name(latency: object) -> str:
+    """The statistic the end-to-end k uses, as the run's measurement names it: ``P50`` when the run has a median,
+    else ``mean`` (a vendor profiler that reports its average, e.g. Horizon's ``avg_time``)."""
+    return "P50" if getattr(latency, "p50_us", None) is not None else "mean"
+
+
+def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int = 10,
+                   latency_stat: str = "P50") -> RenderableType:
     """k, its scope, rank agreement, the verdict, k per op type and the top layers with their errors, from a
-    ``reconcile`` section; ``model_name`` and ``target_name`` name the run (as ``reconcile_run`` does)."""
+    ``reconcile`` section; ``model_name`` and ``target_name`` name the run (as ``reconcile_run`` does; ``?``: the
+    run names no target profile); ``latency_stat``: the end-to-end latency's statistic (:func:`latency_stat_name`)."""
+    profile = f"profile {target_name}" if target_name not in ("", "?") else "no target profile in the run"
     rows: list[tuple[str, str | Text]] = [
-        ("model", Text(f"{model_name}  (profile {target_name})")),
+        ("model", Text(f"{model_name}  ({profile})")),
         ("k", Text.assemble((f"{rec.k:.3f}", "bold cyan"),
                             f"  = measured {human_us(rec.measured_us)} / estimated {human_us(rec.estimated_us)}")),
         ("scope", Text(rec.scope or "-")),
@@ -81,7 +91,8 @@ def reconcile_view(rec: Reconcile, model_name: str, target_name: str, top: int =
     if rec.device_mismatch:
         rows.append(("WARNING", Text(rec.device_mismatch, style="bold yellow")))
     if rec.end_to_end is not None:
-        rows.append(("end to end", f"k = {rec.end_to_end.k:.3f}  (latency P50 {human_us(rec.end_to_end.measured_us)}"
+        rows.append(("end to end", f"k = {rec.end_to_end.k:.3f}  (latency {latency_stat} "
+                                   f"{human_us(rec.end_to_end.measured_us)}"
                                    f" / whole estimate {human_us(rec.end_to_end.estimated_us)})"))
     if rec.spearman is not None:
         rows.append(("rank corr.", f"Spearman {rec.spearman:.3f} over {len(rec.layers)} layers"))
@@ -139,9 +150,10 @@ def spread_report(spread: KSpread) -> RenderableType:
 
 
 def spread_view(spread: Spread) -> RenderableType:
-    """k per run, its range and dispersion, and the layer groups that drive it (a ``reconcile.spread`` section)."""
+    """k per run, its range and dispersion, and the layer groups that drive it (a ``reconcile.spread`` section;
+    ``layerscope reconcile`` names each run ``model (runtime)``)."""
     table = _table("k across runs")
-    table.add_column("model")
+    table.add_column("model (measured by)")
     table.add_column("k", justify="right")
     for run in spread.runs:
         table.add_row(Text(run.model), f"{run.k:.3f}")

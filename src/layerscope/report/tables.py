@@ -4,7 +4,7 @@ Pure functions of a saved run (:mod:`layerscope.report.views` supply the rows). 
 
 - :func:`layers_csv`: one row per layer in the run's order, namespaced columns (``layer.*``, ``cost.*``,
   ``est.*``, ``pred.*`` (the kernel predictor's, empty without one), ``tl.*``, ``meas.*``, ``derived.*``) fixed in
-  :data:`CSV_COLUMNS` then :data:`RUNTIME_COLUMNS`
+  :data:`CSV_COLUMNS` then :data:`RUNTIME_COLUMNS` then :data:`MEMORY_COLUMNS`
   whatever the run holds; a value
   the run does not hold is an empty cell, never 0. Text cells that a spreadsheet would run as a formula
   (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return) get a leading ``'``. RFC 4180 quoting,
@@ -23,13 +23,14 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from layerscope.report.noise import steadiness_verdict, unsteady_text
 from layerscope.report.units import human_count
 from layerscope.report.views.common import Run
 from layerscope.report.views.findings import findings
 from layerscope.report.views.layers import LayerRow, layer_rows, scale_factor, share_basis, top_layers
-from layerscope.report.views.summary import headline, missing_notes, summary_sections
+from layerscope.report.views.summary import headline, measured_memory, missing_notes, summary_sections
 from layerscope.runfile.io import as_run
-from layerscope.runfile.models import LayerMeasured, RunLike
+from layerscope.runfile.models import KernelProfileMeasurement, LayerMeasured, RunLike
 from layerscope.textsafe import terminal_text
 
 Getter = Callable[[LayerRow], Any]
@@ -101,6 +102,12 @@ CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
 RUNTIME_COLUMNS = ("meas.backend", "meas.device", "meas.precision", "meas.exec_type", "meas.tactic",
                    "meas.input_formats", "meas.output_formats")
 
+#: Columns after :data:`RUNTIME_COLUMNS`: the sizes the runtime's profiler reported for the kernel that wrote the
+#: layer's output (bytes), whether that output is live at the measured peak (``measurement.memory``), and the
+#: run's steadiness verdict (``UNSTEADY (moved 33%)`` or ``steady``, on every measured layer's row).
+MEMORY_COLUMNS = ("meas.output_bytes", "meas.activation_bytes", "meas.parameter_bytes", "meas.at_peak",
+                  "meas.steadiness")
+
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -122,10 +129,11 @@ def layers_csv(run: RunLike) -> str:
     run = as_run(run)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([*(name for name, _ in CSV_COLUMNS), *RUNTIME_COLUMNS])
-    runtime = _runtime_cells(run)
+    writer.writerow([*(name for name, _ in CSV_COLUMNS), *RUNTIME_COLUMNS, *MEMORY_COLUMNS])
+    runtime, memory = _runtime_cells(run), _memory_cells(run)
     for row in layer_rows(run):
-        writer.writerow([*(csv_cell(get(row)) for _, get in CSV_COLUMNS), *(csv_cell(v) for v in runtime(row))])
+        writer.writerow([*(csv_cell(get(row)) for _, get in CSV_COLUMNS), *(csv_cell(v) for v in runtime(row)),
+                         *(csv_cell(v) for v in memory(row))])
     return buffer.getvalue()
 
 
@@ -144,6 +152,24 @@ def _runtime_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
             return [measurement.backend, device, precision, *([None] * (len(RUNTIME_COLUMNS) - 3))]
         return [measurement.backend, device, precision, kernel.exec_type, kernel.tactic,
                 _joined(kernel.input_formats), _joined(kernel.output_formats)]
+
+    return cells
+
+
+def _memory_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
+    """The :data:`MEMORY_COLUMNS` of a layer row (empty for a layer the run did not measure; ``meas.at_peak`` empty
+    when the run has no measured memory)."""
+    memory = measured_memory(run)
+    holders = set(memory.peak_layers) if memory is not None else set()
+    m = run.measurement
+    verdict = steadiness_verdict(m.steadiness) if isinstance(m, KernelProfileMeasurement) else None
+
+    def cells(row: LayerRow) -> list[Any]:
+        measured = row.layer.measured
+        if measured is None:
+            return [None] * len(MEMORY_COLUMNS)
+        return [measured.output_bytes, measured.activation_bytes, measured.parameter_bytes,
+                (row.id in holders) if memory is not None else None, verdict]
 
     return cells
 
@@ -223,6 +249,10 @@ def markdown_summary(run: RunLike, top: int = 10) -> str:
     if metrics:
         parts.append(md_table([md_text(m.label) for m in metrics], [[md_text(m.value) for m in metrics]],
                               "r" * len(metrics)))
+    m = run.measurement
+    verdict = unsteady_text(m.steadiness) if isinstance(m, KernelProfileMeasurement) else None
+    if verdict is not None:
+        parts.append(f"> **{md_text(verdict)}**")
     for section in summary_sections(run):
         block = f"### {md_text(section.title)}\n\n" + md_table(
             ["", ""], [[md_text(row.label), _value_cell(row.label, row.value)] for row in section.rows])
@@ -248,7 +278,7 @@ def markdown_summary(run: RunLike, top: int = 10) -> str:
 
 #: Summary rows whose values are names or paths from the model or a vendor file (shown as code).
 _CODE_ROWS = frozenset({"name", "file", "sha256", "inputs", "outputs", "producer", "unmatched kernels",
-                        "eliminated layers", "unmapped kernels"})
+                        "eliminated layers", "unmapped kernels", "held by", "while running"})
 
 
 def _value_cell(label: str, value: str) -> str:

@@ -11,13 +11,14 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from layerscope.report.noise import overhead_row
+from layerscope.report.noise import overhead_row, unsteady_text
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.coverage import coverage_text
 from layerscope.report.views.estimate import estimate_source_text, predicted, predicted_text, roofline_text
+from layerscope.report.views.summary import measured_memory_text
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
-from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text, unsteady
+from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text
 from layerscope.runfile.models import (
     KernelProfileMeasurement,
     Layer,
@@ -238,6 +239,7 @@ def measurement_summary(run: Run) -> RenderableType:
              if joined is not None and joined.coverage is not None else "- of each profiled run is inside kernels"),
             overhead_row(joined.overhead if joined is not None else None),
             *([("steadiness", steadiness_text(_steadiness(steadiness)))] if steadiness is not None else []),
+            *([("memory", Text(memory))] if (memory := measured_memory_text(run)) is not None else []),
             ("runtime", f"{_runtime(run)}, intra-op threads {m.threads or 'default'}"),
             ("machine", Text(machine_text(m.machine))),
         ]
@@ -254,13 +256,9 @@ def measurement_summary(run: Run) -> RenderableType:
         parts.append(Text("INTERRUPTED: fewer runs than asked were measured.", style="red"))
     if k is not None and k.mismatch:
         parts.append(Text(f"WARNING: {k.mismatch}.", style="yellow"))
-    noise = unsteady(_steadiness(steadiness)) if steadiness is not None else None
-    if noise is not None:
-        parts.append(Text(f"UNSTEADY MACHINE: its speed moved {100 * noise:.0f}% during this measurement; differences "
-                          f"below that between this run and another are noise here (use a quiet machine, --threads "
-                          "1, more --runs, or compare in one process: `layerscope bench --stress`, `profile "
-                          "--stress` and `bisect` pair their runs).",
-                          style="yellow"))
+    verdict = unsteady_text(steadiness)
+    if verdict is not None:
+        parts.append(Text(verdict, style="yellow"))
     return Group(*parts)
 
 

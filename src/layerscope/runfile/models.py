@@ -414,6 +414,11 @@ class LayerMeasured(Section):
     stress_ratio: Annotated[float, Field(ge=0, le=1e12)] | None = None
     stress_ratio_min: Annotated[float, Field(ge=0, le=1e12)] | None = None
     memory_sensitive: bool | None = None
+    #: Sizes the runtime's profiler reported for the kernel that wrote the layer's output (bytes): what it wrote,
+    #: the activations and the parameters it read (:mod:`layerscope.measure.memory`).
+    output_bytes: Count | None = None
+    activation_bytes: Count | None = None
+    parameter_bytes: Count | None = None
 
     @model_validator(mode="after")
     def _non_negative_unless_differential(self) -> "LayerMeasured":
@@ -601,6 +606,18 @@ class _MeasurementBase(Section):
     source: str | None = None
 
 
+class MeasuredMemory(Section):
+    """The peak of the layer outputs live at once along the kernels' execution order (bytes), the layers whose
+    outputs are live then (largest first), the layers of the kernel running then, and the runtime allocator's own
+    peak where it reports one; ``source`` says how they were read (:mod:`layerscope.measure.memory`)."""
+
+    peak_bytes: Count | None = None
+    peak_layers: list[str] = []
+    peak_at: list[str] = []
+    arena_peak_bytes: Count | None = None
+    source: str | None = None
+
+
 class KernelProfileMeasurement(_MeasurementBase):
     """``layerscope profile`` (and ``pipeline``): ONNX Runtime's kernel profiler, joined to layers."""
 
@@ -617,6 +634,7 @@ class KernelProfileMeasurement(_MeasurementBase):
     eliminated_layers: list[str] = []
     instrumented: dict[str, Any] | None = None
     steadiness: Steadiness | None = None
+    memory: MeasuredMemory | None = None
     median_run: list[Event] = []
 
 
@@ -668,6 +686,56 @@ class BenchMeasurement(_MeasurementBase):
     stream_results: list[StreamResult] = []
 
 
+class BenchSweepPoint(Section):
+    """One point of ``bench --sweep``: ``streams`` concurrent requests of ``batch`` samples (``None``: the model's
+    static batch, not swept) on ``threads`` intra-op threads (0: the runtime's default); per request the latency
+    percentiles (µs) and inferences/s; per sample a request's latency / batch and samples/s; its own steadiness
+    (run-to-run ``cv``, ``drift`` where the runs' order is known; ``steady``: both within the warning level);
+    ``settings``: what a compiling runtime chose for this point."""
+
+    streams: Count
+    batch: Count | None = None
+    threads: Count | None = None
+    runs: Count | None = None
+    wall_s: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    interrupted: bool | None = None
+    requests_per_s: Rate | None = None
+    samples_per_s: Rate | None = None
+    p50_us: Us | None = None
+    p90_us: Us | None = None
+    p99_us: Us | None = None
+    sample_p50_us: Us | None = None
+    sample_p90_us: Us | None = None
+    sample_p99_us: Us | None = None
+    cv: Fraction | None = None
+    drift: Ratio | None = None
+    steady: bool | None = None
+    cpu_util: Fraction | None = None
+    settings: dict[str, Any] = {}
+
+
+class BenchSweep(Section):
+    """``bench --sweep``: the axes swept (``streams``, ``batch``, ``threads``), the model's batch dim (``None``:
+    static, with ``batch_note`` saying so), what a stream is on the runtime (``concurrency``), each point's
+    warm-up and budget, the points in order of growing load, the knee of each thread count's series (indices
+    into ``points``, by ``knee_rule``) and the best point under ``latency_budget_us`` (``best``, by
+    ``budget_rule``; ``None`` when no point meets it)."""
+
+    axes: dict[str, list[Count]] = {}
+    batch_dim: str | None = None
+    batch_note: str | None = None
+    concurrency: str | None = None
+    warmup: Count | None = None
+    runs_per_point: Count | None = None
+    duration_s_per_point: Annotated[float, Field(ge=0, le=MAX_US)] | None = None
+    points: list[BenchSweepPoint] = []
+    knees: list[Count] = []
+    knee_rule: str | None = None
+    latency_budget_us: Us | None = None
+    best: Count | None = None
+    budget_rule: str | None = None
+
+
 class DifferentialMeasurement(_MeasurementBase):
     """``layerscope bisect``: per-segment time from truncated models."""
 
@@ -694,6 +762,19 @@ Measurement = Annotated[
     Field(discriminator="kind")]
 
 
+#: Most per-run latencies a ``latency`` section keeps (evenly spaced over the runs beyond).
+MAX_LATENCY_SAMPLES = 10_000
+
+
+def latency_samples(samples_us: Sequence[float]) -> list[float] | None:
+    """A ``Latency`` section's ``samples_us``: the runs rounded to ns, thinned evenly to at most
+    :data:`MAX_LATENCY_SAMPLES`; ``None`` when there are none."""
+    if not samples_us:
+        return None
+    step = max(1, -(-len(samples_us) // MAX_LATENCY_SAMPLES))
+    return [round(float(v), 3) for v in samples_us[::step]]
+
+
 class Latency(Section):
     """End-to-end latency from uninstrumented runs."""
 
@@ -710,6 +791,9 @@ class Latency(Section):
     fps: Annotated[float, Field(ge=0, le=1e12)] | None = None
     samples: Count | None = None
     source: str | None = None
+    #: The runs' latencies (µs) in the order they were timed, at most :data:`MAX_LATENCY_SAMPLES` (evenly thinned
+    #: beyond): what ``compare`` bootstraps its intervals from.
+    samples_us: list[Us] | None = None
 
 
 class SharedWeights(Section):
@@ -1637,6 +1721,7 @@ class RunFile(Section):
     kernels: list[Kernel] = []
     measurement: Measurement | None = None
     latency: Latency | None = None
+    bench_sweep: BenchSweep | None = None
     timeline: Timeline | None = None
     reconcile: Reconcile | None = None
     findings: Findings | None = None

@@ -162,6 +162,7 @@ class Record:
         super().__init_subclass__(**kwargs)
         fields = dict(cls.model_fields)
         own = []
+        annotation: object  # not Any: typeshed's first get_origin overload would type the origin as a ParamSpec
         for name, annotation in inspect.get_annotations(cls).items():
             if name.startswith("_") or get_origin(annotation) is ClassVar or (
                     isinstance(annotation, str) and annotation.startswith("ClassVar")):

@@ -16,7 +16,14 @@ from layerscope.runfile.derived import (
     time_basis,
 )
 from layerscope.runfile.derived import scale_factor as runfile_scale_factor
-from layerscope.runfile.models import Kernel, Layer, LayerEstimate, LayerMeasured, TimelineLayer
+from layerscope.runfile.models import (
+    Kernel,
+    KernelProfileMeasurement,
+    Layer,
+    LayerEstimate,
+    LayerMeasured,
+    TimelineLayer,
+)
 
 # --------------------------------------------------------------------------------------------------- layers
 
@@ -79,7 +86,7 @@ def _timeline_layers(run: Run) -> dict[str, TimelineLayer]:
     return {row.id: row for row in run.timeline.layers}
 
 
-_NO_MEASUREMENT = LayerMeasured()
+_NO_MEASUREMENT = LayerMeasured.model_construct()  # not validated: importing this view needs no pydantic
 
 
 def layer_rows(run: Run) -> list[LayerRow]:
@@ -91,6 +98,8 @@ def layer_rows(run: Run) -> list[LayerRow]:
     placed = _timeline_layers(run)
     kernels = {k.name: k for k in run.kernels}
     reformats = _layout_kernels_by_layer(run.kernels)
+    memory = run.measurement.memory if isinstance(run.measurement, KernelProfileMeasurement) else None
+    holders = set(memory.peak_layers) if memory is not None else None
     rows = []
     for index, layer in enumerate(layers):
         est, meas = layer.estimated_us, layer.measured_us
@@ -123,7 +132,7 @@ def layer_rows(run: Run) -> list[LayerRow]:
             layer=layer,
             timeline=slot,
             detail=_layer_detail(layer, slot, kernels.get(measured.kernel) if measured and measured.kernel else None,
-                                 reformats.get(layer.id, ())),
+                                 reformats.get(layer.id, ()), holders),
         ))
     return rows
 
@@ -145,11 +154,14 @@ def _layout_kernels_by_layer(kernels: Sequence[Kernel]) -> dict[str, list[Kernel
 
 
 def _layer_detail(layer: Layer, slot: TimelineLayer | None, kernel: Kernel | None = None,
-                  reformats: Sequence[Kernel] = ()) -> dict[str, dict[str, Any]]:
+                  reformats: Sequence[Kernel] = (), peak_holders: set[str] | None = None) -> dict[str, dict[str, Any]]:
     """The groups a layer's detail view shows (``kernel``: the kernel that ran it, as the runtime names it: its
     type, implementation or tactic, precision, input and output formats, device and the layers it fused, and the
-    layout kernels that reformat data for it, with their time, which is not part of the layer's); keys with
-    ``null`` values (and empty lists) are left out."""
+    layout kernels that reformat data for it, with their time, which is not part of the layer's; ``memory``: the
+    output bytes the runtime measured beside the estimate's, and whether the output is live at the measured peak,
+    ``peak_holders`` being the layers that hold it, ``None`` without measured memory); keys with ``null`` values
+    (and empty lists) are left out."""
+    measured = layer.measured
     groups = {
         "layer": {"id": layer.id, "name": layer.name, "op_type": layer.op_type, "domain": layer.domain or None,
                   "inputs": layer.inputs, "outputs": layer.outputs, "shape_source": layer.shape_source,
@@ -162,6 +174,9 @@ def _layer_detail(layer: Layer, slot: TimelineLayer | None, kernel: Kernel | Non
         "estimate": _section_values(layer.estimate),
         "timeline": {} if slot is None else {k: v for k, v in slot.model_dump().items() if k != "id"},
         "measured": _section_values(layer.measured),
+        "memory": {} if measured is None or measured.output_bytes is None else {
+            "measured output_bytes": measured.output_bytes, "estimated bytes_written": layer.bytes_written,
+            "live at measured peak": None if peak_holders is None else layer.id in peak_holders},
         "kernel": {} if kernel is None else {
             "name": kernel.name, "op_type": kernel.op_type, "exec_type": kernel.exec_type,
             "precision": kernel.precision, "device": kernel.provider, "tactic": kernel.tactic,

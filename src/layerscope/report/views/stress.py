@@ -145,7 +145,7 @@ def _stress_context(stress: Stress) -> tuple[Row, ...]:
     traffic, streaming = stress.traffic_bytes_per_s, stress.streaming_s
     what = None
     if buffer is not None:
-        cache = f" ({buffer / llc:g}x the {human_bytes(llc)} last-level cache)" if llc else ""
+        cache = f" ({buffer / llc:.1f}x the {human_bytes(llc)} last-level cache)" if llc else ""
         processes = stress.processes if stress.processes is not None else "?"
         what = f"{processes} process(es) copying 2 x {human_bytes(buffer)}{cache}"
         if traffic is not None:

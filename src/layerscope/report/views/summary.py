@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from layerscope.report.noise import overhead_row
+from layerscope.report.noise import overhead_row, unsteady_text
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Row, Run, _pct, shape_text
 from layerscope.report.views.coverage import coverage_metric, coverage_text
@@ -25,6 +25,7 @@ from layerscope.runfile.models import (
     KernelProfileMeasurement,
     Latency,
     Machine,
+    MeasuredMemory,
     RunLike,
     TimelineSummary,
     VendorMeasurement,
@@ -101,7 +102,7 @@ def headline(run: Run) -> list[Metric]:
 def summary_sections(run: Run) -> list[Section]:
     """The Summary tab's sections, in reading order; a section the run has no data for is left out."""
     builders = (_model_section, _target_section, _runtime_section, _latency_section, _compute_section,
-                _memory_section, _layers_section, _instrument_section, _import_section)
+                _memory_section, _measured_memory_section, _layers_section, _instrument_section, _import_section)
     return [section for build in builders if (section := build(run)) is not None]
 
 
@@ -257,6 +258,51 @@ def _memory_section(run: Run) -> Section | None:
              "exclusive intermediate)" if frames else None)
 
 
+def measured_memory(run: Run) -> MeasuredMemory | None:
+    """The measurement's ``memory`` section (a profile whose runtime reported sizes), else ``None``."""
+    m = run.measurement
+    return m.memory if isinstance(m, KernelProfileMeasurement) else None
+
+
+def _layer_list(ids: list[str], limit: int = 5) -> str:
+    return ", ".join(ids[:limit]) + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def measured_memory_text(run: Run) -> str | None:
+    """One line: the measured peak of live layer outputs, the layers holding it, the allocator's peak and the
+    estimate's planned peak beside it; ``None`` when the run has no measured memory."""
+    memory = measured_memory(run)
+    if memory is None or memory.peak_bytes is None:
+        return None
+    text = f"peak {human_bytes(memory.peak_bytes)} of layer outputs live at once"
+    if memory.peak_layers:
+        text += f" (held by {_layer_list(memory.peak_layers)}"
+        text += f"; while {_layer_list(memory.peak_at)} runs)" if memory.peak_at else ")"
+    if memory.arena_peak_bytes is not None:
+        text += f"; allocator peak {human_bytes(memory.arena_peak_bytes)}"
+    plan = run.timeline.memory if run.timeline is not None else None
+    if plan is not None and plan.peak_live_bytes is not None:
+        text += f"; estimate's plan: peak live {human_bytes(plan.peak_live_bytes)}"
+    return text
+
+
+def _measured_memory_section(run: Run) -> Section | None:
+    memory = measured_memory(run)
+    if memory is None:
+        return None
+    measured = [layer.measured for layer in run.layers if layer.measured is not None]
+    written = [m.output_bytes for m in measured if m.output_bytes is not None]
+    params = [m.parameter_bytes for m in measured if m.parameter_bytes is not None]
+    return _section("Memory (measured)", [
+        ("peak live outputs", _fmt(memory.peak_bytes, human_bytes)),
+        ("held by", _layer_list(memory.peak_layers, 10) or None),
+        ("while running", _layer_list(memory.peak_at) or None),
+        ("allocator peak", _fmt(memory.arena_peak_bytes, human_bytes, " in use (the runtime's arena)")),
+        ("outputs written", f"{human_bytes(sum(written))} by {len(written)} layers" if written else None),
+        ("parameters read", human_bytes(sum(params)) if params else None),
+    ], note=memory.source)
+
+
 def _layers_section(run: Run) -> Section | None:
     s = run.summary
     layers = run.layers
@@ -300,7 +346,7 @@ def _instrument_section(run: Run) -> Section | None:
         ("unmapped kernels", ", ".join(unmapped) or ("none" if mapped is not None else None)),
         ("eliminated layers", ", ".join(eliminated) or None),
         ("steadiness", steadiness_text(steadiness) if steadiness is not None else None),
-    ])
+    ], note=unsteady_text(steadiness))
 
 
 def _import_section(run: Run) -> Section | None:
