@@ -99,12 +99,12 @@ def test_sections_missing_any_one_key_render(base_runs: list[tuple[str, dict[str
             file = tmp_path / "cut.json"
             file.write_text(json.dumps(_without(original, path)), encoding="utf-8")
             for argv in (["report", str(file), "-o", str(tmp_path / "r.html")],
-                         ["report", str(file), "--format", "terminal"]):
+                         ["report", str(file), "--format", "table"]):
                 tried += 1
                 code, err = main(argv), capsys.readouterr().err.strip()
                 # the terminal re-print of `compare` rebuilds the comparison it printed: a saved comparison
                 # missing a field it needs is refused in one line naming the field (exit 2), not half-printed
-                refused = (argv[-1] == "terminal" and path[0] == "comparison" and code == 2
+                refused = (argv[-1] == "table" and path[0] == "comparison" and code == 2
                            and len(err.splitlines()) == 1 and "run: comparison." in err)
                 if code != 0 and not refused:
                     failed.append(f"{argv[-1]} on {name} without {'/'.join(map(str, path))}: {err[-300:]}")
@@ -122,7 +122,7 @@ def test_malformed_experiment_sections_exit_2_with_one_line_or_render(
             path = tmp_path / f"{name}-{i}.json"
             path.write_text(json.dumps(doc, allow_nan=True), encoding="utf-8")
             for form, argv in (("html", ["report", str(path), "-o", str(tmp_path / "r.html")]),
-                               ("terminal", ["report", str(path), "--format", "terminal"])):
+                               ("terminal", ["report", str(path), "--format", "table"])):
                 code = main(argv)
                 err = capsys.readouterr().err.strip()
                 outcomes[(form, code)] += 1

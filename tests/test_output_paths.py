@@ -43,11 +43,12 @@ OUTPUT_OPTIONS: list[tuple[str, str, str]] = [
     ("calibrate", "-o", ".toml"), ("calibrate", "--fit-json", ".json"),
     ("reconcile", "--json", ".json"),
     ("advise", "--json", ".json"),
-    ("import", "-o", ".json"),
-    ("bench", "--json", ".json"),
+    ("import", "-o", ".json"), ("import", "--html", ".html"),
+    ("bench", "--json", ".json"), ("bench", "--html", ".html"),
     ("profile", "--json", ".json"), ("profile", "--html", ".html"),
     ("bisect", "-o", ".json"),
-    ("pipeline", "-o", ".json"), ("pipeline", "--trace", ".json"),
+    ("pipeline", "-o", ".json"), ("pipeline", "--trace", ".json"), ("pipeline", "--html", ".html"),
+    ("lint", "-o", ".txt"),
 ]
 BAD_PATHS = ("folder", "under-a-file", "proc")
 
@@ -60,7 +61,9 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert main(["estimate", str(SQUEEZENET), "--target", "rdk-x3", "--json", str(run), "--top", "0"]) == 0
     script = folder / "pipe.py"
     script.write_text(SCRIPT)
-    return {"run": run, "script": script, "folder": folder,
+    lint = folder / "config.yaml"
+    lint.write_text("model_parameters:\n  march: nash-e\n")
+    return {"run": run, "script": script, "folder": folder, "lint": lint,
             "vendor": Path(__file__).parent / "fixtures" / "importers" / "horizon" / "x3_profiler.log"}
 
 
@@ -80,6 +83,7 @@ def command_args(command: str, inputs: dict[str, Path], option: str, out: Path) 
         "profile": ["profile", model, *fast],
         "bisect": ["bisect", model, "--target", "rdk-x3"],
         "pipeline": ["pipeline", f"{inputs['script']}:pipeline", model, *fast],
+        "lint": ["lint", str(inputs["lint"])],
     }
     return [*base[command], option, str(out)]
 
@@ -113,7 +117,7 @@ def _output_options() -> set[tuple[str, tuple[str, ...]]]:
 
 def test_every_output_option_is_covered() -> None:
     found = _output_options()
-    assert len(found) == len(OUTPUT_OPTIONS) == 20
+    assert len(found) == len(OUTPUT_OPTIONS) == 24
     for command, option, _ in OUTPUT_OPTIONS:
         assert [opts for name, opts in found if name == command and option in opts], (command, option)
 
@@ -134,7 +138,7 @@ CASES = [(c, o, s, kind) for c, o, s in OUTPUT_OPTIONS for kind in BAD_PATHS]
 @pytest.mark.parametrize("case", CASES, ids=[f"{c}{o}-{k}" for c, o, _, k in CASES])
 def test_unwritable_output_exits_2_with_one_line(case: tuple[str, str, str, str], inputs: dict[str, Path],
                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """All 60 cases (20 options x 3 bad paths), in process: the checks run before any work."""
+    """All 72 cases (24 options x 3 bad paths), in process: the checks run before any work."""
     command, option, suffix, kind = case
     out = bad_path(kind, tmp_path, suffix)
     before = sorted(p.name for p in tmp_path.rglob("*"))
@@ -214,7 +218,7 @@ def test_a_symlink_output_is_replaced_not_written_through(how: str, inputs: dict
     args = {"compare --markdown": ["compare", run, run, "--markdown", str(link)],
             "report --csv": ["report", run, "--csv", str(link)],
             "calibrate --json": ["calibrate", *_measured_runs(tmp_path), "-o", str(tmp_path / "c.toml"),
-                                 "--json", str(link)]}[how]
+                                 "--force", "--json", str(link)]}[how]
     assert main(args) == 0
     assert victim.read_text() == "not yours\n"
     assert not link.is_symlink() and link.stat().st_size > 0

@@ -55,8 +55,8 @@ def test_every_command_prints_no_trailing_spaces_when_redirected(
         ["reconcile", str(prof)],
         ["reconcile", str(imported)],
         ["advise", str(prof), "--no-measure"],
-        ["report", str(prof), "--format", "terminal"],
-        ["report", str(est), "--format", "terminal"],
+        ["report", str(prof), "--format", "table"],
+        ["report", str(est), "--format", "table"],
     ]
     capsys.readouterr()
     for argv in commands:

@@ -46,7 +46,7 @@ def _command_then_report(args: list[str], run: Path, capsys: pytest.CaptureFixtu
                          report_args: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     assert main([*args, "-o", str(run)]) == 0
     printed = capsys.readouterr().out
-    assert main(["report", str(run), "--format", "terminal", *report_args]) == 0
+    assert main(["report", str(run), "--format", "table", *report_args]) == 0
     again = capsys.readouterr()
     assert "missing" not in again.out  # the notes about what a run lacks are not part of the terminal report
     return _tables(printed), _tables(again.out)
@@ -64,7 +64,7 @@ def test_estimate_with_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[st
     text = "\n".join(again)
     assert "Top 7 of 66 layers by estimated latency" in text and "minimum requirement = static" in text
     # without --top the report shows the command's default, 20 rows
-    assert main(["report", str(tmp_path / "run.json"), "--format", "terminal"]) == 0
+    assert main(["report", str(tmp_path / "run.json"), "--format", "table"]) == 0
     assert "Top 20 of 66 layers by estimated latency" in capsys.readouterr().out
 
 
@@ -78,7 +78,7 @@ def test_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # an estimate refreshed into the measured run prints the estimate; the run stays a profile for the report
     assert main(["estimate", SQUEEZENET, "-t", "rdk-s100", "--top", "5", "-o", str(tmp_path / "run.json")]) == 0
     assert "Top 5 of 66 layers by estimated latency" in capsys.readouterr().out
-    assert main(["report", str(tmp_path / "run.json"), "--format", "terminal", "--top", "5"]) == 0
+    assert main(["report", str(tmp_path / "run.json"), "--format", "table", "--top", "5"]) == 0
     assert "Top 5 of 66 layers by measured time" in capsys.readouterr().out
 
 
@@ -150,7 +150,7 @@ def test_compare(two_estimates: tuple[Path, Path], tmp_path: Path, capsys: pytes
     row = next(line.split() for line in again if line.lstrip().startswith("1 "))
     assert row[1] == top and row[-1] == f"{est[1][top] - est[0][top]:+.1f}"
     # without --top the report prints compare's default, 10 rows
-    assert main(["report", str(tmp_path / "run.json"), "--format", "terminal"]) == 0
+    assert main(["report", str(tmp_path / "run.json"), "--format", "table"]) == 0
     assert sum(line.lstrip().startswith(tuple(f"{i} " for i in range(1, 12)))
                for line in capsys.readouterr().out.splitlines()) == 10
 
@@ -196,7 +196,7 @@ def test_reconcile_of_several_runs_keeps_the_spread(profiled: Path, tmp_path: Pa
     capsys.readouterr()
     assert main(["reconcile", str(first), str(second), "--save"]) == 0
     printed = _tables(capsys.readouterr().out)
-    assert main(["report", str(second), "--format", "terminal"]) == 0
+    assert main(["report", str(second), "--format", "table"]) == 0
     again = _tables(capsys.readouterr().out)
     # the second run's report, then k across the runs: what reconcile printed after the second run's path
     assert printed[printed.index(str(second)) + 1:-1] == again

@@ -125,7 +125,8 @@ def read_existing(path: str | os.PathLike[str]) -> ExistingRun:
         if hash(again) != digest:
             raise RunFileError(f"{path} changed while the estimate ran",
                                hint="run the estimate again; nothing was changed")
-        return parse_document(again, path)["layers"]
+        layers: Sequence[Any] = parse_document(again, path)["layers"]
+        return layers
 
     return existing_run(parse_document(text, path), path, read_again)
 

@@ -806,6 +806,34 @@ def outliers(runs: Sequence[RunData], params: Params) -> tuple[Outlier, ...]:
 
 
 # ---------------------------------------------------------------------------------------- calibrated profile
+#: Physical bounds of a fitted multiplier (a unit's compute time, the memory time, an op type's compute time, the
+#: task overhead, each relative to the base profile's): a fit outside them says the runs do not fit the profile
+#: (wrong base, a mis-mapped unit, a measurement of another device), not that the hardware is that fast or slow.
+FACTOR_MIN = 0.01
+FACTOR_MAX = 100.0
+
+
+def out_of_bounds(base: Profile, params: Params) -> tuple[str, ...]:
+    """One phrase per fitted value outside physical bounds, naming it: a unit's efficiency above 1 (base efficiency
+    / its compute multiplier: faster than the unit's peak), or a multiplier outside [:data:`FACTOR_MIN`,
+    :data:`FACTOR_MAX`]. Empty when the fit is within bounds."""
+    efficiency = {f"{unit.name}/{kind.value}": unit.efficiency for unit in (*base.units, base.cpu)
+                  for kind in unit.kinds}
+    efficiency[f"{base.cpu.name}/{FALLBACK_KIND}"] = base.cpu.efficiency
+    found: list[str] = []
+    factors = [(f"{group} compute x", scale) for group, scale in sorted(params.compute_scale.items())]
+    factors += [("memory time x", params.memory_scale), ("task overhead x", params.task_scale)]
+    factors += [(f"op {op} compute x", scale) for op, scale in sorted(params.op_scale.items())]
+    for label, value in factors:
+        if not FACTOR_MIN <= value <= FACTOR_MAX:
+            found.append(f"{label}{value:.4g} (outside {FACTOR_MIN:g}-{FACTOR_MAX:g})")
+    for group, scale in sorted(params.compute_scale.items()):
+        base_efficiency = efficiency.get(group)
+        if base_efficiency is not None and scale > 0 and base_efficiency / scale > 1.0:
+            found.append(f"{group} efficiency {base_efficiency / scale:.4g} (above 1: faster than the unit's peak)")
+    return tuple(found)
+
+
 def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequence[str],
                        when: str | None = None, note: str | None = None) -> dict[str, Any]:
     """The schema-1 profile mapping of ``base`` with the fitted parameters (see the module docstring); ``note``

@@ -15,7 +15,7 @@ import click
 
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import cli_dims, parse_shapes, shape_option
-from layerscope.cli.outputs import OutputPath
+from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.importers import FORMATS
 from layerscope.report.import_terminal import import_report
 from layerscope.run import save_run
@@ -33,8 +33,10 @@ from layerscope.workflows.import_run import ImportRequest, import_run
               help="Write the run file that later commands read.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers each table shows.")
+@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
+              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, ...], fmt: str,
-            output: Path | None, top: int) -> None:
+            output: Path | None, top: int, html_out: Path | None) -> None:
     """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""
     request = ImportRequest(files, model=model, shapes=parse_shapes(shapes), dims=cli_dims(), format=fmt)
     imported = import_run(request)
@@ -42,3 +44,5 @@ def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, .
     console.print(import_report(imported.run, top, imported.warnings))
     if output is not None:
         console.print(f"run file: {save_run(imported.run, output)}")
+    if html_out is not None:
+        console.print(f"report: {write_html(imported.run, html_out)}")

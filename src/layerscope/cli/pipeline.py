@@ -32,7 +32,7 @@ from layerscope.cli.options import (
     target_option,
     usage_errors,
 )
-from layerscope.cli.outputs import OutputPath
+from layerscope.cli.outputs import OutputPath, write_html
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
 from layerscope.measure.stress import StressSpec, parse_stress
@@ -61,9 +61,11 @@ from layerscope.run import save_run
 @click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write a Perfetto trace of one run: user spans with the model's layers (OUT.gz: compressed).")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=0), help="Rows in the top table.")
+@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
+              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
 def command(*, function: str, model: Path | None, target: str, shapes: tuple[str, ...], runs: int, warmup: int,
             threads: int, opt_level: str, provider: str, layers: bool, seed: int, json_out: Path | None,
-            trace_out: Path | None, top: int) -> None:
+            trace_out: Path | None, top: int, html_out: Path | None) -> None:
     """Profile a whole pipeline: FUNCTION(model) from SCRIPT.py, run after run, with its trace points; FUNCTION
     is called with a session on the ONNX MODEL (call model.run(None, feeds))."""
     from layerscope.workflows.pipeline import PipelineRequest, pipeline  # bench and profile import --stress here
@@ -85,6 +87,8 @@ def command(*, function: str, model: Path | None, target: str, shapes: tuple[str
     saved = save_run(run, json_out) if json_out is not None else None
     if saved is not None:
         console.print(f"run file: {saved}")
+    if html_out is not None:
+        console.print(f"report: {write_html(run, html_out)}")
     if run.pipeline is not None and run.pipeline.interrupted:
         raise KeyboardInterrupt(f"what was measured is saved in {saved} (marked interrupted)" if saved else "")
 

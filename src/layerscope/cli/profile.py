@@ -4,6 +4,9 @@ Each runtime kernel is mapped back to the source layers it covers (see ``layersc
 fused kernel's time is split over its layers in proportion to their estimated cost and flagged as split.
 Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130/143/129 (Ctrl-C, SIGTERM, SIGHUP:
 what was measured by then is printed and saved; before the profiled runs, the end-to-end runs, marked partial).
+
+``--ov-streams N`` is OpenVINO's NUM_STREAMS (``--streams`` is its deprecated spelling: in ``bench`` ``--streams``
+means concurrent requests).
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ import click
 from layerscope.cli.console import SafeConsole, echo_json
 from layerscope.cli.options import (
     CLI_HOOKS,
+    Command,
     backend_option,
     cli_dims,
+    deprecated_option,
     input_option,
     intra_threads_option,
-    openvino_options,
+    openvino_bench_options,
     openvino_values,
     opt_level_option,
     parse_shapes,
@@ -41,7 +46,7 @@ from layerscope.runfile.models import Latency, RunFile
 from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, profile
 
 
-@click.command("profile")
+@click.command("profile", cls=Command)
 @click.argument("model", type=click.Path(path_type=Path), required=False)
 @target_option
 @shape_option
@@ -53,7 +58,10 @@ from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, prof
 @opt_level_option
 @provider_option
 @backend_option
-@openvino_options
+@openvino_bench_options
+@click.option("--ov-streams", "streams", default=0, show_default=True, type=click.IntRange(min=0),
+              help="OpenVINO: inference streams on the device, NUM_STREAMS (0: what the performance hint chooses).")
+@deprecated_option("--streams", dest="streams", new="--ov-streams", type=click.IntRange(min=0), default=None)
 @click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
               help="Write the run file (estimate and measurement joined per layer).")
 @click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
@@ -69,7 +77,7 @@ from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, prof
                    "`estimate --timeline`): the run holds the measurement and the timeline together.")
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
-            warmup: int, seed: int, threads: int, opt_level: str, provider: str, backend_name: str,
+            warmup: int, seed: int, threads: int, opt_level: str, provider: str, backend_name: str, streams: int,
             json_out: Path | None, html_out: Path | None, top: int, output_format: str, level: str, timeline: bool,
             stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime or OpenVINO, beside its
@@ -80,7 +88,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                              provider=provider, backend=backend_name, device=str(openvino["device"]),
                              precision=str(openvino["precision"]),
                              performance_hint=str(openvino["performance_hint"]),
-                             streams=int(str(openvino["streams"])), timeline=timeline, stress=stress)
+                             streams=streams, timeline=timeline, stress=stress)
     try:
         with usage_errors():
             result = profile(request, CLI_HOOKS)

@@ -13,7 +13,7 @@ from rich.text import Text
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.outputs import OutputPath
 from layerscope.errors import InputError
-from layerscope.report.analysis_terminal import reconcile_report, spread_report
+from layerscope.report.analysis_terminal import latency_stat_name, reconcile_report, spread_report
 from layerscope.run import save_run
 from layerscope.workflows.reconcile import ReconcileRequest, reconcile
 
@@ -30,9 +30,9 @@ def command(*, runs: tuple[Path, ...], top: int, save: bool, json_out: Path | No
         raise InputError("-o/--json takes one run; with several runs use --save to update each run file")
     result = reconcile(ReconcileRequest(runs))
     console = SafeConsole()
-    for path, rec in zip(runs, result.reconciliations, strict=True):
+    for path, rec, run in zip(runs, result.reconciliations, result.runs, strict=True):
         console.print(Text(str(path), style="bold"))
-        console.print(reconcile_report(rec, top))
+        console.print(reconcile_report(rec, top, latency_stat_name(run.latency)))
         console.print()
     if result.spread is not None:
         console.print(spread_report(result.spread))

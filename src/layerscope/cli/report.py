@@ -1,9 +1,10 @@
 """``layerscope report RUN``: the reports people read, rendered from a saved run (nothing is measured again).
 
-``--format terminal|html|csv|md|trace|onnx`` picks one renderer of :mod:`layerscope.report.renderers`;
-``-o/--output OUT`` is where it goes. ``terminal`` prints what the command that made the run printed
+``--format table|html|csv|md|trace|onnx`` picks one renderer of :mod:`layerscope.report.renderers`;
+``-o/--output OUT`` is where it goes. ``table`` (the terminal report, as ``profile --format table`` names it;
+``terminal`` is its deprecated spelling, one line on stderr) prints what the command that made the run printed
 (``estimate``, ``profile``, ``bench``, ``bisect``, ``pipeline``: the same tables). Without ``-o`` the text
-formats (terminal, csv, md) print on stdout, and html, trace and onnx are written next to RUN (``run.json`` ->
+formats (table, csv, md) print on stdout, and html, trace and onnx are written next to RUN (``run.json`` ->
 ``run.html``, ``run.trace.json``, ``run.annotated.onnx``); ``-o -`` prints a text format on stdout. With no
 ``--format`` the format is the one ``-o``'s suffix names, else html (``report RUN`` writes ``run.html``).
 
@@ -23,6 +24,7 @@ from typing import Any
 import click
 
 from layerscope.cli.console import SafeConsole, echo
+from layerscope.cli.options import deprecation_notice
 from layerscope.cli.outputs import OutputPath
 from layerscope.collector import collector_paused
 from layerscope.fileio import write_atomic
@@ -59,6 +61,18 @@ def write_annotated(run: Mapping[str, Any], path: Path, model_path: Path | None)
     return write_atomic(path, result.data), result.annotated, result.unmatched
 
 
+#: ``--format`` names: the renderers', the terminal report named ``table`` as in the other commands.
+FORMAT_CHOICES = tuple("table" if name == "terminal" else name for name in FORMATS)
+
+
+def _format_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--format``'s value as the renderer's name: ``table`` is the ``terminal`` renderer; ``terminal`` itself
+    is the deprecated spelling of ``table`` (one line on stderr)."""
+    if value == "terminal":
+        deprecation_notice("--format terminal", "--format table")
+    return "terminal" if value == "table" else value
+
+
 def _beside(run_path: Path, suffix: str) -> Path:
     base = run_path.with_suffix("") if run_path.suffix else run_path
     return base.with_name(base.name + suffix)
@@ -66,14 +80,16 @@ def _beside(run_path: Path, suffix: str) -> Path:
 
 @click.command("report")
 @click.argument("run_file", metavar="RUN", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
-              help="terminal: what the command that made RUN printed; html, csv, md (Markdown summary), trace "
+@click.option("--format", "fmt", type=click.Choice((*FORMAT_CHOICES, "terminal")), default=None,
+              metavar=f"[{'|'.join(FORMAT_CHOICES)}]", callback=_format_name,
+              help="table: what the command that made RUN printed (terminal: deprecated spelling); html, csv, md "
+                   "(Markdown summary), trace "
                    "(Perfetto), onnx (the model annotated with the run) [default: from -o's suffix, else html].")
 @click.option("-o", "--output", "output", type=OutputPath(allow_stdout=True), default=None, metavar="OUT",
-              help="Where the --format output goes ('-': stdout) [default: stdout for terminal, csv, md; next to "
+              help="Where the --format output goes ('-': stdout) [default: stdout for table, csv, md; next to "
                    "RUN for html, trace, onnx].")
 @click.option("--top", default=None, type=click.IntRange(min=0),
-              help="With --format terminal: rows of the layer table [default: the command's own].")
+              help="With --format table: rows of the layer table [default: the command's own].")
 @click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT.json[.gz]",
               help="Also write the Perfetto / Chrome trace: measured kernels per thread, estimated layers per unit "
                    "and core, DDR bandwidth counters, pipeline spans (open in ui.perfetto.dev).")

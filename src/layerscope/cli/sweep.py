@@ -4,6 +4,10 @@ every mode and setting, each cell a task on Ray (a local runtime, or ``--ray ADD
 ``DIR/runs/`` (:mod:`layerscope.workflows.sweep`). Rerunning the same sweep skips the cells already done (and
 retries the failed ones).
 
+A profile cell measures the machine that runs it: on another target its k compares two devices, and the summary
+says so (one WARNING line per distinct mismatch, as every report that prints k does). ``--out`` is the deprecated
+spelling of ``-o/--output``.
+
 Exit status: 0 when every cell has its run file; else that of the worst failed cell (2 bad input, 3 an unavailable
 backend, 1 a failure of ours), after the dataset and the leaderboard are written with the failures listed."""
 
@@ -15,7 +19,7 @@ from pathlib import Path
 
 import click
 
-from layerscope.cli.options import CLI_HOOKS, parse_shapes, usage_errors
+from layerscope.cli.options import CLI_HOOKS, Command, deprecated_option, parse_shapes, usage_errors
 from layerscope.sweep.dataset import LAYERS_TABLE, RUNS_TABLE
 from layerscope.sweep.plan import MODES
 from layerscope.workflows.sweep import LEADERBOARD, SweepRequest, sweep
@@ -25,10 +29,13 @@ def _split(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
 
 
-@click.command("sweep")
+@click.command("sweep", cls=Command)
 @click.argument("models", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), required=True,
-              metavar="DIR", help="Folder of the sweep: run files, Parquet tables, leaderboard (resumed if it exists).")
+@click.option("-o", "--output", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              metavar="DIR", help="Folder of the sweep: run files, Parquet tables, leaderboard (resumed if it exists). "
+                                  "Required.")
+@deprecated_option("--out", dest="out_dir", new="-o/--output", type=click.Path(path_type=Path, file_okay=False),
+                   default=None, metavar="DIR")
 @click.option("--config", "config", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="A TOML/YAML/JSON file with any of: models, targets, modes, dtypes, threads, opt_levels, shapes, "
                    "runs, warmup. Options given on the command line replace the file's.")
@@ -51,11 +58,14 @@ def _split(values: Iterable[str]) -> tuple[str, ...]:
               help="CPUs of the local Ray runtime (default: all); estimate cells run this many at a time.")
 @click.option("--no-ray", is_flag=True, help="Run the cells one after another in this process instead of on Ray.")
 @click.option("--dry-run", is_flag=True, help="Print the cells (and which are done) and stop.")
-def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, targets: tuple[str, ...],
+def command(*, models: tuple[Path, ...], out_dir: Path | None, config: Path | None, targets: tuple[str, ...],
             modes: tuple[str, ...], dtypes: tuple[str, ...], threads: tuple[str, ...], opt_levels: tuple[str, ...],
             shapes: tuple[str, ...], runs: int | None, warmup: int | None, address: str | None,
             num_cpus: int | None, no_ray: bool, dry_run: bool) -> None:
-    """Run MODEL... x targets x modes x settings as a sweep of cells (see `layerscope sweep --help`)."""
+    """Run every MODEL on every target, mode and setting, one cell each (on Ray, or in this process with --no-ray),
+    into the folder -o DIR: a run file per cell, runs.parquet, layers.parquet, leaderboard.html. Rerun to resume."""
+    if out_dir is None:
+        raise click.UsageError("Missing option '-o' / '--output' (the sweep's folder).")
     request = SweepRequest(out_dir, models=models, config=config, targets=_split(targets), modes=_split(modes),
                            dtypes=_split(dtypes), threads=tuple(_int(t) for t in _split(threads)),
                            opt_levels=_split(opt_levels), shapes=parse_shapes(shapes), runs=runs, warmup=warmup,
@@ -73,6 +83,8 @@ def command(*, models: tuple[Path, ...], out_dir: Path, config: Path | None, tar
                f"{len(outcome.failed)} failed")
     click.echo(f"wrote {out_dir / RUNS_TABLE} ({result.rows} rows), {out_dir / LAYERS_TABLE} ({result.layer_rows} "
                f"rows), {out_dir / LEADERBOARD}")
+    for line in result.device_mismatches:
+        click.echo(f"WARNING: {line}.")
     failure = result.failure()
     if failure is not None:
         raise failure

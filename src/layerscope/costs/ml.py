@@ -84,7 +84,8 @@ def _count(value: Any) -> int:
 def _not_leaf(modes: Any) -> np.ndarray:
     """Which of the legacy ``nodes_modes`` (strings) are branches (not ``"LEAF"``)."""
     if isinstance(modes, np.ndarray):
-        return modes.reshape(-1).astype(str) != "LEAF"
+        branches: np.ndarray = modes.reshape(-1).astype(str) != "LEAF"
+        return branches
     return np.fromiter((mode != "LEAF" for mode in modes), dtype=bool, count=len(modes))
 
 

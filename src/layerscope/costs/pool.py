@@ -51,7 +51,7 @@ def interpolation_flops(mode: str, axes: int) -> int:
     """
     if mode == "nearest" or axes <= 0:
         return 1
-    taps = 4 ** axes if "cubic" in mode else 2 ** axes
+    taps: int = 4 ** axes if "cubic" in mode else 2 ** axes  # int ** int is typed Any (a negative power is a float)
     return 2 * taps - 1
 
 

@@ -140,7 +140,8 @@ class Track:
     @cached_property
     def busy_us(self) -> float:
         """The busy intervals' lengths added in time order (``0`` when idle)."""
-        return sum((self.end_us - self.start_us).tolist())
+        lengths_us: list[float] = (self.end_us - self.start_us).tolist()
+        return sum(lengths_us)
 
 
 @dataclass(frozen=True, eq=False)

@@ -76,7 +76,8 @@ def run_row(run: RunFile) -> dict[str, Any]:
     k = run.k_factor
     if k is not None:
         row.update({"k.value": k.k if k.estimated_us else None,
-                    "k.measured_us": k.measured_us, "k.estimated_us": k.estimated_us, "k.scope": k.scope})
+                    "k.measured_us": k.measured_us, "k.estimated_us": k.estimated_us, "k.scope": k.scope,
+                    "k.device_mismatch": k.mismatch})
     return row
 
 

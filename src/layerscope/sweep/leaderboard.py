@@ -33,7 +33,8 @@ th{background:#f4f4f4}td.l,th.l{text-align:left}
 <h2>{{ group.target }} &middot; {{ group.mode }}</h2>
 {% if group.mode == "profile" %}<p>Measured on ONNX Runtime on the machine that ran each cell, beside the estimate
 on {{ group.target }}; k = measured / estimated compares two devices unless the target is that machine (host).</p>
-{% endif %}<table><thead><tr><th>#</th><th class="l">model</th><th class="l">settings</th>
+{% endif %}{% for line in group.mismatches %}<p class="bad">WARNING: {{ line }}.</p>
+{% endfor %}<table><thead><tr><th>#</th><th class="l">model</th><th class="l">settings</th>
 <th>{{ "measured ms" if group.mode == "profile" else "estimated ms" }}</th>
 {% if group.mode == "profile" %}<th>estimated ms</th><th>k</th>{% endif %}
 <th>GMACs</th><th>layers</th><th class="l">run file</th></tr></thead><tbody>
@@ -71,10 +72,13 @@ def render_leaderboard(rows: Sequence[SweepRow]) -> str:
         groups.setdefault((cell.target, cell.mode), []).append(_Ranked(
             sort=latency if latency is not None else float("inf"), model=name, settings=_settings(cell),
             latency=_ms(latency), estimate=_ms(summary.est_latency_us),
-            k=f"{factor.k:.2f}" if factor is not None and factor.estimated_us else "",
+            k=(f"{factor.k:.2f}" + (" *" if factor.mismatch else "")) if factor is not None and factor.estimated_us
+            else "", mismatch=factor.mismatch if factor is not None else None,
             gmacs=_num(summary.macs, 1e-9), layers=summary.layer_count if summary.layer_count is not None else "",
             run_file=row.run_file or ""))
-    ordered = [_Group(t, m, sorted(g, key=lambda r: (r.sort, r.model))) for (t, m), g in sorted(groups.items())]
+    ordered = [_Group(t, m, sorted(g, key=lambda r: (r.sort, r.model)),
+                      tuple(dict.fromkeys(r.mismatch for r in g if r.mismatch)))
+               for (t, m), g in sorted(groups.items())]
     counts = {"ok": sum(len(g) for g in groups.values()),
               "failed": sum(1 for r in rows if r.status == "failed"),
               "missing": sum(1 for r in rows if r.status == "missing"), "total": len(rows)}
@@ -91,6 +95,7 @@ class _Ranked:
     latency: str
     estimate: str
     k: str
+    mismatch: str | None
     gmacs: str
     layers: int | str
     run_file: str
@@ -101,6 +106,8 @@ class _Group:
     target: str
     mode: str
     rows: list[_Ranked]
+    #: The device-mismatch lines of the group's k (a k marked ``*`` compares two devices).
+    mismatches: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -117,12 +117,27 @@ def _mark_running(marker: Path) -> bool:
     return True
 
 
+#: ONNX Runtime's exception classes (``onnxruntime.capi.onnxruntime_pybind11_state``) that mean the runtime
+#: rejected the model or its inputs: bad input (exit 2), as the CLI reports them, not a failure of ours.
+RUNTIME_REJECTIONS = frozenset({"Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NoSuchFile",
+                                "NotImplemented"})
+
+
+def exit_code_of(exc: BaseException) -> int:
+    """The CLI's exit code for ``exc``: a :class:`LayerscopeError`'s own; 2 for an ONNX Runtime rejection that
+    escaped unwrapped (:data:`RUNTIME_REJECTIONS`); 1 for anything else."""
+    if isinstance(exc, LayerscopeError):
+        return exc.exit_code
+    kind = type(exc)
+    return 2 if kind.__module__.startswith("onnxruntime") and kind.__name__ in RUNTIME_REJECTIONS else 1
+
+
 def failure(cell: Cell, exc: BaseException) -> CellOutcome:
-    """The outcome of ``cell`` failing with ``exc`` (``status`` ``failed``; ``exit_code`` as the CLI's)."""
+    """The outcome of ``cell`` failing with ``exc`` (``status`` ``failed``; ``exit_code`` as the CLI's:
+    :func:`exit_code_of`)."""
     message = (str(exc) or type(exc).__name__).strip().splitlines()
     return CellOutcome(cell.key, "failed", cell=cell.to_dict(), error=message[0] if message else type(exc).__name__,
-                       error_type=type(exc).__name__,
-                       exit_code=exc.exit_code if isinstance(exc, LayerscopeError) else 1)
+                       error_type=type(exc).__name__, exit_code=exit_code_of(exc))
 
 
 def store(out_dir: Path, cell: Cell, outcome: CellOutcome) -> CellOutcome:

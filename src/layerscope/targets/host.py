@@ -45,7 +45,8 @@ import numpy as np
 from layerscope.costs.types import UnitKind
 from layerscope.errors import BackendUnavailable, OutputError
 from layerscope.fileio import write_atomic
-from layerscope.targets.profile import HOST_NAME, Profile
+from layerscope.targets.profile import HOST_NAME as HOST_NAME  # noqa: PLC0414 (explicit re-export, PEP 484)
+from layerscope.targets.profile import Profile
 from layerscope.targets.schema import profile_from_mapping, read_toml
 
 PROBE_VERSION = 2

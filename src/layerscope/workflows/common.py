@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import InputError
-from layerscope.model import load_model
 from layerscope.model.types import Graph
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 #: Option destination (click's name for it) -> the request field and API parameter that holds it.
 RENAMED: Mapping[str, str] = {"input_specs": "inputs", "backend_name": "backend", "predictor_path": "predictor",
                               "fmt": "format", "run_path": "run", "model_path": "model", "board_table": "board",
-                              "address": "ray_address"}
+                              "address": "ray_address", "sweep_axes": "sweep"}
 
 #: update(phase, done, total): what measuring code calls as it goes.
 PhaseUpdate = Callable[[str, float, float], None]
@@ -114,6 +113,7 @@ def load_graph(model: PathLike, shapes: Mapping[str, tuple[int, ...]], dims: Map
     """``model`` loaded with ``--shape`` and ``--dim`` values; ``inputs`` (``--input`` specs, the rest seeded random
     values) feed it only when its shapes must be observed by running it, which imports the inputs module only
     then. ``hooks.loaded`` is told."""
+    from layerscope.model import load_model  # onnx: not for the use cases that read run files only
 
     def feeds(tensors: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
         from layerscope.measure.inputs import feeder

@@ -19,7 +19,7 @@ from typing import Any
 
 from layerscope.errors import BackendUnavailable, InputError, LayerscopeError, OutputError
 from layerscope.fileio import write_atomic
-from layerscope.sweep.dataset import gather
+from layerscope.sweep.dataset import SweepRow, gather
 from layerscope.sweep.executor import SweepOutcome, run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
 from layerscope.sweep.plan import Cell, SweepSpec, expand, load_spec
@@ -63,7 +63,9 @@ class SweepRequest:
 class SweepResult:
     """The sweep's cells and, per cell, whether its run file was there before (``dry_run``) or is there now;
     ``outcome`` (``None`` for a dry run): the cells skipped as done, run now, failed; ``rows`` and
-    ``layer_rows``: the rows of the runs and layers tables written."""
+    ``layer_rows``: the rows of the runs and layers tables written; ``device_mismatches``: one line per distinct
+    device mismatch among the done cells' k (a profile cell on a non-host target measures the machine that ran
+    it: its k compares two devices), with how many cells it concerns."""
 
     out_dir: Path
     cells: tuple[Cell, ...]
@@ -71,6 +73,7 @@ class SweepResult:
     outcome: SweepOutcome | None = None
     rows: int = 0
     layer_rows: int = 0
+    device_mismatches: tuple[str, ...] = ()
 
     def failure(self) -> LayerscopeError | None:
         """The error the failed cells add up to, of the worst one's kind (3 an unavailable backend, 2 bad input, 1 a
@@ -136,7 +139,17 @@ def _run(cells: Sequence[Cell], out_dir: Path, *, address: str | None, num_cpus:
     rows, layer_rows = gather(cells, out_dir)
     write_atomic(out_dir / LEADERBOARD, render_leaderboard(rows))
     return SweepResult(out_dir, tuple(cells), tuple(is_done(out_dir, cell) for cell in cells), outcome, len(rows),
-                       layer_rows)
+                       layer_rows, _device_mismatches(rows))
+
+
+def _device_mismatches(rows: Sequence[SweepRow]) -> tuple[str, ...]:
+    """One line per distinct device mismatch of the done cells' k, prefixed with the number of cells it concerns."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        factor = row.run.k_factor if row.run is not None else None
+        if factor is not None and factor.mismatch:
+            counts[factor.mismatch] = counts.get(factor.mismatch, 0) + 1
+    return tuple(f"{n} cell(s): {line}" for line, n in counts.items())
 
 
 def _remove_markers(out_dir: Path, cells: Sequence[Cell]) -> None:
@@ -181,7 +194,7 @@ def _folder_lock(out_dir: Path) -> Iterator[None]:
             handle.seek(0)
             holder = handle.read().strip() or "?"
             raise InputError(f"{out_dir}: another layerscope sweep (process {holder}) is running in this folder; "
-                             "wait for it to finish, or give another -o/--out") from None
+                             "wait for it to finish, or give another -o/--output") from None
         handle.seek(0)
         handle.truncate()
         handle.write(str(os.getpid()))
