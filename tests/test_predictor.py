@@ -262,7 +262,7 @@ def test_calibrate_kernels_cli_writes_a_predictor(tmp_path: Path, capsys: pytest
     model.write_bytes(conv_kernel(28, 16, 32, k=3, stride=1, depthwise=False, bn=True, act="relu").model_bytes)
     assert main(["calibrate", "--kernels", str(model), "--budget", "4s", "--families", "pool,concat", "--visits", "2",
                  "--cache", str(tmp_path / "cache"), "-o", str(out)]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # as read, whatever width the console wrapped it at
     assert "cross-validated error per family" in text and "predictor:" in text
     assert "in-model context NOT applied (kernels are summed as timed)" in text and "one calibration model" in text
     predictor = load_predictor(out)

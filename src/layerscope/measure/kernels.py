@@ -757,12 +757,11 @@ def _importable(module: str) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class OrtKernels:
-    """ONNX Runtime's kernels: its optimized graph's nodes, each timed by an
-    :class:`~layerscope.measure.runners.OrtRunner` (2 untimed runs before the first visit)."""
+class _OwnKernels:
+    """A runtime's own kernels: grouped as that runtime groups them (``grouping`` is its ``name``, the module it is
+    imported as), installed where that module imports."""
 
-    name: str = "onnxruntime"
+    name: str
 
     @property
     def grouping(self) -> str:
@@ -773,7 +772,15 @@ class OrtKernels:
         return True
 
     def installed(self) -> bool:
-        return _importable("onnxruntime")
+        return _importable(self.name)
+
+
+@dataclass(frozen=True)
+class OrtKernels(_OwnKernels):
+    """ONNX Runtime's kernels: its optimized graph's nodes, each timed by an
+    :class:`~layerscope.measure.runners.OrtRunner` (2 untimed runs before the first visit)."""
+
+    name: str = "onnxruntime"
 
     def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
         return OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
@@ -784,24 +791,13 @@ class OrtKernels:
 
 
 @dataclass(frozen=True)
-class OpenVinoKernels:
+class OpenVinoKernels(_OwnKernels):
     """OpenVINO's kernels on ``device`` with ``options``: its compiled runtime model's nodes, each kernel model
     compiled and timed by an :class:`OpenVinoKernelRunner`."""
 
     device: str = "CPU"
     options: OpenVinoOptions | None = None
     name: str = "openvino"
-
-    @property
-    def grouping(self) -> str:
-        return self.name
-
-    @property
-    def own_grouping(self) -> bool:
-        return True
-
-    def installed(self) -> bool:
-        return _importable("openvino")
 
     def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
         return OpenVinoKernelRunner(graph, config, make_inputs(graph), device=self.device, options=self.options,
