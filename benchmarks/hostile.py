@@ -224,7 +224,7 @@ def cases() -> list[Case]:
     add(Case("estimate --target /dev/zero", "special input",
              lambda f: ["estimate", str(_good_model(f)), "--target", "/dev/zero"]))
     add(Case("sweep config is a FIFO", "special input",
-             lambda f: ["sweep", str(_fifo(f, "sweep.toml")), "--out", str(f / "sweep")]))
+             lambda f: ["sweep", str(_fifo(f, "sweep.toml")), "-o", str(f / "sweep")]))
     add(Case("calibrate: a run's target names /dev/zero", "special input",
              lambda f: ["calibrate", str(_edited_run(f, _set_target_name("/dev/zero"))), "-o", str(f / "c.toml")]))
     # output places
