@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,9 @@ def test_a_sweep_in_this_process_then_a_dry_run_shows_it_done(tmp_path: Path,
     assert lines[-1] == "2 cells" and all(line.startswith("done ") for line in lines[:-1])
     assert main(["sweep", str(tmp_path / "none.onnx"), "-o", str(out), "--no-ray"]) == 2
     assert "none.onnx: no such model file" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "pipe.onnx")  # a special file is named for what it is, before anything opens it
+    assert main(["sweep", str(tmp_path / "pipe.onnx"), "-o", str(out), "--no-ray"]) == 2
+    assert "pipe.onnx: not a file (a FIFO, a device or a folder)" in capsys.readouterr().err
 
 
 def test_a_completed_sweep_removes_the_markers_killed_workers_left(tmp_path: Path) -> None:

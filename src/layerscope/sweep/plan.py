@@ -113,7 +113,8 @@ def expand(spec: SweepSpec) -> list[Cell]:
     for model in spec.models:
         path = Path(model).expanduser()
         if not path.is_file():
-            raise InputError(f"{model}: no such model file")
+            raise InputError(f"{model}: not a file (a FIFO, a device or a folder)" if path.exists() else
+                             f"{model}: no such model file")
         resolved = str(path.resolve())
         for target in spec.targets:
             base = Cell(model=resolved, target=target, mode="estimate", shapes=spec.shapes)
