@@ -191,3 +191,16 @@ def test_the_limit_option_raises_a_budget_and_refuses_nonsense(tmp_path: Path) -
     assert_one_line_error(run_limited(["--limit", "nodes=many", "estimate", str(model)]),
                           "LAYERSCOPE_LIMIT_NODES", "positive number")
     assert_one_line_error(run_limited(["--limit", "bogus=1", "estimate", str(model)]), "--limit", "nodes, elements")
+
+
+def test_a_small_file_read_under_a_large_limit_reserves_no_more_than_it_holds(tmp_path: Path) -> None:
+    """The vendor-file reader's 512 MiB cap is a limit, not an allocation: a 3-byte file reads under a 400 MiB
+    address-space limit (``read(limit + 1)`` reserved the whole limit up front)."""
+    small = tmp_path / "small.txt"
+    small.write_text("hi\n")
+    code = ("import resource\nresource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20))\n"
+            "from layerscope.fileio import read_text_limited\n"
+            f"print(repr(read_text_limited({str(small)!r}, 512 << 20)))\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(limits.__file__).parents[1]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "'hi\\n'", done.stderr[-400:]

@@ -8,7 +8,7 @@ import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from layerscope.errors import InputError, OutputError
 
@@ -163,9 +163,33 @@ def read_text_limited(path: str | os.PathLike[str], max_bytes: int, *, what: str
         raise InputError(f"{target}: {info.st_size} bytes is larger than the {max_bytes} bytes {what}")
     try:
         with target.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+            data = read_limited(handle, max_bytes)
     except OSError as exc:
         raise InputError(f"{target}: cannot read ({_reason(exc)})") from None
-    if len(data) > max_bytes:
+    if data is None:
         raise InputError(f"{target}: grew past {max_bytes} bytes while being read; not read")
     return data.decode("utf-8-sig", errors="replace")
+
+
+#: Bytes read per piece by :func:`read_limited`.
+READ_PIECE_BYTES = 1 << 22
+
+
+class Readable(Protocol):
+    """What :func:`read_limited` reads: a binary file, a ``gzip.GzipFile``."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def read_limited(stream: Readable, max_bytes: int) -> bytes | None:
+    """All of ``stream``, read :data:`READ_PIECE_BYTES` at a time; ``None`` as soon as it passes ``max_bytes``.
+    Nothing sized by the limit is reserved up front (``read(max_bytes + 1)`` allocates that much for a file of a
+    few bytes: a 512 MiB limit fails a small file under a 400 MiB address-space limit)."""
+    pieces: list[bytes] = []
+    total = 0
+    while piece := stream.read(READ_PIECE_BYTES):
+        total += len(piece)
+        if total > max_bytes:
+            return None
+        pieces.append(piece)
+    return b"".join(pieces)

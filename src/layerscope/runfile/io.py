@@ -30,10 +30,11 @@ from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import UnionType
-from typing import IO, TYPE_CHECKING, Any, Final, Literal, NoReturn, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Union, get_args, get_origin
 
 from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
+from layerscope.fileio import Readable, read_limited
 from layerscope.runfile import record
 from layerscope.runfile.models import Layer, Rows, RunFile, RunLike, Section
 
@@ -298,21 +299,13 @@ def _read_text(source: Path) -> str:
             return _read_limited(unzipped, " once decompressed").decode("utf-8")
 
 
-#: Bytes read per piece by :func:`_read_limited`.
-_READ_PIECE_BYTES = 1 << 22
-
-
-def _read_limited(stream: IO[bytes] | gzip.GzipFile, when: str) -> bytes:
-    """All of ``stream``, read :data:`_READ_PIECE_BYTES` at a time; ``ValueError`` as soon as it passes
+def _read_limited(stream: Readable, when: str) -> bytes:
+    """All of ``stream`` (:func:`layerscope.fileio.read_limited`); ``ValueError`` as soon as it passes
     :data:`MAX_RUN_BYTES` (``when`` says after what, e.g. decompression)."""
-    pieces: list[bytes] = []
-    total = 0
-    while piece := stream.read(_READ_PIECE_BYTES):
-        total += len(piece)
-        if total > MAX_RUN_BYTES:
-            raise ValueError(f"over {MAX_RUN_BYTES:,} bytes{when}")
-        pieces.append(piece)
-    return b"".join(pieces)
+    data = read_limited(stream, MAX_RUN_BYTES)
+    if data is None:
+        raise ValueError(f"over {MAX_RUN_BYTES:,} bytes{when}")
+    return data
 
 
 class _Finite:
