@@ -328,6 +328,18 @@ class YoloBuilder(GraphBuilder):
         with self.scope("proj"):
             return self.conv_block(y, c, act=False)
 
+    def psa_block(self, x: str, c: int) -> str:
+        """A ``PSABlock`` on ``x`` (c channels) in the current scope: x + attn(x) (:meth:`psa_attention`, c // 64
+        heads), then x + ffn(x) (1x1 to 2c, SiLU, 1x1 to c)."""
+        with self.scope("attn"):
+            attn = self.psa_attention(x, c // 64)
+        x = self.add(x, attn)
+        with self._seq_item("ffn", 0):
+            f = self.conv_block(x, 2 * c)
+        with self._seq_item("ffn", 1):
+            f = self.conv_block(f, c, act=False)
+        return self.add(x, f)
+
     def c2psa(self, x: str, n: int, e: float = 0.5) -> str:
         """YOLO11 ``C2PSA``: cv1 to 2c (c = c1 * e), Split, n ``PSABlock`` (heads c // 64) on the second
         part, Concat, cv2 back to c1. A PSABlock: x + attn(x), then x + ffn(x) (1x1 to 2c, SiLU, 1x1 to c).
@@ -339,14 +351,7 @@ class YoloBuilder(GraphBuilder):
         a, b = self.split(y, [c, c], axis=1)
         for i in range(n):
             with self._seq_item("m", i):
-                with self.scope("attn"):
-                    attn = self.psa_attention(b, c // 64)
-                b = self.add(b, attn)
-                with self._seq_item("ffn", 0):
-                    f = self.conv_block(b, 2 * c)
-                with self._seq_item("ffn", 1):
-                    f = self.conv_block(f, c, act=False)
-                b = self.add(b, f)
+                b = self.psa_block(b, c)
         cat = self.concat([a, b], axis=1)
         with self.scope("cv2"):
             return self.conv_block(cat, c1)
@@ -574,14 +579,7 @@ class YoloBuilder(GraphBuilder):
         with self.scope("cv1"):
             y = self.conv_block(x, 2 * c)
         a, b = self.split(y, [c, c], axis=1)
-        with self.scope("attn"):
-            attn = self.psa_attention(b, c // 64)
-        b = self.add(b, attn)
-        with self._seq_item("ffn", 0):
-            f = self.conv_block(b, 2 * c)
-        with self._seq_item("ffn", 1):
-            f = self.conv_block(f, c, act=False)
-        b = self.add(b, f)
+        b = self.psa_block(b, c)
         cat = self.concat([a, b], axis=1)
         with self.scope("cv2"):
             return self.conv_block(cat, c1)
