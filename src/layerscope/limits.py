@@ -76,8 +76,12 @@ def check(name: str, value: float, what: str) -> None:
     (``"model.onnx: 10,000,000 nodes"``)."""
     allowed = limit(name)
     if value > allowed:
-        raise OverBudget(f"{what}: over the budget of {allowed:,.0f} {BUDGETS[name].unit}",
-                         hint=f"raise it with --limit {name}=N (or {BUDGETS[name].variable}=N) if this is meant")
+        raise OverBudget(f"{what}: over the budget of {allowed:,.0f} {BUDGETS[name].unit}", hint=raise_hint(name))
+
+
+def raise_hint(name: str) -> str:
+    """How to raise the budget ``name``: the hint of every :class:`OverBudget` on it."""
+    return f"raise it with --limit {name}=N (or {BUDGETS[name].variable}=N) if this is meant"
 
 
 def parse_assignment(text: str) -> tuple[str, str]:

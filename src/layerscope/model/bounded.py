@@ -58,7 +58,7 @@ def run_bounded(session: Any, feeds: Mapping[str, Any], *, what: str, output_nam
         raise limits.OverBudget(
             f"{what} ran for {time.monotonic() - started:,.1f} s, over the budget of {budget:,g} s, and was stopped "
             f"(a Loop whose trip count is set at run time, or a model this slow here)",
-            hint="raise it with --limit run_s=N (or LAYERSCOPE_LIMIT_RUN_S=N) if this is meant")
+            hint=limits.raise_hint("run_s"))
     if errors:
         raise errors[0]
     return outputs
