@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from layerscope.estimate import estimate_graph, simulate_timeline
+from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import onnx
 
-from layerscope.estimate import estimate_graph, simulate_timeline
+from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.model import Graph, load_model
 from layerscope.run import timeline_section
 from layerscope.samples.synthetic import LAYERS_PER_BLOCK, block_chain

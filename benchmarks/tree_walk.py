@@ -1,6 +1,6 @@
 """Tree-walk latency: ONNX Runtime's TreeEnsembleClassifier per node visit against layerscope's estimate.
 
-The figures behind :data:`layerscope.estimate.roofline.CACHED_LOAD_NS` and ``DRAM_LOAD_NS``: full binary trees (every
+The figures behind :data:`layerscope.estimator.roofline.CACHED_LOAD_NS` and ``DRAM_LOAD_NS``: full binary trees (every
 walk visits ``depth`` branch nodes and one leaf), node arrays from ~0.4 MB (in cache) to ~70 MB (in DRAM), timed on
 ONNX Runtime with one thread; per size, the median and fastest call, ns per visit, and the estimate on ``host``.
 
@@ -70,7 +70,7 @@ def time_ort(model: onnx.ModelProto, runs: int = 200) -> tuple[float, float]:
 def estimate_us(model: onnx.ModelProto) -> tuple[int, int, float]:
     """layerscope's chained loads, node-array bytes and estimated µs of the ensemble on ``host``."""
     from layerscope.costs import cost_graph
-    from layerscope.estimate import estimate_graph
+    from layerscope.estimator import estimate_graph
     from layerscope.model import load_model
     from layerscope.targets import load_profile
 

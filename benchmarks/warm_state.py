@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from bisect_accuracy import model_path
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import profile_segment_us
 from layerscope.measure.inputs import make_inputs

@@ -15,7 +15,7 @@ from tests.conftest import F32, I64, ModelWriter
 from layerscope.analysis import rules as R
 from layerscope.analysis.findings import Finding, Severity
 from layerscope.cli.main import main
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.run import run_from_estimate, save_run
 from layerscope.targets import load_profile

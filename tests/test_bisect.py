@@ -17,7 +17,7 @@ from onnx.reference import ReferenceEvaluator
 
 from conftest import F32, ModelWriter, zoo
 from layerscope.errors import InputError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,

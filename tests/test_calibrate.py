@@ -16,7 +16,7 @@ from tests.conftest import F32, ModelWriter
 from layerscope.analysis import calibrate as C
 from layerscope.cli.main import main
 from layerscope.errors import InputError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.run import run_from_estimate, save_run
 from layerscope.targets import load_profile

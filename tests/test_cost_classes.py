@@ -16,8 +16,8 @@ from layerscope.costs import LayerCost, UnitKind, classify_costs, cost_graph, co
 from layerscope.costs._common import is_tensor_only, tensor_signature
 from layerscope.costs.registry import REGISTRY
 from layerscope.errors import LayerscopeError
-from layerscope.estimate import Bound, LayerEstimate, estimate_graph
-from layerscope.estimate.roofline import _renamed
+from layerscope.estimator import Bound, LayerEstimate, estimate_graph
+from layerscope.estimator.roofline import _renamed
 from layerscope.model import Graph, Node, TensorInfo, load_model
 from layerscope.targets import load_profile
 

@@ -17,7 +17,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.costs import LayerCost, UnitKind, cost_graph, is_known
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model import Graph, load_model
 from layerscope.targets import load_profile
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import zoo
 from layerscope.errors import RunFileError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig

@@ -13,7 +13,7 @@ from onnx import helper
 from conftest import F32, ZOO_MODELS, ModelWriter
 from layerscope.costs import cost_graph
 from layerscope.costs.types import UnitKind
-from layerscope.estimate import Bound, estimate_graph
+from layerscope.estimator import Bound, estimate_graph
 from layerscope.model import Graph, load_model
 from layerscope.targets import load_profile
 from layerscope.targets.profile import ComputeUnit, FallbackRule, Profile

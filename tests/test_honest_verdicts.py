@@ -14,7 +14,7 @@ from tests.conftest import F32, ModelWriter
 
 from layerscope.analysis import rules as R
 from layerscope.analysis.reconcile import reconcile_run, reconcile_section
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.report.analysis_terminal import reconcile_report
 from layerscope.report.views.coverage import coverage_text

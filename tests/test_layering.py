@@ -1,6 +1,6 @@
 """The data flow runs one way: no module imports a package above its own (DESIGN.md, STYLE.md).
 
-model ─▶ costs ─▶ targets ─▶ estimate ─▶ runfile ─▶ measure / run ─▶ runtimes ─▶ importers ─▶ analysis ─▶ report
+model ─▶ costs ─▶ targets ─▶ estimator ─▶ runfile ─▶ measure / run ─▶ runtimes ─▶ importers ─▶ analysis ─▶ report
 ─▶ workflows ─▶ cli
 (an importer of a runtime's profile maps its kernels with that runtime's fusion map, from ``measure``).
 Every import of a ``layerscope`` module counts, also one inside a function or under ``TYPE_CHECKING``: a type
@@ -21,11 +21,11 @@ PACKAGE = Path(layerscope.__file__).parent
 #: Rank of each top-level unit of the package; a module may import units of its own rank or below.
 RANKS: dict[str, int] = {
     "errors": 0, "fileio": 0, "rounding": 0, "stats": 0, "textsafe": 0, "tracing": 0, "samples": 0, "_lazy": 0,
-    "collector": 0, "limits": 0, "tempdirs": 0,
+    "collector": 0, "limits": 0, "tempdirs": 0, "version": 0,
     "model": 1,
     "costs": 2,
     "targets": 3,
-    "estimate": 4,
+    "estimator": 4,
     "runfile": 5,
     "measure": 6, "run": 6, "run_merge": 6,
     "runtimes": 7,
@@ -35,10 +35,8 @@ RANKS: dict[str, int] = {
     "workflows": 11, "api": 11, "sweep": 11,
     "cli": 12, "__main__": 12, "__init__": 12,
 }
-#: The one upward import allowed, and why: ``layerscope.estimate`` names both this package and the API's function
-#: (``layerscope.estimate(model, ...)``); Python binds the name to the package once it is imported, so the package
-#: is made callable and forwards the call, importing the API only then.
-ALLOWED = {("estimate/__init__.py", "api")}
+#: Upward imports allowed (none).
+ALLOWED: set[tuple[str, str]] = set()
 #: A report is a function of the saved run alone: what it needs (thresholds too) is in the run.
 FORBIDDEN = {"report": {"measure", "importers", "run"}}
 
@@ -85,3 +83,85 @@ def test_imports_point_down_the_data_flow(path: Path) -> None:
 def test_the_check_sees_an_upward_import() -> None:
     tree = ast.parse("def f():\n    from layerscope.report.html import render\n")
     assert _imported_units(tree) == {"report"}
+
+
+def _module_name(path: Path) -> str:
+    parts = ("layerscope", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imported_modules(path: Path, known: set[str]) -> set[str]:
+    """The ``layerscope`` modules ``path`` imports (anywhere in it): ``from a.b import c`` is module ``a.b.c`` when
+    that is a module, else ``a.b``; the package ``layerscope`` itself (run by every import) is left out."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            module = name
+            while module and module not in known:
+                module = module.rpartition(".")[0]
+            if module and module != "layerscope":
+                found.add(module)
+    return found
+
+
+def _cycles_across_packages(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` (module -> modules it imports) that hold modules of more
+    than one unit (``layerscope.X``): import circles between packages."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(start: str) -> None:  # Tarjan's algorithm, iterative (a deep import chain must not recurse)
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len({m.split(".")[1] for m in component if m.count(".")}) > 1:
+                    found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circle_between_packages() -> None:
+    paths = {_module_name(p): p for p in _modules()}
+    graph = {name: _imported_modules(path, set(paths)) - {name} for name, path in paths.items()}
+    assert _cycles_across_packages(graph) == []
+
+
+def test_the_check_sees_a_circle_between_packages() -> None:
+    graph = {"layerscope.api": {"layerscope.sweep.tasks"}, "layerscope.sweep.tasks": {"layerscope.api"},
+             "layerscope.report.a": {"layerscope.report.b"}, "layerscope.report.b": {"layerscope.report.a"}}
+    assert _cycles_across_packages(graph) == [["layerscope.api", "layerscope.sweep.tasks"]]

@@ -29,7 +29,7 @@ from layerscope.analysis.predictor import (
 from layerscope.analysis.trees import Ensemble, Tree, dump_forest, dump_gbr
 from layerscope.cli.main import main
 from layerscope.errors import InputError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     FAMILIES,

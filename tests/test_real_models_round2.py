@@ -22,8 +22,8 @@ from conftest import F32, I64, ModelWriter
 from layerscope.cli.main import main
 from layerscope.costs import cost_graph
 from layerscope.costs.weights import is_learned, unique_params
-from layerscope.estimate import estimate_graph
-from layerscope.estimate.roofline import CACHED_LOAD_NS, DRAM_LOAD_NS
+from layerscope.estimator import estimate_graph
+from layerscope.estimator.roofline import CACHED_LOAD_NS, DRAM_LOAD_NS
 from layerscope.measure.inputs import make_inputs
 from layerscope.model import load_model
 from layerscope.model.ml_domain import ml_domain_ops, openvino_ml_failure

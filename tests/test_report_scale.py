@@ -21,7 +21,7 @@ import onnx
 import pytest
 from playwright.sync_api import Browser
 
-from layerscope.estimate import estimate_graph, simulate_timeline
+from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.model import load_model
 from layerscope.report.html import GRAPH_MAX_LAYERS, render_html
 from layerscope.report.views.layers import MAX_BLOCKS, layer_blocks

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import zoo
 from layerscope.errors import RunFileError
-from layerscope.estimate import estimate_graph
-from layerscope.estimate.types import Estimate
+from layerscope.estimator import estimate_graph
+from layerscope.estimator.types import Estimate
 from layerscope.importers import build_run
 from layerscope.importers.types import EntryKind, ImportResult, TimeStats, VendorEntry
 from layerscope.measure.inputs import make_inputs

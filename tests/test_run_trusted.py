@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import zoo
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.run import estimate_run
 from layerscope.runfile.io import dump_text, run_text
@@ -90,7 +90,7 @@ def test_a_loop_bodys_layers_equal_the_validated_ones(tmp_path: Path) -> None:
 def test_a_timeline_run_equals_the_validated_one(model: str, target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The timeline's spans and busy intervals are trusted rows, written row by row inside their section: the
     values validation gives (exact types), and the bytes of the whole-document writer."""
-    from layerscope.estimate.timeline import simulate_timeline
+    from layerscope.estimator.timeline import simulate_timeline
     from layerscope.run import add_timeline, timeline_section
 
     graph = load_model(zoo(model))
@@ -202,7 +202,7 @@ def test_trusted_rows_equal_trusted_sections_one_by_one() -> None:
 def test_a_timelines_rows_are_held_as_columns_and_written_without_being_made(monkeypatch: pytest.MonkeyPatch) -> None:
     """A timeline's spans and busy intervals are :class:`Rows` (columns): the run is written from the columns, no
     section of them made, in the bytes of the whole-document writer."""
-    from layerscope.estimate.timeline import simulate_timeline
+    from layerscope.estimator.timeline import simulate_timeline
     from layerscope.run import add_timeline
     from layerscope.runfile.models import Rows
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.errors import RunFileError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.run import estimate_run, load_run, save_run
 from layerscope.runfile import io as runfile_io

@@ -17,7 +17,7 @@ from conftest import F32, I64, ModelWriter, zoo
 from layerscope.cli.main import main
 from layerscope.costs import cost_graph
 from layerscope.errors import ShapeError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.inputs import feeder, make_inputs, random_array
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig

@@ -15,9 +15,9 @@ from conftest import F32, I64, ModelWriter
 from layerscope.cli.main import main
 from layerscope.costs import cost_graph
 from layerscope.costs.weights import shared_weights, unique_params, unique_weight_bytes, weight_identities
-from layerscope.estimate import estimate_graph
-from layerscope.estimate.memory import static_bytes
-from layerscope.estimate.roofline import plan_shared_weights
+from layerscope.estimator import estimate_graph
+from layerscope.estimator.memory import static_bytes
+from layerscope.estimator.roofline import plan_shared_weights
 from layerscope.model import load_model
 from layerscope.run import estimate_run, load_run
 from layerscope.targets import load_profile

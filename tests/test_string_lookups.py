@@ -15,7 +15,7 @@ from layerscope.analysis.compare import compare_runs
 from layerscope.analysis.diagnose import diagnose
 from layerscope.analysis.reconcile import reconcile_run
 from layerscope.analysis.rules import RuleContext, run_rules
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig

@@ -13,9 +13,9 @@ from onnx import helper
 
 from conftest import F32, ZOO_MODELS, ModelWriter, zoo
 from layerscope.cli.main import main
-from layerscope.estimate import Timeline, core_share, deployed_bytes, estimate_graph, simulate_timeline
-from layerscope.estimate.memory import Buffer, BufferKind, peak_bytes
-from layerscope.estimate.timeline import LOAD, STORE, default_cores
+from layerscope.estimator import Timeline, core_share, deployed_bytes, estimate_graph, simulate_timeline
+from layerscope.estimator.memory import Buffer, BufferKind, peak_bytes
+from layerscope.estimator.timeline import LOAD, STORE, default_cores
 from layerscope.model import Graph, load_model
 from layerscope.run import load_run, timeline_section
 from layerscope.samples import sample_path

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from conftest import zoo
-from layerscope.estimate import simulate_timeline
-from layerscope.estimate.memory import Buffer, BufferKind, live_buffers, peak_bytes
-from layerscope.estimate.roofline import resident_tensors
-from layerscope.estimate.timeline import LOAD, STORE, Interval, Timeline
+from layerscope.estimator import simulate_timeline
+from layerscope.estimator.memory import Buffer, BufferKind, live_buffers, peak_bytes
+from layerscope.estimator.roofline import resident_tensors
+from layerscope.estimator.timeline import LOAD, STORE, Interval, Timeline
 from layerscope.model import load_model
 from layerscope.rounding import rounded, rounded_or_none
 from layerscope.samples import sample_path

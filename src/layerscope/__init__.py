@@ -15,8 +15,7 @@ import os
 from typing import TYPE_CHECKING
 
 from layerscope._lazy import from_module, lazy_names
-
-__version__ = "0.1.0"
+from layerscope.version import __version__
 
 #: ONNX Runtime's telemetry writes a device id and an event database under ``~/.cache/Microsoft`` as soon as it is
 #: imported: a measurement tool writes only where it is told. Off unless the caller set the variable itself

@@ -33,23 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import InputError
 from layerscope.report.renderers import RENDERERS, format_of, get_renderer
-from layerscope.runfile.derived import KFactor, layer_shares, scale_factor, time_basis
+from layerscope.runfile.derived import KFactor, layer_rows, scale_factor
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from layerscope.measure.stress import StressSpec
-    from layerscope.runfile.models import RunFile, RunLike
+    from layerscope.runfile.models import RunFile
     from layerscope.workflows.calibrate import CalibrateResult
     from layerscope.workflows.lint import LintResult
     from layerscope.workflows.sweep import SweepResult
 
 PathLike = str | os.PathLike[str]
 
-#: Layer fields that are the layer's identity, not a quantity.
-_IDENTITY = ("id", "name", "op_type", "domain", "shape_source")
-#: Layer fields that are lists of names or shapes: left out of the frame (the run file keeps them).
-_STRUCTURE = ("inputs", "outputs", "output_shapes", "observed")
 #: Report formats :meth:`Run.report` renders (:data:`layerscope.report.renderers.RENDERERS`), with the file suffix
 #: each is written under.
 REPORT_FORMATS = {name: renderer.suffix for name, renderer in RENDERERS.items()}
@@ -105,29 +101,10 @@ class Run:
             import pandas as pd
         except ImportError:
             raise InputError("layers_frame needs pandas", hint="pip install 'layerscope[pandas]'") from None
-        rows = layer_rows(self.document)
+        from layerscope.runfile.io import as_run
+
+        rows = layer_rows(as_run(self.document))
         return pd.DataFrame(rows)
-
-
-def layer_rows(run: RunLike) -> list[dict[str, Any]]:
-    """One dict per layer of a run (typed, or its document), with the namespaced columns of
-    :meth:`Run.layers_frame` (scalars only; what a layer lacks is absent from its dict)."""
-    from layerscope.runfile.io import as_run
-
-    typed = as_run(run)
-    dumped = [layer.model_dump(mode="json", exclude_unset=True) for layer in typed.layers]
-    shares = layer_shares(typed.layers, time_basis(typed))
-    rows = []
-    for layer, fields, share in zip(typed.layers, dumped, shares, strict=True):
-        row: dict[str, Any] = {key: fields.get(key) for key in _IDENTITY}
-        for key, value in fields.items():
-            if key in ("estimate", "measured") and isinstance(value, Mapping):
-                prefix = "est" if key == "estimate" else "meas"
-                row.update({f"{prefix}.{k}": v for k, v in value.items() if _scalar(v)})
-            elif key not in _IDENTITY and key not in _STRUCTURE and _scalar(value):
-                row[f"cost.{key}"] = value
-        rows.append({**row, "meas.time_us": layer.measured_us, "share": share})
-    return rows
 
 
 def load(path: PathLike) -> Run:
@@ -405,7 +382,3 @@ def _as_saved(document: Mapping[str, Any]) -> dict[str, Any]:
 
     loaded: dict[str, Any] = json.loads(json.dumps(document, allow_nan=False))
     return loaded
-
-
-def _scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)

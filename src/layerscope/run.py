@@ -78,7 +78,6 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerscope import __version__
 from layerscope.collector import collector_paused
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
@@ -112,11 +111,12 @@ from layerscope.runfile.models import (
     latency_samples,
 )
 from layerscope.runfile.models import Timeline as TimelineSection
+from layerscope.version import __version__
 
 if TYPE_CHECKING:  # annotations only: reading and writing run files needs none of these modules
     from layerscope.costs.types import LayerCost
-    from layerscope.estimate.timeline import Schedule, Timeline, Track
-    from layerscope.estimate.types import Estimate
+    from layerscope.estimator.timeline import Schedule, Timeline, Track
+    from layerscope.estimator.types import Estimate
     from layerscope.measure.profile import Measurement, PartialProfile
     from layerscope.model.types import Graph, Node
     from layerscope.model.types import TensorInfo as GraphTensor
@@ -298,7 +298,7 @@ def _weights_summary(graph: Graph, estimate: Estimate, profile: Profile) -> dict
     ``shared_weights`` when several accelerator layers read one tensor (:func:`plan_shared_weights`, as the
     estimate applied it)."""
     from layerscope.costs.weights import unique_params, unique_weight_bytes, weight_identities
-    from layerscope.estimate.roofline import plan_shared_weights
+    from layerscope.estimator.roofline import plan_shared_weights
 
     identities = weight_identities(graph)
     per_use = sum(c.params for c in estimate.costs)

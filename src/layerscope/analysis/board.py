@@ -171,7 +171,7 @@ def model_path(entry: BoardEntry) -> Path:
 
 def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]:
     """Each entry's model estimated on ``profile`` (its default dtype), paired with its board latency."""
-    from layerscope.estimate import estimate_graph
+    from layerscope.estimator import estimate_graph
     from layerscope.model import load_model
     from layerscope.run import estimate_run
 

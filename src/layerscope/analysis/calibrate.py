@@ -2,7 +2,7 @@
 type where the runs hold enough evidence, per-layer overhead and DDR bandwidth, fitted by non-negative least
 squares.
 
-The roofline (:mod:`layerscope.estimate.roofline`) gives each layer ``max(compute, load + store) + overhead``.
+The roofline (:mod:`layerscope.estimator.roofline`) gives each layer ``max(compute, load + store) + overhead``.
 A run estimated on a base profile stores, per layer, ``compute_us`` (C) and ``load_us + store_us`` (M). With
 the profile's efficiency of a unit scaled by ``1 / s``, its ``op_efficiency`` for an op type by ``1 / k`` and
 its attainable DDR bandwidth by ``1 / d``, the same roofline gives ``t = max(s_g * k_op * C, d * M) + o_g`` for

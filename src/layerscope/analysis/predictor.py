@@ -43,8 +43,8 @@ import numpy as np
 from layerscope.analysis.fusion_rules import FUSION_SOURCES, FusionRules
 from layerscope.analysis.trees import Ensemble, dump_gbr
 from layerscope.errors import BackendUnavailable, InputError
-from layerscope.estimate import estimate_graph
-from layerscope.estimate.types import Bound, Estimate
+from layerscope.estimator import estimate_graph
+from layerscope.estimator.types import Bound, Estimate
 from layerscope.fileio import write_atomic
 from layerscope.measure.kernels import FAMILIES, KernelRunner, KernelTiming, OrtKernels, kernel_family
 from layerscope.measure.session import SessionConfig

@@ -58,7 +58,7 @@ LANE_MIN_SHARE = 0.002
 #: Channel counts below this are set by the task (score maps, box coordinates, DFL), not by the designer.
 LANE_MIN_CHANNELS = 8
 NORM_SHARE = 0.05
-#: Bytes per element of the profiles' dtypes (as :func:`layerscope.estimate.roofline.deployed_bytes` stores them).
+#: Bytes per element of the profiles' dtypes (as :func:`layerscope.estimator.roofline.deployed_bytes` stores them).
 DEPLOYED_SIZE: Mapping[str, int] = {"int8": 1, "uint8": 1, "int4": 1, "fp8": 1, "int16": 2, "fp16": 2, "bf16": 2,
                                     "fp32": 4, "tf32": 4}
 
@@ -452,7 +452,7 @@ def _estimate_bottleneck(ctx: RuleContext, node: Node, in_shape: tuple[int, ...]
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from layerscope.estimate import estimate_graph
+    from layerscope.estimator import estimate_graph
     from layerscope.model import load_model
 
     assert ctx.profile is not None
@@ -486,7 +486,7 @@ def _deployed_weight_bytes(ctx: RuleContext, layer: Layer, dtype: str) -> int:
     integer ones at their own size, as the estimate counts them; from the graph when it is loaded, else scaled
     from the model's bytes by the layer's dtype."""
     from layerscope.costs import constant_elements_read
-    from layerscope.estimate.roofline import deployed_bytes
+    from layerscope.estimator.roofline import deployed_bytes
 
     node, graph = ctx.node(str(layer.id)), ctx.graph
     if node is not None and graph is not None:
@@ -787,7 +787,7 @@ def fp32_dtype(ctx: RuleContext) -> list[Finding]:
     peak_ratio = round((profile.peak_ops_per_s(best) or 0.0) / rate, 3) if rate else None
     evidence: dict[str, Any] = {"dtype": current, "faster_dtype": best, "peak_ratio": peak_ratio}
     if ctx.graph is not None:
-        from layerscope.estimate import estimate_graph
+        from layerscope.estimator import estimate_graph
 
         now = estimate_graph(ctx.graph, profile, current).latency_us
         then = estimate_graph(ctx.graph, profile, best).latency_us

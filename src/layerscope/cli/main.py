@@ -26,11 +26,12 @@ from typing import NoReturn
 
 import click
 
-from layerscope import __version__, limits
+from layerscope import limits
 from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
 from layerscope.tempdirs import remove_orphans
 from layerscope.textsafe import terminal_text
+from layerscope.version import __version__
 
 #: Subcommand name -> the module defining it as ``command``. Modules are imported only when their
 #: command runs (or help lists them), so ``layerscope estimate`` does not pay for onnxruntime or Jinja.

@@ -38,7 +38,7 @@ class LayerCost:
     op: then only bytes are counted and ``flops`` is an elementwise guess (one per output element).
     ``chained_loads``: loads each of which needs the value the previous one brought (a tree ensemble's node visits:
     the next node's index is in the node just read), per inference; their latency, not the unit's rate, bounds the
-    layer (:mod:`layerscope.estimate.roofline`); ``chained_bytes``: the bytes those loads range over (the node
+    layer (:mod:`layerscope.estimator.roofline`); ``chained_bytes``: the bytes those loads range over (the node
     arrays), which decide how many of them hit a cache.
     """
 

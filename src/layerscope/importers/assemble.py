@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layerscope import __version__
 from layerscope.costs import LayerCost, cost_graph
 from layerscope.errors import RunFileError
 from layerscope.importers import ort
@@ -64,6 +63,7 @@ from layerscope.runfile.models import (
     Unmatched,
     VendorMeasurement,
 )
+from layerscope.version import __version__
 
 
 @dataclass(frozen=True)

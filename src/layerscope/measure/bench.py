@@ -38,7 +38,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from layerscope import __version__
 from layerscope.costs import cost_graph
 from layerscope.measure.cputime import CpuClock
 from layerscope.measure.inputs import ModelInputs
@@ -47,6 +46,7 @@ from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
 from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, Tool, latency_samples
 from layerscope.stats import LatencyStats, drift, summarize
+from layerscope.version import __version__
 
 __all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "Phase", "ProcessUsage",
            "ProgressFn", "StreamResult", "available_cores", "peak_rss_bytes", "run_bench", "run_from_bench"]

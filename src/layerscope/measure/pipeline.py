@@ -620,7 +620,7 @@ def profile(fn: PipelineFn, model: str | os.PathLike[str], *, runs: int = 20, wa
             shapes: Mapping[str, tuple[int, ...]] | None = None, dims: Mapping[str, int] | None = None,
             seed: int = 0, name: str | None = None, progress: Progress | None = None) -> RunFile:
     """Profile ``fn`` around ``model`` and return the typed run (estimate on ``target``, measurement, pipeline)."""
-    from layerscope.estimate import estimate_graph
+    from layerscope.estimator import estimate_graph
     from layerscope.model import load_model
     from layerscope.run import estimate_run
     from layerscope.targets import load_profile

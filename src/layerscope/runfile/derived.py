@@ -400,3 +400,33 @@ def fused_group(run: Document, measured: LayerMeasured | Mapping[str, Any],
     if cache is not None:
         cache[kernel] = group
     return group
+
+
+#: Layer fields that are the layer's identity, not a quantity.
+_IDENTITY = ("id", "name", "op_type", "domain", "shape_source")
+#: Layer fields that are lists of names or shapes: left out of the frame (the run file keeps them).
+_STRUCTURE = ("inputs", "outputs", "output_shapes", "observed")
+
+
+def layer_rows(run: RunFile) -> list[dict[str, Any]]:
+    """One dict per layer of ``run``, with namespaced columns (scalars only; what a layer lacks is absent from its
+    dict): the identity fields, ``cost.*`` (the layer's own fields), ``est.*`` and ``meas.*`` (its estimate and
+    measurement), ``meas.time_us`` and ``share`` (of the run's time basis). The rows of ``Run.layers_frame`` and of
+    a sweep's ``layers.parquet``."""
+    dumped = [layer.model_dump(mode="json", exclude_unset=True) for layer in run.layers]
+    shares = layer_shares(run.layers, time_basis(run))
+    rows = []
+    for layer, fields, share in zip(run.layers, dumped, shares, strict=True):
+        row: dict[str, Any] = {key: fields.get(key) for key in _IDENTITY}
+        for key, value in fields.items():
+            if key in ("estimate", "measured") and isinstance(value, Mapping):
+                prefix = "est" if key == "estimate" else "meas"
+                row.update({f"{prefix}.{k}": v for k, v in value.items() if _scalar(v)})
+            elif key not in _IDENTITY and key not in _STRUCTURE and _scalar(value):
+                row[f"cost.{key}"] = value
+        rows.append({**row, "meas.time_us": layer.measured_us, "share": share})
+    return rows
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)

@@ -8,7 +8,8 @@ Contract:
   one level down), and ``k.*`` (k = measured / estimated as every report computes it: value, measured_us,
   estimated_us, scope);
 - ``layers.parquet``: one row per layer of every done cell: ``cell.key`` then the columns of
-  :func:`layerscope.api.layer_rows` (``id``, ``name``, ``op_type``, ``cost.*``, ``est.*``, ``meas.*``, ``share``);
+  :func:`layerscope.runfile.derived.layer_rows` (``id``, ``name``, ``op_type``, ``cost.*``, ``est.*``, ``meas.*``,
+  ``share``);
 - a column whose values mix types (a string beside numbers) is written as strings; an absent value is null.
 """
 
@@ -90,7 +91,7 @@ def gather(cells: Sequence[Cell], out_dir: Path) -> tuple[list[SweepRow], int]:
     except ImportError:
         raise BackendUnavailable("the sweep's dataset is written with pyarrow, which is not installed",
                                  hint="pip install 'pyarrow>=14'") from None
-    from layerscope.api import layer_rows
+    from layerscope.runfile.derived import layer_rows
     from layerscope.runfile.io import load
 
     rows: list[SweepRow] = []

@@ -98,7 +98,7 @@ def run_cell(cell: Cell, out_dir: str | None = None) -> CellOutcome:
             marker = None
         start = time.perf_counter()
         run = _run(cell)
-        return CellOutcome(cell.key, "ok", seconds=round(time.perf_counter() - start, 3), document=dict(run.document))
+        return CellOutcome(cell.key, "ok", seconds=round(time.perf_counter() - start, 3), document=run)
     except Exception as exc:
         return failure(cell, exc)
     finally:
@@ -162,12 +162,24 @@ def load_failure(out_dir: Path, cell: Cell) -> CellOutcome | None:
     return CellOutcome.from_record(record) if isinstance(record, dict) else None
 
 
-def _run(cell: Cell) -> Any:
-    from layerscope import api
+def _run(cell: Cell) -> dict[str, Any]:
+    """The run document of ``cell``: the use case its mode names, called as ``layerscope.estimate`` /
+    ``layerscope.profile`` call it, as its file reads back."""
+    from layerscope.workflows.common import Interrupted, checked_shapes
 
-    shapes = {name: list(dims) for name, dims in cell.shapes}
+    shapes = checked_shapes({name: list(dims) for name, dims in cell.shapes})
     if cell.mode == "estimate":
-        return api.estimate(cell.model, target=cell.target, shapes=shapes, dtype=cell.dtype)
-    return api.profile(cell.model, target=cell.target, shapes=shapes, runs=cell.runs or 20,
-                       warmup=cell.warmup if cell.warmup is not None else 5, threads=cell.threads or 0,
-                       opt_level=cell.opt_level or "all")
+        from layerscope.workflows.estimate import EstimateRequest, estimate
+
+        document = estimate(EstimateRequest(cell.model, target=cell.target, shapes=shapes, dtype=cell.dtype)).document()
+    else:
+        from layerscope.workflows.profile import ProfileRequest, profile
+
+        result = profile(ProfileRequest(cell.model, target=cell.target, shapes=shapes, runs=cell.runs or 20,
+                                        warmup=cell.warmup if cell.warmup is not None else 5,
+                                        threads=cell.threads or 0, opt_level=cell.opt_level or "all"))
+        if result.interrupted:
+            raise Interrupted(result.run, "interrupted")
+        document = result.run.to_json()
+    saved: dict[str, Any] = json.loads(json.dumps(document, allow_nan=False))
+    return saved

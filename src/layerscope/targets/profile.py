@@ -167,7 +167,7 @@ class Profile:
     ``fuse_elementwise``: the target's compiler fuses element-wise layers into the layer that produces their
     input (an NPU compiler runs a convolution's activation, its SiLU's Sigmoid and Mul, a residual Add in the
     convolution's pipeline): an accelerator tensor whose every reader is an element-wise accelerator layer among
-    the next :data:`layerscope.estimate.roofline.FUSION_WINDOW` layers stays on chip whatever its size.
+    the next :data:`layerscope.estimator.roofline.FUSION_WINDOW` layers stays on chip whatever its size.
     ``plan_sram``: the compiler plans on-chip memory over the whole graph: an activation stays on chip, from its
     producer to its last reader, whenever it fits half the SRAM beside the activations kept there already (else
     only an activation whose one reader is the next layer, and that fits half the SRAM alone, stays on chip).

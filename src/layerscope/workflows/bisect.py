@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.cuts import BOUNDARY_SHARE, CutPlanner
 from layerscope.measure.differential import (
     BisectConfig,

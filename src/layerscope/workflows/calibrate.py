@@ -53,7 +53,7 @@ from layerscope.analysis.predictor import (
     samples_from_timings,
 )
 from layerscope.errors import InputError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     FAMILIES,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import RunFileError
-from layerscope.estimate import estimate_graph
+from layerscope.estimator import estimate_graph
 from layerscope.model.types import Graph
 from layerscope.run import add_timeline, estimate_run
 from layerscope.runfile.models import RunFile, RunLike
@@ -72,7 +72,7 @@ def estimate(request: EstimateRequest, hooks: Hooks = QUIET) -> EstimateResult:
     estimate = estimate_graph(graph, profile, request.dtype)
     typed = estimate_run(graph, estimate, profile)
     if request.timeline:
-        from layerscope.estimate.timeline import simulate_timeline  # only --timeline schedules a frame
+        from layerscope.estimator.timeline import simulate_timeline  # only --timeline schedules a frame
 
         typed = add_timeline(typed, simulate_timeline(graph, profile, request.dtype, costs=estimate.costs,
                                                       estimate=estimate),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from layerscope.estimate import estimate_graph, simulate_timeline
+from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import PartialProfile
 from layerscope.measure.session import machine_info

@@ -36,7 +36,7 @@ import numpy as np
 from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
-from layerscope.estimate.types import Bound, Estimate, LayerEstimate
+from layerscope.estimator.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit

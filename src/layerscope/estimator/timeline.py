@@ -3,7 +3,7 @@ time, and the memory plan. Deterministic, an estimate, never a measurement.
 
 What the model assumes (also in the README, "NPU timeline and memory plan"):
 
-- **Per-layer costs come from the roofline** (:func:`layerscope.estimate.estimate_graph`, unchanged):
+- **Per-layer costs come from the roofline** (:func:`layerscope.estimator.estimate_graph`, unchanged):
   the compute time on the layer's unit, the overhead, and the DDR time of its loads (weights and
   inputs not resident on chip, weight passes included) and stores (outputs not resident), with the
   same on-chip residency policy and the same CPU fallback.
@@ -49,9 +49,9 @@ import numpy.typing as npt
 
 from layerscope.costs import cost_graph
 from layerscope.costs.types import LayerCost
-from layerscope.estimate.memory import MemoryPlan, plan_memory
-from layerscope.estimate.roofline import estimate_graph, resident_tensors
-from layerscope.estimate.types import Bound, Estimate, LayerEstimate
+from layerscope.estimator.memory import MemoryPlan, plan_memory
+from layerscope.estimator.roofline import estimate_graph, resident_tensors
+from layerscope.estimator.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import Graph
 from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit

@@ -1,7 +1,7 @@
 """The memory plan of one model: what it needs in DDR, by the categories of Horizon's compiler report.
 
 A liveness analysis along a schedule (each layer's active window ``[start_us, end_us]``, e.g. from
-:func:`layerscope.estimate.timeline.simulate_timeline`). Every activation tensor gets a *buffer*:
+:func:`layerscope.estimator.timeline.simulate_timeline`). Every activation tensor gets a *buffer*:
 
 - a zero-copy view (Reshape, Flatten, ...) shares the buffer of its input, so a chain of views is one
   buffer that lives until the last consumer of any of them;
@@ -38,8 +38,8 @@ from enum import StrEnum
 import numpy as np
 
 from layerscope.costs.weights import weight_identities
-from layerscope.estimate.roofline import deployed_bytes, element_bytes, float_element_bytes, is_float
-from layerscope.estimate.types import Bound, Estimate
+from layerscope.estimator.roofline import deployed_bytes, element_bytes, float_element_bytes, is_float
+from layerscope.estimator.types import Bound, Estimate
 from layerscope.model.types import Graph
 
 
@@ -229,7 +229,7 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
 
 
 class _FloatBytes(dict[str, int]):
-    """:func:`~layerscope.estimate.roofline.float_element_bytes` of each dtype, looked up once."""
+    """:func:`~layerscope.estimator.roofline.float_element_bytes` of each dtype, looked up once."""
 
     def __missing__(self, dtype: str) -> int:
         value = self[dtype] = float_element_bytes(dtype)
