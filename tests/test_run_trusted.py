@@ -221,7 +221,7 @@ def test_a_timelines_rows_are_held_as_columns_and_written_without_being_made(mon
         patched.setattr(Section, "trusted_rows", classmethod(refused))
         text = run_text(run)
     assert text == dump_text(run.to_json())  # pydantic's dump: every row made first
-    assert type(run.timeline.layers) is list  # read into its list for pydantic's dump
+    assert type(run.timeline.layers) is Rows  # pydantic's dump reads the rows; the section is not changed
 
 
 def test_rows_are_a_read_only_sequence_equal_to_their_sections() -> None:

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
+
 from layerscope.errors import RunFileError
-from layerscope.runfile import record
 from layerscope.runfile.io import describe
 from layerscope.runfile.models import FindingItem
 
@@ -92,7 +93,7 @@ class Finding:
             return cls.from_item(data)
         try:
             return cls.from_item(FindingItem.model_validate(dict(data)))
-        except record.ValidationError as exc:
+        except ValidationError as exc:
             raise RunFileError(f"malformed finding in the run file: {describe(exc)}") from None
 
 

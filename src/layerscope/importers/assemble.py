@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from layerscope.costs import LayerCost, cost_graph
 from layerscope.errors import RunFileError
 from layerscope.importers import ort
@@ -39,7 +41,6 @@ from layerscope.importers.ort_join import FusionJoin, fusion_resolutions
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
-from layerscope.runfile import record
 from layerscope.runfile.derived import FUSED_GROUP_INLINE_MAX, ScaledLayer, ScaleFactor, k_between, scale_layers
 from layerscope.runfile.io import describe
 from layerscope.runfile.models import (
@@ -102,7 +103,7 @@ def build_run(results: Sequence[ImportResult], graph: Graph | None = None) -> Im
     ``RunFileError`` (exit 2) naming the files when what they say makes no valid run (a negative time ...)."""
     try:
         return _build_run(results, graph)
-    except record.ValidationError as exc:
+    except ValidationError as exc:
         files = ", ".join(r.path for r in results) or "the imported files"
         raise RunFileError(f"{files}: the imported values make no valid run: {describe(exc)}",
                            hint="see `layerscope schema` for what a run holds") from None

@@ -166,8 +166,9 @@ def _runtime(run: Run) -> str:
     m = run.measurement
     if m is None:
         return "no measurement"
-    precision = f", precision {m.precision}" if getattr(m, "precision", None) else ""
-    return f"{m.backend} {m.backend_version}, {m.provider}, opt level {m.opt_level}{precision}"
+    precision = getattr(m, "precision", None)  # a vendor import's measurement has none
+    return f"{m.backend} {m.backend_version}, {m.provider}, opt level {m.opt_level}" + (
+        f", precision {precision}" if precision else "")
 
 
 def measured_layers_table(run: Run, top: int) -> Table:

@@ -39,8 +39,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from layerscope.errors import InputError, RunFileError
-from layerscope.runfile import record
 from layerscope.runfile.io import as_run, describe
 from layerscope.runfile.models import (
     BenchMeasurement,
@@ -71,7 +72,7 @@ def _typed(model: type[_M], value: _M | Mapping[str, Any], what: str) -> _M:
         return value
     try:
         return model.model_validate(dict(value), by_alias=True)
-    except record.ValidationError as exc:
+    except ValidationError as exc:
         raise RunFileError(f"{what}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 

@@ -24,23 +24,20 @@ import re
 import stat
 import struct
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from functools import cache
-from itertools import chain, repeat
+from itertools import chain
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from types import UnionType
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Union, get_args, get_origin
+from typing import Any, Final, Literal, NoReturn, Union, get_args, get_origin
+
+from pydantic import TypeAdapter, ValidationError
 
 from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
 from layerscope.fileio import Readable, read_limited
-from layerscope.runfile import record
 from layerscope.runfile.models import Layer, Rows, RunFile, RunLike, Section
-
-if TYPE_CHECKING:
-    from pydantic import TypeAdapter
-    from pydantic_core import ValidationError
 
 SCHEMA_VERSION: Final = 2
 #: Largest run file layerscope reads, decompressed (a gzip file that inflates past it is refused, not read): 16x the
@@ -160,7 +157,7 @@ def check(document: Mapping[str, Any], source: str | os.PathLike[str] = "run") -
     try:
         with collector_paused():  # a typed object per layer, kernel, span: none of them garbage
             return RunFile.from_json(dict(document))
-    except record.ValidationError as exc:
+    except ValidationError as exc:
         raise RunFileError(f"{source}: {describe(exc)}", hint="see `layerscope schema`") from None
 
 
@@ -180,7 +177,7 @@ def check_apart(document: Mapping[str, Any], source: str | os.PathLike[str] = "r
     try:
         with collector_paused():
             run = RunFile.from_json({**document, "layers": []})
-    except record.ValidationError as exc:
+    except ValidationError as exc:
         _refuse(document, source, exc)
     return run, _checked_layers(document, layers, source)
 
@@ -195,7 +192,7 @@ def _checked_layers(document: Mapping[str, Any], layers: Any, source: str | os.P
         try:
             with collector_paused():
                 typed = adapter.validate_python(part, strict=True, by_alias=True)
-        except record.ValidationError as exc:
+        except ValidationError as exc:
             _refuse(document, source, exc)
         yield typed
 
@@ -215,9 +212,7 @@ def layers_of(layers: Sequence[Any]) -> list[Layer]:
 
 @cache
 def _layers_adapter() -> TypeAdapter[list[Layer]]:
-    """The validator of a run's ``layers``, built on first use (not on import: most commands never need it)."""
-    from pydantic import TypeAdapter
-
+    """The validator and serializer of a run's ``layers``, built on first use."""
     return TypeAdapter(list[Layer])
 
 
@@ -926,20 +921,5 @@ _TEXT_JOINT = '","'
 
 
 def _encoded(values: Sequence[Any]) -> list[str]:
-    """Each of ``values`` as ``_LINE`` encodes it (the scalar types by :data:`_SCALAR`, the rest by one call of the
-    C encoder ``_LINE.encode`` makes, without the Python around it)."""
-    make = json.encoder.c_make_encoder  # type: ignore[attr-defined]
-    whole: Callable[[Any], str] = _LINE.encode
-    if make is not None:
-        encode = make({}, _LINE.default, json.encoder.encode_basestring, None, _LINE.key_separator,
-                      _LINE.item_separator, _LINE.sort_keys, _LINE.skipkeys, _LINE.allow_nan)
-        if all(type(v) is list for v in values):
-            return list(map("".join, map(encode, values, repeat(0))))
-        whole = lambda value: "".join(encode(value, 0))  # noqa: E731
-    return [_SCALAR.get(type(v), whole)(v) if type(v) is not float else whole(v) for v in values]
-
-
-#: How ``_LINE`` writes a value of these exact types (a float through ``_LINE``'s own check: :func:`_encoded`).
-_SCALAR: dict[type, Any] = {
-    int: int.__repr__, str: json.encoder.encode_basestring,
-    bool: lambda value: "true" if value else "false", type(None): lambda value: "null"}
+    """Each of ``values`` as ``_LINE`` encodes it."""
+    return list(map(_LINE.encode, values))

@@ -1,9 +1,9 @@
-"""Typed run file: one frozen record per section (:class:`~layerscope.runfile.record.Record`, validated, dumped and
-described by pydantic on first use), the published JSON Schema's source.
+"""Typed run file: one frozen pydantic model per section, the published JSON Schema's source.
 
 Contract:
-- every section is frozen and validates strictly (no string-to-number coercion; NaN and infinity refused; times,
-  counts and byte sizes non-negative and below :data:`MAX_US` / :data:`MAX_COUNT`, so a reader never overflows);
+- every section is a pydantic model (:class:`Section`): frozen, strict (no string-to-number coercion), NaN and
+  infinity refused; times, counts and byte sizes non-negative and below :data:`MAX_US` / :data:`MAX_COUNT`, so a
+  reader never overflows;
 - keys the sections do not name are kept (``extra="allow"``): commands add fields to their sections without a schema
   change, and a run written by a newer minor version still loads;
 - the core sections (model, target, layers with their cost, estimate and measurement, kernels, measurement,
@@ -11,20 +11,18 @@ Contract:
   comparison, pipeline, stress, bisect) are typed at their top level, with permissive inner parts;
 - ``measurement`` is a tagged union on ``kind``: ``kernel-profile`` (``layerscope profile`` / ``pipeline``),
   ``bench``, ``differential`` (``layerscope bisect``) and ``vendor-import`` (``layerscope import``);
-- sections layerscope makes of its own values are made without validation (:meth:`Section.trusted`), so that a
-  command that only writes a run (``estimate``) never imports pydantic; the tests check each of them against
-  validation (:data:`CHECK_TRUSTED`).
+- sections layerscope makes of its own values are made without validation (:meth:`Section.trusted`, pydantic's
+  ``model_construct`` contract); the tests check each of them against validation (:data:`CHECK_TRUSTED`).
 
-This module does without ``from __future__ import annotations``: its ~700 field annotations are objects when the
-classes are made, not strings evaluated when pydantic first needs them. Names not defined yet are quoted.
+This module does without ``from __future__ import annotations``: its field annotations are objects when the classes
+are made. Names not defined yet are quoted.
 """
 
 import os
-import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, Self, TypeVar, overload
 
-from layerscope.runfile.record import Field, Record, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, WrapSerializer, model_validator
 
 if TYPE_CHECKING:
     from layerscope.runfile.derived import KFactor
@@ -44,9 +42,11 @@ Rate = Annotated[float, Field(ge=0, le=1e18)]
 Dim = int | str | None
 
 
-class Section(Record):
-    """Base of every section: frozen, strict, finite numbers, unknown keys kept (:class:`Record`: the classes are
-    made without pydantic, which validates, dumps and describes them on first use)."""
+class Section(BaseModel):
+    """Base of every section: frozen, strict, finite numbers, unknown keys kept. Each class's validator and
+    serializer are built when first used (``defer_build``): most commands only make and write sections."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="allow", allow_inf_nan=False, defer_build=True)
 
     @classmethod
     def trusted(cls, fields: dict[str, Any]) -> Self:
@@ -64,28 +64,23 @@ class Section(Record):
 
     @classmethod
     def trusted_rows(cls, names: tuple[str, ...], rows: Iterable[Iterable[Any]]) -> list[Self]:
-        """``[cls.trusted(dict(zip(names, row))) for row in rows]`` (each row's values in the order of ``names``),
-        the defaults, the fresh empty lists and the shared set of names looked up once for all rows: a big model's
-        layers are made as rows, not as one dict each first."""
-        defaults = _DEFAULTS.get(cls)
-        if defaults is None:
-            fields = cls.model_fields
-            defaults = _DEFAULTS[cls] = (
-                {name: info.default for name, info in fields.items() if not info.mutable},
-                {name: info.default_value for name, info in fields.items() if info.mutable})
-        constant, mutable = defaults
-        fresh = [(name, make) for name, make in mutable.items() if name not in names]
-        names_set = _fields_set(names)
+        """``[cls.trusted(dict(zip(names, row))) for row in rows]`` (each row's values in the order of ``names``):
+        a big model's layers are made as rows, not as one dict each first. Each section is what pydantic's
+        ``model_construct(fields_set, **values)`` makes (its documented state: ``__dict__`` holding every field,
+        ``__pydantic_fields_set__``, ``__pydantic_extra__`` empty, ``__pydantic_private__`` ``None``), the defaults
+        looked up once for all rows."""
+        constant, fresh = _defaults(cls, names)
+        fields_set = _fields_set(names)
         new, put = cls.__new__, object.__setattr__
         sections = []
         for row in rows:
             section = new(cls)
             state = constant.copy()
-            for name, make in fresh:  # a fresh list or dict each, as validation gives
-                state[name] = make()
+            for name, default in fresh:  # a fresh copy of a list or dict default each, as pydantic gives
+                state[name] = default.copy()
             state.update(zip(names, row, strict=True))
             put(section, "__dict__", state)
-            put(section, "__pydantic_fields_set__", names_set)
+            put(section, "__pydantic_fields_set__", fields_set)
             put(section, "__pydantic_extra__", {})
             put(section, "__pydantic_private__", None)
             sections.append(section)
@@ -99,17 +94,6 @@ class Section(Record):
         per name, all of one length, values as :meth:`trusted` takes them, none a section): made only when read
         (:class:`Rows`), written from the columns as they are."""
         return Rows(cls, names, columns)
-
-    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
-        """pydantic's dump, every :class:`Rows` the section holds (at any depth) read into its list first: pydantic's
-        serializer takes lists only."""
-        _rows_as_lists(self)
-        return super().model_dump(**kwargs)
-
-    def model_dump_json(self, **kwargs: Any) -> str:
-        """pydantic's JSON dump, after :meth:`model_dump`'s reading of every :class:`Rows` into its list."""
-        _rows_as_lists(self)
-        return super().model_dump_json(**kwargs)
 
     def over(self, base: Self | None) -> Self:
         """This section's keys (the ones it holds, unknown ones too) over ``base``'s: every key of ``base`` this
@@ -141,7 +125,7 @@ class Rows(Sequence[_S], Generic[_S]):
     list of its sections, held where the typed run has a list of sections: an estimate's ``layers``, a timeline's
     ``layers`` and ``busy``."""
 
-    __slots__ = ("__weakref__", "_made", "columns", "names", "section")
+    __slots__ = ("_made", "columns", "names", "section")
 
     def __init__(self, section: type[_S], names: tuple[str, ...], columns: Sequence[Sequence[Any]]) -> None:
         if len(names) != len(columns) or len({len(column) for column in columns}) > 1:
@@ -149,7 +133,6 @@ class Rows(Sequence[_S], Generic[_S]):
                              f"{sorted({len(column) for column in columns})}")
         self.section, self.names, self.columns = section, names, tuple(columns)
         self._made: list[_S] | None = None
-        _LIVE[id(self)] = self
         if CHECK_TRUSTED:  # a few rows made now, checked (trusted_rows); a column of sections indexed, not made
             head = range(min(CHECK_TRUSTED_ROWS, len(self)))
             section.trusted_rows(names, zip(*([column[k] for k in head] for column in self.columns), strict=True))
@@ -165,7 +148,7 @@ class Rows(Sequence[_S], Generic[_S]):
         return self._made
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """Copied and pickled through :meth:`__init__` (a copy is alive as its original is: :data:`_LIVE`)."""
+        """Copied and pickled through :meth:`__init__`."""
         return (Rows, (self.section, self.names, self.columns))
 
     def __len__(self) -> int:
@@ -202,6 +185,16 @@ class Rows(Sequence[_S], Generic[_S]):
         return repr(self._sections())
 
 
+def _rows_as_list(value: Any, handler: SerializerFunctionWrapHandler) -> Any:
+    """pydantic's dump of a list of sections, one held as :class:`Rows` first read into its list (pydantic's list
+    serializer takes lists only; the section holding it is not changed)."""
+    return handler(value.made() if type(value) is Rows else value)
+
+
+#: A list of sections that layerscope may hold as :class:`Rows` (validated as the list it is, dumped as a list).
+RowList = Annotated[list[_S], WrapSerializer(_rows_as_list)]
+
+
 def field_values(sections: Sequence[Section], *path: str) -> list[Any]:
     """The value at ``path`` (a field name, then the names into the sections it holds) of each of ``sections``,
     ``None`` where a section on the path is ``None``; read from the columns of :class:`Rows` without making them
@@ -224,29 +217,9 @@ def _value_at(section: Any, path: Sequence[str]) -> Any:
     return section
 
 
-#: Every :class:`Rows` alive, by identity: while there is none, :func:`_rows_as_lists` has nothing to do.
-_LIVE: "weakref.WeakValueDictionary[int, Rows[Any]]" = weakref.WeakValueDictionary()
-
-
-def _rows_as_lists(section: Section) -> None:
-    """Replace every :class:`Rows` ``section`` holds, at any depth, by its list (the same sections, read once);
-    nothing to walk while no :class:`Rows` is alive (a run holding 100k layers and no timeline)."""
-    if not _LIVE:
-        return
-    stack = [section]
-    while stack:
-        state = stack.pop().__dict__
-        for name, value in state.items():
-            if type(value) is Rows:
-                state[name] = value.made()
-            elif isinstance(value, Section):
-                stack.append(value)
-            elif type(value) is list and value and isinstance(value[0], Section):
-                stack.extend(v for v in value if isinstance(v, Section))
-
 
 #: ``LAYERSCOPE_CHECK_TRUSTED=1`` (the tests set it): every section :meth:`Section.trusted` makes (the first
-#: :data:`CHECK_TRUSTED_ROWS` of a call, or of a :class:`Rows`) is checked against pydantic's validation of its values
+#: :data:`CHECK_TRUSTED_ROWS` of a call) is checked against pydantic's validation of its values
 #: (:func:`check_trusted`), so the whole suite tests the contract trusted sections rely on.
 CHECK_TRUSTED = os.environ.get("LAYERSCOPE_CHECK_TRUSTED") == "1"
 CHECK_TRUSTED_ROWS = 8
@@ -258,23 +231,24 @@ def check_trusted(sections: Iterable[Section]) -> None:
     changes or refuses, unknown keys, or another set of fields."""
     for section in sections:
         cls = type(section)
-        if section.__pydantic_extra__:
-            raise TypeError(f"trusted {cls.__name__}: unknown keys {sorted(section.__pydantic_extra__)}")
+        if section.model_extra:
+            raise TypeError(f"trusted {cls.__name__}: unknown keys {sorted(section.model_extra)}")
         # a Rows was checked when it was made (its first rows); read it here, and a big run's layers would be made
         given = {name: [] if type(value) is Rows else value
-                 for name in section.__pydantic_fields_set__ for value in (section.__dict__[name],)}
+                 for name in section.model_fields_set for value in (getattr(section, name),)}
         try:
             validated = cls.model_validate(given, by_alias=False, by_name=True)
         except ValueError as exc:  # pydantic's ValidationError
             raise TypeError(f"trusted {cls.__name__}: validation refuses its values: {exc}") from None
-        if validated.__pydantic_fields_set__ != section.__pydantic_fields_set__:
-            raise TypeError(f"trusted {cls.__name__}: fields set {sorted(section.__pydantic_fields_set__)}, "
-                            f"validated {sorted(validated.__pydantic_fields_set__)}")
-        for name, value in section.__dict__.items():
-            where = None if type(value) is Rows else _differs(value, validated.__dict__[name])
+        if validated.model_fields_set != section.model_fields_set:
+            raise TypeError(f"trusted {cls.__name__}: fields set {sorted(section.model_fields_set)}, "
+                            f"validated {sorted(validated.model_fields_set)}")
+        for name in cls.model_fields:
+            value, expected = getattr(section, name), getattr(validated, name)
+            where = None if type(value) is Rows else _differs(value, expected)
             if where is not None:
                 raise TypeError(f"trusted {cls.__name__}.{name}{where}: {value!r} is not what validation gives "
-                                f"({validated.__dict__[name]!r})")
+                                f"({expected!r})")
 
 
 def _differs(trusted: Any, validated: Any) -> str | None:
@@ -297,9 +271,22 @@ def _differs(trusted: Any, validated: Any) -> str | None:
     return None if trusted == validated else ""
 
 
-#: Each section class's field defaults, read once by :meth:`Section.trusted`: the immutable ones, and the makers of
-#: the mutable ones' fresh copies (:meth:`~layerscope.runfile.record.FieldSpec.default_value`).
-_DEFAULTS: dict[type[Section], tuple[dict[str, Any], dict[str, Callable[[], Any]]]] = {}
+#: Each section class's field defaults by the names given (:func:`_defaults`).
+_DEFAULTS: dict[tuple[type[Section], tuple[str, ...]], tuple[dict[str, Any], tuple[tuple[str, Any], ...]]] = {}
+
+
+def _defaults(cls: type[Section], names: tuple[str, ...]) -> tuple[dict[str, Any], tuple[tuple[str, Any], ...]]:
+    """The defaults of ``cls``'s fields not in ``names``, as pydantic's ``FieldInfo.default``: the immutable ones
+    by name, and the list or dict ones (copied for each section) apart; read once per class and names."""
+    key = (cls, names)
+    made = _DEFAULTS.get(key)
+    if made is None:
+        unset = [(name, info.default) for name, info in cls.model_fields.items() if name not in names]
+        made = _DEFAULTS[key] = ({name: default for name, default in unset if type(default) not in (list, dict)},
+                                 tuple((name, default) for name, default in unset if type(default) in (list, dict)))
+    return made
+
+
 #: The sets of names :meth:`Section.trusted` gave its sections, by the names in order (at most
 #: :data:`_FIELDS_SETS_MAX` kept).
 _FIELDS_SETS: dict[tuple[str, ...], set[str]] = {}
@@ -504,7 +491,7 @@ class Layer(Section):
 
     @staticmethod
     def estimated_us_of(layers: Sequence["Layer"]) -> list[float | None]:
-        """:attr:`estimated_us` of each of ``layers``, read from their columns when they are :class:`Rows`."""
+        """:attr:`estimated_us` of each of ``layers``."""
         return [None if value is None else float(value) for value in field_values(layers, "estimate", "latency_us")]
 
     def time_us(self, *, prefer_measured: bool = True) -> float:
@@ -1173,7 +1160,7 @@ class TimelineUnit(Section):
     name: str
     core: Count | None = None
     busy_us: Us | None = None
-    busy: list[TimelineBusy] = []
+    busy: RowList[TimelineBusy] = []
 
 
 class TimelineTemporal(Section):
@@ -1210,7 +1197,7 @@ class Timeline(Section):
     ddr_nominal_bytes_per_s: Rate | None = None
     summary: TimelineSummary | None = None
     memory: TimelineMemory | None = None
-    layers: list[TimelineLayer] = []
+    layers: RowList[TimelineLayer] = []
     units: list[TimelineUnit] = []
     temporal: TimelineTemporal | None = None
 
@@ -1714,7 +1701,7 @@ class RunFile(Section):
     model: ModelInfo
     target: Target | None = None
     estimate_info: EstimateInfo | None = None
-    layers: list[Layer]
+    layers: RowList[Layer]
     folded: list[str] = []
     unknown_ops: list[UnknownOp] = []
     summary: Summary
