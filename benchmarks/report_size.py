@@ -37,8 +37,8 @@ from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.report.html import TABS, render_html
-from layerscope.run import add_measurement, run_from_estimate, save_run, timeline_section
-from layerscope.runfile import as_run
+from layerscope.run import add_measurement, add_timeline, estimate_run, save_run
+from layerscope.runfile import RunFile
 from layerscope.samples import BENCHMARK_SAMPLE, SAMPLES, sample_path
 from layerscope.targets import load_profile
 
@@ -51,18 +51,17 @@ GOAL_BYTES = 5 * 1000 * 1000
 GOAL_RENDER_S = 3.0
 
 
-def make_run(sample: str, measure: bool) -> dict[str, Any]:
+def make_run(sample: str, measure: bool) -> RunFile:
     """The run of ``sample``: estimate and timeline on the RDK S100, plus an ONNX Runtime profile if ``measure``."""
     graph = load_model(sample_path(sample, cache_dir=CACHE))
     profile = load_profile("rdk-s100")
     estimate = estimate_graph(graph, profile)
-    run = run_from_estimate(graph, estimate, profile)
+    run = estimate_run(graph, estimate, profile)
     if measure:
         weights = {e.layer_id: e.latency_us for e in estimate.layers}
         measurement = profile_model(graph, make_inputs(graph, ()), SessionConfig(), runs=3, warmup=1, weights=weights)
-        run = add_measurement(as_run(run), measurement).to_json()
-    run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs))
-    return run
+        run = add_measurement(run, measurement)
+    return add_timeline(run, simulate_timeline(graph, profile, None, costs=estimate.costs))
 
 
 def median_time(fn: Any, runs: int) -> float:
@@ -137,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         loads, bares, tabs, errors = browser_times(report, bare, args.runs)
 
     load, bare_load = statistics.median(loads), statistics.median(bares)
-    sections = [k for k in ("measurement", "timeline") if k in run]
-    print(f"model            {args.sample}: {len(run['layers'])} layers; run holds estimate + {' + '.join(sections)}")
+    sections = [k for k in ("measurement", "timeline") if getattr(run, k) is not None]
+    print(f"model            {args.sample}: {len(run.layers)} layers; run holds estimate + {' + '.join(sections)}")
     print(f"report size      {size / 1e6:.2f} MB  (baseline: the run file itself {run_size / 1e6:.2f} MB; "
           f"ratio {size / run_size:.2f}; gzip {gz_size / 1e6:.2f} MB)")
     print(f"render_html      {1000 * render_s:.0f} ms median of {args.runs} (Python)")

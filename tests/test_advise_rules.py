@@ -17,7 +17,8 @@ from layerscope.analysis.findings import Finding, Severity
 from layerscope.cli.main import main
 from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
-from layerscope.run import run_from_estimate, save_run
+from layerscope.run import estimate_run, save_run
+from layerscope.runfile import as_run
 from layerscope.targets import load_profile
 from layerscope.targets.loader import PROFILES_DIR
 from layerscope.targets.profile import Profile
@@ -30,7 +31,7 @@ def check(path: Path, rule: R.RuleFn, *, target: str | Path = "rdk-s100", dtype:
     """Estimate the model on the profile, build the run, and apply one rule with the graph loaded."""
     profile = load_profile(str(target))
     graph = load_model(path)
-    run = run_from_estimate(graph, estimate_graph(graph, profile, dtype), profile)
+    run = estimate_run(graph, estimate_graph(graph, profile, dtype), profile)
     return rule(R.RuleContext.of(run, profile, graph))
 
 
@@ -374,7 +375,7 @@ def test_no_norm_finding_for_a_conv_model(write_model: ModelWriter) -> None:
 def _saved_run(path: Path, out: Path, profile: Profile | None = None) -> Path:
     profile = profile or load_profile("rdk-s100")
     graph = load_model(path)
-    return save_run(run_from_estimate(graph, estimate_graph(graph, profile), profile), out)
+    return save_run(estimate_run(graph, estimate_graph(graph, profile), profile), out)
 
 
 def test_advise_reloads_the_model_and_saves_findings(write_model: ModelWriter, tmp_path: Path,
@@ -386,7 +387,7 @@ def test_advise_reloads_the_model_and_saves_findings(write_model: ModelWriter, t
     assert "large-constants" in [f["rule"] for f in saved["findings"]["items"]]
     assert saved["findings"]["diagnosis"]["hotspots"][0]["id"] == "add_mask"
     capsys.readouterr()
-    assert main(["advise", str(run_file), "--json", "-"]) == 0
+    assert main(["advise", str(run_file), "-o", "-"]) == 0
     assert json.loads(capsys.readouterr().out)["count"] >= 1
 
 
@@ -519,7 +520,7 @@ def _measured_subnormal(path: Path) -> Finding:
 
     profile = load_profile("host")
     graph = load_model(path)
-    run = run_from_estimate(graph, estimate_graph(graph, profile), profile)
+    run = estimate_run(graph, estimate_graph(graph, profile), profile)
     ctx = R.RuleContext.of(run, profile, graph, measure_config=SessionConfig(threads=1), measure_runs=10)
     (finding,) = R.subnormal_weights(ctx)
     return finding
@@ -561,11 +562,11 @@ def test_advise_measures_the_flushed_model_when_the_run_was_measured(write_model
     model, _ = _convs(write_model, 1e-39)
     measured = tmp_path / "measured.json"
     assert main(["profile", str(model), "--target", "host", "--runs", "5", "--warmup", "1", "--threads", "1",
-                 "--json", str(measured)]) == 0
+                 "-o", str(measured)]) == 0
     capsys.readouterr()
 
     def subnormal(*args: str) -> dict[str, Any]:
-        assert main(["advise", *args, "--measure-runs", "5", "--json", "-"]) == 0
+        assert main(["advise", *args, "--measure-runs", "5", "-o", "-"]) == 0
         items = json.loads(capsys.readouterr().out)["items"]
         return next(f for f in items if f["rule"] == "subnormal-weights")
 
@@ -585,12 +586,12 @@ def test_a_run_measured_far_above_its_estimate_sizes_the_gain_from_the_excess(wr
     path, _ = _convs(write_model, 1e-39)
     profile = load_profile("host")
     graph = load_model(path)
-    run = run_from_estimate(graph, estimate_graph(graph, profile), profile)
+    run = estimate_run(graph, estimate_graph(graph, profile), profile).to_json()
     for layer in run["layers"]:
         est = layer["estimate"]["latency_us"]
         layer["measured"] = {"status": "measured", "median_us": est * (129 if layer["id"] == "pw1" else 1)}
     est_pw1 = next(x["estimate"]["latency_us"] for x in run["layers"] if x["id"] == "pw1")
-    (f,) = R.subnormal_weights(R.RuleContext.of(run, profile, graph))
+    (f,) = R.subnormal_weights(R.RuleContext.of(as_run(run), profile, graph))
     assert f.evidence["gain_source"].startswith("estimated") and f.evidence["measured_over_estimated"] == {"pw1": 129}
     assert f.expected_gain_us == pytest.approx(128 * est_pw1)
     assert "(in this run 'pw1' measured 129x its estimate)" in f.hazard and f.severity is Severity.WARNING

@@ -47,7 +47,7 @@ def test_the_docs_example_runs_and_gives_a_frame_with_one_row_per_layer(
 def test_estimate_is_the_clis_run(tmp_path: Path) -> None:
     run = layerscope.estimate(zoo("squeezenet"), target="rdk-s100")
     assert main(["estimate", str(zoo("squeezenet")), "--target", "rdk-s100", "--top", "0",
-                 "--json", str(tmp_path / "cli.json")]) == 0
+                 "-o", str(tmp_path / "cli.json")]) == 0
     cli = json.loads((tmp_path / "cli.json").read_text())
     for doc in (cli, run.document):
         doc.pop("tool", None)

@@ -38,7 +38,7 @@ from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.views.bisect import bisect_view
-from layerscope.run import run_from_estimate
+from layerscope.run import estimate_run
 from layerscope.runfile import as_run
 from layerscope.stats import summarize
 from layerscope.targets import load_profile
@@ -659,14 +659,14 @@ def test_a_cut_costing_more_than_its_share_of_a_segment_beside_it_is_dropped(res
     assert result.sum_segments_us == pytest.approx(result.full_us - (result.baseline_us or 0.0))
     graph = planner.graph
     profile = load_profile("host")
-    run = add_bisect(run_from_estimate(graph, estimate_graph(graph, profile), profile), result, {})
-    section = as_run(run).bisect
+    run = add_bisect(estimate_run(graph, estimate_graph(graph, profile), profile), result, {})
+    section = as_run(run.to_json()).bisect
     assert section is not None and section.boundary is not None  # the run file's typed reader takes it
     boundary = section.boundary
     assert boundary.max_share == 0.1 and boundary.models == 9
     (entry,) = boundary.dropped
     assert entry.layers == 3 and entry.side == "prefix" and entry.cost_us == 40.0 and len(entry.samples_us) == 4
-    view = bisect_view(as_run(run))
+    view = bisect_view(run)
     assert view is not None
     printed = {row.label: row.value for row in view.context}["cuts dropped"]  # what the terminal prints
     assert printed.startswith("1 cut(s) each cost more than 10% of the smaller segment beside it")

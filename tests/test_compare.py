@@ -12,7 +12,8 @@ import pytest
 from layerscope.analysis.compare import compare_runs, comparison_section
 from layerscope.cli.main import main
 from layerscope.report.analysis_markdown import compare_markdown
-from layerscope.run import SCHEMA_VERSION, load_run
+from layerscope.run import SCHEMA_VERSION
+from layerscope.runfile import as_run, load_document
 
 
 def _layer(lid: str, op: str, us: float, *, shape: list[int], macs: int = 0, measured: float | None = None,
@@ -47,7 +48,7 @@ AFTER = _run([_layer("model.0.conv", "Conv", 100.0, shape=[1, 32, 32, 32], macs=
 
 
 def test_metrics_and_layers_are_matched_renamed_added_and_removed() -> None:
-    cmp = compare_runs(BEFORE, AFTER)
+    cmp = compare_runs(as_run(BEFORE), as_run(AFTER))
     metrics = {m.name: m for m in cmp.metrics}
     assert metrics["latency P50"].change == pytest.approx(28000 / 45000 - 1)
     assert metrics["FPS"].after == 35.7 and metrics["utilization"].before == 0.76
@@ -65,13 +66,13 @@ def test_metrics_and_layers_are_matched_renamed_added_and_removed() -> None:
 def test_measured_times_are_used_only_when_both_runs_measured() -> None:
     measured = _run([_layer("a", "Conv", 10.0, shape=[1], measured=30.0)])
     estimated = _run([_layer("a", "Conv", 12.0, shape=[1])])
-    assert compare_runs(measured, estimated).time_source == "estimated"
-    both = compare_runs(measured, _run([_layer("a", "Conv", 12.0, shape=[1], measured=20.0)]))
+    assert compare_runs(as_run(measured), as_run(estimated)).time_source == "estimated"
+    both = compare_runs(as_run(measured), as_run(_run([_layer("a", "Conv", 12.0, shape=[1], measured=20.0)])))
     assert both.time_source == "measured" and both.layers[0].delta_us == -10.0
 
 
 def test_markdown_has_the_table_users_post_and_escapes_pipes() -> None:
-    text = compare_markdown(compare_runs(BEFORE, AFTER, before_label="v1|old", after_label="v2"))
+    text = compare_markdown(compare_runs(as_run(BEFORE), as_run(AFTER), before_label="v1|old", after_label="v2"))
     assert "| metric | v1\\|old | v2 | change |" in text
     assert "| latency P50 | 45.00 ms | 28.00 ms | -37.8% ✓ |" in text
     assert "**Renamed** (1): `stem` → `model.0.conv`" in text
@@ -84,7 +85,7 @@ def test_markdown_names_with_backticks_and_controls_stay_in_their_code_spans() -
     for run in (before, after):
         for layer in run["layers"]:
             layer["id"] = layer["name"] = hostile + layer["id"]
-    text = compare_markdown(compare_runs(before, after, before_label="v1\x07", after_label="v2"))
+    text = compare_markdown(compare_runs(as_run(before), as_run(after), before_label="v1\x07", after_label="v2"))
     assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
     assert "``x`<b>bold</b>`[31m" in text  # fenced by two backticks: the single ones inside cannot end the span
     outside_code = re.sub(r"``.*?``|`[^`]*`", "", text)
@@ -96,11 +97,12 @@ def test_compare_command_writes_markdown_and_a_run_file(tmp_path: Path, capsys: 
     before.write_text(json.dumps(BEFORE))
     after.write_text(json.dumps(AFTER))
     out = tmp_path / "cmp.json"
-    assert main(["compare", str(before), str(after), "--json", str(out), "--markdown",
+    assert main(["compare", str(before), str(after), "-o", str(out), "--markdown",
                  str(tmp_path / "cmp.md")]) == 0
-    saved = load_run(out)
-    assert saved["comparison"] == json.loads(json.dumps(comparison_section(compare_runs(BEFORE, AFTER), BEFORE,
-                                                                           AFTER)))
+    saved = load_document(out)
+    before_run, after_run = as_run(BEFORE), as_run(AFTER)
+    section = comparison_section(compare_runs(before_run, after_run), before_run, after_run)
+    assert saved["comparison"] == json.loads(json.dumps(section))
     assert saved["layers"] == AFTER["layers"]
     assert (tmp_path / "cmp.md").read_text().startswith("## before → after")
     capsys.readouterr()

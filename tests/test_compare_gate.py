@@ -20,7 +20,8 @@ from layerscope.analysis.compare_stats import FASTER, NO_CHANGE, NOISE_FLOOR, SL
 from layerscope.cli.main import main
 from layerscope.errors import InputError, Regression
 from layerscope.report.analysis_markdown import compare_markdown
-from layerscope.runfile.io import as_run
+from layerscope.runfile.io import as_run, load
+from layerscope.runfile.models import RunFile
 
 #: Few runs: a wider interval, a quick test. One intra-op thread: the steadiest setting on a shared machine.
 BENCH = ["--runs", "40", "--warmup", "20", "--threads", "1"]
@@ -42,7 +43,7 @@ def _model(path: Path, *, chain: int = 0, batch: int = 1) -> Path:
 
 def _measure(tmp_path: Path, command: str, model: Path, name: str) -> Path:
     out = tmp_path / f"{name}.json"
-    assert main([command, str(model), *(BENCH if command == "bench" else PROFILE), "--json", str(out)]) == 0
+    assert main([command, str(model), *(BENCH if command == "bench" else PROFILE), "-o", str(out)]) == 0
     return out
 
 
@@ -135,7 +136,7 @@ def test_the_saved_comparison_reprints_and_the_html_names_both_runtimes(
 
 def test_profile_runs_judge_each_layer_and_gate_on_a_slower_layer(
         profiled: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
-    cmp = gate(compare_runs(_doc(profiled["base"]), _doc(profiled["big"])), fail_if_layer_slower=50)
+    cmp = gate(compare_runs(load(profiled["base"]), load(profiled["big"])), fail_if_layer_slower=50)
     by_id = {d.after_id: d for d in cmp.layers}
     mm = by_id["mm"].stat
     assert mm is not None and mm.verdict == SLOWER and mm.low_us is not None and mm.low_us > 0
@@ -155,8 +156,8 @@ def test_profile_runs_judge_each_layer_and_gate_on_a_slower_layer(
 def test_an_unsteady_run_widens_every_interval_and_says_so(profiled: dict[str, Path]) -> None:
     steady, shaky = _doc(profiled["base"]), _doc(profiled["base"])
     shaky["measurement"]["steadiness"] = {"latency_cv": 0.02, "latency_drift": 0.33, "profiled_drift": 0.01}
-    calm = compare_runs(steady, steady)
-    widened = compare_runs(steady, shaky)
+    calm = compare_runs(as_run(steady), as_run(steady))
+    widened = compare_runs(as_run(steady), as_run(shaky))
     own = run_noise(as_run(steady)).moved or 0.0  # the base run's own movement (a loaded machine: large)
     assert widened.noise is not None and widened.noise == pytest.approx(max(0.33, own, NOISE_FLOOR))
     assert calm.noise == pytest.approx(max(own, NOISE_FLOOR))
@@ -175,10 +176,10 @@ def test_raw_samples_are_bootstrapped() -> None:
     """A run that stores its per-run times is judged by a bootstrap of the difference of medians."""
     rng = np.random.default_rng(1)
 
-    def run(samples: np.ndarray) -> dict[str, Any]:
+    def run(samples: np.ndarray) -> RunFile:
         values = [round(float(x), 3) for x in samples]
-        return {"schema_version": 2, "model": {"name": "m"}, "layers": [], "summary": {},
-                "latency": {"p50_us": float(np.median(values)), "samples": len(values), "samples_us": values}}
+        return as_run({"schema_version": 2, "model": {"name": "m"}, "layers": [], "summary": {},
+                       "latency": {"p50_us": float(np.median(values)), "samples": len(values), "samples_us": values}})
 
     base = rng.lognormal(np.log(1000.0), 0.05, 200)
     same = compare_runs(run(base), run(rng.lognormal(np.log(1000.0), 0.05, 200))).latency
@@ -193,7 +194,7 @@ def test_raw_samples_are_bootstrapped() -> None:
 def test_estimates_are_not_judged(tmp_path: Path) -> None:
     model = _model(tmp_path / "m.onnx")
     run = layerscope.estimate(model)
-    cmp = compare_runs(run.document, run.document)
+    cmp = compare_runs(run.typed, run.typed)
     assert cmp.latency is not None and cmp.latency.stat is not None and cmp.latency.stat.verdict == UNJUDGED
     assert all(d.stat is not None and d.stat.verdict == UNJUDGED for d in cmp.layers)
     gated = gate(cmp, 0, 0)  # nothing judged: nothing can fail, even at 0%

@@ -143,7 +143,7 @@ def test_the_views_read_the_model_and_layer_fields_producers_write() -> None:
     assert b.detail["layer"] == {"id": "b", "op_type": "Relu", "shape_source": "executed", "parent": "loop",
                                  "executions": 3, "observed trip_count": 3}
     assert "estimate" not in b.detail and "measured" not in b.detail and b.status is None
-    csv_rows = layers_csv(doc).splitlines()
+    csv_rows = layers_csv(typed).splitlines()
     header = csv_rows[0].split(",")
     first = dict(zip(header, csv_rows[1].split(","), strict=True))
     second = dict(zip(header, csv_rows[2].split(","), strict=True))

@@ -18,20 +18,21 @@ from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.report.analysis_terminal import reconcile_report
 from layerscope.report.views.coverage import coverage_text
-from layerscope.run import SCHEMA_VERSION, run_from_estimate
+from layerscope.run import SCHEMA_VERSION, estimate_run
+from layerscope.runfile import RunFile, as_run
 from layerscope.targets import load_profile
 
 N = helper.make_node
 
 
-def _run(layers: list[tuple[str, str, float, float, bool]]) -> dict[str, Any]:
+def _run(layers: list[tuple[str, str, float, float, bool]]) -> RunFile:
     """A measured run: (id, op type, estimated µs, measured µs, cost known) per layer."""
-    return {"schema_version": SCHEMA_VERSION, "model": {"name": "toy", "path": "toy.onnx"},
+    return as_run({"schema_version": SCHEMA_VERSION, "model": {"name": "toy", "path": "toy.onnx"},
             "target": {"name": "host"}, "summary": {"est_latency_us": sum(e for _, _, e, _, _ in layers)},
             "layers": [{"id": lid, "op_type": op, "unit_kind": "tensor", "known": known,
                         "estimate": {"latency_us": est, "bound": "compute"},
                         "measured": {"status": "measured", "median_us": meas}}
-                       for lid, op, est, meas, known in layers]}
+                       for lid, op, est, meas, known in layers]})
 
 
 def _convs(n: int = 11, k: float = 2.0) -> list[tuple[str, str, float, float, bool]]:
@@ -115,7 +116,7 @@ def test_a_run_without_outliers_has_no_outlier_finding() -> None:
 def _context(path: Path, target: str) -> R.RuleContext:
     profile = load_profile(target)
     graph = load_model(path)
-    return R.RuleContext.of(run_from_estimate(graph, estimate_graph(graph, profile, None), profile), profile, graph)
+    return R.RuleContext.of(estimate_run(graph, estimate_graph(graph, profile, None), profile), profile, graph)
 
 
 def test_ten_layers_alike_are_one_grouped_finding(write_model: ModelWriter) -> None:

@@ -28,7 +28,8 @@ from layerscope.importers import (
     parse_file,
 )
 from layerscope.model import Graph, load_model
-from layerscope.run import SCHEMA_VERSION, load_run, save_run
+from layerscope.run import SCHEMA_VERSION, save_run
+from layerscope.runfile import as_run, load_document
 from layerscope.runfile.models import RunFile
 from layerscope.samples import SAMPLES
 
@@ -64,11 +65,12 @@ def layer(run: dict[str, Any], layer_id: str) -> dict[str, Any]:
 
 
 def round_trip(run: RunFile | dict[str, Any], tmp_path: Path) -> dict[str, Any]:
-    """Save with save_run (a typed run or its document), load with load_run, and check nothing changed and the
-    keys are the schema's."""
-    path = save_run(run, tmp_path / "run.json")
-    loaded = load_run(path)
-    assert loaded == json.loads(json.dumps(run.to_json() if isinstance(run, RunFile) else run))
+    """Save with save_run (a typed run, or a document typed first), read the file back as written, and check
+    nothing changed and the keys are the schema's."""
+    typed = run if isinstance(run, RunFile) else as_run(run)
+    path = save_run(typed, tmp_path / "run.json")
+    loaded = load_document(path)
+    assert loaded == json.loads(json.dumps(typed.to_json() if isinstance(run, RunFile) else run))
     assert loaded["schema_version"] == SCHEMA_VERSION
     for item in loaded["layers"]:
         if "measured" in item:
@@ -204,7 +206,7 @@ def test_horizon_profiler_plus_static_report_gives_k_and_scaled_table_in_one_com
     k = 4100.0 / 3420.6
     assert f"k = {k:.3f}" in printed
     assert "scaled by k" in printed and "/model.0/act/Mul" in printed
-    run = load_run(out)
+    run = load_document(out)
     rec = run["reconcile"]
     assert rec["k"] == pytest.approx(k, rel=1e-6)
     assert rec["measured_us"] == 4100.0 and rec["estimated_us"] == 3420.6

@@ -18,7 +18,7 @@ from layerscope.measure.ort_profile import load_events, parse_profile
 from layerscope.measure.profile import kernel_results, layer_results
 from layerscope.measure.session import SessionConfig, make_session
 from layerscope.model import load_model
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.samples import sample_path
 from test_fusion_invariant import BUILDERS
 
@@ -58,7 +58,7 @@ def test_import_of_the_whole_trtexec_export_set(tmp_path: Path, capsys: pytest.C
     assert "precision FP32+FP16" in printed and "batch 32" in printed
     # 1155.36 inferences/s of 32 images: 36,971.52 images/s
     assert "throughput 1,155.4 inferences/s x batch 32 = 36,971.5 samples/s" in printed
-    run = load_run(out)
+    run = load_document(out)
     assert run["import"]["context"] == {
         "device": "NVIDIA A100 80GB PCIe", "compute_capability": "8.0", "device_memory_bytes": 84929216512,
         "precision": "FP32+FP16", "batch": 32, "throughput_per_s": 1155.36, "samples_per_s": 36971.52}
@@ -108,7 +108,7 @@ def test_ort_profile_import_maps_as_the_profile_command_does(model: str, level: 
     profile = _profile_file(path, level, tmp_path / "ort")
     out = tmp_path / "run.json"
     assert main(["import", str(profile), "--model", str(path), "-o", str(out), "--top", "0"]) == 0
-    run = load_run(out)
+    run = load_document(out)
     # the direct backend's mapping of the same kernels: the optimized graph at the same level
     optimized = tmp_path / "optimized.onnx"
     make_session(path, SessionConfig(opt_level=level), optimized_model_path=str(optimized))

@@ -20,7 +20,8 @@ from layerscope.measure.pipeline import (
     stage_results,
 )
 from layerscope.measure.session import SessionConfig
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
+from layerscope.runfile import as_run, load_document
 from layerscope.tracing import Span, SpanKind, recording
 
 SQUEEZENET = str(zoo("squeezenet"))
@@ -73,7 +74,7 @@ def pipeline_run(script: Path, tmp_path_factory: pytest.TempPathFactory) -> tupl
     out = tmp_path_factory.mktemp("out")
     assert main(["pipeline", f"{script}:pipeline", SQUEEZENET, "--runs", "4", "--warmup", "1",
                  "--threads", "1", "-o", str(out / "run.json"), "--trace", str(out / "trace.json")]) == 0
-    return load_run(out / "run.json"), json.loads((out / "trace.json").read_text())
+    return load_document(out / "run.json"), json.loads((out / "trace.json").read_text())
 
 
 # --- the done-when: slow post-processing on top, the model's layers beside it ---------------------------------------
@@ -151,7 +152,7 @@ def test_the_perfetto_trace_shows_the_pipeline_with_the_layers(
 def test_report_trace_of_the_saved_run_holds_the_same_pipeline_spans(
         pipeline_run: tuple[dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
     run, trace = pipeline_run
-    save_run(run, tmp_path / "run.json")
+    save_run(as_run(run), tmp_path / "run.json")
     assert main(["report", str(tmp_path / "run.json"), "--trace", str(tmp_path / "again.json")]) == 0
     again = json.loads((tmp_path / "again.json").read_text())
     spans = [e for e in trace["traceEvents"] if e["pid"] == 3]

@@ -19,7 +19,8 @@ from layerscope.analysis.reconcile import (
 )
 from layerscope.cli.main import main
 from layerscope.errors import InputError
-from layerscope.run import SCHEMA_VERSION, load_run
+from layerscope.run import SCHEMA_VERSION
+from layerscope.runfile import as_run, load_document
 
 
 def test_ranks_average_ties_and_spearman_matches_known_values() -> None:
@@ -57,7 +58,7 @@ def _proportional(k: float, n: int = 12) -> dict[str, Any]:
 
 
 def test_a_proportional_measurement_gives_k_and_a_trusted_verdict() -> None:
-    rec = reconcile_run(_proportional(2.0))
+    rec = reconcile_run(as_run(_proportional(2.0)))
     assert rec.k == pytest.approx(2.0)
     assert rec.spearman == pytest.approx(1.0) and rec.top_overlap == 1.0
     assert rec.median_abs_error == pytest.approx(0.0, abs=1e-12)
@@ -69,26 +70,26 @@ def test_a_proportional_measurement_gives_k_and_a_trusted_verdict() -> None:
 def test_a_scrambled_measurement_is_not_trusted_for_ranking_or_absolutes() -> None:
     values = [30.0, 1.0, 25.0, 2.0, 20.0, 3.0, 15.0, 4.0, 10.0, 5.0, 8.0, 6.0]
     run = _run([(f"l{i}", "Conv", "compute", float(i + 1), values[-1 - i]) for i in range(12)])
-    rec = reconcile_run(run)
+    rec = reconcile_run(as_run(run))
     assert rec.spearman is not None and rec.spearman < 0.5
     assert rec.verdict.ranking in ("no", "roughly") and rec.verdict.absolute == "no"
 
 
 def test_estimate_already_right_is_usable_as_is() -> None:
-    assert reconcile_run(_proportional(1.05)).verdict.absolute == "yes"
+    assert reconcile_run(as_run(_proportional(1.05))).verdict.absolute == "yes"
 
 
 def test_eliminated_layers_are_outside_the_scope() -> None:
     run = _proportional(2.0)
     run["layers"][0]["measured"] = {"status": "eliminated", "median_us": 0.0}
-    rec = reconcile_run(run)
+    rec = reconcile_run(as_run(run))
     assert rec.excluded_layer_ids == ("conv0",) and len(rec.layers) == 11
 
 
 def test_an_import_with_only_the_accelerator_block_uses_its_k() -> None:
     run = _run([("a", "Conv", "compute", 10.0, None)])
     run["reconcile"] = {"k": 1.2, "measured_us": 12.0, "estimated_us": 10.0, "scope": "accelerator (BPU) time"}
-    rec = reconcile_run(run)
+    rec = reconcile_run(as_run(run))
     assert rec.k == pytest.approx(1.2) and rec.spearman is None and rec.verdict.ranking == "unknown"
     section = reconcile_section(rec)
     assert {"k", "measured_us", "estimated_us", "scope", "layers"} <= set(section)
@@ -96,7 +97,7 @@ def test_an_import_with_only_the_accelerator_block_uses_its_k() -> None:
 
 def test_a_run_without_a_measurement_is_refused() -> None:
     with pytest.raises(InputError, match="no measurement and estimate"):
-        reconcile_run(_run([("a", "Conv", "compute", 10.0, None)]))
+        reconcile_run(as_run(_run([("a", "Conv", "compute", 10.0, None)])))
 
 
 def test_spread_of_k_warns_when_dispersed_and_names_the_driver() -> None:
@@ -107,13 +108,13 @@ def test_spread_of_k_warns_when_dispersed_and_names_the_driver() -> None:
         layers += [(f"b{i}", "Add", "bandwidth", 10.0 * bw_share + 1, 4.0 * (10.0 * bw_share + 1)) for i in range(6)]
         return _run(layers)
 
-    spread = k_spread([reconcile_run(mixed(s)) for s in (0.1, 0.4, 0.7, 0.9)])
+    spread = k_spread([reconcile_run(as_run(mixed(s))) for s in (0.1, 0.4, 0.7, 0.9)])
     assert spread.dispersed and spread.lines[1].startswith("WARNING")
     assert "bandwidth" in spread.lines[2]
-    stable = k_spread([reconcile_run(_proportional(k)) for k in (2.0, 2.05, 1.98)])
+    stable = k_spread([reconcile_run(as_run(_proportional(k))) for k in (2.0, 2.05, 1.98)])
     assert not stable.dispersed and "stable" in stable.lines[-1]
     with pytest.raises(InputError):
-        k_spread([reconcile_run(_proportional(2.0))])
+        k_spread([reconcile_run(as_run(_proportional(2.0)))])
 
 
 def test_reconcile_command_prints_k_and_saves_the_section(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -127,10 +128,10 @@ def test_reconcile_command_prints_k_and_saves_the_section(tmp_path: Path, capsys
     assert main(["reconcile", *files, "--save"]) == 0
     out = capsys.readouterr().out
     assert "k across runs" in out and "WARNING: k is dispersed" in out and "Spearman 1.000" in out
-    saved = load_run(files[1])["reconcile"]
+    saved = load_document(files[1])["reconcile"]
     assert saved["k"] == pytest.approx(3.0) and saved["spread"]["dispersed"] is True
-    assert main(["reconcile", files[0], "--json", str(tmp_path / "one.json")]) == 0
-    assert load_run(tmp_path / "one.json")["reconcile"]["verdict"]["ranking"] == "yes"
-    assert main(["reconcile", *files, "--json", str(tmp_path / "x.json")]) == 2
+    assert main(["reconcile", files[0], "-o", str(tmp_path / "one.json")]) == 0
+    assert load_document(tmp_path / "one.json")["reconcile"]["verdict"]["ranking"] == "yes"
+    assert main(["reconcile", *files, "-o", str(tmp_path / "x.json")]) == 2
     (tmp_path / "bad.json").write_text("{}")
     assert main(["reconcile", str(tmp_path / "bad.json")]) == 2

@@ -17,7 +17,6 @@ from layerscope.api import load
 from layerscope.cli.main import main
 from layerscope.report.command_terminal import run_kind
 from layerscope.report.renderers import FORMATS, RENDERERS, format_of, get_renderer
-from layerscope.run import load_run
 from layerscope.runfile import load as load_typed
 
 SQUEEZENET = str(zoo("squeezenet"))
@@ -74,7 +73,7 @@ def test_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                                           ("--top", "5"))
     assert printed == again
     assert any(line.startswith("Top 5 of 66 layers by measured time") for line in again)
-    assert run_kind(load_run(tmp_path / "run.json")) == "profile"
+    assert run_kind(load_typed(tmp_path / "run.json")) == "profile"
     # an estimate refreshed into the measured run prints the estimate; the run stays a profile for the report
     assert main(["estimate", SQUEEZENET, "-t", "rdk-s100", "--top", "5", "-o", str(tmp_path / "run.json")]) == 0
     assert "Top 5 of 66 layers by estimated latency" in capsys.readouterr().out
@@ -87,7 +86,7 @@ def test_bench(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                                           tmp_path / "run.json", capsys)
     assert printed == again
     assert any(line.startswith("End-to-end latency, 4 measured runs") for line in again)
-    assert run_kind(load_run(tmp_path / "run.json")) == "bench"
+    assert run_kind(load_typed(tmp_path / "run.json")) == "bench"
 
 
 def test_bisect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -95,8 +94,7 @@ def test_bisect(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
                                            "--repeats", "2", "--pilot", "1", "--no-cache", "--no-suffixes"],
                                           tmp_path / "run.json", capsys)
     assert printed == again
-    run = load_run(tmp_path / "run.json")
-    assert run_kind(run) == "bisect"
+    assert run_kind(load_typed(tmp_path / "run.json")) == "bisect"
     assert sum(line.startswith(("1 ", "2 ", "3 ")) for line in (s.lstrip() for s in again)) >= 3  # a row a segment
 
 
@@ -120,7 +118,7 @@ def test_import(files: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFi
     printed, again = _command_then_report(["import", *(str(IMPORTS / f) for f in files)], tmp_path / "run.json",
                                           capsys)
     assert printed == again and len(again) > 15
-    assert run_kind(load_run(tmp_path / "run.json")) == "import"
+    assert run_kind(load_typed(tmp_path / "run.json")) == "import"
 
 
 # --- the analyses that write a run: compare, advise, reconcile (calibrate writes a profile, not a run) -----------
@@ -234,7 +232,7 @@ def test_every_format_has_one_renderer() -> None:
 
 def test_text_formats_print_on_stdout_and_files_are_the_same(estimate_run: Path, tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    run = load_run(estimate_run)
+    run = load_typed(estimate_run)
     for fmt in ("csv", "md"):
         assert main(["report", str(estimate_run), "--format", fmt]) == 0
         shown = capsys.readouterr()
@@ -275,7 +273,7 @@ def test_binary_formats_refuse_stdout(estimate_run: Path, capsys: pytest.Capture
 
 def test_the_api_renders_through_the_same_registry(estimate_run: Path) -> None:
     run = load(estimate_run)
-    assert run.report(fmt="csv") == get_renderer("csv").render(load_run(estimate_run))
+    assert run.report(fmt="csv") == get_renderer("csv").render(load_typed(estimate_run))
     terminal = run.report(fmt="terminal")
     assert isinstance(terminal, str) and "ESTIMATE: static estimate on profile 'rdk-s100'" in terminal
     assert isinstance(run.report(fmt="onnx"), bytes)

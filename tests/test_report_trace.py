@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from layerscope.cli.main import main
 from layerscope.report.perfetto import ESTIMATED_PID, MEASURED_PID, nest_exactly, trace_bytes, trace_document
 from layerscope.report.views.timeline import Slice
+from layerscope.runfile import as_run
 from test_report_runs import ALL_RUNS, Runs, shared_runs
 
 PHASES = {"X", "M", "C"}
@@ -81,20 +82,20 @@ def check_nesting(doc: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("name", ALL_RUNS)
 def test_trace_format_and_nesting(runs: Runs, name: str) -> None:
-    doc = json.loads(trace_bytes(runs.load(name)))
+    doc = json.loads(trace_bytes(as_run(runs.load(name))))
     check_format(doc)
     check_nesting(doc)
 
 
 def test_tracks_are_named_after_units_and_threads(runs: Runs) -> None:
-    doc = trace_document(runs.load("estimate"))
+    doc = trace_document(as_run(runs.load("estimate")))
     names = {(e["pid"], e["args"]["name"]) for e in doc["traceEvents"] if e["name"] == "thread_name"}
     assert (ESTIMATED_PID, "core 0 · TAE") in names and (ESTIMATED_PID, "core 0 · LOAD") in names
     counters = [e for e in doc["traceEvents"] if e["ph"] == "C" and e["name"] == "DDR bandwidth (MB/s)"]
     run = runs.load("estimate")
     assert len(counters) == run["timeline"]["temporal"]["intervals"] + 1
     assert counters[-1]["args"] == {"load": 0.0, "store": 0.0}
-    measured = trace_document(runs.load("profile"))
+    measured = trace_document(as_run(runs.load("profile")))
     threads = [e for e in measured["traceEvents"] if e["name"] == "thread_name" and e["pid"] == MEASURED_PID]
     assert threads and all(e["args"]["name"].startswith("thread ") for e in threads)
     kernels = [e for e in measured["traceEvents"] if e["ph"] == "X" and e["pid"] == MEASURED_PID]
@@ -102,7 +103,7 @@ def test_tracks_are_named_after_units_and_threads(runs: Runs) -> None:
 
 
 def test_what_the_run_lacks_is_said(runs: Runs) -> None:
-    other = trace_document(runs.load("horizon"))["otherData"]
+    other = trace_document(as_run(runs.load("horizon")))["otherData"]
     assert any("measured kernels" in text for text in other["missing"])
 
 
@@ -112,15 +113,15 @@ def test_partial_overlaps_are_fixed_deterministically(runs: Runs) -> None:
     thread = events[0]["thread"]
     events[1] = dict(events[1], start_us=events[0]["start_us"] + events[0]["duration_us"] / 2, thread=thread,
                      duration_us=events[0]["duration_us"] * 2)
-    doc = trace_document(run)
+    doc = trace_document(as_run(run))
     assert doc["otherData"]["overlaps_fixed"] >= 1
     check_nesting(doc)
-    assert trace_bytes(run) == trace_bytes(copy.deepcopy(run))
+    assert trace_bytes(as_run(run)) == trace_bytes(as_run(copy.deepcopy(run)))
 
 
 def test_same_run_gives_identical_bytes(runs: Runs, tmp_path: Path) -> None:
-    run = runs.load("estimate")
-    assert trace_bytes(run) == trace_bytes(runs.load("estimate"))
+    run = as_run(runs.load("estimate"))
+    assert trace_bytes(run) == trace_bytes(as_run(runs.load("estimate")))
     packed = trace_bytes(run, compress=True)
     assert packed == trace_bytes(run, compress=True)
     assert gzip.decompress(packed) == trace_bytes(run)

@@ -1,4 +1,4 @@
-"""``estimate --json RUN`` into an existing run held as the merge needs it (``run_merge.read_existing``): the file
+"""``estimate -o RUN`` into an existing run held as the merge needs it (``run_merge.read_existing``): the file
 it writes is the one the document merge wrote (the reference below: every old section as read, per layer the
 typed old layer under the new one's keys), and the old run is checked as a whole check would check it."""
 
@@ -18,6 +18,7 @@ from layerscope.errors import RunFileError
 from layerscope.run import ESTIMATE_LAYER_FIELDS, load_run, save_run
 from layerscope.run_merge import existing_run, merge_estimate, read_existing
 from layerscope.runfile import io as runfile_io
+from layerscope.runfile import load_document
 from layerscope.runfile.io import as_run, dump_text, upgrade
 
 
@@ -31,7 +32,7 @@ def _model(write_model: ModelWriter) -> Path:
 
 
 def _reference(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """The document merge ``estimate --json`` made before runs were merged typed: old sections as read, the
+    """The document merge ``estimate -o`` made before runs were merged typed: old sections as read, the
     estimate's from the new run, model and summary key by key, each new layer over its typed old namesake (the
     last of its id), the old layers the new run does not know last."""
     old_run, new_run = as_run(old), as_run(new)
@@ -50,7 +51,7 @@ def _reference(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 
 
 def _estimate(model: Path, out: Path, *extra: str) -> None:
-    assert main(["estimate", str(model), "-t", "rdk-s100", "--top", "0", "--json", str(out), *extra]) == 0
+    assert main(["estimate", str(model), "-t", "rdk-s100", "--top", "0", "-o", str(out), *extra]) == 0
 
 
 @pytest.mark.parametrize("extra", [(), ("--timeline",)])
@@ -58,7 +59,7 @@ def test_estimate_into_an_edited_run_writes_what_the_document_merge_wrote(
         write_model: ModelWriter, tmp_path: Path, extra: tuple[str, ...]) -> None:
     model, out, fresh = _model(write_model), tmp_path / "run.json", tmp_path / "fresh.json"
     _estimate(model, out, "--timeline")
-    old = load_run(out)
+    old = load_document(out)
     old["layers"][0]["measured"] = {"median_us": 3, "status": "measured"}  # an int where a float is typed
     old["layers"][1]["id"] = "renamed"  # estimate keys only, unknown to the new run: kept whole, last
     old["layers"][2]["vendor_note"] = {"b": [1, 2.5]}  # a key no model names
@@ -66,7 +67,7 @@ def test_estimate_into_an_edited_run_writes_what_the_document_merge_wrote(
     old["layers"].append(dict(old["layers"][-1], measured={"median_us": 2.0}))  # a second "last": it wins
     old["latency"] = {"p50_us": 7, "samples": 3}  # kept as read: 7, not 7.0
     old["custom"] = {"z": 1, "a": [1.0, "x"]}
-    save_run(old, out)
+    out.write_text(dump_text(old), encoding="utf-8")  # a file edited by hand: the ints stay as written
     old = json.loads(out.read_text())
     _estimate(model, fresh, *extra)
 
@@ -84,7 +85,7 @@ def test_estimate_into_a_gzip_run_with_a_profile_writes_what_the_document_merge_
     model, out, fresh = _model(write_model), tmp_path / "run.json.gz", tmp_path / "fresh.json"
     assert main(["profile", str(model), "-t", "rdk-s100", "--runs", "3", "--warmup", "1", "--top", "0",
                  "-o", str(out)]) == 0
-    old = load_run(out)
+    old = load_document(out)
     _estimate(model, fresh, "--timeline")
     _estimate(model, out, "--timeline")
     assert runfile_io.read_run_text(out) == dump_text(_reference(old, json.loads(fresh.read_text())))
@@ -96,19 +97,19 @@ def test_an_estimate_run_is_held_by_its_ids_alone(write_model: ModelWriter, tmp_
     existing = read_existing(out)
     assert existing.layers.kept == {} and existing.layers.ids() == ["conv", "relu", "add", "last"]
     assert "layers" not in existing.document and existing.run.layers == []
-    document = load_run(out)
+    document = load_document(out)
     document["layers"][2]["measured"] = {"median_us": 1.0}
     kept = existing_run(document).layers.kept
     assert list(kept) == [2] and kept[2] == as_run(document).layers[2]
-    assert all(set(layer) <= ESTIMATE_LAYER_FIELDS for layer in load_run(out)["layers"])
+    assert all(set(layer) <= ESTIMATE_LAYER_FIELDS for layer in load_document(out)["layers"])
 
 
 def test_an_unmatched_estimate_layer_is_read_again_as_it_was(write_model: ModelWriter, tmp_path: Path) -> None:
     model, out = _model(write_model), tmp_path / "run.json"
     _estimate(model, out)
-    document = load_run(out)
+    document = load_document(out)
     document["layers"][3]["id"] = "old_last"
-    save_run(document, out)
+    save_run(as_run(document), out)
     existing = read_existing(out)
     fresh = tmp_path / "fresh.json"
     _estimate(model, fresh)
@@ -123,9 +124,9 @@ def test_a_run_that_changed_before_its_layers_are_read_again_is_refused(write_mo
     model, out, fresh = _model(write_model), tmp_path / "run.json", tmp_path / "fresh.json"
     _estimate(model, out)
     _estimate(model, fresh)
-    document = load_run(out)
+    document = load_document(out)
     document["layers"][3]["id"] = "old_last"
-    save_run(document, out)
+    save_run(as_run(document), out)
     existing = read_existing(out)
     out.write_text(out.read_text().replace('"old_last"', '"older_last"'))
     with pytest.raises(RunFileError, match="changed while the estimate ran") as refused:

@@ -18,7 +18,8 @@ from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
-from layerscope.run import add_measurement, estimate_run, load_run, run_from_estimate, save_run
+from layerscope.run import add_measurement, estimate_run, load_run, save_record, save_run
+from layerscope.runfile import load_document
 from layerscope.runfile.models import RunFile
 from layerscope.targets import load_profile
 
@@ -61,12 +62,22 @@ def test_the_estimate_run_is_typed_and_its_file_holds_the_same_keys(squeezenet: 
     path = save_run(run, tmp_path / "a.json")
     again = save_run(load_run(path), tmp_path / "b.json")
     assert path.read_bytes() == again.read_bytes()
-    assert load_run(path) == json.loads(json.dumps(document))
+    assert load_document(path) == json.loads(json.dumps(document))
 
 
-def test_run_from_estimate_is_the_typed_runs_document(squeezenet: Estimated) -> None:
-    run, graph, estimate = squeezenet
-    assert run_from_estimate(graph, estimate, load_profile("rdk-s100")) == run.to_json()
+def test_a_run_file_is_read_typed_and_other_records_are_written_apart(squeezenet: Estimated, tmp_path: Path) -> None:
+    """load_run gives the typed run (the file's document, typed once); save_record writes a JSON record that is not
+    a run (the bisect cache's) as it is, and refuses a run's document, which is written typed by save_run."""
+    run, _, _ = squeezenet
+    path = save_run(run, tmp_path / "run.json")
+    loaded = load_run(path)
+    assert isinstance(loaded, RunFile) and loaded.to_json() == load_document(path)
+    written = save_record({"key": "k", "samples_us": [1.5, 2.0], "boundary": None}, tmp_path / "sample.json")
+    assert written.read_text(encoding="utf-8") == (
+        '{\n "boundary": null,\n "key": "k",\n "samples_us": [\n  1.5,\n  2.0\n ]\n}\n')
+    with pytest.raises(ValueError, match="save_run"):
+        save_record(load_document(path), tmp_path / "document.json")
+    assert not (tmp_path / "document.json").exists()
 
 
 def test_add_measurement_returns_a_new_run_with_the_measured_sections(

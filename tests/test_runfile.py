@@ -23,7 +23,7 @@ from layerscope.report.tables import markdown_summary
 from layerscope.report.terminal import measured_layers_table, measurement_summary
 from layerscope.report.views.layers import layer_rows
 from layerscope.report.views.layers import scale_factor as report_k
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
 from layerscope.runfile import (
     SCHEMA_VERSION,
     RunFile,
@@ -31,6 +31,7 @@ from layerscope.runfile import (
     device_mismatch,
     layer_measured_us,
     load,
+    load_document,
     measurement_origin,
     scale_factor,
 )
@@ -84,7 +85,7 @@ def test_a_bad_field_is_one_line_naming_the_file_and_its_json_path(tmp_path: Pat
     path = tmp_path / "run.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(RunFileError) as err:
-        load_run(path)
+        load_document(path)
     assert err.value.message == f'{path}: layers[3].measured.median_us: expected a number, got "abc"'
     assert err.value.exit_code == 2
     assert main(["reconcile", str(path)]) == 2
@@ -110,7 +111,7 @@ def test_malformed_fields_are_refused_by_path(tmp_path: Path, mutate: Any, expec
     path = tmp_path / "run.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(RunFileError, match=None) as err:
-        load_run(path)
+        load_document(path)
     assert str(err.value).startswith(f"{path}: {expected}"), str(err.value)
 
 
@@ -124,7 +125,7 @@ def test_a_number_that_is_not_finite_is_refused_by_path_however_written(tmp_path
     path = tmp_path / "run.json"
     path.write_text(json.dumps(doc).replace("12345678901", literal), encoding="utf-8")
     with pytest.raises(RunFileError) as err:
-        load_run(path)
+        load_document(path)
     assert str(err.value).startswith(f"{path}: layers[2].macs: expected a finite number, got {shown}"), str(err.value)
 
 
@@ -135,11 +136,11 @@ def test_a_version_1_run_is_migrated_and_saved_as_version_2(tmp_path: Path) -> N
                          ("layerscope bisect", "differential"), ("vendor:trtexec a.json", "vendor-import")):
         doc = dict(_document(), schema_version=1, measurement={"backend": "onnxruntime", "source": source})
         old.write_text(json.dumps(doc), encoding="utf-8")
-        loaded = load_run(old)
+        loaded = load_document(old)
         assert loaded["schema_version"] == SCHEMA_VERSION == 2
         assert loaded["measurement"] == {"backend": "onnxruntime", "source": source, "kind": kind}
         assert type(load(old).measurement).__name__.lower().startswith(kind.split("-")[0].replace("-", "")[:5])
-        saved = json.loads(save_run(loaded, tmp_path / "v2.json").read_text(encoding="utf-8"))
+        saved = json.loads(save_run(as_run(loaded), tmp_path / "v2.json").read_text(encoding="utf-8"))
         assert saved["schema_version"] == 2 and saved["measurement"]["kind"] == kind
         assert not list(run_schema_validator().iter_errors(saved))
 
@@ -148,10 +149,10 @@ def test_newer_and_unknown_versions_are_refused(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_text(json.dumps(dict(_document(), schema_version=3)), encoding="utf-8")
     with pytest.raises(RunFileError, match=r"schema 3 is newer than this layerscope's \(2\)"):
-        load_run(path)
+        load_document(path)
     path.write_text(json.dumps(dict(_document(), schema_version="2")), encoding="utf-8")
     with pytest.raises(RunFileError, match="schema_version: expected an integer"):
-        load_run(path)
+        load_document(path)
 
 
 def test_typed_round_trip_keeps_unknown_keys() -> None:
@@ -203,15 +204,15 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
     assert main(["profile", str(model), "-t", "rdk-s100", "--runs", "5", "--warmup", "1", "-o", str(path),
                  "--top", "0"]) == 0
     capsys.readouterr()
-    run = load_run(path)
+    run = load_document(path)
     by_id = {layer["id"]: layer for layer in run["layers"]}
     # mark the Relu eliminated, in the shape run.py writes for a layer no kernel covers (this ONNX Runtime fuses
     # it into the Conv's kernel instead; an eliminated layer with an estimate is the case that split k in two)
     by_id["relu1"]["measured"] = {"status": "eliminated", "kernel": None, "kernels": [], "fused_group": None,
                                   "split": False, "method": "kernel-profile", "median_us": 0.0, "samples": 0}
     run["measurement"]["eliminated_layers"] = ["relu1"]
-    save_run(run, path)
-    run = load_run(path)
+    save_run(as_run(run), path)
+    run = load_document(path)
     by_id = {layer["id"]: layer for layer in run["layers"]}
 
     # k by hand: every layer but the eliminated Relu has an estimate and a measured time
@@ -235,8 +236,8 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
     data = report_data(as_run(run))
     assert data["charts"]["k"]["value"] == round(expected, 6)
     assert {r.id: r.meas_us for r in layer_rows(as_run(run))} == measured
-    html = render_html(run)
-    markdown = markdown_summary(run)
+    html = render_html(as_run(run))
+    markdown = markdown_summary(as_run(run))
     terminal = _text(measurement_summary(load(path))) + _text(measured_layers_table(load(path), 10))
     for text in (html, markdown, terminal):
         assert k3 in text
@@ -247,25 +248,25 @@ def test_one_profiled_run_gives_the_same_k_and_layer_times_in_every_output(
 
     # reconcile: the terminal report and the JSON section
     out = tmp_path / "rec.json"
-    assert main(["reconcile", str(path), "--json", str(out)]) == 0
+    assert main(["reconcile", str(path), "-o", str(out)]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert k3 in printed, printed and "k compares two devices" in printed and "board time" not in printed
-    section = load_run(out)["reconcile"]
+    section = load_document(out)["reconcile"]
     assert section["k"] == round(expected, 6) and section["excluded_layers"] == ["relu1"]
     assert "rdk-s100" in section["device_mismatch"] and "ONNX Runtime kernel profile" in section["measured_on"]
     assert {row["name"]: row["measured_us"] for row in section["layers"]} == {
         lid: round(v, 3) for lid, v in measured.items() if lid != "relu1" and v is not None}
-    rec = reconcile_run(run)
+    rec = reconcile_run(as_run(run))
     assert rec.k == pytest.approx(expected, rel=1e-12)
 
     # the k of the reconciled run file is the same again (its reconcile section is not read as a vendor's)
-    k_again = scale_factor(load_run(out))
+    k_again = scale_factor(load_document(out))
     assert k_again is not None and k_again.k == pytest.approx(expected, rel=1e-12)
 
     # advise: the diagnosis ranks by the same measured times (0 for the eliminated layer)
-    diag = diagnose(run)
+    diag = diagnose(as_run(run))
     assert {d.layer_id: d.time_us for d in diag.layers} == measured
-    assert main(["advise", str(path), "--no-model", "--json", "-"]) == 0
+    assert main(["advise", str(path), "--no-model", "-o", "-"]) == 0
     hotspots = json.loads(capsys.readouterr().out)["diagnosis"]["hotspots"]
     assert {h["id"]: h["time_us"] for h in hotspots} == {lid: round(v, 3) for lid, v in measured.items()
                                                          if v is not None}
@@ -326,9 +327,9 @@ def test_reading_a_run_and_its_report_run_with_the_collector_paused(tmp_path: Pa
     from layerscope.runfile.models import RunFile
 
     run_path = tmp_path / "run.json"
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-s100", "--json", str(run_path)]) == 0
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-s100", "-o", str(run_path)]) == 0
     seen: dict[str, list[bool]] = {"json": [], "typed": [], "report": []}
-    loads, from_json, load_run_cli = runfile_io.json.loads, RunFile.from_json.__func__, report_cli.load_run
+    loads, from_json, load_run_cli = runfile_io.json.loads, RunFile.from_json.__func__, report_cli.load
 
     def spy_loads(*args: Any, **kwargs: Any) -> Any:
         seen["json"].append(gc.isenabled())
@@ -344,9 +345,9 @@ def test_reading_a_run_and_its_report_run_with_the_collector_paused(tmp_path: Pa
 
     monkeypatch.setattr(runfile_io.json, "loads", spy_loads)
     monkeypatch.setattr(RunFile, "from_json", classmethod(spy_from_json))
-    monkeypatch.setattr(report_cli, "load_run", spy_load_run)
+    monkeypatch.setattr(report_cli, "load", spy_load_run)
     assert gc.isenabled()
-    assert isinstance(load_run(run_path), dict)  # the checked document
+    assert isinstance(load_document(run_path), dict)  # the checked document
     assert main(["report", str(run_path), "-o", str(tmp_path / "r.html")]) == 0
     assert seen["json"] and seen["typed"] and seen["report"] == [False]
     assert not any(seen["json"]) and not any(seen["typed"])

@@ -20,7 +20,8 @@ from onnx import helper
 
 from conftest import F32, ModelWriter
 from layerscope.cli.main import main
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
+from layerscope.runfile import as_run, load_document
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
 #: Mutated files per base run (two base runs).
@@ -87,7 +88,7 @@ def base_runs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
         horizon = folder / "horizon.json"
         assert main(["import", str(FIXTURES / "horizon" / "s100_profiler.log"),
                      str(FIXTURES / "horizon" / "s100_model.json"), "-o", str(horizon)]) == 0
-    run = load_run(profiled)
+    run = load_document(profiled)
     assert {"measurement", "latency", "kernels", "findings", "reconcile", "target"} <= run.keys()
     return [profiled, horizon]
 
@@ -146,5 +147,5 @@ def test_malformed_run_files_exit_2_with_one_line_or_succeed(base_runs: list[Pat
 
 def test_a_saved_base_run_round_trips(base_runs: list[Path], tmp_path: Path) -> None:
     for base in base_runs:
-        run = load_run(base)
-        assert load_run(save_run(run, tmp_path / base.name)) == run
+        document = load_document(base)
+        assert load_document(save_run(as_run(document), tmp_path / base.name)) == document

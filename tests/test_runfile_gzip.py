@@ -14,14 +14,15 @@ from layerscope.cli.main import main
 from layerscope.errors import RunFileError
 from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
-from layerscope.run import estimate_run, load_run, save_run
+from layerscope.run import estimate_run, save_run
 from layerscope.runfile import io as runfile_io
-from layerscope.runfile.io import load
+from layerscope.runfile import load_document
+from layerscope.runfile.io import as_run, load
 from layerscope.targets import load_profile
 
 
 def _estimate(model: Path, out: Path) -> None:
-    assert main(["estimate", str(model), "-t", "rdk-s100", "--top", "0", "--json", str(out)]) == 0
+    assert main(["estimate", str(model), "-t", "rdk-s100", "--top", "0", "-o", str(out)]) == 0
 
 
 def test_a_gz_run_holds_the_plain_runs_text_compressed(tmp_path: Path) -> None:
@@ -32,14 +33,14 @@ def test_a_gz_run_holds_the_plain_runs_text_compressed(tmp_path: Path) -> None:
     assert data[:2] == b"\x1f\x8b"
     assert gzip.decompress(data) == plain.read_bytes()  # a faithful record: the same text, byte for byte
     assert len(data) * 4 < plain.stat().st_size
-    assert load_run(packed) == load_run(plain)
+    assert load_document(packed) == load_document(plain)
     typed = load(packed)
     assert len(typed.layers) == len(json.loads(plain.read_text(encoding="utf-8"))["layers"]) > 50
 
 
 def test_saving_a_gz_run_twice_gives_identical_bytes(tmp_path: Path) -> None:
     _estimate(zoo("squeezenet"), tmp_path / "run.json")
-    run = load_run(tmp_path / "run.json")
+    run = load(tmp_path / "run.json")
     first = save_run(run, tmp_path / "a.json.gz").read_bytes()
     second = save_run(run, tmp_path / "b.json.gz").read_bytes()
     assert first == second  # no file name, no time in the gzip header
@@ -66,18 +67,18 @@ def test_a_run_written_as_it_is_dumped_has_the_bytes_of_its_whole_text(name: str
 def test_an_existing_gz_run_gets_its_estimate_refreshed(tmp_path: Path) -> None:
     packed = tmp_path / "run.json.gz"
     _estimate(zoo("squeezenet"), packed)
-    run = load_run(packed)
-    run["note_from_a_later_command"] = "kept"
-    save_run(run, packed)
+    document = load_document(packed)
+    document["note_from_a_later_command"] = "kept"
+    save_run(as_run(document), packed)
     _estimate(zoo("squeezenet"), packed)  # merges into the existing (compressed) run
-    assert load_run(packed)["note_from_a_later_command"] == "kept"
+    assert load_document(packed)["note_from_a_later_command"] == "kept"
 
 
 def test_a_gzip_file_under_any_name_is_read(tmp_path: Path) -> None:
     _estimate(zoo("squeezenet"), tmp_path / "run.json")
     renamed = tmp_path / "renamed.json"
     renamed.write_bytes(gzip.compress((tmp_path / "run.json").read_bytes()))
-    assert load_run(renamed) == load_run(tmp_path / "run.json")
+    assert load_document(renamed) == load_document(tmp_path / "run.json")
 
 
 def test_a_version_1_run_compressed_is_migrated(tmp_path: Path) -> None:
@@ -86,7 +87,7 @@ def test_a_version_1_run_compressed_is_migrated(tmp_path: Path) -> None:
     doc.update(schema_version=1, measurement={"backend": "onnxruntime", "source": "bench"})
     old = tmp_path / "v1.json.gz"
     old.write_bytes(gzip.compress(json.dumps(doc).encode()))
-    loaded = load_run(old)
+    loaded = load_document(old)
     assert loaded["schema_version"] == 2
     assert loaded["measurement"]["kind"] == "bench"
 
@@ -96,7 +97,7 @@ def test_a_truncated_gz_run_is_one_clear_error(tmp_path: Path) -> None:
     _estimate(zoo("squeezenet"), packed)
     packed.write_bytes(packed.read_bytes()[:200])
     with pytest.raises(RunFileError, match=r"run\.json\.gz: not a layerscope run file"):
-        load_run(packed)
+        load_document(packed)
 
 
 def test_a_gz_run_inflating_past_the_limit_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,4 +105,4 @@ def test_a_gz_run_inflating_past_the_limit_is_refused_unread(tmp_path: Path, mon
     bomb.write_bytes(gzip.compress(b" " * 100_000 + b'{"schema_version": 2}'))  # 100 kB of blanks, then a run
     monkeypatch.setattr(runfile_io, "MAX_RUN_BYTES", 50_000)
     with pytest.raises(RunFileError, match="over 50,000 bytes once decompressed"):
-        load_run(bomb)
+        load_document(bomb)

@@ -19,7 +19,7 @@ from layerscope.report.perfetto import pipeline_tracks
 from layerscope.report.pipeline_terminal import pipeline_report
 from layerscope.report.timeline_terminal import timeline_report
 from layerscope.report.views.pipeline import pipeline_view
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Section
 
@@ -48,8 +48,8 @@ def _text(renderable: Any) -> str:
 def test_the_timeline_section_is_modelled_key_for_key(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-s100", "--timeline", "--top", "0",
-                 "--json", str(out)]) == 0
-    document = load_run(out)
+                 "-o", str(out)]) == 0
+    document = load_document(out)
     run = as_run(document)
     timeline = run.timeline
     assert timeline is not None and timeline.summary is not None and timeline.memory is not None
@@ -78,7 +78,7 @@ def test_the_pipeline_section_is_modelled_key_for_key(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert main(["pipeline", f"{script}:pipeline", str(zoo("squeezenet")), "--runs", "2", "--warmup", "0",
                  "--threads", "1", "--top", "0", "-o", str(out)]) == 0
-    document = load_run(out)
+    document = load_document(out)
     run = as_run(document)
     section = run.pipeline
     assert section is not None and section.stages and section.spans and section.kernels
@@ -146,4 +146,4 @@ def test_pipeline_tracks_from_the_typed_spans_and_kernels() -> None:
 
 def test_the_execution_trace_needs_a_measured_run() -> None:
     with pytest.raises(InputError, match="needs a measured run"):
-        execution_trace(BARE)
+        execution_trace(as_run(BARE))

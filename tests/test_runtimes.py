@@ -28,6 +28,7 @@ from layerscope.measure.runners import Job, Runner
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
 from layerscope.runfile.io import measurement_kind
+from layerscope.runfile.models import DifferentialMeasurement
 from layerscope.runtimes import registry
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions, SyncBenchSession
 from layerscope.runtimes.spec import RuntimeSpec
@@ -224,11 +225,12 @@ def test_bench_runs_through_a_registered_runtime(fake: str, chain: Path) -> None
 
 
 def test_bisect_runs_through_a_registered_runtime(fake: str, chain: Path, tmp_path: Path) -> None:
-    document = bisect(BisectRequest(model=chain, backend=fake, segments=3, repeats=3, pilot=1, no_cache=True,
-                                    gap_runs=2))
-    assert document["measurement"]["backend"] == fake and document["measurement"]["method"] == "differential"
-    segments = document["bisect"]["segments"]
-    assert segments and sum(s["end"] - s["start"] for s in segments) == 6
+    run = bisect(BisectRequest(model=chain, backend=fake, segments=3, repeats=3, pilot=1, no_cache=True,
+                               gap_runs=2))
+    assert isinstance(run.measurement, DifferentialMeasurement)
+    assert run.measurement.backend == fake and run.measurement.method == "differential"
+    segments = run.bisect.segments if run.bisect is not None else []
+    assert segments and sum((s.end or 0) - (s.start or 0) for s in segments) == 6
 
 
 def _run_file(path: Path) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
-from layerscope.run import add_measurement, estimate_run
+from layerscope.run import add_measurement, estimate_run, load_run, save_run
 from layerscope.runfile import as_run, derived
 from layerscope.targets import load_profile
 
@@ -64,7 +64,7 @@ def test_the_not_run_data_files_exist_and_the_owner_is_left_out() -> None:
 
 # --------------------------------------------------------------------------------------------------- typed readers
 # The typed accessors readers use (runfile.models) give what runfile.derived defines on the document, and the
-# analysis readers give the same answer for a typed run and for its document.
+# analysis readers give the same answer for a typed run and for the same run saved and read back.
 
 
 
@@ -101,14 +101,16 @@ def test_typed_layer_times_and_k_are_the_documents(squeezenet_run: dict[str, Any
     assert typed.layer_by_id["n5"] is typed.layers[5]
 
 
-def test_analysis_reads_a_typed_run_and_its_document_alike(squeezenet_run: dict[str, Any]) -> None:
+def test_analysis_reads_a_typed_run_and_the_same_run_saved_and_read_back_alike(squeezenet_run: dict[str, Any],
+                                                                               tmp_path: Path) -> None:
     typed = as_run(squeezenet_run)
-    assert diagnose(typed) == diagnose(squeezenet_run)
-    assert reconcile_run(typed) == reconcile_run(squeezenet_run)
+    reread = load_run(save_run(typed, tmp_path / "run.json"))
+    assert diagnose(typed) == diagnose(reread)
+    assert reconcile_run(typed) == reconcile_run(reread)
     assert reconcile_run(typed).factor.k == pytest.approx(typed.k or 0.0, rel=1e-12)
     profile = load_profile("rdk-s100")
-    assert run_rules(RuleContext.of(typed, profile)) == run_rules(RuleContext.of(squeezenet_run, profile))
-    same = compare_runs(typed, squeezenet_run)
+    assert run_rules(RuleContext.of(typed, profile)) == run_rules(RuleContext.of(reread, profile))
+    same = compare_runs(typed, reread)
     assert same.time_source == "measured" and not same.added and not same.removed
     assert all(d.delta_us == 0 for d in same.layers) and len(same.layers) == len(typed.layers)
 

@@ -16,7 +16,7 @@ from layerscope.errors import ProfileError
 from layerscope.report.exec_trace import execution_trace, memory_peak_bytes, placement_on_target
 from layerscope.report.timeline_terminal import ddr_rate_text
 from layerscope.report.views.timeline import temporal
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.runfile.io import as_run, load
 from layerscope.targets import load_profile
 
@@ -39,7 +39,7 @@ def test_trace_on_an_npu_target_has_cores_stages_cycles_and_one_statistic(
             "--warmup", "1", "-o", str(out), "--format", "trace"]
     assert main(args) == 0
     trace = json.loads(capsys.readouterr().out)
-    run = load_run(out)
+    run = load_document(out)
     layers = {e["layer_name"]: e for e in trace["execution_trace"]}
     assert [e["layer_name"] for e in trace["execution_trace"]] == ["conv", "resize", "flat", "relu"]
     assert layers["resize"]["core_id"] == -1  # the CPU fallback, as hb_trace marks it
@@ -67,7 +67,7 @@ def test_trace_on_the_host_counts_measured_cycles(tmp_path: Path, capsys: pytest
     assert main(["profile", str(zoo("squeezenet")), "--runs", "2", "--warmup", "1", "-o", str(out), "--format",
                  "trace", "--level", "full"]) == 0
     trace = json.loads(capsys.readouterr().out)
-    clock = load_run(out)["target"]["clock_hz"]
+    clock = load_document(out)["target"]["clock_hz"]
     first = trace["execution_trace"][0]["timing"]
     assert first["cycles"] == round(first["total_us"] * clock / 1e6) > 0
     assert trace["summary"]["total_cycles"] == round(trace["summary"]["total_time_us"] * clock / 1e6)
@@ -106,8 +106,8 @@ def test_placement_and_memory_peak_by_hand() -> None:
 def test_ddr_against_the_nominal_and_the_effective_bandwidth(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert main(["estimate", str(zoo("resnet50")), "-t", "rdk-s100", "--timeline", "--top", "0",
-                 "--json", str(out)]) == 0
-    run = load_run(out)
+                 "-o", str(out)]) == 0
+    run = load_document(out)
     timeline = run["timeline"]
     assert timeline["ddr_nominal_bytes_per_s"] == 76.8e9  # 6400 MT/s x 96 bit / 8
     s100 = load_profile("rdk-s100")
@@ -134,7 +134,7 @@ def test_ddr_against_the_nominal_and_the_effective_bandwidth(tmp_path: Path) -> 
 def test_a_profile_without_a_vendor_figure_has_no_nominal_series(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-x5", "--timeline", "--top", "0",
-                 "--json", str(out)]) == 0
+                 "-o", str(out)]) == 0
     timeline = load(out).timeline
     assert timeline is not None and timeline.temporal is not None
     assert timeline.ddr_nominal_bytes_per_s is None and timeline.temporal.ddr_nominal_utilization is None
@@ -160,9 +160,9 @@ def test_levels_choose_the_fields(tmp_path: Path) -> None:
     run["model"].update({"name": "m", "path": None, "sha256": "s"})
     run["layers"][0].update({"op_type": "Conv", "bytes_read_act": 1, "bytes_read_weight": 2,
                              "measured": {"median_us": 200.0}})
-    pipeline = execution_trace(run, "pipeline")
+    pipeline = execution_trace(as_run(run), "pipeline")
     assert set(pipeline["execution_trace"][0]) == {"layer_id", "layer_name", "op_type", "timing", "core_id",
                                                    "pipeline_stage", "unit"}
     assert pipeline["summary"]["fps"] == 4000.0 and pipeline["summary"]["utilization_pct"] == 50.0
     with pytest.raises(ValueError, match="basic, full, memory, pipeline"):
-        execution_trace(run, "cycles")
+        execution_trace(as_run(run), "cycles")

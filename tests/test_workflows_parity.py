@@ -54,7 +54,7 @@ MORE_OUTPUT_ONLY: dict[str, dict[str, str]] = {
 }
 FIELD_THERE: dict[str, set[str]] = {"advise": {"top"}}  # the hot spots the saved findings keep
 #: API parameters that are no option of the command, and why.
-API_ONLY: dict[str, set[str]] = {"estimate": {"merge_into"}}  # the CLI's --json at a file that exists
+API_ONLY: dict[str, set[str]] = {"estimate": {"merge_into"}}  # the CLI's -o at a file that exists
 #: Arguments the command line may leave out that the API requires, and why.
 #: (the deprecated --model, --out may give it; the command refuses neither).
 REQUIRED_IN_API = {("pipeline", "model"), ("sweep", "out_dir")}
@@ -180,14 +180,14 @@ def model(write_model: ModelWriter) -> Path:
 
 def test_estimate_gives_the_clis_run_with_dims_inputs_and_a_merge(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli.json"
-    assert main(["estimate", str(model), "-t", "rdk-s100", "--timeline", "--top", "0", "--json", str(out)]) == 0
+    assert main(["estimate", str(model), "-t", "rdk-s100", "--timeline", "--top", "0", "-o", str(out)]) == 0
     run = layerscope.estimate(model, target="rdk-s100", timeline=True)
     assert _without_tool(json.loads(out.read_text())) == _without_tool(dict(run.document))
     # into the same file again on another target: the CLI merges; the API merges the same and writes nothing
     before = out.read_text()
     merged = layerscope.estimate(model, target="rdk-x5", merge_into=out)
     assert out.read_text() == before
-    assert main(["estimate", str(model), "-t", "rdk-x5", "--top", "0", "--json", str(out)]) == 0
+    assert main(["estimate", str(model), "-t", "rdk-x5", "--top", "0", "-o", str(out)]) == 0
     cli = json.loads(out.read_text())
     assert _without_tool(cli) == _without_tool(dict(merged.document))
     assert "timeline" not in cli and cli["target"]["name"] == "rdk-x5"  # a stale timeline is dropped
@@ -196,7 +196,7 @@ def test_estimate_gives_the_clis_run_with_dims_inputs_and_a_merge(model: Path, t
 def test_profile_gives_the_clis_run_up_to_the_measured_numbers(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli.json"
     argv = ["--runs", "3", "--warmup", "1", "--threads", "1", "--seed", "5"]
-    assert main(["profile", str(model), *argv, "--top", "0", "--json", str(out)]) == 0
+    assert main(["profile", str(model), *argv, "--top", "0", "-o", str(out)]) == 0
     run = layerscope.profile(model, runs=3, warmup=1, threads=1, seed=5)
     cli, flat = _flat(json.loads(out.read_text())), _flat(dict(run.document))
     assert set(cli) == set(flat)
@@ -225,7 +225,7 @@ def test_bisect_gives_the_clis_run(model: Path, tmp_path: Path) -> None:
     out = tmp_path / "cli.json"
     assert main(["bisect", str(model), "-t", "rdk-s100", "--run-cmd", run_cmd, "--latency-regex",
                  r"latency: ([0-9.]+) ms", "--repeats", "2", "--pilot", "1", "--segments", "3", "--no-cache",
-                 "--json", str(out)]) == 0
+                 "-o", str(out)]) == 0
     run = layerscope.bisect(model, target="rdk-s100", run_cmd=run_cmd, latency_regex=r"latency: ([0-9.]+) ms",
                             repeats=2, pilot=1, segments=3, no_cache=True)
     cli = _flat(json.loads(out.read_text()))
@@ -265,7 +265,7 @@ def test_import_gives_the_clis_run(tmp_path: Path) -> None:
 def measured(model: Path, tmp_path: Path) -> Path:
     out = tmp_path / "measured.json"
     assert main(["profile", str(model), "--runs", "3", "--warmup", "1", "--threads", "1", "--top", "0",
-                 "--json", str(out)]) == 0
+                 "-o", str(out)]) == 0
     return out
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from layerscope.errors import InputError
 from layerscope.report.renderers import RENDERERS, format_of, get_renderer
-from layerscope.runfile.derived import KFactor, layer_rows, scale_factor
+from layerscope.runfile.derived import KFactor, layer_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,7 +67,7 @@ class Run:
     @property
     def k(self) -> KFactor | None:
         """k = measured / estimated for the same part of the model, as every report prints it."""
-        return scale_factor(self.document)
+        return self.typed.k_factor
 
     def layer_measured_us(self, layer_id: str) -> float | None:
         """A layer's measured time as every report shows it (``None``: not measured; 0: eliminated)."""
@@ -80,7 +80,7 @@ class Run:
         """Write the run file atomically (the bytes ``layerscope ... --json`` writes); return its path."""
         from layerscope.run import save_run
 
-        return save_run(self.document, path)
+        return save_run(self.typed, path)
 
     def report(self, path: PathLike | None = None, *, fmt: str | None = None) -> str | bytes | Path:
         """Render a report: ``fmt`` one of :data:`REPORT_FORMATS` (default: from ``path``'s suffix, else html),
@@ -92,7 +92,7 @@ class Run:
 
         chosen = fmt or format_of(path)
         compress = path is not None and str(path).endswith(".gz")
-        content = get_renderer(chosen, compress=compress).render(dict(self.document))
+        content = get_renderer(chosen, compress=compress).render(self.typed)
         return content if path is None else write_atomic(path, content)
 
     def layers_frame(self) -> pd.DataFrame:
@@ -101,17 +101,15 @@ class Run:
             import pandas as pd
         except ImportError:
             raise InputError("layers_frame needs pandas", hint="pip install 'layerscope[pandas]'") from None
-        from layerscope.runfile.io import as_run
-
-        rows = layer_rows(as_run(self.document))
+        rows = layer_rows(self.typed)
         return pd.DataFrame(rows)
 
 
 def load(path: PathLike) -> Run:
     """The run file at ``path`` (a version-1 file is migrated); ``RunFileError`` naming the bad field."""
-    from layerscope.run import load_run
+    from layerscope.runfile import load_document
 
-    return Run(load_run(path))
+    return Run(load_document(path))
 
 
 def estimate(model: PathLike, *, target: str = "host", shapes: Mapping[str, Sequence[int]] | None = None,
@@ -225,7 +223,7 @@ def bisect(model: PathLike | None = None, *, target: str = "host",
         runs_per_visit=runs_per_visit, recompile_every=recompile_every, cache_dir=cache_dir, no_cache=no_cache,
         boundary_runs=boundary_runs, validate=validate, validate_runs=validate_runs, gap_runs=gap_runs,
         max_cut_share=max_cut_share, devices=devices, ray_address=ray_address)
-    return Run(_as_saved(run_bisect(request)))
+    return Run(_as_saved(run_bisect(request).to_json()))
 
 
 def import_run(files: Sequence[PathLike], *, model: PathLike | None = None,
@@ -365,8 +363,8 @@ def compare(before: PathLike | Run, after: PathLike | Run, *, labels: Sequence[s
     from layerscope.workflows.compare import CompareRequest
     from layerscope.workflows.compare import compare as run_compare
 
-    def side(run: PathLike | Run) -> Any:
-        return run.document if isinstance(run, Run) else run
+    def side(run: PathLike | Run) -> PathLike | RunFile:
+        return run.typed if isinstance(run, Run) else run
 
     names = tuple(labels)
     if len(names) != 2:

@@ -65,8 +65,9 @@ Contract:
   and the JSON path of the bad field, exit 2) and refuses files of another ``schema_version`` saying which;
 - the producers build the typed run (:class:`~layerscope.runfile.models.RunFile`): :func:`estimate_run`, then
   :func:`add_measurement` / :func:`add_partial_latency` / :func:`add_timeline` return a new run (the input is
-  not changed); :func:`save_run` dumps a typed run once, where it is written. :func:`run_from_estimate` is
-  :func:`estimate_run`'s document, for code that still extends a run as JSON;
+  not changed); :func:`save_run` dumps a typed run once, where it is written; :func:`load_run` reads one typed. A
+  run's JSON document is typed once where it enters (:func:`layerscope.runfile.as_run`); other JSON records (the
+  bisect cache's) are written by :func:`save_record`;
 - these functions are thin wrappers over :mod:`layerscope.runfile`, which owns the file.
 """
 
@@ -83,7 +84,7 @@ from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
 from layerscope.rounding import rounded, rounded_or_none
 from layerscope.runfile.io import SCHEMA_VERSION as SCHEMA_VERSION  # noqa: PLC0414 (explicit re-export, PEP 484)
-from layerscope.runfile.io import dump_text, encode, encode_parts, load_document, run_parts
+from layerscope.runfile.io import dump_text, encode, encode_parts, load, run_parts
 from layerscope.runfile.models import (
     EstimateInfo,
     Event,
@@ -124,21 +125,31 @@ if TYPE_CHECKING:  # annotations only: reading and writing run files needs none 
     from layerscope.targets import Profile
 
 
-def save_run(run: RunFile | Mapping[str, Any], path: str | os.PathLike[str],
-             as_read: Mapping[str, Any] | None = None) -> Path:
-    """Write ``run`` (a typed run, dumped here once, or its document; as schema version 2) to ``path``
-    atomically, gzip-compressed when ``path`` ends in ``.gz``; return the path written. ``as_read``: with a typed
-    run, top-level sections written as these documents in place of the run's dump of them (sections carried
-    unchanged from the file the run was read from: :func:`layerscope.runfile.io.run_parts`)."""
-    if isinstance(run, RunFile):  # written as it is dumped, a slice at a time
-        return write_atomic(path, encode_parts(run_parts(run, as_read), path))
-    return write_atomic(path, encode(dump_text({**run, **(as_read or {})}), path))
+def save_run(run: RunFile, path: str | os.PathLike[str], as_read: Mapping[str, Any] | None = None) -> Path:
+    """Write ``run`` (dumped here once, as schema version 2) to ``path`` atomically, gzip-compressed when ``path``
+    ends in ``.gz``; return the path written. ``as_read``: top-level sections written as these documents in place of
+    the run's dump of them (sections carried unchanged from the file the run was read from:
+    :func:`layerscope.runfile.io.run_parts`). A run's JSON document is typed once where it enters
+    (:func:`layerscope.runfile.as_run`) before it is written here."""
+    return write_atomic(path, encode_parts(run_parts(run, as_read), path))
 
 
-def load_run(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a run file as a checked version-2 document. ``RunFileError`` (exit 2) when missing, not JSON, of
-    another schema, or with a field of the wrong type (the message names the JSON path)."""
-    return load_document(path)
+def save_record(record: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Write ``record``, a JSON object that is not a run (a bisect cache sample ...), to ``path`` atomically and
+    deterministically (sorted keys, one-space indent, NaN refused), gzip-compressed when ``path`` ends in ``.gz``;
+    return the path written. ``ValueError`` for a run's document (one with a ``schema_version``): a run is written
+    typed, by :func:`save_run`."""
+    if "schema_version" in record:
+        raise ValueError("a run's document is written typed: save_run(as_run(document), path)")
+    return write_atomic(path, encode(dump_text(record), path))
+
+
+def load_run(path: str | os.PathLike[str]) -> RunFile:
+    """The run file at ``path``, typed (:func:`layerscope.runfile.load`): a version-1 file migrated. ``RunFileError``
+    (exit 2) when missing, not JSON, of another schema, or with a field of the wrong type (the message names the JSON
+    path). The checked JSON document, for a reader of the file as written, is
+    :func:`layerscope.runfile.load_document`'s."""
+    return load(path)
 
 
 def model_section(graph: Graph) -> ModelInfo:
@@ -317,11 +328,6 @@ def _weights_summary(graph: Graph, estimate: Estimate, profile: Profile) -> dict
 
 def _float_or_none(value: float | None) -> float | None:
     return None if value is None else float(value)
-
-
-def run_from_estimate(graph: Graph, estimate: Estimate, profile: Profile) -> dict[str, Any]:
-    """The document of :func:`estimate_run`, for code that extends a run as JSON."""
-    return estimate_run(graph, estimate, profile).to_json()
 
 
 def _us(value: float) -> float:

@@ -1,7 +1,8 @@
 """Refresh the estimate inside an existing run without losing what was measured (``estimate --json RUN``).
 
-Contract of :func:`merge_estimate` (``old``: the run already in the file, ``new``: a fresh estimate run of
-the same model, as :func:`layerscope.run.run_from_estimate` makes it, with or without a ``timeline``):
+Contract of :func:`merge_estimate` (``old``: the run already in the file, read by :func:`read_existing`; ``new``: a
+fresh estimate run of the same model, as :func:`layerscope.run.estimate_run` makes it, with or without a
+``timeline``):
 
 - the model must be the same: ``model.sha256`` and the input shapes equal, else :class:`RunFileError`
   (exit 2) saying what differs -- the file is never touched then; a run holding an imported vendor estimate
@@ -32,7 +33,6 @@ from typing import Any
 from layerscope.errors import RunFileError
 from layerscope.run import ESTIMATE_LAYER_FIELDS
 from layerscope.runfile.io import (
-    as_run,
     check_apart,
     layers_of,
     parse_document,
@@ -40,7 +40,7 @@ from layerscope.runfile.io import (
     section_key,
     upgrade,
 )
-from layerscope.runfile.models import Layer, RunFile, RunLike
+from layerscope.runfile.models import Layer, RunFile
 
 # Top-level sections an estimate writes; everything else in a run belongs to another command.
 ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeline", "predictor")
@@ -168,9 +168,9 @@ def _estimate_methods(layers: Iterable[Layer]) -> set[str]:
     return {str(layer.est.method or "") for layer in layers}
 
 
-def check_same_model(old: RunFile | Mapping[str, Any], new: RunFile | Mapping[str, Any], where: str) -> None:
+def check_same_model(old: RunFile, new: RunFile, where: str) -> None:
     """``RunFileError`` (exit 2) unless ``old`` and ``new`` are runs of the same model with the same inputs."""
-    old_model, new_model = as_run(old, where).model, as_run(new).model
+    old_model, new_model = old.model, new.model
     old_sha, new_sha = old_model.sha256, new_model.sha256
     if not old_sha:
         raise RunFileError(f"{where} holds a run with no model file behind it (an import without --model?), so "
@@ -189,11 +189,10 @@ def check_same_model(old: RunFile | Mapping[str, Any], new: RunFile | Mapping[st
                            hint="pass the same --shape, or write the estimate to another file; nothing was changed")
 
 
-def check_not_vendor_estimate(old: ExistingRun | RunLike, where: str) -> None:
+def check_not_vendor_estimate(old: ExistingRun, where: str) -> None:
     """``RunFileError`` (exit 2) when ``old`` holds an imported vendor estimate: replacing it would lose it."""
-    existing = _existing(old, where)
-    info = existing.run.estimate_info
-    methods = {str(info.method or "") if info is not None else "", *existing.layers.estimate_methods}
+    info = old.run.estimate_info
+    methods = {str(info.method or "") if info is not None else "", *old.layers.estimate_methods}
     vendor = sorted(m for m in methods if m.startswith("vendor:"))
     if vendor:
         raise RunFileError(f"{where} holds the vendor compiler's own estimate ({', '.join(vendor)}); the roofline "
@@ -201,32 +200,24 @@ def check_not_vendor_estimate(old: ExistingRun | RunLike, where: str) -> None:
                            hint="write the estimate to another file and compare the two; nothing was changed")
 
 
-def _existing(run: ExistingRun | RunLike, where: str) -> ExistingRun:
-    """``run`` to merge into: as it is, or a typed run or document checked (``RunFileError`` naming ``where``)."""
-    if isinstance(run, ExistingRun):
-        return run
-    return existing_run(run.to_json() if isinstance(run, RunFile) else run, where)
-
-
-def merge_estimate(old: ExistingRun | RunLike, new: RunLike, where: str = "the run file") -> MergeResult:
-    """``old`` with its estimate replaced by ``new``'s (see the module docstring); neither input is changed.
-    ``old`` may be an :class:`ExistingRun`, a typed run or its document; ``new`` a typed run or its document."""
-    existing, new_run = _existing(old, where), as_run(new)
-    check_same_model(existing.run, new_run, where)
-    check_not_vendor_estimate(existing, where)
-    layers, unmatched = _merge_layers(existing.layers, new_run.layers)
-    old_run = existing.run
+def merge_estimate(old: ExistingRun, new: RunFile, where: str = "the run file") -> MergeResult:
+    """``old`` (:func:`read_existing`, :func:`existing_run`) with its estimate replaced by ``new``'s (see the
+    module docstring); neither input is changed. ``where``: how errors name the run merged into."""
+    check_same_model(old.run, new, where)
+    check_not_vendor_estimate(old, where)
+    layers, unmatched = _merge_layers(old.layers, new.layers)
+    old_run = old.run
     replaced = (*ESTIMATE_SECTIONS, *OWN_SECTIONS)
-    as_read = {key: value for key, value in existing.document.items()
+    as_read = {key: value for key, value in old.document.items()
                if key not in replaced and key not in MERGED_SECTIONS}
     sections = {key: _section(old_run, key) for key in as_read}
-    sections.update((key, _section(new_run, key)) for key in _keys(new_run) if key in replaced)
-    sections.update(model=new_run.model.over(old_run.model),
-                    summary=new_run.summary.over(None if old_run.summary is None else
-                                                 old_run.summary.without(PREDICTION_SUMMARY_KEYS)), layers=layers)
+    sections.update((key, _section(new, key)) for key in _keys(new) if key in replaced)
+    sections.update(model=new.model.over(old_run.model),
+                    summary=new.summary.over(None if old_run.summary is None else
+                                             old_run.summary.without(PREDICTION_SUMMARY_KEYS)), layers=layers)
     names = {_name(key): value for key, value in sections.items()}
     merged = RunFile.model_construct(_fields_set=set(names), **names)
-    return MergeResult(merged, as_read, _notes(existing, new_run, unmatched))
+    return MergeResult(merged, as_read, _notes(old, new, unmatched))
 
 
 def _merge_layers(old: OldLayers, new_layers: list[Layer]) -> tuple[list[Layer], list[str]]:

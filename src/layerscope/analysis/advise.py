@@ -2,7 +2,8 @@
 the findings.
 
 Contract:
-- readers take the typed run (:class:`~layerscope.runfile.models.RunFile`) or its document (checked on entry);
+- readers take the typed run (:class:`~layerscope.runfile.models.RunFile`; a document is typed where it is read:
+  :func:`layerscope.runfile.load`);
 - :func:`reload_model` loads ``model.path`` (or an override) with the run's input shapes and refuses,
   with ``ModelError`` (exit 2), a file whose sha256 differs from ``model.sha256``: rules must read
   the model the run describes, not a file that changed since;
@@ -16,10 +17,9 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from layerscope.analysis.diagnose import Diagnosis, diagnose, diagnosis_section
 from layerscope.analysis.findings import findings_section
@@ -30,7 +30,6 @@ from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.load import sha256_file
 from layerscope.model.types import Graph
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Findings, RunFile
 from layerscope.runtimes import registry
 from layerscope.targets import load_profile
@@ -45,12 +44,12 @@ class AdviceReport:
     advice: Advice
 
 
-def reload_model(run: RunFile | Mapping[str, Any], override: str | Path | None = None,
+def reload_model(run: RunFile, override: str | Path | None = None,
                  input_specs: Sequence[str] = ()) -> Graph:
     """The run's model, loaded with its recorded input shapes; sha256 checked against the run. Shapes that must
     be observed by running the model (control flow, data-dependent shapes) are observed on ``input_specs``
     (``--input`` files) and seeded random values for the other inputs."""
-    model = as_run(run).model
+    model = run.model
     path = Path(override) if override is not None else Path(str(model.path or ""))
     if not str(path) or str(path) == ".":
         raise RunFileError("the run names no model file; pass it with --model")
@@ -65,11 +64,11 @@ def reload_model(run: RunFile | Mapping[str, Any], override: str | Path | None =
     return load_model(path, shapes, feeds=feeder(input_specs))
 
 
-def run_profile(run: RunFile | Mapping[str, Any], override: str | None = None) -> Profile | None:
+def run_profile(run: RunFile, override: str | None = None) -> Profile | None:
     """The profile the run was estimated on (or ``override``); ``None`` when the run names none."""
     if override:
         return load_profile(override)
-    target = as_run(run).target_or_empty
+    target = run.target_or_empty
     source, name = target.source_path, target.name
     if name == "host":
         return load_profile("host")
@@ -78,10 +77,10 @@ def run_profile(run: RunFile | Mapping[str, Any], override: str | None = None) -
     return load_profile(str(name)) if name else None
 
 
-def measure_config_of(run: RunFile | Mapping[str, Any]) -> SessionConfig | None:
+def measure_config_of(run: RunFile) -> SessionConfig | None:
     """The session config of the run's ONNX Runtime measurement (provider, threads, optimization level);
     ``None`` when the run was not measured on ONNX Runtime."""
-    measurement = as_run(run).measurement
+    measurement = run.measurement
     runtime = registry.spec(measurement.backend) if measurement is not None else None
     if measurement is None or runtime is None or not runtime.can("providers"):
         return None
@@ -89,15 +88,14 @@ def measure_config_of(run: RunFile | Mapping[str, Any]) -> SessionConfig | None:
                          opt_level=str(measurement.opt_level or "all"))
 
 
-def advise(run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Graph | None,
+def advise(run: RunFile, profile: Profile | None, graph: Graph | None,
            rules: tuple[Rule, ...] = RULES, *, measure_config: SessionConfig | None = None,
            measure_runs: int = 20, input_specs: Sequence[str] = ()) -> AdviceReport:
-    """Diagnose ``run`` (typed, or its document) and run every rule on it; with ``measure_config``, rules that
-    can measure their mitigation do (``measure_runs`` timed runs each side, the model fed ``input_specs``)."""
-    typed = as_run(run)
-    ctx = RuleContext.of(typed, profile, graph, measure_config=measure_config, measure_runs=measure_runs,
+    """Diagnose ``run`` and run every rule on it; with ``measure_config``, rules that can measure their mitigation
+    do (``measure_runs`` timed runs each side, the model fed ``input_specs``)."""
+    ctx = RuleContext.of(run, profile, graph, measure_config=measure_config, measure_runs=measure_runs,
                          input_specs=input_specs)
-    return AdviceReport(diagnose(typed, profile), run_rules(ctx, rules))
+    return AdviceReport(diagnose(run, profile), run_rules(ctx, rules))
 
 
 def findings_of(report: AdviceReport, *, top: int = 10) -> Findings:

@@ -1,7 +1,7 @@
 """Compare two runs: the before/after table users post (latency, FPS, P99, utilization, CPU-fallback count, peak
 memory, MACs) and per-layer deltas matched by layer id.
 
-Contract (pure functions of two typed runs, or their documents):
+Contract (pure functions of two typed runs):
 - a metric is taken from the measurement when the run has one (``latency``, ``measurement``), else from the
   estimate (``summary``, ``timeline``); each side says which (``source``); a metric neither side has is omitted;
 - layers are matched by id; the rest are matched as *renamed* when op type, output shapes, MACs and weight bytes
@@ -42,7 +42,6 @@ from layerscope.analysis.compare_stats import (
     run_noise,
     unjudged,
 )
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 
 
@@ -287,29 +286,28 @@ def _signature(layer: Layer) -> tuple[Any, ...]:
     return (layer.op_type, shapes, layer.macs, layer.weight_bytes)
 
 
-def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any], *,
+def compare_runs(before: RunFile, after: RunFile, *,
                  before_label: str = "before", after_label: str = "after") -> Comparison:
-    """Compare ``before`` and ``after`` (typed runs, or their documents; see the module docstring)."""
-    b_run, a_run = as_run(before, before_label), as_run(after, after_label)
-    b_noise, a_noise = run_noise(b_run), run_noise(a_run)
+    """Compare ``before`` and ``after`` (see the module docstring)."""
+    b_noise, a_noise = run_noise(before), run_noise(after)
     noise = noise_of(b_noise, a_noise)
     metrics = []
     for name, unit, better, getter in METRICS:
-        (b, sb), (a, sa) = getter(b_run), getter(a_run)
+        (b, sb), (a, sa) = getter(before), getter(after)
         if b is not None or a is not None:
             metrics.append(MetricDelta(name, unit, b, a, sb, sa, better,
-                                       _latency_stat(b_run, a_run, noise) if name == LATENCY_P50 else None))
-    measured = b_run.has_measurement and a_run.has_measurement
-    a_by_id = {layer.id: layer for layer in a_run.layers}
+                                       _latency_stat(before, after, noise) if name == LATENCY_P50 else None))
+    measured = before.has_measurement and after.has_measurement
+    a_by_id = {layer.id: layer for layer in after.layers}
     matched: list[LayerDelta] = []
     left_before = []
-    for layer in b_run.layers:
+    for layer in before.layers:
         other = a_by_id.pop(layer.id, None)
         if other is None:
             left_before.append(layer)
         else:
             matched.append(_delta(layer, other, measured, noise))
-    left_after = [layer for layer in a_run.layers if layer.id in a_by_id]
+    left_after = [layer for layer in after.layers if layer.id in a_by_id]
     removed = []
     for layer in left_before:
         sig = _signature(layer)
@@ -325,8 +323,8 @@ def compare_runs(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[s
         return tuple((x.id, str(x.op_type), x.time_us(prefer_measured=measured)) for x in layers)
 
     return Comparison(before_label, after_label, tuple(metrics), tuple(matched), rows(left_after), rows(removed),
-                      "measured" if measured else "estimated", compare_runtimes(b_run, a_run),
-                      measured_side(b_run, b_noise), measured_side(a_run, a_noise), noise)
+                      "measured" if measured else "estimated", compare_runtimes(before, after),
+                      measured_side(before, b_noise), measured_side(after, a_noise), noise)
 
 
 def _latency_stat(before: RunFile, after: RunFile, noise: float) -> DeltaStat | None:
@@ -393,21 +391,19 @@ def runtime_side(run: RunFile) -> RuntimeSide:
     return RuntimeSide(str(m.backend or ""), str(device), str(getattr(m, "precision", None) or ""))
 
 
-def compare_runtimes(before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any]
-                     ) -> RuntimeComparison | None:
+def compare_runtimes(before: RunFile, after: RunFile) -> RuntimeComparison | None:
     """The same model measured on two runtimes, lined up by layer id (see the module docstring); ``None`` unless
     both runs measured layers and their runtimes differ."""
-    b_run, a_run = as_run(before, "before"), as_run(after, "after")
-    if not (b_run.has_measurement and a_run.has_measurement):
+    if not (before.has_measurement and after.has_measurement):
         return None
-    b_side, a_side = runtime_side(b_run), runtime_side(a_run)
+    b_side, a_side = runtime_side(before), runtime_side(after)
     if b_side == a_side:
         return None
-    a_by_id = {layer.id: layer for layer in a_run.layers}
-    b_kernels, a_kernels = _kernel_precisions(b_run), _kernel_precisions(a_run)
+    a_by_id = {layer.id: layer for layer in after.layers}
+    b_kernels, a_kernels = _kernel_precisions(before), _kernel_precisions(after)
     rows = []
     by_op: dict[str, list[float]] = {}
-    for layer in b_run.layers:
+    for layer in before.layers:
         other = a_by_id.get(layer.id)
         if other is None:
             continue
@@ -482,8 +478,7 @@ def _stat(stat: DeltaStat | None) -> dict[str, Any] | None:
             "note": stat.note}
 
 
-def comparison_section(cmp: Comparison, before: RunFile | Mapping[str, Any], after: RunFile | Mapping[str, Any]
-                       ) -> dict[str, Any]:
+def comparison_section(cmp: Comparison, before: RunFile, after: RunFile) -> dict[str, Any]:
     """The run file's ``comparison`` section (stored in the *after* run): :class:`Comparison` field by field, each
     side with what measured it (``measured``), the widening ``noise`` and the ``gate`` when one was asked."""
 
@@ -491,8 +486,8 @@ def comparison_section(cmp: Comparison, before: RunFile | Mapping[str, Any], aft
         return _round(value, 6)
 
     return {
-        "before": _side(as_run(before, cmp.before_label), cmp.before_label, cmp.before_side),
-        "after": _side(as_run(after, cmp.after_label), cmp.after_label, cmp.after_side),
+        "before": _side(before, cmp.before_label, cmp.before_side),
+        "after": _side(after, cmp.after_label, cmp.after_side),
         "time_source": cmp.time_source,
         **({"noise": round(cmp.noise, 6)} if cmp.noise is not None else {}),
         **({"gate": {"fail_if_slower": cmp.gate.fail_if_slower, "fail_if_layer_slower": cmp.gate.fail_if_layer_slower,

@@ -1,6 +1,6 @@
 """Diagnose a run: hot spots, what bounds each layer (by the roofline and by measured efficiency), CPU fallback.
 
-Contract (pure functions of the typed run, or its document, and a profile; no I/O):
+Contract (pure functions of the typed run and a profile; no I/O):
 - a layer's time is its measured time (:attr:`layerscope.runfile.models.Layer.measured_us`: the median, 0 when the
   runtime eliminated it) when it was measured, else its estimate; :attr:`Diagnosis.time_source` says which the
   ranking used (``"measured"`` when any layer was);
@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import Profile
 
@@ -68,9 +67,9 @@ def layer_time_us(layer: Layer, *, prefer_measured: bool = True) -> float:
     return layer.time_us(prefer_measured=prefer_measured)
 
 
-def has_measurement(run: RunFile | Mapping[str, Any]) -> bool:
+def has_measurement(run: RunFile) -> bool:
     """True when any layer of ``run`` was measured."""
-    return as_run(run).has_measurement
+    return run.has_measurement
 
 
 def _peak_ops_per_s(layer: Layer, profile: Profile | None) -> float | None:
@@ -107,13 +106,12 @@ def _or(value: str | None, missing: str) -> str:
     return missing if value is None else str(value)
 
 
-def diagnose(run: RunFile | Mapping[str, Any], profile: Profile | None = None) -> Diagnosis:
-    """Diagnose ``run`` (the typed run, or its document; see the module docstring); ``profile`` gives the peaks
+def diagnose(run: RunFile, profile: Profile | None = None) -> Diagnosis:
+    """Diagnose ``run`` (see the module docstring); ``profile`` gives the peaks
     for measured efficiency."""
-    typed = as_run(run)
-    measured_any = typed.has_measurement
+    measured_any = run.has_measurement
     rows = []
-    for layer in typed.layers:
+    for layer in run.layers:
         time_us = layer.time_us(prefer_measured=measured_any)
         is_measured = measured_any and layer.measured_us is not None and not layer.eliminated
         rates = _measured_rates(layer, time_us, profile) if is_measured else (None, None, None, None, None)

@@ -16,11 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from layerscope.errors import InputError
 from layerscope.runfile.derived import ScaleFactor, k_between
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 
 # ------------------------------------------------------------------------------------------------------------
@@ -411,8 +409,8 @@ def _or(value: str | None) -> str:
     return "?" if value is None else str(value)
 
 
-def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
-    """Reconcile one run, typed or its document (see :class:`Reconciliation`).
+def reconcile_run(run: RunFile) -> Reconciliation:
+    """Reconcile one run (see :class:`Reconciliation`).
 
     k and the layers it counts are :func:`layerscope.runfile.scale_factor`'s (one definition for every output):
     per layer when layers carry both an estimate and a measured time (eliminated layers left out of both sums);
@@ -421,20 +419,19 @@ def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
     same part. ``measured_on`` / ``device_mismatch`` say where the measurement came from and whether it is the
     device the estimate is for.
     """
-    typed = as_run(run)
-    model_name = str(typed.model.name or typed.model.path or "?")
-    target_name = str(typed.target_or_empty.name or "?")
-    e2e = typed.end_to_end_us
+    model_name = str(run.model.name or run.model.path or "?")
+    target_name = str(run.target_or_empty.name or "?")
+    e2e = run.end_to_end_us
     end_to_end = None if e2e is None else ScaleFactor(*e2e)
-    kf = typed.k_factor
+    kf = run.k_factor
     if kf is None:
         raise InputError(f"run of {model_name!r} has no measurement and estimate of the same part to reconcile "
                          "(profile it with `layerscope profile`, or import the board's log with the static report)")
     factor = k_between(kf.measured_us, kf.estimated_us)
     measured_on = kf.origin.label if kf.origin is not None else None
-    source = predictor_source(typed)
+    source = predictor_source(run)
     if kf.scope == "layers":
-        by_id = typed.layer_by_id
+        by_id = run.layer_by_id
         pairs = [by_id[layer_id] for layer_id in kf.layer_ids]
         estimates = _predicted_layers(pairs) if source is not None else None
         if estimates is not None:
@@ -448,19 +445,19 @@ def reconcile_run(run: RunFile | Mapping[str, Any]) -> Reconciliation:
             if (est := (layer.estimated_us if estimates is None else estimates[layer.id])) is not None
             and (meas := layer.measured_us) is not None)
         known = {layer.id: layer.known is not False for layer in pairs}
-        unknown = unknown_cost_of(typed.layers, comparisons)
+        unknown = unknown_cost_of(run.layers, comparisons)
         rec = _with_layers((model_name, target_name, scope), factor, end_to_end, comparisons, kf.excluded_ids,
                            known=known, unknown=unknown)
         return replace(rec, measured_on=measured_on, device_mismatch=kf.mismatch,
                        estimated_source=source if estimates is not None else None)
     if kf.scope == "accelerator":
-        existing = typed.reconcile
+        existing = run.reconcile
         scope = (existing.scope if existing is not None and existing.scope else
                  "accelerator block measured on the board over its static estimate")
     elif source is not None:  # the summary's estimate is the prediction (summary.est_latency_us)
         scope = f"end to end: latency P50 over the kernel predictor's prediction ({source})"
     else:
-        task = typed.summary.est_task_overhead_us
+        task = run.summary.est_task_overhead_us
         scope = "end to end: latency P50 over the sum of the per-layer estimates" + (
             f" and the profile's {task / 1e3:.2f} ms per-inference task overhead" if task else "")
     verdict = _verdict(factor, None, None, None, 0)

@@ -32,7 +32,6 @@ from layerscope.analysis.weights import TINY, WeightStats, measure_flush_gain, s
 from layerscope.costs.types import UnitKind
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph, Node
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import Profile
 from layerscope.tempdirs import scratch
@@ -127,14 +126,13 @@ class RuleContext:
     input_specs: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, run: RunFile | Mapping[str, Any], profile: Profile | None, graph: Graph | None = None, *,
+    def of(cls, run: RunFile, profile: Profile | None, graph: Graph | None = None, *,
            measure_config: SessionConfig | None = None, measure_runs: int = 20,
            input_specs: Sequence[str] = ()) -> RuleContext:
-        """The context of ``run`` (typed, or its document: checked and typed here)."""
-        typed = as_run(run)
-        measured = typed.has_measurement
-        total = sum(layer.time_us(prefer_measured=measured) for layer in typed.layers)
-        return cls(typed, profile, graph, typed.layer_by_id, total, measured, measure_config, measure_runs,
+        """The context of ``run``."""
+        measured = run.has_measurement
+        total = sum(layer.time_us(prefer_measured=measured) for layer in run.layers)
+        return cls(run, profile, graph, run.layer_by_id, total, measured, measure_config, measure_runs,
                    tuple(input_specs))
 
     @cached_property

@@ -98,7 +98,8 @@ from layerscope.measure.cuts import BOUNDARY_SHARE, Cut, CutPlanner, Segment
 from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, Runner, Side
 from layerscope.measure.session import machine_info
-from layerscope.run import save_run
+from layerscope.run import save_record
+from layerscope.runfile.models import Bisect, DifferentialMeasurement, LayerMeasured, RunFile
 from layerscope.stats import PERCENTILE_METHOD
 from layerscope.targets.host import cache_dir
 
@@ -413,7 +414,7 @@ class SampleStore:
                   "pilot_us": entry.samples["pilot"], "samples_us": entry.samples["final"],
                   "boundary": None if boundary is None else {"samples_us": list(boundary.samples_us),
                                                              "kernels": list(boundary.kernels)}}
-        save_run(record, self._path(key))  # the run file's atomic JSON writer
+        save_record(record, self._path(key))
 
     def _entry(self, key: str) -> _Entry:
         if key not in self._memory:
@@ -1041,28 +1042,39 @@ def profile_latency_us(profiles: Sequence[Measurement], statistic: Statistic) ->
 
 
 # -------------------------------------------------------------------------------------- run file
-def add_bisect(run: dict[str, Any], result: BisectResult, weights_us: Mapping[str, float],
-               checks: Sequence[SegmentCheck] = (), validation: Sequence[Measurement] = ()) -> dict[str, Any]:
+def add_bisect(run: RunFile, result: BisectResult, weights_us: Mapping[str, float],
+               checks: Sequence[SegmentCheck] = (), validation: Sequence[Measurement] = (), *,
+               precision: str | None = None, cuts: Mapping[str, Any] | None = None) -> RunFile:
     """``run`` with ``layers[].measured`` (method ``"differential"``), a ``bisect`` section and a
-    ``measurement`` section added.
+    ``measurement`` section added, and the ``summary``'s ``meas_latency_us`` set (the input is not changed).
 
     A layer's ``median_us`` is its segment's increment split over the segment's layers in proportion to
     ``weights_us`` (estimated µs; equally when all are 0), ``split`` true when the segment has several
     layers; ``ci_low_us`` / ``ci_high_us`` are the segment's interval split the same way; ``segment_us``,
     ``segment_ci_low_us`` / ``segment_ci_high_us``, ``segment`` (index) and ``significant`` are the
-    segment's. Negative values stay negative.
+    segment's. Negative values stay negative. Of layers sharing an id, the last one gets the time.
+    ``precision``: the inference precision the compiler chose (the measurement's ``precision``, in place of the
+    requested one); ``cuts``: how the cuts were placed (the ``bisect`` section's ``cuts``, absent when ``None``).
     """
-    layers = {layer["id"]: layer for layer in run["layers"]}
+    last = {layer.id: position for position, layer in enumerate(run.layers)}
+    measured: dict[int, LayerMeasured] = {}
     for seg in result.segments:
         ids = seg.segment.layer_ids
-        shares = _shares(ids, weights_us)
-        for layer_id, share in zip(ids, shares, strict=True):
-            if layer_id in layers:
-                layers[layer_id]["measured"] = _layer_measured(seg, share)
-    run["bisect"] = _bisect_section(result, checks, validation)
-    run["measurement"] = _measurement_section(result)
-    run["summary"]["meas_latency_us"] = _us(result.full_us)
-    return run
+        for layer_id, share in zip(ids, _shares(ids, weights_us), strict=True):
+            if layer_id in last:
+                measured[last[layer_id]] = _layer_measured(seg, share)
+    layers = [layer.model_copy(update={"measured": measured[k]}) if k in measured else layer
+              for k, layer in enumerate(run.layers)]
+    section = _bisect_section(result, checks, validation)
+    if cuts is not None:
+        section["cuts"] = dict(cuts)
+    measurement = _measurement_section(result)
+    if precision is not None:
+        measurement["precision"] = precision
+    return run.model_copy(update={
+        "layers": layers, "bisect": Bisect.model_validate(section),
+        "measurement": DifferentialMeasurement.model_validate(measurement),
+        "summary": run.summary.model_copy(update={"meas_latency_us": _us(result.full_us)})})
 
 
 def _shares(ids: Sequence[str], weights_us: Mapping[str, float]) -> list[float]:
@@ -1071,16 +1083,16 @@ def _shares(ids: Sequence[str], weights_us: Mapping[str, float]) -> list[float]:
     return [v / total for v in values] if total > 0 else [1.0 / len(ids)] * len(ids)
 
 
-def _layer_measured(seg: SegmentResult, share: float) -> dict[str, Any]:
+def _layer_measured(seg: SegmentResult, share: float) -> LayerMeasured:
     multi = len(seg.segment.layer_ids) > 1
-    return {
+    return LayerMeasured.model_validate({
         "method": "differential", "status": "segment" if multi else "measured",
         "median_us": _us(seg.increment_us * share), "ci_low_us": _us(seg.low_us * share),
         "ci_high_us": _us(seg.high_us * share), "significant": seg.significant, "segment": seg.segment.index,
         "segment_us": _us(seg.increment_us), "segment_ci_low_us": _us(seg.low_us),
         "segment_ci_high_us": _us(seg.high_us), "split": multi, "samples": seg.samples,
         "kernel": None, "fused_group": None,
-    }
+    })
 
 
 def _bisect_section(result: BisectResult, checks: Sequence[SegmentCheck],

@@ -28,8 +28,7 @@ from layerscope.model.load import sha256_file
 from layerscope.report.units import human_count, human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.layers import LayerRow, layer_rows
-from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import RunFile
 
 PREFIX = "layerscope"
 
@@ -43,10 +42,9 @@ class Annotated:
     unmatched: int
 
 
-def check_model(run: RunLike, path: str | Path | None = None) -> Path:
+def check_model(run: RunFile, path: str | Path | None = None) -> Path:
     """The model file to annotate: ``path``, else the run's ``model.path``; ``InputError`` when there is none,
     it is missing, or its sha256 differs from the run's ``model.sha256``."""
-    run = as_run(run)
     model = run.model
     source = Path(path) if path is not None else (Path(model.path) if model.path else None)
     if source is None:
@@ -128,9 +126,8 @@ def _summary(run: Run) -> str:
     return "; ".join(p for p in parts if p) or "no latency in the run"
 
 
-def annotate_model(model: onnx.ModelProto, run: RunLike) -> Annotated:
+def annotate_model(model: onnx.ModelProto, run: RunFile) -> Annotated:
     """An annotated copy of ``model`` (see the module docstring); ``model`` itself is not changed."""
-    run = as_run(run)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     rows = layer_rows(run)

@@ -18,8 +18,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
-from layerscope.runfile.io import as_run
-from layerscope.runfile.models import BenchMeasurement, RunLike
+from layerscope.runfile.models import BenchMeasurement, RunFile
 
 #: The ``reconcile.method`` of a section ``layerscope reconcile`` wrote (``layerscope import`` writes its own).
 RECONCILE_METHOD = "layerscope reconcile"
@@ -31,8 +30,8 @@ DEFAULT_TOP: Mapping[RunKind, int] = {"compare": 10, "advise": 10, "reconcile": 
                                       "bench": 0, "import": 20, "profile": 20, "estimate": 20}
 
 
-def run_kind(run: RunLike) -> RunKind:
-    """The command whose report a run gets (``run`` typed, or its document).
+def run_kind(run: RunFile) -> RunKind:
+    """The command whose report a run gets.
 
     An analysis writes its section over the run it read, so its section comes first: ``compare`` for a
     ``comparison`` section, ``advise`` for ``findings``, ``reconcile`` for a ``reconcile`` section that
@@ -40,7 +39,6 @@ def run_kind(run: RunLike) -> RunKind:
     usually run in, last first: ``compare`` writes the *after* run with what it held). Then ``pipeline`` or
     ``bisect`` when it holds their section, ``import`` for a run made of vendor files (its ``import`` section),
     ``bench`` for a bench measurement, ``profile`` for any other measurement, else ``estimate``."""
-    run = as_run(run)
     if run.comparison is not None:
         return "compare"
     if run.findings is not None:
@@ -58,14 +56,13 @@ def run_kind(run: RunLike) -> RunKind:
     return "estimate"
 
 
-def command_report(run: RunLike, top: int | None = None, *, timeline: bool | None = None,
+def command_report(run: RunFile, top: int | None = None, *, timeline: bool | None = None,
                    kind: RunKind | None = None) -> RenderableType:
     """The tables the command that made ``run`` printed: ``kind`` names it (``None``: :func:`run_kind`; a
     command passes its own, so that ``estimate -o`` into a measured run still prints the estimate); ``top`` rows
     in the layer table (``None``: the command's default; 0: no table); the timeline report when ``timeline``
     (``None``: when the run holds a timeline). The report of each other section is imported when a run holds it
     (an estimate's start-up imports the estimate's tables only)."""
-    run = as_run(run)
     kind = run_kind(run) if kind is None else kind
     rows = DEFAULT_TOP[kind] if top is None else top
     with_timeline = run.timeline is not None if timeline is None else timeline
@@ -94,7 +91,7 @@ def command_report(run: RunLike, top: int | None = None, *, timeline: bool | Non
     elif kind == "bisect":
         from layerscope.report.bisect_terminal import bisect_report, validation_report
 
-        parts.append(bisect_report(run))
+        parts.append(bisect_report(run, rows))
         # ``bisect.validation`` read as an attribute: an unknown key of the section today, a field once typed
         if run.bisect is not None and getattr(run.bisect, "validation", None) is not None:
             parts += [Text(""), validation_report(run)]

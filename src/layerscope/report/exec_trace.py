@@ -40,14 +40,13 @@ import numpy as np
 
 from layerscope.errors import InputError
 from layerscope.report.views.common import Run
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import (
     Dim,
     KernelProfileMeasurement,
     Latency,
     Layer,
     Measurement,
-    RunLike,
+    RunFile,
     TensorInfo,
     VendorMeasurement,
 )
@@ -55,10 +54,9 @@ from layerscope.runfile.models import (
 LEVELS = ("basic", "full", "memory", "pipeline")
 
 
-def execution_trace(run: RunLike, level: str = "full") -> dict[str, Any]:
+def execution_trace(run: RunFile, level: str = "full") -> dict[str, Any]:
     """The trace document of a run that holds a measurement and its latency. ``ValueError`` for an unknown level;
     ``InputError`` for a run without a measurement or without a latency P50."""
-    run = as_run(run)
     if level not in LEVELS:
         raise ValueError(f"level must be one of {', '.join(LEVELS)}")
     if run.measurement is None or run.latency is None or run.latency.p50_us is None:

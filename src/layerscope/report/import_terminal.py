@@ -16,13 +16,12 @@ from layerscope.report.units import human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.engine import layout_time, precision_mix_text, rate_label, throughput_text
 from layerscope.runfile.derived import device_mismatch
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import (
     ImportInfo,
     KernelProfileMeasurement,
     Layer,
     Reconcile,
-    RunLike,
+    RunFile,
     VendorMeasurement,
 )
 
@@ -30,10 +29,9 @@ from layerscope.runfile.models import (
 LIST_LIMIT = 10
 
 
-def import_report(run: RunLike, top: int = 20, warnings: Sequence[str] = ()) -> RenderableType:
+def import_report(run: RunFile, top: int = 20, warnings: Sequence[str] = ()) -> RenderableType:
     """Everything ``layerscope import`` prints, from the imported run; ``warnings``: what the import met that
     the run does not keep (the files' own warnings are in the run's ``import.files``)."""
-    run = as_run(run)
     parts: list[RenderableType] = [files_table(run)]
     if top:
         if any(layer.measured is not None for layer in run.layers):

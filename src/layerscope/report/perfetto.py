@@ -29,8 +29,7 @@ from typing import Any
 
 from layerscope.report.views.common import Run
 from layerscope.report.views.timeline import Slice, Temporal, Track, Tracks, estimated_tracks, measured_tracks, temporal
-from layerscope.runfile.io import as_run
-from layerscope.runfile.models import PipelineKernel, PipelineSpan, RunLike
+from layerscope.runfile.models import PipelineKernel, PipelineSpan, RunFile
 
 MEASURED_PID = 1
 ESTIMATED_PID = 2
@@ -146,9 +145,8 @@ def _layer_args(run: Run) -> list[dict[str, Any]]:
     return out
 
 
-def trace_document(run: RunLike) -> dict[str, Any]:
+def trace_document(run: RunFile) -> dict[str, Any]:
     """The trace as a JSON-ready dict (see the module docstring for the contract)."""
-    run = as_run(run)
     measured = measured_tracks(run)
     estimated = estimated_tracks(run)
     series = temporal(run)
@@ -249,7 +247,7 @@ def _process_name(kind: str, tracks: Tracks) -> str:
     return f"{kind} ({note})"
 
 
-def trace_bytes(run: RunLike, *, compress: bool = False) -> bytes:
+def trace_bytes(run: RunFile, *, compress: bool = False) -> bytes:
     """The trace serialized deterministically; gzip-compressed (mtime 0, no file name) when ``compress``."""
     text = json.dumps(trace_document(run), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                       allow_nan=False) + "\n"

@@ -18,7 +18,6 @@ Options a format takes are fields of its renderer (:func:`get_renderer` sets the
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from layerscope.errors import InputError
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import RunFile
 
 
 @runtime_checkable
@@ -42,15 +41,9 @@ class Renderer(Protocol):
     @property
     def binary(self) -> bool: ...
 
-    def render(self, run: RunLike) -> str | bytes:
+    def render(self, run: RunFile) -> str | bytes:
         """The report of ``run``: ``bytes`` when :attr:`binary`, else text."""
         ...
-
-
-def as_saved(run: Mapping[str, Any]) -> dict[str, Any]:
-    """``run`` as it reads back from its run file, so a report made in memory equals one made from the file."""
-    loaded: dict[str, Any] = json.loads(json.dumps(run, allow_nan=False))
-    return loaded
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,7 @@ class TerminalRenderer:
     suffix: str = ".txt"
     binary: bool = False
 
-    def render(self, run: RunLike) -> str:
+    def render(self, run: RunFile) -> str:
         from layerscope.report.command_terminal import command_report
         from layerscope.report.console import render_text
 
@@ -79,7 +72,7 @@ class HtmlRenderer:
     suffix: str = ".html"
     binary: bool = False
 
-    def render(self, run: RunLike) -> str:
+    def render(self, run: RunFile) -> str:
         from layerscope.report.html import render_html  # Jinja and the templates only here
 
         return render_html(run)
@@ -93,7 +86,7 @@ class CsvRenderer:
     suffix: str = ".csv"
     binary: bool = False
 
-    def render(self, run: RunLike) -> str:
+    def render(self, run: RunFile) -> str:
         from layerscope.report.tables import layers_csv
 
         return layers_csv(run)
@@ -107,7 +100,7 @@ class MarkdownRenderer:
     suffix: str = ".md"
     binary: bool = False
 
-    def render(self, run: RunLike) -> str:
+    def render(self, run: RunFile) -> str:
         from layerscope.report.tables import markdown_summary
 
         return markdown_summary(run)
@@ -122,7 +115,7 @@ class TraceRenderer:
     suffix: str = ".json"
     binary: bool = True
 
-    def render(self, run: RunLike) -> bytes:
+    def render(self, run: RunFile) -> bytes:
         from layerscope.report.perfetto import trace_bytes
 
         return trace_bytes(run, compress=self.compress)
@@ -137,7 +130,7 @@ class AnnotatedModel:
     unmatched: int
 
 
-def annotated_model(run: RunLike, model_path: Path | None = None) -> AnnotatedModel:
+def annotated_model(run: RunFile, model_path: Path | None = None) -> AnnotatedModel:
     """The run's model (``model_path``, else the run's ``model.path``; same sha256 or ``InputError``) with the
     run's numbers on its nodes."""
     import onnx  # only here: a report from the run file alone does not need it
@@ -167,7 +160,7 @@ class OnnxRenderer:
     suffix: str = ".onnx"
     binary: bool = True
 
-    def render(self, run: RunLike) -> bytes:
+    def render(self, run: RunFile) -> bytes:
         return annotated_model(run, self.model_path).data
 
 

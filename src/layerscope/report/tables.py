@@ -29,8 +29,7 @@ from layerscope.report.views.common import Run
 from layerscope.report.views.findings import findings
 from layerscope.report.views.layers import LayerRow, layer_rows, scale_factor, share_basis, top_layers
 from layerscope.report.views.summary import headline, measured_memory, missing_notes, summary_sections
-from layerscope.runfile.io import as_run
-from layerscope.runfile.models import KernelProfileMeasurement, LayerMeasured, RunLike
+from layerscope.runfile.models import KernelProfileMeasurement, LayerMeasured, RunFile
 from layerscope.textsafe import terminal_text
 
 Getter = Callable[[LayerRow], Any]
@@ -124,9 +123,8 @@ def csv_cell(value: Any) -> str:
     return "'" + text if text.startswith(_FORMULA_START) else text
 
 
-def layers_csv(run: RunLike) -> str:
+def layers_csv(run: RunFile) -> str:
     """The per-layer CSV (see the module docstring)."""
-    run = as_run(run)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([*(name for name, _ in CSV_COLUMNS), *RUNTIME_COLUMNS, *MEMORY_COLUMNS])
@@ -241,9 +239,8 @@ def _findings_table(run: Run, n: int) -> str | None:
     return "### Findings\n\n" + md_table(["severity", "rule", "layers", "hazard", "mitigation", "expected gain"], body)
 
 
-def markdown_summary(run: RunLike, top: int = 10) -> str:
+def markdown_summary(run: RunFile, top: int = 10) -> str:
     """The Markdown summary (see the module docstring); ``top`` slowest layers are listed."""
-    run = as_run(run)
     parts = [f"## layerscope report: {md_code(run.model.name or '?')}"]
     metrics = headline(run)
     if metrics:

@@ -10,7 +10,6 @@ again.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +38,8 @@ from layerscope.measure.profile import Measurement
 from layerscope.measure.runners import CommandRunner, Runner, WarmWith
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
-from layerscope.run import run_from_estimate
+from layerscope.run import estimate_run
+from layerscope.runfile.models import RunFile
 from layerscope.runtimes import registry
 from layerscope.runtimes.base import BisectTiming, OpenRuntime
 from layerscope.runtimes.onnxruntime import SPEC as onnxruntime_spec
@@ -47,6 +47,7 @@ from layerscope.runtimes.openvino import SPEC as openvino_spec
 from layerscope.runtimes.spec import RuntimeSpec
 from layerscope.sweep.devices import RayDevicePool, parse_devices
 from layerscope.targets import load_profile
+from layerscope.tempdirs import scratch
 from layerscope.workflows.common import (
     QUIET,
     Hooks,
@@ -122,9 +123,9 @@ class BisectRequest:
     ray_address: str | None = None
 
 
-def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> dict[str, Any]:
+def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> RunFile:
     """Time every segment of ``request.model`` by differential timing of its prefixes and suffixes; return the run
-    document (estimate, per-layer differential times, the ``bisect`` and ``measurement`` sections). Options that
+    (estimate, per-layer differential times, the ``bisect`` and ``measurement`` sections). Options that
     do not go together are a :class:`UsageConflict`; a missing runtime or provider ``BackendUnavailable`` before
     any work; Ctrl-C a ``KeyboardInterrupt`` saying where the samples measured so far are cached."""
     r = request
@@ -194,15 +195,16 @@ def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> dict[str, Any]:
     if validation is not None:
         profiles = validation.finish()
         checks = compare_with_profile(result, profiles, weights)
-    run = add_bisect(run_from_estimate(graph, estimate, profile), result, weights, checks, profiles)
-    precision = backend.chosen_precision(runner) if backend is not None else None
-    if precision is not None:  # what the compiler chose, not the hint
-        run["measurement"]["precision"] = precision
     if planner.locked:
-        run["bisect"]["cuts"] = {"rule": "exec-graph", "locked": len(planner.locked)}
+        cuts: dict[str, Any] | None = {"rule": "exec-graph", "locked": len(planner.locked)}
     elif spec.can("exec-graph-cuts") or r.cut_rule == "heuristic":
-        run["bisect"]["cuts"] = {"rule": "heuristic", "locked": 0}
-    return run
+        cuts = {"rule": "heuristic", "locked": 0}
+    else:
+        cuts = None
+    # the precision the compiler chose, not the hint
+    precision = backend.chosen_precision(runner) if backend is not None else None
+    return add_bisect(estimate_run(graph, estimate, profile), result, weights, checks, profiles, precision=precision,
+                      cuts=cuts)
 
 
 def _check_together(r: BisectRequest, device: CommandRunner | None) -> None:
@@ -283,7 +285,7 @@ def _workdir(store: SampleStore, *, keep: bool) -> Iterator[Path]:
     if keep and store.directory is not None:
         yield store.directory / "models"
         return
-    with tempfile.TemporaryDirectory(prefix="layerscope-bisect-") as tmp:
+    with scratch("bisect") as tmp:
         yield Path(tmp)
 
 

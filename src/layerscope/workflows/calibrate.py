@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from layerscope.analysis.calibrate import (
     Calibration,
@@ -46,7 +45,7 @@ from layerscope.analysis.predictor import (
     Context,
     KernelSample,
     Predictor,
-    cross_validated,
+    family_errors,
     fit_context,
     fit_predictor,
     predict_path,
@@ -340,28 +339,20 @@ class _SampleCache:
         return [self._done[(t.kernel.digest, t.latency_us)] for t in timings]
 
     def family_errors(self, timings: Sequence[KernelTiming]) -> dict[str, FamilyErrors]:
-        """Per family with at least 4 timed kernels: its 3-fold cross-validated median |error| and each
-        generated kernel's own, by configuration."""
-        samples = self.samples(timings)
-        out: dict[str, FamilyErrors] = {}
-        for family in FAMILIES:
-            chosen = [(t, s) for t, s in zip(timings, samples, strict=True) if s.family == family]
-            if len(chosen) < 4:
-                continue
-            _, errors, _ = cross_validated(family, [s for _, s in chosen], folds=3)
-            out[family] = (float(np.median(errors)),
-                           [(t.kernel.config, float(e)) for (t, _), e in zip(chosen, errors, strict=True)
-                            if t.kernel.config])
-        return out
+        """Per family with at least 4 timed kernels: its held-out error (the calibration models' kernels left
+        out model by model, :func:`~layerscope.analysis.predictor.family_errors`) and each generated kernel's
+        own, by configuration."""
+        return family_errors(self.samples(timings))
 
 
 def model_context(predictor: Predictor, wholes: Sequence[tuple[Path, float]],
                   shapes: Mapping[str, tuple[int, ...]], profile: Profile) -> Context:
     """The in-model :class:`Context` fitted to the calibration models' whole P50 (``wholes``) against the sum of
     their kernels' predictions alone (``predictor`` without context)."""
-    rows = []
+    rows, medians = [], []
     for path, measured_us in wholes:
         graph = load_model(path, dict(shapes) or None)
         pred = predict_path(predictor, graph, estimate_graph(graph, profile, "fp32"))
         rows.append((measured_us, sum(k.isolated_us for k in pred.kernels), len(pred.kernels)))
-    return fit_context(rows, predictor.overhead_us)
+        medians.append(statistics.median(k.isolated_us for k in pred.kernels) if pred.kernels else 0.0)
+    return fit_context(rows, predictor.overhead_us, medians_us=medians)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from layerscope.measure.runners import CommandRunner
     from layerscope.model.types import TensorInfo
-    from layerscope.runfile.models import RunLike
+    from layerscope.runfile.models import RunFile
     from layerscope.runtimes.base import OpenRuntime
 
 #: Option destination (click's name for it) -> the request field and API parameter that holds it.
@@ -93,7 +93,7 @@ class Interrupted(KeyboardInterrupt):
     (``partial``: before any per-layer time; ``interrupted``: some rounds missing). Raised by the Python API; the
     CLI prints and saves the run, then stops as every interrupted command does."""
 
-    def __init__(self, run: RunLike, mark: str) -> None:
+    def __init__(self, run: RunFile, mark: str) -> None:
         super().__init__(f"what was measured is in the run (marked {mark})")
         self.run, self.mark = run, mark
 

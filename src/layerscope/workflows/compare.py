@@ -3,25 +3,24 @@ the CI gate (``layerscope compare``, ``layerscope.compare``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from layerscope.analysis.compare import Comparison, compare_runs, comparison_section, gate
 from layerscope.errors import Regression
 from layerscope.runfile.models import Comparison as ComparisonSection
-from layerscope.runfile.models import RunFile, RunLike
+from layerscope.runfile.models import RunFile
 from layerscope.workflows.common import OptionError, PathLike
 
 
 @dataclass(frozen=True)
 class CompareRequest:
-    """``layerscope compare``'s options. ``before``, ``after``: run files (or runs, typed or documents) of any
-    command; ``labels``: the two runs' names in every table (``--labels A,B``); ``fail_if_slower``: a regression is
-    the end-to-end latency P50 judged slower by more than this many percent; ``fail_if_layer_slower``: the same for
-    any matched layer (``None``: no gate)."""
+    """``layerscope compare``'s options. ``before``, ``after``: run files (or typed runs) of any command;
+    ``labels``: the two runs' names in every table (``--labels A,B``); ``fail_if_slower``: a regression is the
+    end-to-end latency P50 judged slower by more than this many percent; ``fail_if_layer_slower``: the same for any
+    matched layer (``None``: no gate)."""
 
-    before: PathLike | RunLike
-    after: PathLike | RunLike
+    before: PathLike | RunFile
+    after: PathLike | RunFile
     labels: tuple[str, str] = ("before", "after")
     fail_if_slower: float | None = None
     fail_if_layer_slower: float | None = None
@@ -60,7 +59,7 @@ def compare(request: CompareRequest) -> CompareResult:
                         ("--fail-if-layer-slower", request.fail_if_layer_slower)):
         if value is not None and not value >= 0:
             raise OptionError(flag, f"{value}: expected a percentage >= 0, e.g. 5")
-    run_before, run_after = _typed(request.before, names[0]), _typed(request.after, names[1])
+    run_before, run_after = _typed(request.before), _typed(request.after)
     cmp = compare_runs(run_before, run_after, before_label=names[0], after_label=names[1])
     if request.fail_if_slower is not None or request.fail_if_layer_slower is not None:
         cmp = gate(cmp, request.fail_if_slower, request.fail_if_layer_slower)
@@ -68,10 +67,8 @@ def compare(request: CompareRequest) -> CompareResult:
     return CompareResult(cmp, run_after.model_copy(update={"comparison": section}))
 
 
-def _typed(run: PathLike | RunLike, label: str) -> RunFile:
-    """A run given as a path (read), a typed run or a document (checked)."""
-    from layerscope.runfile.io import as_run, load
+def _typed(run: PathLike | RunFile) -> RunFile:
+    """A run given as a path (read and checked: ``RunFileError`` naming the file) or typed (as it is)."""
+    from layerscope.runfile.io import load
 
-    if isinstance(run, RunFile | Mapping):
-        return as_run(run, label)
-    return load(run)
+    return run if isinstance(run, RunFile) else load(run)

@@ -12,7 +12,7 @@ from layerscope.errors import RunFileError
 from layerscope.estimator import estimate_graph
 from layerscope.model.types import Graph
 from layerscope.run import add_timeline, estimate_run
-from layerscope.runfile.models import RunFile, RunLike
+from layerscope.runfile.models import RunFile
 from layerscope.targets import load_profile
 from layerscope.workflows.common import QUIET, Hooks, OptionError, PathLike, load_graph
 
@@ -28,7 +28,7 @@ class EstimateRequest:
     """``layerscope estimate``'s options. ``shapes``: input name -> dims (``--shape``); ``dims``: named dim -> value
     (``--dim``); ``inputs``: ``--input`` specs (read only when the model must run to learn its shapes);
     ``predictor``: a predictor file of ``calibrate --kernels``; ``merge_into``: an existing run of the same model
-    whose measured sections are kept, only its estimate (and timeline) refreshed (the CLI's ``--json`` at a file
+    whose measured sections are kept, only its estimate (and timeline) refreshed (the CLI's ``-o`` at a file
     that exists)."""
 
     model: PathLike
@@ -45,18 +45,17 @@ class EstimateRequest:
 
 @dataclass(frozen=True)
 class EstimateResult:
-    """The estimate's run (typed; a document once a prediction is added), the sections of a merged run to write as
-    they were read (:func:`layerscope.run.save_run`'s ``as_read``), and with ``merge_into`` one line per thing to
-    know about the merge (kept, stale, unmatched sections); ``notes`` is ``None`` without a merge."""
+    """The estimate's run, the sections of a merged run to write as they were read
+    (:func:`layerscope.run.save_run`'s ``as_read``), and with ``merge_into`` one line per thing to know about the
+    merge (kept, stale, unmatched sections); ``notes`` is ``None`` without a merge."""
 
-    run: RunLike
+    run: RunFile
     as_read: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] | None = None
 
     def document(self) -> dict[str, Any]:
         """The run's JSON document, as :func:`layerscope.run.save_run` writes it."""
-        base = self.run.to_json() if isinstance(self.run, RunFile) else dict(self.run)
-        return {**base, **self.as_read}
+        return {**self.run.to_json(), **self.as_read}
 
 
 def estimate(request: EstimateRequest, hooks: Hooks = QUIET) -> EstimateResult:
@@ -83,24 +82,19 @@ def estimate(request: EstimateRequest, hooks: Hooks = QUIET) -> EstimateResult:
 
         merged = merge_estimate(existing, typed, str(request.merge_into))
         result = EstimateResult(merged.run, merged.as_read, merged.notes)
-        if request.predictor is not None:
-            result = EstimateResult(merged.document(), {}, merged.notes)
     if request.predictor is not None:  # after the merge: a run's earlier prediction is replaced, never kept
         result = EstimateResult(_predict(result.run, graph, Path(request.predictor), request.dtype, request.fusion),
                                 result.as_read, result.notes)
     return result
 
 
-def _predict(run: RunLike, graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> dict[str, Any]:
-    """``run``'s document with the kernel predictor's numbers added (its roofline features on the predictor's own
-    profile)."""
+def _predict(run: RunFile, graph: Graph, path: Path, dtype: str | None, fusion: str = "auto") -> RunFile:
+    """``run`` with the kernel predictor's numbers added (its roofline features on the predictor's own profile)."""
     from layerscope.analysis.predictor import add_prediction, load_predictor, predict_path  # only --predictor
 
     predictor = load_predictor(path)
     estimate = estimate_graph(graph, load_profile(predictor.profile), dtype or "fp32")
-    document = run.to_json() if isinstance(run, RunFile) else dict(run)
-    add_prediction(document, predict_path(predictor, graph, estimate, fusion), str(path), predictor)
-    return document
+    return add_prediction(run, predict_path(predictor, graph, estimate, fusion), str(path), predictor)
 
 
 def _existing_run(path: Path) -> ExistingRun:
@@ -110,5 +104,5 @@ def _existing_run(path: Path) -> ExistingRun:
     try:
         return read_existing(path)
     except RunFileError as exc:
-        raise RunFileError(exc.message, hint="--json adds the estimate to an existing run of the same model; "
+        raise RunFileError(exc.message, hint="-o adds the estimate to an existing run of the same model; "
                                              "remove the file or choose another path") from None

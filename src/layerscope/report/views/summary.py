@@ -19,14 +19,13 @@ from layerscope.report.views.estimate import predicted, predicted_text, roofline
 from layerscope.report.views.layers import scale_factor
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import steadiness_text
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import (
     EstimateInfo,
     KernelProfileMeasurement,
     Latency,
     Machine,
     MeasuredMemory,
-    RunLike,
+    RunFile,
     TimelineSummary,
     VendorMeasurement,
 )
@@ -387,23 +386,22 @@ def _quoted(text: str) -> str:
     return shlex.quote(text.replace("`", "'"))
 
 
-def missing_notes(run: RunLike, run_file: str | None = None) -> list[str]:
+def missing_notes(run: RunFile, run_file: str | None = None) -> list[str]:
     """What the run does not hold, each with the command that adds it. The commands name the run's own model
     and target and ``run_file`` (the path the run was read from) where they are known, else the placeholders
     ``MODEL``, ``T`` and ``RUN.json``. A timeline is offered on an NPU profile only: on a CPU or GPU profile the
     layers run one after another, and the note names an NPU profile and a run file of its own instead."""
-    run = as_run(run)
     layers = run.layers
     model = _quoted(str(run.model.path)) if run.model.path else "MODEL"
     out = _quoted(run_file) if run_file else "RUN.json"
     notes = []
     if not any(layer.estimated_us is not None for layer in layers):
-        notes.append(f"No per-layer estimate: `layerscope estimate {model} --json {out}` adds one.")
+        notes.append(f"No per-layer estimate: `layerscope estimate {model} -o {out}` adds one.")
     elif run.timeline is None:
         target = run.target_or_empty
         if target.kind in (None, "npu"):
             name = _quoted(target.name) if target.name else "T"
-            notes.append(f"No timeline: `layerscope estimate {model} --target {name} --timeline --json {out}` "
+            notes.append(f"No timeline: `layerscope estimate {model} --target {name} --timeline -o {out}` "
                          "adds the schedule per unit and core, DDR bandwidth over time and the memory plan to this "
                          f"run (its measured sections are kept); `layerscope profile {model} --target {name} "
                          f"--timeline -o {out}` measures and schedules in one run.")
