@@ -7,7 +7,7 @@ Usage: ``.venv/bin/python benchmarks/calibration.py [--reuse] [--runs 5] [--warm
    networks shipped with onnx (``onnx/backend/test/data/light``) and for the bundled samples (YOLOv5s,
    YOLOv5s-deep and YOLOv8s at 320, CRNN, DBNet at 320, BERT-tiny, ViT-tiny), a zoo network and a sample in
    turn. ``--reuse`` keeps run files that are already there (the profiling is what takes minutes).
-2. ``layerscope calibrate <zoo runs> --check <sample runs> -o DIR/host-calibrated.toml --json DIR/cal.json``:
+2. ``layerscope calibrate <zoo runs> --check <sample runs> -o DIR/host-calibrated.toml --fit-json DIR/cal.json``:
    the fit on the zoo (efficiency per unit kind, per-op-type factors, overheads, bandwidth), its
    leave-one-model-out error, and the error on the samples, which the fit never saw. The same with
    ``--no-op-efficiency`` (one efficiency per unit kind, the fit before op-type factors; ``DIR/cal-per-unit.json``)
@@ -81,7 +81,7 @@ def _calibrate(fit: list[Path], checks: list[Path], profile: Path, summary: Path
                quiet: bool) -> dict[str, Any]:
     """Run ``layerscope calibrate`` on ``fit`` with ``checks`` held out, writing ``profile``; its JSON summary."""
     command = [*_layerscope(), "calibrate", *map(str, fit), *[a for p in checks for a in ("--check", str(p))],
-               "-o", str(profile), "--json", str(summary), *extra]
+               "-o", str(profile), "--fit-json", str(summary), *extra]
     print("$", " ".join(command[1:]), flush=True)
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL if quiet else None)
     result: dict[str, Any] = json.loads(summary.read_text())

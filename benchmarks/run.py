@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         ls_out, ot_out = tmp / "layerscope.json", tmp / "onnx_tool.json"
         tools = [
             Tool("layerscope estimate",
-                 [*layerscope_argv(), "estimate", str(model_path), "--target", TARGET, "--json", str(ls_out)],
+                 [*layerscope_argv(), "estimate", str(model_path), "--target", TARGET, "-o", str(ls_out)],
                  ls_out, env),
             Tool("onnx-tool profile",
                  [sys.executable, "-c", ONNX_TOOL_SCRIPT, str(model_path), str(ot_out)], ot_out, env),

@@ -14,10 +14,10 @@ child's maximum resident set (``wait4``'s ``ru_maxrss``). The children's bytecod
 ``pip install`` compiles it (``PYTHONDONTWRITEBYTECODE`` in the caller's environment would otherwise make each child
 compile layerscope's source, ~0.2 s, as ``benchmarks/run.py`` explains):
 
-- ``estimate MODEL -t TARGET --json RUN``: estimate time and peak memory; RUN's size ("run MB");
-- ``estimate MODEL -t TARGET --json RUN.gz``: the same run gzip-compressed ("gz MB", a faithful record: the
+- ``estimate MODEL -t TARGET -o RUN``: estimate time and peak memory; RUN's size ("run MB");
+- ``estimate MODEL -t TARGET -o RUN.gz``: the same run gzip-compressed ("gz MB", a faithful record: the
   same text), timed too ("gz s");
-- ``estimate MODEL -t TARGET --timeline --json RUN``: timeline time and peak;
+- ``estimate MODEL -t TARGET --timeline -o RUN``: timeline time and peak;
 - ``report RUN -o OUT.html``: HTML render time and size (``--no-html`` skips it);
 - first render ("draw s"): headless Chromium (Debian's ``/usr/bin/chromium`` through Playwright, as
   ``benchmarks/report_size.py`` does) from ``page.goto`` of the HTML until the page says it drew its first
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         # after `pip install`, which compiles it (PYTHONDONTWRITEBYTECODE in the caller's environment would
         # otherwise make every child compile layerscope's source again)
         PYCACHE[:] = [str(Path(tmp) / "pycache")]
-        run_cli(["estimate", str(model_path(WARM_UP_LAYERS)), "-t", args.target, "--top", "0", "--timeline", "--json",
+        run_cli(["estimate", str(model_path(WARM_UP_LAYERS)), "-t", args.target, "--top", "0", "--timeline", "-o",
                  str(Path(tmp) / "warm-up.json")])
         run_cli(["report", str(Path(tmp) / "warm-up.json"), "-o", str(Path(tmp) / "warm-up.html")])
         for layers in sizes:
@@ -182,10 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.repeat):  # alternating, so that the machine's drift hits both alike
                 run.unlink(missing_ok=True)  # each a first estimate of the model, not a merge into the last run
                 tl_run.unlink(missing_ok=True)
-                seconds, peak = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "--json", str(run)])
+                seconds, peak = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "-o", str(run)])
                 estimates.append((seconds, LAST_CPU_S[0], peak))
                 timelines.append(run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "--timeline",
-                                          "--json", str(tl_run)]))
+                                          "-o", str(tl_run)]))
             est_s, est_cpu = (statistics.median(e[i] for e in estimates) for i in (0, 1))
             est_mb = max(e[2] for e in estimates)
             tl_s, tl_mb = statistics.median(t[0] for t in timelines), max(t[1] for t in timelines)
@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             own[layers] = statistics.median(t[0] - e[0] for e, t in zip(estimates, timelines, strict=True))
             run_mb = run.stat().st_size / 1e6
             packed = Path(tmp) / f"run-{layers}.json.gz"
-            gz_s, _ = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "--json", str(packed)])
+            gz_s, _ = run_cli(["estimate", str(model), "-t", args.target, "--top", "0", "-o", str(packed)])
             gz_mb = packed.stat().st_size / 1e6
             html_s = html_mb = float("nan")
             draw: float | None = float("nan")

@@ -10,7 +10,7 @@ machine load hits both alike:
 
 - baseline: ``estimate_graph`` (roofline: costs, residency, per-layer latency);
 - ``simulate_timeline`` (the same roofline plus the schedule, the bins and the memory plan);
-- ``timeline_section`` + ``json.dumps`` of the simulated timeline (what ``--json`` adds).
+- ``timeline_section`` + ``json.dumps`` of the simulated timeline (what ``-o`` adds).
 
 Reported: median and minimum of the timed runs and the ratio of medians to the baseline's; the goal line
 ``simulate_timeline < 2.0 s`` with PASS or FAIL. Exit status 0 on PASS, 1 on FAIL.

@@ -6,7 +6,7 @@ the tree before the change (e.g. ``/work/main``) and once with the tree after it
 Cases: five models of the onnx package's zoo (resnet50, densenet121, squeezenet, inception_v2, shufflenet) on every
 bundled profile, the bundled yolov5s sample on rdk-s100 and rdk-x5, and ``benchmarks/scale.py``'s synthetic graphs
 (``--scale``) on rdk-s100, rdk-x5 and rdk-x3 (two cores). All in one process (the CLI's ``main``). Per case:
-``CASE.out``, the terminal output of ``estimate MODEL -t TARGET --top 0 --timeline --json RUN`` (its last line, the
+``CASE.out``, the terminal output of ``estimate MODEL -t TARGET --top 0 --timeline -o RUN`` (its last line, the
 run file's path, left out); ``CASE.timeline.json``, the ``timeline`` section's text as the run file holds it; and
 ``CASE.rest.sha256``, the digest of the rest of the run file (the tree's own folder, in the profile's source path,
 written as ``<src>``).
@@ -58,7 +58,7 @@ def record(out: Path, scales: list[int]) -> None:
             run = Path(tmp) / f"{name}.json"
             text = io.StringIO()
             with contextlib.redirect_stdout(text):
-                code = main(["estimate", str(model), "-t", target, "--top", "0", "--timeline", "--json", str(run)])
+                code = main(["estimate", str(model), "-t", target, "--top", "0", "--timeline", "-o", str(run)])
             lines = [line for line in text.getvalue().splitlines() if not line.startswith("run file: ")]
             (out / f"{name}.out").write_text(f"exit {code}\n" + "\n".join(lines) + "\n")
             written = run.read_text() if run.exists() else ""

@@ -18,7 +18,6 @@ from layerscope.measure.bench import BenchConfig, BenchResult, ProcessUsage, Str
 from layerscope.measure.bench_sweep import SweepPoint, best_under_budget, knee_index, load_order, sweep_section
 from layerscope.report.html import render_html
 from layerscope.run import load_run
-from layerscope.runfile import as_run
 from layerscope.runfile.models import BenchSweep, RunFile
 from layerscope.stats import summarize
 
@@ -109,7 +108,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunFile, str, Path]
                    lambda self, *a, **k: printed.append(_text(a[0]) if a else ""))
         assert main(["bench", str(model), *SWEEP, "--latency-budget", "20ms", "-o", str(out), "--html",
                      str(html)]) == 0
-    return as_run(load_run(out)), "\n".join(printed), html
+    return load_run(out), "\n".join(printed), html
 
 
 def _text(renderable: Any) -> str:
@@ -160,7 +159,7 @@ def test_sweep_table_is_printed(swept: tuple[RunFile, str, Path]) -> None:
 def test_static_batch_sweeps_streams_only(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     assert main(["bench", str(_model(tmp_path / "static.onnx", 3)), *SWEEP, "-o", str(out)]) == 0
-    sweep = as_run(load_run(out)).bench_sweep
+    sweep = load_run(out).bench_sweep
     assert sweep is not None and sweep.batch_dim is None and sweep.axes["batch"] == []
     assert sweep.batch_note is not None and "batch is static" in sweep.batch_note and "x axis 0 = 3" in sweep.batch_note
     assert [(p.streams, p.batch) for p in sweep.points] == [(1, None), (2, None)]
@@ -176,7 +175,7 @@ def test_a_zoo_model_sweep_prints_the_table_and_plots_the_curve(tmp_path: Path,
     assert main(["bench", str(zoo("squeezenet")), "--sweep", "streams=1,2", "--duration", "0.2", "--warmup", "1",
                  "--threads", "1", "-o", str(out), "--html", str(page)]) == 0
     printed = capsys.readouterr().out
-    sweep = as_run(load_run(out)).bench_sweep
+    sweep = load_run(out).bench_sweep
     assert sweep is not None and [p.streams for p in sweep.points] == [1, 2]
     assert all((p.requests_per_s or 0) > 0 and (p.p90_us or 0) > 0 for p in sweep.points)
     assert "streams" in printed and "samples/s" in printed

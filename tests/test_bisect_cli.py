@@ -18,8 +18,7 @@ from layerscope.cli.main import main
 from layerscope.measure.cuts import CutPlanner
 from layerscope.model import load_model
 from layerscope.report.views.bisect import bisect_view
-from layerscope.run import load_run
-from layerscope.runfile import as_run
+from layerscope.runfile import as_run, load_document
 from test_bisect import write_residual
 
 #: A stand-in for `compile && ssh board perf`: its "latency" is the prefix file's size (1 byte = 1 µs), so
@@ -96,7 +95,7 @@ def test_regex_runner_recovers_every_increment(model: Path, device: dict[str, An
     assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX,
                    "--granularity", "layer", "--repeats", "2", "--cache", str(tmp_path / "c"), "-o", str(out)) == 0
     sizes = _sizes(model)
-    run = load_run(out)
+    run = load_document(out)
     section = run["bisect"]
     assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
     assert section["baseline_us"] == sizes[0] and section["full_us"] == sizes[-1]
@@ -119,7 +118,7 @@ def test_max_ci_is_checked_and_recorded(model: Path, device: dict[str, Any], tmp
     out = tmp_path / "run.json"
     assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--segments", "2",
                    "--repeats", "2", "--max-ci", "0.1", "--no-cache", "-o", str(out)) == 0
-    section = load_run(out)["bisect"]
+    section = load_document(out)["bisect"]
     # a noiseless device: every interval is a point at the first check, so no round is added
     assert section["max_ci"] == 0.1 and section["resolve_share"] == 0.05
     assert section["resolve_from"] == section["repeats"] == 2 and section["resolve_widest"] == 0.0
@@ -129,7 +128,7 @@ def test_max_ci_is_checked_and_recorded(model: Path, device: dict[str, Any], tmp
     for off in ((), ("--max-ci", "0")):
         assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--segments",
                        "2", "--repeats", "2", *off, "--no-cache", "-o", str(out)) == 0
-        section = load_run(out)["bisect"]
+        section = load_document(out)["bisect"]
         assert section.get("max_ci") is None and section.get("resolve_from") is None
 
 
@@ -143,7 +142,7 @@ def test_suffixes_on_a_device_command(model: Path, device: dict[str, Any], tmp_p
     out = tmp_path / "run.json"
     assert _bisect(model, "--run-cmd", device["cmd"] + " {model} regex", "--latency-regex", REGEX, "--suffixes",
                    "--granularity", "layer", "--repeats", "2", "--no-cache", "-o", str(out)) == 0
-    section = load_run(out)["bisect"]
+    section = load_document(out)["bisect"]
     planner = CutPlanner.for_model(load_model(model))
     prefix = _sizes(model)
     suffix = [len(planner.suffix_model(k).SerializeToString(deterministic=True)) for k in range(9)]
@@ -163,7 +162,7 @@ def test_json_field_and_report_file(model: Path, device: dict[str, Any], tmp_pat
         out = tmp_path / "run.json"
         assert _bisect(model, "--run-cmd", device["cmd"] + template, *reader, "--segments", "2", "--repeats", "2",
                        "--no-cache", "-o", str(out)) == 0
-        section = load_run(out)["bisect"]
+        section = load_document(out)["bisect"]
         assert section["full_us"] == sizes[-1] and section["baseline_us"] == sizes[0]
         assert section["sum_segments_us"] == sizes[-1] - sizes[0]
 
@@ -190,7 +189,7 @@ def test_a_failing_command_exits_3_and_the_rerun_resumes(model: Path, device: di
     out = tmp_path / "run.json"
     assert _bisect(model, *args, "-o", str(out)) == 0
     assert _calls(device) == 7 + (18 - 6)  # the 6 samples measured before the failure are not measured again
-    cache = load_run(out)["bisect"]["cache"]
+    cache = load_document(out)["bisect"]["cache"]
     assert cache == {"dir": str(tmp_path / "c"), "hits": 6, "misses": 12}
     assert _bisect(model, *args) == 0 and _calls(device) == 19  # everything cached now
 
@@ -205,7 +204,7 @@ def test_ctrl_c_exits_130_and_the_rerun_reuses_the_cache(model: Path, device: di
     assert f"cached in {tmp_path / 'c'}; run the same command again to resume" in interrupted.err
     out = tmp_path / "run.json"
     assert _bisect(model, *args, "-o", str(out)) == 0
-    assert load_run(out)["bisect"]["cache"]["hits"] == 11 and _calls(device) == 12 + 18 - 11
+    assert load_document(out)["bisect"]["cache"]["hits"] == 11 and _calls(device) == 12 + 18 - 11
 
 
 def test_the_cache_defaults_to_the_layerscope_cache_dir(model: Path, device: dict[str, Any]) -> None:
@@ -250,7 +249,7 @@ def test_onnxruntime_runner_with_validation(model: Path, tmp_path: Path, capsys:
     assert _bisect(model, "--threads", "1", "--segments", "3", "--repeats", "3", "--pilot", "1",
                    "--runs-per-visit", "2", "--validate", "--validate-runs", "3", "--cache", str(tmp_path / "c"),
                    "-o", str(out)) == 0
-    run = load_run(out)
+    run = load_document(out)
     section = run["bisect"]
     assert section["runner"]["runner"] == "onnxruntime" and section["runner"]["threads"] == 1
     # --warm-with auto: each visit first runs the model itself, a suffix then the layers before its cut, as the

@@ -340,14 +340,14 @@ def test_compare_lines_up_an_onnxruntime_and_an_openvino_run(tmp_path: Path, hin
     assert stored["after"]["backend"] == "openvino" and len(stored["layers"]) == len(rt.layers)
     # the CSV names the runtime, device, precision and kernel implementation of each measured layer
     # (a kernel's own precision is the runtime's per node: the plugin may keep a layer at f32 under a bf16 hint)
-    rows = {row["layer.id"]: row for row in csv.DictReader(io.StringIO(layers_csv(runs["openvino"])))}
+    rows = {row["layer.id"]: row for row in csv.DictReader(io.StringIO(layers_csv(typed["openvino"])))}
     kernel_precision = rows["n0"]["meas.precision"]
     assert kernel_precision in {precision, "f32"}
     assert (rows["n0"]["meas.backend"], rows["n0"]["meas.device"]) == ("openvino", "CPU")
     assert rows["n0"]["meas.exec_type"].endswith(f"_{kernel_precision}")
     assert rows["n0"]["meas.fused_group"] == f"n0 {first_relu}"
     # the trace's kernel slices too, and the summary's runtime section names the device and precision
-    slices = [e for e in trace_document(runs["openvino"])["traceEvents"] if e.get("ph") == "X"]
+    slices = [e for e in trace_document(typed["openvino"])["traceEvents"] if e.get("ph") == "X"]
     conv = next(e["args"] for e in slices if "n0" in e["args"].get("layers", "").split(", "))
     assert conv["fused_group"] == f"n0, {first_relu}" and conv["precision"] == kernel_precision and conv["exec_type"]
     kernel = next(r for r in layer_rows(typed["openvino"]) if r.id == "n0").detail["kernel"]  # the HTML's details

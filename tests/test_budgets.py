@@ -157,7 +157,7 @@ def test_a_small_gzip_run_file_reads_in_little_memory(tmp_path: Path) -> None:
     (a 4 KB ``run.json.gz`` read under a 1.5 GB address-space limit)."""
     model = _chain(tmp_path / "chain.onnx", 3)
     run = tmp_path / "run.json.gz"
-    assert run_limited(["estimate", str(model), "--top", "0", "--json", str(run)]).returncode == 0
+    assert run_limited(["estimate", str(model), "--top", "0", "-o", str(run)]).returncode == 0
     assert run.stat().st_size < 16_000
     result = run_limited(["report", str(run), "--format", "csv", "-o", str(tmp_path / "layers.csv")])
     assert result.returncode == 0, result.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -18,7 +17,8 @@ from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
-from layerscope.run import run_from_estimate, save_run
+from layerscope.run import estimate_run, save_run
+from layerscope.runfile import RunFile, as_run
 from layerscope.targets import load_profile
 
 N = helper.make_node
@@ -48,11 +48,12 @@ def _model(write_model: ModelWriter, name: str, channels: int, size: int) -> Pat
 S100 = str(Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "profiles" / "rdk-s100.toml")
 
 
-def _measured_run(path: Path, truth: C.Params, profile_name: str = S100) -> dict[str, Any]:
-    """A run whose 'measurements' are exactly the roofline under ``truth`` (plus a gap-free end to end)."""
+def _measured_run(path: Path, truth: C.Params, profile_name: str = S100) -> RunFile:
+    """A run whose 'measurements' are exactly the roofline under ``truth`` (plus a gap-free end to end), built as
+    its document and typed."""
     profile = load_profile(profile_name)
     graph = load_model(path)
-    run = run_from_estimate(graph, estimate_graph(graph, profile), profile)
+    run = estimate_run(graph, estimate_graph(graph, profile), profile).to_json()
     total = 0.0
     for layer in run["layers"]:
         group = C.group_of(layer)
@@ -65,14 +66,14 @@ def _measured_run(path: Path, truth: C.Params, profile_name: str = S100) -> dict
         total += t
     total += run["summary"].get("est_task_overhead_us", 0.0)  # end to end: the profile's per-inference task too
     run["latency"] = {"p50_us": total, "mean_us": total}
-    return run
+    return as_run(run)
 
 
 TRUTH = C.Params({"TAE/tensor": 2.0, "VAE/vector": 3.0, "AAE/aux": 1.5}, {"TAE/tensor": 4.0, "VAE/vector": 2.0,
                                                                           "AAE/aux": 1.0}, 1.7)
 
 
-def _runs(write_model: ModelWriter) -> list[dict[str, Any]]:
+def _runs(write_model: ModelWriter) -> list[RunFile]:
     shapes = [(16, 32), (32, 64), (64, 32), (128, 16), (8, 128)]
     return [_measured_run(_model(write_model, f"m{c}_{s}.onnx", c, s), TRUTH) for c, s in shapes]
 
@@ -96,7 +97,7 @@ def test_the_written_profile_loads_and_estimates_what_the_fit_predicts(write_mod
     profile = load_profile(str(path))
     assert profile.name == "s100-cal" and profile.source_for("units.TAE.efficiency").startswith("calibrated:")
     for run, d in zip(runs, data, strict=True):
-        graph = load_model(run["model"]["path"])
+        graph = load_model(str(run.model.path))
         # rel 1e-3: the run file rounds µs to ns
         assert estimate_graph(graph, profile).latency_us == pytest.approx(C.predict_us(d, cal.params), rel=1e-3)
 
@@ -117,7 +118,7 @@ def test_runs_without_measurements_or_of_another_profile_are_refused(write_model
     path = _model(write_model, "m.onnx", 16, 32)
     profile = load_profile(S100)
     graph = load_model(path)
-    plain = run_from_estimate(graph, estimate_graph(graph, profile), profile)
+    plain = estimate_run(graph, estimate_graph(graph, profile), profile)
     with pytest.raises(InputError, match="no end-to-end latency"):
         C.run_data(plain)
     data = C.run_data(_measured_run(path, TRUTH))
@@ -131,7 +132,7 @@ def test_calibrate_command_writes_a_profile_and_reports_the_errors(write_model: 
     monkeypatch.setenv("COLUMNS", "200")
     files = [str(save_run(run, tmp_path / f"run{i}.json")) for i, run in enumerate(_runs(write_model))]
     out = tmp_path / "cal" / "my-s100.toml"
-    assert main(["calibrate", *files[:4], "--check", files[4], "-o", str(out), "--base", S100, "--json",
+    assert main(["calibrate", *files[:4], "--check", files[4], "-o", str(out), "--base", S100, "--fit-json",
                  str(tmp_path / "cal.json")]) == 0
     text = capsys.readouterr().out
     assert "leave-one-model-out: mean |error|" in text and "held-out: mean |error|" in text
@@ -223,7 +224,7 @@ def toy(tmp_path: Path) -> Path:
     return path
 
 
-def _toy_runs(write_model: ModelWriter, toy: Path, truths: list[C.Params] | None = None) -> list[dict[str, Any]]:
+def _toy_runs(write_model: ModelWriter, toy: Path, truths: list[C.Params] | None = None) -> list[RunFile]:
     truths = truths or [OP_TRUTH] * len(CHAINS)
     return [_measured_run(_chain_model(write_model, f"c{i}.onnx", c, s, chain), truth, str(toy))
             for i, ((c, s, chain), truth) in enumerate(zip(CHAINS, truths, strict=True))]
@@ -295,5 +296,5 @@ def test_the_written_op_efficiency_loads_and_estimates_what_the_fit_predicts(wri
     assert profile.efficiency_for("Sigmoid") == pytest.approx(1 / cal.params.op_factor("Sigmoid"))
     assert profile.source_for("op_efficiency.Sigmoid").startswith("calibrated:")
     for run, d in zip(runs, data, strict=True):
-        graph = load_model(run["model"]["path"])
+        graph = load_model(str(run.model.path))
         assert estimate_graph(graph, profile).latency_us == pytest.approx(C.predict_us(d, cal.params), rel=1e-3)

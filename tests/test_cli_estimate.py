@@ -14,7 +14,8 @@ from onnx import helper
 
 from conftest import F32, ModelWriter, zoo
 from layerscope.cli.main import main
-from layerscope.run import SCHEMA_VERSION, load_run
+from layerscope.run import SCHEMA_VERSION
+from layerscope.runfile import load_document
 from layerscope.targets import load_profile
 
 RUN_KEYS = {"schema_version", "model", "target", "layers", "summary", "unknown_ops"}
@@ -23,8 +24,8 @@ LAYER_KEYS = {"id", "op_type", "macs", "flops", "bytes_read", "bytes_written", "
 
 def test_estimate_resnet50_on_s100_writes_the_run_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.json"
-    assert main(["estimate", str(zoo("resnet50")), "--target", "rdk-s100", "--json", str(out), "--top", "5"]) == 0
-    run = load_run(out)
+    assert main(["estimate", str(zoo("resnet50")), "--target", "rdk-s100", "-o", str(out), "--top", "5"]) == 0
+    run = load_document(out)
     assert run.keys() >= RUN_KEYS
     assert run["schema_version"] == SCHEMA_VERSION
     assert run["target"]["name"] == "rdk-s100"
@@ -49,7 +50,7 @@ def test_estimate_resnet50_on_s100_writes_the_run_file(tmp_path: Path, capsys: p
 def test_same_inputs_give_identical_bytes(tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     for out in (a, b):
-        assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-x5", "--json", str(out), "--top", "0"]) == 0
+        assert main(["estimate", str(zoo("squeezenet")), "-t", "rdk-x5", "-o", str(out), "--top", "0"]) == 0
     assert a.read_bytes() == b.read_bytes()
 
 
@@ -61,7 +62,7 @@ def _dynamic(write_model: ModelWriter) -> Path:
 
 def test_shape_option(write_model: ModelWriter, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    args = ["estimate", str(_dynamic(write_model)), "-t", "rdk-s100", "--shape", "images=1x3x32x32", "--json", str(out)]
+    args = ["estimate", str(_dynamic(write_model)), "-t", "rdk-s100", "--shape", "images=1x3x32x32", "-o", str(out)]
     assert main(args) == 0
     # 4 out channels x 32 x 32 x (3 x 3 x 3) = 110,592 MACs
     assert json.loads(out.read_text())["summary"]["macs"] == 4 * 32 * 32 * 27
@@ -128,7 +129,7 @@ def test_hostile_layer_names_survive_the_terminal_and_the_run_file(write_model: 
     node = helper.make_node("Relu", ["x"], ["y"], name=hostile)
     out = tmp_path / "run.json"
     result = _cli("estimate", str(write_model([node], [("x", F32, [1, 8])], [("y", F32, None)])),
-                  "-t", "rdk-s100", "--json", str(out))
+                  "-t", "rdk-s100", "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert hostile in result.stdout  # printed literally: rich markup in names is not interpreted
-    assert load_run(out)["layers"][0]["id"] == hostile
+    assert load_document(out)["layers"][0]["id"] == hostile

@@ -1,7 +1,8 @@
-"""One CLI vocabulary: ``-o/--output`` (= ``--json``) for the run file, ``--threads`` = intra-op threads,
-MODEL an argument, ``--seed`` wherever inputs are generated; old spellings work one release with one line on
-stderr; a single-valued ``--target`` given twice is refused; ``lint`` can gate CI; a redirected output is not
-cut at 80 columns."""
+"""One CLI vocabulary: ``-o/--output`` for the run file (``--json`` its deprecated spelling), ``--html`` for the
+report of every command that writes a run, ``--threads`` = intra-op threads, MODEL an argument, ``--seed`` wherever
+inputs are generated; old spellings work one release with one line on stderr; a single-valued ``--target`` given
+twice is refused; ``lint`` can gate CI; a redirected output is not cut at 80 columns. Every command's ``--help`` is
+walked and checked against the shared vocabulary."""
 
 from __future__ import annotations
 
@@ -13,12 +14,15 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from onnx import TensorProto, helper
 
 from conftest import ModelWriter, zoo
-from layerscope.cli.main import main
-from layerscope.run import load_run
+from layerscope.cli.main import SUBCOMMANDS, cli, main
+from layerscope.cli.options import Command
+from layerscope.cli.outputs import OutputPath
+from layerscope.runfile import load_document
 
 SQUEEZENET = str(zoo("squeezenet"))
 LINT = Path(__file__).parent / "fixtures" / "lint"
@@ -36,15 +40,112 @@ def _lines(text: str, needle: str) -> list[str]:
     return [line for line in text.splitlines() if needle in line]
 
 
-# --- -o/--output and --json: the run file -----------------------------------------------------------------------
+# --- -o/--output and the old --json: the run file ------------------------------------------------------------
 
 @pytest.mark.parametrize("flag", ["-o", "--output", "--json"])
 def test_estimate_writes_the_run_file_under_each_spelling(flag: str, tiny: Path, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.json"
     assert main(["estimate", str(tiny), flag, str(out)]) == 0
-    assert [layer["op_type"] for layer in load_run(out)["layers"]] == ["Add", "Relu"]
-    assert DEPRECATED not in capsys.readouterr().err
+    assert [layer["op_type"] for layer in load_document(out)["layers"]] == ["Add", "Relu"]
+    deprecations = _lines(capsys.readouterr().err, DEPRECATED)
+    assert deprecations == ([f"layerscope: warning: --json {DEPRECATED} -o/--output"] if flag == "--json" else [])
+
+
+# --- every command's --help: the shared vocabulary ------------------------------------------------------------
+
+#: The commands whose main output is a run file (``-o RUN.json``), each also writing its HTML report (``--html``).
+RUN_WRITERS = ("advise", "bench", "bisect", "compare", "estimate", "import", "pipeline", "profile", "reconcile")
+
+
+def _command(name: str) -> click.Command:
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None, name
+    return command
+
+
+def _help(name: str) -> str:
+    """``layerscope NAME --help`` as a 200-column terminal shows it."""
+    command = _command(name)
+    ctx = click.Context(command, info_name=name, parent=click.Context(cli, info_name="layerscope"),
+                        terminal_width=200, max_content_width=200)
+    return command.get_help(ctx)
+
+
+def _options(name: str) -> dict[str, click.Option]:
+    """The command's options as ``--help`` lists them, by each of their spellings."""
+    return {flag: param for param in _command(name).params if isinstance(param, click.Option) and not param.hidden
+            for flag in param.opts}
+
+
+def _hidden(name: str) -> set[str]:
+    return {flag for param in _command(name).params if isinstance(param, click.Option) and param.hidden
+            for flag in param.opts}
+
+
+def _renamed(name: str, old: str) -> click.Option:
+    """The listed option that the hidden old spelling ``old`` of command ``name`` sets (``deprecated_option``
+    names its parameter ``deprecated_`` + the new option's)."""
+    (hidden,) = [p for p in _command(name).params if isinstance(p, click.Option) and p.hidden and old in p.opts]
+    assert hidden.name is not None and hidden.name.startswith("deprecated_")
+    (new,) = [p for p in _command(name).params if isinstance(p, click.Option) and not p.hidden
+              and p.name == hidden.name.removeprefix("deprecated_")]
+    return new
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_every_help_speaks_the_shared_vocabulary(name: str) -> None:
+    text, options = _help(name), _options(name)
+    # --json is only a hidden old spelling: of -o/--output, of --format json where json is a format, or of
+    # calibrate's --fit-json (its JSON is not a run file)
+    assert "--json" not in options and "--json" not in text
+    if "--json" in _hidden(name):
+        renamed = _renamed(name, "--json")
+        assert (renamed.opts == ["-o", "--output"]
+                or (renamed.opts == ["--format"] and "json" in renamed.type.choices)  # type: ignore[attr-defined]
+                or (name, renamed.opts) == ("calibrate", ["--fit-json"])), renamed.opts
+    # -o and --output are one option wherever either is offered, and it writes a file (sweep: a folder)
+    if "-o" in options or "--output" in options:
+        assert options["-o"] is options["--output"]
+    # --html: the HTML report of the run, a file checked before any work
+    if "--html" in options:
+        html = options["--html"]
+        assert isinstance(html.type, OutputPath) and html.metavar == "OUT"
+        assert (html.help or "").startswith("Also write the self-contained HTML report of ")
+    # --top: a count of rows, never negative
+    if "--top" in options:
+        top = options["--top"]
+        assert isinstance(top.type, click.IntRange) and top.type.min == 0
+    # --threads: the runtime's intra-op threads wherever it appears; --streams: bench's concurrent streams only
+    if "--threads" in options:
+        assert "intra-op threads" in (options["--threads"].help or "")
+    if "--streams" in options:
+        assert name == "bench" and "Concurrent inference streams" in (options["--streams"].help or "")
+    # --format: the terminal report is "table" wherever one is offered (import's --format names its input's)
+    if "--format" in options and name != "import":
+        assert "table" in options["--format"].type.choices  # type: ignore[attr-defined]
+    # an old spelling is not listed, and is applied: only a Command carries its value to the new option
+    if _hidden(name):
+        assert isinstance(_command(name), Command), name
+    listed = [line.strip() for line in text.splitlines()]
+    for old in _hidden(name):
+        assert not [line for line in listed if line.startswith((f"{old} ", f"{old},"))], old
+
+
+@pytest.mark.parametrize("name", RUN_WRITERS)
+def test_every_command_writing_a_run_has_output_and_html(name: str) -> None:
+    options = _options(name)
+    output = options["-o"]
+    assert output is options["--output"] and output.metavar == "RUN.json" and isinstance(output.type, OutputPath)
+    assert "--html" in options
+    assert _renamed(name, "--json") is output  # the old spelling still sets it, with its line
+
+
+def test_the_run_writers_are_every_command_offering_a_run_file() -> None:
+    """A command added later whose -o writes a run file is checked too."""
+    offering = {name for name in SUBCOMMANDS if (opt := _options(name).get("-o")) is not None
+                and opt.metavar == "RUN.json"}
+    assert offering == set(RUN_WRITERS)
 
 
 # --- --target once ------------------------------------------------------------------------------------------------
@@ -71,26 +172,37 @@ def test_bench_threads_are_intra_op_and_streams_are_streams(tiny: Path, tmp_path
     out = tmp_path / "b.json"
     assert main(["bench", str(tiny), "--runs", "4", "--warmup", "0", "--threads", "1", "--streams", "2",
                  "-o", str(out)]) == 0
-    m = load_run(out)["measurement"]
+    m = load_document(out)["measurement"]
     assert m["threads"] == 1 and m["streams"] == 2
-    assert "bench --threads is" not in capsys.readouterr().err  # --streams given: no note
+    assert "bench --threads" not in capsys.readouterr().err  # --streams given: no note
 
 
 def test_bench_threads_alone_notes_the_new_meaning(tiny: Path, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b.json"
     assert main(["bench", str(tiny), "--runs", "2", "--warmup", "0", "--threads", "2", "-o", str(out)]) == 0
-    m = load_run(out)["measurement"]
+    m = load_document(out)["measurement"]
     assert m["threads"] == 2 and m["streams"] == 1
-    (note,) = _lines(capsys.readouterr().err, "bench --threads is")
-    assert "--streams" in note
+    (note,) = _lines(capsys.readouterr().err, "bench --threads")
+    assert note == ("layerscope: note: bench --threads 2 sets ONNX Runtime's intra-op threads, as in every command; "
+                    "for 2 concurrent streams use --streams 2 (--threads meant streams before this release)")
+
+
+@pytest.mark.parametrize("args", [["--threads", "1"], ["--threads", "0"], ["--threads", "2", "--sweep", "streams=1,2"]])
+def test_bench_threads_that_cannot_mean_streams_get_no_note(args: list[str], tiny: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """One stream is what --threads 0 or 1 asked for under the old meaning too; a streams axis names the streams."""
+    out = tmp_path / "b.json"
+    assert main(["bench", str(tiny), "--runs", "2", "--warmup", "0", *args, "-o", str(out)]) == 0
+    assert load_document(out)["measurement"]["threads"] == int(args[1])
+    assert "bench --threads" not in capsys.readouterr().err
 
 
 def test_bench_intra_threads_still_works_with_one_line(tiny: Path, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "b.json"
     assert main(["bench", str(tiny), "--runs", "2", "--warmup", "0", "--intra-threads", "1", "-o", str(out)]) == 0
-    assert load_run(out)["measurement"]["threads"] == 1
+    assert load_document(out)["measurement"]["threads"] == 1
     (line,) = _lines(capsys.readouterr().err, DEPRECATED)
     assert line == f"layerscope: warning: --intra-threads {DEPRECATED} --threads"
     assert main(["bench", str(tiny), "--intra-threads", "1", "--threads", "2"]) == 2  # both spellings: refused
@@ -116,7 +228,7 @@ def test_pipeline_model_argument_and_the_old_option(tiny: Path, tmp_path: Path,
     (line,) = _lines(capsys.readouterr().err, DEPRECATED)
     assert line.startswith("layerscope: warning: --model/-m is deprecated") and "MODEL" in line
     for path in ("a.json", "b.json"):
-        assert load_run(tmp_path / path)["model"]["path"] == str(tiny)
+        assert load_document(tmp_path / path)["model"]["path"] == str(tiny)
     assert main(["pipeline", f"{script}:run_once", *common]) == 2
     assert "Missing argument 'MODEL'" in capsys.readouterr().err
 

@@ -106,7 +106,7 @@ def test_a_foreign_node_range_over_a_long_chain_stores_its_group_once(tmp_path: 
     import onnx
     from onnx import TensorProto, helper
 
-    from layerscope.run import load_run
+    from layerscope.runfile import load_document
     from layerscope.runfile.derived import FUSED_GROUP_INLINE_MAX, fused_group
 
     n = 5_000
@@ -121,7 +121,7 @@ def test_a_foreign_node_range_over_a_long_chain_stores_its_group_once(tmp_path: 
     result = run_limited(["import", str(profile), "--model", str(model), "--format", "trtexec", "-o", str(out)])
     assert result.returncode == 0, result.stderr[-800:]
     assert out.stat().st_size < 5 * 1024 * 1024  # was 348 MB
-    run = load_run(out)
+    run = load_document(out)
     (kernel,) = run["kernels"]
     assert kernel["layers"] == [f"r{i}" for i in range(n)]
     first, last = run["layers"][0]["measured"], run["layers"][-1]["measured"]

@@ -323,7 +323,7 @@ def test_a_model_with_3_gb_of_external_data_is_estimated_without_reading_it(tmp_
     path = tmp_path / "big.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     json_out = tmp_path / "run.json"
-    result = run_limited(["estimate", str(path), *TARGET, "--json", str(json_out)])
+    result = run_limited(["estimate", str(path), *TARGET, "-o", str(json_out)])
     assert result.returncode == 0, result.stderr[-500:]
     import json
 

@@ -134,7 +134,7 @@ def test_estimates_of_a_model_drawing_random_values_repeat_and_say_so(write_mode
     macs = []
     for k in range(2):
         out = tmp_path / f"run{k}.json"
-        assert main(["estimate", str(path), "--json", str(out), "--top", "0"]) == 0
+        assert main(["estimate", str(path), "-o", str(out), "--top", "0"]) == 0
         layers = json.loads(out.read_text())["layers"]
         macs.append([(layer["id"], layer["macs"], layer["output_shapes"]) for layer in layers])
         err = capsys.readouterr().err

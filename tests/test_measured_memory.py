@@ -18,7 +18,7 @@ from layerscope.cli.main import main
 from layerscope.model import load_model
 from layerscope.report.html import report_data
 from layerscope.report.renderers import get_renderer
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.runfile.io import as_run
 
 
@@ -27,7 +27,7 @@ def squeezenet_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("memory") / "run.json"
     assert main(["profile", str(zoo("squeezenet")), "--runs", "3", "--warmup", "1", "--threads", "1",
                  "-o", str(out), "--top", "3"]) == 0
-    return load_run(out)
+    return load_document(out)
 
 
 def _layers(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -65,16 +65,17 @@ def test_peak_and_the_layers_that_hold_it(squeezenet_run: dict[str, Any]) -> Non
 
 
 def test_csv_and_html_show_measured_memory(squeezenet_run: dict[str, Any]) -> None:
-    rows = {r["layer.id"]: r for r in csv.DictReader(io.StringIO(str(get_renderer("csv").render(squeezenet_run))))}
+    typed = as_run(squeezenet_run)
+    rows = {r["layer.id"]: r for r in csv.DictReader(io.StringIO(str(get_renderer("csv").render(typed))))}
     assert rows["n2"]["meas.output_bytes"] == "774400" and rows["n2"]["meas.at_peak"] == "true"
     assert rows["n1"]["meas.at_peak"] == "true" and rows["n5"]["meas.at_peak"] == "false"
     assert rows["n0"]["meas.output_bytes"] == ""  # fused into n1's kernel: no tensor of its own, not 0
-    html = str(get_renderer("html").render(squeezenet_run))
+    html = str(get_renderer("html").render(as_run(squeezenet_run)))
     assert "Memory (measured)" in html and "3.75 MiB" in html  # 3928576 bytes
     details = dict(report_data(as_run(squeezenet_run))["details"])  # the detail panel's groups
     assert {key for key, _ in details["memory"]} == {"measured output_bytes", "estimated bytes_written",
                                                     "live at measured peak"}
-    terminal = str(get_renderer("terminal", width=300).render(squeezenet_run))
+    terminal = str(get_renderer("terminal", width=300).render(as_run(squeezenet_run)))
     assert "peak 3.75 MiB of layer outputs live at once (held by n1, n2; while n2 runs)" in terminal
 
 
@@ -92,16 +93,16 @@ def test_unsteady_verdict_in_markdown_html_and_csv(squeezenet_run: dict[str, Any
     unsteady = _with(squeezenet_run, steadiness={"latency_cv": 0.01, "latency_drift": 0.0, "profiled_drift": -0.33})
     steady = _with(squeezenet_run, steadiness={"latency_cv": 0.01, "latency_drift": 0.002, "profiled_drift": 0.01})
     for fmt in ("md", "html"):
-        assert "UNSTEADY MACHINE: its speed moved 33%" in str(get_renderer(fmt).render(unsteady)), fmt
-        assert "UNSTEADY" not in str(get_renderer(fmt).render(steady)), fmt
-    rows = list(csv.DictReader(io.StringIO(str(get_renderer("csv").render(unsteady)))))
+        assert "UNSTEADY MACHINE: its speed moved 33%" in str(get_renderer(fmt).render(as_run(unsteady))), fmt
+        assert "UNSTEADY" not in str(get_renderer(fmt).render(as_run(steady))), fmt
+    rows = list(csv.DictReader(io.StringIO(str(get_renderer("csv").render(as_run(unsteady))))))
     assert {r["meas.steadiness"] for r in rows if r["meas.status"]} == {"UNSTEADY (moved 33%)"}
 
 
 def test_negative_overhead_reads_as_drift(squeezenet_run: dict[str, Any]) -> None:
     run = _with(squeezenet_run, overhead=-0.35)
     for fmt in ("md", "html", "terminal"):
-        text = str(get_renderer(fmt).render(run))
+        text = str(get_renderer(fmt).render(as_run(run)))
         assert "35.0% less time" in text and "drift" in text, fmt
         assert "-35.0%" not in text, fmt
 
@@ -124,7 +125,7 @@ def test_openvino_output_sizes_are_the_compiled_tensors_at_the_precision_it_chos
     assert layers["n2"]["measured"]["output_bytes"] == 64 * 55 * 55 * element
     assert memory["peak_bytes"] >= layers["n2"]["measured"]["output_bytes"] and memory["peak_layers"]
     # the same columns and panels as ONNX Runtime's
-    rows = {r["layer.id"]: r for r in csv.DictReader(io.StringIO(str(get_renderer("csv").render(run))))}
+    rows = {r["layer.id"]: r for r in csv.DictReader(io.StringIO(str(get_renderer("csv").render(as_run(run)))))}
     assert rows["n2"]["meas.output_bytes"] == str(64 * 55 * 55 * element)
-    html = str(get_renderer("html").render(run))
+    html = str(get_renderer("html").render(as_run(run)))
     assert "Memory (measured)" in html and "OpenVINO compiled model" in html

@@ -156,7 +156,7 @@ def test_profile_cli_writes_an_openvino_kernel_profile_run(tmp_path: Path, capsy
 
 
 def test_backends_lists_openvino_with_its_devices(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["backends", "--json"]) == 0
+    assert main(["backends", "--format", "json"]) == 0
     infos = {info["name"]: info for info in json.loads(capsys.readouterr().out)}
     assert infos["openvino"]["version"] == ov.get_version()
     assert "CPU" in infos["openvino"]["available_providers"]
@@ -165,7 +165,7 @@ def test_backends_lists_openvino_with_its_devices(capsys: pytest.CaptureFixture[
 def test_bench_cli_times_openvino_infer_requests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
     assert main(["bench", str(_conv_relu(tmp_path)), "--backend", "openvino", "--precision", "f32",
-                 "--threads", "1", "--streams", "2", "--runs", "20", "--warmup", "2", "--json", str(out)]) == 0
+                 "--threads", "1", "--streams", "2", "--runs", "20", "--warmup", "2", "-o", str(out)]) == 0
     printed = " ".join(capsys.readouterr().out.split())  # rich wraps lines at spaces
     assert "InferRequest.infer" in printed and "precision f32" in printed
     load(out)  # the run file passes the schema
@@ -228,7 +228,7 @@ def test_import_of_real_benchmark_app_outputs_agrees_with_the_direct_backend(
 def test_bench_throughput_mode_keeps_an_async_queue_busy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
     assert main(["bench", str(_conv_relu(tmp_path)), "--backend", "openvino", "--performance-hint", "throughput",
-                 "--streams", "3", "--runs", "30", "--warmup", "1", "--json", str(out)]) == 0
+                 "--streams", "3", "--runs", "30", "--warmup", "1", "-o", str(out)]) == 0
     assert "AsyncInferQueue of 3 requests" in " ".join(capsys.readouterr().out.split())
     load(out)
     run = json.loads(out.read_text())

@@ -36,17 +36,17 @@ SCRIPT = textwrap.dedent("""
 
 #: (command, option, the file name's suffix) for every output option.
 OUTPUT_OPTIONS: list[tuple[str, str, str]] = [
-    ("estimate", "--json", ".json"), ("estimate", "--html", ".html"),
+    ("estimate", "-o", ".json"), ("estimate", "--html", ".html"),
     ("report", "-o", ".html"), ("report", "--trace", ".json"), ("report", "--csv", ".csv"),
     ("report", "--markdown", ".md"), ("report", "--annotate", ".onnx"),
-    ("compare", "--markdown", ".md"), ("compare", "--json", ".json"),
+    ("compare", "--markdown", ".md"), ("compare", "-o", ".json"), ("compare", "--html", ".html"),
     ("calibrate", "-o", ".toml"), ("calibrate", "--fit-json", ".json"),
-    ("reconcile", "--json", ".json"),
-    ("advise", "--json", ".json"),
+    ("reconcile", "-o", ".json"), ("reconcile", "--html", ".html"),
+    ("advise", "-o", ".json"), ("advise", "--html", ".html"),
     ("import", "-o", ".json"), ("import", "--html", ".html"),
-    ("bench", "--json", ".json"), ("bench", "--html", ".html"),
-    ("profile", "--json", ".json"), ("profile", "--html", ".html"),
-    ("bisect", "-o", ".json"),
+    ("bench", "-o", ".json"), ("bench", "--html", ".html"),
+    ("profile", "-o", ".json"), ("profile", "--html", ".html"),
+    ("bisect", "-o", ".json"), ("bisect", "--html", ".html"),
     ("pipeline", "-o", ".json"), ("pipeline", "--trace", ".json"), ("pipeline", "--html", ".html"),
     ("lint", "-o", ".txt"),
 ]
@@ -58,7 +58,7 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Valid inputs for every command: a run file of squeezenet, a vendor profile, a pipeline script."""
     folder = tmp_path_factory.mktemp("inputs")
     run = folder / "run.json"
-    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-x3", "--json", str(run), "--top", "0"]) == 0
+    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-x3", "-o", str(run), "--top", "0"]) == 0
     script = folder / "pipe.py"
     script.write_text(SCRIPT)
     lint = folder / "config.yaml"
@@ -117,7 +117,7 @@ def _output_options() -> set[tuple[str, tuple[str, ...]]]:
 
 def test_every_output_option_is_covered() -> None:
     found = _output_options()
-    assert len(found) == len(OUTPUT_OPTIONS) == 24
+    assert len(found) == len(OUTPUT_OPTIONS) == 28
     for command, option, _ in OUTPUT_OPTIONS:
         assert [opts for name, opts in found if name == command and option in opts], (command, option)
 
@@ -138,7 +138,7 @@ CASES = [(c, o, s, kind) for c, o, s in OUTPUT_OPTIONS for kind in BAD_PATHS]
 @pytest.mark.parametrize("case", CASES, ids=[f"{c}{o}-{k}" for c, o, _, k in CASES])
 def test_unwritable_output_exits_2_with_one_line(case: tuple[str, str, str, str], inputs: dict[str, Path],
                                                   tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """All 72 cases (24 options x 3 bad paths), in process: the checks run before any work."""
+    """All 84 cases (28 options x 3 bad paths), in process: the checks run before any work."""
     command, option, suffix, kind = case
     out = bad_path(kind, tmp_path, suffix)
     before = sorted(p.name for p in tmp_path.rglob("*"))
@@ -207,7 +207,7 @@ def test_a_long_name_near_the_limit_is_written(tmp_path: Path) -> None:
     assert out.read_text() == "x"
 
 
-@pytest.mark.parametrize("how", ["compare --markdown", "calibrate --json", "report --csv"])
+@pytest.mark.parametrize("how", ["compare --markdown", "calibrate --fit-json", "report --csv"])
 def test_a_symlink_output_is_replaced_not_written_through(how: str, inputs: dict[str, Path], tmp_path: Path,
                                                           write_model: object) -> None:
     victim = tmp_path / "victim.txt"
@@ -217,12 +217,12 @@ def test_a_symlink_output_is_replaced_not_written_through(how: str, inputs: dict
     run = str(inputs["run"])
     args = {"compare --markdown": ["compare", run, run, "--markdown", str(link)],
             "report --csv": ["report", run, "--csv", str(link)],
-            "calibrate --json": ["calibrate", *_measured_runs(tmp_path), "-o", str(tmp_path / "c.toml"),
-                                 "--force", "--json", str(link)]}[how]
+            "calibrate --fit-json": ["calibrate", *_measured_runs(tmp_path), "-o", str(tmp_path / "c.toml"),
+                                 "--force", "--fit-json", str(link)]}[how]
     assert main(args) == 0
     assert victim.read_text() == "not yours\n"
     assert not link.is_symlink() and link.stat().st_size > 0
-    if how == "calibrate --json":
+    if how == "calibrate --fit-json":
         assert json.loads(link.read_text())["profile_path"] == str(tmp_path / "c.toml")
 
 
@@ -232,7 +232,7 @@ def _measured_runs(folder: Path) -> list[str]:
     for name in ("squeezenet", "shufflenet"):
         path = folder / f"{name}.json"
         assert main(["profile", str(zoo(name)), "--runs", "3", "--warmup", "1", "--top", "0", "--threads", "1",
-                     "--target", "rdk-x3", "--json", str(path)]) == 0
+                     "--target", "rdk-x3", "-o", str(path)]) == 0
         paths.append(str(path))
     return paths
 
@@ -280,5 +280,5 @@ def test_a_run_file_that_is_a_fifo_or_a_device_is_refused_without_reading(tmp_pa
 
 def test_estimate_json_to_a_device_writes_through_and_reads_nothing(tmp_path: Path) -> None:
     # /dev/full: every write fails with ENOSPC; before, the "existing run" was read from it until memory ran out
-    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-s100", "--json", "/dev/full"]) == 2
-    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-s100", "--json", "/dev/null"]) == 0
+    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-s100", "-o", "/dev/full"]) == 2
+    assert main(["estimate", str(SQUEEZENET), "--target", "rdk-s100", "-o", "/dev/null"]) == 0

@@ -17,7 +17,7 @@ from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult, _shares, _timed_runs, layer_results
 from layerscope.model import load_model
 from layerscope.report.terminal import measurement_summary
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.runfile.io import as_run
 from layerscope.stats import summarize
 
@@ -27,7 +27,7 @@ def squeezenet_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("profile") / "run.json"
     assert main(["profile", str(zoo("squeezenet")), "-t", "rdk-s100", "--runs", "5", "--warmup", "1",
                  "--threads", "1", "-o", str(out), "--top", "5"]) == 0
-    return load_run(out)
+    return load_document(out)
 
 
 def test_run_file_has_the_measured_sections(squeezenet_run: dict[str, Any]) -> None:
@@ -140,7 +140,7 @@ def test_run_file_is_valid_json_with_the_estimate_beside(squeezenet_run: dict[st
 def test_execution_trace_levels(squeezenet_run: dict[str, Any]) -> None:
     from layerscope.report.exec_trace import execution_trace
 
-    full = execution_trace(squeezenet_run, "full")
+    full = execution_trace(as_run(squeezenet_run), "full")
     assert full["model_info"]["total_layers"] == len(squeezenet_run["layers"]) == len(full["execution_trace"])
     first = full["execution_trace"][0]
     assert first["op_type"] == "Conv" and first["input_shape"] == [1, 3, 224, 224]
@@ -151,9 +151,9 @@ def test_execution_trace_levels(squeezenet_run: dict[str, Any]) -> None:
     intervals = sorted((e["timing"]["start_us"], e["timing"]["end_us"]) for e in timed)
     # the sequential executor runs one kernel at a time: layers never overlap inside the run
     assert all(end <= nxt + 1e-3 for (_, end), (nxt, _) in itertools.pairwise(intervals))
-    basic = execution_trace(squeezenet_run, "basic")["execution_trace"][0]
+    basic = execution_trace(as_run(squeezenet_run), "basic")["execution_trace"][0]
     assert set(basic) == {"layer_id", "layer_name", "op_type", "timing"}
-    memory = execution_trace(squeezenet_run, "memory")["execution_trace"][0]
+    memory = execution_trace(as_run(squeezenet_run), "memory")["execution_trace"][0]
     assert "memory" in memory and "input_shape" not in memory
     assert full["summary"]["provider"] == "CPUExecutionProvider" and full["summary"]["measured"]
 
@@ -168,6 +168,6 @@ def _has_cuda() -> bool:
 def test_cuda_provider_maps_kernels(tmp_path: Path) -> None:
     out = tmp_path / "cuda.json"
     assert main(["profile", str(zoo("resnet50")), "--provider", "cuda", "--runs", "10", "-o", str(out)]) == 0
-    run = load_run(out)
+    run = load_document(out)
     assert run["measurement"]["provider"] == "CUDAExecutionProvider"
     assert run["measurement"]["mapped_share"] >= 0.99

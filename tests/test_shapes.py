@@ -23,7 +23,7 @@ from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph, TensorInfo
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.targets import load_profile
 
 BOOL = TensorProto.BOOL
@@ -195,8 +195,8 @@ def test_scan_rows_are_the_trip_count(tmp_path: Path) -> None:
 def test_control_flow_estimate_cli_records_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.json"
     html = tmp_path / "report.html"
-    assert main(["estimate", str(_if_model(tmp_path)), "--json", str(out), "--top", "0", "--html", str(html)]) == 0
-    run = load_run(out)
+    assert main(["estimate", str(_if_model(tmp_path)), "-o", str(out), "--top", "0", "--html", str(html)]) == 0
+    run = load_document(out)
     page = html.read_text(encoding="utf-8")
     packed = re.search(r'id="report-data" data-encoding="gzip\+base64">([^<]*)<', page)
     assert packed, "no data island"
@@ -238,10 +238,10 @@ def test_named_dims_are_set_once_for_the_whole_model(write_model: ModelWriter, t
     with pytest.raises(ShapeError, match=r"unknown dim\(s\) seq; the model's named input dims: batch, sequence"):
         load_model(path, dims={"seq": 4})
     out = tmp_path / "run.json"
-    assert main(["estimate", str(path), "--dim", "sequence=8", "--json", str(out), "--top", "0"]) == 0
-    assert load_run(out)["model"]["inputs"][0]["shape"] == [1, 8]
+    assert main(["estimate", str(path), "--dim", "sequence=8", "-o", str(out), "--top", "0"]) == 0
+    assert load_document(out)["model"]["inputs"][0]["shape"] == [1, 8]
     # one line per dim, wherever it appears
-    assert load_run(out)["model"]["assumptions"] == [
+    assert load_document(out)["model"]["assumptions"] == [
         "dim 'batch' (ids axis 0, mask axis 0) assumed 1; set it with --dim batch=N"]
     assert main(["estimate", str(path), "--dim", "sequence=0"]) == 2
 
@@ -330,8 +330,8 @@ def test_the_users_input_files_decide_the_branch_observed(tmp_path: Path) -> Non
     graph = load_model(path, feeds=feeder([f"sr={tmp_path / 'sr.npy'}"]))
     assert [n.id for n in graph.layers] == ["eq", "rate", "rate/else_branch/r8k"]
     out = tmp_path / "run.json"
-    assert main(["estimate", str(path), "--input", f"sr={tmp_path / 'sr.npy'}", "--json", str(out), "--top", "0"]) == 0
-    assert [entry["id"] for entry in load_run(out)["layers"]][-1] == "rate/else_branch/r8k"
+    assert main(["estimate", str(path), "--input", f"sr={tmp_path / 'sr.npy'}", "-o", str(out), "--top", "0"]) == 0
+    assert [entry["id"] for entry in load_document(out)["layers"]][-1] == "rate/else_branch/r8k"
 
 
 def test_a_loop_kernel_keeps_only_its_own_time(tmp_path: Path) -> None:

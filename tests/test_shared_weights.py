@@ -19,7 +19,8 @@ from layerscope.estimator import estimate_graph
 from layerscope.estimator.memory import static_bytes
 from layerscope.estimator.roofline import plan_shared_weights
 from layerscope.model import load_model
-from layerscope.run import estimate_run, load_run
+from layerscope.run import estimate_run
+from layerscope.runfile import load_document
 from layerscope.targets import load_profile
 
 S = 16  # tokens
@@ -201,5 +202,5 @@ def test_estimate_says_how_shared_weights_are_loaded(write_model: ModelWriter, h
     printed = " ".join(capsys.readouterr().out.split())
     assert f"shared weights 1 tensor read by 4 layers: {says}" in printed
     assert "counted per use by the layers" in printed
-    summary = load_run(out)["summary"]
+    summary = load_document(out)["summary"]
     assert summary["params"] == hidden * hidden and summary["params_per_use"] == 4 * hidden * hidden

@@ -30,8 +30,7 @@ from layerscope.measure.stress import (
     parse_stress,
 )
 from layerscope.report.stress_terminal import stress_report
-from layerscope.run import load_run
-from layerscope.runfile import as_run
+from layerscope.runfile import as_run, load_document
 from layerscope.runfile.models import RunFile
 from layerscope.stats import summarize
 
@@ -252,8 +251,8 @@ def _render(run: dict[str, Any]) -> str:
 def test_bench_with_stress_writes_the_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
     assert main(["bench", SQUEEZENET, "--runs", "3", "--warmup", "1", "--threads", "1",
-                 "--stress", "memory:1", "--json", str(out)]) == 0
-    stress = load_run(out)["stress"]
+                 "--stress", "memory:1", "-o", str(out)]) == 0
+    stress = load_document(out)["stress"]
     assert stress["processes"] == 1 and stress["traffic_bytes_per_s"] > 0 and not stress["expired"]
     assert len(stress["rounds"]) == 3
     assert all(r["baseline"]["samples"] == r["stressed"]["samples"] == 3 for r in stress["rounds"])
@@ -266,7 +265,7 @@ def test_profile_with_stress_marks_layers(tmp_path: Path, capsys: pytest.Capture
     out = tmp_path / "profile.json"
     assert main(["profile", SQUEEZENET, "--runs", "3", "--warmup", "1", "--threads", "1", "--top", "3",
                  "--stress", "memory", "-o", str(out)]) == 0
-    run = load_run(out)
+    run = load_document(out)
     measured = [layer["measured"] for layer in run["layers"] if layer["measured"].get("samples")]
     assert measured and all(isinstance(m["memory_sensitive"], bool) and m["stress_ratio"] >= m["stress_ratio_min"] > 0
                             for m in measured)

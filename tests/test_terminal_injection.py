@@ -68,7 +68,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name, path in (("model", model), ("other", other)):
         runs[name] = folder / f"{name}{EVIL}.json"
         result = run_cli(["profile", path, "--runs", "3", "--warmup", "1", "--target", "rdk-x3", "--top", "0",
-                          "--json", runs[name]])
+                          "-o", runs[name]])
         assert result.returncode == 0, result.describe()
     ort_profile = _ort_profile(model, folder)
     return {"model": model, "other": other, "script": script, "run": runs["model"], "other_run": runs["other"],
@@ -107,7 +107,7 @@ COMMANDS: dict[str, tuple[list[str], int]] = {
     "compare": (["compare", "{run}", "{other_run}"], 0),
     "compare-markdown": (["compare", "{run}", "{other_run}", "--markdown", "-"], 0),
     "advise": (["advise", "{run}"], 0),
-    "advise-json": (["advise", "{run}", "--json", "-"], 0),
+    "advise-json": (["advise", "{run}", "-o", "-"], 0),
     "reconcile": (["reconcile", "{run}", "{other_run}"], 0),
     "calibrate": (["calibrate", "{run}", "{other_run}", "-o", "{folder}/cal{evil}.toml", "--force"], 0),
     "import": (["import", "{ort_profile}", "--model", "{model}"], 0),

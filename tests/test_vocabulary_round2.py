@@ -16,7 +16,8 @@ from onnx import TensorProto, helper
 
 from conftest import ModelWriter
 from layerscope.cli.main import main
-from layerscope.run import load_run, save_run
+from layerscope.run import save_run
+from layerscope.runfile import load_document
 
 DEPRECATED = "is deprecated and will be removed in the next release; use"
 HORIZON = Path(__file__).parent / "fixtures" / "importers" / "horizon"
@@ -104,8 +105,8 @@ def test_profile_ov_streams_and_the_old_streams(tiny: Path, tmp_path: Path,
     assert not _deprecation_lines(capsys.readouterr().err)
     assert main(["profile", str(tiny), *common, "--streams", "1", "-o", str(tmp_path / "old.json")]) == 0
     assert _deprecation_lines(capsys.readouterr().err) == [f"layerscope: warning: --streams {DEPRECATED} --ov-streams"]
-    assert load_run(tmp_path / "new.json")["measurement"]["streams"] == 2  # NUM_STREAMS as OpenVINO set it
-    assert load_run(tmp_path / "old.json")["measurement"]["streams"] == 1
+    assert load_document(tmp_path / "new.json")["measurement"]["streams"] == 2  # NUM_STREAMS as OpenVINO set it
+    assert load_document(tmp_path / "old.json")["measurement"]["streams"] == 1
 
 
 # --- exit codes: a model the runtime rejects is bad input -----------------------------------------------------------

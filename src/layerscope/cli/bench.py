@@ -3,7 +3,7 @@
 
 In the spirit of ``hrt_model_exec perf`` and ``trtexec``: warm-up, a run count or a duration, concurrent
 streams; prints latency mean/min/max/P50/P90/P99/P99.9, FPS, CPU utilization and peak RSS, each stated
-with the runtime, provider, threads and machine it was measured on; ``--json`` writes the run file.
+with the runtime, provider, threads and machine it was measured on; ``-o`` writes the run file.
 ``--sweep AXIS=V1,V2`` (axes ``streams``, ``batch``, ``threads``; repeatable, the product is measured) prints a
 table of latency against throughput with the knee, and with ``--latency-budget 20ms`` the best point within it.
 Exit codes: 0, 2 (bad model, shape or input file, bad --sweep), 3 (provider not available here), 130/143/129
@@ -25,17 +25,19 @@ from layerscope.cli.options import (
     backend_option,
     cli_dims,
     deprecated_option,
+    html_option,
     input_option,
     intra_threads_option,
     openvino_bench_options,
     openvino_values,
     opt_level_option,
+    output_option,
     parse_shapes,
     provider_option,
     shape_option,
     usage_errors,
 )
-from layerscope.cli.outputs import OutputPath, write_html
+from layerscope.cli.outputs import write_html
 from layerscope.cli.pipeline import stress_option
 from layerscope.measure.bench import DEFAULT_RUNS, DEFAULT_WARMUP_RUNS
 from layerscope.measure.stress import StressSpec
@@ -107,11 +109,8 @@ class Duration(click.ParamType[float]):
 @shape_option
 @input_option
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
-@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
-              help="Write the run file (JSON) with the measurement and latency sections.")
-@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
-              help="Also write the self-contained HTML report (as `layerscope report` renders it; a sweep's curve "
-                   "is in its Charts tab).")
+@output_option(help="Write the run file (JSON) with the measurement and latency sections.")
+@html_option(note="a sweep's curve is in its Charts tab")
 @click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
               help="Rows of the sweep table: the points of highest samples/s, the knee and the best always among "
                    "them (0: all).")
@@ -154,10 +153,16 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
 
 
 def _note_threads_meaning() -> None:
-    """``--threads`` was the number of streams in bench until this release: say so once when it is given and
-    ``--streams`` is not (a script written for the old meaning now sets intra-op threads)."""
+    """``--threads N`` was the number of concurrent streams in bench until this release: say so once where a
+    script written for that meaning would now measure something else without a word, that is ``--threads`` above
+    1 with the streams left at their default (neither ``--streams`` nor a streams axis of ``--sweep``). ``--threads
+    0`` or ``1`` asked for one stream, which bench still runs by default, so they get no note."""
     ctx = click.get_current_context()
     given = click.core.ParameterSource.COMMANDLINE
-    if ctx.get_parameter_source("threads") is given and ctx.get_parameter_source("streams") is not given:
-        click.echo("layerscope: note: bench --threads is ONNX Runtime's intra-op threads, as in every command; "
-                   "concurrent streams are --streams (--threads meant streams before this release)", err=True)
+    streams_given = ctx.get_parameter_source("streams") is given or any(
+        axis == "streams" for axis, _ in ctx.params.get("sweep_axes", ()))
+    if ctx.get_parameter_source("threads") is given and int(ctx.params["threads"]) > 1 and not streams_given:
+        threads = ctx.params["threads"]
+        click.echo(f"layerscope: note: bench --threads {threads} sets ONNX Runtime's intra-op threads, as in every "
+                   f"command; for {threads} concurrent streams use --streams {threads} (--threads meant streams before "
+                   "this release)", err=True)

@@ -22,22 +22,25 @@ import click
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     CLI_HOOKS,
+    Command,
     backend_option,
     cli_dims,
     device_command_options,
     device_command_values,
+    html_option,
     input_option,
     intra_threads_option,
     openvino_bench_options,
     openvino_values,
     opt_level_option,
+    output_option,
     parse_shapes,
     provider_option,
     shape_option,
     target_option,
     usage_errors,
 )
-from layerscope.cli.outputs import OutputPath
+from layerscope.cli.outputs import write_html
 from layerscope.measure.cuts import BOUNDARY_SHARE
 from layerscope.report.command_terminal import command_report
 from layerscope.run import save_run
@@ -48,7 +51,7 @@ from layerscope.workflows.bisect import OPENVINO_RECOMPILE_EVERY, BisectRequest,
 _warm_with, _visit_warmup = workflow.warm_with, workflow.visit_warmup
 
 
-@click.command("bisect")
+@click.command("bisect", cls=Command)
 @click.argument("model", type=click.Path(path_type=Path), required=False)
 @target_option
 @shape_option
@@ -144,8 +147,10 @@ _warm_with, _visit_warmup = workflow.warm_with, workflow.visit_warmup
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
               help="With --devices: an existing Ray cluster whose nodes declare the device resources "
                    "(default: a local Ray runtime).")
-@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
-              help="Write the run file (estimate, per-layer differential times, the bisect section).")
+@output_option(help="Write the run file (estimate, per-layer differential times, the bisect section).")
+@html_option()
+@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
+              help="Rows of the segment table: the segments of largest bisect time, in model order (0: all).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
             granularity: str, segments: int, repeats: int | None, max_ci: float | None,
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
@@ -155,7 +160,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             cache_dir: Path | None, no_cache: bool,
             boundary_runs: int | None, max_cut_share: float, validate: bool, validate_runs: int, gap_runs: int,
             devices: str | None,
-            ray_address: str | None, json_out: Path | None) -> None:
+            ray_address: str | None, json_out: Path | None, html_out: Path | None, top: int) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
     openvino = openvino_values()
@@ -172,6 +177,8 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
     with usage_errors():
         run = bisect(request, CLI_HOOKS)
     console = SafeConsole()
-    console.print(command_report(run, kind="bisect"))
+    console.print(command_report(run, top, kind="bisect"))
     if json_out is not None:
         console.print(f"run file: {save_run(run, json_out)}")
+    if html_out is not None:
+        console.print(f"report: {write_html(run, html_out)}")

@@ -72,8 +72,9 @@ def op_table(cal: Calibration) -> RenderableType:
               help="With --kernels: stop timing new kernels after this long (90s, 10m); cached ones are free.")
 @click.option("--families", default=None, metavar="A,B",
               help=f"With --kernels: the generated kernel families (default all: {', '.join(FAMILIES)}).")
-@click.option("--kernel-threads", default=1, show_default=True, type=click.IntRange(min=1),
-              help="With --kernels: ONNX Runtime intra-op threads the kernels are timed with.")
+@click.option("--threads", "kernel_threads", default=1, show_default=True, type=click.IntRange(min=1),
+              help="With --kernels: the runtime's intra-op threads the kernels are timed with.")
+@deprecated_option("--kernel-threads", dest="kernel_threads", new="--threads", type=click.IntRange(min=1), default=None)
 @click.option("--visits", default=11, show_default=True, type=click.IntRange(min=1),
               help="With --kernels: samples per kernel (one run each after an untimed one; their median, a P50).")
 @click.option("--adaptive/--no-adaptive", default=True, show_default=True,

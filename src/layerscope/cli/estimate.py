@@ -11,37 +11,38 @@ from layerscope.analysis.fusion_rules import FUSION_SOURCES
 from layerscope.cli.console import SafeConsole
 from layerscope.cli.options import (
     CLI_HOOKS,
+    Command,
     cli_dims,
+    html_option,
     input_option,
+    output_option,
     parse_shapes,
     shape_option,
     target_option,
     usage_errors,
 )
-from layerscope.cli.outputs import OutputPath, write_html
+from layerscope.cli.outputs import write_html
 from layerscope.collector import collector_paused
 from layerscope.report.command_terminal import command_report
 from layerscope.run import save_run
 from layerscope.workflows.estimate import DTYPES, EstimateRequest, estimate
 
 
-@click.command("estimate")
+@click.command("estimate", cls=Command)
 @click.argument("model", type=click.Path(path_type=Path))
 @target_option
 @shape_option
 @input_option
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Deployed dtype of the accelerator layers (default: the profile's).")
-@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
-              help="Write the run file (JSON) that later commands read and extend. An existing run of the same "
+@output_option(help="Write the run file (JSON) that later commands read and extend. An existing run of the same "
                    "model keeps its measured sections; only its estimate (and timeline) is refreshed.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers the table shows.")
 @click.option("--timeline", is_flag=True,
-              help="Also schedule one frame over the units, cores and DDR: summary, memory plan, and with --json "
+              help="Also schedule one frame over the units, cores and DDR: summary, memory plan, and with -o "
                    "the timeline per unit and core and the bandwidth over time.")
-@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
-              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
+@html_option()
 @click.option("--predictor", "predictor_path", type=click.Path(path_type=Path), default=None, metavar="P.json",
               help="Also predict the latency per kernel with a predictor from `calibrate --kernels` (the roofline "
                    "stays the explanation).")

@@ -14,27 +14,25 @@ from pathlib import Path
 import click
 
 from layerscope.cli.console import SafeConsole
-from layerscope.cli.options import cli_dims, parse_shapes, shape_option
-from layerscope.cli.outputs import OutputPath, write_html
+from layerscope.cli.options import Command, cli_dims, html_option, output_option, parse_shapes, shape_option
+from layerscope.cli.outputs import write_html
 from layerscope.importers import FORMATS
 from layerscope.report.import_terminal import import_report
 from layerscope.run import save_run
 from layerscope.workflows.import_run import ImportRequest, import_run
 
 
-@click.command("import")
+@click.command("import", cls=Command)
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--model", type=click.Path(path_type=Path), default=None, metavar="MODEL",
               help="The ONNX model the vendor files profile: join their entries to its layers.")
 @shape_option
 @click.option("--format", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
               help="The files' format (auto: detected from each file's content).")
-@click.option("-o", "--output", "--json", "output", type=OutputPath(), default=None, metavar="RUN.json",
-              help="Write the run file that later commands read.")
+@output_option(dest="output", help="Write the run file that later commands read.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers each table shows.")
-@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
-              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
+@html_option()
 def command(*, files: tuple[Path, ...], model: Path | None, shapes: tuple[str, ...], fmt: str,
             output: Path | None, top: int, html_out: Path | None) -> None:
     """Import vendor profiling outputs (Horizon, TensorRT, ONNX Runtime, OpenVINO, RKNN) into a run."""

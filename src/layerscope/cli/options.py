@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from layerscope.cli.outputs import OutputPath
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS
 from layerscope.runtimes import registry
 from layerscope.workflows.common import Hooks, OptionError, PhaseUpdate, UsageConflict, command_runner, open_runtime
@@ -127,10 +128,11 @@ provider_option = click.option(
 
 
 def intra_threads_option(flag: str = "--threads") -> Callable[[FC], FC]:
-    """ONNX Runtime's intra-op thread count under ``flag`` (0: its default, one per physical core)."""
+    """The runtime's intra-op thread count under ``flag``: ONNX Runtime's intra-op threads, OpenVINO's
+    ``INFERENCE_NUM_THREADS`` (0: the runtime's default)."""
     return click.option(flag, default=0, show_default=True, type=click.IntRange(min=0),
-                        help="ONNX Runtime intra-op threads (0: its default, one per physical core; "
-                             "1 on a shared or noisy machine).")
+                        help="Intra-op threads of the runtime: ONNX Runtime's intra-op threads, OpenVINO's "
+                             "INFERENCE_NUM_THREADS (0: the runtime's default; 1 on a shared or noisy machine).")
 
 
 def parse_shapes(values: Iterable[str]) -> dict[str, tuple[int, ...]]:
@@ -169,6 +171,27 @@ def deprecated_option(*flags: str, dest: str, new: str, value: object = None, **
         ctx.meta.setdefault(_DEPRECATED_KEY, {})[dest] = (given if value is None else value, old, new)
 
     return click.option(*flags, f"deprecated_{dest}", expose_value=False, hidden=True, callback=store, **kwargs)
+
+
+def output_option(*, help: str, dest: str = "json_out", metavar: str = "RUN.json",
+                  allow_stdout: bool = False) -> Callable[[FC], FC]:
+    """``-o/--output`` under ``dest``: where the command writes its main output, a run file unless ``help`` says
+    otherwise (``allow_stdout``: ``-`` is stdout). ``--json`` is its deprecated spelling for one release
+    (:func:`deprecated_option`), so the command must be a :class:`Command`."""
+    def decorate(fn: FC) -> FC:
+        fn = deprecated_option("--json", dest=dest, new="-o/--output", type=OutputPath(allow_stdout=allow_stdout),
+                               default=None)(fn)
+        return click.option("-o", "--output", dest, type=OutputPath(allow_stdout=allow_stdout), default=None,
+                            metavar=metavar, help=help)(fn)
+    return decorate
+
+
+def html_option(of: str = "the run", note: str = "") -> Callable[[FC], FC]:
+    """``--html OUT`` (``html_out``): also write the HTML report ``of`` the run the command made, as ``layerscope
+    report`` renders it; ``note`` ends the help (what the report holds for this command)."""
+    return click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
+                        help=f"Also write the self-contained HTML report of {of} (as `layerscope report` renders "
+                             f"it{'; ' + note if note else ''}).")
 
 
 class Command(click.Command):

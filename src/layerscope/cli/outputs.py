@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from layerscope.fileio import check_writable
-from layerscope.runfile.models import RunLike
+from layerscope.runfile.models import RunFile
 
 
 class OutputPath(click.Path):
@@ -31,7 +31,7 @@ class OutputPath(click.Path):
         return path
 
 
-def write_html(run: RunLike, path: Path) -> Path:
+def write_html(run: RunFile, path: Path) -> Path:
     """Write the HTML report of ``run``; Jinja and the templates are imported only here, on demand."""
     from layerscope.cli.report import write_html as render_and_write
 

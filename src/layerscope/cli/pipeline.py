@@ -24,8 +24,10 @@ from layerscope.cli.options import (
     Command,
     cli_dims,
     deprecated_option,
+    html_option,
     intra_threads_option,
     opt_level_option,
+    output_option,
     parse_shapes,
     provider_option,
     shape_option,
@@ -56,13 +58,11 @@ from layerscope.run import save_run
 @click.option("--layers/--no-layers", default=True, show_default=True,
               help="Run the pipeline again with ONNX Runtime's profiler on for per-layer times and kernels.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of model.example_inputs.")
-@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
-              help="Write the run file (estimate, per-layer measurement and the pipeline section).")
+@output_option(help="Write the run file (estimate, per-layer measurement and the pipeline section).")
 @click.option("--trace", "trace_out", type=OutputPath(), default=None, metavar="OUT",
               help="Write a Perfetto trace of one run: user spans with the model's layers (OUT.gz: compressed).")
 @click.option("--top", default=15, show_default=True, type=click.IntRange(min=0), help="Rows in the top table.")
-@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
-              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
+@html_option()
 def command(*, function: str, model: Path | None, target: str, shapes: tuple[str, ...], runs: int, warmup: int,
             threads: int, opt_level: str, provider: str, layers: bool, seed: int, json_out: Path | None,
             trace_out: Path | None, top: int, html_out: Path | None) -> None:

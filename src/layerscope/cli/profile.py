@@ -24,18 +24,20 @@ from layerscope.cli.options import (
     backend_option,
     cli_dims,
     deprecated_option,
+    html_option,
     input_option,
     intra_threads_option,
     openvino_bench_options,
     openvino_values,
     opt_level_option,
+    output_option,
     parse_shapes,
     provider_option,
     shape_option,
     target_option,
     usage_errors,
 )
-from layerscope.cli.outputs import OutputPath, write_html
+from layerscope.cli.outputs import write_html
 from layerscope.cli.pipeline import stress_option
 from layerscope.measure.stress import StressSpec
 from layerscope.report.command_terminal import command_report
@@ -62,10 +64,8 @@ from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, prof
 @click.option("--ov-streams", "streams", default=0, show_default=True, type=click.IntRange(min=0),
               help="OpenVINO: inference streams on the device, NUM_STREAMS (0: what the performance hint chooses).")
 @deprecated_option("--streams", dest="streams", new="--ov-streams", type=click.IntRange(min=0), default=None)
-@click.option("-o", "--output", "--json", "json_out", type=OutputPath(), default=None, metavar="RUN.json",
-              help="Write the run file (estimate and measurement joined per layer).")
-@click.option("--html", "html_out", type=OutputPath(), default=None, metavar="OUT",
-              help="Also write the self-contained HTML report (as `layerscope report` renders it).")
+@output_option(help="Write the run file (estimate and measurement joined per layer).")
+@html_option()
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), help="Rows in the layer table.")
 @click.option("--format", "output_format", type=click.Choice(["table", "trace"]), default="table", show_default=True,
               help="table: the terminal report; trace: the per-layer execution trace as JSON on stdout.")

@@ -17,9 +17,7 @@ not the run's model (sha256).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -29,13 +27,13 @@ from layerscope.cli.outputs import OutputPath
 from layerscope.collector import collector_paused
 from layerscope.fileio import write_atomic
 from layerscope.report.command_terminal import command_report
-from layerscope.report.renderers import FORMATS, annotated_model, as_saved, format_of, get_renderer
+from layerscope.report.renderers import FORMATS, annotated_model, format_of, get_renderer
 from layerscope.report.units import human_bytes
 from layerscope.report.views.summary import missing_notes
-from layerscope.run import load_run
-from layerscope.runfile.models import RunLike
+from layerscope.runfile import load
+from layerscope.runfile.models import RunFile
 
-__all__ = ["as_saved", "command", "write_annotated", "write_html", "write_trace"]
+__all__ = ["command", "write_annotated", "write_html", "write_trace"]
 
 #: Formats printed on stdout when no ``-o`` is given; the others are written next to RUN.
 STDOUT_FORMATS = ("terminal", "csv", "md")
@@ -45,17 +43,17 @@ ANNOTATED_SUFFIX = ".annotated.onnx"
 DEFAULT_SUFFIX = {"html": ".html", "trace": ".trace.json", "onnx": ANNOTATED_SUFFIX}
 
 
-def write_html(run: RunLike, path: Path) -> Path:
+def write_html(run: RunFile, path: Path) -> Path:
     """Render the HTML report of ``run`` to ``path`` (used by ``report``, ``estimate --html``, ``profile --html``)."""
     return write_atomic(path, get_renderer("html").render(run))
 
 
-def write_trace(run: RunLike, path: Path) -> Path:
+def write_trace(run: RunFile, path: Path) -> Path:
     """The Perfetto / Chrome trace, gzip-compressed when ``path`` ends in ``.gz``."""
     return write_atomic(path, get_renderer("trace", compress=path.suffix == ".gz").render(run))
 
 
-def write_annotated(run: Mapping[str, Any], path: Path, model_path: Path | None) -> tuple[Path, int, int]:
+def write_annotated(run: RunFile, path: Path, model_path: Path | None) -> tuple[Path, int, int]:
     """The annotated model copy; returns the path, nodes annotated, nodes without a layer of the run."""
     result = annotated_model(run, model_path)
     return write_atomic(path, result.data), result.annotated, result.unmatched
@@ -112,7 +110,7 @@ def command(*, run_file: Path, fmt: str | None, output: Path | None, top: int | 
 
 def _report(*, run_file: Path, fmt: str | None, output: Path | None, top: int | None, trace_out: Path | None,
             csv_out: Path | None, md_out: Path | None, onnx_out: Path | None, model_path: Path | None) -> None:
-    run = load_run(run_file)
+    run = load(run_file)  # the one place the document becomes the typed run
     extras = any((trace_out, csv_out, md_out, onnx_out))
     chosen = fmt or (format_of(output) if output is not None and str(output) != "-" else None)
     if chosen is None and (output is not None or not extras):
@@ -129,7 +127,7 @@ def _report(*, run_file: Path, fmt: str | None, output: Path | None, top: int | 
         written.append(("annotated", path, f"{annotated} nodes annotated, {unmatched} without a layer of the run"))
     if to_stdout:
         if chosen == "terminal":
-            SafeConsole().print(command_report(as_saved(run), top))
+            SafeConsole().print(command_report(run, top))
         else:
             echo(str(get_renderer(chosen or "").render(run)), nl=False)
     elif chosen is not None and chosen != "onnx":

@@ -9,20 +9,31 @@ from rich.table import Table
 from rich.text import Text
 
 from layerscope.report.terminal import key_value_grid
-from layerscope.report.views.bisect import BisectView, bisect_view
+from layerscope.report.views.bisect import BisectView, SegmentRow, bisect_view
 from layerscope.report.views.common import Run
 
 
-def bisect_report(run: Run) -> RenderableType:
+def bisect_report(run: Run, top: int = 0) -> RenderableType:
     """The segment table and the context lines of a bisect run file (a pure function of the saved run; the
-    data is :func:`layerscope.report.views.bisect.bisect_view`'s, which the HTML report shows too)."""
+    data is :func:`layerscope.report.views.bisect.bisect_view`'s, which the HTML report shows too); ``top``: the
+    table shows the ``top`` segments of largest bisect time, in model order (0: every segment)."""
     view = bisect_view(run)
     assert view is not None, "bisect_report needs a run with a bisect section"
-    return Group(segment_table(view), Text(""), bisect_context(run, view))
+    return Group(segment_table(view, top), Text(""), bisect_context(run, view))
 
 
-def segment_table(view: BisectView) -> Table:
-    """One row per segment: its layers, estimate, increment with interval, share, and what to make of it."""
+def largest_segments(segments: tuple[SegmentRow, ...], top: int) -> tuple[SegmentRow, ...]:
+    """The ``top`` segments of largest bisect time (a segment without one last), in model order; 0: all."""
+    if not top or top >= len(segments):
+        return segments
+    ranked = sorted(segments, key=lambda seg: -seg.increment_us if seg.increment_us is not None else float("inf"))
+    kept = {seg.index for seg in ranked[:top]}
+    return tuple(seg for seg in segments if seg.index in kept)
+
+
+def segment_table(view: BisectView, top: int = 0) -> Table:
+    """One row per segment (the ``top`` largest: :func:`largest_segments`): its layers, estimate, increment with
+    interval, share, and what to make of it; a caption says how many were left out."""
     table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
                   pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
@@ -34,7 +45,11 @@ def segment_table(view: BisectView) -> Table:
     for header in headers:
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("note", no_wrap=True)
-    for seg in view.segments:
+    shown = largest_segments(view.segments, top)
+    if len(shown) < len(view.segments):
+        table.caption = f"{len(shown)} of {len(view.segments)} segments shown, the largest by bisect µs (--top 0: all)"
+        table.caption_justify = "left"
+    for seg in shown:
         span = seg.first_layer if seg.layer_count == 1 else f"{seg.first_layer} … {seg.last_layer}"
         parts = (f"[{_num(seg.random_low_us)}, {_num(seg.random_high_us)}]", _num(seg.systematic_us),
                  _num(seg.gap_us)) if systematic else ()
