@@ -29,9 +29,9 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for name in ALL_RUNS:
         out[name] = folder / f"{name}.html"
-        out[name].write_text(render_html(runs.load(name)), encoding="utf-8")
+        out[name].write_text(render_html(as_run(runs.load(name))), encoding="utf-8")
     out["bare"] = folder / "bare.html"
-    out["bare"].write_text(render_html(BARE_RUN), encoding="utf-8")
+    out["bare"].write_text(render_html(as_run(BARE_RUN)), encoding="utf-8")
     return out
 
 
@@ -173,7 +173,7 @@ def test_experiments_tab_shows_its_tables(browser: Browser, pages: dict[str, Pat
                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     run = shared_experiment_runs(tmp_path_factory).merged()  # bisect, comparison, pipeline and stress
     path = tmp_path_factory.mktemp("browser-experiments") / "experiments.html"
-    path.write_text(render_html(run), encoding="utf-8")
+    path.write_text(render_html(as_run(run)), encoding="utf-8")
     page, watch = open_report(browser, path)
     assert [tab for tab, _ in tabs(as_run(run))] == [tab for tab, _ in TABS] + ["experiments"]
     assert page.locator("#panel-experiments").is_hidden()

@@ -54,8 +54,7 @@ from layerscope.report.views.layers import (
 )
 from layerscope.report.views.summary import missing_notes, summary_sections
 from layerscope.report.views.timeline import estimated_tracks
-from layerscope.run import load_run
-from layerscope.runfile import as_run, check, upgrade
+from layerscope.runfile import as_run, check, load_document, upgrade
 from layerscope.runfile.models import Bisect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "importers"
@@ -102,7 +101,7 @@ class Runs:
 
     def load(self, name: str) -> dict[str, Any]:
         """The run named ``estimate``, ``profile``, ``horizon`` or ``trtexec``."""
-        return load_run(getattr(self, name))
+        return load_document(getattr(self, name))
 
 
 def make_runs(folder: Path) -> Runs:
@@ -112,7 +111,7 @@ def make_runs(folder: Path) -> Runs:
     horizon, trt = folder / "horizon.json", folder / "trtexec.json"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("LAYERSCOPE_CACHE_DIR", str(folder / "cache"))
-        assert main(["estimate", str(model), "-t", "rdk-s100", "--timeline", "--json", str(est), "--top", "0"]) == 0
+        assert main(["estimate", str(model), "-t", "rdk-s100", "--timeline", "-o", str(est), "--top", "0"]) == 0
         assert main(["profile", str(model), "-t", "rdk-s100", "--runs", "3", "--warmup", "1", "-o", str(prof),
                      "--top", "0"]) == 0
         assert main(["import", str(FIXTURES / "horizon" / "s100_profiler.log"), "-o", str(horizon)]) == 0
@@ -195,7 +194,7 @@ def test_op_type_and_block_shares_add_their_layers_shares(runs: Runs) -> None:
 
 
 def test_missing_notes_say_what_each_run_lacks(runs: Runs) -> None:
-    notes = {name: " ".join(missing_notes(runs.load(name))) for name in ALL_RUNS}
+    notes = {name: " ".join(missing_notes(as_run(runs.load(name)))) for name in ALL_RUNS}
     assert "No per-layer measurement" in notes["estimate"] and "No timeline" not in notes["estimate"]
     assert "No timeline" in notes["profile"] and "No per-layer measurement" not in notes["profile"]
     assert "No ONNX model" in notes["horizon"] and "No per-layer estimate" in notes["horizon"]
@@ -242,10 +241,10 @@ def test_findings_render_when_present(runs: Runs) -> None:
     # one stored form (Finding.to_dict's, in {source, count, items}): a bare list is not a run file's findings
     with pytest.raises(RunFileError, match=r"findings: expected an object"):
         check(upgrade(dict(run, findings=FINDINGS["items"])), "run.json")
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert "Top findings" in html and "cpu-fallback" in html and XSS not in html
-    assert "### Findings" in markdown_summary(run)
-    assert "No findings" not in " ".join(missing_notes(run))
+    assert "### Findings" in markdown_summary(as_run(run))
+    assert "No findings" not in " ".join(missing_notes(as_run(run)))
 
 
 # --------------------------------------------------------------------------------------------------- CSV, Markdown
@@ -254,14 +253,14 @@ def test_findings_render_when_present(runs: Runs) -> None:
 def test_csv_has_namespaced_columns_and_one_row_per_layer(runs: Runs) -> None:
     for name in ALL_RUNS:
         run = runs.load(name)
-        table = list(csv.DictReader(io.StringIO(layers_csv(run))))
+        table = list(csv.DictReader(io.StringIO(layers_csv(as_run(run)))))
         assert len(table) == len(run["layers"])
         assert list(table[0]) == [*(c for c, _ in CSV_COLUMNS), *RUNTIME_COLUMNS, *MEMORY_COLUMNS]
-    est = list(csv.DictReader(io.StringIO(layers_csv(runs.load("estimate")))))
+    est = list(csv.DictReader(io.StringIO(layers_csv(as_run(runs.load("estimate"))))))
     assert all(row["meas.median_us"] == "" for row in est)  # not measured: empty, never 0
     assert est[0]["layer.id"] == XSS and est[0]["cost.macs"] == str(8 * 32 * 32 * 27)
     assert next(r for r in est if r["layer.op_type"] == "Add")["layer.id"] == "'" + FORMULA  # no formula
-    prof = list(csv.DictReader(io.StringIO(layers_csv(runs.load("profile")))))
+    prof = list(csv.DictReader(io.StringIO(layers_csv(as_run(runs.load("profile"))))))
     assert all(float(row["meas.median_us"]) >= 0 for row in prof)
     assert {row["meas.backend"] for row in prof} == {"onnxruntime"}
     assert all(row["meas.backend"] == row["meas.device"] == "" for row in est)
@@ -274,11 +273,11 @@ def test_csv_cells() -> None:
 
 def test_markdown_summary_escapes_names(runs: Runs) -> None:
     for name in ALL_RUNS:
-        text = markdown_summary(runs.load(name))
+        text = markdown_summary(as_run(runs.load(name)))
         assert text.startswith("## layerscope report: ")
         outside_code = re.sub(r"``.*?``|`[^`]*`", "", text)  # a code span shows HTML as text
         assert "<img" not in outside_code and "<script" not in outside_code
-    text = markdown_summary(runs.load("profile"))
+    text = markdown_summary(as_run(runs.load("profile")))
     assert "| P50 |" in text and "meas. µs" in text and "k = measured / estimated" in text
     assert md_code(XSS) in text
     assert md_code("a|b") == "`a\\|b`" and md_code("`x`") == "`` `x` ``"
@@ -293,13 +292,13 @@ def test_markdown_summary_escapes_names(runs: Runs) -> None:
 
 def test_html_is_self_contained_and_escaped(runs: Runs) -> None:
     for name in ALL_RUNS:
-        html = render_html(runs.load(name))
+        html = render_html(as_run(runs.load(name)))
         assert html.count("<script") == 3  # the data, ECharts, the report's script
         assert "Content-Security-Policy" in html and "default-src &#39;none&#39;" in html
         for needle in ("<link", 'src="http', "src='http", "@import", "<iframe"):
             assert needle not in html
         assert XSS not in html and "</script><script>alert" not in html and MODEL_NAME not in html
-    html = render_html(runs.load("estimate"))
+    html = render_html(as_run(runs.load("estimate")))
     assert "&lt;script&gt;alert(&#39;model&#39;)&lt;/script&gt;" in html  # the model name, autoescaped
     for tab in ("summary", "layers", "timeline", "temporal", "charts", "graph"):
         assert f'id="panel-{tab}"' in html
@@ -313,11 +312,11 @@ def test_script_json_cannot_close_its_element() -> None:
 
 def test_html_is_a_pure_function_of_the_saved_run(runs: Runs, tmp_path: Path) -> None:
     run = runs.load("estimate")
-    assert render_html(run) == render_html(runs.load("estimate"))
+    assert render_html(as_run(run)) == render_html(as_run(runs.load("estimate")))
     out = tmp_path / "est.html"
     args = ["estimate", str(runs.model), "-t", "rdk-s100", "--timeline", "--top", "0", "--html", str(out)]
     assert main(args) == 0
-    assert out.read_text(encoding="utf-8") == render_html(run)
+    assert out.read_text(encoding="utf-8") == render_html(as_run(run))
 
 
 def test_report_data_is_compact(runs: Runs) -> None:
@@ -392,17 +391,17 @@ def test_annotated_model_carries_the_numbers(runs: Runs, tmp_path: Path) -> None
         props)
     assert props["layerscope.macs"] == str(8 * 32 * 32 * 27)
     assert any(p.key == "layerscope.summary" for p in model.metadata_props)
-    again = annotate_model(model, runs.load("profile")).model  # re-annotating replaces, never piles up
+    again = annotate_model(model, as_run(runs.load("profile"))).model  # re-annotating replaces, never piles up
     conv2 = next(n for n in again.graph.node if n.name == XSS)
     assert conv2.doc_string == conv.doc_string and len(conv2.metadata_props) == len(conv.metadata_props)
 
 
 def test_a_bare_run_still_reports(tmp_path: Path) -> None:
     for run in (BARE_RUN, dict(BARE_RUN, layers=[])):
-        assert "No per-layer estimate" in " ".join(missing_notes(run))
-        assert 'id="panel-graph"' in render_html(run)
-        assert len(list(csv.DictReader(io.StringIO(layers_csv(run))))) == len(run["layers"])
-        assert markdown_summary(run).startswith("## layerscope report: `?`")
+        assert "No per-layer estimate" in " ".join(missing_notes(as_run(run)))
+        assert 'id="panel-graph"' in render_html(as_run(run))
+        assert len(list(csv.DictReader(io.StringIO(layers_csv(as_run(run)))))) == len(run["layers"])
+        assert markdown_summary(as_run(run)).startswith("## layerscope report: `?`")
     path = tmp_path / "bare.json"
     path.write_text(json.dumps(BARE_RUN), encoding="utf-8")
     assert main(["report", str(path), "--trace", str(tmp_path / "t.json"), "-o", str(tmp_path / "b.html")]) == 0
@@ -410,7 +409,7 @@ def test_a_bare_run_still_reports(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------------------------------------------- experiments
 #
-# The sections later commands add (bisect, compare --json, pipeline, --stress), made with the real commands on the
+# The sections later commands add (bisect, compare -o, pipeline, --stress), made with the real commands on the
 # hostile model, then rendered: the Experiments tab must show their numbers as the terminal does and every name as
 # text.
 
@@ -462,12 +461,12 @@ class ExperimentRuns:
 
     bisect: Path  # the fake device, one segment per layer: increments known exactly
     validated: Path  # ONNX Runtime with --validate against the kernel profile
-    compared: Path  # compare profile.json variant.json --json: comparison and (from profile --stress) stress
+    compared: Path  # compare profile.json variant.json -o: comparison and (from profile --stress) stress
     pipeline: Path
     sizes: tuple[int, ...]
 
     def load(self, name: str) -> dict[str, Any]:
-        return load_run(getattr(self, name))
+        return load_document(getattr(self, name))
 
     def merged(self) -> dict[str, Any]:
         """One run holding all four sections: ``compared`` with ``bisect`` (validated) and ``pipeline`` added from
@@ -498,7 +497,7 @@ def make_experiment_runs(folder: Path, runs: Runs) -> ExperimentRuns:
         assert main(["profile", str(variant), *common, "--runs", "3", "--warmup", "1", "--top", "0",
                      "--stress", "memory", "-o", str(variant_run)]) == 0
         assert main(["compare", str(runs.profile), str(variant_run), "--labels", f"before,{AFTER_LABEL}",
-                     "--json", str(out.compared)]) == 0
+                     "-o", str(out.compared)]) == 0
         assert main(["pipeline", f"{script}:pipeline", str(runs.model), *common, "--runs", "3",
                      "--warmup", "1", "--top", "0", "-o", str(out.pipeline)]) == 0
     return out
@@ -593,9 +592,9 @@ def test_runs_without_experiments_have_no_experiments_tab(runs: Runs) -> None:
     for name in ALL_RUNS:
         run = runs.load(name)
         assert not experiments(as_run(run)) and tabs(as_run(run)) == TABS
-        html = render_html(run)
+        html = render_html(as_run(run))
         assert 'id="tab-experiments"' not in html and 'id="panel-experiments"' not in html
-    assert 'id="tab-experiments"' not in render_html(BARE_RUN)
+    assert 'id="tab-experiments"' not in render_html(as_run(BARE_RUN))
 
 
 def test_sections_from_older_or_partial_runs_render() -> None:
@@ -607,13 +606,13 @@ def test_sections_from_older_or_partial_runs_render() -> None:
     assert view.names == ("bisect", "comparison", "pipeline", "stress")
     assert view.bisect is not None and view.bisect.segments[0].share == pytest.approx(1.0)
     assert view.comparison is not None and view.comparison.metrics[0].change_text == "+2"
-    html = render_html(partial)
+    html = render_html(as_run(partial))
     assert 'id="tab-experiments"' in html and tabs(as_run(partial))[-1] == EXPERIMENTS_TAB
-    render_html(dict(BARE_RUN, bisect=None))  # an empty section is absent
+    render_html(as_run(dict(BARE_RUN, bisect=None)))  # an empty section is absent
     for broken, where in (({"bisect": []}, "bisect"), ({"comparison": "x"}, "comparison"),
                           ({"stress": {"rounds": None}}, "stress.rounds")):
         with pytest.raises(RunFileError, match=where):  # a malformed section is refused, naming it
-            render_html(dict(BARE_RUN, **broken))
+            render_html(as_run(dict(BARE_RUN, **broken)))
 
 
 def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> None:
@@ -621,7 +620,7 @@ def test_bisect_segments_show_the_exact_increments(exp_runs: ExperimentRuns) -> 
     section, sizes = run["bisect"], exp_runs.sizes
     increments = [b - a for a, b in itertools.pairwise(sizes)]
     assert [s["increment_us"] for s in section["segments"]] == increments
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert_escaped(html)
     assert 'id="tab-experiments"' in html and "This run also holds bisect" in html
     header, *rows = texts(tables(html)["bisect-table"])
@@ -664,7 +663,7 @@ def test_bisect_plan_says_why_it_took_more_rounds(fields: dict[str, Any], said: 
 def test_bisect_validation_flags_large_segments_off_the_profile(exp_runs: ExperimentRuns) -> None:
     run = exp_runs.load("validated")
     section = run["bisect"]
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert_escaped(html)
     header, *rows = tables(html)["bisect-table"]
     assert [text for text, _ in header][-2:] == ["profile µs", "error"]
@@ -685,7 +684,7 @@ def test_bisect_validation_flags_large_segments_off_the_profile(exp_runs: Experi
 def test_comparison_shows_metrics_layers_and_renames(exp_runs: ExperimentRuns) -> None:
     run = exp_runs.load("compared")
     section = run["comparison"]
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert_escaped(html)
     assert "&lt;i&gt;after&lt;/i&gt;" in html  # the label, escaped
     found = tables(html)
@@ -716,7 +715,7 @@ def test_comparison_shows_metrics_layers_and_renames(exp_runs: ExperimentRuns) -
 def test_pipeline_shows_the_breakdown_and_stages(exp_runs: ExperimentRuns) -> None:
     run = exp_runs.load("pipeline")
     section = run["pipeline"]
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert_escaped(html)
     found = tables(html)
     b = section["breakdown"]
@@ -739,7 +738,7 @@ def test_pipeline_shows_the_breakdown_and_stages(exp_runs: ExperimentRuns) -> No
 def test_stress_shows_the_change_and_marks_sensitive_layers(exp_runs: ExperimentRuns) -> None:
     run = exp_runs.load("compared")
     stress = run["stress"]
-    html = render_html(run)
+    html = render_html(as_run(run))
     change = re.search(r'id="stress-change">([^<]*)<', html)
     assert change is not None and change.group(1) == f"{100 * (stress['latency_ratio_p50'] - 1):+.1f}%"
     found = tables(html)
@@ -765,7 +764,7 @@ def test_stress_shows_the_change_and_marks_sensitive_layers(exp_runs: Experiment
 def test_one_page_with_every_experiment(exp_runs: ExperimentRuns, tmp_path: Path) -> None:
     run = exp_runs.merged()
     assert experiments(as_run(run)).names == ("bisect", "comparison", "pipeline", "stress")
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert_escaped(html)
     assert {"bisect-table", "comparison-metrics", "comparison-layers", "pipeline-breakdown", "pipeline-stages",
             "stress-rounds", "stress-layers"} <= set(tables(html))

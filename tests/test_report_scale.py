@@ -24,8 +24,9 @@ from playwright.sync_api import Browser
 from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.model import load_model
 from layerscope.report.html import GRAPH_MAX_LAYERS, render_html
+from layerscope.report.units import human_us
 from layerscope.report.views.layers import MAX_BLOCKS, layer_blocks
-from layerscope.run import run_from_estimate, timeline_section
+from layerscope.run import estimate_run, timeline_section
 from layerscope.runfile import as_run
 from layerscope.samples.synthetic import block_chain
 from layerscope.targets import load_profile
@@ -51,10 +52,10 @@ def big(tmp_path_factory: pytest.TempPathFactory) -> Big:
     graph = load_model(model)
     profile = load_profile("rdk-s100")
     estimate = estimate_graph(graph, profile)
-    run = run_from_estimate(graph, estimate, profile)
+    run = estimate_run(graph, estimate, profile).to_json()
     run["timeline"] = timeline_section(simulate_timeline(graph, profile, None, costs=estimate.costs))
     page = folder / "big.html"
-    html = render_html(run)
+    html = render_html(as_run(run))
     page.write_text(html, encoding="utf-8")
     return Big(run, page, json.loads(island(html)))
 
@@ -126,7 +127,7 @@ def test_island_escapes_hostile_strings() -> None:
     run = {"schema_version": 1, "model": {"name": xss}, "summary": {},
            "layers": [{"id": xss, "op_type": xss, "inputs": [xss], "outputs": ["y"],
                        "estimate": {"latency_us": 1.5, "unit": xss, "bound": xss}}]}
-    html = render_html(run)
+    html = render_html(as_run(run))
     assert xss not in html and "<img src=x" not in html and "</script><img" not in html
     text = island(html)
     assert "<" not in text and ">" not in text and "&" not in text  # written as \\u003c etc. inside the gzip too
@@ -199,9 +200,13 @@ def test_big_page_in_chromium(browser: Browser, big: Big) -> None:
     detail = page.inner_text("#layer-detail")
     layer = run["layers"][top[0]]
     assert page.inner_text("#layer-detail h3") == layer["id"]
-    assert f"latency_us\n{js_number(layer['estimate']['latency_us'])}" in detail
     slot = next(t for t in run["timeline"]["layers"] if t["id"] == layer["id"])
-    assert f"active_start_us\n{js_number(slot['active_start_us'])}" in detail
+    for group, key, value in (("estimate", "latency_us", layer["estimate"]["latency_us"]),
+                              ("timeline", "active_start_us", slot["active_start_us"])):
+        read = page.evaluate(f"i => String(window.layerscopeReport.detailValue('{group}', '{key}', i))", top[0])
+        assert read == js_number(value), key
+    assert f"latency\n{human_us(layer['estimate']['latency_us'])}" in detail  # shown with its unit
+    assert f"holds its unit from\n{human_us(slot['active_start_us'])}" in detail
     # filter to a block: its 200 layers
     page.select_option("#block-filter", "3")
     assert page.inner_text("#layer-count") == f"200 of {LAYERS} layers"

@@ -34,7 +34,7 @@ from layerscope.report.html import render_html, report_data
 from layerscope.report.tables import layers_csv, markdown_summary
 from layerscope.report.views.engine import layout_time, precision_mix_text
 from layerscope.report.views.layers import layer_rows
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.runfile.io import as_run
 
 TRT = Path(__file__).parent / "fixtures" / "importers" / "trtexec" / "resnet-a100-fp16"
@@ -93,7 +93,7 @@ def test_layer_info_gives_precision_formats_tactic_and_type_per_layer() -> None:
 def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], str]:
     out = tmp_path / "run.json"
     assert main(["import", *map(str, FILES), "-o", str(out), "--top", "3"]) == 0
-    return load_run(out), " ".join(capsys.readouterr().out.split())
+    return load_document(out), " ".join(capsys.readouterr().out.split())
 
 
 def test_run_keeps_the_choices_and_reformat_time_as_its_own_category(tmp_path: Path,
@@ -127,7 +127,7 @@ def test_run_keeps_the_choices_and_reformat_time_as_its_own_category(tmp_path: P
 
 def test_csv_html_and_markdown_show_the_same_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run, _ = _run(tmp_path, capsys)
-    rows = {r["layer.id"]: r for r in csv.DictReader(io.StringIO(layers_csv(run)))}
+    rows = {r["layer.id"]: r for r in csv.DictReader(io.StringIO(layers_csv(as_run(run))))}
     conv = rows[CONV0]
     assert (conv["meas.precision"], conv["meas.tactic"]) == ("FP16", CONV0_TACTIC)
     assert (conv["meas.input_formats"], conv["meas.output_formats"]) == ("FP16 NHWC4", "FP16 NHWC8")

@@ -5,7 +5,13 @@
 - tabs Summary, Layer Details, Timeline, Temporal Statistics, Charts and Graph; each says what the run lacks
   for it instead of failing (:func:`layerscope.report.views.summary.missing_notes`); an Experiments tab only when the
   run holds a section a later command added (``bisect``, ``comparison``, ``pipeline``, ``stress``:
-  :func:`layerscope.report.views.experiments.experiments`), drawn in the markup (static tables, no script);
+  :func:`layerscope.report.views.experiments.experiments`), drawn in the markup (static tables, no script; a bisect's
+  segments also as a bar chart with their intervals as error bars, :mod:`layerscope.report.views.bisect_chart`);
+- the page explains what it draws (:mod:`layerscope.report.html_text`): one colour map by op type
+  (``data.colours``) that the timelines, the scatter and their legends all read; every timeline track named; a
+  layer's details with human labels and the terminal's number formats (``data.detail_labels``); a column whose
+  every value is absent is not shown; the utilisation figures defined beside them, the Temporal tab's "compute
+  utilisation" told apart from the terminal's "busy" (:mod:`layerscope.report.views.utilisation`);
 - Jinja2 templates with inheritance (``templates/base.html`` <- ``templates/report.html``), autoescaped: every
   string from the model or a vendor's file is escaped in the markup;
 - the data the page's script draws from is one ``<script type="application/octet-stream">`` holding JSON whose
@@ -38,7 +44,19 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
+from layerscope.report.html_text import (
+    DDR_EFFECTIVE_DEFINITION,
+    DDR_NOMINAL_DEFINITION,
+    UNIT_BUSY_DEFINITION,
+    UNIT_COMPUTE_DEFINITION,
+    CategoryColours,
+    category_colours,
+    detail_label,
+    group_title,
+    track_names,
+)
 from layerscope.report.units import fixed, us_text
+from layerscope.report.views import bisect_chart as bars
 from layerscope.report.views.bench_sweep import bench_sweep_view
 from layerscope.report.views.bisect import BISECT_GOAL_ERROR, BISECT_LARGE_SHARE
 from layerscope.report.views.common import Run
@@ -61,8 +79,8 @@ from layerscope.report.views.layers import (
 )
 from layerscope.report.views.summary import headline, missing_notes, summary_sections
 from layerscope.report.views.timeline import Tracks, estimated_tracks, measured_tracks, temporal
-from layerscope.runfile.io import as_run
-from layerscope.runfile.models import RunLike
+from layerscope.report.views.utilisation import unit_use
+from layerscope.runfile.models import RunFile
 
 #: The tabs in order: id and title.
 TABS: tuple[tuple[str, str], ...] = (
@@ -266,7 +284,7 @@ def _detail_column(values: list[Any], strings: _Strings) -> list[Any]:
 def _details_payload(rows: list[LayerRow], strings: _Strings) -> list[list[Any]]:
     """``[[group, [[key, column], ...]], ...]``: groups in the order the rows first hold them, keys sorted. The
     ``layer`` group's ``id`` is the table's ``id`` column (the page shows it from there) and its ``name`` is left
-    out where it equals the id."""
+    out where it equals the id. :func:`_detail_labels` names each group and key for the reader."""
     keys: dict[str, set[str]] = {}
     for row in rows:
         for group, section in row.detail.items():
@@ -290,9 +308,24 @@ def _details_payload(rows: list[LayerRow], strings: _Strings) -> list[list[Any]]
 _NO_VALUES: dict[str, Any] = {}
 
 
-def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool) -> dict[str, Any] | None:
+def _detail_labels(rows: list[LayerRow], details: list[list[Any]], target: str | None) -> dict[str, Any]:
+    """``{group: [title, {key: [label, format]}]}`` for every group and key of ``details``
+    (:func:`layerscope.report.html_text.detail_label`: human labels, the format the page gives the value)."""
+    out: dict[str, Any] = {}
+    for group, columns in details:
+        keys = {}
+        for key, _ in columns:
+            label, fmt = detail_label(key, [row.detail.get(group, _NO_VALUES).get(key) for row in rows])
+            keys[key] = [label, fmt]
+        out[group] = [group_title(group, target), keys]
+    return out
+
+
+def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool,
+                    cpu_units: tuple[str, ...] = ()) -> dict[str, Any] | None:
     """Tracks as columns ``track``, ``start``, ``end``, ``layer`` (and ``name``, string refs, for kernels); the
-    numeric ones packed by :func:`_packed` (µs to 0.001)."""
+    numeric ones packed by :func:`_packed` (µs to 0.001); each track named for what it is
+    (:func:`layerscope.report.html_text.track_names`; ``cpu_units``: the units CPU-fallback layers ran on)."""
     if tracks is None:
         return None
     columns: dict[str, list[Any]] = {"track": [], "start": [], "end": [], "layer": []}
@@ -310,7 +343,8 @@ def _tracks_payload(tracks: Tracks | None, strings: _Strings, *, names: bool) ->
     for key, scale in (("track", 1), ("start", 1000), ("end", 1000), ("layer", 1)):
         columns[key] = _packed(columns[key], scale)
     return {"source": tracks.source, "note": tracks.note, "end_us": _r(tracks.end_us),
-            "tracks": [t.name for t in tracks.tracks], "spans": spans, **columns}
+            "tracks": track_names([t.name for t in tracks.tracks], "meas" if names else "est", cpu_units),
+            "spans": spans, **columns}
 
 
 def _gbps(value: float | None) -> float | None:
@@ -359,7 +393,13 @@ class _Page:
     blocks: Blocks
     block_totals: list[BlockTotal]
     op_totals: list[OpTotal]
+    colours: CategoryColours
     data: dict[str, Any]
+
+
+def _cpu_units(rows: list[LayerRow]) -> tuple[str, ...]:
+    """The units the run's CPU-fallback layers ran on."""
+    return tuple(sorted({r.unit for r in rows if r.fallback_reason and r.unit}))
 
 
 def _page(run: Run) -> _Page:
@@ -370,9 +410,10 @@ def _page(run: Run) -> _Page:
     totals = block_totals(rows, blocks)
     ops = op_type_totals(rows)
     strings = _Strings()
+    colours = category_colours([t.op_type for t in ops])
     layers = _layers_payload(rows, blocks, strings)
     details = _details_payload(rows, strings)
-    estimated = _tracks_payload(estimated_tracks(run), strings, names=False)
+    estimated = _tracks_payload(estimated_tracks(run), strings, names=False, cpu_units=_cpu_units(rows))
     measured = _tracks_payload(measured_tracks(run), strings, names=True)
     temporal_series = _temporal_payload(run)
     data = {
@@ -380,6 +421,8 @@ def _page(run: Run) -> _Page:
         "basis": basis,
         "layers": layers,
         "details": details,
+        "detail_labels": _detail_labels(rows, details, run.target.name if run.target is not None else None),
+        "colours": colours.as_data(),
         "ops": sorted({r.op_type for r in rows}),
         "blocks": {"names": list(blocks.names), "rule": blocks.text},
         "timeline": {"est": estimated, "meas": measured},
@@ -392,7 +435,7 @@ def _page(run: Run) -> _Page:
         "graph": _graph_payload(run, blocks, totals),
         "strings": list(strings.index),
     }
-    return _Page(rows, basis, estimated, measured, temporal_series, blocks, totals, ops, data)
+    return _Page(rows, basis, estimated, measured, temporal_series, blocks, totals, ops, colours, data)
 
 
 def report_data(run: Run) -> dict[str, Any]:
@@ -463,6 +506,7 @@ def _context(run: Run) -> dict[str, Any]:
     echarts, script = _scripts()
     page = _page(run)
     exp = experiments(run)
+    uses = unit_use(run)
     tool = (run.tool.name, run.tool.version) if run.tool is not None else ("layerscope",)
     return {
         "title": f"layerscope report: {run.model.name or 'model'}",
@@ -472,6 +516,9 @@ def _context(run: Run) -> dict[str, Any]:
         "tabs": _tabs(exp),
         "exp": exp,
         "bench_sweep": bench_sweep_view(run),
+        "bisect_chart": bars.bisect_chart(exp.bisect),
+        "bisect_colours": {"measured": bars.MEASURED_COLOUR, "noisy": bars.NOISY_COLOUR,
+                           "interval": bars.INTERVAL_COLOUR, "estimate": bars.ESTIMATE_COLOUR},
         "bisect_large_share": BISECT_LARGE_SHARE,
         "bisect_goal_error": BISECT_GOAL_ERROR,
         "metrics": headline(run),
@@ -479,6 +526,9 @@ def _context(run: Run) -> dict[str, Any]:
         "findings": findings(run, 10),
         "findings_total": len(findings(run)),
         "missing": missing_notes(run),
+        "unit_use": list(zip(uses, track_names([u.name for u in uses], "est", _cpu_units(page.rows)), strict=True)),
+        "definitions": {"busy": UNIT_BUSY_DEFINITION, "compute": UNIT_COMPUTE_DEFINITION,
+                        "ddr_effective": DDR_EFFECTIVE_DEFINITION, "ddr_nominal": DDR_NOMINAL_DEFINITION},
         "estimate_note": run.estimate_info.note if run.estimate_info is not None else None,
         "measured_note": run.measurement.source if run.measurement is not None else None,
         "has": {
@@ -505,7 +555,6 @@ def _context(run: Run) -> dict[str, Any]:
     }
 
 
-def render_html(run: RunLike) -> str:
+def render_html(run: RunFile) -> str:
     """The report page for ``run`` (see the module docstring)."""
-    run = as_run(run)
     return _environment().get_template("report.html").render(**_context(run))

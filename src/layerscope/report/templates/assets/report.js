@@ -13,8 +13,7 @@
   'use strict';
   var DATA = null, S = null, LC = null, N = 0, OP_INDEX = {}, loading = null;
   var STRING_COLS = {op: 1, shapes: 1, bound: 1, unit: 1, status: 1, group: 1, fallback: 1};
-  var PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7',
-    '#9c755f', '#bab0ac', '#1f77b4', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#17becf'];
+  var COLOURS = null;  // op type -> colour: DATA.colours, the one map every chart and legend colours by
   var charts = {};
 
   // ------------------------------------------------------------------ data
@@ -30,6 +29,8 @@
       LC = DATA.layers;
       N = DATA.n;
       DATA.ops.forEach(function (op, k) { OP_INDEX[op] = k; });
+      COLOURS = {};
+      DATA.colours.colours.forEach(function (c) { COLOURS[c[0]] = c[1]; });
       return DATA;
     });
     return loading;
@@ -71,23 +72,82 @@
     if (text !== undefined && text !== null) node.textContent = String(text);
     return node;
   }
-  function fmtUs(v) {
-    if (v === null || v === undefined) return '-';
+  // Number formats: the text of layerscope.report.units' functions (the terminal's), for the same number.
+  // pyFixed(v, d) is Python's f"{v:.{d}f}": the exact value rounded half to even (toFixed rounds an exact tie up).
+  var TIE = '5' + new Array(30).join('0');
+  function pyFixed(v, d) {
+    var a = Math.abs(v), text = a.toFixed(d), exact = a.toFixed(Math.min(100, d + 30));
+    if (exact.slice(exact.length - 30) === TIE && (text.charCodeAt(text.length - 1) - 48) % 2 === 1) {
+      text = exact.slice(0, exact.length - 30);
+      if (d === 0) text = text.slice(0, -1);  // the '.'
+    }
+    return (v < 0 || Object.is(v, -0) ? '-' : '') + text;
+  }
+  function missing(v) { return v === null || v === undefined || typeof v !== 'number'; }
+  function fmtUs(v) {  // human_us
+    if (missing(v)) return '-';
     var a = Math.abs(v);
-    if (a >= 1e6) return (v / 1e6).toFixed(2) + ' s';
-    if (a >= 1e3) return (v / 1e3).toFixed(2) + ' ms';
-    return v.toFixed(1) + ' µs';
+    if (a >= 1e6) return pyFixed(v / 1e6, 2) + ' s';
+    if (a >= 1e3) return pyFixed(v / 1e3, 2) + ' ms';
+    return pyFixed(v, 1) + ' µs';
   }
-  function fmtCount(v) {
-    if (v === null || v === undefined) return '-';
-    if (v === 0) return '0';
+  function fmtCount(v) {  // human_count
+    if (missing(v)) return '-';
     var units = [[1e12, 'T'], [1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
-    for (var i = 0; i < units.length; i++) if (Math.abs(v) >= units[i][0]) return (v / units[i][0]).toFixed(2) + ' ' + units[i][1];
-    return String(Math.round(v));
+    for (var i = 0; i < units.length; i++) if (Math.abs(v) >= units[i][0]) return pyFixed(v / units[i][0], 2) + ' ' + units[i][1];
+    return pyFixed(v, 0);
   }
-  function fixed(d) { return function (v) { return v === null || v === undefined ? '-' : v.toFixed(d); }; }
-  function pct(v) { return v === null || v === undefined ? '-' : (100 * v).toFixed(1) + '%'; }
-  function opColor(op) { return PALETTE[(OP_INDEX[op] || 0) % PALETTE.length]; }
+  function fmtBytes(v) {  // human_bytes
+    if (missing(v)) return '-';
+    var units = [[1073741824, 'GiB'], [1048576, 'MiB'], [1024, 'KiB']];
+    for (var i = 0; i < units.length; i++) if (Math.abs(v) >= units[i][0]) return pyFixed(v / units[i][0], 2) + ' ' + units[i][1];
+    return pyFixed(v, 0) + ' B';
+  }
+  function fixed(d) { return function (v) { return missing(v) ? '-' : pyFixed(v, d); }; }
+  function pct(v) { return missing(v) ? '-' : pyFixed(100 * v, 1) + '%'; }
+  function fmtNum(v) { return missing(v) ? '-' : Number.isInteger(v) ? String(v) : pyFixed(v, 3); }
+  function yesNo(v) { return v === true ? 'yes' : v === false ? 'no' : '-'; }
+  // How a detail value is shown, by the format html_text.detail_label gives its key.
+  var FORMATS = {us: fmtUs, bytes: fmtBytes, count: fmtCount, pct: pct, x2: fixed(2), int: fmtNum, num: fmtNum,
+    yesno: yesNo};
+  // The colour of op type `op` (null: a span of no layer), from the one map DATA.colours.
+  function opColor(op) {
+    if (op === null || op === undefined) return DATA.colours.none;
+    return COLOURS[op] || DATA.colours.other;
+  }
+  // The legend entry an op type is drawn under: its own, or the shared "other" one.
+  function category(op) {
+    if (op === null || op === undefined) return DATA.colours.none_label;
+    return COLOURS[op] ? op : DATA.colours.other_label;
+  }
+  // Fills legend `id` with the categories of `ops` (op types drawn, null for a span of no layer), in the map's
+  // order: a swatch of the colour the chart uses and the category's name.
+  function drawLegend(id, ops) {
+    var box = document.getElementById(id);
+    if (!box) return;
+    var seen = {}, entries = [];
+    ops.forEach(function (op) { seen[category(op)] = opColor(op); });
+    DATA.colours.colours.forEach(function (c) { if (seen[c[0]]) entries.push([c[0], c[1]]); });
+    [DATA.colours.other_label, DATA.colours.none_label].forEach(function (label) {
+      if (seen[label]) entries.push([label, seen[label]]);
+    });
+    box.replaceChildren();
+    box.appendChild(el('li', 'legend-title', DATA.colours.by + ':'));
+    entries.forEach(function (e) {
+      var li = el('li'), sw = el('span', 'swatch');
+      sw.style.background = e[1];
+      li.dataset.category = e[0];
+      li.dataset.colour = e[1];
+      li.appendChild(sw);
+      li.appendChild(document.createTextNode(e[0]));
+      box.appendChild(li);
+    });
+  }
+  // A value axis whose first and last labels sit inside the plot (not cut at the chart's edge).
+  function timeAxis(extra) {
+    return Object.assign({type: 'value', axisLabel: {formatter: function (v) { return fmtUs(v); },
+      alignMinLabel: 'left', alignMaxLabel: 'right', hideOverlap: true}}, extra || {});
+  }
   function layerName(i) { return i === null || i === undefined || i < 0 || i >= N ? '' : LC.id[i]; }
   function tip(title, rows) {
     var html = '<div class="tip"><b>' + esc(title) + '</b>';
@@ -119,6 +179,7 @@
     if (!drawn[name]) {
       drawn[name] = (name === 'summary' ? Promise.resolve() : loadData()).then(function () {
         renderers[name]();
+        hideEmptyColumns(panel);
       }).catch(function (err) {
         panel.appendChild(el('p', 'error', 'This tab could not be drawn: ' + err));
         console.error(err);
@@ -147,6 +208,26 @@
     else selectLayer(Number(link.dataset.layer));
   });
 
+  // Hides each column of the panel's markup tables (all but the layer table, which shows only the columns with
+  // a value: shownColumns) whose every cell is empty or '-' (a value the run does not hold): its header and
+  // cells get class 'empty-col'. The cells stay in place, so sorting by column position is unchanged.
+  function hideEmptyColumns(panel) {
+    panel.querySelectorAll('table.grid:not(#layer-table)').forEach(function (table) {
+      var body = table.tBodies[0], head = table.tHead && table.tHead.rows[0];
+      if (!body || !body.rows.length || !head) return;
+      for (var c = 0; c < head.cells.length; c++) {
+        var empty = true;
+        for (var r = 0; r < body.rows.length && empty; r++) {
+          var cell = body.rows[r].cells[c], text = cell ? cell.textContent.trim() : '';
+          empty = text === '' || text === '-';
+        }
+        if (!empty) continue;
+        head.cells[c].classList.add('empty-col');
+        for (var k = 0; k < body.rows.length; k++) if (body.rows[k].cells[c]) body.rows[k].cells[c].classList.add('empty-col');
+      }
+    });
+  }
+
   // ------------------------------------------------------------------ layer details
   var TABLE_COLS = [
     {key: 'index', label: '#', num: true, fmt: String, w: 56},
@@ -163,6 +244,13 @@
     {key: 'group', label: 'fused group', w: 140},
     {key: 'fallback', label: 'fallback reason', w: 140}
   ];
+  // The columns the table shows: TABLE_COLS less those with no value in any layer (an estimate-only run has no
+  // measured columns); '#', layer and op always.
+  var ALWAYS = {index: 1, id: 1, op: 1};
+  var COLS = TABLE_COLS;
+  function shownColumns() {
+    return TABLE_COLS.filter(function (c) { return ALWAYS[c.key] || hasAny(c.key); });
+  }
   var ROW_H = 24, OVERSCAN = 30;
   var sortState = {key: 'index', dir: 1};
   var selected = null;
@@ -225,7 +313,7 @@
   function spacer(height) {
     var tr = el('tr', 'spacer'), td = el('td');
     tr.setAttribute('aria-hidden', 'true');
-    td.colSpan = TABLE_COLS.length;
+    td.colSpan = COLS.length;
     td.style.height = height + 'px';
     tr.appendChild(td);
     return tr;
@@ -244,8 +332,8 @@
       tr.dataset.index = i;
       if (str(LC.fallback[i])) tr.classList.add('fallback');
       if (selected === i) tr.classList.add('selected');
-      for (var c = 0; c < TABLE_COLS.length; c++) {
-        var col = TABLE_COLS[c], v = val(col.key, i);
+      for (var c = 0; c < COLS.length; c++) {
+        var col = COLS[c], v = val(col.key, i);
         tr.appendChild(el('td', col.num ? 'num' : (col.cls || ''), col.fmt ? col.fmt(v) : (v === null || v === undefined ? '' : v)));
       }
       frag.appendChild(tr);
@@ -256,7 +344,7 @@
   function redraw() { computeOrder(); drawRows(); }
   function drawHeader() {
     var tr = document.querySelector('#layer-table thead tr');
-    TABLE_COLS.forEach(function (c) {
+    COLS.forEach(function (c) {
       var th = el('th', c.num ? 'num' : '', c.label);
       th.dataset.key = c.key;
       th.style.width = c.w + 'px';
@@ -272,17 +360,19 @@
     });
     tr.querySelector('th').setAttribute('aria-sort', 'ascending');
   }
-  // A detail value as text: numbers and text as they are, lists joined, JSON text (objects) as it is.
+  // A detail value as text: numbers and booleans in the format its key's label names (html_text.detail_label),
+  // text as it is, lists joined, JSON text (objects) as it is.
   var detailColumns = {};  // "group/key" -> the column's values, unpacked once
   function detailColumn(group, entry) {
     var id = group + '/' + entry[0], col = entry[1];
     if (!detailColumns[id]) detailColumns[id] = col[0] === 'd' ? unpack(['d', col[1][0], col[1][1]]) : col[1];
     return detailColumns[id];
   }
-  function detailText(kind, v) {
+  function detailText(kind, v, fmt) {
     if (kind === 's' || kind === 'j') return S[v];
     if (kind === 'l') return v.map(function (r) { return S[r]; }).join(', ');
-    return String(v);
+    if (typeof v === 'boolean') return yesNo(v);
+    return FORMATS[fmt] ? FORMATS[fmt](v) : String(v);
   }
   function showDetail(index) {
     selected = index;
@@ -293,7 +383,7 @@
     var block = DATA.blocks.names.length > 1 ? 'block ' + DATA.blocks.names[LC.block[index]] : '';
     box.appendChild(el('p', 'hint', [str(LC.op[index]), str(LC.shapes[index]), block].filter(Boolean).join(' · ')));
     DATA.details.forEach(function (group) {  // [group, [[key, [kind, column]], ...]]
-      var dl = el('dl');
+      var dl = el('dl'), named = DATA.detail_labels[group[0]];  // [title, {key: [label, format]}]
       if (group[0] === 'layer') {  // the id is the table's column
         dl.appendChild(el('dt', '', 'id'));
         dl.appendChild(el('dd', '', LC.id[index]));
@@ -301,11 +391,16 @@
       group[1].forEach(function (entry) {
         var kind = entry[1][0], v = detailColumn(group[0], entry)[index];
         if (v === null || v === undefined) return;
-        dl.appendChild(el('dt', '', entry[0]));
-        dl.appendChild(el('dd', '', detailText(kind, v)));
+        var label = named[1][entry[0]];
+        var dt = el('dt', '', label[0]);
+        dt.dataset.key = entry[0];
+        dl.appendChild(dt);
+        dl.appendChild(el('dd', '', detailText(kind, v, label[1])));
       });
       if (!dl.childNodes.length) return;
-      box.appendChild(el('h4', '', group[0]));
+      var h4 = el('h4', '', named[0]);
+      h4.dataset.group = group[0];
+      box.appendChild(h4);
       box.appendChild(dl);
     });
     document.querySelectorAll('#layer-table tbody tr.row').forEach(function (tr) {
@@ -321,6 +416,7 @@
       DATA.blocks.names.forEach(function (name, b) { var o = el('option', '', name); o.value = String(b); blocks.appendChild(o); });
       blocks.addEventListener('input', function () { blockFilter = blocks.value; redraw(); });
     }
+    COLS = shownColumns();
     drawHeader();
     redraw();
     var timer = null;
@@ -410,7 +506,11 @@
     }
     return items;
   }
-  function gantt(id, tl, kind, noteId) {
+  // The op type of layer li (null when the span belongs to no layer).
+  function spanOp(li) {
+    return li === null || li === undefined || isNaN(li) || li < 0 || li >= N ? null : str(LC.op[li]);
+  }
+  function gantt(id, tl, kind, noteId, legendId) {
     var chart = makeChart(id);
     if (!chart) return;
     var tracks = tl.tracks;
@@ -445,11 +545,12 @@
         {x: start[0], y: start[1] - h / 2, width: Math.max(end[0] - start[0], 0.6), height: h},
         {x: cs.x, y: cs.y, width: cs.width, height: cs.height});
       if (!rect) return null;
-      var li = api.value(3);
-      var op = li === null || li === undefined || isNaN(li) || li < 0 || li >= N ? null : str(LC.op[li]);
-      return {type: 'rect', shape: rect, style: {fill: op !== null ? opColor(op) : '#9aa4b2'}};
+      return {type: 'rect', shape: rect, style: {fill: opColor(spanOp(api.value(3)))}};
     }
     var end = tl.end_us || 1;
+    var drawnOps = {};  // the categories of every span (merged or not), for the legend
+    for (var k = 0; k < tl.spans; k++) drawnOps[String(spanOp(tl.layer[k]))] = spanOp(tl.layer[k]);
+    drawLegend(legendId, Object.keys(drawnOps).map(function (key) { return drawnOps[key]; }));
     chart.setOption(option({
       grid: {left: 10, right: 24, top: 16, bottom: 56, containLabel: true},
       tooltip: {confine: true, formatter: function (p) {
@@ -462,7 +563,7 @@
         return tip(name, [['track', tracks[v[0]]], ['start', fmtUs(v[1])], ['duration', fmtUs(v[2] - v[1])],
           ['op', layerName(li) ? str(LC.op[li]) : ''], ['layer', kind === 'meas' ? layerName(li) : '']]);
       }},
-      xAxis: {type: 'value', min: 0, max: end, axisLabel: {formatter: function (v) { return fmtUs(v); }}},
+      xAxis: timeAxis({min: 0, max: end}),
       yAxis: {type: 'category', data: tracks, inverse: true, axisTick: {show: false}},
       dataZoom: [{type: 'slider', xAxisIndex: 0, filterMode: 'weakFilter', height: 18, bottom: 8},
         {type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter'}],
@@ -485,8 +586,8 @@
   }
   function renderTimeline() {
     var tl = DATA.timeline;
-    if (tl.est) gantt('chart-est-timeline', tl.est, 'est', 'est-timeline-note');
-    if (tl.meas) gantt('chart-meas-timeline', tl.meas, 'meas', 'meas-timeline-note');
+    if (tl.est) gantt('chart-est-timeline', tl.est, 'est', 'est-timeline-note', 'legend-est-timeline');
+    if (tl.meas) gantt('chart-meas-timeline', tl.meas, 'meas', 'meas-timeline-note', 'legend-meas-timeline');
   }
 
   // ------------------------------------------------------------------ temporal statistics
@@ -505,7 +606,7 @@
     ddr.setOption(option({
       legend: {top: 0}, grid: {left: 10, right: 10, top: 36, bottom: 56, containLabel: true},
       tooltip: {trigger: 'axis', confine: true, formatter: axisTip},
-      xAxis: {type: 'value', min: 0, max: t.t.length * t.interval, axisLabel: {formatter: function (v) { return fmtUs(v); }}},
+      xAxis: timeAxis({min: 0, max: t.t.length * t.interval}),
       yAxis: [{type: 'value', name: 'MB/s'}, {type: 'value', name: '%', max: 100, splitLine: {show: false}}],
       dataZoom: zoomed(),
       series: [
@@ -520,17 +621,25 @@
     util.setOption(option({
       legend: {top: 0}, grid: {left: 10, right: 10, top: 36, bottom: 56, containLabel: true},
       tooltip: {trigger: 'axis', confine: true, formatter: axisTip},
-      xAxis: {type: 'value', min: 0, max: t.t.length * t.interval, axisLabel: {formatter: function (v) { return fmtUs(v); }}},
-      yAxis: {type: 'value', name: '%', max: 100},
+      xAxis: timeAxis({min: 0, max: t.t.length * t.interval}),
+      yAxis: {type: 'value', name: 'compute %', max: 100},
       dataZoom: zoomed(),
       series: t.units.map(function (u) {
-        return {name: u[0] + ' %', type: 'line', step: 'start', symbol: 'none', data: pairs(u[1], 100)};
+        return {name: u[0] + ' compute %', type: 'line', step: 'start', symbol: 'none', data: pairs(u[1], 100)};
       })
     }));
   }
 
   // ------------------------------------------------------------------ charts
-  function hasAny(key) { var c = LC[key]; for (var i = 0; i < N; i++) if (c[i] !== null && c[i] !== undefined) return true; return false; }
+  // Whether any layer has a value in column key (text: a non-empty one).
+  function hasAny(key) {
+    var c = LC[key], text = STRING_COLS[key];
+    for (var i = 0; i < N; i++) {
+      if (c[i] === null || c[i] === undefined || (text && (S[c[i]] === '' || S[c[i]] === '-'))) continue;
+      return true;
+    }
+    return false;
+  }
   function barSeries(values, name) { return {name: name, type: 'bar', data: values, barMaxWidth: 14}; }
   function renderCharts() {
     var hasEst = hasAny('est'), hasMeas = hasAny('meas');
@@ -546,7 +655,7 @@
           var r = byOp[ps[0].dataIndex];
           return tip(r[0], [['layers', r[1]], ['estimated', fmtUs(r[2])], ['measured', fmtUs(r[3])]]);
         }},
-        xAxis: {type: 'value'},
+        xAxis: timeAxis(),
         yAxis: {type: 'category', data: byOp.map(function (r) { return r[0]; })},
         series: opSeries
       }));
@@ -563,7 +672,7 @@
           var l = layer(top[ps[0].dataIndex]);
           return tip(l.id, [['op', l.op], ['estimated', fmtUs(l.est)], ['measured', fmtUs(l.meas)], ['share', pct(l.share)]]);
         }},
-        xAxis: {type: 'value'},
+        xAxis: timeAxis(),
         yAxis: {type: 'category', data: top.map(function (i) { return LC.id[i]; }),
           axisLabel: {width: 180, overflow: 'truncate'}},
         series: topSeries
@@ -597,6 +706,8 @@
         (k.warning ? ' WARNING: ' + k.warning + '.' : '');
     }
     document.getElementById('scatter-note').textContent = note;
+    if (large) document.getElementById('legend-scatter').replaceChildren();
+    else drawLegend('legend-scatter', points.map(function (p) { return str(LC.op[p[2]]); }));
     chart.setOption(option({
       legend: {top: 0}, grid: {left: 10, right: 30, top: 36, bottom: 10, containLabel: true},
       tooltip: {trigger: 'item', confine: true, formatter: function (p) {
@@ -604,7 +715,8 @@
         var l = layer(p.value[2]);
         return tip(l.id, [['op', l.op], ['estimated', fmtUs(l.est)], ['measured', fmtUs(l.meas)], ['meas/est', fixed(2)(l.ratio)]]);
       }},
-      xAxis: {type: 'log', name: 'estimated µs', nameLocation: 'middle', nameGap: 26},
+      xAxis: {type: 'log', name: 'estimated µs', nameLocation: 'middle', nameGap: 26,
+        axisLabel: {alignMinLabel: 'left', alignMaxLabel: 'right', hideOverlap: true}},
       yAxis: {type: 'log', name: 'measured µs'},
       series: series
     }));
@@ -706,5 +818,13 @@
   var first = (location.hash || '').replace('#', '');
   showTab(first).then(function () { document.documentElement.dataset.ready = '1'; });
   window.layerscopeReport = {charts: charts, showTab: showTab, selectLayer: selectLayer,
-    dataLoaded: function () { return DATA !== null; }};
+    dataLoaded: function () { return DATA !== null; },
+    formats: {us: fmtUs, bytes: fmtBytes, count: fmtCount, pct: pct, fixed: pyFixed},
+    colourOf: function (op) { return opColor(op); }, categoryOf: function (op) { return category(op); },
+    // The value a layer's details hold for group/key, decoded from its column (undefined: no such column).
+    detailValue: function (group, key, index) {
+      var g = DATA.details.filter(function (d) { return d[0] === group; })[0];
+      var entry = g && g[1].filter(function (e) { return e[0] === key; })[0];
+      return entry ? detailColumn(group, entry)[index] : undefined;
+    }};
 })();
