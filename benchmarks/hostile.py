@@ -135,7 +135,7 @@ def _good_run(folder: Path, gz: bool = False, command: str = "estimate") -> Path
     run = folder / ("run.json.gz" if gz else "run.json")
     extra = ["--runs", "3"] if command == "profile" else []
     subprocess.run([sys.executable, "-m", "layerscope", command, str(_good_model(folder)), "--top", "0", *extra,
-                    "--json", str(run)], env=_env(folder), check=True, capture_output=True)
+                    "-o", str(run)], env=_env(folder), check=True, capture_output=True)
     for sub in ("home", "tmp"):
         shutil.rmtree(folder / sub)
         (folder / sub).mkdir()
@@ -232,19 +232,19 @@ def cases() -> list[Case]:
              devices=("/dev/null",)))
     add(Case("report csv -o /dev/full", "output place",
              lambda f: ["report", str(_good_run(f)), "--format", "csv", "-o", "/dev/full"], devices=("/dev/full",)))
-    add(Case("estimate --json /dev/null", "output place",
-             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "--json", "/dev/null"], allowed=(0,),
+    add(Case("estimate -o /dev/null", "output place",
+             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "-o", "/dev/null"], allowed=(0,),
              devices=("/dev/null",)))
-    add(Case("estimate --json /dev/full", "output place",
-             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "--json", "/dev/full"], devices=("/dev/full",)))
+    add(Case("estimate -o /dev/full", "output place",
+             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "-o", "/dev/full"], devices=("/dev/full",)))
     add(Case("schema -o /dev/stdout", "output place", lambda f: ["schema", "-o", "/dev/stdout"], allowed=(0,),
              check=_trailing_output('"$schema"')))
-    add(Case("estimate --json into a socket", "output place",
-             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "--json", str(_socket(f))]))
-    add(Case("estimate --json at a folder", "output place",
-             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "--json", str(f)]))
-    add(Case("estimate --json under a file", "output place",
-             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "--json",
+    add(Case("estimate -o into a socket", "output place",
+             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "-o", str(_socket(f))]))
+    add(Case("estimate -o at a folder", "output place",
+             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "-o", str(f)]))
+    add(Case("estimate -o under a file", "output place",
+             lambda f: ["estimate", str(_good_model(f)), "--top", "0", "-o",
                         str(_write(f, "file", "x") / "run.json")]))
     add(Case("estimate --html /dev/full", "output place",
              lambda f: ["estimate", str(_good_model(f)), "--top", "0", "--html", "/dev/full"], devices=("/dev/full",)))
@@ -334,22 +334,31 @@ def cases() -> list[Case]:
              check=lambda f, out: "unescaped <script> in the HTML" if "<script>alert(1)" in
              (f / "r.html").read_text() else None))
     # interrupts
-    add(Case("SIGTERM during profile's start-up", "interrupt", lambda f: ["profile", str(_good_model(f))],
-             allowed=(0, 143), interrupt=(signal.SIGTERM, 0.3)))
-    add(Case("SIGINT during profile's start-up", "interrupt", lambda f: ["profile", str(_good_model(f))],
-             allowed=(0, 130), interrupt=(signal.SIGINT, 0.3)))
     add(Case("SIGTERM while observing an endless Loop", "interrupt", endless, allowed=(143,),
              interrupt=(signal.SIGTERM, 4.0)))
-    for after in (0.05, 0.15, 0.5, 0.8, 1.2, 1.6, 2.0, 2.5):  # start-up (imports), loading, warm-up, timed runs
-        # in the interpreter's own start-up, before any layerscope code runs, SIGTERM's default action ends the
-        # process (status -15: a shell reports it as 143), with nothing written
-        add(Case(f"SIGTERM {after} s into profile", "interrupt",
-                 lambda f: ["profile", str(_good_model(f)), "--runs", "200", "--json", str(f / "p.json")],
-                 allowed=(0, 143, -15) if after < 0.1 else (0, 143), interrupt=(signal.SIGTERM, after)))
-    add(Case("SIGINT 1.0 s into bisect", "interrupt",
-             lambda f: ["bisect", str(_write(f, "c.onnx", _chain(6))), "--segments", "3", "--no-cache"],
-             allowed=(0, 130), interrupt=(signal.SIGINT, 1.0)))
+    for number in (signal.SIGINT, signal.SIGTERM):
+        for after in INTERRUPT_MOMENTS_S:
+            add(Case(f"{number.name} {after} s into profile", "interrupt",
+                     lambda f: ["profile", str(_good_model(f)), "--runs", "4000", "-o", str(f / "p.json")],
+                     allowed=_interrupt_codes(number, after), interrupt=(number, after)))
+            add(Case(f"{number.name} {after} s into bisect", "interrupt",
+                     lambda f: ["bisect", str(_write(f, "c.onnx", _chain(6))), "--segments", "3", "--no-cache",
+                                "-o", str(f / "b.json")],
+                     allowed=_interrupt_codes(number, after), interrupt=(number, after)))
     return out
+
+
+#: When the interrupt cases signal their command, in seconds from its start: the interpreter's start-up and imports
+#: (up to about 0.15 s), loading the model and ONNX Runtime, the warm-up, the timed runs, the profiled session.
+INTERRUPT_MOMENTS_S = (0.05, 0.15, 0.3, 0.5, 0.8, 1.2, 1.6, 2.0, 2.5, 3.0)
+
+
+def _interrupt_codes(number: signal.Signals, after: float) -> tuple[int, ...]:
+    """The exit codes an interrupt case allows: 128 + the signal's number, or 0 when the command finished first;
+    in the interpreter's own start-up (the first 0.1 s), before layerscope's code runs, also the signal's default
+    end (status -15 for SIGTERM, which a shell reports as 143; nothing is written by then)."""
+    codes: tuple[int, ...] = (0, 128 + number)
+    return codes + ((-number,) if after < 0.1 else ())
 
 
 def _import(name: str, text: str, folder: Path) -> list[str]:

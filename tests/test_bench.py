@@ -21,7 +21,7 @@ from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.measure.bench import BenchConfig, run_bench
 from layerscope.measure.cputime import CpuClock
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.stats import drift, summarize
 
 LATENCY_KEYS = {"mean_us", "min_us", "max_us", "p50_us", "p90_us", "p99_us", "p999_us", "fps", "samples", "source"}
@@ -228,8 +228,8 @@ def test_config_is_validated() -> None:
 
 def test_bench_writes_the_latency_and_measurement_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "bench.json"
-    assert main(["bench", SQUEEZENET, "--runs", "8", "--warmup", "1", "--json", str(out)]) == 0
-    run = load_run(out)
+    assert main(["bench", SQUEEZENET, "--runs", "8", "--warmup", "1", "-o", str(out)]) == 0
+    run = load_document(out)
     lat, m = run["latency"], run["measurement"]
     assert lat.keys() >= LATENCY_KEYS and m.keys() >= MEASUREMENT_KEYS
     assert lat["min_us"] <= lat["p50_us"] <= lat["p90_us"] <= lat["p99_us"] <= lat["p999_us"] <= lat["max_us"]
@@ -260,7 +260,7 @@ def test_bench_streams_and_intra_threads(tmp_path: Path, capsys: pytest.CaptureF
 
 def test_bench_duration(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
-    assert main(["bench", SQUEEZENET, "--duration", "0.3", "--warmup", "0", "--json", str(out)]) == 0
+    assert main(["bench", SQUEEZENET, "--duration", "0.3", "--warmup", "0", "-o", str(out)]) == 0
     m = json.loads(out.read_text())["measurement"]
     assert m["runs"] >= 1 and m["duration_s"] == 0.3 and m["planned_runs"] is None
 
@@ -275,7 +275,7 @@ def test_bench_runs_on_a_file_input(write_model: ModelWriter, tmp_path: Path) ->
                        [("y", F32, [1, 3, 8, 8])])
     np.save(tmp_path / "x.npy", np.ones((1, 3, 8, 8), np.float32))
     out = tmp_path / "bench.json"
-    assert main(["bench", str(path), "--input", f"images={tmp_path / 'x.npy'}", "--runs", "2", "--json",
+    assert main(["bench", str(path), "--input", f"images={tmp_path / 'x.npy'}", "--runs", "2", "-o",
                  str(out)]) == 0
     assert json.loads(out.read_text())["measurement"]["inputs"] == [
         {"name": "images", "source": f"file {tmp_path / 'x.npy'}", "seed": None}]
@@ -332,8 +332,8 @@ def test_ctrl_c_prints_and_saves_what_was_measured(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(bench_cli, "make_session", interrupting_session)
     out = tmp_path / "bench.json"
-    assert main(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "1", "--json", str(out)]) == 130
-    run = load_run(out)
+    assert main(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "1", "-o", str(out)]) == 130
+    run = load_document(out)
     assert run["measurement"]["interrupted"] is True and run["latency"]["samples"] >= 4
     captured = capsys.readouterr()
     assert "INTERRUPTED" in captured.out and "interrupted" in captured.err
@@ -380,6 +380,14 @@ def test_bench_dynamic_model_with_shape(write_model: ModelWriter, tmp_path: Path
     path = write_model([node], [("images", F32, ["n", 3, "h", "w"])], [("y", F32, None)],
                        {"w": np.ones((4, 3, 3, 3), np.float32)})
     out = tmp_path / "bench.json"
-    assert main(["bench", str(path), "--shape", "images=1x3x16x16", "--runs", "2", "--json", str(out)]) == 0
+    assert main(["bench", str(path), "--shape", "images=1x3x16x16", "--runs", "2", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["model"]["inputs"][0]["shape"] == [1, 3, 16, 16]
     assert main(["bench", str(path), "--runs", "2"]) == 2  # dims not fixed: the loader's ShapeError
+
+
+def test_duration_mode_runs_each_stream_once_even_past_the_deadline() -> None:
+    """A stream whose thread starts after the deadline (a busy machine) still makes one run: a result, not an
+    empty sample set."""
+    result = run_bench(FakeSession(0.002), {}, BenchConfig(warmup_runs=0, runs=None, duration_s=1e-9, streams=2))
+    assert result.runs == 2 and result.latency.samples == 2
+    assert all(stream.runs == 1 for stream in result.streams)

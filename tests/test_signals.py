@@ -61,7 +61,7 @@ def _leftovers(tmp_path: Path, runtime_leftovers: set[str]) -> list[str]:
 
 def test_bench_sigterm_keeps_the_runs_measured(tmp_path: Path, runtime_leftovers: set[str]) -> None:
     out = tmp_path / "bench.json"
-    code, line = _signal_after(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "1", "--json", out],
+    code, line = _signal_after(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "1", "-o", out],
                                "measure", tmp_path)
     assert code == 143
     assert line == f"layerscope: terminated by SIGTERM: what was measured is saved in {out} (marked interrupted)"
@@ -73,7 +73,7 @@ def test_bench_sigterm_keeps_the_runs_measured(tmp_path: Path, runtime_leftovers
 
 def test_bench_sighup_exits_129(tmp_path: Path, runtime_leftovers: set[str]) -> None:
     out = tmp_path / "bench.json"
-    code, line = _signal_after(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "0", "--json", out],
+    code, line = _signal_after(["bench", SQUEEZENET, "--runs", "100000", "--warmup", "0", "-o", out],
                                "measure", tmp_path, signal.SIGHUP)
     assert code == 129
     assert line.startswith("layerscope: terminated by SIGHUP: what was measured is saved in")
@@ -85,7 +85,7 @@ def test_profile_sigterm_before_the_profiled_runs_keeps_the_end_to_end_runs(tmp_
                                                                             runtime_leftovers: set[str]) -> None:
     out, html = tmp_path / "profile.json", tmp_path / "profile.html"
     code, line = _signal_after(["profile", SQUEEZENET, "--runs", "100000", "--warmup", "1", "--top", "0",
-                                "--json", out, "--html", html], "latency", tmp_path)
+                                "-o", out, "--html", html], "latency", tmp_path)
     assert code == 143
     assert line == (f"layerscope: terminated by SIGTERM: what was measured is saved in {out}, {html} "
                     "(marked partial)")
@@ -105,7 +105,7 @@ def test_profile_sigterm_in_the_profiled_runs_removes_its_temporary_folder(tmp_p
     models): a signal during the profiled warm-up leaves none of it, and keeps the end-to-end runs."""
     out = tmp_path / "profile.json"
     code, line = _signal_after(["profile", SQUEEZENET, "--runs", "3", "--warmup", "40", "--top", "0",
-                                "--json", out], "warmup-profiled", tmp_path)
+                                "-o", out], "warmup-profiled", tmp_path)
     assert code == 143 and line.endswith(f"saved in {out} (marked partial)")
     assert json.loads(out.read_text())["latency"]["samples"] == 3
     assert any(name.startswith("layerscope-") for name in (tmp_path / "at-signal.txt").read_text().split())
@@ -168,7 +168,7 @@ def test_an_ignored_sighup_stays_ignored(tmp_path: Path) -> None:
     progress, out = tmp_path / "progress.txt", tmp_path / "bench.json"
     previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as nohup does: the child inherits it
     try:
-        started = start_cli(["bench", SQUEEZENET, "--runs", "30", "--warmup", "1", "--json", out],
+        started = start_cli(["bench", SQUEEZENET, "--runs", "30", "--warmup", "1", "-o", out],
                             tmp_path / "io", env={"LAYERSCOPE_PROGRESS_FILE": str(progress)})
     finally:
         signal.signal(signal.SIGHUP, previous)

@@ -28,7 +28,7 @@ import layerscope
 from layerscope.cli.main import main
 from layerscope.measure.cuts import CutPlanner
 from layerscope.model import load_model
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.sweep import SweepSpec, expand
 from layerscope.sweep.dataset import iter_rows
 from layerscope.sweep.devices import resource_name
@@ -145,10 +145,12 @@ def test_a_failed_cell_is_listed_and_the_others_complete(cluster: str, tmp_path:
 
 
 def test_a_worker_killed_mid_cell_is_retried(cluster: str, tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
+    out, tmp = tmp_path / "sweep", tmp_path / "tmp"
+    tmp.mkdir()
     # a measuring cell: several seconds of ONNX Runtime sessions, long enough to be caught running
     started = start_cli(["sweep", "--ray", cluster, zoo("squeezenet"), "--mode", "profile", "--runs", "20",
-                         "--warmup", "2", "-o", out], tmp_path / "log", memory_bytes=MEMORY_BYTES)
+                         "--warmup", "2", "-o", out], tmp_path / "log", env={"TMPDIR": str(tmp)},
+                        memory_bytes=MEMORY_BYTES)
     markers = out / "running"
     started.wait_until(lambda: markers.is_dir() and any(markers.glob("*.json")), timeout_s=TIMEOUT_S)
     marker = next(markers.glob("*.json"))
@@ -161,6 +163,31 @@ def test_a_worker_killed_mid_cell_is_retried(cluster: str, tmp_path: Path) -> No
     assert row["cell.status"] == "ok" and row["cell.mode"] == "profile"
     assert row["summary.meas_latency_us"] > 0 and row["measurement.runs"] == 20
     assert not any(markers.glob("*.json"))  # the retry ran to its end and cleaned up
+    assert list(tmp.iterdir()) == []  # the killed worker's cell folder went with the sweep's root
+
+
+def _profile_folders(tmp: Path) -> list[Path]:
+    return [p for p in tmp.rglob("layerscope-profile-*") if p.is_dir()]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_sweep_stopped_while_a_worker_profiles_leaves_no_temporary_folder(cluster: str, tmp_path: Path,
+                                                                            signum: int) -> None:
+    """The driver's TMPDIR holds the sweep's root, and the worker (on this machine) its cell's folder under it,
+    where the profiled session writes its optimized model and trace: a signal to the driver then, and nothing
+    of them is left once it has exited (the worker, stopped with the driver, cannot clean up: the driver does)."""
+    out, tmp = tmp_path / "sweep", tmp_path / "tmp"
+    tmp.mkdir()
+    started = start_cli(["sweep", "--ray", cluster, zoo("squeezenet"), "--mode", "profile", "--runs", "3",
+                         "--warmup", "40", "-o", out], tmp_path / "log", env={"TMPDIR": str(tmp)},
+                        memory_bytes=MEMORY_BYTES)
+    started.wait_until(lambda: bool(_profile_folders(tmp)), timeout_s=TIMEOUT_S)
+    (profiled,) = _profile_folders(tmp)
+    started.proc.send_signal(signum)
+    result = started.finish(timeout_s=TIMEOUT_S)
+    assert profiled.parent.name.startswith("layerscope-cell-p") and profiled.parent.parent.parent == tmp
+    assert result.returncode == 128 + signum and "Traceback" not in result.err, result.describe()
+    assert list(tmp.iterdir()) == []
 
 
 def test_a_sweep_killed_halfway_completes_when_rerun(cluster: str, tmp_path: Path) -> None:
@@ -285,7 +312,7 @@ def test_two_devices_time_a_bisect_plan_in_at_most_0_6x_the_time_of_one(cluster:
         # the devices' phase: from the first timing's start to the last one's end (the rest of the command, loading,
         # estimating, planning and writing the prefixes, is the same work with one device or two)
         phase_s = max(float(f[3]) for f in lines) - min(float(f[2]) for f in lines)
-        results[devices] = (phase_s, load_run(out)["bisect"], calls, wall_s)
+        results[devices] = (phase_s, load_document(out)["bisect"], calls, wall_s)
     one_s, one, one_calls, one_wall_s = results["a"]
     two_s, two, two_calls, two_wall_s = results["a,b"]
     # 9 models (baseline, 8 prefixes ... whole) x 4 rounds, each timed once; the pool shares them out evenly
@@ -315,7 +342,7 @@ def test_the_jobs_of_a_failing_device_are_rescheduled(cluster: str, tmp_path: Pa
     planner = CutPlanner.for_model(load_model(model))
     sizes = [len(planner.prefix_model(k).SerializeToString(deterministic=True))
              for k in range(planner.layer_count + 1)]
-    section = load_run(out)["bisect"]
+    section = load_document(out)["bisect"]
     assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
     assert section["baseline_us"] == 400_000 + sizes[0]
 
@@ -352,7 +379,7 @@ def test_the_pool_compiles_each_model_once_in_parallel_and_every_device_times_th
     planner = CutPlanner.for_model(load_model(model))
     sizes = [len(planner.prefix_model(k).SerializeToString(deterministic=True))
              for k in range(planner.layer_count + 1)]
-    section = load_run(out)["bisect"]
+    section = load_document(out)["bisect"]
     assert [s["increment_us"] for s in section["segments"]] == [b - a for a, b in itertools.pairwise(sizes)]
 
 

@@ -12,9 +12,8 @@ first use, so ``import layerscope`` stays cheap.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
-from layerscope._lazy import from_module, lazy_names
+from layerscope._lazy import TYPE_CHECKING, from_module, lazy_names
 from layerscope.version import __version__
 
 #: ONNX Runtime's telemetry writes a device id and an event database under ``~/.cache/Microsoft`` as soon as it is

@@ -1,5 +1,5 @@
 """``python -m layerscope``."""
 
-from layerscope.cli.main import entry
+from layerscope.cli.start import entry
 
 entry()

@@ -7,7 +7,7 @@ Contract of :func:`run_bench`:
   ``config.warmup_runs`` untimed runs; then all streams start the measured phase together;
 - measured phase: ``config.runs`` runs in total, handed out to whichever stream is free next (so no
   stream idles while another has work left), or, with ``config.duration_s``, every stream runs until that
-  many seconds have passed since the phase began;
+  many seconds have passed since the phase began (each stream makes at least one run, however late it starts);
 - one sample per run: ``time.perf_counter_ns`` immediately before and after ``session.run`` — nothing else
   is inside the timed interval, so the samples are comparable with a plain ``session.run`` loop
   (``benchmarks/bench_overhead.py`` checks that);
@@ -153,11 +153,13 @@ class _Budget:
     deadline_s: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def take(self) -> bool:
+    def take(self, first: bool = False) -> bool:
+        """Whether a stream may start one more run; ``first``: the stream has not run yet (with a deadline, a
+        stream always makes its first run, however late its thread started on a busy machine)."""
         if self.stop.is_set():
             return False
         if self.deadline_s is not None:
-            return time.perf_counter() < self.deadline_s
+            return first or time.perf_counter() < self.deadline_s
         with self._lock:
             if self.runs is None or self.runs <= 0:
                 return False
@@ -253,7 +255,7 @@ def _stream_loop(session: Any, feeds: dict[str, np.ndarray], budget: _Budget, st
     clock = time.perf_counter_ns
     run = session.run
     try:
-        while budget.take():
+        while budget.take(first=not samples):
             start = clock()
             run(None, feeds)
             end = clock()

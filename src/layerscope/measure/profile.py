@@ -21,7 +21,6 @@ Contract of :func:`profile_model`:
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.stats import LatencyStats, drift, summarize
+from layerscope.tempdirs import scratch
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
 Progress = Callable[[str, int, int], None]
@@ -170,7 +170,7 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
     if interrupted:
         raise partial()
     try:
-        with tempfile.TemporaryDirectory(prefix="layerscope-") as tmp:
+        with scratch("profile") as tmp:
             optimized_path = str(Path(tmp) / "optimized.onnx")
             session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
                                    optimized_model_path=optimized_path)

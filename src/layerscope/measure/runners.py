@@ -23,7 +23,6 @@ import shlex
 import signal
 import string
 import subprocess
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
@@ -46,6 +45,7 @@ from layerscope.measure.session import (
     ort_failure,
     run_checked,
 )
+from layerscope.tempdirs import scratch
 
 __all__ = [
     "NO_BOUNDARY_COST",
@@ -370,7 +370,7 @@ class OrtRunner:
             self._converted[whole.key] = (frozenset(o for n in nodes for o in n.output),
                                           frozenset(i for n in nodes for i in n.input))
         produced, read = self._converted[whole.key]
-        with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
+        with scratch("boundary") as tmp:
             optimized_path = Path(tmp) / "optimized.onnx"
             session = make_session(job.model_path, self.config, profile_prefix=str(Path(tmp) / "ort"),
                                    optimized_model_path=str(optimized_path))
@@ -397,7 +397,7 @@ class OrtRunner:
 
     def _optimized(self, model_path: Path) -> onnx.GraphProto:
         """The graph ONNX Runtime runs for ``model_path`` under this runner's session settings."""
-        with tempfile.TemporaryDirectory(prefix="layerscope-boundary-") as tmp:
+        with scratch("boundary") as tmp:
             optimized_path = Path(tmp) / "optimized.onnx"
             make_session(model_path, self.config, optimized_model_path=str(optimized_path))
             return onnx.load(str(optimized_path), load_external_data=False).graph

@@ -2,7 +2,8 @@
 
 Contract: :func:`make_session` builds an ``InferenceSession`` for one provider with explicit threads and
 graph-optimization level; a provider this onnxruntime build does not have is ``BackendUnavailable``
-(exit 3) naming the available ones; a model ONNX Runtime rejects is ``ModelError`` (exit 2). ONNX Runtime's
+(exit 3) naming the available ones; a model ONNX Runtime rejects is ``ModelError`` (exit 2) with the runtime's
+whole reason on one line (:func:`~layerscope.errors.condensed`). ONNX Runtime's
 own failures while running (:func:`run_checked`, :func:`is_runtime_error`) are a
 :class:`~layerscope.errors.RuntimeFailure` (exit 2) naming the seeded inputs and how to give real ones.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from layerscope.errors import BackendUnavailable, ModelError, RuntimeFailure
+from layerscope.errors import BackendUnavailable, ModelError, RuntimeFailure, condensed
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,8 +101,8 @@ def make_session(model_path: str | os.PathLike[str], config: SessionConfig, *,
     try:
         return ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph/... types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"{Path(model_path).name}: ONNX Runtime cannot load the model: {first}") from None
+        reason = condensed(str(exc)) or type(exc).__name__
+        raise ModelError(f"{Path(model_path).name}: ONNX Runtime cannot load the model: {reason}") from None
 
 
 def is_runtime_error(error: BaseException) -> bool:

@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
-from layerscope.errors import ShapeError
+from layerscope.errors import ShapeError, condensed
 from layerscope.model.random_inputs import IntHint, consumer_hints, seed_in_place
 from layerscope.model.types import TensorInfo
 from layerscope.tempdirs import scratch
@@ -384,9 +384,9 @@ def _profile_once(data: bytes, model: onnx.ModelProto, base_dir: Path, inputs: S
         try:
             session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ONNX Runtime raises its own untyped errors
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            reason = condensed(real_names(str(exc))) or type(exc).__name__
             raise ShapeError(f"shapes not resolved statically, and ONNX Runtime could not load the model to "
-                             f"observe them: {real_names(first)[:600]}") from None
+                             f"observe them: {reason}") from None
         try:  # within the ``run_s`` budget, stoppable by a signal (a Loop whose trip count is set at run time)
             run_bounded(session, arrays, what="ONNX Runtime, running the model to observe its shapes,")
         except Exception as exc:  # ONNX Runtime raises its own untyped errors

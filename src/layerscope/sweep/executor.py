@@ -10,7 +10,14 @@ Contract:
   gives each node one, so two measurements never share a machine, while estimate cells run in parallel (one CPU
   each) and all before the first measuring cell starts (no estimate disturbs a measurement of the same sweep).
   An existing cluster's nodes must declare it (``ray start ... --resources='{"layerscope_measure": 1}'``); a
-  sweep with profile cells on a cluster without it is refused (``BackendUnavailable``) before anything runs.
+  sweep with profile cells on a cluster without it is refused (``BackendUnavailable``) before anything runs;
+- the temporary folders of the cells (a profile cell's optimized model and ONNX Runtime profile: hundreds of MB)
+  lie under one root this driver makes (:func:`~layerscope.tempdirs.scratch` ``"sweep"``), each cell's in a folder
+  of its own that the cell removes as it ends; the folder of a worker that died is removed as the sweep goes on
+  (every :data:`REAP_S` seconds), and the root, with whatever is left in it, when the sweep ends however it ends
+  (its last cell, Ctrl-C, SIGTERM, an error), after the Ray runtime is shut down. A worker on another machine
+  than the driver keeps its cell's folder under its own temporary folder (removed by the cell, or, if the
+  worker was killed, by the next layerscope command there that makes a temporary folder).
 """
 
 from __future__ import annotations
@@ -26,10 +33,13 @@ from typing import Any
 from layerscope.errors import BackendUnavailable, InputError
 from layerscope.sweep.plan import Cell
 from layerscope.sweep.tasks import RUNNING, CellOutcome, failure, is_done, run_cell, store
+from layerscope.tempdirs import remove_orphans, scratch
 
 MEASURE_RESOURCE = "layerscope_measure"
 #: Times Ray reruns a cell whose worker died (a crash, OOM kill, a lost node) before the cell counts as failed.
 MAX_RETRIES = 2
+#: Seconds between two looks, while Ray cells run, for the temporary folders of workers that died.
+REAP_S = 5.0
 #: Executors :func:`run_sweep` knows.
 EXECUTORS = ("ray", "inline")
 
@@ -65,16 +75,17 @@ def run_sweep(cells: Sequence[Cell], out_dir: Path, *, executor: str = "ray", ad
             on_done(kept, len(finished), len(todo))
 
     if todo:
-        if executor == "inline":
-            for cell in todo:
-                done(cell, run_cell(cell, str(out_dir)))
-        else:
-            _on_ray(todo, out_dir, address, num_cpus, done)
+        with scratch("sweep") as root:
+            if executor == "inline":
+                for cell in todo:
+                    done(cell, run_cell(cell, str(out_dir), root))
+            else:
+                _on_ray(todo, out_dir, address, num_cpus, done, root=root)
     return SweepOutcome(skipped=skipped, finished=tuple(finished))
 
 
 def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: int | None,
-            done: Callable[[Cell, CellOutcome], None]) -> None:
+            done: Callable[[Cell, CellOutcome], None], *, root: str) -> None:
     try:
         import ray
     except ImportError:
@@ -107,10 +118,11 @@ def _on_ray(todo: Sequence[Cell], out_dir: Path, address: str | None, num_cpus: 
                 # measuring cells also take the one measuring slot of their node
                 options: dict[str, Any] = {"num_cpus": 1, **(
                     {"resources": {MEASURE_RESOURCE: 1}} if cell.mode == "profile" else {})}
-                pending[remote.options(**options).remote(cell, str(out_dir))] = cell
+                pending[remote.options(**options).remote(cell, str(out_dir), root)] = cell
             try:
                 while pending:
-                    ready, _ = ray.wait(list(pending), num_returns=1)
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=REAP_S)
+                    remove_orphans(root, grace_s=0.0)  # the cell folders of workers that died (this machine's)
                     for ref in ready:
                         cell = pending.pop(ref)
                         try:

@@ -28,6 +28,7 @@ from typing import Any
 from layerscope.errors import LayerscopeError
 from layerscope.fileio import write_atomic
 from layerscope.sweep.plan import Cell
+from layerscope.tempdirs import scratch_under
 
 RUNS = "runs"
 FAILED = "failed"
@@ -86,18 +87,22 @@ def is_done(out_dir: Path, cell: Cell) -> bool:
     return run_path(out_dir, cell).is_file()
 
 
-def run_cell(cell: Cell, out_dir: str | None = None) -> CellOutcome:
+def run_cell(cell: Cell, out_dir: str | None = None, scratch_root: str | None = None) -> CellOutcome:
     """Run ``cell`` and return its :class:`CellOutcome`: ``ok`` with the run file's document; on a
     :class:`LayerscopeError` or any other exception return the error record with ``"status": "failed"`` (a task
     never raises for a bad cell, so one bad cell does not stop the sweep). A worker that dies does not return:
     its scheduler retries the cell or reports it. With ``out_dir`` (a folder this worker can write) the task
-    also keeps ``running/<key>.json`` there while it runs."""
+    also keeps ``running/<key>.json`` there while it runs. Every temporary folder the cell makes lies in one
+    folder of its own (:func:`~layerscope.tempdirs.scratch_under` ``scratch_root``, the sweep's root when this
+    machine has it), removed when the cell ends however it ends; a worker killed outright leaves it to the
+    driver, which removes the root."""
     marker = Path(out_dir) / RUNNING / f"{cell.key}.json" if out_dir is not None else None
     try:  # the marker is written inside: a stop (Ctrl-C, SIGTERM) the moment it is written still removes it
         if marker is not None and not _mark_running(marker):
             marker = None
         start = time.perf_counter()
-        run = _run(cell)
+        with scratch_under(scratch_root):
+            run = _run(cell)
         return CellOutcome(cell.key, "ok", seconds=round(time.perf_counter() - start, 3), document=run)
     except Exception as exc:
         return failure(cell, exc)
@@ -145,8 +150,10 @@ def store(out_dir: Path, cell: Cell, outcome: CellOutcome) -> CellOutcome:
     outcome without its document (what the driver keeps in memory)."""
     if outcome.ok and outcome.document is not None:
         from layerscope.run import save_run
+        from layerscope.runfile import as_run
 
-        save_run(outcome.document, run_path(out_dir, cell))
+        path = run_path(out_dir, cell)
+        save_run(as_run(outcome.document, path), path)  # the worker's document, typed once where it is written
         failure_path(out_dir, cell).unlink(missing_ok=True)
         return dataclasses.replace(outcome, document=None)
     write_atomic(failure_path(out_dir, cell), json.dumps(outcome.record(), indent=1))
