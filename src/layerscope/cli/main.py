@@ -29,7 +29,6 @@ import click
 from layerscope import limits
 from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
-from layerscope.tempdirs import remove_orphans
 from layerscope.textsafe import terminal_text
 from layerscope.version import __version__
 
@@ -150,7 +149,6 @@ def _error_line(text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
-    remove_orphans()  # the temporary folders of layerscope processes that were killed outright
     received: list[int] = []
     with _signals_interrupt(received):
         try:
@@ -204,10 +202,11 @@ def entry() -> None:
 def exit_now(code: int) -> NoReturn:
     """End the process with ``code`` without tearing the interpreter down, as mypy does: the output streams
     flushed and the ``atexit`` handlers run (temporary folders, logging, a Ray runtime we started), but the
-    modules and classes the process imported are not freed one by one (60 ms of a 0.6 s estimate). Every file a
-    command writes is closed by then (written atomically, under ``with``). Falls back to ``sys.exit`` while a
-    non-daemon thread still runs (it would be killed) or when a stream cannot be flushed (a closed pipe: the
-    interpreter's own exit reports it)."""
+    modules and classes the process imported are not freed one by one: ``benchmarks/tricks.py`` measures 0.39 s of
+    CPU of a 5.8 s estimate at 100k layers; 25-100 ms of 0.6-0.7 s on a 700-node model or at 10k layers, within
+    the runs' spread in one of two runs. Every file a command writes is closed by then (written atomically, under
+    ``with``). Falls back to ``sys.exit`` while a non-daemon thread still runs (it would be killed) or when a stream
+    cannot be flushed (a closed pipe: the interpreter's own exit reports it)."""
     if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
         sys.exit(code)
     try:

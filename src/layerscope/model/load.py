@@ -20,13 +20,11 @@ Contract of :func:`load_model`:
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import io
 import math
 import os
-import sys
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -942,7 +940,6 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
     :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
     """
     graph = _load(Path(path), shapes, dims, feeds)
-    release_freed_memory()  # the model as parsed, now freed
     return graph
 
 
@@ -970,7 +967,6 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
                              encoded_bytes=[span.end - span.value for span in layout.initializers] if layout else None,
                              raw_bytes=raw_bytes)
     del checked
-    release_freed_memory()  # the checker's copies of the model
 
     init_names = {name for name, _, _ in initializers}
     runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
@@ -987,7 +983,6 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     data_prop = _light_data_prop_is_bounded(model, typed)
     del cut, typed  # not held through shape inference, the peak of the load's memory
     infos = _infer(light, data_prop=data_prop, typed=typed_infos)
-    release_freed_memory()  # shape inference's copies of the model
     _check_tensor_sizes(path, infos)
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)
@@ -1061,28 +1056,6 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         assumptions=assumptions + random_ops_note(layers, observed=observation is not None)
         + _limit_notes(model, _unfolded_layers(layer_protos, layer_rows, folder.unfolded)),
     )
-
-
-def release_freed_memory() -> None:
-    """Hand the C heap's free memory back to the system (glibc's ``malloc_trim``; nothing elsewhere). ONNX's C++
-    checker and shape inference copy the model (hundreds of MB for a 100k-layer graph) on the C heap and free
-    it, but the heap keeps what they freed; Python's own objects come from other memory (its arenas), so the
-    layers made after them would add to it: with it given back, ``load_model``'s peak at 100k layers is
-    562 -> 530 MB. It takes milliseconds."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Any:
-    """glibc's ``malloc_trim``, or ``None`` where the C library has none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
 
 
 def _needed_tensors(layers: list[NodeFields], outputs: Iterable[onnx.ValueInfoProto]) -> list[str]:

@@ -14,7 +14,10 @@ Protobuf parses a message's fields in any order, and the entries of a repeated f
 written: a message cut from spans of another (some fields left out, entries of a repeated field kept in their
 order, entries appended after them) parses as the message with those fields, which is how
 :mod:`layerscope.model.validate` gives ONNX's checker a model without its large weights without copying the rest
-through Python objects.
+through Python objects, and how the loader parses a model without its large weights' bytes. Against parsing the whole
+file with protobuf and cutting the checker's copy from the parsed model (``benchmarks/tricks.py``, ``estimate``):
+58 ms of 0.62 s CPU and 217 -> 163 MB peak on a 700-node detector with 84 MB of weights, 0.32 s of 5.7 s and
+521 -> 488 MB at 100k layers.
 """
 
 from __future__ import annotations
