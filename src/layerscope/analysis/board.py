@@ -18,7 +18,9 @@ The table (CSV, one header row; extra columns are ignored):
   console summary, or the ``profiler.log``/``profiler.csv`` of ``--profile_path``) to read it from;
 - ``family`` (optional): the architecture family a leave-one-family-out fold holds out together (empty: the
   model is its own family);
-- ``board`` (optional): rows of another board than the base profile are left out, and counted.
+- ``board`` (optional): rows of another board than the base profile are left out, and counted;
+- ``dtype`` (optional): the dtype the model was compiled at, when not the profile's default (``int16``: a model
+  the vendor's toolchain quantized to int16 throughout); empty: the profile's ``default_dtype``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -48,6 +51,7 @@ from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
 from layerscope.fileio import read_text_limited
 from layerscope.importers._common import US_PER_MS
+from layerscope.model.types import Graph
 from layerscope.runfile.derived import ScaleFactor
 from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit
@@ -68,6 +72,8 @@ class BoardEntry:
     family: str = ""
     board: str = ""
     source: str = ""
+    #: the dtype the model runs at on the board; empty: the profile's default
+    dtype: str = ""
 
     @property
     def label(self) -> str:
@@ -113,7 +119,7 @@ def read_board_table(path: Path, board: str | None = None,
         if not model.startswith(SAMPLE_PREFIX) and not Path(model).is_absolute():
             model = str(path.parent / model)
         entries.append(BoardEntry(model, _latency_us(row, path.parent, where, read_perf), _cell(row, "family"),
-                                  row_board, _cell(row, "source")))
+                                  row_board, _cell(row, "source"), _cell(row, "dtype")))
     if not entries:
         raise InputError(f"{path}: no rows{f' for board {board!r}' if board else ''}")
     return BoardTable(tuple(entries), others)
@@ -170,17 +176,48 @@ def model_path(entry: BoardEntry) -> Path:
 
 
 def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]:
-    """Each entry's model estimated on ``profile`` (its default dtype), paired with its board latency."""
+    """Each entry's model estimated on ``profile`` (at the entry's dtype, else the profile's default), paired with
+    its board latency; each layer's weight-load and activation-matrix-product µs set apart for the fit.
+    ``InputError`` for a dtype the profile does not list."""
     from layerscope.estimator import estimate_graph
+    from layerscope.estimator.roofline import activation_matmul_us
     from layerscope.model import load_model
     from layerscope.run import estimate_run
 
     result: list[RunData] = []
     for entry in entries:
+        dtype = entry.dtype or None
+        if dtype is not None and dtype not in profile.dtypes:
+            raise InputError(f"{entry.label}: dtype {dtype!r} is not one of profile {profile.name!r}'s "
+                             f"({', '.join(profile.dtypes)})")
         graph = load_model(model_path(entry))
-        run = estimate_run(graph, estimate_graph(graph, profile), profile)
-        result.append(board_run_data(run, entry.latency_us, entry.label, entry.family))
+        run = estimate_run(graph, estimate_graph(graph, profile, dtype), profile)
+        data = board_run_data(run, entry.latency_us, entry.label, entry.family)
+        weights = weight_load_us(graph, profile, dtype)
+        elements = {node.id: us for node in graph.layers if (us := activation_matmul_us(node, graph, profile))}
+        layers = tuple(t if t.fallback else replace(t, weight_us=min(weights.get(t.layer_id, 0.0), t.memory_us),
+                                                    element_us=elements.get(t.layer_id, 0.0))
+                       for t in data.layers)
+        result.append(replace(data, layers=layers))
     return result
+
+
+def weight_load_us(graph: Graph, profile: Profile, dtype: str | None = None) -> dict[str, float]:
+    """µs each layer of ``graph`` spends loading its weights (its constant inputs at the deployed ``dtype``, the
+    profile's by default) at the profile's weight-load bandwidth, as the roofline counts them; layers without
+    weights are left out."""
+    from layerscope.costs import constant_elements_read
+    from layerscope.estimator.roofline import element_bytes, float_element_bytes
+
+    float_bytes = float_element_bytes(dtype or profile.default_dtype)
+    bandwidth = profile.attainable_weight_ddr_bytes_per_s
+    found: dict[str, float] = {}
+    for node in graph.layers:
+        loaded = sum(constant_elements_read(node, graph, t) * element_bytes(t, float_bytes)
+                     for t in (graph.tensors.get(name) for name in node.inputs if name in graph.constants) if t)
+        if loaded:
+            found[node.id] = loaded / bandwidth * 1e6
+    return found
 
 
 #: Prior standard deviation, in natural-log units, of every fitted factor around the base profile's value (1):
@@ -198,25 +235,44 @@ class _Columns:
     """One run's layers as arrays by group: compute µs, memory µs and the layer counts (for the overheads)."""
 
     compute_us: dict[str, np.ndarray]
+    #: feature-map DDR µs (the layer's memory time less its weight loads) and weight-load µs
     memory_us: dict[str, np.ndarray]
+    weight_us: dict[str, np.ndarray]
     task_us: float
+    #: the activation-matrix-product µs of all the run's layers (:attr:`LayerTerm.element_us`)
+    element_us: float = 0.0
 
     @classmethod
     def of(cls, run: RunData) -> _Columns:
         compute: dict[str, list[float]] = {}
         memory: dict[str, list[float]] = {}
+        weight: dict[str, list[float]] = {}
         for term in run.layers:
             key = fit_key(term.group)
             compute.setdefault(key, []).append(term.compute_us)
-            memory.setdefault(key, []).append(term.memory_us)
+            memory.setdefault(key, []).append(term.memory_us - term.weight_us)
+            weight.setdefault(key, []).append(term.weight_us)
         return cls({g: np.asarray(v) for g, v in compute.items()}, {g: np.asarray(v) for g, v in memory.items()},
-                   run.task_us)
+                   {g: np.asarray(v) for g, v in weight.items()}, run.task_us,
+                   sum(t.element_us for t in run.layers))
 
-    def predict_us(self, scales: Mapping[str, float], memory_scale: float, overheads: Mapping[str, float],
-                   task_scale: float) -> float:
+    def predict_us(self, f: _Factors) -> float:
         """:func:`~layerscope.analysis.calibrate.predict_us` with the groups tied by unit (:func:`fit_key`)."""
-        return float(sum(np.maximum(scales[g] * c, memory_scale * self.memory_us[g]).sum() + overheads[g] * len(c)
-                         for g, c in self.compute_us.items())) + task_scale * self.task_us
+        layers = sum(np.maximum(f.scales[g] * c, f.memory * self.memory_us[g] + f.weight * self.weight_us[g])
+                     .sum() + f.overheads[g] * len(c) for g, c in self.compute_us.items())
+        return float(layers) + f.task * self.task_us + f.element * self.element_us
+
+
+class _Factors(NamedTuple):
+    """One point of the board fit: compute scale and overhead (µs) per tied group, the feature-map memory, task,
+    weight-load and activation-matrix-product factors."""
+
+    scales: dict[str, float]
+    memory: float
+    overheads: dict[str, float]
+    task: float
+    weight: float
+    element: float
 
 
 def fit_key(group: str) -> str:
@@ -227,8 +283,10 @@ def fit_key(group: str) -> str:
 
 
 def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) -> Params:
-    """Fit a compute factor and an overhead factor per group, one memory (DDR) factor and a factor on the profile's
-    per-inference task overhead to the runs' whole-model latencies: least squares on log(predicted / measured),
+    """Fit a compute factor and an overhead factor per group, one memory (DDR) factor, a factor on the profile's
+    per-inference task overhead, a weight-load factor (when the runs set weight loads apart) and a factor on the
+    activation-matrix-product time (when the base profile prices it: :attr:`LayerTerm.element_us`) to the runs'
+    whole-model latencies: least squares on log(predicted / measured),
     every model alike, with a normal prior of :data:`PRIOR_SD` on each factor's log around 1 (the base profile).
     Layers take ``max(s_g * compute, d * memory) + o_g``, as :class:`~layerscope.analysis.calibrate.Params`
     defines."""
@@ -245,23 +303,29 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
     columns = [_Columns.of(r) for r in runs]
     measured = np.log([r.latency_us for r in runs])
     n = len(keys)
+    # weight loads take a factor of their own only where the runs say which of a layer's memory time is weights;
+    # the activation-matrix-product time takes one where the base profile prices it
+    split = any(t.weight_us > 0 for r in runs for t in r.layers)
+    priced = any(t.element_us > 0 for r in runs for t in r.layers)
 
-    def unpack(theta: np.ndarray) -> tuple[dict[str, float], float, dict[str, float], float]:
+    def unpack(theta: np.ndarray) -> _Factors:
         factors = [float(f) for f in np.exp(theta)]
         scales = dict(zip(keys, factors[:n], strict=True))
         overheads = {k: base_by_key[k] * f for k, f in zip(keys, factors[n + 1:2 * n + 1], strict=True)}
-        return scales, factors[n], overheads, factors[2 * n + 1]
+        return _Factors(scales, factors[n], overheads, factors[2 * n + 1], factors[2 * n + 2] if split else factors[n],
+                        factors[-1] if priced else 1.0)
 
     def residuals(theta: np.ndarray) -> np.ndarray:
-        predicted = np.log([max(c.predict_us(*unpack(theta)), 1e-9) for c in columns])
+        predicted = np.log([max(c.predict_us(unpack(theta)), 1e-9) for c in columns])
         return np.concatenate([predicted - measured, theta / PRIOR_SD])
 
     bound = math.log(FACTOR_BOUND)
-    solution = least_squares(residuals, np.zeros(2 * n + 2), bounds=(-bound, bound), method="trf", xtol=1e-12,
-                             ftol=1e-12, gtol=1e-12)
-    scales, memory, overheads, task = unpack(solution.x)
+    solution = least_squares(residuals, np.zeros(2 * n + 2 + split + priced), bounds=(-bound, bound), method="trf",
+                             xtol=1e-12, ftol=1e-12, gtol=1e-12)
+    scales, memory, overheads, task, weight, element = unpack(solution.x)
     return Params({g: scales[k] for k in keys for g in members[k]}, {g: overheads[k] for k in keys for g in members[k]},
-                  memory, dict(base_overhead_us), task_scale=task)
+                  memory, dict(base_overhead_us), task_scale=task, weight_memory_scale=weight if split else None,
+                  element_scale=element)
 
 
 def _every_kind(params: Params, profile: Profile) -> Params:
@@ -350,7 +414,7 @@ def bandwidth_share(run: RunData, params: Params | None = None) -> float:
     total = bound = 0.0
     for term in run.layers:
         compute = params.compute_us(term) if params else term.compute_us
-        memory = params.memory_scale * term.memory_us if params else term.memory_us
+        memory = params.memory_us(term) if params else term.memory_us
         body = max(compute, memory)
         total += body
         if memory > compute:
@@ -415,8 +479,11 @@ DERIVATIONS: dict[str, Derivation] = {
 
 def derive_profile(parent: Profile, name: str) -> str:
     """The TOML of ``name`` derived from ``parent`` (:data:`DERIVATIONS`): the tensor unit's peaks
-    scaled by the TOPS ratio, the other accelerator units' peaks scaled and their overheads divided by the clock
-    ratio, the CPU's by its clock ratio; efficiencies and DDR as the parent's (same memory). Validated, not fitted."""
+    scaled by the TOPS ratio, the other accelerator units' peaks scaled and their overheads and activation-matrix-
+    product time divided by the clock ratio, the CPU's by its clock ratio; feature-map transfers at the parent's
+    attainable rate times the accelerator's clock ratio, up to the DDR's full rate (the rate the parent attains is
+    its accelerator's DMA at its clock, not the DRAM: :func:`_transfer_efficiency`); weight loads at the parent's
+    rate (same memory). Validated, not fitted."""
     from layerscope.analysis.calibrate import profile_mapping, profile_toml
 
     rule = DERIVATIONS[name]
@@ -432,20 +499,34 @@ def derive_profile(parent: Profile, name: str) -> str:
         sources.update({f"units.{unit.name}.peak_ops_per_s": f"{note}; {parent.name}'s x{_ratio(rule, unit):.4g}",
                         f"units.{unit.name}.overhead_us": f"{note}; {parent.name}'s / {rule.clock_ratio:.4g} (clock)"})
     same = f"{note}; as {parent.name}'s (the same LPDDR5-6400 memory)"
+    transfer = _transfer_efficiency(parent, rule)
     sources.update({"cpu.peak_ops_per_s": f"{note}; {parent.name}'s x{rule.cpu_ratio:.4g} (CPU clock)",
                     "cpu.overhead_us": f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (CPU clock)",
-                    "ddr_efficiency": same, "ddr_bandwidth_bytes_per_s": same, "cpu_ddr_bandwidth_bytes_per_s": same,
+                    "ddr_efficiency": f"{note}; assumption: {parent.name}'s attainable feature-map rate "
+                    f"({parent.attainable_ddr_bytes_per_s / 1e9:.4g} GB/s, {parent.ddr_efficiency:.0%} of the DDR's) "
+                    f"is its BPU's DMA at its clock, so x{rule.clock_ratio:.4g} (BPU clock), at most the DDR's rate",
+                    "weight_ddr_efficiency": f"{note}; {parent.name}'s weight-load rate (the same LPDDR5-6400 memory)",
+                    "ddr_bandwidth_bytes_per_s": same, "cpu_ddr_bandwidth_bytes_per_s": same,
                     "clock_hz": rule.source, "description": rule.source})
+    if parent.activation_matmul_ns_per_element:
+        sources["activation_matmul_ns_per_element"] = f"{note}; {parent.name}'s / {rule.clock_ratio:.4g} (BPU clock)"
     if parent.task_overhead_us:
         sources["task_overhead_us"] = f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (the runtime's CPU clock)"
     derived = replace(parent, name=name, units=units, cpu=cpu, clock_hz=rule.clock_hz, sources=sources,
                       description=f"{rule.description} -- derived from {parent.name}",
-                      task_overhead_us=parent.task_overhead_us / rule.cpu_ratio)
+                      task_overhead_us=parent.task_overhead_us / rule.cpu_ratio, ddr_efficiency=transfer,
+                      weight_ddr_efficiency=parent.attainable_weight_ddr_bytes_per_s / parent.ddr_bandwidth_bytes_per_s,
+                      activation_matmul_ns_per_element=parent.activation_matmul_ns_per_element / rule.clock_ratio)
     mapping = profile_mapping(derived)
     header = (f"{rule.description}\nDerived from {parent.name} by its published differences "
               "(layerscope.analysis.board.derive_profile); validated on its own board rows, never fitted.\n"
               "Every number has an entry in [sources].")
     return profile_toml(mapping, header)
+
+
+def _transfer_efficiency(parent: Profile, rule: Derivation) -> float:
+    """The derived chip's feature-map DDR efficiency: the parent's times the accelerator's clock ratio, at most 1."""
+    return min(1.0, parent.ddr_efficiency * rule.clock_ratio)
 
 
 def _ratio(rule: Derivation, unit: ComputeUnit) -> float:

@@ -78,7 +78,6 @@ import numpy as np
 from layerscope.costs.types import UnitKind
 from layerscope.errors import InputError
 from layerscope.fileio import write_atomic
-from layerscope.runfile.io import as_run
 from layerscope.runfile.models import Layer, RunFile
 from layerscope.targets.profile import ComputeUnit, Profile
 from layerscope.textsafe import terminal_text
@@ -126,6 +125,11 @@ class LayerTerm:
     memory_us: float
     op_type: str = ""
     measured_us: float = 0.0
+    #: the part of ``memory_us`` that loads the layer's weights (0 when not known: a run file's layer)
+    weight_us: float = 0.0
+    #: µs the base profile adds beside the roofline for a matrix product of two activations
+    #: (:func:`layerscope.estimator.roofline.activation_matmul_us`; 0 when not known: a run file's layer)
+    element_us: float = 0.0
 
     @property
     def fallback(self) -> bool:
@@ -168,7 +172,7 @@ class RunData:
 class Params:
     """A fit: compute scale and overhead per group, one memory scale, and a compute factor per op type.
 
-    A layer of group ``g`` and op type ``op`` takes ``max(scale(g) * op_factor(op) * C, memory_scale * M) +
+    A layer of group ``g`` and op type ``op`` takes ``max(scale(g) * op_factor(op) * C, memory_us) +
     overhead(g)`` (:meth:`layer_us`); CPU-fallback layers take no op factor. Groups not listed keep the base
     values (scale 1, the base overhead); op types not listed have factor 1.
     """
@@ -180,6 +184,18 @@ class Params:
     op_scale: Mapping[str, float] = field(default_factory=dict)
     #: the per-inference task overhead relative to the base profile's
     task_scale: float = 1.0
+    #: the weight-load part of a layer's memory time (:attr:`LayerTerm.weight_us`) relative to the base
+    #: profile's; ``None``: ``memory_scale``, as every other transfer
+    weight_memory_scale: float | None = None
+    #: the activation-matrix-product time (:attr:`LayerTerm.element_us`) relative to the base profile's
+    element_scale: float = 1.0
+
+    def memory_us(self, term: LayerTerm) -> float:
+        """``term``'s DDR µs under this fit: its feature-map traffic times ``memory_scale``, its weight loads times
+        ``weight_memory_scale`` (when set)."""
+        if self.weight_memory_scale is None:
+            return self.memory_scale * term.memory_us
+        return self.memory_scale * (term.memory_us - term.weight_us) + self.weight_memory_scale * term.weight_us
 
     def scale(self, group: str) -> float:
         return self.compute_scale.get(group, 1.0)
@@ -197,8 +213,10 @@ class Params:
         return self.scale(term.group) * factor * term.compute_us
 
     def layer_us(self, term: LayerTerm) -> float:
-        """``term``'s roofline µs under this fit: max(compute, memory) + overhead."""
-        return max(self.compute_us(term), self.memory_scale * term.memory_us) + self.overhead(term.group)
+        """``term``'s roofline µs under this fit: max(compute, memory) + overhead + its activation-matrix-product
+        time."""
+        return (max(self.compute_us(term), self.memory_us(term)) + self.overhead(term.group)
+                + self.element_scale * term.element_us)
 
 
 @dataclass(frozen=True)
@@ -323,43 +341,39 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def run_data(run: RunFile | Mapping[str, Any], label: str = "") -> RunData:
-    """The fit's view of a run from ``layerscope profile`` (per-layer estimate and measurement, end-to-end P50);
-    the typed run or its document.
+def run_data(run: RunFile, label: str = "") -> RunData:
+    """The fit's view of a run from ``layerscope profile`` (per-layer estimate and measurement, end-to-end P50).
 
     ``InputError`` when the run lacks the estimate, the measurement or the end-to-end latency.
     """
-    typed = as_run(run, label or "run")
-    name = str(typed.model.name or label or "?")
+    name = str(run.model.name or label or "?")
     where = label or name
-    latency = typed.latency
+    latency = run.latency
     latency_us = (_number(getattr(latency, LATENCY_KEY)) or _number(latency.p50_us) or _number(latency.mean_us)
                   if latency is not None else None)
     if not latency_us or latency_us <= 0:
         raise InputError(f"{where}: run has no end-to-end latency (measure it with `layerscope profile`)")
-    layers, index = _layer_terms(typed, where)
-    rows = _kernel_rows(typed, index)
+    layers, index = _layer_terms(run, where)
+    rows = _kernel_rows(run, index)
     if not rows:
         raise InputError(f"{where}: run has no per-layer measurement (make it with `layerscope profile`)")
-    return _run_data(typed, name, latency_us, layers, tuple(rows))
+    return _run_data(run, name, latency_us, layers, tuple(rows))
 
 
-def board_run_data(run: RunFile | Mapping[str, Any], latency_us: float, label: str = "", family: str = ""
-                   ) -> RunData:
+def board_run_data(run: RunFile, latency_us: float, label: str = "", family: str = "") -> RunData:
     """The fit's view of an estimated run whose model was timed whole on a device (``hrt_model_exec perf``'s
     average latency, or a published board figure): ``latency_us`` is its end-to-end latency; no kernel rows.
 
     ``InputError`` when the run has no per-layer estimate or the latency is not a positive finite number.
     """
-    typed = as_run(run, label or "run")
-    name = str(typed.model.name or label or "?")
+    name = str(run.model.name or label or "?")
     where = label or name
     if not math.isfinite(latency_us) or latency_us <= 0:
         raise InputError(f"{where}: board latency must be a positive number of µs, got {latency_us!r}")
-    layers, _ = _layer_terms(typed, where)
+    layers, _ = _layer_terms(run, where)
     if not layers:
         raise InputError(f"{where}: run has no estimated layer to calibrate (estimate it with `layerscope estimate`)")
-    return replace(_run_data(typed, label or name, latency_us, layers, ()), family=family)
+    return replace(_run_data(run, label or name, latency_us, layers, ()), family=family)
 
 
 def _run_data(typed: RunFile, name: str, latency_us: float, layers: list[LayerTerm], rows: tuple[KernelRow, ...]
@@ -884,6 +898,13 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
     sources["cpu_ddr_bandwidth_bytes_per_s"] = f"{note}; base value / {d:.4g}"
     if base.task_overhead_us and params.task_scale != 1.0:
         sources["task_overhead_us"] = f"{note}; the base profile's x{params.task_scale:.4g}"
+    element_ns = base.activation_matmul_ns_per_element * params.element_scale
+    if base.activation_matmul_ns_per_element and params.element_scale != 1.0:
+        sources["activation_matmul_ns_per_element"] = f"{note}; the base profile's x{params.element_scale:.4g}"
+    weight_eff = _weight_efficiency(base, params, ddr_bw)
+    if weight_eff is not None and params.weight_memory_scale is not None:
+        sources["weight_ddr_efficiency"] = f"{note}; weight-load time x{params.weight_memory_scale:.4g} of the " \
+            "base profile's"
     op_efficiency = _op_efficiency(base, params, note, sources)
     return {
         "schema": 1,
@@ -901,6 +922,8 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         "cpu_ddr_bandwidth_bytes_per_s": base.cpu_ddr_bandwidth_bytes_per_s / d,
         "transfer_overhead_us": base.transfer_overhead_us,
         **({"task_overhead_us": base.task_overhead_us * params.task_scale} if base.task_overhead_us else {}),
+        **({"weight_ddr_efficiency": weight_eff} if weight_eff is not None else {}),
+        **({"activation_matmul_ns_per_element": element_ns} if element_ns else {}),
         "units": units,
         "cpu": cpu,
         "fallback_rules": [{"op_type": r.op_type, **({"condition": r.condition} if r.condition else {}),
@@ -911,6 +934,20 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"plan_sram": True} if base.plan_sram else {}),
         "sources": sources,
     }
+
+
+def _weight_efficiency(base: Profile, params: Params, ddr_bw: float) -> float | None:
+    """The calibrated profile's ``weight_ddr_efficiency`` against its DDR bandwidth ``ddr_bw``: the base profile's
+    weight-load rate divided by the fit's weight factor; ``None`` when neither sets one. ``InputError`` when the
+    rate exceeds ``ddr_bw`` (the profile could not express it)."""
+    if params.weight_memory_scale is None and base.weight_ddr_efficiency is None:
+        return None
+    scale = params.memory_scale if params.weight_memory_scale is None else params.weight_memory_scale
+    efficiency = base.attainable_weight_ddr_bytes_per_s / scale / ddr_bw
+    if efficiency > 1.0:
+        raise InputError(f"the fitted weight-load bandwidth ({base.attainable_weight_ddr_bytes_per_s / scale:.4g} "
+                         f"B/s) exceeds the DDR bandwidth ({ddr_bw:.4g} B/s): the runs do not fit {base.name}")
+    return efficiency
 
 
 def profile_mapping(profile: Profile) -> dict[str, Any]:

@@ -17,10 +17,17 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   from DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
   :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
-  layers' sum plus the profile's per-inference ``task_overhead_us``.
+  layers' sum plus the profile's per-inference ``task_overhead_us``. On an NPU profile with
+  ``activation_matmul_ns_per_element``, a matrix product of two activations (:func:`activation_matmul_elements`)
+  adds that many ns per output element to its overhead (:func:`activation_matmul_us`).
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
-- zero-copy layers (reshape and friends) are views: no time.
+- zero-copy layers (reshape and friends) are views: no time (on a CPU profile: one kernel dispatch, :func:`_cpu_view`).
+- a CPU profile (``kind = "cpu"``) has no scratchpad: an activation is written and read by its layers unless its
+  runtime hands it inside one fused kernel (:func:`_cpu_epilogues`: a convolution's or matrix product's element-wise
+  epilogue; :func:`cpu_fused_chains`: GELU and LayerNorm chains, a scalar scale of a matrix product), and those
+  activations its caches hold (:func:`cpu_cached_bytes`) move at its ``cache_bytes_per_s``, the rest at the DRAM
+  bandwidth.
 - chained loads (:attr:`LayerCost.chained_loads`: a tree ensemble's node visits, each needing the node read before
   it) are latency-bound, not rate-bound: their compute time is at least :func:`chained_load_us`, one load latency per
   load, a cache hit's or a DRAM access's by the share of the arrays they range over that the cache holds.
@@ -30,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
+from itertools import pairwise
 
 import numpy as np
 
@@ -117,6 +125,9 @@ class _Residency:
         #: The resident activations that are never written: fused into their readers.
         self.fused: frozenset[str] = frozenset()
         budget = profile.sram_bytes // 2
+        if is_cpu_profile(profile):
+            self.resident = _cpu_epilogues(graph, costs) | cpu_fused_chains(graph, costs)
+            return
         if budget <= 0 and not profile.fuse_elementwise:
             return
         layers = graph.layers
@@ -177,6 +188,126 @@ class _Residency:
                     for i in range(at, last + 1):
                         live[i] += size
                     self.resident.add(name)
+
+
+def _cpu_epilogues(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
+    """The activations a CPU runtime never writes out (:func:`is_cpu_profile`): the output of a convolution or matrix
+    product, or of an element-wise layer that continues one, read by one layer only, the next computing one, which is
+    element-wise. ONNX Runtime's CPU provider runs such a chain as one kernel (Conv + BatchNormalization folded into
+    the weights, Conv + Add + Relu as FusedConv, MatMul + Add as Gemm, activations fused into Conv). Every other
+    activation is read and written by its layers, at the DDR bandwidth: a cache is no scratchpad the runtime hands
+    tensors through."""
+    layers = graph.layers
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(layers):
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    computing = [i for i, cost in enumerate(costs) if cost.unit_kind is not UnitKind.ZERO_COPY]
+    following = dict(pairwise(computing))
+    outputs = {t.name for t in graph.outputs}
+    resident: set[str] = set()
+    chained = [cost.unit_kind is UnitKind.TENSOR for cost in costs]  # layers a fused epilogue may continue
+    for i in computing:
+        if not chained[i]:
+            continue
+        for name in layers[i].outputs:
+            reading = readers.get(name, [])
+            nxt = following.get(i)
+            if (name in outputs or len(reading) != 1 or reading[0] != nxt or nxt is None
+                    or costs[nxt].unit_kind is not UnitKind.VECTOR):
+                continue
+            resident.add(name)
+            chained[nxt] = True
+    return resident
+
+
+#: Op types ONNX Runtime's CPU graph optimizer (level "extended" and up) merges into one kernel when they form a GELU
+#: (Erf or Tanh form: GeluFusion, FastGeluFusion, BiasGeluFusion), a LayerNorm or an RMSNorm (LayerNormFusion,
+#: SimplifiedLayerNormFusion) from elementary layers.
+CPU_CHAIN_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Reciprocal", "Erf", "Tanh", "ReduceMean"})
+#: A chain is fused only around one of these (the Erf of a GELU, the Tanh of its approximation, the mean of a norm),
+#: and only with at least :data:`CPU_CHAIN_MIN_LAYERS` layers: a lone Add + Mul is two kernels.
+CPU_CHAIN_ANCHORS = frozenset({"Erf", "Tanh", "ReduceMean"})
+CPU_CHAIN_MIN_LAYERS = 4
+#: How many computing layers after its producer a chain member may run (a LayerNorm's nine layers).
+CPU_CHAIN_WINDOW = 12
+#: Matrix products that absorb a scalar multiplier of an input (ONNX Runtime's MatMulScaleFusion).
+_SCALED_PRODUCTS = frozenset({"MatMul", "Gemm", "FusedMatMul"})
+
+
+def cpu_fused_chains(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
+    """The activations a CPU runtime passes inside one fused kernel (:func:`is_cpu_profile`), beyond
+    :func:`_cpu_epilogues`: no store and no load.
+
+    - a chain of :data:`CPU_CHAIN_OPS` layers, each tensor of which is read only by chain members among the next
+      :data:`CPU_CHAIN_WINDOW` computing layers with no other layer between, holding one of
+      :data:`CPU_CHAIN_ANCHORS` and at least :data:`CPU_CHAIN_MIN_LAYERS` layers (a GELU of Div, Erf, Add, Mul,
+      Mul; its bias Add; a LayerNorm's ReduceMean to its final Add): ONNX Runtime runs it as one Gelu / FastGelu /
+      BiasGelu / LayerNormalization kernel that reads the chain's inputs and writes its outputs, the tensors inside
+      never leave the kernel;
+    - a Mul or Div by a scalar constant whose one reader is a matrix product (MatMulScaleFusion: the scale becomes
+      the product's alpha).
+    """
+    layers = graph.layers
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(layers):
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    position: list[int] = []
+    k = 0
+    for cost in costs:
+        k += cost.unit_kind is not UnitKind.ZERO_COPY
+        position.append(k)
+    outputs = {t.name for t in graph.outputs}
+    member = [node.op_type in CPU_CHAIN_OPS and node.domain in ("", "ai.onnx") and not node.parent for node in layers]
+    breaks = [0]  # breaks[i]: the layers before layer i that are no chain member
+    for is_member in member:
+        breaks.append(breaks[-1] + (not is_member))
+    root = list(range(len(layers)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    joined: list[str] = []
+    resident: set[str] = set()
+    for i, node in enumerate(layers):
+        for name in node.outputs:
+            reading = readers.get(name, [])
+            if not name or name in outputs or not reading:
+                continue
+            if member[i] and all(member[j] and 0 < position[j] - position[i] <= CPU_CHAIN_WINDOW
+                                 and breaks[j] == breaks[i] for j in reading):
+                for j in reading:
+                    root[find(j)] = find(i)
+                joined.append(name)
+            elif (node.op_type in ("Mul", "Div") and len(reading) == 1 and layers[reading[0]].op_type in
+                  _SCALED_PRODUCTS and _scalar_constant_operand(node, graph)):
+                resident.add(name)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(layers)):
+        if member[i]:
+            groups.setdefault(find(i), []).append(i)
+    fused = {r for r, group in groups.items()
+             if len(group) >= CPU_CHAIN_MIN_LAYERS and any(layers[i].op_type in CPU_CHAIN_ANCHORS for i in group)}
+    producer = {name: i for i, node in enumerate(layers) for name in node.outputs if name}
+    resident.update(name for name in joined if find(producer[name]) in fused)
+    return resident
+
+
+def _scalar_constant_operand(node: Node, graph: Graph) -> bool:
+    """Whether ``node`` multiplies by (either input of a Mul) or divides by (a Div's second input) a constant of one
+    element."""
+    operands = node.inputs[:2] if node.op_type == "Mul" else node.inputs[1:2]
+    for name in operands:
+        info = graph.tensor(name) if name in graph.constants else None
+        if info is not None and info.elements == 1:
+            return True
+    return False
 
 
 #: How many layers after its producer an element-wise reader of a fused tensor may run (SiLU's Mul reads the
@@ -409,6 +540,12 @@ class _LayerEstimator:
         self.float_bytes = float_element_bytes(dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
+        self.weight_bandwidth = profile.attainable_weight_ddr_bytes_per_s
+        #: A CPU profile runs every layer as a kernel of its runtime, views included (:func:`_cpu_view`).
+        self.cpu_kernels = is_cpu_profile(profile)
+        #: A CPU profile's activations of at most this many bytes move at ``cache_bandwidth`` (0: none do).
+        self.cached_bytes = cpu_cached_bytes(profile)
+        self.cache_bandwidth = profile.cache_bytes_per_s or self.bandwidth
 
     def every_layer(self, costs: Sequence[LayerCost], reasons: Sequence[str | None],
                     classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:
@@ -441,6 +578,8 @@ class _LayerEstimator:
         if reason is not None:
             return _on_cpu(graph, profile, node, cost, reason)
         if cost.unit_kind is UnitKind.ZERO_COPY:
+            if self.cpu_kernels:
+                return _cpu_view(node.id, profile.unit_for(UnitKind.ZERO_COPY, dtype), dtype)
             return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
         units = self.units
         if cost.unit_kind not in units:
@@ -453,9 +592,9 @@ class _LayerEstimator:
         compute_us = _ops(cost, graph, node) / (rate * efficiency) * 1e6
         if cost.chained_loads:
             compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
-        float_bytes, resident = self.float_bytes, self.resident
+        float_bytes, resident, cached_bytes = self.float_bytes, self.resident, self.cached_bytes
         tensors, constants = graph.tensors, graph.constants
-        weight_bytes = act_in = act_all = 0
+        weight_bytes = act_in = act_all = cached_in = cached_out = 0
         shared = self.loads.get(node.id)
         for name in node.inputs:
             t = tensors.get(name) if name else None
@@ -469,19 +608,78 @@ class _LayerEstimator:
                 act_all += size
                 if t.name not in resident:
                     act_in += size
+                    if size <= cached_bytes:
+                        cached_in += size
         passes = 1
         weight_budget = self.weight_budget
         if weight_budget > 0 and weight_bytes > weight_budget:
             passes = -(-weight_bytes // weight_budget)
             act_in += (passes - 1) * act_all
-        read = act_in + weight_bytes + (sum(shared.values()) if shared else 0)
+        weight_read = weight_bytes + (sum(shared.values()) if shared else 0)
         written = 0
         for name in node.outputs:
             t = tensors.get(name) if name else None
             if t is not None and t.name not in resident:
-                written += t.elements * element_bytes(t, float_bytes)
-        return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=read, written=written,
-                       bandwidth=self.bandwidth, overhead_us=unit.overhead_us, passes=passes, reason=None)
+                size = t.elements * element_bytes(t, float_bytes)
+                written += size
+                if size <= cached_bytes:
+                    cached_out += size
+        overhead_us = unit.overhead_us + activation_matmul_us(node, graph, profile)
+        return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=act_in + weight_read, written=written,
+                       bandwidth=self.bandwidth, overhead_us=overhead_us, passes=passes, reason=None,
+                       weight_read=weight_read, weight_bandwidth=self.weight_bandwidth,
+                       cached=(cached_in, cached_out, self.cache_bandwidth) if cached_in or cached_out else None)
+
+
+#: Op types that are a matrix product of their first two inputs.
+_MATRIX_PRODUCTS = frozenset({"MatMul", "Gemm"})
+
+
+def activation_matmul_elements(node: Node, graph: Graph) -> int:
+    """Output elements of one execution of ``node`` when it is a matrix product of two activations (MatMul or Gemm
+    neither of whose first two inputs is a constant: an attention's scores Q x K^T and their weighted sum A x V);
+    0 for any other layer (a weight MatMul, a Conv)."""
+    if node.op_type not in _MATRIX_PRODUCTS or len(node.inputs) < 2:
+        return 0
+    if any(not name or name in graph.constants for name in node.inputs[:2]):
+        return 0
+    out = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
+    return out.elements if out is not None else 0
+
+
+def activation_matmul_us(node: Node, graph: Graph, profile: Profile) -> float:
+    """µs an accelerator layer adds beside its roofline time as a matrix product of two activations (NPU profiles):
+    ``activation_matmul_ns_per_element`` per output element (:func:`activation_matmul_elements`); 0 for a CPU
+    profile, a profile without the field, or any other layer."""
+    ns = profile.activation_matmul_ns_per_element
+    if ns <= 0 or is_cpu_profile(profile):
+        return 0.0
+    return activation_matmul_elements(node, graph) * ns / 1e3
+
+
+def is_cpu_profile(profile: Profile) -> bool:
+    """Whether ``profile`` is a CPU target (``kind = "cpu"``: the host, a CPU board): its runtime runs every layer as a
+    kernel of its own, and its caches are no scratchpad that layers hand activations through for free."""
+    return profile.kind == "cpu"
+
+
+def cpu_cached_bytes(profile: Profile) -> int:
+    """The largest activation (bytes at the deployed dtype) a CPU profile's caches hold between the layer that writes it
+    and the next that reads it: half its ``sram_bytes`` (the cache its cores may use), when it states a
+    ``cache_bytes_per_s``; 0 for every other profile (all traffic at the DRAM bandwidth)."""
+    if not is_cpu_profile(profile) or not profile.cache_bytes_per_s:
+        return 0
+    return profile.sram_bytes // 2
+
+
+def _cpu_view(layer_id: str, unit: ComputeUnit, dtype: str) -> LayerEstimate:
+    """A zero-copy layer (Reshape, Squeeze, Identity...) on a CPU target: no arithmetic and no traffic (the runtime
+    aliases or copies a few bytes), but the runtime still dispatches it as a kernel: the unit's per-layer overhead.
+    ONNX Runtime's CPU provider, one thread, a 50-node chain of Reshape or Identity on 8 to 65,536 floats:
+    0.21-0.29 µs per node, as an Add of 8 floats (0.27 µs), the overhead the host probe measures."""
+    overhead = unit.overhead_us
+    return LayerEstimate(layer_id, unit.name, dtype, 0.0, 0.0, 0.0, overhead, overhead,
+                         Bound.OVERHEAD if overhead > 0 else Bound.NONE, 0, 0)
 
 
 def _on_cpu(graph: Graph, profile: Profile, node: Node, cost: LayerCost, reason: str) -> LayerEstimate:
@@ -502,9 +700,21 @@ def _compute_us(ops: float, unit: ComputeUnit, dtype: str, op_efficiency: float 
 
 
 def _finish(layer_id: str, unit: str, dtype: str, *, compute_us: float, read: int, written: int,
-            bandwidth: float, overhead_us: float, passes: int, reason: str | None) -> LayerEstimate:
-    load_us = read / bandwidth * 1e6
-    store_us = written / bandwidth * 1e6
+            bandwidth: float, overhead_us: float, passes: int, reason: str | None, weight_read: int = 0,
+            weight_bandwidth: float | None = None, cached: tuple[int, int, float] | None = None) -> LayerEstimate:
+    """The layer's estimate from its compute µs and memory bytes: ``read`` (``weight_read`` of them weights, which
+    load at ``weight_bandwidth`` when given, the rest at ``bandwidth``) and ``written``. ``cached``: (bytes read,
+    bytes written, bytes/s) of those activations a CPU's cache holds (:func:`cpu_cached_bytes`), which move at that
+    rate instead of ``bandwidth``; they stay counted in ``read`` and ``written``."""
+    cached_read, cached_written, cache_bandwidth = cached or (0, 0, bandwidth)
+    if weight_bandwidth is None or weight_bandwidth == bandwidth:
+        load_us = (read - cached_read) / bandwidth * 1e6
+    else:
+        load_us = ((read - weight_read - cached_read) / bandwidth + weight_read / weight_bandwidth) * 1e6
+    store_us = (written - cached_written) / bandwidth * 1e6
+    if cached is not None:
+        load_us += cached_read / cache_bandwidth * 1e6
+        store_us += cached_written / cache_bandwidth * 1e6
     memory_us = load_us + store_us
     body = max(compute_us, memory_us)
     if overhead_us > body:

@@ -208,8 +208,9 @@ class Timeline:
     """One frame scheduled on a profile: spans per layer (graph order), tracks, bins and memory.
 
     ``estimate`` is the roofline of one core's share of the profile (the whole profile when
-    ``cores`` is 1), which the schedule takes its costs from; ``bandwidth_bytes_per_s`` (attainable)
-    and ``sram_bytes`` are that share's. ``schedule``: the spans as columns (:attr:`layers` builds the
+    ``cores`` is 1), which the schedule takes its costs from; ``bandwidth_bytes_per_s`` (attainable: the fastest
+    rate bytes move at on the channel, a profile's ``weight_ddr_efficiency`` included) and ``sram_bytes`` are that
+    share's. ``schedule``: the spans as columns (:attr:`layers` builds the
     :class:`LayerSpan` records from it on first use).
     """
 
@@ -325,10 +326,10 @@ def simulate_timeline(graph: Graph, profile: Profile, dtype: str | None = None, 
         resident = resident_tensors(graph, share, estimate.dtype, costs, on_cpu)
     windows = list(zip(schedule.active_start_us.tolist(), ends.tolist(), strict=True))
     memory = plan_memory(graph, estimate, windows, resident=resident, latency_us=latency_us, frames_in_flight=cores)
+    fastest = max(share.attainable_ddr_bytes_per_s, share.attainable_weight_ddr_bytes_per_s)
     return Timeline(profile_name=profile.name, dtype=estimate.dtype, split=SPLIT, cores=cores, schedule=schedule,
                     tracks=tracks, bins=_bins(schedule, tracks, latency_us, intervals, cores), memory=memory,
-                    estimate=estimate, bandwidth_bytes_per_s=share.attainable_ddr_bytes_per_s,
-                    sram_bytes=share.sram_bytes)
+                    estimate=estimate, bandwidth_bytes_per_s=fastest, sram_bytes=share.sram_bytes)
 
 
 def default_cores(profile: Profile) -> int:

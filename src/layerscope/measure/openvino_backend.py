@@ -32,7 +32,11 @@ imported only when a method needs it):
   both keep OpenVINO's whole reason on one line (:func:`~layerscope.errors.condensed`) and, when the precision
   was bf16 or f16 (this CPU's default where it has bf16), say to retry with ``--precision f32``;
 - the precision the compiled model runs at is read back from it (:func:`run_precision`), never assumed from the
-  hint: the measurement records it and the reports print it.
+  hint: the measurement records it and the reports print it;
+- a model with top-level ``If`` layers is read with each folded to the branch the run's inputs take
+  (:func:`~layerscope.model.fold_if.fold_ifs`: OpenVINO's ONNX frontend cannot convert an ``If`` whose branches'
+  ranks it cannot infer): exact for those input values only, which the measurement's ``machine`` records under
+  ``openvino_folded_if``; the inlined nodes keep the subgraph layers' ids, so their times join those layers.
 """
 
 from __future__ import annotations
@@ -255,7 +259,7 @@ def _feed_dict(compiled: Any, feeds: Mapping[str, np.ndarray]) -> dict[Any, np.n
         name = next((n for n in port.get_names() if n in feeds), None)
         if name is None:
             raise ModelError(f"OpenVINO input {port.get_any_name()!r} has no feed; feeds: {', '.join(feeds)}")
-        out[port] = np.ascontiguousarray(feeds[name])
+        out[port] = np.require(feeds[name], requirements="C")  # ascontiguousarray makes a scalar 1-D
     return out
 
 
@@ -583,7 +587,8 @@ class OpenVinoBackend:
                 progress: Progress | None = None) -> Measurement:
         openvino = _require_openvino()
         device = self.check_provider(config.provider)
-        plain = compile_for(graph, config, self.options, profiling=False)
+        read, folded = read_folded(graph, feeds, device)
+        plain = compile_for(graph, config, self.options, profiling=False, model=read)
         request = plain.create_infer_request()
         inputs = _feed_dict(plain, feeds)
         with _infer_failures(feeds, run_precision(plain)):
@@ -599,7 +604,7 @@ class OpenVinoBackend:
         if interrupted:
             raise partial()
         try:
-            read = _read(graph)
+            read = read_folded(graph, feeds, device)[0] if folded else _read(graph, device)
             compiled = compile_for(graph, config, self.options, profiling=True, model=read)
             request = compiled.create_infer_request()
             inputs = _feed_dict(compiled, feeds)
@@ -621,7 +626,8 @@ class OpenVinoBackend:
         kernel_total = sum(k.stats.median_us for k in kernels)
         machine = {**machine_info(), "openvino": openvino.get_version(), "device": device,
                    "device_name": str(_core().get_property(device.split(".")[0], "FULL_DEVICE_NAME"))
-                   if device != "AUTO" else "AUTO"}
+                   if device != "AUTO" else "AUTO",
+                   **({"openvino_folded_if": folded} if folded else {})}
         return Measurement(
             config=config, backend_version=openvino.get_version(), provider=device, runs=len(run_us),
             warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
@@ -652,11 +658,45 @@ def _infer_failures(feeds: Mapping[str, np.ndarray], precision: str, what: str =
         raise infer_failure(exc, feeds, precision, what) from exc
 
 
-def _read(graph: Graph) -> Any:
+def read_folded(graph: Graph, feeds: Mapping[str, np.ndarray], device: str) -> tuple[Any, str]:
+    """The model as OpenVINO reads it for ``device``, each top-level ``If`` folded to the branch ``feeds`` take
+    (:func:`~layerscope.model.fold_if.fold_ifs`), and a line saying what was folded (``""``: the model has no
+    top-level ``If``, read as it is)."""
+    if not any(n.op_type == "If" and not n.parent for n in graph.layers):
+        return _read(graph, device), ""
+    from pathlib import Path
+
+    import onnx
+
+    from layerscope.model.fold_if import fold_ifs
+    from layerscope.tempdirs import scratch
+
+    try:
+        model, folds = fold_ifs(onnx.load(str(graph.path)), feeds)
+    except Exception as exc:  # ONNX Runtime failing on the inputs: the plain model, and OpenVINO's own verdict
+        return _read(graph, device), f"If layers not folded ({_reason(exc)})"
+    with scratch("openvino") as folder:
+        path = Path(folder) / Path(str(graph.path)).name
+        onnx.save(model, str(path))
+        try:
+            read = _core().read_model(str(path))
+        except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+            raise openvino_ml_failure(graph.name, graph.path, device) or ModelError(
+                f"{graph.name}: OpenVINO cannot read the model with its If layers folded: {_reason(exc)}") from None
+    taken = ", ".join(f"{f.layer_id} -> {f.branch}" for f in folds[:4]) + (
+        f" and {len(folds) - 4} more" if len(folds) > 4 else "")
+    return read, (f"{len(folds)} If layer(s) folded to the branch this run's inputs take ({taken}): the measurement "
+                  f"holds for these input values only")
+
+
+def _read(graph: Graph, device: str) -> Any:
+    """``graph``'s file as OpenVINO reads it; ``ModelError`` (exit 2) naming the ``ai.onnx.ml`` ops it holds, if any
+    (:func:`~layerscope.model.ml_domain.openvino_ml_failure`), else OpenVINO's reason."""
     try:
         return _core().read_model(str(graph.path))
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-        raise ModelError(f"{graph.name}: OpenVINO cannot read the model: {_reason(exc)}") from None
+        raise openvino_ml_failure(graph.name, graph.path, device) or ModelError(
+            f"{graph.name}: OpenVINO cannot read the model: {_reason(exc)}") from None
 
 
 def _timed(request: Any, inputs: Mapping[Any, np.ndarray], warmup: int, runs: int, *, phases: tuple[str, str],

@@ -90,7 +90,7 @@ class _Compiled:
                 name = declared[index] if index < len(declared) and declared[index] in feeds else None
             if name is None:
                 raise ModelError(f"OpenVINO input {port.get_any_name()!r} has no feed; feeds: {', '.join(feeds)}")
-            self.inputs[port] = np.ascontiguousarray(feeds[name])
+            self.inputs[port] = np.require(feeds[name], requirements="C")  # ascontiguousarray makes a scalar 1-D
 
     def infer(self, clock: Callable[[], int] = time.perf_counter_ns) -> int:
         """One :func:`~layerscope.measure.openvino_backend.infer_shared` call, timed in ns by ``clock``; OpenVINO's

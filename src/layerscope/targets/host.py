@@ -16,6 +16,17 @@ What each number means:
   one thread: the bandwidth a single CPU fallback layer streams at.
 - ``dispatch_overhead_us``: per-node cost of onnxruntime's sequential executor, from a chain of
   tiny Add nodes: (time(N+1 nodes) - time(1 node)) / N, one thread, graph optimizations off.
+- ``op_ops_per_s``: for each op type of :data:`PROBE_OPS` (element-wise, normalisation, transcendental and
+  data-movement ops), the operations layerscope's cost model counts for one such node
+  (:func:`layerscope.costs.cost_layer`: flops, plus one per output element for data movement) over the best time
+  of the node alone in onnxruntime, on activations of ``_OP_ROWS`` x ``_OP_COLS`` fp32 (128 KiB: in cache, so the
+  time is the kernel's arithmetic, not DRAM), all threads as for the MatMul. The profile turns each into an
+  ``op_efficiency`` multiplier: its rate over the fp32 MatMul peak. A CPU's element-wise kernels run far below its
+  GEMM peak (an Add of cached floats at ~1/30 of it, an Erf at ~1/300 on an AMD EPYC VM): without it every such
+  layer was estimated at the GEMM rate.
+- ``cache_bytes_per_s``: the bandwidth of an activation the caches hold: the median over the one-thread copy
+  bandwidth curve's sizes (read+write bytes, 256 KiB and up) that fit half the on-chip bytes (~94 GB/s on an AMD
+  EPYC VM, against a 25-29 GB/s DRAM copy rate).
 - ``on_chip_bytes`` (the profile's ``sram_bytes``): the cache the cores this process may use hold between
   them, not the nominal L3 a VM reports (a 480 MiB "L3" made 13 MB activations count as on-chip).
   From sysfs (:func:`sysfs_on_chip`): per core, its L2 share plus its share of L3, each share capped at
@@ -36,7 +47,8 @@ import platform
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +61,7 @@ from layerscope.targets.profile import HOST_NAME as HOST_NAME  # noqa: PLC0414 (
 from layerscope.targets.profile import Profile
 from layerscope.targets.schema import profile_from_mapping, read_toml
 
-PROBE_VERSION = 2
+PROBE_VERSION = 4
 CACHE_ENV = "LAYERSCOPE_CACHE_DIR"
 TEMPLATE_PATH = Path(__file__).with_name("profiles") / "host.toml"
 
@@ -70,6 +82,23 @@ _MIN_REPEATS = 3
 _MAX_REPEATS = 50
 _ONNX_OPSET = 17
 _ONNX_IR_VERSION = 8
+# The op probe's activations: 32 x 1024 fp32 = 128 KiB, inside any core's L2; its per-op time budget.
+_OP_ROWS = 32
+_OP_COLS = 1024
+_OP_BUDGET_S = 0.05
+#: ONNX Runtime's fused contrib ops (domain ``com.microsoft``) the probe times: its transformer optimizer writes them
+#: (and ``minilm``-style exports ship them), and their kernels run at their own rates, far from the GEMM peak.
+_CONTRIB_OPS = frozenset({"Gelu", "FastGelu", "BiasGelu", "QuickGelu", "SkipLayerNormalization",
+                          "SkipSimplifiedLayerNormalization"})
+_NORM_OPS = frozenset({"LayerNormalization", "SkipLayerNormalization", "SkipSimplifiedLayerNormalization"})
+#: The op types the host probe times (``op_ops_per_s``): the element-wise, normalisation, reduction and data-movement
+#: ops real models run most, whose speed on a CPU is far from its GEMM peak and differs op to op.
+PROBE_OPS: tuple[str, ...] = (
+    "Add", "Mul", "Sub", "Div", "Max", "Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+    "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg", "Abs", "Where", "Equal", "Cast", "Softmax",
+    "LayerNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "Transpose", "Gather", "Concat", "Slice",
+    "Expand", *sorted(_CONTRIB_OPS),
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +123,8 @@ class HostMeasurement:
     on_chip_bytes: int
     on_chip_source: str
     cache_knee_bytes: int | None
+    op_ops_per_s: dict[str, float] = field(default_factory=dict, hash=False)
+    cache_bytes_per_s: float | None = None
 
     def to_json(self) -> str:
         return json.dumps({"schema": 1, **asdict(self)}, indent=2, sort_keys=True) + "\n"
@@ -117,15 +148,20 @@ class HostMeasurement:
 
 _CACHE_TEXT = frozenset({"measured_at", "cpu_model", "onnxruntime_version", "numpy_version", "machine",
                          "on_chip_source"})
-_CACHE_OPTIONAL = frozenset({"int8_ops_per_s", "fp16_ops_per_s", "clock_hz", "cache_knee_bytes"})
+_CACHE_OPTIONAL = frozenset({"int8_ops_per_s", "fp16_ops_per_s", "clock_hz", "cache_knee_bytes", "cache_bytes_per_s"})
 _CACHE_INT = frozenset({"probe_version", "cores", "llc_bytes", "lane_width", "on_chip_bytes", "cache_knee_bytes"})
 _CACHE_ZERO_OK = frozenset({"llc_bytes", "on_chip_bytes"})
+_CACHE_MAPPING = frozenset({"op_ops_per_s"})
 
 
 def _cache_value_ok(name: str, value: Any) -> bool:
     """Whether a cached field has the type (and sign) the profile needs."""
     if name in _CACHE_TEXT:
         return isinstance(value, str)
+    if name in _CACHE_MAPPING:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) and v > 0
+            for k, v in value.items())
     if value is None:
         return name in _CACHE_OPTIONAL
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -335,8 +371,8 @@ def _ort_version() -> str:
 
 
 # ------------------------------------------------------------------------------------- timings
-def _best_time(run: Callable[[], object]) -> float:
-    """Best wall time of ``run`` over at least ``_MIN_REPEATS`` calls within ``_BUDGET_S``."""
+def _best_time(run: Callable[[], object], budget_s: float = _BUDGET_S) -> float:
+    """Best wall time of ``run`` over at least ``_MIN_REPEATS`` calls within ``budget_s``."""
     run()  # warm-up: first-run allocations and lazy initialisation
     best = float("inf")
     start = time.perf_counter()
@@ -344,7 +380,7 @@ def _best_time(run: Callable[[], object]) -> float:
         t0 = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - t0)
-        if repeat + 1 >= _MIN_REPEATS and time.perf_counter() - start > _BUDGET_S:
+        if repeat + 1 >= _MIN_REPEATS and time.perf_counter() - start > budget_s:
             break
     return max(best, 1e-9)
 
@@ -365,7 +401,8 @@ def _model(nodes: list[Any], inputs: list[Any], outputs: list[Any], inits: list[
 
     graph = helper.make_graph(nodes, "layerscope_probe", inputs, outputs, inits)
     return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", _ONNX_OPSET)], ir_version=_ONNX_IR_VERSION
+        graph, opset_imports=[helper.make_opsetid("", _ONNX_OPSET), helper.make_opsetid("com.microsoft", 1)],
+        ir_version=_ONNX_IR_VERSION,
     )
 
 
@@ -425,11 +462,141 @@ def _dispatch_overhead_us() -> float:
     return max(per_node * 1e6, 0.01)
 
 
+def _probe_node(op: str) -> tuple[list[Any], list[Any], Any]:
+    """One ``op`` node on an ``_OP_ROWS`` x ``_OP_COLS`` fp32 input ``x`` (second operands, scales and indices as
+    constants): its nodes, initializers and output value info."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rows, cols = _OP_ROWS, _OP_COLS
+    rng = np.random.default_rng(0)
+    out_shape: list[int] = [rows, cols]
+    inits: list[Any] = []
+    attrs: dict[str, Any] = {}
+    inputs = ["x"]
+    out_type = TensorProto.FLOAT
+    if op in ("Add", "Mul", "Sub", "Div", "Max", "Equal"):
+        inits.append(numpy_helper.from_array(rng.uniform(0.5, 1.5, (cols,)).astype(np.float32), "b"))
+        inputs.append("b")
+        out_type = TensorProto.BOOL if op == "Equal" else out_type
+    elif op == "Clip":
+        inits += [numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+                  numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+        inputs += ["lo", "hi"]
+    elif op == "Where":
+        inits += [numpy_helper.from_array(rng.integers(0, 2, (rows, cols)).astype(bool), "c"),
+                  numpy_helper.from_array(np.zeros((cols,), np.float32), "z")]
+        inputs = ["c", "x", "z"]
+    elif op == "Cast":
+        attrs["to"] = TensorProto.FLOAT16
+        out_type = TensorProto.FLOAT16
+    elif op == "Softmax":
+        attrs["axis"] = -1
+    elif op in _NORM_OPS:
+        if op == "LayerNormalization":
+            attrs["axis"] = -1
+        else:  # the skip (residual) input, the same shape as x
+            inits.append(numpy_helper.from_array(rng.standard_normal((rows, cols)).astype(np.float32), "skip"))
+            inputs.append("skip")
+        inits.append(numpy_helper.from_array(np.ones((cols,), np.float32), "g"))
+        inputs.append("g")
+        if op != "SkipSimplifiedLayerNormalization":
+            inits.append(numpy_helper.from_array(np.zeros((cols,), np.float32), "beta"))
+            inputs.append("beta")
+    elif op in ("FastGelu", "BiasGelu"):  # with their bias input, as the optimizer writes them
+        inits.append(numpy_helper.from_array(rng.standard_normal((cols,)).astype(np.float32), "bias"))
+        inputs.append("bias")
+    elif op.startswith("Reduce"):
+        attrs["axes"] = [-1]
+        out_shape = [rows, 1]
+    elif op == "Transpose":
+        attrs["perm"] = [1, 0]
+        out_shape = [cols, rows]
+    elif op == "Gather":  # an embedding lookup: rows of a table, the indices fed
+        inits.append(numpy_helper.from_array(rng.standard_normal((4 * rows, cols)).astype(np.float32), "table"))
+        inputs = ["table", "idx"]
+    elif op == "Concat":
+        attrs["axis"] = 1
+        inits.append(numpy_helper.from_array(rng.standard_normal((rows, cols)).astype(np.float32), "y"))
+        inputs.append("y")
+        out_shape = [rows, 2 * cols]
+    elif op == "Slice":
+        inits += [numpy_helper.from_array(np.array([1], np.int64), "s0"),
+                  numpy_helper.from_array(np.array([cols - 1], np.int64), "s1"),
+                  numpy_helper.from_array(np.array([1], np.int64), "ax")]
+        inputs += ["s0", "s1", "ax"]
+        out_shape = [rows, cols - 2]
+    elif op == "Expand":
+        inits.append(numpy_helper.from_array(np.array([4, rows, cols], np.int64), "shape"))
+        inputs.append("shape")
+        out_shape = [4, rows, cols]
+    domain = "com.microsoft" if op in _CONTRIB_OPS else ""
+    node = helper.make_node(op, inputs, ["y_out"], name=f"probe_{op}", domain=domain, **attrs)
+    return [node], inits, helper.make_tensor_value_info("y_out", out_type, out_shape)
+
+
+def _probe_ops(model: Any) -> float | None:
+    """The operations layerscope's cost model counts for the one node of ``model``, as the roofline does: flops,
+    or twice the MACs where more, plus one per output element for data-movement and auxiliary layers; ``None``
+    when it has no cost."""
+    from layerscope.costs import cost_layer
+    from layerscope.model.load import load_model
+    from layerscope.tempdirs import scratch
+
+    with scratch("probe") as folder:
+        path = Path(folder) / "probe.onnx"
+        path.write_bytes(model.SerializeToString())
+        graph = load_model(path)
+    node = graph.layers[0]
+    cost = cost_layer(node, graph)
+    if cost.unit_kind in (UnitKind.MOVE, UnitKind.AUX):
+        out_elements = sum(t.elements for t in (graph.tensor(o) for o in node.outputs) if t)
+        return float(cost.flops + out_elements)
+    ops = float(max(cost.flops, 2 * cost.macs))
+    return ops if ops > 0 else None
+
+
+def _op_ops_per_s() -> dict[str, float]:
+    """``op_ops_per_s`` (see the module docstring): for each of :data:`PROBE_OPS` this onnxruntime runs and
+    layerscope costs, its cost-model operations per second."""
+    from onnx import TensorProto, helper
+
+    rates: dict[str, float] = {}
+    feeds = {"x": np.random.default_rng(1).standard_normal((_OP_ROWS, _OP_COLS)).astype(np.float32),
+             "idx": np.random.default_rng(2).integers(0, 4 * _OP_ROWS, (_OP_ROWS,)).astype(np.int64)}
+    types = {"x": (TensorProto.FLOAT, [_OP_ROWS, _OP_COLS]), "idx": (TensorProto.INT64, [_OP_ROWS])}
+    # a session.run's own cost (a one-node chain of 8 floats), taken off each op's time
+    call_s = _chain_seconds(1)
+    for op in PROBE_OPS:
+        nodes, inits, output = _probe_node(op)
+        names = [name for name in ("x", "idx") if name in nodes[0].input]
+        inputs = [helper.make_tensor_value_info(name, *types[name]) for name in names]
+        model = _model(nodes, inputs, [output], inits)
+        try:
+            ops = _probe_ops(model)
+            if ops is None:
+                continue
+            session = _session(model)
+            given = {name: feeds[name] for name in names}
+            seconds = _best_time(partial(session.run, None, given), _OP_BUDGET_S)
+        except Exception:  # an op this onnxruntime or this cost model lacks: left out, the profile's default
+            continue
+        rates[op] = ops / max(seconds - call_s, seconds / 10)
+    return rates
+
+
 def _copy_bytes_per_s() -> float:
     src = np.ones(_COPY_BYTES // 8, dtype=np.float64)
     dst = np.empty_like(src)
     seconds = _best_time(lambda: np.copyto(dst, src))
     return 2.0 * src.nbytes / seconds
+
+
+def cache_bandwidth(curve: Sequence[tuple[int, float]], cached_bytes: int) -> float | None:
+    """``cache_bytes_per_s``: the median bandwidth of the copy-bandwidth ``curve``'s points (working-set bytes,
+    bytes/s) whose working set is at most ``cached_bytes`` (half the on-chip bytes, the activations the estimate
+    takes as cached); ``None`` when no point is that small."""
+    rates = sorted(bw for size, bw in curve if size <= cached_bytes)
+    return float(np.median(rates)) if rates else None
 
 
 def measure_host() -> HostMeasurement:
@@ -442,7 +609,8 @@ def measure_host() -> HostMeasurement:
     if fp32 is None:
         raise BackendUnavailable("onnxruntime cannot run an fp32 MatMul on this CPU; the host probe needs it")
     cores = core_count()
-    knee = bandwidth_knee(copy_bandwidth_curve())
+    curve = copy_bandwidth_curve()
+    knee = bandwidth_knee(curve)
     on_chip, on_chip_source = on_chip_figure(cache_levels(), cores, knee)
     return HostMeasurement(
         probe_version=PROBE_VERSION,
@@ -463,6 +631,8 @@ def measure_host() -> HostMeasurement:
         on_chip_bytes=on_chip,
         on_chip_source=on_chip_source,
         cache_knee_bytes=knee,
+        op_ops_per_s=_op_ops_per_s(),
+        cache_bytes_per_s=cache_bandwidth(curve, on_chip // 2),
     )
 
 
@@ -536,8 +706,14 @@ def _measured_sources(unit: str, m: HostMeasurement) -> dict[str, str]:
         "cpu_ddr_bandwidth_bytes_per_s": "measured: same copy as ddr_bandwidth_bytes_per_s",
         "cores": "measured: CPUs this process may run on (sched_getaffinity)",
         "lane_width": "measured: fp32 lanes of the widest SIMD in /proc/cpuinfo flags",
+        "op_efficiency": (f"measured: each op type's cost-model ops / best time of one node on {_OP_ROWS}x{_OP_COLS} "
+                          f"fp32 in onnxruntime (all threads, a session call's own time taken off), over the fp32 "
+                          f"MatMul peak, {when}"),
         "sram_bytes": f"measured: {m.on_chip_source} (nominal last-level cache {m.llc_bytes} bytes, not used)",
     }
+    if m.cache_bytes_per_s is not None:
+        sources["cache_bytes_per_s"] = (f"measured: one-thread numpy copies of 256 KiB up to half of sram_bytes, "
+                                        f"read+write bytes / best time, median over the sizes, {when}")
     if m.int8_ops_per_s is not None:
         sources[f"{peak}.int8"] = f"measured: onnxruntime MatMulInteger {shape} uint8, {when}"
     if m.fp16_ops_per_s is not None:
@@ -577,8 +753,16 @@ def profile_mapping(template: Mapping[str, Any], m: HostMeasurement) -> dict[str
         "dtypes": dtypes,
         "lane_width": m.lane_width,
         "fallback_rules": template.get("fallback_rules", []),
+        "op_efficiency": op_efficiency(m),
+        **({"cache_bytes_per_s": m.cache_bytes_per_s} if m.cache_bytes_per_s is not None else {}),
         "sources": {**template.get("sources", {}), **_measured_sources(str(unit.get("name")), m)},
     }
+
+
+def op_efficiency(m: HostMeasurement) -> dict[str, float]:
+    """The host profile's ``op_efficiency``: each probed op type's measured rate (``op_ops_per_s``) over the fp32
+    MatMul peak its unit lists, kept within the schema's bounds (1e-6 .. 1e6)."""
+    return {op: min(max(rate / m.fp32_ops_per_s, 1e-6), 1e6) for op, rate in sorted(m.op_ops_per_s.items())}
 
 
 def profile_from_measurement(m: HostMeasurement) -> Profile:

@@ -171,8 +171,18 @@ class Profile:
     ``plan_sram``: the compiler plans on-chip memory over the whole graph: an activation stays on chip, from its
     producer to its last reader, whenever it fits half the SRAM beside the activations kept there already (else
     only an activation whose one reader is the next layer, and that fits half the SRAM alone, stays on chip).
+    ``weight_ddr_efficiency``: the share of ``ddr_bandwidth_bytes_per_s`` that loading a layer's weights attains
+    (an NPU streams weights through its own DMA path, at another efficiency than feature maps); ``None``: the
+    ``ddr_efficiency`` of every other transfer.
     ``task_overhead_us``: the fixed cost of one inference outside every layer (the device runtime submits the
     accelerator's task and collects its result), added once to a model's estimate; 0 where it is negligible.
+    ``activation_matmul_ns_per_element``: ns an accelerator adds per output element of a matrix product of two
+    activations (an attention's scores and their weighted sum: a MatMul none of whose inputs is a weight,
+    :func:`layerscope.estimator.roofline.activation_matmul_elements`), beside its roofline time (both operands
+    arrive as feature maps in the accelerator's layout and one of them is re-laid out for the product); 0: none.
+    ``cache_bytes_per_s`` (CPU profiles): the bytes/s at which a CPU moves an activation that its caches hold (at
+    most half of ``sram_bytes``, the cache the cores may use), read and written bytes counted; ``None``: such an
+    activation moves at the DRAM bandwidth like every other (:func:`layerscope.estimator.roofline.cpu_cached_bytes`).
     """
 
     name: str
@@ -198,6 +208,10 @@ class Profile:
     fuse_elementwise: bool = False
     plan_sram: bool = False
     task_overhead_us: float = 0.0
+    weight_ddr_efficiency: float | None = None
+    activation_matmul_ns_per_element: float = 0.0
+    # host (CPU) profiles
+    cache_bytes_per_s: float | None = None
 
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.
@@ -247,6 +261,13 @@ class Profile:
     @property
     def attainable_ddr_bytes_per_s(self) -> float:
         return self.ddr_bandwidth_bytes_per_s * self.ddr_efficiency
+
+    @property
+    def attainable_weight_ddr_bytes_per_s(self) -> float:
+        """The DDR bandwidth, in bytes/s, at which a layer's weights load (``weight_ddr_efficiency``, else
+        ``ddr_efficiency``)."""
+        efficiency = self.ddr_efficiency if self.weight_ddr_efficiency is None else self.weight_ddr_efficiency
+        return self.ddr_bandwidth_bytes_per_s * efficiency
 
     def source_for(self, dotted: str) -> str | None:
         """The source of a field, looking up parent keys (``a.b.c``, then ``a.b``, then ``a``)."""

@@ -12,6 +12,8 @@ errors too (a typo must not silently drop a number). The file layout::
     fuse_elementwise = true              # optional (default false): the compiler fuses element-wise layers
     plan_sram = true                     # optional (default false): the compiler plans SRAM over the graph
     task_overhead_us = 100.0             # optional (default 0): a fixed cost per inference, outside every layer
+    activation_matmul_ns_per_element = 1.0  # optional (default 0): ns per output element of an activation MatMul
+    cache_bytes_per_s = 9.0e10           # optional (CPU profiles): bytes/s of activations the caches hold
     [[units]]                    # name, kinds, efficiency, overhead_us, [units.peak_ops_per_s]
     [cpu]                        # same keys as a unit; kinds optional (default: every kind)
     [[fallback_rules]]           # op_type, condition (optional), reason
@@ -53,6 +55,9 @@ _TOP_KEYS = frozenset(
         "cpu",
         "ddr_bandwidth_bytes_per_s",
         "ddr_efficiency",
+        "weight_ddr_efficiency",
+        "activation_matmul_ns_per_element",
+        "cache_bytes_per_s",
         "cpu_ddr_bandwidth_bytes_per_s",
         "transfer_overhead_us",
         "sram_bytes",
@@ -335,6 +340,12 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         plan_sram=_flag(r, data, "plan_sram"),
         task_overhead_us=r.number(data.get("task_overhead_us", 0.0), "task_overhead_us", low_ok=True,
                                   bounds="overhead"),
+        weight_ddr_efficiency=(None if data.get("weight_ddr_efficiency") is None
+                               else r.fraction(data["weight_ddr_efficiency"], "weight_ddr_efficiency")),
+        activation_matmul_ns_per_element=r.number(data.get("activation_matmul_ns_per_element", 0.0),
+                                                  "activation_matmul_ns_per_element", low_ok=True, bounds="overhead"),
+        cache_bytes_per_s=(None if data.get("cache_bytes_per_s") is None
+                           else r.number(data["cache_bytes_per_s"], "cache_bytes_per_s", bounds="bandwidth")),
     )
 
 
