@@ -1,16 +1,18 @@
 """The kernel-level latency predictor (issue #18) on public models it never saw, truth and prediction taken in one
 sitting (issue #39), beside the roofline.
 
-Steps (all with ONNX Runtime on one thread, from the repository root with ``PYTHONPATH=src``), in ``--rounds`` R
-rounds, round-robin, so that the machine's drift over the sitting falls on calibration and truth alike:
+Steps (all on one thread, with ONNX Runtime or ``--backend openvino``, from the repository root with
+``PYTHONPATH=src``), in ``--rounds`` R rounds, round-robin, so that the machine's drift over the sitting falls on
+calibration and truth alike:
 
 1. Calibration timing, a share: ``layerscope calibrate --kernels <the model-zoo networks (--zoo)> --budget B/R
-   --cache OUT/cache -o OUT/predictor.json``. The cache keeps every kernel timed so far: each round times new
-   kernels for B/R seconds and fits again on all of them; the last round's predictor is the one scored.
+   --backend BACKEND --cache OUT/cache -o OUT/predictor.json`` (with ``--backend openvino`` OUT is
+   ``--out``/openvino). The cache keeps every kernel timed so far: each round times new kernels for B/R seconds
+   and fits again on all of them; the last round's predictor is the one scored.
 2. The held-out models' measurement, a share: the real-world corpus (``benchmarks/realworld_models.toml``, models
    extracted under ``--models``, default ``/work/models``, else ``benchmarks/.cache/realworld/models``; those
-   needing constant inputs left out): ``layerscope profile MODEL --threads 1 --runs N/R`` once per round.
-   The truth is the median of a model's R round P50s; its *spread* is (max - min) / median of them: the
+   needing constant inputs left out): ``layerscope profile MODEL --backend BACKEND --threads 1 --runs N/R`` once
+   per round. The truth is the median of a model's R round P50s; its *spread* is (max - min) / median of them: the
    run-to-run noise of its own measurement, printed beside its error.
 3. ``layerscope estimate MODEL --predictor OUT/predictor.json`` (``summary.est_latency_us``: the prediction;
    ``summary.roofline_latency_us``: the roofline). With ``--compare``, today's per-op calibration too
@@ -19,10 +21,13 @@ rounds, round-robin, so that the machine's drift over the sitting falls on calib
    correlation (layers with a measured time, from the round whose P50 is the median) and top-10 overlap
    (``pred-alone``: the predictor's kernels alone summed, without its in-model context: end to end only),
    whether the predictor's interval holds the truth; then per method the share within ±10%, the median |error|,
-   the median Spearman; and the spread. Writes everything to ``OUT/predictor-bench.json``.
+   the median Spearman; the spread; and to which held-out models the in-model context was applied (those inside
+   the calibration models' range: :meth:`~layerscope.analysis.predictor.Context.applies_to`). Writes everything
+   to ``OUT/predictor-bench.json``.
 
 Usage: ``python benchmarks/predictor.py [--budget 300s] [--rounds 3] [--runs 30] [--zoo a,b] [--out DIR]
-[--reuse] [--only NAME ...] [--compare]``. ``--reuse`` keeps run files and the predictor already in OUT. Exit 0
+[--backend onnxruntime|openvino] [--reuse] [--only NAME ...] [--compare]``. ``--reuse`` keeps run files and the
+predictor already in OUT. The load average (``os.getloadavg``) at the start and the end is printed and saved. Exit 0
 when the goal holds (≥ 90% of held-out models within ±10%, median |error| ≤ 5%, the interval holding ≥ 90%), 1
 when not, 2 when a step fails for every model.
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,10 +62,11 @@ def _layerscope(*args: str, timeout_s: float = 900) -> subprocess.CompletedProce
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
-def _profile(model: Path, extra: Sequence[str], out: Path, runs: int, reuse: bool) -> dict[str, Any] | None:
+def _profile(model: Path, extra: Sequence[str], out: Path, runs: int, reuse: bool, *,
+             backend: str = "onnxruntime") -> dict[str, Any] | None:
     if not (reuse and out.exists()):
-        done = _layerscope("profile", str(model), *extra, "--threads", "1", "--runs", str(runs), "--warmup", "3",
-                           "--top", "0", "-o", str(out))
+        done = _layerscope("profile", str(model), *extra, "--backend", backend, "--threads", "1", "--runs", str(runs),
+                           "--warmup", "3", "--top", "0", "-o", str(out))
         if done.returncode != 0:
             print(f"  failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
             return None
@@ -170,10 +177,10 @@ def round_spread(p50s: Sequence[float]) -> tuple[float, float | None]:
     return truth, ((max(p50s) - min(p50s)) / truth if len(p50s) > 1 and truth > 0 else None)
 
 
-def _calibrate(zoo: Sequence[str], budget_s: float, out: Path, predictor: Path) -> bool:
+def _calibrate(zoo: Sequence[str], budget_s: float, out: Path, predictor: Path, backend: str = "onnxruntime") -> bool:
     done = _layerscope("calibrate", "--kernels", *[str(ZOO / f"light_{m}.onnx") for m in zoo], "--budget",
-                       f"{max(1.0, budget_s):.0f}s", "--cache", str(out / "cache"), "-o", str(predictor),
-                       timeout_s=3600)
+                       f"{max(1.0, budget_s):.0f}s", "--backend", backend, "--cache", str(out / "cache"), "-o",
+                       str(predictor), timeout_s=3600)
     print("\n".join(line for line in done.stdout.splitlines() if "context" in line or line.startswith("timed")))
     if done.returncode != 0:
         print(done.stderr)
@@ -191,8 +198,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reuse", action="store_true")
     parser.add_argument("--compare", action="store_true", help="also today's per-op calibration (profiles the zoo)")
     parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--backend", default="onnxruntime", choices=("onnxruntime", "openvino"))
     args = parser.parse_args(argv)
-    out: Path = args.out
+    out: Path = args.out if args.backend == "onnxruntime" else args.out / args.backend
+    load_start = os.getloadavg()
     out.mkdir(parents=True, exist_ok=True)
     zoo = [m for m in args.zoo.split(",") if m]
     models_dir = args.models or next((d for d in (Path("/work/models"), ROOT / "benchmarks" / ".cache" / "realworld"
@@ -205,20 +214,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in models}
     for index in range(rounds):  # round-robin: a share of calibration, then every held-out model once
         print(f"--- round {index + 1} of {rounds}", flush=True)
-        if not (args.reuse and predictor.exists() and index == 0) and not _calibrate(zoo, share_s, out, predictor):
+        if not (args.reuse and predictor.exists() and index == 0) and not _calibrate(zoo, share_s, out, predictor,
+                                                                                      args.backend):
             return 2
         for name, path, extra in models:
-            run = _profile(path, extra, out / f"held-{name}-r{index}.json", per_round, args.reuse)
+            run = _profile(path, extra, out / f"held-{name}-r{index}.json", per_round, args.reuse, backend=args.backend)
             if run is not None:
                 runs[name].append(run)
     calibrated = _compare_calibration(zoo, out, args) if args.compare else None
     results: dict[str, Any] = {}
     for name, path, extra in models:
         est_path = out / f"held-{name}-est.json"
-        est_path.unlink(missing_ok=True)  # estimate --json merges into an existing run
+        est_path.unlink(missing_ok=True)  # estimate -o merges into an existing run
         extra_t = ["-t", str(calibrated)] if calibrated is not None else []
         done = _layerscope("estimate", str(path), *extra, *extra_t, "--predictor", str(predictor), "--top", "0",
-                           "--json", str(est_path))
+                           "-o", str(est_path))
         if not runs[name] or done.returncode != 0:
             results[name] = {"error": (done.stderr or "profile failed").strip().splitlines()[-1:]}
             continue
@@ -231,15 +241,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = {"measured_us": truth, "round_p50_us": p50s, "noise": spread,
                "roofline": score(measured, measured, "roofline"), "pred-alone": alone(measured, est),
                "predictor": score(measured, est, "predictor"), "interval_us": [low, high],
-               "in_interval": low <= truth <= high, "est_source": est["summary"].get("est_source")}
+               "in_interval": low <= truth <= high, "est_source": est["summary"].get("est_source"),
+               "context_applied": bool((est["predictor"].get("context") or {}).get("applied"))}
         if calibrated is not None:
             row["calibrate"] = score(measured, est, "calibrate")
         results[name] = row
     methods = [m for m in METHODS if m != "calibrate" or calibrated is not None]
     summary = render(results, methods)
+    summary["backend"] = args.backend
+    summary["loadavg_start"], summary["loadavg_end"] = list(load_start), list(os.getloadavg())
+    print(f"backend {args.backend}; load average (1, 5, 15 min) at the start {load_start}, at the end "
+          f"{summary['loadavg_end']} on {os.cpu_count()} CPUs")
     context = json.loads(predictor.read_text()).get("context", {})
-    summary["context"] = {k: context.get(k) for k in ("applied", "why", "factor", "per_kernel_us", "models")}
-    print(f"in-model context: {'applied' if context.get('applied') else 'NOT applied'}: {context.get('why')}")
+    summary["context"] = {k: context.get(k) for k in ("applied", "why", "factor", "per_kernel_us", "models",
+                                                      "support")}
+    inside = [name for name, r in results.items() if r.get("context_applied")]
+    summary["context"]["applied_to"] = inside
+    print(f"in-model context: {'transfers' if context.get('applied') else 'does NOT transfer'}: {context.get('why')}; "
+          f"applied to {len(inside)} of {len(results)} held-out model(s) (those inside the calibration models' "
+          f"range {context.get('support')})")
     (out / "predictor-bench.json").write_text(json.dumps({"models": results, "summary": summary}, indent=1))
     ok = [r for r in results.values() if "roofline" in r]
     if not ok:

@@ -55,7 +55,7 @@ from layerscope.measure.kernels import (
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
-from layerscope.run import load_run
+from layerscope.runfile import load_document
 from layerscope.targets import load_profile
 
 FAST = TimingConfig(visits=3, runs_per_visit=2, visit_warmup=0)
@@ -185,7 +185,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 3
+    assert data["format"] == "layerscope-predictor" and data["version"] == 4
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -220,12 +220,12 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=4)))
-    with pytest.raises(InputError, match="version 4"):
+    newer.write_text(json.dumps(dict(data, version=5)))
+    with pytest.raises(InputError, match="version 5"):
         load_predictor(newer)
-    older = tmp_path / "older.json"  # version 2: its context was applied without a transfer check
-    older.write_text(json.dumps(dict(data, version=2)))
-    with pytest.raises(InputError, match="version 2; this layerscope reads version 3"):
+    older = tmp_path / "older.json"  # version 3: its features did not hold the working set
+    older.write_text(json.dumps(dict(data, version=3)))
+    with pytest.raises(InputError, match="version 3; this layerscope reads version 4"):
         load_predictor(older)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
@@ -237,10 +237,10 @@ def test_estimate_with_predictor_writes_per_layer_predictions(fitted: tuple[Pred
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     _, path = fitted
     out = tmp_path / "run.json"
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "--json", str(out),
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "-o", str(out),
                  "--top", "3"]) == 0
     assert "predicted latency:" in capsys.readouterr().out
-    run = load_run(out)
+    run = load_document(out)
     section = run["predictor"]
     assert section["low_us"] <= section["latency_us"] <= section["high_us"]
     layers = {layer["id"]: layer for layer in run["layers"]}
@@ -282,9 +282,9 @@ def test_estimate_into_an_existing_run_replaces_its_prediction(fitted: tuple[Pre
     copy.write_bytes(path.read_bytes())
     out = tmp_path / "run.json"
     for predictor in (path, copy):
-        assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(predictor), "--json",
+        assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(predictor), "-o",
                      str(out), "--top", "0"]) == 0
-    assert load_run(out)["predictor"]["file"] == str(copy)
+    assert load_document(out)["predictor"]["file"] == str(copy)
 
 
 # ------------------------------------------------------------------------------------------ in-model context
@@ -322,8 +322,11 @@ def test_prediction_takes_each_kernel_into_its_model_context(fitted: tuple[Predi
     graph = load_model(zoo("squeezenet"))
     est = estimate_graph(graph, load_profile("host"), "fp32")
     alone = predict_path(predictor, graph, est)
-    ctx = Context(factor=1.5, per_kernel_us=4.0, models=3, errors=(0.1, 0.2, 0.05))
+    # a range that holds squeezenet's 39 kernels (no range: applied to no model, tests/test_predictor_context.py)
+    ctx = Context(factor=1.5, per_kernel_us=4.0, models=3, errors=(0.1, 0.2, 0.05),
+                  support=(("kernels", 10.0, 100.0), ("median_kernel_us", 0.0, 1e6), ("kernels_us", 0.0, 1e9)))
     inside = predict_path(dataclasses.replace(predictor, context=ctx), graph, est)
+    assert inside.context_applied and not alone.context_applied
     assert [k.isolated_us for k in inside.kernels] == [k.isolated_us for k in alone.kernels]
     assert all(k.latency_us == pytest.approx(1.5 * k.isolated_us + 4.0) for k in inside.kernels)
     assert inside.latency_us == pytest.approx(1.5 * (alone.latency_us - alone.overhead_us) + 4.0 * 39
@@ -431,9 +434,9 @@ def test_kernels_timed_through_device_commands_record_the_runner(tmp_path: Path)
     # the per-call overhead is what the device command read for the one-element Relu model: its size in us
     assert predictor.overhead_us == pytest.approx(len(empty_model()))
     run = tmp_path / "run.json"
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "--json", str(run),
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "-o", str(run),
                  "--top", "0"]) == 0
-    assert load_run(run)["predictor"]["fusion"] == "onnxruntime"  # a board's grouping is not visible: ORT's
+    assert load_document(run)["predictor"]["fusion"] == "onnxruntime"  # a board's grouping is not visible: ORT's
     failing = [*args[:-6], "--run-cmd", "exit 7", "--latency-regex", "x(1)", "-o", str(tmp_path / "q.json")]
     assert main(failing) == 3
     assert main([*args, "--backend", "openvino", "-o", str(out)]) == 2  # one runner at a time
@@ -460,9 +463,9 @@ def test_kernels_timed_on_openvino_predict_with_openvino_and_refuse_another_vers
     predictor = load_predictor(out)
     assert predictor.runtime["runner"] == "openvino" and predictor.runtime["provider"] == "CPU"
     run = tmp_path / "run.json"
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "--json", str(run),
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(out), "-o", str(run),
                  "--top", "0"]) == 0
-    section = load_run(run)["predictor"]
+    section = load_document(run)["predictor"]
     assert section["fusion"] == "openvino" and len(section["kernels"]) == 39
     data = json.loads(out.read_text())
     other = tmp_path / "other.json"
@@ -582,14 +585,15 @@ def test_the_run_summary_carries_the_prediction(fitted: tuple[Predictor, Path], 
 
     from layerscope.analysis.reconcile import reconcile_run
     from layerscope.report.tables import layers_csv, markdown_summary
+    from layerscope.runfile import as_run
 
     _, path = fitted
     roofline, predicted = tmp_path / "roofline.json", tmp_path / "predicted.json"
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--json", str(roofline), "--top", "0"]) == 0
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "--json",
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "-o", str(roofline), "--top", "0"]) == 0
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--predictor", str(path), "-o",
                  str(predicted), "--top", "0"]) == 0
     terminal = capsys.readouterr().out
-    run, base = load_run(predicted), load_run(roofline)
+    run, base = load_document(predicted), load_document(roofline)
     summary, section = run["summary"], run["predictor"]
     assert summary["est_latency_us"] == section["latency_us"] != base["summary"]["est_latency_us"]
     assert (summary["est_low_us"], summary["est_high_us"]) == (section["low_us"], section["high_us"])
@@ -599,21 +603,21 @@ def test_the_run_summary_carries_the_prediction(fitted: tuple[Predictor, Path], 
     assert summary["est_source"] == f"predictor {path} sha256:{sha}"
     assert "est_source" not in base["summary"] and "roofline_latency_us" not in base["summary"]
     assert "kernel predictor" in terminal and sha in terminal
-    markdown = markdown_summary(run)
+    markdown = markdown_summary(as_run(run))
     assert "estimated, kernel predictor" in markdown and "estimated, roofline" in markdown and sha in markdown
-    rows = layers_csv(run).splitlines()
+    rows = layers_csv(as_run(run)).splitlines()
     column = rows[0].split(",").index("pred.latency_us")
     by_csv = sum(float(r.split(",")[column]) for r in rows[1:] if r.split(",")[column])
     assert by_csv == pytest.approx(section["latency_us"] - section["overhead_us"], rel=1e-4)
     # measured end to end: k divides the P50 by the prediction, not the roofline
     timed = dict(run, latency={"p50_us": 2 * section["latency_us"], "samples": 5})
-    rec = reconcile_run(timed)
+    rec = reconcile_run(as_run(timed))
     assert rec.k == pytest.approx(2.0) and rec.estimated_source == summary["est_source"]
     assert "kernel predictor" in rec.scope
-    assert reconcile_run(dict(base, latency={"p50_us": 2 * section["latency_us"]})).k == pytest.approx(
+    assert reconcile_run(as_run(dict(base, latency={"p50_us": 2 * section["latency_us"]}))).k == pytest.approx(
         2 * section["latency_us"] / base["summary"]["est_latency_us"])
     # the roofline estimated again into the predicted run: the prediction's summary keys and section go with it
-    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "--json", str(predicted), "--top", "0"]) == 0
-    refreshed = load_run(predicted)
+    assert main(["estimate", str(zoo("squeezenet")), "-t", "host", "-o", str(predicted), "--top", "0"]) == 0
+    refreshed = load_document(predicted)
     assert "predictor" not in refreshed and refreshed["summary"]["est_latency_us"] == base["summary"]["est_latency_us"]
     assert not {"est_source", "est_low_us", "est_high_us", "roofline_latency_us"} & refreshed["summary"].keys()

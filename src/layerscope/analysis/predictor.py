@@ -2,7 +2,10 @@
 
 Each kernel (:mod:`layerscope.measure.kernels`) is described by :data:`FEATURES`, computed from layerscope's own
 costs and roofline estimate of the source layers it covers (MACs, FLOPs, bytes, the roofline time and the
-compute share of it, kernel / stride / groups / channels of its main node). The regressor of the kernel's family
+compute share of it, kernel / stride / groups / channels of its main node; its working set against the L2 and
+last-level caches of the host that timed the kernels, :class:`Caches`; the costliest activation it holds). The
+regressor of the kernel's family (depthwise and large-kernel convolutions: their own sub-family,
+:data:`SUBFAMILIES`, where enough of them were timed)
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
 cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
@@ -21,18 +24,20 @@ A model's prediction: the sum of its kernels' predictions (kernels from ONNX Run
 the fusion map, or OpenVINO's executed runtime nodes; where that runtime is not installed, or with
 ``fusion="rules"``, from the fusion rules learnt from the calibration models' groupings:
 :mod:`layerscope.analysis.fusion_rules`), each taken into its model's context (:class:`Context`: ``factor`` x
-its time alone + ``per_kernel_us``, fitted at calibration time to the calibration models' whole P50), plus the
-per-call overhead measured with the kernels. Each kernel's time is spread over the
+its time alone + ``per_kernel_us``, fitted at calibration time to the calibration models' whole P50) when the fit
+passed its leave-one-model-out check and the model lies inside the calibration models' range (kernel count,
+median kernel and summed kernels' time alone), else summed as predicted alone; plus the per-call overhead
+measured with the kernels. Each kernel's time is spread over the
 source layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated)
 get 0. The interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,25 +51,46 @@ from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimator import estimate_graph
 from layerscope.estimator.types import Bound, Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.kernels import FAMILIES, KernelRunner, KernelTiming, OrtKernels, kernel_family
+from layerscope.measure.kernels import FAMILIES, FamilyErrors, KernelRunner, KernelTiming, OrtKernels, kernel_family
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.runfile.models import LayerPredicted, RunFile, Summary
+from layerscope.runfile.models import Predictor as PredictorSection
 from layerscope.runtimes import registry
 from layerscope.targets.profile import Profile
+from layerscope.tempdirs import scratch
 
 if TYPE_CHECKING:
     from layerscope.runtimes.base import Runtime
 
 FORMAT = "layerscope-predictor"
 #: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature;
-#: 3: the context says whether it is applied (leave-one-model-out transfer check) and why.
-VERSION = 3
+#: 3: the context says whether it is applied (leave-one-model-out transfer check) and why;
+#: 4: the working set against the host's caches, large kernels and activation classes as features, the ``layout``
+#: family, ``conv_dw`` / ``conv_large`` sub-family fits, the host's ``caches`` recorded.
+VERSION = 4
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
-            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes")
+            "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
+            "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation")
+#: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
+#: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up).
+SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
+_DEPTHWISE, _LARGE = FEATURES.index("depthwise"), FEATURES.index("large_kernel")
+#: The ``activation`` feature: the costliest activation a kernel's layers hold, by class (0: none; 1: Relu,
+#: Clip, LeakyRelu, PRelu; 2: HardSigmoid, HardSwish; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
+#: 4: Erf, Gelu, Mish: polynomial approximations of several terms).
+ACTIVATION_CLASS = {"Relu": 1, "Clip": 1, "LeakyRelu": 1, "PRelu": 1, "HardSigmoid": 2, "HardSwish": 2,
+                    "Sigmoid": 3, "Tanh": 3, "QuickGelu": 3, "Softplus": 3, "Elu": 3, "Selu": 3, "Exp": 3,
+                    "Erf": 4, "Gelu": 4, "FastGelu": 4, "BiasGelu": 4, "Mish": 4}
+#: The ``log2_ws_over_*`` features are clipped to ±this (2^20: a 32-byte kernel against a 32 MiB cache).
+_WS_CLIP = 20.0
 #: The numeric element types the ``elem_bytes`` feature reads (indices, shapes and masks are left out).
 _VALUE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}
+#: Bytes per element of every tensor type, for the working set (4 where the type is not listed).
+_ELEM_BYTES = {**_VALUE_BYTES, "int64": 8, "uint64": 8, "int32": 4, "uint32": 4, "int16": 2, "uint16": 2,
+               "bool": 1, "string": 8}
 MIN_FAMILY_SAMPLES = 12
 #: Added to the measured and the roofline time before their ratio is learnt (µs): a kernel's fixed cost. Without
 #: it, a kernel whose roofline is ~0 (a Reshape, a small Add) has a ratio in the hundreds, and a tree leaf
@@ -77,9 +103,78 @@ _MAIN_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool"
 
 
 # ------------------------------------------------------------------------------------------ features
-def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> np.ndarray:
+@dataclass(frozen=True)
+class Caches:
+    """The cache sizes a kernel's working set is compared with (bytes): ``l2_bytes`` (one core's L2) and
+    ``llc_bytes`` (the last level); ``source`` says where they were read. From sysfs by :meth:`host`; recorded
+    in the predictor file, so that a prediction compares with the caches of the host that timed the kernels."""
+
+    l2_bytes: int
+    llc_bytes: int
+    source: str = "sysfs"
+
+    @classmethod
+    def host(cls) -> Caches:
+        """This host's caches from ``/sys/devices/system/cpu/cpu0/cache``
+        (:func:`layerscope.targets.host.cache_levels`); where they cannot be read, 1 MiB and 32 MiB (a common
+        server core's L2 and L3), ``source`` saying so."""
+        from layerscope.targets.host import cache_levels
+
+        levels = [c for c in cache_levels() if c.level >= 2]
+        l2 = next((c.size_bytes for c in levels if c.level == 2), 0)
+        llc = max((c.size_bytes for c in levels), default=0)
+        if l2 <= 0 or llc <= 0:
+            return cls(1 << 20, 32 << 20, "default (sysfs unreadable)")
+        return cls(l2, llc, "sysfs")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"l2_bytes": self.l2_bytes, "llc_bytes": self.llc_bytes, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Caches:
+        l2, llc = int(data["l2_bytes"]), int(data["llc_bytes"])
+        if l2 <= 0 or llc <= 0:
+            raise ValueError(f"caches l2_bytes {l2!r}, llc_bytes {llc!r}")
+        return cls(l2, llc, str(data.get("source", "")))
+
+
+def working_set_bytes(graph: Graph, layers: Sequence[str]) -> int:
+    """The bytes a kernel covering ``layers`` touches once: every distinct tensor its layers read from outside
+    the kernel (activations and weights) and every tensor they write that is read outside it or is a model
+    output (intermediates a fused kernel keeps in registers are left out); tensors of unknown size count 0."""
+    chosen = [n for n in graph.layers if n.id in set(layers)]
+    produced = {o for n in chosen for o in n.outputs if o}
+    inside = {n.id for n in chosen}
+    read_outside = {i for n in graph.layers if n.id not in inside for i in n.inputs}
+    model_outputs = {t.name for t in graph.outputs}
+    names = {i for n in chosen for i in n.inputs if i and i not in produced}
+    names |= {o for o in produced if o in read_outside or o in model_outputs}
+    if not names & produced:  # nothing leaves the kernel (a model cut at it): its last output does
+        names |= {o for o in (chosen[-1].outputs if chosen else ()) if o}
+    total = 0
+    for name in names:
+        tensor = graph.tensor(name)
+        if tensor is not None and tensor.shape is not None:
+            total += int(np.prod(tensor.shape, dtype=np.int64)) * _ELEM_BYTES.get(tensor.dtype, 4)
+    return total
+
+
+def refine_family(family: str, features: Sequence[float]) -> str:
+    """The sub-family (:data:`SUBFAMILIES`) of a ``family`` kernel with ``features`` (:data:`FEATURES`), else
+    ``family``: a ``conv`` kernel whose main node is depthwise is ``conv_dw``, one of kernel area ≥ 25 (not
+    depthwise) ``conv_large``."""
+    if family != "conv":
+        return family
+    if features[_DEPTHWISE] >= 0.5:
+        return "conv_dw"
+    return "conv_large" if features[_LARGE] >= 0.5 else family
+
+
+def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], caches: Caches | None = None,
+                    ) -> np.ndarray:
     """The :data:`FEATURES` of the kernel covering source ``layers`` of ``graph`` (costs and roofline from
-    ``estimate``, which must be ``graph``'s)."""
+    ``estimate``, which must be ``graph``'s); the working set (:func:`working_set_bytes`) is compared with
+    ``caches`` (default: this host's, :meth:`Caches.host`) as log2 of its ratio to L2 and to the last level."""
     index = {n.id: i for i, n in enumerate(graph.layers)}
     rows = [index[i] for i in layers if i in index]
     costs = [estimate.costs[i] for i in rows]
@@ -108,13 +203,26 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> 
     sizes = [_VALUE_BYTES[t.dtype] for n in nodes for name in (*n.inputs, *n.outputs)
              if (t := graph.tensor(name)) is not None and t.dtype in _VALUE_BYTES]
     elem_bytes = float(min(sizes, default=4))
+    caches = caches or Caches.host()
+    working = working_set_bytes(graph, [n.id for n in nodes])
+    act = float(max((ACTIVATION_CLASS.get(n.op_type, 0) for n in nodes), default=0))
+    if {n.op_type for n in nodes} >= {"Sigmoid", "Mul"}:
+        act = max(act, 3.0)  # SiLU written out: x * sigmoid(x)
     values = [math.log1p(sum(c.macs for c in costs)), math.log1p(sum(c.flops for c in costs)),
               math.log1p(sum(c.bytes_read_act for c in costs)), math.log1p(sum(c.bytes_read_weight for c in costs)),
               math.log1p(sum(c.bytes_written for c in costs)), math.log1p(roof), compute / roof if roof else 0.0,
               bound, float(len(rows)), kernel, stride, math.log(groups),
               float(groups > 1 and groups == in_ch), math.log(max(in_ch, 1.0)), math.log(max(out_ch, 1.0)),
-              math.log1p(out_el), elem_bytes]
+              math.log1p(out_el), elem_bytes, math.log1p(working),
+              _ws_ratio(working, caches.l2_bytes), _ws_ratio(working, caches.llc_bytes), float(kernel >= 25), act]
     return np.asarray(values, dtype=np.float64)
+
+
+def _ws_ratio(working: int, cache_bytes: int) -> float:
+    """log2(working / cache_bytes), clipped to ±:data:`_WS_CLIP` (0 bytes: the lower clip)."""
+    if working <= 0:
+        return -_WS_CLIP
+    return float(min(_WS_CLIP, max(-_WS_CLIP, math.log2(working / cache_bytes))))
 
 
 def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> float:
@@ -126,13 +234,22 @@ def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> floa
 # ------------------------------------------------------------------------------------------ samples
 @dataclass(frozen=True)
 class KernelSample:
-    """One timed kernel: its family, features, roofline time and measured time (µs, overhead removed)."""
+    """One timed kernel: its family, features, roofline time and measured time (µs, overhead removed); where it
+    came from: ``source`` (the calibration model of a model's kernel, empty for a generated one) and ``config``
+    (a generated kernel's place in its family's space, :attr:`~layerscope.measure.kernels.KernelModel.config`)."""
 
     family: str
     label: str
     features: tuple[float, ...]
     roofline_us: float
     measured_us: float
+    source: str = ""
+    config: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def fit_family(self) -> str:
+        """Its sub-family where it has one (:func:`refine_family`), else its family."""
+        return refine_family(self.family, self.features)
 
 
 @dataclass(frozen=True)
@@ -165,6 +282,31 @@ class FamilyFit:
             raise InputError(f"predictor file: family {family!r} is malformed ({exc})") from None
 
 
+#: The measures of a model's kernels (each one's predicted time alone, µs) a context's support is read on: how many
+#: kernels, the median kernel's time alone (µs) and their sum alone (µs).
+SUPPORT_MEASURES = ("kernels", "median_kernel_us", "kernels_us")
+_SUPPORT_LABELS = {"kernels": "kernels", "median_kernel_us": "median kernel alone", "kernels_us": "kernels' sum alone"}
+
+
+def support_measures(kernels_us: Sequence[float]) -> dict[str, float]:
+    """A model's :data:`SUPPORT_MEASURES` from its kernels' predicted times alone (µs); no kernel: all 0."""
+    return {"kernels": float(len(kernels_us)),
+            "median_kernel_us": float(np.median(kernels_us)) if len(kernels_us) else 0.0,
+            "kernels_us": float(sum(kernels_us))}
+
+
+def _us(value: float) -> str:
+    return f"{value / 1e3:.3g} ms" if value >= 1e3 else f"{value:.3g} us"
+
+
+def _show(measure: str, value: float) -> str:
+    return f"{value:.0f}" if measure == "kernels" else _us(value)
+
+
+def _span(name: str, low: float, high: float) -> str:
+    return f"{_SUPPORT_LABELS[name]} {_show(name, low)} to {_show(name, high)}"
+
+
 @dataclass(frozen=True)
 class Context:
     """What a kernel costs inside a whole model beyond its time alone: ``factor`` x its time alone +
@@ -172,10 +314,15 @@ class Context:
     calibration models' whole P50; ``errors``: each model's |predicted / measured - 1| under the fit (in
     sample). The identity (1, 0) when no calibration model was timed.
 
-    ``applied``: whether predictions use it. It is applied only when it transfers: fitted on all calibration
-    models but one, it predicts the one left out better than the kernels summed as timed (median over the
-    models of ``held_out_errors``, with it, against ``held_out_errors_alone``, without; leave-one-model-out);
-    ``why`` says what the check found. With one calibration model nothing can be held out: not applied."""
+    ``applied``: whether the fit transfers at all. Fitted on all calibration models but one, it must predict the
+    one left out better than the kernels summed as timed (median over the models of ``held_out_errors``, with it,
+    against ``held_out_errors_alone``, without; leave-one-model-out); ``why`` says what the check found. With one
+    calibration model nothing can be held out: not applied.
+
+    ``support``: the calibration models' range, (measure, lowest, highest) for each of :data:`SUPPORT_MEASURES`
+    the fit recorded. A model is taken into the context only inside it (:meth:`applies_to`): a per-kernel term
+    fitted on large networks' kernels of tens of µs to ms would multiply a model of µs kernels several times over,
+    and nothing measured says it holds there. No support recorded: applied to no model."""
 
     factor: float = 1.0
     per_kernel_us: float = 0.0
@@ -185,25 +332,53 @@ class Context:
     why: str = ""
     held_out_errors: tuple[float, ...] = ()
     held_out_errors_alone: tuple[float, ...] = ()
+    support: tuple[tuple[str, float, float], ...] = ()
 
     def apply(self, isolated_us: float) -> float:
-        """A kernel's time in its model (µs) from its time alone: the fit when :attr:`applied`, else as it is."""
+        """A kernel's time in its model (µs) from its time alone: the fit when :attr:`applied`, else as it is
+        (whether a given model is inside the fit's support is :meth:`applies_to`'s question)."""
         return self.factor * isolated_us + self.per_kernel_us if self.applied else isolated_us
 
+    def applies_to(self, kernels_us: Sequence[float]) -> tuple[bool, str]:
+        """Whether the model whose kernels' predicted times alone are ``kernels_us`` (µs) is taken into the
+        context, and why: only when the fit transfers (:attr:`applied`) and each of the model's
+        :func:`support_measures` lies inside the calibration models' range (:attr:`support`)."""
+        if not self.models:
+            return False, "no calibration model was timed whole: kernels are summed as timed"
+        if not self.applied:
+            return False, self.why
+        if not self.support:
+            return False, "the predictor file records no range of calibration models to check this model against"
+        measures = support_measures(kernels_us)
+        outside = [f"{_SUPPORT_LABELS[name]} {_show(name, measures[name])} (calibration models "
+                   f"{_show(name, low)} to {_show(name, high)})"
+                   for name, low, high in self.support if not low <= measures[name] <= high]
+        if outside:
+            return False, ("this model lies outside the calibration models' range, where nothing shows the context "
+                           f"holds: {'; '.join(outside)}")
+        inside = ", ".join(f"{_SUPPORT_LABELS[name]} {_show(name, measures[name])}" for name, _, _ in self.support)
+        return True, f"inside the calibration models' range ({inside}); {self.why}"
+
     def describe(self) -> str:
-        """One line: the fit, whether it is applied, and why."""
+        """One line: the fit, whether it is applied, to which models, and why."""
         if not self.models:
             return "in-model context: none (no calibration MODEL was timed whole); kernels are summed as timed"
         fit = f"x{self.factor:.3f} + {self.per_kernel_us:.2f} us per kernel from {self.models} calibration model(s)"
+        if self.applied and not self.support:
+            return (f"in-model context NOT applied (kernels are summed as timed): {fit}; the file records no range "
+                    "of calibration models to check a model against")
         if self.applied:
-            return f"in-model context applied: {fit}; {self.why}"
+            scope = ", ".join(_span(*span) for span in self.support)
+            return (f"in-model context applied to models inside the calibration models' range ({scope}; other "
+                    f"models: kernels summed as timed): {fit}; {self.why}")
         return f"in-model context NOT applied (kernels are summed as timed): {fit}; {self.why}"
 
     def to_json(self) -> dict[str, Any]:
         return {"factor": self.factor, "per_kernel_us": self.per_kernel_us, "models": self.models,
                 "errors": list(self.errors), "applied": self.applied, "why": self.why,
                 "held_out_errors": list(self.held_out_errors),
-                "held_out_errors_alone": list(self.held_out_errors_alone)}
+                "held_out_errors_alone": list(self.held_out_errors_alone),
+                "support": {name: [low, high] for name, low, high in self.support}}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Context:
@@ -213,9 +388,16 @@ class Context:
         applied = data["applied"]
         if not isinstance(applied, bool):
             raise ValueError(f"context applied {applied!r}")
+        support = []
+        for name, bounds in dict(data.get("support") or {}).items():
+            low, high = (float(v) for v in bounds)
+            if name not in SUPPORT_MEASURES or not low <= high:
+                raise ValueError(f"context support {name!r} {bounds!r}")
+            support.append((str(name), low, high))
         return cls(factor, gap, int(data["models"]), tuple(float(e) for e in data.get("errors", ())), applied,
                    str(data.get("why", "")), tuple(float(e) for e in data.get("held_out_errors", ())),
-                   tuple(float(e) for e in data.get("held_out_errors_alone", ())))
+                   tuple(float(e) for e in data.get("held_out_errors_alone", ())),
+                   tuple(sorted(support, key=lambda span: SUPPORT_MEASURES.index(span[0]))))
 
 
 def _fit_rows(rows: Sequence[tuple[float, float, int]], overhead_us: float, with_gap: bool) -> tuple[float, float]:
@@ -241,7 +423,8 @@ def _held_out(rows: Sequence[tuple[float, float, int]], overhead_us: float, with
     return errors
 
 
-def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) -> Context:
+def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float, *,
+                medians_us: Sequence[float] | None = None) -> Context:
     """The :class:`Context` that best turns each calibration model's (``measured_us`` P50, ``isolated_us``: the
     sum of its kernels' predictions alone, ``kernels``: their count) into its measured P50:
     ``measured - overhead = factor * isolated + per_kernel_us * kernels``, least squares on the relative error
@@ -251,12 +434,20 @@ def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) ->
     relative error is below the factor alone's (a gap fitted to a few large models under a loaded machine's
     noise can be hundreds of µs, which a small model then pays hundreds of times); and never negative.
 
-    The context is applied only when it transfers (:attr:`Context.applied`): its median leave-one-model-out
-    error must be below that of the kernels summed as timed (plus the overhead) on the same models; with one
-    model it is not applied. The identity with no model."""
-    usable = [(m, p, n) for m, p, n in rows if m > 0 and p > 0]
+    The context transfers (:attr:`Context.applied`) when its median leave-one-model-out error is below that of
+    the kernels summed as timed (plus the overhead) on the same models; with one model it does not. Its
+    :attr:`~Context.support`: the rows' range of kernel count and summed time alone, and of the median kernel's
+    time alone where ``medians_us`` (one per row) gives it. The identity with no model."""
+    if medians_us is not None and len(medians_us) != len(rows):
+        raise ValueError(f"{len(medians_us)} median(s) for {len(rows)} calibration model(s)")
+    keep = [i for i, (m, p, _) in enumerate(rows) if m > 0 and p > 0]
+    usable = [rows[i] for i in keep]
     if not usable:
         return Context()
+    spans = {"kernels": [float(rows[i][2]) for i in keep], "kernels_us": [rows[i][1] for i in keep]}
+    if medians_us is not None:
+        spans["median_kernel_us"] = [float(medians_us[i]) for i in keep]
+    support = tuple((name, min(spans[name]), max(spans[name])) for name in SUPPORT_MEASURES if name in spans)
     with_gap = False
     if len(usable) >= 4:
         with_gap = float(np.median(_held_out(usable, overhead_us, True))) < float(
@@ -265,14 +456,14 @@ def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float) ->
     fitted = tuple(abs((factor * p + gap * n + overhead_us) / m - 1) for m, p, n in usable)
     if len(usable) < 2:
         return Context(factor, gap, 1, fitted, False, "one calibration model: none is left to hold out, so nothing "
-                       "shows that the context transfers to other models")
+                       "shows that the context transfers to other models", support=support)
     held = tuple(_held_out(usable, overhead_us, with_gap))
     alone = tuple(abs((p + overhead_us) / m - 1) for m, p, _ in usable)
     with_it, without = float(np.median(held)), float(np.median(alone))
     applied = with_it < without
     why = (f"leave-one-model-out over {len(usable)} models: median held-out error {100 * with_it:.1f}% with it, "
            f"{100 * without:.1f}% with the kernels summed as timed" + ("" if applied else ": it does not transfer"))
-    return Context(factor, gap, len(usable), fitted, applied, why, held, alone)
+    return Context(factor, gap, len(usable), fitted, applied, why, held, alone, support)
 
 
 @dataclass(frozen=True)
@@ -290,15 +481,19 @@ class Predictor:
     fusion_rules: FusionRules | None = None
     #: The SHA-256 of the file it was loaded from (hex; empty for one fitted in this process): not saved.
     sha256: str = ""
+    #: The caches of the host the kernels were timed on: the working-set features compare with these.
+    caches: Caches = Caches(1 << 20, 32 << 20, "default")
 
-    def fit_for(self, family: str) -> FamilyFit:
-        """``family``'s fit, else the ``all`` fit."""
-        return self.families.get(family) or self.families["all"]
+    def fit_for(self, family: str, features: Sequence[float] | None = None) -> FamilyFit:
+        """The fit of the sub-family of a ``family`` kernel with ``features`` (:func:`refine_family`) where
+        there is one, else ``family``'s, else the ``all`` fit."""
+        sub = refine_family(family, features) if features is not None else family
+        return self.families.get(sub) or self.families.get(family) or self.families["all"]
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
                 "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
-                "overhead_us": self.overhead_us, "context": self.context.to_json(),
+                "overhead_us": self.overhead_us, "context": self.context.to_json(), "caches": self.caches.to_json(),
                 "fusion_rules": self.fusion_rules.to_json() if self.fusion_rules is not None else None,
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
@@ -329,7 +524,9 @@ def load_predictor(path: Path) -> Predictor:
         raise InputError(f"{path}: not a layerscope predictor file")
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
-                         f"{VERSION}", hint="fit it again with this layerscope: layerscope calibrate --kernels")
+                         f"{VERSION} (its kernel features differ: working set against the caches, large kernels, "
+                         "activations, layout family)",
+                         hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")
     try:
@@ -339,7 +536,7 @@ def load_predictor(path: Path) -> Predictor:
         predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families,
                               Context.from_json(data["context"]),
                               FusionRules.from_json(rules) if rules is not None else None,
-                              hashlib.sha256(raw).hexdigest())
+                              hashlib.sha256(raw).hexdigest(), Caches.from_json(data["caches"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -397,19 +594,74 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
                      float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))
 
 
+def held_out_errors(family: str, samples: Sequence[KernelSample], *, folds: int = 3, max_models: int = 5,
+                    seed: int = 0) -> np.ndarray:
+    """Each sample's |predicted / measured - 1| from ``family``'s model fitted without it: a calibration model's
+    kernel with the kernels of its model left out (leave-one-model-out: what a model the predictor never saw
+    meets; with more than ``max_models`` models, models are left out ``max_models`` groups at a time), a
+    generated kernel by ``folds``-fold cross-validation over the generated ones (seeded). A group whose
+    training set would hold fewer than 2 samples is predicted by the median ratio of all the samples."""
+    groups = []
+    models = sorted({s.source for s in samples if s.source})
+    slot = {m: i % max_models for i, m in enumerate(models)}
+    generated = 0
+    order = np.random.default_rng(seed).permutation(len(samples))
+    rank = {int(j): r for r, j in enumerate(order)}
+    for i, sample in enumerate(samples):
+        if sample.source:
+            groups.append(f"model:{slot[sample.source]}")
+        else:
+            groups.append(f"gen:{rank[i] % folds}")
+            generated += 1
+    x, y = _design(samples, family == "all")
+    residuals = np.zeros(len(y))
+    labels = np.asarray(groups)
+    for group in sorted(set(groups)):
+        test = labels == group
+        train = ~test
+        if train.sum() < 2:
+            residuals[test] = y[test] - float(np.median(y))
+            continue
+        model = _regressor(seed).fit(x[train], y[train])
+        residuals[test] = y[test] - model.predict(x[test])
+    measured = np.asarray([s.measured_us for s in samples])
+    roof = np.asarray([s.roofline_us for s in samples])
+    predicted = np.maximum(0.0, (roof + FLOOR_US) * np.exp(y - residuals) - FLOOR_US)
+    return np.asarray(np.abs(predicted / np.maximum(measured, 0.05) - 1.0), dtype=np.float64)
+
+
+def family_errors(samples: Sequence[KernelSample], *, min_samples: int = 4, folds: int = 3) -> dict[str, FamilyErrors]:
+    """What the adaptive sampler (:func:`~layerscope.measure.kernels.plan_batch`) plans from, per family with at
+    least ``min_samples`` samples: the family's weight, the median :func:`held_out_errors` of its calibration-model
+    kernels (held out by model) where it has at least 3 of them, else of all its samples; and each generated
+    kernel's own held-out |error| by its configuration (where in the space the fit is worst)."""
+    out: dict[str, FamilyErrors] = {}
+    for family in FAMILIES:
+        chosen = [s for s in samples if s.family == family]
+        if len(chosen) < min_samples:
+            continue
+        errors = held_out_errors(family, chosen, folds=folds)
+        of_models = [float(e) for s, e in zip(chosen, errors, strict=True) if s.source]
+        weight = float(np.median(of_models)) if len(of_models) >= 3 else float(np.median(errors))
+        out[family] = (weight, [(s.config, float(e)) for s, e in zip(chosen, errors, strict=True) if s.config])
+    return out
+
+
 def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], profile: str, overhead_us: float,
-                  context: Context = Context()) -> Predictor:
-    """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples, and the ``all`` fit;
-    ``InputError`` when there are fewer than 4 samples in all."""
+                  context: Context = Context(), *, caches: Caches | None = None) -> Predictor:
+    """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples (a family's fit on all
+    its samples, a sub-family's on its own: :data:`SUBFAMILIES`), and the ``all`` fit; ``caches``: those the
+    samples' features were computed with (default this host's). ``InputError`` when there are fewer than 4
+    samples in all."""
     if len(samples) < 4:
         raise InputError(f"only {len(samples)} kernel(s) were timed; a predictor needs at least 4",
                          hint="raise --budget")
     fits = {"all": fit_family("all", samples)}
-    for family in FAMILIES:
-        chosen = [s for s in samples if s.family == family]
+    for family in (*FAMILIES, *SUBFAMILIES):
+        chosen = [s for s in samples if family in (s.family, s.fit_family)]
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
-    return Predictor(dict(runtime), profile, overhead_us, fits, context)
+    return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host())
 
 
 # ------------------------------------------------------------------------------------------ predict
@@ -440,13 +692,17 @@ class ModelPrediction:
     kernels: tuple[KernelPrediction, ...]
     layers_us: Mapping[str, float]
     fusion: str
+    #: Whether the kernels were taken into the predictor's in-model context (:meth:`Context.applies_to`), and why.
+    context_applied: bool = False
+    context_why: str = ""
 
 
 def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Estimate,
                    layers: Sequence[str], *, name: str) -> KernelPrediction:
-    """The prediction for the kernel covering ``layers`` of ``graph``."""
-    fit = predictor.fit_for(family)
-    x = kernel_features(graph, estimate, layers)
+    """The prediction for the kernel covering ``layers`` of ``graph``, alone (``latency_us`` and its interval are
+    the kernel's time as timed, ``isolated_us``): :func:`predict_model` takes it into its model's context."""
+    x = kernel_features(graph, estimate, layers, predictor.caches)
+    fit = predictor.fit_for(family, x.tolist())
     if fit.family == "all":
         x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
     roof = roofline_us(graph, estimate, layers)
@@ -457,16 +713,26 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
         return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
 
     used = fit.family if family != "other" else "other"
-    ctx = predictor.context
-    return KernelPrediction(name, used, tuple(layers), ctx.apply(us(value)), ctx.apply(us(value + fit.residual_low)),
-                            ctx.apply(us(value + fit.residual_high)), roof, us(value))
+    return KernelPrediction(name, used, tuple(layers), us(value), us(value + fit.residual_low),
+                            us(value + fit.residual_high), roof, us(value))
+
+
+def in_context(kernel: KernelPrediction, context: Context) -> KernelPrediction:
+    """``kernel`` (predicted alone) taken into ``context``: its time and interval ends through
+    :meth:`Context.apply`; ``isolated_us`` kept."""
+    return dataclasses.replace(kernel, latency_us=context.apply(kernel.latency_us), low_us=context.apply(kernel.low_us),
+                               high_us=context.apply(kernel.high_us))
 
 
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
                   kernels: Sequence[tuple[str, str, tuple[str, ...]]], fusion: str) -> ModelPrediction:
     """Predict ``graph`` from its ``kernels`` (name, family, source layers); ``fusion`` says where the kernels
-    came from (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer)."""
-    preds = tuple(predict_kernel(predictor, fam, graph, estimate, layers, name=name) for name, fam, layers in kernels)
+    came from (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer). Each kernel is taken into
+    the predictor's in-model context only when :meth:`Context.applies_to` says the model is inside its support,
+    else summed as predicted alone; the prediction records which and why."""
+    alone = [predict_kernel(predictor, fam, graph, estimate, layers, name=name) for name, fam, layers in kernels]
+    applied, why = predictor.context.applies_to([k.isolated_us for k in alone])
+    preds = tuple(in_context(k, predictor.context) for k in alone) if applied else tuple(alone)
     index = {n.id: i for i, n in enumerate(graph.layers)}
     per_layer = {n.id: 0.0 for n in graph.layers}
     for p in preds:
@@ -476,11 +742,13 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
             per_layer[layer] += p.latency_us * w / total
     overhead = predictor.overhead_us
     return ModelPrediction(sum(p.latency_us for p in preds) + overhead, sum(p.low_us for p in preds) + overhead,
-                           sum(p.high_us for p in preds) + overhead, overhead, preds, per_layer, fusion)
+                           sum(p.high_us for p in preds) + overhead, overhead, preds, per_layer, fusion, applied, why)
 
 
 def prediction_section(pred: ModelPrediction, path: str, predictor: Predictor) -> dict[str, Any]:
-    """The run file's ``predictor`` section."""
+    """The run file's ``predictor`` section; its ``context``: the predictor's (:meth:`Context.to_json`) with
+    ``applied`` and ``why`` saying whether this model was taken into it (``transfers``: whether the fit passed
+    its leave-one-model-out check)."""
     return {"file": path, "latency_us": round(pred.latency_us, 3), "low_us": round(pred.low_us, 3),
             "high_us": round(pred.high_us, 3), "overhead_us": round(pred.overhead_us, 3), "fusion": pred.fusion,
             "runtime": dict(predictor.runtime), "profile": predictor.profile,
@@ -489,16 +757,20 @@ def prediction_section(pred: ModelPrediction, path: str, predictor: Predictor) -
                          "high_us": round(k.high_us, 3), "roofline_us": round(k.roofline_us, 3),
                          "isolated_us": round(k.isolated_us, 3)}
                         for k in pred.kernels],
-            "context": predictor.context.to_json()}
+            "context": {**predictor.context.to_json(), "applied": pred.context_applied, "why": pred.context_why,
+                        "transfers": predictor.context.applied}}
 
 
 # ------------------------------------------------------------------------------------------- glue
-def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile) -> list[KernelSample]:
-    """Features and roofline (on ``profile``) for each timed kernel: a generated kernel's from its own model, a
-    model's kernel's from the source model it came from (as it will be predicted)."""
+def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile, caches: Caches | None = None,
+                         ) -> list[KernelSample]:
+    """Features and roofline (on ``profile``; the working set against ``caches``, default this host's) for each
+    timed kernel: a generated kernel's from its own model, a model's kernel's from the source model it came from
+    (as it will be predicted)."""
+    caches = caches or Caches.host()
     sources: dict[str, tuple[Graph, Estimate]] = {}
     out: list[KernelSample] = []
-    with tempfile.TemporaryDirectory(prefix="layerscope-predictor-") as tmp:
+    with scratch("predictor") as tmp:
         for timing in timings:
             kernel = timing.kernel
             if kernel.source:
@@ -513,9 +785,10 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile) -> l
                 graph = load_model(path)
                 est = estimate_graph(graph, profile, "fp32")
                 layers = [n.id for n in graph.layers]
-            features = kernel_features(graph, est, layers)
+            features = kernel_features(graph, est, layers, caches)
             out.append(KernelSample(kernel.family, kernel.label, tuple(float(v) for v in features),
-                                    roofline_us(graph, est, layers), timing.latency_us))
+                                    roofline_us(graph, est, layers), timing.latency_us, kernel.source,
+                                    kernel.config))
     return out
 
 
@@ -578,17 +851,20 @@ def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion:
     return predict_model(predictor, graph, estimate, kernels, source)
 
 
-def add_prediction(run: dict[str, Any], pred: ModelPrediction, path: str, predictor: Predictor) -> None:
-    """Write ``pred`` into ``run``: the ``predictor`` section, each layer's ``predicted`` {latency_us, kernel,
-    family} (layers of no kernel: 0, kernel ``null``), and the ``summary``'s estimate (:func:`summary_fields`)."""
-    run["predictor"] = prediction_section(pred, path, predictor)
+def add_prediction(run: RunFile, pred: ModelPrediction, path: str, predictor: Predictor) -> RunFile:
+    """``run`` with ``pred`` written in (the input is not changed): the ``predictor`` section, each layer's
+    ``predicted`` {latency_us, kernel, family} (layers of no kernel: 0, kernel ``null``), and the ``summary``'s
+    estimate (:func:`summary_fields`)."""
     owner = {layer: k for k in pred.kernels for layer in k.layers}
-    for layer in run.get("layers", []):
-        kernel = owner.get(layer["id"])
-        layer["predicted"] = {"latency_us": round(pred.layers_us.get(layer["id"], 0.0), 3),
-                              "kernel": kernel.kernel if kernel else None,
-                              "family": kernel.family if kernel else None}
-    run["summary"] = {**run.get("summary", {}), **summary_fields(run.get("summary", {}), pred, path, predictor)}
+    layers = []
+    for layer in run.layers:
+        kernel = owner.get(layer.id)
+        layers.append(layer.model_copy(update={"predicted": LayerPredicted(
+            latency_us=round(pred.layers_us.get(layer.id, 0.0), 3), kernel=kernel.kernel if kernel else None,
+            family=kernel.family if kernel else None)}))
+    return run.model_copy(update={
+        "predictor": PredictorSection.model_validate(prediction_section(pred, path, predictor)), "layers": layers,
+        "summary": run.summary.model_copy(update=summary_fields(run.summary, pred, path, predictor))})
 
 
 def estimate_source(path: str, predictor: Predictor) -> str:
@@ -596,15 +872,14 @@ def estimate_source(path: str, predictor: Predictor) -> str:
     return f"predictor {path}" + (f" sha256:{predictor.sha256[:12]}" if predictor.sha256 else "")
 
 
-def summary_fields(summary: Mapping[str, Any], pred: ModelPrediction, path: str,
-                   predictor: Predictor) -> dict[str, Any]:
+def summary_fields(summary: Summary, pred: ModelPrediction, path: str, predictor: Predictor) -> dict[str, Any]:
     """The ``summary`` keys a prediction sets on a freshly estimated run (``summary``: its roofline estimate):
     ``est_latency_us`` and ``est_fps`` become the prediction's, ``est_low_us`` / ``est_high_us`` its interval,
     ``est_source`` names the predictor (:func:`estimate_source`), and the roofline's total moves to
     ``roofline_latency_us`` / ``roofline_fps``."""
-    roofline = summary.get("est_latency_us")
+    roofline = summary.est_latency_us
     latency = round(pred.latency_us, 3)
     return {"est_latency_us": latency, "est_fps": round(1e6 / latency, 3) if latency > 0 else None,
             "est_low_us": round(pred.low_us, 3), "est_high_us": round(pred.high_us, 3),
             "est_source": estimate_source(path, predictor), "roofline_latency_us": roofline,
-            "roofline_fps": round(1e6 / roofline, 3) if isinstance(roofline, int | float) and roofline > 0 else None}
+            "roofline_fps": round(1e6 / roofline, 3) if roofline is not None and roofline > 0 else None}

@@ -5,8 +5,10 @@ one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nod
 
 - :func:`kernel_space`: generated models, one fusable group of source nodes each, per kernel family
   (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups, dtype: fp32, fp16 for
-  conv, matmul, elementwise and norm, int8 QDQ convolutions), in a seeded random order interleaved across
-  families so that any budget covers every family.
+  conv, matmul, elementwise, norm and layout, int8 QDQ convolutions; working sets from below L2 to past the
+  last-level cache; depthwise and 5x5 / 7x7 convolutions; the activations ONNX Runtime fuses into a Conv, and the
+  activation chains it runs as kernels of their own, :data:`ACTIVATION_CHAINS`; layout conversions), in a seeded
+  random order interleaved across families so that any budget covers every family.
 - :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of ONNX
   Runtime's optimized graph covers (:mod:`layerscope.measure.fusion`), extracted as a model of its own.
 
@@ -28,7 +30,6 @@ import json
 import math
 import random
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,19 +51,22 @@ from layerscope.measure.runners import CommandRunner, DeviceCommandError, Job, O
 from layerscope.measure.session import SessionConfig, machine_info, make_session
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.tempdirs import scratch
 
 #: Kernel families, each with its own regressor; :func:`kernel_family` classifies a kernel's source ops.
-FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement")
+FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement", "layout")
 _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("conv", frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})),
     ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum", "FusedMatMul"})),
     ("pool", frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"})),
     ("norm", frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-                        "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "GroupNormalization"})),
+                        "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "GroupNormalization",
+                        "LRN", "LpNormalization"})),
     ("resize", frozenset({"Resize", "Upsample"})),
     ("concat", frozenset({"Concat"})),
-    ("movement", frozenset({"Transpose", "Gather", "Slice", "Split", "Pad", "Tile", "Expand", "GatherElements",
-                            "DepthToSpace", "SpaceToDepth", "ScatterND", "Where"})),
+    ("layout", frozenset({"Transpose", "DepthToSpace", "SpaceToDepth"})),
+    ("movement", frozenset({"Gather", "Slice", "Split", "Pad", "Tile", "Expand", "GatherElements", "ScatterND",
+                            "Where"})),
 )
 #: Ops of the ``elementwise`` family (activations, arithmetic, casts, comparisons); a kernel of none of the
 #: families' ops is ``other`` (LSTM, GRU, contrib ops): no regressor was trained on anything like it.
@@ -150,7 +154,20 @@ def _rng(label: str) -> np.random.Generator:
     return np.random.default_rng(int(hashlib.sha256(label.encode()).hexdigest()[:8], 16))
 
 
-def _act(nodes: list[onnx.NodeProto], x: str, act: str) -> str:
+#: The activations ONNX Runtime's CPU provider fuses into the Conv before it (its ``FusedConv`` / NCHWc ``Conv``
+#: ``activation`` attribute; checked on 1.32 by the tests): the conv space's ``act`` axis. HardSwish and SiLU
+#: after a Conv stay kernels of their own (HardSigmoid + Mul; QuickGelu): :data:`ACTIVATION_CHAINS` samples them.
+CONV_ACTIVATIONS = ("relu", "none", "clip", "sigmoid")
+#: Activation chains as models write them that ONNX Runtime runs as the work of one group of layers: ``silu``
+#: x·sigmoid(x) (one QuickGelu), ``gelu`` the Erf form x·(1 + erf(x/√2))/2 (one Gelu), ``hardswish`` the op (two
+#: kernels, HardSigmoid and Mul, both the one layer's). x·HardSigmoid(x) written out stays two layers and two
+#: kernels (1.32): the elementwise space's single HardSigmoid and Mul sample it.
+ACTIVATION_CHAINS = ("silu", "gelu", "hardswish")
+
+
+def _act(nodes: list[onnx.NodeProto], x: str, act: str, inits: dict[str, np.ndarray] | None = None) -> str:
+    """Append activation ``act`` (a :data:`CONV_ACTIVATIONS` or :data:`ACTIVATION_CHAINS` name) on ``x``; its
+    output's name (``x`` for ``none``). ``inits`` receives the chain's constants (GELU's)."""
     if act == "none":
         return x
     if act == "hardswish":
@@ -158,6 +175,13 @@ def _act(nodes: list[onnx.NodeProto], x: str, act: str) -> str:
     elif act == "silu":
         nodes.append(helper.make_node("Sigmoid", [x], ["s"]))
         nodes.append(helper.make_node("Mul", [x, "s"], ["a"]))
+    elif act == "gelu":
+        if inits is None:
+            raise ValueError("the gelu chain needs its constants")
+        inits.update({"sqrt2": np.array(math.sqrt(2.0)), "one": np.array(1.0), "half": np.array(0.5)})
+        nodes += [helper.make_node("Div", [x, "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", [x, "p"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["a"])]
     else:
         nodes.append(helper.make_node("Relu" if act == "relu" else "Clip" if act == "clip" else "Sigmoid", [x], ["a"]))
     return "a"
@@ -270,6 +294,18 @@ def elementwise_kernel(elements: int, op: str, binary: bool, dtype: str = "fp32"
     return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew", dtype=dtype).SerializeToString())
 
 
+def activation_kernel(elements: int, chain: str, dtype: str = "fp32") -> KernelModel:
+    """An activation chain (:data:`ACTIVATION_CHAINS`) over ``elements`` values shaped as
+    :func:`elementwise_kernel` shapes them, in ``dtype``: the ``elementwise`` family."""
+    shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
+    label = f"elementwise n={int(np.prod(shape))} chain={chain}{_tag(dtype)}"
+    nodes: list[onnx.NodeProto] = []
+    inits: dict[str, np.ndarray] = {}
+    out = _act(nodes, "x", chain, inits)
+    return KernelModel("elementwise", label, _model(nodes, [("x", shape)], [out], inits, "act", dtype=dtype)
+                       .SerializeToString())
+
+
 def concat_kernel(hw: int, c: int, parts: int) -> KernelModel:
     """Concat of ``parts`` tensors ``[1, c, hw, hw]`` on the channel axis."""
     label = f"concat hw={hw} c={c} parts={parts}"
@@ -301,8 +337,33 @@ def norm_kernel(rows: int, cols: int, kind: str, dtype: str = "fp32") -> KernelM
                                               "norm", dtype=dtype).SerializeToString())
 
 
+def layout_kernel(hw: int, c: int, kind: str, dtype: str = "fp32") -> KernelModel:
+    """A layout conversion of an activation: ``nchw2nhwc`` (Transpose [0, 2, 3, 1] of ``[1, c, hw, hw]``),
+    ``nhwc2nchw`` (Transpose [0, 3, 1, 2] of ``[1, hw, hw, c]``), ``heads`` (attention's tokens-by-heads
+    Transpose [0, 2, 1, 3] of ``[1, hw*hw // 16 tokens, 16 heads, c]``) or ``d2s`` (DepthToSpace by 2 of
+    ``[1, 4c, hw/2, hw/2]``); in ``dtype``."""
+    label = f"layout hw={hw} c={c} {kind}{_tag(dtype)}"
+    if kind == "nchw2nhwc":
+        shape: tuple[int, ...] = (1, c, hw, hw)
+        node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 3, 1])
+    elif kind == "nhwc2nchw":
+        shape = (1, hw, hw, c)
+        node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 3, 1, 2])
+    elif kind == "heads":
+        shape = (1, max(1, hw * hw // 16), 16, c)
+        node = helper.make_node("Transpose", ["x"], ["y"], perm=[0, 2, 1, 3])
+    elif kind == "d2s":
+        shape = (1, 4 * c, max(1, hw // 2), max(1, hw // 2))
+        node = helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="DCR")
+    else:
+        raise ValueError(f"layout kind {kind!r}")
+    return KernelModel("layout", label, _model([node], [("x", shape)], ["y"], {}, "layout", dtype=dtype)
+                       .SerializeToString())
+
+
 def movement_kernel(hw: int, c: int, kind: str) -> KernelModel:
-    """Transpose (NCHW to NHWC) or a channel Slice (half the channels) of ``[1, c, hw, hw]``."""
+    """Transpose (NCHW to NHWC) or a channel Slice (half the channels) of ``[1, c, hw, hw]`` (the Transpose is
+    ``layout``'s now: :func:`layout_kernel`; kept for the kernels timed before)."""
     label = f"movement hw={hw} c={c} {kind}"
     inits: dict[str, np.ndarray] = {}
     if kind == "transpose":
@@ -321,8 +382,7 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
     out: list[Callable[[], KernelModel]] = []
     sizes, chans = (7, 14, 28, 56, 112), (16, 32, 64, 128, 256)
     if family == "conv":
-        for hw, cin, k, s, act in itertools.product(sizes, chans, (1, 3, 5), (1, 2),
-                                                    ("relu", "none", "hardswish", "clip", "silu")):
+        for hw, cin, k, s, act in itertools.product(sizes, chans, (1, 3, 5, 7), (1, 2), CONV_ACTIVATIONS):
             out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
             out += [partial(conv_kernel, hw, cin, cout, k=k, stride=s, depthwise=False, bn=act != "none", act=act)
                     for cout in chans]
@@ -334,6 +394,10 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
                                    dtype="fp16"))
                 out.append(partial(conv_kernel, hw, cin, 2 * cin, k=k, stride=s, depthwise=False, bn=act != "none",
                                    act=act, dtype="fp16"))
+        # large maps, few channels: working sets of 3 to 26 MB, between L2 and the last-level cache
+        out += [partial(conv_kernel, 224, cin, cout, k=k, stride=s, depthwise=dw, bn=True, act="relu")
+                for cin, cout, k, s, dw in itertools.product((16, 32, 64), (16, 32, 64), (1, 3, 5), (1, 2),
+                                                             (False, True)) if not dw or cin == cout]
     elif family == "matmul":
         for b, m, k, n in itertools.product((1, 4, 8), (1, 16, 64, 128, 256, 512), (64, 128, 256, 512, 1024),
                                             (64, 128, 256, 512, 1024)):
@@ -341,14 +405,21 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
                     partial(matmul_kernel, b, m, k, n, bias=False, weights=False)]
             if n == k:
                 out.append(partial(matmul_kernel, 1, b * m, k, n, bias=True, weights=True, dtype="fp16"))
+        # weights past the last-level cache (8 to 64 MiB fp32)
+        out += [partial(matmul_kernel, 1, m, k, n, bias=True, weights=True)
+                for m, k, n in itertools.product((1, 16, 128), (2048, 4096), (1024, 2048, 4096))]
     elif family == "pool":
         out = [partial(pool_kernel, hw, c, kind, k, s) for hw, c, kind, k, s in
                itertools.product(sizes, chans, ("max", "avg", "global"), (2, 3, 5), (1, 2))
                if kind != "global" or (k, s) == (2, 1)]
     elif family == "elementwise":
+        # 1 KiB to 64 MiB per fp32 tensor: working sets below L1 to past the last-level cache
+        counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304, 16777216)
         out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul"), dtype) for n, op, dtype in
-               itertools.product((256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152),
-                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSwish", "Tanh", "Erf", "Clip"), DTYPES)]
+               itertools.product(counts, ("Add", "Mul", "Relu", "Sigmoid", "HardSigmoid", "Tanh", "Erf", "Clip"),
+                                 DTYPES)]
+        out += [partial(activation_kernel, n, chain, dtype)
+                for n, chain, dtype in itertools.product(counts, ACTIVATION_CHAINS, DTYPES)]
     elif family == "concat":
         out = [partial(concat_kernel, hw, c, p) for hw, c, p in itertools.product(sizes, chans, (2, 3, 4))]
     elif family == "resize":
@@ -359,8 +430,10 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
                itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
                                  ("softmax", "layernorm"), DTYPES)]
     elif family == "movement":
-        out = [partial(movement_kernel, hw, c, kind) for hw, c, kind in itertools.product(sizes, chans,
-                                                                                           ("transpose", "slice"))]
+        out = [partial(movement_kernel, hw, c, "slice") for hw, c in itertools.product(sizes, chans)]
+    elif family == "layout":
+        out = [partial(layout_kernel, hw, c, kind, dtype) for hw, c, kind, dtype in
+               itertools.product((*sizes, 224), chans, ("nchw2nhwc", "nhwc2nchw", "heads", "d2s"), DTYPES)]
     return out
 
 
@@ -555,7 +628,7 @@ class _LazyList(Sequence[KernelModel]):
 # ------------------------------------------------------------------------------ kernels of a model
 def optimized_graph(model_path: Path, config: SessionConfig) -> onnx.GraphProto:
     """The graph ONNX Runtime runs for ``model_path`` (its optimized model, external data not loaded)."""
-    with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
+    with scratch("kernels") as tmp:
         out = Path(tmp) / "optimized.onnx"
         make_session(model_path, config, optimized_model_path=str(out))
         return onnx.load(str(out), load_external_data=False).graph
@@ -563,10 +636,16 @@ def optimized_graph(model_path: Path, config: SessionConfig) -> onnx.GraphProto:
 
 def kernel_groups(graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
     """ONNX Runtime's kernels for ``graph`` that do the work of source layers: ``(kernel name, layer ids)``,
-    from the fusion map of its optimized graph (layout, constant and unmapped kernels left out)."""
+    from the fusion map of its optimized graph (layout, constant and unmapped kernels left out). Kernels that do
+    the work of the same layers (one source layer the runtime runs as several kernels: a HardSwish as HardSigmoid
+    and Mul) are one group, named ``a+b``: extracted, the layer is timed as all of them, and predicted once."""
     optimized = onnx.ModelProto(graph=optimized_graph(Path(graph.path), config))
     fusion = build_fusion_map(graph, optimized)
-    return [(k.kernel, k.layers) for k in fusion.kernels.values() if k.category == "layer" and k.layers]
+    merged: dict[tuple[str, ...], list[str]] = {}
+    for k in fusion.kernels.values():
+        if k.category == "layer" and k.layers:
+            merged.setdefault(k.layers, []).append(k.kernel)
+    return [("+".join(names), layers) for layers, names in merged.items()]
 
 
 def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "CPU",
@@ -904,7 +983,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
     runner = runner or OrtKernels()
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
+    with scratch("kernels") as tmp:
         empty = KernelModel("overhead", "empty", empty_model())
         overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp), kernel_runner=runner)
         overhead_us = float(np.median(overhead_samples))
@@ -938,7 +1017,7 @@ def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | N
     whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=0, threads=timing.threads)
     out: list[tuple[Path, float]] = []
     runner = runner or OrtKernels()
-    with tempfile.TemporaryDirectory(prefix="layerscope-kernels-") as tmp:
+    with scratch("kernels") as tmp:
         for path in paths:
             model = KernelModel("model", Path(path).name, Path(path).read_bytes(), source=str(path),
                                 shapes=tuple(sorted((shapes or {}).items())))

@@ -1670,10 +1670,13 @@ class PredictorContext(Section):
     factor: Annotated[float, Field(ge=0, le=1e6)] = 1.0
     per_kernel_us: SignedUs = 0.0
     models: Count = 0
-    #: whether the prediction used it (kept only when it improved the held-out calibration models' error)
+    #: whether this model's prediction used it: the fit transfers and the model lies inside the calibration models'
+    #: range (kernel count, median kernel time alone, kernels' summed time alone)
     applied: bool | None = None
-    #: what the leave-one-model-out transfer check found
+    #: why it was or was not applied to this model
     why: str | None = None
+    #: whether the fit passed its leave-one-model-out check over the calibration models
+    transfers: bool | None = None
 
 
 class Predictor(Section):
