@@ -190,6 +190,16 @@ class _Residency:
                     self.resident.add(name)
 
 
+def _readers(layers: Sequence[Node]) -> dict[str, list[int]]:
+    """Tensor name -> the indices of the layers that read it, in graph order."""
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(layers):
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(i)
+    return readers
+
+
 def _cpu_epilogues(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
     """The activations a CPU runtime never writes out (:func:`is_cpu_profile`): the output of a convolution or matrix
     product, or of an element-wise layer that continues one, read by one layer only, the next computing one, which is
@@ -198,11 +208,7 @@ def _cpu_epilogues(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
     activation is read and written by its layers, at the DDR bandwidth: a cache is no scratchpad the runtime hands
     tensors through."""
     layers = graph.layers
-    readers: dict[str, list[int]] = {}
-    for i, node in enumerate(layers):
-        for name in node.inputs:
-            if name:
-                readers.setdefault(name, []).append(i)
+    readers = _readers(layers)
     computing = [i for i, cost in enumerate(costs) if cost.unit_kind is not UnitKind.ZERO_COPY]
     following = dict(pairwise(computing))
     outputs = {t.name for t in graph.outputs}
@@ -250,11 +256,7 @@ def cpu_fused_chains(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
       the product's alpha).
     """
     layers = graph.layers
-    readers: dict[str, list[int]] = {}
-    for i, node in enumerate(layers):
-        for name in node.inputs:
-            if name:
-                readers.setdefault(name, []).append(i)
+    readers = _readers(layers)
     position: list[int] = []
     k = 0
     for cost in costs:
@@ -319,11 +321,7 @@ def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCo
                    ) -> set[str]:
     """Outputs of accelerator layers that the compiler keeps on chip by fusing their readers (``fuse_elementwise``):
     every reader is an element-wise (vector) accelerator layer within :data:`FUSION_WINDOW` layers."""
-    readers: dict[str, list[int]] = {}
-    for i, node in enumerate(graph.layers):
-        for name in node.inputs:
-            if name:
-                readers.setdefault(name, []).append(i)
+    readers = _readers(graph.layers)
     fused: set[str] = set()
     for i, node in enumerate(graph.layers):
         if on_cpu[i] or costs[i].unit_kind is UnitKind.ZERO_COPY:
