@@ -143,12 +143,18 @@ def test_bisect_top_keeps_the_largest_segments_in_model_order(write_model: Model
     rows = [line.split()[1] for line in printed.splitlines() if line.strip()[:1].isdigit()
             and len(line.split()) > 2 and line.split()[1] in names]
     assert rows == [names[i] for i in largest]
-    assert f"3 of {len(increments)} segments shown, the largest by bisect µs (--top 0: all)" in printed
+    assert f"3 of {len(increments)} segments shown, the largest by bisect µs (--top)" in printed
     assert f"report: {html}" in printed and html.read_text().startswith("<!DOCTYPE html>")
     assert main([*common]) == 0  # the default: every segment (the cache answers)
     printed = capsys.readouterr().out
     assert "segments shown" not in printed
-    assert [n for n in names if any(line.split()[1:2] == [n] for line in printed.splitlines())] == names
+    every = [line.split()[1] for line in printed.splitlines() if line.strip()[:1].isdigit()
+             and len(line.split()) > 2 and line.split()[1] in names]
+    assert len(every) == len(increments), printed
+    assert main([*common, "--top", "0"]) == 0  # 0 rows, as --top 0 everywhere: the summary alone
+    printed = capsys.readouterr().out
+    assert not [line for line in printed.splitlines() if line.strip()[:1].isdigit()
+                and len(line.split()) > 2 and line.split()[1] in names]
 
 
 def test_calibrate_threads_and_the_old_kernel_threads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -111,9 +111,9 @@ class Duration(click.ParamType[float]):
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random inputs.")
 @output_option(help="Write the run file (JSON) with the measurement and latency sections.")
 @html_option(note="a sweep's curve is in its Charts tab")
-@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
+@click.option("--top", default=None, type=click.IntRange(min=0),
               help="Rows of the sweep table: the points of highest samples/s, the knee and the best always among "
-                   "them (0: all).")
+                   "them (default: all; 0: no table).")
 @click.option("--sweep", "sweep_axes", multiple=True, type=SweepAxis(), metavar="AXIS=V,V",
               help="Measure every combination of the axes given: streams (concurrent requests), batch (the "
                    "model's symbolic batch dim), threads (intra-op threads), e.g. --sweep streams=1,2,4,8 "
@@ -124,7 +124,7 @@ class Duration(click.ParamType[float]):
 @stress_option
 def command(*, model: Path | None, warmup: int, runs: int | None, duration: float | None, streams: int,
             threads: int, provider: str, backend_name: str, opt_level: str, shapes: tuple[str, ...],
-            input_specs: tuple[str, ...], seed: int, json_out: Path | None, html_out: Path | None, top: int,
+            input_specs: tuple[str, ...], seed: int, json_out: Path | None, html_out: Path | None, top: int | None,
             sweep_axes: tuple[tuple[str, tuple[int, ...]], ...], latency_budget_us: float | None,
             stress: StressSpec | None) -> None:
     """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime or

@@ -149,8 +149,9 @@ _warm_with, _visit_warmup = workflow.warm_with, workflow.visit_warmup
                    "(default: a local Ray runtime).")
 @output_option(help="Write the run file (estimate, per-layer differential times, the bisect section).")
 @html_option()
-@click.option("--top", default=0, show_default=True, type=click.IntRange(min=0),
-              help="Rows of the segment table: the segments of largest bisect time, in model order (0: all).")
+@click.option("--top", default=None, type=click.IntRange(min=0),
+              help="Rows of the segment table: the segments of largest bisect time, in model order (default: all; "
+                   "0: no table).")
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], seed: int,
             granularity: str, segments: int, repeats: int | None, max_ci: float | None,
             pilot: int, budget_runs: int | None, suffixes: bool | None, baseline: bool, statistic: str,
@@ -160,7 +161,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
             cache_dir: Path | None, no_cache: bool,
             boundary_runs: int | None, max_cut_share: float, validate: bool, validate_runs: int, gap_runs: int,
             devices: str | None,
-            ray_address: str | None, json_out: Path | None, html_out: Path | None, top: int) -> None:
+            ray_address: str | None, json_out: Path | None, html_out: Path | None, top: int | None) -> None:
     """Time every segment of MODEL (default: the bundled sample) by differential profiling of its prefixes and
     suffixes."""
     openvino = openvino_values()

@@ -16,26 +16,27 @@ from layerscope.runtimes import registry
 from layerscope.stats import DRIFT_WARNING
 
 
-def bench_report(run: Run, top: int = 0) -> RenderableType:
+def bench_report(run: Run, top: int | None = None) -> RenderableType:
     """The latency table and the context lines of a bench run file (a pure function of the saved run); a sweep's
-    table (``top`` rows, 0: all) and its choices first when the run holds one."""
+    table (``top`` rows, ``None``: all, 0: no table) and its choices first when the run holds one."""
     parts: list[RenderableType] = []
     if run.bench_sweep is not None and run.bench_sweep.points:
-        parts += [sweep_table(run.bench_sweep, top), sweep_notes(run.bench_sweep), Text("")]
+        table = [sweep_table(run.bench_sweep, top)] if top != 0 else []
+        parts += [*table, sweep_notes(run.bench_sweep), Text("")]
     return Group(*parts, latency_table(run), Text(""), bench_context(run))
 
 
-def sweep_rows(sweep: BenchSweep, top: int) -> list[int]:
-    """The points the sweep table shows, in load order: all (``top`` 0 or at least the points), else the ``top``
-    of highest samples/s with the knees and the best point always among them."""
+def sweep_rows(sweep: BenchSweep, top: int | None) -> list[int]:
+    """The points the sweep table shows, in load order: all (``top`` ``None`` or at least the points), else the
+    ``top`` of highest samples/s with the knees and the best point always among them."""
     count = len(sweep.points)
-    if not top or top >= count:
+    if top is None or top >= count:
         return list(range(count))
     by_throughput = sorted(range(count), key=lambda i: -(sweep.points[i].samples_per_s or 0.0))[:top]
     return sorted({*by_throughput, *sweep.knees, *([sweep.best] if sweep.best is not None else [])})
 
 
-def sweep_table(sweep: BenchSweep, top: int = 0) -> Table:
+def sweep_table(sweep: BenchSweep, top: int | None = None) -> Table:
     """One row per point in order of growing load: streams, batch, threads, latency per request and per sample,
     inferences/s and samples/s, steadiness, and a mark on the knee and the best point under the budget."""
     shown = sweep_rows(sweep, top)

@@ -13,25 +13,27 @@ from layerscope.report.views.bisect import BisectView, SegmentRow, bisect_view
 from layerscope.report.views.common import Run
 
 
-def bisect_report(run: Run, top: int = 0) -> RenderableType:
+def bisect_report(run: Run, top: int | None = None) -> RenderableType:
     """The segment table and the context lines of a bisect run file (a pure function of the saved run; the
     data is :func:`layerscope.report.views.bisect.bisect_view`'s, which the HTML report shows too); ``top``: the
-    table shows the ``top`` segments of largest bisect time, in model order (0: every segment)."""
+    table shows the ``top`` segments of largest bisect time, in model order (``None``: every segment; 0: no table)."""
     view = bisect_view(run)
     assert view is not None, "bisect_report needs a run with a bisect section"
+    if top == 0:
+        return Group(bisect_context(run, view))
     return Group(segment_table(view, top), Text(""), bisect_context(run, view))
 
 
-def largest_segments(segments: tuple[SegmentRow, ...], top: int) -> tuple[SegmentRow, ...]:
-    """The ``top`` segments of largest bisect time (a segment without one last), in model order; 0: all."""
-    if not top or top >= len(segments):
+def largest_segments(segments: tuple[SegmentRow, ...], top: int | None) -> tuple[SegmentRow, ...]:
+    """The ``top`` segments of largest bisect time (a segment without one last), in model order; ``None``: all."""
+    if top is None or top >= len(segments):
         return segments
     ranked = sorted(segments, key=lambda seg: -seg.increment_us if seg.increment_us is not None else float("inf"))
     kept = {seg.index for seg in ranked[:top]}
     return tuple(seg for seg in segments if seg.index in kept)
 
 
-def segment_table(view: BisectView, top: int = 0) -> Table:
+def segment_table(view: BisectView, top: int | None = None) -> Table:
     """One row per segment (the ``top`` largest: :func:`largest_segments`): its layers, estimate, increment with
     interval, share, and what to make of it; a caption says how many were left out."""
     table = Table(title=view.title, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True,
@@ -47,7 +49,7 @@ def segment_table(view: BisectView, top: int = 0) -> Table:
     table.add_column("note", no_wrap=True)
     shown = largest_segments(view.segments, top)
     if len(shown) < len(view.segments):
-        table.caption = f"{len(shown)} of {len(view.segments)} segments shown, the largest by bisect µs (--top 0: all)"
+        table.caption = f"{len(shown)} of {len(view.segments)} segments shown, the largest by bisect µs (--top)"
         table.caption_justify = "left"
     for seg in shown:
         span = seg.first_layer if seg.layer_count == 1 else f"{seg.first_layer} … {seg.last_layer}"

@@ -25,9 +25,10 @@ RECONCILE_METHOD = "layerscope reconcile"
 
 RunKind = Literal["compare", "advise", "reconcile", "pipeline", "bisect", "bench", "import", "profile", "estimate"]
 
-#: Rows of the layer (or item) table when the command's ``--top`` is not known: each command's default.
-DEFAULT_TOP: Mapping[RunKind, int] = {"compare": 10, "advise": 10, "reconcile": 10, "pipeline": 15, "bisect": 0,
-                                      "bench": 0, "import": 20, "profile": 20, "estimate": 20}
+#: Rows of the layer (or item) table when the command's ``--top`` is not known: each command's default (``bisect``
+#: and ``bench`` show their whole segment or sweep table unless ``--top`` is given).
+DEFAULT_TOP: Mapping[RunKind, int] = {"compare": 10, "advise": 10, "reconcile": 10, "pipeline": 15, "import": 20,
+                                      "profile": 20, "estimate": 20}
 
 
 def run_kind(run: RunFile) -> RunKind:
@@ -64,7 +65,7 @@ def command_report(run: RunFile, top: int | None = None, *, timeline: bool | Non
     (``None``: when the run holds a timeline). The report of each other section is imported when a run holds it
     (an estimate's start-up imports the estimate's tables only)."""
     kind = run_kind(run) if kind is None else kind
-    rows = DEFAULT_TOP[kind] if top is None else top
+    rows = DEFAULT_TOP.get(kind, 0) if top is None else top
     with_timeline = run.timeline is not None if timeline is None else timeline
     parts: list[RenderableType] = []
     if kind == "compare" and run.comparison is not None:
@@ -91,7 +92,7 @@ def command_report(run: RunFile, top: int | None = None, *, timeline: bool | Non
     elif kind == "bisect":
         from layerscope.report.bisect_terminal import bisect_report, validation_report
 
-        parts.append(bisect_report(run, rows))
+        parts.append(bisect_report(run, top))
         # ``bisect.validation`` read as an attribute: an unknown key of the section today, a field once typed
         if run.bisect is not None and getattr(run.bisect, "validation", None) is not None:
             parts += [Text(""), validation_report(run)]
@@ -102,7 +103,7 @@ def command_report(run: RunFile, top: int | None = None, *, timeline: bool | Non
     elif kind == "bench":
         from layerscope.report.bench_terminal import bench_report
 
-        parts.append(bench_report(run, rows))
+        parts.append(bench_report(run, top))
         if run.stress is not None:
             from layerscope.report.stress_terminal import stress_report
 
