@@ -39,6 +39,9 @@ def _reference(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     replaced = ("target", "estimate_info", "folded", "unknown_ops", "timeline", "schema_version", "tool")
     merged = {key: value for key, value in upgrade(old).items() if key not in replaced}
     merged.update((key, value) for key, value in new.items() if key in replaced)
+    # the tool is the new estimate's, with the command that made the old run (if it recorded one)
+    tool = {**new["tool"], "command": old.get("tool", {}).get("command")}
+    merged["tool"] = {key: value for key, value in tool.items() if value is not None}
     dump = {"mode": "json", "by_alias": True, "exclude_unset": True}
     merged["model"] = new_run.model.over(old_run.model).model_dump(**dump)
     merged["summary"] = new_run.summary.over(old_run.summary).model_dump(**dump)

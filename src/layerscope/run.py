@@ -83,6 +83,7 @@ from layerscope.collector import collector_paused
 from layerscope.costs.types import UnitKind
 from layerscope.fileio import write_atomic
 from layerscope.rounding import rounded, rounded_or_none
+from layerscope.runfile.commands import RunKind, written_by
 from layerscope.runfile.io import SCHEMA_VERSION as SCHEMA_VERSION  # noqa: PLC0414 (explicit re-export, PEP 484)
 from layerscope.runfile.io import dump_text, encode, encode_parts, load, run_parts
 from layerscope.runfile.models import (
@@ -107,12 +108,10 @@ from layerscope.runfile.models import (
     TimelineBusy,
     TimelineLayer,
     TimelineUnit,
-    Tool,
     UnknownOp,
     latency_samples,
 )
 from layerscope.runfile.models import Timeline as TimelineSection
-from layerscope.version import __version__
 
 if TYPE_CHECKING:  # annotations only: reading and writing run files needs none of these modules
     from layerscope.costs.types import LayerCost
@@ -259,8 +258,9 @@ def _estimate_layers(graph: Graph, estimate: Estimate) -> Sequence[Layer]:
     return layers
 
 
-def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
-    """The typed run holding the model, its per-layer costs and the estimate on ``profile``."""
+def estimate_run(graph: Graph, estimate: Estimate, profile: Profile, command: RunKind = "estimate") -> RunFile:
+    """The typed run holding the model, its per-layer costs and the estimate on ``profile``; its ``tool`` section
+    names ``command``, the command whose run it becomes (``profile``, ``bisect`` and ``pipeline`` add to it)."""
     layers = _estimate_layers(graph, estimate)
     unknown: dict[tuple[str, str], list[str]] = {}
     for node, cost in zip(graph.layers, estimate.costs, strict=True):
@@ -272,7 +272,7 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile) -> RunFile:
     # and build a validator for each section, a fifth of a small model's estimate; readers validate what they load
     return RunFile.trusted({
         "schema_version": SCHEMA_VERSION,
-        "tool": Tool.trusted({"name": "layerscope", "version": __version__}),
+        "tool": written_by(command),
         "model": model_section(graph),
         "target": Target.trusted({
             "name": profile.name, "kind": profile.kind, "description": profile.description,

@@ -40,7 +40,7 @@ from layerscope.runfile.io import (
     section_key,
     upgrade,
 )
-from layerscope.runfile.models import Layer, RunFile
+from layerscope.runfile.models import Layer, RunFile, Tool
 
 # Top-level sections an estimate writes; everything else in a run belongs to another command.
 ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeline", "predictor")
@@ -48,7 +48,8 @@ ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeli
 PREDICTION_SUMMARY_KEYS = ("est_source", "est_low_us", "est_high_us", "roofline_latency_us", "roofline_fps")
 # Sections computed from the estimate by later commands: stale when the estimate changes.
 DERIVED_SECTIONS = ("reconcile", "findings", "comparison")
-# Sections the new estimate run brings as they are (``model``, ``summary`` and ``layers`` are merged key by key).
+# Sections the new estimate run brings (``model``, ``summary`` and ``layers`` are merged key by key; ``tool`` keeps
+# the command that made the run merged into: it stays that command's run, with a refreshed estimate).
 OWN_SECTIONS = ("schema_version", "tool")
 # Sections merged from both runs.
 MERGED_SECTIONS = ("model", "summary", "layers")
@@ -212,12 +213,23 @@ def merge_estimate(old: ExistingRun, new: RunFile, where: str = "the run file") 
                if key not in replaced and key not in MERGED_SECTIONS}
     sections = {key: _section(old_run, key) for key in as_read}
     sections.update((key, _section(new, key)) for key in _keys(new) if key in replaced)
+    if new.tool is not None:  # the run stays what its command made, with a refreshed estimate: its report too
+        sections["tool"] = _kept_command(new.tool, old_run.tool)
     sections.update(model=new.model.over(old_run.model),
                     summary=new.summary.over(None if old_run.summary is None else
                                              old_run.summary.without(PREDICTION_SUMMARY_KEYS)), layers=layers)
     names = {_name(key): value for key, value in sections.items()}
     merged = RunFile.model_construct(_fields_set=set(names), **names)
     return MergeResult(merged, as_read, _notes(old, new, unmatched))
+
+
+def _kept_command(new: Tool, old: Tool | None) -> Tool:
+    """The merged run's ``tool``: ``new``'s name and version, the ``command`` ``old`` recorded (none when ``old``
+    recorded none or is not layerscope's: its report is then read from its sections, as before)."""
+    fields: dict[str, Any] = {"name": new.name, "version": new.version}
+    if old is not None and old.name == "layerscope" and old.command is not None:
+        fields["command"] = old.command
+    return Tool.trusted(fields)
 
 
 def _merge_layers(old: OldLayers, new_layers: list[Layer]) -> tuple[list[Layer], list[str]]:

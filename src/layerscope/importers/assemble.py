@@ -41,6 +41,7 @@ from layerscope.importers.ort_join import FusionJoin, fusion_resolutions
 from layerscope.importers.types import ImportResult, StaticCost, TimeStats, Totals, VendorEntry, sum_stats
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, layer_record, model_section
+from layerscope.runfile.commands import written_by
 from layerscope.runfile.derived import FUSED_GROUP_INLINE_MAX, ScaledLayer, ScaleFactor, k_between, scale_layers
 from layerscope.runfile.io import describe
 from layerscope.runfile.models import (
@@ -59,12 +60,10 @@ from layerscope.runfile.models import (
     ReconcileLayer,
     RunFile,
     Summary,
-    Tool,
     UnknownOp,
     Unmatched,
     VendorMeasurement,
 )
-from layerscope.version import __version__
 
 
 @dataclass(frozen=True)
@@ -142,7 +141,7 @@ def _build_run(results: Sequence[ImportResult], graph: Graph | None) -> Imported
         optional.update(reconcile=_reconcile_section(reconciled))
     run = RunFile(
         schema_version=SCHEMA_VERSION,
-        tool=Tool(name="layerscope", version=__version__),
+        tool=written_by("import"),
         model=model_section(graph) if graph is not None else _vendor_model(results),
         layers=layers,
         folded=[n.id for n in graph.folded] if graph is not None else [],

@@ -44,9 +44,9 @@ from layerscope.measure.inputs import ModelInputs
 from layerscope.measure.session import SessionConfig, is_runtime_error, ort_failure
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
-from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, Tool, latency_samples
+from layerscope.runfile.commands import written_by
+from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, latency_samples
 from layerscope.stats import LatencyStats, drift, summarize
-from layerscope.version import __version__
 
 __all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "Phase", "ProcessUsage",
            "ProgressFn", "StreamResult", "available_cores", "peak_rss_bytes", "run_bench", "run_from_bench"]
@@ -352,7 +352,7 @@ def run_from_bench(graph: Graph, result: BenchResult, *, session_config: Session
     latency = result.latency
     return RunFile(
         schema_version=SCHEMA_VERSION,
-        tool=Tool(name="layerscope", version=__version__),
+        tool=written_by("bench"),
         model=model_section(graph),
         layers=[],
         summary=Summary(layer_count=len(graph.layers), macs=sum(c.macs for c in cost_graph(graph)),

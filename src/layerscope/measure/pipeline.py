@@ -632,4 +632,4 @@ def profile(fn: PipelineFn, model: str | os.PathLike[str], *, runs: int = 20, wa
                               config=SessionConfig(provider=provider, threads=threads, opt_level=opt_level),
                               weights={e.layer_id: e.latency_us for e in estimate.layers}, name=name,
                               progress=progress)
-    return run_from_pipeline(result, graph, estimate_run(graph, estimate, hardware))
+    return run_from_pipeline(result, graph, estimate_run(graph, estimate, hardware, "pipeline"))

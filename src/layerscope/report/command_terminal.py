@@ -12,18 +12,16 @@ run is read from the run itself (:func:`run_kind`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from layerscope.report.terminal import estimate_summary, measured_layers_table, measurement_summary, top_layers_table
+from layerscope.runfile.commands import RunKind, recorded_command
 from layerscope.runfile.models import BenchMeasurement, RunFile
 
 #: The ``reconcile.method`` of a section ``layerscope reconcile`` wrote (``layerscope import`` writes its own).
 RECONCILE_METHOD = "layerscope reconcile"
-
-RunKind = Literal["compare", "advise", "reconcile", "pipeline", "bisect", "bench", "import", "profile", "estimate"]
 
 #: Rows of the layer (or item) table when the command's ``--top`` is not known: each command's default (``bisect``
 #: and ``bench`` show their whole segment or sweep table unless ``--top`` is given).
@@ -32,7 +30,15 @@ DEFAULT_TOP: Mapping[RunKind, int] = {"compare": 10, "advise": 10, "reconcile": 
 
 
 def run_kind(run: RunFile) -> RunKind:
-    """The command whose report a run gets.
+    """The command whose report a run gets: the one its ``tool`` section names (``tool.command``, which every
+    command that writes a run records), else the one guessed from the sections it holds (a run written before the
+    command was recorded, by another tool or by hand; :func:`guessed_kind`)."""
+    recorded = recorded_command(run)
+    return recorded if recorded is not None else guessed_kind(run)
+
+
+def guessed_kind(run: RunFile) -> RunKind:
+    """The command that most likely wrote ``run``, from the sections it holds.
 
     An analysis writes its section over the run it read, so its section comes first: ``compare`` for a
     ``comparison`` section, ``advise`` for ``findings``, ``reconcile`` for a ``reconcile`` section that

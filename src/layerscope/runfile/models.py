@@ -307,8 +307,13 @@ def _fields_set(key: tuple[str, ...]) -> set[str]:
 
 
 class Tool(Section):
+    """What last wrote the run: the tool's ``name`` and ``version``, and ``command``, the layerscope command
+    (``estimate``, ``profile``, ``bench``, ``bisect``, ``pipeline``, ``import``, ``reconcile``, ``advise`` or
+    ``compare``; ``None`` in runs written before it was recorded, or by another tool)."""
+
     name: str
     version: str | None = None
+    command: str | None = None
 
 
 class TensorInfo(Section):

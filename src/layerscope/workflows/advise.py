@@ -15,6 +15,7 @@ from pathlib import Path
 from layerscope.analysis.advise import AdviceReport, measure_config_of, reload_model, run_profile, with_findings
 from layerscope.analysis.advise import advise as advise_run
 from layerscope.measure.session import SessionConfig
+from layerscope.runfile.commands import made_by
 from layerscope.runfile.io import load
 from layerscope.runfile.models import RunFile
 from layerscope.workflows.common import QUIET, Hooks, PathLike
@@ -59,4 +60,4 @@ def advise(request: AdviseRequest, hooks: Hooks = QUIET) -> AdviseResult:
         config = SessionConfig()
     report = advise_run(run, profile, graph, measure_config=config if request.measure is not False else None,
                         measure_runs=request.measure_runs, input_specs=request.inputs)
-    return AdviseResult(with_findings(run, report, top=request.top), report)
+    return AdviseResult(made_by(with_findings(run, report, top=request.top), "advise"), report)

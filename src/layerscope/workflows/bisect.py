@@ -203,8 +203,8 @@ def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> RunFile:
         cuts = None
     # the precision the compiler chose, not the hint
     precision = backend.chosen_precision(runner) if backend is not None else None
-    return add_bisect(estimate_run(graph, estimate, profile), result, weights, checks, profiles, precision=precision,
-                      cuts=cuts)
+    return add_bisect(estimate_run(graph, estimate, profile, "bisect"), result, weights, checks, profiles,
+                      precision=precision, cuts=cuts)
 
 
 def _check_together(r: BisectRequest, device: CommandRunner | None) -> None:

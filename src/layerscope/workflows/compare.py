@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from layerscope.analysis.compare import Comparison, compare_runs, comparison_section, gate
 from layerscope.errors import Regression
+from layerscope.runfile.commands import written_by
 from layerscope.runfile.models import Comparison as ComparisonSection
 from layerscope.runfile.models import RunFile
 from layerscope.workflows.common import OptionError, PathLike
@@ -64,7 +65,7 @@ def compare(request: CompareRequest) -> CompareResult:
     if request.fail_if_slower is not None or request.fail_if_layer_slower is not None:
         cmp = gate(cmp, request.fail_if_slower, request.fail_if_layer_slower)
     section = ComparisonSection.model_validate(comparison_section(cmp, run_before, run_after))
-    return CompareResult(cmp, run_after.model_copy(update={"comparison": section}))
+    return CompareResult(cmp, run_after.model_copy(update={"comparison": section, "tool": written_by("compare")}))
 
 
 def _typed(run: PathLike | RunFile) -> RunFile:

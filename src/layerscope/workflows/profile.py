@@ -100,10 +100,10 @@ def profile(request: ProfileRequest, hooks: Hooks = QUIET) -> ProfileResult:
             measurement = backend.profile(graph, feeds, config, runs=request.runs, warmup=request.warmup,
                                           weights=weights, progress=progress)
     except PartialProfile as partial:
-        kept = add_partial_latency(estimate_run(graph, estimate, hardware), partial, backend_version=backend.version(),
-                                   machine=machine_info(), backend=backend.spec.name)
+        kept = add_partial_latency(estimate_run(graph, estimate, hardware, "profile"), partial,
+                                   backend_version=backend.version(), machine=machine_info(), backend=backend.spec.name)
         raise PartialProfileRun(kept, partial.planned_runs) from None
-    run = add_measurement(estimate_run(graph, estimate, hardware), measurement)
+    run = add_measurement(estimate_run(graph, estimate, hardware, "profile"), measurement)
     if request.timeline:
         run = add_timeline(run, simulate_timeline(graph, hardware, None, costs=estimate.costs),
                            hardware.ddr_nominal_bytes_per_s)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from layerscope.analysis.reconcile import KSpread, Reconciliation, k_spread, reconcile_run, reconcile_section
+from layerscope.runfile.commands import written_by
 from layerscope.runfile.derived import runtime_name
 from layerscope.runfile.io import load
 from layerscope.runfile.models import Reconcile, RunFile
@@ -63,6 +64,7 @@ def reconcile(request: ReconcileRequest, hooks: Hooks = QUIET) -> ReconcileResul
     named = [replace(rec, model_name=f"{rec.model_name} ({runtime})")
              for rec, runtime in zip(recs, runtimes, strict=True)]
     spread = k_spread(named) if len(recs) > 1 else None
-    reconciled = [run.model_copy(update={"reconcile": Reconcile.model_validate(reconcile_section(rec, spread=spread))})
+    reconciled = [run.model_copy(update={"reconcile": Reconcile.model_validate(reconcile_section(rec, spread=spread)),
+                                         "tool": written_by("reconcile")})
                   for run, rec in zip(loaded, recs, strict=True)]
     return ReconcileResult(tuple(reconciled), tuple(recs), spread, runtimes)
