@@ -121,8 +121,8 @@ def test_every_help_speaks_the_shared_vocabulary(name: str) -> None:
         assert "intra-op threads" in (options["--threads"].help or "")
     if "--streams" in options:
         assert name == "bench" and "Concurrent inference streams" in (options["--streams"].help or "")
-    # --format: the terminal report is "table" wherever one is offered (import's --format names its input's)
-    if "--format" in options and name != "import":
+    # --format: the terminal report is "table" wherever one is offered (import names its input's with --from)
+    if "--format" in options:
         assert "table" in options["--format"].type.choices  # type: ignore[attr-defined]
     # an old spelling is not listed, and is applied: only a Command carries its value to the new option
     if _hidden(name):

@@ -63,7 +63,7 @@ def test_one_mb_adversarial_input_is_linear(case: str, tmp_path: Path) -> None:
     assert path.stat().st_size >= MB
     # 5 CPU seconds: start-up is ~1.5 s, the 1 MB parse well under a second; quadratic parsing took
     # minutes (killed by SIGXCPU, exit -24).
-    result = run_limited(["import", str(path), "--format", fmt, "--top", "0"], cpu_s=5)
+    result = run_limited(["import", str(path), "--from", fmt, "--top", "0"], cpu_s=5)
     assert not result.timed_out and result.returncode != -24, f"{case}: over budget after {result.wall_s:.1f} s"
     if words is None:
         assert result.returncode == 0, result.stderr[-800:]
@@ -118,7 +118,7 @@ def test_a_foreign_node_range_over_a_long_chain_stores_its_group_once(tmp_path: 
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps([{"count": 10}, {"name": f"{{ForeignNode[r0...r{n - 1}]}}", "averageMs": 5.0}]))
     out = tmp_path / "run.json"
-    result = run_limited(["import", str(profile), "--model", str(model), "--format", "trtexec", "-o", str(out)])
+    result = run_limited(["import", str(profile), "--model", str(model), "--from", "trtexec", "-o", str(out)])
     assert result.returncode == 0, result.stderr[-800:]
     assert out.stat().st_size < 5 * 1024 * 1024  # was 348 MB
     run = load_document(out)

@@ -164,3 +164,19 @@ def test_calibrate_threads_and_the_old_kernel_threads(tmp_path: Path, capsys: py
     err = capsys.readouterr().err
     assert _deprecations(err) == [f"layerscope: warning: --kernel-threads {DEPRECATED} --threads"]
     assert "give --threads or the deprecated --kernel-threads, not both" in err
+
+
+def test_import_names_the_vendor_tool_with_from_and_keeps_format_one_release(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``import --from TOOL`` names the tool whose files are read (``--format`` is the report's output format
+    everywhere else); ``--format TOOL`` still works, with one deprecation line, and gives the same run."""
+    trt = Path(__file__).parent / "fixtures" / "importers" / "trtexec" / "resnet-a100-fp16"
+    files = [str(trt / f"resnet.onnx.engine.{kind}.json") for kind in ("profile", "graph")]
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    assert main(["import", *files, "--from", "trtexec", "--top", "0", "-o", str(new)]) == 0
+    assert "deprecated" not in capsys.readouterr().err
+    assert main(["import", *files, "--format", "trtexec", "--top", "0", "-o", str(old)]) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if "deprecated" in line] == [
+        "layerscope: warning: --format is deprecated and will be removed in the next release; use --from"]
+    assert load_document(new)["layers"] == load_document(old)["layers"]
+    assert main(["import", *files, "--from", "ort"]) == 2  # the tool named is the one the files are read as

@@ -14,7 +14,15 @@ from pathlib import Path
 import click
 
 from layerscope.cli.console import SafeConsole
-from layerscope.cli.options import Command, cli_dims, html_option, output_option, parse_shapes, shape_option
+from layerscope.cli.options import (
+    Command,
+    cli_dims,
+    deprecated_option,
+    html_option,
+    output_option,
+    parse_shapes,
+    shape_option,
+)
 from layerscope.cli.outputs import write_html
 from layerscope.importers import FORMATS
 from layerscope.report.import_terminal import import_report
@@ -27,8 +35,9 @@ from layerscope.workflows.import_run import ImportRequest, import_run
 @click.option("--model", type=click.Path(path_type=Path), default=None, metavar="MODEL",
               help="The ONNX model the vendor files profile: join their entries to its layers.")
 @shape_option
-@click.option("--format", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
-              help="The files' format (auto: detected from each file's content).")
+@click.option("--from", "fmt", type=click.Choice(("auto", *FORMATS)), default="auto", show_default=True,
+              help="The vendor tool whose files these are (auto: detected from each file's content).")
+@deprecated_option("--format", dest="fmt", new="--from", type=click.Choice(("auto", *FORMATS)), default=None)
 @output_option(dest="output", help="Write the run file that later commands read.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
               help="How many layers each table shows.")
