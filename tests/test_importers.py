@@ -513,8 +513,8 @@ def test_every_fixture_round_trips_into_a_run(path: Path, tmp_path: Path) -> Non
 MALFORMED: list[tuple[str, str, list[str], str]] = [
     ("profiler.log", '{"perf_result": {"FPS": "fast"}}', [], "perf_result.FPS"),
     ("model.json", '{"summary": {"layer details": [{"layer name": "a", "computing cost (no DDR)": "x us"}]}}',
-     ["--format", "horizon-static"], "layer details[0].computing cost"),
-    ("profile.json", '[{"count": 2}, {"name": "conv", "averageMs": -1}]', ["--format", "trtexec"], "[1].averageMs"),
+     ["--from", "horizon-static"], "layer details[0].computing cost"),
+    ("profile.json", '[{"count": 2}, {"name": "conv", "averageMs": -1}]', ["--from", "trtexec"], "[1].averageMs"),
     ("trace.json", '[{"cat": "Node", "name": "a_kernel_time", "dur": "soon", "ph": "X"}]', [], "[0].dur"),
     ("report.csv", "layerName;execStatus;layerType;execType;realTime (ms);cpuTime (ms)\nconv;EXECUTED;Conv\n",
      [], "line 2"),
@@ -524,8 +524,8 @@ MALFORMED: list[tuple[str, str, list[str], str]] = [
     ("gaps.csv", "layerName;execStatus;layerType;execType;;;realTime (ms)\nconv;EXECUTED;Conv;jit;0.1;0.2\n",
      [], "line 2: 6 cells where the header's columns need 7"),
     ("eval_perf.txt", "ID   OpType  Target  Time(us)  FullName\n1    Conv    NPU     slow      Conv:a\n",
-     ["--format", "rknn"], "line 2"),
-    ("broken.json", '{"summary": {', ["--format", "horizon-static"], "line 1 column"),
+     ["--from", "rknn"], "line 2"),
+    ("broken.json", '{"summary": {', ["--from", "horizon-static"], "line 1 column"),
     ("mystery.txt", "hello world\n", [], "not a vendor profile"),
 ]
 

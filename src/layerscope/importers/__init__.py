@@ -1,6 +1,6 @@
 """Import the vendors' own profiling outputs into a layerscope run.
 
-Formats (``--format``): ``horizon-profiler`` (``hrt_model_exec perf`` profiler.log / profiler.csv),
+Formats (``import --from``): ``horizon-profiler`` (``hrt_model_exec perf`` profiler.log / profiler.csv),
 ``horizon-static`` (the compiler's static report JSON), ``trtexec`` (``--exportProfile``,
 ``--exportLayerInfo``, ``--exportTimes``), ``ort`` (ONNX Runtime profile JSON), ``openvino``
 (``benchmark_app`` counters reports, CSV or JSON), ``rknn`` (``eval_perf`` table text).

@@ -20,7 +20,7 @@ from layerscope.importers.types import ImportResult
 
 Parser = Callable[[str, str], ImportResult]
 
-#: ``--format`` names, in the order auto-detection tries them.
+#: ``import --from`` names, in the order auto-detection tries them.
 FORMATS = ("horizon-profiler", "horizon-static", "trtexec", "ort", "openvino", "rknn", "hrt-perf")
 
 _HEAD = 64 * 1024
@@ -57,7 +57,7 @@ def detect_format(text: str, source: str) -> str:
     if re.search(r"Average\s+latency\s+is\s*:", text):  # the console summary ends the output: search it all
         return "hrt-perf"
     raise InputError(f"{source}: not a vendor profile layerscope reads (formats: {', '.join(FORMATS)})",
-                     hint="pass --format if you know which it is")
+                     hint="pass --from if you know which it is")
 
 
 def _horizon_profiler(text: str, source: str) -> ImportResult:

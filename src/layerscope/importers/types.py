@@ -274,7 +274,7 @@ def _frozen(mapping: Mapping[str, str] | None = None) -> Mapping[str, str]:
 class ImportResult:
     """Everything one vendor file holds.
 
-    ``format`` is the ``--format`` name that read it; ``tool`` the vendor tool that wrote it (it
+    ``format`` is the ``import --from`` name that read it; ``tool`` the vendor tool that wrote it (it
     becomes ``method="vendor:<tool>"``). ``info`` carries what the file says of the run (model name,
     threads, frame count, tool version) as strings; ``warnings`` what was skipped and why.
     """

@@ -5,7 +5,7 @@ Names: a request's field is the command's option under the option's own name (``
 ``--opt-level`` -> ``opt_level``), except :data:`RENAMED`. An output option (``-o/--json``, ``--html``, ``--top``,
 ``--format``) is no field: the use case returns the run and the caller writes or renders it. It is one where it
 names what the use case makes (``calibrate -o``: the profile; ``sweep --out``: the folder), shapes what it returns
-(``advise --top``: the hot spots the findings keep) or says what the input is (``import --format``).
+(``advise --top``: the hot spots the findings keep) or says what the input is (``import --from``).
 """
 
 from __future__ import annotations
