@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from layerscope.report.units import human_us
-from layerscope.report.views.common import Run
+from layerscope.report.views.common import Run, nice_ceiling
 from layerscope.runfile.models import BenchSweep, BenchSweepPoint
 from layerscope.stats import DRIFT_WARNING
 
@@ -86,17 +86,6 @@ class BenchSweepView:
     notes: tuple[str, ...]
 
 
-def _nice_max(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 x 10^k at or above ``value`` (> 0)."""
-    step = 10.0 ** len(str(int(value))) / 10 if value >= 1 else 1.0
-    while step > value:
-        step /= 10
-    for factor in (1, 2, 2.5, 5, 10):
-        if step * factor >= value:
-            return step * factor
-    return step * 10
-
-
 def _rate_text(value: float) -> str:
     return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.1f}k" if value >= 1e3 else f"{value:.0f}"
 
@@ -107,11 +96,11 @@ def bench_sweep_view(run: Run) -> BenchSweepView | None:
     if sweep is None or not sweep.points:
         return None
     points = sweep.points
-    x_max = _nice_max(max(p.samples_per_s or 0.0 for p in points) or 1.0)
+    x_max = nice_ceiling(max(p.samples_per_s or 0.0 for p in points) or 1.0)
     budget = sweep.latency_budget_us
     p99_max = max(p.p99_us or 0.0 for p in points)
     drawn = budget is not None and budget <= 2 * p99_max  # a budget far above every point would flatten them
-    y_max = _nice_max(max(p99_max, budget if drawn and budget is not None else 0.0) or 1.0)
+    y_max = nice_ceiling(max(p99_max, budget if drawn and budget is not None else 0.0) or 1.0)
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def px(value: float) -> float:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from layerscope.report.units import human_us
 from layerscope.report.views.bisect import BisectView, SegmentRow
+from layerscope.report.views.common import nice_ceiling
 
 #: Width of the SVG in px, the label column on the left, the margins (right, top, bottom) and a segment's row.
 WIDTH = 880
@@ -76,9 +77,7 @@ class BisectChart:
 
 def nice_step(span: float, steps: int = 5) -> float:
     """A round tick step (1, 2, 2.5 or 5 x 10^k) that cuts ``span`` (> 0) into at most about ``steps`` parts."""
-    raw = span / steps
-    power = 10.0 ** math.floor(math.log10(raw))
-    return next(power * f for f in (1, 2, 2.5, 5, 10) if power * f >= raw)
+    return nice_ceiling(span / steps)
 
 
 def _short(text: str) -> str:

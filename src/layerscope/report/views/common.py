@@ -14,6 +14,7 @@ number is computed once and reads the same everywhere. Contract:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,12 @@ def measured_us(layer: Layer) -> float | None:
 def estimated_us(layer: Layer) -> float | None:
     """A layer's estimated latency, ``None`` when the run holds no estimate for it."""
     return layer.estimated_us
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 x 10^k at or above ``value`` (> 0): a chart axis's end or tick step."""
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(power * f for f in (1, 2, 2.5, 5, 10) if power * f >= value)
 
 
 def shape_text(shape: Sequence[Any] | None) -> str:
