@@ -44,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -587,8 +587,8 @@ class OpenVinoBackend:
                 progress: Progress | None = None) -> Measurement:
         openvino = _require_openvino()
         device = self.check_provider(config.provider)
-        read, folded = read_folded(graph, feeds, device)
-        plain = compile_for(graph, config, self.options, profiling=False, model=read)
+        read_model, folded = folded_reader(graph, feeds, device)
+        plain = compile_for(graph, config, self.options, profiling=False, model=read_model())
         request = plain.create_infer_request()
         inputs = _feed_dict(plain, feeds)
         with _infer_failures(feeds, run_precision(plain)):
@@ -604,7 +604,7 @@ class OpenVinoBackend:
         if interrupted:
             raise partial()
         try:
-            read = read_folded(graph, feeds, device)[0] if folded else _read(graph, device)
+            read = read_model()
             compiled = compile_for(graph, config, self.options, profiling=True, model=read)
             request = compiled.create_infer_request()
             inputs = _feed_dict(compiled, feeds)
@@ -658,31 +658,36 @@ def _infer_failures(feeds: Mapping[str, np.ndarray], precision: str, what: str =
         raise infer_failure(exc, feeds, precision, what) from exc
 
 
-def read_folded(graph: Graph, feeds: Mapping[str, np.ndarray], device: str) -> tuple[Any, str]:
-    """The model as OpenVINO reads it for ``device``, each top-level ``If`` folded to the branch ``feeds`` take
-    (:func:`~layerscope.model.fold_if.fold_ifs`), and a line saying what was folded (``""``: the model has no
-    top-level ``If``, read as it is)."""
+def folded_reader(graph: Graph, feeds: Mapping[str, np.ndarray], device: str) -> tuple[Callable[[], Any], str]:
+    """What reads the model for ``device`` as OpenVINO takes it (a fresh ``ov.Model`` each call), each top-level
+    ``If`` folded to the branch ``feeds`` take (:func:`~layerscope.model.fold_if.fold_ifs`, run once here), and a
+    line saying what was folded (``""``: the model has no top-level ``If``, read as it is)."""
     if not any(n.op_type == "If" and not n.parent for n in graph.layers):
-        return _read(graph, device), ""
-    from pathlib import Path
-
+        return lambda: _read(graph, device), ""
     import onnx
 
     from layerscope.model.fold_if import fold_ifs
-    from layerscope.tempdirs import scratch
 
     try:
         model, folds = fold_ifs(onnx.load(str(graph.path)), feeds)
     except Exception as exc:  # ONNX Runtime failing on the inputs: the plain model, and OpenVINO's own verdict
-        return _read(graph, device), f"If layers not folded ({_reason(exc)})"
-    with scratch("openvino") as folder:
-        path = Path(folder) / Path(str(graph.path)).name
-        onnx.save(model, str(path))
-        try:
-            read = _core().read_model(str(path))
-        except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-            raise openvino_ml_failure(graph.name, graph.path, device) or ModelError(
-                f"{graph.name}: OpenVINO cannot read the model with its If layers folded: {_reason(exc)}") from None
+        return lambda: _read(graph, device), f"If layers not folded ({_reason(exc)})"
+
+    def read() -> Any:
+        from pathlib import Path
+
+        from layerscope.tempdirs import scratch
+
+        with scratch("openvino") as folder:
+            path = Path(folder) / Path(str(graph.path)).name
+            onnx.save(model, str(path))
+            try:
+                return _core().read_model(str(path))
+            except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
+                raise openvino_ml_failure(graph.name, graph.path, device) or ModelError(
+                    f"{graph.name}: OpenVINO cannot read the model with its If layers folded: {_reason(exc)}"
+                ) from None
+
     taken = ", ".join(f"{f.layer_id} -> {f.branch}" for f in folds[:4]) + (
         f" and {len(folds) - 4} more" if len(folds) > 4 else "")
     return read, (f"{len(folds)} If layer(s) folded to the branch this run's inputs take ({taken}): the measurement "
