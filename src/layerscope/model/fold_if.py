@@ -19,6 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from layerscope.model.load import layer_ids_of
+
 #: At most this many rounds of folding (an ``If`` inside a folded branch is folded in the next round).
 MAX_ROUNDS = 16
 
@@ -30,14 +32,6 @@ class FoldedIf:
     layer_id: str
     branch: str
     nodes: int
-
-
-def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
-    """The ids :func:`layerscope.model.load` gives ``nodes``: the node's name when unique among them, else
-    ``op(first output)``."""
-    from layerscope.model.load import _layer_ids as ids
-
-    return ids(nodes)
 
 
 def fold_ifs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> tuple[onnx.ModelProto, list[FoldedIf]]:
@@ -52,7 +46,7 @@ def fold_ifs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> tuple[o
             break
         conditions = _conditions(current, [n.input[0] for n in ifs], feeds)
         # every node is named with its layer id from the first round on (inlined nodes by _inline)
-        ids = _layer_ids(nodes) if round_ == 0 else [n.name for n in nodes]
+        ids = layer_ids_of(nodes) if round_ == 0 else [n.name for n in nodes]
         result = onnx.ModelProto()
         result.CopyFrom(current)
         del result.graph.node[:]
@@ -132,7 +126,7 @@ def _inline(branch: onnx.GraphProto, node: onnx.NodeProto, prefix: str, taken: s
         tensor = into.initializer.add()
         tensor.CopyFrom(init)
         tensor.name = rename.get(init.name, init.name)
-    ids = _layer_ids(list(branch.node))
+    ids = layer_ids_of(list(branch.node))
     for sub, sub_id in zip(branch.node, ids, strict=True):
         copy = into.node.add()
         copy.CopyFrom(sub)

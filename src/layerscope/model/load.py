@@ -689,13 +689,13 @@ def _attrs(attributes: Iterable[onnx.AttributeProto]) -> dict[str, Any]:
     return out
 
 
-def _layer_ids(nodes: list[onnx.NodeProto]) -> list[str]:
+def layer_ids_of(nodes: list[onnx.NodeProto]) -> list[str]:
     """Stable ids: the node name when unique, else ``op(first output)``; ``~N`` on any collision."""
     return _ids(node_fields(nodes))
 
 
 def _ids(rows: list[NodeFields]) -> list[str]:
-    """:func:`_layer_ids` of the nodes whose fields are ``rows``."""
+    """:func:`layer_ids_of` of the nodes whose fields are ``rows``."""
     names = [row[0] for row in rows]
     name_counts = Counter(names)
     if len(name_counts) == len(names) and "" not in name_counts:
@@ -1030,7 +1030,7 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         expansion = control_flow.Expansion()
         for node, proto in zip(layers, layer_protos, strict=True):
             if control_flow.subgraphs(proto):
-                control_flow.expand(node, proto, observation, make_node=make_node, layer_ids=_layer_ids,
+                control_flow.expand(node, proto, observation, make_node=make_node, layer_ids=layer_ids_of,
                                         out=expansion)
             else:
                 expansion.layers.append(node)
