@@ -150,6 +150,7 @@ def test_sweep_sigterm_keeps_the_cells_done_and_resumes(tmp_path: Path, runtime_
     started.proc.send_signal(signal.SIGTERM)
     result = started.finish()
     assert result.returncode == 143 and "Traceback" not in result.err, result.describe()
+    assert len(result.err_lines) == 1, result.describe()
     (line,) = result.err_lines
     kept = sorted(p.name for p in runs.glob("*.json"))
     assert line == (f"layerscope: terminated by SIGTERM: {len(kept)} of 9 cells are done, their run files in {runs}; "

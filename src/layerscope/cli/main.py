@@ -26,7 +26,7 @@ from typing import NoReturn
 
 import click
 
-from layerscope import limits
+from layerscope import interrupts, limits
 from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
 from layerscope.textsafe import terminal_text
@@ -115,6 +115,7 @@ def _signals_interrupt(received: list[int]) -> Iterator[None]:
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
+        interrupts.record(signum)
         raise KeyboardInterrupt
 
     previous = {}
@@ -150,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
     received: list[int] = []
+    interrupts.clear()
     with _signals_interrupt(received):
         try:
             return _main(args, received)

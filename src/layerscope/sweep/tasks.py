@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from layerscope import interrupts
 from layerscope.errors import LayerscopeError
 from layerscope.fileio import write_atomic
 from layerscope.sweep.plan import Cell
@@ -105,6 +106,8 @@ def run_cell(cell: Cell, out_dir: str | None = None, scratch_root: str | None = 
             run = _run(cell)
         return CellOutcome(cell.key, "ok", seconds=round(time.perf_counter() - start, 3), document=run)
     except Exception as exc:
+        if interrupts.caused(exc):  # a stop a library wrapped in an error of its own: the sweep stops, not the cell
+            raise KeyboardInterrupt from exc
         return failure(cell, exc)
     finally:
         if marker is not None:

@@ -1,0 +1,84 @@
+"""A stop that a library wraps in an error of its own still stops: a sweep's cell raises it, not a failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from pydantic import BaseModel, WrapSerializer
+from pydantic_core import PydanticSerializationError
+
+from layerscope import interrupts
+from layerscope.sweep import tasks
+from layerscope.sweep.plan import Cell
+
+
+def _interrupting(value: Any, handler: Any) -> Any:
+    raise KeyboardInterrupt
+
+
+class _Section(BaseModel):
+    rows: Annotated[list[int], WrapSerializer(_interrupting)]
+
+
+def _wrapped_stop() -> PydanticSerializationError:
+    """What pydantic-core raises when a stop arrives inside a serializer of a run file's section."""
+    with pytest.raises(PydanticSerializationError) as caught:
+        _Section(rows=[1]).model_dump(mode="json")
+    return caught.value
+
+
+@pytest.fixture(autouse=True)
+def _clean() -> Any:
+    interrupts.clear()
+    yield
+    interrupts.clear()
+
+
+def test_pydantic_wraps_a_stop_and_it_is_recognised() -> None:
+    assert interrupts.caused(_wrapped_stop())
+    assert not interrupts.caused(ValueError("a cell's own error, naming KeyboardInterrupt in a model name"))
+
+
+def test_a_stop_in_the_chain_of_causes_is_recognised() -> None:
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as stop:
+            raise RuntimeError("wrapped") from stop
+    except RuntimeError as exc:
+        assert interrupts.caused(exc)
+
+
+def test_any_error_after_a_recorded_stop_is_the_stop() -> None:
+    assert not interrupts.caused(ValueError("x"))
+    interrupts.record(15)
+    assert interrupts.requested() and interrupts.caused(ValueError("x"))
+    interrupts.clear()
+    assert not interrupts.requested()
+
+
+def _cell() -> Cell:
+    return Cell(model="m.onnx", target="host", mode="estimate")
+
+
+def test_a_cell_stopped_inside_a_serializer_raises_the_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    error = _wrapped_stop()
+
+    def run(cell: Cell) -> Any:
+        raise error
+
+    monkeypatch.setattr(tasks, "_run", run)
+    with pytest.raises(KeyboardInterrupt):
+        tasks.run_cell(_cell(), str(tmp_path))
+    assert not any((tmp_path / tasks.RUNNING).glob("*.json"))  # its marker removed
+
+
+def test_a_cell_failing_on_its_own_is_a_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def run(cell: Cell) -> Any:
+        raise ValueError("broken model")
+
+    monkeypatch.setattr(tasks, "_run", run)
+    outcome = tasks.run_cell(_cell(), str(tmp_path))
+    assert outcome.status == "failed" and outcome.error == "broken model"
