@@ -3,7 +3,7 @@
 Usage: ``.venv/bin/python benchmarks/bench_overhead.py [--rounds 10] [--runs 20] [--size 320] [--model X.onnx]
 [--backend onnxruntime|openvino]``
 
-With ``--backend openvino`` the bench side times :class:`~layerscope.measure.openvino_backend.InferSession`
+With ``--backend openvino`` the bench side times :class:`~layerscope.runtimes.openvino.compile.InferSession`
 (what ``bench --backend openvino`` runs) and the plain side ``InferRequest.infer`` on a request of the same
 compiled model (OpenVINO's CPU device, its defaults).
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     feeds = make_inputs(graph)
     session: Any
     if args.backend == "openvino":
-        from layerscope.measure.openvino_backend import (
+        from layerscope.runtimes.openvino.compile import (
             InferSession,
             OpenVinoOptions,
             compile_for,

@@ -4,7 +4,7 @@ A model is compiled ``--instances`` times by OpenVINO (group "compiles": each it
 request), and once more with ``--instances`` infer requests of that one compiled model (group "requests"). All of
 them are timed in the same interleaved rounds (one untimed then one timed ``infer`` per visit, alternating
 direction, as `bisect` visits its models), with the settings `bisect --backend openvino --threads 1` compiles with
-and through the bisect runner's own compiled model and timed call (``openvino_runner._Compiled``).
+and through the bisect runner's own compiled model and timed call (``runtimes.openvino.runner._Compiled``).
 
 Printed per group: each instance's 10th percentile and median over the rounds, the spread of the instances' 10th
 percentiles (their standard deviation: "between"), and the bootstrap standard error of one instance's 10th
@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.openvino_backend import OpenVinoOptions, _require_openvino, compile_for
-from layerscope.measure.openvino_runner import _Compiled, _PathGraph
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
+from layerscope.runtimes.openvino.compile import OpenVinoOptions, _require_openvino, compile_for
+from layerscope.runtimes.openvino.runner import _Compiled, _PathGraph
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bisect_accuracy import model_path

@@ -33,12 +33,13 @@ import numpy as np
 import onnx
 
 from layerscope.measure.cuts import CutPlanner
+from layerscope.measure.groups import group_cuts
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.openvino_backend import OpenVinoOptions
-from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups, group_cuts
 from layerscope.measure.runners import Job
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
+from layerscope.runtimes.openvino.compile import OpenVinoOptions
+from layerscope.runtimes.openvino.runner import OpenVinoRunner, fused_groups
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bisect_accuracy import model_path

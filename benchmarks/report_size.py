@@ -33,12 +33,12 @@ from typing import Any
 
 from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.report.html import TABS, render_html
 from layerscope.run import add_measurement, add_timeline, estimate_run, save_run
 from layerscope.runfile import RunFile
+from layerscope.runtimes.onnxruntime.profile import profile_model
 from layerscope.samples import BENCHMARK_SAMPLE, SAMPLES, sample_path
 from layerscope.targets import load_profile
 

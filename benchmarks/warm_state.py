@@ -30,11 +30,12 @@ from layerscope.estimator import estimate_graph
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.differential import profile_segment_us
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.openvino_backend import OpenVinoBackend, OpenVinoOptions
-from layerscope.measure.openvino_runner import OpenVinoRunner
 from layerscope.measure.runners import Job
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
+from layerscope.runtimes.openvino.compile import OpenVinoOptions
+from layerscope.runtimes.openvino.profile import OpenVinoBackend
+from layerscope.runtimes.openvino.runner import OpenVinoRunner
 from layerscope.targets import load_profile
 
 MODES = ("self", "whole", "loop")

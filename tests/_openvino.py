@@ -22,7 +22,7 @@ def chosen_precision(hint: str | None = None) -> str:
     import openvino as ov
     import openvino.opset8 as ops
 
-    from layerscope.measure.openvino_backend import _type_name
+    from layerscope.runtimes.openvino.compile import _type_name
 
     data = ops.parameter([1, 3, 16, 16], np.float32)
     weight = ops.constant(np.ones((4, 3, 3, 3), dtype=np.float32))

@@ -63,9 +63,10 @@ def _conv_relu_chain(write_model: ModelWriter) -> Path:
 
 def test_the_planner_never_cuts_inside_a_node_openvino_fused(write_model: ModelWriter) -> None:
     pytest.importorskip("openvino")
-    from layerscope.measure.openvino_backend import OpenVinoOptions
-    from layerscope.measure.openvino_runner import fused_groups, group_cuts
+    from layerscope.measure.groups import group_cuts
     from layerscope.measure.session import SessionConfig
+    from layerscope.runtimes.openvino.compile import OpenVinoOptions
+    from layerscope.runtimes.openvino.runner import fused_groups
 
     graph = load_model(_conv_relu_chain(write_model))
     groups = fused_groups(graph, SessionConfig(provider="CPU", threads=1), OpenVinoOptions())
@@ -95,7 +96,7 @@ def test_group_cuts_span_a_group_whose_layers_are_not_adjacent(write_model: Mode
 
 
 def _group_cuts(graph: Any, groups: list[tuple[str, ...]]) -> set[int]:
-    from layerscope.measure.openvino_runner import group_cuts
+    from layerscope.measure.groups import group_cuts
 
     return set(group_cuts(graph, groups))
 
@@ -184,9 +185,9 @@ def test_the_gap_between_kernels_is_spread_over_the_segments_kernels(write_model
 def test_openvino_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timing_it(
         write_model: ModelWriter, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("openvino")
-    from layerscope.measure import openvino_runner
-    from layerscope.measure.openvino_backend import OpenVinoOptions
     from layerscope.measure.session import SessionConfig
+    from layerscope.runtimes.openvino import runner as openvino_runner
+    from layerscope.runtimes.openvino.compile import OpenVinoOptions
     from test_bisect import _suffix_job, write_residual
 
     graph = load_model(write_residual(write_model))
@@ -217,9 +218,9 @@ def test_openvino_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timing_
 def test_openvino_compiles_a_timed_model_afresh_every_n_visits(write_model: ModelWriter, tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("openvino")
-    from layerscope.measure import openvino_runner
-    from layerscope.measure.openvino_backend import OpenVinoOptions
     from layerscope.measure.session import SessionConfig
+    from layerscope.runtimes.openvino import runner as openvino_runner
+    from layerscope.runtimes.openvino.compile import OpenVinoOptions
     from test_bisect import _jobs, write_residual
 
     graph = load_model(write_residual(write_model))

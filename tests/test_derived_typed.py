@@ -12,7 +12,6 @@ from conftest import zoo
 from layerscope.errors import RunFileError
 from layerscope.estimator import estimate_graph
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.report.tables import layers_csv
@@ -21,6 +20,7 @@ from layerscope.report.views.summary import summary_sections
 from layerscope.run import add_measurement, estimate_run
 from layerscope.runfile import as_run, derived
 from layerscope.runfile.models import KernelProfileMeasurement, Steadiness
+from layerscope.runtimes.onnxruntime.profile import profile_model
 from layerscope.targets import load_profile
 
 

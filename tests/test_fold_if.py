@@ -71,7 +71,7 @@ def test_a_model_without_an_if_is_left_as_it_is(tmp_path: Path) -> None:
 
 def test_openvino_measures_the_branch_layers_of_a_model_with_an_if(tmp_path: Path) -> None:
     pytest.importorskip("openvino")
-    from layerscope.measure.openvino_backend import OpenVinoBackend
+    from layerscope.runtimes.openvino.profile import OpenVinoBackend
 
     graph = load_model(_model(tmp_path))
     feeds = make_inputs(graph, ())

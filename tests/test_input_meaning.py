@@ -16,10 +16,10 @@ from layerscope.cli.main import main
 from layerscope.errors import RuntimeFailure, condensed
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.inputs import make_inputs, resolve_inputs
-from layerscope.measure.openvino_backend import compile_failure, infer_failure
 from layerscope.model import load_model
 from layerscope.model.random_inputs import RANDOM_OPS, random_op_seed
 from layerscope.model.types import Graph, TensorInfo
+from layerscope.runtimes.openvino.compile import compile_failure, infer_failure
 
 I32 = TensorProto.INT32
 

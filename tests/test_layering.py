@@ -165,3 +165,43 @@ def test_the_check_sees_a_circle_between_packages() -> None:
     graph = {"layerscope.api": {"layerscope.sweep.tasks"}, "layerscope.sweep.tasks": {"layerscope.api"},
              "layerscope.report.a": {"layerscope.report.b"}, "layerscope.report.b": {"layerscope.report.a"}}
     assert _cycles_across_packages(graph) == [["layerscope.api", "layerscope.sweep.tasks"]]
+
+
+#: Modules outside ``runtimes/`` that import a runtime library (``onnxruntime``, ``openvino``), each with its reason.
+RUNTIME_IMPORTS: dict[str, str] = {
+    "model/shapes.py": "shape inference: ONNX Runtime's symbolic shape inference, and running the model to observe "
+                       "shapes static inference left out (model/ sits below runtimes/)",
+    "model/fold_if.py": "folding an If to the branch the inputs take: its condition computed by running the model",
+    "model/bounded.py": "running a model within the run_s budget, stoppable by a signal (shapes, If folding)",
+    "targets/host.py": "the host probe: which runtime and providers this machine has",
+    "measure/session.py": "ONNX Runtime sessions and the machine record (its version): the bisect runner and the "
+                          "predictor's kernel sampling in measure/ default to ONNX Runtime and build them",
+    "measure/runners.py": "OrtRunner, ONNX Runtime's bisect runner: measure/kernels.py's OrtKernels (the "
+                          "predictor's default kernel runner) times kernel models with it",
+}
+
+
+def _runtime_libraries(tree: ast.AST) -> set[str]:
+    """The runtime libraries (``onnxruntime``, ``openvino``) a module imports anywhere in it."""
+    found = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found.update(n.split(".")[0] for n in names if n.split(".")[0] in ("onnxruntime", "openvino"))
+    return found
+
+
+def test_runtime_libraries_are_imported_by_runtime_packages_only() -> None:
+    outside = {p.relative_to(PACKAGE).as_posix(): p for p in _modules() if _unit(p) != "runtimes"}
+    importing = {rel for rel, path in outside.items()
+                 if _runtime_libraries(ast.parse(path.read_text(encoding="utf-8")))}
+    assert importing - set(RUNTIME_IMPORTS) == set(), "import onnxruntime/openvino in runtimes/ (or give a reason)"
+    assert set(RUNTIME_IMPORTS) - importing == set(), "these no longer import a runtime: drop them from the list"
+
+
+def test_the_check_sees_a_runtime_import() -> None:
+    tree = ast.parse("def f():\n    import openvino.runtime as ov\n    from onnxruntime import InferenceSession\n")
+    assert _runtime_libraries(tree) == {"onnxruntime", "openvino"}

@@ -17,11 +17,11 @@ from layerscope.cli.main import main
 from layerscope.errors import BackendUnavailable
 from layerscope.importers.openvino import parse_csv
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.openvino_backend import OpenVinoBackend
 from layerscope.measure.profile import Measurement, attribution_violations
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.runfile import load
+from layerscope.runtimes.openvino.profile import OpenVinoBackend
 from layerscope.runtimes.registry import get_runtime
 from layerscope.samples import sample_path
 

@@ -13,15 +13,15 @@ import pytest
 import layerscope
 from conftest import zoo
 from layerscope.cli.main import main
-from layerscope.measure.pipeline import (
+from layerscope.measure.session import SessionConfig
+from layerscope.run import save_run
+from layerscope.runfile import as_run, load_document
+from layerscope.runtimes.onnxruntime.pipeline import (
     UserCodeError,
     breakdown_of_run,
     profile_pipeline,
     stage_results,
 )
-from layerscope.measure.session import SessionConfig
-from layerscope.run import save_run
-from layerscope.runfile import as_run, load_document
 from layerscope.tracing import Span, SpanKind, recording
 
 SQUEEZENET = str(zoo("squeezenet"))

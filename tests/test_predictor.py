@@ -46,7 +46,6 @@ from layerscope.measure.kernels import (
     kernel_groups,
     kernel_space,
     model_kernels,
-    openvino_kernel_groups,
     optimized_graph,
     plan_batch,
     qdq_conv_kernel,
@@ -56,6 +55,7 @@ from layerscope.measure.kernels import (
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.runfile import load_document
+from layerscope.runtimes.openvino.kernels import openvino_kernel_groups
 from layerscope.targets import load_profile
 
 FAST = TimingConfig(visits=3, runs_per_visit=2, visit_warmup=0)

@@ -14,7 +14,7 @@ from rich.console import Console
 from conftest import zoo
 from layerscope.cli.main import main
 from layerscope.measure.ort_profile import KernelSamples
-from layerscope.measure.profile import KernelResult, _shares, _timed_runs, layer_results
+from layerscope.measure.profile import KernelResult, _shares, layer_results, timed_runs
 from layerscope.model import load_model
 from layerscope.report.terminal import measurement_summary
 from layerscope.runfile import load_document
@@ -112,7 +112,7 @@ class _Session:
 
 
 def test_interrupt_keeps_what_was_measured() -> None:
-    samples, interrupted = _timed_runs(_Session(fail_at=4), {}, 10, "latency", None)
+    samples, interrupted = timed_runs(_Session(fail_at=4).run, 0, 10, phases=("warmup", "latency"), progress=None)
     assert interrupted and len(samples) == 3
 
 

@@ -14,13 +14,13 @@ from layerscope.estimator.types import Estimate
 from layerscope.importers import build_run
 from layerscope.importers.types import EntryKind, ImportResult, TimeStats, VendorEntry
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.run import add_measurement, estimate_run, load_run, save_record, save_run
 from layerscope.runfile import load_document
 from layerscope.runfile.models import RunFile
+from layerscope.runtimes.onnxruntime.profile import profile_model
 from layerscope.targets import load_profile
 
 #: The keys of an estimated layer in the file (``unit`` and the estimate's ``null`` fields are written as null, not

@@ -21,7 +21,7 @@ import layerscope
 from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.measure.fusion import FusionMap, KernelMapping
-from layerscope.measure.kernels import CommandKernels, KernelRunner, OpenVinoKernels, OrtKernels
+from layerscope.measure.kernels import CommandKernels, KernelRunner, OrtKernels
 from layerscope.measure.ort_profile import KernelSamples
 from layerscope.measure.profile import KernelResult, Measurement, Progress, layer_results
 from layerscope.measure.runners import Job, Runner
@@ -31,6 +31,7 @@ from layerscope.runfile.io import measurement_kind
 from layerscope.runfile.models import DifferentialMeasurement
 from layerscope.runtimes import registry
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions, SyncBenchSession
+from layerscope.runtimes.openvino.kernels import OpenVinoKernels
 from layerscope.runtimes.spec import RuntimeSpec
 from layerscope.stats import summarize
 from layerscope.workflows.bench import BenchRequest, bench

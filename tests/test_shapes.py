@@ -19,11 +19,11 @@ from layerscope.costs import cost_graph
 from layerscope.errors import ShapeError
 from layerscope.estimator import estimate_graph
 from layerscope.measure.inputs import feeder, make_inputs, random_array
-from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph, TensorInfo
 from layerscope.runfile import load_document
+from layerscope.runtimes.onnxruntime.profile import profile_model
 from layerscope.targets import load_profile
 
 BOOL = TensorProto.BOOL

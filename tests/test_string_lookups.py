@@ -17,11 +17,11 @@ from layerscope.analysis.reconcile import reconcile_run
 from layerscope.analysis.rules import RuleContext, run_rules
 from layerscope.estimator import estimate_graph
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import profile_model
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.run import add_measurement, estimate_run, load_run, save_run
 from layerscope.runfile import as_run, derived
+from layerscope.runtimes.onnxruntime.profile import profile_model
 from layerscope.targets import load_profile
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "string_lookups.py"

@@ -5,8 +5,8 @@ The Python API (:mod:`layerscope.api`): ``layerscope.estimate``, ``layerscope.pr
 ``layerscope.calibrate``, ``layerscope.compare``, ``layerscope.profile_pipeline``, ``layerscope.run_sweep``,
 ``layerscope.lint``, ``layerscope.load`` and the :class:`~layerscope.api.Run` they return (each use case runs the
 function of :mod:`layerscope.workflows` that the command line runs); ``layerscope.trace_point``
-(:mod:`layerscope.tracing`) and ``layerscope.pipeline`` (:mod:`layerscope.measure.pipeline`). Each is imported on
-first use, so ``import layerscope`` stays cheap.
+(:mod:`layerscope.tracing`) and ``layerscope.pipeline`` (:mod:`layerscope.runtimes.onnxruntime.pipeline`). Each is
+imported on first use, so ``import layerscope`` stays cheap.
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ if TYPE_CHECKING:
         reconcile,
         run_sweep,
     )
-    from layerscope.measure import pipeline
+    from layerscope.runtimes.onnxruntime import pipeline
     from layerscope.tracing import trace_point
 
 __all__ = ["Run", "__version__", "advise", "bench", "bisect", "calibrate", "compare", "estimate", "import_run", "lint",
            "load", "pipeline", "profile", "profile_pipeline", "reconcile", "run_sweep", "trace_point"]
 
 __getattr__ = lazy_names(__name__, {"trace_point": ("layerscope.tracing", "trace_point"),
-                                    "pipeline": ("layerscope.measure.pipeline", None),
+                                    "pipeline": ("layerscope.runtimes.onnxruntime.pipeline", None),
                                     **from_module("layerscope.api", "estimate", "profile", "bisect", "bench", "load",
                                                 "Run", "import_run", "reconcile", "advise", "calibrate",
                                                 "profile_pipeline", "run_sweep", "lint", "compare")})

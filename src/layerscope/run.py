@@ -48,7 +48,8 @@ optional unless marked; a run may hold an estimate, a measurement or both:
   model_us, post_us, other_us, end_to_end_us} (means), stages [{name, kind, depth, parent, calls_per_run, stats, self}],
   top [{name, kind, median_us, p90_us, share}], trace {phase, run}, spans [{name, kind, thread, thread_name,
   start_us, duration_us, depth, run}], kernels [{name, thread, start_us, duration_us, layers}] (µs from the traced
-  run's start)} -- user trace points and model calls (``layerscope pipeline``; :mod:`layerscope.measure.pipeline`)
+  run's start)} -- user trace points and model calls (``layerscope pipeline``;
+  :mod:`layerscope.runtimes.onnxruntime.pipeline`)
 - ``stress`` {processes, buffer_bytes, traffic_bytes_per_s, rounds [{baseline, stressed, ratio_p50}],
   latency_ratio_p50, layer_ratio, sensitive_layers, rule, ...} with ``layers[].measured.stress_baseline_us``,
   ``stress_median_us``, ``stress_ratio``, ``stress_ratio_min``, ``memory_sensitive`` (``bench`` / ``profile

@@ -14,7 +14,7 @@ Contract:
 - :func:`flushed_copy` writes the model with every subnormal weight set to 0 (``w[np.abs(w) < tiny] = 0``) and
   changes nothing else; :func:`measure_flush_gain` times the model and that copy in alternating rounds with
   :class:`layerscope.measure.runners.OrtRunner` and profiles each once with
-  :func:`layerscope.measure.profile.profile_model`, under one session config: the gain is a measurement on
+  :func:`layerscope.runtimes.onnxruntime.profile.profile_model`, under one session config: the gain is a measurement on
   this machine, never an estimate.
 """
 
@@ -30,11 +30,12 @@ from onnx import TensorProto, numpy_helper
 
 from layerscope.measure.cuts import Cut
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.profile import Measurement, profile_model
+from layerscope.measure.profile import Measurement
 from layerscope.measure.runners import Job, OrtRunner
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.runtimes.onnxruntime.profile import profile_model
 from layerscope.tempdirs import scratch
 
 #: Smallest normal number per float dtype: below it (and above 0) a value is subnormal.
@@ -176,7 +177,7 @@ class FlushGain:
 
     ``model_us`` / ``flushed_us``: one sample per round each, in the order A B | B A | A B ... (a drift of the
     machine's load then cancels in the paired differences); ``layer_us`` / ``flushed_layer_us``: per-layer
-    medians from one :func:`~layerscope.measure.profile.profile_model` of each."""
+    medians from one :func:`~layerscope.runtimes.onnxruntime.profile.profile_model` of each."""
 
     model_us: tuple[float, ...]
     flushed_us: tuple[float, ...]
@@ -215,7 +216,8 @@ def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig
     """Time ``graph`` and its copy with the subnormal values of ``names`` flushed, with the same random inputs
     (the ``--input`` files of ``input_specs`` where given) and session ``config``: ``rounds`` paired visits of
     :class:`~layerscope.measure.runners.OrtRunner` (each the fastest of 3 runs), then one
-    :func:`~layerscope.measure.profile.profile_model` of each (``rounds // 2`` runs, at least 5) for the layers.
+    :func:`~layerscope.runtimes.onnxruntime.profile.profile_model` of each (``rounds // 2`` runs, at least 5) for
+    the layers.
     See the module docstring."""
     feeds = make_inputs(graph, input_specs, seed)
     shapes = {t.name: t.shape for t in graph.inputs}

@@ -261,7 +261,7 @@ def openvino_options(fn: FC) -> FC:
 def openvino_bench_options(fn: FC) -> FC:
     """``--device``, ``--precision``, ``--performance-hint`` (used with ``--backend openvino``; read with
     :func:`selected_backend`). ``bench`` has its own ``--streams``: concurrent requests, one per stream."""
-    from layerscope.measure.openvino_backend import PERFORMANCE_HINTS, PRECISIONS
+    from layerscope.runtimes.openvino.compile import PERFORMANCE_HINTS, PRECISIONS
 
     for decorator in (
         click.option("--performance-hint", "performance_hint", default="LATENCY", show_default=True,

@@ -2,9 +2,9 @@
 
 ``pipeline`` (:mod:`layerscope.workflows.pipeline`) loads the user's script by path (it is their own code: that
 is the point), calls FUNCTION once per run with a model session made by layerscope
-(:mod:`layerscope.measure.pipeline`), and prints where the end-to-end time goes: the user's trace points beside
-the model's layers, and the split into pre-processing / model / post-processing / other. An exception in the
-script is one line (exit 2) naming its file and line; the script's traceback only with ``--debug``.
+(:mod:`layerscope.runtimes.onnxruntime.pipeline`), and prints where the end-to-end time goes: the user's trace
+points beside the model's layers, and the split into pre-processing / model / post-processing / other. An exception
+in the script is one line (exit 2) naming its file and line; the script's traceback only with ``--debug``.
 
 ``--stress memory[:N]`` (:mod:`layerscope.measure.stress`) is defined here, so that ``bench`` and ``profile``
 share one definition of the option; its terminal report is :mod:`layerscope.report.stress_terminal`.

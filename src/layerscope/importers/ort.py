@@ -6,7 +6,7 @@ runtime node ``<node>``, with ``args.op_name`` (the runtime op, e.g. ``FusedConv
 ``args.input_type_shape`` / ``output_type_shape``; ``_fence_before`` / ``_fence_after`` events are
 skipped. ``cat == "Session"`` events named ``model_run`` time each whole run. A runtime node's name is
 its source node's, or a name the optimizer made (``<tensor>_nchwc``, ``ReorderOutput``), which the join
-resolves.
+resolves. The events are told apart by the trace reader (:mod:`layerscope.measure.ort_profile`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any
 
 from layerscope.importers._common import as_float, expect_dict, expect_list, expect_str, fail, load_json
 from layerscope.importers.types import EntryKind, ImportResult, TimeStats, Totals, VendorEntry, make_info
+from layerscope.measure.ort_profile import is_run_span, kernel_node
 
 TOOL = "onnxruntime"
 FORMAT = "ort"
-_KERNEL = "_kernel_time"
 #: Runtime ops that only move or re-layout data.
 LAYOUT_OPS = frozenset({"ReorderInput", "ReorderOutput", "MemcpyToHost", "MemcpyFromHost"})
 
@@ -32,12 +32,11 @@ def parse(text: str, source: str) -> ImportResult:
     runs: list[float] = []
     for i, raw in enumerate(events):
         event = expect_dict(raw, source, f"[{i}]")
-        category = event.get("cat")
-        name = event.get("name")
-        if category == "Session" and name == "model_run":
+        kernel = kernel_node(event)
+        if is_run_span(event):
             runs.append(as_float(event.get("dur"), source, f"[{i}].dur"))
-        elif category == "Node" and isinstance(name, str) and name.endswith(_KERNEL):
-            node, op_type, provider = _node(event, name, source, f"[{i}]")
+        elif kernel is not None:
+            node, op_type, provider = _node(event, kernel, source, f"[{i}]")
             durations[node].append(as_float(event.get("dur"), source, f"[{i}].dur"))
             known_op, known_provider = meta.get(node, ("", ""))
             meta[node] = (known_op or op_type, known_provider or provider)
@@ -50,12 +49,12 @@ def parse(text: str, source: str) -> ImportResult:
     return ImportResult(path=source, format=FORMAT, tool=TOOL, entries=entries, totals=totals, info=info)
 
 
-def _node(event: dict[str, Any], name: str, source: str, where: str) -> tuple[str, str, str]:
-    """(runtime node name, op type, provider) of a kernel event; unnamed nodes get ``node#<index>``."""
+def _node(event: dict[str, Any], node: str, source: str, where: str) -> tuple[str, str, str]:
+    """(runtime node name, op type, provider) of a kernel event of runtime node ``node``; unnamed nodes get
+    ``node#<index>``."""
     args = expect_dict(event.get("args", {}), source, f"{where}.args")
     op_type = expect_str(args.get("op_name", ""), source, f"{where}.args.op_name")
     provider = expect_str(args.get("provider", ""), source, f"{where}.args.provider")
-    node = name[: -len(_KERNEL)]
     if not node:
         node = f"node#{args.get('node_index', '?')}"
     return node, op_type, provider

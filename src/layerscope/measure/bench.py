@@ -21,7 +21,7 @@ Contract of :func:`run_bench`:
   returns what was measured with ``interrupted=True``; before the first measured run it propagates;
 - an ONNX Runtime failure inside ``session.run`` (e.g. an index out of range in the inputs) stops every
   stream and is raised as :class:`~layerscope.errors.RuntimeFailure` (an ``InputError``, exit 2) naming the
-  seeded inputs and how to give real ones (an OpenVINO :class:`~layerscope.measure.openvino_backend.InferSession`
+  seeded inputs and how to give real ones (an OpenVINO :class:`~layerscope.runtimes.openvino.compile.InferSession`
   raises its own).
 """
 

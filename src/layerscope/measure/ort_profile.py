@@ -1,4 +1,6 @@
-"""Read ONNX Runtime's profiler output: per-run kernel durations.
+"""The trace reader: ONNX Runtime's profiler output (profile, bisect runner, pipeline, memory and
+``layerscope import --from ort`` read it through this module; :mod:`layerscope.model.shapes`, below this package,
+reads the same events for shapes).
 
 The profiler writes a JSON array of Chrome-trace events (``ph: "X"``, ``ts``/``dur`` in microseconds).
 ``cat: "Session"`` events named ``model_run`` span one ``InferenceSession.run``; ``cat: "Node"`` events named
@@ -20,7 +22,8 @@ from typing import Any
 
 from layerscope.errors import LayerscopeError
 
-_KERNEL_SUFFIX = "_kernel_time"
+#: The suffix of a kernel event's name (``<node>_kernel_time``).
+KERNEL_SUFFIX = "_kernel_time"
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,23 @@ def load_events(path: str | Path) -> list[dict[str, Any]]:
     return [e for e in events if isinstance(e, dict)]
 
 
+def is_run_span(event: Mapping[str, Any]) -> bool:
+    """Whether ``event`` spans one whole run (``cat: "Session"``, ``name: "model_run"``)."""
+    return event.get("cat") == "Session" and event.get("name") == "model_run"
+
+
+def kernel_node(event: Mapping[str, Any]) -> str | None:
+    """The runtime node a kernel event times (its name without :data:`KERNEL_SUFFIX`; ``""`` for an unnamed node);
+    ``None`` when ``event`` is not a kernel event (``cat: "Node"``, a name ending in :data:`KERNEL_SUFFIX`)."""
+    name = event.get("name")
+    if event.get("cat") != "Node" or not isinstance(name, str) or not name.endswith(KERNEL_SUFFIX):
+        return None
+    return name[: -len(KERNEL_SUFFIX)]
+
+
 def model_run_spans(events: Sequence[dict[str, Any]]) -> list[tuple[float, float]]:
     """``(start_us, duration_us)`` of every ``model_run`` span (one ``InferenceSession.run``), in time order."""
-    return sorted((float(e["ts"]), float(e["dur"])) for e in events
-                  if e.get("cat") == "Session" and e.get("name") == "model_run" and "ts" in e and "dur" in e)
+    return sorted((float(e["ts"]), float(e["dur"])) for e in events if is_run_span(e) and "ts" in e and "dur" in e)
 
 
 def events_between(events: Sequence[dict[str, Any]], start_us: float, end_us: float) -> list[dict[str, Any]]:
@@ -116,13 +132,12 @@ def parse_profile(events: Sequence[dict[str, Any]], skip_runs: int = 0) -> Profi
     memory: dict[str, KernelMemory | None] = {}
     by_run: list[list[TraceEvent]] = [[] for _ in spans]
     for e in events:
-        name = str(e.get("name", ""))
-        if e.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX) or "ts" not in e:
+        kernel = kernel_node(e)
+        if kernel is None or "ts" not in e:
             continue
         run = _run_of(float(e["ts"]), spans, starts)
         if run is None:
             continue
-        kernel = name[: -len(_KERNEL_SUFFIX)]
         raw_args = e.get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         info.setdefault(kernel, (str(args.get("op_name", "")), str(args.get("provider", ""))))

@@ -1,22 +1,22 @@
-"""Measure every layer of a model on ONNX Runtime: kernels, the fusion map, per-layer times.
+"""What a per-layer profile is, whichever runtime measured it, and the profiling lifecycle every runtime shares.
 
-Contract of :func:`profile_model`:
-- end-to-end latency comes from an uninstrumented session (warm-up, then ``runs`` timed ``run`` calls);
-- per-kernel times come from a second session with ONNX Runtime's profiler on, same settings, same inputs;
-  its warm-up runs are dropped from the profile;
-- each kernel's time is split over the source layers it covers in proportion to ``weights`` (the layers'
-  estimated latency), equally when those are all zero; the split is per run, so per-layer percentiles
-  are percentiles of per-run sums;
-- ``memory``: the sizes the profiler reports per kernel, given to layers, and their peak
-  (:func:`~layerscope.measure.memory.measured_memory`);
-- ``coverage`` = Σ kernel medians / median instrumented run; ``overhead`` = median instrumented run /
-  median uninstrumented run − 1;
-- an interrupt (Ctrl-C, SIGTERM, SIGHUP) during the profiled runs keeps the runs done so far and sets
-  ``interrupted``; one before the first profiled run completes (during the end-to-end runs, the profiled
-  warm-up or the profiled session's creation) raises :class:`PartialProfile` with the end-to-end runs done by
-  then; one during the first warm-up, when nothing was measured, propagates as it came;
-- ONNX Runtime failing to run the model on ``feeds`` is a :class:`~layerscope.errors.RuntimeFailure` (exit 2)
-  naming the seeded inputs (:func:`~layerscope.measure.session.run_checked`).
+Contract:
+
+- :class:`Measurement`: everything one ``profile`` measured (kernels, layers, fusion map, end-to-end and profiled
+  statistics, the runtime's settings), ready to be joined into a run;
+- :func:`profile_runs`: the lifecycle (end-to-end runs, then profiled runs; warm-up, progress, interrupts) that
+  a runtime's ``profile`` calls with its own two phases (build and time the plain model; build, time and read the
+  profiled one): an interrupt during the profiled runs keeps the runs done so far and sets ``interrupted``; one
+  before the first profiled run completes (during the end-to-end runs, the profiled warm-up or the profiled
+  model's creation) raises :class:`PartialProfile` with the end-to-end runs done by then; one during the first
+  warm-up, when nothing was measured, propagates as it came;
+- :func:`kernel_results`, :func:`layer_results`: each kernel's time is split over the source layers it covers in
+  proportion to ``weights`` (the layers' estimated latency), equally when those are all zero; the split is per
+  run, so per-layer percentiles are percentiles of per-run sums; :func:`attribution_violations` checks that
+  invariant.
+
+The runtimes' own ``profile``: :func:`layerscope.runtimes.onnxruntime.profile.profile_model`,
+:class:`layerscope.runtimes.openvino.profile.OpenVinoBackend`.
 """
 
 from __future__ import annotations
@@ -24,23 +24,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
-import onnx
 
-from layerscope.measure.fusion import FusionMap, build_fusion_map
-from layerscope.measure.memory import MeasuredMemory, measured_memory
-from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent, load_events, parse_profile
-from layerscope.measure.session import SessionConfig, machine_info, make_session, run_checked
-from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
+from layerscope.measure.fusion import FusionMap
+from layerscope.measure.memory import MeasuredMemory
+from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
-from layerscope.stats import LatencyStats, drift, summarize
-from layerscope.tempdirs import scratch
+from layerscope.stats import LatencyStats, summarize
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
 Progress = Callable[[str, int, int], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -128,76 +125,79 @@ class PartialProfile(KeyboardInterrupt):
         self.planned_runs = planned_runs
 
 
-def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str,
-                progress: Progress | None) -> tuple[list[float], bool]:
-    """``count`` timed runs (µs); on Ctrl-C the runs done so far and ``True``."""
+class RunTimer(Protocol):
+    """What :func:`profile_runs` hands a runtime's phase: ``timer(run_once, after)`` runs ``run_once`` (one
+    inference) ``warmup`` times untimed, then ``runs`` times timed (µs, ``after`` called after each timed run);
+    it returns the samples and whether an interrupt stopped the timed runs (one in the warm-up propagates)."""
+
+    def __call__(self, run_once: Callable[[], object],
+                 after: Callable[[], object] | None = None) -> tuple[list[float], bool]: ...
+
+
+@dataclass(frozen=True)
+class ProfiledRuns(Generic[T]):
+    """What a runtime's profiled phase gives back: ``data`` (its kernel events, in its own form), whether any
+    profiled run was recorded (none: the profile is partial) and whether an interrupt stopped the runs."""
+
+    data: T
+    recorded: bool
+    interrupted: bool
+
+
+def timed_runs(run_once: Callable[[], object], warmup: int, runs: int, *, phases: tuple[str, str],
+               progress: Progress | None, after: Callable[[], object] | None = None) -> tuple[list[float], bool]:
+    """``warmup`` untimed then ``runs`` timed calls of ``run_once`` (µs), progress reported as ``phases`` (warm-up,
+    timed); on an interrupt in the timed ones, those done and ``True`` (an interrupt in the warm-up propagates)."""
+    for i in range(warmup):
+        run_once()
+        if progress:
+            progress(phases[0], i + 1, warmup)
     samples: list[float] = []
     try:
-        for i in range(count):
+        for i in range(runs):
             start = time.perf_counter()
-            run_checked(session, feeds)
+            run_once()
             samples.append((time.perf_counter() - start) * 1e6)
+            if after is not None:
+                after()
             if progress:
-                progress(phase, i + 1, count)
+                progress(phases[1], i + 1, runs)
     except KeyboardInterrupt:
         return samples, True
     return samples, False
 
 
-def _warm(session: Any, feeds: Mapping[str, np.ndarray], count: int, phase: str, progress: Progress | None) -> None:
-    for i in range(count):
-        run_checked(session, feeds)
-        if progress:
-            progress(phase, i + 1, count)
+def profile_runs(plain: Callable[[RunTimer], tuple[list[float], bool]], profiled: Callable[[RunTimer], ProfiledRuns[T]],
+                 *, config: SessionConfig, runs: int, warmup: int,
+                 progress: Progress | None = None) -> tuple[list[float], ProfiledRuns[T]]:
+    """The profiling lifecycle every runtime's ``profile`` shares: ``plain(timer)`` builds the uninstrumented model and
+    times it with ``timer`` (phases ``warmup``, ``latency``); then ``profiled(timer)`` builds the profiled one, times
+    it (``warmup-profiled``, ``profiled``) and reads its kernel events. Returns the end-to-end samples (µs) and what
+    ``profiled`` gave.
 
-
-def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int = 50,
-                  warmup: int = 10, weights: Mapping[str, float] | None = None,
-                  progress: Progress | None = None) -> Measurement:
-    """Measure ``graph`` (loaded from ``graph.path``) on ONNX Runtime. See the module docstring."""
-    import onnxruntime as ort
-
-    plain = make_session(graph.path, config)
-    _warm(plain, feeds, warmup, "warmup", progress)
-    latency_samples, interrupted = _timed_runs(plain, feeds, runs, "latency", progress)
-    del plain
+    An interrupt during the end-to-end warm-up, before anything was measured, propagates as it came (none timed:
+    ``KeyboardInterrupt``); one during the end-to-end runs, or anywhere in ``profiled`` before a profiled run was
+    recorded, raises :class:`PartialProfile` with the end-to-end runs done by then; one during the profiled runs
+    keeps those done (``ProfiledRuns.interrupted``)."""
+    latency_samples, interrupted = plain(
+        lambda run_once, after=None: timed_runs(run_once, warmup, runs, phases=("warmup", "latency"), progress=progress,
+                                                 after=after))
     if not latency_samples:
         raise KeyboardInterrupt
 
-    def partial() -> PartialProfile:
+    def partial_profile() -> PartialProfile:
         return PartialProfile(latency_samples, config=config, warmup=warmup, planned_runs=runs)
 
     if interrupted:
-        raise partial()
+        raise partial_profile()
     try:
-        with scratch("profile") as tmp:
-            optimized_path = str(Path(tmp) / "optimized.onnx")
-            session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
-                                   optimized_model_path=optimized_path)
-            _warm(session, feeds, warmup, "warmup-profiled", progress)
-            profiled, interrupted = _timed_runs(session, feeds, runs, "profiled", progress)
-            profile_file = session.end_profiling()
-            optimized = onnx.load(optimized_path, load_external_data=False)
-            data = parse_profile(exclusive_events(load_events(profile_file), optimized), skip_runs=warmup)
-            provider = session.get_providers()[0]
+        result = profiled(lambda run_once, after=None: timed_runs(
+            run_once, warmup, runs, phases=("warmup-profiled", "profiled"), progress=progress, after=after))
     except KeyboardInterrupt:
-        raise partial() from None
-    if not profiled or not data.run_durations_us:
-        raise partial()
-    fusion = with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized)
-    kernels = kernel_results(data, fusion)
-    layers = layer_results(graph, kernels, weights or {})
-    latency = summarize(latency_samples)
-    instrumented = summarize(data.run_durations_us)
-    kernel_total = sum(k.stats.median_us for k in kernels)
-    return Measurement(
-        config=config, backend_version=ort.__version__, provider=provider, runs=len(data.run_durations_us),
-        warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
-        fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
-        overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
-        latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us),
-        latency_samples_us=tuple(latency_samples), memory=measured_memory(graph, kernels))
+        raise partial_profile() from None
+    if not result.recorded:
+        raise partial_profile()
+    return latency_samples, result
 
 
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:

@@ -1364,8 +1364,9 @@ class PipelineKernel(Section):
 
 
 class Pipeline(Section):
-    """``layerscope pipeline``: a user function around the model, traced (``measure.pipeline.pipeline_section``
-    writes it). ``spans`` and ``kernels`` are those of the one traced run (``trace``)."""
+    """``layerscope pipeline``: a user function around the model, traced
+    (``runtimes.onnxruntime.pipeline.pipeline_section`` writes it). ``spans`` and ``kernels`` are those of the one
+    traced run (``trace``)."""
 
     function: str | None = None
     runs: Count | None = None

@@ -32,8 +32,8 @@ from layerscope.measure.differential import (
     run_bisect,
     with_systematic,
 )
+from layerscope.measure.groups import group_cuts
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.openvino_runner import group_cuts
 from layerscope.measure.profile import Measurement
 from layerscope.measure.runners import CommandRunner, Runner, WarmWith
 from layerscope.measure.session import SessionConfig

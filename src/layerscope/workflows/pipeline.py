@@ -2,8 +2,9 @@
 ``layerscope.profile_pipeline``).
 
 The user's function (``SCRIPT.py:FUNCTION``, loaded by path: it is their own code, that is the point, or a
-callable) is called once per run with a model session made here (:mod:`layerscope.measure.pipeline`); the run
-holds where the end-to-end time goes: the user's trace points beside the model's layers, and the split into
+callable) is called once per run with a model session made here
+(:mod:`layerscope.runtimes.onnxruntime.pipeline`); the run holds where the end-to-end time goes: the user's trace
+points beside the model's layers, and the split into
 pre-processing / model / post-processing / other. An exception in the script is one line (``UserCodeError``, exit
 2) naming its file and line. Interrupted, the run holds the runs completed (its ``pipeline`` section marked
 interrupted).
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from layerscope.errors import InputError
-from layerscope.measure.pipeline import UserCodeError, describe_exception, profile
 from layerscope.measure.session import ort_provider
 from layerscope.runfile.models import RunFile
+from layerscope.runtimes.onnxruntime.pipeline import UserCodeError, describe_exception, profile
 from layerscope.workflows.common import QUIET, Hooks, PathLike
 
 #: Progress labels of the pipeline's phases.

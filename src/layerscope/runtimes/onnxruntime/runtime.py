@@ -2,11 +2,11 @@
 
 Contract: ``open`` resolves ``--provider`` (a short name or a full execution provider name) or raises
 ``BackendUnavailable`` (exit 3) naming those in the installed build; profile is
-:func:`layerscope.measure.profile.profile_model`; bench times ``session.run`` on one session shared by the streams;
-the bisect runner is :class:`~layerscope.measure.runners.OrtRunner` (by default 1 untimed run per visit, one session
-per model for the whole bisect); it reports no precision and no fused groups before profiling. Its kernels for the
-predictor are its optimized graph's nodes (:class:`~layerscope.measure.kernels.OrtKernels`), grouped as its CPU
-provider runs them.
+:func:`~layerscope.runtimes.onnxruntime.profile.profile_model`; bench times ``session.run`` on one session shared by
+the streams; the bisect runner is :class:`~layerscope.measure.runners.OrtRunner` (by default 1 untimed run per
+visit, one session per model for the whole bisect); it reports no precision and no fused groups before profiling.
+Its kernels for the predictor are its optimized graph's nodes (:class:`~layerscope.measure.kernels.OrtKernels`),
+grouped as its CPU provider runs them.
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ import numpy as np
 
 from layerscope.errors import BackendUnavailable
 from layerscope.measure.kernels import KernelRunner, OrtKernels
-from layerscope.measure.profile import Measurement, Progress, profile_model
+from layerscope.measure.profile import Measurement, Progress
 from layerscope.measure.runners import OrtRunner, Runner
 from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, make_session, ort_provider
 from layerscope.model.types import Graph
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions, SyncBenchSession
 from layerscope.runtimes.onnxruntime import SPEC
+from layerscope.runtimes.onnxruntime.profile import profile_model
 
 #: The capabilities ``layerscope backends`` lists, in its order.
 LISTED = ("kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads", "inter-op-threads",

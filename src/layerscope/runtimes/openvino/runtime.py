@@ -1,13 +1,14 @@
 """OpenVINO behind the runtime protocol (:mod:`layerscope.runtimes.base`).
 
 Contract: ``open`` resolves ``--device`` or raises ``BackendUnavailable`` (exit 3) naming the devices present;
-profile is :meth:`layerscope.measure.openvino_backend.OpenVinoBackend.profile`; bench compiles once and times
+profile is :meth:`~layerscope.runtimes.openvino.profile.OpenVinoBackend.profile`; bench compiles once and times
 synchronous infer requests, one per stream, or with a performance hint other than ``LATENCY`` an
-``AsyncInferQueue`` (:func:`~layerscope.measure.openvino_backend.async_bench`), and records what the compiler
-chose; the bisect runner is :class:`~layerscope.measure.openvino_runner.OpenVinoRunner` (by default 4 untimed runs
+``AsyncInferQueue`` (:func:`~layerscope.runtimes.openvino.bench.async_bench`), and records what the compiler
+chose; the bisect runner is :class:`~layerscope.runtimes.openvino.runner.OpenVinoRunner` (by default 4 untimed runs
 per visit, each model compiled afresh every 20 visits); fused groups come from the compiled execution graph. Its
-kernels for the predictor are the compiled runtime model's nodes (:class:`~layerscope.measure.kernels.OpenVinoKernels`),
-each kernel model compiled for the device with the options it was opened with.
+kernels for the predictor are the compiled runtime model's nodes
+(:class:`~layerscope.runtimes.openvino.kernels.OpenVinoKernels`), each kernel model compiled for the device with the
+options it was opened with.
 """
 
 from __future__ import annotations
@@ -19,25 +20,26 @@ from typing import Any
 import numpy as np
 
 from layerscope.measure.bench import BenchConfig, BenchResult, ProgressFn, run_bench
-from layerscope.measure.kernels import KernelRunner, OpenVinoKernels
-from layerscope.measure.openvino_backend import (
-    DEVICES,
-    InferSession,
-    OpenVinoBackend,
-    OpenVinoOptions,
-    async_bench,
-    available_devices,
-    compile_for,
-    compiled_settings,
-    device_name,
-)
-from layerscope.measure.openvino_runner import OpenVinoRunner, fused_groups
+from layerscope.measure.kernels import KernelRunner
 from layerscope.measure.profile import Measurement, Progress
 from layerscope.measure.runners import Runner
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions
 from layerscope.runtimes.openvino import SPEC
+from layerscope.runtimes.openvino.bench import async_bench
+from layerscope.runtimes.openvino.compile import (
+    DEVICES,
+    InferSession,
+    OpenVinoOptions,
+    available_devices,
+    compile_for,
+    compiled_settings,
+    device_name,
+)
+from layerscope.runtimes.openvino.kernels import OpenVinoKernels
+from layerscope.runtimes.openvino.profile import OpenVinoBackend
+from layerscope.runtimes.openvino.runner import OpenVinoRunner, fused_groups
 
 #: The capabilities ``layerscope backends`` lists, in its order.
 LISTED = ("kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads")

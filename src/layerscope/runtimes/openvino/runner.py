@@ -3,7 +3,7 @@
 Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runner`):
 
 - the compiled model is a black box: a prefix (suffix) model file is read and compiled for the device with the
-  backend's settings (:func:`~layerscope.measure.openvino_backend.compile_for`: device, precision hint,
+  backend's settings (:func:`~layerscope.runtimes.openvino.compile.compile_for`: device, precision hint,
   performance hint, threads, streams) *without* performance counters; one sample = the fastest of
   ``runs_per_visit`` timed ``InferRequest.infer`` calls, after the untimed calls
   :func:`~layerscope.measure.runners.warm_sequence` names for ``warm_with`` (the whole model, the model itself, or
@@ -29,7 +29,7 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,18 +38,6 @@ import numpy as np
 import onnx
 
 from layerscope.errors import InputError, LayerscopeError, ModelError, RuntimeFailure, condensed
-from layerscope.measure.openvino_backend import (
-    OpenVinoOptions,
-    _require_openvino,
-    compile_for,
-    compiled_settings,
-    device_name,
-    infer_failure,
-    infer_shared,
-    run_precision,
-    runtime_nodes,
-    source_layers_of_ops,
-)
 from layerscope.measure.runners import (
     NO_BOUNDARY_COST,
     BoundaryCost,
@@ -64,8 +52,19 @@ from layerscope.measure.runners import (
 )
 from layerscope.measure.session import SessionConfig, machine_info
 from layerscope.model.types import Graph
+from layerscope.runtimes.openvino.compile import (
+    OpenVinoOptions,
+    _require_openvino,
+    compile_for,
+    compiled_settings,
+    device_name,
+    infer_failure,
+    infer_shared,
+    run_precision,
+)
+from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
-__all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "fused_groups", "group_cuts"]
+__all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "fused_groups"]
 
 #: Runtime-graph node types that convert a tensor crossing a cut (layout, precision) for the caller.
 BOUNDARY_TYPES = frozenset({"Reorder", "Convert"})
@@ -93,8 +92,8 @@ class _Compiled:
             self.inputs[port] = np.require(feeds[name], requirements="C")  # ascontiguousarray makes a scalar 1-D
 
     def infer(self, clock: Callable[[], int] = time.perf_counter_ns) -> int:
-        """One :func:`~layerscope.measure.openvino_backend.infer_shared` call, timed in ns by ``clock``; OpenVINO's
-        failure is :func:`~layerscope.measure.openvino_backend.infer_failure` (exit 2)."""
+        """One :func:`~layerscope.runtimes.openvino.compile.infer_shared` call, timed in ns by ``clock``; OpenVINO's
+        failure is :func:`~layerscope.runtimes.openvino.compile.infer_failure` (exit 2)."""
         try:
             start = clock()
             infer_shared(self.request, self.inputs)
@@ -115,7 +114,7 @@ class _Compiled:
         return values
 
     def _failure(self, error: Exception) -> Exception:
-        """``error`` as :func:`~layerscope.measure.openvino_backend.infer_failure`; layerscope's own as it is."""
+        """``error`` as :func:`~layerscope.runtimes.openvino.compile.infer_failure`; layerscope's own as it is."""
         if isinstance(error, LayerscopeError):
             return error
         return infer_failure(error, self.feeds, run_precision(self.compiled), "a bisect model")
@@ -298,7 +297,7 @@ def _boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: f
 
 def fused_groups(graph: Graph, config: SessionConfig, options: OpenVinoOptions) -> tuple[tuple[str, ...], ...]:
     """The source layers of each computing node of the compiled whole model (``graph.path``) that runs more than
-    one layer, in runtime order (:func:`~layerscope.measure.openvino_backend.runtime_nodes`; constants, layout
+    one layer, in runtime order (:func:`~layerscope.runtimes.openvino.graph.runtime_nodes`; constants, layout
     nodes and weight reshapes excluded)."""
     core = _require_openvino().Core()
     read = core.read_model(str(graph.path))
@@ -320,15 +319,3 @@ def _constant_fed(runtime: Any) -> set[str]:
         if sources and all(kinds.get(s) in ("Const", "Constant") or s in out for s in sources):
             out.add(op.get_friendly_name())
     return out
-
-
-def group_cuts(graph: Graph, groups: Sequence[Sequence[str]]) -> frozenset[int]:
-    """The cuts (prefix lengths in ``graph.layers`` order) that fall inside a group: for a group whose layers sit
-    at positions p..q, the cuts p+1..q (layers of the group that ``graph`` lacks are ignored)."""
-    position = {layer.id: i for i, layer in enumerate(graph.layers)}
-    inside: set[int] = set()
-    for group in groups:
-        places = [position[i] for i in group if i in position]
-        if len(places) > 1:
-            inside.update(range(min(places) + 1, max(places) + 1))
-    return frozenset(inside)

@@ -1,0 +1,175 @@
+"""Measure every layer of a model on OpenVINO: performance counters per executed node, the compiler's fusion map.
+
+Contract of :meth:`OpenVinoBackend.profile`:
+
+- end-to-end latency: a model compiled without performance counters (:func:`~.compile.compile_for`), ``warmup``
+  then ``runs`` timed ``InferRequest.infer`` calls;
+- per executed node: a second compilation with ``PERF_COUNT`` on; after each of ``runs`` profiled runs (after
+  ``warmup`` untimed ones) ``InferRequest.profiling_info`` gives every node's real time in that run (nodes
+  whose status is not ``EXECUTED`` count 0 µs); a kernel's median, P90 and CV are over those runs, with the
+  node's exec type (``jit_avx2_f32``) and its runtime precision from the runtime model;
+- the fusion map is the compiler's (:func:`~.graph.runtime_nodes`): executed nodes with source layers are
+  ``layer`` kernels; reorders, inputs and outputs are ``layout``; constants ``constant``; anything else
+  ``unmapped`` (reported, never dropped). Source layers no executed node covers are ``eliminated`` (the compiler
+  removed or folded them); layers sharing one node are ``fused`` and its time is split over them by ``weights`` as
+  on ONNX Runtime (:func:`~layerscope.measure.profile.layer_results`);
+- ``coverage`` = Σ node medians / median profiled run; ``overhead`` = median profiled / median plain − 1;
+- Ctrl-C during the profiled runs keeps the runs done so far (``interrupted``); before the first profiled
+  run it raises :class:`~layerscope.measure.profile.PartialProfile` with the end-to-end runs done by then;
+- the precision the compiled model runs at is read back from it (:func:`~.compile.run_precision`): the
+  measurement records it and the reports print it; a model with top-level ``If`` layers is measured with each
+  folded to the branch the run's inputs take (:func:`~.compile.folded_reader`), which the measurement's
+  ``machine`` records under ``openvino_folded_if``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from layerscope.measure.fusion import FusionMap, KernelMapping
+from layerscope.measure.memory import OPENVINO_SOURCE, measured_memory
+from layerscope.measure.ort_profile import KernelMemory, KernelSamples, TraceEvent
+from layerscope.measure.profile import (
+    KernelResult,
+    Measurement,
+    ProfiledRuns,
+    Progress,
+    RunTimer,
+    layer_results,
+    profile_runs,
+)
+from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.model.types import Graph
+from layerscope.runtimes.openvino.compile import (
+    OpenVinoOptions,
+    _core,
+    _feed_dict,
+    _infer_failures,
+    _require_openvino,
+    compile_for,
+    device_name,
+    folded_reader,
+    infer_shared,
+    run_precision,
+)
+from layerscope.runtimes.openvino.graph import ExecNode, runtime_nodes, source_layers_of_ops
+from layerscope.stats import drift, summarize
+
+__all__ = ["OpenVinoBackend"]
+
+
+class OpenVinoBackend:
+    """OpenVINO through its Python API: ``profiling_info`` for node times, the runtime model's
+    ``originalLayersNames`` for the fusion map. See the module docstring."""
+
+    name = "openvino"
+
+    def __init__(self, options: OpenVinoOptions | None = None) -> None:
+        self.options = options or OpenVinoOptions()
+
+    def check_provider(self, provider: str) -> str:
+        return device_name(provider)
+
+    def profile(self, graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int,
+                warmup: int, weights: Mapping[str, float] | None = None,
+                progress: Progress | None = None) -> Measurement:
+        openvino = _require_openvino()
+        device = self.check_provider(config.provider)
+        read_model, folded = folded_reader(graph, feeds, device)
+
+        def plain(timer: RunTimer) -> tuple[list[float], bool]:
+            compiled = compile_for(graph, config, self.options, profiling=False, model=read_model())
+            request = compiled.create_infer_request()
+            with _infer_failures(feeds, run_precision(compiled)):
+                return timer(partial(infer_shared, request, _feed_dict(compiled, feeds)))
+
+        def profiled(timer: RunTimer) -> ProfiledRuns[tuple[Any, Any, list[dict[str, float]], list[float]]]:
+            read = read_model()
+            compiled = compile_for(graph, config, self.options, profiling=True, model=read)
+            request = compiled.create_infer_request()
+            inputs = _feed_dict(compiled, feeds)
+            per_run: list[dict[str, float]] = []
+            with _infer_failures(feeds, run_precision(compiled)):
+                run_us, interrupted = timer(partial(infer_shared, request, inputs),
+                                            after=lambda: per_run.append(_counters(request)))
+            return ProfiledRuns((read, compiled, per_run, run_us), bool(run_us), interrupted)
+
+        latency_samples, result = profile_runs(plain, profiled, config=config, runs=runs, warmup=warmup,
+                                               progress=progress)
+        (read, compiled, per_run, run_us), interrupted = result.data, result.interrupted
+        owner = source_layers_of_ops(graph, read)
+        nodes = runtime_nodes(compiled, graph, owner)
+        precision = run_precision(compiled)
+        kernels = _kernel_results(nodes, per_run, device)
+        fusion = _fusion_map(graph, nodes, kernels)
+        layers = layer_results(graph, kernels, weights or {})
+        latency, instrumented = summarize(latency_samples), summarize(run_us)
+        kernel_total = sum(k.stats.median_us for k in kernels)
+        machine = {**machine_info(), "openvino": openvino.get_version(), "device": device,
+                   "device_name": str(_core().get_property(device.split(".")[0], "FULL_DEVICE_NAME"))
+                   if device != "AUTO" else "AUTO",
+                   **({"openvino_folded_if": folded} if folded else {})}
+        return Measurement(
+            config=config, backend_version=openvino.get_version(), provider=device, runs=len(run_us),
+            warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
+            fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
+            overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
+            machine=machine, median_run=_median_run(kernels, nodes), interrupted=interrupted,
+            latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
+            latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
+            memory=measured_memory(graph, kernels, OPENVINO_SOURCE),
+            performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
+            streams=int(compiled.get_property("NUM_STREAMS")), latency_source="uninstrumented InferRequest.infer")
+
+
+def _counters(request: Any) -> dict[str, float]:
+    """The last inference's real time per executed node (µs)."""
+    times: dict[str, float] = {}
+    for info in request.profiling_info:
+        if info.status.name == "EXECUTED":
+            times[info.node_name] = times.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e6
+    return times
+
+
+def _kernel_results(nodes: Mapping[str, ExecNode], per_run: Sequence[Mapping[str, float]],
+                    device: str) -> tuple[KernelResult, ...]:
+    """One kernel per node that executed in any profiled run, in runtime-model order."""
+    executed = {name for run in per_run for name in run}
+    results = []
+    for name, node in nodes.items():
+        if name not in executed:
+            continue
+        series = tuple(run.get(name, 0.0) for run in per_run)
+        samples = KernelSamples(name, node.layer_type, device, series, exec_type=node.exec_type,
+                                precision=node.precision,
+                                memory=None if node.output_bytes is None else KernelMemory(node.output_bytes))
+        results.append(KernelResult(samples, summarize(series), node.layers, node.category, node.serves))
+    for name in sorted(executed - set(nodes)):  # counters for a node the runtime model lacks: keep, unmapped
+        series = tuple(run.get(name, 0.0) for run in per_run)
+        results.append(KernelResult(KernelSamples(name, "", device, series), summarize(series), (), "unmapped"))
+    return tuple(results)
+
+
+def _fusion_map(graph: Graph, nodes: Mapping[str, ExecNode], executed: Sequence[KernelResult]) -> FusionMap:
+    """Every runtime node's layers; eliminated: the source layers no *executed* node covers (a reshape done in
+    place, a node the compiler kept but never runs, a layer folded away)."""
+    kernels = {n.name: KernelMapping(n.name, n.layer_type, "", n.layers, n.category) for n in nodes.values()}
+    covered = {lid for k in executed if k.category == "layer" for lid in k.layers}
+    return FusionMap(kernels, tuple(node.id for node in graph.layers if node.id not in covered))
+
+
+def _median_run(kernels: Sequence[KernelResult], nodes: Mapping[str, ExecNode]) -> tuple[TraceEvent, ...]:
+    """The executed nodes back to back in execution order, each lasting its median (the counters have no
+    timestamps; OpenVINO's CPU plugin runs one node after another within a stream)."""
+    events, start = [], 0.0
+    for kernel in kernels:
+        duration = kernel.stats.median_us
+        if duration <= 0:
+            continue
+        events.append(TraceEvent(kernel.samples.name, 0, start, duration))
+        start += duration
+    return tuple(events)
