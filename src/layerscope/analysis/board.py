@@ -177,10 +177,11 @@ def model_path(entry: BoardEntry) -> Path:
 
 def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]:
     """Each entry's model estimated on ``profile`` (at the entry's dtype, else the profile's default), paired with
-    its board latency; each layer's weight-load and activation-matrix-product µs set apart for the fit.
-    ``InputError`` for a dtype the profile does not list."""
+    its board latency; each layer's weight-load and activation-matrix-product µs set apart for the fit, and the
+    layout Transposes the profile prices apart marked (:attr:`LayerTerm.layout`). ``InputError`` for a dtype the
+    profile does not list."""
     from layerscope.estimator import estimate_graph
-    from layerscope.estimator.roofline import activation_matmul_us
+    from layerscope.estimator.roofline import activation_matmul_us, layout_transposes_priced
     from layerscope.model import load_model
     from layerscope.run import estimate_run
 
@@ -195,8 +196,10 @@ def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]
         data = board_run_data(run, entry.latency_us, entry.label, entry.family)
         weights = weight_load_us(graph, profile, dtype)
         elements = {node.id: us for node in graph.layers if (us := activation_matmul_us(node, graph, profile))}
+        layout = layout_transposes_priced(graph, profile)
         layers = tuple(t if t.fallback else replace(t, weight_us=min(weights.get(t.layer_id, 0.0), t.memory_us),
-                                                    element_us=elements.get(t.layer_id, 0.0))
+                                                    element_us=elements.get(t.layer_id, 0.0),
+                                                    layout=t.layer_id in layout)
                        for t in data.layers)
         result.append(replace(data, layers=layers))
     return result
@@ -235,6 +238,9 @@ class _Columns:
     """One run's layers as arrays by group: compute µs, memory µs and the layer counts (for the overheads)."""
 
     compute_us: dict[str, np.ndarray]
+    #: the layout Transposes' compute µs (:attr:`LayerTerm.layout`), by layer as ``compute_us`` (0 elsewhere, and
+    #: 0 in ``compute_us`` for them)
+    layout_us: dict[str, np.ndarray]
     #: feature-map DDR µs (the layer's memory time less its weight loads) and weight-load µs
     memory_us: dict[str, np.ndarray]
     weight_us: dict[str, np.ndarray]
@@ -245,27 +251,30 @@ class _Columns:
     @classmethod
     def of(cls, run: RunData) -> _Columns:
         compute: dict[str, list[float]] = {}
+        layout: dict[str, list[float]] = {}
         memory: dict[str, list[float]] = {}
         weight: dict[str, list[float]] = {}
         for term in run.layers:
             key = fit_key(term.group)
-            compute.setdefault(key, []).append(term.compute_us)
+            compute.setdefault(key, []).append(0.0 if term.layout else term.compute_us)
+            layout.setdefault(key, []).append(term.compute_us if term.layout else 0.0)
             memory.setdefault(key, []).append(term.memory_us - term.weight_us)
             weight.setdefault(key, []).append(term.weight_us)
-        return cls({g: np.asarray(v) for g, v in compute.items()}, {g: np.asarray(v) for g, v in memory.items()},
-                   {g: np.asarray(v) for g, v in weight.items()}, run.task_us,
-                   sum(t.element_us for t in run.layers))
+        return cls({g: np.asarray(v) for g, v in compute.items()}, {g: np.asarray(v) for g, v in layout.items()},
+                   {g: np.asarray(v) for g, v in memory.items()}, {g: np.asarray(v) for g, v in weight.items()},
+                   run.task_us, sum(t.element_us for t in run.layers))
 
     def predict_us(self, f: _Factors) -> float:
         """:func:`~layerscope.analysis.calibrate.predict_us` with the groups tied by unit (:func:`fit_key`)."""
-        layers = sum(np.maximum(f.scales[g] * c, f.memory * self.memory_us[g] + f.weight * self.weight_us[g])
-                     .sum() + f.overheads[g] * len(c) for g, c in self.compute_us.items())
+        layers = sum(np.maximum(f.scales[g] * (c + f.layout * self.layout_us[g]),
+                                f.memory * self.memory_us[g] + f.weight * self.weight_us[g]).sum()
+                     + f.overheads[g] * len(c) for g, c in self.compute_us.items())
         return float(layers) + f.task * self.task_us + f.element * self.element_us
 
 
 class _Factors(NamedTuple):
     """One point of the board fit: compute scale and overhead (µs) per tied group, the feature-map memory, task,
-    weight-load and activation-matrix-product factors."""
+    weight-load, activation-matrix-product and layout-Transpose factors."""
 
     scales: dict[str, float]
     memory: float
@@ -273,6 +282,7 @@ class _Factors(NamedTuple):
     task: float
     weight: float
     element: float
+    layout: float
 
 
 def fit_key(group: str) -> str:
@@ -285,8 +295,9 @@ def fit_key(group: str) -> str:
 def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) -> Params:
     """Fit a compute factor and an overhead factor per group, one memory (DDR) factor, a factor on the profile's
     per-inference task overhead, a weight-load factor (when the runs set weight loads apart) and a factor on the
-    activation-matrix-product time (when the base profile prices it: :attr:`LayerTerm.element_us`) to the runs'
-    whole-model latencies: least squares on log(predicted / measured),
+    activation-matrix-product time (when the base profile prices it: :attr:`LayerTerm.element_us`) and a factor on
+    the layout Transposes' compute time relative to their unit's (when the base profile prices them apart:
+    :attr:`LayerTerm.layout`) to the runs' whole-model latencies: least squares on log(predicted / measured),
     every model alike, with a normal prior of :data:`PRIOR_SD` on each factor's log around 1 (the base profile).
     Layers take ``max(s_g * compute, d * memory) + o_g``, as :class:`~layerscope.analysis.calibrate.Params`
     defines."""
@@ -307,25 +318,30 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
     # the activation-matrix-product time takes one where the base profile prices it
     split = any(t.weight_us > 0 for r in runs for t in r.layers)
     priced = any(t.element_us > 0 for r in runs for t in r.layers)
+    layout = any(t.layout for r in runs for t in r.layers)
+    extra = 2 + split + priced + layout
 
     def unpack(theta: np.ndarray) -> _Factors:
         factors = [float(f) for f in np.exp(theta)]
         scales = dict(zip(keys, factors[:n], strict=True))
         overheads = {k: base_by_key[k] * f for k, f in zip(keys, factors[n + 1:2 * n + 1], strict=True)}
-        return _Factors(scales, factors[n], overheads, factors[2 * n + 1], factors[2 * n + 2] if split else factors[n],
-                        factors[-1] if priced else 1.0)
+        rest = iter(factors[2 * n + 2:])
+        weight = next(rest) if split else factors[n]
+        element = next(rest) if priced else 1.0
+        return _Factors(scales, factors[n], overheads, factors[2 * n + 1], weight, element,
+                        next(rest) if layout else 1.0)
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         predicted = np.log([max(c.predict_us(unpack(theta)), 1e-9) for c in columns])
         return np.concatenate([predicted - measured, theta / PRIOR_SD])
 
     bound = math.log(FACTOR_BOUND)
-    solution = least_squares(residuals, np.zeros(2 * n + 2 + split + priced), bounds=(-bound, bound), method="trf",
+    solution = least_squares(residuals, np.zeros(2 * n + extra), bounds=(-bound, bound), method="trf",
                              xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    scales, memory, overheads, task, weight, element = unpack(solution.x)
+    scales, memory, overheads, task, weight, element, layout_factor = unpack(solution.x)
     return Params({g: scales[k] for k in keys for g in members[k]}, {g: overheads[k] for k in keys for g in members[k]},
                   memory, dict(base_overhead_us), task_scale=task, weight_memory_scale=weight if split else None,
-                  element_scale=element)
+                  element_scale=element, layout_scale=layout_factor)
 
 
 def _every_kind(params: Params, profile: Profile) -> Params:
@@ -510,6 +526,9 @@ def derive_profile(parent: Profile, name: str) -> str:
                     "clock_hz": rule.source, "description": rule.source})
     if parent.activation_matmul_ns_per_element:
         sources["activation_matmul_ns_per_element"] = f"{note}; {parent.name}'s / {rule.clock_ratio:.4g} (BPU clock)"
+    if parent.layout_transpose_efficiency is not None:
+        sources["layout_transpose_efficiency"] = f"{note}; {parent.name}'s (a multiplier on the unit's rate, which " \
+            "the clock scales)"
     if parent.task_overhead_us:
         sources["task_overhead_us"] = f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (the runtime's CPU clock)"
     derived = replace(parent, name=name, units=units, cpu=cpu, clock_hz=rule.clock_hz, sources=sources,

@@ -130,6 +130,9 @@ class LayerTerm:
     #: µs the base profile adds beside the roofline for a matrix product of two activations
     #: (:func:`layerscope.estimator.roofline.activation_matmul_us`; 0 when not known: a run file's layer)
     element_us: float = 0.0
+    #: whether the layer is a layout Transpose the base profile prices apart
+    #: (:func:`layerscope.estimator.roofline.layout_transposes_priced`; False when not known: a run file's layer)
+    layout: bool = False
 
     @property
     def fallback(self) -> bool:
@@ -189,6 +192,9 @@ class Params:
     weight_memory_scale: float | None = None
     #: the activation-matrix-product time (:attr:`LayerTerm.element_us`) relative to the base profile's
     element_scale: float = 1.0
+    #: the compute time of a layout Transpose (:attr:`LayerTerm.layout`) relative to its unit's fitted time, in
+    #: place of its op type's factor
+    layout_scale: float = 1.0
 
     def memory_us(self, term: LayerTerm) -> float:
         """``term``'s DDR µs under this fit: its feature-map traffic times ``memory_scale``, its weight loads times
@@ -208,8 +214,11 @@ class Params:
         return self.op_scale.get(op_type, 1.0)
 
     def compute_us(self, term: LayerTerm) -> float:
-        """``term``'s compute µs under this fit."""
-        factor = 1.0 if term.fallback else self.op_factor(term.op_type)
+        """``term``'s compute µs under this fit: its group's scale times its op type's factor, or times
+        :attr:`layout_scale` for a layout Transpose."""
+        if term.fallback:
+            return self.scale(term.group) * term.compute_us
+        factor = self.layout_scale if term.layout else self.op_factor(term.op_type)
         return self.scale(term.group) * factor * term.compute_us
 
     def layer_us(self, term: LayerTerm) -> float:
@@ -836,7 +845,8 @@ def out_of_bounds(base: Profile, params: Params) -> tuple[str, ...]:
     efficiency[f"{base.cpu.name}/{FALLBACK_KIND}"] = base.cpu.efficiency
     found: list[str] = []
     factors = [(f"{group} compute x", scale) for group, scale in sorted(params.compute_scale.items())]
-    factors += [("memory time x", params.memory_scale), ("task overhead x", params.task_scale)]
+    factors += [("memory time x", params.memory_scale), ("task overhead x", params.task_scale),
+                ("layout Transpose compute x", params.layout_scale)]
     factors += [(f"op {op} compute x", scale) for op, scale in sorted(params.op_scale.items())]
     for label, value in factors:
         if not FACTOR_MIN <= value <= FACTOR_MAX:
@@ -901,6 +911,11 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
     element_ns = base.activation_matmul_ns_per_element * params.element_scale
     if base.activation_matmul_ns_per_element and params.element_scale != 1.0:
         sources["activation_matmul_ns_per_element"] = f"{note}; the base profile's x{params.element_scale:.4g}"
+    layout_eff = base.layout_transpose_efficiency
+    if layout_eff is not None and params.layout_scale != 1.0:
+        layout_eff /= params.layout_scale
+        sources["layout_transpose_efficiency"] = f"{note}; layout Transpose compute time x{params.layout_scale:.4g} " \
+            "of the base profile's"
     weight_eff = _weight_efficiency(base, params, ddr_bw)
     if weight_eff is not None and params.weight_memory_scale is not None:
         sources["weight_ddr_efficiency"] = f"{note}; weight-load time x{params.weight_memory_scale:.4g} of the " \
@@ -924,6 +939,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"task_overhead_us": base.task_overhead_us * params.task_scale} if base.task_overhead_us else {}),
         **({"weight_ddr_efficiency": weight_eff} if weight_eff is not None else {}),
         **({"activation_matmul_ns_per_element": element_ns} if element_ns else {}),
+        **({"layout_transpose_efficiency": layout_eff} if layout_eff is not None else {}),
         "units": units,
         "cpu": cpu,
         "fallback_rules": [{"op_type": r.op_type, **({"condition": r.condition} if r.condition else {}),

@@ -20,6 +20,8 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   layers' sum plus the profile's per-inference ``task_overhead_us``. On an NPU profile with
   ``activation_matmul_ns_per_element``, a matrix product of two activations (:func:`activation_matmul_elements`)
   adds that many ns per output element to its overhead (:func:`activation_matmul_us`).
+  On an NPU profile with ``layout_transpose_efficiency``, a layout Transpose
+  (:func:`layerscope.estimator.layout.layout_transposes`) takes that multiplier in place of its op type's.
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
 - zero-copy layers (reshape and friends) are views: no time (on a CPU profile: one kernel dispatch, :func:`_cpu_view`).
@@ -44,6 +46,7 @@ import numpy as np
 from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
+from layerscope.estimator.layout import layout_transposes
 from layerscope.estimator.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 from layerscope.targets import Profile
@@ -544,15 +547,18 @@ class _LayerEstimator:
         #: A CPU profile's activations of at most this many bytes move at ``cache_bandwidth`` (0: none do).
         self.cached_bytes = cpu_cached_bytes(profile)
         self.cache_bandwidth = profile.cache_bytes_per_s or self.bandwidth
+        #: the ids of the graph's layout Transposes where the profile prices them apart (:func:`layout_transposes`)
+        self.layout = layout_transposes_priced(graph, profile)
 
     def every_layer(self, costs: Sequence[LayerCost], reasons: Sequence[str | None],
                     classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:
         """The estimate of each of the graph's layers, every execution counted, given its cost, fallback reason and
         class (:func:`layerscope.costs.classify_costs`). Computed once per key ``(class, executions, reason, which
         of the layer's inputs and outputs stay on chip, which inputs are resident shared weights and what it loads
-        of them)`` and renamed for the other layers with that key; computed for every layer of class ``None``."""
-        resident, loads = self.resident, self.loads
-        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], int], LayerEstimate] = {}
+        of them, whether it is a layout Transpose the profile prices apart)`` and renamed for the other layers with
+        that key; computed for every layer of class ``None``."""
+        resident, loads, layout = self.resident, self.loads, self.layout
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], int, bool], LayerEstimate] = {}
         estimates: list[LayerEstimate] = []
         for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
             if layer_class is None:
@@ -562,7 +568,7 @@ class _LayerEstimator:
             key = (layer_class, node.executions, reason,
                    tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else (),
                    tuple(map(shared.__contains__, node.inputs)) if shared else (),
-                   sum(shared.values()) if shared else 0)
+                   sum(shared.values()) if shared else 0, node.id in layout)
             known = by_key.get(key)
             if known is None:
                 by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
@@ -587,6 +593,8 @@ class _LayerEstimator:
         efficiency = self.efficiency.get(node.op_type)
         if efficiency is None:
             efficiency = self.efficiency[node.op_type] = profile.efficiency_for(node.op_type)
+        if node.id in self.layout:
+            efficiency = profile.layout_transpose_efficiency or efficiency
         compute_us = _ops(cost, graph, node) / (rate * efficiency) * 1e6
         if cost.chained_loads:
             compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
@@ -653,6 +661,14 @@ def activation_matmul_us(node: Node, graph: Graph, profile: Profile) -> float:
     if ns <= 0 or is_cpu_profile(profile):
         return 0.0
     return activation_matmul_elements(node, graph) * ns / 1e3
+
+
+def layout_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:
+    """The ids of ``graph``'s layout Transposes (:func:`layerscope.estimator.layout.layout_transposes`) where
+    ``profile`` prices them apart (an accelerator profile with ``layout_transpose_efficiency``); empty elsewhere."""
+    if profile.layout_transpose_efficiency is None or is_cpu_profile(profile):
+        return frozenset()
+    return layout_transposes(graph)
 
 
 def is_cpu_profile(profile: Profile) -> bool:

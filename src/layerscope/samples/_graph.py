@@ -26,6 +26,9 @@ OPSET = 17
 #: IR version matching opset 17 (onnx 1.12), readable by every runtime that reads opset 17.
 IR_VERSION = 8
 
+#: The values of a builder's ``layernorm`` parameter (:meth:`GraphBuilder.layernorm_form`).
+LAYERNORM_FORMS = ("fused", "decomposed")
+
 Shape = tuple[int, ...]
 IntOrPair = int | tuple[int, int]
 
@@ -54,6 +57,8 @@ class GraphBuilder:
         self._scope: list[str] = []
         self._node_names: Counter[str] = Counter()
         self._init_names: Counter[str] = Counter()
+        #: :meth:`layernorm` emits the primitive ops of an export below opset 17, not ``LayerNormalization``
+        self.decomposed_layernorm = False
 
     # ----------------------------------------------------------------------------------- naming
     @contextmanager
@@ -315,13 +320,34 @@ class GraphBuilder:
         w = self.weight("weight", (out, k), k)
         return self.op("Gemm", [x, w, self.bias("bias", out)], (m, out), alpha=1.0, beta=1.0, transB=1)
 
+    def layernorm_form(self, family: str, layernorm: str) -> None:
+        """Set :attr:`decomposed_layernorm` from a builder's ``layernorm`` parameter: ``"fused"`` (one
+        ``LayerNormalization``, torch's export at opset 17 and above) or ``"decomposed"`` (an export at opset
+        11-16, as the RDK X5 model zoo exports the timm classifiers: ``opset_version=11``). ``ValueError`` for any
+        other value."""
+        if layernorm not in LAYERNORM_FORMS:
+            raise ValueError(f"{family}: layernorm must be one of {', '.join(LAYERNORM_FORMS)}, got {layernorm!r}")
+        self.decomposed_layernorm = layernorm == "decomposed"
+
     def layernorm(self, x: str, eps: float) -> str:
-        """``nn.LayerNorm`` over the last axis: opset-17 ``LayerNormalization``."""
+        """``nn.LayerNorm`` over the last axis: opset-17 ``LayerNormalization``, or with
+        :attr:`decomposed_layernorm` the primitive ops torch exports below opset 17 (its ``native_layer_norm``
+        symbolic: ``ReduceMean``, ``Sub``, ``Pow`` by 2, ``ReduceMean``, ``Add`` eps, ``Sqrt``, ``Div``, ``Mul`` by
+        the weight, ``Add`` the bias; the reductions over the last axis, keeping it)."""
         c = self.shape(x)[-1]
         scale = self.const("weight", (1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32))
         bias = self.const("bias", (0.1 * self.rng.standard_normal(c)).astype(np.float32))
         self.params += 2 * c
-        return self.op("LayerNormalization", [x, scale, bias], self.shape(x), axis=-1, epsilon=eps)
+        if not self.decomposed_layernorm:
+            return self.op("LayerNormalization", [x, scale, bias], self.shape(x), axis=-1, epsilon=eps)
+        reduced = (*self.shape(x)[:-1], 1)
+        mean = self.op("ReduceMean", [x], reduced, axes=[-1], keepdims=1)
+        centred = self.binary("Sub", x, mean)
+        square = self.binary("Pow", centred, self.scalar("two", 2.0))
+        variance = self.op("ReduceMean", [square], reduced, axes=[-1], keepdims=1)
+        std = self.unary("Sqrt", self.binary("Add", variance, self.scalar("eps", eps)))
+        normed = self.binary("Div", centred, std)
+        return self.binary("Add", self.binary("Mul", normed, scale), bias)
 
     def gelu_erf(self, x: str) -> str:
         """Exact GELU as torch exports it below opset 20: ``x * 0.5 * (1 + erf(x / sqrt(2)))``."""

@@ -6,7 +6,8 @@ The RDK X5 model zoo (``D-Robotics/rdk_model_zoo``, ``samples/vision/classificat
 Performance Data"; each family's ``<Family>/README.md`` shows the export) converts the timm models with
 ``torch.onnx.export`` in eval mode and ``onnxsim``, at 224x224 with 1000 classes. Each builder here lays out the
 deployed graph: BatchNorm after a convolution folded into it, re-parameterised multi-branch convolutions merged
-into one ``Conv``, exact GELU in its ``Erf`` form, LayerNorm as ``LayerNormalization``, attention as
+into one ``Conv``, exact GELU in its ``Erf`` form, LayerNorm as ``LayerNormalization`` (the zoo exports at
+``opset_version=11``, where torch writes it as primitive ops: ``layernorm="decomposed"``), attention as
 ``MatMul``/``Softmax``/``MatMul`` with ``Reshape``/``Transpose``. The input is ``data`` (1, 3, size, size) and the
 output ``output`` (1, num_classes), as in the zoo's export scripts.
 
@@ -216,7 +217,8 @@ def _efficientformer_attention(b: ZooBuilder, x: str, grid: int) -> str:
         return b.linear(ctx, dim)
 
 
-def efficientformer(variant: str = "l1", size: int = 224, num_classes: int = 1000) -> ModelProto:
+def efficientformer(variant: str = "l1", size: int = 224, num_classes: int = 1000,
+                    layernorm: str = "fused") -> ModelProto:
     """EfficientFormer (L1, L3) as timm exports it in eval mode, both classifier heads kept.
 
     Layout (timm ``efficientformer.py``; paper Fig. 3): stem (two 3x3/2 conv + BN + ReLU); 4-D stages of
@@ -228,11 +230,13 @@ def efficientformer(variant: str = "l1", size: int = 224, num_classes: int = 100
     Params at 224 / 1000 classes (both heads counted, as the zoo's export keeps them): l1 12,258,008, l3
     31,347,568 (zoo "Parameter" 12.3 / 31.3 M; paper 12.3 / 31.3 M). Conv + MatMul + Gemm MACs at 224: 1.291 /
     3.907 G (paper: 1.3 / 3.9 GMACs). ``size``: a positive multiple of 32; the attention-bias table follows the
-    final (size/32)^2 grid (7x7 at 224, as trained).
+    final (size/32)^2 grid (7x7 at 224, as trained). ``layernorm="decomposed"``: each LayerNorm as the primitive
+    ops of the zoo's export at ``opset_version=11`` (``EfficientFormer/README.md``), same params and MACs.
     """
     _check("efficientformer", variant, EFFICIENTFORMER, size, num_classes)
     dims, depths, num_vit = EFFICIENTFORMER[variant]
     b = ZooBuilder(f"efficientformer_{variant}", seed=91)
+    b.layernorm_form("efficientformer", layernorm)
     x = b.input("data", (1, 3, size, size))
     with b.scope("stem"):
         x = b.relu(b.named_conv("conv1", x, dims[0] // 2, 3, 2))
@@ -509,7 +513,8 @@ def _edgenext_sdta_block(b: ZooBuilder, x: str, scales: int, heads: int, pos_emb
     return b.add(x, y)
 
 
-def edgenext(variant: str = "xx_small", size: int = 224, num_classes: int = 1000) -> ModelProto:
+def edgenext(variant: str = "xx_small", size: int = 224, num_classes: int = 1000,
+             layernorm: str = "fused") -> ModelProto:
     """EdgeNeXt (XX-Small, X-Small, Small, Base) as timm exports it.
 
     Layout (timm ``edgenext.py``; paper Fig. 2): 4x4/4 patch stem + LayerNorm; four stages (stages 2-4 open with
@@ -521,11 +526,14 @@ def edgenext(variant: str = "xx_small", size: int = 224, num_classes: int = 1000
     Params at 1000 classes: xx_small 1,327,216, x_small 2,336,804, small 5,586,832, base 18,511,292 (zoo
     "Parameter" 1.33 / 2.34 / 5.59 / 18.51 M; paper 1.3 / 2.3 / 5.6 / 18.5 M). Conv + MatMul + Gemm MACs at 256
     (the paper's size): 0.258 / 0.533 / 1.253 / 3.828 G (paper: 261 / 538 / 1260 / 3840 M MAdds); at 224 (the
-    zoo's size): 0.198 / 0.408 / 0.960 / 2.931 G. ``size``: a positive multiple of 32.
+    zoo's size): 0.198 / 0.408 / 0.960 / 2.931 G. ``size``: a positive multiple of 32. ``layernorm="decomposed"``:
+    each LayerNorm as the primitive ops of the zoo's export at ``opset_version=11`` (``EdgeNeXt/README.md``), same
+    params and MACs.
     """
     _check("edgenext", variant, EDGENEXT, size, num_classes)
     depths, dims, heads = EDGENEXT[variant]
     b = ZooBuilder(f"edgenext_{variant}", seed=93)
+    b.layernorm_form("edgenext", layernorm)
     x = b.input("data", (1, 3, size, size))
     with b.scope("stem"):
         x = b.named_conv("0", x, dims[0], 4, 4, p=0)

@@ -441,7 +441,7 @@ _CONVNEXT: dict[str, tuple[tuple[int, int, int, int], tuple[int, int, int, int]]
 }
 
 
-def convnext(variant: str = "atto", size: int = 224, num_classes: int = 1000) -> ModelProto:
+def convnext(variant: str = "atto", size: int = 224, num_classes: int = 1000, layernorm: str = "fused") -> ModelProto:
     """timm's small ConvNeXt (V1, Liu et al. 2022) variants, ``conv_mlp=True``, as the zoo exports them.
 
     The zoo's export script builds ``timm.create_model('convnext_atto')`` etc.: ConvNeXt V1 blocks (no GRN;
@@ -459,11 +459,17 @@ def convnext(variant: str = "atto", size: int = 224, num_classes: int = 1000) ->
     femto 5,217,784 / 0.780 G (5.22M / 0.79; zoo 5.22);
     pico 9,045,672 / 1.367 G (9.05M / 1.37; zoo 9.04);
     nano 15,593,560 / 2.446 G (15.59M / 2.46; zoo 15.59).
+
+    ``layernorm="decomposed"``: each LayerNorm as the primitive ops of an export below opset 17, as the RDK X5
+    zoo exports it (``opset_version=11`` in ``samples/vision/classification/ConvNeXt/README.md`` of
+    ``D-Robotics/rdk_model_zoo``; its yaml names ``.../downsample.0/ReduceMean``, ``Sub``, ``Pow``); same
+    params and MACs (:meth:`GraphBuilder.layernorm`).
     """
     _pick("convnext", variant, _CONVNEXT)
     _check_size(size)
     depths, dims = _CONVNEXT[variant]
     b = CnnBuilder(f"convnext_{variant}", seed=16)
+    b.layernorm_form("convnext", layernorm)
     x = b.input("data", (1, 3, size, size))
 
     def norm2d(x: str) -> str:

@@ -180,6 +180,11 @@ class Profile:
     activations (an attention's scores and their weighted sum: a MatMul none of whose inputs is a weight,
     :func:`layerscope.estimator.roofline.activation_matmul_elements`), beside its roofline time (both operands
     arrive as feature maps in the accelerator's layout and one of them is re-laid out for the product); 0: none.
+    ``layout_transpose_efficiency``: the multiplier a layout Transpose (a 4-D Transpose that moves the channel axis
+    to or from the last position for a normalisation over that axis,
+    :func:`layerscope.estimator.layout.layout_transposes`) takes on its unit's attainable rate, in place of
+    ``op_efficiency["Transpose"]`` (an accelerator that stores channels innermost holds both layouts in the same
+    order); ``None``: such a Transpose is priced as any other. Accelerator profiles only.
     ``cache_bytes_per_s`` (CPU profiles): the bytes/s at which a CPU moves an activation that its caches hold (at
     most half of ``sram_bytes``, the cache the cores may use), read and written bytes counted; ``None``: such an
     activation moves at the DRAM bandwidth like every other (:func:`layerscope.estimator.roofline.cpu_cached_bytes`).
@@ -210,6 +215,7 @@ class Profile:
     task_overhead_us: float = 0.0
     weight_ddr_efficiency: float | None = None
     activation_matmul_ns_per_element: float = 0.0
+    layout_transpose_efficiency: float | None = None
     # host (CPU) profiles
     cache_bytes_per_s: float | None = None
 
