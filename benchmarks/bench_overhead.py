@@ -31,8 +31,10 @@ import numpy as np
 
 from layerscope.measure.bench import BenchConfig, run_bench
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.session import SessionConfig, machine_info, make_session
+from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
+from layerscope.runtimes.machine import machine_info
+from layerscope.runtimes.onnxruntime.session import make_session
 from layerscope.samples import sample_path
 
 GOAL_RATIO = 1.03

@@ -23,7 +23,7 @@ import sys
 import timeit
 from contextlib import nullcontext
 
-from layerscope.measure.session import machine_info
+from layerscope.runtimes.machine import machine_info
 from layerscope.tracing import recording, trace_point
 
 GOAL_NS = 1000.0

@@ -22,6 +22,7 @@ from layerscope.errors import InputError
 from layerscope.measure.bench import BenchConfig, run_bench
 from layerscope.measure.cputime import CpuClock
 from layerscope.runfile import load_document
+from layerscope.runtimes.onnxruntime.session import failure_of
 from layerscope.stats import drift, summarize
 
 LATENCY_KEYS = {"mean_us", "min_us", "max_us", "p50_us", "p90_us", "p99_us", "p999_us", "fps", "samples", "source"}
@@ -196,7 +197,8 @@ def test_an_onnxruntime_failure_is_input_error(write_model: ModelWriter) -> None
                        [("y", F32, None)], {"table": np.zeros((4, 2), np.float32)})
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     with pytest.raises(InputError, match="ONNX Runtime failed running the model"):
-        run_bench(session, {"ids": np.array([[0, 99]], np.int64)}, BenchConfig(warmup_runs=1, runs=2, streams=2))
+        run_bench(session, {"ids": np.array([[0, 99]], np.int64)}, BenchConfig(warmup_runs=1, runs=2, streams=2),
+                  failure=failure_of)
 
 
 def test_the_cpu_clock_resolves_a_busy_thread() -> None:

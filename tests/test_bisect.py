@@ -31,15 +31,16 @@ from layerscope.measure.differential import (
     run_bisect,
 )
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.ort_profile import KernelSamples
+from layerscope.measure.kernel_trace import KernelSamples
 from layerscope.measure.profile import KernelResult
-from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, OrtRunner
+from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.report.views.bisect import bisect_view
 from layerscope.run import estimate_run
 from layerscope.runfile import as_run
+from layerscope.runtimes.onnxruntime.runner import OrtRunner
 from layerscope.stats import summarize
 from layerscope.targets import load_profile
 
@@ -659,7 +660,7 @@ def test_a_cut_costing_more_than_its_share_of_a_segment_beside_it_is_dropped(res
     assert result.sum_segments_us == pytest.approx(result.full_us - (result.baseline_us or 0.0))
     graph = planner.graph
     profile = load_profile("host")
-    run = add_bisect(estimate_run(graph, estimate_graph(graph, profile), profile), result, {})
+    run = add_bisect(estimate_run(graph, estimate_graph(graph, profile), profile), result, {}, machine=dict)
     section = as_run(run.to_json()).bisect
     assert section is not None and section.boundary is not None  # the run file's typed reader takes it
     boundary = section.boundary
@@ -780,7 +781,7 @@ def _record_sessions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             ran.append(self.name)
             return self.session.run(*args)
 
-    from layerscope.measure import runners
+    from layerscope.runtimes.onnxruntime import runner as runners
 
     real = runners.make_session
     monkeypatch.setattr(runners, "make_session", lambda path, config, **kw: Recorded(real(path, config, **kw),
@@ -825,7 +826,7 @@ def test_onnxruntime_opens_a_fresh_session_every_n_visits(residual: Path, tmp_pa
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     graph, planner = _planner(residual)
     (job,) = _jobs(planner, tmp_path, 3)
-    from layerscope.measure import runners
+    from layerscope.runtimes.onnxruntime import runner as runners
 
     opened: list[str] = []
     real = runners.make_session
@@ -878,7 +879,7 @@ def test_onnxruntime_loop_mode_runs_a_suffix_then_its_feeding_prefix_before_timi
     graph, planner = _planner(residual)
     job = _suffix_job(planner, tmp_path, 3)
     ran = _record_sessions(monkeypatch)
-    from layerscope.measure import runners
+    from layerscope.runtimes.onnxruntime import runner as runners
 
     opened: list[str] = []
     recorded = runners.make_session

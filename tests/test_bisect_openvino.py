@@ -29,7 +29,7 @@ from layerscope.measure.differential import (
     with_systematic,
 )
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.ort_profile import KernelSamples
+from layerscope.measure.kernel_trace import KernelSamples
 from layerscope.measure.profile import KernelResult
 from layerscope.measure.runners import Job
 from layerscope.model import load_model

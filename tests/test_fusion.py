@@ -11,8 +11,9 @@ from onnx import helper
 
 from conftest import F32, ZOO_MODELS, ModelWriter, zoo
 from layerscope.measure.fusion import FusionMap, build_fusion_map, map_violations
-from layerscope.measure.session import SessionConfig, make_session
+from layerscope.measure.session import SessionConfig
 from layerscope.model import Graph, load_model
+from layerscope.runtimes.onnxruntime.session import make_session
 from layerscope.samples import sample_path
 
 

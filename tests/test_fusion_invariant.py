@@ -19,9 +19,10 @@ from conftest import F32, ModelWriter, zoo
 from layerscope.measure.fusion import FusionMap, build_fusion_map, map_violations
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement, attribution_violations
-from layerscope.measure.session import SessionConfig, make_session
+from layerscope.measure.session import SessionConfig
 from layerscope.model import Graph, load_model
 from layerscope.runtimes.onnxruntime.profile import profile_model
+from layerscope.runtimes.onnxruntime.session import make_session
 
 LEVELS = ["disable", "basic", "extended", "all"]
 C, HW, T, D = 16, 16, 8, 32  # channels, image side, tokens, model width

@@ -13,10 +13,10 @@ from onnx import helper
 
 from conftest import F32, ModelWriter, zoo
 from layerscope.analysis.fusion_rules import FusionRules, learn_rules
-from layerscope.measure.kernels import kernel_groups
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.runtimes.onnxruntime.kernels import kernel_groups
 
 CONFIG = SessionConfig(threads=1)
 

@@ -14,11 +14,12 @@ from layerscope.cli.main import main
 from layerscope.importers import detect_format, parse_file
 from layerscope.importers.ort_join import LEVELS
 from layerscope.measure.fusion import build_fusion_map
-from layerscope.measure.ort_profile import load_events, parse_profile
 from layerscope.measure.profile import kernel_results, layer_results
-from layerscope.measure.session import SessionConfig, make_session
+from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.runfile import load_document
+from layerscope.runtimes.onnxruntime.session import make_session
+from layerscope.runtimes.onnxruntime.trace import load_events, parse_profile
 from layerscope.samples import sample_path
 from test_fusion_invariant import BUILDERS
 
@@ -84,7 +85,7 @@ def _profile_file(model: Path, level: str, prefix: Path) -> Path:
     import onnxruntime as ort
 
     from layerscope.measure.inputs import make_inputs
-    from layerscope.measure.session import _graph_opt_level
+    from layerscope.runtimes.onnxruntime.session import _graph_opt_level
 
     options = ort.SessionOptions()
     options.enable_profiling = True

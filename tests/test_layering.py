@@ -174,10 +174,6 @@ RUNTIME_IMPORTS: dict[str, str] = {
     "model/fold_if.py": "folding an If to the branch the inputs take: its condition computed by running the model",
     "model/bounded.py": "running a model within the run_s budget, stoppable by a signal (shapes, If folding)",
     "targets/host.py": "the host probe: which runtime and providers this machine has",
-    "measure/session.py": "ONNX Runtime sessions and the machine record (its version): the bisect runner and the "
-                          "predictor's kernel sampling in measure/ default to ONNX Runtime and build them",
-    "measure/runners.py": "OrtRunner, ONNX Runtime's bisect runner: measure/kernels.py's OrtKernels (the "
-                          "predictor's default kernel runner) times kernel models with it",
 }
 
 

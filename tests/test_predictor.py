@@ -36,17 +36,14 @@ from layerscope.measure.kernels import (
     Config,
     KernelModel,
     KernelTiming,
-    OrtKernels,
     TimingConfig,
     adaptive_sample,
     conv_kernel,
     empty_model,
     family_configs,
     kernel_family,
-    kernel_groups,
     kernel_space,
     model_kernels,
-    optimized_graph,
     plan_batch,
     qdq_conv_kernel,
     time_kernels,
@@ -55,6 +52,7 @@ from layerscope.measure.kernels import (
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.runfile import load_document
+from layerscope.runtimes.onnxruntime.kernels import OrtKernels, kernel_groups, optimized_graph
 from layerscope.runtimes.openvino.kernels import openvino_kernel_groups
 from layerscope.targets import load_profile
 
@@ -117,7 +115,7 @@ def test_a_generated_conv_bn_relu_is_one_runtime_kernel(tmp_path: Path) -> None:
 
 
 def test_kernels_of_squeezenet_cover_its_layers_once() -> None:
-    graph, kernels, notes = model_kernels(zoo("squeezenet"), None, SessionConfig(threads=1))
+    graph, kernels, notes = model_kernels(zoo("squeezenet"), None, SessionConfig(threads=1), OrtKernels())
     assert notes == []
     covered = [layer for k in kernels for layer in k.layers]
     assert len(covered) == len(set(covered))  # distinct kernels never share a layer here
@@ -136,7 +134,7 @@ def test_kernels_of_squeezenet_cover_its_layers_once() -> None:
 def timed(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[KernelTiming], float, dict[str, object], Path]:
     cache = tmp_path_factory.mktemp("kernel-cache")
     kernels = list(kernel_space(("conv", "pool", "elementwise"), limit=42))
-    timings, overhead, identity = time_kernels(kernels, SampleStore(cache), FAST)
+    timings, overhead, identity = time_kernels(kernels, SampleStore(cache), FAST, runner=OrtKernels())
     return timings, overhead, identity, cache
 
 
@@ -146,19 +144,20 @@ def test_timing_fills_the_cache_and_resumes_from_it(timed: tuple[list[KernelTimi
     assert len(timings) >= 40  # a kernel ORT cannot run is skipped; these all run
     assert overhead > 0 and all(len(t.samples_us) == FAST.visits for t in timings)
     assert not any(t.cached for t in timings)
-    again, overhead2, _ = time_kernels([t.kernel for t in timings], SampleStore(cache), FAST, budget_s=0.0)
+    again, overhead2, _ = time_kernels([t.kernel for t in timings], SampleStore(cache), FAST, runner=OrtKernels(),
+                                          budget_s=0.0)
     assert all(t.cached for t in again) and len(again) == len(timings)  # a spent budget still reads the cache
     assert [t.samples_us for t in again] == [t.samples_us for t in timings]
     assert overhead2 == overhead
     fresh = list(kernel_space(("resize",), limit=3))
-    none, _, _ = time_kernels(fresh, SampleStore(cache), FAST, budget_s=0.0)
+    none, _, _ = time_kernels(fresh, SampleStore(cache), FAST, runner=OrtKernels(), budget_s=0.0)
     assert none == []  # nothing cached, no budget: nothing new is timed
 
 
 def test_a_thousand_times_the_macs_takes_longer(tmp_path: Path) -> None:
     small = conv_kernel(14, 16, 16, k=1, stride=1, depthwise=False, bn=False, act="none")
     large = conv_kernel(56, 64, 64, k=3, stride=1, depthwise=False, bn=False, act="none")  # 1152x the MACs
-    timings, _, _ = time_kernels([small, large], SampleStore(tmp_path), FAST)
+    timings, _, _ = time_kernels([small, large], SampleStore(tmp_path), FAST, runner=OrtKernels())
     assert timings[1].latency_us > 5 * timings[0].latency_us
 
 
@@ -346,9 +345,10 @@ def test_a_whole_model_is_timed_as_its_kernels_are(tmp_path: Path) -> None:
     model = tmp_path / "m.onnx"
     model.write_bytes(kernel.model_bytes)
     store = SampleStore(tmp_path / "cache")
-    [(path, p50)] = time_models([model], None, store, FAST, visits=4)
+    [(path, p50)] = time_models([model], None, store, FAST, visits=4, runner=OrtKernels())
     assert path == model and p50 > 0
-    assert time_models([model], None, store, FAST, visits=4) == [(model, p50)]  # the cache answers again
+    again = time_models([model], None, store, FAST, visits=4, runner=OrtKernels())
+    assert again == [(model, p50)]  # the cache answers again
 
 
 # ------------------------------------------------------------------------------------------ adaptive sampling
@@ -519,7 +519,7 @@ def test_the_space_holds_fp16_and_int8_kernels_and_their_dtype_is_a_feature(tmp_
     column = FEATURES.index("elem_bytes")
     assert [s.features[column] for s in samples] == [4.0, 2.0, 1.0]
     assert all(s.family == "conv" for s in samples)
-    timed, _, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), FAST)
+    timed, _, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), FAST, runner=OrtKernels())
     assert len(timed) == 3  # ONNX Runtime runs all three
 
 

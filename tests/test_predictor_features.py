@@ -40,7 +40,6 @@ from layerscope.measure.kernels import (
     elementwise_kernel,
     family_configs,
     kernel_family,
-    kernel_groups,
     kernel_space,
     layout_kernel,
     plan_batch,
@@ -48,6 +47,7 @@ from layerscope.measure.kernels import (
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.runtimes.onnxruntime.kernels import kernel_groups
 from layerscope.targets import load_profile
 
 MIB = 1 << 20

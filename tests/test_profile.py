@@ -13,7 +13,7 @@ from rich.console import Console
 
 from conftest import zoo
 from layerscope.cli.main import main
-from layerscope.measure.ort_profile import KernelSamples
+from layerscope.measure.kernel_trace import KernelSamples
 from layerscope.measure.profile import KernelResult, _shares, layer_results, timed_runs
 from layerscope.model import load_model
 from layerscope.report.terminal import measurement_summary

@@ -225,7 +225,7 @@ def test_openvino_on_ml_domain_ops_is_one_exit_2_line_naming_them(tmp_path: Path
     assert "no conversion for the ai.onnx.ml ops TreeEnsembleClassifier, ZipMap" in str(error)
     assert openvino_ml_failure("conv", BENCHMARK, "CPU") is None  # not a model: OpenVINO's own reason stands
     pytest.importorskip("openvino")
-    assert main(["profile", str(path), "--backend", "openvino", "--runs", "2", "--warmup", "1"]) == 2
+    assert main(["profile", str(path), "--backend", "openvino", "--no-ov-fallback", "--runs", "2"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("layerscope:")]
     assert len(errors) == 1 and "internal error" not in errors[0]  # beside the loader's notes on shapes
     err = errors[0]

@@ -21,16 +21,19 @@ import layerscope
 from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.measure.fusion import FusionMap, KernelMapping
-from layerscope.measure.kernels import CommandKernels, KernelRunner, OrtKernels
-from layerscope.measure.ort_profile import KernelSamples
+from layerscope.measure.kernel_trace import KernelSamples
+from layerscope.measure.kernels import KernelRunner
 from layerscope.measure.profile import KernelResult, Measurement, Progress, layer_results
 from layerscope.measure.runners import Job, Runner
-from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.runfile.io import measurement_kind
 from layerscope.runfile.models import DifferentialMeasurement
 from layerscope.runtimes import registry
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions, SyncBenchSession
+from layerscope.runtimes.command import kernel_runner as command_kernel_runner
+from layerscope.runtimes.machine import machine_info
+from layerscope.runtimes.onnxruntime.kernels import OrtKernels
 from layerscope.runtimes.openvino.kernels import OpenVinoKernels
 from layerscope.runtimes.spec import RuntimeSpec
 from layerscope.stats import summarize
@@ -271,7 +274,7 @@ def test_kernel_timing_goes_through_the_runtime(tmp_path: Path) -> None:
     recorded, runner = registry.get_runtime("onnxruntime").runtime_record({"runner": "onnxruntime", "threads": 2})
     assert recorded is not None and (recorded["runner"], recorded["threads"]) == ("onnxruntime", 2)
     assert isinstance(runner, OrtKernels)
-    command = CommandKernels(command=object())  # type: ignore[arg-type]
+    command = command_kernel_runner(object())  # type: ignore[arg-type]
     assert not command.own_grouping and command.grouping == "onnxruntime"
     if registry.get_runtime("openvino").info().version:
         opened = registry.get_runtime("openvino").open(RuntimeOptions(device="cpu"))

@@ -135,9 +135,10 @@ def profile(model: PathLike | None = None, *, target: str = "host",
             inputs: Sequence[str] = (), runs: int = 50, warmup: int = 10, seed: int = 0, threads: int = 0,
             opt_level: str = "all", provider: str = "cpu", backend: str = "onnxruntime", device: str = "CPU",
             precision: str = "", performance_hint: str = "LATENCY", streams: int = 0, timeline: bool = False,
-            stress: str | StressSpec | None = None) -> Run:
+            stress: str | StressSpec | None = None, fallback: bool = True) -> Run:
     """Measure every layer of ``model`` (default: the bundled sample) on ONNX Runtime (or OpenVINO:
-    ``backend="openvino"`` with ``device``, ``precision``, ``performance_hint``, ``streams``) beside its estimate on
+    ``backend="openvino"`` with ``device``, ``precision``, ``performance_hint``, ``streams``; ``fallback``: the
+    layers OpenVINO cannot convert run on ONNX Runtime, ``--ov-fallback``) beside its estimate on
     ``target``, as ``layerscope profile`` does: ``runs`` uninstrumented runs for the latency, then as many profiled
     runs for the layers. ``inputs`` takes the CLI's ``--input`` specs; ``threads`` 0 is the runtime's default;
     ``seed`` seeds the generated inputs; ``stress`` (``"memory"`` or ``"memory:N"``) adds paired rounds under
@@ -152,7 +153,8 @@ def profile(model: PathLike | None = None, *, target: str = "host",
                              inputs=tuple(inputs), runs=runs, warmup=warmup, seed=seed, threads=threads,
                              opt_level=opt_level, provider=provider, backend=backend, device=device,
                              precision=precision, performance_hint=performance_hint, streams=streams,
-                             timeline=timeline, stress=parse_stress(stress) if isinstance(stress, str) else stress)
+                             timeline=timeline, stress=parse_stress(stress) if isinstance(stress, str) else stress,
+                             fallback=fallback)
     result = run_profile(request)
     if result.interrupted:
         raise Interrupted(result.run, "interrupted")

@@ -355,7 +355,9 @@ def add_measurement(run: RunFile, measurement: Measurement, *, source: str = "la
         layers.append(layer.model_copy(update={"measured": LayerMeasured(
             status=result.status, kernel=result.kernels[0] if result.kernels else None,
             kernels=list(result.kernels), fused_group=list(result.fused_group) or None, split=result.split,
-            method="kernel-profile", **stats, **_layer_memory(measurement, layer.id))}))
+            method="kernel-profile", **stats, **_layer_memory(measurement, layer.id), **_set(
+                runtime=measurement.layer_runtimes.get(layer.id),
+                fallback_reason=measurement.fallback_reasons.get(layer.id)))}))
     kernels = [Kernel(name=k.samples.name, op_type=k.samples.op_type, provider=k.samples.provider,
                       layers=list(k.layers), category=k.category, **_stats(k.stats), **_set(
                           exec_type=k.samples.exec_type, precision=k.samples.precision,

@@ -51,7 +51,7 @@ from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimator import estimate_graph
 from layerscope.estimator.types import Bound, Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.kernels import FAMILIES, FamilyErrors, KernelRunner, KernelTiming, OrtKernels, kernel_family
+from layerscope.measure.kernels import FAMILIES, FamilyErrors, KernelRunner, KernelTiming, kernel_family
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -792,12 +792,11 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile, cach
     return out
 
 
-def runtime_kernels(graph: Graph, config: SessionConfig, runner: KernelRunner | None = None,
+def runtime_kernels(graph: Graph, config: SessionConfig, runner: KernelRunner,
                     ) -> tuple[list[tuple[str, str, tuple[str, ...]]], str]:
-    """``graph``'s kernels as ``runner``'s grouping runtime (default ONNX Runtime) runs them (name, family, source
-    layers) and that runtime's name; one kernel per top-level layer and ``"none"`` when it is not installed."""
+    """``graph``'s kernels as ``runner``'s grouping runtime runs them (name, family, source layers) and that
+    runtime's name; one kernel per top-level layer and ``"none"`` when it is not installed."""
     by_id = {n.id: n for n in graph.layers}
-    runner = runner or OrtKernels()
     if not runner.installed():
         return [(n.id, kernel_family([n.op_type]), (n.id,)) for n in graph.layers if not n.parent], "none"
     groups = runner.groups(graph, config)

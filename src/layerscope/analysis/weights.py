@@ -13,7 +13,7 @@ Contract:
   (:data:`TINY`: 1.1754944e-38 for fp32, 6.1035156e-05 for fp16);
 - :func:`flushed_copy` writes the model with every subnormal weight set to 0 (``w[np.abs(w) < tiny] = 0``) and
   changes nothing else; :func:`measure_flush_gain` times the model and that copy in alternating rounds with
-  :class:`layerscope.measure.runners.OrtRunner` and profiles each once with
+  :class:`layerscope.runtimes.onnxruntime.runner.OrtRunner` and profiles each once with
   :func:`layerscope.runtimes.onnxruntime.profile.profile_model`, under one session config: the gain is a measurement on
   this machine, never an estimate.
 """
@@ -31,11 +31,12 @@ from onnx import TensorProto, numpy_helper
 from layerscope.measure.cuts import Cut
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import Measurement
-from layerscope.measure.runners import Job, OrtRunner
+from layerscope.measure.runners import Job
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.runtimes.onnxruntime.profile import profile_model
+from layerscope.runtimes.onnxruntime.runner import OrtRunner
 from layerscope.tempdirs import scratch
 
 #: Smallest normal number per float dtype: below it (and above 0) a value is subnormal.
@@ -215,7 +216,7 @@ def measure_flush_gain(graph: Graph, names: Iterable[str], config: SessionConfig
                        input_specs: Sequence[str] = ()) -> FlushGain:
     """Time ``graph`` and its copy with the subnormal values of ``names`` flushed, with the same random inputs
     (the ``--input`` files of ``input_specs`` where given) and session ``config``: ``rounds`` paired visits of
-    :class:`~layerscope.measure.runners.OrtRunner` (each the fastest of 3 runs), then one
+    :class:`~layerscope.runtimes.onnxruntime.runner.OrtRunner` (each the fastest of 3 runs), then one
     :func:`~layerscope.runtimes.onnxruntime.profile.profile_model` of each (``rounds // 2`` runs, at least 5) for
     the layers.
     See the module docstring."""

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from layerscope.cli.outputs import OutputPath
-from layerscope.measure.session import OPT_LEVELS, PROVIDERS
 from layerscope.runtimes import registry
+from layerscope.runtimes.onnxruntime.session import OPT_LEVELS, PROVIDERS
 from layerscope.workflows.common import Hooks, OptionError, PhaseUpdate, UsageConflict, command_runner, open_runtime
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ Exit codes: 0, 2 (bad model, shape or input), 3 (provider not available), 130/14
 what was measured by then is printed and saved; before the profiled runs, the end-to-end runs, marked partial).
 
 ``--ov-streams N`` is OpenVINO's NUM_STREAMS (``--streams`` is its deprecated spelling: in ``bench`` ``--streams``
-means concurrent requests).
+means concurrent requests). ``--no-ov-fallback``: a model with layers OpenVINO cannot convert fails (exit 2) instead
+of running those layers on ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, prof
 @click.option("--ov-streams", "streams", default=0, show_default=True, type=click.IntRange(min=0),
               help="OpenVINO: inference streams on the device, NUM_STREAMS (0: what the performance hint chooses).")
 @deprecated_option("--streams", dest="streams", new="--ov-streams", type=click.IntRange(min=0), default=None)
+@click.option("--ov-fallback/--no-ov-fallback", "fallback", default=True, show_default=True,
+              help="OpenVINO: run the layers it cannot convert (ai.onnx.ml ops, ...) on ONNX Runtime's CPU provider, "
+                   "chained per inference, as ONNX Runtime's OpenVINO provider does; --no-ov-fallback fails instead.")
 @output_option(help="Write the run file (estimate and measurement joined per layer).")
 @html_option()
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0), help="Rows in the layer table.")
@@ -78,8 +82,8 @@ from layerscope.workflows.profile import PartialProfileRun, ProfileRequest, prof
 @stress_option
 def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], runs: int,
             warmup: int, seed: int, threads: int, opt_level: str, provider: str, backend_name: str, streams: int,
-            json_out: Path | None, html_out: Path | None, top: int, output_format: str, level: str, timeline: bool,
-            stress: StressSpec | None) -> None:
+            fallback: bool, json_out: Path | None, html_out: Path | None, top: int, output_format: str, level: str,
+            timeline: bool, stress: StressSpec | None) -> None:
     """Measure every layer of MODEL (default: the bundled sample) on ONNX Runtime or OpenVINO, beside its
     estimate."""
     openvino = openvino_values()
@@ -88,7 +92,7 @@ def command(*, model: Path | None, target: str, shapes: tuple[str, ...], input_s
                              provider=provider, backend=backend_name, device=str(openvino["device"]),
                              precision=str(openvino["precision"]),
                              performance_hint=str(openvino["performance_hint"]),
-                             streams=streams, timeline=timeline, stress=stress)
+                             streams=streams, timeline=timeline, stress=stress, fallback=fallback)
     try:
         with usage_errors():
             result = profile(request, CLI_HOOKS)

@@ -6,7 +6,7 @@ runtime node ``<node>``, with ``args.op_name`` (the runtime op, e.g. ``FusedConv
 ``args.input_type_shape`` / ``output_type_shape``; ``_fence_before`` / ``_fence_after`` events are
 skipped. ``cat == "Session"`` events named ``model_run`` time each whole run. A runtime node's name is
 its source node's, or a name the optimizer made (``<tensor>_nchwc``, ``ReorderOutput``), which the join
-resolves. The events are told apart by the trace reader (:mod:`layerscope.measure.ort_profile`).
+resolves. The events are told apart by the trace reader (:mod:`layerscope.runtimes.onnxruntime.trace`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from layerscope.importers._common import as_float, expect_dict, expect_list, expect_str, fail, load_json
 from layerscope.importers.types import EntryKind, ImportResult, TimeStats, Totals, VendorEntry, make_info
-from layerscope.measure.ort_profile import is_run_span, kernel_node
+from layerscope.runtimes.onnxruntime.trace import is_run_span, kernel_node
 
 TOOL = "onnxruntime"
 FORMAT = "ort"

@@ -48,7 +48,8 @@ class FusionJoin:
 def best_fusion_map(graph: Graph, kernel_names: Iterable[str]) -> FusionJoin:
     """The optimized graph (as a fusion map) that names the most of ``kernel_names`` (see the module
     docstring). ``LayerscopeError`` when ONNX Runtime cannot build a session for the model."""
-    from layerscope.measure.session import SessionConfig, make_session
+    from layerscope.measure.session import SessionConfig
+    from layerscope.runtimes.onnxruntime.session import make_session
 
     names = set(kernel_names)
     best: FusionJoin | None = None

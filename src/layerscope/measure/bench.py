@@ -19,10 +19,11 @@ Contract of :func:`run_bench`:
   high-water mark since the process started (model loading included), ``None`` where ``resource`` is missing;
 - Ctrl-C (``KeyboardInterrupt``) during the measured phase stops every stream after its current run and
   returns what was measured with ``interrupted=True``; before the first measured run it propagates;
-- an ONNX Runtime failure inside ``session.run`` (e.g. an index out of range in the inputs) stops every
-  stream and is raised as :class:`~layerscope.errors.RuntimeFailure` (an ``InputError``, exit 2) naming the
-  seeded inputs and how to give real ones (an OpenVINO :class:`~layerscope.runtimes.openvino.compile.InferSession`
-  raises its own).
+- an error inside ``session.run`` stops every stream and is raised as ``failure`` (the runtime's translator)
+  makes it, as it came when ``failure`` is ``None`` or returns ``None``: ONNX Runtime's own failures (e.g. an
+  index out of range in the inputs) become :class:`~layerscope.errors.RuntimeFailure` (an ``InputError``, exit 2)
+  naming the seeded inputs and how to give real ones (:func:`layerscope.runtimes.onnxruntime.session.failure_of`;
+  an OpenVINO :class:`~layerscope.runtimes.openvino.compile.InferSession` raises its own).
 """
 
 from __future__ import annotations
@@ -41,15 +42,16 @@ import numpy as np
 from layerscope.costs import cost_graph
 from layerscope.measure.cputime import CpuClock
 from layerscope.measure.inputs import ModelInputs
-from layerscope.measure.session import SessionConfig, is_runtime_error, ort_failure
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.run import SCHEMA_VERSION, model_section
 from layerscope.runfile.commands import written_by
 from layerscope.runfile.models import BenchMeasurement, Latency, RunFile, Summary, latency_samples
 from layerscope.stats import LatencyStats, drift, summarize
 
-__all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "Phase", "ProcessUsage",
-           "ProgressFn", "StreamResult", "available_cores", "peak_rss_bytes", "run_bench", "run_from_bench"]
+__all__ = ["DEFAULT_RUNS", "DEFAULT_WARMUP_RUNS", "BenchConfig", "BenchResult", "FailureFn", "Phase",
+           "ProcessUsage", "ProgressFn", "StreamResult", "available_cores", "peak_rss_bytes", "run_bench",
+           "run_from_bench"]
 
 DEFAULT_WARMUP_RUNS = 10
 DEFAULT_RUNS = 100
@@ -60,6 +62,9 @@ Phase = Literal["warmup", "measure"]
 #: ``progress(phase, done, total)``: runs done of ``total`` runs, or seconds elapsed of ``total`` seconds
 #: when the measured phase is timed by duration. Called from the main thread only.
 ProgressFn = Callable[[Phase, float, float], None]
+#: ``failure(error, feeds)``: the exception to raise in place of ``error``, which a stream's ``session.run`` raised
+#: on ``feeds``; ``None`` to raise ``error`` itself (a runtime's translator of its own errors).
+FailureFn = Callable[[BaseException, Mapping[str, np.ndarray]], BaseException | None]
 
 
 @dataclass(frozen=True)
@@ -178,7 +183,7 @@ class _Stream:
 
 
 def run_bench(session: Any, feeds: Mapping[str, np.ndarray], config: BenchConfig,
-              progress: ProgressFn | None = None) -> BenchResult:
+              progress: ProgressFn | None = None, *, failure: FailureFn | None = None) -> BenchResult:
     """Warm up, then measure ``session.run(None, feeds)``. See the module docstring for the contract."""
     stop = threading.Event()
     feeds = dict(feeds)
@@ -186,7 +191,7 @@ def run_bench(session: Any, feeds: Mapping[str, np.ndarray], config: BenchConfig
         budgets = [_Budget(stop, runs=config.warmup_runs) for _ in range(config.streams)]
         total = float(config.warmup_runs * config.streams)
         warm, _ = _run_phase(session, feeds, budgets, stop, _runs_progress("warmup", total, progress))
-        _raise_errors(warm, feeds)
+        _raise_errors(warm, feeds, failure)
     if config.duration_s is not None:
         start_s = time.perf_counter()
         shared = _Budget(stop, deadline_s=start_s + config.duration_s)
@@ -200,7 +205,7 @@ def run_bench(session: Any, feeds: Mapping[str, np.ndarray], config: BenchConfig
     span = clock.stop()
     usage = ProcessUsage(cpu_time_s=span.cpu_s, wall_s=span.wall_s, cores=available_cores(),
                          peak_rss_bytes=peak_rss_bytes())
-    _raise_errors(streams, feeds)
+    _raise_errors(streams, feeds, failure)
     return _result(config, streams, usage, interrupted)
 
 
@@ -285,14 +290,15 @@ def _duration_progress(start_s: float, duration_s: float,
     return report
 
 
-def _raise_errors(streams: list[_Stream], feeds: Mapping[str, np.ndarray]) -> None:
-    """The first error of any stream; ONNX Runtime's own become :func:`~layerscope.measure.session.ort_failure`."""
+def _raise_errors(streams: list[_Stream], feeds: Mapping[str, np.ndarray], failure: FailureFn | None) -> None:
+    """The first error of any stream, as ``failure`` translates it (itself when it does not)."""
     for stream in streams:
         exc = stream.error
         if exc is None:
             continue
-        if is_runtime_error(exc):
-            raise ort_failure(exc, feeds) from exc
+        translated = failure(exc, feeds) if failure is not None else None
+        if translated is not None:
+            raise translated from exc
         raise exc
 
 

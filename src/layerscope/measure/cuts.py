@@ -316,6 +316,32 @@ class CutPlanner:
                                   initializer=initializers, value_info=value_info)
         return self._wrap(graph)
 
+    def segment_model(self, start: int, end: int) -> onnx.ModelProto:
+        """The model of layers ``start .. end - 1`` alone (``0 <= start < end <= N``), with the folded constants and
+        initializers they need: fed first the model inputs they read (in the model's order), then the tensors
+        crossing cut ``start`` that they read (production order); outputs: the tensors crossing cut ``end`` that
+        they produce, then the model outputs they produce that the crossings lack (a model output keeps its declared
+        type: a ZipMap's sequence of maps). Running the segments
+        of consecutive cuts one after another, each fed what the earlier ones produced, runs the whole model."""
+        self._check(start)
+        self._check(end)
+        if start >= end:
+            raise ValueError(f"segment {start}..{end} holds no layer")
+        kept, initializers, inputs, read = self._part(self.layer_nodes[start:end], every_input=False)
+        source = self.model.graph
+        inputs += [self._output_info(name) for name in self.crossing[start] if name in read]
+        produced = {o for node in kept for o in node.output}
+        declared = {vi.name: vi for vi in source.output}
+        names = [name for name in self.crossing[end] if name in produced]  # a map or sequence output has no shape:
+        names += [name for name in declared if name in produced and name not in names]  # not in the crossings
+        outputs = [declared[name] if name in declared else self._output_info(name) for name in names]
+        if not outputs:
+            raise ModelError(f"layers {start}..{end - 1} produce nothing that later layers or the outputs read")
+        value_info = [vi for vi in source.value_info if vi.name in produced and vi.name not in self.crossing[end]]
+        graph = helper.make_graph(kept, f"{source.name or 'model'}_segment{start}_{end}", inputs, outputs,
+                                  initializer=initializers, value_info=value_info)
+        return self._wrap(graph)
+
     def _part(self, nodes: Sequence[onnx.NodeProto], *, every_input: bool) -> tuple[
             list[onnx.NodeProto], list[onnx.TensorProto], list[onnx.ValueInfoProto], set[str]]:
         """``nodes`` preceded by the folded constants they need; the initializers they read; the model's inputs

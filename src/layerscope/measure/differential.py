@@ -72,8 +72,9 @@ Contract of :func:`run_bisect`:
 - **failures**: what the runner raises (:mod:`layerscope.measure.runners`: a failing device command exits 3,
   output it cannot read exits 2) stops the bisect; what was measured by then stays in ``store``.
 
-Runners (:mod:`layerscope.measure.runners`): :class:`~layerscope.measure.runners.OrtRunner` (ONNX Runtime in
-this process) and :class:`~layerscope.measure.runners.CommandRunner` (a shell command template per sample).
+Runners (the :class:`~layerscope.measure.runners.Runner` protocol): a runtime's, in this process
+(:meth:`layerscope.runtimes.base.OpenRuntime.bisect_runner`), and :class:`~layerscope.measure.runners.CommandRunner`
+(a shell command template per sample).
 """
 
 from __future__ import annotations
@@ -97,7 +98,6 @@ from layerscope.fileio import write_atomic
 from layerscope.measure.cuts import BOUNDARY_SHARE, Cut, CutPlanner, Segment
 from layerscope.measure.profile import Measurement, layer_series
 from layerscope.measure.runners import NO_BOUNDARY_COST, BoundaryCost, Job, Runner, Side
-from layerscope.measure.session import machine_info
 from layerscope.run import save_record
 from layerscope.runfile.models import Bisect, DifferentialMeasurement, LayerMeasured, RunFile
 from layerscope.stats import PERCENTILE_METHOD
@@ -1044,7 +1044,8 @@ def profile_latency_us(profiles: Sequence[Measurement], statistic: Statistic) ->
 # -------------------------------------------------------------------------------------- run file
 def add_bisect(run: RunFile, result: BisectResult, weights_us: Mapping[str, float],
                checks: Sequence[SegmentCheck] = (), validation: Sequence[Measurement] = (), *,
-               precision: str | None = None, cuts: Mapping[str, Any] | None = None) -> RunFile:
+               machine: Callable[[], Mapping[str, Any]], precision: str | None = None,
+               cuts: Mapping[str, Any] | None = None) -> RunFile:
     """``run`` with ``layers[].measured`` (method ``"differential"``), a ``bisect`` section and a
     ``measurement`` section added, and the ``summary``'s ``meas_latency_us`` set (the input is not changed).
 
@@ -1053,6 +1054,8 @@ def add_bisect(run: RunFile, result: BisectResult, weights_us: Mapping[str, floa
     layers; ``ci_low_us`` / ``ci_high_us`` are the segment's interval split the same way; ``segment_us``,
     ``segment_ci_low_us`` / ``segment_ci_high_us``, ``segment`` (index) and ``significant`` are the
     segment's. Negative values stay negative. Of layers sharing an id, the last one gets the time.
+    ``machine``: where the runner ran (:func:`layerscope.runtimes.machine.machine_info`), called for the
+    measurement's ``machine`` when the runner is a runtime in this process (a device command's is empty).
     ``precision``: the inference precision the compiler chose (the measurement's ``precision``, in place of the
     requested one); ``cuts``: how the cuts were placed (the ``bisect`` section's ``cuts``, absent when ``None``).
     """
@@ -1068,7 +1071,7 @@ def add_bisect(run: RunFile, result: BisectResult, weights_us: Mapping[str, floa
     section = _bisect_section(result, checks, validation)
     if cuts is not None:
         section["cuts"] = dict(cuts)
-    measurement = _measurement_section(result)
+    measurement = _measurement_section(result, machine)
     if precision is not None:
         measurement["precision"] = precision
     return run.model_copy(update={
@@ -1208,14 +1211,14 @@ def _segment_entry(seg: SegmentResult, check: SegmentCheck | None) -> dict[str, 
     return entry
 
 
-def _measurement_section(result: BisectResult) -> dict[str, Any]:
+def _measurement_section(result: BisectResult, machine: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     runner = result.runner
     local = "run_cmd" not in runner  # a runtime in this process; a device command records its command
     section = {"backend": runner.get("runner") if local else "device command",
                "backend_version": runner.get("version", ""),
                "provider": runner.get("provider", "") or runner.get("device", ""),
                "threads": runner.get("threads"), "opt_level": runner.get("opt_level"), "method": "differential",
-               "runs": result.runs, "machine": machine_info() if local else {},
+               "runs": result.runs, "machine": dict(machine()) if local else {},
                "created_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "source": "layerscope bisect",
                "kind": "differential"}
     if local and "device" in runner:  # a compiling runtime: the device, precision and hint it compiled for

@@ -1,4 +1,4 @@
-"""Kernel sampling for the latency predictor (issue #18): single-kernel ONNX models, timed on ONNX Runtime.
+"""Kernel sampling for the latency predictor (issue #18): single-kernel ONNX models, timed on a runtime.
 
 A *kernel* is what the runtime runs as one node of its optimized graph (Conv+BatchNormalization+Relu become
 one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nodes). Two sources of kernels:
@@ -9,11 +9,13 @@ one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nod
   last-level cache; depthwise and 5x5 / 7x7 convolutions; the activations ONNX Runtime fuses into a Conv, and the
   activation chains it runs as kernels of their own, :data:`ACTIVATION_CHAINS`; layout conversions), in a seeded
   random order interleaved across families so that any budget covers every family.
-- :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of ONNX
-  Runtime's optimized graph covers (:mod:`layerscope.measure.fusion`), extracted as a model of its own.
+- :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of the runtime's
+  graph covers (as the :class:`KernelRunner` given groups them: ONNX Runtime's optimized graph through
+  :mod:`layerscope.measure.fusion`, OpenVINO's compiled model), extracted as a model of its own.
 
-:func:`time_kernels` times them with the bisect runner (:class:`~layerscope.measure.runners.OrtRunner`: one
-sample = one run after an untimed one, by default) and the bisect cache (:class:`~layerscope.measure.differential
+:func:`time_kernels` times them with a :class:`KernelRunner`'s bisect runner (a runtime package's, from
+:meth:`layerscope.runtimes.base.OpenRuntime.kernel_runner` or :meth:`layerscope.runtimes.base.Runtime.runtime_record`;
+by default one sample = one run after an untimed one) and the bisect cache (:class:`~layerscope.measure.differential
 .SampleStore`, keyed by the model's bytes and the runner's identity), so that an interrupted sampling resumes
 where it stopped, and stops starting new kernels when its ``budget_s`` is spent. A kernel's time is the
 median of its samples (the P50 ``profile`` reports for a whole model) minus the runner's per-call overhead (the
@@ -44,10 +46,8 @@ from onnx import TensorProto, helper, numpy_helper
 from layerscope.errors import LayerscopeError
 from layerscope.measure.cuts import Cut
 from layerscope.measure.differential import SampleStore
-from layerscope.measure.fusion import build_fusion_map
-from layerscope.measure.inputs import make_inputs
-from layerscope.measure.runners import CommandRunner, DeviceCommandError, Job, OrtRunner, Runner
-from layerscope.measure.session import SessionConfig, make_session
+from layerscope.measure.runners import CommandRunner, DeviceCommandError, Job, Runner
+from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.tempdirs import scratch
@@ -625,30 +625,8 @@ class _LazyList(Sequence[KernelModel]):
 
 
 # ------------------------------------------------------------------------------ kernels of a model
-def optimized_graph(model_path: Path, config: SessionConfig) -> onnx.GraphProto:
-    """The graph ONNX Runtime runs for ``model_path`` (its optimized model, external data not loaded)."""
-    with scratch("kernels") as tmp:
-        out = Path(tmp) / "optimized.onnx"
-        make_session(model_path, config, optimized_model_path=str(out))
-        return onnx.load(str(out), load_external_data=False).graph
-
-
-def kernel_groups(graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
-    """ONNX Runtime's kernels for ``graph`` that do the work of source layers: ``(kernel name, layer ids)``,
-    from the fusion map of its optimized graph (layout, constant and unmapped kernels left out). Kernels that do
-    the work of the same layers (one source layer the runtime runs as several kernels: a HardSwish as HardSigmoid
-    and Mul) are one group, named ``a+b``: extracted, the layer is timed as all of them, and predicted once."""
-    optimized = onnx.ModelProto(graph=optimized_graph(Path(graph.path), config))
-    fusion = build_fusion_map(graph, optimized)
-    merged: dict[tuple[str, ...], list[str]] = {}
-    for k in fusion.kernels.values():
-        if k.category == "layer" and k.layers:
-            merged.setdefault(k.layers, []).append(k.kernel)
-    return [("+".join(names), layers) for layers, names in merged.items()]
-
-
 def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, config: SessionConfig,
-                  runner: KernelRunner | None = None, *,
+                  runner: KernelRunner, *,
                   groupings: list[tuple[Graph, list[tuple[str, tuple[str, ...]]]]] | None = None,
                   ) -> tuple[Graph, list[KernelModel], list[str]]:
     """Every distinct kernel of the model at ``path`` (distinct by the extracted model's bytes) as a model of its
@@ -661,7 +639,7 @@ def model_kernels(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, conf
     by_id = {n.id: n for n in graph.layers}
     kernels: dict[str, KernelModel] = {}
     notes: list[str] = []
-    groups = (runner or OrtKernels()).groups(graph, config)
+    groups = runner.groups(graph, config)
     if groupings is not None:
         groupings.append((graph, groups))
     for name, layers in groups:
@@ -828,29 +806,14 @@ class OwnKernels:
 
 
 @dataclass(frozen=True)
-class OrtKernels(OwnKernels):
-    """ONNX Runtime's kernels: its optimized graph's nodes, each timed by an
-    :class:`~layerscope.measure.runners.OrtRunner` (2 untimed runs before the first visit)."""
-
-    name: str = "onnxruntime"
-
-    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
-        return OrtRunner(config, make_inputs(graph), runs_per_visit=timing.runs_per_visit,
-                         visit_warmup=timing.visit_warmup, warmup=2)
-
-    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
-        return kernel_groups(graph, config)
-
-
-@dataclass(frozen=True)
 class CommandKernels:
     """A device command's kernels: every kernel model timed by ``command`` (the bisect command runner:
     ``--compile-cmd`` once per kernel, ``--run-cmd`` per sample); its compiler's grouping is not visible here, so
-    ``grouped_by``'s (ONNX Runtime's) is used."""
+    ``grouped_by``'s is used (ONNX Runtime's, as :mod:`layerscope.runtimes.command` makes it)."""
 
     command: CommandRunner
+    grouped_by: KernelRunner
     name: str = "command"
-    grouped_by: OrtKernels = OrtKernels()
 
     @property
     def grouping(self) -> str:
@@ -876,15 +839,14 @@ def empty_model() -> bytes:
 
 
 def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: TimingConfig = TimingConfig(), *,
-                 budget_s: float | None = None, progress: Progress | None = None, runner: KernelRunner | None = None,
+                 runner: KernelRunner, budget_s: float | None = None, progress: Progress | None = None,
                  ) -> tuple[list[KernelTiming], float, dict[str, Any]]:
-    """Time ``kernels`` on ``runner`` (default ONNX Runtime) in order until ``budget_s`` (wall seconds, checked
+    """Time ``kernels`` on ``runner`` in order until ``budget_s`` (wall seconds, checked
     before each uncached kernel) is spent.
 
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
     (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. A
     kernel the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
-    runner = runner or OrtKernels()
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
     with scratch("kernels") as tmp:
@@ -912,15 +874,14 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
 
 def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | None, store: SampleStore,
                 timing: TimingConfig = TimingConfig(), *, visits: int = 15,
-                runner: KernelRunner | None = None) -> list[tuple[Path, float]]:
+                runner: KernelRunner) -> list[tuple[Path, float]]:
     """Each whole model's P50 (µs: the median of ``visits`` samples, each one run of the runner the kernels are
     timed with, back to back as ``profile`` runs a model: no untimed run between them; the same cache),
-    per-call overhead included; a model ONNX Runtime cannot run is left out. What the predictor's in-model
+    per-call overhead included; a model the runtime cannot run is left out. What the predictor's in-model
     context (:func:`~layerscope.analysis.predictor.fit_context`) is fitted to."""
     config = SessionConfig(threads=timing.threads)
     whole = TimingConfig(visits=visits, runs_per_visit=timing.runs_per_visit, visit_warmup=0, threads=timing.threads)
     out: list[tuple[Path, float]] = []
-    runner = runner or OrtKernels()
     with scratch("kernels") as tmp:
         for path in paths:
             model = KernelModel("model", Path(path).name, Path(path).read_bytes(), source=str(path),

@@ -3,7 +3,7 @@ the peak of the tensors live at once along the kernels' execution order.
 
 Contract of :func:`measured_memory`:
 
-- a kernel's sizes (:class:`~layerscope.measure.ort_profile.KernelMemory`, bytes) go to the source layer whose
+- a kernel's sizes (:class:`~layerscope.measure.kernel_trace.KernelMemory`, bytes) go to the source layer whose
   output the kernel writes: the one layer of its fused group whose outputs no other layer of the group reads (the
   other layers of the group wrote no tensor of their own and get none); a group with several such layers gets
   none (its output size cannot be split between them); a layer covered by several kernels gets the output of the
@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from layerscope.measure.ort_profile import KernelMemory
+from layerscope.measure.kernel_trace import KernelMemory
 from layerscope.model.types import Graph
 
 if TYPE_CHECKING:  # profile.py calls this module

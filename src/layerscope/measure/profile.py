@@ -29,8 +29,8 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from layerscope.measure.fusion import FusionMap
+from layerscope.measure.kernel_trace import KernelSamples, ProfileData, TraceEvent
 from layerscope.measure.memory import MeasuredMemory
-from layerscope.measure.ort_profile import KernelSamples, ProfileData, TraceEvent
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.stats import LatencyStats, summarize
@@ -98,6 +98,12 @@ class Measurement:
     latency_source: str = "uninstrumented session.run"
     #: Measured sizes per layer and their peak, where the runtime's profiler reports them.
     memory: MeasuredMemory | None = None
+    #: A measurement that ran some layers on another runtime (a fallback): layer id -> the runtime that ran it, for
+    #: every measured layer; layer id -> why, for each layer that fell back; empty otherwise.
+    layer_runtimes: Mapping[str, str] = field(default_factory=dict)
+    fallback_reasons: Mapping[str, str] = field(default_factory=dict)
+    #: Lines the command shows the user about how this measurement was made (a fallback announced).
+    warnings: tuple[str, ...] = ()
     created_utc: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
     @property

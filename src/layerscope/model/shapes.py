@@ -235,8 +235,8 @@ def observe(model: onnx.ModelProto, base_dir: Path, inputs: Sequence[TensorInfo]
         for node in seeded:
             del node.attribute[-1]
     events = _profile_once(data, model, base_dir, inputs, names, feeds, hints)
-    # ONNX Runtime's profile events, read here and not by the trace reader (layerscope.measure.ort_profile), which
-    # sits above model/ in the data flow
+    # ONNX Runtime's profile events, read here and not by the trace reader
+    # (layerscope.runtimes.onnxruntime.trace), which sits above model/ in the data flow
     runs: dict[int, list[dict[str, object]]] = {}
     for event in events:
         name = str(event.get("name", ""))

@@ -16,6 +16,7 @@ from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.coverage import coverage_text
 from layerscope.report.views.estimate import estimate_source_text, predicted, predicted_text, roofline_text
+from layerscope.report.views.fallback import fallback_text
 from layerscope.report.views.summary import measured_memory_text
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text
@@ -177,9 +178,13 @@ def measured_layers_table(run: Run, top: int) -> Table:
     shares = {id(layer): share for layer, share in zip(measured, measured_shares(measured), strict=True)}
     ranked = sorted(measured, key=lambda layer: -(layer.measured_us or 0.0))[:top]
     runtime = runtime_name(run.measurement.backend if run.measurement is not None else None)
+    if any(layer.measured is not None and layer.measured.fallback_reason for layer in measured):
+        ran = f"the op {runtime} ran, (fallback: R) the op the fallback runtime R ran"
+    else:
+        ran = f"the op {runtime} ran"
     table = Table(title=f"Top {len(ranked)} of {len(run.layers)} layers by measured time ({_runtime(run)})",
                   title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False,
-                  caption=f"runtime kernel: the op {runtime} ran; 'N layers': they ran as one kernel, its "
+                  caption=f"runtime kernel: {ran}; 'N layers': they ran as one kernel, its "
                           "time split by estimated cost (see the run file for the group)",
                   caption_justify="left")
     table.add_column("#", justify="right", no_wrap=True)
@@ -197,6 +202,8 @@ def measured_layers_table(run: Run, top: int) -> Table:
         ratio = f"{meas_us / est:.2f}" if est else "-"
         group = run.fused_group(layer)
         kernel = kernel_ops.get(meas.kernel or "") or "-"
+        if meas.fallback_reason and meas.runtime:
+            kernel = f"{kernel} (fallback: {runtime_name(meas.runtime)})"
         table.add_row(
             str(rank), Text(layer.id), Text(layer.op_type or "-"), f"{meas_us:.1f}",
             f"{100 * (shares[id(layer)] or 0.0):.1f}%", f"{meas.p90_us or 0.0:.1f}",
@@ -241,6 +248,7 @@ def measurement_summary(run: Run) -> RenderableType:
             overhead_row(joined.overhead if joined is not None else None),
             *([("steadiness", steadiness_text(_steadiness(steadiness)))] if steadiness is not None else []),
             *([("memory", Text(memory))] if (memory := measured_memory_text(run)) is not None else []),
+            *([("fallback", Text(fallback))] if (fallback := fallback_text(run)) is not None else []),
             ("runtime", f"{_runtime(run)}, intra-op threads {m.threads or 'default'}"),
             ("machine", Text(machine_text(m.machine))),
         ]

@@ -170,6 +170,11 @@ def measurement_origin(run: Document) -> Origin | None:
         runtime = runtime_name(m.backend)
         what = {"kernel-profile": f"{runtime} performance counters", "bench": f"{runtime} benchmark",
                 "differential": f"differential (bisect) timing on {runtime}"}[m.kind]
+        fell_back = sorted({layer.measured.runtime for layer in as_run(run).layers if layer.measured is not None
+                            and layer.measured.fallback_reason and layer.measured.runtime})
+        if fell_back:  # some layers ran on another runtime, timed by its own profiler
+            names = " and ".join(runtime_name(name) for name in fell_back)
+            what += f" and {names}'s profiler for the layers that fell back to it"
         return Origin(m.kind, "host-cpu" if device.upper().startswith("CPU") else "device",
                       f"{what}, {device} ({m.precision or '?'}) on {_where(m.machine)}")
     if m.backend is not None and m.backend not in RUNTIME_NAMES:  # neither runtime of this process

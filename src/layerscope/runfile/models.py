@@ -411,6 +411,10 @@ class LayerMeasured(Section):
     output_bytes: Count | None = None
     activation_bytes: Count | None = None
     parameter_bytes: Count | None = None
+    #: A run whose runtime fell back to another for some layers (OpenVINO to ONNX Runtime): the runtime that ran
+    #: this layer (``openvino``, ``onnxruntime``), and for a layer that fell back, why (the op the first cannot run).
+    runtime: str | None = None
+    fallback_reason: str | None = None
 
     @model_validator(mode="after")
     def _non_negative_unless_differential(self) -> "LayerMeasured":
@@ -567,7 +571,7 @@ class Event(Section):
 
 
 class Machine(Section):
-    """Where a measurement ran (:func:`layerscope.measure.session.machine_info`; a backend may add keys, e.g.
+    """Where a measurement ran (:func:`layerscope.runtimes.machine.machine_info`; a backend may add keys, e.g.
     OpenVINO's version and device, kept as unknown keys)."""
 
     hostname: str | None = None

@@ -16,7 +16,9 @@ Contract:
 - a runtime with ``kernel-timing`` answers :meth:`~Runtime.runtime_record` for a predictor it timed: the record of
   the same runtime as installed here, and the kernel runner whose grouping of layers into kernels predicts;
 - :class:`SyncBenchSession` is the bench lifecycle for any session with ``run(output_names, feeds)``: warm-up,
-  timed runs and streams are :func:`layerscope.measure.bench.run_bench`'s, written once.
+  timed runs and streams are :func:`layerscope.measure.bench.run_bench`'s, written once; its ``failure`` turns the
+  runtime's own errors into layerscope's (ONNX Runtime's:
+  :func:`~layerscope.runtimes.onnxruntime.session.failure_of`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 from layerscope.runtimes.spec import RuntimeSpec
 
 if TYPE_CHECKING:
-    from layerscope.measure.bench import BenchConfig, BenchResult, ProgressFn
+    from layerscope.measure.bench import BenchConfig, BenchResult, FailureFn, ProgressFn
     from layerscope.measure.kernels import KernelRunner
     from layerscope.measure.profile import Measurement, Progress
     from layerscope.measure.runners import Runner, WarmWith
@@ -57,13 +59,15 @@ class BackendInfo:
 class RuntimeOptions:
     """The options a command gives a runtime (each runtime reads those its ``spec.options`` names): ``provider``
     (an ONNX Runtime execution provider), ``device``, ``precision``, ``performance_hint`` and ``streams`` (a
-    compiling runtime's: OpenVINO)."""
+    compiling runtime's: OpenVINO); ``fallback``: a runtime that cannot convert some layers runs them on another
+    (OpenVINO: on ONNX Runtime's CPU provider) instead of failing."""
 
     provider: str = "cpu"
     device: str = "CPU"
     precision: str = ""
     performance_hint: str = "LATENCY"
     streams: int = 0
+    fallback: bool = True
 
 
 @dataclass(frozen=True)
@@ -100,11 +104,12 @@ class BenchSession(Protocol):
 @dataclass
 class SyncBenchSession:
     """A session with ``run(output_names, feeds)`` timed by :func:`~layerscope.measure.bench.run_bench` (warm-up,
-    streams, Ctrl-C: its contract)."""
+    streams, Ctrl-C: its contract); ``failure``: the runtime's translator of its own errors (``run_bench``'s)."""
 
     session: Any
     provider: str
     settings: dict[str, Any] = field(default_factory=dict)
+    failure: FailureFn | None = None
 
     def measure(self, feeds: Mapping[str, np.ndarray], config: BenchConfig,
                 progress: ProgressFn | None) -> BenchResult:
@@ -114,7 +119,7 @@ class SyncBenchSession:
                         progress: ProgressFn | None) -> BenchResult:
         from layerscope.measure.bench import run_bench
 
-        return run_bench(self.session, feeds, config, progress)
+        return run_bench(self.session, feeds, config, progress, failure=self.failure)
 
 
 class OpenRuntime(Protocol):

@@ -28,10 +28,10 @@ from typing import NamedTuple
 from layerscope.measure.bench import DEFAULT_RUNS, DEFAULT_WARMUP_RUNS, BenchConfig, run_from_bench
 from layerscope.measure.bench_sweep import SweepPoint, sweep_section
 from layerscope.measure.inputs import resolve_inputs
-from layerscope.measure.session import machine_info
 from layerscope.measure.stress import StressSpec, add_stress, paired_rounds
 from layerscope.model.types import Graph
 from layerscope.runfile.models import RunFile
+from layerscope.runtimes.machine import machine_info
 from layerscope.workflows.common import (
     QUIET,
     Hooks,

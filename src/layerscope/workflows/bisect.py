@@ -42,6 +42,7 @@ from layerscope.run import estimate_run
 from layerscope.runfile.models import RunFile
 from layerscope.runtimes import registry
 from layerscope.runtimes.base import BisectTiming, OpenRuntime
+from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.onnxruntime import SPEC as onnxruntime_spec
 from layerscope.runtimes.openvino import SPEC as openvino_spec
 from layerscope.runtimes.spec import RuntimeSpec
@@ -204,7 +205,7 @@ def bisect(request: BisectRequest, hooks: Hooks = QUIET) -> RunFile:
     # the precision the compiler chose, not the hint
     precision = backend.chosen_precision(runner) if backend is not None else None
     return add_bisect(estimate_run(graph, estimate, profile, "bisect"), result, weights, checks, profiles,
-                      precision=precision, cuts=cuts)
+                      machine=machine_info, precision=precision, cuts=cuts)
 
 
 def _check_together(r: BisectRequest, device: CommandRunner | None) -> None:

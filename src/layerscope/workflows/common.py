@@ -146,16 +146,18 @@ def checked_dims(dims: Mapping[str, int] | None) -> dict[str, int]:
 
 
 def open_runtime(name: str, provider: str = "cpu", *, device: str = "CPU", precision: str = "",
-                 performance_hint: str = "LATENCY", streams: int = 0) -> OpenRuntime:
+                 performance_hint: str = "LATENCY", streams: int = 0, fallback: bool = True) -> OpenRuntime:
     """The measuring runtime ``name`` (``--backend``, from :mod:`layerscope.runtimes.registry`) opened with the
     options it reads (``provider`` on ONNX Runtime; ``device`` and the other settings on OpenVINO); its
-    ``provider`` is what its sessions use. ``InputError`` for an unknown name; ``BackendUnavailable`` (exit 3)
-    when it is not available here, before any work."""
+    ``provider`` is what its sessions use; ``fallback``: layers it cannot convert run on another runtime
+    (:class:`~layerscope.runtimes.base.RuntimeOptions`). ``InputError`` for an unknown name; ``BackendUnavailable``
+    (exit 3) when it is not available here, before any work."""
     from layerscope.runtimes.base import RuntimeOptions
     from layerscope.runtimes.registry import get_runtime
 
     return get_runtime(name).open(RuntimeOptions(provider=provider, device=device, precision=precision,
-                                                 performance_hint=performance_hint, streams=int(streams)))
+                                                 performance_hint=performance_hint, streams=int(streams),
+                                                 fallback=fallback))
 
 
 def command_runner(run_cmd: str | None, compile_cmd: str | None = None, *, latency_regex: str | None = None,

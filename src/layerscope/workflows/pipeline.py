@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from layerscope.errors import InputError
-from layerscope.measure.session import ort_provider
 from layerscope.runfile.models import RunFile
 from layerscope.runtimes.onnxruntime.pipeline import UserCodeError, describe_exception, profile
+from layerscope.runtimes.onnxruntime.session import ort_provider
 from layerscope.workflows.common import QUIET, Hooks, PathLike
 
 #: Progress labels of the pipeline's phases.

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from layerscope.estimator import estimate_graph, simulate_timeline
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.profile import PartialProfile
-from layerscope.measure.session import machine_info
 from layerscope.measure.stress import StressSpec, add_stress, layer_medians, paired_rounds
 from layerscope.run import add_measurement, add_partial_latency, add_timeline, estimate_run
 from layerscope.runfile.models import RunFile
+from layerscope.runtimes.machine import machine_info
 from layerscope.targets import load_profile
 from layerscope.workflows.common import (
     QUIET,
@@ -42,7 +42,8 @@ class ProfileRequest:
     default; ``provider`` is ONNX Runtime's (``cpu``, ``cuda``, ... or a full name); ``device``, ``precision``,
     ``performance_hint`` and ``streams`` are a compiling runtime's (OpenVINO's); ``backend``: a name from
     :func:`layerscope.runtimes.registry.choices`; ``stress``: then paired rounds
-    without and with memory streamers."""
+    without and with memory streamers; ``fallback``: OpenVINO runs the layers it cannot convert on ONNX Runtime
+    (announced by a warning; the run's layers say which runtime ran each) instead of failing."""
 
     model: PathLike | None = None
     target: str = "host"
@@ -62,6 +63,7 @@ class ProfileRequest:
     streams: int = 0
     timeline: bool = False
     stress: StressSpec | None = None
+    fallback: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,8 @@ def profile(request: ProfileRequest, hooks: Hooks = QUIET) -> ProfileResult:
     3) before any work when the runtime, provider or device is missing; :class:`PartialProfileRun` when
     interrupted before the profiled runs."""
     backend = open_runtime(request.backend, request.provider, device=request.device, precision=request.precision,
-                           performance_hint=request.performance_hint, streams=request.streams)
+                           performance_hint=request.performance_hint, streams=request.streams,
+                           fallback=request.fallback)
     graph = load_graph(model_or_sample(request.model), request.shapes, request.dims, request.inputs,
                        seed=request.seed, hooks=hooks)
     feeds = make_inputs(graph, request.inputs, request.seed)
@@ -103,6 +106,8 @@ def profile(request: ProfileRequest, hooks: Hooks = QUIET) -> ProfileResult:
         kept = add_partial_latency(estimate_run(graph, estimate, hardware, "profile"), partial,
                                    backend_version=backend.version(), machine=machine_info(), backend=backend.spec.name)
         raise PartialProfileRun(kept, partial.planned_runs) from None
+    for line in measurement.warnings:
+        hooks.warning(line)
     run = add_measurement(estimate_run(graph, estimate, hardware, "profile"), measurement)
     if request.timeline:
         run = add_timeline(run, simulate_timeline(graph, hardware, None, costs=estimate.costs),

@@ -38,7 +38,7 @@ class DeviceCommand:
 
     def runtime_record(self, recorded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, KernelRunner]:
         """Nothing here to compare with a device; the kernels grouped as ONNX Runtime groups them."""
-        from layerscope.measure.kernels import OrtKernels
+        from layerscope.runtimes.onnxruntime.kernels import OrtKernels
 
         return None, OrtKernels()
 
@@ -64,5 +64,6 @@ def device_runner(run_cmd: str, compile_cmd: str | None = None, *, latency_regex
 def kernel_runner(command: CommandRunner) -> KernelRunner:
     """What times ``calibrate --kernels``' kernel models with ``command`` (:func:`device_runner`'s)."""
     from layerscope.measure.kernels import CommandKernels
+    from layerscope.runtimes.onnxruntime.kernels import OrtKernels
 
-    return CommandKernels(command, name=SPEC.name)
+    return CommandKernels(command, OrtKernels(), name=SPEC.name)

@@ -1,6 +1,12 @@
 """ONNX Runtime in this process: the profiler for kernels, ``optimized_model_filepath`` for the fusion map, CPU and
-whichever other execution providers the installed build has (:mod:`~layerscope.runtimes.onnxruntime.runtime`).
-Importing this package imports no runtime."""
+whichever other execution providers the installed build has.
+
+Modules: :mod:`~layerscope.runtimes.onnxruntime.runtime` (the runtime protocol's entry),
+:mod:`~layerscope.runtimes.onnxruntime.session` (sessions, providers, its failures),
+:mod:`~layerscope.runtimes.onnxruntime.profile` (per-layer profile), :mod:`~layerscope.runtimes.onnxruntime.trace`
+(its profiler's trace reader), :mod:`~layerscope.runtimes.onnxruntime.runner` (the bisect runner),
+:mod:`~layerscope.runtimes.onnxruntime.kernels` (kernel grouping and timing for the predictor),
+:mod:`~layerscope.runtimes.onnxruntime.pipeline` (pipeline tracing). Importing this package imports no runtime."""
 
 from __future__ import annotations
 

@@ -64,12 +64,15 @@ from layerscope import tracing
 from layerscope.errors import InputError, RuntimeFailure
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.inputs import make_inputs
-from layerscope.measure.ort_profile import TraceEvent, events_between, load_events, model_run_spans, parse_profile
+from layerscope.measure.kernel_trace import TraceEvent
 from layerscope.measure.profile import Measurement, kernel_results, layer_results
-from layerscope.measure.session import SessionConfig, is_runtime_error, machine_info, make_session, ort_failure
+from layerscope.measure.session import SessionConfig
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
 from layerscope.runfile.models import Layer, Pipeline, RunFile
+from layerscope.runtimes.machine import machine_info
+from layerscope.runtimes.onnxruntime.session import is_runtime_error, make_session, ort_failure
+from layerscope.runtimes.onnxruntime.trace import events_between, load_events, model_run_spans, parse_profile
 from layerscope.stats import LatencyStats, drift, summarize
 from layerscope.tempdirs import scratch
 from layerscope.tracing import Span, SpanRecorder

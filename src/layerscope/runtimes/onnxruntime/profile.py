@@ -16,7 +16,7 @@ Contract of :func:`profile_model`:
   warm-up or the profiled session's creation) raises :class:`PartialProfile` with the end-to-end runs done by
   then; one during the first warm-up, when nothing was measured, propagates as it came;
 - ONNX Runtime failing to run the model on ``feeds`` is a :class:`~layerscope.errors.RuntimeFailure` (exit 2)
-  naming the seeded inputs (:func:`~layerscope.measure.session.run_checked`);
+  naming the seeded inputs (:func:`~layerscope.runtimes.onnxruntime.session.run_checked`);
 - the lifecycle (warm-up, timed runs, progress, interrupts) is :func:`~layerscope.measure.profile.profile_runs`.
 """
 
@@ -30,8 +30,8 @@ import numpy as np
 import onnx
 
 from layerscope.measure.fusion import build_fusion_map
+from layerscope.measure.kernel_trace import ProfileData
 from layerscope.measure.memory import measured_memory
-from layerscope.measure.ort_profile import ProfileData, load_events, parse_profile
 from layerscope.measure.profile import (
     Measurement,
     ProfiledRuns,
@@ -41,9 +41,12 @@ from layerscope.measure.profile import (
     layer_results,
     profile_runs,
 )
-from layerscope.measure.session import SessionConfig, machine_info, make_session, run_checked
+from layerscope.measure.session import SessionConfig
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
+from layerscope.runtimes.machine import machine_info
+from layerscope.runtimes.onnxruntime.session import make_session, run_checked
+from layerscope.runtimes.onnxruntime.trace import load_events, parse_profile
 from layerscope.stats import drift, summarize
 from layerscope.tempdirs import scratch
 

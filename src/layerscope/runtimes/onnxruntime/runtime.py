@@ -3,10 +3,10 @@
 Contract: ``open`` resolves ``--provider`` (a short name or a full execution provider name) or raises
 ``BackendUnavailable`` (exit 3) naming those in the installed build; profile is
 :func:`~layerscope.runtimes.onnxruntime.profile.profile_model`; bench times ``session.run`` on one session shared by
-the streams; the bisect runner is :class:`~layerscope.measure.runners.OrtRunner` (by default 1 untimed run per
-visit, one session per model for the whole bisect); it reports no precision and no fused groups before profiling.
-Its kernels for the predictor are its optimized graph's nodes (:class:`~layerscope.measure.kernels.OrtKernels`),
-grouped as its CPU provider runs them.
+the streams; the bisect runner is :class:`~layerscope.runtimes.onnxruntime.runner.OrtRunner` (by default 1 untimed
+run per visit, one session per model for the whole bisect); it reports no precision and no fused groups before
+profiling. Its kernels for the predictor are its optimized graph's nodes
+(:class:`~layerscope.runtimes.onnxruntime.kernels.OrtKernels`), grouped as its CPU provider runs them.
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ from typing import Any
 import numpy as np
 
 from layerscope.errors import BackendUnavailable
-from layerscope.measure.kernels import KernelRunner, OrtKernels
+from layerscope.measure.kernels import KernelRunner
 from layerscope.measure.profile import Measurement, Progress
-from layerscope.measure.runners import OrtRunner, Runner
-from layerscope.measure.session import OPT_LEVELS, PROVIDERS, SessionConfig, make_session, ort_provider
+from layerscope.measure.runners import Runner
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.runtimes.base import BackendInfo, BenchSession, BisectTiming, RuntimeOptions, SyncBenchSession
 from layerscope.runtimes.onnxruntime import SPEC
+from layerscope.runtimes.onnxruntime.kernels import OrtKernels
 from layerscope.runtimes.onnxruntime.profile import profile_model
+from layerscope.runtimes.onnxruntime.runner import OrtRunner
+from layerscope.runtimes.onnxruntime.session import OPT_LEVELS, PROVIDERS, failure_of, make_session, ort_provider
 
 #: The capabilities ``layerscope backends`` lists, in its order.
 LISTED = ("kernel-profile", "optimized-graph", "uninstrumented-timing", "intra-op-threads", "inter-op-threads",
@@ -86,7 +89,7 @@ class OpenOnnxRuntime:
         return profile_model(graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress)
 
     def bench_session(self, graph: Graph, config: SessionConfig, streams: int) -> BenchSession:
-        return SyncBenchSession(make_session(graph.path, config), ort_provider(config.provider))
+        return SyncBenchSession(make_session(graph.path, config), ort_provider(config.provider), failure=failure_of)
 
     def bisect_runner(self, config: SessionConfig, feeds: Mapping[str, np.ndarray], timing: BisectTiming) -> Runner:
         return OrtRunner(config, feeds, runs_per_visit=timing.runs_per_visit,

@@ -51,11 +51,13 @@ PERFORMANCE_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 @dataclass(frozen=True)
 class OpenVinoOptions:
     """OpenVINO's compile settings beyond ``SessionConfig``: precision hint ("" = device default),
-    performance hint, streams (0 = the hint's default)."""
+    performance hint, streams (0 = the hint's default); ``fallback``: ``profile`` runs the layers OpenVINO cannot
+    convert on ONNX Runtime (:mod:`~layerscope.runtimes.openvino.fallback`) instead of failing."""
 
     precision: str = ""
     performance_hint: str = "LATENCY"
     streams: int = 0
+    fallback: bool = True
 
 
 def _require_openvino() -> Any:

@@ -15,8 +15,9 @@ import numpy as np
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.kernels import OwnKernels, TimingConfig
 from layerscope.measure.runners import Job, Runner
-from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
+from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import OpenVinoOptions
 
 __all__ = ["OpenVinoKernelRunner", "OpenVinoKernels", "openvino_kernel_groups"]
@@ -68,7 +69,7 @@ class OpenVinoKernels(OwnKernels):
 
 class OpenVinoKernelRunner:
     """One kernel model compiled by OpenVINO for ``device`` (``options``; ``config.threads`` inference
-    threads), timed as :class:`~layerscope.measure.runners.OrtRunner` times one: one sample = the fastest of
+    threads), timed as :class:`~layerscope.runtimes.onnxruntime.runner.OrtRunner` times one: one sample = the fastest of
     ``runs_per_visit`` synchronous ``infer`` calls after ``visit_warmup`` untimed ones (``warmup`` more on the
     first visit)."""
 

@@ -30,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.errors import ModelError
 from layerscope.measure.fusion import FusionMap, KernelMapping
+from layerscope.measure.kernel_trace import TraceEvent
 from layerscope.measure.memory import OPENVINO_SOURCE, measured_memory
-from layerscope.measure.ort_profile import KernelMemory, KernelSamples, TraceEvent
 from layerscope.measure.profile import (
     KernelResult,
     Measurement,
@@ -42,8 +43,9 @@ from layerscope.measure.profile import (
     layer_results,
     profile_runs,
 )
-from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
+from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import (
     OpenVinoOptions,
     _core,
@@ -56,6 +58,7 @@ from layerscope.runtimes.openvino.compile import (
     infer_shared,
     run_precision,
 )
+from layerscope.runtimes.openvino.counters import counter_kernels, counters
 from layerscope.runtimes.openvino.graph import ExecNode, runtime_nodes, source_layers_of_ops
 from layerscope.stats import drift, summarize
 
@@ -77,6 +80,23 @@ class OpenVinoBackend:
     def profile(self, graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int,
                 warmup: int, weights: Mapping[str, float] | None = None,
                 progress: Progress | None = None) -> Measurement:
+        try:
+            return self._profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress)
+        except ModelError:
+            if not self.options.fallback:
+                raise
+            from layerscope.runtimes.openvino.fallback import profile_with_fallback, unconvertible_layers
+
+            fallback = unconvertible_layers(graph)
+            if not fallback:  # OpenVINO converts every layer: its error stands
+                raise
+        return profile_with_fallback(graph, feeds, config, self.options, fallback, runs=runs, warmup=warmup,
+                                     weights=weights, progress=progress)
+
+    def _profile(self, graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int,
+                 warmup: int, weights: Mapping[str, float] | None = None,
+                 progress: Progress | None = None) -> Measurement:
+        """The whole model on OpenVINO (see the module docstring)."""
         openvino = _require_openvino()
         device = self.check_provider(config.provider)
         read_model, folded = folded_reader(graph, feeds, device)
@@ -95,7 +115,7 @@ class OpenVinoBackend:
             per_run: list[dict[str, float]] = []
             with _infer_failures(feeds, run_precision(compiled)):
                 run_us, interrupted = timer(partial(infer_shared, request, inputs),
-                                            after=lambda: per_run.append(_counters(request)))
+                                            after=lambda: per_run.append(counters(request)))
             return ProfiledRuns((read, compiled, per_run, run_us), bool(run_us), interrupted)
 
         latency_samples, result = profile_runs(plain, profiled, config=config, runs=runs, warmup=warmup,
@@ -104,7 +124,7 @@ class OpenVinoBackend:
         owner = source_layers_of_ops(graph, read)
         nodes = runtime_nodes(compiled, graph, owner)
         precision = run_precision(compiled)
-        kernels = _kernel_results(nodes, per_run, device)
+        kernels = counter_kernels(nodes, per_run, device)
         fusion = _fusion_map(graph, nodes, kernels)
         layers = layer_results(graph, kernels, weights or {})
         latency, instrumented = summarize(latency_samples), summarize(run_us)
@@ -124,34 +144,6 @@ class OpenVinoBackend:
             memory=measured_memory(graph, kernels, OPENVINO_SOURCE),
             performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
             streams=int(compiled.get_property("NUM_STREAMS")), latency_source="uninstrumented InferRequest.infer")
-
-
-def _counters(request: Any) -> dict[str, float]:
-    """The last inference's real time per executed node (µs)."""
-    times: dict[str, float] = {}
-    for info in request.profiling_info:
-        if info.status.name == "EXECUTED":
-            times[info.node_name] = times.get(info.node_name, 0.0) + info.real_time.total_seconds() * 1e6
-    return times
-
-
-def _kernel_results(nodes: Mapping[str, ExecNode], per_run: Sequence[Mapping[str, float]],
-                    device: str) -> tuple[KernelResult, ...]:
-    """One kernel per node that executed in any profiled run, in runtime-model order."""
-    executed = {name for run in per_run for name in run}
-    results = []
-    for name, node in nodes.items():
-        if name not in executed:
-            continue
-        series = tuple(run.get(name, 0.0) for run in per_run)
-        samples = KernelSamples(name, node.layer_type, device, series, exec_type=node.exec_type,
-                                precision=node.precision,
-                                memory=None if node.output_bytes is None else KernelMemory(node.output_bytes))
-        results.append(KernelResult(samples, summarize(series), node.layers, node.category, node.serves))
-    for name in sorted(executed - set(nodes)):  # counters for a node the runtime model lacks: keep, unmapped
-        series = tuple(run.get(name, 0.0) for run in per_run)
-        results.append(KernelResult(KernelSamples(name, "", device, series), summarize(series), (), "unmapped"))
-    return tuple(results)
 
 
 def _fusion_map(graph: Graph, nodes: Mapping[str, ExecNode], executed: Sequence[KernelResult]) -> FusionMap:

@@ -50,8 +50,9 @@ from layerscope.measure.runners import (
     warm_up,
     with_random_note,
 )
-from layerscope.measure.session import SessionConfig, machine_info
+from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
+from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import (
     OpenVinoOptions,
     _require_openvino,

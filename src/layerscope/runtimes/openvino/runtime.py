@@ -60,7 +60,7 @@ class OpenVino:
     def open(self, options: RuntimeOptions) -> OpenOpenVino:
         backend = OpenVinoBackend(OpenVinoOptions(precision=options.precision.lower(),
                                                   performance_hint=options.performance_hint.upper(),
-                                                  streams=int(options.streams)))
+                                                  streams=int(options.streams), fallback=options.fallback))
         return OpenOpenVino(backend, backend.check_provider(options.device))
 
     def runtime_record(self, recorded: Mapping[str, Any]) -> tuple[dict[str, Any] | None, KernelRunner]:

@@ -1,55 +1,33 @@
-"""The trace reader: ONNX Runtime's profiler output (profile, bisect runner, pipeline, memory and
-``layerscope import --from ort`` read it through this module; :mod:`layerscope.model.shapes`, below this package,
+"""The trace reader: ONNX Runtime's profiler output (profile, bisect runner, pipeline and
+``layerscope import --from ort`` read it through this module; :mod:`layerscope.model.shapes`, below the runtimes,
 reads the same events for shapes).
 
 The profiler writes a JSON array of Chrome-trace events (``ph: "X"``, ``ts``/``dur`` in microseconds).
 ``cat: "Session"`` events named ``model_run`` span one ``InferenceSession.run``; ``cat: "Node"`` events named
 ``<node>_kernel_time`` time one kernel of the optimized graph (``args.op_name``, ``args.provider``).
 Contract of :func:`parse_profile`: kernel events are assigned to the run whose span contains them; the first
-``skip_runs`` runs (warm-up) are dropped; a kernel absent from a run counts 0 µs in it. A kernel event's
-``args`` also carry sizes in bytes (strings of integers): ``output_size`` (the tensors it wrote),
-``activation_size`` (the non-constant tensors it read), ``parameter_size`` (the initializers it read) and, in newer
-releases, ``mem_bytes_in_use`` (the CPU arena's bytes in use after it ran): :func:`kernel_memory` reads them.
+``skip_runs`` runs (warm-up) are dropped; a kernel absent from a run counts 0 µs in it; the result is
+:mod:`layerscope.measure.kernel_trace`'s form. A kernel event's ``args`` also carry sizes in bytes (strings of
+integers): ``output_size`` (the tensors it wrote), ``activation_size`` (the non-constant tensors it read),
+``parameter_size`` (the initializers it read) and, in newer releases, ``mem_bytes_in_use`` (the CPU arena's bytes
+in use after it ran): :func:`kernel_memory` reads them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from layerscope.errors import LayerscopeError
+from layerscope.measure.kernel_trace import KernelMemory, KernelSamples, ProfileData, TraceEvent
+
+__all__ = ["KERNEL_SUFFIX", "events_between", "is_run_span", "kernel_memory", "kernel_node", "load_events",
+           "model_run_spans", "parse_profile"]
 
 #: The suffix of a kernel event's name (``<node>_kernel_time``).
 KERNEL_SUFFIX = "_kernel_time"
-
-
-@dataclass(frozen=True)
-class KernelSamples:
-    """One kernel's duration in each measured run (µs), with what the profiler says of it."""
-
-    name: str
-    op_type: str
-    provider: str
-    durations_us: tuple[float, ...]
-    #: What a compiling runtime says of the kernel (OpenVINO: ``jit_avx2_f32``, ``f32``); "" when it does not.
-    exec_type: str = ""
-    precision: str = ""
-    #: The sizes the profiler reports for the kernel (:func:`kernel_memory`); ``None`` when it reports none.
-    memory: KernelMemory | None = None
-
-
-@dataclass(frozen=True)
-class KernelMemory:
-    """Sizes (bytes) ONNX Runtime's profiler reports for one kernel, the largest over the measured runs; a size the
-    profiler did not report is ``None``. ``in_use_bytes``: the CPU arena's bytes in use after the kernel ran."""
-
-    output_bytes: int | None = None
-    activation_bytes: int | None = None
-    parameter_bytes: int | None = None
-    in_use_bytes: int | None = None
 
 
 #: ``KernelMemory`` field -> the profile event's ``args`` key.
@@ -67,25 +45,6 @@ def kernel_memory(args: Mapping[str, Any], seen: KernelMemory | None = None) -> 
         before = getattr(seen, name) if seen is not None else None
         values[name] = before if value is None else value if before is None else max(before, value)
     return KernelMemory(**values) if any(v is not None for v in values.values()) else None
-
-
-@dataclass(frozen=True)
-class TraceEvent:
-    """One kernel execution of one run, relative to the run's start: for timelines."""
-
-    name: str
-    thread: int
-    start_us: float
-    duration_us: float
-
-
-@dataclass(frozen=True)
-class ProfileData:
-    """What one profiled session recorded over its measured runs."""
-
-    run_durations_us: tuple[float, ...]
-    kernels: tuple[KernelSamples, ...]
-    median_run: tuple[TraceEvent, ...]
 
 
 def load_events(path: str | Path) -> list[dict[str, Any]]:
