@@ -1,9 +1,10 @@
 """The layerscope commands that write a run, in one place, and the run's ``tool`` section naming the one that wrote it.
 
 Contract:
-- :data:`RunKind` names every command whose run ``layerscope report`` knows how to print; :data:`RUN_COMMANDS` is
-  the same names as a tuple. A new command that writes runs adds its name here (and its report to
-  :func:`layerscope.report.command_terminal.command_report`);
+- :data:`RunKind` names every layerscope command that writes a run; :data:`RUN_COMMANDS` is the same names as a
+  tuple. A new command that writes runs adds its name here and registers the capability its run holds (its
+  section, its terminal view, its place in the guess) in :mod:`layerscope.report.capabilities`, which is what
+  ``layerscope report`` reads to print the run;
 - a command that makes a run writes :func:`written_by` of its name as the run's ``tool`` section; an analysis that
   writes its section over a run it read (``reconcile``, ``advise``, ``compare``) replaces the run's ``tool``
   section with its own (:func:`made_by`): ``tool`` names what last wrote the file;
@@ -33,14 +34,3 @@ def made_by(run: RunFile, command: RunKind) -> RunFile:
     """``run`` with its ``tool`` section naming ``command`` (and this version of layerscope) as its writer."""
     return run.model_copy(update={"tool": written_by(command)})
 
-
-def recorded_command(run: RunFile) -> RunKind | None:
-    """The command the run's ``tool`` section names, when it is layerscope's and one of :data:`RUN_COMMANDS`;
-    ``None`` otherwise (a run written before the command was recorded, by another tool, or by hand)."""
-    tool = run.tool
-    if tool is None or tool.name != "layerscope":
-        return None
-    for command in RUN_COMMANDS:
-        if tool.command == command:
-            return command
-    return None
