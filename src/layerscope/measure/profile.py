@@ -321,3 +321,15 @@ def attribution_violations(kernels: tuple[KernelResult, ...], layers: Mapping[st
             problems.append(f"layer {layer_id!r}: {result.stats.median_us:.3f} us from no kernel")
     return problems
 
+
+def back_to_back(kernels: Sequence[KernelResult]) -> tuple[TraceEvent, ...]:
+    """The kernels one after another in the order given, each lasting its median: the median run of a runtime
+    whose profiler gives no timestamps (OpenVINO's counters; a chain of segments run one after another)."""
+    events, start = [], 0.0
+    for kernel in kernels:
+        duration = kernel.stats.median_us
+        if duration <= 0:
+            continue
+        events.append(TraceEvent(kernel.samples.name, 0, start, duration))
+        start += duration
+    return tuple(events)

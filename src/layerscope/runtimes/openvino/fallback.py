@@ -48,7 +48,6 @@ import numpy as np
 from layerscope.errors import ModelError
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.fusion import FusionMap, KernelMapping
-from layerscope.measure.kernel_trace import TraceEvent
 from layerscope.measure.memory import measured_memory
 from layerscope.measure.profile import (
     KernelResult,
@@ -56,6 +55,7 @@ from layerscope.measure.profile import (
     ProfiledRuns,
     Progress,
     RunTimer,
+    back_to_back,
     kernel_results,
     layer_results,
     profile_runs,
@@ -374,7 +374,7 @@ def profile_with_fallback(graph: Graph, feeds: Mapping[str, np.ndarray], config:
         latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
         fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
         overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine, median_run=_median_run(kernels), interrupted=result.interrupted,
+        machine=machine, median_run=back_to_back(kernels), interrupted=result.interrupted,
         latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
         latency_samples_us=tuple(latency_samples), backend="openvino", device=device, precision=precision,
         memory=measured_memory(graph, kernels, FALLBACK_MEMORY_SOURCE),
@@ -431,18 +431,6 @@ def _onnxruntime_kernels(step: _OnnxRuntimeStep, runs: int, warmup: int) -> tupl
         found.append(dataclasses.replace(kernel, samples=dataclasses.replace(kernel.samples, durations_us=series),
                                          stats=summarize(series)))
     return found, dict(fusion.kernels)
-
-
-def _median_run(kernels: Sequence[KernelResult]) -> tuple[TraceEvent, ...]:
-    """The kernels back to back in chain order, each lasting its median (the segments run one after another)."""
-    events, start = [], 0.0
-    for kernel in kernels:
-        duration = kernel.stats.median_us
-        if duration <= 0:
-            continue
-        events.append(TraceEvent(kernel.samples.name, 0, start, duration))
-        start += duration
-    return tuple(events)
 
 
 def _fallback_record(graph: Graph, stages: Sequence[FallbackStage], fallback: Mapping[str, str],

@@ -32,7 +32,6 @@ import numpy as np
 
 from layerscope.errors import ModelError
 from layerscope.measure.fusion import FusionMap, KernelMapping
-from layerscope.measure.kernel_trace import TraceEvent
 from layerscope.measure.memory import OPENVINO_SOURCE, measured_memory
 from layerscope.measure.profile import (
     KernelResult,
@@ -40,6 +39,7 @@ from layerscope.measure.profile import (
     ProfiledRuns,
     Progress,
     RunTimer,
+    back_to_back,
     layer_results,
     profile_runs,
 )
@@ -138,7 +138,7 @@ class OpenVinoBackend:
             warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
             fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
             overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-            machine=machine, median_run=_median_run(kernels, nodes), interrupted=interrupted,
+            machine=machine, median_run=back_to_back(kernels), interrupted=interrupted,
             latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
             latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
             memory=measured_memory(graph, kernels, OPENVINO_SOURCE),
@@ -152,16 +152,3 @@ def _fusion_map(graph: Graph, nodes: Mapping[str, ExecNode], executed: Sequence[
     kernels = {n.name: KernelMapping(n.name, n.layer_type, "", n.layers, n.category) for n in nodes.values()}
     covered = {lid for k in executed if k.category == "layer" for lid in k.layers}
     return FusionMap(kernels, tuple(node.id for node in graph.layers if node.id not in covered))
-
-
-def _median_run(kernels: Sequence[KernelResult], nodes: Mapping[str, ExecNode]) -> tuple[TraceEvent, ...]:
-    """The executed nodes back to back in execution order, each lasting its median (the counters have no
-    timestamps; OpenVINO's CPU plugin runs one node after another within a stream)."""
-    events, start = [], 0.0
-    for kernel in kernels:
-        duration = kernel.stats.median_us
-        if duration <= 0:
-            continue
-        events.append(TraceEvent(kernel.samples.name, 0, start, duration))
-        start += duration
-    return tuple(events)
