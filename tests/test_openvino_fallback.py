@@ -12,15 +12,16 @@ from onnx import TensorProto, helper, numpy_helper
 from rich.console import Console
 
 from layerscope.cli.main import main
-from layerscope.errors import ModelError
+from layerscope.errors import InputError, ModelError
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.report.terminal import measured_layers_table
 from layerscope.runfile.derived import measurement_origin
-from layerscope.runfile.models import KernelProfileMeasurement
+from layerscope.runfile.models import BenchMeasurement, KernelProfileMeasurement
 from layerscope.runtimes.openvino.compile import OpenVinoOptions
 from layerscope.runtimes.openvino.fallback import fallback_stages, open_steps, run_chain, unconvertible_layers
 from layerscope.tempdirs import scratch
+from layerscope.workflows.bench import BenchRequest, bench
 from layerscope.workflows.common import Hooks
 from layerscope.workflows.profile import ProfileRequest, profile
 
@@ -164,5 +165,24 @@ def test_no_ov_fallback_keeps_the_exit_2_line(tmp_path: Path, capsys: pytest.Cap
     with pytest.raises(ModelError, match=r"OpenVINO has no conversion for the ai\.onnx\.ml op Scaler"):
         profile(ProfileRequest(path, backend="openvino", runs=1, warmup=0, fallback=False))
     assert main(["profile", str(path), "--backend", "openvino", "--no-ov-fallback", "--runs", "1"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("layerscope:")]
+    assert len(errors) == 1 and "OpenVINO has no conversion for the ai.onnx.ml op Scaler" in errors[0]
+
+
+def test_bench_times_the_chain_in_one_stream(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _scaler_matmul_relu(tmp_path)
+    warnings: list[str] = []
+    run = bench(BenchRequest(path, backend="openvino", precision="f32", runs=20, warmup=2, threads=1),
+                Hooks(warning=warnings.append)).run
+    (line,) = [w for w in warnings if "OpenVINO cannot convert" in w]
+    assert "1 layer(s) (scaler: ai.onnx.ml.Scaler" in line
+    m = run.measurement
+    assert isinstance(m, BenchMeasurement) and m.provider == "OpenVINO CPU + ONNX Runtime CPU fallback"
+    assert (m.model_extra or {})["fallback"]["reasons"] == {
+        "scaler": "OpenVINO's ONNX frontend has no conversion for ai.onnx.ml.Scaler"}
+    assert run.latency is not None and run.latency.samples == 20 and (run.latency.p50_us or 0) > 0
+    with pytest.raises(InputError, match="one chain of segments, measured in one stream"):
+        bench(BenchRequest(path, backend="openvino", runs=2, warmup=0, streams=2))
+    assert main(["bench", str(path), "--backend", "openvino", "--no-ov-fallback", "--runs", "1"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("layerscope:")]
     assert len(errors) == 1 and "OpenVINO has no conversion for the ai.onnx.ml op Scaler" in errors[0]

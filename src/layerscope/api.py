@@ -166,7 +166,8 @@ def bench(model: PathLike | None = None, *, warmup: int = 10, runs: int | None =
           precision: str = "", performance_hint: str = "LATENCY", opt_level: str = "all",
           shapes: Mapping[str, Sequence[int]] | None = None, dims: Mapping[str, int] | None = None,
           inputs: Sequence[str] = (), seed: int = 0, stress: str | StressSpec | None = None,
-          sweep: Mapping[str, Sequence[int]] | None = None, latency_budget_us: float | None = None) -> Run:
+          sweep: Mapping[str, Sequence[int]] | None = None, latency_budget_us: float | None = None,
+          fallback: bool = True) -> Run:
     """The end-to-end latency distribution and throughput of ``model`` (default: the bundled sample), as
     ``layerscope bench`` measures it (:class:`layerscope.workflows.bench.BenchRequest` says what each option does):
     ``runs`` (default 100) or ``duration`` seconds over ``streams`` concurrent streams; ``sweep``: axis ->
@@ -184,7 +185,7 @@ def bench(model: PathLike | None = None, *, warmup: int = 10, runs: int | None =
                            dims=checked_dims(dims), inputs=tuple(inputs), seed=seed,
                            stress=parse_stress(stress) if isinstance(stress, str) else stress,
                            sweep=Sweep(**{axis: tuple(values) for axis, values in sweep.items()}) if sweep else None,
-                           latency_budget_us=latency_budget_us)
+                           latency_budget_us=latency_budget_us, fallback=fallback)
     result = run_bench(request)
     if result.interrupted:
         raise Interrupted(result.run, "interrupted")

@@ -105,6 +105,9 @@ class Duration(click.ParamType[float]):
 @provider_option
 @backend_option
 @openvino_bench_options
+@click.option("--ov-fallback/--no-ov-fallback", "fallback", default=True, show_default=True,
+              help="OpenVINO: run the layers it cannot convert (ai.onnx.ml ops, ...) on ONNX Runtime's CPU provider, "
+                   "chained per inference in one stream; --no-ov-fallback fails instead.")
 @opt_level_option
 @shape_option
 @input_option
@@ -126,7 +129,7 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
             threads: int, provider: str, backend_name: str, opt_level: str, shapes: tuple[str, ...],
             input_specs: tuple[str, ...], seed: int, json_out: Path | None, html_out: Path | None, top: int | None,
             sweep_axes: tuple[tuple[str, tuple[int, ...]], ...], latency_budget_us: float | None,
-            stress: StressSpec | None) -> None:
+            stress: StressSpec | None, fallback: bool) -> None:
     """Measure the end-to-end latency of MODEL (default: the bundled YOLOv5s sample) on ONNX Runtime or
     OpenVINO (--backend openvino: each stream one synchronous infer request on the compiled model; with --sweep
     an AsyncInferQueue of `streams` requests compiled with NUM_STREAMS = streams)."""
@@ -136,7 +139,8 @@ def command(*, model: Path | None, warmup: int, runs: int | None, duration: floa
                            provider=provider, backend=backend_name, device=str(openvino["device"]),
                            precision=str(openvino["precision"]), performance_hint=str(openvino["performance_hint"]),
                            opt_level=opt_level, shapes=parse_shapes(shapes), dims=cli_dims(), inputs=input_specs,
-                           seed=seed, stress=stress, sweep=sweep, latency_budget_us=latency_budget_us)
+                           seed=seed, stress=stress, sweep=sweep, latency_budget_us=latency_budget_us,
+                           fallback=fallback)
     with usage_errors():
         result = bench(request, dataclasses.replace(CLI_HOOKS, ready=_note_threads_meaning))
     run, interrupted = result.run, result.interrupted

@@ -87,10 +87,11 @@ class BisectTiming:
 class BenchSession(Protocol):
     """One compiled model ready for ``layerscope bench``: ``provider`` as the run records it; ``settings``: what
     the runtime chose (device, precision, hint, streams; empty when it reports nothing), completed by
-    :meth:`measure`."""
+    :meth:`measure`; ``warnings``: lines the command shows the user about how it will measure (a fallback)."""
 
     provider: str
     settings: dict[str, Any]
+    warnings: tuple[str, ...]
 
     def measure(self, feeds: Mapping[str, np.ndarray], config: BenchConfig,
                 progress: ProgressFn | None) -> BenchResult:
@@ -110,6 +111,7 @@ class SyncBenchSession:
     provider: str
     settings: dict[str, Any] = field(default_factory=dict)
     failure: FailureFn | None = None
+    warnings: tuple[str, ...] = ()
 
     def measure(self, feeds: Mapping[str, np.ndarray], config: BenchConfig,
                 progress: ProgressFn | None) -> BenchResult:

@@ -75,7 +75,8 @@ class BenchRequest:
     count unless ``duration`` (seconds) is given; ``streams``: concurrent inference streams on one session;
     ``threads``: ONNX Runtime's intra-op threads (0: its default); ``device``, ``precision`` and
     ``performance_hint`` are a compiling runtime's (OpenVINO's); ``backend``: a name from
-    :func:`layerscope.runtimes.registry.choices`."""
+    :func:`layerscope.runtimes.registry.choices`; ``fallback``: OpenVINO runs the layers it cannot convert on ONNX
+    Runtime, chained per inference in one stream (announced by a warning), instead of failing."""
 
     model: PathLike | None = None
     warmup: int = DEFAULT_WARMUP_RUNS
@@ -96,6 +97,7 @@ class BenchRequest:
     stress: StressSpec | None = None
     sweep: Sweep | None = None
     latency_budget_us: float | None = None
+    fallback: bool = True
 
 
 @dataclass(frozen=True)
@@ -122,13 +124,15 @@ def bench(request: BenchRequest, hooks: Hooks = QUIET) -> BenchResult:
     config = BenchConfig(warmup_runs=r.warmup, runs=None if r.duration is not None else r.runs or DEFAULT_RUNS,
                          duration_s=r.duration, streams=r.streams)
     backend = open_runtime(r.backend, r.provider, device=r.device, precision=r.precision,
-                           performance_hint=r.performance_hint)  # exit 3 before any work
+                           performance_hint=r.performance_hint, fallback=r.fallback)  # exit 3 before any work
     hooks.ready()
     session_config = backend.session_config(r.threads, r.opt_level)
     graph = load_graph(model_or_sample(r.model), r.shapes, r.dims, r.inputs, seed=r.seed, hooks=hooks)
     inputs = resolve_inputs(graph, r.inputs, r.seed)
     backend_version = backend.version()
     session = backend.bench_session(graph, session_config, r.streams)
+    for line in session.warnings:
+        hooks.warning(line)
     units = {"measure": "s" if config.duration_s is not None else "runs"}
     with hooks.phases(PHASES, units) as progress:
         result = session.measure(inputs.arrays, config, progress)
@@ -211,7 +215,7 @@ def _measure_point(r: BenchRequest, graph: Graph, key: _Key, *, runs: int | None
     ``key.streams`` under the THROUGHPUT hint where the runtime compiles its streams in), warmed up, measured."""
     hint = "THROUGHPUT" if compiled_streams else r.performance_hint
     backend = open_runtime(r.backend, r.provider, device=r.device, precision=r.precision, performance_hint=hint,
-                           streams=key.streams if compiled_streams else 0)
+                           streams=key.streams if compiled_streams else 0, fallback=r.fallback)
     config = BenchConfig(warmup_runs=r.warmup, runs=runs, duration_s=duration, streams=key.streams)
     session_config = backend.session_config(key.threads, r.opt_level)
     inputs = resolve_inputs(graph, r.inputs, r.seed)

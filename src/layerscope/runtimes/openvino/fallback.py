@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from layerscope.errors import ModelError
+from layerscope.errors import InputError, ModelError
 from layerscope.measure.cuts import CutPlanner
 from layerscope.measure.fusion import FusionMap, KernelMapping
 from layerscope.measure.memory import measured_memory
@@ -63,6 +63,7 @@ from layerscope.measure.profile import (
 from layerscope.measure.session import SessionConfig
 from layerscope.model.ml_domain import ML_DOMAIN
 from layerscope.model.types import Graph, TensorInfo
+from layerscope.runtimes.base import SyncBenchSession
 from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import (
     OpenVinoOptions,
@@ -81,8 +82,18 @@ from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_o
 from layerscope.stats import drift, summarize
 from layerscope.tempdirs import scratch
 
-__all__ = ["FALLBACK_KEY", "FALLBACK_MEMORY_SOURCE", "FallbackStage", "fallback_line", "fallback_stages",
-           "open_steps", "profile_with_fallback", "run_chain", "unconvertible_layers"]
+__all__ = [
+    "FALLBACK_KEY",
+    "FALLBACK_MEMORY_SOURCE",
+    "FallbackStage",
+    "bench_with_fallback",
+    "fallback_line",
+    "fallback_stages",
+    "open_steps",
+    "profile_with_fallback",
+    "run_chain",
+    "unconvertible_layers",
+]
 
 #: The key of ``measurement.machine`` that describes a run with a fallback.
 FALLBACK_KEY = "fallback"
@@ -474,3 +485,34 @@ def fallback_line(record: Mapping[str, Any], device: str) -> str:
     return (f"OpenVINO cannot convert {len(reasons)} layer(s) ({shown}: {', '.join(ops)}{ml}): they ran on ONNX "
             f"Runtime's CPU provider, the rest on OpenVINO {device}, chained per inference "
             f"(--no-ov-fallback refuses)")
+
+
+@dataclass(frozen=True)
+class _ChainSession:
+    """The chain of segments as a session with ``run(output_names, feeds)`` (what ``bench`` times)."""
+
+    steps: Sequence[Step]
+
+    def run(self, _outputs: object, feeds: Mapping[str, np.ndarray]) -> None:
+        run_chain(self.steps, feeds)
+
+
+def bench_with_fallback(graph: Graph, config: SessionConfig, options: OpenVinoOptions, fallback: Mapping[str, str],
+                        streams: int) -> SyncBenchSession:
+    """``bench``'s session for ``graph`` with the top-level layers of ``fallback`` (id -> reason) on ONNX Runtime:
+    the chain of segments, compiled and opened once, timed end to end (the hand-over between segments included) in
+    one stream; more streams are refused (exit 2: one chain of requests is not safe to call concurrently)."""
+    if streams > 1:
+        raise InputError(f"{graph.name}: --streams {streams}: a model OpenVINO runs with an ONNX Runtime fallback "
+                         "is one chain of segments, measured in one stream (use --streams 1, or "
+                         "--backend onnxruntime for concurrent requests)")
+    device = device_name(config.provider)
+    with scratch("openvino-fallback") as folder:  # the segments' files are read when they are opened
+        stages = fallback_stages(graph, fallback, folder)
+        steps = open_steps(stages, config, options, profiling=False, folder=folder)
+    record = _fallback_record(graph, stages, fallback, (), config.threads)
+    precision = next((run_precision(s.compiled) for s in steps if isinstance(s, _OpenVinoStep)), "")
+    settings = {"device": device, **({"precision": precision} if precision else {}),
+                "fallback": {key: record[key] for key in ("runtime", "reasons", "segments")}}
+    return SyncBenchSession(_ChainSession(steps), f"OpenVINO {device} + ONNX Runtime CPU fallback", settings,
+                            warnings=(fallback_line(record, device),))

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from layerscope.errors import ModelError
 from layerscope.measure.bench import BenchConfig, BenchResult, ProgressFn, run_bench
 from layerscope.measure.kernels import KernelRunner
 from layerscope.measure.profile import Measurement, Progress
@@ -101,7 +102,17 @@ class OpenOpenVino:
                                     progress=progress)
 
     def bench_session(self, graph: Graph, config: SessionConfig, streams: int) -> BenchSession:
-        compiled = compile_for(graph, config, self.options, profiling=False)
+        try:
+            compiled = compile_for(graph, config, self.options, profiling=False)
+        except ModelError:
+            if not self.options.fallback:
+                raise
+            from layerscope.runtimes.openvino.fallback import bench_with_fallback, unconvertible_layers
+
+            fallback = unconvertible_layers(graph)
+            if not fallback:  # OpenVINO converts every layer: its error stands
+                raise
+            return bench_with_fallback(graph, config, self.options, fallback, streams)
         return _OpenVinoBench(compiled, InferSession(compiled, streams), streams, self.provider,
                               {"device": self.provider, **compiled_settings(compiled)})
 
@@ -134,6 +145,7 @@ class _OpenVinoBench:
     streams: int
     provider: str
     settings: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     def measure(self, feeds: Mapping[str, np.ndarray], config: BenchConfig,
                 progress: ProgressFn | None) -> BenchResult:
