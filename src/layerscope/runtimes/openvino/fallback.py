@@ -131,6 +131,18 @@ class FallbackStage:
         return tuple(node.id for node in self.graph.layers)
 
 
+def fallback_after(error: ModelError, graph: Graph, options: OpenVinoOptions) -> dict[str, str]:
+    """After OpenVINO failed on the whole of ``graph`` with ``error``: the top-level layers to run on ONNX Runtime
+    (:func:`unconvertible_layers`). Raises ``error`` itself when ``options`` refuse the fallback or when OpenVINO
+    converts every layer (its error then stands)."""
+    if not options.fallback:
+        raise error
+    fallback = unconvertible_layers(graph)
+    if not fallback:
+        raise error
+    return fallback
+
+
 def unconvertible_layers(graph: Graph) -> dict[str, str] | None:
     """Top-level layer id -> why OpenVINO cannot run it (see the module docstring); ``{}`` when its frontend
     converts every node; ``None`` when the frontend cannot load the model or a node it left matches no layer."""

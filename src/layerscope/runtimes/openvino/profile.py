@@ -82,14 +82,10 @@ class OpenVinoBackend:
                 progress: Progress | None = None) -> Measurement:
         try:
             return self._profile(graph, feeds, config, runs=runs, warmup=warmup, weights=weights, progress=progress)
-        except ModelError:
-            if not self.options.fallback:
-                raise
-            from layerscope.runtimes.openvino.fallback import profile_with_fallback, unconvertible_layers
+        except ModelError as error:
+            from layerscope.runtimes.openvino.fallback import fallback_after, profile_with_fallback
 
-            fallback = unconvertible_layers(graph)
-            if not fallback:  # OpenVINO converts every layer: its error stands
-                raise
+            fallback = fallback_after(error, graph, self.options)
         return profile_with_fallback(graph, feeds, config, self.options, fallback, runs=runs, warmup=warmup,
                                      weights=weights, progress=progress)
 

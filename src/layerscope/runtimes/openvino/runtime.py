@@ -104,15 +104,11 @@ class OpenOpenVino:
     def bench_session(self, graph: Graph, config: SessionConfig, streams: int) -> BenchSession:
         try:
             compiled = compile_for(graph, config, self.options, profiling=False)
-        except ModelError:
-            if not self.options.fallback:
-                raise
-            from layerscope.runtimes.openvino.fallback import bench_with_fallback, unconvertible_layers
+        except ModelError as error:
+            from layerscope.runtimes.openvino.fallback import bench_with_fallback, fallback_after
 
-            fallback = unconvertible_layers(graph)
-            if not fallback:  # OpenVINO converts every layer: its error stands
-                raise
-            return bench_with_fallback(graph, config, self.options, fallback, streams)
+            return bench_with_fallback(graph, config, self.options, fallback_after(error, graph, self.options),
+                                       streams)
         return _OpenVinoBench(compiled, InferSession(compiled, streams), streams, self.provider,
                               {"device": self.provider, **compiled_settings(compiled)})
 
