@@ -3,6 +3,8 @@ of segments, the profile of each layer on the runtime that ran it, and the optio
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from layerscope.cli.main import main
 from layerscope.errors import InputError, ModelError
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
+from layerscope.report.tables import layers_csv
 from layerscope.report.terminal import measured_layers_table
 from layerscope.runfile.derived import measurement_origin
 from layerscope.runfile.models import BenchMeasurement, KernelProfileMeasurement
@@ -142,6 +145,9 @@ def test_profile_runs_the_scaler_on_onnx_runtime_and_the_rest_on_openvino(tmp_pa
     rows = {line.split()[1]: line for line in table.export_text().splitlines() if line.split()[1:2]}
     assert rows["scaler"].rstrip().endswith("(fallback: ONNX Runtime)")
     assert "fallback" not in rows["matmul"] and "fallback" not in rows["relu"]
+    cells = {row["layer.id"]: row for row in csv.DictReader(io.StringIO(layers_csv(run)))}
+    assert (cells["scaler"]["meas.backend"], cells["scaler"]["meas.device"]) == ("onnxruntime", "CPUExecutionProvider")
+    assert (cells["matmul"]["meas.backend"], cells["matmul"]["meas.device"]) == ("openvino", "CPU")
 
 
 def test_a_model_of_one_ml_op_runs_whole_on_onnx_runtime(tmp_path: Path) -> None:

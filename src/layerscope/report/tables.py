@@ -95,9 +95,10 @@ CSV_COLUMNS: tuple[tuple[str, Getter], ...] = (
     ("derived.share", lambda r: None if r.share is None else round(r.share, 6)),
 )
 
-#: Columns after :data:`CSV_COLUMNS`: the runtime that measured the layer (the run's backend and device) and what
-#: its kernel ran as (precision: the kernel's, else the run's; a compiling runtime's kernel implementation; a
-#: builder's tactic and the kernel's input and output formats, ``; ``-separated, as TensorRT's layer info states).
+#: Columns after :data:`CSV_COLUMNS`: the runtime that measured the layer (the run's backend and device; for a layer
+#: that fell back to another runtime, that runtime and its kernel's provider) and what its kernel ran as (precision:
+#: the kernel's, else the run's; a compiling runtime's kernel implementation; a builder's tactic and the kernel's
+#: input and output formats, ``; ``-separated, as TensorRT's layer info states).
 RUNTIME_COLUMNS = ("meas.backend", "meas.device", "meas.precision", "meas.exec_type", "meas.tactic",
                    "meas.input_formats", "meas.output_formats")
 
@@ -144,11 +145,19 @@ def _runtime_cells(run: Run) -> Callable[[LayerRow], list[Any]]:
         if not row.detail.get("measured") or measurement is None:
             return [None] * len(RUNTIME_COLUMNS)
         kernel = kernels.get(row.kernel) if row.kernel is not None else None
-        device = getattr(measurement, "device", None) or measurement.provider
-        precision = (kernel.precision if kernel is not None else None) or getattr(measurement, "precision", None)
+        measured = row.layer.measured
+        backend: str | None
+        device: str | None
+        if measured is not None and measured.fallback_reason and measured.runtime:
+            # a layer another runtime ran (a fallback): its runtime and its kernel's provider and precision
+            backend, device = measured.runtime, kernel.provider if kernel is not None else None
+            precision = kernel.precision if kernel is not None else None
+        else:
+            backend, device = measurement.backend, getattr(measurement, "device", None) or measurement.provider
+            precision = (kernel.precision if kernel is not None else None) or getattr(measurement, "precision", None)
         if kernel is None:
-            return [measurement.backend, device, precision, *([None] * (len(RUNTIME_COLUMNS) - 3))]
-        return [measurement.backend, device, precision, kernel.exec_type, kernel.tactic,
+            return [backend, device, precision, *([None] * (len(RUNTIME_COLUMNS) - 3))]
+        return [backend, device, precision, kernel.exec_type, kernel.tactic,
                 _joined(kernel.input_formats), _joined(kernel.output_formats)]
 
     return cells
