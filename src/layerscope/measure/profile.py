@@ -33,7 +33,7 @@ from layerscope.measure.kernel_trace import KernelSamples, ProfileData, TraceEve
 from layerscope.measure.memory import MeasuredMemory
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
-from layerscope.stats import LatencyStats, summarize
+from layerscope.stats import LatencyStats, drift, summarize
 
 #: progress(phase, done, total): phases "warmup", "latency", "warmup-profiled", "profiled".
 Progress = Callable[[str, int, int], None]
@@ -204,6 +204,21 @@ def profile_runs(plain: Callable[[RunTimer], tuple[list[float], bool]], profiled
     if not result.recorded:
         raise partial_profile()
     return latency_samples, result
+
+
+def run_times(latency_samples_us: Sequence[float], profiled_us: Sequence[float],
+              kernels: Sequence[KernelResult]) -> dict[str, Any]:
+    """A :class:`Measurement`'s timing fields, defined once for every runtime, from the end-to-end runs (µs), the
+    profiled runs' durations (µs) and the kernels: ``latency``, ``instrumented``, ``runs`` (profiled runs kept),
+    ``coverage`` = Σ kernel medians / median profiled run, ``overhead`` = median profiled run / median end-to-end
+    run − 1 (each 0 when its divisor is), the two drifts and the end-to-end samples."""
+    latency, instrumented = summarize(latency_samples_us), summarize(profiled_us)
+    kernel_total = sum(k.stats.median_us for k in kernels)
+    return {"latency": latency, "instrumented": instrumented, "runs": len(profiled_us),
+            "coverage": kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
+            "overhead": instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
+            "latency_drift": drift(latency_samples_us), "profiled_drift": drift(profiled_us),
+            "latency_samples_us": tuple(latency_samples_us)}
 
 
 def kernel_results(data: ProfileData, fusion: FusionMap) -> tuple[KernelResult, ...]:

@@ -65,7 +65,7 @@ from layerscope.errors import InputError, RuntimeFailure
 from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.kernel_trace import TraceEvent
-from layerscope.measure.profile import Measurement, kernel_results, layer_results
+from layerscope.measure.profile import Measurement, kernel_results, layer_results, run_times
 from layerscope.measure.session import SessionConfig
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
 from layerscope.model.types import Graph
@@ -73,7 +73,7 @@ from layerscope.runfile.models import Layer, Pipeline, RunFile
 from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.onnxruntime.session import is_runtime_error, make_session, ort_failure
 from layerscope.runtimes.onnxruntime.trace import events_between, load_events, model_run_spans, parse_profile
-from layerscope.stats import LatencyStats, drift, summarize
+from layerscope.stats import LatencyStats, summarize
 from layerscope.tempdirs import scratch
 from layerscope.tracing import Span, SpanRecorder
 
@@ -365,18 +365,11 @@ def _measurement(graph: Graph, timed: _Phase, profiled: _Phase, *, events: list[
     if not data.run_durations_us or not model_calls:
         return None
     kernels = kernel_results(data, fusion)
-    latency = summarize(model_calls)
-    instrumented = summarize(data.run_durations_us)
-    kernel_total = sum(k.stats.median_us for k in kernels)
     return Measurement(
-        config=config, backend_version=ort.__version__, provider=provider, runs=len(data.run_durations_us),
-        warmup=profiled.warm_model_calls(), latency=latency, instrumented=instrumented, kernels=kernels,
-        layers=layer_results(graph, kernels, weights), fusion=fusion,
-        coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
-        overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine_info(), median_run=data.median_run, interrupted=profiled.interrupted,
-        latency_drift=drift(model_calls), profiled_drift=drift(data.run_durations_us),
-        latency_samples_us=tuple(model_calls))
+        config=config, backend_version=ort.__version__, provider=provider, warmup=profiled.warm_model_calls(),
+        kernels=kernels, layers=layer_results(graph, kernels, weights), fusion=fusion, machine=machine_info(),
+        median_run=data.median_run, interrupted=profiled.interrupted,
+        **run_times(model_calls, data.run_durations_us, kernels))
 
 
 def _place_kernels(events: Sequence[dict[str, Any]], phase: _Phase, run: int,

@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
 
-from layerscope.measure.fusion import build_fusion_map
+from layerscope.measure.fusion import FusionMap, build_fusion_map
 from layerscope.measure.kernel_trace import ProfileData
 from layerscope.measure.memory import measured_memory
 from layerscope.measure.profile import (
@@ -40,6 +41,7 @@ from layerscope.measure.profile import (
     kernel_results,
     layer_results,
     profile_runs,
+    run_times,
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
@@ -47,10 +49,9 @@ from layerscope.model.types import Graph
 from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.onnxruntime.session import make_session, run_checked
 from layerscope.runtimes.onnxruntime.trace import load_events, parse_profile
-from layerscope.stats import drift, summarize
 from layerscope.tempdirs import scratch
 
-__all__ = ["profile_model"]
+__all__ = ["profile_model", "read_profiled_session"]
 
 
 def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: SessionConfig, *, runs: int = 50,
@@ -62,31 +63,32 @@ def profile_model(graph: Graph, feeds: Mapping[str, np.ndarray], config: Session
     def plain(timer: RunTimer) -> tuple[list[float], bool]:
         return timer(partial(run_checked, make_session(graph.path, config), feeds))
 
-    def profiled(timer: RunTimer) -> ProfiledRuns[tuple[ProfileData, onnx.ModelProto, str]]:
+    def profiled(timer: RunTimer) -> ProfiledRuns[tuple[ProfileData, FusionMap, str]]:
         with scratch("profile") as tmp:
             optimized_path = str(Path(tmp) / "optimized.onnx")
             session = make_session(graph.path, config, profile_prefix=str(Path(tmp) / "ort"),
                                    optimized_model_path=optimized_path)
             done, interrupted = timer(partial(run_checked, session, feeds))
-            profile_file = session.end_profiling()
-            optimized = onnx.load(optimized_path, load_external_data=False)
-            data = parse_profile(exclusive_events(load_events(profile_file), optimized), skip_runs=warmup)
+            data, fusion = read_profiled_session(session, optimized_path, graph, warmup)
             provider = session.get_providers()[0]
-        return ProfiledRuns((data, optimized, provider), bool(done) and bool(data.run_durations_us), interrupted)
+        return ProfiledRuns((data, fusion, provider), bool(done) and bool(data.run_durations_us), interrupted)
 
     latency_samples, result = profile_runs(plain, profiled, config=config, runs=runs, warmup=warmup, progress=progress)
-    (data, optimized, provider), interrupted = result.data, result.interrupted
-    fusion = with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized)
+    (data, fusion, provider), interrupted = result.data, result.interrupted
     kernels = kernel_results(data, fusion)
     layers = layer_results(graph, kernels, weights or {})
-    latency = summarize(latency_samples)
-    instrumented = summarize(data.run_durations_us)
-    kernel_total = sum(k.stats.median_us for k in kernels)
     return Measurement(
-        config=config, backend_version=ort.__version__, provider=provider, runs=len(data.run_durations_us),
-        warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
-        fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
-        overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
-        latency_drift=drift(latency_samples), profiled_drift=drift(data.run_durations_us),
-        latency_samples_us=tuple(latency_samples), memory=measured_memory(graph, kernels))
+        config=config, backend_version=ort.__version__, provider=provider, warmup=warmup, kernels=kernels,
+        layers=layers, fusion=fusion, machine=machine_info(), median_run=data.median_run, interrupted=interrupted,
+        memory=measured_memory(graph, kernels), **run_times(latency_samples, data.run_durations_us, kernels))
+
+
+def read_profiled_session(session: Any, optimized_path: str, graph: Graph,
+                          warmup: int) -> tuple[ProfileData, FusionMap]:
+    """What a session opened with its profiler on recorded (its trace ended and read, the first ``warmup`` runs
+    dropped, a control-flow layer's time exclusive of its subgraphs') and the fusion map of ``graph``'s layers
+    through the optimized graph ONNX Runtime saved at ``optimized_path``."""
+    profile_file = session.end_profiling()
+    optimized = onnx.load(optimized_path, load_external_data=False)
+    data = parse_profile(exclusive_events(load_events(profile_file), optimized), skip_runs=warmup)
+    return data, with_subgraph_kernels(build_fusion_map(graph, optimized), graph, optimized)

@@ -39,7 +39,7 @@ from layerscope.model.types import Graph
 
 __all__ = ["DEVICES", "PERFORMANCE_HINTS", "PRECISIONS", "InferSession", "ModelFile", "OpenVinoOptions",
            "available_devices", "compile_failure", "compile_for", "compiled_settings", "device_name", "folded_reader",
-           "infer_failure", "infer_shared", "precision_hint", "run_precision"]
+           "infer_failure", "infer_shared", "machine_record", "precision_hint", "run_precision"]
 
 #: Devices OpenVINO may offer (``AUTO`` picks among those present).
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
@@ -93,6 +93,17 @@ def device_name(device: str) -> str:
             return name
     raise BackendUnavailable(f"OpenVINO device {device!r} is not available here; available: "
                              f"{', '.join(present) or 'none'}")
+
+
+def machine_record(device: str) -> dict[str, Any]:
+    """A measurement's ``machine`` section on OpenVINO ``device``: this host (:func:`~layerscope.runtimes.machine.
+    machine_info`), OpenVINO's version, the device and the device's full name (``AUTO`` names no device)."""
+    from layerscope.runtimes.machine import machine_info
+
+    openvino = _require_openvino()
+    return {**machine_info(), "openvino": openvino.get_version(), "device": device,
+            "device_name": str(_core().get_property(device.split(".", maxsplit=1)[0], "FULL_DEVICE_NAME"))
+            if device != "AUTO" else "AUTO"}
 
 
 class ModelFile(Protocol):

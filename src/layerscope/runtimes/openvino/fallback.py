@@ -59,12 +59,12 @@ from layerscope.measure.profile import (
     kernel_results,
     layer_results,
     profile_runs,
+    run_times,
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model.ml_domain import ML_DOMAIN
 from layerscope.model.types import Graph, TensorInfo
 from layerscope.runtimes.base import SyncBenchSession
-from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import (
     OpenVinoOptions,
     _core,
@@ -74,12 +74,13 @@ from layerscope.runtimes.openvino.compile import (
     compile_for,
     device_name,
     infer_shared,
+    machine_record,
     run_precision,
 )
 from layerscope.runtimes.openvino.counters import counter_kernels
 from layerscope.runtimes.openvino.counters import counters as node_counters
 from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
-from layerscope.stats import drift, summarize
+from layerscope.stats import summarize
 from layerscope.tempdirs import scratch
 
 __all__ = [
@@ -383,23 +384,15 @@ def profile_with_fallback(graph: Graph, feeds: Mapping[str, np.ndarray], config:
         steps, counters, run_us, calls_us = result.data
         kernels, fusion = _chain_kernels(steps, counters, len(run_us), warmup, device)
     layers = layer_results(graph, kernels, weights or {})
-    latency, instrumented = summarize(latency_samples), summarize(run_us)
-    kernel_total = sum(k.stats.median_us for k in kernels)
     first_ov = next((s.compiled for s in steps if isinstance(s, _OpenVinoStep)), None)
     handover = [max(0.0, total - inside) for total, inside in zip(run_us, calls_us, strict=False)]
     record = _fallback_record(graph, stages, fallback, handover, config.threads)
-    machine = {**machine_info(), "openvino": openvino.get_version(), "device": device,
-               "device_name": str(_core().get_property(device.split(".")[0], "FULL_DEVICE_NAME"))
-               if device != "AUTO" else "AUTO", FALLBACK_KEY: record}
+    machine = {**machine_record(device), FALLBACK_KEY: record}
     return Measurement(
         config=config, backend_version=openvino.get_version(),
-        provider=f"OpenVINO {device} + ONNX Runtime CPU fallback", runs=len(run_us), warmup=warmup,
-        latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
-        fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
-        overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-        machine=machine, median_run=back_to_back(kernels), interrupted=result.interrupted,
-        latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
-        latency_samples_us=tuple(latency_samples), backend="openvino", device=device, precision=precision,
+        provider=f"OpenVINO {device} + ONNX Runtime CPU fallback", warmup=warmup, kernels=kernels, layers=layers,
+        fusion=fusion, machine=machine, median_run=back_to_back(kernels), interrupted=result.interrupted,
+        **run_times(latency_samples, run_us, kernels), backend="openvino", device=device, precision=precision,
         memory=measured_memory(graph, kernels, FALLBACK_MEMORY_SOURCE),
         performance_hint=str(first_ov.get_property("PERFORMANCE_HINT")) if first_ov is not None else "",
         streams=int(first_ov.get_property("NUM_STREAMS")) if first_ov is not None else 0,
@@ -437,17 +430,9 @@ def _onnxruntime_kernels(step: _OnnxRuntimeStep, runs: int, warmup: int) -> tupl
                                                                                   dict[str, KernelMapping]]:
     """The kernels ONNX Runtime's profiler recorded for a fallback segment (warm-up runs dropped, ``runs`` kept),
     mapped to the segment's layers through its optimized graph."""
-    import onnx
+    from layerscope.runtimes.onnxruntime.profile import read_profiled_session
 
-    from layerscope.measure.fusion import build_fusion_map
-    from layerscope.measure.subgraphs import exclusive_events, with_subgraph_kernels
-    from layerscope.runtimes.onnxruntime.trace import load_events, parse_profile
-
-    sub = step.stage.graph
-    profile_file = step.session.end_profiling()
-    optimized = onnx.load(step.optimized_path, load_external_data=False)
-    data = parse_profile(exclusive_events(load_events(profile_file), optimized), skip_runs=warmup)
-    fusion = with_subgraph_kernels(build_fusion_map(sub, optimized), sub, optimized)
+    data, fusion = read_profiled_session(step.session, step.optimized_path, step.stage.graph, warmup)
     found = []
     for kernel in kernel_results(data, fusion):
         series = kernel.samples.durations_us[:runs]

@@ -42,13 +42,12 @@ from layerscope.measure.profile import (
     back_to_back,
     layer_results,
     profile_runs,
+    run_times,
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
-from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import (
     OpenVinoOptions,
-    _core,
     _feed_dict,
     _infer_failures,
     _require_openvino,
@@ -56,11 +55,11 @@ from layerscope.runtimes.openvino.compile import (
     device_name,
     folded_reader,
     infer_shared,
+    machine_record,
     run_precision,
 )
 from layerscope.runtimes.openvino.counters import counter_kernels, counters
 from layerscope.runtimes.openvino.graph import ExecNode, runtime_nodes, source_layers_of_ops
-from layerscope.stats import drift, summarize
 
 __all__ = ["OpenVinoBackend"]
 
@@ -123,20 +122,11 @@ class OpenVinoBackend:
         kernels = counter_kernels(nodes, per_run, device)
         fusion = _fusion_map(graph, nodes, kernels)
         layers = layer_results(graph, kernels, weights or {})
-        latency, instrumented = summarize(latency_samples), summarize(run_us)
-        kernel_total = sum(k.stats.median_us for k in kernels)
-        machine = {**machine_info(), "openvino": openvino.get_version(), "device": device,
-                   "device_name": str(_core().get_property(device.split(".")[0], "FULL_DEVICE_NAME"))
-                   if device != "AUTO" else "AUTO",
-                   **({"openvino_folded_if": folded} if folded else {})}
+        machine = {**machine_record(device), **({"openvino_folded_if": folded} if folded else {})}
         return Measurement(
-            config=config, backend_version=openvino.get_version(), provider=device, runs=len(run_us),
-            warmup=warmup, latency=latency, instrumented=instrumented, kernels=kernels, layers=layers,
-            fusion=fusion, coverage=kernel_total / instrumented.median_us if instrumented.median_us else 0.0,
-            overhead=instrumented.median_us / latency.median_us - 1.0 if latency.median_us else 0.0,
-            machine=machine, median_run=back_to_back(kernels), interrupted=interrupted,
-            latency_drift=drift(latency_samples), profiled_drift=drift(run_us),
-            latency_samples_us=tuple(latency_samples), backend=self.name, device=device, precision=precision,
+            config=config, backend_version=openvino.get_version(), provider=device, warmup=warmup, kernels=kernels,
+            layers=layers, fusion=fusion, machine=machine, median_run=back_to_back(kernels), interrupted=interrupted,
+            **run_times(latency_samples, run_us, kernels), backend=self.name, device=device, precision=precision,
             memory=measured_memory(graph, kernels, OPENVINO_SOURCE),
             performance_hint=str(compiled.get_property("PERFORMANCE_HINT")),
             streams=int(compiled.get_property("NUM_STREAMS")), latency_source="uninstrumented InferRequest.infer")
