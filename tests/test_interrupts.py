@@ -12,6 +12,7 @@ from pydantic_core import PydanticSerializationError
 from layerscope import interrupts
 from layerscope.sweep import tasks
 from layerscope.sweep.plan import Cell
+from layerscope.workflows.common import Hooks
 
 
 def _interrupting(value: Any, handler: Any) -> Any:
@@ -82,3 +83,29 @@ def test_a_cell_failing_on_its_own_is_a_failure(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(tasks, "_run", run)
     outcome = tasks.run_cell(_cell(), str(tmp_path))
     assert outcome.status == "failed" and outcome.error == "broken model"
+
+
+def test_a_sweep_stopped_anywhere_leaves_no_marker_or_temporary_file(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stop can land between a marker's write and its removal, or inside an atomic write: the sweep's own handler
+    removes what its cells left (markers, the writer's ``.<key>.json.*.tmp``) and keeps the run files."""
+    from layerscope.workflows import sweep as sweep_workflow
+
+    cell = _cell()
+    key = f"{cell.key}.json"
+    running, runs = tmp_path / tasks.RUNNING, tmp_path / tasks.RUNS
+    running.mkdir()
+    runs.mkdir()
+
+    def stopped(*args: Any, **kwargs: Any) -> Any:
+        (running / key).write_text("{}")  # a marker whose removal the stop cut short
+        (running / f".{key}.ab12.tmp").write_text("")  # an atomic write cut short, in each folder
+        (runs / f".{key}.cd34.tmp").write_text("")
+        (runs / "other.json").write_text("{}")  # a run file: kept
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_workflow, "run_sweep", stopped)
+    with pytest.raises(KeyboardInterrupt, match="0 of 1 cells are done"):
+        sweep_workflow._run([cell], tmp_path, address=None, num_cpus=None, no_ray=True, hooks=Hooks())
+    assert not running.exists()
+    assert sorted(p.name for p in runs.iterdir()) == ["other.json"]

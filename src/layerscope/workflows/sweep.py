@@ -23,7 +23,7 @@ from layerscope.sweep.dataset import SweepRow, gather
 from layerscope.sweep.executor import SweepOutcome, run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
 from layerscope.sweep.plan import Cell, SweepSpec, expand, load_spec
-from layerscope.sweep.tasks import RUNNING, RUNS, CellOutcome, is_done
+from layerscope.sweep.tasks import FAILED, RUNNING, RUNS, CellOutcome, is_done
 from layerscope.targets import load_profile
 from layerscope.targets.profile import HOST_NAME
 from layerscope.workflows.common import QUIET, Hooks, PathLike, UsageConflict
@@ -130,8 +130,11 @@ def _run(cells: Sequence[Cell], out_dir: Path, *, address: str | None, num_cpus:
             outcome = run_sweep(cells, out_dir, executor="inline" if no_ray else "ray", address=address,
                                 num_cpus=num_cpus, on_done=on_done)
         except KeyboardInterrupt:
-            with contextlib.suppress(OSError):
-                (out_dir / RUNNING).rmdir()
+            # wherever the stop landed (a marker written, a file's atomic write begun), no cell of this sweep runs
+            # on: its markers go, and the atomic writer's temporary files beside the run files and error records
+            _remove_markers(out_dir, cells)
+            for folder in (RUNS, FAILED):
+                _remove_temps(out_dir / folder, {f"{cell.key}.json" for cell in cells})
             done = sum(1 for cell in cells if is_done(out_dir, cell))
             raise KeyboardInterrupt(f"{done} of {len(cells)} cells are done, their run files in {out_dir / RUNS}; "
                                     "run the same command again to run the others") from None
@@ -160,11 +163,21 @@ def _remove_markers(out_dir: Path, cells: Sequence[Cell]) -> None:
     names = {f"{cell.key}.json" for cell in cells}
     with contextlib.suppress(OSError):
         for entry in folder.iterdir():
-            ours = entry.name in names or (entry.name.startswith(".") and entry.name.endswith(".tmp")
-                                           and entry.name[1:].split(".json.", 1)[0] + ".json" in names)
+            if entry.name in names and entry.is_file() and not entry.is_symlink():
+                entry.unlink(missing_ok=True)
+        _remove_temps(folder, names)
+        folder.rmdir()
+
+
+def _remove_temps(folder: Path, names: set[str]) -> None:
+    """The atomic writer's temporary files (``.<name>.*.tmp``) of the files ``names`` in ``folder``: what a write
+    cut short left."""
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            ours = (entry.name.startswith(".") and entry.name.endswith(".tmp")
+                    and entry.name[1:].split(".json.", 1)[0] + ".json" in names)
             if ours and entry.is_file() and not entry.is_symlink():
                 entry.unlink(missing_ok=True)
-        folder.rmdir()
 
 
 def _check_targets(targets: Iterable[str]) -> None:
