@@ -19,7 +19,7 @@ coefficient of variation across families), Spearman's rank correlation, and the 
 
 Usage (from the repository root, layerscope importable):
 
-    python benchmarks/board_truth.py                     # ~1-2 min on 2 cores (estimates ~120 models, fits)
+    python benchmarks/board_truth.py                     # ~1 min on 2 cores (estimates ~180 models, fits)
     python benchmarks/board_truth.py --board rdk-x5 --json out/board_truth.json
     python benchmarks/board_truth.py --write-profiles    # refit and rewrite the shipped RDK profiles
 """

@@ -235,41 +235,47 @@ FACTOR_BOUND = 50.0
 
 @dataclass(frozen=True)
 class _Columns:
-    """One run's layers as arrays by group: compute µs, memory µs and the layer counts (for the overheads)."""
+    """Every run's layers as flat arrays by group (the fit's design): compute µs, the layout Transposes' compute µs
+    (:attr:`LayerTerm.layout`: 0 in ``compute_us`` for them, their time here; 0 elsewhere), feature-map DDR µs (the
+    layer's memory time less its weight loads), weight-load µs and the index of the run each layer belongs to; per
+    run, its layer count by group (for the overheads), its task µs and its activation-matrix-product µs
+    (:attr:`LayerTerm.element_us`)."""
 
     compute_us: dict[str, np.ndarray]
-    #: the layout Transposes' compute µs (:attr:`LayerTerm.layout`), by layer as ``compute_us`` (0 elsewhere, and
-    #: 0 in ``compute_us`` for them)
     layout_us: dict[str, np.ndarray]
-    #: feature-map DDR µs (the layer's memory time less its weight loads) and weight-load µs
     memory_us: dict[str, np.ndarray]
     weight_us: dict[str, np.ndarray]
-    task_us: float
-    #: the activation-matrix-product µs of all the run's layers (:attr:`LayerTerm.element_us`)
-    element_us: float = 0.0
+    run_index: dict[str, np.ndarray]
+    layer_count: dict[str, np.ndarray]
+    task_us: np.ndarray
+    element_us: np.ndarray
 
     @classmethod
-    def of(cls, run: RunData) -> _Columns:
-        compute: dict[str, list[float]] = {}
-        layout: dict[str, list[float]] = {}
-        memory: dict[str, list[float]] = {}
-        weight: dict[str, list[float]] = {}
-        for term in run.layers:
-            key = fit_key(term.group)
-            compute.setdefault(key, []).append(0.0 if term.layout else term.compute_us)
-            layout.setdefault(key, []).append(term.compute_us if term.layout else 0.0)
-            memory.setdefault(key, []).append(term.memory_us - term.weight_us)
-            weight.setdefault(key, []).append(term.weight_us)
-        return cls({g: np.asarray(v) for g, v in compute.items()}, {g: np.asarray(v) for g, v in layout.items()},
-                   {g: np.asarray(v) for g, v in memory.items()}, {g: np.asarray(v) for g, v in weight.items()},
-                   run.task_us, sum(t.element_us for t in run.layers))
+    def of(cls, runs: Sequence[RunData]) -> _Columns:
+        rows: dict[str, list[tuple[float, float, float, float, int]]] = {}
+        for i, run in enumerate(runs):
+            for term in run.layers:
+                rows.setdefault(fit_key(term.group), []).append(
+                    (0.0 if term.layout else term.compute_us, term.compute_us if term.layout else 0.0,
+                     term.memory_us - term.weight_us, term.weight_us, i))
+        table = {g: np.asarray(v, dtype=float).reshape(-1, 5) for g, v in rows.items()}
+        index = {g: t[:, 4].astype(np.intp) for g, t in table.items()}
+        return cls({g: t[:, 0] for g, t in table.items()}, {g: t[:, 1] for g, t in table.items()},
+                   {g: t[:, 2] for g, t in table.items()}, {g: t[:, 3] for g, t in table.items()}, index,
+                   {g: np.bincount(i, minlength=len(runs)).astype(float) for g, i in index.items()},
+                   np.asarray([r.task_us for r in runs], dtype=float),
+                   np.asarray([sum(t.element_us for t in r.layers) for r in runs], dtype=float))
 
-    def predict_us(self, f: _Factors) -> float:
-        """:func:`~layerscope.analysis.calibrate.predict_us` with the groups tied by unit (:func:`fit_key`)."""
-        layers = sum(np.maximum(f.scales[g] * (c + f.layout * self.layout_us[g]),
-                                f.memory * self.memory_us[g] + f.weight * self.weight_us[g]).sum()
-                     + f.overheads[g] * len(c) for g, c in self.compute_us.items())
-        return float(layers) + f.task * self.task_us + f.element * self.element_us
+    def predict_us(self, f: _Factors) -> np.ndarray:
+        """Each run's :func:`~layerscope.analysis.calibrate.predict_us` with the groups tied by unit
+        (:func:`fit_key`)."""
+        total = f.task * self.task_us + f.element * self.element_us
+        for g, c in self.compute_us.items():
+            body = np.maximum(f.scales[g] * (c + f.layout * self.layout_us[g]),
+                              f.memory * self.memory_us[g] + f.weight * self.weight_us[g])
+            total = total + np.bincount(self.run_index[g], weights=body, minlength=len(total))
+            total = total + f.overheads[g] * self.layer_count[g]
+        return total
 
 
 class _Factors(NamedTuple):
@@ -311,7 +317,7 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
     keys = sorted(members)
     # a tied unit's base overhead: its kinds' share one unit, so one value (the first kind's)
     base_by_key = {k: base_overhead_us.get(members[k][0], 0.0) for k in keys}
-    columns = [_Columns.of(r) for r in runs]
+    columns = _Columns.of(runs)
     measured = np.log([r.latency_us for r in runs])
     n = len(keys)
     # weight loads take a factor of their own only where the runs say which of a layer's memory time is weights;
@@ -332,7 +338,7 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
                         next(rest) if layout else 1.0)
 
     def residuals(theta: np.ndarray) -> np.ndarray:
-        predicted = np.log([max(c.predict_us(unpack(theta)), 1e-9) for c in columns])
+        predicted = np.log(np.maximum(columns.predict_us(unpack(theta)), 1e-9))
         return np.concatenate([predicted - measured, theta / PRIOR_SD])
 
     bound = math.log(FACTOR_BOUND)
