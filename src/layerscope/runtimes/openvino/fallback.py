@@ -21,8 +21,9 @@ Contract:
   compiled without ``PERF_COUNT``, ONNX Runtime without its profiler), ``warmup`` then ``runs`` timed chains.
   The fallback segments run in ONNX Runtime sessions on its CPU provider, all graph optimizations, the intra-op
   threads the run asks of OpenVINO (``--threads``; 0: each runtime's default).
-  Per layer: a second chain, OpenVINO segments compiled with ``PERF_COUNT`` (their nodes' counters after each run,
-  mapped by the compiler's fusion map, as :class:`~layerscope.runtimes.openvino.profile.OpenVinoBackend` does) and
+  Per layer: a second chain, OpenVINO segments compiled with ``PERF_COUNT`` (their nodes' time in each run from
+  the counters' running means, :class:`~.counters.CounterRuns`, mapped by the compiler's fusion map, as
+  :class:`~layerscope.runtimes.openvino.profile.OpenVinoBackend` does) and
   ONNX Runtime segments with its profiler on (kernels from its trace, its warm-up runs dropped, mapped by its
   optimized graph, as :func:`~layerscope.runtimes.onnxruntime.profile.profile_model` does). Kernels are listed in
   chain order; a kernel name two segments share gets ``#<segment>`` appended in the later one;
@@ -77,8 +78,7 @@ from layerscope.runtimes.openvino.compile import (
     machine_record,
     run_precision,
 )
-from layerscope.runtimes.openvino.counters import counter_kernels
-from layerscope.runtimes.openvino.counters import counters as node_counters
+from layerscope.runtimes.openvino.counters import CounterRuns, counter_kernels
 from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 from layerscope.stats import summarize
 from layerscope.tempdirs import scratch
@@ -362,21 +362,24 @@ def profile_with_fallback(graph: Graph, feeds: Mapping[str, np.ndarray], config:
         def profiled(timer: RunTimer) -> ProfiledRuns[tuple[list[Step], list[list[dict[str, float]]], list[float],
                                                             list[float]]]:
             steps = open_steps(stages, config, options, profiling=True, folder=folder)
-            counters: list[list[dict[str, float]]] = [[] for _ in steps]
+            node_runs = {i: CounterRuns(step.request, warmup) for i, step in enumerate(steps)
+                         if isinstance(step, _OpenVinoStep)}
             calls_us: list[float] = []
             last_us = [0.0]
 
             def run_once() -> None:
                 last_us[0] = run_chain(steps, feeds)[1]
+                for segment in node_runs.values():
+                    segment.inferred()
 
             def after() -> None:
                 calls_us.append(last_us[0])
-                for i, step in enumerate(steps):
-                    if isinstance(step, _OpenVinoStep):
-                        counters[i].append(node_counters(step.request))
+                for segment in node_runs.values():
+                    segment.record()
 
             with _infer_failures(feeds, precision, "the model's OpenVINO segments"):
                 run_us, interrupted = timer(run_once, after=after)
+            counters = [node_runs[i].per_run if i in node_runs else [] for i in range(len(steps))]
             return ProfiledRuns((steps, counters, run_us, calls_us), bool(run_us), interrupted)
 
         latency_samples, result = profile_runs(plain, profiled, config=config, runs=runs, warmup=warmup,

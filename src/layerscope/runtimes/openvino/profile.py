@@ -5,8 +5,9 @@ Contract of :meth:`OpenVinoBackend.profile`:
 - end-to-end latency: a model compiled without performance counters (:func:`~.compile.compile_for`), ``warmup``
   then ``runs`` timed ``InferRequest.infer`` calls;
 - per executed node: a second compilation with ``PERF_COUNT`` on; after each of ``runs`` profiled runs (after
-  ``warmup`` untimed ones) ``InferRequest.profiling_info`` gives every node's real time in that run (nodes
-  whose status is not ``EXECUTED`` count 0 µs); a kernel's median, P90 and CV are over those runs, with the
+  ``warmup`` untimed ones) ``InferRequest.profiling_info`` gives every node's mean real time so far, from which
+  :class:`~.counters.CounterRuns` takes its time in that run (nodes whose status is not ``EXECUTED`` count 0 µs);
+  a kernel's median, P90 and CV are over those runs, with the
   node's exec type (``jit_avx2_f32``) and its runtime precision from the runtime model;
 - the fusion map is the compiler's (:func:`~.graph.runtime_nodes`): executed nodes with source layers are
   ``layer`` kernels; reorders, inputs and outputs are ``layout``; constants ``constant``; anything else
@@ -58,7 +59,7 @@ from layerscope.runtimes.openvino.compile import (
     machine_record,
     run_precision,
 )
-from layerscope.runtimes.openvino.counters import counter_kernels, counters
+from layerscope.runtimes.openvino.counters import CounterRuns, counter_kernels
 from layerscope.runtimes.openvino.graph import ExecNode, runtime_nodes, source_layers_of_ops
 
 __all__ = ["OpenVinoBackend"]
@@ -107,11 +108,15 @@ class OpenVinoBackend:
             compiled = compile_for(graph, config, self.options, profiling=True, model=read)
             request = compiled.create_infer_request()
             inputs = _feed_dict(compiled, feeds)
-            per_run: list[dict[str, float]] = []
+            node_runs = CounterRuns(request, warmup)
+
+            def run_once() -> None:
+                infer_shared(request, inputs)
+                node_runs.inferred()
+
             with _infer_failures(feeds, run_precision(compiled)):
-                run_us, interrupted = timer(partial(infer_shared, request, inputs),
-                                            after=lambda: per_run.append(counters(request)))
-            return ProfiledRuns((read, compiled, per_run, run_us), bool(run_us), interrupted)
+                run_us, interrupted = timer(run_once, after=node_runs.record)
+            return ProfiledRuns((read, compiled, node_runs.per_run, run_us), bool(run_us), interrupted)
 
         latency_samples, result = profile_runs(plain, profiled, config=config, runs=runs, warmup=warmup,
                                                progress=progress)
