@@ -63,6 +63,7 @@ from layerscope.runtimes.openvino.compile import (
     infer_shared,
     run_precision,
 )
+from layerscope.runtimes.openvino.counters import CounterRuns
 from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
 __all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "fused_groups"]
@@ -190,8 +191,9 @@ class OpenVinoRunner:
         return self._model(f"feeds:{job.key}", job.feeds_model, self.feeds)[0]
 
     def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
-        """The cut's conversion nodes' time per profiled run (``warmup`` untimed runs first); a model whose
-        runtime graph has none is not run: :data:`~layerscope.measure.runners.NO_BOUNDARY_COST`."""
+        """The cut's conversion nodes' time per profiled run (``warmup`` untimed runs first; each run's from the
+        counters' running means, :class:`~.counters.CounterRuns`); a model whose runtime graph has none is not run:
+        :data:`~layerscope.measure.runners.NO_BOUNDARY_COST`."""
         if whole.key not in self._whole_io:
             compiled = self._compile(whole.model_path, profiling=False)
             self._whole_io[whole.key] = _io_nodes(compiled.get_runtime_model())
@@ -201,8 +203,10 @@ class OpenVinoRunner:
         if not kernels:
             return NO_BOUNDARY_COST
         model = _Compiled(compiled, self.feeds_for(job), job.model_path)
+        node_runs = CounterRuns(model.request, self.warmup)
         for _ in range(self.warmup):
             model.infer()
+            node_runs.inferred()
         sums = []
         for _ in range(runs):
             start_ns, clock_ns = time.perf_counter_ns(), self._clock()
@@ -210,8 +214,9 @@ class OpenVinoRunner:
             # the counters are elapsed time: on the CPU clock, the nodes' share of the run's CPU time
             scale = 1.0 if self._clock is time.perf_counter_ns else \
                 (self._clock() - clock_ns) / max(1, time.perf_counter_ns() - start_ns)
-            sums.append(scale * sum(info.real_time.total_seconds() * 1e6 for info in model.request.profiling_info
-                                    if info.node_name in kernels and info.status.name == "EXECUTED"))
+            node_runs.inferred()
+            node_runs.record()
+            sums.append(scale * sum(us for name, us in node_runs.per_run[-1].items() if name in kernels))
         return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=tuple(sorted(kernels)))
 
     def _compile(self, path: Path, *, profiling: bool) -> Any:
