@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from layerscope.analysis.board import BoardEntry, board_runs, derive_profile, fit_board
 from layerscope.analysis.calibrate import Params, base_overheads, calibrated_profile, predict_us, profile_toml
 from layerscope.estimator import estimate_graph
-from layerscope.estimator.layout import last_axis_normalisations, layout_transposes
+from layerscope.estimator.layout import dropped_transposes, last_axis_normalisations, layout_transposes
 from layerscope.model import load_model
 from layerscope.targets import load_profile
 from layerscope.targets.schema import load_profile_file
@@ -181,3 +181,78 @@ def test_the_derived_chip_keeps_the_layout_efficiency(tmp_path: Path) -> None:
     child = load_profile_file(path)
     assert child.layout_transpose_efficiency == 0.5
     assert "derived from rdk-s100" in (child.source_for("layout_transpose_efficiency") or "")
+
+
+def _save_any(net: _Net, path: Path, x: str, shape: tuple[int, ...], out_shape: tuple[int, ...]) -> Path:
+    """``net`` from input ``"x"`` of ``shape`` to output ``x`` of ``out_shape``, checked and saved."""
+    graph = helper.make_graph(net.nodes, "layout", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, out_shape)],
+                              initializer=net.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def test_a_permute_of_a_reshape_is_dropped_and_a_head_permute_is_not(tmp_path: Path) -> None:
+    # x.reshape(B, H, W, C).permute(0, 3, 1, 2) (t3) against the same permute of a Relu's output (t4)
+    net = _Net()
+    shape = net.inits.append(numpy_helper.from_array(np.array([1, 6, 6, 8], dtype=np.int64), "bhwc")) or "bhwc"
+    t3 = net.node("t3", "Transpose", [net.node("rs", "Reshape", ["x", shape])], perm=NCHW)
+    t4 = net.node("t4", "Transpose", [net.node("r", "Relu", [net.node("rs2", "Reshape", ["x", shape])])], perm=NCHW)
+    out = net.node("sum", "Add", [t3, t4])
+    graph = load_model(_save_any(net, tmp_path / "reshape.onnx", out, (1, 36, 8), (1, 8, 6, 6)))
+    assert dropped_transposes(graph) == {"t3"}
+    # a detection head's permute(0, 2, 3, 1) to a model output stays priced (the float32 hand-over it stands for)
+    net = _Net()
+    head = net.node("t1", "Transpose", [net.node("r", "Relu", ["x"])], perm=NHWC)
+    graph = load_model(_save_any(net, tmp_path / "head.onnx", head, (1, 8, 6, 6), (1, 6, 6, 8)))
+    assert dropped_transposes(graph) == frozenset()
+
+
+def _softmax_between(path: Path, *, middle: str = "") -> Path:
+    """Scores (1, 2, 4, 4) -> t1 (0, 3, 1, 2) -> softmax over axis 1 as the RDK X5 zoo exports it (ReduceMax, Sub,
+    Exp, ReduceSum, Div; ``middle``: one more op after Exp) -> t2 (0, 2, 3, 1) -> Relu."""
+    net = _Net()
+    t = net.node("t1", "Transpose", ["x"], perm=NCHW)
+    peak = net.node("max", "ReduceMax", [t], axes=[1], keepdims=1)
+    e = net.node("exp", "Exp", [net.node("sub", "Sub", [t, peak])])
+    if middle:
+        e = net.node("mid", middle, [e])
+    axes = net.inits.append(numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")) or "axes"
+    total = net.node("sum", "ReduceSum", [e, axes], keepdims=1)
+    y = net.node("t2", "Transpose", [net.node("div", "Div", [e, total])], perm=NHWC)
+    return _save_any(net, path, net.node("out", "Relu", [y]), (1, 2, 4, 4), (1, 2, 4, 4))
+
+
+def test_the_transposes_that_wrap_a_decomposed_softmax_cancel(tmp_path: Path) -> None:
+    graph = load_model(_softmax_between(tmp_path / "softmax.onnx"))
+    assert dropped_transposes(graph) == {"t1", "t2"}
+    # a Relu inside is no softmax op: the pair stays
+    assert dropped_transposes(load_model(_softmax_between(tmp_path / "relu.onnx", middle="Relu"))) == frozenset()
+
+
+def test_yolo12_area_attention_keeps_the_transposes_the_compiled_graph_keeps(tmp_path: Path) -> None:
+    # rdk_model_zoo hb_mapper_log_yolo12n.txt: 40 Transposes on the BPU, five per area-attention block
+    from layerscope.samples import sample_path
+
+    graph = load_model(sample_path("ultralytics_detect", cache_dir=tmp_path, version="12", scale="n",
+                                   attention="decomposed"))
+    dropped = dropped_transposes(graph)
+    kept = [n.name for n in graph.layers if n.op_type == "Transpose" and n.id not in dropped]
+    assert len([n for n in kept if "/attn/" not in n]) == 6  # the head's output permutes, priced
+    block = sorted(n.rsplit("/", 1)[1] for n in kept if "/model.6/m.0/m.0.0/attn/" in n)
+    # exported: Transpose .. Transpose_9; the log keeps Transpose, Transpose_2, Transpose_4 (one N x N), Transpose_5,
+    # Transpose_6; here the softmax's pair (Transpose_3, Transpose_4) cancels and Transpose_1 stays
+    assert block == ["Transpose", "Transpose_1", "Transpose_2", "Transpose_5", "Transpose_6", "Transpose_7"]
+    assert len(kept) == 8 * 6 + 6
+
+
+def test_the_npu_roofline_leaves_the_dropped_transposes_out_and_the_cpu_one_keeps_them(tmp_path: Path) -> None:
+    graph = load_model(_softmax_between(tmp_path / "softmax.onnx"))
+    datasheet = load_profile_file(DATASHEET / "rdk-x5.toml")
+    npu = {layer.layer_id: layer for layer in estimate_graph(graph, datasheet).layers}
+    assert npu["t1"].latency_us == npu["t2"].latency_us == 0.0 and npu["t1"].ddr_read_bytes == 0
+    assert npu["div"].latency_us > 0
+    host = {layer.layer_id: layer for layer in estimate_graph(graph, load_profile("host")).layers}
+    assert host["t1"].latency_us > 0 and host["t2"].latency_us > 0

@@ -1,11 +1,28 @@
-"""Layout Transposes: the 4-D Transposes that only carry a feature map's channel axis to or from the last position
-for a normalisation over that last axis (timm's ``LayerNorm2d``: NCHW -> NHWC, LayerNorm over C, NHWC -> NCHW).
+"""Layout Transposes: the Transposes an NPU that stores feature maps channels-innermost does not run as a data move.
+
+Three kinds:
+
+- a 4-D Transpose that only carries a feature map's channel axis to or from the last position for a normalisation
+  over that last axis (timm's ``LayerNorm2d``: NCHW -> NHWC, LayerNorm over C, NHWC -> NCHW);
+- a 4-D Transpose to channels-first of a ``Reshape``'s output (``x.reshape(B, H, W, C).permute(0, 3, 1, 2)``);
+- a Transpose and the Transposes by its inverse permutation that close the softmax it wraps (ReduceMax, Sub, Exp,
+  ReduceSum, Div and Mul/Add in between, at least one reduction, the reductions keeping their axes): the softmax
+  runs over the other axis instead, and the pair cancels.
+
+The first kind a profile prices apart (:func:`layout_transposes`, ``Profile.layout_transpose_efficiency``); the other
+two (:func:`dropped_transposes`) the NPU roofline leaves out, as the RDK X5 compiler's node lists show: in
+``hb_mapper_log_yolo12n.txt`` each area-attention block (ten Transposes as exported: ``export_monkey_patch.py``'s
+``AAttn_forward``) keeps five on the BPU, one of its three on the N x N scores, and none after the two ``Reshape`` to
+(B, H, W, C) (D-Robotics/rdk_model_zoo@be4f89bd178ffe9b668bd3d431e0499df6b37fb1,
+``samples/vision/ultralytics_yolo/source/reference_logs/``). A detection head's output permutes to NHWC are not
+on the BPU either (``hb_mapper_log_yolov8n.txt`` lists no Transpose), but they stay priced: the board latency
+includes handing those outputs over as float32 NHWC (``hrt_model_exec model_info``: ``HB_DNN_TENSOR_TYPE_F32``,
+``HB_DNN_LAYOUT_NHWC``), which no other term counts.
 
 An NPU that stores a feature map with its channels innermost (the D-Robotics BPUs' 32C / 8W4C alignment) holds an
-NCHW tensor and its NHWC transpose in the same memory order, so its compiler can drop such a Transpose: the
-normalisation reduces over the innermost axis either way. A profile prices this class apart from other Transposes
-(``Profile.layout_transpose_efficiency``); which layers belong to it is a question of the graph alone, answered
-here.
+NCHW tensor and its NHWC transpose in the same memory order, so its compiler can drop a Transpose of the first kind:
+the normalisation reduces over the innermost axis either way. Which layers belong to each kind is a question of the
+graph alone, answered here.
 
 A last-axis normalisation (:func:`last_axis_normalisations`) is a ``LayerNormalization`` over the last axis, or the
 primitive ops torch exports for ``layer_norm`` below opset 17: ``ReduceMean`` over the last axis (keeping it),
@@ -52,8 +69,32 @@ def last_axis_normalisations(graph: Graph) -> tuple[Normalisation, ...]:
 
 
 def layout_transposes(graph: Graph) -> frozenset[str]:
-    """The ids of ``graph``'s layout Transposes: a Transpose by :data:`TO_CHANNELS_LAST` whose output only a last-axis
-    normalisation reads, or by :data:`TO_CHANNELS_FIRST` of a last-axis normalisation's output."""
+    """The ids of ``graph``'s layout Transposes of the first kind (see the module docstring), which a profile prices
+    apart: a Transpose by :data:`TO_CHANNELS_LAST` whose output only a last-axis normalisation reads, or by
+    :data:`TO_CHANNELS_FIRST` of a last-axis normalisation's output."""
+    return normalisation_transposes(graph)
+
+
+def dropped_transposes(graph: Graph) -> frozenset[str]:
+    """The ids of ``graph``'s layout Transposes of the other two kinds (see the module docstring), which the RDK X5
+    compiler's node lists show it does not run: by :data:`TO_CHANNELS_FIRST` of a ``Reshape``'s output; a pair around
+    a softmax (:func:`softmax_transposes`)."""
+    producers = {name: node for node in graph.layers for name in node.outputs if name}
+    found: set[str] = set()
+    for node in graph.layers:
+        if node.op_type != "Transpose" or not node.inputs or not node.outputs or _rank(graph, node.inputs[0]) != 4:
+            continue
+        perm = tuple(node.attr("perm") or ())
+        src = producers.get(node.inputs[0])
+        if perm == TO_CHANNELS_FIRST and src is not None and src.op_type == "Reshape":
+            found.add(node.id)
+    found.update(softmax_transposes(graph))
+    return frozenset(found)
+
+
+def normalisation_transposes(graph: Graph) -> frozenset[str]:
+    """The ids of the 4-D Transposes around a last-axis normalisation: by :data:`TO_CHANNELS_LAST` whose output only
+    the normalisation reads, or by :data:`TO_CHANNELS_FIRST` of its output."""
     norms = last_axis_normalisations(graph)
     if not norms:
         return frozenset()
@@ -72,6 +113,60 @@ def layout_transposes(graph: Graph) -> frozenset[str]:
         elif perm == TO_CHANNELS_FIRST and node.inputs[0] in outputs:
             found.add(node.id)
     return frozenset(found)
+
+
+#: The ops of a softmax as the RDK X5 zoo exports and compiles it (``ReduceMax``, ``Sub``, ``Exp``, ``ReduceSum``,
+#: ``Div``; a scale ``Mul`` or mask ``Add``): a Transpose and its inverse around only these cancel.
+_SOFTMAX_OPS = frozenset({"ReduceMax", "ReduceSum", "Sub", "Exp", "Div", "Mul", "Add"})
+_REDUCTIONS = frozenset({"ReduceMax", "ReduceSum"})
+
+
+def softmax_transposes(graph: Graph) -> frozenset[str]:
+    """The ids of each Transpose whose output only softmax ops (:data:`_SOFTMAX_OPS`, at least one reduction, every
+    reduction keeping its axes) read, up to Transposes by the inverse permutation that read nothing else of the
+    region, with those Transposes: the pair cancels (the softmax runs over the permuted axis instead)."""
+    readers = consumers(graph)
+    found: set[str] = set()
+    for node in graph.layers:
+        if node.op_type != "Transpose" or not node.inputs or not node.outputs:
+            continue
+        perm = tuple(int(p) for p in node.attr("perm") or ())
+        if not perm:
+            continue
+        inverse = tuple(perm.index(i) for i in range(len(perm)))
+        closers = _softmax_region(node.outputs[0], inverse, readers)
+        if closers:
+            found.add(node.id)
+            found.update(closers)
+    return frozenset(found)
+
+
+def _softmax_region(start: str, inverse: tuple[int, ...], readers: Mapping[str, tuple[Node, ...]]) -> set[str]:
+    """The ids of the Transposes by ``inverse`` that close the softmax region read from ``start``; empty when a
+    reader of the region is neither a softmax op nor such a Transpose, or when the region has no reduction."""
+    closers: set[str] = set()
+    seen: set[str] = set()
+    pending = [start]
+    reduced = False
+    while pending:
+        name = pending.pop()
+        for reader in readers.get(name, ()):
+            if reader.id in seen:
+                continue
+            seen.add(reader.id)
+            if reader.op_type == "Transpose":
+                if tuple(int(p) for p in reader.attr("perm") or ()) != inverse:
+                    return set()
+                closers.add(reader.id)
+                continue
+            if reader.op_type not in _SOFTMAX_OPS:
+                return set()
+            if reader.op_type in _REDUCTIONS:
+                if not int(reader.attr("keepdims", 1)):
+                    return set()
+                reduced = True
+            pending.extend(o for o in reader.outputs if o)
+    return closers if reduced else set()
 
 
 def _rank(graph: Graph, name: str) -> int | None:

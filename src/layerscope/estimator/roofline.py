@@ -21,7 +21,8 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   ``activation_matmul_ns_per_element``, a matrix product of two activations (:func:`activation_matmul_elements`)
   adds that many ns per output element to its overhead (:func:`activation_matmul_us`).
   On an NPU profile with ``layout_transpose_efficiency``, a layout Transpose
-  (:func:`layerscope.estimator.layout.layout_transposes`) takes that multiplier in place of its op type's.
+  (:func:`layerscope.estimator.layout.layout_transposes`) takes that multiplier in place of its op type's, and a
+  Transpose its compiler does not run (:func:`layerscope.estimator.layout.dropped_transposes`) costs nothing.
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
 - zero-copy layers (reshape and friends) are views: no time (on a CPU profile: one kernel dispatch, :func:`_cpu_view`).
@@ -46,7 +47,7 @@ import numpy as np
 from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
-from layerscope.estimator.layout import layout_transposes
+from layerscope.estimator.layout import dropped_transposes, layout_transposes
 from layerscope.estimator.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 from layerscope.targets import Profile
@@ -549,6 +550,8 @@ class _LayerEstimator:
         self.cache_bandwidth = profile.cache_bytes_per_s or self.bandwidth
         #: the ids of the graph's layout Transposes where the profile prices them apart (:func:`layout_transposes`)
         self.layout = layout_transposes_priced(graph, profile)
+        #: the ids of the graph's Transposes the compiler does not run, where the profile prices layout apart
+        self.dropped = dropped_transposes_priced(graph, profile)
 
     def every_layer(self, costs: Sequence[LayerCost], reasons: Sequence[str | None],
                     classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:
@@ -557,8 +560,8 @@ class _LayerEstimator:
         of the layer's inputs and outputs stay on chip, which inputs are resident shared weights and what it loads
         of them, whether it is a layout Transpose the profile prices apart)`` and renamed for the other layers with
         that key; computed for every layer of class ``None``."""
-        resident, loads, layout = self.resident, self.loads, self.layout
-        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], int, bool], LayerEstimate] = {}
+        resident, loads, layout, dropped = self.resident, self.loads, self.layout, self.dropped
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], int, int], LayerEstimate] = {}
         estimates: list[LayerEstimate] = []
         for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
             if layer_class is None:
@@ -568,7 +571,7 @@ class _LayerEstimator:
             key = (layer_class, node.executions, reason,
                    tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else (),
                    tuple(map(shared.__contains__, node.inputs)) if shared else (),
-                   sum(shared.values()) if shared else 0, node.id in layout)
+                   sum(shared.values()) if shared else 0, node.id in layout or 2 * (node.id in dropped))
             known = by_key.get(key)
             if known is None:
                 by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
@@ -581,7 +584,7 @@ class _LayerEstimator:
         graph, profile, dtype = self.graph, self.profile, self.dtype
         if reason is not None:
             return _on_cpu(graph, profile, node, cost, reason)
-        if cost.unit_kind is UnitKind.ZERO_COPY:
+        if cost.unit_kind is UnitKind.ZERO_COPY or node.id in self.dropped:
             if self.cpu_kernels:
                 return _cpu_view(node.id, profile.unit_for(UnitKind.ZERO_COPY, dtype), dtype)
             return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
@@ -669,6 +672,15 @@ def layout_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:
     if profile.layout_transpose_efficiency is None or is_cpu_profile(profile):
         return frozenset()
     return layout_transposes(graph)
+
+
+def dropped_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:
+    """The ids of ``graph``'s Transposes the NPU compiler does not run
+    (:func:`layerscope.estimator.layout.dropped_transposes`), estimated as zero-copy layers where ``profile`` prices
+    layout Transposes apart (an accelerator profile with ``layout_transpose_efficiency``); empty elsewhere."""
+    if profile.layout_transpose_efficiency is None or is_cpu_profile(profile):
+        return frozenset()
+    return dropped_transposes(graph)
 
 
 def is_cpu_profile(profile: Profile) -> bool:
