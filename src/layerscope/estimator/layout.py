@@ -68,13 +68,6 @@ def last_axis_normalisations(graph: Graph) -> tuple[Normalisation, ...]:
     return tuple(found)
 
 
-def layout_transposes(graph: Graph) -> frozenset[str]:
-    """The ids of ``graph``'s layout Transposes of the first kind (see the module docstring), which a profile prices
-    apart: a Transpose by :data:`TO_CHANNELS_LAST` whose output only a last-axis normalisation reads, or by
-    :data:`TO_CHANNELS_FIRST` of a last-axis normalisation's output."""
-    return normalisation_transposes(graph)
-
-
 def dropped_transposes(graph: Graph) -> frozenset[str]:
     """The ids of ``graph``'s layout Transposes of the other two kinds (see the module docstring), which the RDK X5
     compiler's node lists show it does not run: by :data:`TO_CHANNELS_FIRST` of a ``Reshape``'s output; a pair around
@@ -92,9 +85,10 @@ def dropped_transposes(graph: Graph) -> frozenset[str]:
     return frozenset(found)
 
 
-def normalisation_transposes(graph: Graph) -> frozenset[str]:
-    """The ids of the 4-D Transposes around a last-axis normalisation: by :data:`TO_CHANNELS_LAST` whose output only
-    the normalisation reads, or by :data:`TO_CHANNELS_FIRST` of its output."""
+def layout_transposes(graph: Graph) -> frozenset[str]:
+    """The ids of ``graph``'s layout Transposes of the first kind (see the module docstring), which a profile prices
+    apart: a Transpose by :data:`TO_CHANNELS_LAST` whose output only a last-axis normalisation reads, or by
+    :data:`TO_CHANNELS_FIRST` of a last-axis normalisation's output."""
     norms = last_axis_normalisations(graph)
     if not norms:
         return frozenset()
