@@ -41,7 +41,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
     try:
         _existing_folder(target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:_TMP_NAME_CHARS]}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temporary_prefix(target.name), suffix=_TMP_SUFFIX, dir=target.parent)
     except OSError as exc:
         raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
     try:
@@ -57,6 +57,19 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
             raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
         raise
     return target
+
+
+_TMP_SUFFIX = ".tmp"
+
+
+def _temporary_prefix(name: str) -> str:
+    return f".{name[:_TMP_NAME_CHARS]}."
+
+
+def is_temporary_of(entry_name: str, names: Iterable[str]) -> bool:
+    """Whether a file named ``entry_name`` is one of :func:`write_atomic`'s temporary files for a target named one of
+    ``names`` in the same folder: what a write cut short (a kill, a power cut) leaves beside it."""
+    return entry_name.endswith(_TMP_SUFFIX) and entry_name.startswith(tuple(map(_temporary_prefix, names)))
 
 
 def _write_data(handle: BinaryIO, data: bytes | str | Iterable[bytes]) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from layerscope.errors import BackendUnavailable, InputError, LayerscopeError, OutputError
-from layerscope.fileio import write_atomic
+from layerscope.fileio import is_temporary_of, write_atomic
 from layerscope.sweep.dataset import SweepRow, gather
 from layerscope.sweep.executor import SweepOutcome, run_sweep
 from layerscope.sweep.leaderboard import render_leaderboard
@@ -170,13 +170,11 @@ def _remove_markers(out_dir: Path, cells: Sequence[Cell]) -> None:
 
 
 def _remove_temps(folder: Path, names: set[str]) -> None:
-    """The atomic writer's temporary files (``.<name>.*.tmp``) of the files ``names`` in ``folder``: what a write
-    cut short left."""
+    """The atomic writer's temporary files (:func:`~layerscope.fileio.is_temporary_of`) of the files ``names`` in
+    ``folder``: what a write cut short left."""
     with contextlib.suppress(OSError):
         for entry in folder.iterdir():
-            ours = (entry.name.startswith(".") and entry.name.endswith(".tmp")
-                    and entry.name[1:].split(".json.", 1)[0] + ".json" in names)
-            if ours and entry.is_file() and not entry.is_symlink():
+            if is_temporary_of(entry.name, names) and entry.is_file() and not entry.is_symlink():
                 entry.unlink(missing_ok=True)
 
 
