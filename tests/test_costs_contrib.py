@@ -86,9 +86,11 @@ def test_tree_ensemble_classifier_counts_the_nodes_visited_per_sample(tmp_path: 
     assert len(labels) == 3 and len(maps) == 3  # ONNX Runtime walks the trees
     c = _cost(graph, "TreeEnsembleClassifier")
     assert c.known and c.unit_kind is UnitKind.SCALAR
-    # per sample: depths 2 + 1 = 3 compares, one leaf weight added per tree = 2; 3 samples -> 15;
-    # + an argmax over the 2 class scores of each sample (post_transform NONE) = 6
-    assert c.flops == 3 * (3 + 2) + 3 * 2
+    # per sample, the expected walk (each branch either way with probability 1/2): tree 0 ends on leaf 1 after 1
+    # compare (1/2) or on leaf 3 or 4 after 2 (1/4 each): 1.5; tree 1 after 1; one leaf weight added per tree = 2;
+    # 3 samples x 4.5 = 13.5 -> 14; + an argmax over the 2 class scores of each sample (post_transform NONE) = 6
+    assert c.flops == 14 + 3 * 2
+    assert c.chained_loads == 3 * 3 + 3 * 2 - 1  # ceil(3 x (2.5 compares + 2 leaves)) = 14 visits
     assert c.macs == 0 and c.params == 0  # node arrays are attributes, not initializers
     # a node entry: feature id, true id, false id (int64) + threshold (float32) + mode (1 byte) = 29 bytes;
     # 3 samples x (3 branch + 2 leaf nodes) x 29 = 435 > all 8 nodes' 232 bytes: the whole arrays
@@ -96,8 +98,9 @@ def test_tree_ensemble_classifier_counts_the_nodes_visited_per_sample(tmp_path: 
     assert c.bytes_read_act == 3 * 4 * 4 and c.bytes_written == 3 * 8 + 3 * 2 * 4  # labels int64, scores
 
 
-def test_tree_depth_is_the_longest_path_and_bytes_the_nodes_visited(tmp_path: Path) -> None:
-    # one tree, a chain of 3 branches (0 -> 2 -> 4 -> leaves 5, 6) with leaves 1, 3 beside it: depth 3;
+def test_tree_walk_is_the_expected_path_and_bytes_the_nodes_visited(tmp_path: Path) -> None:
+    # one tree, a chain of 3 branches (0 -> 2 -> 4 -> leaves 5, 6) with leaves 1, 3 beside it: depth 3, but a walk
+    # ends on leaf 1 after 1 compare (1/2), leaf 3 after 2 (1/4), leaf 5 or 6 after 3 (1/8 each): 1.75 expected;
     # a post_transform LOGISTIC on one regression target
     tree = helper.make_node(
         "TreeEnsembleRegressor", ["x"], ["y"], domain=ML, n_targets=1, post_transform="LOGISTIC",
@@ -111,14 +114,14 @@ def test_tree_depth_is_the_longest_path_and_bytes_the_nodes_visited(tmp_path: Pa
     (y,), graph = _run_and_load(path, {"x": np.ones((1, 3), dtype=np.float32)})
     assert y.shape == (1, 1)
     c = _cost(graph, "TreeEnsembleRegressor")
-    assert c.flops == 3 + 1 + 3  # 3 compares + 1 leaf add + a logistic (3) on the one score
-    # one sample visits 3 branches + 1 leaf = 4 of the 7 nodes: 4 x 29 bytes
-    assert c.bytes_read_weight == 4 * 29
+    assert c.flops == 3 + 3  # ceil(1.75 compares + 1 leaf add) + a logistic (3) on the one score
+    # one sample visits ceil(1.75 branches + 1 leaf) = 3 of the 7 nodes: 3 x 29 bytes, over 3 cache lines
+    assert c.bytes_read_weight == 3 * 29 and c.chained_loads == 3 and c.chained_bytes == 3 * 64
 
 
 def test_tree_ensemble_opset5_follows_leaf_flags(tmp_path: Path) -> None:
     # ai.onnx.ml TreeEnsemble: tree 0 = node 0 (true -> leaf 0, false -> node 1), node 1 (-> leaves 1, 2):
-    # depth 2; tree 1 = node 2 (-> leaves 3, 4): depth 1
+    # expected walk 1 x 1/2 + 2 x 1/4 x 2 = 1.5 compares; tree 1 = node 2 (-> leaves 3, 4): 1
     tree = helper.make_node(
         "TreeEnsemble", ["x"], ["y"], domain=ML, n_targets=1, aggregate_function=1, post_transform=0,
         tree_roots=[0, 2], nodes_featureids=[0, 1, 0], nodes_modes=numpy_helper.from_array(
@@ -134,7 +137,7 @@ def test_tree_ensemble_opset5_follows_leaf_flags(tmp_path: Path) -> None:
     (y,), graph = _run_and_load(path, {"x": np.zeros((2, 2), dtype=np.float32)})
     assert y.shape == (2, 1)
     c = _cost(graph, "TreeEnsemble")
-    assert c.flops == 2 * ((2 + 1) + 2)  # 2 samples x (3 compares + 1 leaf add per tree)
+    assert c.flops == 2 * (1.5 + 1 + 2)  # 2 samples x (2.5 compares + 1 leaf add per tree)
 
 
 def test_a_tree_whose_child_is_missing_is_unknown_not_free(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -51,10 +51,18 @@ from layerscope.errors import BackendUnavailable, InputError
 from layerscope.estimator import estimate_graph
 from layerscope.estimator.types import Bound, Estimate
 from layerscope.fileio import write_atomic
-from layerscope.measure.kernels import FAMILIES, FamilyErrors, KernelRunner, KernelTiming, kernel_family
+from layerscope.measure.kernels import (
+    FAMILIES,
+    NO_CALLS,
+    CallCosts,
+    FamilyErrors,
+    KernelRunner,
+    KernelTiming,
+    kernel_family,
+)
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
-from layerscope.model.types import Graph
+from layerscope.model.types import Graph, Node
 from layerscope.runfile.models import LayerPredicted, RunFile, Summary
 from layerscope.runfile.models import Predictor as PredictorSection
 from layerscope.runtimes import registry
@@ -68,12 +76,16 @@ FORMAT = "layerscope-predictor"
 #: 2: kernels timed as a P50, the in-model ``context``, learnt ``fusion_rules``, the ``elem_bytes`` feature;
 #: 3: the context says whether it is applied (leave-one-model-out transfer check) and why;
 #: 4: the working set against the host's caches, large kernels and activation classes as features, the ``layout``
-#: family, ``conv_dw`` / ``conv_large`` sub-family fits, the host's ``caches`` recorded.
-VERSION = 4
+#: family, ``conv_dw`` / ``conv_large`` sub-family fits, the host's ``caches`` recorded;
+#: 5: a normalisation's class and shape as features (``norm_kind``, ``log_reduced``, ``log_rows``); ``overhead_us``
+#: timed as ``profile`` times a model (back-to-back runs), ``io_us`` the per-input / per-output cost a kernel pays
+#: alone and not in its model.
+VERSION = 5
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
-            "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation")
+            "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation",
+            "norm_kind", "log_reduced", "log_rows")
 #: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
 #: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up).
 SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
@@ -84,6 +96,20 @@ _DEPTHWISE, _LARGE = FEATURES.index("depthwise"), FEATURES.index("large_kernel")
 ACTIVATION_CLASS = {"Relu": 1, "Clip": 1, "LeakyRelu": 1, "PRelu": 1, "HardSigmoid": 2, "HardSwish": 2,
                     "Sigmoid": 3, "Tanh": 3, "QuickGelu": 3, "Softplus": 3, "Elu": 3, "Selu": 3, "Exp": 3,
                     "Erf": 4, "Gelu": 4, "FastGelu": 4, "BiasGelu": 4, "Mish": 4}
+#: The ``norm_kind`` feature: what the kernel's first normalisation or reduction op is, by class (0: none; 1: an
+#: affine per channel, BatchNormalization; 2: a row normalisation, LayerNormalization and its relatives, written out
+#: or fused; 3: the same with a residual Add of two activations inside the kernel, ONNX Runtime's
+#: SkipLayerNormalization; 4: Softmax; 5: a reduction, Reduce*; 6: a window over channels, LRN, LpNormalization).
+#: Their costs per element differ by 10-100x (ONNX Runtime's LRN ~400x its roofline, a Softmax ~1x): without the
+#: class a tree puts a kernel of one op in a leaf fitted to another's (a 40 x 18,710 Softmax predicted at LRN's ratio).
+NORM_CLASS = {"BatchNormalization": 1, "LayerNormalization": 2, "SimplifiedLayerNormalization": 2,
+              "GroupNormalization": 2, "InstanceNormalization": 2, "SkipLayerNormalization": 3,
+              "SkipSimplifiedLayerNormalization": 3, "Softmax": 4, "LogSoftmax": 4, "Hardmax": 4, "ReduceMean": 5,
+              "ReduceSum": 5, "ReduceMax": 5, "ReduceMin": 5, "ReduceProd": 5, "ReduceL1": 5, "ReduceL2": 5,
+              "ReduceLogSumExp": 5, "ReduceSumSquare": 5, "LRN": 6, "LpNormalization": 6}
+#: The ops of a LayerNorm written out (ReduceMean, Sub, Pow, ..., Sqrt, Div): a kernel holding a ReduceMean with one
+#: of these runs as a row normalisation (class 2), not as a reduction.
+_DECOMPOSED_NORM = frozenset({"Sqrt", "Div", "Reciprocal"})
 #: The ``log2_ws_over_*`` features are clipped to ±this (2^20: a 32-byte kernel against a 32 MiB cache).
 _WS_CLIP = 20.0
 #: The numeric element types the ``elem_bytes`` feature reads (indices, shapes and masks are left out).
@@ -215,6 +241,8 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
               float(groups > 1 and groups == in_ch), math.log(max(in_ch, 1.0)), math.log(max(out_ch, 1.0)),
               math.log1p(out_el), elem_bytes, math.log1p(working),
               _ws_ratio(working, caches.l2_bytes), _ws_ratio(working, caches.llc_bytes), float(kernel >= 25), act]
+    kind, reduced, rows_ = norm_shape(graph, nodes)
+    values += [kind, math.log(reduced), math.log(rows_)]
     return np.asarray(values, dtype=np.float64)
 
 
@@ -223,6 +251,62 @@ def _ws_ratio(working: int, cache_bytes: int) -> float:
     if working <= 0:
         return -_WS_CLIP
     return float(min(_WS_CLIP, max(-_WS_CLIP, math.log2(working / cache_bytes))))
+
+
+def norm_shape(graph: Graph, nodes: Sequence[Node]) -> tuple[float, float, float]:
+    """(``norm_kind``, elements each output value reduces over, independent rows) of a kernel of ``nodes`` (their
+    first :data:`NORM_CLASS` op decides; (0, 1, 1) when there is none or its input's shape is unknown).
+
+    The reduced elements: a Softmax's or LayerNorm's axis onwards (LayerNorm) or axis (Softmax, LpNormalization);
+    a Reduce*'s ``axes`` (attribute, or the constant second input; all axes when none); LRN's ``size``;
+    InstanceNormalization's spatial extent, GroupNormalization's group; BatchNormalization 1. Rows: the input's
+    elements / the reduced ones (LRN: every element, each the centre of its own window). A ReduceMean in a
+    kernel that also holds a Sqrt, Div or Reciprocal is a LayerNorm written out (class 2); a row normalisation
+    with an Add of two same-shaped activations is a skip one (class 3)."""
+    main = next((n for n in nodes if n.op_type in NORM_CLASS), None)
+    first = graph.tensor(main.inputs[0]) if main is not None and main.inputs else None
+    if main is None or first is None or not first.shape:
+        return 0.0, 1.0, 1.0
+    shape = [max(1, int(d)) for d in first.shape]
+    rank, op = len(shape), main.op_type
+    kind = NORM_CLASS[op]
+    if kind == 5 and op == "ReduceMean" and any(n.op_type in _DECOMPOSED_NORM for n in nodes):
+        kind = 2
+    if kind == 2 and any(_adds_activations(graph, n) for n in nodes):
+        kind = 3
+
+    def axis(default: int) -> int:
+        return int(main.attr("axis", default)) % rank
+
+    if op in ("Softmax", "LogSoftmax", "Hardmax", "LpNormalization"):
+        reduced = shape[axis(-1)]
+    elif kind in (2, 3) and op not in ("InstanceNormalization", "GroupNormalization") and not op.startswith("Reduce"):
+        reduced = int(np.prod(shape[axis(-1):]))
+    elif op.startswith("Reduce"):
+        axes = main.attr("axes", None)
+        if axes is None and len(main.inputs) > 1 and main.inputs[1] in graph.const_values:
+            axes = [int(a) for a in np.asarray(graph.const_values[main.inputs[1]]).reshape(-1)]
+        chosen = {int(a) % rank for a in axes} if axes else set(range(rank))
+        reduced = int(np.prod([shape[a] for a in chosen]))
+    elif op == "LRN":
+        reduced = int(main.attr("size", 1) or 1)
+    elif op == "InstanceNormalization":
+        reduced = int(np.prod(shape[2:]))
+    elif op == "GroupNormalization":
+        reduced = int(np.prod(shape[1:])) // max(1, int(main.attr("num_groups", 1) or 1))
+    else:
+        reduced = 1
+    reduced = max(1, reduced)
+    elements = float(np.prod(shape))
+    return float(kind), float(reduced), max(1.0, elements if op == "LRN" else elements / reduced)
+
+
+def _adds_activations(graph: Graph, node: Node) -> bool:
+    """Whether ``node`` is an Add of two activations of one shape (a residual), not of a constant (a bias, an eps)."""
+    if node.op_type != "Add" or len(node.inputs) != 2 or any(i in graph.constants for i in node.inputs):
+        return False
+    a, b = (graph.tensor(i) for i in node.inputs)
+    return a is not None and b is not None and a.shape is not None and a.shape == b.shape
 
 
 def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> float:
@@ -483,6 +567,10 @@ class Predictor:
     sha256: str = ""
     #: The caches of the host the kernels were timed on: the working-set features compare with these.
     caches: Caches = Caches(1 << 20, 32 << 20, "default")
+    #: A model's call costs besides its kernels, timed as ``profile`` times a model; where measured, they replace
+    #: ``overhead_us`` in a prediction and take each kernel from its time alone to its time in the model
+    #: (:meth:`~layerscope.measure.kernels.CallCosts.in_model`).
+    calls: CallCosts = NO_CALLS
 
     def fit_for(self, family: str, features: Sequence[float] | None = None) -> FamilyFit:
         """The fit of the sub-family of a ``family`` kernel with ``features`` (:func:`refine_family`) where
@@ -494,6 +582,7 @@ class Predictor:
         return {"format": FORMAT, "version": VERSION, "runtime": dict(self.runtime), "profile": self.profile,
                 "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
                 "overhead_us": self.overhead_us, "context": self.context.to_json(), "caches": self.caches.to_json(),
+                "calls": self.calls.to_json(),
                 "fusion_rules": self.fusion_rules.to_json() if self.fusion_rules is not None else None,
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
@@ -524,8 +613,8 @@ def load_predictor(path: Path) -> Predictor:
         raise InputError(f"{path}: not a layerscope predictor file")
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
-                         f"{VERSION} (its kernel features differ: working set against the caches, large kernels, "
-                         "activations, layout family)",
+                         f"{VERSION} (its kernel features differ: a normalisation's class and shape; the per-call "
+                         "overhead as profile times it, the per-input/output cost)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")
@@ -536,7 +625,8 @@ def load_predictor(path: Path) -> Predictor:
         predictor = Predictor(runtime, str(data["profile"]), float(data["overhead_us"]), families,
                               Context.from_json(data["context"]),
                               FusionRules.from_json(rules) if rules is not None else None,
-                              hashlib.sha256(raw).hexdigest(), Caches.from_json(data["caches"]))
+                              hashlib.sha256(raw).hexdigest(), Caches.from_json(data["caches"]),
+                              CallCosts.from_json(data["calls"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -648,7 +738,8 @@ def family_errors(samples: Sequence[KernelSample], *, min_samples: int = 4, fold
 
 
 def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], profile: str, overhead_us: float,
-                  context: Context = Context(), *, caches: Caches | None = None) -> Predictor:
+                  context: Context = Context(), *, caches: Caches | None = None,
+                  calls: CallCosts = NO_CALLS) -> Predictor:
     """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples (a family's fit on all
     its samples, a sub-family's on its own: :data:`SUBFAMILIES`), and the ``all`` fit; ``caches``: those the
     samples' features were computed with (default this host's). ``InputError`` when there are fewer than 4
@@ -661,7 +752,7 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
         chosen = [s for s in samples if family in (s.family, s.fit_family)]
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
-    return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host())
+    return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host(), calls=calls)
 
 
 # ------------------------------------------------------------------------------------------ predict
@@ -717,6 +808,30 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
                             us(value + fit.residual_high), roof, us(value))
 
 
+def kernel_io(graph: Graph, layers: Sequence[str]) -> tuple[int, int]:
+    """(inputs, outputs) of the kernel covering ``layers`` as it is extracted and timed alone: the distinct
+    activations its layers read from outside it (constants are the kernel's own), and the tensors they write that
+    are read outside it or are model outputs (at least 1)."""
+    chosen = set(layers)
+    nodes = [n for n in graph.layers if n.id in chosen]
+    produced = {o for n in nodes for o in n.outputs if o}
+    reads = {i for n in nodes for i in n.inputs if i and i not in produced and i not in graph.constants
+             and i not in graph.const_values}
+    outside = {i for n in graph.layers if n.id not in chosen for i in n.inputs}
+    outputs = produced & (outside | {t.name for t in graph.outputs})
+    return len(reads), max(1, len(outputs))
+
+
+def in_model(kernel: KernelPrediction, calls: CallCosts, inputs: int, outputs: int) -> KernelPrediction:
+    """``kernel`` (predicted alone, its ``inputs`` and ``outputs`` bound and fetched by the call) as it runs inside
+    its model: its time and interval ends through :meth:`CallCosts.in_model`; ``isolated_us`` kept."""
+    def move(us: float) -> float:
+        return calls.in_model(us, inputs, outputs)
+
+    return dataclasses.replace(kernel, latency_us=move(kernel.latency_us), low_us=move(kernel.low_us),
+                               high_us=move(kernel.high_us))
+
+
 def in_context(kernel: KernelPrediction, context: Context) -> KernelPrediction:
     """``kernel`` (predicted alone) taken into ``context``: its time and interval ends through
     :meth:`Context.apply`; ``isolated_us`` kept."""
@@ -732,6 +847,9 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
     else summed as predicted alone; the prediction records which and why."""
     alone = [predict_kernel(predictor, fam, graph, estimate, layers, name=name) for name, fam, layers in kernels]
     applied, why = predictor.context.applies_to([k.isolated_us for k in alone])
+    calls = predictor.calls
+    if calls.empty_us > 0:
+        alone = [in_model(k, calls, *kernel_io(graph, k.layers)) for k in alone]
     preds = tuple(in_context(k, predictor.context) for k in alone) if applied else tuple(alone)
     index = {n.id: i for i, n in enumerate(graph.layers)}
     per_layer = {n.id: 0.0 for n in graph.layers}
@@ -741,6 +859,8 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
         for layer, w in zip([i for i in p.layers if i in index], weights, strict=True):
             per_layer[layer] += p.latency_us * w / total
     overhead = predictor.overhead_us
+    if calls.empty_us > 0:
+        overhead = calls.model_us(sum(1 for t in graph.inputs if t.name not in graph.constants), len(graph.outputs))
     return ModelPrediction(sum(p.latency_us for p in preds) + overhead, sum(p.low_us for p in preds) + overhead,
                            sum(p.high_us for p in preds) + overhead, overhead, preds, per_layer, fusion, applied, why)
 

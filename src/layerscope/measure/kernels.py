@@ -59,8 +59,10 @@ _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum", "FusedMatMul"})),
     ("pool", frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"})),
     ("norm", frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
-                        "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "GroupNormalization",
-                        "LRN", "LpNormalization"})),
+                        "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+                        "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "GroupNormalization", "LRN",
+                        "LpNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
+                        "SkipSimplifiedLayerNormalization"})),
     ("resize", frozenset({"Resize", "Upsample"})),
     ("concat", frozenset({"Concat"})),
     ("layout", frozenset({"Transpose", "DepthToSpace", "SpaceToDepth"})),
@@ -323,17 +325,50 @@ def resize_kernel(hw: int, c: int, mode: str) -> KernelModel:
                                                 "resize").SerializeToString())
 
 
+#: What :func:`norm_kernel` normalises or reduces over the last axis of ``[1, rows, cols]``: ``softmax``,
+#: ``layernorm``; ``skiplayernorm``: Add of a second activation then LayerNormalization (the residual pattern ONNX
+#: Runtime fuses into one SkipLayerNormalization); ``reducemean``: ReduceMean keeping the axis (a decomposed
+#: LayerNorm's mean, which the runtime runs as a kernel of its own when it does not fuse the chain).
+NORM_KINDS = ("softmax", "layernorm", "skiplayernorm", "reducemean")
+
+
 def norm_kernel(rows: int, cols: int, kind: str, dtype: str = "fp32") -> KernelModel:
-    """Softmax or LayerNormalization over the last axis of ``[1, rows, cols]``, in ``dtype``."""
+    """A :data:`NORM_KINDS` kernel over the last axis of ``[1, rows, cols]``, in ``dtype``."""
     label = f"norm rows={rows} cols={cols} {kind}{_tag(dtype)}"
     inits: dict[str, np.ndarray] = {}
+    inputs: list[tuple[str, Sequence[int]]] = [("x", (1, rows, cols))]
+    nodes: list[onnx.NodeProto] = []
     if kind == "softmax":
-        node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
-    else:
+        nodes.append(helper.make_node("Softmax", ["x"], ["y"], axis=-1))
+    elif kind in ("layernorm", "skiplayernorm"):
         inits = {"g": np.ones(cols), "b": np.zeros(cols)}
-        node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)
-    return KernelModel("norm", label, _model([node], [("x", (1, rows, cols))], ["y"], inits,
-                                              "norm", dtype=dtype).SerializeToString())
+        x = "x"
+        if kind == "skiplayernorm":
+            inputs.append(("skip", (1, rows, cols)))
+            nodes.append(helper.make_node("Add", ["x", "skip"], ["s"]))
+            x = "s"
+        nodes.append(helper.make_node("LayerNormalization", [x, "g", "b"], ["y"], axis=-1))
+    elif kind == "reducemean":
+        nodes.append(helper.make_node("ReduceMean", ["x"], ["y"], axes=[-1], keepdims=1))
+    else:
+        raise ValueError(f"norm kind {kind!r}: choose from {', '.join(NORM_KINDS)}")
+    return KernelModel("norm", label, _model(nodes, inputs, ["y"], inits, "norm", dtype=dtype).SerializeToString())
+
+
+def attention_softmax_kernel(heads: int, tokens: int, dtype: str = "fp32") -> KernelModel:
+    """Softmax over the last axis of attention scores ``[1, heads, tokens, tokens]``, in ``dtype``."""
+    label = f"norm heads={heads} tokens={tokens} attention-softmax{_tag(dtype)}"
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=-1)
+    return KernelModel("norm", label, _model([node], [("x", (1, heads, tokens, tokens))], ["y"], {}, "norm",
+                                              dtype=dtype).SerializeToString())
+
+
+def spatial_reduce_kernel(hw: int, c: int, op: str) -> KernelModel:
+    """``op`` (ReduceMean, ReduceSum, ReduceMax) over the spatial axes of ``[1, c, hw, hw]``, keeping them: the
+    squeeze of a squeeze-and-excitation block written as a reduction."""
+    label = f"norm hw={hw} c={c} {op} axes=hw"
+    node = helper.make_node(op, ["x"], ["y"], axes=[2, 3], keepdims=1)
+    return KernelModel("norm", label, _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "norm").SerializeToString())
 
 
 def layout_kernel(hw: int, c: int, kind: str, dtype: str = "fp32") -> KernelModel:
@@ -425,9 +460,19 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
         out = [partial(resize_kernel, hw, c, mode) for hw, c, mode in itertools.product(sizes, chans,
                                                                                          ("nearest", "linear"))]
     elif family == "norm":
+        rows, cols = (1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024)
         out = [partial(norm_kernel, r, c, kind, dtype) for r, c, kind, dtype in
-               itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
-                                 ("softmax", "layernorm"), DTYPES)]
+               itertools.product(rows, cols, ("softmax", "layernorm"), DTYPES)]
+        # what real models run besides: the residual Add + LayerNorm, a decomposed LayerNorm's ReduceMean,
+        # attention scores' softmax, a classifier's softmax over a vocabulary, and spatial reductions
+        out += [partial(norm_kernel, r, c, kind) for r, c, kind in
+                itertools.product(rows, cols, ("skiplayernorm", "reducemean"))]
+        out += [partial(attention_softmax_kernel, h, t) for h, t in
+                itertools.product((2, 4, 8, 12, 16), (16, 32, 64, 128, 256, 512))]
+        out += [partial(norm_kernel, r, c, "softmax") for r, c in
+                itertools.product((1, 16, 40, 128), (2048, 4096, 8192, 16384, 32768))]
+        out += [partial(spatial_reduce_kernel, hw, c, op) for hw, c, op in
+                itertools.product(sizes, (*chans, 512), ("ReduceMean", "ReduceMax"))]
     elif family == "movement":
         out = [partial(movement_kernel, hw, c, "slice") for hw, c in itertools.product(sizes, chans)]
     elif family == "layout":
@@ -836,6 +881,120 @@ class CommandKernels:
 def empty_model() -> bytes:
     node = helper.make_node("Relu", ["x"], ["y"])
     return _model([node], [("x", (1, 1))], ["y"], {}, "empty").SerializeToString()
+
+
+#: The models :func:`call_costs` times, by (kind, n): ``fan`` n inputs each through its own Relu to its own output;
+#: ``chain`` one input through n Relus to one output; ``sum`` n inputs summed to one output. Every tensor [1, 1].
+CALL_MODELS = (("fan", 1), ("fan", 2), ("fan", 4), ("fan", 8), ("chain", 2), ("chain", 4), ("chain", 8),
+               ("sum", 2), ("sum", 4), ("sum", 8))
+
+
+def call_model(kind: str, n: int) -> bytes:
+    """One of :data:`CALL_MODELS`' models (``("fan", 1)`` is :func:`empty_model`'s graph)."""
+    if n < 1 or kind not in ("fan", "chain", "sum"):
+        raise ValueError(f"call model {kind!r} x{n}")
+    if kind == "fan":
+        nodes = [helper.make_node("Relu", [f"x{i}"], [f"y{i}"]) for i in range(n)]
+        inputs, outputs = [f"x{i}" for i in range(n)], [f"y{i}" for i in range(n)]
+    elif kind == "chain":
+        names = ["x", *(f"h{i}" for i in range(n - 1)), "y"]
+        nodes = [helper.make_node("Relu", [a], [b]) for a, b in itertools.pairwise(names)]
+        inputs, outputs = ["x"], ["y"]
+    else:
+        inputs, outputs = [f"x{i}" for i in range(n)], ["y"]
+        nodes = [helper.make_node("Sum", inputs, ["y"])]
+    return _model(nodes, [(name, (1, 1)) for name in inputs], outputs, {}, f"{kind}{n}").SerializeToString()
+
+
+@dataclass(frozen=True)
+class CallCosts:
+    """What a whole model's call costs besides its kernels, timed as ``layerscope profile`` times a model (the P50
+    of back-to-back runs, no untimed run between them; :func:`call_costs`), in µs: ``empty_us`` the one-Relu
+    model's P50 (one input, one output, one node); ``input_us`` each further input, ``output_us`` each further
+    output, ``node_us`` each further node (the runtime's dispatch of a kernel that does ~nothing). A kernel timed
+    alone pays its own inputs and outputs; in its model it pays none of them, but a dispatch (:meth:`in_model`).
+    All zero (``source`` says so) where they were not measured: the prediction is then the kernels' sum plus
+    the kernel runner's per-call overhead, as before."""
+
+    empty_us: float = 0.0
+    input_us: float = 0.0
+    output_us: float = 0.0
+    node_us: float = 0.0
+    source: str = "not measured"
+
+    def in_model(self, alone_us: float, inputs: int, outputs: int) -> float:
+        """A kernel's time in its model (µs) from its time ``alone_us`` (the kernel runner's, its per-call overhead
+        taken off: what is left of binding ``inputs`` inputs and fetching ``outputs`` outputs beyond the empty
+        model's one each is taken off too) plus the dispatch the empty model's subtraction took off."""
+        extra = max(0, inputs - 1) * self.input_us + max(0, outputs - 1) * self.output_us
+        return max(0.0, alone_us - extra) + self.node_us
+
+    def model_us(self, inputs: int, outputs: int) -> float:
+        """A model's call cost besides its kernels (µs): the empty model's, less its one node's dispatch, plus
+        its further inputs and outputs."""
+        return max(0.0, self.empty_us - self.node_us + max(0, inputs - 1) * self.input_us
+                   + max(0, outputs - 1) * self.output_us)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"empty_us": self.empty_us, "input_us": self.input_us, "output_us": self.output_us,
+                "node_us": self.node_us, "source": self.source}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CallCosts:
+        empty, bind, fetch, node = (float(data[k]) for k in ("empty_us", "input_us", "output_us", "node_us"))
+        if not all(math.isfinite(v) and v >= 0 for v in (empty, bind, fetch, node)):
+            raise ValueError(f"call costs {empty!r}, {bind!r}, {fetch!r}, {node!r}")
+        return cls(empty, bind, fetch, node, str(data.get("source", "")))
+
+
+#: No call costs measured (a device command, a predictor fitted without them).
+NO_CALLS = CallCosts()
+
+
+def fit_call_costs(p50_us: Mapping[tuple[str, int], float]) -> CallCosts:
+    """:class:`CallCosts` from the P50 (µs) of :data:`CALL_MODELS`' models: ``node_us`` the least-squares slope of
+    ``chain`` over its node count (with ``fan`` 1 as one node), ``input_us`` that of ``sum`` over its inputs (with
+    ``fan`` 1 as one input), ``output_us`` that of ``fan`` (an input, an output and a node each) less the other
+    two; each slope at least 0. ``ValueError`` without ``("fan", 1)``."""
+    if ("fan", 1) not in p50_us:
+        raise ValueError("the empty model (fan x1) was not timed")
+
+    def slope(kind: str) -> float:
+        points = [(1, p50_us[("fan", 1)])] + [(n, v) for (k, n), v in p50_us.items() if k == kind and n > 1]
+        if len(points) < 2:
+            return 0.0
+        x = np.asarray([p[0] for p in points], dtype=np.float64)
+        y = np.asarray([p[1] for p in points], dtype=np.float64)
+        return max(0.0, float(np.polyfit(x, y, 1)[0]))
+
+    node, bind = slope("chain"), slope("sum")
+    return CallCosts(p50_us[("fan", 1)], bind, max(0.0, slope("fan") - bind - node), node,
+                     f"P50 of back-to-back runs of {len(p50_us)} call models")
+
+
+def call_costs(runner: KernelRunner, threads: int = 1, *, runs: int = 201) -> CallCosts:
+    """Time :data:`CALL_MODELS` on ``runner`` as ``layerscope profile`` times a whole model (``runs`` back-to-back
+    runs of one session, P50) and fit :class:`CallCosts`. Models the runtime cannot run are left out; none run:
+    all zero."""
+    timing = TimingConfig(visits=runs, runs_per_visit=1, visit_warmup=0, threads=threads)
+    config = SessionConfig(threads=threads)
+    p50: dict[tuple[str, int], float] = {}
+    with scratch("calls") as tmp:
+        for kind, n in CALL_MODELS:
+            path = Path(tmp) / f"{kind}{n}.onnx"
+            path.write_bytes(call_model(kind, n))
+            runner_ = runner.make(load_model(path), timing, config)
+            job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key=f"call:{kind}{n}",
+                      model_path=path, label=f"call {kind} x{n}")
+            try:
+                p50[(kind, n)] = float(np.median([runner_.measure(job) for _ in range(runs)]))
+            except DeviceCommandError:
+                raise
+            except LayerscopeError:
+                continue
+            finally:
+                runner_.close()
+    return fit_call_costs(p50) if ("fan", 1) in p50 else NO_CALLS
 
 
 def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: TimingConfig = TimingConfig(), *,

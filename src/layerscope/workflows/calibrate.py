@@ -13,8 +13,10 @@ latency predictor fitted to kernels timed here (``layerscope calibrate``, ``laye
   that any budget covers every family, for half the budget; the rest goes to the families, and the regions of
   their configuration space, where the 3-fold cross-validated error of what was timed so far is highest (off with
   ``adaptive=False``: round-robin to the end). Timed in the bisect cache (``cache``; the same request resumes)
-  until ``budget`` is spent (cached kernels are free); then each calibration model is timed whole (its P50) and
-  the in-model context (what a kernel costs inside a model beyond its time alone) is fitted to them.
+  until ``budget`` is spent (cached kernels are free); a model's call costs are timed as ``profile`` times a model
+  (:func:`~layerscope.measure.kernels.call_costs`: the empty model's P50, each further input, output and node);
+  then each calibration model is timed whole (its P50) and the in-model context (what a kernel costs inside a
+  model beyond its time alone) is fitted to them.
 
 The product is a file: the profile (``output``, a ``.toml`` file ``--target`` accepts) or the predictor (a
 ``.json`` file ``estimate --predictor`` reads); the use case writes it there (atomically) and returns its path with
@@ -56,6 +58,7 @@ from layerscope.estimator import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     FAMILIES,
+    NO_CALLS,
     AdaptiveRound,
     FamilyErrors,
     KernelModel,
@@ -63,6 +66,7 @@ from layerscope.measure.kernels import (
     KernelTiming,
     TimingConfig,
     adaptive_sample,
+    call_costs,
     model_kernels,
     time_kernels,
     time_models,
@@ -313,7 +317,9 @@ def _kernels(request: CalibrateRequest, output: Path, runner: KernelRunner, hook
                                           first_share=0.5 if request.adaptive else 1.0,
                                           max_rounds=4 if request.adaptive else 0)
     overhead_us, identity = runner_info["overhead_us"], runner_info["identity"]
-    predictor = fit_predictor(features.samples(timings), identity, profile.name, overhead_us)
+    # a model's call costs as profile times a model (back-to-back runs): a device command's calls are its own
+    calls = call_costs(runner, request.kernel_threads) if runner.own_grouping else NO_CALLS
+    predictor = fit_predictor(features.samples(timings), identity, profile.name, overhead_us, calls=calls)
     wholes = time_models(models, shapes, store, timing, runner=runner)
     rules = learn_rules(groupings, runner.name) if groupings and runner.own_grouping else None
     predictor = dataclasses.replace(predictor, context=model_context(predictor, wholes, shapes, profile),
@@ -353,6 +359,7 @@ def model_context(predictor: Predictor, wholes: Sequence[tuple[Path, float]],
     for path, measured_us in wholes:
         graph = load_model(path, dict(shapes) or None)
         pred = predict_path(predictor, graph, estimate_graph(graph, profile, "fp32"))
-        rows.append((measured_us, sum(k.isolated_us for k in pred.kernels), len(pred.kernels)))
+        rows.append((measured_us, sum(k.latency_us for k in pred.kernels), len(pred.kernels)))
         medians.append(statistics.median(k.isolated_us for k in pred.kernels) if pred.kernels else 0.0)
-    return fit_context(rows, predictor.overhead_us, medians_us=medians)
+    calls = predictor.calls
+    return fit_context(rows, calls.empty_us if calls.empty_us > 0 else predictor.overhead_us, medians_us=medians)
