@@ -22,6 +22,7 @@ from layerscope.analysis.predictor import (
     Predictor,
     fit_context,
     fit_predictor,
+    kernel_io,
     load_predictor,
     predict_path,
     samples_from_timings,
@@ -576,7 +577,14 @@ def test_a_matmul_calibration_model_leaves_a_cnn_prediction_as_its_kernels_summe
     predictor = load_predictor(out)
     graph = load_model(zoo("squeezenet"))
     pred = predict_path(predictor, graph, estimate_graph(graph, load_profile("host"), "fp32"))
-    assert pred.latency_us == pytest.approx(sum(k.isolated_us for k in pred.kernels) + predictor.overhead_us)
+    # no context: each kernel alone, taken into its model by the call costs alone (one input, one output each
+    # here: as the empty model, + a dispatch), + the model's call (squeezenet: one input, one output)
+    assert not pred.context_applied and predictor.calls.empty_us > 0
+    calls = predictor.calls
+    assert [k.latency_us for k in pred.kernels] == pytest.approx(
+        [calls.in_model(k.isolated_us, *kernel_io(graph, k.layers)) for k in pred.kernels])
+    assert pred.overhead_us == pytest.approx(calls.model_us(1, 1))
+    assert pred.latency_us == pytest.approx(sum(k.latency_us for k in pred.kernels) + pred.overhead_us)
 
 
 def test_the_run_summary_carries_the_prediction(fitted: tuple[Predictor, Path], tmp_path: Path,
