@@ -18,6 +18,7 @@ from conftest import zoo
 from layerscope.analysis.fusion_rules import learn_rules
 from layerscope.analysis.predictor import (
     FEATURES,
+    VERSION,
     Context,
     Predictor,
     fit_context,
@@ -185,7 +186,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 4
+    assert data["format"] == "layerscope-predictor" and data["version"] == VERSION
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -220,12 +221,12 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=5)))
-    with pytest.raises(InputError, match="version 5"):
+    newer.write_text(json.dumps(dict(data, version=VERSION + 1)))
+    with pytest.raises(InputError, match=f"version {VERSION + 1}"):
         load_predictor(newer)
     older = tmp_path / "older.json"  # version 3: its features did not hold the working set
     older.write_text(json.dumps(dict(data, version=3)))
-    with pytest.raises(InputError, match="version 3; this layerscope reads version 4"):
+    with pytest.raises(InputError, match=f"version 3; this layerscope reads version {VERSION}"):
         load_predictor(older)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
