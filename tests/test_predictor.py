@@ -99,7 +99,8 @@ def test_kernel_family_by_the_ops_a_kernel_covers() -> None:
     assert kernel_family(["Conv", "BatchNormalization", "Relu"]) == "conv"
     assert kernel_family(["MatMul", "Add"]) == "matmul"
     assert kernel_family(["Sigmoid", "Mul"]) == "elementwise"
-    assert kernel_family(["LSTM"]) == "other" and kernel_family(["FusedMatMul"]) == "matmul"
+    assert kernel_family(["LSTM"]) == "recurrent" and kernel_family(["FusedMatMul"]) == "matmul"
+    assert kernel_family(["TreeEnsembleClassifier"]) == "other"
     assert kernel_family(["Softmax"]) == "norm"
     assert kernel_family(["MaxPool"]) == "pool"
 
@@ -184,7 +185,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 4
+    assert data["format"] == "layerscope-predictor" and data["version"] == 5
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -219,12 +220,12 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=5)))
-    with pytest.raises(InputError, match="version 5"):
+    newer.write_text(json.dumps(dict(data, version=6)))
+    with pytest.raises(InputError, match="version 6"):
         load_predictor(newer)
-    older = tmp_path / "older.json"  # version 3: its features did not hold the working set
-    older.write_text(json.dumps(dict(data, version=3)))
-    with pytest.raises(InputError, match="version 3; this layerscope reads version 4"):
+    older = tmp_path / "older.json"  # version 4: no recurrent family, no steps feature
+    older.write_text(json.dumps(dict(data, version=4)))
+    with pytest.raises(InputError, match="version 4; this layerscope reads version 5"):
         load_predictor(older)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
