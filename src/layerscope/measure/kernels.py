@@ -580,11 +580,13 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
         out = [partial(layout_kernel, hw, c, kind, dtype) for hw, c, kind, dtype in
                itertools.product((*sizes, 224), chans, ("nchw2nhwc", "nhwc2nchw", "heads", "d2s"), DTYPES)]
     elif family == "recurrent":
-        # one step (a streaming model's call) to 512; fp32 cells and the int8 LSTM, up to _MAX_RECURRENT_MACS
+        # one step (a streaming model's call) to 512; LSTM, GRU and the int8 LSTM both ways, RNN (rare) forward;
+        # up to _MAX_RECURRENT_MACS
         for seq, size, hidden, bi, (cell, dtype) in itertools.product(
-                (1, 4, 16, 64, 256, 512), (32, 128, 512), (32, 64, 128, 256, 512, 768), (False, True),
+                (1, 16, 64, 256, 512), (32, 128, 512), (32, 128, 512), (False, True),
                 (("LSTM", "fp32"), ("GRU", "fp32"), ("RNN", "fp32"), ("LSTM", "int8"))):
-            if recurrent_macs(seq, size, hidden, cell=cell, bidirectional=bi) <= _MAX_RECURRENT_MACS:
+            if (cell != "RNN" or not bi) and recurrent_macs(seq, size, hidden, cell=cell,
+                                                            bidirectional=bi) <= _MAX_RECURRENT_MACS:
                 out.append(partial(recurrent_kernel, seq, size, hidden, cell=cell, bidirectional=bi, dtype=dtype))
     return out
 
@@ -595,9 +597,15 @@ def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     family's order without moving the earlier ones, so that a cache walked before is walked in the same order."""
     if family != "matmul":
         return []
-    sizes = (64, 128, 256, 512, 1024, 2048)
-    return [partial(quant_matmul_kernel, m, k, n, form=form, bias=bias) for m, k, n, form, bias in
-            itertools.product((1, 16, 64, 256), sizes, sizes, QUANT_MATMUL_FORMS, (True, False))]
+    # with a bias, as quantizers write a linear layer; without one, square weights
+    sizes = (64, 256, 512, 1024, 2048)
+    out: list[Callable[[], KernelModel]] = [
+        partial(quant_matmul_kernel, m, k, n, form=form, bias=bias) for m, k, n, form, bias in
+        itertools.product((1, 16, 64, 256), sizes, sizes, QUANT_MATMUL_FORMS, (True, False)) if bias or k == n]
+    # int8 weights of 4 to 32 MiB, up to past the last-level cache (a recogniser's vocabulary projection)
+    out += [partial(quant_matmul_kernel, m, k, n, form=form, bias=True) for m, k, n, form in
+            itertools.product((1, 16, 64), (1024, 4096), (4096, 8192), QUANT_MATMUL_FORMS)]
+    return out
 
 
 @dataclass(frozen=True)
