@@ -101,7 +101,8 @@ def test_kernel_family_by_the_ops_a_kernel_covers() -> None:
     assert kernel_family(["Conv", "BatchNormalization", "Relu"]) == "conv"
     assert kernel_family(["MatMul", "Add"]) == "matmul"
     assert kernel_family(["Sigmoid", "Mul"]) == "elementwise"
-    assert kernel_family(["LSTM"]) == "other" and kernel_family(["FusedMatMul"]) == "matmul"
+    assert kernel_family(["LSTM"]) == "recurrent" and kernel_family(["FusedMatMul"]) == "matmul"
+    assert kernel_family(["TreeEnsembleClassifier"]) == "other"
     assert kernel_family(["Softmax"]) == "norm"
     assert kernel_family(["MaxPool"]) == "pool"
 

@@ -2,14 +2,15 @@
 
 Each kernel (:mod:`layerscope.measure.kernels`) is described by :data:`FEATURES`, computed from layerscope's own
 costs and roofline estimate of the source layers it covers (MACs, FLOPs, bytes, the roofline time and the
-compute share of it, kernel / stride / groups / channels of its main node; its working set against the L2 and
+compute share of it, kernel / stride / groups / channels of its main node (a recurrent layer's input and
+hidden sizes, and its steps: sequence x directions); its working set against the L2 and
 last-level caches of the host that timed the kernels, :class:`Caches`; the costliest activation it holds). The
 regressor of the kernel's family (depthwise and large-kernel convolutions: their own sub-family,
 :data:`SUBFAMILIES`, where enough of them were timed)
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
 cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
-proportion (trees alone cannot extrapolate). A kernel of ``other`` ops (LSTM, GRU, contrib ops: no family) is
+proportion (trees alone cannot extrapolate). A kernel of ``other`` ops (ML ops, most contrib ops: no family) is
 predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
 :data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
@@ -47,7 +48,9 @@ import numpy as np
 
 from layerscope.analysis.fusion_rules import FUSION_SOURCES, FusionRules
 from layerscope.analysis.trees import Ensemble, dump_gbr
-from layerscope.errors import BackendUnavailable, InputError
+from layerscope.costs.quantized import lstm_int8_dims
+from layerscope.costs.rnn import recurrent_dims
+from layerscope.errors import BackendUnavailable, InputError, LayerscopeError
 from layerscope.estimator import estimate_graph
 from layerscope.estimator.types import Bound, Estimate
 from layerscope.fileio import write_atomic
@@ -79,13 +82,14 @@ FORMAT = "layerscope-predictor"
 #: family, ``conv_dw`` / ``conv_large`` sub-family fits, the host's ``caches`` recorded;
 #: 5: a normalisation's class and shape as features (``norm_kind``, ``log_reduced``, ``log_rows``); ``overhead_us``
 #: timed as ``profile`` times a model (back-to-back runs), ``io_us`` the per-input / per-output cost a kernel pays
-#: alone and not in its model.
+#: alone and not in its model; the ``recurrent`` family (LSTM, GRU, RNN, DynamicQuantizeLSTM) and its ``log_steps``
+#: feature, int8 matmuls.
 VERSION = 5
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
             "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation",
-            "norm_kind", "log_reduced", "log_rows")
+            "norm_kind", "log_reduced", "log_rows", "log_steps")
 #: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
 #: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up).
 SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
@@ -126,6 +130,8 @@ FLOOR_US = 2.0
 RUNTIME_KEYS = ("runner", "version", "provider", "threads", "opt_level")
 _MAIN_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize",
              "Concat", "Softmax", "LayerNormalization")
+#: Recurrent layers: the main node of any kernel that holds one (:func:`recurrent_shape`).
+_RECURRENT_OPS = ("LSTM", "GRU", "RNN", "DynamicQuantizeLSTM")
 
 
 # ------------------------------------------------------------------------------------------ features
@@ -196,6 +202,19 @@ def refine_family(family: str, features: Sequence[float]) -> str:
     return "conv_large" if features[_LARGE] >= 0.5 else family
 
 
+def recurrent_shape(graph: Graph, node: Node) -> tuple[int, int, int, int] | None:
+    """A recurrent layer's (sequence length, directions, input size, hidden size) at its resolved shapes (ONNX's
+    LSTM / GRU / RNN, ONNX Runtime's DynamicQuantizeLSTM, as the roofline's costs read them); ``None`` for
+    another op or where its shapes are not known."""
+    if node.op_type not in _RECURRENT_OPS:
+        return None
+    try:
+        dims = lstm_int8_dims(node, graph) if node.op_type == "DynamicQuantizeLSTM" else recurrent_dims(node, graph)
+    except (LayerscopeError, ValueError, IndexError, TypeError):
+        return None
+    return dims.seq_len, dims.directions, dims.input_size, dims.hidden
+
+
 def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], caches: Caches | None = None,
                     ) -> np.ndarray:
     """The :data:`FEATURES` of the kernel covering source ``layers`` of ``graph`` (costs and roofline from
@@ -208,9 +227,12 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
     nodes = [graph.layers[i] for i in rows]
     roof = sum(e.latency_us for e in ests)
     compute = sum(e.compute_us for e in ests)
-    main = next((n for n in nodes if n.op_type in _MAIN_OPS), nodes[0] if nodes else None)
+    main = next((n for n in nodes if n.op_type in _RECURRENT_OPS),
+                next((n for n in nodes if n.op_type in _MAIN_OPS), nodes[0] if nodes else None))
     kernel = stride = groups = 1.0
     in_ch = out_ch = out_el = 1.0
+    recurrent = recurrent_shape(graph, main) if main is not None else None
+    steps = 1.0
     if main is not None:
         kernel = float(np.prod(main.attr("kernel_shape", [1]) or [1]))
         stride = float(max(main.attr("strides", [1]) or [1]))
@@ -224,6 +246,9 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
             out_ch = float(out.shape[-1] if main.op_type in ("MatMul", "Gemm") or len(out.shape) < 2
                            else out.shape[1])
             out_el = float(np.prod(out.shape))
+    if recurrent is not None:  # channels: input and hidden sizes; steps: one after another on one thread
+        seq, directions, in_size, hidden = recurrent
+        in_ch, out_ch, steps = float(in_size), float(hidden), float(max(1, seq * directions))
     bound = sum(1 for e in ests if e.bound is Bound.COMPUTE) / max(1, len(ests))
     # the dtype: the narrowest numeric element the kernel reads or writes (fp16 2, an int8 QDQ kernel 1)
     sizes = [_VALUE_BYTES[t.dtype] for n in nodes for name in (*n.inputs, *n.outputs)
@@ -242,7 +267,7 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
               math.log1p(out_el), elem_bytes, math.log1p(working),
               _ws_ratio(working, caches.l2_bytes), _ws_ratio(working, caches.llc_bytes), float(kernel >= 25), act]
     kind, reduced, rows_ = norm_shape(graph, nodes)
-    values += [kind, math.log(reduced), math.log(rows_)]
+    values += [kind, math.log(reduced), math.log(rows_), math.log(steps)]
     return np.asarray(values, dtype=np.float64)
 
 
@@ -613,8 +638,9 @@ def load_predictor(path: Path) -> Predictor:
         raise InputError(f"{path}: not a layerscope predictor file")
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
-                         f"{VERSION} (its kernel features differ: a normalisation's class and shape; the per-call "
-                         "overhead as profile times it, the per-input/output cost)",
+                         f"{VERSION} (its kernels and features differ: a normalisation's class and shape; the "
+                         "recurrent family and its steps, int8 matrix products; the per-call overhead as profile "
+                         "times it, the per-input/output cost)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")
@@ -797,7 +823,7 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
     if fit.family == "all":
         x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
     roof = roofline_us(graph, estimate, layers)
-    # an op no family holds (LSTM, contrib ops): nothing like it was timed, the roofline gives the number
+    # an op no family holds (ML ops, most contrib ops): nothing like it was timed, the roofline gives the number
     value = float(fit.model.predict(x[None, :])[0]) if family != "other" else 0.0
 
     def us(log_ratio: float) -> float:

@@ -5,7 +5,9 @@ one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nod
 
 - :func:`kernel_space`: generated models, one fusable group of source nodes each, per kernel family
   (:data:`FAMILIES`) over a configuration space (sizes, channels, kernel, stride, groups, dtype: fp32, fp16 for
-  conv, matmul, elementwise, norm and layout, int8 QDQ convolutions; working sets from below L2 to past the
+  conv, matmul, elementwise, norm and layout, int8 QDQ convolutions, int8 matrix products in the forms
+  quantization tools write, :data:`QUANT_MATMUL_FORMS`; recurrent layers over sequence length, input and hidden
+  size and direction, fp32 LSTM / GRU / RNN and the int8 DynamicQuantizeLSTM; working sets from below L2 to past the
   last-level cache; depthwise and 5x5 / 7x7 convolutions; the activations ONNX Runtime fuses into a Conv, and the
   activation chains it runs as kernels of their own, :data:`ACTIVATION_CHAINS`; layout conversions), in a seeded
   random order interleaved across families so that any budget covers every family.
@@ -53,10 +55,14 @@ from layerscope.model.types import Graph
 from layerscope.tempdirs import scratch
 
 #: Kernel families, each with its own regressor; :func:`kernel_family` classifies a kernel's source ops.
-FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement", "layout")
+FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement", "layout", "recurrent")
+#: Each family's ops, in precedence order: a kernel holding a recurrent layer is ``recurrent`` whatever else
+#: ONNX Runtime ran inside it (the Concat / ConstantOfShape of its initial state).
 _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("recurrent", frozenset({"LSTM", "GRU", "RNN", "DynamicQuantizeLSTM"})),
     ("conv", frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})),
-    ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum", "FusedMatMul"})),
+    ("matmul", frozenset({"MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "Einsum", "FusedMatMul",
+                          "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QGemm", "MatMulInteger16"})),
     ("pool", frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"})),
     ("norm", frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
                         "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
@@ -70,7 +76,7 @@ _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
                             "Where"})),
 )
 #: Ops of the ``elementwise`` family (activations, arithmetic, casts, comparisons); a kernel of none of the
-#: families' ops is ``other`` (LSTM, GRU, contrib ops): no regressor was trained on anything like it.
+#: families' ops is ``other`` (ML ops, most contrib ops): no regressor was trained on anything like it.
 ELEMENTWISE_OPS = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Relu", "LeakyRelu", "PRelu",
     "Elu", "Selu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Erf", "Gelu", "FastGelu", "BiasGelu", "Clip",
@@ -410,6 +416,146 @@ def movement_kernel(hw: int, c: int, kind: str) -> KernelModel:
     return KernelModel("movement", label, model.SerializeToString())
 
 
+#: The recurrent cells of the ``recurrent`` family: gates per hidden unit (the rows of W and R per direction).
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+#: The ``recurrent`` space's largest kernel (MACs: gates·H·(I + H) per step and direction): past it one kernel
+#: would take tens of ms per run, a second or more of the budget for one sample of 11.
+_MAX_RECURRENT_MACS = 400_000_000
+
+
+def recurrent_macs(seq: int, input_size: int, hidden: int, *, cell: str, bidirectional: bool) -> int:
+    """A recurrent layer's multiply-accumulates at batch 1: gates·H·(I + H) per step, × seq × directions (as
+    :func:`layerscope.costs.rnn.recurrent_counts` counts them, without peepholes)."""
+    return RECURRENT_GATES[cell] * hidden * (input_size + hidden) * seq * (2 if bidirectional else 1)
+
+
+def _io_model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, int, Sequence[int]]],
+              outputs: Sequence[tuple[str, int, Sequence[int]]], inits: Sequence[onnx.TensorProto], name: str,
+              *, contrib: bool = False) -> onnx.ModelProto:
+    """A one-kernel model whose inputs and outputs are ``(name, element type, shape)`` as given (integer and
+    float alike, output shapes declared: ONNX's shape inference does not know contrib ops); ``contrib`` imports
+    the ``com.microsoft`` domain (ONNX Runtime's contrib ops)."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs],
+                              [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in outputs], list(inits))
+    opsets = [helper.make_opsetid("", _OPSET), *([helper.make_opsetid("com.microsoft", 1)] if contrib else [])]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="layerscope")
+    model.ir_version = 8
+    return model
+
+
+def recurrent_kernel(seq: int, input_size: int, hidden: int, *, cell: str, bidirectional: bool,
+                     dtype: str = "fp32") -> KernelModel:
+    """One recurrent layer over ``[seq, 1, input_size]`` (batch 1), ``hidden`` units, forward or
+    ``bidirectional``, with a bias and zero initial states as PyTorch exports it (GRU ``linear_before_reset=1``):
+    ``cell`` LSTM, GRU or RNN (:data:`RECURRENT_GATES`) in fp32; ``dtype="int8"`` (LSTM only) the
+    ``com.microsoft`` DynamicQuantizeLSTM that ``onnxruntime.quantization.quantize_dynamic`` writes for an LSTM:
+    int8 W ``[D, I, 4H]`` and R ``[D, H, 4H]`` (the transpose of ONNX LSTM's), a scale and int8 zero point per
+    direction, float bias and states. Output: Y ``[seq, D, 1, hidden]``."""
+    if cell not in RECURRENT_GATES:
+        raise ValueError(f"recurrent cell {cell!r}: choose from {', '.join(RECURRENT_GATES)}")
+    if dtype not in ("fp32", "int8") or (dtype == "int8" and cell != "LSTM"):
+        raise ValueError(f"recurrent {cell} in {dtype}: fp32 cells, or an int8 LSTM (DynamicQuantizeLSTM)")
+    dirs = 2 if bidirectional else 1
+    gates = RECURRENT_GATES[cell]
+    label = (f"recurrent {cell} seq={seq} in={input_size} h={hidden} dir={'bi' if bidirectional else 'fwd'}"
+             + ("" if dtype == "fp32" else f" dtype={dtype}"))
+    rng = _rng(label)
+    attrs: dict[str, Any] = {"hidden_size": hidden, "direction": "bidirectional" if bidirectional else "forward"}
+    state = np.zeros((dirs, 1, hidden), dtype=np.float32)
+    bias = (rng.standard_normal((dirs, 2 * gates * hidden)) * 0.1).astype(np.float32)
+    inits = [numpy_helper.from_array(bias, "b"), numpy_helper.from_array(state, "h0")]
+    if dtype == "int8":
+        inits += [numpy_helper.from_array(rng.integers(-127, 128, (dirs, input_size, gates * hidden)).astype(np.int8),
+                                          "w"),
+                  numpy_helper.from_array(rng.integers(-127, 128, (dirs, hidden, gates * hidden)).astype(np.int8),
+                                          "r"),
+                  numpy_helper.from_array(state, "c0"),
+                  numpy_helper.from_array(np.full(dirs, 0.002, dtype=np.float32), "ws"),
+                  numpy_helper.from_array(np.zeros(dirs, dtype=np.int8), "wz"),
+                  numpy_helper.from_array(np.full(dirs, 0.002, dtype=np.float32), "rs"),
+                  numpy_helper.from_array(np.zeros(dirs, dtype=np.int8), "rz")]
+        node = helper.make_node("DynamicQuantizeLSTM", ["x", "w", "r", "b", "", "h0", "c0", "", "ws", "wz", "rs", "rz"],
+                                ["y"], domain="com.microsoft", **attrs)
+    else:
+        inits += [numpy_helper.from_array((rng.standard_normal((dirs, gates * hidden, input_size)) * 0.1)
+                                          .astype(np.float32), "w"),
+                  numpy_helper.from_array((rng.standard_normal((dirs, gates * hidden, hidden)) * 0.1)
+                                          .astype(np.float32), "r")]
+        states = ["h0"]
+        if cell == "LSTM":
+            inits.append(numpy_helper.from_array(state, "c0"))
+            states.append("c0")
+        if cell == "GRU":
+            attrs["linear_before_reset"] = 1
+        node = helper.make_node(cell, ["x", "w", "r", "b", "", *states], ["y"], **attrs)
+    model = _io_model([node], [("x", TensorProto.FLOAT, (seq, 1, input_size))],
+                      [("y", TensorProto.FLOAT, (seq, dirs, 1, hidden))], inits, "recurrent", contrib=dtype == "int8")
+    return KernelModel("recurrent", label, model.SerializeToString())
+
+
+#: The int8 matrix products of the ``matmul`` space, as quantization tools write them (ONNX Runtime's kernel):
+#: ``dynamic`` DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul by the scales (``quantize_dynamic``;
+#: DynamicQuantizeMatMul), ``integer`` the same fed an activation quantized elsewhere (a DynamicQuantizeLinear
+#: shared by several products: MatMulIntegerToFloat), ``qdq`` DequantizeLinear on uint8 activation and int8
+#: weights -> MatMul -> QuantizeLinear (``quantize_static``'s QDQ format: QLinearMatMul).
+QUANT_MATMUL_FORMS = ("dynamic", "integer", "qdq")
+
+
+def quant_matmul_kernel(m: int, k: int, n: int, *, form: str, bias: bool) -> KernelModel:
+    """An int8 product of ``[1, m, k]`` by a ``[k, n]`` int8 weight [+ a bias] in ``form``
+    (:data:`QUANT_MATMUL_FORMS`): the ``matmul`` family, label ``... dtype=int8 form=FORM``. The ``integer``
+    form's inputs are the quantized activation (uint8), its scale and zero point; ``qdq``'s a uint8 activation,
+    its output uint8, and with a bias it is a Gemm of ``[m, k]`` whose int32 bias is dequantized (QGemm)."""
+    if form not in QUANT_MATMUL_FORMS:
+        raise ValueError(f"int8 matmul form {form!r}: choose from {', '.join(QUANT_MATMUL_FORMS)}")
+    label = f"matmul b=1 m={m} k={k} n={n} bias={int(bias)} w=1 dtype=int8 form={form}"
+    rng = _rng(label)
+    scale_x, scale_w = 0.02, 0.01
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "wq"),
+             numpy_helper.from_array(np.array(scale_w, dtype=np.float32), "sw"),
+             numpy_helper.from_array(np.array(0, dtype=np.int8), "zw")]
+    x_shape: tuple[int, ...] = (1, m, k)
+    out_shape: tuple[int, ...] = (1, m, n)
+    nodes: list[onnx.NodeProto] = []
+    if form == "qdq":
+        inits += [numpy_helper.from_array(np.array(scale_x, dtype=np.float32), "sx"),
+                  numpy_helper.from_array(np.array(128, dtype=np.uint8), "zx"),
+                  numpy_helper.from_array(np.array(0.05, dtype=np.float32), "sy"),
+                  numpy_helper.from_array(np.array(128, dtype=np.uint8), "zy")]
+        nodes += [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+                  helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"])]
+        if bias:  # a Gemm on [m, k], its int32 bias dequantized (QGemm)
+            x_shape, out_shape = (m, k), (m, n)
+            inits += [numpy_helper.from_array(rng.integers(-1000, 1000, n).astype(np.int32), "bq"),
+                      numpy_helper.from_array(np.array(scale_x * scale_w, dtype=np.float32), "sb"),
+                      numpy_helper.from_array(np.array(0, dtype=np.int32), "zb")]
+            nodes += [helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+                      helper.make_node("Gemm", ["xd", "wd", "bd"], ["y"])]
+        else:
+            nodes.append(helper.make_node("MatMul", ["xd", "wd"], ["y"]))
+        nodes.append(helper.make_node("QuantizeLinear", ["y", "sy", "zy"], ["q"]))
+        model = _io_model(nodes, [("xq", TensorProto.UINT8, x_shape)], [("q", TensorProto.UINT8, out_shape)],
+                          inits, "qdq_matmul")
+        return KernelModel("matmul", label, model.SerializeToString())
+    inputs: list[tuple[str, int, Sequence[int]]]
+    if form == "dynamic":
+        nodes.append(helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "sx", "zx"]))
+        inputs = [("x", TensorProto.FLOAT, x_shape)]
+    else:
+        inputs = [("xq", TensorProto.UINT8, x_shape), ("sx", TensorProto.FLOAT, ()), ("zx", TensorProto.UINT8, ())]
+    nodes += [helper.make_node("MatMulInteger", ["xq", "wq", "zx", "zw"], ["acc"]),
+              helper.make_node("Mul", ["sx", "sw"], ["scale"]),
+              helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+              helper.make_node("Mul", ["accf", "scale"], ["y"])]
+    out = "y"
+    if bias:
+        inits.append(numpy_helper.from_array((rng.standard_normal(n) * 0.1).astype(np.float32), "b"))
+        nodes.append(helper.make_node("Add", ["y", "b"], ["z"]))
+        out = "z"
+    model = _io_model(nodes, inputs, [(out, TensorProto.FLOAT, out_shape)], inits, "int8_matmul")
+    return KernelModel("matmul", label, model.SerializeToString())
+
+
 def _configs(family: str) -> list[Callable[[], KernelModel]]:
     """Every configuration of ``family``'s space (unordered), each a function that builds its model (building
     all of them up front would cost seconds and gigabytes of random weights)."""
@@ -478,6 +624,32 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
     elif family == "layout":
         out = [partial(layout_kernel, hw, c, kind, dtype) for hw, c, kind, dtype in
                itertools.product((*sizes, 224), chans, ("nchw2nhwc", "nhwc2nchw", "heads", "d2s"), DTYPES)]
+    elif family == "recurrent":
+        # one step (a streaming model's call) to 512; LSTM, GRU and the int8 LSTM both ways, RNN (rare) forward;
+        # up to _MAX_RECURRENT_MACS
+        for seq, size, hidden, bi, (cell, dtype) in itertools.product(
+                (1, 16, 64, 256, 512), (32, 128, 512), (32, 128, 512), (False, True),
+                (("LSTM", "fp32"), ("GRU", "fp32"), ("RNN", "fp32"), ("LSTM", "int8"))):
+            if (cell != "RNN" or not bi) and recurrent_macs(seq, size, hidden, cell=cell,
+                                                            bidirectional=bi) <= _MAX_RECURRENT_MACS:
+                out.append(partial(recurrent_kernel, seq, size, hidden, cell=cell, bidirectional=bi, dtype=dtype))
+    return out
+
+
+def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
+    """Configurations added to ``family``'s space after kernels of it were timed and cached (predictor version
+    5: the int8 matrix products of :data:`QUANT_MATMUL_FORMS`): :func:`family_configs` spreads them through the
+    family's order without moving the earlier ones, so that a cache walked before is walked in the same order."""
+    if family != "matmul":
+        return []
+    # with a bias, as quantizers write a linear layer; without one, square weights
+    sizes = (64, 256, 512, 1024, 2048)
+    out: list[Callable[[], KernelModel]] = [
+        partial(quant_matmul_kernel, m, k, n, form=form, bias=bias) for m, k, n, form, bias in
+        itertools.product((1, 16, 64, 256), sizes, sizes, QUANT_MATMUL_FORMS, (True, False)) if bias or k == n]
+    # int8 weights of 4 to 32 MiB, up to past the last-level cache (a recogniser's vocabulary projection)
+    out += [partial(quant_matmul_kernel, m, k, n, form=form, bias=True) for m, k, n, form in
+            itertools.product((1, 16, 64), (1024, 4096), (4096, 8192), QUANT_MATMUL_FORMS)]
     return out
 
 
@@ -500,8 +672,13 @@ def family_configs(family: str) -> list[Config]:
     """``family``'s configurations in their seeded random order (the order :func:`kernel_space` takes them in)."""
     configs = _configs(family)
     random.Random(f"{_SEED}:{family}").shuffle(configs)
+    added = _added_configs(family)
+    random.Random(f"{_SEED}:{family}:added").shuffle(added)
+    # spread evenly: the i-th of n at (i + 0.5) / n; the earlier configurations keep their order between them
+    slots = sorted([((i + 0.5) / len(configs), 0, i) for i in range(len(configs))]
+                   + [((j + 0.5) / len(added), 1, j) for j in range(len(added))])
     out = []
-    for made in configs:
+    for made in (configs[i] if later == 0 else added[i] for _, later, i in slots):
         assert isinstance(made, partial)
         params = tuple((f"_{i}", v) for i, v in enumerate(made.args)) + tuple(sorted(made.keywords.items()))
         out.append(Config(family, params, made.func))
