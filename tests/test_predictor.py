@@ -184,7 +184,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 4
+    assert data["format"] == "layerscope-predictor" and data["version"] == 5
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -219,12 +219,12 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         predict_path(load_predictor(other), graph, est)
     assert info.value.exit_code == 2
     newer = tmp_path / "newer.json"
-    newer.write_text(json.dumps(dict(data, version=5)))
-    with pytest.raises(InputError, match="version 5"):
+    newer.write_text(json.dumps(dict(data, version=6)))
+    with pytest.raises(InputError, match="version 6"):
         load_predictor(newer)
-    older = tmp_path / "older.json"  # version 3: its features did not hold the working set
-    older.write_text(json.dumps(dict(data, version=3)))
-    with pytest.raises(InputError, match="version 3; this layerscope reads version 4"):
+    older = tmp_path / "older.json"  # version 4: its features did not hold the data runs
+    older.write_text(json.dumps(dict(data, version=4)))
+    with pytest.raises(InputError, match="version 4; this layerscope reads version 5"):
         load_predictor(older)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
