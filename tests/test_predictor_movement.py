@@ -32,6 +32,7 @@ from layerscope.measure.kernels import (
     GATHER_KINDS,
     SLICE_KINDS,
     TRANSPOSE_KINDS,
+    WHERE_KINDS,
     KernelModel,
     broadcast_kernel,
     concat_nd_kernel,
@@ -41,9 +42,11 @@ from layerscope.measure.kernels import (
     kernel_family,
     pad_kernel,
     scatter_kernel,
+    short_reduce_kernel,
     slice_kernel,
     tile_kernel,
     transpose_kernel,
+    where_kernel,
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
@@ -149,6 +152,9 @@ def test_data_runs_of_gathers_scatters_slices_concats_and_reductions_by_hand(tmp
     # ReduceL2 over the last axis of [256, 128, 3]: a 3-element run per output
     g = _one_node(tmp_path, "ReduceL2", [("x", (256, 128, 3))], consts=[_i64("axes", [-1])], keepdims=0)
     assert data_runs(g, g.layers[0]) == (3, 256 * 128)
+    # the same with its axes an attribute (opset 17's ReduceL2), as the norm space's short reductions write it
+    g = _graph(short_reduce_kernel(16, 16, 3, "ReduceL2"), tmp_path)
+    assert data_runs(g, g.layers[0]) == (3, 256)
     # ReduceSum over axis 1 of [8, 64, 100]: the kept trailing 100 elements per run
     g = _one_node(tmp_path, "ReduceSum", [("x", (8, 64, 100))], consts=[_i64("axes", [1])])
     assert data_runs(g, g.layers[0]) == (100, 8 * 64)
@@ -171,6 +177,16 @@ def test_scatter_elements_data_runs_read_the_updates_input(tmp_path: Path) -> No
     onnx.save(model, tmp_path / "s.onnx")
     g = load_model(tmp_path / "s.onnx")
     assert data_runs(g, g.layers[0]) == (1, 1536)
+
+
+def test_a_where_over_a_broadcast_mask_runs_one_row_at_a_time(tmp_path: Path) -> None:
+    # Where(mask [1, 128], x [64, 128], 0): the mask is whole along the last axis and repeated down the rows,
+    # the scalar repeated everywhere: runs of 128, 64 of them; out 8192 over x's 8192: ratio 1
+    graph = _graph(where_kernel(64, 128, "mask"), tmp_path)
+    node = graph.layers[0]
+    assert node.op_type == "Where" and data_runs(graph, node) == (128, 64)
+    assert broadcast_ratio(graph, node) == 1.0
+    assert make_inputs(graph)["m"].dtype == np.bool_
 
 
 def test_the_features_of_a_broadcasting_kernel_say_its_runs(tmp_path: Path) -> None:
@@ -197,7 +213,9 @@ def _small_kernels() -> list[KernelModel]:
             pad_kernel(14, 16, "spatial"), pad_kernel(14, 16, "seq"), *(slice_kernel(16, 16, k) for k in SLICE_KINDS),
             *(broadcast_kernel(16, 8, k) for k in BROADCAST_KINDS),
             *(transpose_kernel(2, 16, 64, k) for k in TRANSPOSE_KINDS),
-            *(concat_nd_kernel(32, 16, p, k) for p in (2, 8) for k in CONCAT_KINDS)]
+            *(concat_nd_kernel(32, 16, p, k) for p in (2, 8) for k in CONCAT_KINDS),
+            *(where_kernel(4, 16, k) for k in WHERE_KINDS), gather_kernel(8, 3, 1, "rows"),
+            short_reduce_kernel(16, 16, 3, "ReduceL2"), short_reduce_kernel(16, 16, 8, "ReduceSum")]
 
 
 def test_each_new_kind_builds_runs_in_onnx_runtime_as_one_kernel_of_its_family(tmp_path: Path) -> None:
@@ -240,6 +258,8 @@ def test_the_families_spaces_hold_the_new_kinds_within_their_size_bounds() -> No
     assert kinds("movement", gather_kernel, "_3") == set(GATHER_KINDS)
     assert kinds("movement", expand_kernel, "_2") == set(EXPAND_KINDS)
     assert kinds("movement", scatter_kernel, "_3") == {"none", "add"}
+    assert kinds("movement", where_kernel, "_2") == set(WHERE_KINDS)
+    assert kinds("norm", short_reduce_kernel, "_3") == {"ReduceL2", "ReduceSum"}
     # outputs of the broadcast space stay within 16 M elements (64 MiB fp32)
     for config in family_configs("elementwise"):
         if config.builder is broadcast_kernel:

@@ -135,14 +135,17 @@ DTYPES: Mapping[str, tuple[int, type[np.floating[Any]]]] = {"fp32": (TensorProto
 def _model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str],
            inits: Mapping[str, np.ndarray], name: str, *, dtype: str = "fp32",
            typed_inits: Sequence[onnx.TensorProto] = (),
-           index_inputs: Sequence[tuple[str, Sequence[int]]] = ()) -> onnx.ModelProto:
-    """A one-kernel model: float ``inits`` cast to ``dtype``'s type, ``typed_inits`` as they are; ``index_inputs``:
-    int64 inputs after the float ones (indices: the runner feeds them in range, as the ops reading them say)."""
+           index_inputs: Sequence[tuple[str, Sequence[int]]] = (),
+           mask_inputs: Sequence[tuple[str, Sequence[int]]] = ()) -> onnx.ModelProto:
+    """A one-kernel model: float ``inits`` cast to ``dtype``'s type, ``typed_inits`` as they are; after the float
+    inputs, ``index_inputs`` (int64: indices, which the runner feeds in range, as the ops reading them say) and
+    ``mask_inputs`` (bool)."""
     elem, np_type = DTYPES[dtype]
     graph = helper.make_graph(
         nodes, name,
         [*(helper.make_tensor_value_info(n, elem, list(s)) for n, s in inputs),
-         *(helper.make_tensor_value_info(n, TensorProto.INT64, list(s)) for n, s in index_inputs)],
+         *(helper.make_tensor_value_info(n, TensorProto.INT64, list(s)) for n, s in index_inputs),
+         *(helper.make_tensor_value_info(n, TensorProto.BOOL, list(s)) for n, s in mask_inputs)],
         [helper.make_tensor_value_info(o, elem, None) for o in outputs],
         [*(numpy_helper.from_array(v.astype(np_type), k) for k, v in sorted(inits.items())), *typed_inits])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="layerscope")
@@ -490,6 +493,36 @@ def slice_kernel(rows: int, cols: int, kind: str) -> KernelModel:
     return KernelModel("movement", label, model.SerializeToString())
 
 
+#: Where of the ``movement`` space: ``same`` a ``[rows, cols]`` mask choosing between ``[rows, cols]`` and a scalar,
+#: ``mask`` a ``[1, cols]`` mask broadcast over ``[rows, cols]`` (attention's padding mask over its scores).
+WHERE_KINDS = ("same", "mask")
+
+
+def where_kernel(rows: int, cols: int, kind: str) -> KernelModel:
+    """Where(mask, x, 0) (:data:`WHERE_KINDS`; the mask a bool input); the ``movement`` family."""
+    if kind not in WHERE_KINDS:
+        raise ValueError(f"where kind {kind!r}")
+    label = f"movement where rows={rows} cols={cols} {kind}"
+    node = helper.make_node("Where", ["m", "x", "zero"], ["y"])
+    model = _model([node], [("x", (rows, cols))], ["y"], {"zero": np.array(0.0)}, "where",
+                   mask_inputs=[("m", (rows, cols) if kind == "same" else (1, cols))])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def short_reduce_kernel(rows: int, cols: int, inner: int, op: str) -> KernelModel:
+    """``op`` (ReduceL2, ReduceSum) over the short last axis of ``[rows, cols, inner]`` (the norm of a 3-vector
+    per feature: an equivariant graph network's), keepdims 0; the ``norm`` family."""
+    label = f"norm reduce rows={rows} cols={cols} inner={inner} {op}"
+    if op == "ReduceSum":  # its axes an input from opset 13, the others' from 18 (the space's opset is 17)
+        node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)
+        consts = [_int64([-1], "axes")]
+    else:
+        node = helper.make_node(op, ["x"], ["y"], keepdims=0, axes=[-1])
+        consts = []
+    model = _model([node], [("x", (rows, cols, inner))], ["y"], {}, "reduce", typed_inits=consts)
+    return KernelModel("norm", label, model.SerializeToString())
+
+
 #: Broadcasting binary ops of the ``elementwise`` space, ``a`` op ``b`` -> out: ``col`` ``[rows, cols]`` x
 #: ``[rows, 1]``, ``row`` ``[rows, cols]`` + ``[cols]`` (a bias), ``outer`` ``[rows, 1]`` x ``[1, cols]``,
 #: ``inner3`` ``[rows, cols, 1]`` x ``[rows, cols, 3]``, ``cross3`` ``[rows, cols, 1]`` x ``[rows, 1, 3]``,
@@ -623,6 +656,8 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
         out = [partial(norm_kernel, r, c, kind, dtype) for r, c, kind, dtype in
                itertools.product((1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024),
                                  ("softmax", "layernorm"), DTYPES)]
+        out += [partial(short_reduce_kernel, r, c, inner, op) for r, c, inner, op in
+                itertools.product((16, 256, 2048), (16, 128), (3, 8), ("ReduceL2", "ReduceSum"))]
     elif family == "movement":
         out = [partial(movement_kernel, hw, c, "slice") for hw, c in itertools.product(sizes, chans)]
         out += _movement_configs(rows)
@@ -641,7 +676,7 @@ def _movement_configs(rows: Sequence[int]) -> list[Callable[[], KernelModel]]:
     elements, outputs up to 16 M)."""
     out: list[Callable[[], KernelModel]] = []
     out += [partial(gather_kernel, r, c, n, "rows") for r, c, n in
-            itertools.product((64, 1024, 32768), (3, 16, 128, 384), (16, 256, 2048, 16384)) if n * c <= 1 << 22]
+            itertools.product((64, 1024, 32768), (3, 16, 128, 384), (1, 16, 256, 2048, 16384)) if n * c <= 1 << 22]
     out += [partial(gather_kernel, r, c, n, "last") for r, c, n in
             itertools.product(rows, (16, 384), (16, 256, 2048)) if r * n <= 1 << 22]
     out += [partial(scatter_kernel, r, c, n, red) for r, c, n, red in
@@ -655,7 +690,9 @@ def _movement_configs(rows: Sequence[int]) -> list[Callable[[], KernelModel]]:
             itertools.product(rows[:3], (16, 128), (2, 8), (0, 1))]
     out += [partial(pad_kernel, r, c, kind) for r, c, kind in
             itertools.product((14, 56, 112), (16, 64), ("spatial", "seq"))]
-    out += [partial(slice_kernel, r, c, kind) for r, c, kind in itertools.product(rows, (16, 128, 384), SLICE_KINDS)]
+    out += [partial(slice_kernel, r, c, kind) for r, c, kind in
+            itertools.product((1, *rows), (16, 128, 384), SLICE_KINDS)]
+    out += [partial(where_kernel, r, c, kind) for r, c, kind in itertools.product((1, *rows), (16, 128), WHERE_KINDS)]
     return out
 
 
