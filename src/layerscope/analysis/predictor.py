@@ -4,7 +4,9 @@ Each kernel (:mod:`layerscope.measure.kernels`) is described by :data:`FEATURES`
 costs and roofline estimate of the source layers it covers (MACs, FLOPs, bytes, the roofline time and the
 compute share of it, kernel / stride / groups / channels of its main node (a recurrent layer's input and
 hidden sizes, and its steps: sequence x directions); its working set against the L2 and
-last-level caches of the host that timed the kernels, :class:`Caches`; the costliest activation it holds). The
+last-level caches of the host that timed the kernels, :class:`Caches`; the costliest activation it holds; a
+normalisation's class and shape; how its data-movement or broadcasting node goes through the data: elements per
+inner run and how many runs, :func:`data_runs`, and the broadcast ratio, :func:`broadcast_ratio`). The
 regressor of the kernel's family (depthwise and large-kernel convolutions: their own sub-family,
 :data:`SUBFAMILIES`, where enough of them were timed)
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
@@ -83,13 +85,14 @@ FORMAT = "layerscope-predictor"
 #: 5: a normalisation's class and shape as features (``norm_kind``, ``log_reduced``, ``log_rows``); ``overhead_us``
 #: timed as ``profile`` times a model (back-to-back runs), ``io_us`` the per-input / per-output cost a kernel pays
 #: alone and not in its model; the ``recurrent`` family (LSTM, GRU, RNN, DynamicQuantizeLSTM) and its ``log_steps``
-#: feature, int8 matmuls.
+#: feature, int8 matmuls; the data runs of movement and broadcasting kernels as features (``log_inner_run``,
+#: ``log_runs``, ``log_broadcast_ratio``: :func:`data_runs`, :func:`broadcast_ratio`).
 VERSION = 5
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
             "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation",
-            "norm_kind", "log_reduced", "log_rows", "log_steps")
+            "norm_kind", "log_reduced", "log_rows", "log_steps", "log_inner_run", "log_runs", "log_broadcast_ratio")
 #: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
 #: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up).
 SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
@@ -191,6 +194,167 @@ def working_set_bytes(graph: Graph, layers: Sequence[str]) -> int:
     return total
 
 
+# ------------------------------------------------------------------------------------------ data runs
+#: Ops whose inputs broadcast against each other (numpy rules): their inner loop runs over the output's trailing
+#: axes along which every input is either whole or repeated.
+BROADCAST_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "Equal", "Less",
+                           "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where", "PRelu", "Mod",
+                           "BitShift", "Expand"})
+_REDUCE_OPS = frozenset({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
+
+
+def _shape(graph: Graph, name: str) -> tuple[int, ...] | None:
+    info = graph.tensor(name) if name else None
+    return tuple(int(d) for d in info.shape) if info is not None and info.shape is not None else None
+
+
+def _prod(dims: Sequence[int]) -> int:
+    return int(np.prod(dims, dtype=np.int64)) if len(dims) else 1
+
+
+def broadcast_run(out: Sequence[int], inputs: Sequence[Sequence[int]]) -> int:
+    """Elements of the innermost run of a broadcasting op (numpy rules) with output shape ``out``: the product of
+    the output's trailing axes along which each input stays as it is at the last axis, either whole (its extent
+    is the output's) or repeated (extent 1; a scalar is repeated along all); the output's unit axes are skipped.
+    No broadcast, or only scalars: every output element."""
+    rank = len(out)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in inputs]
+    run, state = 1, None
+    for axis in range(rank - 1, -1, -1):
+        if out[axis] == 1:
+            continue
+        here = tuple(s[axis] == out[axis] for s in padded)
+        if state is None:
+            state = here
+        elif here != state:
+            break
+        run *= out[axis]
+    return run
+
+
+def _axes(node: Node, graph: Graph, rank: int) -> list[int] | None:
+    """A reduction's axes (the attribute, else the constant second input), normalised; ``None`` for all."""
+    axes = node.attr("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1]:
+        value = graph.value(node.inputs[1])
+        axes = None if value is None else [int(v) for v in np.asarray(value).ravel()]
+    if not axes:
+        return None
+    return sorted({int(a) % rank for a in axes})
+
+
+def _single_axis_move(perm: Sequence[int]) -> tuple[int, int] | None:
+    """``(from, to)`` when ``perm`` moves one axis and keeps the others in order (as ONNX Runtime's single-axis
+    transpose path requires), else ``None``."""
+    rank = len(perm)
+    for src in range(rank):
+        rest = [a for a in range(rank) if a != src]
+        for dst in range(rank):
+            if dst != src and [*rest[:dst], src, *rest[dst:]] == list(perm):
+                return src, dst
+    return None
+
+
+def data_runs(graph: Graph, node: Node) -> tuple[int, int]:
+    """``(run, runs)`` of ``node``: the elements its innermost loop handles in one go (one contiguous copy, one
+    broadcast span, one index's slice) and how many times it goes round (output elements / run; for a scatter,
+    the updates), for the data-movement and broadcasting ops whose cost is per run as much as per element:
+
+    - broadcasting ops and Expand: :func:`broadcast_run`;
+    - Transpose: all elements when the non-unit axes keep their order (a copy); one axis moved (ONNX Runtime's
+      single-axis path): runs = the elements before the outer of the two positions; else the trailing input axes
+      the permutation keeps in place (1: element by element);
+    - Gather: the data's elements after the axis, once per index (and per element before the axis); GatherND /
+      ScatterND: the slice each index tuple addresses; GatherElements / ScatterElements: 1 per index;
+    - Slice, Pad, Tile: the input's elements from the last axis they change on; Concat / Split: each input's
+      (output's) block from the axis on, once per input per element before the axis;
+    - reductions: the reduced trailing block (a reduction over the last axes), else the kept trailing block.
+
+    Any other op, or shapes unknown: ``(output elements, 1)``."""
+    out = _shape(graph, node.outputs[0]) if node.outputs else None
+    if out is None:
+        return 1, 1
+    total = _prod(out)
+    op = node.op_type
+    first = _shape(graph, node.inputs[0]) if node.inputs else None
+    run = total
+    if op in BROADCAST_OPS:
+        shapes = [s for s in (_shape(graph, i) for i in (node.inputs[:1] if op == "Expand" else node.inputs))
+                  if s is not None]
+        run = broadcast_run(out, shapes)
+    elif op == "Transpose" and first is not None:
+        perm = list(node.attr("perm") or range(len(first))[::-1])
+        moved = _single_axis_move(perm)
+        if [a for a in perm if first[a] > 1] == [a for a in range(len(first)) if first[a] > 1]:
+            run = total
+        elif moved is not None:
+            run = _prod(first[min(moved):])
+        else:
+            kept = 0
+            while kept < len(perm) and perm[-1 - kept] == len(perm) - 1 - kept:
+                kept += 1
+            run = _prod(first[len(first) - kept:])
+    elif op == "Gather" and first is not None:
+        axis = int(node.attr("axis", 0)) % max(1, len(first))
+        run = _prod(first[axis + 1:])
+    elif op in ("GatherElements", "ScatterElements", "Scatter"):
+        updates = _shape(graph, node.inputs[2]) if len(node.inputs) > 2 else None
+        return 1, max(1, _prod(updates) if op != "GatherElements" and updates is not None else total)
+    elif op in ("GatherND", "ScatterND") and first is not None:
+        index = _shape(graph, node.inputs[1]) if len(node.inputs) > 1 else None
+        if index:
+            run = _prod(first[index[-1]:])
+            return max(1, run), max(1, _prod(index[:-1]))
+    elif op in ("Slice", "Pad", "Tile") and first is not None and len(first) == len(out):
+        changed = [a for a in range(len(out)) if out[a] != first[a]]
+        if changed:
+            last = changed[-1]
+            step = _slice_step(node, graph, last, len(out)) if op == "Slice" else 1
+            run = _prod(first[last + 1:]) if step != 1 else _prod((out if op == "Slice" else first)[last:])
+    elif op in ("Concat", "Split"):
+        whole = out if op == "Concat" else first or out  # the joined tensor
+        axis = int(node.attr("axis", 0)) % max(1, len(whole))
+        runs = _prod(whole[:axis]) * len([i for i in (node.inputs if op == "Concat" else node.outputs) if i])
+        return max(1, _prod(whole) // max(1, runs)), max(1, runs)
+    elif op in _REDUCE_OPS and first is not None and first:
+        axes = _axes(node, graph, len(first))
+        reduced = set(range(len(first))) if axes is None else set(axes)
+        tail = 0
+        while tail < len(first) and len(first) - 1 - tail in reduced:
+            tail += 1
+        run = _prod(first[len(first) - tail:]) if tail else _prod(first[max(reduced) + 1:])
+        return max(1, run), max(1, _prod(first) // max(1, run))
+    run = max(1, run)
+    return run, max(1, total // run)
+
+
+def _slice_step(node: Node, graph: Graph, axis: int, rank: int) -> int:
+    """A Slice's step on ``axis`` (1 when its steps or axes are not constant or do not name it)."""
+    if len(node.inputs) < 5 or not node.inputs[4]:
+        return 1
+    steps = graph.value(node.inputs[4])
+    axes = graph.value(node.inputs[3]) if node.inputs[3] else None
+    if steps is None:
+        return 1
+    step_list = [int(v) for v in np.asarray(steps).ravel()]
+    axis_list = [int(v) % rank for v in np.asarray(axes).ravel()] if axes is not None else list(range(len(step_list)))
+    return step_list[axis_list.index(axis)] if axis in axis_list else 1
+
+
+def broadcast_ratio(graph: Graph, node: Node) -> float:
+    """Output elements over the largest input's of a broadcasting op, Expand or Tile (how many times it writes
+    each element it reads); 1 for any other op or unknown shapes."""
+    if node.op_type not in BROADCAST_OPS and node.op_type != "Tile":
+        return 1.0
+    out = _shape(graph, node.outputs[0]) if node.outputs else None
+    read = node.inputs[:1] if node.op_type in ("Expand", "Tile") else node.inputs  # not the shape / repeats
+    sizes = [_prod(s) for s in (_shape(graph, i) for i in read) if s is not None]
+    if out is None or not sizes:
+        return 1.0
+    return max(1.0, _prod(out) / max(1, *sizes))
+
+
 def refine_family(family: str, features: Sequence[float]) -> str:
     """The sub-family (:data:`SUBFAMILIES`) of a ``family`` kernel with ``features`` (:data:`FEATURES`), else
     ``family``: a ``conv`` kernel whose main node is depthwise is ``conv_dw``, one of kernel area ≥ 25 (not
@@ -259,6 +423,9 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
     act = float(max((ACTIVATION_CLASS.get(n.op_type, 0) for n in nodes), default=0))
     if {n.op_type for n in nodes} >= {"Sigmoid", "Mul"}:
         act = max(act, 3.0)  # SiLU written out: x * sigmoid(x)
+    # the node that goes round its inner loop most often (:func:`data_runs`), and the most any node repeats
+    run, runs = max((data_runs(graph, n) for n in nodes), key=lambda r: r[1], default=(1, 1))
+    ratio = max((broadcast_ratio(graph, n) for n in nodes), default=1.0)
     values = [math.log1p(sum(c.macs for c in costs)), math.log1p(sum(c.flops for c in costs)),
               math.log1p(sum(c.bytes_read_act for c in costs)), math.log1p(sum(c.bytes_read_weight for c in costs)),
               math.log1p(sum(c.bytes_written for c in costs)), math.log1p(roof), compute / roof if roof else 0.0,
@@ -267,7 +434,8 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
               math.log1p(out_el), elem_bytes, math.log1p(working),
               _ws_ratio(working, caches.l2_bytes), _ws_ratio(working, caches.llc_bytes), float(kernel >= 25), act]
     kind, reduced, rows_ = norm_shape(graph, nodes)
-    values += [kind, math.log(reduced), math.log(rows_), math.log(steps)]
+    values += [kind, math.log(reduced), math.log(rows_), math.log(steps), math.log1p(run), math.log1p(runs),
+               math.log(ratio)]
     return np.asarray(values, dtype=np.float64)
 
 
@@ -639,8 +807,9 @@ def load_predictor(path: Path) -> Predictor:
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
                          f"{VERSION} (its kernels and features differ: a normalisation's class and shape; the "
-                         "recurrent family and its steps, int8 matrix products; the per-call overhead as profile "
-                         "times it, the per-input/output cost)",
+                         "recurrent family and its steps, int8 matrix products; the data runs of movement and "
+                         "broadcasting kernels; the per-call overhead as profile times it, the per-input/output "
+                         "cost)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")

@@ -66,14 +66,14 @@ _FAMILY_OPS: tuple[tuple[str, frozenset[str]], ...] = (
     ("pool", frozenset({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"})),
     ("norm", frozenset({"Softmax", "LogSoftmax", "LayerNormalization", "BatchNormalization",
                         "InstanceNormalization", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
-                        "ReduceL1", "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "GroupNormalization", "LRN",
-                        "LpNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
-                        "SkipSimplifiedLayerNormalization"})),
+                        "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+                        "GroupNormalization", "LRN", "LpNormalization", "SkipLayerNormalization",
+                        "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"})),
     ("resize", frozenset({"Resize", "Upsample"})),
     ("concat", frozenset({"Concat"})),
     ("layout", frozenset({"Transpose", "DepthToSpace", "SpaceToDepth"})),
     ("movement", frozenset({"Gather", "Slice", "Split", "Pad", "Tile", "Expand", "GatherElements", "ScatterND",
-                            "Where"})),
+                            "Where", "ScatterElements", "Scatter", "GatherND"})),
 )
 #: Ops of the ``elementwise`` family (activations, arithmetic, casts, comparisons); a kernel of none of the
 #: families' ops is ``other`` (ML ops, most contrib ops): no regressor was trained on anything like it.
@@ -141,12 +141,18 @@ DTYPES: Mapping[str, tuple[int, type[np.floating[Any]]]] = {"fp32": (TensorProto
 
 def _model(nodes: list[onnx.NodeProto], inputs: Sequence[tuple[str, Sequence[int]]], outputs: Sequence[str],
            inits: Mapping[str, np.ndarray], name: str, *, dtype: str = "fp32",
-           typed_inits: Sequence[onnx.TensorProto] = ()) -> onnx.ModelProto:
-    """A one-kernel model: float ``inits`` cast to ``dtype``'s type, ``typed_inits`` as they are."""
+           typed_inits: Sequence[onnx.TensorProto] = (),
+           index_inputs: Sequence[tuple[str, Sequence[int]]] = (),
+           mask_inputs: Sequence[tuple[str, Sequence[int]]] = ()) -> onnx.ModelProto:
+    """A one-kernel model: float ``inits`` cast to ``dtype``'s type, ``typed_inits`` as they are; after the float
+    inputs, ``index_inputs`` (int64: indices, which the runner feeds in range, as the ops reading them say) and
+    ``mask_inputs`` (bool)."""
     elem, np_type = DTYPES[dtype]
     graph = helper.make_graph(
         nodes, name,
-        [helper.make_tensor_value_info(n, elem, list(s)) for n, s in inputs],
+        [*(helper.make_tensor_value_info(n, elem, list(s)) for n, s in inputs),
+         *(helper.make_tensor_value_info(n, TensorProto.INT64, list(s)) for n, s in index_inputs),
+         *(helper.make_tensor_value_info(n, TensorProto.BOOL, list(s)) for n, s in mask_inputs)],
         [helper.make_tensor_value_info(o, elem, None) for o in outputs],
         [*(numpy_helper.from_array(v.astype(np_type), k) for k, v in sorted(inits.items())), *typed_inits])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)], producer_name="layerscope")
@@ -556,11 +562,226 @@ def quant_matmul_kernel(m: int, k: int, n: int, *, form: str, bias: bool) -> Ker
     return KernelModel("matmul", label, model.SerializeToString())
 
 
+def _int64(values: Sequence[int] | np.ndarray, name: str) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
+
+
+#: Gathers of the ``movement`` space: ``rows`` (axis 0 of ``[rows, cols]``: embedding lookups, a graph network's
+#: gather of node features by edge) and ``last`` (axis 1: an index select along the contiguous axis, one element
+#: per index).
+GATHER_KINDS = ("rows", "last")
+
+
+def gather_kernel(rows: int, cols: int, n: int, kind: str) -> KernelModel:
+    """Gather ``n`` indices (an int64 input, fed in range) from ``[rows, cols]``: along axis 0 (``rows``: out
+    ``[n, cols]``) or axis 1 (``last``: out ``[rows, n]``). The ``movement`` family."""
+    if kind not in GATHER_KINDS:
+        raise ValueError(f"gather kind {kind!r}")
+    label = f"movement gather rows={rows} cols={cols} n={n} {kind}"
+    node = helper.make_node("Gather", ["x", "i"], ["y"], axis=0 if kind == "rows" else 1)
+    model = _model([node], [("x", (rows, cols))], ["y"], {}, "gather", index_inputs=[("i", (n,))])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def scatter_kernel(rows: int, cols: int, n: int, reduction: str, *, nd: bool = False) -> KernelModel:
+    """Scatter ``n`` rows of updates ``[n, cols]`` into ``[rows, cols]``, indices an int64 input fed in range:
+    ScatterElements along axis 0 (indices ``[n, cols]``: one index per element; a graph network's message sum
+    with ``reduction`` ``add``) or, with ``nd``, ScatterND (indices ``[n, 1]``: one per row). The ``movement``
+    family."""
+    label = f"movement scatter{'nd' if nd else ''} rows={rows} cols={cols} n={n} {reduction}"
+    if nd:
+        node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
+        indices: tuple[int, ...] = (n, 1)
+    else:
+        node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction=reduction)
+        indices = (n, cols)
+    model = _model([node], [("x", (rows, cols)), ("u", (n, cols))], ["y"], {}, "scatter",
+                   index_inputs=[("i", indices)])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+#: Expands of the ``movement`` space, input -> output: ``col`` ``[rows, 1]`` -> ``[rows, cols]``, ``row``
+#: ``[1, cols]`` -> ``[rows, cols]``, ``col3`` ``[rows, 1, 1]`` -> ``[rows, cols, 3]``, ``mid3`` ``[rows, 1, 3]``
+#: -> ``[rows, cols, 3]`` (a vector per row repeated: a graph network's equivariant features).
+EXPAND_KINDS = ("col", "row", "col3", "mid3")
+
+
+def expand_kernel(rows: int, cols: int, kind: str) -> KernelModel:
+    """Expand (:data:`EXPAND_KINDS`); the ``movement`` family."""
+    shapes: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+        "col": ((rows, 1), (rows, cols)), "row": ((1, cols), (rows, cols)),
+        "col3": ((rows, 1, 1), (rows, cols, 3)), "mid3": ((rows, 1, 3), (rows, cols, 3))}
+    if kind not in shapes:
+        raise ValueError(f"expand kind {kind!r}")
+    src, dst = shapes[kind]
+    label = f"movement expand rows={rows} cols={cols} {kind}"
+    node = helper.make_node("Expand", ["x", "shape"], ["y"])
+    model = _model([node], [("x", src)], ["y"], {}, "expand", typed_inits=[_int64(dst, "shape")])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def tile_kernel(rows: int, cols: int, reps: int, axis: int) -> KernelModel:
+    """Tile ``[rows, cols]`` ``reps`` times along ``axis`` (0 or 1); the ``movement`` family."""
+    label = f"movement tile rows={rows} cols={cols} reps={reps} axis={axis}"
+    repeats = [reps, 1] if axis == 0 else [1, reps]
+    node = helper.make_node("Tile", ["x", "r"], ["y"])
+    model = _model([node], [("x", (rows, cols))], ["y"], {}, "tile", typed_inits=[_int64(repeats, "r")])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def pad_kernel(rows: int, cols: int, kind: str) -> KernelModel:
+    """Pad with zeros: ``spatial`` a ``[1, cols, rows, rows]`` map by 1 on each side of H and W (a convolution's
+    explicit padding), ``seq`` a ``[1, rows, cols]`` sequence by ``rows // 8 + 1`` steps before its first (a
+    causal convolution's left context); the ``movement`` family."""
+    label = f"movement pad rows={rows} cols={cols} {kind}"
+    if kind == "spatial":
+        shape: tuple[int, ...] = (1, cols, rows, rows)
+        pads = [0, 0, 1, 1, 0, 0, 1, 1]
+    elif kind == "seq":
+        shape = (1, rows, cols)
+        pads = [0, rows // 8 + 1, 0, 0, 0, 0]
+    else:
+        raise ValueError(f"pad kind {kind!r}")
+    node = helper.make_node("Pad", ["x", "p"], ["y"], mode="constant")
+    model = _model([node], [("x", shape)], ["y"], {}, "pad", typed_inits=[_int64(pads, "p")])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+#: Slices of the ``movement`` space: ``third`` the middle third of ``[rows, 3 * cols]``'s last axis (a fused
+#: projection split three ways), ``mid`` the first half of axis 1 of ``[rows, cols, 3]``, ``step2`` every other
+#: element of ``[rows, cols]``'s last axis.
+SLICE_KINDS = ("third", "mid", "step2")
+
+
+def slice_kernel(rows: int, cols: int, kind: str) -> KernelModel:
+    """Slice (:data:`SLICE_KINDS`); the ``movement`` family."""
+    if kind == "third":
+        shape: tuple[int, ...] = (rows, 3 * cols)
+        starts, ends, axes, steps = [cols], [2 * cols], [1], [1]
+    elif kind == "mid":
+        shape = (rows, cols, 3)
+        starts, ends, axes, steps = [0], [max(1, cols // 2)], [1], [1]
+    elif kind == "step2":
+        shape = (rows, cols)
+        starts, ends, axes, steps = [0], [cols], [1], [2]
+    else:
+        raise ValueError(f"slice kind {kind!r}")
+    label = f"movement slice rows={rows} cols={cols} {kind}"
+    node = helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])
+    consts = [_int64(starts, "st"), _int64(ends, "en"), _int64(axes, "ax"), _int64(steps, "sp")]
+    model = _model([node], [("x", shape)], ["y"], {}, "slice", typed_inits=consts)
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+#: Where of the ``movement`` space: ``same`` a ``[rows, cols]`` mask choosing between ``[rows, cols]`` and a scalar,
+#: ``mask`` a ``[1, cols]`` mask broadcast over ``[rows, cols]`` (attention's padding mask over its scores).
+WHERE_KINDS = ("same", "mask")
+
+
+def where_kernel(rows: int, cols: int, kind: str) -> KernelModel:
+    """Where(mask, x, 0) (:data:`WHERE_KINDS`; the mask a bool input); the ``movement`` family."""
+    if kind not in WHERE_KINDS:
+        raise ValueError(f"where kind {kind!r}")
+    label = f"movement where rows={rows} cols={cols} {kind}"
+    node = helper.make_node("Where", ["m", "x", "zero"], ["y"])
+    model = _model([node], [("x", (rows, cols))], ["y"], {"zero": np.array(0.0)}, "where",
+                   mask_inputs=[("m", (rows, cols) if kind == "same" else (1, cols))])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def short_reduce_kernel(rows: int, cols: int, inner: int, op: str) -> KernelModel:
+    """``op`` (ReduceL2, ReduceSum) over the short last axis of ``[rows, cols, inner]`` (the norm of a 3-vector
+    per feature: an equivariant graph network's), keepdims 0; the ``norm`` family."""
+    label = f"norm reduce rows={rows} cols={cols} inner={inner} {op}"
+    if op == "ReduceSum":  # its axes an input from opset 13, the others' from 18 (the space's opset is 17)
+        node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)
+        consts = [_int64([-1], "axes")]
+    else:
+        node = helper.make_node(op, ["x"], ["y"], keepdims=0, axes=[-1])
+        consts = []
+    model = _model([node], [("x", (rows, cols, inner))], ["y"], {}, "reduce", typed_inits=consts)
+    return KernelModel("norm", label, model.SerializeToString())
+
+
+#: Broadcasting binary ops of the ``elementwise`` space, ``a`` op ``b`` -> out: ``col`` ``[rows, cols]`` x
+#: ``[rows, 1]``, ``row`` ``[rows, cols]`` + ``[cols]`` (a bias), ``outer`` ``[rows, 1]`` x ``[1, cols]``,
+#: ``inner3`` ``[rows, cols, 1]`` x ``[rows, cols, 3]``, ``cross3`` ``[rows, cols, 1]`` x ``[rows, 1, 3]``,
+#: ``vec3`` ``[rows, cols, 3]`` x ``[3]``, ``same3`` ``[rows, cols, 3]`` + ``[rows, cols, 3]`` (3-D, no
+#: broadcast), ``scalar`` ``[rows, cols]`` x a scalar input.
+BROADCAST_KINDS = ("col", "row", "outer", "inner3", "cross3", "vec3", "same3", "scalar")
+
+
+def broadcast_kernel(rows: int, cols: int, kind: str, dtype: str = "fp32") -> KernelModel:
+    """A binary op whose inputs broadcast (:data:`BROADCAST_KINDS`; Mul, Add for ``row`` and ``same3``), both
+    inputs activations, in ``dtype``; the ``elementwise`` family."""
+    shapes: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+        "col": ((rows, cols), (rows, 1)), "row": ((rows, cols), (cols,)), "outer": ((rows, 1), (1, cols)),
+        "inner3": ((rows, cols, 1), (rows, cols, 3)), "cross3": ((rows, cols, 1), (rows, 1, 3)),
+        "vec3": ((rows, cols, 3), (3,)), "same3": ((rows, cols, 3), (rows, cols, 3)), "scalar": ((rows, cols), ())}
+    if kind not in shapes:
+        raise ValueError(f"broadcast kind {kind!r}")
+    op = "Add" if kind in ("row", "same3") else "Mul"
+    a, b = shapes[kind]
+    label = f"elementwise broadcast rows={rows} cols={cols} {kind} {op}{_tag(dtype)}"
+    node = helper.make_node(op, ["x", "y"], ["z"])
+    model = _model([node], [("x", a), ("y", b)], ["z"], {}, "bcast", dtype=dtype)
+    return KernelModel("elementwise", label, model.SerializeToString())
+
+
+#: Transposes of sequence tensors in the ``layout`` space: of ``[batch, steps, chans]`` ``swap12`` perm
+#: [0, 2, 1] (one axis moved: ONNX Runtime's single-axis path), ``swap01`` [1, 0, 2] (rows of ``chans`` copied
+#: whole), ``rev`` [2, 1, 0] (element by element); ``unit4`` perm [0, 3, 2, 1] of ``[1, 1, steps, chans]`` (a
+#: 1-D convolution written over 4-D maps: two axes swapped past a unit one, element by element).
+TRANSPOSE_KINDS = ("swap12", "swap01", "rev", "unit4")
+
+
+def transpose_kernel(batch: int, steps: int, chans: int, kind: str, dtype: str = "fp32") -> KernelModel:
+    """A Transpose of a sequence tensor (:data:`TRANSPOSE_KINDS`; ``unit4`` ignores ``batch``), in ``dtype``; the
+    ``layout`` family."""
+    perms = {"swap12": [0, 2, 1], "swap01": [1, 0, 2], "rev": [2, 1, 0], "unit4": [0, 3, 2, 1]}
+    if kind not in perms:
+        raise ValueError(f"transpose kind {kind!r}")
+    shape = (1, 1, steps, chans) if kind == "unit4" else (batch, steps, chans)
+    label = f"layout transpose b={batch} t={steps} c={chans} {kind}{_tag(dtype)}"
+    node = helper.make_node("Transpose", ["x"], ["y"], perm=perms[kind])
+    return KernelModel("layout", label, _model([node], [("x", shape)], ["y"], {}, "transpose", dtype=dtype)
+                       .SerializeToString())
+
+
+#: Concats of the ``concat`` space beyond 4-D channel ones: ``feat`` ``parts`` feature blocks of ``[rows, w]``
+#: along the last axis, widths cycling ``cols``, ``cols // 4``, 1 (a graph network's or tabular model's
+#: feature vector); ``time`` ``[1, rows_i, cols]`` along axis 1 (a sequence's context frames: rows split
+#: unevenly); ``chan`` ``[1, rows, cols]`` along the last axis (heads or branches joined).
+CONCAT_KINDS = ("feat", "time", "chan")
+
+
+def concat_nd_kernel(rows: int, cols: int, parts: int, kind: str) -> KernelModel:
+    """Concat of ``parts`` 2-D / 3-D inputs (:data:`CONCAT_KINDS`); the ``concat`` family."""
+    if kind == "feat":
+        widths = [(cols, max(1, cols // 4), 1)[i % 3] for i in range(parts)]
+        shapes: list[tuple[int, ...]] = [(rows, w) for w in widths]
+        axis = -1
+    elif kind == "time":
+        shapes = [(1, max(1, rows // (2 ** min(i, 3))), cols) for i in range(parts)]
+        axis = 1
+    elif kind == "chan":
+        shapes = [(1, rows, cols) for _ in range(parts)]
+        axis = -1
+    else:
+        raise ValueError(f"concat kind {kind!r}")
+    label = f"concat nd rows={rows} cols={cols} parts={parts} {kind}"
+    names = [f"x{i}" for i in range(parts)]
+    node = helper.make_node("Concat", names, ["y"], axis=axis)
+    return KernelModel("concat", label, _model([node], list(zip(names, shapes, strict=True)), ["y"], {}, "concat")
+                       .SerializeToString())
+
+
 def _configs(family: str) -> list[Callable[[], KernelModel]]:
     """Every configuration of ``family``'s space (unordered), each a function that builds its model (building
     all of them up front would cost seconds and gigabytes of random weights)."""
     out: list[Callable[[], KernelModel]] = []
     sizes, chans = (7, 14, 28, 56, 112), (16, 32, 64, 128, 256)
+    rows = (16, 256, 2048, 16384)  # 2-D / 3-D tensors' leading extent: tokens, nodes, edges
     if family == "conv":
         for hw, cin, k, s, act in itertools.product(sizes, chans, (1, 3, 5, 7), (1, 2), CONV_ACTIVATIONS):
             out.append(partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=act))
@@ -600,30 +821,42 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
                                  DTYPES)]
         out += [partial(activation_kernel, n, chain, dtype)
                 for n, chain, dtype in itertools.product(counts, ACTIVATION_CHAINS, DTYPES)]
+        # broadcasting over 2-D / 3-D tensors, up to 16 M output elements
+        out += [partial(broadcast_kernel, r, c, kind) for r, c, kind in
+                itertools.product(rows, (8, 64, 128, 384, 1024), BROADCAST_KINDS)
+                if r * c * (3 if kind.endswith("3") else 1) <= 1 << 24]
     elif family == "concat":
         out = [partial(concat_kernel, hw, c, p) for hw, c, p in itertools.product(sizes, chans, (2, 3, 4))]
+        out += [partial(concat_nd_kernel, r, c, p, kind) for r, c, p, kind in
+                itertools.product(rows, (16, 128, 384), (2, 4, 8), CONCAT_KINDS) if r * c * p <= 1 << 24]
     elif family == "resize":
         out = [partial(resize_kernel, hw, c, mode) for hw, c, mode in itertools.product(sizes, chans,
                                                                                          ("nearest", "linear"))]
     elif family == "norm":
-        rows, cols = (1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024)
+        norm_rows, norm_cols = (1, 16, 64, 128, 256, 1024, 4096), (32, 64, 128, 256, 384, 768, 1024)
         out = [partial(norm_kernel, r, c, kind, dtype) for r, c, kind, dtype in
-               itertools.product(rows, cols, ("softmax", "layernorm"), DTYPES)]
+               itertools.product(norm_rows, norm_cols, ("softmax", "layernorm"), DTYPES)]
         # what real models run besides: the residual Add + LayerNorm, a decomposed LayerNorm's ReduceMean,
         # attention scores' softmax, a classifier's softmax over a vocabulary, and spatial reductions
         out += [partial(norm_kernel, r, c, kind) for r, c, kind in
-                itertools.product(rows, cols, ("skiplayernorm", "reducemean"))]
+                itertools.product(norm_rows, norm_cols, ("skiplayernorm", "reducemean"))]
         out += [partial(attention_softmax_kernel, h, t) for h, t in
                 itertools.product((2, 4, 8, 12, 16), (16, 32, 64, 128, 256, 512))]
         out += [partial(norm_kernel, r, c, "softmax") for r, c in
                 itertools.product((1, 16, 40, 128), (2048, 4096, 8192, 16384, 32768))]
         out += [partial(spatial_reduce_kernel, hw, c, op) for hw, c, op in
                 itertools.product(sizes, (*chans, 512), ("ReduceMean", "ReduceMax"))]
+        out += [partial(short_reduce_kernel, r, c, inner, op) for r, c, inner, op in
+                itertools.product((16, 256, 2048), (16, 128), (3, 8), ("ReduceL2", "ReduceSum"))]
     elif family == "movement":
         out = [partial(movement_kernel, hw, c, "slice") for hw, c in itertools.product(sizes, chans)]
+        out += _movement_configs(rows)
     elif family == "layout":
         out = [partial(layout_kernel, hw, c, kind, dtype) for hw, c, kind, dtype in
                itertools.product((*sizes, 224), chans, ("nchw2nhwc", "nhwc2nchw", "heads", "d2s"), DTYPES)]
+        out += [partial(transpose_kernel, b, t, c, kind) for b, t, c, kind in
+                itertools.product((1, 8, 64), (16, 100, 512), (64, 128, 512), TRANSPOSE_KINDS)
+                if kind != "unit4" or b == 1]
     elif family == "recurrent":
         # one step (a streaming model's call) to 512; LSTM, GRU and the int8 LSTM both ways, RNN (rare) forward;
         # up to _MAX_RECURRENT_MACS
@@ -650,6 +883,32 @@ def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     # int8 weights of 4 to 32 MiB, up to past the last-level cache (a recogniser's vocabulary projection)
     out += [partial(quant_matmul_kernel, m, k, n, form=form, bias=True) for m, k, n, form in
             itertools.product((1, 16, 64), (1024, 4096), (4096, 8192), QUANT_MATMUL_FORMS)]
+    return out
+
+
+def _movement_configs(rows: Sequence[int]) -> list[Callable[[], KernelModel]]:
+    """The ``movement`` space beyond 4-D channel slices: gathers, scatters, expands, tiles, pads and slices of
+    2-D / 3-D tensors (indices from 16 to 16 K, copies of 1 to 1 K contiguous elements; tables up to 12 M
+    elements, outputs up to 16 M)."""
+    out: list[Callable[[], KernelModel]] = []
+    out += [partial(gather_kernel, r, c, n, "rows") for r, c, n in
+            itertools.product((64, 1024, 32768), (3, 16, 128, 384), (1, 16, 256, 2048, 16384)) if n * c <= 1 << 22]
+    out += [partial(gather_kernel, r, c, n, "last") for r, c, n in
+            itertools.product(rows, (16, 384), (16, 256, 2048)) if r * n <= 1 << 22]
+    out += [partial(scatter_kernel, r, c, n, red) for r, c, n, red in
+            itertools.product((256, 4096), (1, 3, 128, 384), (256, 2048, 16384), ("none", "add"))
+            if n * c <= 1 << 22]
+    out += [partial(scatter_kernel, r, c, n, red, nd=True) for r, c, n, red in
+            itertools.product((256, 4096), (16, 384), (256, 2048), ("none", "add"))]
+    out += [partial(expand_kernel, r, c, kind) for r, c, kind in
+            itertools.product((32, *rows), (8, 128, 384), EXPAND_KINDS) if r * c * 3 <= 1 << 24]
+    out += [partial(tile_kernel, r, c, reps, axis) for r, c, reps, axis in
+            itertools.product(rows[:3], (16, 128), (2, 8), (0, 1))]
+    out += [partial(pad_kernel, r, c, kind) for r, c, kind in
+            itertools.product((14, 56, 112), (16, 64), ("spatial", "seq"))]
+    out += [partial(slice_kernel, r, c, kind) for r, c, kind in
+            itertools.product((1, *rows), (16, 128, 384), SLICE_KINDS)]
+    out += [partial(where_kernel, r, c, kind) for r, c, kind in itertools.product((1, *rows), (16, 128), WHERE_KINDS)]
     return out
 
 
