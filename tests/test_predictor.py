@@ -184,7 +184,7 @@ def test_predictor_file_round_trips_as_json_without_pickle(fitted: tuple[Predict
     predictor, path = fitted
     assert path.read_bytes().startswith(b"{")
     data = json.loads(path.read_text())
-    assert data["format"] == "layerscope-predictor" and data["version"] == 4
+    assert data["format"] == "layerscope-predictor" and data["version"] == 5
     loaded = load_predictor(path)
     assert loaded.to_json() == json.loads(json.dumps(predictor.to_json()))
     graph = load_model(zoo("squeezenet"))
@@ -224,7 +224,7 @@ def test_refused_for_another_runtime_or_version(fitted: tuple[Predictor, Path], 
         load_predictor(newer)
     older = tmp_path / "older.json"  # version 3: its features did not hold the working set
     older.write_text(json.dumps(dict(data, version=3)))
-    with pytest.raises(InputError, match="version 3; this layerscope reads version 4"):
+    with pytest.raises(InputError, match="version 3; this layerscope reads version 5"):
         load_predictor(older)
     pickled = tmp_path / "pickled.json"
     pickled.write_bytes(b"\x80\x04\x95")
