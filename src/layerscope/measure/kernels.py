@@ -872,7 +872,8 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
     (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. Each
     kernel's boundary layout kernels (:attr:`KernelTiming.boundary_us`: :data:`BOUNDARY_RUNS` profiled runs,
-    cached with its samples; measured once for a kernel cached before they were) are subtracted too. A kernel
+    cached with its samples; measured once for a kernel cached before they were; less the profiler's reading of
+    a layout kernel that converts next to nothing, :func:`_profiler_floor`, each) are subtracted too. A kernel
     the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
@@ -882,6 +883,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
         overhead_us = float(np.median(overhead_samples))
         nothing_around = Path(tmp) / "nothing-around.onnx"  # no layout kernel: every boundary one is alone-only
         nothing_around.write_bytes(empty.model_bytes)
+        floor_us = _profiler_floor(store, timing, config, Path(tmp), kernel_runner=runner, alone_in=nothing_around)
         out: list[KernelTiming] = []
         for index, kernel in enumerate(kernels):
             key = _key(kernel, identity)
@@ -896,6 +898,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
             except LayerscopeError:
                 continue
             boundary_us, count, nbytes = boundary
+            boundary_us = max(0.0, boundary_us - floor_us * count)
             value = max(float(np.median(samples)) - overhead_us - boundary_us, 0.05)
             out.append(KernelTiming(kernel, value, tuple(samples), overhead_us, was_cached, boundary_us, count,
                                     nbytes))
@@ -951,6 +954,33 @@ def _boundary(runner: Runner, store: SampleStore, job: Job, alone_in: Path, grap
             break
         nbytes += int(np.prod(tensor.shape, dtype=np.int64)) * _ELEM_SIZES.get(tensor.dtype, 4)
     return float(np.median(cost.samples_us)), len(cost.kernels), nbytes
+
+
+def _profiler_floor(store: SampleStore, timing: TimingConfig, config: SessionConfig, workdir: Path, *,
+                    kernel_runner: KernelRunner, alone_in: Path) -> float:
+    """What the runner's profiler reads for a layout kernel that converts next to nothing (µs each): the boundary
+    layout kernels (:func:`_boundary`) of a 1x1 convolution of 64 channels on one pixel (256 bytes in and out),
+    per kernel; 0 where the runtime puts none around it. A profiled kernel's time carries this much of the
+    profiler's own cost (and its whole-µs rounding), which an unprofiled run does not pay (~2 µs on ONNX Runtime
+    1.32: a ReorderInput + ReorderOutput of 16x16x16 floats add 0.4 µs to a run, and read 2 µs each)."""
+    probe = conv_kernel(1, 64, 64, k=1, stride=1, depthwise=False, bn=False, act="none")
+    folder = workdir / f"floor-{probe.digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kernel.onnx"
+    path.write_bytes(probe.model_bytes)
+    graph = load_model(path)
+    runner = kernel_runner.make(graph, timing, config)
+    try:
+        key = "profiler-floor:" + _key(probe, runner.identity)
+        job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key=key, model_path=path,
+                  label="profiler floor")
+        us, count, _ = _boundary(runner, store, job, alone_in, graph)
+    except LayerscopeError:
+        return 0.0
+    finally:
+        runner.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return us / count if count else 0.0
 
 
 #: Bytes per element of the tensor types a layout kernel converts (4 where the type is not listed).
