@@ -245,3 +245,28 @@ def test_a_kernel_model_of_no_layout_kernels_costs_nothing_at_its_boundary(tmp_p
                                              runner=OrtKernels())
     assert (timing.boundary_us, timing.boundary_kernels, timing.boundary_bytes) == (0.0, 0, 0)
     assert timing.latency_us == pytest.approx(max(float(np.median(timing.samples_us)) - overhead_us, 0.05))
+
+
+def test_a_pool_the_model_runs_unblocked_but_alone_blocked_keeps_the_reorders_it_paid_alone(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    config = SessionConfig(threads=1)
+    nodes = [helper.make_node("Div", ["x", "six"], ["d"], name="div"),
+             helper.make_node("GlobalAveragePool", ["d"], ["y"], name="gap")]
+    graph_proto = helper.make_graph(nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])],
+                                    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 1, 1])],
+                                    [numpy_helper.from_array(np.array(6.0, dtype=np.float32), "six")])
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "se.onnx"
+    onnx.save(model, path)
+    in_model = {n.op_type: n.domain for n in optimized_graph(path, config).node}
+    alone = tmp_path / "gap.onnx"
+    gap = helper.make_graph([nodes[1]], "gap", [helper.make_tensor_value_info("d", TensorProto.FLOAT, [1, 64, 8, 8])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 1, 1])])
+    onnx.save(helper.make_model(gap, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), alone)
+    alone_layout = [n for n in optimized_graph(alone, config).node if n.op_type in ("ReorderInput", "ReorderOutput")]
+    if in_model.get("GlobalAveragePool") != "" or not alone_layout:
+        pytest.skip("ONNX Runtime does not block this pool alone while leaving it unblocked in its model here")
+    found = layout_kernels(load_model(path), config)
+    assert sorted((nbytes, layers) for _, nbytes, layers in found) == [(64 * 4, ("gap",)), (64 * 8 * 8 * 4, ("gap",))]
+    assert all(":alone" in name for name, _, _ in found)
