@@ -124,25 +124,21 @@ def _sample(kernels: int, nbytes: int, us: float) -> KernelSample:
                         boundary_us=us)
 
 
-def test_the_reorder_fit_follows_a_rate_that_rises_past_the_caches() -> None:
-    # 40 µs per MiB up to 1 MiB per layout kernel, 120 past it; 2 layout kernels a row; 25 rows per size
-    sizes = [1 << k for k in range(12, 25)]
-    samples = [_sample(2, 2 * size, (40.0 if size <= MIB else 120.0) * 2 * size / MIB) for size in sizes
-               for _ in range(25)]
-    fit = fit_reorders([*samples, _sample(0, 0, 0.0), _sample(2, 0, 5.0)])  # no layout kernel, unknown bytes: out
-    assert fit.samples == len(samples) and len(fit.knots) == 12
-    assert fit.predict_us(64 << 10) == pytest.approx(40.0 / 16)  # 64 KiB at 40 µs / MiB
-    assert fit.predict_us(16 * MIB) == pytest.approx(16 * 120.0)  # past the last knot: its rate
-    assert fit.predict_us(2 * (64 << 10), kernels=2) == pytest.approx(2 * 40.0 / 16)  # the rate of 64 KiB each
-    assert fit.median_abs_error < 0.5
-    assert fit_reorders(samples[:2]).samples == 0 and fit_reorders(samples[:2]).predict_us(MIB) == 0.0
+def test_the_reorder_fit_recovers_a_per_kernel_cost_and_a_cost_per_byte() -> None:
+    samples = [_sample(n, b, 3.0 * n + 40.0 * b / MIB) for n, b in ((1, MIB // 4), (2, MIB), (2, 4 * MIB),
+                                                                     (1, 8 * MIB), (2, MIB // 16))]
+    fit = fit_reorders([*samples, _sample(0, 0, 0.0), _sample(2, 0, 5.0)])  # no layout kernel, unknown bytes: left out
+    assert fit.samples == 5
+    assert fit.per_kernel_us == pytest.approx(3.0) and fit.us_per_mib == pytest.approx(40.0)
+    assert fit.predict_us(2 * MIB) == pytest.approx(83.0) and fit.median_abs_error == pytest.approx(0.0, abs=1e-9)
+    assert fit_reorders(samples[:2]).samples == 0  # fewer than 3: nothing predicted
 
 
-def test_the_reorder_fit_keeps_a_groups_total() -> None:
-    # one group of 20: 19 reorders at 10 µs per MiB and one at 200: the rate keeps their sum, not their median
-    samples = [_sample(1, MIB, 10.0) for _ in range(19)] + [_sample(1, MIB, 200.0)]
+def test_the_reorder_fit_keeps_both_terms_non_negative() -> None:
+    # time falling with size would need a negative cost per byte: the per-kernel term alone is kept
+    samples = [_sample(1, b, us) for b, us in ((MIB, 12.0), (2 * MIB, 10.0), (4 * MIB, 8.0))]
     fit = fit_reorders(samples)
-    assert len(fit.knots) == 1 and fit.predict_us(MIB) == pytest.approx((19 * 10.0 + 200.0) / 20)
+    assert fit.us_per_mib == 0.0 and 8.0 < fit.per_kernel_us < 12.0
 
 
 # ------------------------------------------------------------------------ a conv chain on ONNX Runtime
@@ -198,8 +194,7 @@ def test_a_conv_chain_runs_one_pair_of_reorders_and_its_prediction_adds_them_onc
     assert {name: (nbytes, layers) for name, nbytes, layers in found} == {
         by_op["ReorderInput"]: (16 * 16 * 16 * 4, first), by_op["ReorderOutput"]: (16 * 16 * 16 * 4, last)}
 
-    rate = 10.0 * MIB / (16 * 16 * 16 * 4)  # 10 µs for each 16 KiB reorder
-    predictor = _predictor(ReorderFit(knots=((0.0, rate),), samples=5))
+    predictor = _predictor(ReorderFit(per_kernel_us=10.0, us_per_mib=0.0, samples=5))
     estimate = estimate_graph(graph, load_profile("host"), "fp32")
     kernels = [(name, kernel_family([n.op_type for n in graph.layers if n.id in layers]), layers)
                for name, layers in groups.items()]
@@ -231,11 +226,11 @@ def test_each_conv_of_the_chain_is_timed_without_the_reorders_it_pays_alone(tmp_
 
 
 def test_the_predictor_file_keeps_the_reorder_fit(tmp_path: Path) -> None:
-    fit = ReorderFit(knots=((10.0, 40.0), (22.0, 120.0)), samples=7, median_abs_error=0.1, residual_low=-0.2,
+    fit = ReorderFit(per_kernel_us=1.5, us_per_mib=42.0, samples=7, median_abs_error=0.1, residual_low=-0.2,
                      residual_high=0.3)
     loaded = load_predictor(_predictor(fit).save(tmp_path / "p.json"))
     assert loaded.reorders == fit
-    assert math.isclose(loaded.reorders.predict_us(1 << 16), 80.0 / 16)  # halfway in log2 bytes: 80 µs / MiB
+    assert math.isclose(loaded.reorders.predict_us(MIB // 2), 1.5 + 21.0)
 
 
 def test_a_kernel_model_of_no_layout_kernels_costs_nothing_at_its_boundary(tmp_path: Path) -> None:

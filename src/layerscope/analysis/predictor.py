@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -479,84 +478,71 @@ def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float, *,
 
 
 _MIB = float(1 << 20)
-#: Most knots a :class:`ReorderFit` has, and fewest rows behind each.
-_REORDER_KNOTS, _REORDER_ROWS_PER_KNOT = 12, 20
 
 
 @dataclass(frozen=True)
 class ReorderFit:
     """The time of one layout kernel the runtime inserts (an NCHWc ReorderInput / ReorderOutput) from the bytes of
-    the tensor it converts: its bytes (MiB) x a rate (µs per MiB) that depends on its size, ``knots``: (log2 of
-    the bytes a layout kernel converts, µs per MiB) in rising size, interpolated linearly in log2 bytes and held
-    flat past the ends (the rate rises as the tensor outgrows the caches: ~40-55 µs/MiB for tensors under 1 MiB,
-    ~140 past 4 MiB on this project's host). Fitted (:func:`fit_reorders`) to the layout kernels timed at the boundary
-    of ``samples`` single-kernel models; ``residual_low`` / ``residual_high``: the 10th / 90th percentile of
-    log(measured / fitted) over them (the interval); ``median_abs_error``: the median |fitted / measured - 1|.
-    No knots: nothing is predicted for reorders."""
+    the tensor it converts: ``per_kernel_us + us_per_mib * bytes / 2^20``, fitted (:func:`fit_reorders`) to
+    the layout kernels timed at the boundary of ``samples`` single-kernel models; ``residual_low`` /
+    ``residual_high``: the 10th / 90th percentile of log(measured / fitted) over them (the interval);
+    ``median_abs_error``: the median |fitted / measured - 1|. No samples: nothing is predicted for reorders."""
 
-    knots: tuple[tuple[float, float], ...] = ()
+    per_kernel_us: float = 0.0
+    us_per_mib: float = 0.0
     samples: int = 0
     median_abs_error: float = 0.0
     residual_low: float = 0.0
     residual_high: float = 0.0
 
     def predict_us(self, nbytes: int, kernels: int = 1) -> float:
-        """The time (µs) of ``kernels`` layout kernels converting ``nbytes`` bytes in all (0 without knots)."""
-        if not self.knots or nbytes <= 0 or kernels <= 0:
-            return 0.0
-        return self.rate(math.log2(nbytes / kernels)) * nbytes / _MIB
-
-    def rate(self, log2_bytes: float) -> float:
-        """µs per MiB for a layout kernel converting 2^``log2_bytes`` bytes (the knots interpolated; 0 without)."""
-        if not self.knots:
-            return 0.0
-        xs = [x for x, _ in self.knots]
-        rates = [r for _, r in self.knots]
-        return float(np.interp(log2_bytes, xs, rates))
+        """The time (µs) of ``kernels`` layout kernels converting ``nbytes`` bytes in all."""
+        return self.per_kernel_us * kernels + self.us_per_mib * nbytes / _MIB
 
     def to_json(self) -> dict[str, Any]:
-        return {"knots": [list(k) for k in self.knots], "samples": self.samples,
+        return {"per_kernel_us": self.per_kernel_us, "us_per_mib": self.us_per_mib, "samples": self.samples,
                 "median_abs_error": self.median_abs_error, "residual_low": self.residual_low,
                 "residual_high": self.residual_high}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReorderFit:
-        knots = tuple((float(x), float(rate)) for x, rate in data["knots"])
-        fit = cls(knots, int(data["samples"]), float(data["median_abs_error"]), float(data["residual_low"]),
-                  float(data["residual_high"]))
-        values = [v for k in knots for v in k] + [fit.median_abs_error, fit.residual_low, fit.residual_high]
-        rising = all(a[0] <= b[0] for a, b in itertools.pairwise(knots))
-        if not all(math.isfinite(v) for v in values) or any(r < 0 for _, r in knots) or not rising \
-                or fit.samples < 0:
+        fit = cls(float(data["per_kernel_us"]), float(data["us_per_mib"]), int(data["samples"]),
+                  float(data["median_abs_error"]), float(data["residual_low"]), float(data["residual_high"]))
+        values = (fit.per_kernel_us, fit.us_per_mib, fit.median_abs_error, fit.residual_low, fit.residual_high)
+        if not all(math.isfinite(v) for v in values) or fit.per_kernel_us < 0 or fit.us_per_mib < 0 or fit.samples < 0:
             raise ValueError(f"reorders {dict(data)!r}")
         return fit
 
 
 def fit_reorders(samples: Sequence[KernelSample]) -> ReorderFit:
     """:class:`ReorderFit` on the samples whose boundary layout kernels were timed with the bytes they convert
-    (``boundary_kernels`` > 0, ``boundary_bytes`` > 0; a time of 0 counts: a small reorder the profiler reads
-    at its floor): the rows sorted by the bytes per layout kernel, cut into up to :data:`_REORDER_KNOTS` groups
-    of equal count (at least :data:`_REORDER_ROWS_PER_KNOT` rows each), a knot per group at its median log2 bytes
-    and its summed µs over its summed MiB (a model's reorders are summed: on the calibration host's 1,614 boundary
-    timings, split in halves, this rate predicts the held-out half's sum within 5%, the groups' median rate 17%
-    under it; each row is already the median of its profiled runs). Fewer than 3 rows: the empty fit."""
-    rows = sorted((math.log2(s.boundary_bytes / s.boundary_kernels), s.boundary_bytes / _MIB, max(s.boundary_us, 0.0))
-                  for s in samples if s.boundary_kernels > 0 and s.boundary_bytes > 0)
+    (``boundary_kernels`` > 0, ``boundary_bytes`` > 0, ``boundary_us`` > 0): ``boundary_us ≈ per_kernel_us *
+    boundary_kernels + us_per_mib * boundary_bytes / 2^20``, least squares on the relative error (each row
+    divided by its measured time), both terms kept non-negative (where the joint fit makes one negative, the
+    better of the two one-term fits). Fewer than 3 such samples: the empty fit."""
+    rows = [(float(s.boundary_kernels), s.boundary_bytes / _MIB, s.boundary_us) for s in samples
+            if s.boundary_kernels > 0 and s.boundary_bytes > 0 and s.boundary_us > 0]
     if len(rows) < 3:
         return ReorderFit()
-    groups = max(1, min(_REORDER_KNOTS, len(rows) // _REORDER_ROWS_PER_KNOT))
-    knots = []
-    for index in np.array_split(np.arange(len(rows)), groups):
-        part = [rows[i] for i in index]
-        knots.append((float(np.median([r[0] for r in part])), sum(r[2] for r in part) / sum(r[1] for r in part)))
-    fit = ReorderFit(tuple(knots), len(rows))
-    timed = [(fit.rate(x) * mib, us) for x, mib, us in rows if us > 0]
-    if not timed:
-        return fit
-    fitted, measured = (np.maximum(np.asarray(v, dtype=np.float64), 1e-6) for v in zip(*timed, strict=True))
+    count, mib, measured = (np.asarray(c, dtype=np.float64) for c in zip(*rows, strict=True))
+    design = np.stack([count / measured, mib / measured], axis=1)
+    target = np.ones(len(rows))
+
+    def loss(coef: np.ndarray) -> float:
+        return float(np.sum((design @ coef - target) ** 2))
+
+    joint, *_ = np.linalg.lstsq(design, target, rcond=None)
+    candidates = [np.asarray(joint)] if np.all(joint >= 0) else []
+    for column in (0, 1):
+        one = design[:, column]
+        coef = np.zeros(2)
+        coef[column] = max(0.0, float(np.dot(one, target) / np.dot(one, one)))
+        candidates.append(coef)
+    best = min(candidates, key=loss)
+    fitted = np.maximum(count * best[0] + mib * best[1], 1e-6)
     logs = np.log(measured / fitted)
-    return dataclasses.replace(fit, median_abs_error=float(np.median(np.abs(fitted / measured - 1))),
-                               residual_low=float(np.quantile(logs, 0.1)), residual_high=float(np.quantile(logs, 0.9)))
+    return ReorderFit(float(best[0]), float(best[1]), len(rows), float(np.median(np.abs(fitted / measured - 1))),
+                      float(np.quantile(logs, 0.1)), float(np.quantile(logs, 0.9)))
 
 
 @dataclass(frozen=True)
