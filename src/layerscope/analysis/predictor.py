@@ -30,9 +30,13 @@ the fusion map, or OpenVINO's executed runtime nodes; where that runtime is not 
 its time alone + ``per_kernel_us``, fitted at calibration time to the calibration models' whole P50) when the fit
 passed its leave-one-model-out check and the model lies inside the calibration models' range (kernel count,
 median kernel and summed kernels' time alone), else summed as predicted alone; plus the per-call overhead
-measured with the kernels. Each kernel's time is spread over the
-source layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated)
-get 0. The interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
+measured with the kernels. Kernels are fitted net of the layout kernels the runtime ran at their own boundary
+when timed alone (ONNX Runtime's NCHWc ReorderInput / ReorderOutput, which a chain of blocked kernels in a model
+shares); the layout kernels a model's optimized graph runs are predicted from the bytes they convert
+(:class:`ReorderFit`, fitted on those boundary timings) and added as kernels of family ``reorder``. Each
+kernel's time is spread over the source layers it covers in proportion to their roofline times; layers no kernel
+covers (folded, eliminated) get 0. The interval of the sum adds the kernels' interval ends (it assumes their
+errors move together: wide).
 """
 
 from __future__ import annotations
@@ -86,7 +90,9 @@ FORMAT = "layerscope-predictor"
 #: timed as ``profile`` times a model (back-to-back runs), ``io_us`` the per-input / per-output cost a kernel pays
 #: alone and not in its model; the ``recurrent`` family (LSTM, GRU, RNN, DynamicQuantizeLSTM) and its ``log_steps``
 #: feature, int8 matmuls; the data runs of movement and broadcasting kernels as features (``log_inner_run``,
-#: ``log_runs``, ``log_broadcast_ratio``: :func:`data_runs`, :func:`broadcast_ratio`).
+#: ``log_runs``, ``log_broadcast_ratio``: :func:`data_runs`, :func:`broadcast_ratio`); kernels fitted net of the
+#: layout kernels at their own boundary (ONNX Runtime's NCHWc reorders), and ``reorders``: the fit that predicts
+#: the layout kernels a model runs (:class:`ReorderFit`).
 VERSION = 5
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
@@ -522,6 +528,11 @@ class KernelSample:
     measured_us: float
     source: str = ""
     config: tuple[tuple[str, Any], ...] = ()
+    #: The layout kernels at its model's own boundary, taken out of ``measured_us``
+    #: (:attr:`~layerscope.measure.kernels.KernelTiming.boundary_us`): how many, the bytes they convert, their µs.
+    boundary_kernels: int = 0
+    boundary_bytes: int = 0
+    boundary_us: float = 0.0
 
     @property
     def fit_family(self) -> str:
@@ -743,6 +754,80 @@ def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float, *,
     return Context(factor, gap, len(usable), fitted, applied, why, held, alone, support)
 
 
+_MIB = float(1 << 20)
+
+
+@dataclass(frozen=True)
+class ReorderFit:
+    """The time of one layout kernel the runtime inserts (an NCHWc ReorderInput / ReorderOutput) from the bytes of
+    the tensor it converts: ``per_kernel_us + us_per_mib * bytes / 2^20``, fitted (:func:`fit_reorders`) to
+    the layout kernels timed at the boundary of ``samples`` single-kernel models; ``residual_low`` /
+    ``residual_high``: the 10th / 90th percentile of log(measured / fitted) over them (the interval);
+    ``median_abs_error``: the median |fitted / measured - 1|. No samples: nothing is predicted for reorders."""
+
+    per_kernel_us: float = 0.0
+    us_per_mib: float = 0.0
+    samples: int = 0
+    median_abs_error: float = 0.0
+    residual_low: float = 0.0
+    residual_high: float = 0.0
+
+    def predict_us(self, nbytes: int, kernels: int = 1) -> float:
+        """The time (µs) of ``kernels`` layout kernels converting ``nbytes`` bytes in all."""
+        return self.per_kernel_us * kernels + self.us_per_mib * nbytes / _MIB
+
+    def to_json(self) -> dict[str, Any]:
+        return {"per_kernel_us": self.per_kernel_us, "us_per_mib": self.us_per_mib, "samples": self.samples,
+                "median_abs_error": self.median_abs_error, "residual_low": self.residual_low,
+                "residual_high": self.residual_high}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReorderFit:
+        fit = cls(float(data["per_kernel_us"]), float(data["us_per_mib"]), int(data["samples"]),
+                  float(data["median_abs_error"]), float(data["residual_low"]), float(data["residual_high"]))
+        values = (fit.per_kernel_us, fit.us_per_mib, fit.median_abs_error, fit.residual_low, fit.residual_high)
+        if not all(math.isfinite(v) for v in values) or fit.per_kernel_us < 0 or fit.us_per_mib < 0 or fit.samples < 0:
+            raise ValueError(f"reorders {dict(data)!r}")
+        return fit
+
+
+def fit_reorders(samples: Sequence[KernelSample]) -> ReorderFit:
+    """:class:`ReorderFit` on the samples whose boundary layout kernels were timed with the bytes they convert
+    (``boundary_kernels`` > 0, ``boundary_bytes`` > 0, ``boundary_us`` > 0): ``boundary_us ≈ per_kernel_us *
+    boundary_kernels + us_per_mib * boundary_bytes / 2^20``, least squares on the relative error (each row
+    divided by its measured time), both terms kept non-negative (where the joint fit makes one negative, the
+    better of the two one-term fits). Fewer than 3 such samples: the empty fit.
+
+    The relative weighting lets the small and middling reorders set the slope: alone, a reorder past the L2 cache
+    reads ~2-3x the rate per MiB (the single-kernel model's input is fed and its output freshly allocated at every
+    run), while in a model such tensors live in the runtime's arena: in-model ReorderInput / ReorderOutput
+    measured 26-49 µs per MiB past 0.25 MiB on two detectors (this fit: ~31; a fit of each size's summed rate
+    predicted them at 2.2-2.6x)."""
+    rows = [(float(s.boundary_kernels), s.boundary_bytes / _MIB, s.boundary_us) for s in samples
+            if s.boundary_kernels > 0 and s.boundary_bytes > 0 and s.boundary_us > 0]
+    if len(rows) < 3:
+        return ReorderFit()
+    count, mib, measured = (np.asarray(c, dtype=np.float64) for c in zip(*rows, strict=True))
+    design = np.stack([count / measured, mib / measured], axis=1)
+    target = np.ones(len(rows))
+
+    def loss(coef: np.ndarray) -> float:
+        return float(np.sum((design @ coef - target) ** 2))
+
+    joint, *_ = np.linalg.lstsq(design, target, rcond=None)
+    candidates = [np.asarray(joint)] if np.all(joint >= 0) else []
+    for column in (0, 1):
+        one = design[:, column]
+        coef = np.zeros(2)
+        coef[column] = max(0.0, float(np.dot(one, target) / np.dot(one, one)))
+        candidates.append(coef)
+    best = min(candidates, key=loss)
+    fitted = np.maximum(count * best[0] + mib * best[1], 1e-6)
+    logs = np.log(measured / fitted)
+    return ReorderFit(float(best[0]), float(best[1]), len(rows), float(np.median(np.abs(fitted / measured - 1))),
+                      float(np.quantile(logs, 0.1)), float(np.quantile(logs, 0.9)))
+
+
 @dataclass(frozen=True)
 class Predictor:
     """Fitted per-family models for one runtime (``runtime``: the runner's identity), the profile the roofline
@@ -764,6 +849,8 @@ class Predictor:
     #: ``overhead_us`` in a prediction and take each kernel from its time alone to its time in the model
     #: (:meth:`~layerscope.measure.kernels.CallCosts.in_model`).
     calls: CallCosts = NO_CALLS
+    #: What a layout kernel the runtime inserts in a model costs (its kernels were timed without theirs).
+    reorders: ReorderFit = ReorderFit()
 
     def fit_for(self, family: str, features: Sequence[float] | None = None) -> FamilyFit:
         """The fit of the sub-family of a ``family`` kernel with ``features`` (:func:`refine_family`) where
@@ -776,6 +863,7 @@ class Predictor:
                 "features": list(FEATURES), "target": f"log((measured_us + {FLOOR_US}) / (roofline_us + {FLOOR_US}))",
                 "overhead_us": self.overhead_us, "context": self.context.to_json(), "caches": self.caches.to_json(),
                 "calls": self.calls.to_json(),
+                "reorders": self.reorders.to_json(),
                 "fusion_rules": self.fusion_rules.to_json() if self.fusion_rules is not None else None,
                 "families": {k: v.to_json() for k, v in sorted(self.families.items())}}
 
@@ -809,7 +897,7 @@ def load_predictor(path: Path) -> Predictor:
                          f"{VERSION} (its kernels and features differ: a normalisation's class and shape; the "
                          "recurrent family and its steps, int8 matrix products; the data runs of movement and "
                          "broadcasting kernels; the per-call overhead as profile times it, the per-input/output "
-                         "cost)",
+                         "cost; kernels fitted net of their boundary NCHWc reorders, which it predicts on their own)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")
@@ -821,7 +909,8 @@ def load_predictor(path: Path) -> Predictor:
                               Context.from_json(data["context"]),
                               FusionRules.from_json(rules) if rules is not None else None,
                               hashlib.sha256(raw).hexdigest(), Caches.from_json(data["caches"]),
-                              CallCosts.from_json(data["calls"]))
+                              CallCosts.from_json(data["calls"]),
+                              ReorderFit.from_json(data["reorders"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{path}: predictor file is malformed ({exc})") from None
     if "all" not in families or any(f.model.features != _width(k) for k, f in families.items()):
@@ -936,9 +1025,9 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
                   context: Context = Context(), *, caches: Caches | None = None,
                   calls: CallCosts = NO_CALLS) -> Predictor:
     """Per-family fits for families with at least :data:`MIN_FAMILY_SAMPLES` samples (a family's fit on all
-    its samples, a sub-family's on its own: :data:`SUBFAMILIES`), and the ``all`` fit; ``caches``: those the
-    samples' features were computed with (default this host's). ``InputError`` when there are fewer than 4
-    samples in all."""
+    its samples, a sub-family's on its own: :data:`SUBFAMILIES`), and the ``all`` fit, and the layout kernels'
+    :func:`fit_reorders`; ``caches``: those the samples' features were computed with (default this host's).
+    ``InputError`` when there are fewer than 4 samples in all."""
     if len(samples) < 4:
         raise InputError(f"only {len(samples)} kernel(s) were timed; a predictor needs at least 4",
                          hint="raise --budget")
@@ -947,7 +1036,8 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
         chosen = [s for s in samples if family in (s.family, s.fit_family)]
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
-    return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host(), calls=calls)
+    return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host(), calls=calls,
+                     reorders=fit_reorders(samples))
 
 
 # ------------------------------------------------------------------------------------------ predict
@@ -1034,13 +1124,34 @@ def in_context(kernel: KernelPrediction, context: Context) -> KernelPrediction:
                                high_us=context.apply(kernel.high_us))
 
 
+#: The family a runtime-inserted layout kernel's prediction is recorded under (:func:`predict_reorder`).
+REORDER_FAMILY = "reorder"
+
+
+def predict_reorder(predictor: Predictor, name: str, nbytes: int, layers: tuple[str, ...]) -> KernelPrediction:
+    """A layout kernel the runtime runs in the model (``name``, converting ``nbytes``), alone, by the predictor's
+    :class:`ReorderFit`: family :data:`REORDER_FAMILY`, spread over ``layers`` (those of the kernel it converts
+    for), roofline 0 (no source layer's work)."""
+    fit = predictor.reorders
+    value = fit.predict_us(nbytes)
+    return KernelPrediction(name, REORDER_FAMILY, layers, value, value * math.exp(fit.residual_low),
+                            value * math.exp(fit.residual_high), 0.0, value)
+
+
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
-                  kernels: Sequence[tuple[str, str, tuple[str, ...]]], fusion: str) -> ModelPrediction:
-    """Predict ``graph`` from its ``kernels`` (name, family, source layers); ``fusion`` says where the kernels
-    came from (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer). Each kernel is taken into
+                  kernels: Sequence[tuple[str, str, tuple[str, ...]]], fusion: str,
+                  *, reorders: Sequence[tuple[str, int, tuple[str, ...]]] = ()) -> ModelPrediction:
+    """Predict ``graph`` from its ``kernels`` (name, family, source layers) and the layout kernels the runtime
+    inserts (``reorders``: name, bytes converted, the layers of the kernel each converts for; predicted by
+    :func:`predict_reorder`, listed first, so that a layer's own kernel is the one a run names for it; none when
+    the predictor has no :class:`ReorderFit` samples); ``fusion`` says where the kernels came from
+    (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer). Each kernel is taken into
     the predictor's in-model context only when :meth:`Context.applies_to` says the model is inside its support,
     else summed as predicted alone; the prediction records which and why."""
-    alone = [predict_kernel(predictor, fam, graph, estimate, layers, name=name) for name, fam, layers in kernels]
+    layout = [predict_reorder(predictor, name, nbytes, layers) for name, nbytes, layers in reorders
+              if predictor.reorders.samples]
+    alone = layout + [predict_kernel(predictor, fam, graph, estimate, layers, name=name)
+                      for name, fam, layers in kernels]
     applied, why = predictor.context.applies_to([k.isolated_us for k in alone])
     calls = predictor.calls
     if calls.empty_us > 0:
@@ -1051,6 +1162,8 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
     for p in preds:
         weights = [max(estimate.layers[index[i]].latency_us, 1e-9) for i in p.layers if i in index]
         total = sum(weights)
+        if not weights:
+            continue
         for layer, w in zip([i for i in p.layers if i in index], weights, strict=True):
             per_layer[layer] += p.latency_us * w / total
     overhead = predictor.overhead_us
@@ -1103,7 +1216,8 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile, cach
             features = kernel_features(graph, est, layers, caches)
             out.append(KernelSample(kernel.family, kernel.label, tuple(float(v) for v in features),
                                     roofline_us(graph, est, layers), timing.latency_us, kernel.source,
-                                    kernel.config))
+                                    kernel.config, timing.boundary_kernels, timing.boundary_bytes,
+                                    timing.boundary_us))
     return out
 
 
@@ -1162,7 +1276,8 @@ def predict_path(predictor: Predictor, graph: Graph, estimate: Estimate, fusion:
     if fusion == "runtime" and source == "none":
         raise BackendUnavailable(f"{runner.grouping} is not installed here: its grouping of layers into kernels "
                                  "cannot be read", hint="--fusion rules uses the rules learnt at calibration time")
-    return predict_model(predictor, graph, estimate, kernels, source)
+    reorders = runner.reorders(graph, config) if source != "none" and runner.own_grouping else []
+    return predict_model(predictor, graph, estimate, kernels, source, reorders=reorders)
 
 
 def add_prediction(run: RunFile, pred: ModelPrediction, path: str, predictor: Predictor) -> RunFile:

@@ -377,7 +377,7 @@ class SampleStore:
     atomically, one per key, or memory only.
 
     A file holds ``{key, cut, side, label, runner, pilot_us, samples_us, boundary}`` (``samples_us``: the final
-    phase, in round order; ``boundary``: ``{samples_us, kernels}`` or ``null``); one that cannot be read
+    phase, in round order; ``boundary``: ``{samples_us, kernels, tensors}`` or ``null``); one that cannot be read
     counts as empty and is overwritten by the next sample.
     """
 
@@ -402,7 +402,8 @@ class SampleStore:
 
     def set_boundary(self, key: str, cost: BoundaryCost, *, job: Job, runner: Mapping[str, Any]) -> None:
         """Record ``key``'s boundary cost and write the entry (atomically) before returning."""
-        self._entry(key).boundary = BoundaryCost(tuple(round(float(v), 3) for v in cost.samples_us), cost.kernels)
+        self._entry(key).boundary = BoundaryCost(tuple(round(float(v), 3) for v in cost.samples_us), cost.kernels,
+                                                 cost.tensors)
         self._write(key, job, runner)
 
     def _write(self, key: str, job: Job, runner: Mapping[str, Any]) -> None:
@@ -413,7 +414,8 @@ class SampleStore:
         record = {"key": key, "cut": job.cut.layers, "side": job.side, "label": job.label, "runner": dict(runner),
                   "pilot_us": entry.samples["pilot"], "samples_us": entry.samples["final"],
                   "boundary": None if boundary is None else {"samples_us": list(boundary.samples_us),
-                                                             "kernels": list(boundary.kernels)}}
+                                                             "kernels": list(boundary.kernels),
+                                                             "tensors": list(boundary.tensors)}}
         save_record(record, self._path(key))
 
     def _entry(self, key: str) -> _Entry:
@@ -449,10 +451,14 @@ class SampleStore:
             try:
                 samples = tuple(_valid_samples(boundary["samples_us"], zero_ok=True))
                 kernels = boundary["kernels"]
+                tensors = boundary.get("tensors", [])
                 if not isinstance(kernels, list) or len(kernels) > MAX_CACHED_SAMPLES:
                     raise ValueError("kernels is not a list")
+                if not isinstance(tensors, list) or len(tensors) not in (0, len(kernels)):
+                    raise ValueError("tensors is not a list of one per kernel")
                 if samples:
-                    entry.boundary = BoundaryCost(samples, tuple(str(k) for k in kernels))
+                    entry.boundary = BoundaryCost(samples, tuple(str(k) for k in kernels),
+                                                  tuple(str(t) for t in tensors))
             except (ValueError, KeyError, TypeError) as exc:
                 self.dropped.append(f"cache entry {path}: boundary dropped ({exc}); measured again")
         return entry

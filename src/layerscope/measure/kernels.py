@@ -123,14 +123,24 @@ class KernelModel:
 
 @dataclass(frozen=True)
 class KernelTiming:
-    """A kernel's measured time: the median of its samples (µs) minus the per-call ``overhead_us``; its
-    samples; and whether they came from the cache."""
+    """A kernel's measured time: the median of its samples (µs) minus the per-call ``overhead_us`` and minus
+    ``boundary_us``; its samples; and whether they came from the cache.
+
+    ``boundary_us``: the median time per run of the layout kernels the runtime ran at the kernel model's own
+    boundary (ONNX Runtime's ReorderInput / ReorderOutput around a blocked NCHWc kernel: the runner's
+    :meth:`~layerscope.measure.runners.Runner.boundary` against a model with none), 0 where the runner cannot
+    see inside a run. Alone, a kernel pays them at every call; in its model a chain of blocked kernels shares
+    one pair, which the prediction adds as kernels of their own. ``boundary_kernels`` and ``boundary_bytes``:
+    how many there were and the bytes of the tensors they convert (0 when not known)."""
 
     kernel: KernelModel
     latency_us: float
     samples_us: tuple[float, ...]
     overhead_us: float
     cached: bool
+    boundary_us: float = 0.0
+    boundary_kernels: int = 0
+    boundary_bytes: int = 0
 
 
 # --------------------------------------------------------------------------------- generated kernels
@@ -1259,6 +1269,12 @@ class KernelRunner(Protocol):
     def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
         """``graph``'s kernels as the grouping runtime runs them: ``(kernel name, layer ids)``."""
 
+    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
+        """The layout kernels the timing runtime adds when it runs ``graph`` (ONNX Runtime's NCHWc
+        ReorderInput / ReorderOutput; none for a runtime that adds none or does not say): ``(kernel name, bytes of
+        the tensor it converts (0: unknown), the layer ids of the kernel it converts for)``. Kernels timed alone
+        are timed without theirs (:attr:`KernelTiming.boundary_us`); a model's prediction adds these."""
+
 
 def _importable(module: str) -> bool:
     try:
@@ -1284,6 +1300,10 @@ class OwnKernels:
 
     def installed(self) -> bool:
         return _importable(self.name)
+
+    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
+        """None unless the runtime's kernels say otherwise (:meth:`KernelRunner.reorders`)."""
+        return []
 
 
 @dataclass(frozen=True)
@@ -1312,6 +1332,11 @@ class CommandKernels:
 
     def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
         return self.grouped_by.groups(graph, config)
+
+    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
+        """None: the device's compiler is not the grouping runtime, whose layout kernels it does not run (and the
+        command's kernels are timed whole, their boundary not seen)."""
+        return []
 
 
 def empty_model() -> bytes:
@@ -1440,14 +1465,20 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
     before each uncached kernel) is spent.
 
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
-    (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. A
-    kernel the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
+    (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. Each
+    kernel's boundary layout kernels (:attr:`KernelTiming.boundary_us`: :data:`BOUNDARY_RUNS` profiled runs,
+    cached with its samples; measured once for a kernel cached before they were; less the profiler's reading of
+    a layout kernel that converts next to nothing, :func:`_profiler_floor`, each) are subtracted too. A kernel
+    the runtime cannot load or run is skipped; a device command that fails stops the timing (exit 3)."""
     config = SessionConfig(threads=timing.threads)
     start = time.monotonic()
     with scratch("kernels") as tmp:
         empty = KernelModel("overhead", "empty", empty_model())
-        overhead_samples, identity, _ = _time_one(empty, store, timing, config, Path(tmp), kernel_runner=runner)
+        overhead_samples, identity, _, _ = _time_one(empty, store, timing, config, Path(tmp), kernel_runner=runner)
         overhead_us = float(np.median(overhead_samples))
+        nothing_around = Path(tmp) / "nothing-around.onnx"  # no layout kernel: every boundary one is alone-only
+        nothing_around.write_bytes(empty.model_bytes)
+        floor_us = _profiler_floor(store, timing, config, Path(tmp), kernel_runner=runner, alone_in=nothing_around)
         out: list[KernelTiming] = []
         for index, kernel in enumerate(kernels):
             key = _key(kernel, identity)
@@ -1455,13 +1486,17 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
             if not cached and budget_s is not None and time.monotonic() - start > budget_s:
                 break
             try:
-                samples, _, was_cached = _time_one(kernel, store, timing, config, Path(tmp), kernel_runner=runner)
+                samples, _, was_cached, boundary = _time_one(kernel, store, timing, config, Path(tmp),
+                                                             kernel_runner=runner, alone_in=nothing_around)
             except DeviceCommandError:
                 raise
             except LayerscopeError:
                 continue
-            value = max(float(np.median(samples)) - overhead_us, 0.05)
-            out.append(KernelTiming(kernel, value, tuple(samples), overhead_us, was_cached))
+            boundary_us, count, nbytes = boundary
+            boundary_us = max(0.0, boundary_us - floor_us * count)
+            value = max(float(np.median(samples)) - overhead_us - boundary_us, 0.05)
+            out.append(KernelTiming(kernel, value, tuple(samples), overhead_us, was_cached, boundary_us, count,
+                                    nbytes))
             if progress is not None:
                 progress(index + 1, len(kernels))
     return out, overhead_us, dict(identity)
@@ -1482,7 +1517,7 @@ def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | N
             model = KernelModel("model", Path(path).name, Path(path).read_bytes(), source=str(path),
                                 shapes=tuple(sorted((shapes or {}).items())))
             try:
-                samples, _, _ = _time_one(model, store, whole, config, Path(tmp), kernel_runner=runner)
+                samples, _, _, _ = _time_one(model, store, whole, config, Path(tmp), kernel_runner=runner)
             except DeviceCommandError:
                 raise
             except LayerscopeError:
@@ -1491,14 +1526,78 @@ def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | N
     return out
 
 
+def _boundary(runner: Runner, store: SampleStore, job: Job, alone_in: Path, graph: Graph) -> tuple[float, int, int]:
+    """The layout kernels at ``job``'s model boundary that a model without any (``alone_in``) does not run
+    (:meth:`~layerscope.measure.runners.Runner.boundary`, :data:`BOUNDARY_RUNS` profiled runs, cached in
+    ``store`` under the kernel's key): their median summed time per run (µs), how many, and the bytes of the
+    model inputs and outputs they convert (``graph``: the kernel model; 0 when the runner does not name them).
+    ``(0.0, 0, 0)`` when the runner cannot see inside a run."""
+    cost = store.boundary(job.key)
+    if cost is None:
+        whole = Job(cut=job.cut, key=f"alone:{alone_in.name}", model_path=alone_in, label="nothing around")
+        cost = runner.boundary(job, whole, BOUNDARY_RUNS)
+        if cost is None:
+            return 0.0, 0, 0
+        store.set_boundary(job.key, cost, job=job, runner=runner.identity)
+    if not cost.kernels:
+        return 0.0, 0, 0
+    nbytes = 0
+    for name in cost.tensors:
+        tensor = graph.tensor(name)
+        if tensor is None or tensor.shape is None:
+            nbytes = 0
+            break
+        nbytes += int(np.prod(tensor.shape, dtype=np.int64)) * _ELEM_SIZES.get(tensor.dtype, 4)
+    return float(np.median(cost.samples_us)), len(cost.kernels), nbytes
+
+
+def _profiler_floor(store: SampleStore, timing: TimingConfig, config: SessionConfig, workdir: Path, *,
+                    kernel_runner: KernelRunner, alone_in: Path) -> float:
+    """What the runner's profiler reads for a layout kernel that converts next to nothing (µs each): the boundary
+    layout kernels (:func:`_boundary`) of a 1x1 convolution of 64 channels on one pixel (256 bytes in and out),
+    per kernel; 0 where the runtime puts none around it. A profiled kernel's time carries this much of the
+    profiler's own cost (and its whole-µs rounding), which an unprofiled run does not pay (~2 µs on ONNX Runtime
+    1.32: a ReorderInput + ReorderOutput of 16x16x16 floats add 0.4 µs to a run, and read 2 µs each)."""
+    probe = conv_kernel(1, 64, 64, k=1, stride=1, depthwise=False, bn=False, act="none")
+    folder = workdir / f"floor-{probe.digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "kernel.onnx"
+    path.write_bytes(probe.model_bytes)
+    graph = load_model(path)
+    runner = kernel_runner.make(graph, timing, config)
+    try:
+        key = "profiler-floor:" + _key(probe, runner.identity)
+        job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key=key, model_path=path,
+                  label="profiler floor")
+        us, count, _ = _boundary(runner, store, job, alone_in, graph)
+    except LayerscopeError:
+        return 0.0
+    finally:
+        runner.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return us / count if count else 0.0
+
+
+#: Bytes per element of the tensor types a layout kernel converts (4 where the type is not listed).
+_ELEM_SIZES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "uint8": 1}
+
+
 def _key(kernel: KernelModel, identity: Mapping[str, Any]) -> str:
     stable = {k: v for k, v in identity.items() if k != "inputs_sha256"}
     text = json.dumps(stable, sort_keys=True, default=str)
     return hashlib.sha256(kernel.model_bytes + text.encode()).hexdigest()
 
 
+#: Profiled runs that time a kernel model's boundary layout kernels (:attr:`KernelTiming.boundary_us`).
+BOUNDARY_RUNS = 7
+
+
 def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, config: SessionConfig,
-              workdir: Path, *, kernel_runner: KernelRunner) -> tuple[list[float], Mapping[str, Any], bool]:
+              workdir: Path, *, kernel_runner: KernelRunner, alone_in: Path | None = None,
+              ) -> tuple[list[float], Mapping[str, Any], bool, tuple[float, int, int]]:
+    """``kernel``'s first ``timing.visits`` samples (timed until the cache holds them), the runner's identity,
+    whether they were all cached; and its boundary layout cost (:func:`_boundary`) when ``alone_in`` names the
+    model it is judged against (one without layout kernels), else ``(0.0, 0, 0)``."""
     folder = workdir / kernel.digest  # a device command's {dir}: its {compiled} and {out} are the kernel's own
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "kernel.onnx"
@@ -1513,7 +1612,8 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         job = Job(cut=cut, key=key, model_path=path, label=kernel.label)
         while len(store.samples(key)) < timing.visits:
             store.add(key, "final", runner.measure(job), job=job, runner=runner.identity)
-        return store.samples(key)[:timing.visits], runner.identity, cached
+        boundary = (0.0, 0, 0) if alone_in is None else _boundary(runner, store, job, alone_in, graph)
+        return store.samples(key)[:timing.visits], runner.identity, cached, boundary
     finally:
         runner.close()
         shutil.rmtree(folder, ignore_errors=True)

@@ -163,10 +163,12 @@ class BoundaryCost:
     """What a runtime spends in one prefix (suffix) to hand the tensors crossing its cut out as outputs (take
     them in as inputs), work the whole model does not do: per profiled run, the summed time (µs) of ``kernels``
     (the runtime's names of the kernels doing it; none: the cut costs nothing measurable of that kind,
-    ``samples_us`` is ``(0.0,)``)."""
+    ``samples_us`` is ``(0.0,)``); ``tensors``: the model's input or output each of them converts, in the same
+    order (empty where the runner does not say, and for costs cached before it was recorded)."""
 
     samples_us: tuple[float, ...]
     kernels: tuple[str, ...]
+    tensors: tuple[str, ...] = ()
 
 
 NO_BOUNDARY_COST = BoundaryCost(samples_us=(0.0,), kernels=())

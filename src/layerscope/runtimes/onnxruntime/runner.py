@@ -137,7 +137,9 @@ class OrtRunner:
         NCHWc layout, ReorderInput into it) of the model's optimized graph that produce one of its outputs or
         read one of its inputs, unless the whole model's optimized graph has a layout kernel producing /
         reading that tensor too; their summed time per run from ONNX Runtime's profiler over ``runs`` runs
-        (after :attr:`warmup` runs). A model without such kernels is not run: :data:`NO_BOUNDARY_COST`."""
+        (after :attr:`warmup` runs), and the model input (ReorderInput) or output (ReorderOutput) each converts.
+        A model without such kernels is not run: :data:`NO_BOUNDARY_COST`. A ``whole`` model without layout
+        kernels (a kernel timed alone has no model around it) leaves every such kernel counted."""
         if whole.key not in self._converted:
             nodes = [n for n in self._optimized(whole.model_path).node if n.op_type in LAYOUT_OPS]
             self._converted[whole.key] = (frozenset(o for n in nodes for o in n.output),
@@ -151,8 +153,11 @@ class OrtRunner:
                 graph = onnx.load(str(optimized_path), load_external_data=False).graph
                 outputs = {o.name for o in graph.output} - produced
                 inputs = {i.name for i in graph.input} - read
-                kernels = tuple(node.name for node in graph.node if node.op_type in LAYOUT_OPS
-                                and (set(node.output) & outputs or set(node.input) & inputs))
+                chosen = [node for node in graph.node if node.op_type in LAYOUT_OPS
+                          and (set(node.output) & outputs or set(node.input) & inputs)]
+                kernels = tuple(node.name for node in chosen)
+                tensors = tuple(next(iter(sorted(set(node.input) & inputs)), None)
+                                or sorted(set(node.output) & outputs)[0] for node in chosen)
                 if kernels:
                     feeds = self.feeds_for(job)
                     for _ in range(self.warmup + runs):
@@ -166,7 +171,7 @@ class OrtRunner:
         for kernel in data.kernels:
             if kernel.name in kernels:
                 sums += np.asarray(kernel.durations_us, dtype=np.float64)
-        return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=kernels)
+        return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=kernels, tensors=tensors)
 
     def _optimized(self, model_path: Path) -> onnx.GraphProto:
         """The graph ONNX Runtime runs for ``model_path`` under this runner's session settings."""
