@@ -23,20 +23,21 @@ cross-validated log residuals give each kernel's interval. Saved as JSON (:mod:`
 loads without pickle and without scikit-learn; refused (exit 2) when its format version differs, and when it
 was trained for another runtime, version, provider or thread count than the one it is asked to predict for.
 
-A model's prediction: the sum of its kernels' predictions (kernels from ONNX Runtime's optimized graph through
-the fusion map, or OpenVINO's executed runtime nodes; where that runtime is not installed, or with
-``fusion="rules"``, from the fusion rules learnt from the calibration models' groupings:
-:mod:`layerscope.analysis.fusion_rules`), each taken into its model's context (:class:`Context`: ``factor`` x
-its time alone + ``per_kernel_us``, fitted at calibration time to the calibration models' whole P50) when the fit
-passed its leave-one-model-out check and the model lies inside the calibration models' range (kernel count,
-median kernel and summed kernels' time alone), else summed as predicted alone; plus the per-call overhead
-measured with the kernels. Kernels are fitted net of the layout kernels the runtime ran at their own boundary
-when timed alone (ONNX Runtime's NCHWc ReorderInput / ReorderOutput, which a chain of blocked kernels in a model
-shares); the layout kernels a model's optimized graph runs are predicted from the bytes they convert
-(:class:`ReorderFit`, fitted on those boundary timings) and added as kernels of family ``reorder``. Each
-kernel's time is spread over the source layers it covers in proportion to their roofline times; layers no kernel
-covers (folded, eliminated) get 0. The interval of the sum adds the kernels' interval ends (it assumes their
-errors move together: wide).
+A model's prediction: the sum of its kernels' predictions (kernels from ONNX Runtime's optimized graph through the
+fusion map, or OpenVINO's executed runtime nodes; where that runtime is not installed, or with ``fusion="rules"``,
+from the fusion rules learnt from the calibration models' groupings: :mod:`layerscope.analysis.fusion_rules`), each
+taken into its model's context (:class:`Context`: ``factor`` x its time alone + ``per_kernel_us``, fitted at
+calibration time to the calibration models' whole P50) when the fit passed its leave-one-model-out check and the
+model lies inside the calibration models' range (kernel count, median kernel and summed kernels' time alone), else
+summed as predicted alone; plus the per-call overhead. Where the file has call costs timed as ``profile`` times a
+model (:class:`~layerscope.measure.kernels.CallCosts`), they give that overhead and take each kernel from its time
+alone to its time in the model (the inputs it binds and the outputs it allocates alone, one node's dispatch in the
+model). Kernels are fitted net of the layout kernels the runtime ran at their own boundary when timed alone (ONNX
+Runtime's NCHWc ReorderInput / ReorderOutput, which a chain of blocked kernels in a model shares); the layout
+kernels a model's optimized graph runs are predicted from the bytes they convert (:class:`ReorderFit`, fitted on
+those boundary timings) and added as kernels of family ``reorder``. Each kernel's time is spread over the source
+layers it covers in proportion to their roofline times; layers no kernel covers (folded, eliminated) get 0. The
+interval of the sum adds the kernels' interval ends (it assumes their errors move together: wide).
 """
 
 from __future__ import annotations
