@@ -19,7 +19,8 @@ dim of the scores output).
   walk touches (:attr:`LayerCost.chained_bytes`, at most the arrays: a benchmark repeats its input, and with
   it the walk): the estimate times the walk by the latency of those loads. (A LightGBM classifier of 9,988
   trees, 141 MB of node arrays: 45 k expected visits over 2.9 MB of lines, 0.68 ms at the cached latency;
-  measured 0.64-0.71 ms by ``profile``, ONNX Runtime 1.32, one thread.)
+  measured 0.64-0.71 ms by ``profile``, ONNX Runtime 1.32, one thread. With a new random row every call its walks
+  range over far more of the arrays: 1.5-1.8 ms median on the same machine, what this estimate does not model.)
 - Linear models: N·|coefficients| MACs (+ the intercepts, the post-transform, a classifier's argmax); SVMs:
   N·(|support_vectors| + |coefficients|) MACs, i.e. kernel evaluations × support vectors × features, plus the
   kernel's own per-evaluation work and, for a one-vs-one classifier, E·(E-1)/2 votes per sample. The
