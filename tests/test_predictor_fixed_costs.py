@@ -14,22 +14,19 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from _predictors import roofline_predictor
 from layerscope.analysis.predictor import (
     FEATURES,
     Caches,
-    FamilyFit,
-    Predictor,
     kernel_features,
     kernel_io,
     load_predictor,
     norm_shape,
     predict_model,
 )
-from layerscope.analysis.trees import Ensemble, Tree
 from layerscope.estimator import estimate_graph
 from layerscope.measure.kernels import (
     CALL_MODELS,
-    FAMILIES,
     CallCosts,
     KernelModel,
     TimingConfig,
@@ -192,6 +189,9 @@ class _FakeKernels:
     def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
         return [(n.id, (n.id,)) for n in graph.layers]
 
+    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
+        return []
+
 
 def test_call_costs_time_the_call_models_on_the_runner() -> None:
     costs = call_costs(_FakeKernels(), runs=3)
@@ -227,24 +227,16 @@ def test_kernel_io_counts_what_a_kernel_is_fed_and_gives(tmp_path: Path) -> None
     assert kernel_io(graph, ["relu", "neg"]) == (1, 2)  # z and w both leave it
 
 
-def _constant_predictor(calls: CallCosts) -> Predictor:
-    """Every kernel alone predicted at its roofline time (log ratio 0)."""
-    leaf = Tree(np.array([0]), np.array([0.0]), np.array([-1]), np.array([-1]), np.array([0.0]))
-    model = Ensemble(0.0, 1.0, "sum", len(FEATURES) + len(FAMILIES), (leaf,))
-    return Predictor({"runner": "test"}, "host", 9.0, {"all": FamilyFit("all", 50, 0.0, 1.0, 5, -0.1, 0.1, model)},
-                     calls=calls)
-
-
 def test_a_prediction_with_call_costs_adds_the_model_call_and_moves_each_kernel(tmp_path: Path) -> None:
     graph = _two_input_model(tmp_path)
     estimate = estimate_graph(graph, load_profile("host"), "fp32")
     kernels: Sequence[tuple[str, str, tuple[str, ...]]] = [("k0", "elementwise", ("add", "relu")),
                                                             ("k1", "elementwise", ("neg",))]
-    bare = predict_model(_constant_predictor(CallCosts()), graph, estimate, kernels, "test")
+    bare = predict_model(roofline_predictor(9.0, calls=CallCosts()), graph, estimate, kernels, "test")
     assert bare.overhead_us == 9.0  # not measured: the runner's per-call overhead, the kernels as timed
     assert bare.latency_us == pytest.approx(9.0 + sum(k.isolated_us for k in bare.kernels))
     calls = CallCosts(empty_us=6.0, input_us=0.5, output_us=0.25, node_us=0.125, source="test")
-    pred = predict_model(_constant_predictor(calls), graph, estimate, kernels, "test")
+    pred = predict_model(roofline_predictor(9.0, calls=calls), graph, estimate, kernels, "test")
     # the model: 6 - 0.125 (the empty model's node) + 1 further input (0.5) + 1 further output (0.25)
     assert pred.overhead_us == pytest.approx(6.625)
     k0, k1 = pred.kernels
@@ -257,5 +249,5 @@ def test_a_prediction_with_call_costs_adds_the_model_call_and_moves_each_kernel(
 
 def test_a_predictor_file_keeps_its_call_costs(tmp_path: Path) -> None:
     calls = CallCosts(6.0, 0.5, 0.25, 0.125, "test")
-    path = _constant_predictor(calls).save(tmp_path / "p.json")
+    path = roofline_predictor(9.0, calls=calls).save(tmp_path / "p.json")
     assert load_predictor(path).calls == calls

@@ -14,22 +14,18 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _predictors import roofline_predictor
 from layerscope.analysis.predictor import (
-    FEATURES,
     REORDER_FAMILY,
-    FamilyFit,
     KernelSample,
-    Predictor,
     ReorderFit,
     fit_reorders,
     load_predictor,
     predict_model,
 )
-from layerscope.analysis.trees import Ensemble, Tree
 from layerscope.estimator import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
-    FAMILIES,
     KernelModel,
     TimingConfig,
     conv_kernel,
@@ -172,14 +168,6 @@ def _reorders_or_skip(path: Path, config: SessionConfig) -> list[onnx.NodeProto]
     return nodes
 
 
-def _predictor(reorders: ReorderFit) -> Predictor:
-    """Every kernel alone its roofline time (log ratio 0 in every leaf); ``reorders`` for the layout kernels."""
-    leaf = Tree(np.array([0]), np.array([0.0]), np.array([-1]), np.array([-1]), np.array([0.0]))
-    model = Ensemble(0.0, 1.0, "sum", len(FEATURES) + len(FAMILIES), (leaf,))
-    return Predictor({"runner": "test"}, "host", 3.0, {"all": FamilyFit("all", 50, 0.0, 1.0, 5, -0.1, 0.1, model)},
-                     reorders=reorders)
-
-
 def test_a_conv_chain_runs_one_pair_of_reorders_and_its_prediction_adds_them_once(tmp_path: Path) -> None:
     config = SessionConfig(threads=1)
     path = _chain(tmp_path / "chain.onnx")
@@ -194,7 +182,7 @@ def test_a_conv_chain_runs_one_pair_of_reorders_and_its_prediction_adds_them_onc
     assert {name: (nbytes, layers) for name, nbytes, layers in found} == {
         by_op["ReorderInput"]: (16 * 16 * 16 * 4, first), by_op["ReorderOutput"]: (16 * 16 * 16 * 4, last)}
 
-    predictor = _predictor(ReorderFit(per_kernel_us=10.0, us_per_mib=0.0, samples=5))
+    predictor = roofline_predictor(3.0, reorders=ReorderFit(per_kernel_us=10.0, us_per_mib=0.0, samples=5))
     estimate = estimate_graph(graph, load_profile("host"), "fp32")
     kernels = [(name, kernel_family([n.op_type for n in graph.layers if n.id in layers]), layers)
                for name, layers in groups.items()]
@@ -205,7 +193,8 @@ def test_a_conv_chain_runs_one_pair_of_reorders_and_its_prediction_adds_them_onc
     assert pred.latency_us == pytest.approx(without.latency_us + 20.0)
     assert sum(pred.layers_us.values()) == pytest.approx(pred.latency_us - pred.overhead_us)
     # a predictor fitted without boundary timings predicts no reorder rather than 0-µs ones
-    empty = predict_model(_predictor(ReorderFit()), graph, estimate, kernels, "onnxruntime", reorders=found)
+    empty = predict_model(roofline_predictor(3.0, reorders=ReorderFit()), graph, estimate, kernels, "onnxruntime",
+                          reorders=found)
     assert empty.latency_us == without.latency_us and len(empty.kernels) == len(without.kernels)
 
 
@@ -228,7 +217,7 @@ def test_each_conv_of_the_chain_is_timed_without_the_reorders_it_pays_alone(tmp_
 def test_the_predictor_file_keeps_the_reorder_fit(tmp_path: Path) -> None:
     fit = ReorderFit(per_kernel_us=1.5, us_per_mib=42.0, samples=7, median_abs_error=0.1, residual_low=-0.2,
                      residual_high=0.3)
-    loaded = load_predictor(_predictor(fit).save(tmp_path / "p.json"))
+    loaded = load_predictor(roofline_predictor(3.0, reorders=fit).save(tmp_path / "p.json"))
     assert loaded.reorders == fit
     assert math.isclose(loaded.reorders.predict_us(MIB // 2), 1.5 + 21.0)
 
