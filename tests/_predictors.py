@@ -11,11 +11,12 @@ from layerscope.analysis.trees import Ensemble, Tree
 from layerscope.measure.kernels import FAMILIES
 
 
-def roofline_predictor(overhead_us: float, **fields: Any) -> Predictor:
-    """A :class:`Predictor` with one ``all`` fit that predicts each kernel alone at its roofline time (interval
-    ±0.1 in log), ``overhead_us`` per call, and the other :class:`Predictor` ``fields`` given (``calls``,
-    ``reorders``...)."""
+def roofline_predictor(overhead_us: float, *, residuals: tuple[float, float] = (-0.1, 0.1),
+                       **fields: Any) -> Predictor:
+    """A :class:`Predictor` with one ``all`` fit that predicts each kernel alone at its roofline time (its 10th /
+    90th percentile log ``residuals``: the interval), ``overhead_us`` per call, and the other :class:`Predictor`
+    ``fields`` given (``calls``, ``reorders``...)."""
     leaf = Tree(np.array([0]), np.array([0.0]), np.array([-1]), np.array([-1]), np.array([0.0]))
     model = Ensemble(0.0, 1.0, "sum", len(FEATURES) + len(FAMILIES), (leaf,))
     return Predictor({"runner": "test"}, "host", overhead_us,
-                     {"all": FamilyFit("all", 50, 0.0, 1.0, 5, -0.1, 0.1, model)}, **fields)
+                     {"all": FamilyFit("all", 50, 0.0, 1.0, 5, *residuals, model)}, **fields)

@@ -259,3 +259,18 @@ def test_a_pool_the_model_runs_unblocked_but_alone_blocked_keeps_the_reorders_it
     found = layout_kernels(load_model(path), config)
     assert sorted((nbytes, layers) for _, nbytes, layers in found) == [(64 * 4, ("gap",)), (64 * 8 * 8 * 4, ("gap",))]
     assert all(":alone" in name for name, _, _ in found)
+
+
+def test_an_interval_holds_its_own_prediction_when_the_residuals_lie_on_one_side(tmp_path: Path) -> None:
+    # held-out residuals all above 0 (every kernel measured slower than fitted): the interval still holds the value
+    graph = load_model(_chain(tmp_path / "chain.onnx"))
+    estimate = estimate_graph(graph, load_profile("host"), "fp32")
+    kernels = [(n.id, "conv", (n.id,)) for n in graph.layers]
+    one_sided = ReorderFit(per_kernel_us=10.0, us_per_mib=0.0, samples=5, residual_low=0.2, residual_high=0.6)
+    predictor = roofline_predictor(3.0, residuals=(0.2, 0.6), reorders=one_sided)
+    pred = predict_model(predictor, graph, estimate, kernels, "test", reorders=[("r0", 4096, (graph.layers[0].id,))])
+    assert {k.family for k in pred.kernels} == {"all", "reorder"}  # the fit used, and the layout kernel
+    for k in pred.kernels:
+        assert k.low_us == pytest.approx(k.latency_us)  # widened to the prediction itself
+        assert k.high_us > k.latency_us
+    assert pred.low_us <= pred.latency_us <= pred.high_us

@@ -1090,8 +1090,8 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
         return max(0.0, (roof + FLOOR_US) * math.exp(log_ratio) - FLOOR_US)
 
     used = fit.family if family != "other" else "other"
-    return KernelPrediction(name, used, tuple(layers), us(value), us(value + fit.residual_low),
-                            us(value + fit.residual_high), roof, us(value))
+    low, high = interval_logs(fit.residual_low, fit.residual_high)
+    return KernelPrediction(name, used, tuple(layers), us(value), us(value + low), us(value + high), roof, us(value))
 
 
 def kernel_io(graph: Graph, layers: Sequence[str]) -> tuple[int, int]:
@@ -1106,6 +1106,13 @@ def kernel_io(graph: Graph, layers: Sequence[str]) -> tuple[int, int]:
     outside = {i for n in graph.layers if n.id not in chosen for i in n.inputs}
     outputs = produced & (outside | {t.name for t in graph.outputs})
     return len(reads), max(1, len(outputs))
+
+
+def interval_logs(residual_low: float, residual_high: float) -> tuple[float, float]:
+    """A prediction's interval ends in log ratio to it from a fit's 10th / 90th percentile log residuals, widened
+    to hold the prediction itself (a fit whose held-out residuals all lie on one side of 0 would otherwise give an
+    interval that excludes its own prediction)."""
+    return min(residual_low, 0.0), max(residual_high, 0.0)
 
 
 def in_model(kernel: KernelPrediction, calls: CallCosts, inputs: int, outputs: int) -> KernelPrediction:
@@ -1135,8 +1142,9 @@ def predict_reorder(predictor: Predictor, name: str, nbytes: int, layers: tuple[
     for), roofline 0 (no source layer's work)."""
     fit = predictor.reorders
     value = fit.predict_us(nbytes)
-    return KernelPrediction(name, REORDER_FAMILY, layers, value, value * math.exp(fit.residual_low),
-                            value * math.exp(fit.residual_high), 0.0, value)
+    low, high = interval_logs(fit.residual_low, fit.residual_high)
+    return KernelPrediction(name, REORDER_FAMILY, layers, value, value * math.exp(low), value * math.exp(high), 0.0,
+                            value)
 
 
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
