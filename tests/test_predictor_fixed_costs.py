@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from _predictors import roofline_predictor
+from _predictors import FakeKernels, roofline_predictor
 from layerscope.analysis.predictor import (
     FEATURES,
     Caches,
@@ -174,23 +174,10 @@ class _CountingRunner:
         pass
 
 
-class _FakeKernels:
-    name = "fake"
-    grouping = "fake"
-    own_grouping = True
-
-    def installed(self) -> bool:
-        return True
-
+class _FakeKernels(FakeKernels):
     def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> _CountingRunner:
         assert timing.visit_warmup == 0  # back to back, as profile runs a model
         return _CountingRunner(graph)
-
-    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
-        return [(n.id, (n.id,)) for n in graph.layers]
-
-    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
-        return []
 
 
 def test_call_costs_time_the_call_models_on_the_runner() -> None:

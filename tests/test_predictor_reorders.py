@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from _predictors import roofline_predictor
+from _predictors import FakeKernels, roofline_predictor
 from layerscope.analysis.predictor import (
     REORDER_FAMILY,
     KernelSample,
@@ -73,25 +73,12 @@ class _FakeRunner:
         pass
 
 
-class _FakeKernels:
-    name = "fake"
-    grouping = "fake"
-    own_grouping = True
-
+class _FakeKernels(FakeKernels):
     def __init__(self) -> None:
         self.log: list[tuple[str, str]] = []
 
-    def installed(self) -> bool:
-        return True
-
     def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
         return _FakeRunner(self.log)
-
-    def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
-        return [(n.id, (n.id,)) for n in graph.layers]
-
-    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
-        return []
 
 
 def test_a_kernel_alone_is_timed_net_of_its_boundary_layout_kernels(tmp_path: Path) -> None:
