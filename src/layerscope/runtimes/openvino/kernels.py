@@ -29,15 +29,18 @@ def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "C
     layer ids)``: the nodes of its compiled runtime model
     (:func:`~layerscope.runtimes.openvino.graph.runtime_nodes`) that one profiled inference on random inputs
     executes (constants, weight reshapes and in-place nodes do not); a layer two of them share goes with the
-    first."""
+    first. The model is read as ``profile`` reads it (:func:`~layerscope.runtimes.openvino.compile.folded_reader`:
+    top-level ``If`` layers folded to the branch those inputs take); ``ModelError`` (exit 2) when OpenVINO cannot
+    read it."""
     from layerscope.runtimes.openvino import compile as ov
     from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
-    read = ov._core().read_model(str(graph.path))
+    feeds = make_inputs(graph)
+    read = ov.folded_reader(graph, feeds, device)[0]()
     compiled = ov.compile_for(graph, SessionConfig(provider=device, threads=config.threads),
                               options or ov.OpenVinoOptions(), profiling=True, model=read)
     request = compiled.create_infer_request()
-    request.infer(make_inputs(graph))
+    request.infer(feeds)
     executed = {info.node_name for info in request.profiling_info if info.status.name == "EXECUTED"}
     nodes = runtime_nodes(compiled, graph, source_layers_of_ops(graph, read))
     taken: set[str] = set()

@@ -38,6 +38,7 @@ import numpy as np
 import onnx
 
 from layerscope.errors import InputError, LayerscopeError, ModelError, RuntimeFailure, condensed
+from layerscope.measure.inputs import make_inputs
 from layerscope.measure.runners import (
     NO_BOUNDARY_COST,
     BoundaryCost,
@@ -59,6 +60,7 @@ from layerscope.runtimes.openvino.compile import (
     compile_for,
     compiled_settings,
     device_name,
+    folded_reader,
     infer_failure,
     infer_shared,
     run_precision,
@@ -304,9 +306,11 @@ def _boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: f
 def fused_groups(graph: Graph, config: SessionConfig, options: OpenVinoOptions) -> tuple[tuple[str, ...], ...]:
     """The source layers of each computing node of the compiled whole model (``graph.path``) that runs more than
     one layer, in runtime order (:func:`~layerscope.runtimes.openvino.graph.runtime_nodes`; constants, layout
-    nodes and weight reshapes excluded)."""
-    core = _require_openvino().Core()
-    read = core.read_model(str(graph.path))
+    nodes and weight reshapes excluded), the model read as ``profile`` reads it
+    (:func:`~layerscope.runtimes.openvino.compile.folded_reader`, on :func:`~layerscope.measure.inputs.make_inputs`);
+    ``ModelError`` (exit 2) when OpenVINO cannot read it."""
+    _require_openvino()
+    read = folded_reader(graph, make_inputs(graph), device_name(config.provider))[0]()
     compiled = compile_for(graph, config, options, profiling=False, model=read)
     nodes = runtime_nodes(compiled, graph, source_layers_of_ops(graph, read))
     constant_inputs = _constant_fed(compiled.get_runtime_model())
