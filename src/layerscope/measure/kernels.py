@@ -582,30 +582,69 @@ def _int64(values: Sequence[int] | np.ndarray, name: str) -> onnx.TensorProto:
 GATHER_KINDS = ("rows", "last")
 
 
-def gather_kernel(rows: int, cols: int, n: int, kind: str) -> KernelModel:
+#: Where a gather's or scatter's table comes from: ``input`` (an activation: a graph network's node features) or
+#: ``const`` (an initializer, as exported models hold it: an embedding table a Gather looks rows up in; the zeros a
+#: scatter sums into, ``torch.zeros(...).index_add_`` / ``scatter_add_`` exported as a ConstantOfShape that is
+#: folded). The roofline counts a constant table as weight bytes, so the kernels' features differ by form.
+TABLE_KINDS = ("input", "const")
+
+
+def _table(rows: int, cols: int, table: str, label: str, *, zeros: bool,
+           inner: tuple[int, ...] = ()) -> tuple[list[tuple[str, Sequence[int]]], dict[str, np.ndarray]]:
+    """The ``x`` operand ``[rows, cols, *inner]`` of a gather or scatter (:data:`TABLE_KINDS`): a float input, or
+    an initializer (zeros where ``zeros``, else seeded normal values)."""
+    shape = (rows, cols, *inner)
+    if table == "input":
+        return [("x", shape)], {}
+    if table != "const":
+        raise ValueError(f"table kind {table!r}")
+    return [], {"x": np.zeros(shape) if zeros else _rng(label).standard_normal(shape).astype(np.float32)}
+
+
+def gather_kernel(rows: int, cols: int, n: int, kind: str, *, table: str = "input") -> KernelModel:
     """Gather ``n`` indices (an int64 input, fed in range) from ``[rows, cols]``: along axis 0 (``rows``: out
-    ``[n, cols]``) or axis 1 (``last``: out ``[rows, n]``). The ``movement`` family."""
+    ``[n, cols]``) or axis 1 (``last``: out ``[rows, n]``); the table an input or an initializer (``table``,
+    :data:`TABLE_KINDS`: an embedding lookup). The ``movement`` family."""
     if kind not in GATHER_KINDS:
         raise ValueError(f"gather kind {kind!r}")
-    label = f"movement gather rows={rows} cols={cols} n={n} {kind}"
+    label = f"movement gather rows={rows} cols={cols} n={n} {kind}{'' if table == 'input' else ' ' + table}"
     node = helper.make_node("Gather", ["x", "i"], ["y"], axis=0 if kind == "rows" else 1)
-    model = _model([node], [("x", (rows, cols))], ["y"], {}, "gather", index_inputs=[("i", (n,))])
+    inputs, inits = _table(rows, cols, table, label, zeros=False)
+    model = _model([node], inputs, ["y"], inits, "gather", index_inputs=[("i", (n,))])
     return KernelModel("movement", label, model.SerializeToString())
 
 
-def scatter_kernel(rows: int, cols: int, n: int, reduction: str, *, nd: bool = False) -> KernelModel:
+def gather_elements_kernel(rows: int, cols: int, n: int, *, inner: int = 1) -> KernelModel:
+    """GatherElements along axis 0 of ``[rows, cols]`` (``inner`` > 1: ``[rows, cols, inner]``) with indices
+    ``[n, cols(, inner)]`` (an int64 input fed in range: one index per element; ``torch.gather`` of node
+    features by edge). The ``movement`` family."""
+    tail = (inner,) if inner > 1 else ()
+    label = f"movement gatherelements rows={rows} cols={cols} n={n}{f' inner={inner}' if tail else ''}"
+    node = helper.make_node("GatherElements", ["x", "i"], ["y"], axis=0)
+    model = _model([node], [("x", (rows, cols, *tail))], ["y"], {}, "gatherelements",
+                   index_inputs=[("i", (n, cols, *tail))])
+    return KernelModel("movement", label, model.SerializeToString())
+
+
+def scatter_kernel(rows: int, cols: int, n: int, reduction: str, *, nd: bool = False, table: str = "input",
+                   inner: int = 1) -> KernelModel:
     """Scatter ``n`` rows of updates ``[n, cols]`` into ``[rows, cols]``, indices an int64 input fed in range:
     ScatterElements along axis 0 (indices ``[n, cols]``: one index per element; a graph network's message sum
-    with ``reduction`` ``add``) or, with ``nd``, ScatterND (indices ``[n, 1]``: one per row). The ``movement``
-    family."""
-    label = f"movement scatter{'nd' if nd else ''} rows={rows} cols={cols} n={n} {reduction}"
+    with ``reduction`` ``add``) or, with ``nd``, ScatterND (indices ``[n, 1]``: one per row). ``inner`` > 1 adds a
+    last axis to the table, updates and ScatterElements' indices (``[rows, cols, inner]``: an equivariant network's
+    3-vectors per feature); ``table`` (:data:`TABLE_KINDS`) ``const``: the table a zero initializer (the form an
+    exported ``zeros(...).scatter_add_`` runs in). The ``movement`` family."""
+    tail = (inner,) if inner > 1 else ()
+    label = (f"movement scatter{'nd' if nd else ''} rows={rows} cols={cols} n={n} {reduction}"
+             f"{f' inner={inner}' if tail else ''}{'' if table == 'input' else ' ' + table}")
     if nd:
         node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction)
         indices: tuple[int, ...] = (n, 1)
     else:
         node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0, reduction=reduction)
-        indices = (n, cols)
-    model = _model([node], [("x", (rows, cols)), ("u", (n, cols))], ["y"], {}, "scatter",
+        indices = (n, cols, *tail)
+    inputs, inits = _table(rows, cols, table, label, zeros=True, inner=tail)
+    model = _model([node], [*inputs, ("u", (n, cols, *tail))], ["y"], inits, "scatter",
                    index_inputs=[("i", indices)])
     return KernelModel("movement", label, model.SerializeToString())
 
@@ -881,8 +920,14 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
 
 def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     """Configurations added to ``family``'s space after kernels of it were timed and cached (predictor version
-    5: the int8 matrix products of :data:`QUANT_MATMUL_FORMS`): :func:`family_configs` spreads them through the
-    family's order without moving the earlier ones, so that a cache walked before is walked in the same order."""
+    5: the int8 matrix products of :data:`QUANT_MATMUL_FORMS`; then the movement and concat forms of
+    :func:`_added_movement_configs`, :func:`_added_concat_configs`): :func:`family_configs` spreads them through
+    the family's order without moving the earlier ones, so that a cache walked before is walked in the same
+    order."""
+    if family == "movement":
+        return _added_movement_configs()
+    if family == "concat":
+        return _added_concat_configs()
     if family != "matmul":
         return []
     # with a bias, as quantizers write a linear layer; without one, square weights
@@ -919,6 +964,62 @@ def _movement_configs(rows: Sequence[int]) -> list[Callable[[], KernelModel]]:
     out += [partial(slice_kernel, r, c, kind) for r, c, kind in
             itertools.product((1, *rows), (16, 128, 384), SLICE_KINDS)]
     out += [partial(where_kernel, r, c, kind) for r, c, kind in itertools.product((1, *rows), (16, 128), WHERE_KINDS)]
+    return out
+
+
+def _added_movement_configs() -> list[Callable[[], KernelModel]]:
+    """The ``movement`` forms graph, point-cloud and recommender models run at scale, beyond
+    :func:`_movement_configs`: scatters into a constant zero table (an exported ``scatter_add_``: the roofline
+    counts the table as weight bytes, which no timed movement kernel had at this cost) and over 3-vectors per
+    feature (``inner`` 3), embedding lookups from weight tables of 64 KiB to 64 MiB (past the last-level cache),
+    and GatherElements (one index per element); indices 16 to 16 K, updates and outputs up to 4 M elements."""
+    out: list[Callable[[], KernelModel]] = []
+    out += [partial(scatter_kernel, r, c, n, red, table="const", inner=inner) for r, c, n, red, inner in
+            itertools.product((256, 4096), (3, 16, 128), (2048, 16384), ("add", "none"), (1, 3))
+            if n * c * inner <= 1 << 22]
+    out += [partial(scatter_kernel, r, c, n, "add", inner=3) for r, c, n in
+            itertools.product((256, 4096), (16, 128), (2048, 16384)) if n * c * 3 <= 1 << 22]
+    out += [partial(gather_kernel, r, c, n, "rows", table="const") for r, c, n in
+            itertools.product((1024, 32768, 262144), (16, 64, 384), (1, 16, 256, 2048, 16384))
+            if r * c <= 1 << 24 and n * c <= 1 << 22]
+    out += [partial(gather_elements_kernel, r, c, n, inner=inner) for r, c, n, inner in
+            itertools.product((256, 4096), (16, 128), (2048, 16384), (1, 3)) if n * c * inner <= 1 << 22]
+    return out
+
+
+#: Concats of sequences ``[1, chans, steps]`` in the ``concat`` space (1-D U-Nets, temporal convolution stacks):
+#: ``pad`` ``[1, C, p]``, ``[1, C, T]``, ``[1, C, p]`` along the last axis (a dilated convolution's replicate or
+#: reflect padding written as Slice + Concat), ``skip`` two ``[1, C, T]`` along the channels (a U-Net's skip join).
+CONCAT_SEQ_KINDS = ("pad", "skip")
+
+
+def concat_seq_kernel(chans: int, steps: int, kind: str, pad: int = 0) -> KernelModel:
+    """Concat of sequence tensors (:data:`CONCAT_SEQ_KINDS`; ``pad``: the steps added on each side); the
+    ``concat`` family."""
+    if kind == "pad":
+        shapes = [(1, chans, pad), (1, chans, steps), (1, chans, pad)]
+        axis = 2
+    elif kind == "skip":
+        shapes = [(1, chans, steps), (1, chans, steps)]
+        axis = 1
+    else:
+        raise ValueError(f"concat seq kind {kind!r}")
+    label = f"concat seq c={chans} t={steps} {kind}{f' pad={pad}' if kind == 'pad' else ''}"
+    names = [f"x{i}" for i in range(len(shapes))]
+    node = helper.make_node("Concat", names, ["y"], axis=axis)
+    return KernelModel("concat", label, _model([node], list(zip(names, shapes, strict=True)), ["y"], {}, "concat")
+                       .SerializeToString())
+
+
+def _added_concat_configs() -> list[Callable[[], KernelModel]]:
+    """Sequence concats (:func:`concat_seq_kernel`) of 16 to 256 channels over 1 K to 16 K steps (up to 4 M
+    elements out)."""
+    out: list[Callable[[], KernelModel]] = []
+    for c, t in itertools.product((16, 64, 128, 256), (1000, 4000, 8000, 16000)):
+        if c * t > 1 << 22:
+            continue
+        out += [partial(concat_seq_kernel, c, t, "pad", p) for p in (2, 64, 1024)]
+        out.append(partial(concat_seq_kernel, c, t, "skip", 0))
     return out
 
 
@@ -990,8 +1091,9 @@ def plan_batch(remaining: Mapping[str, Sequence[Config]], errors: Mapping[str, F
     """The next ``size`` configurations to time: each family's share in proportion to its cross-validated
     error (at least ``floor``; a family with no error yet counts as the worst one), largest remainders first;
     within a family, the configurations whose ``neighbours`` nearest timed configurations (distance: log2 of
-    the numeric parameters, plus 1 per differing categorical one) had the highest mean |error| (the regions
-    where the fit is worst), ties in the family's seeded order. Families are interleaved in the result."""
+    the numeric parameters, plus 1 per differing categorical one; over the leading numeric parameters all of them
+    have) had the highest mean |error| (the regions where the fit is worst), ties in the family's seeded order.
+    Families are interleaved in the result."""
     live = [f for f, configs in remaining.items() if configs]
     if not live or size <= 0:
         return []
@@ -1022,7 +1124,8 @@ def plan_batch(remaining: Mapping[str, Sequence[Config]], errors: Mapping[str, F
         scores = []
         for config in configs:
             num, cats = _coords(config.params)
-            dist = np.sqrt(((seen_num - num[:width]) ** 2).sum(axis=1))
+            shared = min(width, len(num))  # a builder with fewer numeric parameters: the leading ones
+            dist = np.sqrt(((seen_num[:, :shared] - num[:shared]) ** 2).sum(axis=1))
             dist += np.asarray([sum(a != b for a, b in zip(cats, c[1], strict=False)) for c in seen])
             nearest = np.argsort(dist, kind="stable")[:neighbours]
             scores.append(float(errs[nearest].mean()))
