@@ -12,8 +12,10 @@ regressor of the kernel's family (depthwise and large-kernel convolutions: their
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
 cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
-proportion (trees alone cannot extrapolate). A kernel of ``other`` ops (ML ops, most contrib ops: no family) is
-predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
+proportion (trees alone cannot extrapolate). Downwards the ratio does not hold: a kernel in the fixed-cost regime
+(roofline at most ``c``, working set no larger than its family's smallest timed kernels of its element width) is
+predicted at most what those cost (:class:`SmallKernels`). A kernel of ``other`` ops (ML ops, most contrib ops: no
+family) is predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
 :data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
 
@@ -93,8 +95,10 @@ FORMAT = "layerscope-predictor"
 #: feature, int8 matmuls; the data runs of movement and broadcasting kernels as features (``log_inner_run``,
 #: ``log_runs``, ``log_broadcast_ratio``: :func:`data_runs`, :func:`broadcast_ratio`); kernels fitted net of the
 #: layout kernels at their own boundary (ONNX Runtime's NCHWc reorders), and ``reorders``: the fit that predicts
-#: the layout kernels a model runs (:class:`ReorderFit`).
-VERSION = 5
+#: the layout kernels a model runs (:class:`ReorderFit`);
+#: 6: each family's ``small``: what its smallest kernels cost per element width, the most a kernel in that fixed-cost
+#: regime is predicted (:class:`SmallKernels`).
+VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
@@ -541,11 +545,75 @@ class KernelSample:
         return refine_family(self.family, self.features)
 
 
+#: How many of a family's smallest fixed-cost kernels (per element width) its :class:`SmallKernels` cap is read on.
+SMALL_SAMPLES = 12
+_WORKING_SET, _ELEM = FEATURES.index("log_working_set_bytes"), FEATURES.index("elem_bytes")
+
+
+@dataclass(frozen=True)
+class SmallKernels:
+    """What a family's smallest timed kernels of one element width cost alone: the fixed-cost regime, where a
+    kernel's time is its runtime's per-kernel work and timing noise, not its size.
+
+    Read on the :data:`SMALL_SAMPLES` samples of the smallest working set among those whose roofline is at most
+    :data:`FLOOR_US` (``elem_bytes`` wide): ``ws_bytes`` the largest working set among them, ``us`` their median
+    measured time, ``low_us`` / ``high_us`` its 10th / 90th percentile (µs). A kernel of that width no larger (working
+    set at most ``ws_bytes``, roofline at most :data:`FLOOR_US`) is predicted at most ``us``
+    (:meth:`caps`): a tree's lowest leaf otherwise carries the ratio of larger kernels (or of one noisy tiny sample)
+    down to kernels of a few elements (a 1-element Add predicted 5.5 µs, a 128-element Transpose 15.7 µs, where
+    such kernels cost ~0.3 µs in their model)."""
+
+    elem_bytes: float
+    ws_bytes: float
+    us: float
+    low_us: float
+    high_us: float
+    samples: int
+
+    def caps(self, features: Sequence[float], roofline_us: float) -> bool:
+        """Whether a kernel with ``features`` (:data:`FEATURES`) and ``roofline_us`` lies in this regime."""
+        return (features[_ELEM] == self.elem_bytes and roofline_us <= FLOOR_US
+                and math.expm1(features[_WORKING_SET]) <= self.ws_bytes * (1 + 1e-9))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"elem_bytes": self.elem_bytes, "ws_bytes": self.ws_bytes, "us": self.us, "low_us": self.low_us,
+                "high_us": self.high_us, "samples": self.samples}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SmallKernels:
+        small = cls(float(data["elem_bytes"]), float(data["ws_bytes"]), float(data["us"]), float(data["low_us"]),
+                    float(data["high_us"]), int(data["samples"]))
+        values = (small.elem_bytes, small.ws_bytes, small.us, small.low_us, small.high_us)
+        if not all(math.isfinite(v) and v >= 0 for v in values) or not small.low_us <= small.us <= small.high_us:
+            raise ValueError(f"small kernels {dict(data)!r}")
+        return small
+
+
+def fit_small_kernels(samples: Sequence[KernelSample], count: int = SMALL_SAMPLES) -> tuple[SmallKernels, ...]:
+    """One :class:`SmallKernels` per element width (``elem_bytes``) that has at least ``count`` samples whose
+    roofline is at most :data:`FLOOR_US`, read on the ``count`` of them with the smallest working set (ties: the
+    smaller roofline first); none for a width with fewer, and none from samples not :data:`FEATURES` wide."""
+    out = []
+    samples = [s for s in samples if len(s.features) == len(FEATURES)]
+    for width in sorted({s.features[_ELEM] for s in samples}):
+        fixed = sorted((s for s in samples if s.features[_ELEM] == width and s.roofline_us <= FLOOR_US),
+                       key=lambda s: (s.features[_WORKING_SET], s.roofline_us))
+        if len(fixed) < count:
+            continue
+        chosen = fixed[:count]
+        measured = np.asarray([max(0.0, s.measured_us) for s in chosen])
+        out.append(SmallKernels(float(width), float(max(math.expm1(s.features[_WORKING_SET]) for s in chosen)),
+                                float(np.median(measured)), float(np.quantile(measured, 0.1)),
+                                float(np.quantile(measured, 0.9)), count))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class FamilyFit:
     """A family's fitted model: how many samples, its cross-validated error (``cv_median_abs_error``: median
     of |predicted/measured - 1|; ``cv_within_10``: the share within ±10%; ``cv_folds``), and the 10th / 90th
-    percentile of the cross-validated log residuals (the interval)."""
+    percentile of the cross-validated log residuals (the interval); ``small``: what its smallest kernels cost,
+    per element width (:class:`SmallKernels`), the most a kernel in that regime is predicted."""
 
     family: str
     samples: int
@@ -555,18 +623,24 @@ class FamilyFit:
     residual_low: float
     residual_high: float
     model: Ensemble
+    small: tuple[SmallKernels, ...] = ()
+
+    def small_for(self, features: Sequence[float], roofline_us: float) -> SmallKernels | None:
+        """The :class:`SmallKernels` regime a kernel with ``features`` and ``roofline_us`` lies in, if any."""
+        return next((s for s in self.small if s.caps(features, roofline_us)), None)
 
     def to_json(self) -> dict[str, Any]:
         return {"samples": self.samples, "cv_median_abs_error": self.cv_median_abs_error,
                 "cv_within_10": self.cv_within_10, "cv_folds": self.cv_folds,
-                "residual_low": self.residual_low, "residual_high": self.residual_high, "model": self.model.to_json()}
+                "residual_low": self.residual_low, "residual_high": self.residual_high, "model": self.model.to_json(),
+                "small": [s.to_json() for s in self.small]}
 
     @classmethod
     def from_json(cls, family: str, data: Mapping[str, Any]) -> FamilyFit:
         try:
             return cls(family, int(data["samples"]), float(data["cv_median_abs_error"]), float(data["cv_within_10"]),
                        int(data["cv_folds"]), float(data["residual_low"]), float(data["residual_high"]),
-                       Ensemble.from_json(data["model"]))
+                       Ensemble.from_json(data["model"]), tuple(SmallKernels.from_json(s) for s in data["small"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"predictor file: family {family!r} is malformed ({exc})") from None
 
@@ -898,7 +972,8 @@ def load_predictor(path: Path) -> Predictor:
                          f"{VERSION} (its kernels and features differ: a normalisation's class and shape; the "
                          "recurrent family and its steps, int8 matrix products; the data runs of movement and "
                          "broadcasting kernels; the per-call overhead as profile times it, the per-input/output "
-                         "cost; kernels fitted net of their boundary NCHWc reorders, which it predicts on their own)",
+                         "cost; kernels fitted net of their boundary NCHWc reorders, which it predicts on their own; "
+                         "each family's smallest kernels' cost, the most a kernel in that regime is predicted)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")
@@ -966,7 +1041,8 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
     x, y = _design(samples, family == "all")
     final = _regressor(seed).fit(x, y)
     return FamilyFit(family, len(samples), float(np.median(ratio_err)), float(np.mean(ratio_err <= 0.10)), k,
-                     float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))
+                     float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final),
+                     fit_small_kernels(samples))
 
 
 def held_out_errors(family: str, samples: Sequence[KernelSample], *, folds: int = 3, max_models: int = 5,
@@ -1091,7 +1167,11 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
 
     used = fit.family if family != "other" else "other"
     low, high = interval_logs(fit.residual_low, fit.residual_high)
-    return KernelPrediction(name, used, tuple(layers), us(value), us(value + low), us(value + high), roof, us(value))
+    latency, low_us, high_us = us(value), us(value + low), us(value + high)
+    small = fit.small_for(x[:len(FEATURES)].tolist(), roof) if family != "other" else None
+    if small is not None and latency > small.us:  # in the fixed-cost regime: at most what its smallest kernels cost
+        latency, low_us, high_us = small.us, min(low_us, small.low_us), small.high_us
+    return KernelPrediction(name, used, tuple(layers), latency, low_us, high_us, roof, latency)
 
 
 def kernel_io(graph: Graph, layers: Sequence[str]) -> tuple[int, int]:

@@ -1,0 +1,115 @@
+"""Tiny kernels (issue #39): a family's smallest timed kernels say what a kernel in the fixed-cost regime costs, and a
+tree's lowest leaf (fitted to larger kernels' ratios, or to one noisy tiny sample) never predicts such a kernel above
+it: a 1-element Add was predicted 5.5 µs, a 128-element Transpose 15.7 µs, where they cost ~0.3 µs in their model."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from layerscope.analysis.predictor import (
+    FEATURES,
+    FLOOR_US,
+    FamilyFit,
+    KernelSample,
+    Predictor,
+    SmallKernels,
+    fit_small_kernels,
+    load_predictor,
+    predict_kernel,
+)
+from layerscope.analysis.trees import Ensemble, Tree
+from layerscope.errors import InputError
+from layerscope.estimator import estimate_graph
+from layerscope.model import load_model
+from layerscope.model.types import Graph
+from layerscope.targets import load_profile
+
+_WS, _ELEM = FEATURES.index("log_working_set_bytes"), FEATURES.index("elem_bytes")
+
+
+def _sample(ws_bytes: float, roofline_us: float, measured_us: float, elem_bytes: float = 4.0) -> KernelSample:
+    features = [0.0] * len(FEATURES)
+    features[_WS], features[_ELEM] = math.log1p(ws_bytes), elem_bytes
+    return KernelSample("elementwise", f"ws={ws_bytes}", tuple(features), roofline_us, measured_us)
+
+
+def test_small_kernels_read_on_the_smallest_fixed_cost_samples_per_width() -> None:
+    measured = [0.1] * 6 + [0.3] * 4 + [10.0, 12.0]  # two noisy ones: the median ignores them
+    samples = [_sample(100.0 * (i + 1), 0.3, m) for i, m in enumerate(measured)]
+    samples += [_sample(50.0, 5.0, 100.0),  # smallest working set, but its roofline is past the fixed cost
+                _sample(5000.0, 0.3, 50.0),  # in the regime, the 13th smallest: left out
+                _sample(10.0, 0.3, 9.0, elem_bytes=2.0), _sample(20.0, 0.3, 9.0, elem_bytes=2.0)]  # too few fp16
+    (small,) = fit_small_kernels(samples)
+    assert small.elem_bytes == 4.0 and small.samples == 12
+    assert small.ws_bytes == pytest.approx(1200.0)
+    assert small.us == pytest.approx(0.2)  # (0.1 + 0.3) / 2
+    # the 10th / 90th percentiles, linear between order statistics: 0.1; at rank 9.9, 0.3 + 0.9 * (10 - 0.3)
+    assert small.low_us == pytest.approx(0.1) and small.high_us == pytest.approx(9.03)
+    assert fit_small_kernels(samples[:11]) == ()  # 11 in the regime: no cap
+
+
+def test_regime_membership() -> None:
+    small = SmallKernels(4.0, 1200.0, 0.2, 0.1, 10.2, 12)
+    features = _sample(1200.0, 0.3, 0.0).features
+    assert small.caps(features, 0.3)
+    assert not small.caps(features, FLOOR_US + 0.01)  # roofline past the fixed cost
+    assert not small.caps(_sample(1201.0, 0.3, 0.0).features, 0.3)  # larger than any of the small ones
+    assert not small.caps(_sample(100.0, 0.3, 0.0, elem_bytes=2.0).features, 0.3)  # another width
+
+
+def _add(tmp_path: Path, elements: int) -> Graph:
+    const = helper.make_tensor("c", TensorProto.FLOAT, [1, elements], np.ones(elements).tolist())
+    graph = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"], name="add")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, elements])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, elements])], [const])
+    path = tmp_path / f"add{elements}.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return load_model(path)
+
+
+def _predictor(log_ratio: float, small: tuple[SmallKernels, ...]) -> Predictor:
+    """One ``elementwise`` fit whose every leaf is ``log_ratio`` (interval ±0.1), with ``small``; an ``all`` fit."""
+    leaf = Tree(np.array([0]), np.array([0.0]), np.array([-1]), np.array([-1]), np.array([0.0]))
+    fits = {name: FamilyFit(name, 50, 0.0, 1.0, 5, -0.1, 0.1, Ensemble(log_ratio, 1.0, "sum", width, (leaf,)), small)
+            for name, width in (("elementwise", len(FEATURES)), ("all", len(FEATURES) + 10))}
+    return Predictor({"runner": "test"}, "host", 5.0, fits)
+
+
+def test_a_tiny_kernel_is_predicted_at_most_its_familys_small_kernels(tmp_path: Path) -> None:
+    graph = _add(tmp_path, 1)  # 12 bytes in, 4 out: in the regime (working set at most 1200 bytes)
+    estimate = estimate_graph(graph, load_profile("host"), "fp32")
+    small = SmallKernels(4.0, 1200.0, 0.2, 0.1, 0.6, 12)
+    tree_only = predict_kernel(_predictor(2.0, ()), "elementwise", graph, estimate, ["add"], name="add")
+    roof = tree_only.roofline_us
+    assert roof <= FLOOR_US
+    assert tree_only.latency_us == pytest.approx((roof + FLOOR_US) * math.exp(2.0) - FLOOR_US)  # ~14 µs
+    capped = predict_kernel(_predictor(2.0, (small,)), "elementwise", graph, estimate, ["add"], name="add")
+    assert capped.latency_us == capped.isolated_us == pytest.approx(0.2)
+    assert capped.low_us == pytest.approx(0.1) and capped.high_us == pytest.approx(0.6)
+    # a tree that predicts less than the cap keeps its own number
+    low = predict_kernel(_predictor(-0.1, (small,)), "elementwise", graph, estimate, ["add"], name="add")
+    assert 0 < low.latency_us < 0.2
+    assert low.latency_us == pytest.approx((roof + FLOOR_US) * math.exp(-0.1) - FLOOR_US)
+
+
+def test_a_kernel_past_the_small_ones_keeps_the_trees_number(tmp_path: Path) -> None:
+    graph = _add(tmp_path, 1024)  # 12 KiB: larger than every small kernel
+    estimate = estimate_graph(graph, load_profile("host"), "fp32")
+    small = SmallKernels(4.0, 1200.0, 0.2, 0.1, 0.6, 12)
+    got = predict_kernel(_predictor(1.0, (small,)), "elementwise", graph, estimate, ["add"], name="add")
+    assert got.latency_us == pytest.approx((got.roofline_us + FLOOR_US) * math.e - FLOOR_US)
+
+
+def test_small_kernels_saved_and_loaded(tmp_path: Path) -> None:
+    small = SmallKernels(4.0, 1200.0, 0.2, 0.1, 0.6, 12)
+    path = _predictor(0.0, (small,)).save(tmp_path / "p.json")
+    assert load_predictor(path).families["elementwise"].small == (small,)
+    text = path.read_text().replace('"us": 0.2', '"us": 0.9')  # above its own 90th percentile: malformed
+    path.write_text(text)
+    with pytest.raises(InputError, match="malformed"):
+        load_predictor(path)
