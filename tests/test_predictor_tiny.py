@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from _predictors import roofline_predictor
 from layerscope.analysis.predictor import (
     FEATURES,
     FLOOR_US,
@@ -21,10 +22,13 @@ from layerscope.analysis.predictor import (
     fit_small_kernels,
     load_predictor,
     predict_kernel,
+    predict_model,
+    subgraph_kernels,
 )
 from layerscope.analysis.trees import Ensemble, Tree
 from layerscope.errors import InputError
 from layerscope.estimator import estimate_graph
+from layerscope.measure.kernels import kernel_family
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.targets import load_profile
@@ -113,3 +117,44 @@ def test_small_kernels_saved_and_loaded(tmp_path: Path) -> None:
     path.write_text(text)
     with pytest.raises(InputError, match="malformed"):
         load_predictor(path)
+
+
+# ------------------------------------------------------------------------------ control flow
+def _if_model(tmp_path: Path) -> Graph:
+    """x[4] -> ReduceSum -> Greater 0 -> If: then Relu(x) + Slice(a constant), else Identity(x)."""
+    table = helper.make_tensor("table", TensorProto.FLOAT, [8], list(range(8)))
+    starts, ends = (helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("starts", 0), ("ends", 4)))
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                              helper.make_node("Slice", ["table", "starts", "ends"], ["part"], name="slice"),
+                              helper.make_node("Add", ["r", "part"], ["t"], name="add")],
+                             "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])],
+                             [table, starts, ends])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["e"], name="same")], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="sum", keepdims=0),
+             helper.make_node("Greater", ["s", "zero"], ["c"], name="positive"),
+             helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then, else_branch=other)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    path = tmp_path / "if.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return load_model(path)
+
+
+def test_the_layers_run_in_a_branch_are_kernels_of_their_own_but_constant_ones(tmp_path: Path) -> None:
+    graph = _if_model(tmp_path)
+    inside = {n.id: n for n in graph.layers if n.parent}
+    assert {n.op_type for n in inside.values()} >= {"Relu", "Slice", "Add"}  # the branch the loader saw run
+    top = [(n.id, kernel_family([n.op_type]), (n.id,)) for n in graph.layers if not n.parent]
+    extra = subgraph_kernels(graph, top)
+    assert sorted(inside[name].op_type for name, _, _ in extra) == ["Add", "Relu"]  # the Slice of constants folds
+    assert all(layers == (name,) and family == "elementwise" for name, family, layers in extra)
+    assert subgraph_kernels(graph, [*top, *extra]) == []  # covered: not twice
+
+    estimate = estimate_graph(graph, load_profile("host"), "fp32")
+    predictor = roofline_predictor(0.0)
+    got = predict_model(predictor, graph, estimate, top, "none")
+    names = [k.kernel for k in got.kernels]
+    assert names == [name for name, _, _ in top] + [name for name, _, _ in extra]
+    assert got.latency_us == pytest.approx(sum(k.latency_us for k in got.kernels))

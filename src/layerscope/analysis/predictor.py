@@ -1227,6 +1227,29 @@ def predict_reorder(predictor: Predictor, name: str, nbytes: int, layers: tuple[
                             value)
 
 
+def subgraph_kernels(graph: Graph, kernels: Sequence[tuple[str, str, tuple[str, ...]]],
+                     ) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The layers that ran inside a control-flow layer (an ``If`` branch, a ``Loop`` / ``Scan`` body: ``parent``
+    set; as the graph holds them, the executed ones, their costs counting every execution) that none of ``kernels``
+    (name, family, source layers) covers, each as a kernel of its own (name and layers: its id; family by its op).
+    A runtime's optimized top-level graph lists a control-flow node as one kernel, its subgraph's kernels not: a
+    GRU / LSTM run in an ``If`` branch is that node's time (a VAD's decoder: 44 µs profiled, its ``If`` predicted as
+    an ``other`` kernel of no work, 0.5 µs). A layer whose inputs are all constants (the graph's, or outputs of
+    such layers before it) is left out: the runtime folds it when it loads the subgraph (an LSTM's weights sliced
+    and concatenated in its branch)."""
+    covered = {layer for _, _, layers in kernels for layer in layers}
+    constant = set(graph.constants) | set(graph.const_values)
+    out = []
+    for node in graph.layers:
+        if not node.parent or node.id in covered:
+            continue
+        if all(i in constant for i in node.inputs if i):
+            constant |= {o for o in node.outputs if o}
+            continue
+        out.append((node.id, kernel_family([node.op_type]), (node.id,)))
+    return out
+
+
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
                   kernels: Sequence[tuple[str, str, tuple[str, ...]]], fusion: str,
                   *, reorders: Sequence[tuple[str, int, tuple[str, ...]]] = ()) -> ModelPrediction:
@@ -1234,11 +1257,13 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
     inserts (``reorders``: name, bytes converted, the layers of the kernel each converts for; predicted by
     :func:`predict_reorder`, listed first, so that a layer's own kernel is the one a run names for it; none when
     the predictor has no :class:`ReorderFit` samples); ``fusion`` says where the kernels came from
-    (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer). Each kernel is taken into
+    (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer); the layers run inside control flow
+    that no kernel covers are kernels of their own (:func:`subgraph_kernels`). Each kernel is taken into
     the predictor's in-model context only when :meth:`Context.applies_to` says the model is inside its support,
     else summed as predicted alone; the prediction records which and why."""
     layout = [predict_reorder(predictor, name, nbytes, layers) for name, nbytes, layers in reorders
               if predictor.reorders.samples]
+    kernels = [*kernels, *subgraph_kernels(graph, kernels)]
     alone = layout + [predict_kernel(predictor, fam, graph, estimate, layers, name=name)
                       for name, fam, layers in kernels]
     applied, why = predictor.context.applies_to([k.isolated_us for k in alone])
