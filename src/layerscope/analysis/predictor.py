@@ -1239,7 +1239,7 @@ def subgraph_kernels(graph: Graph, kernels: Sequence[tuple[str, str, tuple[str, 
     and concatenated in its branch)."""
     covered = {layer for _, _, layers in kernels for layer in layers}
     constant = set(graph.constants) | set(graph.const_values)
-    out = []
+    out: list[tuple[str, str, tuple[str, ...]]] = []
     for node in graph.layers:
         if not node.parent or node.id in covered:
             continue
