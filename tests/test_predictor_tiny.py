@@ -4,6 +4,7 @@ it: a 1-element Add was predicted 5.5 µs, a 128-element Transpose 15.7 µs, whe
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -15,20 +16,25 @@ from _predictors import roofline_predictor
 from layerscope.analysis.predictor import (
     FEATURES,
     FLOOR_US,
+    VIEW_FAMILY,
+    Caches,
     FamilyFit,
     KernelSample,
     Predictor,
     SmallKernels,
+    aliased_view,
+    fit_predictor,
     fit_small_kernels,
     load_predictor,
     predict_kernel,
     predict_model,
     subgraph_kernels,
+    view_only,
 )
 from layerscope.analysis.trees import Ensemble, Tree
 from layerscope.errors import InputError
 from layerscope.estimator import estimate_graph
-from layerscope.measure.kernels import kernel_family
+from layerscope.measure.kernels import CallCosts, kernel_family
 from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.targets import load_profile
@@ -158,3 +164,52 @@ def test_the_layers_run_in_a_branch_are_kernels_of_their_own_but_constant_ones(t
     names = [k.kernel for k in got.kernels]
     assert names == [name for name, _, _ in top] + [name for name, _, _ in extra]
     assert got.latency_us == pytest.approx(sum(k.latency_us for k in got.kernels))
+
+
+# ------------------------------------------------------------------------------ views
+def _relu_squeeze_relu(tmp_path: Path, *, alone: bool = False) -> Graph:
+    """x[1, 4096] -> Relu -> Squeeze(axis 0) -> Relu -> y[4096]; ``alone``: the Squeeze only, x to y."""
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    src, dst = ("x", "y") if alone else ("a", "b")
+    nodes = [helper.make_node("Squeeze", [src, "axes"], [dst], name="squeeze")]
+    if not alone:
+        nodes = [helper.make_node("Relu", ["x"], ["a"], name="first"), *nodes,
+                 helper.make_node("Relu", ["b"], ["y"], name="second")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4096])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4096])], [axes])
+    path = tmp_path / f"view{int(alone)}.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    return load_model(path)
+
+
+def test_a_view_in_its_model_is_a_dispatch_and_alone_a_copy(tmp_path: Path) -> None:
+    graph = _relu_squeeze_relu(tmp_path)
+    assert view_only(graph, ["squeeze"]) and aliased_view(graph, ["squeeze"])
+    assert not view_only(graph, ["first", "squeeze"])  # a Relu fused with it does work
+    alone = _relu_squeeze_relu(tmp_path, alone=True)
+    assert view_only(alone, ["squeeze"]) and not aliased_view(alone, ["squeeze"])  # input to output: copied
+
+    estimate = estimate_graph(graph, load_profile("host"), "fp32")
+    predictor = _predictor(2.0, ())  # would predict e^2 x (roofline + floor)
+    view = predict_kernel(predictor, "elementwise", graph, estimate, ["squeeze"], name="squeeze")
+    assert (view.family, view.latency_us, view.low_us, view.high_us, view.isolated_us) == (VIEW_FAMILY, 0, 0, 0, 0)
+    relu = predict_kernel(predictor, "elementwise", graph, estimate, ["first"], name="first")
+    assert relu.family == "elementwise" and relu.latency_us > 1.0
+    calls = CallCosts(5.0, 1.0, 0.0, 0.25, "test")
+    got = predict_model(dataclasses.replace(predictor, calls=calls), graph, estimate,
+                        [(n, "elementwise", (n,)) for n in ("first", "squeeze", "second")], "none")
+    assert [k.latency_us for k in got.kernels][1] == pytest.approx(0.25)  # its dispatch in the model
+    copied = predict_kernel(predictor, "elementwise", alone, estimate_graph(alone, load_profile("host"), "fp32"),
+                            ["squeeze"], name="squeeze")
+    assert copied.family == "elementwise" and copied.latency_us > 1.0
+
+
+def test_view_samples_are_not_fitted(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    kept = [_sample(float(rng.uniform(1e3, 1e6)), 0.3, float(rng.uniform(0.1, 1.0))) for _ in range(20)]
+    views = [dataclasses.replace(_sample(1e5, 0.3, 40.0), view=True) for _ in range(20)]
+    predictor = fit_predictor([*kept, *views], {"runner": "test"}, "host", 5.0,
+                              caches=Caches(1 << 20, 32 << 20, "test"))
+    assert predictor.families["elementwise"].samples == 20 and predictor.families["all"].samples == 20
+    with pytest.raises(InputError, match="only 3 kernel"):
+        fit_predictor([*kept[:3], *views], {"runner": "test"}, "host", 5.0, caches=Caches(1 << 20, 32 << 20, "test"))

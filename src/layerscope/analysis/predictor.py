@@ -14,7 +14,9 @@ cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
 proportion (trees alone cannot extrapolate). Downwards the ratio does not hold: a kernel in the fixed-cost regime
 (roofline at most ``c``, working set no larger than its family's smallest timed kernels of its element width) is
-predicted at most what those cost (:class:`SmallKernels`). A kernel of ``other`` ops (ML ops, most contrib ops: no
+predicted at most what those cost (:class:`SmallKernels`). A kernel of view ops only (Reshape, Squeeze...:
+:data:`VIEW_OPS`) copies when timed alone and not in its model: it is not fitted, and predicted as a dispatch. A
+kernel of ``other`` ops (ML ops, most contrib ops: no
 family) is predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
 :data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
@@ -519,6 +521,35 @@ def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> floa
     return max(0.01, sum(estimate.layers[index[i]].latency_us for i in layers if i in index))
 
 
+#: Ops whose output is a view of their input: ONNX Runtime's CPU kernels declare the output an alias of input 0, so
+#: in a model the allocation planner gives both one buffer and the kernel copies nothing, whatever the size (a
+#: Squeeze of 262,144 floats between two Relus: +0.6 µs, ~a node's dispatch); timed alone, the kernel's input is
+#: the model's input and its output the model's output, and it copies (the same Squeeze alone: +26 µs).
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+#: The family a view kernel's prediction is recorded under (:func:`predict_kernel`).
+VIEW_FAMILY = "view"
+
+
+def view_only(graph: Graph, layers: Sequence[str]) -> bool:
+    """Whether the kernel covering ``layers`` holds only :data:`VIEW_OPS` layers (at least one)."""
+    chosen = set(layers)
+    ops = [n.op_type for n in graph.layers if n.id in chosen]
+    return bool(ops) and all(op in VIEW_OPS for op in ops)
+
+
+def aliased_view(graph: Graph, layers: Sequence[str]) -> bool:
+    """Whether the kernel covering ``layers`` runs as a view in its model: :func:`view_only`, and not taking a
+    model input straight to a model output (the one case where the runtime must copy)."""
+    if not view_only(graph, layers):
+        return False
+    chosen = set(layers)
+    nodes = [n for n in graph.layers if n.id in chosen]
+    produced = {o for n in nodes for o in n.outputs if o}
+    reads = {n.inputs[0] for n in nodes if n.inputs and n.inputs[0] and n.inputs[0] not in produced}
+    writes = produced & {t.name for t in graph.outputs}
+    return not (reads & {t.name for t in graph.inputs} and writes)
+
+
 # ------------------------------------------------------------------------------------------ samples
 @dataclass(frozen=True)
 class KernelSample:
@@ -538,6 +569,9 @@ class KernelSample:
     boundary_kernels: int = 0
     boundary_bytes: int = 0
     boundary_us: float = 0.0
+    #: Whether it holds only :data:`VIEW_OPS` (:func:`view_only`): timed alone it copies, in a model it does not;
+    #: predicted by rule, not fitted.
+    view: bool = False
 
     @property
     def fit_family(self) -> str:
@@ -1105,6 +1139,8 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
     its samples, a sub-family's on its own: :data:`SUBFAMILIES`), and the ``all`` fit, and the layout kernels'
     :func:`fit_reorders`; ``caches``: those the samples' features were computed with (default this host's).
     ``InputError`` when there are fewer than 4 samples in all."""
+    reorders = fit_reorders(samples)
+    samples = [s for s in samples if not s.view]  # a view's time alone is a copy its model does not make
     if len(samples) < 4:
         raise InputError(f"only {len(samples)} kernel(s) were timed; a predictor needs at least 4",
                          hint="raise --budget")
@@ -1114,7 +1150,7 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
     return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host(), calls=calls,
-                     reorders=fit_reorders(samples))
+                     reorders=reorders)
 
 
 # ------------------------------------------------------------------------------------------ predict
@@ -1153,12 +1189,16 @@ class ModelPrediction:
 def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Estimate,
                    layers: Sequence[str], *, name: str) -> KernelPrediction:
     """The prediction for the kernel covering ``layers`` of ``graph``, alone (``latency_us`` and its interval are
-    the kernel's time as timed, ``isolated_us``): :func:`predict_model` takes it into its model's context."""
+    the kernel's time as timed, ``isolated_us``): :func:`predict_model` takes it into its model's context. A
+    kernel that runs as a view in its model (:func:`aliased_view`) is 0 alone, family :data:`VIEW_FAMILY`: in its
+    model it costs a dispatch."""
+    roof = roofline_us(graph, estimate, layers)
+    if family != "other" and aliased_view(graph, layers):  # no work of its own: its dispatch is added in its model
+        return KernelPrediction(name, VIEW_FAMILY, tuple(layers), 0.0, 0.0, 0.0, roof, 0.0)
     x = kernel_features(graph, estimate, layers, predictor.caches)
     fit = predictor.fit_for(family, x.tolist())
     if fit.family == "all":
         x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
-    roof = roofline_us(graph, estimate, layers)
     # an op no family holds (ML ops, most contrib ops): nothing like it was timed, the roofline gives the number
     value = float(fit.model.predict(x[None, :])[0]) if family != "other" else 0.0
 
@@ -1331,7 +1371,7 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile, cach
             out.append(KernelSample(kernel.family, kernel.label, tuple(float(v) for v in features),
                                     roofline_us(graph, est, layers), timing.latency_us, kernel.source,
                                     kernel.config, timing.boundary_kernels, timing.boundary_bytes,
-                                    timing.boundary_us))
+                                    timing.boundary_us, view_only(graph, layers)))
     return out
 
 
