@@ -213,3 +213,21 @@ def test_view_samples_are_not_fitted(tmp_path: Path) -> None:
     assert predictor.families["elementwise"].samples == 20 and predictor.families["all"].samples == 20
     with pytest.raises(InputError, match="only 3 kernel"):
         fit_predictor([*kept[:3], *views], {"runner": "test"}, "host", 5.0, caches=Caches(1 << 20, 32 << 20, "test"))
+
+
+def test_a_shape_query_does_no_work_at_any_size(tmp_path: Path) -> None:
+    # the loader folds a Shape of a static shape: this one queries a data-dependent one (NonZero's)
+    nodes = [helper.make_node("NonZero", ["x"], ["nz"], name="nonzero"),
+             helper.make_node("Shape", ["nz"], ["s"], name="shape")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 4096])],
+                              [helper.make_tensor_value_info("s", TensorProto.INT64, [2])])
+    path = tmp_path / "shape.onnx"
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    loaded = load_model(path)
+    assert [n.op_type for n in loaded.layers] == ["NonZero", "Shape"]
+    shape = loaded.layers[1].id
+    assert view_only(loaded, [shape]) and aliased_view(loaded, [shape])  # reads no element, copies nothing
+    assert not view_only(loaded, [loaded.layers[0].id])
+    estimate = estimate_graph(loaded, load_profile("host"), "fp32")
+    got = predict_kernel(_predictor(2.0, ()), "elementwise", loaded, estimate, [shape], name="shape")
+    assert (got.family, got.latency_us) == (VIEW_FAMILY, 0.0)

@@ -15,7 +15,8 @@ this runtime on this machine is from it, so that a kernel larger than any sample
 proportion (trees alone cannot extrapolate). Downwards the ratio does not hold: a kernel in the fixed-cost regime
 (roofline at most ``c``, working set no larger than its family's smallest timed kernels of its element width) is
 predicted at most what those cost (:class:`SmallKernels`). A kernel of view ops only (Reshape, Squeeze...:
-:data:`VIEW_OPS`) copies when timed alone and not in its model: it is not fitted, and predicted as a dispatch. A
+:data:`VIEW_OPS`; and Shape, Size) copies when timed alone and not in its model: it is not fitted, and predicted
+as a dispatch. A
 kernel of ``other`` ops (ML ops, most contrib ops: no
 family) is predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
 :data:`MIN_FAMILY_SAMPLES` kernels use the
@@ -526,27 +527,32 @@ def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> floa
 #: Squeeze of 262,144 floats between two Relus: +0.6 µs, ~a node's dispatch); timed alone, the kernel's input is
 #: the model's input and its output the model's output, and it copies (the same Squeeze alone: +26 µs).
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+#: Ops that read only a tensor's shape (the roofline's costs read no data for them either): no work of their own
+#: at any size, alone or in a model; their working set (the tensor they query) put them past the small kernels.
+METADATA_OPS = frozenset({"Shape", "Size"})
 #: The family a view kernel's prediction is recorded under (:func:`predict_kernel`).
 VIEW_FAMILY = "view"
 
 
 def view_only(graph: Graph, layers: Sequence[str]) -> bool:
-    """Whether the kernel covering ``layers`` holds only :data:`VIEW_OPS` layers (at least one)."""
+    """Whether the kernel covering ``layers`` holds only :data:`VIEW_OPS` and :data:`METADATA_OPS` layers (at
+    least one)."""
     chosen = set(layers)
     ops = [n.op_type for n in graph.layers if n.id in chosen]
-    return bool(ops) and all(op in VIEW_OPS for op in ops)
+    return bool(ops) and all(op in VIEW_OPS or op in METADATA_OPS for op in ops)
 
 
 def aliased_view(graph: Graph, layers: Sequence[str]) -> bool:
-    """Whether the kernel covering ``layers`` runs as a view in its model: :func:`view_only`, and not taking a
-    model input straight to a model output (the one case where the runtime must copy)."""
+    """Whether the kernel covering ``layers`` does no work in its model: :func:`view_only`, and no view op of it
+    takes a model input straight to a model output (the one case where the runtime must copy)."""
     if not view_only(graph, layers):
         return False
     chosen = set(layers)
     nodes = [n for n in graph.layers if n.id in chosen]
     produced = {o for n in nodes for o in n.outputs if o}
-    reads = {n.inputs[0] for n in nodes if n.inputs and n.inputs[0] and n.inputs[0] not in produced}
-    writes = produced & {t.name for t in graph.outputs}
+    reads = {n.inputs[0] for n in nodes if n.op_type in VIEW_OPS and n.inputs and n.inputs[0]
+             and n.inputs[0] not in produced}
+    writes = {o for n in nodes if n.op_type in VIEW_OPS for o in n.outputs} & {t.name for t in graph.outputs}
     return not (reads & {t.name for t in graph.inputs} and writes)
 
 
