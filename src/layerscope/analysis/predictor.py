@@ -12,8 +12,13 @@ regressor of the kernel's family (depthwise and large-kernel convolutions: their
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
 cost): the roofline carries the scaling with size, the trees learn how far
 this runtime on this machine is from it, so that a kernel larger than any sampled one is still predicted in
-proportion (trees alone cannot extrapolate). A kernel of ``other`` ops (ML ops, most contrib ops: no family) is
-predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
+proportion (trees alone cannot extrapolate). Downwards the ratio does not hold: a kernel in the fixed-cost regime
+(roofline at most ``c``, working set no larger than its family's smallest timed kernels of its element width) is
+predicted at most what those cost (:class:`SmallKernels`). A kernel of view ops only (Reshape, Squeeze...:
+:data:`VIEW_OPS`; and Shape, Size) copies when timed alone and not in its model: it is not fitted, and predicted
+as a dispatch. A
+kernel of ``other`` ops (ML ops, most contrib ops: no
+family) is predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
 :data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
 
@@ -93,8 +98,10 @@ FORMAT = "layerscope-predictor"
 #: feature, int8 matmuls; the data runs of movement and broadcasting kernels as features (``log_inner_run``,
 #: ``log_runs``, ``log_broadcast_ratio``: :func:`data_runs`, :func:`broadcast_ratio`); kernels fitted net of the
 #: layout kernels at their own boundary (ONNX Runtime's NCHWc reorders), and ``reorders``: the fit that predicts
-#: the layout kernels a model runs (:class:`ReorderFit`).
-VERSION = 5
+#: the layout kernels a model runs (:class:`ReorderFit`);
+#: 6: each family's ``small``: what its smallest kernels cost per element width, the most a kernel in that fixed-cost
+#: regime is predicted (:class:`SmallKernels`).
+VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
@@ -515,6 +522,40 @@ def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> floa
     return max(0.01, sum(estimate.layers[index[i]].latency_us for i in layers if i in index))
 
 
+#: Ops whose output is a view of their input: ONNX Runtime's CPU kernels declare the output an alias of input 0, so
+#: in a model the allocation planner gives both one buffer and the kernel copies nothing, whatever the size (a
+#: Squeeze of 262,144 floats between two Relus: +0.6 µs, ~a node's dispatch); timed alone, the kernel's input is
+#: the model's input and its output the model's output, and it copies (the same Squeeze alone: +26 µs).
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+#: Ops that read only a tensor's shape (the roofline's costs read no data for them either): no work of their own
+#: at any size, alone or in a model; their working set (the tensor they query) put them past the small kernels.
+METADATA_OPS = frozenset({"Shape", "Size"})
+#: The family a view kernel's prediction is recorded under (:func:`predict_kernel`).
+VIEW_FAMILY = "view"
+
+
+def view_only(graph: Graph, layers: Sequence[str]) -> bool:
+    """Whether the kernel covering ``layers`` holds only :data:`VIEW_OPS` and :data:`METADATA_OPS` layers (at
+    least one)."""
+    chosen = set(layers)
+    ops = [n.op_type for n in graph.layers if n.id in chosen]
+    return bool(ops) and all(op in VIEW_OPS or op in METADATA_OPS for op in ops)
+
+
+def aliased_view(graph: Graph, layers: Sequence[str]) -> bool:
+    """Whether the kernel covering ``layers`` does no work in its model: :func:`view_only`, and no view op of it
+    takes a model input straight to a model output (the one case where the runtime must copy)."""
+    if not view_only(graph, layers):
+        return False
+    chosen = set(layers)
+    nodes = [n for n in graph.layers if n.id in chosen]
+    produced = {o for n in nodes for o in n.outputs if o}
+    reads = {n.inputs[0] for n in nodes if n.op_type in VIEW_OPS and n.inputs and n.inputs[0]
+             and n.inputs[0] not in produced}
+    writes = {o for n in nodes if n.op_type in VIEW_OPS for o in n.outputs} & {t.name for t in graph.outputs}
+    return not (reads & {t.name for t in graph.inputs} and writes)
+
+
 # ------------------------------------------------------------------------------------------ samples
 @dataclass(frozen=True)
 class KernelSample:
@@ -534,6 +575,9 @@ class KernelSample:
     boundary_kernels: int = 0
     boundary_bytes: int = 0
     boundary_us: float = 0.0
+    #: Whether it holds only :data:`VIEW_OPS` (:func:`view_only`): timed alone it copies, in a model it does not;
+    #: predicted by rule, not fitted.
+    view: bool = False
 
     @property
     def fit_family(self) -> str:
@@ -541,11 +585,75 @@ class KernelSample:
         return refine_family(self.family, self.features)
 
 
+#: How many of a family's smallest fixed-cost kernels (per element width) its :class:`SmallKernels` cap is read on.
+SMALL_SAMPLES = 12
+_WORKING_SET, _ELEM = FEATURES.index("log_working_set_bytes"), FEATURES.index("elem_bytes")
+
+
+@dataclass(frozen=True)
+class SmallKernels:
+    """What a family's smallest timed kernels of one element width cost alone: the fixed-cost regime, where a
+    kernel's time is its runtime's per-kernel work and timing noise, not its size.
+
+    Read on the :data:`SMALL_SAMPLES` samples of the smallest working set among those whose roofline is at most
+    :data:`FLOOR_US` (``elem_bytes`` wide): ``ws_bytes`` the largest working set among them, ``us`` their median
+    measured time, ``low_us`` / ``high_us`` its 10th / 90th percentile (µs). A kernel of that width no larger (working
+    set at most ``ws_bytes``, roofline at most :data:`FLOOR_US`) is predicted at most ``us``
+    (:meth:`caps`): a tree's lowest leaf otherwise carries the ratio of larger kernels (or of one noisy tiny sample)
+    down to kernels of a few elements (a 1-element Add predicted 5.5 µs, a 128-element Transpose 15.7 µs, where
+    such kernels cost ~0.3 µs in their model)."""
+
+    elem_bytes: float
+    ws_bytes: float
+    us: float
+    low_us: float
+    high_us: float
+    samples: int
+
+    def caps(self, features: Sequence[float], roofline_us: float) -> bool:
+        """Whether a kernel with ``features`` (:data:`FEATURES`) and ``roofline_us`` lies in this regime."""
+        return (features[_ELEM] == self.elem_bytes and roofline_us <= FLOOR_US
+                and math.expm1(features[_WORKING_SET]) <= self.ws_bytes * (1 + 1e-9))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"elem_bytes": self.elem_bytes, "ws_bytes": self.ws_bytes, "us": self.us, "low_us": self.low_us,
+                "high_us": self.high_us, "samples": self.samples}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SmallKernels:
+        small = cls(float(data["elem_bytes"]), float(data["ws_bytes"]), float(data["us"]), float(data["low_us"]),
+                    float(data["high_us"]), int(data["samples"]))
+        values = (small.elem_bytes, small.ws_bytes, small.us, small.low_us, small.high_us)
+        if not all(math.isfinite(v) and v >= 0 for v in values) or not small.low_us <= small.us <= small.high_us:
+            raise ValueError(f"small kernels {dict(data)!r}")
+        return small
+
+
+def fit_small_kernels(samples: Sequence[KernelSample], count: int = SMALL_SAMPLES) -> tuple[SmallKernels, ...]:
+    """One :class:`SmallKernels` per element width (``elem_bytes``) that has at least ``count`` samples whose
+    roofline is at most :data:`FLOOR_US`, read on the ``count`` of them with the smallest working set (ties: the
+    smaller roofline first); none for a width with fewer, and none from samples not :data:`FEATURES` wide."""
+    out = []
+    samples = [s for s in samples if len(s.features) == len(FEATURES)]
+    for width in sorted({s.features[_ELEM] for s in samples}):
+        fixed = sorted((s for s in samples if s.features[_ELEM] == width and s.roofline_us <= FLOOR_US),
+                       key=lambda s: (s.features[_WORKING_SET], s.roofline_us))
+        if len(fixed) < count:
+            continue
+        chosen = fixed[:count]
+        measured = np.asarray([max(0.0, s.measured_us) for s in chosen])
+        out.append(SmallKernels(float(width), float(max(math.expm1(s.features[_WORKING_SET]) for s in chosen)),
+                                float(np.median(measured)), float(np.quantile(measured, 0.1)),
+                                float(np.quantile(measured, 0.9)), count))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class FamilyFit:
     """A family's fitted model: how many samples, its cross-validated error (``cv_median_abs_error``: median
     of |predicted/measured - 1|; ``cv_within_10``: the share within ±10%; ``cv_folds``), and the 10th / 90th
-    percentile of the cross-validated log residuals (the interval)."""
+    percentile of the cross-validated log residuals (the interval); ``small``: what its smallest kernels cost,
+    per element width (:class:`SmallKernels`), the most a kernel in that regime is predicted."""
 
     family: str
     samples: int
@@ -555,18 +663,24 @@ class FamilyFit:
     residual_low: float
     residual_high: float
     model: Ensemble
+    small: tuple[SmallKernels, ...] = ()
+
+    def small_for(self, features: Sequence[float], roofline_us: float) -> SmallKernels | None:
+        """The :class:`SmallKernels` regime a kernel with ``features`` and ``roofline_us`` lies in, if any."""
+        return next((s for s in self.small if s.caps(features, roofline_us)), None)
 
     def to_json(self) -> dict[str, Any]:
         return {"samples": self.samples, "cv_median_abs_error": self.cv_median_abs_error,
                 "cv_within_10": self.cv_within_10, "cv_folds": self.cv_folds,
-                "residual_low": self.residual_low, "residual_high": self.residual_high, "model": self.model.to_json()}
+                "residual_low": self.residual_low, "residual_high": self.residual_high, "model": self.model.to_json(),
+                "small": [s.to_json() for s in self.small]}
 
     @classmethod
     def from_json(cls, family: str, data: Mapping[str, Any]) -> FamilyFit:
         try:
             return cls(family, int(data["samples"]), float(data["cv_median_abs_error"]), float(data["cv_within_10"]),
                        int(data["cv_folds"]), float(data["residual_low"]), float(data["residual_high"]),
-                       Ensemble.from_json(data["model"]))
+                       Ensemble.from_json(data["model"]), tuple(SmallKernels.from_json(s) for s in data["small"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"predictor file: family {family!r} is malformed ({exc})") from None
 
@@ -898,7 +1012,8 @@ def load_predictor(path: Path) -> Predictor:
                          f"{VERSION} (its kernels and features differ: a normalisation's class and shape; the "
                          "recurrent family and its steps, int8 matrix products; the data runs of movement and "
                          "broadcasting kernels; the per-call overhead as profile times it, the per-input/output "
-                         "cost; kernels fitted net of their boundary NCHWc reorders, which it predicts on their own)",
+                         "cost; kernels fitted net of their boundary NCHWc reorders, which it predicts on their own; "
+                         "each family's smallest kernels' cost, the most a kernel in that regime is predicted)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")
@@ -966,7 +1081,8 @@ def fit_family(family: str, samples: Sequence[KernelSample], *, folds: int = 5, 
     x, y = _design(samples, family == "all")
     final = _regressor(seed).fit(x, y)
     return FamilyFit(family, len(samples), float(np.median(ratio_err)), float(np.mean(ratio_err <= 0.10)), k,
-                     float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final))
+                     float(np.quantile(residuals, 0.1)), float(np.quantile(residuals, 0.9)), dump_gbr(final),
+                     fit_small_kernels(samples))
 
 
 def held_out_errors(family: str, samples: Sequence[KernelSample], *, folds: int = 3, max_models: int = 5,
@@ -1029,6 +1145,8 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
     its samples, a sub-family's on its own: :data:`SUBFAMILIES`), and the ``all`` fit, and the layout kernels'
     :func:`fit_reorders`; ``caches``: those the samples' features were computed with (default this host's).
     ``InputError`` when there are fewer than 4 samples in all."""
+    reorders = fit_reorders(samples)
+    samples = [s for s in samples if not s.view]  # a view's time alone is a copy its model does not make
     if len(samples) < 4:
         raise InputError(f"only {len(samples)} kernel(s) were timed; a predictor needs at least 4",
                          hint="raise --budget")
@@ -1038,7 +1156,7 @@ def fit_predictor(samples: Sequence[KernelSample], runtime: Mapping[str, Any], p
         if len(chosen) >= MIN_FAMILY_SAMPLES:
             fits[family] = fit_family(family, chosen)
     return Predictor(dict(runtime), profile, overhead_us, fits, context, caches=caches or Caches.host(), calls=calls,
-                     reorders=fit_reorders(samples))
+                     reorders=reorders)
 
 
 # ------------------------------------------------------------------------------------------ predict
@@ -1077,12 +1195,16 @@ class ModelPrediction:
 def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Estimate,
                    layers: Sequence[str], *, name: str) -> KernelPrediction:
     """The prediction for the kernel covering ``layers`` of ``graph``, alone (``latency_us`` and its interval are
-    the kernel's time as timed, ``isolated_us``): :func:`predict_model` takes it into its model's context."""
+    the kernel's time as timed, ``isolated_us``): :func:`predict_model` takes it into its model's context. A
+    kernel that runs as a view in its model (:func:`aliased_view`) is 0 alone, family :data:`VIEW_FAMILY`: in its
+    model it costs a dispatch."""
+    roof = roofline_us(graph, estimate, layers)
+    if family != "other" and aliased_view(graph, layers):  # no work of its own: its dispatch is added in its model
+        return KernelPrediction(name, VIEW_FAMILY, tuple(layers), 0.0, 0.0, 0.0, roof, 0.0)
     x = kernel_features(graph, estimate, layers, predictor.caches)
     fit = predictor.fit_for(family, x.tolist())
     if fit.family == "all":
         x = np.concatenate([x, [float(family == f) for f in FAMILIES]])
-    roof = roofline_us(graph, estimate, layers)
     # an op no family holds (ML ops, most contrib ops): nothing like it was timed, the roofline gives the number
     value = float(fit.model.predict(x[None, :])[0]) if family != "other" else 0.0
 
@@ -1091,7 +1213,11 @@ def predict_kernel(predictor: Predictor, family: str, graph: Graph, estimate: Es
 
     used = fit.family if family != "other" else "other"
     low, high = interval_logs(fit.residual_low, fit.residual_high)
-    return KernelPrediction(name, used, tuple(layers), us(value), us(value + low), us(value + high), roof, us(value))
+    latency, low_us, high_us = us(value), us(value + low), us(value + high)
+    small = fit.small_for(x[:len(FEATURES)].tolist(), roof) if family != "other" else None
+    if small is not None and latency > small.us:  # in the fixed-cost regime: at most what its smallest kernels cost
+        latency, low_us, high_us = small.us, min(low_us, small.low_us), small.high_us
+    return KernelPrediction(name, used, tuple(layers), latency, low_us, high_us, roof, latency)
 
 
 def kernel_io(graph: Graph, layers: Sequence[str]) -> tuple[int, int]:
@@ -1147,6 +1273,29 @@ def predict_reorder(predictor: Predictor, name: str, nbytes: int, layers: tuple[
                             value)
 
 
+def subgraph_kernels(graph: Graph, kernels: Sequence[tuple[str, str, tuple[str, ...]]],
+                     ) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The layers that ran inside a control-flow layer (an ``If`` branch, a ``Loop`` / ``Scan`` body: ``parent``
+    set; as the graph holds them, the executed ones, their costs counting every execution) that none of ``kernels``
+    (name, family, source layers) covers, each as a kernel of its own (name and layers: its id; family by its op).
+    A runtime's optimized top-level graph lists a control-flow node as one kernel, its subgraph's kernels not: a
+    GRU / LSTM run in an ``If`` branch is that node's time (a VAD's decoder: 44 µs profiled, its ``If`` predicted as
+    an ``other`` kernel of no work, 0.5 µs). A layer whose inputs are all constants (the graph's, or outputs of
+    such layers before it) is left out: the runtime folds it when it loads the subgraph (an LSTM's weights sliced
+    and concatenated in its branch)."""
+    covered = {layer for _, _, layers in kernels for layer in layers}
+    constant = set(graph.constants) | set(graph.const_values)
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    for node in graph.layers:
+        if not node.parent or node.id in covered:
+            continue
+        if all(i in constant for i in node.inputs if i):
+            constant |= {o for o in node.outputs if o}
+            continue
+        out.append((node.id, kernel_family([node.op_type]), (node.id,)))
+    return out
+
+
 def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
                   kernels: Sequence[tuple[str, str, tuple[str, ...]]], fusion: str,
                   *, reorders: Sequence[tuple[str, int, tuple[str, ...]]] = ()) -> ModelPrediction:
@@ -1154,11 +1303,13 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
     inserts (``reorders``: name, bytes converted, the layers of the kernel each converts for; predicted by
     :func:`predict_reorder`, listed first, so that a layer's own kernel is the one a run names for it; none when
     the predictor has no :class:`ReorderFit` samples); ``fusion`` says where the kernels came from
-    (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer). Each kernel is taken into
+    (``"onnxruntime"``: its optimized graph; ``"none"``: one kernel per layer); the layers run inside control flow
+    that no kernel covers are kernels of their own (:func:`subgraph_kernels`). Each kernel is taken into
     the predictor's in-model context only when :meth:`Context.applies_to` says the model is inside its support,
     else summed as predicted alone; the prediction records which and why."""
     layout = [predict_reorder(predictor, name, nbytes, layers) for name, nbytes, layers in reorders
               if predictor.reorders.samples]
+    kernels = [*kernels, *subgraph_kernels(graph, kernels)]
     alone = layout + [predict_kernel(predictor, fam, graph, estimate, layers, name=name)
                       for name, fam, layers in kernels]
     applied, why = predictor.context.applies_to([k.isolated_us for k in alone])
@@ -1226,7 +1377,7 @@ def samples_from_timings(timings: Sequence[KernelTiming], profile: Profile, cach
             out.append(KernelSample(kernel.family, kernel.label, tuple(float(v) for v in features),
                                     roofline_us(graph, est, layers), timing.latency_us, kernel.source,
                                     kernel.config, timing.boundary_kernels, timing.boundary_bytes,
-                                    timing.boundary_us))
+                                    timing.boundary_us, view_only(graph, layers)))
     return out
 
 
