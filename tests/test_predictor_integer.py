@@ -13,7 +13,15 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from layerscope.analysis.predictor import FEATURES, Caches, KernelSample, fit_predictor, kernel_features, quant_form
+from layerscope.analysis.predictor import (
+    FEATURES,
+    Caches,
+    KernelSample,
+    fit_predictor,
+    kernel_features,
+    quant_form,
+    refine_family,
+)
 from layerscope.estimator import estimate_graph
 from layerscope.measure.kernels import (
     FAMILIES,
@@ -27,6 +35,8 @@ from layerscope.measure.kernels import (
     family_configs,
     kernel_family,
     norm_kernel,
+    power_kernel,
+    qdq_batched_matmul_kernel,
     qdq_elementwise_kernel,
     qdq_transpose_kernel,
     quant_matmul_kernel,
@@ -102,6 +112,25 @@ def test_the_qdq_softmax_and_transposes_run_on_the_uint8_data(tmp_path: Path) ->
         assert transpose.family == "layout" and _runs(transpose, tmp_path) == ["Transpose"]  # the Q/DQ pair dropped
 
 
+def test_attention_products_of_two_uint8_activations_run_as_one_qlinear_matmul(tmp_path: Path) -> None:
+    kernel = qdq_batched_matmul_kernel(4, 16, 32, 0)  # Q·Kᵀ: [1, 4, 16, 32] by [1, 4, 32, 16]
+    assert kernel.family == "matmul" and kernel.label == "matmul b=4 m=16 k=32 n=16 bias=0 w=0 dtype=int8 form=qdq"
+    assert _runs(kernel, tmp_path) == ["QLinearMatMul"]
+    graph = _graph(kernel, tmp_path)
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    assert max(c.macs for c in est.costs) == 4 * 16 * 32 * 16
+    f = _features(graph)
+    assert (f["quant_form"], f["unsigned_weights"]) == (1.0, 0.0)
+    assert refine_family("matmul", list(f.values())) == "matmul"  # QDQ: quantized data, no integer product
+
+
+def test_a_float_pow_by_a_constant_is_one_elementwise_kernel(tmp_path: Path) -> None:
+    kernel = power_kernel(4096, 3.0)
+    assert kernel.family == "elementwise" and kernel.label == "elementwise n=4096 Pow exponent=3"
+    assert _runs(kernel, tmp_path) == ["Pow"]
+    assert _features(_graph(kernel, tmp_path))["quant_form"] == 0.0
+
+
 def test_uint8_weight_products_run_as_the_int8_ones_do_and_keep_the_int8_kernels_bytes(tmp_path: Path) -> None:
     for form, runs in (("dynamic", "DynamicQuantizeMatMul"), ("integer", "MatMulIntegerToFloat")):
         kernel = quant_matmul_kernel(16, 64, 32, form=form, bias=True, weights="uint8")
@@ -151,9 +180,28 @@ def test_quant_form_and_unsigned_weights_by_hand(tmp_path: Path) -> None:
         assert (f["quant_form"], f["unsigned_weights"]) == (0.0, 0.0), kernel.label
 
 
+def test_integer_products_are_their_own_sub_family_and_predictions_use_it(tmp_path: Path) -> None:
+    conv = _features(_graph(conv_integer_kernel(14, 16, 32, k=3, stride=1, weights="uint8"), tmp_path))
+    matmul = _features(_graph(quant_matmul_kernel(16, 64, 32, form="dynamic", bias=True), tmp_path))
+    qdq = _features(_graph(quant_matmul_kernel(16, 64, 32, form="qdq", bias=True), tmp_path))
+    assert refine_family("conv", list(conv.values())) == "conv_int"
+    assert refine_family("matmul", list(matmul.values())) == "matmul_int"
+    assert refine_family("matmul", list(qdq.values())) == "matmul"
+    # twelve integer and twelve float conv samples: the sub-family is fitted on the twelve, the family on all
+    column = FEATURES.index("quant_form")
+    integer = [0.0] * len(FEATURES)
+    integer[column] = 2.0
+    samples = ([KernelSample("conv", f"i{i}", (*integer[:-1], float(i)), 10.0, 30.0) for i in range(12)]
+               + [KernelSample("conv", f"f{i}", (*[0.0] * (len(FEATURES) - 1), float(i)), 10.0, 10.0)
+                  for i in range(12)])
+    predictor = fit_predictor(samples, {"runner": "onnxruntime"}, "host", 0.0, caches=CACHES)
+    assert predictor.fit_for("conv", integer).family == "conv_int" and predictor.fit_for("conv", integer).samples == 12
+    assert predictor.families["conv"].samples == 24
+
+
 def test_the_fit_tells_an_integer_kernel_from_a_float_one_of_the_same_shape() -> None:
-    # twelve float and twelve integer conv kernels of identical features but quant_form, the integer ones 3x
-    # slower (measured 30 µs against a roofline of 10): the conv fit predicts each at its own ratio
+    # twelve float and twelve QDQ conv kernels of identical features but quant_form, the QDQ ones 3x slower
+    # (measured 30 µs against a roofline of 10): the conv fit predicts each at its own ratio
     column = FEATURES.index("quant_form")
     base = [0.0] * len(FEATURES)
 
@@ -162,12 +210,13 @@ def test_the_fit_tells_an_integer_kernel_from_a_float_one_of_the_same_shape() ->
         values[column], values[0] = form, float(i % 3)
         return KernelSample("conv", f"k{form}{i}", tuple(values), 10.0, us)
 
-    samples = [sample(i, 0.0, 10.0) for i in range(12)] + [sample(i, 2.0, 30.0) for i in range(12)]
+    samples = [sample(i, 0.0, 10.0) for i in range(12)] + [sample(i, 1.0, 30.0) for i in range(12)]
     predictor = fit_predictor(samples, {"runner": "onnxruntime"}, "host", 0.0, caches=CACHES)
     fit = predictor.fit_for("conv", base)
-    floating, integer = list(base), list(base)
-    integer[column] = 2.0
-    ratio = fit.model.predict(np.asarray([integer]))[0] - fit.model.predict(np.asarray([floating]))[0]
+    floating, quantized = list(base), list(base)
+    quantized[column] = 1.0
+    assert predictor.fit_for("conv", quantized) is fit
+    ratio = fit.model.predict(np.asarray([quantized]))[0] - fit.model.predict(np.asarray([floating]))[0]
     # the target is log((us + 2) / (roofline + 2)): log(32 / 12) against log(12 / 12)
     assert ratio == pytest.approx(math.log(32 / 12), abs=0.1)
 

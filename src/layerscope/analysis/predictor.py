@@ -96,7 +96,8 @@ FORMAT = "layerscope-predictor"
 #: the layout kernels a model runs (:class:`ReorderFit`);
 #: 6: integer kernels told from float ones (``quant_form``, ``unsigned_weights``: :func:`quant_form`), the channels
 #: of integer products read from the product (not the DynamicQuantizeLinear before it); their space: ConvInteger,
-#: uint8-weight products, QDQ element-wise ops, Softmax and Transposes.
+#: uint8-weight products, QDQ element-wise ops, Softmax and Transposes; the ``conv_int`` / ``matmul_int``
+#: sub-families.
 VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
@@ -105,9 +106,13 @@ FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "
             "norm_kind", "log_reduced", "log_rows", "log_steps", "log_inner_run", "log_runs", "log_broadcast_ratio",
             "quant_form", "unsigned_weights")
 #: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
-#: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up).
-SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
+#: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up); integer
+#: convolutions and products (``quant_form`` 2: ConvInteger, MatMulInteger and ONNX Runtime's fusions of it), whose
+#: kernels run 1.4x to 10x their roofline by their weights' signedness where float ones of the same shape run at
+#: one ratio: in their family's fit they share leaves with the float kernels (a uint8 ConvInteger predicted 2x).
+SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv", "conv_int": "conv", "matmul_int": "matmul"}
 _DEPTHWISE, _LARGE = FEATURES.index("depthwise"), FEATURES.index("large_kernel")
+_QUANT_FORM = FEATURES.index("quant_form")
 #: The ``activation`` feature: the costliest activation a kernel's layers hold, by class (0: none; 1: Relu,
 #: Clip, LeakyRelu, PRelu; 2: HardSigmoid, HardSwish; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
 #: 4: Erf, Gelu, Mish: polynomial approximations of several terms).
@@ -383,8 +388,11 @@ def broadcast_ratio(graph: Graph, node: Node) -> float:
 
 def refine_family(family: str, features: Sequence[float]) -> str:
     """The sub-family (:data:`SUBFAMILIES`) of a ``family`` kernel with ``features`` (:data:`FEATURES`), else
-    ``family``: a ``conv`` kernel whose main node is depthwise is ``conv_dw``, one of kernel area ≥ 25 (not
-    depthwise) ``conv_large``."""
+    ``family``: a ``conv`` or ``matmul`` kernel holding an integer product (``quant_form`` 2) is ``conv_int`` /
+    ``matmul_int``; else a ``conv`` kernel whose main node is depthwise is ``conv_dw``, one of kernel area ≥ 25
+    (not depthwise) ``conv_large``."""
+    if family in ("conv", "matmul") and features[_QUANT_FORM] >= 1.5:
+        return f"{family}_int"
     if family != "conv":
         return family
     if features[_DEPTHWISE] >= 0.5:
@@ -932,7 +940,8 @@ def load_predictor(path: Path) -> Predictor:
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
                          f"{VERSION} (its kernels and features differ: integer kernels told from float ones, their "
-                         "weights' signedness, ConvInteger and QDQ element-wise kernels timed; before that a "
+                         "weights' signedness, ConvInteger and QDQ element-wise kernels timed, integer products "
+                         "fitted on their own; before that a "
                          "normalisation's class and shape; the recurrent family and its steps, int8 matrix "
                          "products; the data runs of movement and broadcasting kernels; the per-call overhead as "
                          "profile times it, the per-input/output cost; kernels fitted net of their boundary NCHWc "

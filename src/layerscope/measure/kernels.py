@@ -620,8 +620,8 @@ def conv_integer_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, we
 #: The element-wise ops of the QDQ element-wise space (:func:`qdq_elementwise_kernel`): what ONNX Runtime runs on
 #: the uint8 data as QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu (com.microsoft).
 QDQ_ELEMENTWISE_OPS = ("Add", "Mul", "Sigmoid", "LeakyRelu")
-#: A binary QDQ op's second operand: ``tensor`` a second activation of the same shape, ``const`` a per-last-axis
-#: constant (a bias, a scale), both dequantized from uint8.
+#: A binary QDQ op's second operand: ``tensor`` a second activation of the same shape, ``const`` a constant over
+#: the last two axes (a bias, a scale: 256 elements a run), both dequantized from uint8.
 QDQ_OPERANDS = ("tensor", "const")
 
 
@@ -645,8 +645,8 @@ def qdq_elementwise_kernel(elements: int, op: str, *, operand: str = "tensor") -
     nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"])]
     args = ["xd"]
     if binary:
-        if operand == "const":
-            inits.append(numpy_helper.from_array(rng.integers(0, 256, shape[-1]).astype(np.uint8), "bq"))
+        if operand == "const":  # over the last two axes (256 elements: a hidden size's run)
+            inits.append(numpy_helper.from_array(rng.integers(0, 256, shape[-2:]).astype(np.uint8), "bq"))
         else:
             inputs.append(("bq", TensorProto.UINT8, shape))
         inits += [numpy_helper.from_array(np.array(0.01, dtype=np.float32), "sb"),
@@ -677,6 +677,38 @@ def qdq_softmax_kernel(rows: int, cols: int) -> KernelModel:
     model = _io_model(nodes, [("xq", TensorProto.UINT8, shape)], [("y", TensorProto.UINT8, shape)], inits,
                       "qdq_softmax")
     return KernelModel("norm", label, model.SerializeToString())
+
+
+def qdq_batched_matmul_kernel(heads: int, m: int, k: int, n: int) -> KernelModel:
+    """A product of two uint8 activations in QDQ form, ``[1, heads, m, k]`` by ``[1, heads, k, n]`` (attention's
+    Q·Kᵀ and A·V; ``k`` or ``n`` 0: ``m``): DequantizeLinear on each -> MatMul -> QuantizeLinear (ONNX Runtime
+    runs a QLinearMatMul). The ``matmul`` family, label ``matmul b=H m=M k=K n=N bias=0 w=0 dtype=int8
+    form=qdq``."""
+    k, n = k or m, n or m
+    label = f"matmul b={heads} m={m} k={k} n={n} bias=0 w=0 dtype=int8 form=qdq"
+    inits = [numpy_helper.from_array(np.array(0.05, dtype=np.float32), "sa"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "za"),
+             numpy_helper.from_array(np.array(0.04, dtype=np.float32), "sb"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zb"),
+             numpy_helper.from_array(np.array(0.5, dtype=np.float32), "sy"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zy")]
+    nodes = [helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             helper.make_node("MatMul", ["ad", "bd"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["y"])]
+    model = _io_model(nodes, [("aq", TensorProto.UINT8, (1, heads, m, k)), ("bq", TensorProto.UINT8, (1, heads, k, n))],
+                      [("y", TensorProto.UINT8, (1, heads, m, n))], inits, "qdq_bmm")
+    return KernelModel("matmul", label, model.SerializeToString())
+
+
+def power_kernel(elements: int, exponent: float) -> KernelModel:
+    """A float Pow of ``elements`` values (shaped as :func:`elementwise_kernel` shapes them) by a constant scalar
+    ``exponent``: the ``elementwise`` family, label ``elementwise n=N Pow exponent=E``."""
+    shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
+    label = f"elementwise n={int(np.prod(shape))} Pow exponent={exponent:g}"
+    node = helper.make_node("Pow", ["x", "e"], ["z"])
+    return KernelModel("elementwise", label, _model([node], [("x", shape)], ["z"], {"e": np.array(exponent)}, "pow")
+                       .SerializeToString())
 
 
 #: The QDQ Transposes of the ``layout`` space (:func:`qdq_transpose_kernel`): attention's ``heads`` ([0, 2, 1, 3] of
@@ -1029,24 +1061,26 @@ def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     return out
 
 
-#: The most multiply-accumulates of a ConvInteger in the conv space (:func:`_added_configs_6`): its int8-weight
-#: kernel runs at ~1 GMAC/s on one core (ONNX Runtime 1.32), a second a kernel.
-_MAX_CONV_INTEGER_MACS = 1_000_000_000
+#: The most multiply-accumulates of a ConvInteger in the conv space (:func:`_added_configs_6`) by weight type: its
+#: int8-weight kernel runs at ~7 GMAC/s on one core (ONNX Runtime 1.32, AVX-512 VNNI), its uint8 one at ~60: at
+#: most ~30 ms a run either way.
+_MAX_CONV_INTEGER_MACS = {"int8": 200_000_000, "uint8": 1_000_000_000}
 
 
 def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
     """Configurations added with predictor version 6: the integer (quantized) kernels as quantization tools write
     them, where the float ones do not predict them. ``conv``: ConvInteger (``quantize_dynamic``'s conv form) with
     int8 and uint8 weights, 1x1 and 3x3, channels widening and narrowing 4x; ``matmul``: the ``dynamic`` and
-    ``integer`` products with uint8 weights (older ``quantize_dynamic`` models); ``elementwise``: QDQ element-wise
-    ops (QLinearAdd / QLinearMul / ...) on the element counts of the float ones; ``norm``: the QDQ Softmax
-    (QLinearSoftmax); ``layout``: attention's QDQ Transposes (uint8)."""
+    ``integer`` products with uint8 weights (older ``quantize_dynamic`` models), attention's QDQ products of two
+    activations (QLinearMatMul); ``elementwise``: QDQ element-wise ops (QLinearAdd / QLinearMul / ...) on the
+    element counts of the float ones up to 4 M, and the float Pow a QDQ model runs on its own; ``norm``: the QDQ
+    Softmax (QLinearSoftmax); ``layout``: attention's QDQ Transposes (uint8)."""
     out: list[Callable[[], KernelModel]] = []
     if family == "conv":
         for hw, cin, ratio, k, s, weights in itertools.product((7, 14, 28, 56, 112), (16, 32, 64, 128, 256),
                                                                (0.25, 1.0, 4.0), (1, 3), (1, 2), INT8_WEIGHTS):
             cout = max(8, int(cin * ratio))
-            if (hw // s) ** 2 * cin * cout * k * k <= _MAX_CONV_INTEGER_MACS:
+            if (hw // s) ** 2 * cin * cout * k * k <= _MAX_CONV_INTEGER_MACS[weights]:
                 out.append(partial(conv_integer_kernel, hw, cin, cout, k=k, stride=s, weights=weights))
     elif family == "matmul":
         sizes = (64, 256, 512, 1024, 2048)
@@ -1055,11 +1089,18 @@ def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
                                                              (True, False)) if bias or k == n]
         out += [partial(quant_matmul_kernel, m, k, n, form=form, bias=True, weights="uint8") for m, k, n, form in
                 itertools.product((1, 16, 64), (1024, 4096), (4096, 8192), ("dynamic", "integer"))]
+        # attention's products of two uint8 activations (QLinearMatMul): Q·Kᵀ (k = head dim, n = tokens), A·V
+        out += [partial(qdq_batched_matmul_kernel, h, m, k, n) for h, m, (k, n) in
+                itertools.product((4, 8, 12, 16), (16, 64, 128, 256), ((32, 0), (64, 0), (0, 32), (0, 64)))
+                if (k, n) != (0, m)]  # m = 64: A·V is Q·Kᵀ's shape
     elif family == "elementwise":
-        counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304, 16777216)
+        counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304)
         out += [partial(qdq_elementwise_kernel, n, op, operand=operand) for n, op, operand in
                 itertools.product(counts, QDQ_ELEMENTWISE_OPS, QDQ_OPERANDS)
                 if operand == "tensor" or op in ("Add", "Mul")]
+        # a float Pow by a constant exponent (the tanh GELU's x³, a LayerNorm written out's square): a QDQ model
+        # runs it on its own, its GELU not fused
+        out += [partial(power_kernel, n, p) for n, p in itertools.product(counts, (2.0, 3.0))]
     elif family == "norm":
         out += [partial(norm_kernel, r, c, "softmax", "int8") for r, c in
                 itertools.product((1, 16, 64, 256, 768, 1024, 4096), (32, 64, 128, 384, 768, 1024))]
