@@ -117,8 +117,8 @@ def test_the_norm_space_holds_what_real_models_run() -> None:
     assert len(labels) == len(set(labels))
     # 7 rows x 7 cols x (softmax, layernorm) x (fp32, fp16) as before, + 7 x 7 x (skip, reducemean) fp32, + 5 head
     # counts x 6 token counts, + 4 x 5 vocabulary softmaxes, + 5 sizes x 6 channel counts x (ReduceMean, ReduceMax),
-    # + 3 x 2 x 2 inner runs x (ReduceL2, ReduceSum) short reductions
-    assert len(labels) == 196 + 98 + 30 + 20 + 60 + 24
+    # + 3 x 2 x 2 inner runs x (ReduceL2, ReduceSum) short reductions, + 7 x 6 QDQ softmaxes (predictor 6)
+    assert len(labels) == 196 + 98 + 30 + 20 + 60 + 24 + 42
     assert sum("skiplayernorm" in label for label in labels) == 49
     assert "norm rows=40 cols=16384 softmax" in labels  # a recogniser's classes, past the 1024 of before
     assert "norm heads=12 tokens=64 attention-softmax" in labels

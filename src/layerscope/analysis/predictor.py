@@ -99,18 +99,26 @@ FORMAT = "layerscope-predictor"
 #: ``log_runs``, ``log_broadcast_ratio``: :func:`data_runs`, :func:`broadcast_ratio`); kernels fitted net of the
 #: layout kernels at their own boundary (ONNX Runtime's NCHWc reorders), and ``reorders``: the fit that predicts
 #: the layout kernels a model runs (:class:`ReorderFit`);
-#: 6: each family's ``small``: what its smallest kernels cost per element width, the most a kernel in that fixed-cost
-#: regime is predicted (:class:`SmallKernels`).
+#: 6: integer kernels told from float ones (``quant_form``, ``unsigned_weights``: :func:`quant_form`), the channels
+#: of integer products read from the product (not the DynamicQuantizeLinear before it); their space: ConvInteger,
+#: uint8-weight products, QDQ element-wise ops, Softmax and Transposes; the ``conv_int`` / ``matmul_int``
+#: sub-families; each family's ``small``: what its smallest kernels cost per element width, the most a kernel in
+#: that fixed-cost regime is predicted (:class:`SmallKernels`).
 VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
             "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation",
-            "norm_kind", "log_reduced", "log_rows", "log_steps", "log_inner_run", "log_runs", "log_broadcast_ratio")
+            "norm_kind", "log_reduced", "log_rows", "log_steps", "log_inner_run", "log_runs", "log_broadcast_ratio",
+            "quant_form", "unsigned_weights")
 #: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
-#: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up).
-SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
+#: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up); integer
+#: convolutions and products (``quant_form`` 2: ConvInteger, MatMulInteger and ONNX Runtime's fusions of it), whose
+#: kernels run 1.4x to 10x their roofline by their weights' signedness where float ones of the same shape run at
+#: one ratio: in their family's fit they share leaves with the float kernels (a uint8 ConvInteger predicted 2x).
+SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv", "conv_int": "conv", "matmul_int": "matmul"}
 _DEPTHWISE, _LARGE = FEATURES.index("depthwise"), FEATURES.index("large_kernel")
+_QUANT_FORM = FEATURES.index("quant_form")
 #: The ``activation`` feature: the costliest activation a kernel's layers hold, by class (0: none; 1: Relu,
 #: Clip, LeakyRelu, PRelu; 2: HardSigmoid, HardSwish; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
 #: 4: Erf, Gelu, Mish: polynomial approximations of several terms).
@@ -128,6 +136,18 @@ NORM_CLASS = {"BatchNormalization": 1, "LayerNormalization": 2, "SimplifiedLayer
               "SkipSimplifiedLayerNormalization": 3, "Softmax": 4, "LogSoftmax": 4, "Hardmax": 4, "ReduceMean": 5,
               "ReduceSum": 5, "ReduceMax": 5, "ReduceMin": 5, "ReduceProd": 5, "ReduceL1": 5, "ReduceL2": 5,
               "ReduceLogSumExp": 5, "ReduceSumSquare": 5, "LRN": 6, "LpNormalization": 6}
+#: The ``quant_form`` feature: 2 for a kernel holding an integer product (:data:`INTEGER_PRODUCTS`: int8 data in,
+#: int32 or float out: ``quantize_dynamic``'s forms), else 1 for one holding a quantize / dequantize or QLinear op
+#: (:data:`QUANTIZED_OPS`: QDQ data, which ONNX Runtime runs as QLinearAdd, QLinearSoftmax, a uint8 Transpose, ...),
+#: else 0 (float). Each form runs other kernels than the float op of the same shape: on one CPU (ONNX Runtime 1.32)
+#: a QLinearSoftmax 5x a float Softmax, a QLinearAdd as fast as a float Add of 4x the bytes.
+QUANT_FORM = {"integer": 2.0, "qdq": 1.0, "float": 0.0}
+#: Integer products and the input index of their weight (``unsigned_weights`` reads its type).
+INTEGER_PRODUCTS = {"ConvInteger": 1, "MatMulInteger": 1, "DynamicQuantizeMatMul": 1, "MatMulIntegerToFloat": 1,
+                    "MatMulInteger16": 1}
+#: Ops on quantized data: QDQ's conversions, and the QLinear ops of the QOperator format (weight input index).
+QUANTIZED_OPS = {"QuantizeLinear": None, "DequantizeLinear": None, "DynamicQuantizeLinear": None,
+                 "QLinearConv": 3, "QLinearMatMul": 3, "QGemm": 3, "QLinearAdd": None, "QLinearMul": None}
 #: The ops of a LayerNorm written out (ReduceMean, Sub, Pow, ..., Sqrt, Div): a kernel holding a ReduceMean with one
 #: of these runs as a row normalisation (class 2), not as a reduction.
 _DECOMPOSED_NORM = frozenset({"Sqrt", "Div", "Reciprocal"})
@@ -145,8 +165,11 @@ MIN_FAMILY_SAMPLES = 12
 FLOOR_US = 2.0
 #: The identity fields a predictor must share with the runtime it predicts for.
 RUNTIME_KEYS = ("runner", "version", "provider", "threads", "opt_level")
-_MAIN_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool", "GlobalAveragePool", "Resize",
-             "Concat", "Softmax", "LayerNormalization")
+#: Matrix products: their channels are the last axes of their first input and output.
+_MATMUL_OPS = ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul", "QGemm", "DynamicQuantizeMatMul",
+               "MatMulIntegerToFloat", "FusedMatMul")
+_MAIN_OPS = ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv", *_MATMUL_OPS, "MaxPool", "AveragePool",
+             "GlobalAveragePool", "Resize", "Concat", "Softmax", "LayerNormalization")
 #: Recurrent layers: the main node of any kernel that holds one (:func:`recurrent_shape`).
 _RECURRENT_OPS = ("LSTM", "GRU", "RNN", "DynamicQuantizeLSTM")
 
@@ -371,8 +394,11 @@ def broadcast_ratio(graph: Graph, node: Node) -> float:
 
 def refine_family(family: str, features: Sequence[float]) -> str:
     """The sub-family (:data:`SUBFAMILIES`) of a ``family`` kernel with ``features`` (:data:`FEATURES`), else
-    ``family``: a ``conv`` kernel whose main node is depthwise is ``conv_dw``, one of kernel area ≥ 25 (not
-    depthwise) ``conv_large``."""
+    ``family``: a ``conv`` or ``matmul`` kernel holding an integer product (``quant_form`` 2) is ``conv_int`` /
+    ``matmul_int``; else a ``conv`` kernel whose main node is depthwise is ``conv_dw``, one of kernel area ≥ 25
+    (not depthwise) ``conv_large``."""
+    if family in ("conv", "matmul") and features[_QUANT_FORM] >= 1.5:
+        return f"{family}_int"
     if family != "conv":
         return family
     if features[_DEPTHWISE] >= 0.5:
@@ -419,9 +445,9 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
         out = graph.tensor(main.outputs[0]) if main.outputs else None
         if first is not None and first.shape:
             in_ch = float(first.shape[1] if len(first.shape) > 1 else first.shape[-1])
-            in_ch = float(first.shape[-1]) if main.op_type in ("MatMul", "Gemm") else in_ch
+            in_ch = float(first.shape[-1]) if main.op_type in _MATMUL_OPS else in_ch
         if out is not None and out.shape:
-            out_ch = float(out.shape[-1] if main.op_type in ("MatMul", "Gemm") or len(out.shape) < 2
+            out_ch = float(out.shape[-1] if main.op_type in _MATMUL_OPS or len(out.shape) < 2
                            else out.shape[1])
             out_el = float(np.prod(out.shape))
     if recurrent is not None:  # channels: input and hidden sizes; steps: one after another on one thread
@@ -449,8 +475,25 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
               _ws_ratio(working, caches.l2_bytes), _ws_ratio(working, caches.llc_bytes), float(kernel >= 25), act]
     kind, reduced, rows_ = norm_shape(graph, nodes)
     values += [kind, math.log(reduced), math.log(rows_), math.log(steps), math.log1p(run), math.log1p(runs),
-               math.log(ratio)]
+               math.log(ratio), *quant_form(graph, nodes)]
     return np.asarray(values, dtype=np.float64)
+
+
+def quant_form(graph: Graph, nodes: Sequence[Node]) -> tuple[float, float]:
+    """(``quant_form``, ``unsigned_weights``) of a kernel of ``nodes``: its :data:`QUANT_FORM` and 1.0 when the
+    weight of its integer product or QLinear op (:data:`INTEGER_PRODUCTS`, :data:`QUANTIZED_OPS`) is uint8 (an
+    older ``quantize_dynamic`` model's: ONNX Runtime's uint8-by-uint8 kernels differ from its uint8-by-int8 ones by
+    up to 10x, either way), else 0.0 (int8 weights, none, or a QDQ weight folded into a constant)."""
+    ops = {n.op_type for n in nodes}
+    form = QUANT_FORM["integer" if ops & INTEGER_PRODUCTS.keys() else "qdq" if ops & QUANTIZED_OPS.keys()
+                      else "float"]
+    unsigned = 0.0
+    for node in nodes:
+        index = INTEGER_PRODUCTS.get(node.op_type, QUANTIZED_OPS.get(node.op_type))
+        weight = graph.tensor(node.inputs[index]) if index is not None and len(node.inputs) > index else None
+        if weight is not None and weight.dtype == "uint8":
+            unsigned = 1.0
+    return form, unsigned
 
 
 def _ws_ratio(working: int, cache_bytes: int) -> float:
@@ -1009,11 +1052,13 @@ def load_predictor(path: Path) -> Predictor:
         raise InputError(f"{path}: not a layerscope predictor file")
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
-                         f"{VERSION} (its kernels and features differ: a normalisation's class and shape; the "
-                         "recurrent family and its steps, int8 matrix products; the data runs of movement and "
-                         "broadcasting kernels; the per-call overhead as profile times it, the per-input/output "
-                         "cost; kernels fitted net of their boundary NCHWc reorders, which it predicts on their own; "
-                         "each family's smallest kernels' cost, the most a kernel in that regime is predicted)",
+                         f"{VERSION} (its kernels and features differ: integer kernels told from float ones, their "
+                         "weights' signedness, ConvInteger and QDQ element-wise kernels timed, integer products "
+                         "fitted on their own; each family's smallest kernels' cost, the most a kernel in that "
+                         "regime is predicted; before that a normalisation's class and shape; the recurrent family "
+                         "and its steps, int8 matrix products; the data runs of movement and broadcasting kernels; "
+                         "the per-call overhead as profile times it, the per-input/output cost; kernels fitted net of "
+                         "their boundary NCHWc reorders, which it predicts on their own)",
                          hint="fit it again with this layerscope: layerscope calibrate --kernels")
     if list(data.get("features", [])) != list(FEATURES):
         raise InputError(f"{path}: the predictor's features differ from this layerscope's")

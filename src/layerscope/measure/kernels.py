@@ -355,7 +355,12 @@ NORM_KINDS = ("softmax", "layernorm", "skiplayernorm", "reducemean")
 
 
 def norm_kernel(rows: int, cols: int, kind: str, dtype: str = "fp32") -> KernelModel:
-    """A :data:`NORM_KINDS` kernel over the last axis of ``[1, rows, cols]``, in ``dtype``."""
+    """A :data:`NORM_KINDS` kernel over the last axis of ``[1, rows, cols]``, in ``dtype`` (``int8``: a softmax in
+    QDQ form, :func:`qdq_softmax_kernel`)."""
+    if dtype == "int8":
+        if kind != "softmax":
+            raise ValueError(f"norm kind {kind!r} in int8: only softmax")
+        return qdq_softmax_kernel(rows, cols)
     label = f"norm rows={rows} cols={cols} {kind}{_tag(dtype)}"
     inits: dict[str, np.ndarray] = {}
     inputs: list[tuple[str, Sequence[int]]] = [("x", (1, rows, cols))]
@@ -509,6 +514,25 @@ def recurrent_kernel(seq: int, input_size: int, hidden: int, *, cell: str, bidir
     return KernelModel("recurrent", label, model.SerializeToString())
 
 
+#: The weight types of the integer products quantizers write: ``int8`` (``quantize_dynamic``'s default now) and
+#: ``uint8`` (its former default, zero point 128: older int8 models). ONNX Runtime's kernels for the two differ by
+#: up to 5x on one CPU (1.32: a ConvInteger with int8 weights 5x slower than with uint8 ones on AVX-512 VNNI).
+INT8_WEIGHTS = ("int8", "uint8")
+
+
+def _int8_weights(rng: np.random.Generator, shape: Sequence[int], weights: str, name: str, zero_name: str,
+                  ) -> list[onnx.TensorProto]:
+    """Random quantized weights of ``shape`` in ``weights`` (:data:`INT8_WEIGHTS`) named ``name``, and their zero
+    point named ``zero_name`` (0 for int8, 128 for uint8)."""
+    if weights not in INT8_WEIGHTS:
+        raise ValueError(f"int8 weight type {weights!r}: choose from {', '.join(INT8_WEIGHTS)}")
+    if weights == "uint8":
+        values, zero = rng.integers(0, 256, tuple(shape)).astype(np.uint8), np.array(128, dtype=np.uint8)
+    else:
+        values, zero = rng.integers(-127, 128, tuple(shape)).astype(np.int8), np.array(0, dtype=np.int8)
+    return [numpy_helper.from_array(values, name), numpy_helper.from_array(zero, zero_name)]
+
+
 #: The int8 matrix products of the ``matmul`` space, as quantization tools write them (ONNX Runtime's kernel):
 #: ``dynamic`` DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul by the scales (``quantize_dynamic``;
 #: DynamicQuantizeMatMul), ``integer`` the same fed an activation quantized elsewhere (a DynamicQuantizeLinear
@@ -517,19 +541,22 @@ def recurrent_kernel(seq: int, input_size: int, hidden: int, *, cell: str, bidir
 QUANT_MATMUL_FORMS = ("dynamic", "integer", "qdq")
 
 
-def quant_matmul_kernel(m: int, k: int, n: int, *, form: str, bias: bool) -> KernelModel:
-    """An int8 product of ``[1, m, k]`` by a ``[k, n]`` int8 weight [+ a bias] in ``form``
-    (:data:`QUANT_MATMUL_FORMS`): the ``matmul`` family, label ``... dtype=int8 form=FORM``. The ``integer``
-    form's inputs are the quantized activation (uint8), its scale and zero point; ``qdq``'s a uint8 activation,
-    its output uint8, and with a bias it is a Gemm of ``[m, k]`` whose int32 bias is dequantized (QGemm)."""
+def quant_matmul_kernel(m: int, k: int, n: int, *, form: str, bias: bool, weights: str = "int8") -> KernelModel:
+    """An int8 product of ``[1, m, k]`` by a ``[k, n]`` weight in ``weights`` (:data:`INT8_WEIGHTS`) [+ a bias] in
+    ``form`` (:data:`QUANT_MATMUL_FORMS`): the ``matmul`` family, label ``... dtype=int8 form=FORM`` (`` wtype=uint8``
+    after it for uint8 weights). The ``integer`` form's inputs are the quantized activation (uint8), its scale and
+    zero point; ``qdq``'s a uint8 activation, its output uint8, and with a bias it is a Gemm of ``[m, k]`` whose
+    int32 bias is dequantized (QGemm)."""
     if form not in QUANT_MATMUL_FORMS:
         raise ValueError(f"int8 matmul form {form!r}: choose from {', '.join(QUANT_MATMUL_FORMS)}")
     label = f"matmul b=1 m={m} k={k} n={n} bias={int(bias)} w=1 dtype=int8 form={form}"
     rng = _rng(label)
+    if weights != "int8":  # int8 weights' labels, seeds and models predate the choice
+        label += f" wtype={weights}"
+        rng = _rng(label)
     scale_x, scale_w = 0.02, 0.01
-    inits = [numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "wq"),
-             numpy_helper.from_array(np.array(scale_w, dtype=np.float32), "sw"),
-             numpy_helper.from_array(np.array(0, dtype=np.int8), "zw")]
+    quantized = _int8_weights(rng, (k, n), weights, "wq", "zw")  # int8: the draw of the kernels timed before
+    inits = [quantized[0], numpy_helper.from_array(np.array(scale_w, dtype=np.float32), "sw"), quantized[1]]
     x_shape: tuple[int, ...] = (1, m, k)
     out_shape: tuple[int, ...] = (1, m, n)
     nodes: list[onnx.NodeProto] = []
@@ -570,6 +597,144 @@ def quant_matmul_kernel(m: int, k: int, n: int, *, form: str, bias: bool) -> Ker
         out = "z"
     model = _io_model(nodes, inputs, [(out, TensorProto.FLOAT, out_shape)], inits, "int8_matmul")
     return KernelModel("matmul", label, model.SerializeToString())
+
+
+def conv_integer_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, weights: str) -> KernelModel:
+    """A ConvInteger of a uint8 ``[1, cin, hw, hw]`` by ``[cout, cin, k, k]`` weights in ``weights``
+    (:data:`INT8_WEIGHTS`), int32 out: ``quantize_dynamic``'s conv form, whose DynamicQuantizeLinear before it and
+    Cast, Mul by the scale and bias Add after it ONNX Runtime runs as kernels of their own (so the activation and
+    its zero point are the model's inputs here). The ``conv`` family, label ``... dtype=int8 form=integer
+    wtype=WEIGHTS``."""
+    label = (f"conv hw={hw} cin={cin} cout={cout} k={k} s={stride} g=1 bn=0 act=none dtype=int8 form=integer "
+             f"wtype={weights}")
+    rng = _rng(label)
+    nodes = [helper.make_node("ConvInteger", ["xq", "w", "zx", "w_zp"], ["y"], kernel_shape=[k, k],
+                              strides=[stride, stride], pads=[k // 2] * 4)]
+    out_hw = (hw + 2 * (k // 2) - k) // stride + 1
+    model = _io_model(nodes, [("xq", TensorProto.UINT8, (1, cin, hw, hw)), ("zx", TensorProto.UINT8, ())],
+                      [("y", TensorProto.INT32, (1, cout, out_hw, out_hw))],
+                      _int8_weights(rng, (cout, cin, k, k), weights, "w", "w_zp"), "conv_integer")
+    return KernelModel("conv", label, model.SerializeToString())
+
+
+#: The element-wise ops of the QDQ element-wise space (:func:`qdq_elementwise_kernel`): what ONNX Runtime runs on
+#: the uint8 data as QLinearAdd, QLinearMul, QLinearSigmoid, QLinearLeakyRelu (com.microsoft).
+QDQ_ELEMENTWISE_OPS = ("Add", "Mul", "Sigmoid", "LeakyRelu")
+#: A binary QDQ op's second operand: ``tensor`` a second activation of the same shape, ``const`` a constant over
+#: the last two axes (a bias, a scale: 256 elements a run), both dequantized from uint8.
+QDQ_OPERANDS = ("tensor", "const")
+
+
+def qdq_elementwise_kernel(elements: int, op: str, *, operand: str = "tensor") -> KernelModel:
+    """``op`` (:data:`QDQ_ELEMENTWISE_OPS`) in QDQ form, as ``quantize_static`` writes it: DequantizeLinear on each
+    uint8 input -> ``op`` -> QuantizeLinear to uint8, over ``elements`` values shaped as :func:`elementwise_kernel`
+    shapes them; a binary op's second operand per :data:`QDQ_OPERANDS`. The ``elementwise`` family, label
+    ``elementwise n=N OP dtype=int8 form=qdq[ operand=const]``."""
+    if op not in QDQ_ELEMENTWISE_OPS or operand not in QDQ_OPERANDS:
+        raise ValueError(f"QDQ element-wise {op!r} / {operand!r}: choose from {QDQ_ELEMENTWISE_OPS}, {QDQ_OPERANDS}")
+    shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
+    binary = op in ("Add", "Mul")
+    label = (f"elementwise n={int(np.prod(shape))} {op} dtype=int8 form=qdq"
+             + (" operand=const" if binary and operand == "const" else ""))
+    rng = _rng(label)
+    inits = [numpy_helper.from_array(np.array(0.02, dtype=np.float32), "sx"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zx"),
+             numpy_helper.from_array(np.array(0.03, dtype=np.float32), "sy"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zy")]
+    inputs: list[tuple[str, int, Sequence[int]]] = [("xq", TensorProto.UINT8, shape)]
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"])]
+    args = ["xd"]
+    if binary:
+        if operand == "const":  # over the last two axes (256 elements: a hidden size's run)
+            inits.append(numpy_helper.from_array(rng.integers(0, 256, shape[-2:]).astype(np.uint8), "bq"))
+        else:
+            inputs.append(("bq", TensorProto.UINT8, shape))
+        inits += [numpy_helper.from_array(np.array(0.01, dtype=np.float32), "sb"),
+                  numpy_helper.from_array(np.array(128, dtype=np.uint8), "zb")]
+        nodes.append(helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]))
+        args.append("bd")
+    main = helper.make_node(op, args, ["r"])
+    if op == "LeakyRelu":
+        main.attribute.append(helper.make_attribute("alpha", 0.1))
+    nodes += [main, helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["y"])]
+    model = _io_model(nodes, inputs, [("y", TensorProto.UINT8, shape)], inits, "qdq_ew")
+    return KernelModel("elementwise", label, model.SerializeToString())
+
+
+def qdq_softmax_kernel(rows: int, cols: int) -> KernelModel:
+    """A Softmax over the last axis of a uint8 ``[1, rows, cols]`` in QDQ form: DequantizeLinear -> Softmax ->
+    QuantizeLinear to uint8 of scale 1/256 (ONNX Runtime runs a QLinearSoftmax). The ``norm`` family, label
+    ``norm rows=R cols=C softmax dtype=int8 form=qdq``."""
+    label = f"norm rows={rows} cols={cols} softmax dtype=int8 form=qdq"
+    inits = [numpy_helper.from_array(np.array(0.05, dtype=np.float32), "sx"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zx"),
+             numpy_helper.from_array(np.array(1 / 256, dtype=np.float32), "sy"),
+             numpy_helper.from_array(np.array(0, dtype=np.uint8), "zy")]
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("Softmax", ["xd"], ["r"], axis=-1),
+             helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["y"])]
+    shape = (1, rows, cols)
+    model = _io_model(nodes, [("xq", TensorProto.UINT8, shape)], [("y", TensorProto.UINT8, shape)], inits,
+                      "qdq_softmax")
+    return KernelModel("norm", label, model.SerializeToString())
+
+
+def qdq_batched_matmul_kernel(heads: int, m: int, k: int, n: int) -> KernelModel:
+    """A product of two uint8 activations in QDQ form, ``[1, heads, m, k]`` by ``[1, heads, k, n]`` (attention's
+    Q·Kᵀ and A·V; ``k`` or ``n`` 0: ``m``): DequantizeLinear on each -> MatMul -> QuantizeLinear (ONNX Runtime
+    runs a QLinearMatMul). The ``matmul`` family, label ``matmul b=H m=M k=K n=N bias=0 w=0 dtype=int8
+    form=qdq``."""
+    k, n = k or m, n or m
+    label = f"matmul b={heads} m={m} k={k} n={n} bias=0 w=0 dtype=int8 form=qdq"
+    inits = [numpy_helper.from_array(np.array(0.05, dtype=np.float32), "sa"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "za"),
+             numpy_helper.from_array(np.array(0.04, dtype=np.float32), "sb"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zb"),
+             numpy_helper.from_array(np.array(0.5, dtype=np.float32), "sy"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "zy")]
+    nodes = [helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+             helper.make_node("DequantizeLinear", ["bq", "sb", "zb"], ["bd"]),
+             helper.make_node("MatMul", ["ad", "bd"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["y"])]
+    model = _io_model(nodes, [("aq", TensorProto.UINT8, (1, heads, m, k)), ("bq", TensorProto.UINT8, (1, heads, k, n))],
+                      [("y", TensorProto.UINT8, (1, heads, m, n))], inits, "qdq_bmm")
+    return KernelModel("matmul", label, model.SerializeToString())
+
+
+def power_kernel(elements: int, exponent: float) -> KernelModel:
+    """A float Pow of ``elements`` values (shaped as :func:`elementwise_kernel` shapes them) by a constant scalar
+    ``exponent``: the ``elementwise`` family, label ``elementwise n=N Pow exponent=E``."""
+    shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
+    label = f"elementwise n={int(np.prod(shape))} Pow exponent={exponent:g}"
+    node = helper.make_node("Pow", ["x", "e"], ["z"])
+    return KernelModel("elementwise", label, _model([node], [("x", shape)], ["z"], {"e": np.array(exponent)}, "pow")
+                       .SerializeToString())
+
+
+#: The QDQ Transposes of the ``layout`` space (:func:`qdq_transpose_kernel`): attention's ``heads`` ([0, 2, 1, 3] of
+#: ``[1, tokens, heads, dim]``: tokens-by-heads to heads-by-tokens) and ``keys`` ([0, 1, 3, 2] of
+#: ``[1, heads, tokens, dim]``: the keys transposed for Q·Kᵀ).
+QDQ_TRANSPOSE_KINDS = ("heads", "keys")
+
+
+def qdq_transpose_kernel(tokens: int, heads: int, dim: int, *, kind: str) -> KernelModel:
+    """A Transpose (:data:`QDQ_TRANSPOSE_KINDS`) of uint8 data in QDQ form: DequantizeLinear -> Transpose ->
+    QuantizeLinear, which ONNX Runtime runs as one uint8 Transpose (the pair dropped). The ``layout`` family, label
+    ``layout tokens=T heads=H dim=D KIND dtype=int8 form=qdq``."""
+    if kind not in QDQ_TRANSPOSE_KINDS:
+        raise ValueError(f"QDQ transpose kind {kind!r}: choose from {', '.join(QDQ_TRANSPOSE_KINDS)}")
+    shape, perm = ((1, tokens, heads, dim), [0, 2, 1, 3]) if kind == "heads" else ((1, heads, tokens, dim),
+                                                                                  [0, 1, 3, 2])
+    out_shape = tuple(shape[p] for p in perm)
+    label = f"layout tokens={tokens} heads={heads} dim={dim} {kind} dtype=int8 form=qdq"
+    inits = [numpy_helper.from_array(np.array(0.05, dtype=np.float32), "s"),
+             numpy_helper.from_array(np.array(128, dtype=np.uint8), "z")]
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("Transpose", ["xd"], ["r"], perm=perm),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["y"])]
+    model = _io_model(nodes, [("xq", TensorProto.UINT8, shape)], [("y", TensorProto.UINT8, out_shape)], inits,
+                      "qdq_layout")
+    return KernelModel("layout", label, model.SerializeToString())
 
 
 def _int64(values: Sequence[int] | np.ndarray, name: str) -> onnx.TensorProto:
@@ -941,6 +1106,55 @@ def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     return out
 
 
+#: The most multiply-accumulates of a ConvInteger in the conv space (:func:`_added_configs_6`) by weight type: its
+#: int8-weight kernel runs at ~7 GMAC/s on one core (ONNX Runtime 1.32, AVX-512 VNNI), its uint8 one at ~60: at
+#: most ~30 ms a run either way.
+_MAX_CONV_INTEGER_MACS = {"int8": 200_000_000, "uint8": 1_000_000_000}
+
+
+def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
+    """Configurations added with predictor version 6: the integer (quantized) kernels as quantization tools write
+    them, where the float ones do not predict them. ``conv``: ConvInteger (``quantize_dynamic``'s conv form) with
+    int8 and uint8 weights, 1x1 and 3x3, channels widening and narrowing 4x; ``matmul``: the ``dynamic`` and
+    ``integer`` products with uint8 weights (older ``quantize_dynamic`` models), attention's QDQ products of two
+    activations (QLinearMatMul); ``elementwise``: QDQ element-wise ops (QLinearAdd / QLinearMul / ...) on the
+    element counts of the float ones up to 4 M, and the float Pow a QDQ model runs on its own; ``norm``: the QDQ
+    Softmax (QLinearSoftmax); ``layout``: attention's QDQ Transposes (uint8)."""
+    out: list[Callable[[], KernelModel]] = []
+    if family == "conv":
+        for hw, cin, ratio, k, s, weights in itertools.product((7, 14, 28, 56, 112), (16, 32, 64, 128, 256),
+                                                               (0.25, 1.0, 4.0), (1, 3), (1, 2), INT8_WEIGHTS):
+            cout = max(8, int(cin * ratio))
+            if (hw // s) ** 2 * cin * cout * k * k <= _MAX_CONV_INTEGER_MACS[weights]:
+                out.append(partial(conv_integer_kernel, hw, cin, cout, k=k, stride=s, weights=weights))
+    elif family == "matmul":
+        sizes = (64, 256, 512, 1024, 2048)
+        out += [partial(quant_matmul_kernel, m, k, n, form=form, bias=bias, weights="uint8")
+                for m, k, n, form, bias in itertools.product((1, 16, 64, 256), sizes, sizes, ("dynamic", "integer"),
+                                                             (True, False)) if bias or k == n]
+        out += [partial(quant_matmul_kernel, m, k, n, form=form, bias=True, weights="uint8") for m, k, n, form in
+                itertools.product((1, 16, 64), (1024, 4096), (4096, 8192), ("dynamic", "integer"))]
+        # attention's products of two uint8 activations (QLinearMatMul): Q·Kᵀ (k = head dim, n = tokens), A·V
+        out += [partial(qdq_batched_matmul_kernel, h, m, k, n) for h, m, (k, n) in
+                itertools.product((4, 8, 12, 16), (16, 64, 128, 256), ((32, 0), (64, 0), (0, 32), (0, 64)))
+                if (k, n) != (0, m)]  # m = 64: A·V is Q·Kᵀ's shape
+    elif family == "elementwise":
+        counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304)
+        out += [partial(qdq_elementwise_kernel, n, op, operand=operand) for n, op, operand in
+                itertools.product(counts, QDQ_ELEMENTWISE_OPS, QDQ_OPERANDS)
+                if operand == "tensor" or op in ("Add", "Mul")]
+        # a float Pow by a constant exponent (the tanh GELU's x³, a LayerNorm written out's square): a QDQ model
+        # runs it on its own, its GELU not fused
+        out += [partial(power_kernel, n, p) for n, p in itertools.product(counts, (2.0, 3.0))]
+    elif family == "norm":
+        out += [partial(norm_kernel, r, c, "softmax", "int8") for r, c in
+                itertools.product((1, 16, 64, 256, 768, 1024, 4096), (32, 64, 128, 384, 768, 1024))]
+    elif family == "layout":
+        out += [partial(qdq_transpose_kernel, t, h, d, kind=kind) for t, h, d, kind in
+                itertools.product((16, 64, 128, 256, 512), (4, 8, 12, 16), (32, 64), QDQ_TRANSPOSE_KINDS)]
+    return out
+
+
 def _movement_configs(rows: Sequence[int]) -> list[Callable[[], KernelModel]]:
     """The ``movement`` space beyond 4-D channel slices: gathers, scatters, expands, tiles, pads and slices of
     2-D / 3-D tensors (indices from 16 to 16 K, copies of 1 to 1 K contiguous elements; tables up to 12 M
@@ -1038,17 +1252,27 @@ class Config:
         return dataclasses.replace(self.builder(*positional, **args), config=self.params)
 
 
-def family_configs(family: str) -> list[Config]:
-    """``family``'s configurations in their seeded random order (the order :func:`kernel_space` takes them in)."""
-    configs = _configs(family)
-    random.Random(f"{_SEED}:{family}").shuffle(configs)
-    added = _added_configs(family)
-    random.Random(f"{_SEED}:{family}:added").shuffle(added)
-    # spread evenly: the i-th of n at (i + 0.5) / n; the earlier configurations keep their order between them
+def _spread(configs: list[Callable[[], KernelModel]], added: list[Callable[[], KernelModel]],
+            ) -> list[Callable[[], KernelModel]]:
+    """``added`` spread evenly through ``configs``: the i-th of n at (i + 0.5) / n; ``configs`` keep their order
+    between them, and so do ``added``."""
     slots = sorted([((i + 0.5) / len(configs), 0, i) for i in range(len(configs))]
                    + [((j + 0.5) / len(added), 1, j) for j in range(len(added))])
+    return [configs[i] if later == 0 else added[i] for _, later, i in slots]
+
+
+def family_configs(family: str) -> list[Config]:
+    """``family``'s configurations in their seeded random order (the order :func:`kernel_space` takes them in):
+    the first space shuffled, then each later addition (:func:`_added_configs`, :func:`_added_configs_6`)
+    shuffled on its own and spread through what came before, so that a cache walked before is walked in the same
+    order."""
+    configs = _configs(family)
+    random.Random(f"{_SEED}:{family}").shuffle(configs)
+    for tag, added in (("added", _added_configs(family)), ("added6", _added_configs_6(family))):
+        random.Random(f"{_SEED}:{family}:{tag}").shuffle(added)
+        configs = _spread(configs, added)
     out = []
-    for made in (configs[i] if later == 0 else added[i] for _, later, i in slots):
+    for made in configs:
         assert isinstance(made, partial)
         params = tuple((f"_{i}", v) for i, v in enumerate(made.args)) + tuple(sorted(made.keywords.items()))
         out.append(Config(family, params, made.func))
