@@ -156,6 +156,11 @@ def test_timing_fills_the_cache_and_resumes_from_it(timed: tuple[list[KernelTimi
     fresh = list(kernel_space(("resize",), limit=3))
     none, _, _ = time_kernels(fresh, SampleStore(cache), FAST, runner=OrtKernels(), budget_s=0.0)
     assert none == []  # nothing cached, no budget: nothing new is timed
+    # uncached kernels ahead of cached ones (a space grown since the cache was filled): the spent budget skips
+    # them and still reads every cached one after them
+    mixed, _, _ = time_kernels([*fresh, *(t.kernel for t in timings)], SampleStore(cache), FAST,
+                               runner=OrtKernels(), budget_s=0.0)
+    assert [t.kernel.label for t in mixed] == [t.kernel.label for t in timings] and all(t.cached for t in mixed)
 
 
 def test_a_thousand_times_the_macs_takes_longer(tmp_path: Path) -> None:

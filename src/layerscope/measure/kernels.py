@@ -1789,7 +1789,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
                  runner: KernelRunner, budget_s: float | None = None, progress: Progress | None = None,
                  ) -> tuple[list[KernelTiming], float, dict[str, Any]]:
     """Time ``kernels`` on ``runner`` in order until ``budget_s`` (wall seconds, checked
-    before each uncached kernel) is spent.
+    before each uncached kernel) is spent; after that, uncached kernels are skipped and cached ones still read.
 
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
     (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. Each
@@ -1811,7 +1811,7 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
             key = _key(kernel, identity)
             cached = len(store.samples(key)) >= timing.visits
             if not cached and budget_s is not None and time.monotonic() - start > budget_s:
-                break
+                continue  # spent: the kernels after it are still read from the cache
             try:
                 samples, _, was_cached, boundary = _time_one(kernel, store, timing, config, Path(tmp),
                                                              kernel_runner=runner, alone_in=nothing_around)
