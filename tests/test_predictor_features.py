@@ -102,13 +102,13 @@ def test_caches_are_read_from_sysfs_and_recorded_in_the_predictor_file(tmp_path:
     samples = [KernelSample("pool", f"p{i}", (float(i), 1.0), 10.0, 10.0 + i) for i in range(6)]
     predictor = fit_predictor(samples, {"runner": "onnxruntime"}, "host", 1.0, caches=CACHES)
     data = predictor.to_json()
-    assert data["version"] == 5 and data["caches"] == {"l2_bytes": MIB, "llc_bytes": 32 * MIB, "source": "test"}
+    assert data["version"] == 6 and data["caches"] == {"l2_bytes": MIB, "llc_bytes": 32 * MIB, "source": "test"}
 
 
 def test_a_predictor_file_of_the_previous_version_is_refused_with_one_line_to_refit(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"format": "layerscope-predictor", "version": 4, "features": []}))
-    with pytest.raises(InputError, match=r"version 4; this layerscope reads version 5") as info:
+    with pytest.raises(InputError, match=r"version 4; this layerscope reads version 6") as info:
         load_predictor(old)
     assert "calibrate --kernels" in (info.value.hint or "") and "\n" not in str(info.value)
 
