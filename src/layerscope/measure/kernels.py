@@ -8,7 +8,8 @@ one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nod
   conv, matmul, elementwise, norm and layout, int8 QDQ convolutions, int8 matrix products in the forms
   quantization tools write, :data:`QUANT_MATMUL_FORMS`; recurrent layers over sequence length, input and hidden
   size and direction, fp32 LSTM / GRU / RNN and the int8 DynamicQuantizeLSTM; working sets from below L2 to past the
-  last-level cache; depthwise and 5x5 / 7x7 convolutions; the activations ONNX Runtime fuses into a Conv, and the
+  last-level cache; depthwise and 5x5 / 7x7 convolutions, 1-D and transposed ones, channel counts off the NCHWc
+  block; the activations ONNX Runtime fuses into a Conv, and the
   activation chains it runs as kernels of their own, :data:`ACTIVATION_CHAINS`; layout conversions), in a seeded
   random order interleaved across families so that any budget covers every family.
 - :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of the runtime's
