@@ -6,7 +6,9 @@ compute share of it, kernel / stride / groups / channels of its main node (a rec
 hidden sizes, and its steps: sequence x directions); its working set against the L2 and
 last-level caches of the host that timed the kernels, :class:`Caches`; the costliest activation it holds; a
 normalisation's class and shape; how its data-movement or broadcasting node goes through the data: elements per
-inner run and how many runs, :func:`data_runs`, and the broadcast ratio, :func:`broadcast_ratio`). The
+inner run and how many runs, :func:`data_runs`, and the broadcast ratio, :func:`broadcast_ratio`; a
+convolution's spatial rank, whether it is transposed, and how much the NCHWc layout pads its channels,
+:func:`conv_shape`). The
 regressor of the kernel's family (depthwise and large-kernel convolutions: their own sub-family,
 :data:`SUBFAMILIES`, where enough of them were timed)
 learns ``log((measured_us + c) / (roofline_us + c))`` (``c`` = :data:`FLOOR_US`, a kernel's fixed
@@ -103,14 +105,21 @@ FORMAT = "layerscope-predictor"
 #: of integer products read from the product (not the DynamicQuantizeLinear before it); their space: ConvInteger,
 #: uint8-weight products, QDQ element-wise ops, Softmax and Transposes; the ``conv_int`` / ``matmul_int``
 #: sub-families; each family's ``small``: what its smallest kernels cost per element width, the most a kernel in
-#: that fixed-cost regime is predicted (:class:`SmallKernels`).
+#: that fixed-cost regime is predicted (:class:`SmallKernels`);
+#: a convolution's spatial rank and whether it is transposed (``conv_rank``, ``transposed``), and how much ONNX
+#: Runtime's NCHWc padding grows a 2-D one (``log_nchwc_pad8``, ``log_nchwc_pad16``: :func:`nchwc_pad_ratio`);
+#: 1-D and transposed convolutions and channels off the NCHWc block in the conv space.
 VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
             "log_working_set_bytes", "log2_ws_over_l2", "log2_ws_over_llc", "large_kernel", "activation",
             "norm_kind", "log_reduced", "log_rows", "log_steps", "log_inner_run", "log_runs", "log_broadcast_ratio",
-            "quant_form", "unsigned_weights")
+            "quant_form", "unsigned_weights", "conv_rank", "transposed", "log_nchwc_pad8", "log_nchwc_pad16")
+#: The channel blocks of ONNX Runtime's NCHWc convolutions (MLAS: 8 floats with AVX2, 16 with AVX-512): the
+#: ``log_nchwc_pad8`` / ``log_nchwc_pad16`` features (:func:`nchwc_pad_ratio`) say how much a 2-D Conv's channels
+#: grow when padded to each; which one this host runs, its timed kernels tell the trees.
+NCHWC_BLOCKS = (8, 16)
 #: Sub-families fitted on their own where they have :data:`MIN_FAMILY_SAMPLES` samples (else their family's fit):
 #: depthwise convolutions (group = input channels > 1) and large-kernel ones (kernel area ≥ 25: 5x5 and up); integer
 #: convolutions and products (``quant_form`` 2: ConvInteger, MatMulInteger and ONNX Runtime's fusions of it), whose
@@ -406,6 +415,48 @@ def refine_family(family: str, features: Sequence[float]) -> str:
     return "conv_large" if features[_LARGE] >= 0.5 else family
 
 
+def nchwc_pad_ratio(in_channels: int, out_channels: int, groups: int, block: int) -> float:
+    """How many times a 2-D fp32 Conv's multiply-accumulates grow when ONNX Runtime's NCHWc transformer pads its
+    channels to multiples of ``block`` (checked on 1.32 from the reordered filters' shapes): output channels
+    always; input channels where there are at least ``block`` of them (fewer: it reads the NCHW input as it is);
+    a depthwise conv's channels (``groups`` = input channels). 1.0 for other grouped convolutions (left as they
+    are) and for channel counts already on the block. A Conv of 20 -> 200 channels at block 16: 32/20 x 208/200
+    = 1.664 (its time alone: that of the 32 -> 208 one)."""
+    if in_channels < 1 or out_channels < 1 or block < 1:
+        return 1.0
+
+    def padded(count: int) -> int:
+        return -(-count // block) * block
+
+    if groups > 1:
+        return padded(in_channels) / in_channels if groups == in_channels else 1.0
+    grow_in = padded(in_channels) / in_channels if in_channels >= block else 1.0
+    return grow_in * padded(out_channels) / out_channels
+
+
+def conv_shape(graph: Graph, node: Node) -> tuple[int, bool, tuple[float, ...]]:
+    """(spatial rank, transposed, :func:`nchwc_pad_ratio` at each of :data:`NCHWC_BLOCKS`) of a Conv or
+    ConvTranspose ``node`` (rank: its kernel's dimensions, else its input's rank - 2); the pad ratios are 1 except
+    for a 2-D fp32 Conv (the only convolution ONNX Runtime runs as NCHWc: 1-D and 3-D ones, ConvTranspose and
+    int8 ones, a QDQ Conv whose input a DequantizeLinear gives included, go through im2col / col2im and a GEMM).
+    (0, False, 1s) for another op."""
+    ones = tuple(1.0 for _ in NCHWC_BLOCKS)
+    if node.op_type not in ("Conv", "ConvTranspose"):
+        return 0, False, ones
+    first = graph.tensor(node.inputs[0]) if node.inputs else None
+    out = graph.tensor(node.outputs[0]) if node.outputs else None
+    kernel = node.attr("kernel_shape", None)
+    rank = len(kernel) if kernel else (len(first.shape) - 2 if first is not None and first.shape else 0)
+    transposed = node.op_type == "ConvTranspose"
+    if (transposed or rank != 2 or first is None or out is None or not first.shape or not out.shape
+            or first.dtype != "float32" or len(first.shape) != 4 or len(out.shape) != 4
+            or any(n.op_type == "DequantizeLinear" and first.name in n.outputs for n in graph.layers)):
+        return max(0, rank), transposed, ones
+    groups = int(node.attr("group", 1) or 1)
+    cin, cout = int(first.shape[1]), int(out.shape[1])
+    return rank, transposed, tuple(nchwc_pad_ratio(cin, cout, groups, b) for b in NCHWC_BLOCKS)
+
+
 def recurrent_shape(graph: Graph, node: Node) -> tuple[int, int, int, int] | None:
     """A recurrent layer's (sequence length, directions, input size, hidden size) at its resolved shapes (ONNX's
     LSTM / GRU / RNN, ONNX Runtime's DynamicQuantizeLSTM, as the roofline's costs read them); ``None`` for
@@ -476,6 +527,8 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
     kind, reduced, rows_ = norm_shape(graph, nodes)
     values += [kind, math.log(reduced), math.log(rows_), math.log(steps), math.log1p(run), math.log1p(runs),
                math.log(ratio), *quant_form(graph, nodes)]
+    rank, transposed, pads = conv_shape(graph, main) if main is not None else (0, False, (1.0,) * len(NCHWC_BLOCKS))
+    values += [float(rank), float(transposed), *(math.log(p) for p in pads)]
     return np.asarray(values, dtype=np.float64)
 
 
@@ -1054,7 +1107,8 @@ def load_predictor(path: Path) -> Predictor:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
                          f"{VERSION} (its kernels and features differ: integer kernels told from float ones, their "
                          "weights' signedness, ConvInteger and QDQ element-wise kernels timed, integer products "
-                         "fitted on their own; each family's smallest kernels' cost, the most a kernel in that "
+                         "fitted on their own; a convolution's rank, whether it is transposed, and its NCHWc "
+                         "channel padding; each family's smallest kernels' cost, the most a kernel in that "
                          "regime is predicted; before that a normalisation's class and shape; the recurrent family "
                          "and its steps, int8 matrix products; the data runs of movement and broadcasting kernels; "
                          "the per-call overhead as profile times it, the per-input/output cost; kernels fitted net of "

@@ -8,7 +8,8 @@ one ``FusedConv``; MatMul+Add one ``Gemm``; elementwise chains stay separate nod
   conv, matmul, elementwise, norm and layout, int8 QDQ convolutions, int8 matrix products in the forms
   quantization tools write, :data:`QUANT_MATMUL_FORMS`; recurrent layers over sequence length, input and hidden
   size and direction, fp32 LSTM / GRU / RNN and the int8 DynamicQuantizeLSTM; working sets from below L2 to past the
-  last-level cache; depthwise and 5x5 / 7x7 convolutions; the activations ONNX Runtime fuses into a Conv, and the
+  last-level cache; depthwise and 5x5 / 7x7 convolutions, 1-D and transposed ones, channel counts off the NCHWc
+  block; the activations ONNX Runtime fuses into a Conv, and the
   activation chains it runs as kernels of their own, :data:`ACTIVATION_CHAINS`; layout conversions), in a seeded
   random order interleaved across families so that any budget covers every family.
 - :func:`model_kernels`: every distinct kernel of a user's model: the source layers each kernel of the runtime's
@@ -238,6 +239,52 @@ def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise:
         out = "n"
     out = _act(nodes, out, act)
     return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv", dtype=dtype)
+                       .SerializeToString())
+
+
+def _bn_act(nodes: list[onnx.NodeProto], inits: dict[str, np.ndarray], x: str, channels: int, *, bn: bool,
+            act: str, rng: np.random.Generator) -> str:
+    """Append [BatchNormalization over ``channels``] [+ activation ``act``] on ``x``; the output's name."""
+    if bn:
+        for n, v in (("scale", rng.random(channels) + 0.5), ("bias", rng.standard_normal(channels)),
+                     ("mean", rng.standard_normal(channels) * 0.1), ("var", rng.random(channels) + 0.5)):
+            inits[n] = v
+        nodes.append(helper.make_node("BatchNormalization", [x, "scale", "bias", "mean", "var"], ["n"]))
+        x = "n"
+    return _act(nodes, x, act)
+
+
+def conv1d_kernel(steps: int, cin: int, cout: int, *, k: int, stride: int, dilation: int, bn: bool,
+                  act: str) -> KernelModel:
+    """A 1-D Conv over ``steps`` (input [1, ``cin``, ``steps``]) [+BatchNormalization] [+activation], fp32: as audio,
+    EEG and sequence models write it (ONNX Runtime runs it as im2col + GEMM, never as an NCHWc kernel). Stride 1:
+    padded to keep the length ("same"); a stride > 1 (a learnt downsampling, ``k`` = ``stride`` as a rule):
+    unpadded."""
+    label = f"conv1d t={steps} cin={cin} cout={cout} k={k} s={stride} d={dilation} bn={int(bn)} act={act}"
+    rng = _rng(label)
+    inits = {"w": rng.standard_normal((cout, cin, k)) * 0.1, "b": rng.standard_normal(cout)}
+    span = dilation * (k - 1)
+    pads = [span // 2, span - span // 2] if stride == 1 else [0, 0]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k], strides=[stride],
+                              dilations=[dilation], pads=pads)]
+    out = _bn_act(nodes, inits, "c", cout, bn=bn, act=act, rng=rng)
+    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, steps))], [out], inits, "conv1d")
+                       .SerializeToString())
+
+
+def conv_transpose_kernel(size: int, cin: int, cout: int, *, k: int, stride: int, rank: int) -> KernelModel:
+    """A ConvTranspose (a learnt upsampling by ``stride``) over ``rank`` (1 or 2) spatial dimensions of ``size``
+    each (input [1, ``cin``, ``size``] or [1, ``cin``, ``size``, ``size``]), fp32, pads (``k`` - ``stride``) / 2 a
+    side: the output is ``stride`` x ``size`` long (ONNX Runtime: a GEMM, then col2im)."""
+    if rank not in (1, 2):
+        raise ValueError(f"conv transpose rank {rank}: 1 or 2")
+    label = f"convT{rank}d size={size} cin={cin} cout={cout} k={k} s={stride}"
+    rng = _rng(label)
+    inits = {"w": rng.standard_normal((cin, cout, *[k] * rank)) * 0.1, "b": rng.standard_normal(cout)}
+    pad = (k - stride) // 2
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], kernel_shape=[k] * rank,
+                              strides=[stride] * rank, pads=[pad] * (2 * rank))]
+    return KernelModel("conv", label, _model(nodes, [("x", (1, cin, *[size] * rank))], ["y"], inits, "conv_transpose")
                        .SerializeToString())
 
 
@@ -1106,6 +1153,49 @@ def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     return out
 
 
+#: The added convolutions' (:func:`_added_conv_configs`) largest multiply-accumulates: a 1-D conv of 128 channels,
+#: kernel 3, over 8 K steps (~10 ms on one core), as EEG / audio U-Nets run at full resolution.
+_MAX_ADDED_CONV_MACS = 420_000_000
+
+
+def _added_conv_configs() -> list[Callable[[], KernelModel]]:
+    """The ``conv`` space's configurations of predictor version 6 (fp32, up to :data:`_MAX_ADDED_CONV_MACS`):
+
+    - 1-D convolutions as audio, EEG and sequence models run them (ONNX Runtime: im2col + GEMM, where the 2-D ones
+      above run as NCHWc kernels): 16 to 256 channels over 256 to 8 K steps, kernels 1 to 31; dilated ones
+      (dilation 2 to 1024, a temporal-convolution stack); learnt downsamplings (kernel = stride 2 to 5); few input
+      channels (a raw signal: 1 to 8) under kernels of 7 to 64;
+    - ConvTranspose, 1-D and 2-D learnt upsamplings (kernel = stride, and kernel 4 stride 2);
+    - 2-D convolutions and depthwise ones whose channel counts are not multiples of the NCHWc block (20, 24, 40,
+      51, 100, 200; and 1 or 3 input channels): the NCHWc transformer pads them to the block (``log_nchwc_pad*``
+      features: :func:`~layerscope.analysis.predictor.nchwc_pad_ratio`)."""
+    steps = (256, 1024, 4096, 8192)
+    one_d = [(t, cin, cout, k, 1, 1, act) for t, (cin, cout), k, act in
+             itertools.product(steps, ((16, 16), (16, 128), (64, 64), (128, 128), (128, 64), (256, 256)),
+                               (1, 3, 5, 9, 31), ("none", "relu")) if act == "none" or k <= 3]
+    one_d += [(t, c, c, 3, 1, d, "none") for t, c, d in itertools.product((1024, 8192), (64, 128), (2, 16, 128, 1024))]
+    one_d += [(t, cin, cout, s, s, 1, "relu") for t, (cin, cout), s in
+              itertools.product((1024, 8192), ((16, 16), (64, 51), (128, 128)), (2, 4, 5))]
+    one_d += [(t, cin, cout, k, 1, 1, "relu") for t, cin, cout, k in
+              itertools.product((1024, 8192), (1, 2, 8), (16, 64), (7, 31, 64))]
+    out: list[Callable[[], KernelModel]] = [
+        partial(conv1d_kernel, t, cin, cout, k=k, stride=s, dilation=d, bn=False, act=act)
+        for t, cin, cout, k, s, d, act in one_d if t // s * cin * cout * k <= _MAX_ADDED_CONV_MACS]
+    out += [partial(conv_transpose_kernel, size, cin, cout, k=k, stride=s, rank=1) for size, (cin, cout), (k, s) in
+            itertools.product((32, 256, 1500), ((16, 16), (51, 64), (128, 128), (128, 64)), ((2, 2), (5, 5), (4, 2)))]
+    out += [partial(conv_transpose_kernel, size, cin, cout, k=k, stride=s, rank=2) for size, (cin, cout), (k, s) in
+            itertools.product((14, 28, 56), ((16, 16), (64, 32), (128, 64), (256, 128)), ((2, 2), (4, 2)))
+            if (size * s) ** 2 * cin * cout * (k // s) ** 2 <= _MAX_ADDED_CONV_MACS]
+    out += [partial(conv_kernel, hw, cin, cout, k=k, stride=1, depthwise=False, bn=True, act="relu")
+            for hw, (cin, cout), k in
+            itertools.product((14, 28, 56), ((1, 20), (3, 24), (20, 20), (24, 40), (40, 40), (51, 51), (100, 100),
+                                             (20, 200)), (1, 3, 5))
+            if hw * hw * cin * cout * k * k <= _MAX_ADDED_CONV_MACS]
+    out += [partial(conv_kernel, hw, c, c, k=3, stride=s, depthwise=True, bn=True, act="relu")
+            for hw, c, s in itertools.product((28, 56, 112), (20, 40, 72, 100), (1, 2))]
+    return out
+
+
 #: The most multiply-accumulates of a ConvInteger in the conv space (:func:`_added_configs_6`) by weight type: its
 #: int8-weight kernel runs at ~7 GMAC/s on one core (ONNX Runtime 1.32, AVX-512 VNNI), its uint8 one at ~60: at
 #: most ~30 ms a run either way.
@@ -1114,7 +1204,8 @@ _MAX_CONV_INTEGER_MACS = {"int8": 200_000_000, "uint8": 1_000_000_000}
 
 def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
     """Configurations added with predictor version 6: the integer (quantized) kernels as quantization tools write
-    them, where the float ones do not predict them. ``conv``: ConvInteger (``quantize_dynamic``'s conv form) with
+    them, where the float ones do not predict them, and the convolutions the NCHWc-only space missed. ``conv``:
+    :func:`_added_conv_configs`, and ConvInteger (``quantize_dynamic``'s conv form) with
     int8 and uint8 weights, 1x1 and 3x3, channels widening and narrowing 4x; ``matmul``: the ``dynamic`` and
     ``integer`` products with uint8 weights (older ``quantize_dynamic`` models), attention's QDQ products of two
     activations (QLinearMatMul); ``elementwise``: QDQ element-wise ops (QLinearAdd / QLinearMul / ...) on the
@@ -1122,6 +1213,7 @@ def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
     Softmax (QLinearSoftmax); ``layout``: attention's QDQ Transposes (uint8)."""
     out: list[Callable[[], KernelModel]] = []
     if family == "conv":
+        out += _added_conv_configs()
         for hw, cin, ratio, k, s, weights in itertools.product((7, 14, 28, 56, 112), (16, 32, 64, 128, 256),
                                                                (0.25, 1.0, 4.0), (1, 3), (1, 2), INT8_WEIGHTS):
             cout = max(8, int(cin * ratio))
