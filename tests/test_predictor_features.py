@@ -77,10 +77,12 @@ def test_the_working_set_of_a_fused_conv_bn_relu_counts_what_leaves_the_kernel(t
     assert working_set_bytes(graph, [n.id for n in graph.layers]) == 4384
     # the Conv alone: its output leaves it (the BN reads it): 1024 + 1152 + 32 + 2048
     assert working_set_bytes(graph, [graph.layers[0].id]) == 4256
+    # the kernel's features: the Conv ONNX Runtime runs, the BN folded into its weights and the Relu on its output
+    # (:func:`working_layers`): input, weight, bias and the kernel's output, 1024 + 1152 + 32 + 2048
     f = _features(kernel, tmp_path)
-    assert f["log_working_set_bytes"] == pytest.approx(math.log1p(4384))
-    assert f["log2_ws_over_l2"] == pytest.approx(math.log2(4384 / MIB))
-    assert f["log2_ws_over_llc"] == pytest.approx(math.log2(4384 / (32 * MIB)))
+    assert f["log_working_set_bytes"] == pytest.approx(math.log1p(4256))
+    assert f["log2_ws_over_l2"] == pytest.approx(math.log2(4256 / MIB))
+    assert f["log2_ws_over_llc"] == pytest.approx(math.log2(4256 / (32 * MIB)))
 
 
 def test_the_working_set_crosses_l2_and_the_last_level_cache_within_the_sampled_space(tmp_path: Path) -> None:
@@ -102,13 +104,13 @@ def test_caches_are_read_from_sysfs_and_recorded_in_the_predictor_file(tmp_path:
     samples = [KernelSample("pool", f"p{i}", (float(i), 1.0), 10.0, 10.0 + i) for i in range(6)]
     predictor = fit_predictor(samples, {"runner": "onnxruntime"}, "host", 1.0, caches=CACHES)
     data = predictor.to_json()
-    assert data["version"] == 5 and data["caches"] == {"l2_bytes": MIB, "llc_bytes": 32 * MIB, "source": "test"}
+    assert data["version"] == 6 and data["caches"] == {"l2_bytes": MIB, "llc_bytes": 32 * MIB, "source": "test"}
 
 
 def test_a_predictor_file_of_the_previous_version_is_refused_with_one_line_to_refit(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
-    old.write_text(json.dumps({"format": "layerscope-predictor", "version": 4, "features": []}))
-    with pytest.raises(InputError, match=r"version 4; this layerscope reads version 5") as info:
+    old.write_text(json.dumps({"format": "layerscope-predictor", "version": 5, "features": []}))
+    with pytest.raises(InputError, match=r"version 5; this layerscope reads version 6") as info:
         load_predictor(old)
     assert "calibrate --kernels" in (info.value.hint or "") and "\n" not in str(info.value)
 

@@ -178,9 +178,16 @@ def _rng(label: str) -> np.random.Generator:
 
 
 #: The activations ONNX Runtime's CPU provider fuses into the Conv before it (its ``FusedConv`` / NCHWc ``Conv``
-#: ``activation`` attribute; checked on 1.32 by the tests): the conv space's ``act`` axis. HardSwish and SiLU
-#: after a Conv stay kernels of their own (HardSigmoid + Mul; QuickGelu): :data:`ACTIVATION_CHAINS` samples them.
+#: ``activation`` attribute; checked on 1.32 by the tests): the conv space's ``act`` axis. SiLU after a Conv stays
+#: a kernel of its own (QuickGelu): :data:`ACTIVATION_CHAINS` samples it. A HardSwish after a Conv is fused into
+#: the NCHWc Conv inside a model, but not where its output is the model's output (a kernel timed alone): there it
+#: runs as Conv, HardSigmoid and Mul; :data:`FUSED_HARDSIGMOID` samples its class.
 CONV_ACTIVATIONS = ("relu", "none", "clip", "sigmoid")
+#: The activation the conv space adds (:func:`_added_configs`) for the class of HardSwish (PP-LCNet's, MobileNetV3's),
+#: which a kernel alone cannot run fused (:data:`CONV_ACTIVATIONS`): a HardSigmoid as MobileNetV3 writes it (alpha
+#: 1/6, beta 0.5), fused into the Conv alone too. On ONNX Runtime 1.32 a depthwise NCHWc Conv with either fused
+#: costs the same to within 5%: 1.4-1.6x one with a Relu or none at 56x56x64 and up, a few % over one with a Clip.
+FUSED_HARDSIGMOID = "hardsigmoid"
 #: Activation chains as models write them that ONNX Runtime runs as the work of one group of layers: ``silu``
 #: x·sigmoid(x) (one QuickGelu), ``gelu`` the Erf form x·(1 + erf(x/√2))/2 (one Gelu), ``hardswish`` the op (two
 #: kernels, HardSigmoid and Mul, both the one layer's). x·HardSigmoid(x) written out stays two layers and two
@@ -189,12 +196,15 @@ ACTIVATION_CHAINS = ("silu", "gelu", "hardswish")
 
 
 def _act(nodes: list[onnx.NodeProto], x: str, act: str, inits: dict[str, np.ndarray] | None = None) -> str:
-    """Append activation ``act`` (a :data:`CONV_ACTIVATIONS` or :data:`ACTIVATION_CHAINS` name) on ``x``; its
-    output's name (``x`` for ``none``). ``inits`` receives the chain's constants (GELU's)."""
+    """Append activation ``act`` (a :data:`CONV_ACTIVATIONS` or :data:`ACTIVATION_CHAINS` name, or
+    :data:`FUSED_HARDSIGMOID`) on ``x``; its output's name (``x`` for ``none``). ``inits`` receives the chain's
+    constants (GELU's)."""
     if act == "none":
         return x
     if act == "hardswish":
         nodes.append(helper.make_node("HardSwish", [x], ["a"]))
+    elif act == FUSED_HARDSIGMOID:
+        nodes.append(helper.make_node("HardSigmoid", [x], ["a"], alpha=1.0 / 6, beta=0.5))
     elif act == "silu":
         nodes.append(helper.make_node("Sigmoid", [x], ["s"]))
         nodes.append(helper.make_node("Mul", [x, "s"], ["a"]))
@@ -881,8 +891,18 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
 
 def _added_configs(family: str) -> list[Callable[[], KernelModel]]:
     """Configurations added to ``family``'s space after kernels of it were timed and cached (predictor version
-    5: the int8 matrix products of :data:`QUANT_MATMUL_FORMS`): :func:`family_configs` spreads them through the
-    family's order without moving the earlier ones, so that a cache walked before is walked in the same order."""
+    5: the int8 matrix products of :data:`QUANT_MATMUL_FORMS`; predictor version 6: Convs with
+    :data:`FUSED_HARDSIGMOID`): :func:`family_configs` spreads them through the family's order without moving the
+    earlier ones, so that a cache walked before is walked in the same order."""
+    if family == "conv":
+        # depthwise 3x3 to 7x7 (a depthwise 1x1 is rare) and plain 1x1 / 3x3, over the space's maps and channels
+        maps, chans = (7, 14, 28, 56, 112), (16, 32, 64, 128, 256)
+        convs: list[Callable[[], KernelModel]] = [
+            partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=FUSED_HARDSIGMOID)
+            for hw, cin, k, s in itertools.product(maps, chans, (3, 5, 7), (1, 2))]
+        return convs + [partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=False, bn=True,
+                                act=FUSED_HARDSIGMOID)
+                        for hw, cin, k, s in itertools.product(maps, chans, (1, 3), (1, 2))]
     if family != "matmul":
         return []
     # with a bias, as quantizers write a linear layer; without one, square weights
