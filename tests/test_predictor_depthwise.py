@@ -67,10 +67,12 @@ def test_a_conv_is_described_alike_with_or_without_the_layers_it_folds_in(tmp_pa
     with_bn = _graph(conv_kernel(28, 64, 64, k=3, stride=1, depthwise=True, bn=True, act="none"), tmp_path)
     hardswish = _graph(conv_kernel(28, 64, 64, k=3, stride=1, depthwise=True, bn=True, act="hardswish"), tmp_path)
     relu = _graph(conv_kernel(28, 64, 64, k=3, stride=1, depthwise=True, bn=True, act="relu"), tmp_path)
+    clip = _graph(conv_kernel(28, 64, 64, k=3, stride=1, depthwise=True, bn=True, act="clip"), tmp_path)
     x_alone, roof_alone, est = _described(alone)
     assert working_layers(alone, [n.id for n in alone.layers]) == [alone.layers[0].id]
     assert roof_alone == _conv_writing_its_output(alone, est) == est.layers[0].latency_us > 0
-    for graph, act in ((with_bn, 0.0), (hardswish, 2.0), (relu, 1.0)):
+    # a Clip (Relu6) costs a fused HardSwish's, a Relu nothing: the activation class tells them apart
+    for graph, act in ((with_bn, 0.0), (hardswish, 2.0), (relu, 1.0), (clip, 2.0)):
         x, roof, est = _described(graph)
         conv = [n.id for n in graph.layers if n.op_type == "Conv"]
         assert working_layers(graph, [n.id for n in graph.layers]) == conv

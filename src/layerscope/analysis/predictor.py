@@ -96,7 +96,7 @@ FORMAT = "layerscope-predictor"
 #: the layout kernels a model runs (:class:`ReorderFit`);
 #: 6: a kernel ONNX Runtime runs as one Conv is described by that Conv (its features and roofline without the
 #: BatchNormalization, bias, scale and activation it folds in: :func:`working_layers`), the activation class
-#: still from all of its layers.
+#: still from all of its layers; a Clip in the clamps' activation class (2) with HardSigmoid and HardSwish.
 VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
@@ -108,9 +108,11 @@ FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "
 SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv"}
 _DEPTHWISE, _LARGE = FEATURES.index("depthwise"), FEATURES.index("large_kernel")
 #: The ``activation`` feature: the costliest activation a kernel's layers hold, by class (0: none; 1: Relu,
-#: Clip, LeakyRelu, PRelu; 2: HardSigmoid, HardSwish; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
-#: 4: Erf, Gelu, Mish: polynomial approximations of several terms).
-ACTIVATION_CLASS = {"Relu": 1, "Clip": 1, "LeakyRelu": 1, "PRelu": 1, "HardSigmoid": 2, "HardSwish": 2,
+#: LeakyRelu, PRelu; 2: Clip, HardSigmoid, HardSwish: clamps; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
+#: 4: Erf, Gelu, Mish: polynomial approximations of several terms). Fused into a Conv (ONNX Runtime 1.32, NCHWc), a
+#: Relu is free and a Clip, HardSigmoid or HardSwish costs the same to within 5-10% (1.3-1.6x a Relu's Conv at
+#: 56x56x64 and up): the class, not the roofline, carries an activation a Conv folds in (:func:`working_layers`).
+ACTIVATION_CLASS = {"Relu": 1, "Clip": 2, "LeakyRelu": 1, "PRelu": 1, "HardSigmoid": 2, "HardSwish": 2,
                     "Sigmoid": 3, "Tanh": 3, "QuickGelu": 3, "Softplus": 3, "Elu": 3, "Selu": 3, "Exp": 3,
                     "Erf": 4, "Gelu": 4, "FastGelu": 4, "BiasGelu": 4, "Mish": 4}
 #: The ``norm_kind`` feature: what the kernel's first normalisation or reduction op is, by class (0: none; 1: an
