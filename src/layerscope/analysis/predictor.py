@@ -108,7 +108,10 @@ FORMAT = "layerscope-predictor"
 #: that fixed-cost regime is predicted (:class:`SmallKernels`);
 #: a convolution's spatial rank and whether it is transposed (``conv_rank``, ``transposed``), and how much ONNX
 #: Runtime's NCHWc padding grows a 2-D one (``log_nchwc_pad8``, ``log_nchwc_pad16``: :func:`nchwc_pad_ratio`);
-#: 1-D and transposed convolutions and channels off the NCHWc block in the conv space.
+#: 1-D and transposed convolutions and channels off the NCHWc block in the conv space;
+#: a kernel ONNX Runtime runs as one Conv is described by that Conv (its features and roofline without the
+#: BatchNormalization, bias, scale and activation it folds in: :func:`working_layers`), the activation class
+#: still from all of its layers; a Clip in the clamps' activation class (2) with HardSigmoid and HardSwish.
 VERSION = 6
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
@@ -129,9 +132,11 @@ SUBFAMILIES = {"conv_dw": "conv", "conv_large": "conv", "conv_int": "conv", "mat
 _DEPTHWISE, _LARGE = FEATURES.index("depthwise"), FEATURES.index("large_kernel")
 _QUANT_FORM = FEATURES.index("quant_form")
 #: The ``activation`` feature: the costliest activation a kernel's layers hold, by class (0: none; 1: Relu,
-#: Clip, LeakyRelu, PRelu; 2: HardSigmoid, HardSwish; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
-#: 4: Erf, Gelu, Mish: polynomial approximations of several terms).
-ACTIVATION_CLASS = {"Relu": 1, "Clip": 1, "LeakyRelu": 1, "PRelu": 1, "HardSigmoid": 2, "HardSwish": 2,
+#: LeakyRelu, PRelu; 2: Clip, HardSigmoid, HardSwish: clamps; 3: Sigmoid, Tanh, SiLU's QuickGelu, Softplus, Elu, Exp;
+#: 4: Erf, Gelu, Mish: polynomial approximations of several terms). Fused into a Conv (ONNX Runtime 1.32, NCHWc), a
+#: Relu is free and a Clip, HardSigmoid or HardSwish costs the same to within 5-10% (1.3-1.6x a Relu's Conv at
+#: 56x56x64 and up): the class, not the roofline, carries an activation a Conv folds in (:func:`working_layers`).
+ACTIVATION_CLASS = {"Relu": 1, "Clip": 2, "LeakyRelu": 1, "PRelu": 1, "HardSigmoid": 2, "HardSwish": 2,
                     "Sigmoid": 3, "Tanh": 3, "QuickGelu": 3, "Softplus": 3, "Elu": 3, "Selu": 3, "Exp": 3,
                     "Erf": 4, "Gelu": 4, "FastGelu": 4, "BiasGelu": 4, "Mish": 4}
 #: The ``norm_kind`` feature: what the kernel's first normalisation or reduction op is, by class (0: none; 1: an
@@ -473,15 +478,16 @@ def recurrent_shape(graph: Graph, node: Node) -> tuple[int, int, int, int] | Non
 def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], caches: Caches | None = None,
                     ) -> np.ndarray:
     """The :data:`FEATURES` of the kernel covering source ``layers`` of ``graph`` (costs and roofline from
-    ``estimate``, which must be ``graph``'s); the working set (:func:`working_set_bytes`) is compared with
+    ``estimate``, which must be ``graph``'s, of its :func:`working_layers`; the activation class of all of
+    ``layers``); the working set (:func:`working_set_bytes`) is compared with
     ``caches`` (default: this host's, :meth:`Caches.host`) as log2 of its ratio to L2 and to the last level."""
     index = {n.id: i for i, n in enumerate(graph.layers)}
-    rows = [index[i] for i in layers if i in index]
+    # the activation class from every layer; the rest from the layers that do work of their own
+    every = [graph.layers[index[i]] for i in layers if i in index]
+    rows = [index[i] for i in working_layers(graph, layers) if i in index]
     costs = [estimate.costs[i] for i in rows]
-    ests = [estimate.layers[i] for i in rows]
     nodes = [graph.layers[i] for i in rows]
-    roof = sum(e.latency_us for e in ests)
-    compute = sum(e.compute_us for e in ests)
+    roof, compute, bound = kernel_roofline(graph, estimate, layers)
     main = next((n for n in nodes if n.op_type in _RECURRENT_OPS),
                 next((n for n in nodes if n.op_type in _MAIN_OPS), nodes[0] if nodes else None))
     kernel = stride = groups = 1.0
@@ -504,15 +510,14 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
     if recurrent is not None:  # channels: input and hidden sizes; steps: one after another on one thread
         seq, directions, in_size, hidden = recurrent
         in_ch, out_ch, steps = float(in_size), float(hidden), float(max(1, seq * directions))
-    bound = sum(1 for e in ests if e.bound is Bound.COMPUTE) / max(1, len(ests))
     # the dtype: the narrowest numeric element the kernel reads or writes (fp16 2, an int8 QDQ kernel 1)
     sizes = [_VALUE_BYTES[t.dtype] for n in nodes for name in (*n.inputs, *n.outputs)
              if (t := graph.tensor(name)) is not None and t.dtype in _VALUE_BYTES]
     elem_bytes = float(min(sizes, default=4))
     caches = caches or Caches.host()
     working = working_set_bytes(graph, [n.id for n in nodes])
-    act = float(max((ACTIVATION_CLASS.get(n.op_type, 0) for n in nodes), default=0))
-    if {n.op_type for n in nodes} >= {"Sigmoid", "Mul"}:
+    act = float(max((ACTIVATION_CLASS.get(n.op_type, 0) for n in every), default=0))
+    if {n.op_type for n in every} >= {"Sigmoid", "Mul"}:
         act = max(act, 3.0)  # SiLU written out: x * sigmoid(x)
     # the node that goes round its inner loop most often (:func:`data_runs`), and the most any node repeats
     run, runs = max((data_runs(graph, n) for n in nodes), key=lambda r: r[1], default=(1, 1))
@@ -613,9 +618,64 @@ def _adds_activations(graph: Graph, node: Node) -> bool:
 
 
 def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> float:
-    """The roofline time of ``layers`` (µs, at least 0.01 so that a ratio to it is defined)."""
+    """The roofline time of the kernel covering ``layers`` (µs, at least 0.01 so that a ratio to it is defined):
+    :func:`kernel_roofline`'s."""
+    return max(0.01, kernel_roofline(graph, estimate, layers)[0])
+
+
+def kernel_roofline(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> tuple[float, float, float]:
+    """(roofline µs, compute µs, share of its layers bound by compute) of the kernel covering ``layers``: of its
+    :func:`working_layers`, each ``max(compute, load + store) + overhead`` as ``estimate`` has it; where layers
+    were folded into a Conv, that Conv pays the store of what they wrote (the kernel's output, which the roofline
+    put on the last of them), so that a Conv is the same with or without them."""
     index = {n.id: i for i, n in enumerate(graph.layers)}
-    return max(0.01, sum(estimate.layers[index[i]].latency_us for i in layers if i in index))
+    working = [i for i in working_layers(graph, layers) if i in index]
+    ests = [estimate.layers[index[i]] for i in working]
+    folded_store_us = sum(estimate.layers[index[i]].store_us for i in layers if i in index and i not in working)
+    roof = sum(e.latency_us for e in ests)
+    bound = [e.bound is Bound.COMPUTE for e in ests]
+    conv = next((k for k, i in enumerate(working) if graph.layers[index[i]].op_type == "Conv"), None)
+    if folded_store_us > 0 and conv is not None:
+        e = ests[conv]
+        memory_us = e.load_us + e.store_us + folded_store_us
+        roof += max(e.compute_us, memory_us) - max(e.compute_us, e.load_us + e.store_us)
+        bound[conv] = e.compute_us >= memory_us
+    return roof, sum(e.compute_us for e in ests), sum(bound) / max(1, len(bound))
+
+
+#: Ops that run inside the Conv of a kernel ONNX Runtime runs as one Conv (``FusedConv``, NCHWc ``Conv``) with no
+#: pass over memory of their own: a BatchNormalization (folded into its weights), its fused activation (applied to
+#: each output block while it is in registers or L1), an Identity or Dropout (removed), a Pad (folded into its pads).
+#: An Add or a Mul of a constant (a per-channel bias or scale, folded into its weights) too: :func:`working_layers`.
+_INSIDE_CONV = frozenset({"BatchNormalization", "Identity", "Dropout", "Pad", "Relu", "Clip", "LeakyRelu",
+                          "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"})
+
+
+def working_layers(graph: Graph, layers: Sequence[str]) -> list[str]:
+    """The layers of the kernel covering ``layers`` that do work of their own at run time, in ``layers``' order.
+
+    A kernel whose main node is a Conv (one of ``layers`` is a Conv, none a recurrent layer, MatMul or other
+    :data:`_MAIN_OPS` op, no QuantizeLinear / DequantizeLinear: an int8 kernel runs another way) is that Conv: the
+    layers the runtime grouped with it (:data:`_INSIDE_CONV`; an Add or Mul one of whose inputs is a constant)
+    add nothing to it, and leaving them out gives a Conv the same features and roofline whether its model wrote
+    it with a BatchNormalization, a bias Add or neither (ONNX Runtime runs the same Conv: a depthwise Conv alone,
+    as PP-OCRv4's detector runs it, was predicted 0.56-0.72x its time from kernels timed with a BatchNormalization,
+    whose roofline pass it counted; one with a fused HardSwish 1.4-1.9x, from the HardSwish's pass). An Add of two
+    activations (a residual the NCHWc Conv accumulates into its output) reads a tensor and stays. Any other kernel:
+    ``layers``."""
+    by_id = {n.id: n for n in graph.layers}
+    nodes = [by_id[i] for i in layers if i in by_id]
+    ops = {n.op_type for n in nodes}
+    if "Conv" not in ops or ops & (set(_MAIN_OPS) - {"Conv"}) or ops & set(_RECURRENT_OPS) \
+            or ops & {"QuantizeLinear", "DequantizeLinear"}:
+        return list(layers)
+
+    def inside(node: Node) -> bool:
+        if node.op_type in _INSIDE_CONV:
+            return True
+        return node.op_type in ("Add", "Mul") and any(i in graph.constants for i in node.inputs)
+
+    return [i for i in layers if i not in by_id or not inside(by_id[i])]
 
 
 #: Ops whose output is a view of their input: ONNX Runtime's CPU kernels declare the output an alias of input 0, so
@@ -1108,7 +1168,8 @@ def load_predictor(path: Path) -> Predictor:
                          f"{VERSION} (its kernels and features differ: integer kernels told from float ones, their "
                          "weights' signedness, ConvInteger and QDQ element-wise kernels timed, integer products "
                          "fitted on their own; a convolution's rank, whether it is transposed, and its NCHWc "
-                         "channel padding; each family's smallest kernels' cost, the most a kernel in that "
+                         "channel padding; a Conv kernel described by its Conv alone, without the layers it folds "
+                         "in; each family's smallest kernels' cost, the most a kernel in that "
                          "regime is predicted; before that a normalisation's class and shape; the recurrent family "
                          "and its steps, int8 matrix products; the data runs of movement and broadcasting kernels; "
                          "the per-call overhead as profile times it, the per-input/output cost; kernels fitted net of "

@@ -179,9 +179,16 @@ def _rng(label: str) -> np.random.Generator:
 
 
 #: The activations ONNX Runtime's CPU provider fuses into the Conv before it (its ``FusedConv`` / NCHWc ``Conv``
-#: ``activation`` attribute; checked on 1.32 by the tests): the conv space's ``act`` axis. HardSwish and SiLU
-#: after a Conv stay kernels of their own (HardSigmoid + Mul; QuickGelu): :data:`ACTIVATION_CHAINS` samples them.
+#: ``activation`` attribute; checked on 1.32 by the tests): the conv space's ``act`` axis. SiLU after a Conv stays
+#: a kernel of its own (QuickGelu): :data:`ACTIVATION_CHAINS` samples it. A HardSwish after a Conv is fused into
+#: the NCHWc Conv inside a model, but not where its output is the model's output (a kernel timed alone): there it
+#: runs as Conv, HardSigmoid and Mul; :data:`FUSED_HARDSIGMOID` samples its class.
 CONV_ACTIVATIONS = ("relu", "none", "clip", "sigmoid")
+#: The activation the conv space adds (:func:`_added_configs`) for the class of HardSwish (PP-LCNet's, MobileNetV3's),
+#: which a kernel alone cannot run fused (:data:`CONV_ACTIVATIONS`): a HardSigmoid as MobileNetV3 writes it (alpha
+#: 1/6, beta 0.5), fused into the Conv alone too. On ONNX Runtime 1.32 a depthwise NCHWc Conv with either fused
+#: costs the same to within 5%: 1.4-1.6x one with a Relu or none at 56x56x64 and up, a few % over one with a Clip.
+FUSED_HARDSIGMOID = "hardsigmoid"
 #: Activation chains as models write them that ONNX Runtime runs as the work of one group of layers: ``silu``
 #: x·sigmoid(x) (one QuickGelu), ``gelu`` the Erf form x·(1 + erf(x/√2))/2 (one Gelu), ``hardswish`` the op (two
 #: kernels, HardSigmoid and Mul, both the one layer's). x·HardSigmoid(x) written out stays two layers and two
@@ -190,12 +197,15 @@ ACTIVATION_CHAINS = ("silu", "gelu", "hardswish")
 
 
 def _act(nodes: list[onnx.NodeProto], x: str, act: str, inits: dict[str, np.ndarray] | None = None) -> str:
-    """Append activation ``act`` (a :data:`CONV_ACTIVATIONS` or :data:`ACTIVATION_CHAINS` name) on ``x``; its
-    output's name (``x`` for ``none``). ``inits`` receives the chain's constants (GELU's)."""
+    """Append activation ``act`` (a :data:`CONV_ACTIVATIONS` or :data:`ACTIVATION_CHAINS` name, or
+    :data:`FUSED_HARDSIGMOID`) on ``x``; its output's name (``x`` for ``none``). ``inits`` receives the chain's
+    constants (GELU's)."""
     if act == "none":
         return x
     if act == "hardswish":
         nodes.append(helper.make_node("HardSwish", [x], ["a"]))
+    elif act == FUSED_HARDSIGMOID:
+        nodes.append(helper.make_node("HardSigmoid", [x], ["a"], alpha=1.0 / 6, beta=0.5))
     elif act == "silu":
         nodes.append(helper.make_node("Sigmoid", [x], ["s"]))
         nodes.append(helper.make_node("Mul", [x, "s"], ["a"]))
@@ -1205,15 +1215,22 @@ _MAX_CONV_INTEGER_MACS = {"int8": 200_000_000, "uint8": 1_000_000_000}
 def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
     """Configurations added with predictor version 6: the integer (quantized) kernels as quantization tools write
     them, where the float ones do not predict them, and the convolutions the NCHWc-only space missed. ``conv``:
-    :func:`_added_conv_configs`, and ConvInteger (``quantize_dynamic``'s conv form) with
-    int8 and uint8 weights, 1x1 and 3x3, channels widening and narrowing 4x; ``matmul``: the ``dynamic`` and
-    ``integer`` products with uint8 weights (older ``quantize_dynamic`` models), attention's QDQ products of two
+    :func:`_added_conv_configs`, Convs with :data:`FUSED_HARDSIGMOID`, and ConvInteger (``quantize_dynamic``'s conv
+    form) with int8 and uint8 weights, 1x1 and 3x3, channels widening and narrowing 4x; ``matmul``: the ``dynamic``
+    and ``integer`` products with uint8 weights (older ``quantize_dynamic`` models), attention's QDQ products of two
     activations (QLinearMatMul); ``elementwise``: QDQ element-wise ops (QLinearAdd / QLinearMul / ...) on the
     element counts of the float ones up to 4 M, and the float Pow a QDQ model runs on its own; ``norm``: the QDQ
     Softmax (QLinearSoftmax); ``layout``: attention's QDQ Transposes (uint8)."""
     out: list[Callable[[], KernelModel]] = []
     if family == "conv":
         out += _added_conv_configs()
+        # Convs with FUSED_HARDSIGMOID: depthwise 3x3 to 7x7 (a depthwise 1x1 is rare) and plain 1x1 / 3x3, over the
+        # space's maps and channels
+        maps, chans = (7, 14, 28, 56, 112), (16, 32, 64, 128, 256)
+        out += [partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=True, bn=True, act=FUSED_HARDSIGMOID)
+                for hw, cin, k, s in itertools.product(maps, chans, (3, 5, 7), (1, 2))]
+        out += [partial(conv_kernel, hw, cin, cin, k=k, stride=s, depthwise=False, bn=True, act=FUSED_HARDSIGMOID)
+                for hw, cin, k, s in itertools.product(maps, chans, (1, 3), (1, 2))]
         for hw, cin, ratio, k, s, weights in itertools.product((7, 14, 28, 56, 112), (16, 32, 64, 128, 256),
                                                                (0.25, 1.0, 4.0), (1, 3), (1, 2), INT8_WEIGHTS):
             cout = max(8, int(cin * ratio))
