@@ -228,13 +228,12 @@ def working_set_bytes(graph: Graph, layers: Sequence[str]) -> int:
     """The bytes a kernel covering ``layers`` touches once: every distinct tensor its layers read from outside
     the kernel (activations and weights) and every tensor they write that is read outside it or is a model
     output (intermediates a fused kernel keeps in registers are left out); tensors of unknown size count 0."""
-    chosen = [n for n in graph.layers if n.id in set(layers)]
+    chosen = [graph.layers[p] for p in sorted({graph.positions[i] for i in layers if i in graph.positions})]
     produced = {o for n in chosen for o in n.outputs if o}
     inside = {n.id for n in chosen}
-    read_outside = {i for n in graph.layers if n.id not in inside for i in n.inputs}
     model_outputs = {t.name for t in graph.outputs}
     names = {i for n in chosen for i in n.inputs if i and i not in produced}
-    names |= {o for o in produced if o in read_outside or o in model_outputs}
+    names |= {o for o in produced if o in model_outputs or any(r not in inside for r in graph.readers.get(o, ()))}
     if not names & produced:  # nothing leaves the kernel (a model cut at it): its last output does
         names |= {o for o in (chosen[-1].outputs if chosen else ()) if o}
     total = 0
@@ -455,7 +454,7 @@ def conv_shape(graph: Graph, node: Node) -> tuple[int, bool, tuple[float, ...]]:
     transposed = node.op_type == "ConvTranspose"
     if (transposed or rank != 2 or first is None or out is None or not first.shape or not out.shape
             or first.dtype != "float32" or len(first.shape) != 4 or len(out.shape) != 4
-            or any(n.op_type == "DequantizeLinear" and first.name in n.outputs for n in graph.layers)):
+            or getattr(graph.writers.get(first.name), "op_type", None) == "DequantizeLinear"):
         return max(0, rank), transposed, ones
     groups = int(node.attr("group", 1) or 1)
     cin, cout = int(first.shape[1]), int(out.shape[1])
@@ -481,7 +480,7 @@ def kernel_features(graph: Graph, estimate: Estimate, layers: Sequence[str], cac
     ``estimate``, which must be ``graph``'s, of its :func:`working_layers`; the activation class of all of
     ``layers``); the working set (:func:`working_set_bytes`) is compared with
     ``caches`` (default: this host's, :meth:`Caches.host`) as log2 of its ratio to L2 and to the last level."""
-    index = {n.id: i for i, n in enumerate(graph.layers)}
+    index = graph.positions
     # the activation class from every layer; the rest from the layers that do work of their own
     every = [graph.layers[index[i]] for i in layers if i in index]
     rows = [index[i] for i in working_layers(graph, layers) if i in index]
@@ -628,7 +627,7 @@ def kernel_roofline(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> 
     :func:`working_layers`, each ``max(compute, load + store) + overhead`` as ``estimate`` has it; where layers
     were folded into a Conv, that Conv pays the store of what they wrote (the kernel's output, which the roofline
     put on the last of them), so that a Conv is the same with or without them."""
-    index = {n.id: i for i, n in enumerate(graph.layers)}
+    index = graph.positions
     working = [i for i in working_layers(graph, layers) if i in index]
     ests = [estimate.layers[index[i]] for i in working]
     folded_store_us = sum(estimate.layers[index[i]].store_us for i in layers if i in index and i not in working)
@@ -663,8 +662,8 @@ def working_layers(graph: Graph, layers: Sequence[str]) -> list[str]:
     whose roofline pass it counted; one with a fused HardSwish 1.4-1.9x, from the HardSwish's pass). An Add of two
     activations (a residual the NCHWc Conv accumulates into its output) reads a tensor and stays. Any other kernel:
     ``layers``."""
-    by_id = {n.id: n for n in graph.layers}
-    nodes = [by_id[i] for i in layers if i in by_id]
+    by_id = {i: graph.layers[graph.positions[i]] for i in layers if i in graph.positions}
+    nodes = list(by_id.values())
     ops = {n.op_type for n in nodes}
     if "Conv" not in ops or ops & (set(_MAIN_OPS) - {"Conv"}) or ops & set(_RECURRENT_OPS) \
             or ops & {"QuantizeLinear", "DequantizeLinear"}:
@@ -693,8 +692,7 @@ VIEW_FAMILY = "view"
 def view_only(graph: Graph, layers: Sequence[str]) -> bool:
     """Whether the kernel covering ``layers`` holds only :data:`VIEW_OPS` and :data:`METADATA_OPS` layers (at
     least one)."""
-    chosen = set(layers)
-    ops = [n.op_type for n in graph.layers if n.id in chosen]
+    ops = [graph.layers[graph.positions[i]].op_type for i in layers if i in graph.positions]
     return bool(ops) and all(op in VIEW_OPS or op in METADATA_OPS for op in ops)
 
 
@@ -703,8 +701,7 @@ def aliased_view(graph: Graph, layers: Sequence[str]) -> bool:
     takes a model input straight to a model output (the one case where the runtime must copy)."""
     if not view_only(graph, layers):
         return False
-    chosen = set(layers)
-    nodes = [n for n in graph.layers if n.id in chosen]
+    nodes = [graph.layers[graph.positions[i]] for i in layers if i in graph.positions]
     produced = {o for n in nodes for o in n.outputs if o}
     reads = {n.inputs[0] for n in nodes if n.op_type in VIEW_OPS and n.inputs and n.inputs[0]
              and n.inputs[0] not in produced}
@@ -1385,12 +1382,12 @@ def kernel_io(graph: Graph, layers: Sequence[str]) -> tuple[int, int]:
     activations its layers read from outside it (constants are the kernel's own), and the tensors they write that
     are read outside it or are model outputs (at least 1)."""
     chosen = set(layers)
-    nodes = [n for n in graph.layers if n.id in chosen]
+    nodes = [graph.layers[graph.positions[i]] for i in layers if i in graph.positions]
     produced = {o for n in nodes for o in n.outputs if o}
     reads = {i for n in nodes for i in n.inputs if i and i not in produced and i not in graph.constants
              and i not in graph.const_values}
-    outside = {i for n in graph.layers if n.id not in chosen for i in n.inputs}
-    outputs = produced & (outside | {t.name for t in graph.outputs})
+    model_outputs = {t.name for t in graph.outputs}
+    outputs = {o for o in produced if o in model_outputs or any(r not in chosen for r in graph.readers.get(o, ()))}
     return len(reads), max(1, len(outputs))
 
 
@@ -1477,7 +1474,7 @@ def predict_model(predictor: Predictor, graph: Graph, estimate: Estimate,
     if calls.empty_us > 0:
         alone = [in_model(k, calls, *kernel_io(graph, k.layers)) for k in alone]
     preds = tuple(in_context(k, predictor.context) for k in alone) if applied else tuple(alone)
-    index = {n.id: i for i, n in enumerate(graph.layers)}
+    index = graph.positions
     per_layer = {n.id: 0.0 for n in graph.layers}
     for p in preds:
         weights = [max(estimate.layers[index[i]].latency_us, 1e-9) for i in p.layers if i in index]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -176,6 +177,27 @@ class Graph:
         for node in self.layers:
             counts[node.shape_source] = counts.get(node.shape_source, 0) + 1
         return counts
+
+    @cached_property
+    def positions(self) -> Mapping[str, int]:
+        """Each layer's position in :attr:`layers` by its id (made once per graph and kept, read-only: a lookup per
+        layer of a 100k-layer model, not a scan)."""
+        return {n.id: i for i, n in enumerate(self.layers)}
+
+    @cached_property
+    def writers(self) -> Mapping[str, Node]:
+        """The layer that writes each tensor, by the tensor's name (made once per graph)."""
+        return {o: n for n in self.layers for o in n.outputs if o}
+
+    @cached_property
+    def readers(self) -> Mapping[str, tuple[str, ...]]:
+        """The ids of the layers that read each tensor, by the tensor's name (made once per graph)."""
+        out: dict[str, list[str]] = {}
+        for n in self.layers:
+            for i in n.inputs:
+                if i:
+                    out.setdefault(i, []).append(n.id)
+        return {name: tuple(ids) for name, ids in out.items()}
 
     def tensor(self, name: str) -> TensorInfo | None:
         """The tensor called ``name``.
