@@ -1,17 +1,40 @@
 """Test doubles of the predictor: one whose trees predict every kernel alone at its roofline time (log ratio 0 in every
-leaf), and a kernel runner's fixed parts."""
+leaf), and a kernel runner's fixed parts; a generated kernel loaded as a graph, and its features by name."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from layerscope.analysis.predictor import FEATURES, FamilyFit, Predictor
+from layerscope.analysis.predictor import FEATURES, Caches, FamilyFit, Predictor, kernel_features
 from layerscope.analysis.trees import Ensemble, Tree
-from layerscope.measure.kernels import FAMILIES
+from layerscope.estimator import estimate_graph
+from layerscope.measure.kernels import FAMILIES, KernelModel
 from layerscope.measure.session import SessionConfig
+from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.targets import load_profile
+
+MIB = 1 << 20
+#: The caches the feature tests compare a kernel's working set with: a 1 MiB L2 and a 32 MiB last level.
+CACHES = Caches(MIB, 32 * MIB, "test")
+
+
+def kernel_graph(kernel: KernelModel, folder: Path) -> Graph:
+    """``kernel``'s single-kernel model written under ``folder`` and loaded."""
+    path = folder / f"{kernel.digest[:12]}.onnx"
+    path.write_bytes(kernel.model_bytes)
+    return load_model(path)
+
+
+def feature_map(graph: Graph) -> dict[str, float]:
+    """The predictor's :data:`FEATURES` of the kernel covering every layer of ``graph`` (its fp32 estimate on the
+    host profile, working sets against :data:`CACHES`), by name."""
+    est = estimate_graph(graph, load_profile("host"), "fp32")
+    values = kernel_features(graph, est, [n.id for n in graph.layers], CACHES).tolist()
+    return dict(zip(FEATURES, values, strict=True))
 
 
 def roofline_predictor(overhead_us: float, *, residuals: tuple[float, float] = (-0.1, 0.1),
@@ -42,3 +65,8 @@ class FakeKernels:
 
     def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
         return []
+
+
+def features_of(kernel: KernelModel, folder: Path) -> dict[str, float]:
+    """:func:`feature_map` of ``kernel`` loaded from under ``folder`` (:func:`kernel_graph`)."""
+    return feature_map(kernel_graph(kernel, folder))

@@ -19,10 +19,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _predictors import CACHES, features_of, kernel_graph
 from layerscope.analysis.predictor import (
     FEATURES,
     NCHWC_BLOCKS,
-    Caches,
     KernelSample,
     fit_predictor,
     kernel_features,
@@ -47,25 +47,8 @@ from layerscope.measure.kernels import (
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
-from layerscope.model.types import Graph
 from layerscope.runtimes.onnxruntime.kernels import optimized_graph
 from layerscope.targets import load_profile
-
-MIB = 1 << 20
-CACHES = Caches(MIB, 32 * MIB, "test")
-
-
-def _graph(kernel: KernelModel, tmp_path: Path) -> Graph:
-    path = tmp_path / f"{kernel.digest[:12]}.onnx"
-    path.write_bytes(kernel.model_bytes)
-    return load_model(path)
-
-
-def _features(kernel: KernelModel, tmp_path: Path) -> dict[str, float]:
-    graph = _graph(kernel, tmp_path)
-    est = estimate_graph(graph, load_profile("host"), "fp32")
-    values = kernel_features(graph, est, [n.id for n in graph.layers], CACHES).tolist()
-    return dict(zip(FEATURES, values, strict=True))
 
 
 # ------------------------------------------------------------------------------------------ the padding rule
@@ -106,13 +89,13 @@ def test_onnx_runtime_pads_a_2d_conv_to_its_block_and_runs_1d_and_transposed_one
 
 # ------------------------------------------------------------------------------------------ the features
 def test_conv_features_tell_1d_transposed_and_padded_convolutions_apart(tmp_path: Path) -> None:
-    one_d = _features(conv1d_kernel(1024, 128, 128, k=3, stride=1, dilation=4, bn=False, act="none"), tmp_path)
-    transposed = _features(conv_transpose_kernel(300, 51, 51, k=5, stride=5, rank=1), tmp_path)
-    up2d = _features(conv_transpose_kernel(14, 64, 32, k=2, stride=2, rank=2), tmp_path)
-    padded = _features(conv_kernel(14, 20, 200, k=5, stride=1, depthwise=False, bn=True, act="relu"), tmp_path)
-    aligned = _features(conv_kernel(14, 32, 208, k=5, stride=1, depthwise=False, bn=True, act="relu"), tmp_path)
-    fp16 = _features(conv_kernel(14, 20, 40, k=3, stride=1, depthwise=False, bn=False, act="none", dtype="fp16"),
-                     tmp_path)
+    one_d = features_of(conv1d_kernel(1024, 128, 128, k=3, stride=1, dilation=4, bn=False, act="none"), tmp_path)
+    transposed = features_of(conv_transpose_kernel(300, 51, 51, k=5, stride=5, rank=1), tmp_path)
+    up2d = features_of(conv_transpose_kernel(14, 64, 32, k=2, stride=2, rank=2), tmp_path)
+    padded = features_of(conv_kernel(14, 20, 200, k=5, stride=1, depthwise=False, bn=True, act="relu"), tmp_path)
+    aligned = features_of(conv_kernel(14, 32, 208, k=5, stride=1, depthwise=False, bn=True, act="relu"), tmp_path)
+    fp16 = features_of(conv_kernel(14, 20, 40, k=3, stride=1, depthwise=False, bn=False, act="none", dtype="fp16"),
+                       tmp_path)
     assert [one_d["conv_rank"], transposed["conv_rank"], up2d["conv_rank"], padded["conv_rank"]] == [1, 1, 2, 2]
     assert [one_d["transposed"], transposed["transposed"], up2d["transposed"], padded["transposed"]] == [0, 1, 1, 0]
     assert one_d["kernel_area"] == 3 and transposed["kernel_area"] == 5
@@ -210,7 +193,7 @@ def test_a_fit_on_the_space_predicts_1d_transposed_and_padded_convolutions_it_ne
               conv_kernel(20, 32, 48, k=3, stride=1, depthwise=False, bn=False, act="none")]
     assert [_law(k) for k in unseen] == [1.5, 1.5, pytest.approx(1.6), 1.0]
     for kernel, truth in zip(unseen, _samples(unseen), strict=True):
-        graph = _graph(kernel, tmp_path)
+        graph = kernel_graph(kernel, tmp_path)
         est = estimate_graph(graph, load_profile("host"), "fp32")
         pred = predict_kernel(predictor, "conv", graph, est, [n.id for n in graph.layers], name=kernel.label)
         assert pred.isolated_us == pytest.approx(truth.measured_us, rel=0.1), kernel.label

@@ -15,6 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from _predictors import CACHES, MIB, features_of, kernel_graph
 from layerscope.analysis.predictor import (
     FEATURES,
     VERSION,
@@ -23,13 +24,11 @@ from layerscope.analysis.predictor import (
     family_errors,
     fit_predictor,
     held_out_errors,
-    kernel_features,
     load_predictor,
     refine_family,
     working_set_bytes,
 )
 from layerscope.errors import InputError
-from layerscope.estimator import estimate_graph
 from layerscope.measure.kernels import (
     ACTIVATION_CHAINS,
     CONV_ACTIVATIONS,
@@ -47,25 +46,7 @@ from layerscope.measure.kernels import (
 )
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
-from layerscope.model.types import Graph
 from layerscope.runtimes.onnxruntime.kernels import kernel_groups
-from layerscope.targets import load_profile
-
-MIB = 1 << 20
-CACHES = Caches(MIB, 32 * MIB, "test")
-
-
-def _graph(kernel: KernelModel, tmp_path: Path) -> Graph:
-    path = tmp_path / f"{kernel.digest[:12]}.onnx"
-    path.write_bytes(kernel.model_bytes)
-    return load_model(path)
-
-
-def _features(kernel: KernelModel, tmp_path: Path) -> dict[str, float]:
-    graph = _graph(kernel, tmp_path)
-    est = estimate_graph(graph, load_profile("host"), "fp32")
-    values = kernel_features(graph, est, [n.id for n in graph.layers], CACHES)
-    return dict(zip(FEATURES, values.tolist(), strict=True))
 
 
 # ------------------------------------------------------------------------------------ working set
@@ -74,13 +55,13 @@ def test_the_working_set_of_a_fused_conv_bn_relu_counts_what_leaves_the_kernel(t
     # weight 8*4*3*3*4 = 1152, bias 8*4 = 32, the four BN vectors 4*32 = 128, the Relu's output 8*8*8*4 = 2048;
     # the Conv's and the BN's outputs stay inside the kernel: 4384 bytes.
     kernel = conv_kernel(8, 4, 8, k=3, stride=1, depthwise=False, bn=True, act="relu")
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     assert working_set_bytes(graph, [n.id for n in graph.layers]) == 4384
     # the Conv alone: its output leaves it (the BN reads it): 1024 + 1152 + 32 + 2048
     assert working_set_bytes(graph, [graph.layers[0].id]) == 4256
     # the kernel's features: the Conv ONNX Runtime runs, the BN folded into its weights and the Relu on its output
     # (:func:`working_layers`): input, weight, bias and the kernel's output, 1024 + 1152 + 32 + 2048
-    f = _features(kernel, tmp_path)
+    f = features_of(kernel, tmp_path)
     assert f["log_working_set_bytes"] == pytest.approx(math.log1p(4256))
     assert f["log2_ws_over_l2"] == pytest.approx(math.log2(4256 / MIB))
     assert f["log2_ws_over_llc"] == pytest.approx(math.log2(4256 / (32 * MIB)))
@@ -90,11 +71,11 @@ def test_the_working_set_crosses_l2_and_the_last_level_cache_within_the_sampled_
     # the elementwise space's element counts: its binary ops' working sets (two inputs and an output, fp32) run
     # from below a 1 MiB L2 to past a 32 MiB last-level cache
     counts = sorted({dict(c.params)["_0"] for c in family_configs("elementwise")})
-    small = _graph(elementwise_kernel(counts[0], "Add", True), tmp_path)
-    large = _graph(elementwise_kernel(counts[-1], "Add", True), tmp_path)
+    small = kernel_graph(elementwise_kernel(counts[0], "Add", True), tmp_path)
+    large = kernel_graph(elementwise_kernel(counts[-1], "Add", True), tmp_path)
     assert working_set_bytes(small, [n.id for n in small.layers]) == 3 * 4 * counts[0] < MIB
     assert working_set_bytes(large, [n.id for n in large.layers]) == 3 * 4 * counts[-1] > 32 * MIB
-    assert _features(elementwise_kernel(counts[-1], "Relu", False), tmp_path)["log2_ws_over_l2"] == pytest.approx(
+    assert features_of(elementwise_kernel(counts[-1], "Relu", False), tmp_path)["log2_ws_over_l2"] == pytest.approx(
         math.log2(2 * 4 * counts[-1] / MIB))
     assert sum(1 for c in counts if MIB < 2 * 4 * c < 32 * MIB) >= 3  # sizes between the two caches too
 
@@ -121,17 +102,17 @@ def test_a_depthwise_conv_is_classed_in_its_sub_family_with_its_features_by_hand
     # depthwise 3x3 on 16 channels of 14x14: group 16 = channels; working set: input and output 16*14*14*4 =
     # 12544 B each, weight 16*1*3*3*4 = 576, bias 64: 25728 bytes
     kernel = conv_kernel(14, 16, 16, k=3, stride=1, depthwise=True, bn=False, act="none")
-    f = _features(kernel, tmp_path)
+    f = features_of(kernel, tmp_path)
     assert kernel_family(["Conv"]) == kernel.family == "conv"
     assert f["depthwise"] == 1.0 and f["log_groups"] == pytest.approx(math.log(16)) and f["kernel_area"] == 9.0
     assert f["large_kernel"] == 0.0 and f["activation"] == 0.0
     assert f["log_working_set_bytes"] == pytest.approx(math.log1p(25728))
     assert refine_family("conv", list(f.values())) == "conv_dw"
-    large = _features(conv_kernel(14, 16, 32, k=5, stride=1, depthwise=False, bn=False, act="relu"), tmp_path)
+    large = features_of(conv_kernel(14, 16, 32, k=5, stride=1, depthwise=False, bn=False, act="relu"), tmp_path)
     assert large["kernel_area"] == 25.0 and large["large_kernel"] == 1.0 and large["depthwise"] == 0.0
     assert large["activation"] == 1.0
     assert refine_family("conv", list(large.values())) == "conv_large"
-    plain = _features(conv_kernel(14, 16, 32, k=3, stride=1, depthwise=False, bn=False, act="none"), tmp_path)
+    plain = features_of(conv_kernel(14, 16, 32, k=3, stride=1, depthwise=False, bn=False, act="none"), tmp_path)
     assert refine_family("conv", list(plain.values())) == "conv"
     assert refine_family("pool", list(large.values())) == "pool"  # only convolutions have sub-families
 
@@ -158,7 +139,7 @@ def test_the_conv_space_samples_depthwise_and_large_kernels() -> None:
 # ------------------------------------------------------------------------------ activations, layout
 def test_conv_activations_of_the_space_are_fused_into_the_conv_by_onnx_runtime(tmp_path: Path) -> None:
     for act in CONV_ACTIVATIONS:
-        graph = _graph(conv_kernel(14, 16, 16, k=3, stride=1, depthwise=False, bn=False, act=act), tmp_path)
+        graph = kernel_graph(conv_kernel(14, 16, 16, k=3, stride=1, depthwise=False, bn=False, act=act), tmp_path)
         groups = kernel_groups(graph, SessionConfig(threads=1))
         assert len(groups) == 1 and set(groups[0][1]) == {n.id for n in graph.layers}, act
 
@@ -168,12 +149,12 @@ def test_activation_chains_are_one_group_each_as_onnx_runtime_runs_them(tmp_path
     for chain in ACTIVATION_CHAINS:
         kernel = activation_kernel(4096, chain)
         assert kernel.family == "elementwise" and f"chain={chain}" in kernel.label
-        graph = _graph(kernel, tmp_path)
+        graph = kernel_graph(kernel, tmp_path)
         groups = kernel_groups(graph, SessionConfig(threads=1))
         # SiLU runs as one QuickGelu, GELU's Erf form as one Gelu; a HardSwish as HardSigmoid and Mul, both doing
         # the one layer's work: one group, predicted once
         assert len(groups) == 1 and set(groups[0][1]) == {n.id for n in graph.layers}, chain
-        classes[chain] = _features(kernel, tmp_path)["activation"]
+        classes[chain] = features_of(kernel, tmp_path)["activation"]
     assert classes == {"silu": 3.0, "gelu": 4.0, "hardswish": 2.0}
     # x * HardSigmoid(x) written out stays two layers run as two kernels: not a chain of the space
     nodes = [helper.make_node("HardSigmoid", ["x"], ["s"], alpha=1.0 / 6, beta=0.5),
@@ -186,7 +167,7 @@ def test_activation_chains_are_one_group_each_as_onnx_runtime_runs_them(tmp_path
     path = tmp_path / "hardswish-mul.onnx"
     onnx.save(model, path)
     assert len(kernel_groups(load_model(path), SessionConfig(threads=1))) == 2
-    graph = _graph(conv_kernel(14, 16, 16, k=3, stride=1, depthwise=False, bn=False, act="hardswish"), tmp_path)
+    graph = kernel_graph(conv_kernel(14, 16, 16, k=3, stride=1, depthwise=False, bn=False, act="hardswish"), tmp_path)
     assert [len(layers) for _, layers in kernel_groups(graph, SessionConfig(threads=1))] == [1, 1]
 
 
@@ -198,7 +179,7 @@ def test_layout_conversions_are_a_family_of_their_own(tmp_path: Path) -> None:
     kinds = {dict(c.params)["_2"] for c in family_configs("layout") if c.builder is layout_kernel}
     assert kinds == {"nchw2nhwc", "nhwc2nchw", "heads", "d2s"}
     for kind in sorted(kinds):
-        graph = _graph(layout_kernel(28, 32, kind), tmp_path)
+        graph = kernel_graph(layout_kernel(28, 32, kind), tmp_path)
         assert working_set_bytes(graph, [n.id for n in graph.layers]) == 2 * 4 * 28 * 28 * 32, kind
     assert "layout" in {k.family for k in kernel_space(limit=20)}
 

@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _predictors import CACHES, feature_map, kernel_graph
 from layerscope.analysis.predictor import (
     FEATURES,
-    Caches,
     KernelSample,
     fit_predictor,
-    kernel_features,
     quant_form,
     refine_family,
 )
@@ -47,24 +46,10 @@ from layerscope.model.types import Graph
 from layerscope.runtimes.onnxruntime.kernels import kernel_groups, optimized_graph
 from layerscope.targets import load_profile
 
-CACHES = Caches(1 << 20, 32 << 20, "test")
-
-
-def _graph(kernel: KernelModel, tmp_path: Path) -> Graph:
-    path = tmp_path / f"{kernel.digest[:12]}.onnx"
-    path.write_bytes(kernel.model_bytes)
-    return load_model(path)
-
-
-def _features(graph: Graph) -> dict[str, float]:
-    est = estimate_graph(graph, load_profile("host"), "fp32")
-    values = kernel_features(graph, est, [n.id for n in graph.layers], CACHES)
-    return dict(zip(FEATURES, values.tolist(), strict=True))
-
 
 def _runs(kernel: KernelModel, tmp_path: Path) -> list[str]:
     """The op types ONNX Runtime's optimized graph runs for ``kernel``, asserting its layers are one kernel."""
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     groups = kernel_groups(graph, SessionConfig(threads=1))
     assert len(groups) == 1 and set(groups[0][1]) == {n.id for n in graph.layers}, kernel.label
     path = tmp_path / f"{kernel.digest[:12]}.onnx"
@@ -78,11 +63,11 @@ def test_a_conv_integer_is_one_conv_integer_kernel_of_the_conv_family(weights: s
     assert kernel.family == kernel_family(["ConvInteger"]) == "conv"
     assert kernel.label.endswith(f"dtype=int8 form=integer wtype={weights}")
     assert _runs(kernel, tmp_path) == ["ConvInteger"]
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     # by hand: 7x7 outputs (stride 2, pad 1) x 32 channels x 16·3·3 MACs each
     est = estimate_graph(graph, load_profile("host"), "fp32")
     assert est.costs[0].macs == 7 * 7 * 32 * 16 * 9
-    f = _features(graph)
+    f = feature_map(graph)
     assert (f["quant_form"], f["unsigned_weights"]) == (2.0, 1.0 if weights == "uint8" else 0.0)
     assert f["kernel_area"] == 9.0 and f["stride"] == 2.0 and f["elem_bytes"] == 1.0
     assert f["log_in_channels"] == pytest.approx(math.log(16)) and f["log_out_channels"] == pytest.approx(math.log(32))
@@ -96,7 +81,7 @@ def test_qdq_elementwise_ops_run_as_one_qlinear_kernel(op: str, operand: str, ru
     kernel = qdq_elementwise_kernel(4096, op, operand=operand)
     assert kernel.family == "elementwise" and "dtype=int8 form=qdq" in kernel.label
     assert _runs(kernel, tmp_path) == [runs]
-    f = _features(_graph(kernel, tmp_path))
+    f = feature_map(kernel_graph(kernel, tmp_path))
     assert (f["quant_form"], f["unsigned_weights"], f["elem_bytes"]) == (1.0, 0.0, 1.0)
 
 
@@ -104,7 +89,7 @@ def test_the_qdq_softmax_and_transposes_run_on_the_uint8_data(tmp_path: Path) ->
     softmax = norm_kernel(64, 128, "softmax", "int8")
     assert softmax.family == "norm" and softmax.label == "norm rows=64 cols=128 softmax dtype=int8 form=qdq"
     assert _runs(softmax, tmp_path) == ["QLinearSoftmax"]
-    assert _features(_graph(softmax, tmp_path))["quant_form"] == 1.0
+    assert feature_map(kernel_graph(softmax, tmp_path))["quant_form"] == 1.0
     with pytest.raises(ValueError, match="only softmax"):
         norm_kernel(64, 128, "layernorm", "int8")
     for kind in ("heads", "keys"):
@@ -116,10 +101,10 @@ def test_attention_products_of_two_uint8_activations_run_as_one_qlinear_matmul(t
     kernel = qdq_batched_matmul_kernel(4, 16, 32, 0)  # Q·Kᵀ: [1, 4, 16, 32] by [1, 4, 32, 16]
     assert kernel.family == "matmul" and kernel.label == "matmul b=4 m=16 k=32 n=16 bias=0 w=0 dtype=int8 form=qdq"
     assert _runs(kernel, tmp_path) == ["QLinearMatMul"]
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     est = estimate_graph(graph, load_profile("host"), "fp32")
     assert max(c.macs for c in est.costs) == 4 * 16 * 32 * 16
-    f = _features(graph)
+    f = feature_map(graph)
     assert (f["quant_form"], f["unsigned_weights"]) == (1.0, 0.0)
     assert refine_family("matmul", list(f.values())) == "matmul"  # QDQ: quantized data, no integer product
 
@@ -128,14 +113,14 @@ def test_a_float_pow_by_a_constant_is_one_elementwise_kernel(tmp_path: Path) -> 
     kernel = power_kernel(4096, 3.0)
     assert kernel.family == "elementwise" and kernel.label == "elementwise n=4096 Pow exponent=3"
     assert _runs(kernel, tmp_path) == ["Pow"]
-    assert _features(_graph(kernel, tmp_path))["quant_form"] == 0.0
+    assert feature_map(kernel_graph(kernel, tmp_path))["quant_form"] == 0.0
 
 
 def test_uint8_weight_products_run_as_the_int8_ones_do_and_keep_the_int8_kernels_bytes(tmp_path: Path) -> None:
     for form, runs in (("dynamic", "DynamicQuantizeMatMul"), ("integer", "MatMulIntegerToFloat")):
         kernel = quant_matmul_kernel(16, 64, 32, form=form, bias=True, weights="uint8")
         assert kernel.label.endswith(f"form={form} wtype=uint8") and _runs(kernel, tmp_path) == [runs]
-        f = _features(_graph(kernel, tmp_path))
+        f = feature_map(kernel_graph(kernel, tmp_path))
         assert (f["quant_form"], f["unsigned_weights"]) == (2.0, 1.0)
         # the product's channels (k = 64 in, n = 32 out), not the DynamicQuantizeLinear's before it
         assert f["log_in_channels"] == pytest.approx(math.log(64)) and f["log_out_channels"] == pytest.approx(
@@ -170,20 +155,20 @@ def test_quant_form_and_unsigned_weights_by_hand(tmp_path: Path) -> None:
     s8 = _node_graph(tmp_path, "ConvInteger", np.ones((2, 4, 3, 3), dtype=np.int8))
     assert quant_form(u8, u8.layers) == (2.0, 1.0)
     assert quant_form(s8, s8.layers) == (2.0, 0.0)
-    f = _features(u8)
+    f = feature_map(u8)
     assert (f["quant_form"], f["unsigned_weights"]) == (2.0, 1.0)
     assert f["log_in_channels"] == pytest.approx(math.log(8)) and f["log_out_channels"] == pytest.approx(math.log(5))
     # float kernels: 0, whatever their shape
     for kernel in (elementwise_kernel(4096, "Add", True), conv_kernel(14, 16, 16, k=3, stride=1, depthwise=False,
                                                                       bn=False, act="none")):
-        f = _features(_graph(kernel, tmp_path))
+        f = feature_map(kernel_graph(kernel, tmp_path))
         assert (f["quant_form"], f["unsigned_weights"]) == (0.0, 0.0), kernel.label
 
 
 def test_integer_products_are_their_own_sub_family_and_predictions_use_it(tmp_path: Path) -> None:
-    conv = _features(_graph(conv_integer_kernel(14, 16, 32, k=3, stride=1, weights="uint8"), tmp_path))
-    matmul = _features(_graph(quant_matmul_kernel(16, 64, 32, form="dynamic", bias=True), tmp_path))
-    qdq = _features(_graph(quant_matmul_kernel(16, 64, 32, form="qdq", bias=True), tmp_path))
+    conv = feature_map(kernel_graph(conv_integer_kernel(14, 16, 32, k=3, stride=1, weights="uint8"), tmp_path))
+    matmul = feature_map(kernel_graph(quant_matmul_kernel(16, 64, 32, form="dynamic", bias=True), tmp_path))
+    qdq = feature_map(kernel_graph(quant_matmul_kernel(16, 64, 32, form="qdq", bias=True), tmp_path))
     assert refine_family("conv", list(conv.values())) == "conv_int"
     assert refine_family("matmul", list(matmul.values())) == "matmul_int"
     assert refine_family("matmul", list(qdq.values())) == "matmul"

@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _predictors import CACHES, kernel_graph
 from layerscope.analysis.predictor import (
     FEATURES,
-    Caches,
     broadcast_ratio,
     broadcast_run,
     data_runs,
@@ -53,14 +53,6 @@ from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.runtimes.onnxruntime.kernels import kernel_groups
 from layerscope.targets import load_profile
-
-CACHES = Caches(1 << 20, 32 << 20, "test")
-
-
-def _graph(kernel: KernelModel, tmp_path: Path) -> Graph:
-    path = tmp_path / f"{kernel.digest[:12]}.onnx"
-    path.write_bytes(kernel.model_bytes)
-    return load_model(path)
 
 
 def _one_node(tmp_path: Path, op: str, inputs: Sequence[tuple[str, Sequence[int]]], *,
@@ -153,7 +145,7 @@ def test_data_runs_of_gathers_scatters_slices_concats_and_reductions_by_hand(tmp
     g = _one_node(tmp_path, "ReduceL2", [("x", (256, 128, 3))], consts=[_i64("axes", [-1])], keepdims=0)
     assert data_runs(g, g.layers[0]) == (3, 256 * 128)
     # the same with its axes an attribute (opset 17's ReduceL2), as the norm space's short reductions write it
-    g = _graph(short_reduce_kernel(16, 16, 3, "ReduceL2"), tmp_path)
+    g = kernel_graph(short_reduce_kernel(16, 16, 3, "ReduceL2"), tmp_path)
     assert data_runs(g, g.layers[0]) == (3, 256)
     # ReduceSum over axis 1 of [8, 64, 100]: the kept trailing 100 elements per run
     g = _one_node(tmp_path, "ReduceSum", [("x", (8, 64, 100))], consts=[_i64("axes", [1])])
@@ -182,7 +174,7 @@ def test_scatter_elements_data_runs_read_the_updates_input(tmp_path: Path) -> No
 def test_a_where_over_a_broadcast_mask_runs_one_row_at_a_time(tmp_path: Path) -> None:
     # Where(mask [1, 128], x [64, 128], 0): the mask is whole along the last axis and repeated down the rows,
     # the scalar repeated everywhere: runs of 128, 64 of them; out 8192 over x's 8192: ratio 1
-    graph = _graph(where_kernel(64, 128, "mask"), tmp_path)
+    graph = kernel_graph(where_kernel(64, 128, "mask"), tmp_path)
     node = graph.layers[0]
     assert node.op_type == "Where" and data_runs(graph, node) == (128, 64)
     assert broadcast_ratio(graph, node) == 1.0
@@ -190,13 +182,13 @@ def test_a_where_over_a_broadcast_mask_runs_one_row_at_a_time(tmp_path: Path) ->
 
 
 def test_the_features_of_a_broadcasting_kernel_say_its_runs(tmp_path: Path) -> None:
-    graph = _graph(broadcast_kernel(2048, 128, "cross3"), tmp_path)
+    graph = kernel_graph(broadcast_kernel(2048, 128, "cross3"), tmp_path)
     est = estimate_graph(graph, load_profile("host"), "fp32")
     f = dict(zip(FEATURES, kernel_features(graph, est, [n.id for n in graph.layers], CACHES).tolist(), strict=True))
     assert f["log_inner_run"] == pytest.approx(math.log1p(3))
     assert f["log_runs"] == pytest.approx(math.log1p(2048 * 128))
     assert f["log_broadcast_ratio"] == pytest.approx(math.log(3))
-    same = _graph(broadcast_kernel(2048, 128, "same3"), tmp_path)
+    same = kernel_graph(broadcast_kernel(2048, 128, "same3"), tmp_path)
     est = estimate_graph(same, load_profile("host"), "fp32")
     g = dict(zip(FEATURES, kernel_features(same, est, [n.id for n in same.layers], CACHES).tolist(), strict=True))
     assert g["log_inner_run"] == pytest.approx(math.log1p(2048 * 128 * 3))
@@ -222,7 +214,7 @@ def test_each_new_kind_builds_runs_in_onnx_runtime_as_one_kernel_of_its_family(t
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     for kernel in _small_kernels():
-        graph = _graph(kernel, tmp_path)
+        graph = kernel_graph(kernel, tmp_path)
         assert kernel_family([n.op_type for n in graph.layers]) == kernel.family, kernel.label
         assert kernel.label.startswith(kernel.family), kernel.label
         feeds = make_inputs(graph)  # the runner's feeds: indices drawn within the axis they index
@@ -234,11 +226,11 @@ def test_each_new_kind_builds_runs_in_onnx_runtime_as_one_kernel_of_its_family(t
 
 
 def test_scatter_and_gather_indices_are_fed_within_the_axis_they_index(tmp_path: Path) -> None:
-    graph = _graph(scatter_kernel(64, 3, 2048, "add"), tmp_path)
+    graph = kernel_graph(scatter_kernel(64, 3, 2048, "add"), tmp_path)
     feeds = make_inputs(graph)
     assert feeds["i"].dtype == np.int64 and feeds["i"].shape == (2048, 3)
     assert feeds["i"].min() >= 0 and feeds["i"].max() < 64
-    graph = _graph(gather_kernel(1024, 16, 256, "last"), tmp_path)
+    graph = kernel_graph(gather_kernel(1024, 16, 256, "last"), tmp_path)
     assert make_inputs(graph)["i"].max() < 16
 
 

@@ -17,9 +17,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _predictors import CACHES, feature_map, kernel_graph
 from layerscope.analysis.predictor import (
     FEATURES,
-    Caches,
     data_runs,
     kernel_features,
 )
@@ -46,20 +46,6 @@ from layerscope.model.types import Graph
 from layerscope.runtimes.onnxruntime.kernels import kernel_groups
 from layerscope.targets import load_profile
 
-CACHES = Caches(1 << 20, 32 << 20, "test")
-
-
-def _graph(kernel: KernelModel, tmp_path: Path) -> Graph:
-    path = tmp_path / f"{kernel.digest[:12]}.onnx"
-    path.write_bytes(kernel.model_bytes)
-    return load_model(path)
-
-
-def _features(graph: Graph) -> dict[str, float]:
-    est = estimate_graph(graph, load_profile("host"), "fp32")
-    values = kernel_features(graph, est, [n.id for n in graph.layers], CACHES).tolist()
-    return dict(zip(FEATURES, values, strict=True))
-
 
 def _run(kernel: KernelModel, graph: Graph) -> tuple[dict[str, np.ndarray], np.ndarray]:
     options = ort.SessionOptions()
@@ -72,7 +58,7 @@ def _run(kernel: KernelModel, graph: Graph) -> tuple[dict[str, np.ndarray], np.n
 # ------------------------------------------------------------------------------------------ the forms
 def test_a_scatter_into_a_constant_table_sums_into_zeros_that_the_roofline_counts_as_weights(tmp_path: Path) -> None:
     kernel = scatter_kernel(16, 4, 64, "add", table="const", inner=3)
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     assert [i.name for i in graph.inputs] == ["u", "i"]  # the table is no input
     feeds, out = _run(kernel, graph)
     assert feeds["i"].shape == (64, 4, 3) and feeds["i"].min() >= 0 and feeds["i"].max() < 16
@@ -82,23 +68,23 @@ def test_a_scatter_into_a_constant_table_sums_into_zeros_that_the_roofline_count
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     # one index per updated element: 64 * 4 * 3 runs of 1
     assert data_runs(graph, graph.layers[0]) == (1, 768)
-    const = _features(graph)
+    const = feature_map(graph)
     assert const["log_weight_bytes"] == pytest.approx(math.log1p(16 * 4 * 3 * 4))  # the fp32 zeros
     # the same scatter with the table an input reads no weight bytes: the two forms differ in the features
-    same = _features(_graph(scatter_kernel(16, 4, 64, "add", inner=3), tmp_path))
+    same = feature_map(kernel_graph(scatter_kernel(16, 4, 64, "add", inner=3), tmp_path))
     assert same["log_weight_bytes"] == 0.0 and same["log_runs"] == const["log_runs"] == pytest.approx(math.log1p(768))
 
 
 def test_an_embedding_lookup_gathers_rows_of_a_seeded_weight_table(tmp_path: Path) -> None:
     kernel = gather_kernel(50, 8, 20, "rows", table="const")
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     table = numpy_helper.to_array(onnx.load_from_string(kernel.model_bytes).graph.initializer[0])
     assert table.shape == (50, 8) and np.abs(table).sum() > 0  # not zeros: values a lookup copies
     feeds, out = _run(kernel, graph)
     np.testing.assert_array_equal(out, table[feeds["i"]])
     assert data_runs(graph, graph.layers[0]) == (8, 20)  # one 8-element row per index
     # the roofline reads the rows looked up, not the whole table: 20 rows of 8 fp32
-    assert _features(graph)["log_weight_bytes"] == pytest.approx(math.log1p(20 * 8 * 4))
+    assert feature_map(graph)["log_weight_bytes"] == pytest.approx(math.log1p(20 * 8 * 4))
     # same bytes, same label without the table argument: kernels timed before keep their cache keys
     assert gather_kernel(50, 8, 20, "rows").model_bytes == gather_kernel(50, 8, 20, "rows", table="input").model_bytes
     assert gather_kernel(50, 8, 20, "rows").label == "movement gather rows=50 cols=8 n=20 rows"
@@ -108,7 +94,7 @@ def test_an_embedding_lookup_gathers_rows_of_a_seeded_weight_table(tmp_path: Pat
 
 def test_gather_elements_takes_one_element_per_index(tmp_path: Path) -> None:
     kernel = gather_elements_kernel(10, 4, 30, inner=3)
-    graph = _graph(kernel, tmp_path)
+    graph = kernel_graph(kernel, tmp_path)
     feeds, out = _run(kernel, graph)
     assert out.shape == (30, 4, 3)
     np.testing.assert_array_equal(out, np.take_along_axis(feeds["x"], feeds["i"], axis=0))
@@ -116,11 +102,11 @@ def test_gather_elements_takes_one_element_per_index(tmp_path: Path) -> None:
 
 
 def test_sequence_concats_join_padding_steps_or_skip_channels(tmp_path: Path) -> None:
-    pad = _graph(concat_seq_kernel(8, 100, "pad", 3), tmp_path)
+    pad = kernel_graph(concat_seq_kernel(8, 100, "pad", 3), tmp_path)
     # three blocks per channel along the last axis: 8 * 3 runs of (100 + 6) / 3 elements (their mean)
     assert [tuple(t.shape or ()) for t in pad.inputs] == [(1, 8, 3), (1, 8, 100), (1, 8, 3)]
     assert data_runs(pad, pad.layers[0]) == (8 * 106 // 24, 24)
-    skip = _graph(concat_seq_kernel(8, 100, "skip"), tmp_path)
+    skip = kernel_graph(concat_seq_kernel(8, 100, "skip"), tmp_path)
     out = skip.tensor(skip.layers[0].outputs[0])
     assert out is not None and tuple(out.shape or ()) == (1, 16, 100)
     assert data_runs(skip, skip.layers[0]) == (800, 2)  # two whole [8, 100] blocks
@@ -136,7 +122,7 @@ def test_each_added_form_runs_in_onnx_runtime_as_one_kernel_of_its_family(tmp_pa
                *(concat_seq_kernel(4, 50, kind, 2) for kind in CONCAT_SEQ_KINDS)]
     assert len({k.label for k in kernels}) == len(kernels)  # labels tell every form apart
     for kernel in kernels:
-        graph = _graph(kernel, tmp_path)
+        graph = kernel_graph(kernel, tmp_path)
         assert kernel_family([n.op_type for n in graph.layers]) == kernel.family, kernel.label
         assert kernel.label.startswith(kernel.family), kernel.label
         _, out = _run(kernel, graph)
@@ -231,8 +217,8 @@ def test_the_spaces_constant_table_scatter_is_a_graph_networks_message_sum_as_th
     est = estimate_graph(graph, load_profile("host"), "fp32")
     model = dict(zip(FEATURES, kernel_features(graph, est, [scatter.id], CACHES).tolist(), strict=True))
     assert model["log_weight_bytes"] == pytest.approx(math.log1p(128 * 32 * 3 * 4))  # the folded zeros
-    space = _features(_graph(scatter_kernel(128, 32, 1024, "add", table="const", inner=3), tmp_path))
+    space = feature_map(kernel_graph(scatter_kernel(128, 32, 1024, "add", table="const", inner=3), tmp_path))
     for name in FEATURES:
         assert space[name] == pytest.approx(model[name], rel=1e-6, abs=1e-9), name
-    plain = _features(_graph(scatter_kernel(128, 32, 1024, "add", inner=3), tmp_path))
+    plain = feature_map(kernel_graph(scatter_kernel(128, 32, 1024, "add", inner=3), tmp_path))
     assert plain["log_weight_bytes"] == 0.0 and plain["log_runs"] == model["log_runs"]
