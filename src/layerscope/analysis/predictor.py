@@ -769,13 +769,15 @@ class SmallKernels:
                 and math.expm1(features[_WORKING_SET]) <= self.ws_bytes * (1 + 1e-9))
 
     def to_json(self) -> dict[str, Any]:
-        return {"elem_bytes": self.elem_bytes, "ws_bytes": self.ws_bytes, "us": self.us, "low_us": self.low_us,
-                "high_us": self.high_us, "samples": self.samples}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SmallKernels:
-        small = cls(float(data["elem_bytes"]), float(data["ws_bytes"]), float(data["us"]), float(data["low_us"]),
-                    float(data["high_us"]), int(data["samples"]))
+        """The regime :meth:`to_json` wrote: every field read (``KeyError`` for one missing), ``samples`` a whole
+        number and the others floats; ``ValueError`` for one not finite or negative, or ``us`` outside
+        ``low_us`` .. ``high_us``."""
+        elem, ws, us, low, high, count = (data[f.name] for f in dataclasses.fields(cls))
+        small = cls(float(elem), float(ws), float(us), float(low), float(high), int(count))
         values = (small.elem_bytes, small.ws_bytes, small.us, small.low_us, small.high_us)
         if not all(math.isfinite(v) and v >= 0 for v in values) or not small.low_us <= small.us <= small.high_us:
             raise ValueError(f"small kernels {dict(data)!r}")
