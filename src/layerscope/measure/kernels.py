@@ -240,14 +240,7 @@ def conv_kernel(hw: int, cin: int, cout: int, *, k: int, stride: int, depthwise:
     inits = {"w": rng.standard_normal((cout, cin // groups, k, k)) * 0.1, "b": rng.standard_normal(cout)}
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[k, k], strides=[stride, stride],
                               pads=[k // 2] * 4, group=groups)]
-    out = "c"
-    if bn:
-        for n, v in (("scale", rng.random(cout) + 0.5), ("bias", rng.standard_normal(cout)),
-                     ("mean", rng.standard_normal(cout) * 0.1), ("var", rng.random(cout) + 0.5)):
-            inits[n] = v
-        nodes.append(helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]))
-        out = "n"
-    out = _act(nodes, out, act)
+    out = _bn_act(nodes, inits, "c", cout, bn=bn, act=act, rng=rng)
     return KernelModel("conv", label, _model(nodes, [("x", (1, cin, hw, hw))], [out], inits, "conv", dtype=dtype)
                        .SerializeToString())
 
