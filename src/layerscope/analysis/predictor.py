@@ -18,10 +18,8 @@ proportion (trees alone cannot extrapolate). Downwards the ratio does not hold: 
 (roofline at most ``c``, working set no larger than its family's smallest timed kernels of its element width) is
 predicted at most what those cost (:class:`SmallKernels`). A kernel of view ops only (Reshape, Squeeze...:
 :data:`VIEW_OPS`; and Shape, Size) copies when timed alone and not in its model: it is not fitted, and predicted
-as a dispatch. A
-kernel of ``other`` ops (ML ops, most contrib ops: no
-family) is predicted by its roofline time, with the ``all`` model's interval. Families with fewer than
-:data:`MIN_FAMILY_SAMPLES` kernels use the
+as a dispatch. A kernel of ``other`` ops (ML ops, most contrib ops: no family) is predicted by its roofline
+time, with the ``all`` model's interval. Families with fewer than :data:`MIN_FAMILY_SAMPLES` kernels use the
 ``all`` model (every family, the family as one-hot features).
 
 The fit: scikit-learn's ``GradientBoostingRegressor``; its error is estimated by k-fold cross-validation per
