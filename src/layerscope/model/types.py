@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import PurePath
 from types import MappingProxyType
 from typing import Any
 
@@ -170,6 +171,12 @@ class Graph:
     const_values: Mapping[str, np.ndarray]
     producer: str = ""
     assumptions: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The model as a message names it: its file's name (the ONNX graph's own name is often an exporter's
+        hash), else :attr:`name`."""
+        return PurePath(self.path).name if self.path else self.name
 
     def shape_source_counts(self) -> dict[str, int]:
         """How many layers got their shapes from each source (``static``/``symbolic``/``executed``)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Protocol
 
 import numpy as np
@@ -134,8 +135,8 @@ def compile_for(graph: ModelFile, config: SessionConfig, options: OpenVinoOption
                                   properties)
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
         precision = options.precision or _device_precision(core, device)
-        raise openvino_ml_failure(graph.name, graph.path, device) or compile_failure(graph.name, device, exc,
-                                                                                      precision) from None
+        raise openvino_ml_failure(PurePath(graph.path).name, graph.path, device) or compile_failure(
+            graph.name, device, exc, precision) from None
 
 
 def _device_precision(core: Any, device: str) -> str:
@@ -281,8 +282,8 @@ def folded_reader(graph: Graph, feeds: Mapping[str, np.ndarray], device: str) ->
             try:
                 return _core().read_model(str(path))
             except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-                raise openvino_ml_failure(graph.name, graph.path, device) or ModelError(
-                    f"{graph.name}: OpenVINO cannot read the model with its If layers folded: {_reason(exc)}"
+                raise openvino_ml_failure(graph.label, graph.path, device) or ModelError(
+                    f"{graph.label}: OpenVINO cannot read the model with its If layers folded: {_reason(exc)}"
                 ) from None
 
     taken = ", ".join(f"{f.layer_id} -> {f.branch}" for f in folds[:4]) + (
@@ -297,5 +298,5 @@ def _read(graph: Graph, device: str) -> Any:
     try:
         return _core().read_model(str(graph.path))
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
-        raise openvino_ml_failure(graph.name, graph.path, device) or ModelError(
-            f"{graph.name}: OpenVINO cannot read the model: {_reason(exc)}") from None
+        raise openvino_ml_failure(graph.label, graph.path, device) or ModelError(
+            f"{graph.label}: OpenVINO cannot read the model: {_reason(exc)}") from None
