@@ -23,19 +23,19 @@ ZOO_PARAMS_M: dict[tuple[str, str], float] = {
     ("efficientformer", "l1"): 12.3, ("efficientformer", "l3"): 31.3,
     ("fastvit", "t8"): 3.67, ("fastvit", "t12"): 6.82, ("fastvit", "s12"): 8.86, ("fastvit", "sa12"): 10.93,
     ("edgenext", "xx_small"): 1.33, ("edgenext", "x_small"): 2.34, ("edgenext", "small"): 5.59,
-    ("edgenext", "base"): 18.51,
+    ("edgenext", "base"): 18.51, ("efficientvit_msra", "m5"): 12.41,
 }
 
 #: (family, variant) -> (input size of the paper's figure, published GMACs). RepViT: arXiv:2307.09283 Table;
 #: EfficientFormer: arXiv:2206.01191 Table 1 (224); FastViT: arXiv:2303.14189 Table (256, "FLOPs" = MACs);
-#: EdgeNeXt: arXiv:2206.10589 Table (256, MAdds).
+#: EdgeNeXt: arXiv:2206.10589 Table (256, MAdds); EfficientViT (MSRA): arXiv:2305.07027 Table 2 (224, "FLOPs" = MACs).
 PAPER_GMACS: dict[tuple[str, str], tuple[int, float]] = {
     ("repvit", "m0_9"): (224, 0.8), ("repvit", "m1_0"): (224, 1.1), ("repvit", "m1_1"): (224, 1.3),
     ("efficientformer", "l1"): (224, 1.3), ("efficientformer", "l3"): (224, 3.9),
     ("fastvit", "t8"): (256, 0.7), ("fastvit", "t12"): (256, 1.4), ("fastvit", "s12"): (256, 1.8),
     ("fastvit", "sa12"): (256, 1.9),
     ("edgenext", "xx_small"): (256, 0.261), ("edgenext", "x_small"): (256, 0.538), ("edgenext", "small"): (256, 1.26),
-    ("edgenext", "base"): (256, 3.84),
+    ("edgenext", "base"): (256, 3.84), ("efficientvit_msra", "m5"): (224, 0.522),
 }
 
 #: FastViT's zoo/paper figures sit below every count of the architecture (see ``attention.fastvit``): our deployed
@@ -104,8 +104,24 @@ def test_attention_layers_are_where_the_papers_put_them() -> None:
     assert count(build("efficientformer", "l1"), "BatchNormalization") == 0
 
 
+def test_efficientvit_msra_cascaded_heads_in_windows() -> None:
+    model = build("efficientvit_msra", "m5")
+    softmaxes = [n for n in model.graph.node if n.op_type == "Softmax"]
+    assert len(softmaxes) == 3 * 1 + 3 * 3 + 4 * 4  # one per head per block
+    assert softmaxes[0].name == "/stages/stages.0/blocks/blocks.0/mixer/m/attn/Softmax"  # the zoo yaml's name
+    shapes = {t.name: tuple(d.dim_value for d in t.type.tensor_type.shape.dim)
+              for t in onnx.shape_inference.infer_shapes(model).graph.value_info}
+    assert shapes[softmaxes[0].output[0]] == (4, 49, 49)  # 14x14 in four 7x7 windows
+    assert shapes[softmaxes[-1].output[0]] == (1, 16, 16)  # 4x4 map: one window
+    # timm's trainable count (12.47M) = the folded count plus one more value per folded BatchNorm channel
+    inits = {t.name: t for t in model.graph.initializer}
+    bn = sum(inits[n.input[1]].dims[0] for n in model.graph.node if n.op_type == "Conv" and "/se/" not in n.name)
+    assert round((params(model) + bn) / 1e6, 2) == 12.47
+
+
 @pytest.mark.parametrize(("family", "variant"), [("repvit", "m0_9"), ("efficientformer", "l1"), ("fastvit", "t8"),
-                                                 ("fastvit", "sa12"), ("edgenext", "xx_small")])
+                                                 ("fastvit", "sa12"), ("edgenext", "xx_small"),
+                                                 ("efficientvit_msra", "m5")])
 def test_smallest_variant_runs_at_the_smallest_size(family: str, variant: str) -> None:
     model = build(family, variant, 32)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])

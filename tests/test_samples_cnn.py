@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from tests.test_samples import macs_by_op
+from tests.test_samples import macs_by_op, static_shapes
 
 from layerscope.samples import BOARD_SAMPLES, SAMPLES, cnn, parse_value, resolve_params
 
@@ -30,7 +30,8 @@ G = 1e9
 # timm 1.82 GMACs; ResNeXt-50 32x4d timm 25.03M / 4.26 GMACs; MobileNetV1 paper Tables 1/6 (569 M / 4.2M,
 # 0.5 width 149 M; 1.34M in tensorflow/models research/slim/nets/mobilenet_v1.md); MobileNetV2 torchvision
 # 3,504,872 and paper 300 M; FasterNet paper / README; ConvNeXt timm convnext_* rows; RepGhostNet official
-# README (ChengpengChen/RepGhost).
+# README (ChengpengChen/RepGhost); GoogLeNet BVLC bvlc_googlenet (6,998,552, no BatchNorm), paper "1.5 billion
+# multiply-adds", torchvision googlenet 6,624,904 params and 1.50 GFLOPS (multiply-adds).
 CASES: dict[tuple[str, str], tuple[float, float, float]] = {
     ("repvgg", "a0"): (8.30, 8.30 * M, 1.36 * G),
     ("repvgg", "a1"): (12.78, 12.78 * M, 2.36 * G),
@@ -61,6 +62,9 @@ CASES: dict[tuple[str, str], tuple[float, float, float]] = {
     ("repghost", "1.3x"): (5.48, 5.5 * M, 231 * M),
     ("repghost", "1.5x"): (6.57, 6.6 * M, 301 * M),
     ("repghost", "2.0x"): (9.79, 9.8 * M, 516 * M),
+    # the paper's Table 1 "ops" column sums to 1,502 M with conv1 listed as 34 M; 3*64*49*112*112 = 118 M
+    ("googlenet", "bvlc"): (6.81, 6_998_552, (1502 - 34 + 118) * M),
+    ("googlenet", "torchvision"): (6.81, 6_624_904, 1.50 * G),
 }
 
 # Zoo rows whose figure is not this architecture's count (explained in the builders' docstrings):
@@ -69,11 +73,13 @@ ZOO_MISMATCH: dict[tuple[str, str], float] = {
     ("mobileone", "s0"): 0.97,  # the zoo's MobileOne README says the paper's 2.1, its overview 2.15
     ("resnet", "resnet18"): 1.04,  # Horizon reference model, no ONNX published; standard ResNet-18 is 11.68M
     ("mobilenet", "v1"): 3.17,  # 1.33 is the 0.5-width count (v1_050); the row's accuracy/latency are width 1.0
+    ("googlenet", "bvlc"): 1.03,  # Horizon reference model, no ONNX; 6.81 is neither BVLC's 7.00M nor torchvision's
+    ("googlenet", "torchvision"): 0.97,  # 6.62M (its 5x5 branch is 3x3)
 }
 
 # The smallest variant of each family, run in onnxruntime at 64x64.
 SMALLEST = {"repvgg": "a0", "mobileone": "s0", "resnet": "resnet18", "mobilenet": "v1_050", "fasternet": "t0",
-            "convnext": "atto", "repghost": "1.0x"}
+            "convnext": "atto", "repghost": "1.0x", "googlenet": "bvlc"}
 
 IDS = [f"{f}-{v}" for f, v in CASES]
 
@@ -202,6 +208,23 @@ def test_convnext_is_v1_without_grn() -> None:
     atto = build("convnext", "atto")
     assert len(ops(atto, "LayerNormalization")) == 1 + 3 + 12 + 1  # stem, downsamples, blocks, head
     assert not ops(atto, "ReduceMean")  # GRN (ConvNeXt V2) would need a spatial norm
+
+
+def test_googlenet_inception_branches_and_the_bvlc_differences() -> None:
+    bvlc, tv = build("googlenet", "bvlc"), build("googlenet", "torchvision")
+    assert len(ops(bvlc, "Concat")) == len(ops(tv, "Concat")) == 9
+    assert len(ops(bvlc, "Conv")) == 3 + 9 * 6
+    assert len(ops(bvlc, "LRN")) == 2 and not ops(tv, "LRN")
+    kernels = {n.name: next(a.ints for a in n.attribute if a.name == "kernel_shape") for n in ops(bvlc, "Conv")}
+    assert list(kernels["/inception3a/branch3/1/conv/Conv"]) == [5, 5]
+    tv_kernels = {n.name: next(a.ints for a in n.attribute if a.name == "kernel_shape") for n in ops(tv, "Conv")}
+    assert list(tv_kernels["/inception3a/branch3/1/conv/Conv"]) == [3, 3]
+    # ceil-mode pools: 112 -> 56 -> 28 -> 14 -> 7; the last inception is 1024 channels at 7x7
+    shapes = static_shapes(bvlc)
+    last = ops(bvlc, "Concat")[-1]
+    assert shapes[last.output[0]] == (1, 1024, 7, 7)
+    # 16 extra weights per (5x5 reduce x 5x5 output) pair over the 9 modules
+    assert initializer_elements(bvlc) - initializer_elements(tv) == 16 * 23808
 
 
 def test_unknown_variant_and_bad_size_are_rejected() -> None:

@@ -21,6 +21,8 @@ Sources (architecture facts only, no code copied):
   (ICCV 2023, arXiv:2303.14189); ``apple/ml-fastvit``; timm ``timm/models/fastvit.py``.
 - EdgeNeXt: Maaz et al., "EdgeNeXt: Efficiently Amalgamated CNN-Transformer Architecture for Mobile Vision
   Applications" (CADL/ECCVW 2022, arXiv:2206.10589); ``mmaaz60/EdgeNeXt``; timm ``timm/models/edgenext.py``.
+- EfficientViT (MSRA): Liu et al., "EfficientViT: Memory Efficient Vision Transformer with Cascaded Group
+  Attention" (CVPR 2023, arXiv:2305.07027); ``microsoft/Cream``; timm ``timm/models/efficientvit_msra.py``.
 """
 
 from __future__ import annotations
@@ -567,9 +569,144 @@ def edgenext(variant: str = "xx_small", size: int = 224, num_classes: int = 1000
                      "source": "arXiv:2206.10589; mmaaz60/EdgeNeXt; timm edgenext.py"})
 
 
+# ---------------------------------------------------------------------------------------------- EfficientViT (MSRA)
+#: variant -> (embed dims, depths, heads per stage); key dim 16, window 7, query dw kernels (7, 5, 3, 3) for all.
+EFFICIENTVIT_MSRA: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], tuple[int, int, int]]] = {
+    "m5": ((192, 288, 384), (1, 3, 4), (3, 3, 4)),
+}
+_EVIT_KEY_DIM = 16
+_EVIT_WINDOW = 7
+_EVIT_KERNELS = (7, 5, 3, 3)
+
+
+def _evit_residual_dw_ffn(b: ZooBuilder, x: str, dw: str, ffn: str) -> str:
+    """``ResidualDrop(ConvNorm dw 3x3)`` then ``ResidualDrop(ConvMlp)`` (1x1 to 2C, ReLU, 1x1 back), BN folded."""
+    c = b.shape(x)[1]
+    with b.scope(dw), b.scope("m"):
+        x = b.add(x, b.named_conv("conv", x, c, 3, g=c))
+    with b.scope(ffn), b.scope("m"):
+        y = b.relu(b.named_conv("pw1/conv", x, 2 * c, 1))
+        return b.add(x, b.named_conv("pw2/conv", y, c, 1))
+
+
+def _evit_cascaded_attention(b: ZooBuilder, x: str, heads: int) -> str:
+    """``CascadedGroupAttention`` on (B, C, r, r) windows: the channels split into ``heads`` chunks; head i takes its
+    chunk plus head i-1's output, a 1x1 ``qkvs.i`` conv to q (16), k (16), v (C/heads), a depthwise ``dws.i`` conv
+    (kernel 7/5/3/3) on q, scores ``q^T k * 16^-0.5`` plus the head's (N, N) bias table (the gathered relative
+    biases, constant-folded), Softmax, ``v @ attn^T``; ReLU and a 1x1 ``proj`` conv on the concatenated heads."""
+    nb, c, r, _ = b.shape(x)
+    n = r * r
+    kd, vd = _EVIT_KEY_DIM, c // heads
+    chunks = b.split(x, [c // heads] * heads, axis=1)
+    outs: list[str] = []
+    feat = chunks[0]
+    for i in range(heads):
+        if i:
+            feat = b.add(feat, chunks[i])
+        qkv = b.named_conv(f"qkvs.{i}/conv", feat, 2 * kd + vd, 1)
+        q, k, v = b.split(qkv, [kd, kd, vd], axis=1)
+        q = b.named_conv(f"dws.{i}/conv", q, kd, _EVIT_KERNELS[i], g=kd)
+        q, k, v = (b.reshape(t, [nb, b.shape(t)[1], n]) for t in (q, k, v))
+        q = b.mul(q, b.scalar("scale", kd**-0.5))
+        attn = b.op("MatMul", [b.transpose(q, [0, 2, 1]), k], (nb, n, n))
+        table = (0.02 * b.rng.standard_normal((n, n))).astype(np.float32)
+        attn = b.softmax(b.add(attn, b.const("attention_biases", table)), axis=-1)
+        feat = b.op("MatMul", [v, b.transpose(attn, [0, 2, 1])], (nb, vd, n))
+        feat = b.reshape(feat, [nb, vd, r, r])
+        outs.append(feat)
+    b.params += heads * n  # the trainable table: one bias per head and distinct offset (r*r of them)
+    with b.scope("proj"):
+        y = b.relu(b.concat(outs, axis=1))
+        return b.named_conv("1/conv", y, c, 1)
+
+
+def _evit_local_window_attention(b: ZooBuilder, x: str, heads: int) -> str:
+    """``LocalWindowAttention``: attention on the whole map where it fits one 7x7 window, else on 7x7 windows
+    (permute to NHWC, view into windows, transpose, reshape to (windows, 7, 7, C), permute to NCHW; back after)."""
+    _, c, r, _ = b.shape(x)
+    w = _EVIT_WINDOW
+    with b.scope("attn"):
+        if r <= w:
+            return _evit_cascaded_attention(b, x, heads)
+        nw = r // w
+        y = b.transpose(x, [0, 2, 3, 1])
+        y = b.transpose(b.reshape(y, [1, nw, w, nw, w, c]), [0, 1, 3, 2, 4, 5])
+        y = b.transpose(b.reshape(y, [nw * nw, w, w, c]), [0, 3, 1, 2])
+        y = _evit_cascaded_attention(b, y, heads)
+        y = b.reshape(b.transpose(y, [0, 2, 3, 1]), [1, nw, nw, w, w, c])
+        y = b.reshape(b.transpose(y, [0, 1, 3, 2, 4, 5]), [1, r, r, c])
+        return b.transpose(y, [0, 3, 1, 2])
+
+
+def efficientvit_msra(variant: str = "m5", size: int = 224, num_classes: int = 1000) -> ModelProto:
+    """EfficientViT (MSRA; Liu et al., CVPR 2023, arXiv:2305.07027), timm ``efficientvit_m5``, as the zoo exports it.
+
+    Source: timm ``timm/models/efficientvit_msra.py`` (``efficientvit_m5``: embed dims 192/288/384, depths 1/3/4,
+    heads 3/3/4, key dim 16, window 7, query kernels 7/5/3/3; attention ratio C / (16 heads), so v = C / heads)
+    and ``microsoft/Cream`` ``EfficientViT``. ``patch_embed``: four 3x3/2 convs (C/8, C/4, C/2, C) with ReLU
+    between (stride 16). Each block: residual depthwise 3x3 ``dw0``, residual ConvMlp ``ffn0`` (ratio 2, ReLU),
+    residual ``mixer`` (cascaded group attention in 7x7 windows), ``dw1``, ``ffn1``. Stages 2 and 3 start with a
+    ``downsample``: residual dw + ffn, ``PatchMerging`` (1x1 to 4C, ReLU, 3x3/2 depthwise, ReLU, SE (timm
+    ``SEModule`` 1/4, ``ReduceMean``), 1x1 to the next width), residual dw + ffn. Head: pool, flatten,
+    ``NormLinear`` (a ``BatchNormalization`` on (1, C), then ``Gemm``). Every ConvNorm's BatchNorm folded.
+
+    At 224: 12,470,384 ONNX initializer elements (the attention bias tables gathered into one (N, N) constant per
+    head, N = 49 in stages 1-2 and 16 in stage 3; the zoo says 12.4 in its README, 12.41 in its overview table,
+    0.5 % less), 12,473,772 trainable parameters with BatchNorm unfolded (timm 12.47M; paper 12.4M), 521.6 M
+    Conv+MatMul+Gemm MACs (paper 522 M FLOPs, which are MACs; timm 0.53 GMACs). The zoo compiles every attention
+    Softmax on the BPU at int16 (yaml ``node_info``: ``.../mixer/m/attn/Softmax``, ``'ON': 'BPU'``), where this
+    board profile's fallback rule puts a Softmax on the CPU.
+    """
+    _check("efficientvit_msra", variant, EFFICIENTVIT_MSRA, size, num_classes)
+    dims, depths, heads = EFFICIENTVIT_MSRA[variant]
+    r = size // 16
+    for _ in range(3):
+        if r > _EVIT_WINDOW and r % _EVIT_WINDOW:
+            raise ValueError(f"efficientvit_msra: a {r}x{r} map needs window padding, not built; use size 224")
+        r = (r - 1) // 2 + 1
+    b = ZooBuilder(f"efficientvit_msra_{variant}", seed=94)
+    x = b.input("data", (1, 3, size, size))
+    with b.scope("patch_embed"):
+        for i, c in enumerate((dims[0] // 8, dims[0] // 4, dims[0] // 2, dims[0]), start=1):
+            x = b.named_conv(f"conv{i}/conv", x, c, 3, 2)
+            if i < 4:
+                x = b.relu(x)
+    for stage, (dim, depth, nh) in enumerate(zip(dims, depths, heads, strict=True)):
+        with b.scope("stages"), b.scope(f"stages.{stage}"):
+            if stage:
+                with b.scope("downsample"):
+                    with b.scope("res1"):
+                        x = _evit_residual_dw_ffn(b, x, "0", "1")
+                    with b.scope("patchmerge"):
+                        hid = 4 * b.shape(x)[1]
+                        x = b.relu(b.named_conv("conv1/conv", x, hid, 1))
+                        x = b.relu(b.named_conv("conv2/conv", x, hid, 3, 2, g=hid))
+                        with b.scope("se"):
+                            x = b.squeeze_excite(x, _make_divisible(hid * 0.25))
+                        x = b.named_conv("conv3/conv", x, dim, 1)
+                    with b.scope("res2"):
+                        x = _evit_residual_dw_ffn(b, x, "0", "1")
+            with b.scope("blocks"):
+                for i in range(depth):
+                    with b.scope(f"blocks.{i}"):
+                        x = _evit_residual_dw_ffn(b, x, "dw0", "ffn0")
+                        with b.scope("mixer"), b.scope("m"):
+                            x = b.add(x, _evit_local_window_attention(b, x, nh))
+                        x = _evit_residual_dw_ffn(b, x, "dw1", "ffn1")
+    with b.scope("global_pool"):
+        x = b.flatten(b.global_avg_pool(x))
+    with b.scope("head"):
+        with b.scope("bn"):
+            x = b.batchnorm(x)
+        y = b.classifier("linear", x, num_classes)
+    return b.finish(y, f"EfficientViT-{variant.upper()} (MSRA, timm) at {size}x{size}",
+                    {"architecture": f"efficientvit_msra_{variant}", "source": "timm/models/efficientvit_msra.py"})
+
+
 SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "repvit": repvit,
     "efficientformer": efficientformer,
     "fastvit": fastvit,
     "edgenext": edgenext,
+    "efficientvit_msra": efficientvit_msra,
 }

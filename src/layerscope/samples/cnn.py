@@ -630,6 +630,92 @@ def repghost(variant: str = "1.0x", size: int = 224, num_classes: int = 1000, de
     return b.finish(y, f"RepGhostNet-{variant} ({form}) at {size}x{size}",
                     {"architecture": name, "source": "timm/models/repghost.py"})
 
+# ------------------------------------------------------------------------------------------------ GoogLeNet
+#: Inception modules: (name, 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool projection); a stride-2 max pool
+#: before 4a and 5a.
+_INCEPTION: tuple[tuple[str, int, int, int, int, int, int], ...] = (
+    ("3a", 64, 96, 128, 16, 32, 32), ("3b", 128, 128, 192, 32, 96, 64),
+    ("4a", 192, 96, 208, 16, 48, 64), ("4b", 160, 112, 224, 24, 64, 64), ("4c", 128, 128, 256, 24, 64, 64),
+    ("4d", 112, 144, 288, 32, 64, 64), ("4e", 256, 160, 320, 32, 128, 128),
+    ("5a", 256, 160, 320, 32, 128, 128), ("5b", 384, 192, 384, 48, 128, 128),
+)
+#: variant -> (kernel of the "5x5" branch, LRN after pool1 and conv2).
+_GOOGLENET: dict[str, tuple[int, bool]] = {"bvlc": (5, True), "torchvision": (3, False)}
+
+
+def googlenet(variant: str = "bvlc", size: int = 224, num_classes: int = 1000) -> ModelProto:
+    """GoogLeNet (Szegedy et al., CVPR 2015, Table 1), without the auxiliary classifiers (inference graph).
+
+    ``bvlc``: the paper's network as BVLC's Caffe reference model (``bvlc_googlenet``) has it: conv 7x7/2 64,
+    max pool 3x3/2, LRN (size 5, alpha 1e-4, beta 0.75), conv 1x1 64, conv 3x3 192, LRN, max pool 3x3/2,
+    inception 3a-3b, max pool, 4a-4e, max pool, 5a-5b, 7x7 average pool, FC; every conv with a bias and ReLU;
+    each inception module concatenates a 1x1, a 1x1 -> 3x3, a 1x1 -> 5x5 and a 3x3/1 max pool -> 1x1 branch;
+    max pools round up (Caffe's, and torchvision's ``ceil_mode=True``). ``torchvision``: ``pytorch/vision``
+    ``googlenet.py`` (``aux_logits=False``), BatchNorm folded, no LRN, the "5x5" branch with a 3x3 kernel.
+
+    Params / Conv+Gemm MACs at 224: bvlc 6,998,552 / 1.583 G (paper Table 1: 6.8M listed per layer, "1.5 billion
+    multiply-adds"); torchvision 6,617,624 folded (torchvision 6,624,904 unfolded) / 1.498 G (torchvision 1.50
+    GFLOPS, multiply-adds). The zoo's row (Horizon reference model, no ONNX published, 6.81 M) gives 68.72 % float
+    top-1: BVLC's model reaches 68.7 %, torchvision's 69.8 %; 6.81 is neither count (the paper's ~6.8M), so the
+    row's sample is ``bvlc``.
+    """
+    _pick("googlenet", variant, _GOOGLENET)
+    _check_size(size)
+    k5, lrn = _GOOGLENET[variant]
+    b = CnnBuilder(f"googlenet_{variant}", seed=18)
+    x = b.input("data", (1, 3, size, size))
+
+    def pool(x: str, k: int, s: int, p: int = 0) -> str:
+        n, c, h, w = b.shape(x)
+        oh, ow = (-(-(h + 2 * p - k) // s) + 1, -(-(w + 2 * p - k) // s) + 1)
+        return b.op("MaxPool", [x], (n, c, oh, ow), ceil_mode=1, dilations=[1, 1], kernel_shape=[k, k],
+                    pads=[p, p, p, p], strides=[s, s])
+
+    def norm(x: str) -> str:
+        return b.unary("LRN", x, alpha=1e-4, beta=0.75, bias=1.0, size=5) if lrn else x
+
+    def conv(x: str, cout: int, k: int, s: int = 1) -> str:
+        return b.conv_act(x, cout, k, s, conv="conv", act_scope="relu")
+
+    with b.scope("conv1"):
+        x = conv(x, 64, 7, 2)
+    with b.scope("maxpool1"):
+        x = norm(pool(x, 3, 2))
+    with b.scope("conv2"):
+        x = conv(x, 64, 1)
+    with b.scope("conv3"):
+        x = conv(x, 192, 3)
+    with b.scope("maxpool2"):
+        x = pool(norm(x), 3, 2)
+    for name, c1, r3, c3, r5, c5, cp in _INCEPTION:
+        if name in ("4a", "5a"):
+            with b.scope(f"maxpool{name[0]}"):
+                x = pool(x, 3, 2)
+        with b.scope(f"inception{name}"):
+            with b.scope("branch1"):
+                y1 = conv(x, c1, 1)
+            with b.scope("branch2"):
+                with b.scope("0"):
+                    y2 = conv(x, r3, 1)
+                with b.scope("1"):
+                    y2 = conv(y2, c3, 3)
+            with b.scope("branch3"):
+                with b.scope("0"):
+                    y3 = conv(x, r5, 1)
+                with b.scope("1"):
+                    y3 = conv(y3, c5, k5)
+            with b.scope("branch4"):
+                with b.scope("0"):
+                    y4 = pool(x, 3, 1, 1)
+                with b.scope("1"):
+                    y4 = conv(y4, cp, 1)
+            x = b.concat([y1, y2, y3, y4], axis=1)
+    y = b.pooled_classifier(x, num_classes, pool="avgpool", fc="fc")
+    return b.finish(y, f"GoogLeNet ({variant}) at {size}x{size}",
+                    {"architecture": f"googlenet_{variant}",
+                     "source": "Szegedy et al. 2015 Table 1; BVLC bvlc_googlenet; pytorch/vision googlenet.py"})
+
+
 SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "repvgg": repvgg,
     "mobileone": mobileone,
@@ -638,4 +724,5 @@ SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "fasternet": fasternet,
     "convnext": convnext,
     "repghost": repghost,
+    "googlenet": googlenet,
 }
