@@ -1,7 +1,8 @@
 """YOLO models as Ultralytics exports them to ONNX: YOLOv5 (v6.0-v7.0), YOLOv8, and the RDK model zoos'
 YOLOv5u / YOLOv8 / YOLO11 / YOLO12 detectors (:func:`ultralytics_detect`), YOLOv8 / YOLO11 segmentation,
 pose and classification models (:func:`ultralytics_segment`, :func:`ultralytics_pose`,
-:func:`ultralytics_classify`) and YOLOv10 (:func:`yolov10`).
+:func:`ultralytics_classify`), YOLOv10 (:func:`yolov10`), YOLOv9 (:func:`yolov9`) and YOLOv5 tag v2.0
+(:func:`yolov5_v2`).
 
 Sources (architecture facts only, no code copied):
 
@@ -29,6 +30,12 @@ Sources (architecture facts only, no code copied):
   Pose, Classify, v10Detect), ``nn/modules/block.py`` (Proto, SCDown, CIB, C2fCIB, RepVGGDW, PSA); the
   zoo heads: D-Robotics/rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/export_monkey_patch.py`` and
   ``source/reference_logs``, rdk_model_zoo_s ``samples/Vision/ultralytics_YOLO_{Seg,Pose}/README.md``.
+- YOLOv9: ``ultralytics`` ``cfg/models/v9/yolov9{t,s,m,c,e}.yaml``, ``yolov9{c,e}-seg.yaml``, ``nn/modules/block.py``
+  (RepNCSPELAN4, RepCSP, RepBottleneck, ELAN1, AConv, ADown, SPPELAN, CBLinear, CBFuse); the X5 zoo's compile logs
+  ``samples/vision/ultralytics_yolo/source/reference_logs/hb_mapper_log_yolov9{t,c_seg}.txt``.
+- YOLOv5 v2.0: ``ultralytics/yolov5`` tag v2.0 ``models/yolov5{s,m,l,x}.yaml``, ``models/common.py`` (Conv with
+  LeakyReLU(0.1), Focus, BottleneckCSP, SPP), ``models/yolo.py`` (``parse_model``, ``fuse``); the zoo's export:
+  D-Robotics/rdk_model_zoo ``samples/vision/yolov5/README.md``.
 """
 
 from __future__ import annotations
