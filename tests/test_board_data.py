@@ -76,7 +76,7 @@ def test_row_counts_per_board() -> None:
     ("rdk-s100p", "YOLOv5nu", 1.5, 650.9, "ultralytics_detect:version=v5u;scale=n"),
     ("rdk-s100", "YOLO11x", 14.1, 70.3, "ultralytics_detect:version=11;scale=x"),
     ("rdk-s100", "YOLO11m-Seg", 8.5, 116.5, "ultralytics_segment:version=11;scale=m"),
-    ("rdk-x3", "YOLOv5s_v2.0", 55.7, 17.9, ""),
+    ("rdk-x3", "YOLOv5s_v2.0", 55.7, 17.9, "yolov5_v2:scale=s"),
 ])
 def test_spot_checks_against_the_published_tables(board: str, model: str, latency_ms: float, fps: float | None,
                                                   sample: str) -> None:

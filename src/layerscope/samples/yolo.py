@@ -1,7 +1,8 @@
 """YOLO models as Ultralytics exports them to ONNX: YOLOv5 (v6.0-v7.0), YOLOv8, and the RDK model zoos'
 YOLOv5u / YOLOv8 / YOLO11 / YOLO12 detectors (:func:`ultralytics_detect`), YOLOv8 / YOLO11 segmentation,
 pose and classification models (:func:`ultralytics_segment`, :func:`ultralytics_pose`,
-:func:`ultralytics_classify`) and YOLOv10 (:func:`yolov10`).
+:func:`ultralytics_classify`), YOLOv10 (:func:`yolov10`), YOLOv9 (:func:`yolov9`) and YOLOv5 tag v2.0
+(:func:`yolov5_v2`).
 
 Sources (architecture facts only, no code copied):
 
@@ -29,6 +30,12 @@ Sources (architecture facts only, no code copied):
   Pose, Classify, v10Detect), ``nn/modules/block.py`` (Proto, SCDown, CIB, C2fCIB, RepVGGDW, PSA); the
   zoo heads: D-Robotics/rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/export_monkey_patch.py`` and
   ``source/reference_logs``, rdk_model_zoo_s ``samples/Vision/ultralytics_YOLO_{Seg,Pose}/README.md``.
+- YOLOv9: ``ultralytics`` ``cfg/models/v9/yolov9{t,s,m,c,e}.yaml``, ``yolov9{c,e}-seg.yaml``, ``nn/modules/block.py``
+  (RepNCSPELAN4, RepCSP, RepBottleneck, ELAN1, AConv, ADown, SPPELAN, CBLinear, CBFuse); the X5 zoo's compile logs
+  ``samples/vision/ultralytics_yolo/source/reference_logs/hb_mapper_log_yolov9{t,c_seg}.txt``.
+- YOLOv5 v2.0: ``ultralytics/yolov5`` tag v2.0 ``models/yolov5{s,m,l,x}.yaml``, ``models/common.py`` (Conv with
+  LeakyReLU(0.1), Focus, BottleneckCSP, SPP), ``models/yolo.py`` (``parse_model``, ``fuse``); the zoo's export:
+  D-Robotics/rdk_model_zoo ``samples/vision/yolov5/README.md``.
 """
 
 from __future__ import annotations
@@ -80,6 +87,14 @@ class YoloBuilder(GraphBuilder):
     torch_names: bool = False
     #: Attention softmax as the RDK X5 zoo's export patch writes it (:meth:`attention_softmax`).
     decomposed_softmax: bool = False
+    #: The activation of :meth:`conv_block`: ``"silu"`` (YOLOv5 >= v4.0, ultralytics) or ``"leaky_relu"``
+    #: (``LeakyReLU(0.1)``, YOLOv5 v1.0-v2.0).
+    activation: str = "silu"
+
+    def __init__(self, name: str, *, seed: int) -> None:
+        super().__init__(name, seed=seed)
+        #: YOLOv9 ``CBLinear`` layers: the tensor standing for the layer (its first piece) -> all its Split pieces.
+        self.cb_pieces: dict[str, list[str]] = {}
 
     @contextmanager
     def _list_item(self, container: str, i: int) -> Iterator[None]:
@@ -104,7 +119,8 @@ class YoloBuilder(GraphBuilder):
 
     def conv_block(self, x: str, c2: int, k: int = 1, s: int = 1, p: int | None = None, *, g: int = 1,
                    act: bool = True) -> str:
-        """Ultralytics ``Conv``: Conv2d (+ folded BN) and SiLU (``act=False``: none), under ``conv`` / ``act``.
+        """Ultralytics ``Conv``: Conv2d (+ folded BN) and :attr:`activation` (``act=False``: none), under ``conv`` /
+        ``act``.
 
         ``g`` groups; ``DWConv(c1, c2, k)`` is ``g=gcd(c1, c2)``.
         """
@@ -113,7 +129,15 @@ class YoloBuilder(GraphBuilder):
         if not act:
             return y
         with self.scope("act"):
-            return self.silu(y)
+            return self.activate(y)
+
+    def activate(self, x: str) -> str:
+        """:attr:`activation` on ``x``: SiLU as ``Mul(x, Sigmoid(x))``, or ``LeakyRelu`` (alpha 0.1)."""
+        if self.activation == "leaky_relu":
+            return self.unary("LeakyRelu", x, alpha=0.1)
+        if self.activation != "silu":
+            raise ValueError(f"unknown activation {self.activation!r}")
+        return self.silu(x)
 
     def bottleneck(self, x: str, c2: int, shortcut: bool, k1: int, e: float = 1.0) -> str:
         """``Bottleneck``: cv1 (k1 x k1, to ``int(c2 * e)``), cv2 (3x3, to c2), residual ``Add`` if shortcut."""
@@ -174,6 +198,54 @@ class YoloBuilder(GraphBuilder):
         cat = self.concat(parts, axis=1)
         with self.scope("conv"):
             return self.conv_block(cat, c2, k)
+
+    def bottleneck_csp(self, x: str, c2: int, n: int, shortcut: bool = True) -> str:
+        """YOLOv5 v1.0-v3.1 ``BottleneckCSP``: cv1 (Conv 1x1 to c_ = c2 / 2), n ``Bottleneck(c_, c_, e=1.0)``
+        (1x1, 3x3, residual ``Add`` if shortcut), cv3 (bias-free Conv2d 1x1, no BN or activation); cv2 (bias-free
+        Conv2d 1x1 on x); Concat, the unfused ``bn`` (BatchNormalization over 2c_), LeakyReLU(0.1), cv4 (Conv 1x1).
+        """
+        c_ = c2 // 2
+        with self.scope("cv1"):
+            a = self.conv_block(x, c_)
+        for i in range(n):
+            with self._seq_item("m", i):
+                a = self.bottleneck(a, c_, shortcut, k1=1)
+        with self.scope("cv3"):
+            a = self.conv(a, c_, 1, bias=False)
+        with self.scope("cv2"):
+            b = self.conv(x, c_, 1, bias=False)
+        y = self.concat([a, b], axis=1)
+        with self.scope("bn"):
+            y = self.batchnorm(y)
+        with self.scope("act"):
+            y = self.unary("LeakyRelu", y, alpha=0.1)
+        with self.scope("cv4"):
+            return self.conv_block(y, c2)
+
+    def spp(self, x: str, c2: int, kernels: tuple[int, ...] = (5, 9, 13)) -> str:
+        """YOLOv5 <= v5.0 ``SPP``: cv1 (1x1 to c1 / 2), one MaxPool(k, 1, k // 2) per kernel on cv1's output (in
+        parallel), Concat of cv1 and the pools, cv2 (1x1 to c2)."""
+        c_ = self.shape(x)[1] // 2
+        with self.scope("cv1"):
+            y = self.conv_block(x, c_)
+        pools = []
+        for i, k in enumerate(kernels):
+            with self._list_item("m", i):
+                pools.append(self.maxpool(y, k, 1, (k // 2,) * 4))
+        cat = self.concat([y, *pools], axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c2)
+
+    def yolov5_zoo_head(self, feats: list[str], num_classes: int) -> list[str]:
+        """YOLOv5 ``Detect`` as the RDK zoo exports it (D-Robotics/rdk_model_zoo ``samples/vision/yolov5/README.md``,
+        "is exported as onnx": ``forward`` returns ``self.m[i](x[i]).permute(0, 2, 3, 1)``): per level the 1x1
+        conv (with bias) to na * (nc + 5) = 255 channels, NHWC; no reshape, sigmoid or decode."""
+        outs = []
+        for i, x in enumerate(feats):
+            with self._list_item("m", i):
+                y = self.conv(x, len(YOLOV5_ANCHORS[i]) * (num_classes + 5), 1)
+            outs.append(self.transpose(y, NHWC))
+        return outs
 
     def yolov5_detect(self, feats: list[str], num_classes: int) -> str:
         """YOLOv5 ``Detect`` in export mode (v6.x non-inplace decode with Slice, v7.0 grid offset)."""
@@ -530,6 +602,97 @@ class YoloBuilder(GraphBuilder):
             y = self.gemm(y, num_classes)
         return self.softmax(y, axis=1) if softmax else y
 
+    # ------------------------------------------------------------------------- YOLOv9 (GELAN) blocks
+    def avgpool_2x1(self, x: str) -> str:
+        """``avg_pool2d(x, 2, 1, 0, False, True)`` (YOLOv9's ``AConv`` / ``ADown``): AveragePool 2x2, stride 1, no
+        padding: (h - 1, w - 1)."""
+        n, c, h, w = self.shape(x)
+        return self.op("AveragePool", [x], (n, c, h - 1, w - 1), ceil_mode=0, count_include_pad=1,
+                       kernel_shape=[2, 2], pads=[0, 0, 0, 0], strides=[1, 1])
+
+    def chunk2(self, x: str) -> list[str]:
+        """``x.chunk(2, 1)`` as the YOLOv9 export carries it: two channel ``Slice`` nodes (``Slice``, ``Slice_1``;
+        the X5 compile logs list them where C2f's ``split`` is one ``Split``)."""
+        c = self.shape(x)[1]
+        half = -(-c // 2)
+        return [self.slice(x, [0], [half], [1]), self.slice(x, [half], [c], [1])]
+
+    def elan(self, x: str, c2: int, c3: int, c4: int, n: int, *, rep: bool) -> str:
+        """YOLOv9 ``RepNCSPELAN4(c1, c2, c3, c4, n)`` (``rep``) or ``ELAN1(c1, c2, c3, c4)``: cv1 (1x1 to c3),
+        :meth:`chunk2`, cv2 on the second half, cv3 on cv2's output, Concat of the four, cv4 (1x1 to c2).
+
+        ``rep``: cv2 = Sequential(``RepCSP(c3 / 2, c4, n)``, Conv 3x3 c4), cv3 = Sequential(``RepCSP(c4, c4, n)``,
+        Conv 3x3 c4); a ``RepCSP`` is a ``C3`` (:meth:`c3`, hidden c4 / 2) of ``RepBottleneck``: RepConv 3x3 (fused
+        at export into one 3x3 conv) then Conv 3x3, residual ``Add``. ELAN1: cv2 and cv3 are single Conv 3x3 (c4).
+        """
+        with self.scope("cv1"):
+            y = self.conv_block(x, c3)
+        parts = self.chunk2(y)
+        for name in ("cv2", "cv3"):
+            z = parts[-1]
+            if rep:
+                with self._seq_item(name, 0):
+                    z = self.c3(z, c4, n, shortcut=True, k1=3)
+                with self._seq_item(name, 1):
+                    z = self.conv_block(z, c4, 3)
+            else:
+                with self.scope(name):
+                    z = self.conv_block(z, c4, 3)
+            parts.append(z)
+        cat = self.concat(parts, axis=1)
+        with self.scope("cv4"):
+            return self.conv_block(cat, c2)
+
+    def aconv(self, x: str, c2: int) -> str:
+        """YOLOv9 ``AConv``: :meth:`avgpool_2x1`, then cv1 Conv 3x3 stride 2 pad 1 to c2 (h/2 for an even h)."""
+        y = self.avgpool_2x1(x)
+        with self.scope("cv1"):
+            return self.conv_block(y, c2, 3, 2, 1)
+
+    def adown(self, x: str, c2: int) -> str:
+        """YOLOv9 ``ADown``: :meth:`avgpool_2x1`, chunk in two; cv1 Conv 3x3 stride 2 (c2 / 2) on the first,
+        MaxPool 3x3 stride 2 pad 1 then cv2 Conv 1x1 (c2 / 2) on the second; Concat (chunks: :meth:`chunk2`)."""
+        a, b = self.chunk2(self.avgpool_2x1(x))
+        with self.scope("cv1"):
+            a = self.conv_block(a, c2 // 2, 3, 2, 1)
+        b = self.maxpool(b, 3, 2, (1, 1, 1, 1))
+        with self.scope("cv2"):
+            b = self.conv_block(b, c2 // 2, 1, 1, 0)
+        return self.concat([a, b], axis=1)
+
+    def sppelan(self, x: str, c2: int, c3: int, k: int = 5) -> str:
+        """YOLOv9 ``SPPELAN``: cv1 (1x1 to c3), three chained MaxPool(k, 1, k // 2) (``cv2``..``cv4``), Concat of
+        the four, cv5 (1x1 to c2)."""
+        with self.scope("cv1"):
+            ys = [self.conv_block(x, c3)]
+        for name in ("cv2", "cv3", "cv4"):
+            with self.scope(name):
+                ys.append(self.maxpool(ys[-1], k, 1, (k // 2,) * 4))
+        cat = self.concat(ys, axis=1)
+        with self.scope("cv5"):
+            return self.conv_block(cat, c2)
+
+    def cblinear(self, x: str, c2s: tuple[int, ...]) -> list[str]:
+        """YOLOv9 ``CBLinear``: one Conv2d 1x1 (with bias, no BN or activation) to sum(c2s), Split into c2s."""
+        with self.scope("conv"):
+            y = self.conv(x, sum(c2s), 1)
+        return self.split(y, list(c2s), axis=1)
+
+    def cbfuse(self, pieces: list[str], x: str) -> str:
+        """YOLOv9 ``CBFuse``: each of ``pieces`` resized (nearest, to ``x``'s size: ``F.interpolate(size=...)``,
+        a ``Resize`` with constant ``sizes``, even where the size is already x's), then ``torch.sum(torch.stack(
+        [*resized, x]), dim=0)``: Unsqueeze each at axis 0, Concat on axis 0, ReduceSum over axis 0."""
+        n, c, h, w = self.shape(x)
+        resized = []
+        for p in pieces:
+            sizes = self.constant_node(np.asarray([n, self.shape(p)[1], h, w], dtype=np.int64))
+            resized.append(self.op("Resize", [p, "", "", sizes], (n, self.shape(p)[1], h, w),
+                                   coordinate_transformation_mode="asymmetric", cubic_coeff_a=-0.75,
+                                   mode="nearest", nearest_mode="floor"))
+        stacked = [self.op("Unsqueeze", [t, self.int64s("axes", [0])], (1, *self.shape(t))) for t in [*resized, x]]
+        cat = self.concat(stacked, axis=0)
+        return self.op("ReduceSum", [cat, self.int64s("axes", [0])], (n, c, h, w), keepdims=0)
+
     # ---------------------------------------------------------------------------------- YOLOv10 blocks
     def scdown(self, x: str, c2: int, k: int, s: int) -> str:
         """YOLOv10 ``SCDown``: cv1 Conv 1x1 to c2 (SiLU), cv2 depthwise Conv k x k stride s, no activation."""
@@ -851,6 +1014,96 @@ YOLOV10_SCALES: dict[str, tuple[float, float, int]] = {
     "l": (1.00, 1.00, 512), "x": (1.00, 1.25, 512),
 }
 
+
+
+def _gelan_small(widths: tuple[int, int, int], stem: tuple[int, int], n: int, down: int,
+                 first: _Layer) -> tuple[_Layer, ...]:
+    """The layers of ultralytics ``cfg/models/v9/yolov9{t,s,m}.yaml`` (AConv downsampling; one yaml per scale,
+    the same layout): ``widths`` the P3, P4, P5 RepNCSPELAN4 widths (c2 = c3, c4 = c2 / 2), ``stem`` the two
+    stem convs, ``n`` the RepCSP depth, ``down`` the first head AConv's width (the second's is the P3 width),
+    ``first`` layer 2 (ELAN1 for t/s, RepNCSPELAN4 for m)."""
+    p3, p4, p5 = widths
+
+    def elan(c: int) -> _Layer:
+        return (-1, 1, "RepNCSPELAN4", (c, c, c // 2, n))
+
+    return (
+        (-1, 1, "Conv", (stem[0], 3, 2)), (-1, 1, "Conv", (stem[1], 3, 2)), first,
+        (-1, 1, "AConv", (p3,)), elan(p3), (-1, 1, "AConv", (p4,)), elan(p4), (-1, 1, "AConv", (p5,)), elan(p5),
+        (-1, 1, "SPPELAN", (p5, p5 // 2)),
+        (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), elan(p4),
+        (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), elan(p3),
+        (-1, 1, "AConv", (down,)), ((-1, 12), 1, "Concat", ()), elan(p4),
+        (-1, 1, "AConv", (p3,)), ((-1, 9), 1, "Concat", ()), elan(p5),
+        ((15, 18, 21), 1, "Detect", ()),
+    )
+
+
+#: ultralytics ``cfg/models/v9/yolov9c.yaml`` (ADown downsampling); RepNCSPELAN4 args (c2, c3, c4, n).
+_YOLOV9C: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2)), (-1, 1, "RepNCSPELAN4", (256, 128, 64, 1)),
+    (-1, 1, "ADown", (256,)), (-1, 1, "RepNCSPELAN4", (512, 256, 128, 1)), (-1, 1, "ADown", (512,)),
+    (-1, 1, "RepNCSPELAN4", (512, 512, 256, 1)), (-1, 1, "ADown", (512,)),
+    (-1, 1, "RepNCSPELAN4", (512, 512, 256, 1)), (-1, 1, "SPPELAN", (512, 256)),
+    (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (512, 512, 256, 1)),
+    (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (256, 256, 128, 1)),
+    (-1, 1, "ADown", (256,)), ((-1, 12), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (512, 512, 256, 1)),
+    (-1, 1, "ADown", (512,)), ((-1, 9), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (512, 512, 256, 1)),
+    ((15, 18, 21), 1, "Detect", ()),
+)
+#: ultralytics ``cfg/models/v9/yolov9e.yaml``: an auxiliary GELAN backbone (layers 1-9) whose features reach
+#: the main backbone (15-29) through CBLinear (1x1 conv, split) and CBFuse (resize to size, sum); layer 0 an
+#: ``nn.Identity`` on the image.
+_YOLOV9E: tuple[_Layer, ...] = (
+    (-1, 1, "Identity", ()), (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2)),
+    (-1, 1, "RepNCSPELAN4", (256, 128, 64, 2)), (-1, 1, "ADown", (256,)), (-1, 1, "RepNCSPELAN4", (512, 256, 128, 2)),
+    (-1, 1, "ADown", (512,)), (-1, 1, "RepNCSPELAN4", (1024, 512, 256, 2)), (-1, 1, "ADown", (1024,)),
+    (-1, 1, "RepNCSPELAN4", (1024, 512, 256, 2)),
+    (1, 1, "CBLinear", (64,)), (3, 1, "CBLinear", (64, 128)), (5, 1, "CBLinear", (64, 128, 256)),
+    (7, 1, "CBLinear", (64, 128, 256, 512)), (9, 1, "CBLinear", (64, 128, 256, 512, 1024)),
+    (0, 1, "Conv", (64, 3, 2)), ((10, 11, 12, 13, 14, -1), 1, "CBFuse", (0, 0, 0, 0, 0)),
+    (-1, 1, "Conv", (128, 3, 2)), ((11, 12, 13, 14, -1), 1, "CBFuse", (1, 1, 1, 1)),
+    (-1, 1, "RepNCSPELAN4", (256, 128, 64, 2)), (-1, 1, "ADown", (256,)), ((12, 13, 14, -1), 1, "CBFuse", (2, 2, 2)),
+    (-1, 1, "RepNCSPELAN4", (512, 256, 128, 2)), (-1, 1, "ADown", (512,)), ((13, 14, -1), 1, "CBFuse", (3, 3)),
+    (-1, 1, "RepNCSPELAN4", (1024, 512, 256, 2)), (-1, 1, "ADown", (1024,)), ((14, -1), 1, "CBFuse", (4,)),
+    (-1, 1, "RepNCSPELAN4", (1024, 512, 256, 2)), (-1, 1, "SPPELAN", (512, 256)),
+    (-1, 1, "Upsample", ()), ((-1, 25), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (512, 512, 256, 2)),
+    (-1, 1, "Upsample", ()), ((-1, 22), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (256, 256, 128, 2)),
+    (-1, 1, "ADown", (256,)), ((-1, 32), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (512, 512, 256, 2)),
+    (-1, 1, "ADown", (512,)), ((-1, 29), 1, "Concat", ()), (-1, 1, "RepNCSPELAN4", (512, 1024, 512, 2)),
+    ((35, 38, 41), 1, "Detect", ()),
+)
+#: YOLOv9 scale -> its yaml's layers (no ``scales``: depth and width 1, no channel cap).
+YOLOV9_MODELS: dict[str, tuple[_Layer, ...]] = {
+    "t": _gelan_small((64, 96, 128), (16, 32), 3, 48, (-1, 1, "ELAN1", (32, 32, 16))),
+    "s": _gelan_small((128, 192, 256), (32, 64), 3, 96, (-1, 1, "ELAN1", (64, 64, 32))),
+    "m": _gelan_small((240, 360, 480), (32, 64), 1, 180, (-1, 1, "RepNCSPELAN4", (128, 128, 64, 1))),
+    "c": _YOLOV9C,
+    "e": _YOLOV9E,
+}
+#: The YOLOv9 scales ultralytics publishes a segmentation model of (``yolov9{c,e}-seg.yaml``).
+YOLOV9_SEGMENT_SCALES = ("c", "e")
+
+#: ultralytics/yolov5 tag v2.0 ``models/yolov5s.yaml`` (the same layers at every scale): Focus stem,
+#: BottleneckCSP, SPP (5, 9, 13) before the last backbone CSP, PAN head; BottleneckCSP args (c2, shortcut).
+_YOLOV5_V2: tuple[_Layer, ...] = (
+    (-1, 1, "Focus", (64, 3)), (-1, 1, "Conv", (128, 3, 2)), (-1, 3, "BottleneckCSP", (128,)),
+    (-1, 1, "Conv", (256, 3, 2)), (-1, 9, "BottleneckCSP", (256,)), (-1, 1, "Conv", (512, 3, 2)),
+    (-1, 9, "BottleneckCSP", (512,)), (-1, 1, "Conv", (1024, 3, 2)), (-1, 1, "SPP", (1024,)),
+    (-1, 3, "BottleneckCSP", (1024, 0)),
+    (-1, 1, "Conv", (512, 1, 1)), (-1, 1, "Upsample", ()), ((-1, 6), 1, "Concat", ()),
+    (-1, 3, "BottleneckCSP", (512, 0)),
+    (-1, 1, "Conv", (256, 1, 1)), (-1, 1, "Upsample", ()), ((-1, 4), 1, "Concat", ()),
+    (-1, 3, "BottleneckCSP", (256, 0)),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 14), 1, "Concat", ()), (-1, 3, "BottleneckCSP", (512, 0)),
+    (-1, 1, "Conv", (512, 3, 2)), ((-1, 10), 1, "Concat", ()), (-1, 3, "BottleneckCSP", (1024, 0)),
+    ((17, 20, 23), 1, "Detect", ()),
+)
+#: YOLOv5 v2.0 scale -> (depth, width, max channels) from ``models/yolov5{s,m,l,x}.yaml``.
+YOLOV5_V2_SCALES: dict[str, tuple[float, float, int]] = {
+    "s": (0.33, 0.50, 1024), "m": (0.67, 0.75, 1024), "l": (1.00, 1.00, 1024), "x": (1.33, 1.25, 1024),
+}
+
 #: What an ultralytics head builder gets: the builder, the head layer's inputs, the width rule.
 _HeadFn = Callable[[YoloBuilder, list[str], Callable[[int], int]], list[str]]
 
@@ -882,6 +1135,30 @@ def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple
         return b.scdown(x, ch(args[0]), args[1], args[2])
     if module == "C2fCIB":
         return b.c2fcib(x, ch(args[0]), n, shortcut=bool(args[1]), lk=len(args) > 2 and bool(args[2]))
+    if module == "RepNCSPELAN4":  # (c2, c3, c4, n): only c2 is width-scaled (parse_model)
+        return b.elan(x, ch(args[0]), args[1], args[2], args[3], rep=True)
+    if module == "ELAN1":
+        return b.elan(x, ch(args[0]), args[1], args[2], 1, rep=False)
+    if module == "AConv":
+        return b.aconv(x, ch(args[0]))
+    if module == "ADown":
+        return b.adown(x, ch(args[0]))
+    if module == "SPPELAN":
+        return b.sppelan(x, ch(args[0]), args[1])
+    if module == "CBLinear":  # the layer's value is its first piece; the builder keeps all of them
+        pieces = b.cblinear(x, args)
+        b.cb_pieces[pieces[0]] = pieces
+        return pieces[0]
+    if module == "CBFuse":  # from: the CBLinear layers, then the current feature map; args: the piece of each
+        return b.cbfuse([b.cb_pieces[src][i] for src, i in zip(srcs[:-1], args, strict=True)], srcs[-1])
+    if module == "Identity":
+        return x
+    if module == "Focus":
+        return b.focus(x, ch(args[0]), args[1])
+    if module == "BottleneckCSP":
+        return b.bottleneck_csp(x, ch(args[0]), n, shortcut=bool(args[1]) if len(args) > 1 else True)
+    if module == "SPP":
+        return b.spp(x, ch(args[0]))
     if module == "Upsample":
         return b.upsample_nearest(x, 2)
     if module == "Concat":
@@ -896,12 +1173,14 @@ def _check_choice(what: str, value: str, allowed: Collection[str]) -> None:
 
 
 def _build_ultralytics(name: str, layers: tuple[_Layer, ...], scaling: tuple[float, float, int], scale: str,
-                       size: int, *, head: _HeadFn, attention: str, doc: str, metadata: dict[str, str]) -> ModelProto:
+                       size: int, *, head: _HeadFn, attention: str, doc: str, metadata: dict[str, str],
+                       activation: str = "silu") -> ModelProto:
     """An ultralytics yaml model as exported (BN folded, torch's node names): input ``images`` (1, 3, size,
     size); the last layer is the head, built by ``head``; its tensors become outputs ``output0``, ``output1``...
 
     ``scaling`` is the yaml's (depth, width, max channels) for ``scale``; ``attention`` "softmax" or
-    "decomposed" (:meth:`YoloBuilder.attention_softmax`).
+    "decomposed" (:meth:`YoloBuilder.attention_softmax`); ``activation`` the ``Conv`` activation
+    (:attr:`YoloBuilder.activation`).
     """
     _check_size(size)
     _check_choice("attention", attention, ["softmax", "decomposed"])
@@ -913,6 +1192,7 @@ def _build_ultralytics(name: str, layers: tuple[_Layer, ...], scaling: tuple[flo
     b = YoloBuilder(name, seed=11)
     b.torch_names = True
     b.decomposed_softmax = attention == "decomposed"
+    b.activation = activation
     x = b.input("images", (1, 3, size, size))
     outs: list[str] = []
     results: list[str] = []
@@ -1118,6 +1398,76 @@ def yolov10(scale: str = "n", size: int = 640, num_classes: int = 80, attention:
     )
 
 
+def yolov9(scale: str = "t", size: int = 640, num_classes: int = 80, task: str = "detect") -> ModelProto:
+    """Ultralytics YOLOv9 t/s/m/c/e (``cfg/models/v9/yolov9{scale}.yaml``) as the RDK X5 zoo deploys it;
+    ``task="segment"``: YOLOv9c-seg / YOLOv9e-seg (``yolov9{c,e}-seg.yaml``).
+
+    Architecture (``nn/modules/block.py``, ``nn/tasks.py`` ``parse_model``): GELAN of ``RepNCSPELAN4`` (RepConv
+    fused at export), ``ELAN1`` (t, s), ``AConv`` (t, s, m) or ``ADown`` (c, e) downsampling, ``SPPELAN``; e adds
+    the auxiliary backbone joined by ``CBLinear`` / ``CBFuse``. No ``scales``: widths as the yamls write them,
+    rounded up to a multiple of 8 where parse_model scales them (only the first argument: m's ``AConv [180]``
+    -> 184). ``Detect`` with the legacy 3x3 class branch (the X5 compile log lists ``cv3.0/cv3.0.0/conv/Conv``).
+    Head: the zoo's ``Detect_forward`` / ``Segment_forward`` (D-Robotics/rdk_model_zoo
+    ``samples/vision/ultralytics_yolo/x86/export_monkey_patch.py``; the compile logs
+    ``source/reference_logs/hb_mapper_log_yolov9t.txt``, ``hb_mapper_log_yolov9c_seg.txt``): per level class
+    (1, h, w, nc) and box (1, h, w, 64) maps [and mask coefficients (1, h, w, 32)], NHWC, [then the protos
+    (1, s/4, s/4, 32)], no DFL or decode (:meth:`YoloBuilder.zoo_head`). ``Segment [nc, 32, 256]``: cv4 width
+    ``max(ch[0] // 4, 32)``, ``Proto(ch[0], 256, 32)``.
+
+    Published (the zoo README, ``samples/vision/ultralytics_yolo/README.md``), params M / GFLOPs at 640: t 2.1/8.2
+    s 7.2/26.9 m 20.1/76.8 c 25.3/102.7 e 57.4/189.5; c-seg 27.7/158.0 e-seg 59.7/244.8. ``size`` must be a
+    multiple of 32.
+    """
+    _check_choice("scale", scale, YOLOV9_MODELS)
+    _check_choice("task", task, ["detect", "segment"])
+    if task == "segment":
+        _check_choice("segmentation scale", scale, YOLOV9_SEGMENT_SCALES)
+
+    def head(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        if task == "detect":
+            return b.zoo_head(srcs, num_classes, legacy=True)
+        outs = b.zoo_head(srcs, num_classes, legacy=True, extra=32)
+        return [*outs, b.transpose(b.proto(srcs[0], ch(256), 32), NHWC)]
+
+    name = f"yolov9{scale}" + ("-seg" if task == "segment" else "")
+    kind = "detection" if task == "detect" else "instance segmentation"
+    forward = "Detect_forward" if task == "detect" else "Segment_forward"
+    return _build_ultralytics(
+        name, YOLOV9_MODELS[scale], (1.0, 1.0, 1 << 20), scale, size, head=head, attention="softmax",
+        doc=f"{name} {kind} (zoo head)",
+        metadata={"head": "zoo", "source": f"ultralytics cfg/models/v9/{name}.yaml; head: D-Robotics rdk_model_zoo "
+                                          f"export_monkey_patch {forward}"},
+    )
+
+
+def yolov5_v2(scale: str = "s", size: int = 640, num_classes: int = 80) -> ModelProto:
+    """YOLOv5 tag v2.0 s/m/l/x (ultralytics/yolov5 ``v2.0:models/yolov5{scale}.yaml``) as the RDK X5 zoo exports it.
+
+    Architecture (``v2.0:models/common.py``, ``models/yolo.py``): ``Conv`` = Conv2d + BN + ``LeakyReLU(0.1)``
+    (BN folded by ``model.fuse()`` at export); ``Focus`` stem (3x3 conv); ``BottleneckCSP`` (:meth:`YoloBuilder.
+    bottleneck_csp`: its own BN after the Concat is not a ``Conv``'s, so it stays unfused); ``SPP`` (5, 9, 13);
+    depth ``max(round(n * depth), 1)``, width ``make_divisible(c * width, 8)``. Head: the zoo's modified ``Detect``
+    (D-Robotics/rdk_model_zoo ``samples/vision/yolov5/README.md``, "YOLOv5 tag v2.0", :meth:`YoloBuilder.
+    yolov5_zoo_head`): outputs ``output0`` .. ``output2`` (1, s/8, s/8, 255), (1, s/16, s/16, 255),
+    (1, s/32, s/32, 255) NHWC (the zoo names them small, medium, big), no decode.
+
+    Published (ultralytics/yolov5 v2.0 README, repeated in the zoo README), params M (the unfused model, BN
+    included) / GFLOPs at 640: s 7.5/13.2 m 21.8/39.4 l 47.8/88.1 x 89.0/166.4. ``size`` must be a multiple of 32.
+    """
+    _check_choice("scale", scale, YOLOV5_V2_SCALES)
+
+    def detect(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.yolov5_zoo_head(srcs, num_classes)
+
+    name = f"yolov5{scale}_v2.0"
+    return _build_ultralytics(
+        name, _YOLOV5_V2, YOLOV5_V2_SCALES[scale], scale, size, head=detect, attention="softmax",
+        doc=f"{name} detection (zoo head)", activation="leaky_relu",
+        metadata={"head": "zoo", "source": f"ultralytics/yolov5 v2.0 models/yolov5{scale}.yaml; head: D-Robotics "
+                                          "rdk_model_zoo samples/vision/yolov5 README"},
+    )
+
+
 #: The architectures of the board model zoos (merged into :data:`layerscope.samples.SAMPLES`).
 BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "ultralytics_detect": ultralytics_detect,
@@ -1125,4 +1475,6 @@ BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "ultralytics_pose": ultralytics_pose,
     "ultralytics_classify": ultralytics_classify,
     "yolov10": yolov10,
+    "yolov9": yolov9,
+    "yolov5_v2": yolov5_v2,
 }
