@@ -207,12 +207,13 @@ def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]
 
 def weight_load_us(graph: Graph, profile: Profile, dtype: str | None = None) -> dict[str, float]:
     """µs each layer of ``graph`` spends loading its weights (its constant inputs at the deployed ``dtype``, the
-    profile's by default) at the profile's weight-load bandwidth, as the roofline counts them; layers without
-    weights are left out."""
+    profile's by default, at most the profile's ``weight_dtype``: :func:`~layerscope.estimator.roofline.
+    weight_float_bytes`) at the profile's weight-load bandwidth, as the roofline counts them; layers without weights
+    are left out."""
     from layerscope.costs import constant_elements_read
-    from layerscope.estimator.roofline import element_bytes, float_element_bytes
+    from layerscope.estimator.roofline import element_bytes, weight_float_bytes
 
-    float_bytes = float_element_bytes(dtype or profile.default_dtype)
+    float_bytes = weight_float_bytes(profile, dtype or profile.default_dtype)
     bandwidth = profile.attainable_weight_ddr_bytes_per_s
     found: dict[str, float] = {}
     for node in graph.layers:
