@@ -4,11 +4,11 @@ A board's tool (``hrt_model_exec perf`` on D-Robotics RDK boards) gives one late
 only the static estimate. :func:`read_board_table` reads a table of models and their board latencies,
 :func:`board_runs` estimates each model on a base profile and pairs the estimate with its latency, and
 :func:`calibrate_board` fits the profile to the end-to-end latencies (:func:`fit_board`: a compute and an
-overhead factor per unit, the DDR efficiency and the per-inference task overhead; no op-type factors, as one
-number per model cannot tell op types apart; a prior keeps what the models cannot tell apart near the base
-profile's value), with the leave-one-family-out error: each architecture family is predicted by a fit that never
-saw it. :func:`k_analysis` is the forum's k procedure over such models; :func:`derive_profile` makes a sibling
-chip's profile from a calibrated one by its published differences.
+overhead factor per unit, the DDR efficiency, the per-inference task overhead and, where some models were compiled
+at int16, the int16 compute rate; no op-type factors, as one number per model cannot tell op types apart; a prior
+keeps what the models cannot tell apart near the base profile's value), with the leave-one-family-out error: each
+architecture family is predicted by a fit that never saw it. :func:`k_analysis` is the forum's k procedure over such
+models; :func:`derive_profile` makes a sibling chip's profile from a calibrated one by its published differences.
 
 The table (CSV, one header row; extra columns are ignored):
 
@@ -177,9 +177,10 @@ def model_path(entry: BoardEntry) -> Path:
 
 def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]:
     """Each entry's model estimated on ``profile`` (at the entry's dtype, else the profile's default), paired with
-    its board latency; each layer's weight-load and activation-matrix-product µs set apart for the fit, and the
-    layout Transposes the profile prices apart marked (:attr:`LayerTerm.layout`). ``InputError`` for a dtype the
-    profile does not list."""
+    its board latency; each layer's weight-load and activation-matrix-product µs set apart for the fit, the
+    layout Transposes the profile prices apart marked (:attr:`LayerTerm.layout`), and an accelerator layer's dtype
+    marked where the entry's is not the profile's default (:attr:`LayerTerm.dtype`). ``InputError`` for a dtype
+    the profile does not list."""
     from layerscope.estimator import estimate_graph
     from layerscope.estimator.roofline import activation_matmul_us, layout_transposes_priced
     from layerscope.model import load_model
@@ -197,9 +198,10 @@ def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]
         weights = weight_load_us(graph, profile, dtype)
         elements = {node.id: us for node in graph.layers if (us := activation_matmul_us(node, graph, profile))}
         layout = layout_transposes_priced(graph, profile)
+        wide = dtype if dtype is not None and dtype != profile.default_dtype else ""
         layers = tuple(t if t.fallback else replace(t, weight_us=min(weights.get(t.layer_id, 0.0), t.memory_us),
                                                     element_us=elements.get(t.layer_id, 0.0),
-                                                    layout=t.layer_id in layout)
+                                                    layout=t.layer_id in layout, dtype=wide)
                        for t in data.layers)
         result.append(replace(data, layers=layers))
     return result
@@ -207,12 +209,13 @@ def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]
 
 def weight_load_us(graph: Graph, profile: Profile, dtype: str | None = None) -> dict[str, float]:
     """µs each layer of ``graph`` spends loading its weights (its constant inputs at the deployed ``dtype``, the
-    profile's by default) at the profile's weight-load bandwidth, as the roofline counts them; layers without
-    weights are left out."""
+    profile's by default, at most the profile's ``weight_dtype``: :func:`~layerscope.estimator.roofline.
+    weight_float_bytes`) at the profile's weight-load bandwidth, as the roofline counts them; layers without weights
+    are left out."""
     from layerscope.costs import constant_elements_read
-    from layerscope.estimator.roofline import element_bytes, float_element_bytes
+    from layerscope.estimator.roofline import element_bytes, weight_float_bytes
 
-    float_bytes = float_element_bytes(dtype or profile.default_dtype)
+    float_bytes = weight_float_bytes(profile, dtype or profile.default_dtype)
     bandwidth = profile.attainable_weight_ddr_bytes_per_s
     found: dict[str, float] = {}
     for node in graph.layers:
@@ -249,29 +252,39 @@ class _Columns:
     layer_count: dict[str, np.ndarray]
     task_us: np.ndarray
     element_us: np.ndarray
+    #: per group, each layer's index in ``dtypes`` (-1: the default dtype); the non-default dtypes, sorted
+    dtype_index: dict[str, np.ndarray]
+    dtypes: tuple[str, ...]
 
     @classmethod
     def of(cls, runs: Sequence[RunData]) -> _Columns:
-        rows: dict[str, list[tuple[float, float, float, float, int]]] = {}
+        dtypes = tuple(sorted({t.dtype for r in runs for t in r.layers if t.dtype and not t.fallback}))
+        position = {d: k for k, d in enumerate(dtypes)}
+        rows: dict[str, list[tuple[float, float, float, float, int, int]]] = {}
         for i, run in enumerate(runs):
             for term in run.layers:
                 rows.setdefault(fit_key(term.group), []).append(
                     (0.0 if term.layout else term.compute_us, term.compute_us if term.layout else 0.0,
-                     term.memory_us - term.weight_us, term.weight_us, i))
-        table = {g: np.asarray(v, dtype=float).reshape(-1, 5) for g, v in rows.items()}
+                     term.memory_us - term.weight_us, term.weight_us, i,
+                     -1 if term.fallback else position.get(term.dtype, -1)))
+        table = {g: np.asarray(v, dtype=float).reshape(-1, 6) for g, v in rows.items()}
         index = {g: t[:, 4].astype(np.intp) for g, t in table.items()}
         return cls({g: t[:, 0] for g, t in table.items()}, {g: t[:, 1] for g, t in table.items()},
                    {g: t[:, 2] for g, t in table.items()}, {g: t[:, 3] for g, t in table.items()}, index,
                    {g: np.bincount(i, minlength=len(runs)).astype(float) for g, i in index.items()},
                    np.asarray([r.task_us for r in runs], dtype=float),
-                   np.asarray([sum(t.element_us for t in r.layers) for r in runs], dtype=float))
+                   np.asarray([sum(t.element_us for t in r.layers) for r in runs], dtype=float),
+                   {g: t[:, 5].astype(np.intp) for g, t in table.items()}, dtypes)
 
     def predict_us(self, f: _Factors) -> np.ndarray:
         """Each run's :func:`~layerscope.analysis.calibrate.predict_us` with the groups tied by unit
         (:func:`fit_key`)."""
         total = f.task * self.task_us + f.element * self.element_us
+        # the dtype factors by layer: 1 at the default dtype (index -1 reads the appended 1)
+        by_dtype = np.append(np.asarray([f.dtypes[d] for d in self.dtypes], dtype=float), 1.0)
         for g, c in self.compute_us.items():
-            body = np.maximum(f.scales[g] * (c + f.layout * self.layout_us[g]),
+            wide = by_dtype[self.dtype_index[g]]
+            body = np.maximum(f.scales[g] * wide * (c + f.layout * self.layout_us[g]),
                               f.memory * self.memory_us[g] + f.weight * self.weight_us[g])
             total = total + np.bincount(self.run_index[g], weights=body, minlength=len(total))
             total = total + f.overheads[g] * self.layer_count[g]
@@ -280,7 +293,8 @@ class _Columns:
 
 class _Factors(NamedTuple):
     """One point of the board fit: compute scale and overhead (µs) per tied group, the feature-map memory, task,
-    weight-load, activation-matrix-product and layout-Transpose factors."""
+    weight-load, activation-matrix-product and layout-Transpose factors, and a compute factor per non-default
+    dtype."""
 
     scales: dict[str, float]
     memory: float
@@ -289,6 +303,7 @@ class _Factors(NamedTuple):
     weight: float
     element: float
     layout: float
+    dtypes: dict[str, float]
 
 
 def fit_key(group: str) -> str:
@@ -303,7 +318,9 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
     per-inference task overhead, a weight-load factor (when the runs set weight loads apart) and a factor on the
     activation-matrix-product time (when the base profile prices it: :attr:`LayerTerm.element_us`) and a factor on
     the layout Transposes' compute time relative to their unit's (when the base profile prices them apart:
-    :attr:`LayerTerm.layout`) to the runs' whole-model latencies: least squares on log(predicted / measured),
+    :attr:`LayerTerm.layout`) and a compute factor per non-default dtype the runs' accelerator layers run at
+    (:attr:`LayerTerm.dtype`: an int16 deployment's rate relative to the base profile's int16 peaks) to the runs'
+    whole-model latencies: least squares on log(predicted / measured),
     every model alike, with a normal prior of :data:`PRIOR_SD` on each factor's log around 1 (the base profile).
     Layers take ``max(s_g * compute, d * memory) + o_g``, as :class:`~layerscope.analysis.calibrate.Params`
     defines."""
@@ -325,7 +342,7 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
     split = any(t.weight_us > 0 for r in runs for t in r.layers)
     priced = any(t.element_us > 0 for r in runs for t in r.layers)
     layout = any(t.layout for r in runs for t in r.layers)
-    extra = 2 + split + priced + layout
+    extra = 2 + split + priced + layout + len(columns.dtypes)
 
     def unpack(theta: np.ndarray) -> _Factors:
         factors = [float(f) for f in np.exp(theta)]
@@ -334,8 +351,9 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
         rest = iter(factors[2 * n + 2:])
         weight = next(rest) if split else factors[n]
         element = next(rest) if priced else 1.0
-        return _Factors(scales, factors[n], overheads, factors[2 * n + 1], weight, element,
-                        next(rest) if layout else 1.0)
+        layout_factor = next(rest) if layout else 1.0
+        return _Factors(scales, factors[n], overheads, factors[2 * n + 1], weight, element, layout_factor,
+                        {d: next(rest) for d in columns.dtypes})
 
     def residuals(theta: np.ndarray) -> np.ndarray:
         predicted = np.log(np.maximum(columns.predict_us(unpack(theta)), 1e-9))
@@ -344,10 +362,10 @@ def fit_board(runs: Sequence[RunData], base_overhead_us: Mapping[str, float]) ->
     bound = math.log(FACTOR_BOUND)
     solution = least_squares(residuals, np.zeros(2 * n + extra), bounds=(-bound, bound), method="trf",
                              xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    scales, memory, overheads, task, weight, element, layout_factor = unpack(solution.x)
+    scales, memory, overheads, task, weight, element, layout_factor, dtypes = unpack(solution.x)
     return Params({g: scales[k] for k in keys for g in members[k]}, {g: overheads[k] for k in keys for g in members[k]},
                   memory, dict(base_overhead_us), task_scale=task, weight_memory_scale=weight if split else None,
-                  element_scale=element, layout_scale=layout_factor)
+                  element_scale=element, layout_scale=layout_factor, dtype_scale=dtypes)
 
 
 def _every_kind(params: Params, profile: Profile) -> Params:

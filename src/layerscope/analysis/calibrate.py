@@ -133,6 +133,9 @@ class LayerTerm:
     #: whether the layer is a layout Transpose the base profile prices apart
     #: (:func:`layerscope.estimator.roofline.layout_transposes_priced`; False when not known: a run file's layer)
     layout: bool = False
+    #: the dtype an accelerator layer runs at when the model was deployed at another than the profile's default
+    #: (``"int16"``: :attr:`Params.dtype_scale` applies); empty: the default, or not known
+    dtype: str = ""
 
     @property
     def fallback(self) -> bool:
@@ -195,6 +198,9 @@ class Params:
     #: the compute time of a layout Transpose (:attr:`LayerTerm.layout`) relative to its unit's fitted time, in
     #: place of its op type's factor
     layout_scale: float = 1.0
+    #: per non-default dtype, the compute time of an accelerator layer at it (:attr:`LayerTerm.dtype`) relative to
+    #: the base profile's rate for that dtype (its ratio to the default dtype's, which no default-dtype model shows)
+    dtype_scale: Mapping[str, float] = field(default_factory=dict)
 
     def memory_us(self, term: LayerTerm) -> float:
         """``term``'s DDR µs under this fit: its feature-map traffic times ``memory_scale``, its weight loads times
@@ -215,10 +221,12 @@ class Params:
 
     def compute_us(self, term: LayerTerm) -> float:
         """``term``'s compute µs under this fit: its group's scale times its op type's factor, or times
-        :attr:`layout_scale` for a layout Transpose."""
+        :attr:`layout_scale` for a layout Transpose; times its dtype's :attr:`dtype_scale` at a non-default dtype."""
         if term.fallback:
             return self.scale(term.group) * term.compute_us
         factor = self.layout_scale if term.layout else self.op_factor(term.op_type)
+        if term.dtype:
+            factor *= self.dtype_scale.get(term.dtype, 1.0)
         return self.scale(term.group) * factor * term.compute_us
 
     def layer_us(self, term: LayerTerm) -> float:
@@ -848,6 +856,7 @@ def out_of_bounds(base: Profile, params: Params) -> tuple[str, ...]:
     factors += [("memory time x", params.memory_scale), ("task overhead x", params.task_scale),
                 ("layout Transpose compute x", params.layout_scale)]
     factors += [(f"op {op} compute x", scale) for op, scale in sorted(params.op_scale.items())]
+    factors += [(f"{dtype} compute x", scale) for dtype, scale in sorted(params.dtype_scale.items())]
     for label, value in factors:
         if not FACTOR_MIN <= value <= FACTOR_MAX:
             found.append(f"{label}{value:.4g} (outside {FACTOR_MIN:g}-{FACTOR_MAX:g})")
@@ -890,6 +899,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         rest = [k.value for k in unit.kinds if k.value not in fitted]
         if rest:
             units.append(_unit_table(unit, unit.name, rest))
+    _scale_dtype_peaks(units, params, note, sources)
     cpu = _unit_table(base.cpu, base.cpu.name, [k.value for k in base.cpu.kinds])
     fallback = f"{base.cpu.name}/{FALLBACK_KIND}"
     if fallback in params.compute_scale:
@@ -940,6 +950,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"weight_ddr_efficiency": weight_eff} if weight_eff is not None else {}),
         **({"activation_matmul_ns_per_element": element_ns} if element_ns else {}),
         **({"layout_transpose_efficiency": layout_eff} if layout_eff is not None else {}),
+        **({"weight_dtype": base.weight_dtype} if base.weight_dtype is not None else {}),
         "units": units,
         "cpu": cpu,
         "fallback_rules": [{"op_type": r.op_type, **({"condition": r.condition} if r.condition else {}),
@@ -950,6 +961,20 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"plan_sram": True} if base.plan_sram else {}),
         "sources": sources,
     }
+
+
+def _scale_dtype_peaks(units: list[dict[str, Any]], params: Params, note: str, sources: dict[str, str]) -> None:
+    """Divide each accelerator unit table's peak for each fitted non-default dtype by its compute factor
+    (:attr:`Params.dtype_scale`), in place, with the source of each peak it changes."""
+    for dtype, factor in sorted(params.dtype_scale.items()):
+        if factor == 1.0:
+            continue
+        for table in units:
+            peaks = table["peak_ops_per_s"]
+            if dtype in peaks:
+                table["peak_ops_per_s"] = {**peaks, dtype: peaks[dtype] / factor}
+                sources[f"units.{table['name']}.peak_ops_per_s.{dtype}"] = (
+                    f"{note}; {dtype} compute time x{factor:.4g} of the base profile's {dtype} rate")
 
 
 def _weight_efficiency(base: Profile, params: Params, ddr_bw: float) -> float | None:

@@ -90,6 +90,13 @@ def float_element_bytes(dtype: str) -> int:
     return DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
 
 
+def weight_float_bytes(profile: Profile, dtype: str) -> int:
+    """Bytes of one float weight element of a model deployed at ``dtype`` on ``profile``: the deployed dtype's, at
+    most the profile's ``weight_dtype``'s (an accelerator that runs int16 feature maps against int8 weights)."""
+    size = float_element_bytes(dtype)
+    return size if profile.weight_dtype is None else min(size, float_element_bytes(profile.weight_dtype))
+
+
 def element_bytes(info: TensorInfo, float_size: int) -> int:
     """Bytes of one element of ``info`` when float tensors take ``float_size`` bytes each (:func:`deployed_bytes`'
     rule, for the loops over every layer that look the dtype's size up once: :func:`float_element_bytes`)."""
@@ -427,7 +434,7 @@ def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Seque
               if len(on_chip := [i for i in readers if computing[i]]) > 1}
     if not shared:
         return SharedWeightPlan(budget_bytes=budget)
-    reads = _SharedReads(graph, identities, computing, shared, float_element_bytes(dtype))
+    reads = _SharedReads(graph, identities, computing, shared, weight_float_bytes(profile, dtype))
     layers = graph.layers
     weights: list[SharedWeight] = []
     loads: dict[str, dict[str, int]] = {}
@@ -540,6 +547,7 @@ class _LayerEstimator:
         self.units: dict[UnitKind, tuple[ComputeUnit, float]] = {}
         self.efficiency: dict[str, float] = {}
         self.float_bytes = float_element_bytes(dtype)
+        self.weight_bytes = weight_float_bytes(profile, dtype)
         self.weight_budget = profile.sram_bytes // 2
         self.bandwidth = profile.attainable_ddr_bytes_per_s
         self.weight_bandwidth = profile.attainable_weight_ddr_bytes_per_s
@@ -611,7 +619,7 @@ class _LayerEstimator:
                 continue
             if t.name in constants:
                 if shared is None or name not in shared:
-                    weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, float_bytes)
+                    weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, self.weight_bytes)
             else:
                 size = t.elements * element_bytes(t, float_bytes)
                 act_all += size

@@ -185,6 +185,10 @@ class Profile:
     :func:`layerscope.estimator.layout.layout_transposes`) takes on its unit's attainable rate, in place of
     ``op_efficiency["Transpose"]`` (an accelerator that stores channels innermost holds both layouts in the same
     order); ``None``: such a Transpose is priced as any other. Accelerator profiles only.
+    ``weight_dtype``: the widest dtype the accelerator stores a float weight at: a model deployed at a wider dtype
+    (int16 feature maps) still loads and holds its weights at this one
+    (:func:`layerscope.estimator.roofline.weight_float_bytes`); ``None``:
+    weights at the deployed dtype, as the feature maps.
     ``cache_bytes_per_s`` (CPU profiles): the bytes/s at which a CPU moves an activation that its caches hold (at
     most half of ``sram_bytes``, the cache the cores may use), read and written bytes counted; ``None``: such an
     activation moves at the DRAM bandwidth like every other (:func:`layerscope.estimator.roofline.cpu_cached_bytes`).
@@ -216,6 +220,7 @@ class Profile:
     weight_ddr_efficiency: float | None = None
     activation_matmul_ns_per_element: float = 0.0
     layout_transpose_efficiency: float | None = None
+    weight_dtype: str | None = None
     # host (CPU) profiles
     cache_bytes_per_s: float | None = None
 

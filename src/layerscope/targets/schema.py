@@ -14,6 +14,7 @@ errors too (a typo must not silently drop a number). The file layout::
     task_overhead_us = 100.0             # optional (default 0): a fixed cost per inference, outside every layer
     activation_matmul_ns_per_element = 1.0  # optional (default 0): ns per output element of an activation MatMul
     layout_transpose_efficiency = 1.0    # optional: multiplier on a layout Transpose's rate (not op_efficiency's)
+    weight_dtype = "int8"                # optional: the widest dtype the accelerator keeps float weights at
     cache_bytes_per_s = 9.0e10           # optional (CPU profiles): bytes/s of activations the caches hold
     [[units]]                    # name, kinds, efficiency, overhead_us, [units.peak_ops_per_s]
     [cpu]                        # same keys as a unit; kinds optional (default: every kind)
@@ -59,6 +60,7 @@ _TOP_KEYS = frozenset(
         "weight_ddr_efficiency",
         "activation_matmul_ns_per_element",
         "layout_transpose_efficiency",
+        "weight_dtype",
         "cache_bytes_per_s",
         "cpu_ddr_bandwidth_bytes_per_s",
         "transfer_overhead_us",
@@ -349,6 +351,7 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         layout_transpose_efficiency=(None if data.get("layout_transpose_efficiency") is None
                                      else r.number(data["layout_transpose_efficiency"], "layout_transpose_efficiency",
                                                    bounds="multiplier")),
+        weight_dtype=None if data.get("weight_dtype") is None else r.dtype(data["weight_dtype"], "weight_dtype"),
         cache_bytes_per_s=(None if data.get("cache_bytes_per_s") is None
                            else r.number(data["cache_bytes_per_s"], "cache_bytes_per_s", bounds="bandwidth")),
     )
