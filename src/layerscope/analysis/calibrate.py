@@ -951,6 +951,8 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"activation_matmul_ns_per_element": element_ns} if element_ns else {}),
         **({"layout_transpose_efficiency": layout_eff} if layout_eff is not None else {}),
         **({"weight_dtype": base.weight_dtype} if base.weight_dtype is not None else {}),
+        **({"feature_map_alignment": [list(p) for p in base.feature_map_alignment]}
+           if base.feature_map_alignment else {}),
         "units": units,
         "cpu": cpu,
         "fallback_rules": [{"op_type": r.op_type, **({"condition": r.condition} if r.condition else {}),

@@ -23,6 +23,9 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   On an NPU profile with ``layout_transpose_efficiency``, a layout Transpose
   (:func:`layerscope.estimator.layout.layout_transposes`) takes that multiplier in place of its op type's, and a
   Transpose its compiler does not run (:func:`layerscope.estimator.layout.dropped_transposes`) costs nothing.
+  On a profile with ``feature_map_alignment``, a data-movement or auxiliary layer's one op per output element and
+  the activation-matrix-product time count the output's elements as the accelerator pads them
+  (:meth:`layerscope.targets.profile.Profile.laid_out_elements`); DDR traffic stays the tensor's bytes.
 - a layer the profile's op-support rules send to the CPU runs in fp32 on the profile's CPU unit, all its
   traffic through DDR at the CPU's bandwidth, plus the hand-off overhead.
 - zero-copy layers (reshape and friends) are views: no time (on a CPU profile: one kernel dispatch, :func:`_cpu_view`).
@@ -116,13 +119,16 @@ def chained_load_us(cost: LayerCost, cache_bytes: int, times: int = 1) -> float:
     return loads * (hit * CACHED_LOAD_NS + (1.0 - hit) * DRAM_LOAD_NS) / 1e3
 
 
-def _ops(cost: LayerCost, graph: Graph, node: Node) -> float:
+def _ops(cost: LayerCost, graph: Graph, node: Node, profile: Profile | None = None) -> float:
     """The operations of one execution of ``node`` (``cost`` counts every execution: a Loop body's layer's is
-    ``executions`` times one's; the estimate of one execution is repeated by :func:`_repeated`)."""
+    ``executions`` times one's; the estimate of one execution is repeated by :func:`_repeated`). A data-movement or
+    auxiliary layer's one op per output element counts the elements as ``profile`` lays them out
+    (:meth:`Profile.laid_out_elements`; as they are without a profile)."""
     times = node.executions
     flops, macs = (cost.flops, cost.macs) if times == 1 else (cost.flops // times, cost.macs // times)
     if cost.unit_kind in (UnitKind.MOVE, UnitKind.AUX):
-        out_elements = sum(t.elements for t in (graph.tensor(o) for o in node.outputs) if t)
+        outs = [t for t in (graph.tensor(o) for o in node.outputs) if t]
+        out_elements = sum(t.elements if profile is None else profile.laid_out_elements(t.shape) for t in outs)
         return float(flops + out_elements)
     return float(max(flops, 2 * macs))
 
@@ -606,7 +612,7 @@ class _LayerEstimator:
             efficiency = self.efficiency[node.op_type] = profile.efficiency_for(node.op_type)
         if node.id in self.layout:
             efficiency = profile.layout_transpose_efficiency or efficiency
-        compute_us = _ops(cost, graph, node) / (rate * efficiency) * 1e6
+        compute_us = _ops(cost, graph, node, profile) / (rate * efficiency) * 1e6
         if cost.chained_loads:
             compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
         float_bytes, resident, cached_bytes = self.float_bytes, self.resident, self.cached_bytes
@@ -666,12 +672,14 @@ def activation_matmul_elements(node: Node, graph: Graph) -> int:
 
 def activation_matmul_us(node: Node, graph: Graph, profile: Profile) -> float:
     """µs an accelerator layer adds beside its roofline time as a matrix product of two activations (NPU profiles):
-    ``activation_matmul_ns_per_element`` per output element (:func:`activation_matmul_elements`); 0 for a CPU
-    profile, a profile without the field, or any other layer."""
+    ``activation_matmul_ns_per_element`` per output element (:func:`activation_matmul_elements`), as the profile
+    lays the output out (:meth:`Profile.laid_out_elements`); 0 for a CPU profile, a profile without the field, or
+    any other layer."""
     ns = profile.activation_matmul_ns_per_element
-    if ns <= 0 or is_cpu_profile(profile):
+    if ns <= 0 or is_cpu_profile(profile) or not activation_matmul_elements(node, graph):
         return 0.0
-    return activation_matmul_elements(node, graph) * ns / 1e3
+    out = graph.tensor(node.outputs[0])
+    return (profile.laid_out_elements(out.shape) if out is not None else 0) * ns / 1e3
 
 
 def layout_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:

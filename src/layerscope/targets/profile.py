@@ -12,7 +12,8 @@ Contract:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -189,6 +190,11 @@ class Profile:
     (int16 feature maps) still loads and holds its weights at this one
     (:func:`layerscope.estimator.roofline.weight_float_bytes`); ``None``:
     weights at the deployed dtype, as the feature maps.
+    ``feature_map_alignment`` (accelerator profiles): the layouts the accelerator may store a 4-D (N, C, H, W) feature
+    map in, each as (W multiple, C multiple) its W and C axes are padded to; a tensor takes the layout with the fewest
+    padded elements (:meth:`laid_out_elements`), and the per-element costs priced beside the roofline (a
+    data-movement or auxiliary layer's one op per output element, ``activation_matmul_ns_per_element``) count those
+    padded elements; empty: every tensor as its elements.
     ``cache_bytes_per_s`` (CPU profiles): the bytes/s at which a CPU moves an activation that its caches hold (at
     most half of ``sram_bytes``, the cache the cores may use), read and written bytes counted; ``None``: such an
     activation moves at the DRAM bandwidth like every other (:func:`layerscope.estimator.roofline.cpu_cached_bytes`).
@@ -221,12 +227,24 @@ class Profile:
     activation_matmul_ns_per_element: float = 0.0
     layout_transpose_efficiency: float | None = None
     weight_dtype: str | None = None
+    feature_map_alignment: tuple[tuple[int, int], ...] = ()
     # host (CPU) profiles
     cache_bytes_per_s: float | None = None
 
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.
         return hash((self.name, self.kind, self.source_path, self.description, self.units, self.cpu))
+
+    def laid_out_elements(self, shape: Sequence[int]) -> int:
+        """Elements a feature map of ``shape`` takes as the accelerator lays it out: for a 4-D (N, C, H, W) shape
+        and a profile with ``feature_map_alignment``, the fewest over its layouts of N x C and W rounded up to the
+        layout's multiples x H; otherwise the product of ``shape``."""
+        elements = math.prod(shape)
+        if len(shape) != 4 or not self.feature_map_alignment or elements == 0:
+            return elements
+        n, c, h, w = shape
+        return min(n * -(-c // c_mult) * c_mult * h * -(-w // w_mult) * w_mult
+                   for w_mult, c_mult in self.feature_map_alignment)
 
     def efficiency_for(self, op_type: str) -> float:
         """The multiplier ``op_efficiency`` gives ``op_type``'s attainable rate; 1.0 when not listed."""

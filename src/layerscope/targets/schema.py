@@ -61,6 +61,7 @@ _TOP_KEYS = frozenset(
         "activation_matmul_ns_per_element",
         "layout_transpose_efficiency",
         "weight_dtype",
+        "feature_map_alignment",
         "cache_bytes_per_s",
         "cpu_ddr_bandwidth_bytes_per_s",
         "transfer_overhead_us",
@@ -270,6 +271,17 @@ def _op_efficiency(r: _Reader, data: Mapping[str, Any]) -> Mapping[str, float]:
     return MappingProxyType({op: r.number(v, f"op_efficiency.{op}", bounds="multiplier") for op, v in raw.items()})
 
 
+def _alignment(r: _Reader, data: Mapping[str, Any]) -> tuple[tuple[int, int], ...]:
+    """``feature_map_alignment``: optional list of [W multiple, C multiple] pairs of positive integers (see
+    ``Profile``)."""
+    key = "feature_map_alignment"
+    raw = data.get(key, [])
+    if not isinstance(raw, list) or not all(isinstance(p, list) and len(p) == 2 for p in raw):
+        raise r.fail(key, f"must be a list of [W multiple, C multiple] pairs, got {_show(raw)}")
+    return tuple((r.integer(w, f"{key}[{i}][0]", low=1), r.integer(c, f"{key}[{i}][1]", low=1))
+                 for i, (w, c) in enumerate(raw))
+
+
 def _flag(r: _Reader, data: Mapping[str, Any], key: str) -> bool:
     """An optional ``true``/``false`` key (default false)."""
     value = data.get(key, False)
@@ -352,6 +364,7 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
                                      else r.number(data["layout_transpose_efficiency"], "layout_transpose_efficiency",
                                                    bounds="multiplier")),
         weight_dtype=None if data.get("weight_dtype") is None else r.dtype(data["weight_dtype"], "weight_dtype"),
+        feature_map_alignment=_alignment(r, data),
         cache_bytes_per_s=(None if data.get("cache_bytes_per_s") is None
                            else r.number(data["cache_bytes_per_s"], "cache_bytes_per_s", bounds="bandwidth")),
     )

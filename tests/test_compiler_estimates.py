@@ -1,0 +1,89 @@
+"""``benchmarks/data/compiler_estimates.csv`` (the RDK X5 compile logs' static estimates) and
+``benchmarks/compiler_check.py``'s helpers. The spot values were read by hand from the cited logs."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from onnx import TensorProto, helper
+
+from layerscope.model import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data" / "compiler_estimates.csv"
+BOARD = ROOT / "benchmarks" / "data" / "board_latency.csv"
+SCRIPT = ROOT / "benchmarks" / "compiler_check.py"
+COLUMNS = ["board", "model", "sample", "compiler_latency_us", "compiler_fps", "compiler_ddr_bytes", "source"]
+SOURCE = re.compile(r"^D-Robotics/rdk_model_zoo@[0-9a-f]{40}:samples/vision/[^#]+(#.+)?$")
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("compiler_check", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if path == DATA:
+            assert reader.fieldnames == COLUMNS
+        return list(reader)
+
+
+def test_every_row_is_a_compile_log_line_of_a_published_board_row() -> None:
+    board = {(r["board"], r["model"]): r for r in _rows(BOARD)}
+    rows = _rows(DATA)
+    assert len(rows) == 15
+    for row in rows:
+        where = row["model"]
+        assert SOURCE.match(row["source"]), where
+        published = board[(row["board"], row["model"])]
+        assert row["sample"] == published["sample"], where
+        latency_us, fps = float(row["compiler_latency_us"]), float(row["compiler_fps"])
+        # the log prints FPS = 1e6 / latency, both rounded
+        assert abs(1e6 / latency_us / fps - 1) < 0.002, where
+        assert int(row["compiler_ddr_bytes"]) > 1_000_000, where
+        # the board's single-thread time holds the compiled BPU model and what runs outside it
+        assert float(published["latency_ms"]) * 1e3 > latency_us, where
+
+
+def test_spot_values_read_from_the_logs() -> None:
+    rows = {r["model"]: r for r in _rows(DATA)}
+    assert rows["YOLO12n"]["compiler_latency_us"] == "35638.8"
+    assert rows["YOLO12n"]["compiler_ddr_bytes"] == "149531184"
+    assert rows["YOLO11n"]["compiler_ddr_bytes"] == "14326256"
+    assert rows["YOLOv8n-CLS"]["compiler_latency_us"] == "495.4"
+    assert rows["YOLOv5n_v7.0"]["compiler_fps"] == "288.9"
+
+
+def test_the_gap_line_recovers_a_known_line_and_needs_two_sizes() -> None:
+    check = _script()
+    a, b = check.gap_line([0.0, 4.0, 8.0], [0.5, 2.5, 4.5])
+    assert a == pytest.approx(0.5)
+    assert b == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="two distinct"):
+        check.gap_line([4.0, 4.0], [1.0, 2.0])
+
+
+def test_float_output_bytes_counts_every_output_as_float32(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])
+    a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 8, 4, 4])
+    b = helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 8, 2, 2])
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("MaxPool", ["a"], ["b"], kernel_shape=[2, 2], strides=[2, 2])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [a, b]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model.SerializeToString())
+    # (8*4*4 + 8*2*2) elements x 4 bytes
+    assert _script().float_output_bytes(load_model(path)) == (128 + 32) * 4
