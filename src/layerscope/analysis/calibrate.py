@@ -918,6 +918,10 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
     sources["cpu_ddr_bandwidth_bytes_per_s"] = f"{note}; base value / {d:.4g}"
     if base.task_overhead_us and params.task_scale != 1.0:
         sources["task_overhead_us"] = f"{note}; the base profile's x{params.task_scale:.4g}"
+    output_rate = base.output_bytes_per_s / params.task_scale if base.output_bytes_per_s else None
+    if output_rate is not None and params.task_scale != 1.0:
+        sources["output_bytes_per_s"] = f"{note}; the base profile's / {params.task_scale:.4g} (the per-inference " \
+            "task factor: the runtime's work)"
     element_ns = base.activation_matmul_ns_per_element * params.element_scale
     if base.activation_matmul_ns_per_element and params.element_scale != 1.0:
         sources["activation_matmul_ns_per_element"] = f"{note}; the base profile's x{params.element_scale:.4g}"
@@ -947,6 +951,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         "cpu_ddr_bandwidth_bytes_per_s": base.cpu_ddr_bandwidth_bytes_per_s / d,
         "transfer_overhead_us": base.transfer_overhead_us,
         **({"task_overhead_us": base.task_overhead_us * params.task_scale} if base.task_overhead_us else {}),
+        **({"output_bytes_per_s": output_rate} if output_rate is not None else {}),
         **({"weight_ddr_efficiency": weight_eff} if weight_eff is not None else {}),
         **({"activation_matmul_ns_per_element": element_ns} if element_ns else {}),
         **({"layout_transpose_efficiency": layout_eff} if layout_eff is not None else {}),
@@ -961,6 +966,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"ddr_nominal_bytes_per_s": base.ddr_nominal_bytes_per_s} if base.ddr_nominal_bytes_per_s else {}),
         **({"fuse_elementwise": True} if base.fuse_elementwise else {}),
         **({"plan_sram": True} if base.plan_sram else {}),
+        **({"fuse_lut_chains": True} if base.fuse_lut_chains else {}),
         "sources": sources,
     }
 

@@ -50,8 +50,9 @@ class Estimate:
     ``resident``: the activations the residency policy kept on chip (``None`` when not recorded), so that the
     timeline's memory plan does not work them out again; ``fused``: those of them never written anywhere, because
     the compiler fuses their readers into their producer (``fuse_elementwise``): the memory plan holds no buffer for
-    them. ``task_overhead_us``: the profile's fixed cost of one inference outside every layer, part of
-    :attr:`latency_us`.
+    them. ``task_overhead_us``: the cost of one inference outside every layer, part of :attr:`latency_us`: the
+    profile's fixed ``task_overhead_us`` and the runtime's hand-over of the model's outputs
+    (:func:`layerscope.estimator.roofline.output_conversion_us`).
     """
 
     profile_name: str

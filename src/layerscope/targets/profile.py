@@ -172,11 +172,19 @@ class Profile:
     ``plan_sram``: the compiler plans on-chip memory over the whole graph: an activation stays on chip, from its
     producer to its last reader, whenever it fits half the SRAM beside the activations kept there already (else
     only an activation whose one reader is the next layer, and that fits half the SRAM alone, stays on chip).
+    ``fuse_lut_chains`` (with ``fuse_elementwise``): the compiler evaluates a chain of element-wise layers that is a
+    function of one activation (SiLU's Sigmoid and Mul, an exported GELU's five layers) as one lookup table: the
+    chain's last layer stands for it, the others cost nothing, and its tensors stay on chip
+    (:func:`layerscope.estimator.roofline.lut_chains`).
     ``weight_ddr_efficiency``: the share of ``ddr_bandwidth_bytes_per_s`` that loading a layer's weights attains
     (an NPU streams weights through its own DMA path, at another efficiency than feature maps); ``None``: the
     ``ddr_efficiency`` of every other transfer.
     ``task_overhead_us``: the fixed cost of one inference outside every layer (the device runtime submits the
     accelerator's task and collects its result), added once to a model's estimate; 0 where it is negligible.
+    ``output_bytes_per_s``: the rate, in bytes/s of the model's outputs as float32, at which the device runtime
+    hands the outputs to the caller after the accelerator finishes (it dequantizes them to float32 on the CPU): each
+    inference adds the outputs' float32 bytes / this rate to ``task_overhead_us``
+    (:func:`layerscope.estimator.roofline.output_conversion_us`); ``None``: no such per-inference cost.
     ``activation_matmul_ns_per_element``: ns an accelerator adds per output element of a matrix product of two
     activations (an attention's scores and their weighted sum: a MatMul none of whose inputs is a weight,
     :func:`layerscope.estimator.roofline.activation_matmul_elements`), beside its roofline time (both operands
@@ -222,7 +230,9 @@ class Profile:
     ddr_nominal_bytes_per_s: float | None = None
     fuse_elementwise: bool = False
     plan_sram: bool = False
+    fuse_lut_chains: bool = False
     task_overhead_us: float = 0.0
+    output_bytes_per_s: float | None = None
     weight_ddr_efficiency: float | None = None
     activation_matmul_ns_per_element: float = 0.0
     layout_transpose_efficiency: float | None = None

@@ -11,7 +11,9 @@ errors too (a typo must not silently drop a number). The file layout::
     ddr_nominal_bytes_per_s = 76.8e9     # optional: the vendor's stated DDR peak (needs a [sources] entry)
     fuse_elementwise = true              # optional (default false): the compiler fuses element-wise layers
     plan_sram = true                     # optional (default false): the compiler plans SRAM over the graph
+    fuse_lut_chains = true               # optional (default false): single-input element-wise chains as one table
     task_overhead_us = 100.0             # optional (default 0): a fixed cost per inference, outside every layer
+    output_bytes_per_s = 1.8e9           # optional: float32 output bytes/s the runtime hands over per inference
     activation_matmul_ns_per_element = 1.0  # optional (default 0): ns per output element of an activation MatMul
     layout_transpose_efficiency = 1.0    # optional: multiplier on a layout Transpose's rate (not op_efficiency's)
     weight_dtype = "int8"                # optional: the widest dtype the accelerator keeps float weights at
@@ -77,7 +79,9 @@ _TOP_KEYS = frozenset(
         "ddr_nominal_bytes_per_s",
         "fuse_elementwise",
         "plan_sram",
+        "fuse_lut_chains",
         "task_overhead_us",
+        "output_bytes_per_s",
     }
 )
 _UNIT_KEYS = frozenset({"name", "kinds", "peak_ops_per_s", "efficiency", "overhead_us"})
@@ -354,8 +358,11 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         ddr_nominal_bytes_per_s=_ddr_nominal(r, data),
         fuse_elementwise=_flag(r, data, "fuse_elementwise"),
         plan_sram=_flag(r, data, "plan_sram"),
+        fuse_lut_chains=_flag(r, data, "fuse_lut_chains"),
         task_overhead_us=r.number(data.get("task_overhead_us", 0.0), "task_overhead_us", low_ok=True,
                                   bounds="overhead"),
+        output_bytes_per_s=(None if data.get("output_bytes_per_s") is None
+                            else r.number(data["output_bytes_per_s"], "output_bytes_per_s", bounds="bandwidth")),
         weight_ddr_efficiency=(None if data.get("weight_ddr_efficiency") is None
                                else r.fraction(data["weight_ddr_efficiency"], "weight_ddr_efficiency")),
         activation_matmul_ns_per_element=r.number(data.get("activation_matmul_ns_per_element", 0.0),
