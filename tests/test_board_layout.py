@@ -142,9 +142,10 @@ def test_the_board_fit_recovers_a_known_layout_factor(tmp_path: Path) -> None:
     shapes = [(n, o, hw) for n, o in ((6, 0), (0, 4), (3, 3), (1, 6), (8, 1)) for hw in (32, 64, 128)]
     models = [BoardEntry(str(_stack(tmp_path / f"s{i}.onnx", n, o, hw)), 1.0, family=f"f{i % 5}")
               for i, (n, o, hw) in enumerate(shapes)]
-    # the datasheet X5 with its layout Transposes priced as every other Transpose (one element per cycle)
+    # the datasheet X5 with no per-inference cost and its layout Transposes priced as every other Transpose (one
+    # element per cycle)
     profile = dataclasses.replace(load_profile_file(DATASHEET / "rdk-x5.toml"), task_overhead_us=0.0,
-                                  layout_transpose_efficiency=0.002)
+                                  output_bytes_per_s=None, layout_transpose_efficiency=0.002)
     runs = board_runs(models, profile)
     marked = {t.layer_id for r in runs for t in r.layers if t.layout}
     assert marked == {f"{c}{i}" for c in "ab" for i in range(8)}

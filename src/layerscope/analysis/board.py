@@ -555,12 +555,16 @@ def derive_profile(parent: Profile, name: str) -> str:
             "the clock scales)"
     if parent.task_overhead_us:
         sources["task_overhead_us"] = f"{note}; {parent.name}'s / {rule.cpu_ratio:.4g} (the runtime's CPU clock)"
+    stream_rate = parent.stream_bytes_per_s * rule.clock_ratio if parent.stream_bytes_per_s else None
+    if stream_rate is not None:
+        sources["stream_bytes_per_s"] = f"{note}; {parent.name}'s x{rule.clock_ratio:.4g} (BPU clock: on-chip moves)"
     output_rate = parent.output_bytes_per_s * rule.cpu_ratio if parent.output_bytes_per_s else None
     if output_rate is not None:
         sources["output_bytes_per_s"] = f"{note}; {parent.name}'s x{rule.cpu_ratio:.4g} (the runtime's CPU clock)"
     derived = replace(parent, name=name, units=units, cpu=cpu, clock_hz=rule.clock_hz, sources=sources,
                       description=f"{rule.description} -- derived from {parent.name}",
                       task_overhead_us=parent.task_overhead_us / rule.cpu_ratio, output_bytes_per_s=output_rate,
+                      stream_bytes_per_s=stream_rate,
                       ddr_efficiency=transfer,
                       weight_ddr_efficiency=parent.attainable_weight_ddr_bytes_per_s / parent.ddr_bandwidth_bytes_per_s,
                       activation_matmul_ns_per_element=parent.activation_matmul_ns_per_element / rule.clock_ratio)

@@ -922,6 +922,9 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
     if output_rate is not None and params.task_scale != 1.0:
         sources["output_bytes_per_s"] = f"{note}; the base profile's / {params.task_scale:.4g} (the per-inference " \
             "task factor: the runtime's work)"
+    stream_rate = base.stream_bytes_per_s / d if base.stream_bytes_per_s else None
+    if stream_rate is not None and d != 1.0:
+        sources["stream_bytes_per_s"] = f"{note}; the base profile's / {d:.4g} (the feature-map memory factor)"
     element_ns = base.activation_matmul_ns_per_element * params.element_scale
     if base.activation_matmul_ns_per_element and params.element_scale != 1.0:
         sources["activation_matmul_ns_per_element"] = f"{note}; the base profile's x{params.element_scale:.4g}"
@@ -952,6 +955,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         "transfer_overhead_us": base.transfer_overhead_us,
         **({"task_overhead_us": base.task_overhead_us * params.task_scale} if base.task_overhead_us else {}),
         **({"output_bytes_per_s": output_rate} if output_rate is not None else {}),
+        **({"stream_bytes_per_s": stream_rate} if stream_rate is not None else {}),
         **({"weight_ddr_efficiency": weight_eff} if weight_eff is not None else {}),
         **({"activation_matmul_ns_per_element": element_ns} if element_ns else {}),
         **({"layout_transpose_efficiency": layout_eff} if layout_eff is not None else {}),

@@ -14,10 +14,11 @@ two (:func:`dropped_transposes`) the NPU roofline leaves out, as the RDK X5 comp
 ``hb_mapper_log_yolo12n.txt`` each area-attention block (ten Transposes as exported: ``export_monkey_patch.py``'s
 ``AAttn_forward``) keeps five on the BPU, one of its three on the N x N scores, and none after the two ``Reshape`` to
 (B, H, W, C) (D-Robotics/rdk_model_zoo@be4f89bd178ffe9b668bd3d431e0499df6b37fb1,
-``samples/vision/ultralytics_yolo/source/reference_logs/``). A detection head's output permutes to NHWC are not
-on the BPU either (``hb_mapper_log_yolov8n.txt`` lists no Transpose), but they stay priced: the board latency
-includes handing those outputs over as float32 NHWC (``hrt_model_exec model_info``: ``HB_DNN_TENSOR_TYPE_F32``,
-``HB_DNN_LAYOUT_NHWC``), which no other term counts.
+``samples/vision/ultralytics_yolo/source/reference_logs/``). A detection head's output permutes to NHWC
+(:func:`output_transposes`) are not on the BPU either (``hb_mapper_log_yolov8n.txt`` lists no Transpose; its hbdk-cc
+runs with ``--output-layout NHWC``): the roofline leaves them out where the profile prices the runtime's hand-over of
+the outputs as float32 NHWC (``output_bytes_per_s``; ``hrt_model_exec model_info``: ``HB_DNN_TENSOR_TYPE_F32``,
+``HB_DNN_LAYOUT_NHWC``), and keeps them priced elsewhere, where they are the only term that grows with the outputs.
 
 An NPU that stores a feature map with its channels innermost (the D-Robotics BPUs' 32C / 8W4C alignment) holds an
 NCHW tensor and its NHWC transpose in the same memory order, so its compiler can drop a Transpose of the first kind:
@@ -83,6 +84,16 @@ def dropped_transposes(graph: Graph) -> frozenset[str]:
             found.add(node.id)
     found.update(softmax_transposes(graph))
     return frozenset(found)
+
+
+def output_transposes(graph: Graph) -> frozenset[str]:
+    """The ids of ``graph``'s 4-D Transposes to channels-last (:data:`TO_CHANNELS_LAST`) whose output is a model
+    output (the RDK zoos' detection heads, ``permute(0, 2, 3, 1)``): an NPU that stores feature maps
+    channels-innermost writes the output in that memory order (hbdk-cc ``--output-layout NHWC``)."""
+    outputs = {t.name for t in graph.outputs}
+    return frozenset(node.id for node in graph.layers
+                     if node.op_type == "Transpose" and node.inputs and node.outputs and node.outputs[0] in outputs
+                     and _rank(graph, node.inputs[0]) == 4 and tuple(node.attr("perm") or ()) == TO_CHANNELS_LAST)
 
 
 def layout_transposes(graph: Graph) -> frozenset[str]:

@@ -9,7 +9,9 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   theirs). An activation stays on chip, costing no store and no load, when the profile has SRAM, the
   tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
   and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept
-  on chip over its lifetime; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
+  on chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among the next
+  :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in the
+  layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
   :data:`FUSION_WINDOW` layers, whatever its size; with ``fuse_lut_chains`` too: a chain of element-wise layers
   that is a function of one activation runs as one lookup table, :func:`lut_chains`: its last layer stands for the
   table, the others cost nothing, and its input and intermediates stay on chip). Weights are loaded by every layer
@@ -53,7 +55,7 @@ import numpy as np
 from layerscope.costs import classify_costs, constant_elements_read
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
-from layerscope.estimator.layout import dropped_transposes, layout_transposes
+from layerscope.estimator.layout import dropped_transposes, layout_transposes, output_transposes
 from layerscope.estimator.types import Bound, Estimate, LayerEstimate
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 from layerscope.targets import Profile
@@ -144,6 +146,9 @@ class _Residency:
         self.resident: set[str] = set()
         #: The resident activations that are never written: fused into their readers.
         self.fused: frozenset[str] = frozenset()
+        #: The resident activations too large for the SRAM that move through it in tiles (``stream_bytes_per_s``).
+        self.streamed: set[str] = set()
+        self.stream_bytes_per_s = profile.stream_bytes_per_s if profile.plan_sram else None
         budget = profile.sram_bytes // 2
         if is_cpu_profile(profile):
             self.resident = _cpu_epilogues(graph, costs) | cpu_fused_chains(graph, costs)
@@ -193,6 +198,7 @@ class _Residency:
         layer from its producer to its last reader, it fits beside the activations already kept there."""
         live = [0] * (max(position, default=0) + 2)  # on-chip bytes at each layer position
         tensors = graph.tensors
+        stream = bool(self.stream_bytes_per_s)
         for node, cpu, at in zip(graph.layers, on_cpu, position, strict=True):
             if cpu:
                 continue
@@ -209,6 +215,9 @@ class _Residency:
                     for i in range(at, last + 1):
                         live[i] += size
                     self.resident.add(name)
+                elif stream and last <= at + STREAM_WINDOW and info is not None:
+                    self.resident.add(name)
+                    self.streamed.add(name)
 
 
 def _readers(layers: Sequence[Node]) -> dict[str, list[int]]:
@@ -331,6 +340,11 @@ def _scalar_constant_operand(node: Node, graph: Graph) -> bool:
         if info is not None and info.elements == 1:
             return True
     return False
+
+
+#: How many computing layers after its producer the readers of a streamed feature map may run (``stream_bytes_per_s``):
+#: 1, the next layer only, which consumes the tiles as the producer writes them.
+STREAM_WINDOW = 1
 
 
 #: How many layers after its producer an element-wise reader of a fused tensor may run (SiLU's Mul reads the
@@ -601,7 +615,7 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     shared = plan_shared_weights(graph, profile, dtype, costs, on_cpu)
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident, shared.loads,
-                                     folded=lut_folded(graph, profile, on_cpu, costs))
+                                     folded=lut_folded(graph, profile, on_cpu, costs), streamed=residency.streamed)
     layers = estimate_layer.every_layer(costs, reasons, classes)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident),
@@ -642,8 +656,11 @@ class _LayerEstimator:
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str],
                  loads: Mapping[str, Mapping[str, int]] | None = None, *,
-                 folded: frozenset[str] = frozenset()) -> None:
+                 folded: frozenset[str] = frozenset(), streamed: set[str] | None = None) -> None:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
+        #: the resident activations that move through on-chip memory in tiles, and their rate (bytes/s)
+        self.streamed = streamed or set()
+        self.stream_rate = profile.stream_bytes_per_s or 0.0
         self.loads = loads or {}
         self.units: dict[UnitKind, tuple[ComputeUnit, float]] = {}
         self.efficiency: dict[str, float] = {}
@@ -670,8 +687,9 @@ class _LayerEstimator:
         of the layer's inputs and outputs stay on chip, which inputs are resident shared weights and what it loads
         of them, whether it is a layout Transpose the profile prices apart)`` and renamed for the other layers with
         that key; computed for every layer of class ``None``."""
-        resident, loads, layout, dropped = self.resident, self.loads, self.layout, self.dropped
-        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], int, int], LayerEstimate] = {}
+        resident, loads, layout, dropped, streamed = self.resident, self.loads, self.layout, self.dropped, self.streamed
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], tuple[bool, ...], int, int],
+                     LayerEstimate] = {}
         estimates: list[LayerEstimate] = []
         for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
             if layer_class is None:
@@ -680,6 +698,7 @@ class _LayerEstimator:
             shared = loads.get(node.id)
             key = (layer_class, node.executions, reason,
                    tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else (),
+                   tuple(map(streamed.__contains__, node.inputs + node.outputs)) if streamed else (),
                    tuple(map(shared.__contains__, node.inputs)) if shared else (),
                    sum(shared.values()) if shared else 0, node.id in layout or 2 * (node.id in dropped))
             known = by_key.get(key)
@@ -713,7 +732,8 @@ class _LayerEstimator:
             compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
         float_bytes, resident, cached_bytes = self.float_bytes, self.resident, self.cached_bytes
         tensors, constants = graph.tensors, graph.constants
-        weight_bytes = act_in = act_all = cached_in = cached_out = 0
+        weight_bytes = act_in = act_all = cached_in = cached_out = tiled = 0
+        streamed = self.streamed
         shared = self.loads.get(node.id)
         for name in node.inputs:
             t = tensors.get(name) if name else None
@@ -729,6 +749,8 @@ class _LayerEstimator:
                     act_in += size
                     if size <= cached_bytes:
                         cached_in += size
+                elif t.name in streamed:
+                    tiled += size
         passes = 1
         weight_budget = self.weight_budget
         if weight_budget > 0 and weight_bytes > weight_budget:
@@ -743,11 +765,14 @@ class _LayerEstimator:
                 written += size
                 if size <= cached_bytes:
                     cached_out += size
+            elif t is not None and t.name in streamed:
+                tiled += t.elements * element_bytes(t, float_bytes)
         overhead_us = unit.overhead_us + activation_matmul_us(node, graph, profile)
         return _finish(node.id, unit.name, dtype, compute_us=compute_us, read=act_in + weight_read, written=written,
                        bandwidth=self.bandwidth, overhead_us=overhead_us, passes=passes, reason=None,
                        weight_read=weight_read, weight_bandwidth=self.weight_bandwidth,
-                       cached=(cached_in, cached_out, self.cache_bandwidth) if cached_in or cached_out else None)
+                       cached=(cached_in, cached_out, self.cache_bandwidth) if cached_in or cached_out else None,
+                       streamed_us=tiled / self.stream_rate * 1e6 if tiled else 0.0)
 
 
 #: Op types that are a matrix product of their first two inputs.
@@ -789,9 +814,13 @@ def layout_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:
 def dropped_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:
     """The ids of ``graph``'s Transposes the NPU compiler does not run
     (:func:`layerscope.estimator.layout.dropped_transposes`), estimated as zero-copy layers where ``profile`` prices
-    layout Transposes apart (an accelerator profile with ``layout_transpose_efficiency``); empty elsewhere."""
+    layout Transposes apart (an accelerator profile with ``layout_transpose_efficiency``), and, where it also prices
+    the outputs' hand-over (``output_bytes_per_s``), its output permutes to NHWC
+    (:func:`layerscope.estimator.layout.output_transposes`); empty elsewhere."""
     if profile.layout_transpose_efficiency is None or is_cpu_profile(profile):
         return frozenset()
+    if profile.output_bytes_per_s:
+        return dropped_transposes(graph) | output_transposes(graph)
     return dropped_transposes(graph)
 
 
@@ -839,16 +868,19 @@ def _compute_us(ops: float, unit: ComputeUnit, dtype: str, op_efficiency: float 
 
 def _finish(layer_id: str, unit: str, dtype: str, *, compute_us: float, read: int, written: int,
             bandwidth: float, overhead_us: float, passes: int, reason: str | None, weight_read: int = 0,
-            weight_bandwidth: float | None = None, cached: tuple[int, int, float] | None = None) -> LayerEstimate:
+            weight_bandwidth: float | None = None, cached: tuple[int, int, float] | None = None,
+            streamed_us: float = 0.0) -> LayerEstimate:
     """The layer's estimate from its compute µs and memory bytes: ``read`` (``weight_read`` of them weights, which
     load at ``weight_bandwidth`` when given, the rest at ``bandwidth``) and ``written``. ``cached``: (bytes read,
     bytes written, bytes/s) of those activations a CPU's cache holds (:func:`cpu_cached_bytes`), which move at that
-    rate instead of ``bandwidth``; they stay counted in ``read`` and ``written``."""
+    rate instead of ``bandwidth``; they stay counted in ``read`` and ``written``. ``streamed_us``: the µs the layer's
+    streamed feature maps (``stream_bytes_per_s``) take through on-chip memory, in its load time, no DDR bytes."""
     cached_read, cached_written, cache_bandwidth = cached or (0, 0, bandwidth)
     if weight_bandwidth is None or weight_bandwidth == bandwidth:
         load_us = (read - cached_read) / bandwidth * 1e6
     else:
         load_us = ((read - weight_read - cached_read) / bandwidth + weight_read / weight_bandwidth) * 1e6
+    load_us += streamed_us
     store_us = (written - cached_written) / bandwidth * 1e6
     if cached is not None:
         load_us += cached_read / cache_bandwidth * 1e6

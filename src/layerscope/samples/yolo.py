@@ -749,12 +749,14 @@ class YoloBuilder(GraphBuilder):
 
 
 def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float = 0.50,
-           focus: bool = False, num_classes: int = 80) -> ModelProto:
+           focus: bool = False, num_classes: int = 80, *, zoo_head: bool = False) -> ModelProto:
     """YOLOv5 (v6.0-v7.0 P5 architecture) at any depth/width multiple, as exported to ONNX.
 
     Input ``images`` (1, 3, size, size); output ``output0`` (1, 3 * (size/8)^2 * 21/16, 5 + nc),
     i.e. (1, 25200, 85) at 640 with 80 classes. ``focus=True`` swaps the v6.0 6x6/2 stem Conv for
-    the v5.0 ``Focus`` stem (four Slices + Concat + 3x3 Conv). Depth: a C3 of nominal n bottlenecks
+    the v5.0 ``Focus`` stem (four Slices + Concat + 3x3 Conv). ``zoo_head=True``: the ``Detect`` the RDK zoo
+    exports (:meth:`YoloBuilder.yolov5_zoo_head`): outputs ``output0`` .. ``output2`` (1, s/8, s/8, 255),
+    (1, s/16, s/16, 255), (1, s/32, s/32, 255) NHWC, no decode. Depth: a C3 of nominal n bottlenecks
     gets ``max(round(n * depth_multiple), 1)``; width: channels ``ceil(c * width_multiple / 8) * 8``.
     ``size`` must be a multiple of 32.
     """
@@ -808,9 +810,15 @@ def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float 
         x = b.concat([x, saved[10]], axis=1)
     with b.scope("model.23"):
         p5 = b.c3(x, ch(1024), depth(3), shortcut=False)
-    with b.scope("model.24"):
-        out = b.yolov5_detect([p3, p4, p5], num_classes)
-    b.output(b.rename(out, "output0"))
+    if zoo_head:
+        with b.scope("model.24"):
+            outs = b.yolov5_zoo_head([p3, p4, p5], num_classes)
+        for i, out in enumerate(outs):
+            b.output(b.rename(out, f"output{i}"))
+    else:
+        with b.scope("model.24"):
+            out = b.yolov5_detect([p3, p4, p5], num_classes)
+        b.output(b.rename(out, "output0"))
     return b.build(
         f"YOLOv5 (depth {depth_multiple}, width {width_multiple}, focus={focus}) at {size}x{size}",
         {"architecture": "yolov5", "source": "ultralytics/yolov5 v7.0 models/yolov5s.yaml"},

@@ -176,6 +176,11 @@ class Profile:
     function of one activation (SiLU's Sigmoid and Mul, an exported GELU's five layers) as one lookup table: the
     chain's last layer stands for it, the others cost nothing, and its tensors stay on chip
     (:func:`layerscope.estimator.roofline.lut_chains`).
+    ``stream_bytes_per_s`` (with ``plan_sram``): the compiler streams a feature map too large for its half of the
+    SRAM from its producer to its reader in tiles when every reader is the next layer
+    (:data:`layerscope.estimator.roofline.STREAM_WINDOW`): it never goes to DDR, and its bytes, written and read,
+    move through on-chip memory at this rate (tiling, halo and re-layout), in the layers' memory time; ``None``: such
+    a feature map spills to DDR.
     ``weight_ddr_efficiency``: the share of ``ddr_bandwidth_bytes_per_s`` that loading a layer's weights attains
     (an NPU streams weights through its own DMA path, at another efficiency than feature maps); ``None``: the
     ``ddr_efficiency`` of every other transfer.
@@ -231,6 +236,7 @@ class Profile:
     fuse_elementwise: bool = False
     plan_sram: bool = False
     fuse_lut_chains: bool = False
+    stream_bytes_per_s: float | None = None
     task_overhead_us: float = 0.0
     output_bytes_per_s: float | None = None
     weight_ddr_efficiency: float | None = None
