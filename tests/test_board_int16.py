@@ -43,7 +43,7 @@ def entries(tmp_path_factory: pytest.TempPathFactory) -> list[BoardEntry]:
 
 @pytest.fixture(scope="module")
 def profile() -> Profile:
-    return dataclasses.replace(load_profile_file(DATASHEET_X5), task_overhead_us=0.0)
+    return dataclasses.replace(load_profile_file(DATASHEET_X5), task_overhead_us=0.0, output_bytes_per_s=None)
 
 
 def test_only_the_int16_models_accelerator_layers_are_marked(entries: list[BoardEntry], profile: Profile) -> None:

@@ -2,7 +2,8 @@
 reader is the next layer is streamed through on-chip memory in tiles (``stream_bytes_per_s``: no DDR bytes, its bytes
 at that rate), and a head's permute to NHWC that is a model output is no BPU layer where the profile prices the
 outputs' hand-over (``output_bytes_per_s``; :func:`layerscope.estimator.layout.output_transposes`). Also the
-``zoo_head`` of the ``yolov5`` sample, whose outputs that hand-over prices."""
+``zoo_head`` of the ``yolov5`` sample, whose outputs that hand-over prices, and the SRAM's weight share
+(``weight_sram_bytes``) that sets a wide layer's weight passes."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def test_the_rdk_x5_datasheet_streams_and_prices_the_output_hand_over() -> None:
     datasheet = load_profile_file(Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "profiles"
                                   / "rdk-x5.toml")
     assert datasheet.stream_bytes_per_s == 2.0e10 and datasheet.output_bytes_per_s == 1.8e9 and datasheet.plan_sram
-    assert {"stream_bytes_per_s", "output_bytes_per_s"} <= set(datasheet.sources)
+    assert datasheet.weight_budget_bytes == datasheet.sram_bytes // 4
+    assert {"stream_bytes_per_s", "output_bytes_per_s", "weight_sram_bytes"} <= set(datasheet.sources)
 
 
 def test_yolov5_zoo_head_hands_three_nhwc_maps_over() -> None:
@@ -125,3 +127,21 @@ def test_yolov5_zoo_head_hands_three_nhwc_maps_over() -> None:
     full = yolov5(size=64, depth_multiple=0.33, width_multiple=0.25)
     assert ops.count("Conv") == [n.op_type for n in full.graph.node].count("Conv")
     assert len(model.graph.initializer) <= len(full.graph.initializer)
+
+
+def test_a_weight_share_of_the_sram_sets_the_weight_passes(write_model: ModelWriter, tmp_path: Path) -> None:
+    # conv2's weights: 16 x 16 fp32 = 1,024 B; with 256 B for weights they load in 4 passes, each reloading c1
+    graph = _chain(write_model)
+    small = dataclasses.replace(PLANNED, weight_sram_bytes=256)
+    assert small.weight_budget_bytes == 256 and PLANNED.weight_budget_bytes == 8_192
+    conv2 = estimate_graph(graph, small).layers[1]
+    assert conv2.weight_passes == 4 and conv2.ddr_read_bytes == 4 * FMAP + 1_024
+    assert estimate_graph(graph, PLANNED).layers[1].weight_passes == 1
+    # read from a profile file and kept by a calibration
+    s100 = load_profile("rdk-s100")
+    mapping = calibrated_profile(dataclasses.replace(s100, weight_sram_bytes=4_096), Params({}, {}, 1.0), name="fit",
+                                 models=("m",), note="n")
+    path = tmp_path / "fit.toml"
+    path.write_text(profile_toml(mapping, "fit"), encoding="utf-8")
+    assert load_profile_file(path).weight_budget_bytes == 4_096
+    assert s100.weight_sram_bytes is None and s100.weight_budget_bytes == s100.sram_bytes // 2

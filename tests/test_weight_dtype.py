@@ -37,7 +37,8 @@ def conv_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _bare(profile_path: Path, weight_dtype: str | None) -> Profile:
     # no on-chip plan: every byte goes through DDR, so the bytes are the model's own
-    return dataclasses.replace(load_profile_file(profile_path), sram_bytes=0, fuse_elementwise=False,
+    return dataclasses.replace(load_profile_file(profile_path), sram_bytes=0, weight_sram_bytes=None,
+                               fuse_elementwise=False,
                                plan_sram=False, weight_dtype=weight_dtype)
 
 

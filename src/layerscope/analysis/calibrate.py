@@ -949,6 +949,7 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         "cores": base.cores,
         "clock_hz": base.clock_hz,
         "sram_bytes": base.sram_bytes,
+        **({"weight_sram_bytes": base.weight_sram_bytes} if base.weight_sram_bytes is not None else {}),
         "ddr_bandwidth_bytes_per_s": ddr_bw,
         "ddr_efficiency": ddr_eff,
         "cpu_ddr_bandwidth_bytes_per_s": base.cpu_ddr_bandwidth_bytes_per_s / d,

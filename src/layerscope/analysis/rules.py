@@ -509,7 +509,7 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
         rewrite = _bottleneck_us(ctx, node) if node is not None else None
         dtype = str(layer.est.dtype or ctx.dtype)
         deployed = _deployed_weight_bytes(ctx, layer, dtype)
-        budget = ctx.profile.sram_bytes // 2
+        budget = ctx.profile.weight_budget_bytes
         evidence = _evidence_times(ctx, [layer]) | {
             "weight_bytes": deployed, "weight_dtype": dtype, "model_weight_bytes": int(layer.weight_bytes or 0),
             "weight_passes": passes, "sram_bytes": ctx.profile.sram_bytes, "sram_weight_bytes": budget,
@@ -630,7 +630,8 @@ def recurrent_steps(ctx: RuleContext) -> list[Finding]:
         shape = _recurrence(ctx, layer)
         dtype = str(layer.est.dtype or ctx.dtype)
         weights = _deployed_weight_bytes(ctx, layer, dtype) if ctx.graph is not None else int(layer.weight_bytes or 0)
-        budget = ctx.profile.sram_bytes // 2 if ctx.profile is not None and ctx.profile.sram_bytes > 0 else None
+        budget = (ctx.profile.weight_budget_bytes if ctx.profile is not None and ctx.profile.weight_budget_bytes > 0
+                  else None)
         params = int(layer.params or 0)
         uses = int(layer.macs or 0) / params if params else None
         resident = None if budget is None else weights <= budget

@@ -15,9 +15,10 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   :data:`FUSION_WINDOW` layers, whatever its size; with ``fuse_lut_chains`` too: a chain of element-wise layers
   that is a function of one activation runs as one lookup table, :func:`lut_chains`: its last layer stands for the
   table, the others cost nothing, and its input and intermediates stay on chip). Weights are loaded by every layer
-  that reads them; when they exceed the other half of SRAM they are streamed in ``weight_passes`` passes, each
-  reloading the layer's input activations. A weight several accelerator layers read (one tensor of the model by
-  :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an unrolled recurrence's matrix) is loaded
+  that reads them; when they exceed the SRAM's weight share (``weight_sram_bytes``, else the other half) they are
+  streamed in ``weight_passes`` passes, each reloading the layer's input activations. A weight several accelerator
+  layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an
+  unrolled recurrence's matrix) is loaded
   from DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
   :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
@@ -481,7 +482,8 @@ class SharedWeight:
 class SharedWeightPlan:
     """How the estimate loads the weights several accelerator layers read (:func:`plan_shared_weights`).
 
-    ``budget_bytes``: the on-chip bytes for weights (half the profile's ``sram_bytes``); ``loads``: for each layer
+    ``budget_bytes``: the on-chip bytes for weights (:attr:`Profile.weight_budget_bytes`: by default half the
+    profile's ``sram_bytes``); ``loads``: for each layer
     reading a resident weight, by constant name, the bytes it loads from DDR (what it reads of the tensor that its
     earlier readers did not load: 0 once the whole tensor is on chip).
     """
@@ -512,9 +514,10 @@ def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Seque
     The readers are the layers on the profile's units (``on_cpu[i]``: ``graph.layers[i]`` falls back to the CPU,
     whose reads all go through DDR; zero-copy layers read nothing). Taken in the order of their first reader, a
     shared tensor is *resident* when, at every layer from its first reader to its last, its whole size at ``dtype``
-    fits the weight half of SRAM beside the resident tensors live there and that layer's other weights (so no
-    layer's own weights take more passes for it); a resident tensor is read from DDR once in all (each reader loads
-    what it reads that the earlier ones did not), any other by every reader, as an unshared weight is. The same rule
+    fits the SRAM's weight share (:attr:`Profile.weight_budget_bytes`) beside the resident tensors live there and
+    that layer's other weights (so no layer's own weights take more passes for it); a resident tensor is read from
+    DDR once in all (each reader loads what it reads that the earlier ones did not), any other by every reader, as
+    an unshared weight is. The same rule
     holds on every kind of profile: on a CPU the ``sram_bytes`` are the cache the cores hold (the host probe's
     on-chip bytes, L2 and the cores' share of the last-level cache), so a reused weight that fits half of it is not
     read from DDR again; a profile with no on-chip memory (``sram_bytes`` 0) loads every shared weight per use.
@@ -522,7 +525,7 @@ def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Seque
     it keeps its per-use charge of a few bytes. ``identities``: :func:`~layerscope.costs.weights.weight_identities`'s,
     when already known.
     """
-    budget = profile.sram_bytes // 2
+    budget = profile.weight_budget_bytes
     if identities is None:
         identities = weight_identities(graph)
     computing = [not cpu and cost.unit_kind is not UnitKind.ZERO_COPY
@@ -666,7 +669,7 @@ class _LayerEstimator:
         self.efficiency: dict[str, float] = {}
         self.float_bytes = float_element_bytes(dtype)
         self.weight_bytes = weight_float_bytes(profile, dtype)
-        self.weight_budget = profile.sram_bytes // 2
+        self.weight_budget = profile.weight_budget_bytes
         self.bandwidth = profile.attainable_ddr_bytes_per_s
         self.weight_bandwidth = profile.attainable_weight_ddr_bytes_per_s
         #: A CPU profile runs every layer as a kernel of its runtime, views included (:func:`_cpu_view`).

@@ -181,6 +181,9 @@ class Profile:
     (:data:`layerscope.estimator.roofline.STREAM_WINDOW`): it never goes to DDR, and its bytes, written and read,
     move through on-chip memory at this rate (tiling, halo and re-layout), in the layers' memory time; ``None``: such
     a feature map spills to DDR.
+    ``weight_sram_bytes``: the on-chip bytes one layer's weights may take (:attr:`weight_budget_bytes`); a layer
+    whose weights exceed them loads them in passes, each reloading its input activations; ``None``: the half of
+    ``sram_bytes`` that the activations do not take.
     ``weight_ddr_efficiency``: the share of ``ddr_bandwidth_bytes_per_s`` that loading a layer's weights attains
     (an NPU streams weights through its own DMA path, at another efficiency than feature maps); ``None``: the
     ``ddr_efficiency`` of every other transfer.
@@ -237,6 +240,7 @@ class Profile:
     plan_sram: bool = False
     fuse_lut_chains: bool = False
     stream_bytes_per_s: float | None = None
+    weight_sram_bytes: int | None = None
     task_overhead_us: float = 0.0
     output_bytes_per_s: float | None = None
     weight_ddr_efficiency: float | None = None
@@ -250,6 +254,11 @@ class Profile:
     def __hash__(self) -> int:
         # Explicit because ``sources`` is a mapping; equal profiles agree on these fields.
         return hash((self.name, self.kind, self.source_path, self.description, self.units, self.cpu))
+
+    @property
+    def weight_budget_bytes(self) -> int:
+        """The on-chip bytes for weights: ``weight_sram_bytes``, else half of ``sram_bytes``."""
+        return self.sram_bytes // 2 if self.weight_sram_bytes is None else self.weight_sram_bytes
 
     def laid_out_elements(self, shape: Sequence[int]) -> int:
         """Elements a feature map of ``shape`` takes as the accelerator lays it out: for a 4-D (N, C, H, W) shape

@@ -15,6 +15,7 @@ errors too (a typo must not silently drop a number). The file layout::
     task_overhead_us = 100.0             # optional (default 0): a fixed cost per inference, outside every layer
     output_bytes_per_s = 1.8e9           # optional: float32 output bytes/s the runtime hands over per inference
     stream_bytes_per_s = 2.0e10          # optional (with plan_sram): bytes/s of feature maps streamed in tiles
+    weight_sram_bytes = 262144           # optional: on-chip bytes for one layer's weights (default sram_bytes / 2)
     activation_matmul_ns_per_element = 1.0  # optional (default 0): ns per output element of an activation MatMul
     layout_transpose_efficiency = 1.0    # optional: multiplier on a layout Transpose's rate (not op_efficiency's)
     weight_dtype = "int8"                # optional: the widest dtype the accelerator keeps float weights at
@@ -84,6 +85,7 @@ _TOP_KEYS = frozenset(
         "task_overhead_us",
         "output_bytes_per_s",
         "stream_bytes_per_s",
+        "weight_sram_bytes",
     }
 )
 _UNIT_KEYS = frozenset({"name", "kinds", "peak_ops_per_s", "efficiency", "overhead_us"})
@@ -365,6 +367,8 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
                                   bounds="overhead"),
         output_bytes_per_s=(None if data.get("output_bytes_per_s") is None
                             else r.number(data["output_bytes_per_s"], "output_bytes_per_s", bounds="bandwidth")),
+        weight_sram_bytes=(None if data.get("weight_sram_bytes") is None
+                           else r.integer(data["weight_sram_bytes"], "weight_sram_bytes", low=0, high=MAX_SRAM_BYTES)),
         stream_bytes_per_s=(None if data.get("stream_bytes_per_s") is None
                             else r.number(data["stream_bytes_per_s"], "stream_bytes_per_s", bounds="bandwidth")),
         weight_ddr_efficiency=(None if data.get("weight_ddr_efficiency") is None
