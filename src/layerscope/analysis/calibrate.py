@@ -971,7 +971,6 @@ def calibrated_profile(base: Profile, params: Params, *, name: str, models: Sequ
         **({"ddr_nominal_bytes_per_s": base.ddr_nominal_bytes_per_s} if base.ddr_nominal_bytes_per_s else {}),
         **({"fuse_elementwise": True} if base.fuse_elementwise else {}),
         **({"plan_sram": True} if base.plan_sram else {}),
-        **({"fuse_lut_chains": True} if base.fuse_lut_chains else {}),
         "sources": sources,
     }
 

@@ -12,9 +12,7 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   on chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among the next
   :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in the
   layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
-  :data:`FUSION_WINDOW` layers, whatever its size; with ``fuse_lut_chains`` too: a chain of element-wise layers
-  that is a function of one activation runs as one lookup table, :func:`lut_chains`: its last layer stands for the
-  table, the others cost nothing, and its input and intermediates stay on chip). Weights are loaded by every layer
+  :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer
   that reads them; when they exceed the SRAM's weight share (``weight_sram_bytes``, else the other half) they are
   streamed in ``weight_passes`` passes, each reloading the layer's input activations. A weight several accelerator
   layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an
@@ -170,8 +168,7 @@ class _Residency:
         outputs = {t.name for t in graph.outputs}
         tensors = graph.tensors
         float_bytes = float_element_bytes(dtype)
-        fused = (_fused_tensors(graph, on_cpu, costs, position, profile.fuse_lut_chains) if profile.fuse_elementwise
-                 else set())
+        fused = _fused_tensors(graph, on_cpu, costs, position) if profile.fuse_elementwise else set()
         self.fused = frozenset(fused - outputs - read_on_cpu)
         if profile.plan_sram:
             self._planned(graph, on_cpu, position, last_read=last_read, excluded=outputs | read_on_cpu, fused=fused,
@@ -353,85 +350,12 @@ STREAM_WINDOW = 1
 FUSION_WINDOW = 3
 
 
-#: Element-wise op types whose chain, when it is a function of one activation (its other inputs constants), an NPU
-#: compiler evaluates as one lookup table: the Horizon toolchain compiles SiLU's Sigmoid and Mul into one ``HzLut``
-#: node (hb_mapper's node list of YOLOv8n on Bayes-e: 57 HzLut nodes, no Sigmoid; D-Robotics/rdk_model_zoo@
-#: be4f89bd178ffe9b668bd3d431e0499df6b37fb1:samples/vision/ultralytics_yolo/source/reference_logs/
-#: hb_mapper_log_yolov8n.txt).
-LUT_OPS = frozenset({"Abs", "Add", "Clip", "Cos", "Div", "Elu", "Erf", "Exp", "Gelu", "HardSigmoid", "HardSwish",
-                     "LeakyRelu", "Log", "Mish", "Mul", "Neg", "Pow", "Reciprocal", "Relu", "Selu", "Sigmoid", "Sin",
-                     "Softplus", "Sqrt", "Sub", "Tanh"})
-
-
-@dataclass(frozen=True)
-class LutChain:
-    """A chain of element-wise accelerator layers that computes a function of one activation ``root`` (every other
-    input a constant or the chain's own intermediate, read by no other layer): the compiler runs it as one lookup
-    table. ``folded``: the ids of its layers but the last, which cost nothing; ``last``: the id of the layer whose
-    output leaves the chain, which stands for the table (one element-wise layer); ``inner``: the tensors that never
-    leave it (the intermediates, and ``root`` when the chain is its only reader)."""
-
-    root: str
-    folded: tuple[str, ...]
-    last: str
-    inner: frozenset[str]
-
-
-def lut_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> tuple[LutChain, ...]:
-    """The chains of two or more :data:`LUT_OPS` element-wise accelerator layers that are a function of one activation
-    and hand one tensor on (:class:`LutChain`): SiLU's Sigmoid and Mul, GELU's Div, Erf, Add, Mul and Mul,
-    HardSwish's Add, Clip, Mul and Div. A chain whose intermediate is read outside it, that hands more than one
-    tensor on, or whose root is a model output, is none."""
-    layers = graph.layers
-    constants = graph.constants
-    readers = _readers(layers)
-    outputs = {t.name for t in graph.outputs}
-    root_of: dict[str, str] = {}  # a chain tensor -> the activation it is a function of
-    members: dict[str, list[int]] = {}
-    for i, node in enumerate(layers):
-        if (on_cpu[i] or costs[i].unit_kind is not UnitKind.VECTOR or node.op_type not in LUT_OPS
-                or node.domain not in ("", "ai.onnx") or len(node.outputs) != 1 or not node.outputs[0]):
-            continue
-        roots = {root_of.get(name, name) for name in node.inputs if name and name not in constants}
-        if len(roots) != 1:
-            continue
-        root = roots.pop()
-        root_of[node.outputs[0]] = root
-        members.setdefault(root, []).append(i)
-    chains: list[LutChain] = []
-    for root, found in members.items():
-        if len(found) < 2 or root in outputs:
-            continue
-        inside = set(found)
-        made = [layers[i].outputs[0] for i in found]
-        leaving = [name for name in made if name in outputs or any(j not in inside for j in readers.get(name, ()))]
-        if leaving != [made[-1]]:
-            continue
-        inner = set(made[:-1])
-        if all(j in inside for j in readers.get(root, ())):
-            inner.add(root)
-        chains.append(LutChain(root, tuple(layers[i].id for i in found[:-1]), layers[found[-1]].id,
-                               frozenset(inner)))
-    return tuple(chains)
-
-
-def lut_folded(graph: Graph, profile: Profile, on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> frozenset[str]:
-    """The ids of the layers a lookup table folds away (:attr:`LutChain.folded` of every :func:`lut_chains`) on an
-    accelerator profile whose compiler fuses element-wise layers and their single-input chains (``fuse_elementwise``
-    and ``fuse_lut_chains``); empty elsewhere. Each is estimated as a view: no time, no traffic."""
-    if not (profile.fuse_elementwise and profile.fuse_lut_chains) or is_cpu_profile(profile):
-        return frozenset()
-    return frozenset(layer for chain in lut_chains(graph, on_cpu, costs) for layer in chain.folded)
-
-
-def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost], position: Sequence[int],
-                   lut: bool = False) -> set[str]:
+def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost], position: Sequence[int]
+                   ) -> set[str]:
     """Outputs of accelerator layers that the compiler keeps on chip by fusing their readers (``fuse_elementwise``):
-    every reader is an element-wise (vector) accelerator layer within :data:`FUSION_WINDOW` layers, or, with ``lut``
-    (the profile's ``fuse_lut_chains``), the tensor is inside a lookup-table chain (:func:`lut_chains`: its root, when
-    the chain is its only reader, and its intermediates)."""
+    every reader is an element-wise (vector) accelerator layer within :data:`FUSION_WINDOW` layers."""
     readers = _readers(graph.layers)
-    fused: set[str] = {name for chain in lut_chains(graph, on_cpu, costs) for name in chain.inner} if lut else set()
+    fused: set[str] = set()
     for i, node in enumerate(graph.layers):
         if on_cpu[i] or costs[i].unit_kind is UnitKind.ZERO_COPY:
             continue
@@ -618,7 +542,7 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     shared = plan_shared_weights(graph, profile, dtype, costs, on_cpu)
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident, shared.loads,
-                                     folded=lut_folded(graph, profile, on_cpu, costs), streamed=residency.streamed)
+                                     streamed=residency.streamed)
     layers = estimate_layer.every_layer(costs, reasons, classes)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident),
@@ -659,7 +583,7 @@ class _LayerEstimator:
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str],
                  loads: Mapping[str, Mapping[str, int]] | None = None, *,
-                 folded: frozenset[str] = frozenset(), streamed: set[str] | None = None) -> None:
+                 streamed: set[str] | None = None) -> None:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
         #: the resident activations that move through on-chip memory in tiles, and their rate (bytes/s)
         self.streamed = streamed or set()
@@ -679,9 +603,9 @@ class _LayerEstimator:
         self.cache_bandwidth = profile.cache_bytes_per_s or self.bandwidth
         #: the ids of the graph's layout Transposes where the profile prices them apart (:func:`layout_transposes`)
         self.layout = layout_transposes_priced(graph, profile)
-        #: the ids of the graph's Transposes the compiler does not run, where the profile prices layout apart, and
-        #: of the layers a lookup table folds away (``folded``: :func:`lut_folded`): they cost nothing
-        self.dropped = dropped_transposes_priced(graph, profile) | folded
+        #: the ids of the graph's Transposes the compiler does not run, where the profile prices layout apart: they
+        #: cost nothing
+        self.dropped = dropped_transposes_priced(graph, profile)
 
     def every_layer(self, costs: Sequence[LayerCost], reasons: Sequence[str | None],
                     classes: Sequence[int | None]) -> tuple[LayerEstimate, ...]:

@@ -172,10 +172,6 @@ class Profile:
     ``plan_sram``: the compiler plans on-chip memory over the whole graph: an activation stays on chip, from its
     producer to its last reader, whenever it fits half the SRAM beside the activations kept there already (else
     only an activation whose one reader is the next layer, and that fits half the SRAM alone, stays on chip).
-    ``fuse_lut_chains`` (with ``fuse_elementwise``): the compiler evaluates a chain of element-wise layers that is a
-    function of one activation (SiLU's Sigmoid and Mul, an exported GELU's five layers) as one lookup table: the
-    chain's last layer stands for it, the others cost nothing, and its tensors stay on chip
-    (:func:`layerscope.estimator.roofline.lut_chains`).
     ``stream_bytes_per_s`` (with ``plan_sram``): the compiler streams a feature map too large for its half of the
     SRAM from its producer to its reader in tiles when every reader is the next layer
     (:data:`layerscope.estimator.roofline.STREAM_WINDOW`): it never goes to DDR, and its bytes, written and read,
@@ -238,7 +234,6 @@ class Profile:
     ddr_nominal_bytes_per_s: float | None = None
     fuse_elementwise: bool = False
     plan_sram: bool = False
-    fuse_lut_chains: bool = False
     stream_bytes_per_s: float | None = None
     weight_sram_bytes: int | None = None
     task_overhead_us: float = 0.0

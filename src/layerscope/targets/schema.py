@@ -11,7 +11,6 @@ errors too (a typo must not silently drop a number). The file layout::
     ddr_nominal_bytes_per_s = 76.8e9     # optional: the vendor's stated DDR peak (needs a [sources] entry)
     fuse_elementwise = true              # optional (default false): the compiler fuses element-wise layers
     plan_sram = true                     # optional (default false): the compiler plans SRAM over the graph
-    fuse_lut_chains = true               # optional (default false): single-input element-wise chains as one table
     task_overhead_us = 100.0             # optional (default 0): a fixed cost per inference, outside every layer
     output_bytes_per_s = 1.8e9           # optional: float32 output bytes/s the runtime hands over per inference
     stream_bytes_per_s = 2.0e10          # optional (with plan_sram): bytes/s of feature maps streamed in tiles
@@ -81,7 +80,6 @@ _TOP_KEYS = frozenset(
         "ddr_nominal_bytes_per_s",
         "fuse_elementwise",
         "plan_sram",
-        "fuse_lut_chains",
         "task_overhead_us",
         "output_bytes_per_s",
         "stream_bytes_per_s",
@@ -362,7 +360,6 @@ def profile_from_mapping(data: Mapping[str, Any], source_path: str, display: str
         ddr_nominal_bytes_per_s=_ddr_nominal(r, data),
         fuse_elementwise=_flag(r, data, "fuse_elementwise"),
         plan_sram=_flag(r, data, "plan_sram"),
-        fuse_lut_chains=_flag(r, data, "fuse_lut_chains"),
         task_overhead_us=r.number(data.get("task_overhead_us", 0.0), "task_overhead_us", low_ok=True,
                                   bounds="overhead"),
         output_bytes_per_s=(None if data.get("output_bytes_per_s") is None
