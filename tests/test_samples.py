@@ -279,7 +279,7 @@ def test_file_name_carries_every_parameter() -> None:
     assert sample_file_name("yolov5s", size=640) == sample_file_name("yolov5s")
     name = sample_file_name("yolov5", size=320, focus=True)
     assert name == (
-        f"yolov5-size320-depth_multiple0.33-width_multiple0.5-focusTrue-num_classes80-v{SAMPLES_VERSION}.onnx"
+        f"yolov5-size320-depth_multiple0.33-width_multiple0.5-focusTrue-num_classes80-zoo_headFalse-v{SAMPLES_VERSION}.onnx"
     )
 
 
