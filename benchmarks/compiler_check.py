@@ -1,28 +1,31 @@
-"""The BPU compiler's own static estimates against the board and against layerscope: ``compiler_estimates.csv``.
+"""The RDK X5 estimate against the BPU compiler's own static figures and the board: ``compiler_static.csv``.
 
 The RDK X5 zoo publishes the compile logs of its Ultralytics models (``hb_mapper makertbin``, hbdk 3.49): each ends
-with the compiler's static estimate of the compiled BPU model, ``FPS=..., latency = ... us, DDR = ... bytes``.
-``benchmarks/data/compiler_estimates.csv`` holds those lines. For every row this prints, beside the published board
-latency (``board_latency.csv``):
+with the compiler's static estimate of the compiled BPU model, ``FPS=..., latency = ... us, DDR = ... bytes`` (one frame
+on one BPU core). ``benchmarks/data/compiler_static.csv`` holds those figures with the zoo README's single- and
+two-thread throughputs and the float32 bytes of the model's outputs (``hrt_model_exec model_info``; empty where the
+zoo publishes none). Two threads keep the BPU busy, so 1000 / fps at two threads is the BPU's time per frame. For
+every row this prints, beside the published board latency (``board_latency.csv``):
 
-  compiler   the compiler's BPU latency and DDR bytes per inference;
-  gap        board latency less the compiler's latency: what the single-thread board time holds outside the BPU
-             model (the zoo: "pre-processing, quantization nodes and some anti-quantization nodes running on the
-             CPU", ``samples/vision/yolov5/README.md``);
-  out MB     the model's float32 output bytes (the zoo's .bin models return float32 outputs, ``hrt_model_exec
-             model_info``: ``tensor type: HB_DNN_TENSOR_TYPE_F32``), from the layerscope sample;
-  ours       layerscope's layer time (no per-inference task overhead) and DDR bytes on the datasheet profile
-             (``benchmarks/data/profiles/<board>.toml``, uncalibrated), where a sample rebuilds the model.
+  hbdk       the compiler's BPU latency and DDR bytes per inference;
+  ours       layerscope's layer time (no per-inference work) and DDR bytes on a profile (default: the datasheet
+             profile ``benchmarks/data/profiles/<board>.toml``, uncalibrated), and its ratio to hbdk's latency, where a
+             sample rebuilds the model;
+  2-thr      the BPU's time per frame at two threads (which tracks hbdk's latency);
+  gap        board latency less hbdk's latency: what the single-thread board time holds outside the BPU model (the
+             zoo: "pre-processing, quantization nodes and some anti-quantization nodes running on the CPU",
+             ``samples/vision/yolov5/README.md``), against the outputs' float32 MB;
 
 and the least-squares line ``gap = a + b * out MB`` over the rows with a sample.
 
 Usage (from the repository root, layerscope importable):
 
-    python benchmarks/compiler_check.py
+    python benchmarks/compiler_check.py [--profile path/to/profile.toml]
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import sys
 from collections.abc import Sequence
@@ -38,7 +41,7 @@ from layerscope.model.types import Graph
 from layerscope.targets.schema import load_profile_file
 
 HERE = Path(__file__).resolve().parent
-DATA = HERE / "data" / "compiler_estimates.csv"
+DATA = HERE / "data" / "compiler_static.csv"
 BOARD = HERE / "data" / "board_latency.csv"
 DATASHEET = HERE / "data" / "profiles"
 #: bytes of one float32 output element
@@ -47,21 +50,29 @@ FLOAT32_BYTES = 4
 
 @dataclass(frozen=True)
 class CompilerRow:
-    """One compile log's static estimate: the compiled BPU model's latency (µs) and DDR traffic per inference."""
+    """One compile log's static estimate (the compiled BPU model's latency in µs and DDR traffic per inference) and
+    the zoo's throughputs at one and two threads (frames/s; ``None`` where not published)."""
 
     board: str
     model: str
     sample: str
     latency_us: float
     ddr_bytes: int
+    threads1_fps: float | None
+    threads2_fps: float | None
     source: str
 
 
+def _optional(cell: str) -> float | None:
+    return float(cell) if cell.strip() else None
+
+
 def read_rows(path: Path = DATA) -> list[CompilerRow]:
-    """The rows of ``compiler_estimates.csv``."""
+    """The rows of ``compiler_static.csv``."""
     with path.open(encoding="utf-8", newline="") as handle:
-        return [CompilerRow(r["board"], r["model"], r["sample"].strip(), float(r["compiler_latency_us"]),
-                            int(r["compiler_ddr_bytes"]), r["source"]) for r in csv.DictReader(handle)]
+        return [CompilerRow(r["board"], r["model"], r["sample"].strip(), float(r["hbdk_latency_us"]),
+                            int(r["hbdk_ddr_bytes"]), _optional(r["threads1_fps"]), _optional(r["threads2_fps"]),
+                            r["source"]) for r in csv.DictReader(handle)]
 
 
 def board_latency_ms(path: Path = BOARD) -> dict[tuple[str, str], float]:
@@ -84,29 +95,31 @@ def gap_line(out_mb: Sequence[float], gap_ms: Sequence[float]) -> tuple[float, f
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    del argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", type=Path, help="profile file (default: the board's datasheet profile)")
+    args = parser.parse_args(argv)
     boards = board_latency_ms()
-    print(f"{'model':<14}{'board ms':>9}{'compiler ms':>12}{'gap ms':>8}{'out MB':>8}{'comp DDR MB':>12}"
-          f"{'ours ms':>9}{'our DDR MB':>11}{'DDR ratio':>10}")
+    print(f"{'model':<14}{'board ms':>9}{'hbdk ms':>8}{'ours ms':>8}{'ratio':>6}{'hbdk MB':>8}{'our MB':>7}"
+          f"{'2-thr ms':>9}{'gap ms':>7}{'out MB':>7}")
     out_mb: list[float] = []
     gaps: list[float] = []
     for row in read_rows():
         board = boards[(row.board, row.model)]
         gap = board - row.latency_us / 1e3
-        line = (f"{row.model:<14}{board:>9.2f}{row.latency_us / 1e3:>12.2f}{gap:>8.2f}")
+        two = f"{1000 / row.threads2_fps:>9.2f}" if row.threads2_fps else f"{'-':>9}"
+        line = f"{row.model:<14}{board:>9.2f}{row.latency_us / 1e3:>8.2f}"
         if not row.sample:
-            print(f"{line}{'-':>8}{row.ddr_bytes / 1e6:>12.1f}{'(no sample)':>20}")
+            print(f"{line}{'-':>8}{'-':>6}{row.ddr_bytes / 1e6:>8.1f}{'-':>7}{two}{gap:>7.2f}{'-':>7}")
             continue
         graph = load_model(model_path(BoardEntry(f"sample:{row.sample}", board * 1e3, "", row.board, "", "")))
-        est = estimate_graph(graph, load_profile_file(DATASHEET / f"{row.board}.toml"))
-        ddr = sum(layer.ddr_read_bytes + layer.ddr_write_bytes for layer in est.layers)
+        est = estimate_graph(graph, load_profile_file(args.profile or DATASHEET / f"{row.board}.toml"))
         mb = float_output_bytes(graph) / 1e6
         out_mb.append(mb)
         gaps.append(gap)
-        print(f"{line}{mb:>8.2f}{row.ddr_bytes / 1e6:>12.1f}{est.layers_us / 1e3:>9.2f}{ddr / 1e6:>11.1f}"
-              f"{ddr / row.ddr_bytes:>10.2f}")
+        print(f"{line}{est.layers_us / 1e3:>8.2f}{est.layers_us / row.latency_us:>6.2f}{row.ddr_bytes / 1e6:>8.1f}"
+              f"{est.ddr_bytes / 1e6:>7.1f}{two}{gap:>7.2f}{mb:>7.2f}")
     a, b = gap_line(out_mb, gaps)
-    print(f"\nboard - compiler = {a:.2f} ms + {b:.3f} ms per MB of float32 output "
+    print(f"\nboard - hbdk = {a:.2f} ms + {b:.3f} ms per MB of float32 output "
           f"(1 ms per MB = 1 ns per byte) over {len(gaps)} models with a sample")
     return 0
 
