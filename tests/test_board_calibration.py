@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from _stacks import conv_stack
 from layerscope.analysis.board import (
     BoardEntry,
     board_runs,
@@ -23,23 +24,8 @@ from layerscope.analysis.calibrate import Params, base_overheads, calibrated_pro
 from layerscope.cli.main import main
 from layerscope.errors import InputError
 from layerscope.samples import parse_spec
-from layerscope.samples._graph import GraphBuilder
 from layerscope.targets import load_profile
 from layerscope.targets.schema import load_profile_file
-
-
-def _conv_stack(path: Path, size: int, widths: tuple[int, ...], seed: int) -> Path:
-    """A plain conv + relu stack: ``size`` sets the activations (memory), ``widths`` the MACs (compute)."""
-    b = GraphBuilder(f"stack{seed}", seed=seed)
-    x = b.input("data", (1, 8, size, size))
-    for i, width in enumerate(widths):
-        with b.scope(f"layer{i}"):
-            x = b.relu(b.conv(x, width, 3))
-    b.output(x)
-    import onnx
-
-    onnx.save(b.build("a conv stack"), str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +34,7 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> list[BoardEntry]:
     folder = tmp_path_factory.mktemp("stacks")
     shapes = [(56, (256, 256)), (112, (128, 128, 128)), (28, (512, 512)), (80, (192, 192, 192, 192)),
               (28, (512, 512, 512)), (40, (384, 384)), (80, (128, 128, 128)), (56, (320, 320))]
-    return [BoardEntry(str(_conv_stack(folder / f"m{i}.onnx", size, widths, i)), 1.0, family=f"f{i % 2}")
+    return [BoardEntry(str(conv_stack(folder / f"m{i}.onnx", size, widths, i, channels=8)), 1.0, family=f"f{i % 2}")
             for i, (size, widths) in enumerate(shapes)]
 
 
@@ -171,7 +157,7 @@ def test_calibrate_board_command(tmp_path: Path, capsys: pytest.CaptureFixture[s
     rows = ["model,latency_ms,family,board"]
     for i, (size, widths, ms) in enumerate([(112, (32, 32), 0.6), (56, (128, 128, 128), 0.9), (224, (16,), 0.7),
                                              (28, (512, 512), 1.4)]):
-        _conv_stack(folder / f"m{i}.onnx", size, widths, i)
+        conv_stack(folder / f"m{i}.onnx", size, widths, i, channels=8)
         rows.append(f"models/m{i}.onnx,{ms},f{i % 2},rdk-s100")
     rows.append("models/m0.onnx,5.0,f0,rdk-x5")
     table = tmp_path / "board.csv"

@@ -7,28 +7,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import onnx
 import pytest
 
+from _stacks import conv_stack
 from layerscope.analysis.board import BoardEntry, board_runs, fit_board
 from layerscope.analysis.calibrate import Params, base_overheads, calibrated_profile, predict_us, profile_toml
-from layerscope.samples._graph import GraphBuilder
 from layerscope.targets import Profile
 from layerscope.targets.schema import load_profile_file
 
 DATASHEET_X5 = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "profiles" / "rdk-x5.toml"
-
-
-def _stack(path: Path, size: int, widths: tuple[int, ...], seed: int) -> Path:
-    """Conv + relu layers: wide layers on small maps are compute-bound at int16 on the X5 datasheet."""
-    b = GraphBuilder(f"i16stack{seed}", seed=seed)
-    x = b.input("data", (1, 64, size, size))
-    for i, width in enumerate(widths):
-        with b.scope(f"layer{i}"):
-            x = b.relu(b.conv(x, width, 3))
-    b.output(x)
-    onnx.save(b.build("a conv stack"), str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +23,7 @@ def entries(tmp_path_factory: pytest.TempPathFactory) -> list[BoardEntry]:
     """Four stacks at int8 and the same four at int16."""
     folder = tmp_path_factory.mktemp("i16")
     shapes = [(28, (256, 256)), (14, (384, 384, 384)), (56, (64, 128)), (28, (128, 256, 128))]
-    paths = [_stack(folder / f"s{i}.onnx", size, widths, i) for i, (size, widths) in enumerate(shapes)]
+    paths = [conv_stack(folder / f"s{i}.onnx", size, widths, i) for i, (size, widths) in enumerate(shapes)]
     return ([BoardEntry(str(p), 1.0, family=f"f{i}") for i, p in enumerate(paths)]
             + [BoardEntry(str(p), 1.0, family=f"f{i}", dtype="int16") for i, p in enumerate(paths)])
 

@@ -6,30 +6,17 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import onnx
 import pytest
 
+from _stacks import conv_stack
 from layerscope.analysis.board import BoardEntry, board_runs, fit_board, weight_load_us
 from layerscope.analysis.calibrate import Params, base_overheads, calibrated_profile, predict_us, profile_toml
 from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
-from layerscope.samples._graph import GraphBuilder
 from layerscope.targets.schema import load_profile_file
 
 #: The S100 datasheet profile (no weight_ddr_efficiency of its own; the shipped one is fitted with one).
 DATASHEET_S100 = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "profiles" / "rdk-s100.toml"
-
-
-def _stack(path: Path, size: int, widths: tuple[int, ...], seed: int) -> Path:
-    """Conv + relu layers on a ``size`` x ``size`` map: small maps and wide layers make weight loads dominate."""
-    b = GraphBuilder(f"wstack{seed}", seed=seed)
-    x = b.input("data", (1, 64, size, size))
-    for i, width in enumerate(widths):
-        with b.scope(f"layer{i}"):
-            x = b.relu(b.conv(x, width, 3))
-    b.output(x)
-    onnx.save(b.build("a conv stack"), str(path))
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +25,7 @@ def stacks(tmp_path_factory: pytest.TempPathFactory) -> list[BoardEntry]:
     folder = tmp_path_factory.mktemp("wstacks")
     shapes = [(7, (512, 512)), (14, (384, 384, 384)), (112, (64, 64)), (56, (96, 96, 96)), (7, (256, 512, 256)),
               (80, (64, 128))]
-    return [BoardEntry(str(_stack(folder / f"w{i}.onnx", size, widths, i)), 1.0, family=f"f{i % 3}")
+    return [BoardEntry(str(conv_stack(folder / f"w{i}.onnx", size, widths, i)), 1.0, family=f"f{i % 3}")
             for i, (size, widths) in enumerate(shapes)]
 
 
