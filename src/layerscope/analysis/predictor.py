@@ -109,8 +109,10 @@ FORMAT = "layerscope-predictor"
 #: 1-D and transposed convolutions and channels off the NCHWc block in the conv space;
 #: a kernel ONNX Runtime runs as one Conv is described by that Conv (its features and roofline without the
 #: BatchNormalization, bias, scale and activation it folds in: :func:`working_layers`), the activation class
-#: still from all of its layers; a Clip in the clamps' activation class (2) with HardSigmoid and HardSwish.
-VERSION = 6
+#: still from all of its layers; a Clip in the clamps' activation class (2) with HardSigmoid and HardSwish;
+#: 7: a Slice's activation bytes read are the part it keeps (:func:`layerscope.costs.movement.slice_read_bytes`), not
+#: its whole input, in its features and roofline.
+VERSION = 7
 FEATURES = ("log_macs", "log_flops", "log_act_read_bytes", "log_weight_bytes", "log_written_bytes",
             "log_roofline_us", "compute_share", "compute_bound", "layers", "kernel_area", "stride", "log_groups",
             "depthwise", "log_in_channels", "log_out_channels", "log_out_elements", "elem_bytes",
@@ -1162,7 +1164,8 @@ def load_predictor(path: Path) -> Predictor:
         raise InputError(f"{path}: not a layerscope predictor file")
     if data.get("version") != VERSION:
         raise InputError(f"{path}: predictor file version {data.get('version')!r}; this layerscope reads version "
-                         f"{VERSION} (its kernels and features differ: integer kernels told from float ones, their "
+                         f"{VERSION} (its kernels and features differ: a Slice's bytes read are the part it keeps; "
+                         "integer kernels told from float ones, their "
                          "weights' signedness, ConvInteger and QDQ element-wise kernels timed, integer products "
                          "fitted on their own; a convolution's rank, whether it is transposed, and its NCHWc "
                          "channel padding; a Conv kernel described by its Conv alone, without the layers it folds "
