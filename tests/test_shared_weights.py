@@ -123,7 +123,7 @@ def _weight_reads(path: Path, target: str = "rdk-x5") -> int:
 
 
 def test_a_shared_matrix_that_fits_sram_is_loaded_once(write_model: ModelWriter) -> None:
-    hidden = 64  # int8 on rdk-x5: 4 KiB, within the 512 KiB weight half of its 1 MiB SRAM
+    hidden = 64  # int8 on rdk-x5: 4 KiB, within the 256 KiB weight share of its 1 MiB SRAM
     tied, untied = _unrolled(write_model, hidden), _unrolled(write_model, hidden, tied=False)
     # the untied copy loads each of its 4 matrices; the tied model loads its one matrix once
     assert _weight_reads(untied) - _weight_reads(tied) == 3 * hidden * hidden
@@ -135,16 +135,16 @@ def test_a_shared_matrix_that_fits_sram_is_loaded_once(write_model: ModelWriter)
     plan = plan_shared_weights(graph, profile, estimate.dtype, estimate.costs, [False] * len(graph.layers))
     (shared,) = plan.weights
     assert shared.resident and shared.layer_ids == ("step0", "step1", "step2", "step3")
-    assert plan.budget_bytes == profile.sram_bytes // 2 and shared.nbytes == hidden * hidden
+    assert plan.budget_bytes == profile.weight_budget_bytes == 256 * 1024 and shared.nbytes == hidden * hidden
     summary = _summary(tied)
     assert summary["shared_weights"] == {"tensors": 1, "layers": 4, "resident": 1,
-                                         "budget_bytes": profile.sram_bytes // 2,
+                                         "budget_bytes": profile.weight_budget_bytes,
                                          "ddr_bytes_saved": 3 * hidden * hidden}
 
 
 def test_a_shared_matrix_bigger_than_sram_is_loaded_per_use(write_model: ModelWriter) -> None:
-    hidden = 1024  # int8: 1 MiB, twice the 512 KiB weight budget of rdk-x5
-    budget = load_profile("rdk-x5").sram_bytes // 2
+    hidden = 1024  # int8: 1 MiB, four times the 256 KiB weight budget of rdk-x5
+    budget = load_profile("rdk-x5").weight_budget_bytes
     assert hidden * hidden > budget
     tied, untied = _unrolled(write_model, hidden), _unrolled(write_model, hidden, tied=False)
     assert _weight_reads(tied) == _weight_reads(untied) >= 4 * hidden * hidden
@@ -154,7 +154,7 @@ def test_a_shared_matrix_bigger_than_sram_is_loaded_per_use(write_model: ModelWr
 
 
 def test_the_tied_table_is_loaded_once_when_it_fits(write_model: ModelWriter) -> None:
-    # int8: 64 000 B fit the 512 KiB budget: the Gather loads its 16 rows, the head the rest of the table
+    # int8: 64 000 B fit the 256 KiB budget: the Gather loads its 16 rows, the head the rest of the table
     fits = _tied_gemm(write_model, 1000)
     graph, profile = load_model(fits), load_profile("rdk-x5")
     estimate = estimate_graph(graph, profile)
@@ -190,8 +190,8 @@ def test_layers_on_the_cpu_are_not_readers_of_a_resident_weight(write_model: Mod
 
 
 @pytest.mark.parametrize(("hidden", "says"), [
-    (64, "loaded once per inference (resident: fits the 512.00 KiB on-chip weight budget)"),
-    (1024, "loaded by every reader (does not fit the 512.00 KiB on-chip weight budget)")])
+    (64, "loaded once per inference (resident: fits the 256.00 KiB on-chip weight budget)"),
+    (1024, "loaded by every reader (does not fit the 256.00 KiB on-chip weight budget)")])
 def test_estimate_says_how_shared_weights_are_loaded(write_model: ModelWriter, hidden: int, says: str,
                                                      capsys: pytest.CaptureFixture[str],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:

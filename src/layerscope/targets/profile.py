@@ -252,8 +252,9 @@ class Profile:
 
     @property
     def weight_budget_bytes(self) -> int:
-        """The on-chip bytes for weights: ``weight_sram_bytes``, else half of ``sram_bytes``."""
-        return self.sram_bytes // 2 if self.weight_sram_bytes is None else self.weight_sram_bytes
+        """The on-chip bytes for weights: ``weight_sram_bytes`` (never more than ``sram_bytes``: a profile without
+        on-chip memory keeps no weight there), else half of ``sram_bytes``."""
+        return self.sram_bytes // 2 if self.weight_sram_bytes is None else min(self.weight_sram_bytes, self.sram_bytes)
 
     def laid_out_elements(self, shape: Sequence[int]) -> int:
         """Elements a feature map of ``shape`` takes as the accelerator lays it out: for a 4-D (N, C, H, W) shape
