@@ -113,10 +113,10 @@ def test_a_run_without_outliers_has_no_outlier_finding() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ grouping
-def _context(path: Path, target: str) -> R.RuleContext:
+def _context(path: Path, target: str, dtype: str | None = None) -> R.RuleContext:
     profile = load_profile(target)
     graph = load_model(path)
-    return R.RuleContext.of(estimate_run(graph, estimate_graph(graph, profile, None), profile), profile, graph)
+    return R.RuleContext.of(estimate_run(graph, estimate_graph(graph, profile, dtype), profile), profile, graph)
 
 
 def test_ten_layers_alike_are_one_grouped_finding(write_model: ModelWriter) -> None:
@@ -178,6 +178,9 @@ def test_an_lstm_dominated_run_is_not_called_bandwidth_bound(write_model: ModelW
     # int8 on the BPU: 2 x 4 x 128 x 128 bytes = 128 KiB, within rdk-x5's 256 KiB weight share: resident.
     (bpu,) = R.recurrent_steps(_context(path, "rdk-x5"))
     assert bpu.evidence["weight_bytes"] == 2 * 4 * hidden * hidden and bpu.evidence["weights_resident"] is True
+    # deployed at int16 the X5 keeps its weights at int8 (its weight_dtype), as the estimate loads them: 128 KiB again
+    (wide,) = R.recurrent_steps(_context(path, "rdk-x5", "int16"))
+    assert wide.evidence["weight_dtype"] == "int8" and wide.evidence["weight_bytes"] == 2 * 4 * hidden * hidden
 
 
 # ------------------------------------------------------------------------------------------------ coverage

@@ -480,9 +480,9 @@ def _mib(count: int) -> str:
 
 
 def _deployed_weight_bytes(ctx: RuleContext, layer: Layer, dtype: str) -> int:
-    """The layer's weights as the target stores them: float weights at the deployed ``dtype`` (int8 on an NPU),
-    integer ones at their own size, as the estimate counts them; from the graph when it is loaded, else scaled
-    from the model's bytes by the layer's dtype."""
+    """The layer's weights as the target stores them: float weights at ``dtype`` (the dtype they are stored at:
+    :func:`_weight_dtype`), integer ones at their own size, as the estimate counts them; from the graph when it is
+    loaded, else scaled from the model's bytes by the layer's dtype."""
     from layerscope.costs import constant_elements_read
     from layerscope.estimator.roofline import deployed_bytes
 
@@ -493,6 +493,15 @@ def _deployed_weight_bytes(ctx: RuleContext, layer: Layer, dtype: str) -> int:
     model_bytes = int(layer.weight_bytes or 0)
     own = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}.get(str(layer.dtype or "float32"))
     return model_bytes * DEPLOYED_SIZE.get(dtype, 4) // own if own else model_bytes
+
+
+def _weight_dtype(ctx: RuleContext, layer: Layer) -> str:
+    """The dtype the target stores ``layer``'s float weights at: its deployed dtype, narrowed to the profile's
+    ``weight_dtype`` (:func:`layerscope.estimator.roofline.weight_dtype`), as the estimate loads them."""
+    from layerscope.estimator.roofline import weight_dtype
+
+    dtype = str(layer.est.dtype or ctx.dtype)
+    return dtype if ctx.profile is None else weight_dtype(ctx.profile, dtype)
 
 
 def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
@@ -507,7 +516,7 @@ def weights_exceed_sram(ctx: RuleContext) -> list[Finding]:
         est_us = float(layer.est.latency_us or 0.0)
         node = ctx.node(str(layer.id))
         rewrite = _bottleneck_us(ctx, node) if node is not None else None
-        dtype = str(layer.est.dtype or ctx.dtype)
+        dtype = _weight_dtype(ctx, layer)
         deployed = _deployed_weight_bytes(ctx, layer, dtype)
         budget = ctx.profile.weight_budget_bytes
         evidence = _evidence_times(ctx, [layer]) | {
@@ -628,7 +637,7 @@ def recurrent_steps(ctx: RuleContext) -> list[Finding]:
         if layer.op_type not in RECURRENT_OPS or ctx.share(ctx.time_us(layer)) < RECURRENT_SHARE:
             continue
         shape = _recurrence(ctx, layer)
-        dtype = str(layer.est.dtype or ctx.dtype)
+        dtype = _weight_dtype(ctx, layer)
         weights = _deployed_weight_bytes(ctx, layer, dtype) if ctx.graph is not None else int(layer.weight_bytes or 0)
         budget = (ctx.profile.weight_budget_bytes if ctx.profile is not None and ctx.profile.weight_budget_bytes > 0
                   else None)

@@ -97,11 +97,17 @@ def float_element_bytes(dtype: str) -> int:
     return DTYPE_BYTES.get(_DTYPE_ALIASES.get(dtype, dtype), 4)
 
 
+def weight_dtype(profile: Profile, dtype: str) -> str:
+    """The dtype ``profile`` stores the float weights of a model deployed at ``dtype`` at: ``dtype``, or the profile's
+    ``weight_dtype`` where that is narrower (an accelerator that runs int16 feature maps against int8 weights)."""
+    if profile.weight_dtype is None or float_element_bytes(profile.weight_dtype) >= float_element_bytes(dtype):
+        return dtype
+    return profile.weight_dtype
+
+
 def weight_float_bytes(profile: Profile, dtype: str) -> int:
-    """Bytes of one float weight element of a model deployed at ``dtype`` on ``profile``: the deployed dtype's, at
-    most the profile's ``weight_dtype``'s (an accelerator that runs int16 feature maps against int8 weights)."""
-    size = float_element_bytes(dtype)
-    return size if profile.weight_dtype is None else min(size, float_element_bytes(profile.weight_dtype))
+    """Bytes of one float weight element of a model deployed at ``dtype`` on ``profile`` (:func:`weight_dtype`)."""
+    return float_element_bytes(weight_dtype(profile, dtype))
 
 
 def element_bytes(info: TensorInfo, float_size: int) -> int:
