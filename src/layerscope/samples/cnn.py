@@ -531,8 +531,8 @@ _REPGHOST_CFG: tuple[tuple[tuple[int, int, int, float, int], ...], ...] = (
 _REPGHOST: dict[str, float] = {"1.0x": 1.0, "1.11x": 1.11, "1.3x": 1.3, "1.5x": 1.5, "2.0x": 2.0}
 
 
-def _make_divisible(v: float, divisor: int) -> int:
-    """timm ``make_divisible``: round to a multiple of ``divisor``, never more than 10 % below ``v``."""
+def make_divisible(v: float, divisor: int = 8) -> int:
+    """timm ``make_divisible``: nearest multiple of ``divisor`` (at least ``divisor``), never below 90 % of ``v``."""
     new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
     return new_v + divisor if new_v < 0.9 * v else new_v
 
@@ -580,14 +580,14 @@ def repghost(variant: str = "1.0x", size: int = 224, num_classes: int = 1000, de
                 x2 = b.relu(x2)
         return x2
 
-    stem = _make_divisible(16 * width, 4)
+    stem = make_divisible(16 * width, 4)
     x = b.conv_act(x, stem, 3, 2, conv="conv_stem", act_scope="act1")
     cin = stem
     exp = 0
     for stage, cfg in enumerate(_REPGHOST_CFG):
         for i, (k, exp, c, se_ratio, s) in enumerate(cfg):
-            cout = _make_divisible(c * width, 4)
-            mid = _make_divisible(exp * width, 4)
+            cout = make_divisible(c * width, 4)
+            mid = make_divisible(exp * width, 4)
             with b.scope(f"blocks.{stage}.{i}"):
                 shortcut = x
                 with b.scope("ghost1"):
@@ -599,7 +599,7 @@ def repghost(variant: str = "1.0x", size: int = 224, num_classes: int = 1000, de
                     with b.scope("se"):
                         pooled = b.global_avg_pool(y)
                         with b.scope("conv_reduce"):
-                            t = b.conv(pooled, _make_divisible(mid * se_ratio, 4), 1)
+                            t = b.conv(pooled, make_divisible(mid * se_ratio, 4), 1)
                         with b.scope("act1"):
                             t = b.relu(t)
                         with b.scope("conv_expand"):
@@ -618,7 +618,7 @@ def repghost(variant: str = "1.0x", size: int = 224, num_classes: int = 1000, de
                 x = b.add(y, shortcut)
             cin = cout
     with b.scope(f"blocks.{len(_REPGHOST_CFG)}.0"):
-        x = b.conv_act(x, _make_divisible(exp * width * 2, 4), 1, conv="conv", act_scope="bn1.act")
+        x = b.conv_act(x, make_divisible(exp * width * 2, 4), 1, conv="conv", act_scope="bn1.act")
     with b.scope("global_pool"):
         x = b.global_avg_pool(x)
     x = b.conv_act(x, 1280, 1, conv="conv_head", act_scope="act2")

@@ -30,13 +30,7 @@ from typing import NamedTuple
 
 from onnx import ModelProto
 
-from layerscope.samples.cnn import CnnBuilder, _check_size, _pick
-
-
-def make_divisible(v: float, divisor: int = 8) -> int:
-    """timm ``make_divisible``: nearest multiple of ``divisor`` (at least ``divisor``), never below 90 % of ``v``."""
-    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
-    return new_v + divisor if new_v < 0.9 * v else new_v
+from layerscope.samples.cnn import CnnBuilder, _check_size, _pick, make_divisible
 
 
 class Block(NamedTuple):
@@ -362,4 +356,4 @@ SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "efficientnet": efficientnet,
 }
 
-__all__ = ["SAMPLES", "Block", "MobileBuilder", "efficientnet", "make_divisible", "mobilenetv3", "mobilenetv4"]
+__all__ = ["SAMPLES", "Block", "MobileBuilder", "efficientnet", "mobilenetv3", "mobilenetv4"]
