@@ -153,7 +153,6 @@ class _Residency:
         self.fused: frozenset[str] = frozenset()
         #: The resident activations too large for the SRAM that move through it in tiles (``stream_bytes_per_s``).
         self.streamed: set[str] = set()
-        self.stream_bytes_per_s = profile.stream_bytes_per_s if profile.plan_sram else None
         budget = profile.sram_bytes // 2
         if is_cpu_profile(profile):
             self.resident = _cpu_epilogues(graph, costs) | cpu_fused_chains(graph, costs)
@@ -178,7 +177,7 @@ class _Residency:
         self.fused = frozenset(fused - outputs - read_on_cpu)
         if profile.plan_sram:
             self._planned(graph, on_cpu, position, last_read=last_read, excluded=outputs | read_on_cpu, fused=fused,
-                          budget=budget, float_bytes=float_bytes)
+                          budget=budget, float_bytes=float_bytes, stream=bool(profile.stream_bytes_per_s))
             return
         for node, cpu, at in zip(layers, on_cpu, position, strict=True):
             if cpu:
@@ -197,12 +196,13 @@ class _Residency:
                     self.resident.add(name)
 
     def _planned(self, graph: Graph, on_cpu: Sequence[bool], position: Sequence[int], *, last_read: dict[str, int],
-                 excluded: set[str], fused: set[str], budget: int, float_bytes: int) -> None:
+                 excluded: set[str], fused: set[str], budget: int, float_bytes: int, stream: bool) -> None:
         """``plan_sram``: in the order they are produced, an accelerator activation stays on chip when, at every
-        layer from its producer to its last reader, it fits beside the activations already kept there."""
+        layer from its producer to its last reader, it fits beside the activations already kept there; with
+        ``stream`` (the profile's ``stream_bytes_per_s``), one that does not fit but whose readers are all within
+        :data:`STREAM_WINDOW` layers is kept too, as streamed (:attr:`streamed`)."""
         live = [0] * (max(position, default=0) + 2)  # on-chip bytes at each layer position
         tensors = graph.tensors
-        stream = bool(self.stream_bytes_per_s)
         for node, cpu, at in zip(graph.layers, on_cpu, position, strict=True):
             if cpu:
                 continue
