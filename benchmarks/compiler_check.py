@@ -38,6 +38,7 @@ from layerscope.analysis.board import BoardEntry, model_path
 from layerscope.estimator import estimate_graph
 from layerscope.model import load_model
 from layerscope.model.types import Graph
+from layerscope.targets import Profile
 from layerscope.targets.schema import load_profile_file
 
 HERE = Path(__file__).resolve().parent
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{'2-thr ms':>9}{'gap ms':>7}{'out MB':>7}")
     out_mb: list[float] = []
     gaps: list[float] = []
+    profiles: dict[str, Profile] = {}
     for row in read_rows():
         board = boards[(row.board, row.model)]
         gap = board - row.latency_us / 1e3
@@ -112,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{line}{'-':>8}{'-':>6}{row.ddr_bytes / 1e6:>8.1f}{'-':>7}{two}{gap:>7.2f}{'-':>7}")
             continue
         graph = load_model(model_path(BoardEntry(f"sample:{row.sample}", board * 1e3, "", row.board, "", "")))
-        est = estimate_graph(graph, load_profile_file(args.profile or DATASHEET / f"{row.board}.toml"))
+        if row.board not in profiles:
+            profiles[row.board] = load_profile_file(args.profile or DATASHEET / f"{row.board}.toml")
+        est = estimate_graph(graph, profiles[row.board])
         mb = float_output_bytes(graph) / 1e6
         out_mb.append(mb)
         gaps.append(gap)
