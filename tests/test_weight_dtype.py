@@ -88,3 +88,19 @@ def test_an_unknown_weight_dtype_is_refused(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     with pytest.raises(ProfileError, match="weight_dtype"):
         load_profile_file(path)
+
+
+def test_the_memory_plan_holds_the_weights_as_the_profile_stores_them(conv_path: Path) -> None:
+    from layerscope.estimator.memory import static_bytes
+    from layerscope.estimator.timeline import simulate_timeline
+
+    graph = load_model(conv_path)
+    weights = 256 * 64 * 9 + 256  # the conv's weights and biases: one byte each at int8
+    profile = load_profile_file(DATASHEET_X5)
+    # deployed at int16: the feature maps take 2 bytes, the weights stay at the profile's int8
+    assert simulate_timeline(graph, profile, "int16").memory.static_bytes == weights
+    assert static_bytes(graph, estimate_graph(graph, profile, "int16"), profile) == weights
+    # a profile that stores weights at the deployed dtype holds them at 2 bytes
+    wide = dataclasses.replace(profile, weight_dtype=None)
+    assert simulate_timeline(graph, wide, "int16").memory.static_bytes == 2 * weights
+    assert static_bytes(graph, estimate_graph(graph, wide, "int16")) == 2 * weights

@@ -38,9 +38,17 @@ from enum import StrEnum
 import numpy as np
 
 from layerscope.costs.weights import weight_identities
-from layerscope.estimator.roofline import deployed_bytes, element_bytes, float_element_bytes, is_float
+from layerscope.estimator.roofline import (
+    deployed_bytes,
+    element_bytes,
+    float_element_bytes,
+    is_float,
+    weight_dtype,
+    weight_float_bytes,
+)
 from layerscope.estimator.types import Bound, Estimate
 from layerscope.model.types import Graph
+from layerscope.targets import Profile
 
 
 class BufferKind(StrEnum):
@@ -94,14 +102,16 @@ class MemoryPlan:
 
 
 def plan_memory(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
-                resident: frozenset[str], latency_us: float, frames_in_flight: int = 1) -> MemoryPlan:
+                resident: frozenset[str], latency_us: float, frames_in_flight: int = 1,
+                profile: Profile | None = None) -> MemoryPlan:
     """The memory plan of ``graph`` scheduled as ``windows`` (one ``(start_us, end_us)`` per layer).
 
     ``estimate`` gives each layer's dtype and whether it is a zero-copy view; ``resident`` the
-    activations kept on chip; ``latency_us`` the end of the frame. One pass over the layers (:func:`_liveness`),
-    then the peaks over every buffer at once (:func:`_peaks`).
+    activations kept on chip; ``latency_us`` the end of the frame; ``profile``, when given, the dtype its weights
+    are stored at (:func:`~layerscope.estimator.roofline.weight_dtype`; else the layer's). One pass over the layers
+    (:func:`_liveness`), then the peaks over every buffer at once (:func:`_peaks`).
     """
-    live = _liveness(graph, estimate, windows, resident=resident, latency_us=latency_us)
+    live = _liveness(graph, estimate, windows, resident=resident, latency_us=latency_us, profile=profile)
     peaks = _peaks(live.nbytes, live.start_us, live.end_us, live.kinds)
     kinds = np.asarray(live.kinds, dtype=object)
     nbytes = np.asarray(live.nbytes, dtype=object)  # Python ints: no overflow
@@ -117,14 +127,16 @@ def plan_memory(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float,
     )
 
 
-def static_bytes(graph: Graph, estimate: Estimate) -> int:
+def static_bytes(graph: Graph, estimate: Estimate, profile: Profile | None = None) -> int:
     """Bytes of the constants that computing layers read, each tensor of the model once
-    (:func:`~layerscope.costs.weights.weight_identities`), at the largest reader's dtype."""
+    (:func:`~layerscope.costs.weights.weight_identities`), at the largest reader's dtype (as ``profile``, when
+    given, stores weights at it: :func:`~layerscope.estimator.roofline.weight_dtype`)."""
     sizes: dict[str, int] = {}
     identities = weight_identities(graph)
     for node, est in zip(graph.layers, estimate.layers, strict=True):
         if est.bound is not Bound.NONE:
-            _add_weights(sizes, graph, node.inputs, est.dtype, identities)
+            dtype = est.dtype if profile is None else weight_dtype(profile, est.dtype)
+            _add_weights(sizes, graph, node.inputs, dtype, identities)
     return sum(sizes.values())
 
 
@@ -138,9 +150,10 @@ def _add_weights(sizes: dict[str, int], graph: Graph, inputs: Sequence[str], dty
 
 
 def live_buffers(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
-                 resident: frozenset[str], latency_us: float) -> tuple[Buffer, ...]:
-    """Every buffer of the frame with its live range, in a deterministic order (see the module docstring)."""
-    live = _liveness(graph, estimate, windows, resident=resident, latency_us=latency_us)
+                 resident: frozenset[str], latency_us: float, profile: Profile | None = None) -> tuple[Buffer, ...]:
+    """Every buffer of the frame with its live range, in a deterministic order (see the module docstring;
+    ``profile`` as :func:`plan_memory` reads it)."""
+    live = _liveness(graph, estimate, windows, resident=resident, latency_us=latency_us, profile=profile)
     return tuple(map(Buffer, live.names, live.kinds, live.nbytes, live.start_us, live.end_us))
 
 
@@ -157,7 +170,7 @@ class _Live:
 
 
 def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, float]], *,
-              resident: frozenset[str], latency_us: float) -> _Live:
+              resident: frozenset[str], latency_us: float, profile: Profile | None = None) -> _Live:
     """One pass over the layers: every buffer's live range (see the module docstring) and :func:`static_bytes`."""
     root: dict[str, str] = {}  # tensor -> the tensor whose buffer it shares
     start: dict[str, float] = {}
@@ -172,6 +185,7 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
     tensors, constants = graph.tensors, graph.constants
     identities = weight_identities(graph)
     dtype_float_bytes = _FloatBytes()
+    weight_float = _FloatBytes(profile)
     for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
         if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
             acts = [name for name in node.inputs if name in root]
@@ -182,12 +196,13 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
             continue
         layer_dtype = est.dtype
         layer_float_bytes = dtype_float_bytes[layer_dtype]
+        layer_weight_bytes = weight_float[layer_dtype]
         acts = []
         for name in node.inputs:
             if name in root:
                 acts.append(name)
             if name in constants and name and (info := tensors.get(name)) is not None:  # a weight (static_bytes)
-                size = info.elements * element_bytes(info, layer_float_bytes)
+                size = info.elements * element_bytes(info, layer_weight_bytes)
                 identity = identities.get(name, name)
                 if size > weights.get(identity, -1):
                     weights[identity] = size
@@ -229,10 +244,17 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
 
 
 class _FloatBytes(dict[str, int]):
-    """:func:`~layerscope.estimator.roofline.float_element_bytes` of each dtype, looked up once."""
+    """Bytes of one float element at each dtype, looked up once: the feature maps'
+    (:func:`~layerscope.estimator.roofline.float_element_bytes`), or, given a profile, the weights' as it stores them
+    (:func:`~layerscope.estimator.roofline.weight_float_bytes`)."""
+
+    def __init__(self, weights_on: Profile | None = None) -> None:
+        super().__init__()
+        self.weights_on = weights_on
 
     def __missing__(self, dtype: str) -> int:
-        value = self[dtype] = float_element_bytes(dtype)
+        on = self.weights_on
+        value = self[dtype] = float_element_bytes(dtype) if on is None else weight_float_bytes(on, dtype)
         return value
 
 

@@ -325,7 +325,8 @@ def simulate_timeline(graph: Graph, profile: Profile, dtype: str | None = None, 
         on_cpu = [e.fallback_reason is not None for e in estimate.layers]
         resident = resident_tensors(graph, share, estimate.dtype, costs, on_cpu)
     windows = list(zip(schedule.active_start_us.tolist(), ends.tolist(), strict=True))
-    memory = plan_memory(graph, estimate, windows, resident=resident, latency_us=latency_us, frames_in_flight=cores)
+    memory = plan_memory(graph, estimate, windows, resident=resident, latency_us=latency_us, frames_in_flight=cores,
+                         profile=share)
     fastest = max(share.attainable_ddr_bytes_per_s, share.attainable_weight_ddr_bytes_per_s)
     return Timeline(profile_name=profile.name, dtype=estimate.dtype, split=SPLIT, cores=cores, schedule=schedule,
                     tracks=tracks, bins=_bins(schedule, tracks, latency_us, intervals, cores), memory=memory,
