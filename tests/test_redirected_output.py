@@ -80,6 +80,17 @@ def test_a_table_keeps_its_columns_and_loses_its_padding() -> None:
     assert any(line != line.rstrip() for line in plain.getvalue().splitlines())  # rich alone pads
 
 
+def test_emoji_codes_in_names_print_as_written() -> None:
+    """rich reads ``:name:`` as an emoji code by default: a layer named ``conv:smile:1`` printed as ``conv😄1``."""
+    table = Table("layer", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_row("conv:smile:1")
+    out = io.StringIO()
+    console = SafeConsole(file=out, width=60, color_system=None)
+    console.print(table)
+    console.print("tail :thumbs_up:")
+    assert "conv:smile:1" in out.getvalue() and "tail :thumbs_up:" in out.getvalue()  # not replaced by emoji
+
+
 def test_strip_line_ends_keeps_what_shows() -> None:
     """Spaces before a line break go (a line of spaces becomes empty); text after the last break, spaces inside a
     line and, with ``keep_background``, spaces on a coloured background stay."""

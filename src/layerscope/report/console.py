@@ -2,11 +2,12 @@
 terminal report rendered to plain text.
 
 No control or bidirectional-override character from a name reaches the terminal
-(:mod:`layerscope.textsafe`), and rich markup in a name is never read (``[bold]`` in a layer name prints as
-it is). No line ends in a space: rich pads table cells and grid rows to their width, and those pads at the end of
-a line (and lines of spaces alone) are removed, so output redirected to a file or diffed has no trailing
-whitespace. When the output is not a terminal (redirected to a file, piped) and ``COLUMNS`` is not set, the
-console is :data:`WIDE_COLUMNS` wide: a file gets whole names, not the 80-column cut rich falls back to.
+(:mod:`layerscope.textsafe`), and neither rich markup nor rich's emoji codes in a name are read (``[bold]`` and
+``:smile:`` in a layer name print as they are). No line ends in a space: rich pads table cells and grid rows to
+their width, and those pads at the end of a line (and lines of spaces alone) are removed, so output redirected to a
+file or diffed has no trailing whitespace. When the output is not a terminal (redirected to a file, piped) and
+``COLUMNS`` is not set, the console is :data:`WIDE_COLUMNS` wide: a file gets whole names, not the 80-column cut
+rich falls back to.
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ WIDE_COLUMNS = 200
 
 
 class SafeConsole(Console):
-    """A rich console without markup whose rendered text is cleaned by :func:`terminal_text`; the styles and
-    control codes rich adds itself are kept. Removed characters have no width, so tables stay aligned.
+    """A rich console without markup or emoji codes whose rendered text is cleaned by :func:`terminal_text`; the
+    styles and control codes rich adds itself are kept. Removed characters have no width, so tables stay aligned.
     Spaces at the end of a line are removed (:func:`strip_line_ends`), except coloured-background ones when
     the console writes colour. Not a terminal, no ``COLUMNS`` and no ``width`` given: :data:`WIDE_COLUMNS`
     wide."""
 
-    def __init__(self, *, markup: bool = False, width: int | None = None, **kwargs: Any) -> None:
-        super().__init__(markup=markup, width=width, **kwargs)
+    def __init__(self, *, markup: bool = False, emoji: bool = False, width: int | None = None, **kwargs: Any,
+                 ) -> None:
+        super().__init__(markup=markup, emoji=emoji, width=width, **kwargs)
         if width is None and not self.is_terminal and not os.getenv("COLUMNS"):
             self.width = WIDE_COLUMNS
 
