@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -255,3 +259,33 @@ def test_knee_of_synthetic_curves() -> None:
 
 def test_cpu_list_counts() -> None:
     assert [host._cpu_count(t) for t in ("0", "0-3", "0,2-3", "0-1,8-9\n", "")] == [1, 4, 3, 4, 1]
+
+
+def test_the_cache_key_reads_onnxruntimes_version_without_importing_it() -> None:
+    """The key's onnxruntime version is the string the import gives (the same cache file as before), read from the
+    installed distribution that holds the package: a child process keys its cache and never imports onnxruntime."""
+    import onnxruntime
+
+    assert host._ort_distribution_version() == onnxruntime.__version__
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        from layerscope.targets import host
+        print(host._ort_version())
+        host.cache_path()
+        print("onnxruntime" in sys.modules)
+    """)], capture_output=True, text=True, check=True)
+    assert child.stdout.split() == [onnxruntime.__version__, "False"]
+
+
+def test_a_distribution_that_does_not_hold_the_imported_package_is_not_read(tmp_path: Path) -> None:
+    """The version comes from the package ``import onnxruntime`` would load: a package found elsewhere (a source
+    checkout ahead on the path) is not the installed distribution's, and its version is the import's."""
+    shadow = tmp_path / "onnxruntime"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text('__version__ = "0.0.shadow"\n')
+    paths = [str(tmp_path), *(p for p in sys.path if p)]
+    child = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        from layerscope.targets import host
+        print(host._ort_distribution_version(), host._ort_version())
+    """)], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
+    assert child.stdout.split() == ["None", "0.0.shadow"]
