@@ -557,6 +557,51 @@ class YoloBuilder(GraphBuilder):
                 outs.append(self.transpose(self.conv_branch(x, f"cv4.{i}", c4, extra), NHWC))
         return outs
 
+    def yoloe_prompt_free_head(self, feats: list[str], num_classes: int, npr: int, nm: int = 32,
+                               reg_max: int = 16) -> list[str]:
+        """Ultralytics ``YOLOESegment`` of a prompt-free model (non-legacy) as the RDK X5 zoo exports it
+        (D-Robotics/rdk_model_zoo ``samples/vision/YOLOE-11-Seg-Prompt-Free/.../cauchy_yoloe11segPF_export.py``,
+        ``cauchy_rdk_forward``): per level ``lrpc.i.vocab(cv3.i(x))``, ``lrpc.i.loc(cv2.i(x))``, ``cv5.i(x)``, each
+        ``permute(0, 2, 3, 1)``, then ``proto(P3)`` NHWC.
+
+        The prompt-free model (ultralytics ``nn/tasks.py`` ``YOLOEModel.set_vocab``) drops the last conv of each
+        ``cv2`` / ``cv3`` branch and moves it into ``LRPCHead``: ``loc`` the box conv (1x1 to 4 reg_max) and ``vocab``
+        the class conv with the vocabulary's text embeddings fused in (1x1 from c3 to ``num_classes``; the zoo's
+        export turns the Linear that levels 0 and 1 carry back into a 1x1 Conv). cv3 is the depthwise class branch
+        (c3 = ``max(ch[0], min(nc, 100))``), cv2 the box branch (c2 = ``max(16, ch[0] // 4, 4 reg_max)``), ``cv5`` the
+        mask coefficients (Conv 3x3, Conv 3x3 at ``max(ch[0] // 4, nm)``, Conv2d 1x1 to nm), ``Proto(ch[0], npr, nm)``.
+        No DFL, decode, proposal filter or top-k.
+        """
+        ch0 = self.shape(feats[0])[1]
+        c2 = max(16, ch0 // 4, reg_max * 4)
+        c3 = max(ch0, min(num_classes, 100))
+        c5 = max(ch0 // 4, nm)
+        outs: list[str] = []
+        for i, x in enumerate(feats):
+            cls = x
+            with self.scope(f"cv3.{i}"):
+                for j in range(2):
+                    with self.scope(f"cv3.{i}.{j}"):
+                        cin = self.shape(cls)[1]
+                        with self.scope(f"cv3.{i}.{j}.0"):
+                            cls = self.conv_block(cls, cin, 3, g=cin)
+                        with self.scope(f"cv3.{i}.{j}.1"):
+                            cls = self.conv_block(cls, c3, 1)
+            box = x
+            with self.scope(f"cv2.{i}"):
+                for j in range(2):
+                    with self.scope(f"cv2.{i}.{j}"):
+                        box = self.conv_block(box, c2, 3)
+            with self.scope(f"lrpc.{i}"):
+                with self.scope("vocab"):
+                    cls = self.conv(cls, num_classes, 1)
+                with self.scope("loc"):
+                    box = self.conv(box, 4 * reg_max, 1)
+            mask = self.conv_branch(x, f"cv5.{i}", c5, nm)
+            outs.extend(self.transpose(t, NHWC) for t in (cls, box, mask))
+        outs.append(self.transpose(self.proto(feats[0], npr, nm), NHWC))
+        return outs
+
     def ultralytics_detect_head(self, feats: list[str], num_classes: int, legacy: bool, zoo: bool,
                                 reg_max: int = 16) -> list[str]:
         """Ultralytics ``Detect`` (8.3) on P3/P4/P5; the output tensors.
@@ -1633,6 +1678,38 @@ def ultralytics_classify(version: str = "v8", scale: str = "n", size: int = 224,
     )
 
 
+def yoloe_segment(scale: str = "s", size: int = 640, num_classes: int = 4585) -> ModelProto:
+    """Ultralytics YOLOE-11 n/s/m/l/x-seg prompt-free (``yoloe-11{scale}-seg-pf.pt``: the built-in vocabulary of 4585
+    classes) as the RDK X5 zoo exports it.
+
+    Architecture: ``cfg/models/11/yoloe-11-seg.yaml``: the YOLO11-seg backbone and neck (``scales`` as yolo11.yaml)
+    and ``YOLOESegment [nc, 32, 256, 512, True]`` (nm 32, npr ``make_divisible(min(256, max channels) * width)``,
+    embed 512), made prompt-free by ``YOLOEModel.set_vocab`` (ultralytics ``nn/tasks.py``, ``nn/modules/head.py``
+    ``LRPCHead``): :meth:`YoloBuilder.yoloe_prompt_free_head`. The zoo's export (D-Robotics/rdk_model_zoo
+    ``samples/vision/YOLOE-11-Seg-Prompt-Free/YOLOE-11-Seg-Prompt-Free_YUV420SP/README.md``, "Export to ONNX";
+    opset 11, no attention patch: one Softmax per C2PSA attention, as its config's ``node_info`` names
+    ``/model.10/m/m.0/attn/Softmax``): outputs per level class (1, h, w, 4585), box (1, h, w, 64), mask coefficients
+    (1, h, w, 32), then protos (1, size/4, size/4, 32), NHWC, what its ``postProcess`` reshapes.
+
+    Published (the zoo README, "Performance Data"): YOLOE-11S-Seg 13.69 M parameters: the checkpoint's, which also
+    holds the head's visual-prompt encoder ``savpe`` (``SAVPE``: unused without a visual prompt, not exported). No
+    FLOPs published. ``size`` must be a multiple of 32.
+    """
+    scales = ULTRALYTICS_MODELS["11"][1]
+    _check_choice("scale", scale, scales)
+
+    def segment(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.yoloe_prompt_free_head(srcs, num_classes, ch(256))
+
+    name = f"yoloe-11{scale}-seg-pf"
+    return _build_ultralytics(
+        name, _task_layers("11", "YOLOESegment"), scales[scale], scale, size, head=segment, attention="softmax",
+        doc=f"{name} prompt-free instance segmentation (zoo head)",
+        metadata={"head": "zoo", "source": "ultralytics cfg/models/11/yoloe-11-seg.yaml, YOLOEModel.set_vocab; head: "
+                                          "D-Robotics rdk_model_zoo YOLOE-11-Seg-Prompt-Free cauchy_rdk_forward"},
+    )
+
+
 def yolov10(scale: str = "n", size: int = 640, num_classes: int = 80, attention: str = "softmax") -> ModelProto:
     """YOLOv10 n/s/m/b/l/x detection (ultralytics ``cfg/models/v10/yolov10{scale}.yaml``) as the RDK X5 zoo
     deploys it.
@@ -1781,4 +1858,5 @@ BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "yolov9": yolov9,
     "yolov5_v2": yolov5_v2,
     "yolov13": yolov13,
+    "yoloe_segment": yoloe_segment,
 }
