@@ -23,7 +23,7 @@ from pathlib import Path
 import onnx
 
 from layerscope.fileio import write_atomic
-from layerscope.samples import attention, cnn, efficientformer_v2, mobile
+from layerscope.samples import attention, cnn, efficientformer_v2, fcos, mobile
 from layerscope.samples import yolo as _yolo
 from layerscope.samples.ocr import crnn, dbnet
 from layerscope.samples.transformer import bert_tiny, vit_tiny
@@ -72,7 +72,8 @@ SAMPLES: dict[str, Callable[..., onnx.ModelProto]] = {
 #: The architectures behind the board model zoos' published latencies (``benchmarks/data/board_latency.csv``):
 #: name -> builder, each taking a ``variant``/``scale`` parameter for the zoo's model sizes.
 BOARD_SAMPLES: dict[str, Callable[..., onnx.ModelProto]] = {**cnn.SAMPLES, **mobile.SAMPLES, **attention.SAMPLES,
-                                                           **efficientformer_v2.SAMPLES, **_yolo.BOARD_SAMPLES}
+                                                           **efficientformer_v2.SAMPLES, **fcos.SAMPLES,
+                                                           **_yolo.BOARD_SAMPLES}
 SAMPLES.update(BOARD_SAMPLES)
 
 #: What ``make run`` estimates: YOLOv5s at 640.

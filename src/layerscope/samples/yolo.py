@@ -464,11 +464,12 @@ class YoloBuilder(GraphBuilder):
             return self.conv_block(y, c, act=False)
 
     def a2c2f(self, x: str, c2: int, n: int, a2: bool, area: int, *, residual: bool = False,
-              mlp_ratio: float = 2.0, e: float = 0.5) -> str:
+              mlp_ratio: float = 2.0, e: float = 0.5, qk_v: bool = False) -> str:
         """YOLO12 ``A2C2f`` (R-ELAN): cv1 to c_ = c2 * e, n blocks chained, Concat of cv1 and every block's
         output, cv2 to c2. A block is two ``ABlock`` (x + AAttn(x) with c_ // 32 heads, then x + mlp(x):
         1x1 to c_ * mlp_ratio, SiLU, 1x1 back) if ``a2``, else ``C3k(c_, c_, 2)``. ``a2 and residual``:
-        output x + gamma * cv2(...) with a learned per-channel gamma.
+        output x + gamma * cv2(...) with a learned per-channel gamma. ``qk_v``: YOLOv13's ``AAttn``
+        (:meth:`area_attention_qk_v`) in place of ultralytics' (:meth:`area_attention`).
         """
         c_ = int(c2 * e)
         with self.scope("cv1"):
@@ -481,7 +482,8 @@ class YoloBuilder(GraphBuilder):
                 for j in range(2 if a2 else 0):
                     with self.scope(f"m.{i}.{j}" if self.torch_names else str(j)):
                         with self.scope("attn"):
-                            attn = self.area_attention(z, c_ // 32, area)
+                            attention = self.area_attention_qk_v if qk_v else self.area_attention
+                            attn = attention(z, c_ // 32, area)
                         z = self.add(z, attn)
                         with self._seq_item("mlp", 0):
                             f = self.conv_block(z, int(c_ * mlp_ratio))
@@ -553,6 +555,51 @@ class YoloBuilder(GraphBuilder):
             outs.append(self.transpose(self.detect_box(x, i, c2, reg_max, prefix=f"{prefix}cv2"), NHWC))
             if extra:
                 outs.append(self.transpose(self.conv_branch(x, f"cv4.{i}", c4, extra), NHWC))
+        return outs
+
+    def yoloe_prompt_free_head(self, feats: list[str], num_classes: int, npr: int, nm: int = 32,
+                               reg_max: int = 16) -> list[str]:
+        """Ultralytics ``YOLOESegment`` of a prompt-free model (non-legacy) as the RDK X5 zoo exports it
+        (D-Robotics/rdk_model_zoo ``samples/vision/YOLOE-11-Seg-Prompt-Free/.../cauchy_yoloe11segPF_export.py``,
+        ``cauchy_rdk_forward``): per level ``lrpc.i.vocab(cv3.i(x))``, ``lrpc.i.loc(cv2.i(x))``, ``cv5.i(x)``, each
+        ``permute(0, 2, 3, 1)``, then ``proto(P3)`` NHWC.
+
+        The prompt-free model (ultralytics ``nn/tasks.py`` ``YOLOEModel.set_vocab``) drops the last conv of each
+        ``cv2`` / ``cv3`` branch and moves it into ``LRPCHead``: ``loc`` the box conv (1x1 to 4 reg_max) and ``vocab``
+        the class conv with the vocabulary's text embeddings fused in (1x1 from c3 to ``num_classes``; the zoo's
+        export turns the Linear that levels 0 and 1 carry back into a 1x1 Conv). cv3 is the depthwise class branch
+        (c3 = ``max(ch[0], min(nc, 100))``), cv2 the box branch (c2 = ``max(16, ch[0] // 4, 4 reg_max)``), ``cv5`` the
+        mask coefficients (Conv 3x3, Conv 3x3 at ``max(ch[0] // 4, nm)``, Conv2d 1x1 to nm), ``Proto(ch[0], npr, nm)``.
+        No DFL, decode, proposal filter or top-k.
+        """
+        ch0 = self.shape(feats[0])[1]
+        c2 = max(16, ch0 // 4, reg_max * 4)
+        c3 = max(ch0, min(num_classes, 100))
+        c5 = max(ch0 // 4, nm)
+        outs: list[str] = []
+        for i, x in enumerate(feats):
+            cls = x
+            with self.scope(f"cv3.{i}"):
+                for j in range(2):
+                    with self.scope(f"cv3.{i}.{j}"):
+                        cin = self.shape(cls)[1]
+                        with self.scope(f"cv3.{i}.{j}.0"):
+                            cls = self.conv_block(cls, cin, 3, g=cin)
+                        with self.scope(f"cv3.{i}.{j}.1"):
+                            cls = self.conv_block(cls, c3, 1)
+            box = x
+            with self.scope(f"cv2.{i}"):
+                for j in range(2):
+                    with self.scope(f"cv2.{i}.{j}"):
+                        box = self.conv_block(box, c2, 3)
+            with self.scope(f"lrpc.{i}"):
+                with self.scope("vocab"):
+                    cls = self.conv(cls, num_classes, 1)
+                with self.scope("loc"):
+                    box = self.conv(box, 4 * reg_max, 1)
+            mask = self.conv_branch(x, f"cv5.{i}", c5, nm)
+            outs.extend(self.transpose(t, NHWC) for t in (cls, box, mask))
+        outs.append(self.transpose(self.proto(feats[0], npr, nm), NHWC))
         return outs
 
     def ultralytics_detect_head(self, feats: list[str], num_classes: int, legacy: bool, zoo: bool,
@@ -746,6 +793,225 @@ class YoloBuilder(GraphBuilder):
         cat = self.concat([a, b], axis=1)
         with self.scope("cv2"):
             return self.conv_block(cat, c1)
+
+    # ---------------------------------------------------------------------------------- YOLOv13 blocks
+    def dsconv(self, x: str, c2: int, k: int = 3, s: int = 1) -> str:
+        """YOLOv13 ``DSConv`` (``nn/modules/conv.py``): ``dw`` depthwise k x k conv (stride s, no bias), ``pw`` 1x1 conv
+        to c2 (its ``bn`` folded in at export: a bias), SiLU ``act``."""
+        cin = self.shape(x)[1]
+        with self.scope("dw"):
+            y = self.conv(x, cin, k, s, g=cin, bias=False)
+        with self.scope("pw"):
+            y = self.conv(y, c2, 1)
+        with self.scope("act"):
+            return self.activate(y)
+
+    def ds_bottleneck(self, x: str, c2: int, shortcut: bool, k1: int = 3, k2: int = 7) -> str:
+        """YOLOv13 ``DSBottleneck(c1, c2, shortcut, e=1.0, k1, k2)``: cv1 :meth:`dsconv` k1 x k1 to c2, cv2 k2 x k2 to
+        c2, residual ``Add`` if shortcut and c1 == c2 (every use in the yaml: e 1.0, k1 3, k2 7)."""
+        c1 = self.shape(x)[1]
+        with self.scope("cv1"):
+            y = self.dsconv(x, c2, k1)
+        with self.scope("cv2"):
+            y = self.dsconv(y, c2, k2)
+        return self.add(x, y) if shortcut and c1 == c2 else y
+
+    def ds_c3k(self, x: str, c2: int, n: int, shortcut: bool, e: float) -> str:
+        """YOLOv13 ``DSC3k`` (a ``C3``): cv1 and cv2 1x1 to c_ = ``int(c2 * e)``, n :meth:`ds_bottleneck` (c_) on cv1's
+        output, Concat with cv2's, cv3 1x1 to c2."""
+        c_ = int(c2 * e)
+        with self.scope("cv1"):
+            a = self.conv_block(x, c_)
+        for i in range(n):
+            with self._seq_item("m", i):
+                a = self.ds_bottleneck(a, c_, shortcut)
+        with self.scope("cv2"):
+            b = self.conv_block(x, c_)
+        y = self.concat([a, b], axis=1)
+        with self.scope("cv3"):
+            return self.conv_block(y, c2)
+
+    def ds_c3k2(self, x: str, c2: int, n: int, dsc3k: bool, e: float = 0.5) -> str:
+        """YOLOv13 ``DSC3k2`` (a ``C2f``): cv1 to 2c (c = ``int(c2 * e)``), Split, n blocks on the last part, Concat of
+        all parts, cv2 to c2. A block is ``DSC3k(c, c, 2, e=1.0)`` if ``dsc3k`` else ``DSBottleneck(c, c)``;
+        residual."""
+        c = int(c2 * e)
+        with self.scope("cv1"):
+            y = self.conv_block(x, 2 * c)
+        parts = self.split(y, [c, c], axis=1)
+        for i in range(n):
+            with self._list_item("m", i):
+                if dsc3k:
+                    parts.append(self.ds_c3k(parts[-1], c, 2, True, e=1.0))
+                else:
+                    parts.append(self.ds_bottleneck(parts[-1], c, True))
+        cat = self.concat(parts, axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c2)
+
+    def area_attention_qk_v(self, x: str, num_heads: int, area: int) -> str:
+        """YOLOv13 ``AAttn`` (its ``nn/modules/block.py``, the non-flash forward the CPU export takes): ``qk`` 1x1 conv
+        to 2c and ``v`` 1x1 conv to c (no activations), ``pe`` 5x5 depthwise conv of v; qk and v flattened to
+        (1, N, .) [and cut into ``area`` bands], q and k two Slices, each Transposed and Reshaped to (B, heads,
+        head_dim, N'); q^T k, * head_dim^-0.5, softmax written out over the last axis (ReduceMax, Sub, Exp,
+        ReduceSum, Div), v attn^T, back to (1, c, h, w), + pe, ``proj`` 1x1 conv. What the X5 zoo's compile log lists
+        (``hb_mapper_log_yolo13n.txt``: ``attn/qk/conv/Conv``, ``attn/v/conv/Conv``, ``attn/Slice_2`` .. ``attn/Div``).
+        """
+        _, c, h, w = self.shape(x)
+        n = h * w
+        head_dim = c // num_heads
+        with self.scope("qk"):
+            qk = self.conv_block(x, 2 * c, act=False)
+        qk = self.transpose(self.reshape(qk, [1, 2 * c, n]), [0, 2, 1])
+        with self.scope("v"):
+            v = self.conv_block(x, c, act=False)
+        with self.scope("pe"):
+            pp = self.conv_block(v, c, 5, 1, 2, g=c, act=False)
+        v = self.transpose(self.reshape(v, [1, c, n]), [0, 2, 1])
+        bands, tokens = (area, n // area) if area > 1 else (1, n)
+        if area > 1:
+            qk = self.reshape(qk, [bands, tokens, 2 * c])
+            v = self.reshape(v, [bands, tokens, c])
+        q = self.slice(qk, [0], [c], [2])
+        k = self.slice(qk, [c], [2 * c], [2])
+        q, k, v = (self.reshape(self.transpose(t, [0, 2, 1]), [bands, num_heads, head_dim, tokens])
+                   for t in (q, k, v))
+        attn = self.op("MatMul", [self.transpose(q, [0, 1, 3, 2]), k], (bands, num_heads, tokens, tokens))
+        attn = self.mul(attn, self.scalar("scale", head_dim**-0.5))
+        peak = self.op("ReduceMax", [attn], (bands, num_heads, tokens, 1), axes=[3], keepdims=1)
+        e = self.unary("Exp", self.binary("Sub", attn, peak))
+        total = self.op("ReduceSum", [e, self.int64s("axes", [3])], (bands, num_heads, tokens, 1), keepdims=1)
+        attn = self.binary("Div", e, total)
+        y = self.op("MatMul", [v, self.transpose(attn, [0, 1, 3, 2])], (bands, num_heads, head_dim, tokens))
+        y = self.transpose(y, [0, 3, 1, 2])
+        if area > 1:
+            y = self.reshape(y, [1, n, c])
+        y = self.transpose(self.reshape(y, [1, h, w, c]), [0, 3, 1, 2])
+        with self.scope("proj"):
+            return self.conv_block(self.add(y, pp), c, act=False)
+
+    def hyperedge_gen(self, tokens: str, num_hyperedges: int, num_heads: int) -> str:
+        """YOLOv13 ``AdaHyperedgeGen`` (context "both") on tokens (1, N, D): the participation matrix (1, N, E).
+
+        Context = Concat(ReduceMean, ReduceMax over N) (1, 2D); ``context_net`` Linear (a ``Gemm``) to E x D, Reshape,
+        + ``prototype_base`` (E, D): the hyperedge prototypes; ``pre_head_proj`` Linear (``MatMul`` + ``Add``) of the
+        tokens; both split into heads (Reshape, Transpose) and folded to (heads, ., head_dim); logits = tokens x
+        prototypes^T (``MatMul``) / sqrt(head_dim), mean over heads (``ReduceMean``), softmax over N (dim 1) as torch
+        exports a softmax off the last axis below opset 13 (the zoo exports at opset 11): Transpose, ``Softmax`` over
+        the last axis, Transpose back (the compile log's ``edge_generator/Transpose_3`` .. ``Transpose_4``).
+        """
+        _, n, d = self.shape(tokens)
+        head_dim = d // num_heads
+        avg = self.op("ReduceMean", [tokens], (1, d), axes=[1], keepdims=0)
+        peak = self.op("ReduceMax", [tokens], (1, d), axes=[1], keepdims=0)
+        context = self.concat([avg, peak], axis=1)
+        with self.scope("context_net"):
+            offsets = self.reshape(self.gemm(context, num_hyperedges * d), [1, num_hyperedges, d])
+        prototypes = self.add(self.weight("prototype_base", (num_hyperedges, d), d), offsets)
+        with self.scope("pre_head_proj"):
+            proj = self.linear(tokens, d)
+        heads = self.transpose(self.reshape(proj, [1, n, num_heads, head_dim]), [0, 2, 1, 3])
+        protos = self.transpose(self.reshape(prototypes, [1, num_hyperedges, num_heads, head_dim]), [0, 2, 1, 3])
+        heads = self.reshape(heads, [num_heads, n, head_dim])
+        protos = self.transpose(self.reshape(protos, [num_heads, num_hyperedges, head_dim]), [0, 2, 1])
+        logits = self.op("MatMul", [heads, protos], (num_heads, n, num_hyperedges))
+        logits = self.binary("Div", logits, self.scalar("scaling", math.sqrt(head_dim)))
+        logits = self.reshape(logits, [1, num_heads, n, num_hyperedges])
+        logits = self.op("ReduceMean", [logits], (1, n, num_hyperedges), axes=[1], keepdims=0)
+        return self.transpose(self.softmax(self.transpose(logits, [0, 2, 1]), axis=2), [0, 2, 1])
+
+    def ada_hypergraph(self, x: str, num_hyperedges: int, num_heads: int) -> str:
+        """YOLOv13 ``AdaHGComputation``: x (1, C, h, w) flattened to tokens (1, N, C), ``AdaHGConv``, back to (1, C, h,
+        w). AdaHGConv (``hgnn``): A = :meth:`hyperedge_gen` (1, N, E); hyperedges = A^T tokens (``MatMul``),
+        ``edge_proj`` Linear + GELU; A hyperedges (``MatMul``), ``node_proj`` Linear + GELU; + tokens."""
+        _, c, h, w = self.shape(x)
+        tokens = self.transpose(self.reshape(x, [1, c, h * w]), [0, 2, 1])
+        with self.scope("hgnn"):
+            with self.scope("edge_generator"):
+                a = self.hyperedge_gen(tokens, num_hyperedges, num_heads)
+            edges = self.op("MatMul", [self.transpose(a, [0, 2, 1]), tokens], (1, num_hyperedges, c))
+            with self._seq_item("edge_proj", 0):
+                edges = self.linear(edges, c)
+            with self._seq_item("edge_proj", 1):
+                edges = self.gelu_erf(edges)
+            y = self.op("MatMul", [a, edges], (1, h * w, c))
+            with self._seq_item("node_proj", 0):
+                y = self.linear(y, c)
+            with self._seq_item("node_proj", 1):
+                y = self.gelu_erf(y)
+            y = self.add(y, tokens)
+        return self.reshape(self.transpose(y, [0, 2, 1]), [1, c, h, w])
+
+    def c3ah(self, x: str, c2: int, num_hyperedges: int, e: float = 1.0) -> str:
+        """YOLOv13 ``C3AH``: cv3(Concat(m(cv1(x)), cv2(x))), cv1 / cv2 1x1 to c_ = ``int(c2 * e)``, m
+        :meth:`ada_hypergraph` with c_ // 16 heads, cv3 1x1 to c2."""
+        c_ = int(c2 * e)
+        with self.scope("cv1"):
+            a = self.conv_block(x, c_)
+        with self.scope("m"):
+            a = self.ada_hypergraph(a, num_hyperedges, c_ // 16)
+        with self.scope("cv2"):
+            b = self.conv_block(x, c_)
+        cat = self.concat([a, b], axis=1)
+        with self.scope("cv3"):
+            return self.conv_block(cat, c2)
+
+    def avgpool_2x2(self, x: str) -> str:
+        """``nn.AvgPool2d(kernel_size=2)``: AveragePool 2x2, stride 2 (h / 2)."""
+        n, c, h, w = self.shape(x)
+        return self.op("AveragePool", [x], (n, c, h // 2, w // 2), ceil_mode=0, count_include_pad=1,
+                       kernel_shape=[2, 2], pads=[0, 0, 0, 0], strides=[2, 2])
+
+    def hyperace(self, feats: list[str], c2: int, n: int, num_hyperedges: int, channel_adjust: bool) -> str:
+        """YOLOv13 ``HyperACE`` on (P3, P4, P5), output at P4 size with c2 channels (c = c2 / 2).
+
+        ``fuse`` (``FuseModule``): P3 AveragePool 2x2, P5 nearest upsample x2, Concat with P4, ``conv_out`` 1x1 to P4's
+        width c1 (from 4 c1 with ``channel_adjust``, else 3 c1); cv1 1x1 to 3c, three channel Slices (``chunk(3)``);
+        ``branch1`` and ``branch2`` :meth:`c3ah` (c, ``num_hyperedges``) both on the second part; n
+        ``DSC3k(c, c, 2, e=0.5)`` chained from the third; Concat (first, branch1, third, the DSC3k outputs, branch2),
+        cv2 1x1 to c2.
+        """
+        c1 = self.shape(feats[1])[1]
+        c = c2 // 2
+        with self.scope("fuse"):
+            with self.scope("downsample"):
+                down = self.avgpool_2x2(feats[0])
+            with self.scope("upsample"):
+                up = self.upsample_nearest(feats[2], 2)
+            cat = self.concat([down, feats[1], up], axis=1)
+            if self.shape(cat)[1] != (4 if channel_adjust else 3) * c1:
+                raise ValueError(f"HyperACE fuse: {self.shape(cat)[1]} channels in, for width {c1}")
+            with self.scope("conv_out"):
+                fused = self.conv_block(cat, c1)
+        with self.scope("cv1"):
+            y = self.conv_block(fused, 3 * c)
+        parts = [self.slice(y, [i * c], [(i + 1) * c], [1]) for i in range(3)]
+        with self.scope("branch1"):
+            out1 = self.c3ah(parts[1], c, num_hyperedges)
+        with self.scope("branch2"):
+            out2 = self.c3ah(parts[1], c, num_hyperedges)
+        ys = list(parts)
+        for i in range(n):
+            with self._list_item("m", i):
+                ys.append(self.ds_c3k(ys[-1], c, 2, True, e=0.5))
+        ys[1] = out1
+        cat = self.concat([*ys, out2], axis=1)
+        with self.scope("cv2"):
+            return self.conv_block(cat, c2)
+
+    def downsample_conv(self, x: str, channel_adjust: bool) -> str:
+        """YOLOv13 ``DownsampleConv``: ``downsample`` AveragePool 2x2 stride 2, then (``channel_adjust``) a 1x1 Conv to
+        twice the width."""
+        with self.scope("downsample"):
+            y = self.avgpool_2x2(x)
+        if not channel_adjust:
+            return y
+        with self.scope("channel_adjust"):
+            return self.conv_block(y, 2 * self.shape(x)[1])
+
+    def fullpad_tunnel(self, x: str, enhanced: str) -> str:
+        """YOLOv13 ``FullPAD_Tunnel``: x + gate * enhanced, gate one learned scalar."""
+        return self.add(x, self.mul(self.weight("gate", (), 1), enhanced))
 
 
 def yolov5(size: int = 640, depth_multiple: float = 0.33, width_multiple: float = 0.50,
@@ -1092,6 +1358,30 @@ YOLOV9_MODELS: dict[str, tuple[_Layer, ...]] = {
 #: The YOLOv9 scales ultralytics publishes a segmentation model of (``yolov9{c,e}-seg.yaml``).
 YOLOV9_SEGMENT_SCALES = ("c", "e")
 
+#: iMoonLab/yolov13 ``ultralytics/cfg/models/v13/yolov13.yaml``: Conv args (c2, k, s, p, groups), DSC3k2 (c2, dsc3k,
+#: e in percent), A2C2f_v13 (c2, a2, area; YOLOv13's A2C2f), HyperACE (c2, hyperedges; the yaml's further args dsc3k
+#: True, shortcut True, e1 0.5, e2 1, context "both" are fixed in :meth:`YoloBuilder.hyperace`).
+_YOLOV13: tuple[_Layer, ...] = (
+    (-1, 1, "Conv", (64, 3, 2)), (-1, 1, "Conv", (128, 3, 2, 1, 2)), (-1, 2, "DSC3k2", (256, 0, 25)),
+    (-1, 1, "Conv", (256, 3, 2, 1, 4)), (-1, 2, "DSC3k2", (512, 0, 25)), (-1, 1, "DSConv", (512, 3, 2)),
+    (-1, 4, "A2C2f_v13", (512, 1, 4)), (-1, 1, "DSConv", (1024, 3, 2)), (-1, 4, "A2C2f_v13", (1024, 1, 1)),
+    ((4, 6, 8), 2, "HyperACE", (512, 8)), (-1, 1, "Upsample", ()), (9, 1, "DownsampleConv", ()),
+    ((6, 9), 1, "FullPAD_Tunnel", ()), ((4, 10), 1, "FullPAD_Tunnel", ()), ((8, 11), 1, "FullPAD_Tunnel", ()),
+    (-1, 1, "Upsample", ()), ((-1, 12), 1, "Concat", ()), (-1, 2, "DSC3k2", (512, 1)),
+    ((-1, 9), 1, "FullPAD_Tunnel", ()),
+    (17, 1, "Upsample", ()), ((-1, 13), 1, "Concat", ()), (-1, 2, "DSC3k2", (256, 1)), (10, 1, "Conv", (256, 1, 1)),
+    ((21, 22), 1, "FullPAD_Tunnel", ()),
+    (-1, 1, "Conv", (256, 3, 2)), ((-1, 18), 1, "Concat", ()), (-1, 2, "DSC3k2", (512, 1)),
+    ((-1, 9), 1, "FullPAD_Tunnel", ()),
+    (26, 1, "Conv", (512, 3, 2)), ((-1, 14), 1, "Concat", ()), (-1, 2, "DSC3k2", (1024, 1)),
+    ((-1, 11), 1, "FullPAD_Tunnel", ()),
+    ((23, 27, 31), 1, "Detect", ()),
+)
+#: YOLOv13 scale -> (depth, width, max channels), the yaml's ``scales``.
+YOLOV13_SCALES: dict[str, tuple[float, float, int]] = {
+    "n": (0.50, 0.25, 1024), "s": (0.50, 0.50, 1024), "l": (1.00, 1.00, 512), "x": (1.00, 1.50, 512),
+}
+
 #: ultralytics/yolov5 tag v2.0 ``models/yolov5s.yaml`` (the same layers at every scale): Focus stem,
 #: BottleneckCSP, SPP (5, 9, 13) before the last backbone CSP, PAN head; BottleneckCSP args (c2, shortcut).
 _YOLOV5_V2: tuple[_Layer, ...] = (
@@ -1121,8 +1411,8 @@ def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple
     """One yaml layer on ``srcs`` (its inputs), with ultralytics ``parse_model``'s rules for C3k2 (c3k
     forced on for m/l/x) and A2C2f (residual with layer scale and mlp_ratio 1.2 for l/x, else 2.0)."""
     x = srcs[0]
-    if module == "Conv":
-        return b.conv_block(x, ch(args[0]), *args[1:])
+    if module == "Conv":  # (c2, k, s, p, g)
+        return b.conv_block(x, ch(args[0]), *args[1:4], g=args[4] if len(args) > 4 else 1)
     if module == "C3":
         return b.c3(x, ch(args[0]), n, shortcut=bool(args[1]) if len(args) > 1 else True)
     if module == "C2f":
@@ -1139,6 +1429,21 @@ def _ultralytics_layer(b: YoloBuilder, srcs: list[str], module: str, args: tuple
     if module == "A2C2f":
         big = scale in "lx"
         return b.a2c2f(x, ch(args[0]), n, bool(args[1]), args[2], residual=big, mlp_ratio=1.2 if big else 2.0)
+    if module == "A2C2f_v13":  # YOLOv13's parse_model: residual and mlp_ratio 1.5 for l/x (A2C2f default 2.0)
+        big = scale in "lx"
+        return b.a2c2f(x, ch(args[0]), n, bool(args[1]), args[2], residual=big, mlp_ratio=1.5 if big else 2.0,
+                       qk_v=True)
+    if module == "DSC3k2":  # (c2, dsc3k, e %): dsc3k forced on for l/x
+        return b.ds_c3k2(x, ch(args[0]), n, bool(args[1]) or scale in "lx", e=args[2] / 100 if len(args) > 2 else 0.5)
+    if module == "DSConv":
+        return b.dsconv(x, ch(args[0]), args[1], args[2])
+    if module == "HyperACE":  # (c2, hyperedges): hyperedges x0.5 for n, x1.5 for x; no fuse channel adjust for l/x
+        edges = int(args[1] * {"n": 0.5, "x": 1.5}.get(scale, 1.0))
+        return b.hyperace(srcs, ch(args[0]), n, edges, channel_adjust=scale not in "lx")
+    if module == "DownsampleConv":  # no channel adjust for l/x
+        return b.downsample_conv(x, channel_adjust=scale not in "lx")
+    if module == "FullPAD_Tunnel":
+        return b.fullpad_tunnel(srcs[0], srcs[1])
     if module == "SCDown":
         return b.scdown(x, ch(args[0]), args[1], args[2])
     if module == "C2fCIB":
@@ -1373,6 +1678,38 @@ def ultralytics_classify(version: str = "v8", scale: str = "n", size: int = 224,
     )
 
 
+def yoloe_segment(scale: str = "s", size: int = 640, num_classes: int = 4585) -> ModelProto:
+    """Ultralytics YOLOE-11 n/s/m/l/x-seg prompt-free (``yoloe-11{scale}-seg-pf.pt``: the built-in vocabulary of 4585
+    classes) as the RDK X5 zoo exports it.
+
+    Architecture: ``cfg/models/11/yoloe-11-seg.yaml``: the YOLO11-seg backbone and neck (``scales`` as yolo11.yaml)
+    and ``YOLOESegment [nc, 32, 256, 512, True]`` (nm 32, npr ``make_divisible(min(256, max channels) * width)``,
+    embed 512), made prompt-free by ``YOLOEModel.set_vocab`` (ultralytics ``nn/tasks.py``, ``nn/modules/head.py``
+    ``LRPCHead``): :meth:`YoloBuilder.yoloe_prompt_free_head`. The zoo's export (D-Robotics/rdk_model_zoo
+    ``samples/vision/YOLOE-11-Seg-Prompt-Free/YOLOE-11-Seg-Prompt-Free_YUV420SP/README.md``, "Export to ONNX";
+    opset 11, no attention patch: one Softmax per C2PSA attention, as its config's ``node_info`` names
+    ``/model.10/m/m.0/attn/Softmax``): outputs per level class (1, h, w, 4585), box (1, h, w, 64), mask coefficients
+    (1, h, w, 32), then protos (1, size/4, size/4, 32), NHWC, what its ``postProcess`` reshapes.
+
+    Published (the zoo README, "Performance Data"): YOLOE-11S-Seg 13.69 M parameters: the checkpoint's, which also
+    holds the head's visual-prompt encoder ``savpe`` (``SAVPE``: unused without a visual prompt, not exported). No
+    FLOPs published. ``size`` must be a multiple of 32.
+    """
+    scales = ULTRALYTICS_MODELS["11"][1]
+    _check_choice("scale", scale, scales)
+
+    def segment(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.yoloe_prompt_free_head(srcs, num_classes, ch(256))
+
+    name = f"yoloe-11{scale}-seg-pf"
+    return _build_ultralytics(
+        name, _task_layers("11", "YOLOESegment"), scales[scale], scale, size, head=segment, attention="softmax",
+        doc=f"{name} prompt-free instance segmentation (zoo head)",
+        metadata={"head": "zoo", "source": "ultralytics cfg/models/11/yoloe-11-seg.yaml, YOLOEModel.set_vocab; head: "
+                                          "D-Robotics rdk_model_zoo YOLOE-11-Seg-Prompt-Free cauchy_rdk_forward"},
+    )
+
+
 def yolov10(scale: str = "n", size: int = 640, num_classes: int = 80, attention: str = "softmax") -> ModelProto:
     """YOLOv10 n/s/m/b/l/x detection (ultralytics ``cfg/models/v10/yolov10{scale}.yaml``) as the RDK X5 zoo
     deploys it.
@@ -1476,6 +1813,41 @@ def yolov5_v2(scale: str = "s", size: int = 640, num_classes: int = 80) -> Model
     )
 
 
+def yolov13(scale: str = "n", size: int = 640, num_classes: int = 80) -> ModelProto:
+    """YOLOv13 n/s/l/x detection (iMoonLab/yolov13 ``ultralytics/cfg/models/v13/yolov13.yaml``) as the RDK X5 zoo
+    deploys it.
+
+    Architecture (iMoonLab/yolov13 ``nn/modules/block.py``, ``nn/modules/conv.py``, ``nn/tasks.py`` ``parse_model``):
+    grouped stem convs (groups 2 and 4), ``DSC3k2`` / ``DSC3k`` / ``DSBottleneck`` of depthwise-separable ``DSConv``
+    (3x3 then 7x7), ``DSConv`` downsampling, YOLOv13's ``A2C2f`` (area attention with separate qk / v convs and a 5x5
+    ``pe``; residual, mlp_ratio 1.5 for l/x), ``HyperACE`` (multi-scale fuse, two ``C3AH`` adaptive-hypergraph
+    branches, a DSC3k branch; hyperedges 4 / 8 / 8 / 12 for n / s / l / x), ``DownsampleConv`` and the
+    ``FullPAD_Tunnel`` gated sums (x + gate * HyperACE's map) into the neck, ``Detect`` with the depthwise class
+    branch. Head: the zoo's ``Detect_forward`` (D-Robotics/rdk_model_zoo ``samples/vision/ultralytics_yolo/x86/
+    export_monkey_patch.py``); its compile log ``source/reference_logs/hb_mapper_log_yolo13n.txt`` lists the layers
+    as built here (``/model.9/branch1/m/hgnn/edge_generator/context_net/Gemm``, ``/model.6/m.0/m.0.0/attn/qk/conv/
+    Conv``, ``/model.32/cv3.0/cv3.0.0/cv3.0.0.0/conv/Conv``) and six outputs: per level class (1, h, w, nc) and box
+    (1, h, w, 64), NHWC, no DFL or decode (:meth:`YoloBuilder.zoo_head`). The patch's ``AAttn_forward`` (written for
+    ultralytics' qkv form) is not what the log shows: YOLOv13's own AAttn forward, softmax written out.
+
+    Published (the iMoonLab/yolov13 README, repeated in the zoo README), params M / GFLOPs at 640: n 2.5/6.4
+    s 9.0/20.8 l 27.6/88.4 x 64.0/199.2 (ultralytics' summary: the DSConv BatchNorms unfused, their weight and bias
+    counted, where the export folds them into the pointwise conv's bias). ``size`` must be a multiple of 32.
+    """
+    _check_choice("scale", scale, YOLOV13_SCALES)
+
+    def detect(b: YoloBuilder, srcs: list[str], ch: Callable[[int], int]) -> list[str]:
+        return b.zoo_head(srcs, num_classes, legacy=False)
+
+    name = f"yolov13{scale}"
+    return _build_ultralytics(
+        name, _YOLOV13, YOLOV13_SCALES[scale], scale, size, head=detect, attention="softmax",
+        doc=f"{name} detection (zoo head)",
+        metadata={"head": "zoo", "source": "iMoonLab/yolov13 ultralytics/cfg/models/v13/yolov13.yaml; head: D-Robotics "
+                                          "rdk_model_zoo export_monkey_patch Detect_forward"},
+    )
+
+
 #: The architectures of the board model zoos (merged into :data:`layerscope.samples.SAMPLES`).
 BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "ultralytics_detect": ultralytics_detect,
@@ -1485,4 +1857,6 @@ BOARD_SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "yolov10": yolov10,
     "yolov9": yolov9,
     "yolov5_v2": yolov5_v2,
+    "yolov13": yolov13,
+    "yoloe_segment": yoloe_segment,
 }
