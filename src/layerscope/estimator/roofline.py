@@ -5,19 +5,19 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   unit's efficiency times the profile's ``op_efficiency`` multiplier for the layer's op type (1 when the
   profile lists none; CPU-fallback layers never take it). Tensor layers count 2 ops per MAC (their
   ``flops``); data-movement and auxiliary layers count one op per output element on top of their arithmetic.
-- DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep
-  theirs). An activation stays on chip, costing no store and no load, when the profile has SRAM, the
-  tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
-  and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept
-  on chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among the next
+- DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep theirs); a Slice
+  loads only the part of its input it keeps (:func:`layerscope.costs.movement.slice_read_bytes`, the cost's own count),
+  as its DMA copies only those rows and channels. An activation stays on chip, costing no store and no load, when the
+  profile has SRAM, the tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy
+  layer and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept on
+  chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among the next
   :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in the
   layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
-  :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer
-  that reads them; when they exceed the SRAM's weight share (``weight_sram_bytes``, else the other half) they are
-  streamed in ``weight_passes`` passes, each reloading the layer's input activations. A weight several accelerator
-  layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an
-  unrolled recurrence's matrix) is loaded
-  from DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
+  :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer that reads them; when they exceed
+  the SRAM's weight share (``weight_sram_bytes``, else the other half) they are streamed in ``weight_passes`` passes,
+  each reloading the layer's input activations. A weight several accelerator layers read (one tensor of the model by
+  :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an unrolled recurrence's matrix) is loaded from
+  DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
   :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
   layers' sum plus the profile's per-inference ``task_overhead_us`` and, on a profile with ``output_bytes_per_s``,
@@ -52,6 +52,7 @@ from itertools import pairwise
 import numpy as np
 
 from layerscope.costs import classify_costs, constant_elements_read
+from layerscope.costs.movement import slice_read_bytes
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
 from layerscope.estimator.layout import dropped_transposes, layout_transposes, output_transposes
@@ -677,6 +678,8 @@ class _LayerEstimator:
                     weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, self.weight_bytes)
             else:
                 size = t.elements * element_bytes(t, float_bytes)
+                if node.op_type == "Slice" and name == node.inputs[0]:
+                    size = _slice_read(node, graph, t, size)
                 act_all += size
                 if t.name not in resident:
                     act_in += size
@@ -706,6 +709,16 @@ class _LayerEstimator:
                        weight_read=weight_read, weight_bandwidth=self.weight_bandwidth,
                        cached=(cached_in, cached_out, self.cache_bandwidth) if cached_in or cached_out else None,
                        streamed_us=tiled / self.stream_rate * 1e6 if tiled else 0.0)
+
+
+def _slice_read(node: Node, graph: Graph, data: TensorInfo, size: int) -> int:
+    """The bytes a Slice ``node`` reads of its ``data`` input held at ``size`` bytes when deployed: the part it keeps
+    (:func:`layerscope.costs.movement.slice_read_bytes`, at the deployed dtype), as a DMA reads only the rows and
+    channel ranges it copies; ``size`` when that part is not known."""
+    kept = slice_read_bytes(node, graph)
+    if kept is None or not data.nbytes:
+        return size
+    return min(size, -(-kept * size // data.nbytes))
 
 
 #: Op types that are a matrix product of their first two inputs.
