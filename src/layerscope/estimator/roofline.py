@@ -9,10 +9,11 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   loads only the part of its input it keeps (:func:`layerscope.costs.movement.slice_read_bytes`, the cost's own count),
   as its DMA copies only those rows and channels. An activation stays on chip, costing no store and no load, when the
   profile has SRAM, the tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy
-  layer and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept on
-  chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among the next
-  :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in the
-  layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
+  layer (the accelerator Slices that take one input apart one after another count as one layer, a Split:
+  :func:`_positions`) and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the
+  activations kept on chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among
+  the next :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in
+  the layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
   :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer that reads them; when they exceed
   the SRAM's weight share (``weight_sram_bytes``, else the other half) they are streamed in ``weight_passes`` passes,
   each reloading the layer's input activations. A weight several accelerator layers read (one tensor of the model by
@@ -161,12 +162,7 @@ class _Residency:
         if budget <= 0 and not profile.fuse_elementwise:
             return
         layers = graph.layers
-        position: list[int] = []  # per layer: its index among the non-zero-copy layers
-        k = 0
-        for cpu, cost in zip(on_cpu, costs, strict=True):
-            if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
-                k += 1
-            position.append(k)
+        position = _positions(layers, on_cpu, costs)
         # the position of the last layer reading each tensor (positions never decrease along the layers), and the
         # tensors a CPU layer reads
         last_read = {name: at for node, at in zip(layers, position, strict=True) for name in node.inputs}
@@ -223,6 +219,25 @@ class _Residency:
                 elif stream and last <= at + STREAM_WINDOW and info is not None:
                     self.resident.add(name)
                     self.streamed.add(name)
+
+
+def _positions(layers: Sequence[Node], on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> list[int]:
+    """Per layer, its index among the layers that run (not zero-copy), where the accelerator Slices that follow one
+    another over the same input share one index: together they are one Split, its pieces taken in one pass over
+    the input (the exporter writes ``torch.chunk`` as one Split or as a Slice per piece: YOLOv8's C2f exports a
+    Split, YOLOv9's RepNCSPELAN4 two Slices), so that the input's readers are the next layer either way."""
+    position: list[int] = []
+    k = 0
+    previous: Node | None = None  # the last layer that runs
+    for node, cpu, cost in zip(layers, on_cpu, costs, strict=True):
+        if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
+            sibling = (not cpu and previous is not None and node.op_type == previous.op_type == "Slice"
+                       and node.inputs[:1] == previous.inputs[:1])
+            if not sibling:
+                k += 1
+            previous = None if cpu else node
+        position.append(k)
+    return position
 
 
 def _readers(layers: Sequence[Node]) -> dict[str, list[int]]:
