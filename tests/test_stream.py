@@ -137,6 +137,10 @@ def test_a_weight_share_of_the_sram_sets_the_weight_passes(write_model: ModelWri
     conv2 = estimate_graph(graph, small).layers[1]
     assert conv2.weight_passes == 4 and conv2.ddr_read_bytes == 4 * FMAP + 1_024
     assert estimate_graph(graph, PLANNED).layers[1].weight_passes == 1
+    # with 64 KiB of SRAM c1 (16,384 B) is held on chip (32 KiB half): the 4 passes read it there, not from DDR
+    held = dataclasses.replace(small, sram_bytes=65_536)
+    conv1, conv2, _ = estimate_graph(graph, held).layers
+    assert conv1.ddr_write_bytes == 0 and conv2.weight_passes == 4 and conv2.ddr_read_bytes == 1_024
     # read from a profile file and kept by a calibration
     s100 = load_profile("rdk-s100")
     mapping = calibrated_profile(dataclasses.replace(s100, weight_sram_bytes=4_096), Params({}, {}, 1.0), name="fit",

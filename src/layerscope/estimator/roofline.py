@@ -16,10 +16,10 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   the layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
   :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer that reads them; when they exceed
   the SRAM's weight share (``weight_sram_bytes``, else the other half) they are streamed in ``weight_passes`` passes,
-  each reloading the layer's input activations. A weight several accelerator layers read (one tensor of the model by
-  :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an unrolled recurrence's matrix) is loaded from
-  DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
-  :func:`plan_shared_weights` says which.
+  each reloading the layer's input activations (from DDR, but those held whole on chip, which it reads there). A weight
+  several accelerator layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied
+  embeddings, an unrolled recurrence's matrix) is loaded from DDR once per inference when it stays on chip from its
+  first reader to its last, else by every reader: :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
   layers' sum plus the profile's per-inference ``task_overhead_us`` and, on a profile with ``output_bytes_per_s``,
   the runtime's hand-over of the model's outputs as float32 (:func:`output_conversion_us`). On an NPU profile with
@@ -681,7 +681,7 @@ class _LayerEstimator:
             compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
         float_bytes, resident, cached_bytes = self.float_bytes, self.resident, self.cached_bytes
         tensors, constants = graph.tensors, graph.constants
-        weight_bytes = act_in = act_all = cached_in = cached_out = tiled = 0
+        weight_bytes = act_in = act_all = cached_in = cached_out = tiled = held = 0
         streamed = self.streamed
         shared = self.loads.get(node.id)
         for name in node.inputs:
@@ -702,11 +702,14 @@ class _LayerEstimator:
                         cached_in += size
                 elif t.name in streamed:
                     tiled += size
+                else:
+                    held += size
         passes = 1
         weight_budget = self.weight_budget
         if weight_budget > 0 and weight_bytes > weight_budget:
             passes = -(-weight_bytes // weight_budget)
-            act_in += (passes - 1) * act_all
+            # every pass reads the inputs again: from DDR, but for those held whole on chip, which it reads there
+            act_in += (passes - 1) * (act_all - held)
         weight_read = weight_bytes + (sum(shared.values()) if shared else 0)
         written = 0
         for name in node.outputs:
