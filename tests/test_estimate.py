@@ -225,3 +225,28 @@ def test_a_per_inference_task_overhead_adds_once_outside_every_layer(write_model
     summary = estimate_run(graph, tasked, dataclasses.replace(toy_profile(), task_overhead_us=250.0)).summary
     assert summary.est_task_overhead_us == 250.0 and summary.est_latency_us == pytest.approx(tasked.latency_us)
     assert estimate_run(graph, plain, toy_profile()).summary.est_task_overhead_us is None  # absent when 0
+
+
+def _channel_halves(write_model: ModelWriter) -> Graph:
+    """x (1x16x8x8) -> two Slices of channels 0:8 and 8:16 (a chunk in two, as ultralytics' YOLOv9 exports it) ->
+    Add of the halves."""
+    nodes = [
+        helper.make_node("Slice", ["x", "s0", "e0", "axes"], ["lo"], name="slice_lo"),
+        helper.make_node("Slice", ["x", "s1", "e1", "axes"], ["hi"], name="slice_hi"),
+        helper.make_node("Add", ["lo", "hi"], ["y"], name="add"),
+    ]
+    consts = {"s0": np.array([0], np.int64), "e0": np.array([8], np.int64), "s1": np.array([8], np.int64),
+              "e1": np.array([16], np.int64), "axes": np.array([1], np.int64)}
+    return load_model(write_model(nodes, [("x", F32, [1, 16, 8, 8])], [("y", F32, None)], consts))
+
+
+def test_a_slice_loads_only_the_part_it_keeps(write_model: ModelWriter) -> None:
+    graph = _channel_halves(write_model)
+    lo, hi, _ = estimate_graph(graph, toy_profile()).layers
+    half = 8 * 8 * 8 * 4  # 2,048 B: each Slice keeps half of x's 4,096 B
+    # each reads its half of x (not all 4,096 B) + its 3 int64 operands (24 B), and writes its half
+    assert lo.ddr_read_bytes == hi.ddr_read_bytes == half + 24
+    assert lo.ddr_write_bytes == half and lo.load_us == pytest.approx((half + 24) / 1e3)
+    # at int8 the kept part is a quarter as many bytes: 512 B (+ the operands, which keep their int64)
+    lo8 = estimate_graph(graph, toy_profile(), dtype="int8").layers[0]
+    assert lo8.ddr_read_bytes == 512 + 24

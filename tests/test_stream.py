@@ -137,6 +137,10 @@ def test_a_weight_share_of_the_sram_sets_the_weight_passes(write_model: ModelWri
     conv2 = estimate_graph(graph, small).layers[1]
     assert conv2.weight_passes == 4 and conv2.ddr_read_bytes == 4 * FMAP + 1_024
     assert estimate_graph(graph, PLANNED).layers[1].weight_passes == 1
+    # with 64 KiB of SRAM c1 (16,384 B) is held on chip (32 KiB half): the 4 passes read it there, not from DDR
+    held = dataclasses.replace(small, sram_bytes=65_536)
+    conv1, conv2, _ = estimate_graph(graph, held).layers
+    assert conv1.ddr_write_bytes == 0 and conv2.weight_passes == 4 and conv2.ddr_read_bytes == 1_024
     # read from a profile file and kept by a calibration
     s100 = load_profile("rdk-s100")
     mapping = calibrated_profile(dataclasses.replace(s100, weight_sram_bytes=4_096), Params({}, {}, 1.0), name="fit",
@@ -145,3 +149,39 @@ def test_a_weight_share_of_the_sram_sets_the_weight_passes(write_model: ModelWri
     path.write_text(profile_toml(mapping, "fit"), encoding="utf-8")
     assert load_profile_file(path).weight_budget_bytes == 4_096
     assert s100.weight_sram_bytes is None and s100.weight_budget_bytes == s100.sram_bytes // 2
+
+
+def _chunked(write_model: ModelWriter, *, as_split: bool) -> Graph:
+    """x (1, 8, 16, 16) -> 1x1 Conv to 16 (c) -> chunk in two along the channels (one Split, or two Slices as
+    ultralytics' YOLOv9 exports it) -> Add of the halves (y)."""
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], name="conv")
+    consts: dict[str, np.ndarray] = {"w": np.zeros((16, 8, 1, 1), np.float32)}
+    if as_split:
+        chunk = [helper.make_node("Split", ["c", "sizes"], ["lo", "hi"], name="split", axis=1)]
+        consts["sizes"] = np.array([8, 8], np.int64)
+    else:
+        chunk = [helper.make_node("Slice", ["c", "s0", "e0", "axes"], ["lo"], name="slice_lo"),
+                 helper.make_node("Slice", ["c", "s1", "e1", "axes"], ["hi"], name="slice_hi")]
+        consts |= {"s0": np.array([0], np.int64), "e0": np.array([8], np.int64), "s1": np.array([8], np.int64),
+                   "e1": np.array([16], np.int64), "axes": np.array([1], np.int64)}
+    nodes = [conv, *chunk, helper.make_node("Add", ["lo", "hi"], ["y"], name="add")]
+    return load_model(write_model(nodes, [("x", F32, [1, 8, 16, 16])], [("y", F32, None)], consts))
+
+
+def test_the_slices_of_one_chunk_read_their_input_as_one_split(write_model: ModelWriter) -> None:
+    # c (16,384 B) exceeds the 8 KiB plan; its one reader, the Split, is the next layer: c streams, no DDR bytes
+    split = estimate_graph(_chunked(write_model, as_split=True), STREAMED).layers
+    assert split[0].ddr_write_bytes == 0
+    # the same chunk as two Slices, the second two layers after the Conv: they take c in one pass too
+    conv, lo, hi, _ = estimate_graph(_chunked(write_model, as_split=False), STREAMED).layers
+    assert conv.ddr_write_bytes == 0
+    assert lo.ddr_read_bytes == hi.ddr_read_bytes == 3 * 8  # the int64 starts, ends and axes only
+    # Slices of different inputs are two layers: a Slice of x then one of c leave c's reader a layer further on
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"),
+             helper.make_node("Slice", ["x", "s0", "e0", "axes"], ["xs"], name="slice_x"),
+             helper.make_node("Slice", ["c", "s0", "e0", "axes"], ["cs"], name="slice_c"),
+             helper.make_node("Add", ["xs", "cs"], ["y"], name="add")]
+    consts = {"w": np.zeros((16, 8, 1, 1), np.float32), "s0": np.array([0], np.int64),
+              "e0": np.array([8], np.int64), "axes": np.array([1], np.int64)}
+    graph = load_model(write_model(nodes, [("x", F32, [1, 8, 16, 16])], [("y", F32, None)], consts))
+    assert estimate_graph(graph, STREAMED).layers[0].ddr_write_bytes == FMAP

@@ -5,20 +5,21 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   unit's efficiency times the profile's ``op_efficiency`` multiplier for the layer's op type (1 when the
   profile lists none; CPU-fallback layers never take it). Tensor layers count 2 ops per MAC (their
   ``flops``); data-movement and auxiliary layers count one op per output element on top of their arithmetic.
-- DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep
-  theirs). An activation stays on chip, costing no store and no load, when the profile has SRAM, the
-  tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy layer
-  and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the activations kept
-  on chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among the next
-  :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in the
-  layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
-  :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer
-  that reads them; when they exceed the SRAM's weight share (``weight_sram_bytes``, else the other half) they are
-  streamed in ``weight_passes`` passes, each reloading the layer's input activations. A weight several accelerator
-  layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied embeddings, an
-  unrolled recurrence's matrix) is loaded
-  from DDR once per inference when it stays on chip from its first reader to its last, else by every reader:
-  :func:`plan_shared_weights` says which.
+- DDR traffic at the deployed dtype (float tensors take the deployed dtype's size, integer tensors keep theirs); a Slice
+  loads only the part of its input it keeps (:func:`layerscope.costs.movement.slice_read_bytes`, the cost's own count),
+  as its DMA copies only those rows and channels. An activation stays on chip, costing no store and no load, when the
+  profile has SRAM, the tensor fits half of it, it is not a model output, and every consumer is the next non-zero-copy
+  layer (the accelerator Slices that take one input apart one after another count as one layer, a Split:
+  :func:`_positions`) and runs on the accelerator (a profile with ``plan_sram``: it fits half the SRAM beside the
+  activations kept on chip over its lifetime, or, with ``stream_bytes_per_s``, it does not fit but every reader is among
+  the next :data:`STREAM_WINDOW` layers: streamed in tiles, no DDR traffic, its bytes written and read at that rate in
+  the layers' load time; with ``fuse_elementwise``: every reader is an element-wise accelerator layer within
+  :data:`FUSION_WINDOW` layers, whatever its size). Weights are loaded by every layer that reads them; when they exceed
+  the SRAM's weight share (``weight_sram_bytes``, else the other half) they are streamed in ``weight_passes`` passes,
+  each reloading the layer's input activations (from DDR, but those held whole on chip, which it reads there). A weight
+  several accelerator layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied
+  embeddings, an unrolled recurrence's matrix) is loaded from DDR once per inference when it stays on chip from its
+  first reader to its last, else by every reader: :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
   layers' sum plus the profile's per-inference ``task_overhead_us`` and, on a profile with ``output_bytes_per_s``,
   the runtime's hand-over of the model's outputs as float32 (:func:`output_conversion_us`). On an NPU profile with
@@ -52,6 +53,7 @@ from itertools import pairwise
 import numpy as np
 
 from layerscope.costs import classify_costs, constant_elements_read
+from layerscope.costs.movement import slice_read_bytes
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
 from layerscope.estimator.layout import dropped_transposes, layout_transposes, output_transposes
@@ -160,12 +162,7 @@ class _Residency:
         if budget <= 0 and not profile.fuse_elementwise:
             return
         layers = graph.layers
-        position: list[int] = []  # per layer: its index among the non-zero-copy layers
-        k = 0
-        for cpu, cost in zip(on_cpu, costs, strict=True):
-            if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
-                k += 1
-            position.append(k)
+        position = _positions(layers, on_cpu, costs)
         # the position of the last layer reading each tensor (positions never decrease along the layers), and the
         # tensors a CPU layer reads
         last_read = {name: at for node, at in zip(layers, position, strict=True) for name in node.inputs}
@@ -222,6 +219,25 @@ class _Residency:
                 elif stream and last <= at + STREAM_WINDOW and info is not None:
                     self.resident.add(name)
                     self.streamed.add(name)
+
+
+def _positions(layers: Sequence[Node], on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> list[int]:
+    """Per layer, its index among the layers that run (not zero-copy), where the accelerator Slices that follow one
+    another over the same input share one index: together they are one Split, its pieces taken in one pass over
+    the input (the exporter writes ``torch.chunk`` as one Split or as a Slice per piece: YOLOv8's C2f exports a
+    Split, YOLOv9's RepNCSPELAN4 two Slices), so that the input's readers are the next layer either way."""
+    position: list[int] = []
+    k = 0
+    previous: Node | None = None  # the last layer that runs
+    for node, cpu, cost in zip(layers, on_cpu, costs, strict=True):
+        if cpu or cost.unit_kind is not UnitKind.ZERO_COPY:
+            sibling = (not cpu and previous is not None and node.op_type == previous.op_type == "Slice"
+                       and node.inputs[:1] == previous.inputs[:1])
+            if not sibling:
+                k += 1
+            previous = None if cpu else node
+        position.append(k)
+    return position
 
 
 def _readers(layers: Sequence[Node]) -> dict[str, list[int]]:
@@ -665,7 +681,7 @@ class _LayerEstimator:
             compute_us = max(compute_us, chained_load_us(cost, profile.sram_bytes, node.executions))
         float_bytes, resident, cached_bytes = self.float_bytes, self.resident, self.cached_bytes
         tensors, constants = graph.tensors, graph.constants
-        weight_bytes = act_in = act_all = cached_in = cached_out = tiled = 0
+        weight_bytes = act_in = act_all = cached_in = cached_out = tiled = held = 0
         streamed = self.streamed
         shared = self.loads.get(node.id)
         for name in node.inputs:
@@ -677,6 +693,8 @@ class _LayerEstimator:
                     weight_bytes += constant_elements_read(node, graph, t) * element_bytes(t, self.weight_bytes)
             else:
                 size = t.elements * element_bytes(t, float_bytes)
+                if node.op_type == "Slice" and name == node.inputs[0]:
+                    size = _slice_read(node, graph, t, size)
                 act_all += size
                 if t.name not in resident:
                     act_in += size
@@ -684,11 +702,14 @@ class _LayerEstimator:
                         cached_in += size
                 elif t.name in streamed:
                     tiled += size
+                else:
+                    held += size
         passes = 1
         weight_budget = self.weight_budget
         if weight_budget > 0 and weight_bytes > weight_budget:
             passes = -(-weight_bytes // weight_budget)
-            act_in += (passes - 1) * act_all
+            # every pass reads the inputs again: from DDR, but for those held whole on chip, which it reads there
+            act_in += (passes - 1) * (act_all - held)
         weight_read = weight_bytes + (sum(shared.values()) if shared else 0)
         written = 0
         for name in node.outputs:
@@ -706,6 +727,16 @@ class _LayerEstimator:
                        weight_read=weight_read, weight_bandwidth=self.weight_bandwidth,
                        cached=(cached_in, cached_out, self.cache_bandwidth) if cached_in or cached_out else None,
                        streamed_us=tiled / self.stream_rate * 1e6 if tiled else 0.0)
+
+
+def _slice_read(node: Node, graph: Graph, data: TensorInfo, size: int) -> int:
+    """The bytes a Slice ``node`` reads of its ``data`` input held at ``size`` bytes when deployed: the part it keeps
+    (:func:`layerscope.costs.movement.slice_read_bytes`, at the deployed dtype), as a DMA reads only the rows and
+    channel ranges it copies; ``size`` when that part is not known."""
+    kept = slice_read_bytes(node, graph)
+    if kept is None or not data.nbytes:
+        return size
+    return min(size, -(-kept * size // data.nbytes))
 
 
 #: Op types that are a matrix product of their first two inputs.
