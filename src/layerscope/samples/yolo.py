@@ -167,13 +167,17 @@ class YoloBuilder(GraphBuilder):
 
     def c2f(self, x: str, c2: int, n: int, shortcut: bool = False) -> str:
         """YOLOv8 ``C2f``: cv1 -> Split in two -> n bottlenecks on the last -> Concat all -> cv2."""
-        c = c2 // 2
+        return self.c2f_of(x, c2, c2 // 2, n, lambda y, c: self.bottleneck(y, c, shortcut, k1=3))
+
+    def c2f_of(self, x: str, c2: int, c: int, n: int, block: Callable[[str, int], str]) -> str:
+        """The ``C2f`` shape: cv1 to 2c, Split in two, ``n`` blocks (``block(x, c)``, each as ``m.<i>``) chained on the
+        last part, Concat of every part, cv2 to ``c2``."""
         with self.scope("cv1"):
             y = self.conv_block(x, 2 * c)
         parts = self.split(y, [c, c], axis=1)
         for i in range(n):
             with self._list_item("m", i):
-                parts.append(self.bottleneck(parts[-1], c, shortcut, k1=3))
+                parts.append(block(parts[-1], c))
         cat = self.concat(parts, axis=1)
         with self.scope("cv2"):
             return self.conv_block(cat, c2)
@@ -360,19 +364,10 @@ class YoloBuilder(GraphBuilder):
         Concat of all parts, cv2. A block is ``C3k(c, c, 2)`` if ``c3k`` else ``Bottleneck(c, c, e=0.5)``
         (3x3 to c/2, 3x3 back to c); both residual (``shortcut=True``).
         """
-        c = int(c2 * e)
-        with self.scope("cv1"):
-            y = self.conv_block(x, 2 * c)
-        parts = self.split(y, [c, c], axis=1)
-        for i in range(n):
-            with self._list_item("m", i):
-                if c3k:
-                    parts.append(self.c3(parts[-1], c, 2, shortcut=True, k1=3))
-                else:
-                    parts.append(self.bottleneck(parts[-1], c, True, k1=3, e=0.5))
-        cat = self.concat(parts, axis=1)
-        with self.scope("cv2"):
-            return self.conv_block(cat, c2)
+        def block(y: str, c: int) -> str:
+            return self.c3(y, c, 2, shortcut=True, k1=3) if c3k else self.bottleneck(y, c, True, k1=3, e=0.5)
+
+        return self.c2f_of(x, c2, int(c2 * e), n, block)
 
     def psa_attention(self, x: str, num_heads: int, attn_ratio: float = 0.5) -> str:
         """YOLO11 ``Attention`` over all h*w positions, as exported (ultralytics ``nn/modules/block.py``).
@@ -770,16 +765,7 @@ class YoloBuilder(GraphBuilder):
 
     def c2fcib(self, x: str, c2: int, n: int, shortcut: bool, lk: bool) -> str:
         """YOLOv10 ``C2fCIB``: a ``C2f`` whose blocks are ``CIB(c, c, shortcut, e=1.0, lk)``, c = c2 / 2."""
-        c = c2 // 2
-        with self.scope("cv1"):
-            y = self.conv_block(x, 2 * c)
-        parts = self.split(y, [c, c], axis=1)
-        for i in range(n):
-            with self._list_item("m", i):
-                parts.append(self.cib(parts[-1], c, shortcut, lk))
-        cat = self.concat(parts, axis=1)
-        with self.scope("cv2"):
-            return self.conv_block(cat, c2)
+        return self.c2f_of(x, c2, c2 // 2, n, lambda y, c: self.cib(y, c, shortcut, lk))
 
     def psa(self, x: str, e: float = 0.5) -> str:
         """YOLOv10 ``PSA``: cv1 to 2c (c = c1 * e), Split, b + ``attn`` (:meth:`psa_attention`, c // 64 heads),
@@ -835,19 +821,10 @@ class YoloBuilder(GraphBuilder):
         """YOLOv13 ``DSC3k2`` (a ``C2f``): cv1 to 2c (c = ``int(c2 * e)``), Split, n blocks on the last part, Concat of
         all parts, cv2 to c2. A block is ``DSC3k(c, c, 2, e=1.0)`` if ``dsc3k`` else ``DSBottleneck(c, c)``;
         residual."""
-        c = int(c2 * e)
-        with self.scope("cv1"):
-            y = self.conv_block(x, 2 * c)
-        parts = self.split(y, [c, c], axis=1)
-        for i in range(n):
-            with self._list_item("m", i):
-                if dsc3k:
-                    parts.append(self.ds_c3k(parts[-1], c, 2, True, e=1.0))
-                else:
-                    parts.append(self.ds_bottleneck(parts[-1], c, True))
-        cat = self.concat(parts, axis=1)
-        with self.scope("cv2"):
-            return self.conv_block(cat, c2)
+        def block(y: str, c: int) -> str:
+            return self.ds_c3k(y, c, 2, True, e=1.0) if dsc3k else self.ds_bottleneck(y, c, True)
+
+        return self.c2f_of(x, c2, int(c2 * e), n, block)
 
     def area_attention_qk_v(self, x: str, num_heads: int, area: int) -> str:
         """YOLOv13 ``AAttn`` (its ``nn/modules/block.py``, the non-flash forward the CPU export takes): ``qk`` 1x1 conv
