@@ -371,6 +371,40 @@ def test_no_norm_finding_for_a_conv_model(write_model: ModelWriter) -> None:
     assert check(path, R.norm_heavy) == []
 
 
+# ------------------------------------------------------------------------------------------- output-handover
+def _head(write_model: ModelWriter, pooled: bool) -> Path:
+    """A 1x1 Conv 16 -> 80 channels on 64x64: its 1x80x64x64 output (327,680 floats, 1,310,720 B as float32) is
+    the model's, or (``pooled``) a GlobalAveragePool of it, 1x80x1x1 (320 B)."""
+    nodes = [conv("head", "x", "w", "h" if pooled else "y", kernel_shape=[1, 1])]
+    if pooled:
+        nodes.append(N("GlobalAveragePool", ["h"], ["y"], name="pool"))
+    return write_model(nodes, [("x", F32, [1, 16, 64, 64])], [("y", F32, None)], {"w": w((80, 16, 1, 1))})
+
+
+def test_a_large_float_output_handed_over_as_float32_is_flagged_with_its_time(write_model: ModelWriter) -> None:
+    x5 = load_profile("rdk-x5")
+    assert x5.output_bytes_per_s  # the X5 prices the hand-over (~2 GB/s: ~650 us for 1.31 MB)
+    found = check(_head(write_model, pooled=False), R.output_handover, target="rdk-x5")
+    assert len(found) == 1
+    finding = found[0]
+    assert finding.layer_ids == ("head",) and "'y' (1.31 MB)" in finding.hazard
+    assert finding.evidence["output_bytes"] == {"y": 1_310_720}
+    assert finding.expected_gain_us == pytest.approx(1_310_720 / x5.output_bytes_per_s * 1e6)
+    assert finding.evidence["share"] >= R.HANDOVER_SHARE
+    assert 'remove_node_type: "Dequantize"' in finding.mitigation and "post-processing" in finding.mitigation
+
+
+def test_small_outputs_a_quantized_hand_over_or_no_priced_hand_over_are_not_flagged(write_model: ModelWriter
+                                                                                     ) -> None:
+    # 320 B of output: 0.16 us against the conv's own time, far below 5%
+    assert check(_head(write_model, pooled=True), R.output_handover, target="rdk-x5") == []
+    path = _head(write_model, pooled=False)
+    x5, graph = load_profile("rdk-x5"), load_model(path)
+    quantized = estimate_run(graph, estimate_graph(graph, x5, quantized_outputs=True), x5)
+    assert R.output_handover(R.RuleContext.of(quantized, x5, graph)) == []
+    assert check(path, R.output_handover, target="host") == []  # the host's runtime hands over nothing
+
+
 # --------------------------------------------------------------------------------------------- the command
 def _saved_run(path: Path, out: Path, profile: Profile | None = None) -> Path:
     profile = profile or load_profile("rdk-s100")
@@ -405,7 +439,7 @@ def test_advise_refuses_a_model_that_changed_since_the_run(write_model: ModelWri
 
 def test_every_rule_is_registered_once() -> None:
     ids = [rule.rule_id for rule in R.RULES]
-    assert len(ids) == len(set(ids)) == 14
+    assert len(ids) == len(set(ids)) == 15
 
 
 # ----------------------------------------------------------------------------------------- subnormal-weights

@@ -62,3 +62,25 @@ def test_output_rate_reads_calibrates_with_the_task_factor_and_derives_by_cpu_cl
     plain = tmp_path / "plain.toml"
     plain.write_text(derive_profile(s100, "rdk-s100p"), encoding="utf-8")
     assert load_profile_file(plain).output_bytes_per_s is None
+
+
+def test_the_run_records_the_hand_over_alone_and_an_estimate_with_quantized_outputs_skips_it(
+        write_model: ModelWriter) -> None:
+    from layerscope.report.views.estimate import task_text
+    from layerscope.run import estimate_run
+
+    graph = _two_outputs(write_model)
+    profile = dataclasses.replace(toy_profile(), task_overhead_us=100.0, output_bytes_per_s=1e9)
+    run = estimate_run(graph, estimate_graph(graph, profile), profile)
+    assert run.summary.est_task_overhead_us == pytest.approx(116.448)
+    assert run.summary.est_output_handover_us == pytest.approx(16.448)
+    assert run.estimate_info is not None and not run.estimate_info.quantized_outputs
+    assert "16.4 µs of it the outputs' float32 hand-over" in task_text(run.summary, run.estimate_info)
+    quantized = estimate_graph(graph, profile, quantized_outputs=True)
+    assert quantized.task_overhead_us == 100.0 and quantized.output_handover_us == 0.0
+    assert quantized.layers == estimate_graph(graph, profile).layers
+    kept = estimate_run(graph, quantized, profile)
+    assert kept.summary.est_task_overhead_us == 100.0 and kept.summary.est_output_handover_us is None
+    assert kept.estimate_info is not None and kept.estimate_info.quantized_outputs is True
+    assert "outputs handed over quantized" in task_text(kept.summary, kept.estimate_info)
+    assert kept.to_json()["estimate_info"]["quantized_outputs"] is True

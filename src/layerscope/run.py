@@ -281,7 +281,8 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile, command: Ru
             "ddr_effective_bytes_per_s": float(profile.attainable_ddr_bytes_per_s),
             "ddr_nominal_bytes_per_s": _float_or_none(profile.ddr_nominal_bytes_per_s)}),
         "estimate_info": EstimateInfo.trusted({
-            "method": "roofline", "note": f"static estimate on profile {profile.name!r}, not a measurement"}),
+            "method": "roofline", "note": f"static estimate on profile {profile.name!r}, not a measurement",
+            **({"quantized_outputs": True} if estimate.quantized_outputs else {})}),
         "layers": layers,
         "folded": [n.id for n in graph.folded],
         "unknown_ops": [UnknownOp.trusted({"domain": d, "op_type": op, "count": len(ids), "layers": ids})
@@ -300,6 +301,7 @@ def estimate_run(graph: Graph, estimate: Estimate, profile: Profile, command: Ru
             "est_fps": round(1e6 / latency_us, 3) if latency_us > 0 else None,
             "cpu_fallback_count": estimate.fallback_count,
             **({"est_task_overhead_us": _us(estimate.task_overhead_us)} if estimate.task_overhead_us else {}),
+            **({"est_output_handover_us": _us(estimate.output_handover_us)} if estimate.output_handover_us else {}),
         }),
     })
 

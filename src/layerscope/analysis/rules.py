@@ -3,7 +3,8 @@
 The rules follow Horizon's performance-tuning guide and the users' own write-ups (``shared/seeds``): CPU
 operators and where they sit, Focus stems, data-inflating movement ops, weights that do not fit on chip,
 bandwidth-bound layers, fp32 where a faster dtype exists, channels off the lane width, depthwise convolutions,
-constants outside the fp16/int16 range, subnormal weights, and Softmax/LayerNorm-heavy blocks on the vector units.
+constants outside the fp16/int16 range, subnormal weights, Softmax/LayerNorm-heavy blocks on the vector units, and
+the runtime's float32 hand-over of large outputs.
 
 Contract:
 - a rule never raises on a well-formed run; it returns ``[]`` when it does not apply (including when it needs
@@ -317,6 +318,68 @@ def cpu_at_io(ctx: RuleContext) -> list[Finding]:
             sum(float(layer.est.latency_us or 0.0) for layer in layers),
             _guide(ctx, "'CPU operators at the beginning or end of the model'")))
     return findings
+
+
+#: Share of the estimate (the layers and the hand-over) from which the outputs' float32 hand-over is reported: as
+#: :data:`NORM_SHARE` and :data:`FALLBACK_ERROR_SHARE`, 5%, about the estimate's own median error on the RDK boards
+#: (docs/accuracy.md), below which removing it is no clear gain.
+HANDOVER_SHARE = 0.05
+#: From this share the hand-over is most of what the model could gain: an error.
+HANDOVER_ERROR_SHARE = 0.25
+HANDOVER_SOURCE = (
+    "Horizon X3M toolchain docs, model accuracy and performance ('remove the Dequantize node at the model's outputs "
+    "and dequantize in post-processing': EfficientDet 66 -> 100 FPS), https://developer.horizon.ai/api/v1/fileData/"
+    "documents_pi/ai_toolchain_develop/model_accuracy.html; RDK X5 OE docs, hb_model_modifier (--all Dequantize), "
+    "https://developer.d-robotics.cc/api/v1/fileData/x5_doc-v126cn/oe_mapper/source/ptq/ptq_tool/"
+    "hb_model_modifier.html; the RDK X5 zoo's FCOS-EfficientNet-B0 ships so ('all the inverse quantization nodes "
+    "are removed': D-Robotics/rdk_model_zoo@be4f89bd178ffe9b668bd3d431e0499df6b37fb1:samples/vision/FCOS/README.md)")
+
+
+def output_handover(ctx: RuleContext) -> list[Finding]:
+    """The runtime's hand-over of the model's float outputs as float32 after the accelerator finishes (the
+    Dequantize at the outputs, CPU work in proportion to their bytes), where the profile prices it
+    (``output_bytes_per_s``: :func:`layerscope.estimator.roofline.output_conversion_us`) and it is at least
+    :data:`HANDOVER_SHARE` of the layers' time and it together. Not for a run estimated with its outputs handed over
+    quantized (``estimate_info.quantized_outputs``), nor a model without float outputs (nothing to dequantize).
+    ``expected_gain_us``: the whole hand-over, what ``estimate --quantized-outputs`` removes from the estimate."""
+    from layerscope.estimator.roofline import is_float, output_conversion_us, output_handover_bytes
+
+    graph, profile = ctx.graph, ctx.profile
+    info = ctx.run.estimate_info
+    if graph is None or profile is None or (info is not None and info.quantized_outputs):
+        return []
+    floats = [t.name for t in graph.outputs if is_float(t)]
+    handover_us = output_conversion_us(graph, profile)
+    share = handover_us / (ctx.total_us + handover_us) if handover_us > 0 else 0.0
+    if not floats or share < HANDOVER_SHARE:
+        return []
+    sizes = output_handover_bytes(graph)
+    listed = sorted(floats, key=lambda name: -sizes[name])
+    named = ", ".join(f"'{name}' ({sizes[name] / 1e6:.2f} MB)" for name in listed[:5])
+    more = f" and {len(listed) - 5} more" if len(listed) > 5 else ""
+    producers = _producers(ctx)
+    layer_ids = tuple(dict.fromkeys(str(producers[name].id) for name in listed if name in producers))
+    float_bytes = sum(sizes[name] for name in floats)
+    evidence = {"handover_us": round(handover_us, 3), "share": round(share, 6), "time_source": "estimated",
+                "output_bytes": {name: sizes[name] for name in listed[:20]}, "float32_output_bytes": float_bytes,
+                "output_bytes_per_s": profile.output_bytes_per_s}
+    if is_horizon(profile):
+        how = ("remove the Dequantize nodes at the outputs (hb_mapper yaml model_parameters.remove_node_type: "
+               "\"Dequantize\", or hb_model_modifier model.bin --all Dequantize on a compiled model) and dequantize "
+               "in post-processing only what the application reads (the scores first, then the boxes of the "
+               "candidates above the score threshold), with the scales hb_model_info lists")
+    else:
+        how = ("hand the outputs over as the accelerator writes them (remove the output dequantization from the "
+               "deployed model) and dequantize in post-processing only what the application reads (the scores "
+               "first, then the boxes of the candidates above the score threshold)")
+    return [Finding(
+        "output-handover", Severity.ERROR if share >= HANDOVER_ERROR_SHARE else Severity.WARNING,
+        f"the runtime hands the model's {len(floats)} float output(s) over as float32, {float_bytes / 1e6:.2f} MB "
+        f"per inference ({named}{more}): {handover_us / 1e3:.2f} ms of CPU work after the accelerator finishes, "
+        f"{share:.0%} of the estimate, in proportion to the outputs' size, whether or not the application reads "
+        "them all",
+        f"{how}; `layerscope estimate --quantized-outputs` estimates the model deployed so",
+        layer_ids, evidence, handover_us, HANDOVER_SOURCE)]
 
 
 # ---------------------------------------------------------------------------------------- structure
@@ -1166,6 +1229,8 @@ def norm_heavy(ctx: RuleContext) -> list[Finding]:
 RULES: tuple[Rule, ...] = (
     Rule("cpu-fallback", "CPU-fallback ops and why", cpu_fallback),
     Rule("cpu-at-io", "CPU ops at the model's inputs/outputs", cpu_at_io),
+    Rule("output-handover", "the runtime's float32 hand-over of the model's outputs", output_handover,
+         needs_graph=True),
     Rule("focus-stem", "Focus-style slice+concat stems", focus_stem),
     Rule("data-inflation", "concat/pad/slice that inflate data", data_inflation),
     Rule("weights-exceed-sram", "weights larger than on-chip SRAM", weights_exceed_sram),

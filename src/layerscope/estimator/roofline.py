@@ -22,7 +22,9 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   first reader to its last, else by every reader: :func:`plan_shared_weights` says which.
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
   layers' sum plus the profile's per-inference ``task_overhead_us`` and, on a profile with ``output_bytes_per_s``,
-  the runtime's hand-over of the model's outputs as float32 (:func:`output_conversion_us`). On an NPU profile with
+  the runtime's hand-over of the model's outputs as float32 (:func:`output_conversion_us`; none with
+  ``quantized_outputs``: the model's output Dequantize nodes removed, its outputs handed over as the accelerator
+  wrote them). On an NPU profile with
   ``activation_matmul_ns_per_element``, a matrix product of two activations (:func:`activation_matmul_elements`)
   adds that many ns per output element to its overhead (:func:`activation_matmul_us`).
   On an NPU profile with ``layout_transpose_efficiency``, a layout Transpose
@@ -546,8 +548,12 @@ def _load_once(loads: dict[str, dict[str, int]], layers: Sequence[Node], readers
 
 
 def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
-                   costs: Sequence[LayerCost] | None = None) -> Estimate:
+                   costs: Sequence[LayerCost] | None = None, *, quantized_outputs: bool = False) -> Estimate:
     """Estimate every layer of ``graph`` on ``profile`` at ``dtype`` (default: the profile's).
+
+    ``quantized_outputs``: the model is deployed without the Dequantize nodes at its outputs (hb_mapper's
+    ``remove_node_type: "Dequantize"``), so the runtime hands the outputs over as the accelerator wrote them: no
+    float32 hand-over (:func:`output_conversion_us`) is added to the per-inference task.
 
     Without ``costs``, the layers of one class of :func:`layerscope.costs.classify_costs` (alike in every input of
     their cost) that run as often, fall back for the same reason and keep the same inputs and outputs on chip are
@@ -566,25 +572,32 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident, shared.loads,
                                      streamed=residency.streamed)
     layers = estimate_layer.every_layer(costs, reasons, classes)
+    handover_us = 0.0 if quantized_outputs else output_conversion_us(graph, profile)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident),
-                    task_overhead_us=profile.task_overhead_us + output_conversion_us(graph, profile),
-                    fused=residency.fused & residency.resident)
+                    task_overhead_us=profile.task_overhead_us + handover_us,
+                    fused=residency.fused & residency.resident, output_handover_us=handover_us,
+                    quantized_outputs=quantized_outputs)
 
 
 #: Bytes of one float element of a model output the runtime hands to the caller (float32).
 OUTPUT_FLOAT_BYTES = 4
 
 
+def output_handover_bytes(graph: Graph) -> dict[str, int]:
+    """The bytes of each of ``graph``'s outputs (by name, in the graph's order) as the device runtime hands them to
+    the caller: float outputs as float32 (4 bytes an element), integer outputs at their own size."""
+    return {t.name: t.elements * element_bytes(t, OUTPUT_FLOAT_BYTES) for t in graph.outputs}
+
+
 def output_conversion_us(graph: Graph, profile: Profile) -> float:
     """µs the device runtime spends per inference handing ``graph``'s outputs to the caller after the accelerator
-    finishes: their bytes as float32 (float outputs take 4 bytes an element, integer outputs their own size) at the
-    profile's ``output_bytes_per_s``; 0 for a profile without it."""
+    finishes: their bytes (:func:`output_handover_bytes`) at the profile's ``output_bytes_per_s``; 0 for a profile
+    without it."""
     rate = profile.output_bytes_per_s
     if not rate:
         return 0.0
-    size = sum(t.elements * element_bytes(t, OUTPUT_FLOAT_BYTES) for t in graph.outputs)
-    return size / rate * 1e6
+    return sum(output_handover_bytes(graph).values()) / rate * 1e6
 
 
 def _repeated(est: LayerEstimate, times: int) -> LayerEstimate:

@@ -52,7 +52,8 @@ class Estimate:
     the compiler fuses their readers into their producer (``fuse_elementwise``): the memory plan holds no buffer for
     them. ``task_overhead_us``: the cost of one inference outside every layer, part of :attr:`latency_us`: the
     profile's fixed ``task_overhead_us`` and the runtime's hand-over of the model's outputs
-    (:func:`layerscope.estimator.roofline.output_conversion_us`).
+    (:func:`layerscope.estimator.roofline.output_conversion_us`), the latter also alone in ``output_handover_us``
+    (0 with ``quantized_outputs``: the model deployed without its output Dequantize nodes, estimated so).
     """
 
     profile_name: str
@@ -62,6 +63,8 @@ class Estimate:
     resident: frozenset[str] | None = field(default=None, repr=False, compare=False)
     task_overhead_us: float = 0.0
     fused: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    output_handover_us: float = 0.0
+    quantized_outputs: bool = False
 
     @property
     def layers_us(self) -> float:

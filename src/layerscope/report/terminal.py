@@ -15,16 +15,24 @@ from layerscope.report.noise import overhead_row, unsteady_text
 from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.coverage import coverage_text
-from layerscope.report.views.estimate import estimate_source_text, predicted, predicted_text, roofline_text
+from layerscope.report.views.estimate import (
+    estimate_source_text,
+    predicted,
+    predicted_text,
+    roofline_text,
+    task_text,
+)
 from layerscope.report.views.fallback import fallback_text
 from layerscope.report.views.summary import measured_memory_text
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import layer_shares, runtime_name, steadiness_text
 from layerscope.runfile.models import (
+    EstimateInfo,
     KernelProfileMeasurement,
     Layer,
     Machine,
     Steadiness,
+    Summary,
     TensorInfo,
     VendorMeasurement,
     field_values,
@@ -138,9 +146,10 @@ def estimate_summary(run: Run) -> RenderableType:
                    + (f"; {per_use})" if (per_use := params_per_use_text(s)) else ")")),
         *([("shared weights", Text(shared))] if (shared := shared_weights_text(s)) else []),
         ("DDR traffic", f"{bytes_text(s.ddr_bytes)} per run"),
-        *([("est. latency", Text(predicted_text(s))), ("roofline", Text(roofline_text(s)))] if predicted(s) else
+        *([("est. latency", Text(predicted_text(s))), ("roofline", Text(roofline_text(s, run.estimate_info)))]
+          if predicted(s) else
           [("est. latency", (f"{duration_text(s.est_latency_us)}  ({s.est_fps:.1f} FPS)" if s.est_fps
-                             else duration_text(s.est_latency_us)) + _task_text(s.est_task_overhead_us))]),
+                             else duration_text(s.est_latency_us)) + _task_text(s, run.estimate_info))]),
         ("CPU fallback", f"{s.cpu_fallback_count} layer(s)"),
         ("unknown ops", Text(", ".join(f"{u.op_type} x{u.count}" for u in run.unknown_ops) or "none")),
     ]
@@ -271,6 +280,6 @@ def measurement_summary(run: Run) -> RenderableType:
     return Group(*parts)
 
 
-def _task_text(task_us: float | None) -> str:
-    """What an estimate's total holds beside its layers: the profile's per-inference task overhead."""
-    return f"  incl. {duration_text(task_us)} per-inference task overhead" if task_us else ""
+def _task_text(summary: Summary, info: EstimateInfo | None) -> str:
+    """What an estimate's total holds beside its layers (:func:`task_text`), after two spaces."""
+    return f"  {text}" if (text := task_text(summary, info)) else ""

@@ -354,8 +354,14 @@ class Target(Section):
 
 
 class EstimateInfo(Section):
+    """How the estimate was made: ``method`` (``roofline``), a ``note``, and what it assumed of the deployment
+    where an option says so: ``quantized_outputs`` (``estimate --quantized-outputs``): the model is deployed without
+    the Dequantize nodes at its outputs, which the runtime hands over as the accelerator wrote them (no float32
+    hand-over in ``summary.est_task_overhead_us``)."""
+
     method: str | None = None
     note: str | None = None
+    quantized_outputs: bool | None = None
 
 
 # --------------------------------------------------------------------------------------------------- layers
@@ -830,6 +836,10 @@ class Summary(Section):
     #: the profile's fixed cost of one inference outside every layer, part of the roofline's total
     #: (``roofline_latency_us`` when set, else ``est_latency_us``)
     est_task_overhead_us: Us | None = None
+    #: the part of ``est_task_overhead_us`` that is the runtime's hand-over of the model's outputs as float32 (the
+    #: Dequantize at the outputs, CPU work: :func:`layerscope.estimator.roofline.output_conversion_us`); absent
+    #: when the profile prices none or the outputs are handed over quantized (``estimate_info.quantized_outputs``)
+    est_output_handover_us: Us | None = None
     #: what produced ``est_latency_us`` / ``est_fps``: absent for the roofline; ``predictor FILE sha256:...`` for
     #: the kernel predictor (``estimate --predictor``), whose interval is ``est_low_us`` .. ``est_high_us`` and
     #: beside which the roofline's own total is kept in ``roofline_latency_us`` / ``roofline_fps``

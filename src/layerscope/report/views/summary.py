@@ -15,7 +15,7 @@ from layerscope.report.units import human_bytes, human_count, human_us
 from layerscope.report.views.common import Row, Run, _pct, shape_text
 from layerscope.report.views.coverage import coverage_metric, coverage_text
 from layerscope.report.views.engine import layout_time, precision_mix_text, rate_label, throughput_text
-from layerscope.report.views.estimate import predicted, predicted_text, roofline_text
+from layerscope.report.views.estimate import predicted, predicted_text, roofline_text, task_text
 from layerscope.report.views.layers import scale_factor
 from layerscope.report.views.weights import params_per_use_text, shared_weights_text
 from layerscope.runfile.derived import steadiness_text
@@ -189,11 +189,10 @@ def _latency_section(run: Run) -> Section | None:
         rows.append(("accelerator", f"{human_us(summary.accelerator_us)} per inference (measured by the vendor)"))
     if predicted(summary):
         rows.append(("estimated, kernel predictor", predicted_text(summary)))
-        rows.append(("estimated, roofline", roofline_text(summary) or None))
+        rows.append(("estimated, roofline", roofline_text(summary, run.estimate_info) or None))
     elif summary.est_latency_us is not None:
         fps = f"  ({summary.est_fps:.1f} FPS)" if summary.est_fps is not None else ""
-        task = f", incl. {human_us(summary.est_task_overhead_us)} per-inference task overhead" \
-            if summary.est_task_overhead_us else ""
+        task = f", {text}" if (text := task_text(summary, run.estimate_info)) else ""
         rows.append(("estimated, layer by layer", human_us(summary.est_latency_us) + fps + task))
     timeline_us = timeline.latency_us
     if timeline_us is not None:
