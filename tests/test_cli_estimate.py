@@ -133,3 +133,25 @@ def test_hostile_layer_names_survive_the_terminal_and_the_run_file(write_model: 
     assert result.returncode == 0, result.stderr
     assert hostile in result.stdout  # printed literally: rich markup in names is not interpreted
     assert load_document(out)["layers"][0]["id"] == hostile
+
+
+def test_quantized_outputs_drops_the_float32_hand_over_and_says_so(write_model: ModelWriter, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # a 1x1 Conv to a 1x80x64x64 output: 1,310,720 B as float32, handed over at the X5's output_bytes_per_s
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="head", kernel_shape=[1, 1])
+    model = write_model([node], [("x", F32, [1, 16, 64, 64])], [("y", F32, None)],
+                        {"w": np.full((80, 16, 1, 1), 0.01, np.float32)})
+    out = tmp_path / "run.json"
+    assert main(["estimate", str(model), "-t", "rdk-x5", "-o", str(out), "--top", "0"]) == 0
+    plain = load_document(out)
+    handover = 1_310_720 / (load_profile("rdk-x5").output_bytes_per_s or 0.0) * 1e6
+    assert plain["summary"]["est_output_handover_us"] == pytest.approx(handover, abs=1e-3)
+    assert "of it the outputs' float32 hand-over" in capsys.readouterr().out
+    # refreshing the same run with the option: the hand-over leaves the total, the run and the summary line say so
+    assert main(["estimate", str(model), "-t", "rdk-x5", "-o", str(out), "--top", "0", "--quantized-outputs"]) == 0
+    quantized = load_document(out)
+    assert "est_output_handover_us" not in quantized["summary"]
+    assert quantized["estimate_info"]["quantized_outputs"] is True
+    assert quantized["summary"]["est_latency_us"] == pytest.approx(plain["summary"]["est_latency_us"] - handover,
+                                                                   abs=2e-3)
+    assert "outputs handed over quantized" in capsys.readouterr().out

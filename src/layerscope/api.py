@@ -115,18 +115,19 @@ def load(path: PathLike) -> Run:
 def estimate(model: PathLike, *, target: str = "host", shapes: Mapping[str, Sequence[int]] | None = None,
              dims: Mapping[str, int] | None = None, inputs: Sequence[str] = (), dtype: str | None = None,
              timeline: bool = False, predictor: PathLike | None = None, fusion: str = "auto",
-             merge_into: PathLike | None = None) -> Run:
+             merge_into: PathLike | None = None, quantized_outputs: bool = False) -> Run:
     """A static per-layer estimate of ``model`` on the hardware profile ``target`` (a name or a TOML file), as
     ``layerscope estimate`` makes it (:class:`layerscope.workflows.estimate.EstimateRequest` says what each option
     does); ``timeline`` adds the schedule per unit and core and DDR over time; ``merge_into`` is a run file of the
-    same model whose measured sections the returned run keeps (the file is not written: ``save`` it)."""
+    same model whose measured sections the returned run keeps (the file is not written: ``save`` it);
+    ``quantized_outputs``: the model deployed without its output Dequantize nodes (no float32 hand-over priced)."""
     from layerscope.workflows.common import checked_dims, checked_shapes
     from layerscope.workflows.estimate import EstimateRequest
     from layerscope.workflows.estimate import estimate as run_estimate
 
     request = EstimateRequest(model, target=target, shapes=checked_shapes(shapes), dims=checked_dims(dims),
                               inputs=tuple(inputs), dtype=dtype, timeline=timeline, predictor=predictor,
-                              fusion=fusion, merge_into=merge_into)
+                              fusion=fusion, merge_into=merge_into, quantized_outputs=quantized_outputs)
     return Run(_as_saved(run_estimate(request).document()))
 
 

@@ -46,6 +46,8 @@ from layerscope.runfile.models import Layer, RunFile, Tool
 ESTIMATE_SECTIONS = ("target", "estimate_info", "folded", "unknown_ops", "timeline", "predictor")
 # Summary keys only an estimate with a kernel predictor writes: an estimate without one drops the old run's.
 PREDICTION_SUMMARY_KEYS = ("est_source", "est_low_us", "est_high_us", "roofline_latency_us", "roofline_fps")
+# Summary keys the roofline estimate writes only when not zero: an old run's are stale when the new estimate has none.
+ESTIMATE_OPTIONAL_SUMMARY_KEYS = ("est_task_overhead_us", "est_output_handover_us")
 # Sections computed from the estimate by later commands: stale when the estimate changes.
 DERIVED_SECTIONS = ("reconcile", "findings", "comparison")
 # Sections the new estimate run brings (``model``, ``summary`` and ``layers`` are merged key by key; ``tool`` keeps
@@ -216,8 +218,8 @@ def merge_estimate(old: ExistingRun, new: RunFile, where: str = "the run file") 
     if new.tool is not None:  # the run stays what its command made, with a refreshed estimate: its report too
         sections["tool"] = _kept_command(new.tool, old_run.tool)
     sections.update(model=new.model.over(old_run.model),
-                    summary=new.summary.over(None if old_run.summary is None else
-                                             old_run.summary.without(PREDICTION_SUMMARY_KEYS)), layers=layers)
+                    summary=new.summary.over(None if old_run.summary is None else old_run.summary.without(
+                        (*PREDICTION_SUMMARY_KEYS, *ESTIMATE_OPTIONAL_SUMMARY_KEYS))), layers=layers)
     names = {_name(key): value for key, value in sections.items()}
     merged = RunFile.model_construct(_fields_set=set(names), **names)
     return MergeResult(merged, as_read, _notes(old, new, unmatched))

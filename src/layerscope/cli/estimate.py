@@ -35,6 +35,10 @@ from layerscope.workflows.estimate import DTYPES, EstimateRequest, estimate
 @input_option
 @click.option("--dtype", type=click.Choice(DTYPES), default=None,
               help="Deployed dtype of the accelerator layers (default: the profile's).")
+@click.option("--quantized-outputs", is_flag=True,
+              help="Estimate the model deployed without the Dequantize nodes at its outputs (hb_mapper "
+                   "remove_node_type: \"Dequantize\"): the outputs are handed over as the accelerator wrote them, "
+                   "without the float32 hand-over the RDK profiles price per inference.")
 @output_option(help="Write the run file (JSON) that later commands read and extend. An existing run of the same "
                    "model keeps its measured sections; only its estimate (and timeline) is refreshed.")
 @click.option("--top", default=20, show_default=True, type=click.IntRange(min=0),
@@ -51,13 +55,14 @@ from layerscope.workflows.estimate import DTYPES, EstimateRequest, estimate
                    "rules learnt at calibration (rules), or the runtime where it is installed (auto).")
 def command(*, model: Path, target: str, shapes: tuple[str, ...], input_specs: tuple[str, ...], dtype: str | None,
             json_out: Path | None,
-            top: int, timeline: bool, html_out: Path | None, predictor_path: Path | None, fusion: str) -> None:
+            top: int, timeline: bool, html_out: Path | None, predictor_path: Path | None, fusion: str,
+            quantized_outputs: bool) -> None:
     """Estimate every layer of MODEL on a hardware profile (roofline; an estimate, not a measurement)."""
     # a run to merge into is a regular file; a device or FIFO named as the output (/dev/stdout) is written through
     merge_into = json_out if json_out is not None and json_out.is_file() else None
     request = EstimateRequest(model, target=target, shapes=parse_shapes(shapes), dims=cli_dims(),
                               inputs=input_specs, dtype=dtype, timeline=timeline, predictor=predictor_path,
-                              fusion=fusion, merge_into=merge_into)
+                              fusion=fusion, merge_into=merge_into, quantized_outputs=quantized_outputs)
     with collector_paused(), usage_errors():
         result = estimate(request, CLI_HOOKS)
         console = SafeConsole()

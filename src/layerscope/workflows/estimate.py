@@ -29,7 +29,10 @@ class EstimateRequest:
     (``--dim``); ``inputs``: ``--input`` specs (read only when the model must run to learn its shapes);
     ``predictor``: a predictor file of ``calibrate --kernels``; ``merge_into``: an existing run of the same model
     whose measured sections are kept, only its estimate (and timeline) refreshed (the CLI's ``-o`` at a file
-    that exists)."""
+    that exists); ``quantized_outputs``: the model is deployed without the Dequantize nodes at its outputs
+    (hb_mapper's ``remove_node_type: "Dequantize"``, ``hb_model_modifier --all Dequantize``), its outputs handed
+    over as the accelerator wrote them: no float32 hand-over is priced (on the profiles that price one,
+    ``output_bytes_per_s``), and the run says so (``estimate_info.quantized_outputs``)."""
 
     model: PathLike
     target: str = "host"
@@ -41,6 +44,7 @@ class EstimateRequest:
     predictor: PathLike | None = None
     fusion: str = "auto"
     merge_into: PathLike | None = None
+    quantized_outputs: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def estimate(request: EstimateRequest, hooks: Hooks = QUIET) -> EstimateResult:
     existing = _existing_run(Path(request.merge_into)) if request.merge_into is not None else None
     # the inputs matter only when shapes must be observed by running the model (data-dependent shapes, control flow)
     graph = load_graph(request.model, request.shapes, request.dims, request.inputs, seed=0, hooks=hooks)
-    estimate = estimate_graph(graph, profile, request.dtype)
+    estimate = estimate_graph(graph, profile, request.dtype, quantized_outputs=request.quantized_outputs)
     typed = estimate_run(graph, estimate, profile)
     if request.timeline:
         from layerscope.estimator.timeline import simulate_timeline  # only --timeline schedules a frame
