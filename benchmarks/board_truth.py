@@ -46,6 +46,7 @@ from layerscope.analysis.board import (
     calibrate_board,
     derive_profile,
     k_analysis,
+    quantized_outputs,
 )
 from layerscope.analysis.calibrate import Calibration, RunData, calibrated_profile, profile_toml
 from layerscope.samples import SAMPLES, parse_spec
@@ -72,12 +73,16 @@ class Row:
     source: str
     #: the dtype the zoo compiled the model at, when not the profile's default (empty)
     dtype: str = ""
+    #: the zoo ships the model without its output Dequantize nodes (the ``outputs`` column: ``quantized``)
+    quantized_outputs: bool = False
 
 
 def read_rows(path: Path) -> list[Row]:
     with path.open(encoding="utf-8", newline="") as handle:
         return [Row(r["board"], r["model"], r["family"], r["sample"].strip(), float(r["latency_ms"]), r["source"],
-                    (r.get("dtype") or "").strip()) for r in csv.DictReader(handle)]
+                    (r.get("dtype") or "").strip(),
+                    quantized_outputs((r.get("outputs") or "").strip(), f"{path}:{line}"))
+                for line, r in enumerate(csv.DictReader(handle), start=2)]
 
 
 def buildable(row: Row) -> bool:
@@ -92,7 +97,8 @@ def buildable(row: Row) -> bool:
 
 
 def entries(rows: Sequence[Row]) -> list[BoardEntry]:
-    return [BoardEntry(f"sample:{r.sample}", r.latency_ms * 1000.0, r.family, r.board, r.source, r.dtype) for r in rows]
+    return [BoardEntry(f"sample:{r.sample}", r.latency_ms * 1000.0, r.family, r.board, r.source, r.dtype,
+                       r.quantized_outputs) for r in rows]
 
 
 def summary(runs: Sequence[RunData], predicted_us: Sequence[float], against: str) -> dict[str, float | None]:

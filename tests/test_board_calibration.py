@@ -231,3 +231,28 @@ def test_board_runs_imported_estimated_and_reconciled(tmp_path: Path, capsys: py
     assert main(["reconcile", *runs]) == 0
     printed = capsys.readouterr().out
     assert "k across runs" in printed and "over 2 runs" in printed and "per-inference task overhead" in printed
+
+
+def test_an_outputs_column_estimates_a_model_without_its_output_dequantize(stacks: list[BoardEntry],
+                                                                           tmp_path: Path) -> None:
+    model = stacks[0].model
+    table = tmp_path / "board.csv"
+    table.write_text(f"model,latency_ms,outputs\n{model},1.0,quantized\n{model},1.0,\n{model},1.0,float32\n",
+                     encoding="utf-8")
+    quantized, plain, named = read_board_table(table).entries
+    assert quantized.quantized_outputs and not plain.quantized_outputs and not named.quantized_outputs
+    x5 = load_profile("rdk-x5")
+    assert x5.output_bytes_per_s
+    with_handover, without = board_runs([plain, quantized], x5)
+    # the stack's one float output handed over as float32 at the profile's rate, in the task term alone
+    from layerscope.estimator.roofline import output_conversion_us
+    from layerscope.model import load_model
+
+    handover = output_conversion_us(load_model(Path(model)), x5)
+    assert handover > 0
+    assert with_handover.task_us == pytest.approx(x5.task_overhead_us + handover, abs=2e-3)
+    assert without.task_us == pytest.approx(x5.task_overhead_us, abs=2e-3)
+    assert [t.memory_us for t in with_handover.layers] == [t.memory_us for t in without.layers]
+    table.write_text(f"model,latency_ms,outputs\n{model},1.0,int8\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"board\.csv:2: outputs 'int8' is not one of"):
+        read_board_table(table)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "board_latency.csv"
-COLUMNS = ["board", "model", "family", "sample", "input", "input_format", "dtype", "threads", "latency_ms", "fps",
-           "params_m", "gflops", "source"]
+COLUMNS = ["board", "model", "family", "sample", "input", "input_format", "dtype", "outputs", "threads", "latency_ms",
+           "fps", "params_m", "gflops", "source"]
 BOARDS = {"rdk-x3", "rdk-x5", "rdk-s100", "rdk-s100p"}
 SOURCE = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+@[0-9a-f]{40}:[^#]+#.+$")
 SAMPLE = re.compile(r"^[a-z0-9_]+(:[a-z_]+=[A-Za-z0-9_.]+(;[a-z_]+=[A-Za-z0-9_.]+)*)?$")

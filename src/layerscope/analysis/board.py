@@ -20,7 +20,10 @@ The table (CSV, one header row; extra columns are ignored):
   model is its own family);
 - ``board`` (optional): rows of another board than the base profile are left out, and counted;
 - ``dtype`` (optional): the dtype the model was compiled at, when not the profile's default (``int16``: a model
-  the vendor's toolchain quantized to int16 throughout); empty: the profile's ``default_dtype``.
+  the vendor's toolchain quantized to int16 throughout); empty: the profile's ``default_dtype``;
+- ``outputs`` (optional): ``quantized`` for a model deployed without the Dequantize nodes at its outputs (hb_mapper's
+  ``remove_node_type: "Dequantize"``), estimated with no float32 hand-over (``estimate --quantized-outputs``);
+  empty: the runtime hands the outputs over as float32.
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ class BoardEntry:
     source: str = ""
     #: the dtype the model runs at on the board; empty: the profile's default
     dtype: str = ""
+    #: the model runs without the Dequantize nodes at its outputs: no float32 hand-over
+    #: (:func:`layerscope.estimator.estimate_graph`'s ``quantized_outputs``)
+    quantized_outputs: bool = False
 
     @property
     def label(self) -> str:
@@ -119,10 +125,23 @@ def read_board_table(path: Path, board: str | None = None,
         if not model.startswith(SAMPLE_PREFIX) and not Path(model).is_absolute():
             model = str(path.parent / model)
         entries.append(BoardEntry(model, _latency_us(row, path.parent, where, read_perf), _cell(row, "family"),
-                                  row_board, _cell(row, "source"), _cell(row, "dtype")))
+                                  row_board, _cell(row, "source"), _cell(row, "dtype"),
+                                  quantized_outputs(_cell(row, "outputs"), where)))
     if not entries:
         raise InputError(f"{path}: no rows{f' for board {board!r}' if board else ''}")
     return BoardTable(tuple(entries), others)
+
+
+#: The ``outputs`` cells of a board table: how the runtime hands the model's outputs over.
+OUTPUTS_CELLS = {"": False, "float32": False, "quantized": True}
+
+
+def quantized_outputs(cell: str, where: str) -> bool:
+    """Whether a board table's ``outputs`` cell says the model runs with its outputs handed over quantized
+    (``quantized``; empty or ``float32``: as float32). ``InputError`` naming ``where`` for any other text."""
+    if cell.lower() not in OUTPUTS_CELLS:
+        raise InputError(f"{where}: outputs {cell!r} is not one of 'quantized', 'float32' or empty")
+    return OUTPUTS_CELLS[cell.lower()]
 
 
 def _latency_us(row: dict[str, str | None], folder: Path, where: str, read_perf: Callable[[Path], float]) -> float:
@@ -176,7 +195,8 @@ def model_path(entry: BoardEntry) -> Path:
 
 
 def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]:
-    """Each entry's model estimated on ``profile`` (at the entry's dtype, else the profile's default), paired with
+    """Each entry's model estimated on ``profile`` (at the entry's dtype, else the profile's default; with no float32
+    output hand-over where the entry's outputs are handed over quantized), paired with
     its board latency; each layer's weight-load and activation-matrix-product µs set apart for the fit, the
     layout Transposes the profile prices apart marked (:attr:`LayerTerm.layout`), and an accelerator layer's dtype
     marked where the entry's is not the profile's default (:attr:`LayerTerm.dtype`). ``InputError`` for a dtype
@@ -193,7 +213,8 @@ def board_runs(entries: Sequence[BoardEntry], profile: Profile) -> list[RunData]
             raise InputError(f"{entry.label}: dtype {dtype!r} is not one of profile {profile.name!r}'s "
                              f"({', '.join(profile.dtypes)})")
         graph = load_model(model_path(entry))
-        run = estimate_run(graph, estimate_graph(graph, profile, dtype), profile)
+        run = estimate_run(graph, estimate_graph(graph, profile, dtype, quantized_outputs=entry.quantized_outputs),
+                           profile)
         data = board_run_data(run, entry.latency_us, entry.label, entry.family)
         weights = weight_load_us(graph, profile, dtype)
         elements = {node.id: us for node in graph.layers if (us := activation_matmul_us(node, graph, profile))}
