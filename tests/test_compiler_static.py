@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 from onnx import TensorProto, helper
 
+from _scripts import load_script
 from layerscope.model import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,12 +25,7 @@ SOURCE = re.compile(r"^D-Robotics/rdk_model_zoo@[0-9a-f]{40}:samples/vision/[^#;
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compiler_check", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("compiler_check", SCRIPT)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

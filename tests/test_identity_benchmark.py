@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import gzip
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from _scripts import load_script
 
 BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "identity.py"
 
 
 def _identity() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("identity_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("identity_benchmark", BENCHMARK)
 
 
 def _write(root: Path, files: dict[str, bytes]) -> Path:

@@ -3,24 +3,19 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from _scripts import load_script
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "predictor.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("predictor_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["predictor_benchmark"] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("predictor_benchmark", BENCHMARK)
 
 
 def test_spearman_by_hand(bench: ModuleType) -> None:

@@ -6,8 +6,6 @@ tf2onnx's negative-index wrap, a tree ensemble's estimate is timed by its node v
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +16,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _scripts import load_script
 from conftest import F32, I64, ModelWriter
 from layerscope.cli.main import main
 from layerscope.costs import cost_graph
@@ -34,12 +33,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld.py"
 
 
 def _benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("realworld_benchmark_round2", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("realworld_benchmark_round2", BENCHMARK)
 
 
 rw = _benchmark()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import importlib.util
 import re
 import sys
 import zipfile
@@ -20,6 +19,7 @@ import onnx
 import pytest
 from onnx import helper
 
+from _scripts import load_script
 from conftest import F32, ModelWriter
 from layerscope.analysis.rules import RULES
 
@@ -27,12 +27,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "realworld.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("realworld_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("realworld_benchmark", BENCHMARK)
 
 
 rw = _load()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from _scripts import load_script
 from conftest import zoo
 from layerscope.analysis.compare import compare_runs
 from layerscope.analysis.diagnose import diagnose
@@ -28,12 +27,7 @@ BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "string_lookups
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("string_lookups_benchmark", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("string_lookups_benchmark", BENCHMARK)
 
 
 sl = _load()
