@@ -281,11 +281,15 @@ class YoloBuilder(GraphBuilder):
             outs.append(self.reshape(y, [1, -1, no]))
         return self.concat(outs, axis=1)
 
+    def detect_widths(self, feats: list[str], num_classes: int, reg_max: int) -> tuple[int, int, int]:
+        """Ultralytics ``Detect``'s branch widths from its first level's channels ch0: (ch0, c2 of the box branch
+        ``cv2`` = ``max(16, ch0 // 4, 4 reg_max)``, c3 of the class branch ``cv3`` = ``max(ch0, min(nc, 100))``)."""
+        ch0 = self.shape(feats[0])[1]
+        return ch0, max(16, ch0 // 4, reg_max * 4), max(ch0, min(num_classes, 100))
+
     def yolov8_detect(self, feats: list[str], num_classes: int, reg_max: int = 16) -> str:
         """YOLOv8 ``Detect`` in export mode: box/cls branches, DFL, dist2bbox (xywh), (1, 4+nc, A)."""
-        ch0 = self.shape(feats[0])[1]
-        c2 = max(16, ch0 // 4, reg_max * 4)
-        c3 = max(ch0, min(num_classes, 100))
+        _, c2, c3 = self.detect_widths(feats, num_classes, reg_max)
         no = num_classes + 4 * reg_max
         flat = []
         for i, x in enumerate(feats):
@@ -540,9 +544,7 @@ class YoloBuilder(GraphBuilder):
         decode or sigmoid. ``cv4`` (mask coefficients, keypoints) has width ``max(ch[0] // 4, extra)``.
         ``prefix="one2one_"``: v10's one-to-one branches.
         """
-        ch0 = self.shape(feats[0])[1]
-        c2 = max(16, ch0 // 4, reg_max * 4)
-        c3 = max(ch0, min(num_classes, 100))
+        ch0, c2, c3 = self.detect_widths(feats, num_classes, reg_max)
         c4 = max(ch0 // 4, extra)
         outs: list[str] = []
         for i, x in enumerate(feats):
@@ -567,9 +569,7 @@ class YoloBuilder(GraphBuilder):
         mask coefficients (Conv 3x3, Conv 3x3 at ``max(ch[0] // 4, nm)``, Conv2d 1x1 to nm), ``Proto(ch[0], npr, nm)``.
         No DFL, decode, proposal filter or top-k.
         """
-        ch0 = self.shape(feats[0])[1]
-        c2 = max(16, ch0 // 4, reg_max * 4)
-        c3 = max(ch0, min(num_classes, 100))
+        ch0, c2, c3 = self.detect_widths(feats, num_classes, reg_max)
         c5 = max(ch0 // 4, nm)
         outs: list[str] = []
         for i, x in enumerate(feats):
@@ -609,9 +609,7 @@ class YoloBuilder(GraphBuilder):
         """
         if zoo:
             return self.zoo_head(feats, num_classes, legacy, reg_max=reg_max)
-        ch0 = self.shape(feats[0])[1]
-        c2 = max(16, ch0 // 4, reg_max * 4)
-        c3 = max(ch0, min(num_classes, 100))
+        _, c2, c3 = self.detect_widths(feats, num_classes, reg_max)
         flat: list[str] = []
         for i, x in enumerate(feats):
             box = self.detect_box(x, i, c2, reg_max)
