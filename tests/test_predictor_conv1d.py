@@ -135,7 +135,10 @@ def test_the_conv_space_adds_1d_transposed_and_off_block_convolutions_without_mo
     names = {p.func.__name__ for p in added}
     assert names == {"conv1d_kernel", "conv_transpose_kernel", "conv_kernel"}
     one_d = [p for p in added if p.func is conv1d_kernel]
-    assert {p.keywords["k"] for p in one_d} >= {1, 3, 31, 64} and max(p.args[0] for p in one_d) == 8192
+    assert {p.keywords["k"] for p in one_d} >= {1, 3, 31, 64} and max(p.args[0] for p in one_d) >= 8192
+    stft = [p for p in one_d if p.args[1] == 1 and p.keywords["k"] >= 256]  # a raw signal's Fourier transform
+    assert {(p.keywords["k"], p.args[2]) for p in stft} >= {(512, 257), (400, 201)}
+    assert all(p.keywords["stride"] < p.keywords["k"] for p in stft)
     assert {p.keywords["dilation"] for p in one_d} >= {1, 1024}
     assert {p.keywords["rank"] for p in added if p.func is conv_transpose_kernel} == {1, 2}
     assert any(p.args[1] % 16 and p.args[2] % 16 for p in added if p.func is conv_kernel)

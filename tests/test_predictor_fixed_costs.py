@@ -25,6 +25,7 @@ from layerscope.analysis.predictor import (
     predict_model,
 )
 from layerscope.estimator import estimate_graph
+from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
     CALL_MODELS,
     CallCosts,
@@ -33,13 +34,15 @@ from layerscope.measure.kernels import (
     attention_softmax_kernel,
     call_costs,
     call_model,
+    elementwise_kernel,
     family_configs,
     fit_call_costs,
     kernel_family,
     norm_kernel,
     spatial_reduce_kernel,
+    time_kernels,
 )
-from layerscope.measure.runners import Job
+from layerscope.measure.runners import Job, Runner
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.model.types import Graph
@@ -238,3 +241,52 @@ def test_a_predictor_file_keeps_its_call_costs(tmp_path: Path) -> None:
     calls = CallCosts(6.0, 0.5, 0.25, 0.125, "test")
     path = roofline_predictor(9.0, calls=calls).save(tmp_path / "p.json")
     assert load_predictor(path).calls == calls
+
+
+# ------------------------------------------------------------------------------- the overhead beside a kernel
+class _DriftingRunner:
+    """A machine whose per-call overhead grows by 1 µs at every run (its speed drifting while kernels are timed):
+    the empty (overhead) model costs the overhead alone, a kernel its ``work_us`` on top."""
+
+    def __init__(self, clock: list[float], work_us: float) -> None:
+        self.clock, self.work_us = clock, work_us
+
+    @property
+    def identity(self) -> Mapping[str, Any]:
+        return {"runner": "drifting"}
+
+    def measure(self, job: Job) -> float:
+        self.clock[0] += 1.0
+        return self.clock[0] + (0.0 if job.label == "empty" else self.work_us)
+
+    def boundary(self, job: Job, whole: Job, runs: int) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+class _DriftingKernels(FakeKernels):
+    def __init__(self) -> None:
+        self.clock = [0.0]
+
+    def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> Runner:
+        return _DriftingRunner(self.clock, 0.0 if len(graph.layers) == 1 and graph.layers[0].op_type == "Relu"
+                               and graph.inputs[0].shape == (1, 1) else 3.0)
+
+
+def test_each_kernel_is_timed_net_of_the_overhead_timed_beside_it(tmp_path: Path) -> None:
+    kernels = [elementwise_kernel(n, "Add", True) for n in (256, 512, 1024)]
+    runner = _DriftingKernels()
+    timings, first_us, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), TimingConfig(visits=5),
+                                        runner=runner)
+    # the overhead timed first (runs 1-5: median 3) is long gone by the kernels' turn: each kernel's own is taken
+    assert first_us == 3.0
+    assert [t.overhead_us for t in timings] == sorted({t.overhead_us for t in timings}) and timings[0].overhead_us > 3
+    # each visit: one overhead sample, then the kernel one run later (+1 µs of drift): 3 µs of work + 1
+    assert [t.latency_us for t in timings] == pytest.approx([4.0, 4.0, 4.0])
+    # the overhead samples are cached with the kernel's: read again, nothing is timed and nothing moves
+    runs = runner.clock[0]
+    again, _, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), TimingConfig(visits=5), runner=runner)
+    assert [t.latency_us for t in again] == [t.latency_us for t in timings] and all(t.cached for t in again)
+    assert runner.clock[0] == runs

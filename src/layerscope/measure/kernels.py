@@ -37,6 +37,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -1167,7 +1168,9 @@ def _added_conv_configs() -> list[Callable[[], KernelModel]]:
     - 1-D convolutions as audio, EEG and sequence models run them (ONNX Runtime: im2col + GEMM, where the 2-D ones
       above run as NCHWc kernels): 16 to 256 channels over 256 to 8 K steps, kernels 1 to 31; dilated ones
       (dilation 2 to 1024, a temporal-convolution stack); learnt downsamplings (kernel = stride 2 to 5); few input
-      channels (a raw signal: 1 to 8) under kernels of 7 to 64;
+      channels (a raw signal: 1 to 8) under kernels of 7 to 64; a short-time Fourier transform as audio front ends
+      export it (one input channel, a window of 256 to 512 samples as the kernel, ``window / 2 + 1`` output
+      channels, a hop of 64 to 160 as the stride);
     - ConvTranspose, 1-D and 2-D learnt upsamplings (kernel = stride, and kernel 4 stride 2);
     - 2-D convolutions and depthwise ones whose channel counts are not multiples of the NCHWc block (20, 24, 40,
       51, 100, 200; and 1 or 3 input channels): the NCHWc transformer pads them to the block (``log_nchwc_pad*``
@@ -1181,6 +1184,8 @@ def _added_conv_configs() -> list[Callable[[], KernelModel]]:
               itertools.product((1024, 8192), ((16, 16), (64, 51), (128, 128)), (2, 4, 5))]
     one_d += [(t, cin, cout, k, 1, 1, "relu") for t, cin, cout, k in
               itertools.product((1024, 8192), (1, 2, 8), (16, 64), (7, 31, 64))]
+    one_d += [(t, 1, k // 2 + 1, k, s, 1, "none") for t, k, s in itertools.product((1280, 16000), (256, 400, 512),
+                                                                                     (64, 160))]
     out: list[Callable[[], KernelModel]] = [
         partial(conv1d_kernel, t, cin, cout, k=k, stride=s, dilation=d, bn=False, act=act)
         for t, cin, cout, k, s, d, act in one_d if t // s * cin * cout * k <= _MAX_ADDED_CONV_MACS]
@@ -1894,7 +1899,10 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
     before each uncached kernel) is spent; after that, uncached kernels are skipped and cached ones still read.
 
     Returns the timings (cached kernels cost nothing and are never cut by the budget), the per-call overhead
-    (µs: the median sample of a one-element Relu model) subtracted from each, and the runner's identity. Each
+    (µs: the median sample of a one-element Relu model, timed first) and the runner's identity. From each kernel
+    the per-call overhead timed beside it is subtracted (:class:`_Paired`: one sample of the one-element Relu model
+    before each of its visits, cached with it; the overhead timed first for a kernel cached without them): the
+    per-call overhead drifts with the machine's state by more than a small kernel's own time. Each
     kernel's boundary layout kernels (:attr:`KernelTiming.boundary_us`: :data:`BOUNDARY_RUNS` profiled runs,
     cached with its samples; measured once for a kernel cached before they were; less the profiler's reading of
     a layout kernel that converts next to nothing, :func:`_profiler_floor`, each) are subtracted too. A kernel
@@ -1909,26 +1917,70 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
         nothing_around.write_bytes(empty.model_bytes)
         floor_us = _profiler_floor(store, timing, config, Path(tmp), kernel_runner=runner, alone_in=nothing_around)
         out: list[KernelTiming] = []
-        for index, kernel in enumerate(kernels):
-            key = _key(kernel, identity)
-            cached = len(store.samples(key)) >= timing.visits
-            if not cached and budget_s is not None and time.monotonic() - start > budget_s:
-                continue  # spent: the kernels after it are still read from the cache
-            try:
-                samples, _, was_cached, boundary = _time_one(kernel, store, timing, config, Path(tmp),
-                                                             kernel_runner=runner, alone_in=nothing_around)
-            except DeviceCommandError:
-                raise
-            except LayerscopeError:
-                continue
-            boundary_us, count, nbytes = boundary
-            boundary_us = max(0.0, boundary_us - floor_us * count)
-            value = max(float(np.median(samples)) - overhead_us - boundary_us, 0.05)
-            out.append(KernelTiming(kernel, value, tuple(samples), overhead_us, was_cached, boundary_us, count,
-                                    nbytes))
-            if progress is not None:
-                progress(index + 1, len(kernels))
+        with _Paired.open(nothing_around, store, timing, config, runner) as paired:
+            for index, kernel in enumerate(kernels):
+                key = _key(kernel, identity)
+                cached = len(store.samples(key)) >= timing.visits
+                if not cached and budget_s is not None and time.monotonic() - start > budget_s:
+                    continue  # spent: the kernels after it are still read from the cache
+                try:
+                    samples, _, was_cached, boundary = _time_one(kernel, store, timing, config, Path(tmp),
+                                                                 kernel_runner=runner, alone_in=nothing_around,
+                                                                 paired=paired)
+                except DeviceCommandError:
+                    raise
+                except LayerscopeError:
+                    continue
+                boundary_us, count, nbytes = boundary
+                boundary_us = max(0.0, boundary_us - floor_us * count)
+                beside_us = paired.overhead_us(key)
+                kernel_overhead_us = overhead_us if beside_us is None else beside_us
+                value = max(float(np.median(samples)) - kernel_overhead_us - boundary_us, 0.05)
+                out.append(KernelTiming(kernel, value, tuple(samples), kernel_overhead_us, was_cached, boundary_us,
+                                        count, nbytes))
+                if progress is not None:
+                    progress(index + 1, len(kernels))
     return out, overhead_us, dict(identity)
+
+
+@dataclass
+class _Paired:
+    """The one-element Relu model's runner, open while kernels are timed: one of its samples is taken just before
+    each visit of a kernel (:meth:`sample`) and cached under the kernel's key with :data:`PAIRED_SUFFIX`, so that
+    the per-call overhead subtracted from the kernel (:meth:`overhead_us`) was timed in the same minutes as it."""
+
+    runner: Runner
+    job: Job
+    store: SampleStore
+    visits: int
+
+    @classmethod
+    @contextmanager
+    def open(cls, path: Path, store: SampleStore, timing: TimingConfig, config: SessionConfig,
+             kernel_runner: KernelRunner) -> Iterator[_Paired]:
+        """The runner of the model at ``path`` (the one-element Relu model), closed on exit."""
+        runner = kernel_runner.make(load_model(path), timing, config)
+        job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key="paired-overhead",
+                  model_path=path, label="empty")
+        try:
+            yield cls(runner, job, store, timing.visits)
+        finally:
+            runner.close()
+
+    def sample(self, key: str) -> None:
+        """Time one sample of the overhead model for the kernel cached under ``key``."""
+        self.store.add(key + PAIRED_SUFFIX, "final", self.runner.measure(self.job), job=self.job,
+                       runner=self.runner.identity)
+
+    def overhead_us(self, key: str) -> float | None:
+        """The median of the overhead samples timed beside the kernel cached under ``key`` (µs); ``None`` when
+        fewer than a kernel's visits were (a kernel cached before they were taken)."""
+        samples = self.store.samples(key + PAIRED_SUFFIX)
+        return float(np.median(samples[:self.visits])) if len(samples) >= self.visits else None
+
+
+#: What a kernel's cache key takes for the per-call overhead samples timed beside it (:class:`_Paired`).
+PAIRED_SUFFIX = ":paired-overhead"
 
 
 def time_models(paths: Sequence[Path], shapes: Mapping[str, tuple[int, ...]] | None, store: SampleStore,
@@ -2023,10 +2075,11 @@ BOUNDARY_RUNS = 7
 
 def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, config: SessionConfig,
               workdir: Path, *, kernel_runner: KernelRunner, alone_in: Path | None = None,
-              ) -> tuple[list[float], Mapping[str, Any], bool, tuple[float, int, int]]:
-    """``kernel``'s first ``timing.visits`` samples (timed until the cache holds them), the runner's identity,
-    whether they were all cached; and its boundary layout cost (:func:`_boundary`) when ``alone_in`` names the
-    model it is judged against (one without layout kernels), else ``(0.0, 0, 0)``."""
+              paired: _Paired | None = None) -> tuple[list[float], Mapping[str, Any], bool, tuple[float, int, int]]:
+    """``kernel``'s first ``timing.visits`` samples (timed until the cache holds them; each visit after one sample
+    of ``paired`` when given), the runner's identity, whether they were all cached; and its boundary layout cost
+    (:func:`_boundary`) when ``alone_in`` names the model it is judged against (one without layout kernels), else
+    ``(0.0, 0, 0)``."""
     folder = workdir / kernel.digest  # a device command's {dir}: its {compiled} and {out} are the kernel's own
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "kernel.onnx"
@@ -2040,6 +2093,8 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         cut = Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False)
         job = Job(cut=cut, key=key, model_path=path, label=kernel.label)
         while len(store.samples(key)) < timing.visits:
+            if paired is not None:
+                paired.sample(key)
             store.add(key, "final", runner.measure(job), job=job, runner=runner.identity)
         boundary = (0.0, 0, 0) if alone_in is None else _boundary(runner, store, job, alone_in, graph)
         return store.samples(key)[:timing.visits], runner.identity, cached, boundary
