@@ -158,17 +158,20 @@ def test_call_costs_are_refused_when_negative_and_round_trip() -> None:
 
 
 class _CountingRunner:
-    """A fake runner: each call of a model takes 3 us + 2 per input + 1 per output + 0.5 per node."""
+    """A fake runner: each call of a model takes 3 us + 2 per input + 1 per output + 0.5 per node, + ``drift_us``
+    for every call made before it on the machine (``clock``: the calls so far, shared by the runners)."""
 
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
+    def __init__(self, graph: Graph, clock: list[int] | None = None, drift_us: float = 0.0) -> None:
+        self.graph, self.clock, self.drift_us = graph, clock if clock is not None else [0], drift_us
 
     @property
     def identity(self) -> Mapping[str, Any]:
         return {"runner": "fake"}
 
     def measure(self, job: Job) -> float:
-        return 3.0 + 2.0 * len(self.graph.inputs) + 1.0 * len(self.graph.outputs) + 0.5 * len(self.graph.layers)
+        self.clock[0] += 1
+        return (3.0 + 2.0 * len(self.graph.inputs) + 1.0 * len(self.graph.outputs) + 0.5 * len(self.graph.layers)
+                + self.drift_us * self.clock[0])
 
     def boundary(self, job: Job, whole: Job, runs: int) -> None:
         return None
@@ -178,9 +181,12 @@ class _CountingRunner:
 
 
 class _FakeKernels(FakeKernels):
+    def __init__(self, drift_us: float = 0.0) -> None:
+        self.clock, self.drift_us = [0], drift_us
+
     def make(self, graph: Graph, timing: TimingConfig, config: SessionConfig) -> _CountingRunner:
         assert timing.visit_warmup == 0  # back to back, as profile runs a model
-        return _CountingRunner(graph)
+        return _CountingRunner(graph, self.clock, self.drift_us)
 
 
 def test_call_costs_time_the_call_models_on_the_runner() -> None:
@@ -188,6 +194,16 @@ def test_call_costs_time_the_call_models_on_the_runner() -> None:
     assert costs.empty_us == pytest.approx(6.5)
     assert (costs.input_us, costs.output_us, costs.node_us) == pytest.approx((2.0, 1.0, 0.5))
     assert "call models" in costs.source
+
+
+def test_call_costs_read_every_model_over_the_same_minutes_of_a_drifting_machine() -> None:
+    # each call 0.01 us slower than the one before: timed one model after the other, the 12 models' P50s would lie
+    # ~2 us apart in time order (fan x1 first, sum x8 last) and tilt every slope; taken in turns (one order, then
+    # the reverse), each P50 is read over the whole timing and the slopes stand
+    runner = _FakeKernels(drift_us=0.01)
+    costs = call_costs(runner, runs=200)
+    assert runner.clock[0] == 200 * len(CALL_MODELS)
+    assert (costs.input_us, costs.output_us, costs.node_us) == pytest.approx((2.0, 1.0, 0.5), abs=0.05)
 
 
 def test_call_models_are_what_they_say(tmp_path: Path) -> None:

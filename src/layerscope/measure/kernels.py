@@ -28,6 +28,7 @@ kernel costs inside its model beyond its time alone is fitted to them.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -37,7 +38,6 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -1781,7 +1781,9 @@ def empty_model() -> bytes:
 #: The models :func:`call_costs` times, by (kind, n): ``fan`` n inputs each through its own Relu to its own output;
 #: ``chain`` one input through n Relus to one output; ``sum`` n inputs summed to one output. Every tensor [1, 1].
 CALL_MODELS = (("fan", 1), ("fan", 2), ("fan", 4), ("fan", 8), ("chain", 2), ("chain", 4), ("chain", 8),
-               ("sum", 2), ("sum", 4), ("sum", 8))
+               ("chain", 16), ("chain", 32), ("sum", 2), ("sum", 4), ("sum", 8))
+#: :func:`call_costs` times its models in turns of this many back-to-back runs each, round-robin.
+CALL_BLOCK_RUNS = 10
 
 
 def call_model(kind: str, n: int) -> bytes:
@@ -1868,27 +1870,39 @@ def fit_call_costs(p50_us: Mapping[tuple[str, int], float]) -> CallCosts:
 
 
 def call_costs(runner: KernelRunner, threads: int = 1, *, runs: int = 201) -> CallCosts:
-    """Time :data:`CALL_MODELS` on ``runner`` as ``layerscope profile`` times a whole model (``runs`` back-to-back
-    runs of one session, P50) and fit :class:`CallCosts`. Models the runtime cannot run are left out; none run:
-    all zero."""
+    """Time :data:`CALL_MODELS` on ``runner`` as ``layerscope profile`` times a whole model (back-to-back runs of
+    one session, P50 of at least ``runs``) and fit :class:`CallCosts`. The models take turns of
+    :data:`CALL_BLOCK_RUNS` runs, in one order and then the reverse (a drift that grows steadily puts each model
+    at the same mean time), so that each P50 is read over the same minutes: timed one after
+    the other, a model caught in a slower phase of the machine than the next (the one-element model's P50 read
+    5.1 to 9.9 us in four timings a minute apart) tilts the slopes (the per-node cost read 0.38 to 0.81 us).
+    Models the runtime cannot run are left out; none run: all zero."""
     timing = TimingConfig(visits=runs, runs_per_visit=1, visit_warmup=0, threads=threads)
     config = SessionConfig(threads=threads)
-    p50: dict[tuple[str, int], float] = {}
-    with scratch("calls") as tmp:
+    samples: dict[tuple[str, int], list[float]] = {}
+    with scratch("calls") as tmp, contextlib.ExitStack() as stack:
+        jobs: dict[tuple[str, int], tuple[Runner, Job]] = {}
         for kind, n in CALL_MODELS:
             path = Path(tmp) / f"{kind}{n}.onnx"
             path.write_bytes(call_model(kind, n))
-            runner_ = runner.make(load_model(path), timing, config)
-            job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key=f"call:{kind}{n}",
-                      model_path=path, label=f"call {kind} x{n}")
             try:
-                p50[(kind, n)] = float(np.median([runner_.measure(job) for _ in range(runs)]))
-            except DeviceCommandError:
-                raise
+                runner_ = runner.make(load_model(path), timing, config)
             except LayerscopeError:
                 continue
-            finally:
-                runner_.close()
+            stack.callback(runner_.close)
+            jobs[(kind, n)] = runner_, Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False),
+                                           key=f"call:{kind}{n}", model_path=path, label=f"call {kind} x{n}")
+        for turn in range(math.ceil(runs / CALL_BLOCK_RUNS)):
+            order = list(jobs.items())
+            for model, (runner_, job) in order if turn % 2 == 0 else order[::-1]:
+                try:
+                    samples.setdefault(model, []).extend(runner_.measure(job) for _ in range(CALL_BLOCK_RUNS))
+                except DeviceCommandError:
+                    raise
+                except LayerscopeError:
+                    del jobs[model]
+                    samples.pop(model, None)
+    p50 = {model: float(np.median(values)) for model, values in samples.items()}
     return fit_call_costs(p50) if ("fan", 1) in p50 else NO_CALLS
 
 
@@ -1955,7 +1969,7 @@ class _Paired:
     visits: int
 
     @classmethod
-    @contextmanager
+    @contextlib.contextmanager
     def open(cls, path: Path, store: SampleStore, timing: TimingConfig, config: SessionConfig,
              kernel_runner: KernelRunner) -> Iterator[_Paired]:
         """The runner of the model at ``path`` (the one-element Relu model), closed on exit."""
