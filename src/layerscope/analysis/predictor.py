@@ -1017,11 +1017,30 @@ def fit_context(rows: Sequence[tuple[float, float, int]], overhead_us: float, *,
                        "shows that the context transfers to other models", support=support)
     held = tuple(_held_out(usable, overhead_us, with_gap))
     alone = tuple(abs((p + overhead_us) / m - 1) for m, p, _ in usable)
-    with_it, without = float(np.median(held)), float(np.median(alone))
-    applied = with_it < without
-    why = (f"leave-one-model-out over {len(usable)} models: median held-out error {100 * with_it:.1f}% with it, "
-           f"{100 * without:.1f}% with the kernels summed as timed" + ("" if applied else ": it does not transfer"))
+    applied, why = transfers(held, alone)
     return Context(factor, gap, len(usable), fitted, applied, why, held, alone, support)
+
+
+#: The share of calibration models a context must predict better, held out, than their kernels summed as timed.
+TRANSFER_WINS = 2 / 3
+
+
+def transfers(held: Sequence[float], alone: Sequence[float]) -> tuple[bool, str]:
+    """Whether a context transfers, and why, from each calibration model's leave-one-model-out error with it
+    (``held``) and with its kernels summed as timed (``alone``): its median error is lower *and* it is better on
+    at least :data:`TRANSFER_WINS` of the models. A lower median alone is within the calibration models' own
+    run-to-run noise (three sittings on this project's machine: better on 4, 7 and 5 of 9 models, the medians
+    0.7-0.8 points apart either way; applied on the lower median alone, it made 10 of the 14 held-out models it
+    was applied to worse, by up to 9 points)."""
+    with_it, without = float(np.median(held)), float(np.median(alone))
+    wins = sum(h < a for h, a in zip(held, alone, strict=True))
+    needed = math.ceil(TRANSFER_WINS * len(held) - 1e-9)
+    applied = with_it < without and wins >= needed
+    why = (f"leave-one-model-out over {len(held)} models: median held-out error {100 * with_it:.1f}% with it, "
+           f"{100 * without:.1f}% with the kernels summed as timed, better on {wins} of them")
+    if not applied:
+        why += f": it does not transfer (needs a lower median and {needed} models better)"
+    return applied, why
 
 
 _MIB = float(1 << 20)
