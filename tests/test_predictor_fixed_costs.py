@@ -291,11 +291,17 @@ class _DriftingKernels(FakeKernels):
                                and graph.inputs[0].shape == (1, 1) else 3.0)
 
 
-def test_each_kernel_is_timed_net_of_the_overhead_timed_beside_it(tmp_path: Path) -> None:
+def test_each_kernel_is_timed_net_of_the_overhead_timed_beside_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     kernels = [elementwise_kernel(n, "Add", True) for n in (256, 512, 1024)]
     runner = _DriftingKernels()
+    written: list[str] = []
+    write = SampleStore._write
+    monkeypatch.setattr(SampleStore, "_write", lambda self, key, *a: (written.append(key), write(self, key, *a)))
     timings, first_us, _ = time_kernels(kernels, SampleStore(tmp_path / "cache"), TimingConfig(visits=5),
                                         runner=runner)
+    # a kernel's five visits and the five overhead samples beside them are written once each, after the visits
+    assert len([k for k in written if k.endswith(":paired-overhead")]) == 3 and len(written) == 1 + 3 + 3
     # the overhead timed first (runs 1-5: median 3) is long gone by the kernels' turn: each kernel's own is taken
     assert first_us == 3.0
     assert [t.overhead_us for t in timings] == sorted({t.overhead_us for t in timings}) and timings[0].overhead_us > 3

@@ -400,6 +400,13 @@ class SampleStore:
         self._entry(key).samples[phase].append(round(float(sample_us), 3))
         self._write(key, job, runner)
 
+    def add_many(self, key: str, phase: Phase, samples_us: Sequence[float], *, job: Job,
+                 runner: Mapping[str, Any]) -> None:
+        """Append ``samples_us`` and write the entry (atomically) once, before returning: for samples taken in
+        milliseconds (a kernel's visits), where a write per sample would cost more than the samples."""
+        self._entry(key).samples[phase].extend(round(float(v), 3) for v in samples_us)
+        self._write(key, job, runner)
+
     def set_boundary(self, key: str, cost: BoundaryCost, *, job: Job, runner: Mapping[str, Any]) -> None:
         """Record ``key``'s boundary cost and write the entry (atomically) before returning."""
         self._entry(key).boundary = BoundaryCost(tuple(round(float(v), 3) for v in cost.samples_us), cost.kernels,

@@ -1957,8 +1957,9 @@ def time_kernels(kernels: Sequence[KernelModel], store: SampleStore, timing: Tim
 @dataclass
 class _Paired:
     """The one-element Relu model's runner, open while kernels are timed: one of its samples is taken just before
-    each visit of a kernel (:meth:`sample`) and cached under the kernel's key with :data:`PAIRED_SUFFIX`, so that
-    the per-call overhead subtracted from the kernel (:meth:`overhead_us`) was timed in the same minutes as it."""
+    each visit of a kernel (:meth:`sample`) and cached under the kernel's key with :data:`PAIRED_SUFFIX`
+    (:meth:`record`), so that the per-call overhead subtracted from the kernel (:meth:`overhead_us`) was timed in
+    the same minutes as it."""
 
     runner: Runner
     job: Job
@@ -1978,10 +1979,13 @@ class _Paired:
         finally:
             runner.close()
 
-    def sample(self, key: str) -> None:
-        """Time one sample of the overhead model for the kernel cached under ``key``."""
-        self.store.add(key + PAIRED_SUFFIX, "final", self.runner.measure(self.job), job=self.job,
-                       runner=self.runner.identity)
+    def sample(self) -> float:
+        """One sample of the overhead model (µs)."""
+        return self.runner.measure(self.job)
+
+    def record(self, key: str, samples_us: Sequence[float]) -> None:
+        """Cache ``samples_us``, taken beside the visits of the kernel cached under ``key``, with it."""
+        self.store.add_many(key + PAIRED_SUFFIX, "final", samples_us, job=self.job, runner=self.runner.identity)
 
     def overhead_us(self, key: str) -> float | None:
         """The median of the overhead samples timed beside the kernel cached under ``key`` (µs); ``None`` when
@@ -2087,10 +2091,10 @@ BOUNDARY_RUNS = 7
 def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, config: SessionConfig,
               workdir: Path, *, kernel_runner: KernelRunner, alone_in: Path | None = None,
               paired: _Paired | None = None) -> tuple[list[float], Mapping[str, Any], bool, tuple[float, int, int]]:
-    """``kernel``'s first ``timing.visits`` samples (timed until the cache holds them; each visit after one sample
-    of ``paired`` when given), the runner's identity, whether they were all cached; and its boundary layout cost
-    (:func:`_boundary`) when ``alone_in`` names the model it is judged against (one without layout kernels), else
-    ``(0.0, 0, 0)``."""
+    """``kernel``'s first ``timing.visits`` samples (the missing ones timed and cached together; each visit after
+    one sample of ``paired`` when given), the runner's identity, whether they were all cached; and its boundary
+    layout cost (:func:`_boundary`) when ``alone_in`` names the model it is judged against (one without layout
+    kernels), else ``(0.0, 0, 0)``."""
     folder = workdir / kernel.digest  # a device command's {dir}: its {compiled} and {out} are the kernel's own
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "kernel.onnx"
@@ -2103,10 +2107,17 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         cached = len(have) >= timing.visits
         cut = Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False)
         job = Job(cut=cut, key=key, model_path=path, label=kernel.label)
-        while len(store.samples(key)) < timing.visits:
+        missing = timing.visits - len(store.samples(key))
+        if missing > 0:  # the visits take milliseconds: their samples are written once, after the last
+            beside: list[float] = []
+            visits: list[float] = []
+            for _ in range(missing):
+                if paired is not None:
+                    beside.append(paired.sample())
+                visits.append(runner.measure(job))
+            store.add_many(key, "final", visits, job=job, runner=runner.identity)
             if paired is not None:
-                paired.sample(key)
-            store.add(key, "final", runner.measure(job), job=job, runner=runner.identity)
+                paired.record(key, beside)
         boundary = (0.0, 0, 0) if alone_in is None else _boundary(runner, store, job, alone_in, graph)
         return store.samples(key)[:timing.visits], runner.identity, cached, boundary
     finally:
