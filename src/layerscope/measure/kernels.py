@@ -56,6 +56,8 @@ from layerscope.model import load_model
 from layerscope.model.types import Graph
 from layerscope.tempdirs import scratch
 
+#: The cut of a model timed whole (a kernel model, a call model, the overhead model): no prefix, nothing crossing.
+_WHOLE = Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False)
 #: Kernel families, each with its own regressor; :func:`kernel_family` classifies a kernel's source ops.
 FAMILIES = ("conv", "matmul", "pool", "elementwise", "concat", "resize", "norm", "movement", "layout", "recurrent")
 #: Each family's ops, in precedence order: a kernel holding a recurrent layer is ``recurrent`` whatever else
@@ -1887,8 +1889,8 @@ def call_costs(runner: KernelRunner, threads: int = 1, *, runs: int = 201) -> Ca
             path.write_bytes(call_model(kind, n))
             runner_ = runner.make(load_model(path), timing, config)
             stack.callback(runner_.close)
-            jobs[(kind, n)] = runner_, Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False),
-                                           key=f"call:{kind}{n}", model_path=path, label=f"call {kind} x{n}")
+            jobs[(kind, n)] = runner_, Job(cut=_WHOLE, key=f"call:{kind}{n}", model_path=path,
+                                           label=f"call {kind} x{n}")
         for turn in range(math.ceil(runs / CALL_BLOCK_RUNS)):
             order = list(jobs.items())
             for model, (runner_, job) in order if turn % 2 == 0 else order[::-1]:
@@ -1972,8 +1974,7 @@ class _Paired:
              kernel_runner: KernelRunner) -> Iterator[_Paired]:
         """The runner of the model at ``path`` (the one-element Relu model), closed on exit."""
         runner = kernel_runner.make(load_model(path), timing, config)
-        job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key="paired-overhead",
-                  model_path=path, label="empty")
+        job = Job(cut=_WHOLE, key="paired-overhead", model_path=path, label="empty")
         try:
             yield cls(runner, job, store, timing.visits)
         finally:
@@ -2063,8 +2064,7 @@ def _profiler_floor(store: SampleStore, timing: TimingConfig, config: SessionCon
     runner = kernel_runner.make(graph, timing, config)
     try:
         key = "profiler-floor:" + _key(probe, runner.identity)
-        job = Job(cut=Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False), key=key, model_path=path,
-                  label="profiler floor")
+        job = Job(cut=_WHOLE, key=key, model_path=path, label="profiler floor")
         us, count, _ = _boundary(runner, store, job, alone_in, graph)
     except LayerscopeError:
         return 0.0
@@ -2105,8 +2105,7 @@ def _time_one(kernel: KernelModel, store: SampleStore, timing: TimingConfig, con
         key = _key(kernel, runner.identity)
         have = store.samples(key)
         cached = len(have) >= timing.visits
-        cut = Cut(layers=0, outputs=(), crossing_bytes=0, breaks_fusion=False)
-        job = Job(cut=cut, key=key, model_path=path, label=kernel.label)
+        job = Job(cut=_WHOLE, key=key, model_path=path, label=kernel.label)
         missing = timing.visits - len(store.samples(key))
         if missing > 0:  # the visits take milliseconds: their samples are written once, after the last
             beside: list[float] = []
