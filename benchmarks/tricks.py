@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/tricks.py [--runs 5] [--runs-100k 3] [--sizes 700,10000,100000]
-        [--only exit,gc,wire,lazy,lazy-own] [--json out/tricks.json]
+        [--only exit,gc,wire,sparse,lazy,lazy-own] [--json out/tricks.json]
 
 Nothing in ``src`` is edited: each run is a child process (``python -c WRAPPER VARIANT ARGS``) that applies the
 variant's patch, then calls ``layerscope.cli.main.entry`` with ARGS, as the console script does. The tricks and what
@@ -15,8 +15,11 @@ variant's patch, then calls ``layerscope.cli.main.entry`` with ARGS, as the cons
   without: a context manager that does nothing (patched before any module binds the name).
 - ``wire``: the protobuf wire-level reader (``layerscope.model.validate.bytes_layout``: the model parsed without
   its large weights' bytes, the checker given a model cut from the file's bytes); without: ``bytes_layout``
-  returns ``None``, the loader's own fallback: the whole file parsed by protobuf, the checker's light copy built
-  from the parsed model.
+  returns ``None`` and the file is read whole (no ``sparse``), the loader's own fallback: the whole file parsed by
+  protobuf, the checker's light copy built from the parsed model.
+- ``sparse``: a big model's file read without its large weights' values (``layerscope.model.sparse_read``, the
+  file hashed from disk on a thread meanwhile); without: ``SPARSE_MIN_BYTES`` raised past every file, which is then
+  read whole into one buffer and hashed from it.
 - ``lazy``: layerscope's function-local imports (beyond the CLI dispatcher, which stays lazy in both); without:
   every module the command's modules import inside functions, followed transitively (read from the source with
   ``ast``; ``if TYPE_CHECKING`` blocks left out), imported before ``entry`` runs, as if each were imported at the
@@ -25,7 +28,7 @@ variant's patch, then calls ``layerscope.cli.main.entry`` with ARGS, as the cons
   OpenVINO, scikit-learn, stays where it is): what keeping just the heavy third-party imports lazy would cost.
 
 In both variants of a trick the wrapper imports the same modules before ``entry`` (``wire`` imports the
-model loader up front to patch it), so only the patch differs.
+model loader up front to patch it, ``sparse`` the reader), so only the patch differs.
 
 Models: ``benchmarks/run.py``'s 700-node detector (``yolov5s_deep``) and ``benchmarks/scale.py``'s 10k- and
 100k-layer graphs, built into ``benchmarks/.cache``. Command: ``estimate MODEL -t rdk-s100 -o RUN.json`` (a fresh
@@ -63,7 +66,7 @@ from run import CACHE, bytecode_cached_env  # noqa: E402
 from scale import model_path as scale_model  # noqa: E402
 
 TARGET = "rdk-s100"
-TRICKS = ("exit", "gc", "wire", "lazy", "lazy-own")
+TRICKS = ("exit", "gc", "wire", "sparse", "lazy", "lazy-own")
 
 #: The child: apply VARIANT's patch (``sys.argv[1]``: ``TRICK:with`` or ``TRICK:without``), import the modules
 #: named in ``LAYERSCOPE_TRICKS_EAGER`` (one a line) for ``lazy:without``, then run the CLI on the rest of argv.
@@ -84,10 +87,13 @@ elif trick == "gc" and without:
     import contextlib
     import layerscope.collector as c
     c.collector_paused = contextlib.nullcontext
-elif trick == "wire":
+elif trick in ("wire", "sparse"):
     import layerscope.model.load as load
+    import layerscope.model.sparse_read as sparse
     import layerscope.model.validate as validate
     if without:
+        sparse.SPARSE_MIN_BYTES = 1 << 62
+    if trick == "wire" and without:
         load.bytes_layout = validate.bytes_layout = lambda data: None
 elif trick.startswith("lazy") and without:
     import importlib

@@ -42,6 +42,7 @@ from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow, wire
 from layerscope.model.random_inputs import random_ops_note
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
+from layerscope.model.sparse_read import read_sparse
 from layerscope.model.types import Graph, Node, TensorInfo, made_node
 from layerscope.model.validate import (
     GRAPH_INPUT,
@@ -157,30 +158,69 @@ PROTOBUF_LIMIT_BYTES = 2**31
 
 
 class _Sha256:
-    """The SHA-256 of some bytes, computed on a thread of its own from when it is made until :meth:`hexdigest` is
-    asked: ``hashlib`` lets other threads run while it hashes a buffer, so a model's hash costs no time where a
-    second core parses and checks the model meanwhile. Bytes under :data:`_SHA256_THREAD_MIN_BYTES` are hashed at
-    once, on the caller's thread."""
+    """The SHA-256 of some bytes, or of a file, computed on a thread of its own from when it is made until
+    :meth:`hexdigest` is asked: ``hashlib`` (and reading a file) let other threads run, so a model's hash costs no
+    time where a second core parses and checks the model meanwhile. Bytes under :data:`_SHA256_THREAD_MIN_BYTES`
+    are hashed at once, on the caller's thread.
 
-    def __init__(self, data: bytes) -> None:
+    A file is given as its ``path`` and the ``os.stat_result`` its reader opened it with: :meth:`hexdigest` raises
+    ``ModelError`` when the file hashed is another, or was written meanwhile (:func:`_changed`): the hash would not
+    be of the bytes parsed."""
+
+    def __init__(self, data: bytes | None = None, *, path: Path | None = None, stat: os.stat_result | None = None,
+                 ) -> None:
         self._digest = hashlib.sha256()
         self._thread: threading.Thread | None = None
-        if len(data) < _SHA256_THREAD_MIN_BYTES:
+        self._path = path
+        self._stat = stat
+        self._changed = False
+        if data is not None and len(data) < _SHA256_THREAD_MIN_BYTES:
             self._digest.update(data)
             return
+        work = functools.partial(self._digest.update, data) if data is not None else self._hash_file
         # a daemon: a refusal while it runs does not wait for it
-        thread = threading.Thread(target=self._digest.update, args=(data,), name="layerscope-sha256", daemon=True)
+        thread = threading.Thread(target=work, name="layerscope-sha256", daemon=True)
         try:
             thread.start()
         except RuntimeError:  # no thread to be had: hashed here
-            self._digest.update(data)
+            work()
         else:
             self._thread = thread
+
+    def _hash_file(self) -> None:
+        """The file at ``path`` hashed by blocks (each read and hashed with other threads running), from a
+        descriptor of its own; ``_changed`` when it is not the file ``stat`` describes, once hashed."""
+        assert self._path is not None and self._stat is not None
+        try:
+            with self._path.open("rb", buffering=0) as f:
+                block = bytearray(_SHA256_BLOCK_BYTES)
+                view = memoryview(block)
+                while count := f.readinto(block):
+                    self._digest.update(view[:count])
+                self._changed = _changed(os.fstat(f.fileno()), self._stat)
+        except OSError:
+            self._changed = True
 
     def hexdigest(self) -> str:
         if self._thread is not None:
             self._thread.join()
+        if self._changed:
+            raise _changed_error(self._path)
         return self._digest.hexdigest()
+
+
+def _changed(now: os.stat_result, then: os.stat_result) -> bool:
+    """Whether ``now`` is another file than ``then``, or the same written since (its size or modification time)."""
+    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (then.st_dev, then.st_ino, then.st_size,
+                                                                        then.st_mtime_ns)
+
+
+def _changed_error(path: Path | None) -> ModelError:
+    return ModelError(f"{path}: the file changed while it was being read", hint="run again once the model is written")
+
+
+#: The block a file is hashed by (:class:`_Sha256`).
+_SHA256_BLOCK_BYTES = 16 << 20
 
 
 #: Files smaller than this are hashed on the caller's thread (:class:`_Sha256`): starting a thread costs more.
@@ -194,8 +234,9 @@ class _Read(NamedTuple):
     model: onnx.ModelProto
     #: The SHA-256 of the file, being computed.
     sha256: _Sha256
-    #: The file's bytes when it is binary protobuf (``None``: another format).
-    data: bytes | None
+    #: The file's bytes when it is binary protobuf (``None``: another format); those of the large weights' values
+    #: zero when they were not read (:mod:`layerscope.model.sparse_read`).
+    data: wire.ReadBuffer | None
     #: The fields' spans in ``data`` (:func:`bytes_layout`; ``None``: not read).
     layout: Layout | None
     #: The initializers whose ``raw_data`` the model was parsed without (:func:`without_large_raw_data`).
@@ -205,13 +246,15 @@ class _Read(NamedTuple):
 def _read_model(path: Path) -> _Read:
     """The model at ``path`` (its weights' external data not read; its large weights' values, which loading never
     reads, left out when the file is laid out as :mod:`layerscope.model.wire` reads it), the SHA-256 of the file
-    (being computed), from one read, and the file's bytes when it is binary protobuf (the format
-    ``onnx.load_model`` reads from its extension), which the validator's checker reads instead of serializing the
-    model again.
+    (being computed), and the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its
+    extension), which the validator's checker reads instead of serializing the model again.
 
-    The file is read whole, not mapped: a mapped file truncated by another process while it is read (a model
-    exported again over the one being estimated) kills the reader with SIGBUS, where a read gives bytes that fail
-    to parse with one line."""
+    A big binary file is read without those values (:mod:`layerscope.model.sparse_read`: they stay zero in the bytes
+    returned) and hashed from the file on a thread; ``ModelError`` when the file is written or replaced meanwhile
+    (:func:`_changed`: the hash would not be of the bytes parsed). Any other file is read whole into one buffer and
+    hashed from it. The file is read, never mapped: a mapped file truncated by another process while it is read (a
+    model exported again over the one being estimated) kills the reader with SIGBUS, where a read gives bytes that
+    fail to parse with one line."""
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
@@ -227,23 +270,46 @@ def _read_model(path: Path) -> _Read:
     layout: Layout | None = None
     stripped: tuple[int, ...] = ()
     try:
-        data = path.read_bytes()
-        sha256 = _Sha256(data)
-        if binary:
-            layout = bytes_layout(data)
-            if layout is not None:  # counted in the file: a model of millions of nodes is refused before parsing
-                _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
-            light = without_large_raw_data(data, layout) if layout is not None else None
-            if light is not None:
-                light_data, stripped = light
-                model = _parse_model(light_data)
-                del light_data
-            else:
-                model = _parse_model(data)
+        with path.open("rb", buffering=0) as f:
+            opened = os.fstat(f.fileno())
+            # a big model read without its large weights' values, hashed from the file on a thread from the first
+            # value it leaves unread
+            hashing: list[_Sha256] = []
+            sparse = read_sparse(f, opened.st_size, skipping=lambda: hashing.append(
+                _Sha256(path=path, stat=opened))) if binary else None
+            if sparse is None:
+                f.seek(0)  # where the walk left off
+            whole = f.readall() if sparse is None else None
+            file_hash = hashing[0] if hashing else None
+            if file_hash is not None and _changed(os.fstat(f.fileno()), opened):
+                raise _changed_error(path)
+        data: wire.ReadBuffer
+        if sparse is not None:
+            assert file_hash is not None
+            data, layout, sha256, stripped = sparse.data, sparse.layout, file_hash, sparse.stripped
+            _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
+            model = _parse_model(sparse.light)
+            del sparse
         else:
-            named = io.BytesIO(data)
-            named.name = str(path)
-            model = onnx.load_model(named, load_external_data=False)
+            assert whole is not None
+            data = whole
+            sha256 = file_hash if file_hash is not None else _Sha256(whole)
+            if binary:
+                layout = bytes_layout(whole)
+                if layout is not None:  # counted in the file: a model of millions of nodes is refused before parsing
+                    _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
+                light = without_large_raw_data(whole, layout) if layout is not None else None
+                if light is not None:
+                    light_data, stripped = light
+                    model = _parse_model(light_data)
+                    del light_data
+                else:
+                    model = _parse_model(whole)
+            else:
+                named = io.BytesIO(whole)
+                named.name = str(path)
+                model = onnx.load_model(named, load_external_data=False)
+            del whole
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: not a readable ONNX model ({first})",
@@ -488,7 +554,7 @@ class _Cut(NamedTuple):
     graph: bytes
 
 
-def _inference_cut(data: bytes, layout: Layout, shape_data: list[bool]) -> _Cut:
+def _inference_cut(data: wire.ReadBuffer, layout: Layout, shape_data: list[bool]) -> _Cut:
     """The fields :func:`_without_large_weights` copies from the model as they are, cut from ``data`` (the bytes the
     model was parsed from, its :func:`file_layout` ``layout``), each in its order: with the fields it writes anew
     (:func:`_light_bytes`), the same message, without copying the nodes through Python objects."""

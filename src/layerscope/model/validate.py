@@ -573,7 +573,7 @@ class Layout(NamedTuple):
     initializers: list[wire.Span]
 
 
-def bytes_layout(data: bytes) -> Layout | None:
+def bytes_layout(data: wire.ReadBuffer) -> Layout | None:
     """The spans of the fields of the model serialized in ``data`` (:func:`wire.fields`), read without parsing it;
     ``None`` when the graph is not written once or a level :func:`wire.fields` does not read."""
     top = wire.fields(data)
@@ -581,13 +581,20 @@ def bytes_layout(data: bytes) -> Layout | None:
     if top is None or len(graphs) != 1 or graphs[0].wire_type != wire.LENGTH_DELIMITED:
         return None
     inner = wire.fields(data, graphs[0].value, graphs[0].end)
-    if inner is None or any(span.wire_type != wire.LENGTH_DELIMITED for span in inner
-                            if span.number in (GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT)):
+    return None if inner is None else spans_layout(top, inner)
+
+
+def spans_layout(top: list[wire.Span], inner: list[wire.Span]) -> Layout | None:
+    """The :class:`Layout` of a model whose ``ModelProto`` fields are ``top`` (one graph field, written as a
+    message) and whose graph's fields are ``inner``; ``None`` when a node, initializer or input is not written as a
+    message."""
+    if any(span.wire_type != wire.LENGTH_DELIMITED for span in inner
+           if span.number in (GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_INPUT)):
         return None
     return Layout(top, inner, [span for span in inner if span.number == GRAPH_INITIALIZER])
 
 
-def file_layout(model: onnx.ModelProto, data: bytes, layout: Layout | None = None) -> Layout | None:
+def file_layout(model: onnx.ModelProto, data: wire.ReadBuffer, layout: Layout | None = None) -> Layout | None:
     """The spans of ``model``'s fields in ``data``, the bytes it was parsed from (``layout``: their
     :func:`bytes_layout` when read already); ``None`` when ``data`` is not laid out as ``model``: the graph not
     written once, counts of nodes, initializers or inputs that differ, anything :func:`wire.fields` does not read."""
@@ -609,7 +616,7 @@ def file_layout(model: onnx.ModelProto, data: bytes, layout: Layout | None = Non
 TENSOR_DIMS, TENSOR_DATA_TYPE, TENSOR_RAW_DATA, TENSOR_DATA_LOCATION = 1, 2, 9, 14
 
 
-def raw_data_bytes(data: bytes, layout: Layout) -> dict[int, int]:
+def raw_data_bytes(data: wire.ReadBuffer, layout: Layout) -> dict[int, int]:
     """The length of the ``raw_data`` of each initializer encoded in over :data:`_CHECKER_MAX_INITIALIZER_BYTES`,
     by its index, read from ``data`` (the bytes the model was parsed from, ``layout`` its :func:`file_layout`):
     asking the parsed tensor for it copies its data. An initializer whose encoding :func:`wire.fields` does not
@@ -625,7 +632,7 @@ def raw_data_bytes(data: bytes, layout: Layout) -> dict[int, int]:
     return lengths
 
 
-def raw_data_span(data: bytes, initializer: wire.Span) -> wire.Span | None:
+def raw_data_span(data: wire.ReadBuffer, initializer: wire.Span) -> wire.Span | None:
     """The ``raw_data`` field of the tensor encoded in ``initializer`` (a span of ``data``): the last one written,
     the one protobuf keeps; ``None`` when it has none or :func:`wire.fields` does not read it."""
     raw = [field for field in wire.fields(data, initializer.value, initializer.end) or ()
@@ -633,7 +640,7 @@ def raw_data_span(data: bytes, initializer: wire.Span) -> wire.Span | None:
     return raw[-1] if raw else None
 
 
-def without_large_raw_data(data: bytes, layout: Layout) -> tuple[bytes, tuple[int, ...]] | None:
+def without_large_raw_data(data: wire.ReadBuffer, layout: Layout) -> tuple[bytes, tuple[int, ...]] | None:
     """``data`` (a model's bytes, ``layout`` their :func:`bytes_layout`) with the ``raw_data`` of its large weights
     left out, and their indices among the initializers; ``None`` when it leaves out none. Parsed, it is the model but
     for those values, which the loader never reads: a weight is left out when the file is over
@@ -662,7 +669,7 @@ def without_large_raw_data(data: bytes, layout: Layout) -> tuple[bytes, tuple[in
     return b"".join(parts), tuple(kept)
 
 
-def _large_raw_weight(data: bytes, tensor: list[wire.Span]) -> bool:
+def _large_raw_weight(data: wire.ReadBuffer, tensor: list[wire.Span]) -> bool:
     """Whether the tensor whose fields are ``tensor`` holds over :data:`SMALL_CONST_ELEMENTS` elements in
     ``raw_data``, its data in the file (not external), not text, every dim read and not negative."""
     dims: list[int] = []
@@ -686,7 +693,7 @@ def _large_raw_weight(data: bytes, tensor: list[wire.Span]) -> bool:
     return raw and math.prod(dims) > SMALL_CONST_ELEMENTS
 
 
-def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, layout: Layout | None = None,
+def checker_bytes(model: onnx.ModelProto, data: wire.ReadBuffer, *, ordered: bool = True, layout: Layout | None = None,
                   ) -> bytes | None:
     """The model :func:`_light_copy` gives the checker, serialized, cut from ``data`` (the bytes ``model`` was
     parsed from) instead of copied field by field and serialized again: the spans of the fields it keeps, in
@@ -708,7 +715,7 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     if len(data) <= _CHECKER_WHOLE_MAX_BYTES:  # every initializer's values are read: no need to read the spans
         itself = graph.name and not any(t.data_location == TensorProto.EXTERNAL for t in graph.initializer) and \
             not _extra_fields(model)
-        return data if itself else None  # a copy of a small model costs little
+        return _whole(data) if itself else None  # a copy of a small model costs little
     if layout is None:
         layout = file_layout(model, data)
     if layout is None:
@@ -717,7 +724,7 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     small = [(t, span) for t, span in zip(graph.initializer, layout.initializers, strict=True)
              if checker_reads_values(t, span.end - span.value, len(data))]
     if len(small) == len(graph.initializer) and graph.name and not _extra_fields(model):
-        return data  # the copy would be the model itself
+        return _whole(data)  # the copy would be the model itself
     view = memoryview(data)
     kept = {t.name for t, _ in small}
     listed = {vi.name for vi in graph.input}
@@ -733,6 +740,12 @@ def checker_bytes(model: onnx.ModelProto, data: bytes, *, ordered: bool = True, 
     # one copy of what is kept: the graph's parts written after its header, not joined first
     return b"".join([*(view[s.start:s.end] for s in top if s.number in _MODEL_KEPT),
                      wire.header(MODEL_GRAPH, sum(len(part) for part in light)), *light])
+
+
+def _whole(data: wire.ReadBuffer) -> bytes:
+    """``data`` as bytes: a buffer read whole (:mod:`layerscope.model.sparse_read` leaves out only weights the
+    checker is not given, so such a buffer never reaches here with bytes left out)."""
+    return data if isinstance(data, bytes) else bytes(data)
 
 
 #: Field numbers (onnx.proto) of ``ValueInfoProto.name`` and ``type``.

@@ -22,7 +22,12 @@ file with protobuf and cutting the checker's copy from the parsed model (``bench
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import mmap
+from typing import NamedTuple, TypeAlias
+
+#: What the readers below read: a file's bytes, or the buffer a file was read into
+#: (:mod:`layerscope.model.sparse_read`).
+ReadBuffer: TypeAlias = bytes | mmap.mmap
 
 #: Wire types (protobuf encoding): varint, 64-bit, length-delimited, 32-bit.
 VARINT, FIXED64, LENGTH_DELIMITED, FIXED32 = 0, 1, 2, 5
@@ -44,7 +49,7 @@ class Span(NamedTuple):
 _span = tuple.__new__
 
 
-def _varint(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
+def _varint(data: ReadBuffer, pos: int, end: int) -> tuple[int, int] | None:
     """The varint at ``pos`` and the position after it; ``None`` when it runs past ``end`` or past 10 bytes."""
     result = shift = 0
     while pos < end and shift < 70:
@@ -57,9 +62,10 @@ def _varint(data: bytes, pos: int, end: int) -> tuple[int, int] | None:
     return None
 
 
-def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | None:
+def fields(data: ReadBuffer, start: int = 0, end: int | None = None, *, prefix: bool = False) -> list[Span] | None:
     """The fields of the message in ``data[start:end]`` (the whole of ``data`` by default), in written order;
-    ``None`` when it is not read as a plain message (module docstring)."""
+    ``None`` when it is not read as a plain message (module docstring). ``prefix``: the fields read before the first
+    that runs past ``end`` or is not read, never ``None`` (``data`` read up to ``end`` so far, the rest to come)."""
     stop = len(data) if end is None else end
     out: list[Span] = []
     pos = start
@@ -70,15 +76,15 @@ def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | 
         else:
             tag = _varint(data, pos, stop)
             if tag is None:
-                return None
+                break
             key, at = tag
         number, wire_type = key >> 3, key & 7
         if number == 0:
-            return None
+            break
         if wire_type == VARINT:
             value = _varint(data, at, stop)
             if value is None:
-                return None
+                break
             after = value[1]
         elif wire_type == LENGTH_DELIMITED:
             if at < stop and data[at] < 0x80:  # a length under 128
@@ -88,7 +94,7 @@ def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | 
             else:
                 length = _varint(data, at, stop)
                 if length is None:
-                    return None
+                    break
                 size, at = length
             after = at + size
         elif wire_type == FIXED64:
@@ -96,15 +102,41 @@ def fields(data: bytes, start: int = 0, end: int | None = None) -> list[Span] | 
         elif wire_type == FIXED32:
             after = at + 4
         else:  # groups (3, 4) and the undefined wire types 6 and 7
-            return None
+            break
         if after > stop:
-            return None
+            break
         out.append(_span(Span, (number, wire_type, pos, at, after)))
         pos = after
-    return out
+    else:
+        return out
+    return out if prefix else None
 
 
-def varints(data: bytes, start: int, end: int) -> list[int] | None:
+def field_at(data: ReadBuffer, pos: int, end: int) -> Span | None:
+    """The field whose tag is at ``data[pos]`` in a message ending at ``end``, read from its tag and length (or
+    varint) alone: its value need not be in ``data`` yet. ``None`` when :func:`fields` would not read it."""
+    tag = _varint(data, pos, end)
+    if tag is None or tag[0] >> 3 == 0:
+        return None
+    key, at = tag
+    number, wire_type = key >> 3, key & 7
+    if wire_type == VARINT:
+        value = _varint(data, at, end)
+        after = None if value is None else value[1]
+    elif wire_type == LENGTH_DELIMITED:
+        length = _varint(data, at, end)
+        if length is None:
+            return None
+        after = length[1] + length[0]
+        at = length[1]
+    elif wire_type in (FIXED64, FIXED32):
+        after = at + (8 if wire_type == FIXED64 else 4)
+    else:
+        return None
+    return None if after is None or after > end else Span(number, wire_type, pos, at, after)
+
+
+def varints(data: ReadBuffer, start: int, end: int) -> list[int] | None:
     """The varints packed in ``data[start:end]`` (a packed repeated integer field's value), as unsigned integers;
     ``None`` when one is malformed or runs past ``end``."""
     out: list[int] = []
@@ -118,7 +150,7 @@ def varints(data: bytes, start: int, end: int) -> list[int] | None:
     return out
 
 
-def varint_at(data: bytes, pos: int, end: int) -> int | None:
+def varint_at(data: ReadBuffer, pos: int, end: int) -> int | None:
     """The varint at ``data[pos]`` (a varint field's value), ``None`` when malformed or running past ``end``."""
     read = _varint(data, pos, end)
     return None if read is None else read[0]
