@@ -7,13 +7,16 @@ Contract:
   (:mod:`layerscope.model.wire`). The ``raw_data`` of the weights :func:`validate.without_large_raw_data` leaves out
   is skipped: those bytes of the buffer stay zero. Every other byte of the buffer is the file's. It returns the
   buffer, the :class:`~layerscope.model.validate.Layout` :func:`validate.bytes_layout` reads from the whole file,
-  and the skipped spans; ``None`` when the walk meets anything :func:`wire.fields` does not read, or skips nothing
-  (the caller reads the file whole: what it parses or refuses is then the file itself).
-- the file changing size while it is read raises ``OSError`` (the loader refuses it with one line).
+  the skipped spans and :func:`validate.without_large_raw_data` of the buffer (the model to parse); ``None`` when
+  the walk meets anything :func:`wire.fields` does not read, skips nothing (it gives up after
+  :data:`_UNSKIPPED_MAX_BYTES`), or skips a byte outside the weights ``without_large_raw_data`` leaves out: the
+  caller reads the file whole, and what it parses or refuses is then the file itself.
+- the file ending before ``size`` raises ``OSError`` (the loader refuses it with one line).
 
-What it buys (``benchmarks/README.md``, ``run.py``): a detector of 84 MB, 70 MB of it large weights, read in
-12-14 ms instead of 51-56 ms (one copy of the whole file into fresh memory), and 70 MB less resident memory.
-The file's SHA-256 is computed meanwhile on a thread of its own from the file (the loader's ``_Sha256``).
+What it buys (``benchmarks/README.md``, ``tricks.py``): on a detector of 84 MB, 70 MB of it large weights, the
+main thread reads 13 MB instead of 84 (12-14 ms against 51-56 ms for one copy of the whole file into fresh memory)
+and the process peaks at 111 MB instead of 162. The file's SHA-256 is computed meanwhile from the file, on a
+thread the loader starts when the walk first leaves bytes unread.
 """
 
 from __future__ import annotations
