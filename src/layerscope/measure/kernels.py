@@ -356,18 +356,35 @@ def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
     return KernelModel("pool", label, _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "pool").SerializeToString())
 
 
-def elementwise_kernel(elements: int, op: str, binary: bool, dtype: str = "fp32") -> KernelModel:
-    """One elementwise op over ``elements`` values shaped ``[1, c, h, w]``-like (binary ops add a tensor of the
-    same shape), in ``dtype``."""
+#: A binary float op's second operand (:func:`elementwise_kernel`): ``tensor`` a second activation of the same
+#: shape; ``scalar`` a constant of one value; ``channel`` a constant of one value per channel (``[1, C, 1, 1]``: a
+#: folded scale or bias). Models add a scalar weight onto a feature map as often as a second map (a HardSwish
+#: written out with Add/Mul constants, a re-parameterised block's scale): the constant is read once, not a second
+#: map.
+FLOAT_OPERANDS = ("tensor", "scalar", "channel")
+
+
+def elementwise_kernel(elements: int, op: str, binary: bool, dtype: str = "fp32", operand: str = "tensor",
+                       ) -> KernelModel:
+    """One elementwise op over ``elements`` values shaped ``[1, c, h, w]``-like, in ``dtype``; a binary op's
+    second operand per :data:`FLOAT_OPERANDS` (label suffix `` operand=scalar`` / `` operand=channel``)."""
+    if operand not in FLOAT_OPERANDS or (operand != "tensor" and not binary):
+        raise ValueError(f"element-wise operand {operand!r}: choose from {FLOAT_OPERANDS} (a binary op's)")
     shape = (1, max(1, elements // 256), 16, 16) if elements >= 256 else (1, elements)
-    label = f"elementwise n={int(np.prod(shape))} {op}{_tag(dtype)}"
+    label = f"elementwise n={int(np.prod(shape))} {op}{_tag(dtype)}" + (
+        f" operand={operand}" if operand != "tensor" else "")
     inputs: list[tuple[str, Sequence[int]]] = [("x", shape)]
+    inits: dict[str, np.ndarray] = {}
     if binary:
-        inputs.append(("y", shape))
+        if operand == "tensor":
+            inputs.append(("y", shape))
+        else:
+            inits["y"] = _rng(label).standard_normal(() if operand == "scalar" else (1, shape[1], 1, 1)[:len(shape)])
         node = helper.make_node(op, ["x", "y"], ["z"])
     else:
         node = helper.make_node(op, ["x"], ["z"])
-    return KernelModel("elementwise", label, _model([node], inputs, ["z"], {}, "ew", dtype=dtype).SerializeToString())
+    return KernelModel("elementwise", label, _model([node], inputs, ["z"], inits, "ew", dtype=dtype)
+                       .SerializeToString())
 
 
 def activation_kernel(elements: int, chain: str, dtype: str = "fp32") -> KernelModel:
@@ -1212,6 +1229,18 @@ def _added_conv_configs() -> list[Callable[[], KernelModel]]:
 _MAX_CONV_INTEGER_MACS = {"int8": 200_000_000, "uint8": 1_000_000_000}
 
 
+def _added_configs_7(family: str) -> list[Callable[[], KernelModel]]:
+    """Configurations added with predictor version 7: ``elementwise``: a float Add or Mul of a constant operand, one
+    value or one per channel (:data:`FLOAT_OPERANDS`), over the element-wise counts; where the space held only
+    a second full tensor (and a scalar activation input over 2-D shapes), ppocrv4-rec's 92 Adds of a scalar weight
+    onto its feature maps were predicted 1.7x their profiled time."""
+    if family != "elementwise":
+        return []
+    counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304, 16777216)
+    return [partial(elementwise_kernel, n, op, True, "fp32", operand) for n, op, operand in
+            itertools.product(counts, ("Add", "Mul"), FLOAT_OPERANDS[1:])]
+
+
 def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
     """Configurations added with predictor version 6: the integer (quantized) kernels as quantization tools write
     them, where the float ones do not predict them, and the convolutions the NCHWc-only space missed. ``conv``:
@@ -1372,12 +1401,13 @@ def _spread(configs: list[Callable[[], KernelModel]], added: list[Callable[[], K
 
 def family_configs(family: str) -> list[Config]:
     """``family``'s configurations in their seeded random order (the order :func:`kernel_space` takes them in):
-    the first space shuffled, then each later addition (:func:`_added_configs`, :func:`_added_configs_6`)
-    shuffled on its own and spread through what came before, so that a cache walked before is walked in the same
-    order."""
+    the first space shuffled, then each later addition (:func:`_added_configs`, :func:`_added_configs_6`,
+    :func:`_added_configs_7`) shuffled on its own and spread through what came before, so that a cache walked before
+    is walked in the same order."""
     configs = _configs(family)
     random.Random(f"{_SEED}:{family}").shuffle(configs)
-    for tag, added in (("added", _added_configs(family)), ("added6", _added_configs_6(family))):
+    for tag, added in (("added", _added_configs(family)), ("added6", _added_configs_6(family)),
+                       ("added7", _added_configs_7(family))):
         random.Random(f"{_SEED}:{family}:{tag}").shuffle(added)
         configs = _spread(configs, added)
     out = []
