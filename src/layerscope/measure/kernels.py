@@ -356,6 +356,10 @@ def pool_kernel(hw: int, c: int, kind: str, k: int, stride: int) -> KernelModel:
     return KernelModel("pool", label, _model([node], [("x", (1, c, hw, hw))], ["y"], {}, "pool").SerializeToString())
 
 
+#: The element counts of the element-wise space's float kernels: 1 KiB to 64 MiB per fp32 tensor, working sets
+#: below L1 to past the last-level cache.
+ELEMENTWISE_COUNTS = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304, 16777216)
+
 #: A binary float op's second operand (:func:`elementwise_kernel`): ``tensor`` a second activation of the same
 #: shape; ``scalar`` a constant of one value; ``channel`` a constant of one value per channel (``[1, C, 1, 1]``: a
 #: folded scale or bias). Models add a scalar weight onto a feature map as often as a second map (a HardSwish
@@ -1098,13 +1102,11 @@ def _configs(family: str) -> list[Callable[[], KernelModel]]:
                itertools.product(sizes, chans, ("max", "avg", "global"), (2, 3, 5), (1, 2))
                if kind != "global" or (k, s) == (2, 1)]
     elif family == "elementwise":
-        # 1 KiB to 64 MiB per fp32 tensor: working sets below L1 to past the last-level cache
-        counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304, 16777216)
         out = [partial(elementwise_kernel, n, op, op in ("Add", "Mul"), dtype) for n, op, dtype in
-               itertools.product(counts, ("Add", "Mul", "Relu", "Sigmoid", "HardSigmoid", "Tanh", "Erf", "Clip"),
-                                 DTYPES)]
+               itertools.product(ELEMENTWISE_COUNTS,
+                                 ("Add", "Mul", "Relu", "Sigmoid", "HardSigmoid", "Tanh", "Erf", "Clip"), DTYPES)]
         out += [partial(activation_kernel, n, chain, dtype)
-                for n, chain, dtype in itertools.product(counts, ACTIVATION_CHAINS, DTYPES)]
+                for n, chain, dtype in itertools.product(ELEMENTWISE_COUNTS, ACTIVATION_CHAINS, DTYPES)]
         # broadcasting over 2-D / 3-D tensors, up to 16 M output elements
         out += [partial(broadcast_kernel, r, c, kind) for r, c, kind in
                 itertools.product(rows, (8, 64, 128, 384, 1024), BROADCAST_KINDS)
@@ -1236,9 +1238,8 @@ def _added_configs_7(family: str) -> list[Callable[[], KernelModel]]:
     onto its feature maps were predicted 1.7x their profiled time."""
     if family != "elementwise":
         return []
-    counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304, 16777216)
     return [partial(elementwise_kernel, n, op, True, "fp32", operand) for n, op, operand in
-            itertools.product(counts, ("Add", "Mul"), FLOAT_OPERANDS[1:])]
+            itertools.product(ELEMENTWISE_COUNTS, ("Add", "Mul"), FLOAT_OPERANDS[1:])]
 
 
 def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
@@ -1277,7 +1278,7 @@ def _added_configs_6(family: str) -> list[Callable[[], KernelModel]]:
                 itertools.product((4, 8, 12, 16), (16, 64, 128, 256), ((32, 0), (64, 0), (0, 32), (0, 64)))
                 if (k, n) != (0, m)]  # m = 64: A·V is Q·Kᵀ's shape
     elif family == "elementwise":
-        counts = (256, 1024, 4096, 16384, 65536, 262144, 1048576, 2097152, 4194304)
+        counts = ELEMENTWISE_COUNTS[:-1]  # up to 4 M
         out += [partial(qdq_elementwise_kernel, n, op, operand=operand) for n, op, operand in
                 itertools.product(counts, QDQ_ELEMENTWISE_OPS, QDQ_OPERANDS)
                 if operand == "tensor" or op in ("Add", "Mul")]

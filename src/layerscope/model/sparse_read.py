@@ -89,9 +89,9 @@ class _Reader:
         """The bytes up to ``end`` read, and ``ahead`` past it (not past ``limit``, nor the file's end)."""
         if end <= self.ready:
             return
-        stop = min(end + ahead, self.size if limit is None else limit)
-        self.read(self.ready, max(stop, end))
-        self.ready = max(stop, end)
+        stop = max(end, min(end + ahead, self.size if limit is None else limit))
+        self.read(self.ready, stop)
+        self.ready = stop
 
     def skip(self, start: int, end: int) -> None:
         """The bytes up to ``start`` read, those up to ``end`` left unread: reading goes on after them."""
