@@ -275,41 +275,38 @@ def _read_model(path: Path) -> _Read:
             # a big model read without its large weights' values, hashed from the file on a thread from the first
             # value it leaves unread
             hashing: list[_Sha256] = []
+            whole = b""
             sparse = read_sparse(f, opened.st_size, skipping=lambda: hashing.append(
                 _Sha256(path=path, stat=opened))) if binary else None
             if sparse is None:
                 f.seek(0)  # where the walk left off
-            whole = f.readall() if sparse is None else None
+                whole = f.readall()
             file_hash = hashing[0] if hashing else None
             if file_hash is not None and _changed(os.fstat(f.fileno()), opened):
                 raise _changed_error(path)
         data: wire.ReadBuffer
+        light: tuple[bytes, tuple[int, ...]] | None = None
         if sparse is not None:
             assert file_hash is not None
-            data, layout, sha256, stripped = sparse.data, sparse.layout, file_hash, sparse.stripped
-            _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
-            model = _parse_model(sparse.light)
+            data, layout, sha256, light = sparse.data, sparse.layout, file_hash, (sparse.light, sparse.stripped)
             del sparse
         else:
-            assert whole is not None
             data = whole
             sha256 = file_hash if file_hash is not None else _Sha256(whole)
-            if binary:
-                layout = bytes_layout(whole)
-                if layout is not None:  # counted in the file: a model of millions of nodes is refused before parsing
-                    _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
-                light = without_large_raw_data(whole, layout) if layout is not None else None
-                if light is not None:
-                    light_data, stripped = light
-                    model = _parse_model(light_data)
-                    del light_data
-                else:
-                    model = _parse_model(whole)
-            else:
-                named = io.BytesIO(whole)
-                named.name = str(path)
-                model = onnx.load_model(named, load_external_data=False)
-            del whole
+            layout = bytes_layout(whole) if binary else None
+            light = without_large_raw_data(whole, layout) if layout is not None else None
+        if layout is not None:  # counted in the file: a model of millions of nodes is refused before parsing
+            _check_node_count(path, sum(span.number == GRAPH_NODE for span in layout.graph))
+        if light is not None:
+            (light_data, stripped), light = light, None  # the bytes parsed are not held through the checks
+            model = _parse_model(light_data)
+            del light_data
+        elif binary:
+            model = _parse_model(whole)
+        else:
+            named = io.BytesIO(whole)
+            named.name = str(path)
+            model = onnx.load_model(named, load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelError(f"{path}: not a readable ONNX model ({first})",
