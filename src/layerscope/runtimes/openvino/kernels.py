@@ -14,13 +14,14 @@ import numpy as np
 
 from layerscope.measure.inputs import make_inputs
 from layerscope.measure.kernels import OwnKernels, TimingConfig
-from layerscope.measure.runners import Job, Runner
+from layerscope.measure.runners import BoundaryCost, Job, Runner
 from layerscope.measure.session import SessionConfig
 from layerscope.model.types import Graph
 from layerscope.runtimes.machine import machine_info
 from layerscope.runtimes.openvino.compile import OpenVinoOptions
+from layerscope.runtimes.openvino.graph import ExecNode
 
-__all__ = ["OpenVinoKernelRunner", "OpenVinoKernels", "openvino_kernel_groups"]
+__all__ = ["OpenVinoKernelRunner", "OpenVinoKernels", "openvino_kernel_groups", "openvino_reorders"]
 
 
 def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "CPU",
@@ -32,6 +33,43 @@ def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "C
     first. The model is read as ``profile`` reads it (:func:`~layerscope.runtimes.openvino.compile.folded_reader`:
     top-level ``If`` layers folded to the branch those inputs take); ``ModelError`` (exit 2) when OpenVINO cannot
     read it."""
+    nodes, executed, _ = _executed_nodes(graph, config, device, options)
+    taken: set[str] = set()
+    out = []
+    for node in nodes.values():
+        layers = tuple(i for i in node.layers if i not in taken)
+        if node.category == "layer" and node.name in executed and layers:
+            taken.update(layers)
+            out.append((node.name, layers))
+    return out
+
+
+def openvino_reorders(graph: Graph, config: SessionConfig, device: str = "CPU",
+                      options: OpenVinoOptions | None = None) -> list[tuple[str, int, tuple[str, ...]]]:
+    """The layout conversions OpenVINO runs for ``graph`` on ``device`` (the executed ``Reorder`` nodes of its
+    compiled runtime model, read as :func:`openvino_kernel_groups` reads it), in runtime order: ``(node, bytes it
+    converts, the source layers whose data it converts)``. The bytes: its elements times the larger element size
+    of its input and output (a kernel model's boundary reorder is counted at the model tensor's float32 size, as
+    :func:`~layerscope.measure.kernels.time_kernels` counts it); 0 for a dynamic shape."""
+    from layerscope.runtimes.openvino.runner import _layer_type
+
+    nodes, executed, compiled = _executed_nodes(graph, config, device, options)
+    out = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        name = op.get_friendly_name()
+        if _layer_type(op) != "Reorder" or name not in executed or name not in nodes:
+            continue
+        shape = op.get_output_partial_shape(0)
+        size = max(int(op.get_input_element_type(0).size), int(op.get_output_element_type(0).size))
+        nbytes = math.prod(int(d) for d in shape.to_shape()) * size if shape.is_static else 0
+        out.append((name, nbytes, nodes[name].serves))
+    return out
+
+
+def _executed_nodes(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None,
+                    ) -> tuple[dict[str, ExecNode], set[str], Any]:
+    """``graph`` compiled for ``device`` with profiling (read as ``profile`` reads it), one inference run on random
+    inputs: its runtime nodes tied to source layers, the names of those that executed, and the compiled model."""
     from layerscope.runtimes.openvino import compile as ov
     from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
@@ -42,15 +80,7 @@ def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "C
     request = compiled.create_infer_request()
     request.infer(feeds)
     executed = {info.node_name for info in request.profiling_info if info.status.name == "EXECUTED"}
-    nodes = runtime_nodes(compiled, graph, source_layers_of_ops(graph, read))
-    taken: set[str] = set()
-    out = []
-    for node in nodes.values():
-        layers = tuple(i for i in node.layers if i not in taken)
-        if node.category == "layer" and node.name in executed and layers:
-            taken.update(layers)
-            out.append((node.name, layers))
-    return out
+    return runtime_nodes(compiled, graph, source_layers_of_ops(graph, read)), executed, compiled
 
 
 @dataclass(frozen=True)
@@ -69,6 +99,9 @@ class OpenVinoKernels(OwnKernels):
     def groups(self, graph: Graph, config: SessionConfig) -> list[tuple[str, tuple[str, ...]]]:
         return openvino_kernel_groups(graph, config, self.device, self.options)
 
+    def reorders(self, graph: Graph, config: SessionConfig) -> list[tuple[str, int, tuple[str, ...]]]:
+        return openvino_reorders(graph, config, self.device, self.options)
+
 
 class OpenVinoKernelRunner:
     """One kernel model compiled by OpenVINO for ``device`` (``options``; ``config.threads`` inference
@@ -85,8 +118,9 @@ class OpenVinoKernelRunner:
 
         options = options or OpenVinoOptions()
         name = device_name(device)
-        self._session = InferSession(compile_for(graph, SessionConfig(provider=name, threads=config.threads),
-                                                 options, profiling=False))
+        self._graph, self._options = graph, options
+        self._config = SessionConfig(provider=name, threads=config.threads)
+        self._session = InferSession(compile_for(graph, self._config, options, profiling=False))
         self.feeds = dict(feeds)
         self.runs_per_visit, self.visit_warmup, self.warmup = runs_per_visit, visit_warmup, warmup
         self._new = True
@@ -114,9 +148,18 @@ class OpenVinoKernelRunner:
             best = min(best, (time.perf_counter_ns() - start) / 1e3)
         return best
 
-    def boundary(self, job: Job, whole: Job, runs: int) -> None:
-        """``None``: not used for kernels."""
-        return None
+    def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
+        """The kernel model's conversion nodes at its inputs and outputs, which ``whole`` (a model without any)
+        does not run: the plugin's Reorder / Convert between the caller's plain tensors and the layout and precision
+        it computes in (:func:`~layerscope.runtimes.openvino.runner.boundary_cost`, ``warmup`` untimed runs
+        first). A kernel in its model reads and writes its neighbours' layout: the predictor times it without
+        these and adds the model's own (:meth:`OpenVinoKernels.reorders`)."""
+        from layerscope.runtimes.openvino.compile import compile_for
+        from layerscope.runtimes.openvino.runner import boundary_cost
+
+        profiled = compile_for(self._graph, self._config, self._options, profiling=True)
+        return boundary_cost(profiled, self.feeds, job.model_path, (frozenset(), frozenset()), warmup=self.warmup,
+                             runs=runs)
 
     def close(self) -> None:
         self.feeds.clear()

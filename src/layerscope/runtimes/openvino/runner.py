@@ -28,6 +28,7 @@ Contract of :class:`OpenVinoRunner` (a :class:`~layerscope.measure.runners.Runne
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,7 +69,8 @@ from layerscope.runtimes.openvino.compile import (
 from layerscope.runtimes.openvino.counters import CounterRuns
 from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
-__all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "fused_groups"]
+__all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "PathGraph", "boundary_cost", "boundary_nodes", "fused_groups",
+           "io_nodes"]
 
 #: Runtime-graph node types that convert a tensor crossing a cut (layout, precision) for the caller.
 BOUNDARY_TYPES = frozenset({"Reorder", "Convert"})
@@ -193,33 +195,14 @@ class OpenVinoRunner:
         return self._model(f"feeds:{job.key}", job.feeds_model, self.feeds)[0]
 
     def boundary(self, job: Job, whole: Job, runs: int) -> BoundaryCost:
-        """The cut's conversion nodes' time per profiled run (``warmup`` untimed runs first; each run's from the
-        counters' running means, :class:`~.counters.CounterRuns`); a model whose runtime graph has none is not run:
-        :data:`~layerscope.measure.runners.NO_BOUNDARY_COST`."""
+        """The cut's conversion nodes' time per profiled run (:func:`boundary_cost`, ``warmup`` untimed runs
+        first)."""
         if whole.key not in self._whole_io:
             compiled = self._compile(whole.model_path, profiling=False)
-            self._whole_io[whole.key] = _io_nodes(compiled.get_runtime_model())
-        outputs, inputs = self._whole_io[whole.key]
+            self._whole_io[whole.key] = io_nodes(compiled.get_runtime_model())
         compiled = self._compile(job.model_path, profiling=True)
-        kernels = _boundary_nodes(compiled.get_runtime_model(), outputs, inputs)
-        if not kernels:
-            return NO_BOUNDARY_COST
-        model = _Compiled(compiled, self.feeds_for(job), job.model_path)
-        node_runs = CounterRuns(model.request, self.warmup)
-        for _ in range(self.warmup):
-            model.infer()
-            node_runs.inferred()
-        sums = []
-        for _ in range(runs):
-            start_ns, clock_ns = time.perf_counter_ns(), self._clock()
-            model.infer()
-            # the counters are elapsed time: on the CPU clock, the nodes' share of the run's CPU time
-            scale = 1.0 if self._clock is time.perf_counter_ns else \
-                (self._clock() - clock_ns) / max(1, time.perf_counter_ns() - start_ns)
-            node_runs.inferred()
-            node_runs.record()
-            sums.append(scale * sum(us for name, us in node_runs.per_run[-1].items() if name in kernels))
-        return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=tuple(sorted(kernels)))
+        return boundary_cost(compiled, self.feeds_for(job), job.model_path, self._whole_io[whole.key],
+                             warmup=self.warmup, runs=runs, clock=self._clock)
 
     def _compile(self, path: Path, *, profiling: bool) -> Any:
         core = _require_openvino().Core()
@@ -228,7 +211,7 @@ class OpenVinoRunner:
         except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
             reason = condensed(str(exc)) or type(exc).__name__
             raise ModelError(f"{path.name}: OpenVINO cannot read a bisect model: {reason}") from None
-        model_file = _PathGraph(path.parent.name or path.name, str(path))
+        model_file = PathGraph(path.parent.name or path.name, str(path))
         compiled = compile_for(model_file, self.config, self.options, profiling=profiling, model=read)
         if not self.settings:
             self.settings = compiled_settings(compiled)
@@ -243,7 +226,7 @@ class OpenVinoRunner:
 
 
 @dataclass(frozen=True)
-class _PathGraph:
+class PathGraph:
     """A model file as :func:`compile_for` reads it: a name (its folder, the cache key's head) and a path."""
 
     name: str
@@ -265,16 +248,50 @@ def _layer_type(op: Any) -> str:
         return ""
 
 
-def _io_nodes(runtime: Any) -> tuple[frozenset[str], frozenset[str]]:
+def io_nodes(runtime: Any) -> tuple[frozenset[str], frozenset[str]]:
     """Names of the runtime graph's output nodes and input nodes."""
     ops = list(runtime.get_ordered_ops())
     return (frozenset(op.get_friendly_name() for op in ops if _layer_type(op) == "Output"),
             frozenset(op.get_friendly_name() for op in ops if _layer_type(op) == "Input"))
 
 
-def _boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: frozenset[str]) -> set[str]:
+def boundary_cost(compiled: Any, feeds: Mapping[str, np.ndarray], path: Path,
+                  whole_io: tuple[frozenset[str], frozenset[str]], *, warmup: int, runs: int,
+                  clock: Callable[[], int] = time.perf_counter_ns) -> BoundaryCost:
+    """What ``compiled`` (a model compiled with profiling, read from ``path``, fed ``feeds``) spends converting
+    the tensors it takes in or hands out that a model whose runtime graph has the input and output nodes
+    ``whole_io`` (:func:`io_nodes`) does not: its :func:`boundary_nodes`' time per profiled run, after ``warmup``
+    untimed runs (each run's from the counters' running means, :class:`~.counters.CounterRuns`; the counters are
+    elapsed time: on the CPU clock, ``clock`` = ``thread_time_ns``, scaled by the run's CPU time over its elapsed
+    time), with the model input or output each converts. A model whose runtime graph has none is not run:
+    :data:`~layerscope.measure.runners.NO_BOUNDARY_COST`."""
+    nodes = boundary_nodes(compiled.get_runtime_model(), *whole_io)
+    if not nodes:
+        return NO_BOUNDARY_COST
+    model = _Compiled(compiled, feeds, path)
+    node_runs = CounterRuns(model.request, warmup)
+    for _ in range(warmup):
+        model.infer()
+        node_runs.inferred()
+    sums = []
+    for _ in range(runs):
+        start_ns, clock_ns = time.perf_counter_ns(), clock()
+        model.infer()
+        elapsed_ns = max(1, time.perf_counter_ns() - start_ns)
+        scale = 1.0 if clock is time.perf_counter_ns else (clock() - clock_ns) / elapsed_ns
+        node_runs.inferred()
+        node_runs.record()
+        sums.append(scale * sum(us for name, us in node_runs.per_run[-1].items() if name in nodes))
+    kernels = tuple(sorted(nodes))
+    return BoundaryCost(samples_us=tuple(float(v) for v in sums), kernels=kernels,
+                        tensors=tuple(nodes[name] for name in kernels))
+
+
+def boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: frozenset[str]) -> dict[str, str]:
     """The :data:`BOUNDARY_TYPES` nodes feeding an output node, or fed by an input node, that the whole
-    model's runtime graph lacks (chains of them: a Reorder then a Convert)."""
+    model's runtime graph lacks (chains of them: a Reorder then a Convert), each with the model input or output
+    it converts (an input node is named after its input; an output node after the tensor it hands out, with
+    ``/sink_port_<n>`` added)."""
     ops = list(runtime.get_ordered_ops())
     kinds = {op.get_friendly_name(): _layer_type(op) for op in ops}
     feeds: dict[str, list[str]] = {}
@@ -285,22 +302,26 @@ def _boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: f
             source = port.get_source_output().get_node().get_friendly_name()
             feeds.setdefault(name, []).append(source)
             reads.setdefault(source, []).append(name)
-    found: set[str] = set()
+    found: dict[str, str] = {}
 
-    def walk(start: str, step: Mapping[str, list[str]]) -> None:
+    def walk(start: str, step: Mapping[str, list[str]], tensor: str) -> None:
         frontier = list(step.get(start, ()))
         while frontier:
             node = frontier.pop()
             if kinds.get(node) in BOUNDARY_TYPES and node not in found:
-                found.add(node)
+                found[node] = tensor
                 frontier.extend(step.get(node, ()))
 
     for name, kind in kinds.items():
         if kind == "Output" and name not in whole_outputs:
-            walk(name, feeds)
+            walk(name, feeds, _SINK_PORT.sub("", name))
         elif kind == "Input" and name not in whole_inputs:
-            walk(name, reads)
+            walk(name, reads, name)
     return found
+
+
+#: The suffix OpenVINO gives an output node's name after the tensor it hands out.
+_SINK_PORT = re.compile(r"/sink_port_\d+$")
 
 
 def fused_groups(graph: Graph, config: SessionConfig, options: OpenVinoOptions) -> tuple[tuple[str, ...], ...]:
