@@ -1,5 +1,6 @@
 """Test doubles of the predictor: one whose trees predict every kernel alone at its roofline time (log ratio 0 in every
-leaf), and a kernel runner's fixed parts; a generated kernel loaded as a graph, and its features by name."""
+leaf), and a kernel runner's fixed parts; a one-Relu kernel; a generated kernel loaded as a graph, and its features
+by name."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from onnx import TensorProto, helper
 
 from layerscope.analysis.predictor import FEATURES, Caches, FamilyFit, Predictor, kernel_features
 from layerscope.analysis.trees import Ensemble, Tree
@@ -20,6 +22,16 @@ from layerscope.targets import load_profile
 MIB = 1 << 20
 #: The caches the feature tests compare a kernel's working set with: a 1 MiB L2 and a 32 MiB last level.
 CACHES = Caches(MIB, 32 * MIB, "test")
+
+
+def relu_kernel() -> KernelModel:
+    """A kernel model of one Relu on [1, 64, 8, 8] floats: a kernel no runtime converts a layout for."""
+    node = helper.make_node("Relu", ["x"], ["y"])
+    graph = helper.make_graph([node], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return KernelModel("elementwise", "relu", model.SerializeToString())
 
 
 def kernel_graph(kernel: KernelModel, folder: Path) -> Graph:

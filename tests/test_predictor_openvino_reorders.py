@@ -13,11 +13,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from _predictors import roofline_predictor
+from _predictors import relu_kernel, roofline_predictor
 from layerscope.analysis.predictor import REORDER_FAMILY, ReorderFit, predict_model
 from layerscope.estimator import estimate_graph
 from layerscope.measure.differential import SampleStore
-from layerscope.measure.kernels import KernelModel, TimingConfig, kernel_family, model_kernels, time_kernels
+from layerscope.measure.kernels import TimingConfig, kernel_family, model_kernels, time_kernels
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
 from layerscope.runtimes.openvino.kernels import OpenVinoKernels, openvino_kernel_groups, openvino_reorders
@@ -83,13 +83,7 @@ def test_each_conv_of_the_chain_is_timed_without_the_reorders_it_pays_alone(tmp_
 
 
 def test_a_kernel_model_the_plugin_runs_in_place_costs_nothing_at_its_boundary() -> None:
-    node = helper.make_node("Relu", ["x"], ["y"])
-    graph = helper.make_graph([node], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    kernel = KernelModel("elementwise", "relu", model.SerializeToString())
-    (timing,), _, _ = time_kernels([kernel], SampleStore(None), TimingConfig(visits=3), runner=OpenVinoKernels())
+    (timing,), _, _ = time_kernels([relu_kernel()], SampleStore(None), TimingConfig(visits=3), runner=OpenVinoKernels())
     if timing.boundary_kernels:
         pytest.skip("OpenVINO's CPU plugin converts a Relu's tensors on this CPU")
     assert (timing.boundary_us, timing.boundary_bytes) == (0.0, 0)

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from _predictors import FakeKernels, roofline_predictor
+from _predictors import FakeKernels, relu_kernel, roofline_predictor
 from layerscope.analysis.predictor import (
     REORDER_FAMILY,
     KernelSample,
@@ -26,7 +26,6 @@ from layerscope.analysis.predictor import (
 from layerscope.estimator import estimate_graph
 from layerscope.measure.differential import SampleStore
 from layerscope.measure.kernels import (
-    KernelModel,
     TimingConfig,
     conv_kernel,
     kernel_family,
@@ -212,13 +211,7 @@ def test_the_predictor_file_keeps_the_reorder_fit(tmp_path: Path) -> None:
 
 def test_a_kernel_model_of_no_layout_kernels_costs_nothing_at_its_boundary(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
-    node = helper.make_node("Relu", ["x"], ["y"])
-    graph = helper.make_graph([node], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 8, 8])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 8, 8])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    kernel = KernelModel("elementwise", "relu", model.SerializeToString())
-    (timing,), _, _ = time_kernels([kernel], SampleStore(None), TimingConfig(visits=3), runner=OrtKernels())
+    (timing,), _, _ = time_kernels([relu_kernel()], SampleStore(None), TimingConfig(visits=3), runner=OrtKernels())
     assert (timing.boundary_us, timing.boundary_kernels, timing.boundary_bytes) == (0.0, 0, 0)
     assert timing.latency_us == pytest.approx(max(float(np.median(timing.samples_us)) - timing.overhead_us, 0.05))
 
