@@ -33,12 +33,12 @@ def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "C
     first. The model is read as ``profile`` reads it (:func:`~layerscope.runtimes.openvino.compile.folded_reader`:
     top-level ``If`` layers folded to the branch those inputs take); ``ModelError`` (exit 2) when OpenVINO cannot
     read it."""
-    nodes, executed, _ = _executed_nodes(graph, config, device, options)
+    view = _executed_nodes(graph, config, device, options)
     taken: set[str] = set()
     out = []
-    for node in nodes.values():
+    for node in view.nodes.values():
         layers = tuple(i for i in node.layers if i not in taken)
-        if node.category == "layer" and node.name in executed and layers:
+        if node.category == "layer" and node.name in view.executed and layers:
             taken.update(layers)
             out.append((node.name, layers))
     return out
@@ -51,27 +51,40 @@ def openvino_reorders(graph: Graph, config: SessionConfig, device: str = "CPU",
     converts, the source layers whose data it converts)``. The bytes: its elements times the larger element size
     of its input and output (a kernel model's boundary reorder is counted at the model tensor's float32 size, as
     :func:`~layerscope.measure.kernels.time_kernels` counts it); 0 for a dynamic shape."""
-    from layerscope.runtimes.openvino.runner import _layer_type
+    return list(_executed_nodes(graph, config, device, options).reorders)
 
-    nodes, executed, compiled = _executed_nodes(graph, config, device, options)
-    out = []
-    for op in compiled.get_runtime_model().get_ordered_ops():
-        name = op.get_friendly_name()
-        if _layer_type(op) != "Reorder" or name not in executed or name not in nodes:
-            continue
-        shape = op.get_output_partial_shape(0)
-        size = max(int(op.get_input_element_type(0).size), int(op.get_output_element_type(0).size))
-        nbytes = math.prod(int(d) for d in shape.to_shape()) * size if shape.is_static else 0
-        out.append((name, nbytes, nodes[name].serves))
-    return out
+
+@dataclass(frozen=True)
+class _RuntimeView:
+    """What one profiled inference of a compiled model shows: its runtime nodes tied to source layers, the names of
+    those that executed, and its executed ``Reorder`` nodes as :func:`openvino_reorders` gives them."""
+
+    nodes: dict[str, ExecNode]
+    executed: frozenset[str]
+    reorders: tuple[tuple[str, int, tuple[str, ...]], ...]
 
 
 def _executed_nodes(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None,
-                    ) -> tuple[dict[str, ExecNode], set[str], Any]:
-    """``graph`` compiled for ``device`` with profiling (read as ``profile`` reads it), one inference run on random
-    inputs: its runtime nodes tied to source layers, the names of those that executed, and the compiled model."""
+                    ) -> _RuntimeView:
+    """``graph`` compiled for ``device`` with profiling (read as ``profile`` reads it) and one inference run on
+    random inputs (:class:`_RuntimeView`). The last graph's view is kept: a prediction asks for its kernels, then
+    for its reorders, from one compilation."""
+    key = (config.threads, device, options)
+    if _LAST and _LAST[0][0] is graph and _LAST[0][1] == key:
+        return _LAST[0][2]
+    view = _runtime_view(graph, config, device, options)
+    _LAST[:] = [(graph, key, view)]
+    return view
+
+
+#: :func:`_executed_nodes`' last graph, its settings and its view.
+_LAST: list[tuple[Graph, tuple[int, str, OpenVinoOptions | None], _RuntimeView]] = []
+
+
+def _runtime_view(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None) -> _RuntimeView:
     from layerscope.runtimes.openvino import compile as ov
     from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
+    from layerscope.runtimes.openvino.runner import _layer_type
 
     feeds = make_inputs(graph)
     read = ov.folded_reader(graph, feeds, device)[0]()
@@ -79,8 +92,18 @@ def _executed_nodes(graph: Graph, config: SessionConfig, device: str, options: O
                               options or ov.OpenVinoOptions(), profiling=True, model=read)
     request = compiled.create_infer_request()
     request.infer(feeds)
-    executed = {info.node_name for info in request.profiling_info if info.status.name == "EXECUTED"}
-    return runtime_nodes(compiled, graph, source_layers_of_ops(graph, read)), executed, compiled
+    executed = frozenset(info.node_name for info in request.profiling_info if info.status.name == "EXECUTED")
+    nodes = runtime_nodes(compiled, graph, source_layers_of_ops(graph, read))
+    reorders = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        name = op.get_friendly_name()
+        if _layer_type(op) != "Reorder" or name not in executed or name not in nodes:
+            continue
+        shape = op.get_output_partial_shape(0)
+        size = max(int(op.get_input_element_type(0).size), int(op.get_output_element_type(0).size))
+        nbytes = math.prod(int(d) for d in shape.to_shape()) * size if shape.is_static else 0
+        reorders.append((name, nbytes, nodes[name].serves))
+    return _RuntimeView(nodes, executed, tuple(reorders))
 
 
 @dataclass(frozen=True)
