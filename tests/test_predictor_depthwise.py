@@ -107,6 +107,36 @@ def test_a_bias_add_and_scale_mul_of_constants_fold_a_residual_add_stays(tmp_pat
     assert x_res[FEATURES.index("layers")] == 2.0
 
 
+def test_an_activation_written_out_on_the_convs_output_folds_into_it(tmp_path: Path) -> None:
+    # OpenVINO runs a Conv with a HardSwish written as Add(+3), Clip(0, 6), Mul(x, .), Div(/6) -- PP-Layout's --
+    # or a GELU written with Erf as one node: every input of those layers is a constant or made in the kernel
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((32, 1, 3, 3))
+    conv = helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4, group=32)
+    consts = {"w": w, "three": np.array(3.0), "zero": np.array(0.0), "six": np.array(6.0), "sqrt2": np.array(2 ** 0.5),
+              "one": np.array(1.0), "half": np.array(0.5)}
+    hardswish = _written([conv, helper.make_node("Add", ["c", "three"], ["a"]),
+                          helper.make_node("Clip", ["a", "zero", "six"], ["r"]),
+                          helper.make_node("Mul", ["c", "r"], ["m"]), helper.make_node("Div", ["m", "six"], ["y"])],
+                         consts, tmp_path, "hardswish_written")
+    gelu = _written([conv, helper.make_node("Div", ["c", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                     helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["c", "p"], ["m"]),
+                     helper.make_node("Mul", ["m", "half"], ["y"])], consts, tmp_path, "gelu_written")
+    plain = _written([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1] * 4, group=32)],
+                     {"w": w}, tmp_path, "plain")
+    x_plain, roof_plain, _ = _described(plain)
+    for graph, act in ((hardswish, 2.0), (gelu, 4.0)):
+        ids = [n.id for n in graph.layers]
+        assert working_layers(graph, ids) == [graph.layers[0].id]
+        x, roof, _ = _described(graph)
+        assert roof == roof_plain and x[_ACT] == act
+        assert np.array_equal(np.delete(x, _ACT), np.delete(x_plain, _ACT)), graph.name
+    # the same Mul reading the model's input instead (a gate from outside the kernel) reads a tensor: it stays
+    gated = _written([conv, helper.make_node("Mul", ["c", "x"], ["y"])], {"w": w}, tmp_path, "gated")
+    ids = [n.id for n in gated.layers]
+    assert working_layers(gated, ids) == ids
+
+
 def test_kernels_that_are_not_one_float_conv_keep_every_layer(tmp_path: Path) -> None:
     qdq = _graph(qdq_conv_kernel(14, 16, 16, k=3, stride=1), tmp_path)  # int8: runs as a QLinearConv and its Q/DQ
     ids = [n.id for n in qdq.layers]

