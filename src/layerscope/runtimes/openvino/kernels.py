@@ -84,7 +84,6 @@ _LAST: list[tuple[Graph, tuple[int, str, OpenVinoOptions | None], _RuntimeView]]
 def _runtime_view(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None) -> _RuntimeView:
     from layerscope.runtimes.openvino import compile as ov
     from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
-    from layerscope.runtimes.openvino.runner import _layer_type
 
     feeds = make_inputs(graph)
     read = ov.folded_reader(graph, feeds, device)[0]()
@@ -97,12 +96,13 @@ def _runtime_view(graph: Graph, config: SessionConfig, device: str, options: Ope
     reorders = []
     for op in compiled.get_runtime_model().get_ordered_ops():
         name = op.get_friendly_name()
-        if _layer_type(op) != "Reorder" or name not in executed or name not in nodes:
+        node = nodes.get(name)
+        if node is None or node.layer_type != "Reorder" or name not in executed:
             continue
         shape = op.get_output_partial_shape(0)
         size = max(int(op.get_input_element_type(0).size), int(op.get_output_element_type(0).size))
         nbytes = math.prod(int(d) for d in shape.to_shape()) * size if shape.is_static else 0
-        reorders.append((name, nbytes, nodes[name].serves))
+        reorders.append((name, nbytes, node.serves))
     return _RuntimeView(nodes, executed, tuple(reorders))
 
 

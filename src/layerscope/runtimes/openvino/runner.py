@@ -69,8 +69,7 @@ from layerscope.runtimes.openvino.compile import (
 from layerscope.runtimes.openvino.counters import CounterRuns
 from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
-__all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "PathGraph", "boundary_cost", "boundary_nodes", "fused_groups",
-           "io_nodes"]
+__all__ = ["BOUNDARY_TYPES", "OpenVinoRunner", "boundary_cost", "fused_groups"]
 
 #: Runtime-graph node types that convert a tensor crossing a cut (layout, precision) for the caller.
 BOUNDARY_TYPES = frozenset({"Reorder", "Convert"})
@@ -199,7 +198,7 @@ class OpenVinoRunner:
         first)."""
         if whole.key not in self._whole_io:
             compiled = self._compile(whole.model_path, profiling=False)
-            self._whole_io[whole.key] = io_nodes(compiled.get_runtime_model())
+            self._whole_io[whole.key] = _io_nodes(compiled.get_runtime_model())
         compiled = self._compile(job.model_path, profiling=True)
         return boundary_cost(compiled, self.feeds_for(job), job.model_path, self._whole_io[whole.key],
                              warmup=self.warmup, runs=runs, clock=self._clock)
@@ -211,7 +210,7 @@ class OpenVinoRunner:
         except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
             reason = condensed(str(exc)) or type(exc).__name__
             raise ModelError(f"{path.name}: OpenVINO cannot read a bisect model: {reason}") from None
-        model_file = PathGraph(path.parent.name or path.name, str(path))
+        model_file = _PathGraph(path.parent.name or path.name, str(path))
         compiled = compile_for(model_file, self.config, self.options, profiling=profiling, model=read)
         if not self.settings:
             self.settings = compiled_settings(compiled)
@@ -226,7 +225,7 @@ class OpenVinoRunner:
 
 
 @dataclass(frozen=True)
-class PathGraph:
+class _PathGraph:
     """A model file as :func:`compile_for` reads it: a name (its folder, the cache key's head) and a path."""
 
     name: str
@@ -248,7 +247,7 @@ def _layer_type(op: Any) -> str:
         return ""
 
 
-def io_nodes(runtime: Any) -> tuple[frozenset[str], frozenset[str]]:
+def _io_nodes(runtime: Any) -> tuple[frozenset[str], frozenset[str]]:
     """Names of the runtime graph's output nodes and input nodes."""
     ops = list(runtime.get_ordered_ops())
     return (frozenset(op.get_friendly_name() for op in ops if _layer_type(op) == "Output"),
@@ -260,12 +259,12 @@ def boundary_cost(compiled: Any, feeds: Mapping[str, np.ndarray], path: Path,
                   clock: Callable[[], int] = time.perf_counter_ns) -> BoundaryCost:
     """What ``compiled`` (a model compiled with profiling, read from ``path``, fed ``feeds``) spends converting
     the tensors it takes in or hands out that a model whose runtime graph has the input and output nodes
-    ``whole_io`` (:func:`io_nodes`) does not: its :func:`boundary_nodes`' time per profiled run, after ``warmup``
+    ``whole_io`` (:func:`_io_nodes`) does not: its :func:`_boundary_nodes`' time per profiled run, after ``warmup``
     untimed runs (each run's from the counters' running means, :class:`~.counters.CounterRuns`; the counters are
     elapsed time: on the CPU clock, ``clock`` = ``thread_time_ns``, scaled by the run's CPU time over its elapsed
     time), with the model input or output each converts. A model whose runtime graph has none is not run:
     :data:`~layerscope.measure.runners.NO_BOUNDARY_COST`."""
-    nodes = boundary_nodes(compiled.get_runtime_model(), *whole_io)
+    nodes = _boundary_nodes(compiled.get_runtime_model(), *whole_io)
     if not nodes:
         return NO_BOUNDARY_COST
     model = _Compiled(compiled, feeds, path)
@@ -287,7 +286,7 @@ def boundary_cost(compiled: Any, feeds: Mapping[str, np.ndarray], path: Path,
                         tensors=tuple(nodes[name] for name in kernels))
 
 
-def boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: frozenset[str]) -> dict[str, str]:
+def _boundary_nodes(runtime: Any, whole_outputs: frozenset[str], whole_inputs: frozenset[str]) -> dict[str, str]:
     """The :data:`BOUNDARY_TYPES` nodes feeding an output node, or fed by an input node, that the whole
     model's runtime graph lacks (chains of them: a Reorder then a Convert), each with the model input or output
     it converts (an input node is named after its input; an output node after the tensor it hands out, with
