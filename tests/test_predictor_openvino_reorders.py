@@ -54,15 +54,17 @@ def _reorders_or_skip(path: Path) -> list[tuple[str, int, tuple[str, ...]]]:
     return found
 
 
-def test_the_chain_runs_one_reorder_in_and_one_out(tmp_path: Path) -> None:
+def test_the_chain_runs_its_reorders_at_its_edges_only(tmp_path: Path) -> None:
     path = _chain(tmp_path / "chain.onnx")
     found = _reorders_or_skip(path)
-    # the chain stays in the plugin's layout: one reorder from the input, one to the output, each of the float32
-    # side's bytes (the larger of the two element sizes: an f32 -> bf16 reorder is counted at 4 bytes each)
-    assert [nbytes for _, nbytes, _ in found] == [TENSOR_BYTES, TENSOR_BYTES]
+    # the chain stays in the plugin's layout: a reorder from the input (where the first conv does not read the
+    # caller's layout), one to the output, none between the convs; each of the float32 side's bytes (the larger of
+    # the two element sizes: an f32 -> bf16 reorder is counted at 4 bytes an element)
+    assert 1 <= len(found) <= 2
+    assert all(nbytes == TENSOR_BYTES for _, nbytes, _ in found)
     # the output's serves the conv that writes it; the input's serves no layer (the caller's tensor taken in:
     # ``runtime_nodes``' contract), yet is predicted, as a kernel of no layer
-    assert [layers for _, _, layers in found] == [(), ("conv2",)]
+    assert {layers for _, _, layers in found} <= {(), ("conv2",)}
 
 
 def test_each_conv_of_the_chain_is_timed_without_the_reorders_it_pays_alone(tmp_path: Path) -> None:
@@ -74,9 +76,9 @@ def test_each_conv_of_the_chain_is_timed_without_the_reorders_it_pays_alone(tmp_
     timings, _, _ = time_kernels(convs, SampleStore(None), TimingConfig(visits=3), runner=OpenVinoKernels())
     assert len(timings) == 3
     for t in timings:
-        # alone each conv reads x through a Reorder and writes its output through another: both tensors named
-        # (their bytes come from the kernel model's own tensors), their time taken off the kernel's
-        assert t.boundary_kernels == 2 and t.boundary_bytes == 2 * TENSOR_BYTES
+        # alone each conv converts the caller's tensors at its edges: each conversion names the tensor it
+        # converts (its bytes come from the kernel model's own tensors), its time taken off the kernel's
+        assert t.boundary_kernels >= 1 and t.boundary_bytes == t.boundary_kernels * TENSOR_BYTES
         assert t.boundary_us >= 0.0  # less the counters' floor: a 16 KiB reorder may read as little as it
         assert t.latency_us == pytest.approx(max(float(np.median(t.samples_us)) - t.overhead_us - t.boundary_us,
                                                  0.05))
@@ -90,7 +92,7 @@ def test_a_kernel_model_the_plugin_runs_in_place_costs_nothing_at_its_boundary()
     assert timing.latency_us == pytest.approx(max(float(np.median(timing.samples_us)) - timing.overhead_us, 0.05))
 
 
-def test_the_chains_prediction_adds_its_two_reorders_once(tmp_path: Path) -> None:
+def test_the_chains_prediction_adds_its_reorders_once(tmp_path: Path) -> None:
     path = _chain(tmp_path / "chain.onnx")
     found = _reorders_or_skip(path)
     graph = load_model(path)
@@ -103,5 +105,5 @@ def test_the_chains_prediction_adds_its_two_reorders_once(tmp_path: Path) -> Non
     without = predict_model(predictor, graph, estimate, kernels, "openvino")
     pred = predict_model(predictor, graph, estimate, kernels, "openvino", reorders=found)
     reorders = [k for k in pred.kernels if k.family == REORDER_FAMILY]
-    assert len(reorders) == 2 and all(k.latency_us == 10.0 for k in reorders)
-    assert pred.latency_us == pytest.approx(without.latency_us + 20.0)
+    assert len(reorders) == len(found) and all(k.latency_us == 10.0 for k in reorders)
+    assert pred.latency_us == pytest.approx(without.latency_us + 10.0 * len(found))
