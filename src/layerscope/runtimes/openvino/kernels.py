@@ -33,7 +33,7 @@ def openvino_kernel_groups(graph: Graph, config: SessionConfig, device: str = "C
     first. The model is read as ``profile`` reads it (:func:`~layerscope.runtimes.openvino.compile.folded_reader`:
     top-level ``If`` layers folded to the branch those inputs take); ``ModelError`` (exit 2) when OpenVINO cannot
     read it."""
-    view = _executed_nodes(graph, config, device, options)
+    view = _runtime_view(graph, config, device, options)
     taken: set[str] = set()
     out = []
     for node in view.nodes.values():
@@ -51,7 +51,7 @@ def openvino_reorders(graph: Graph, config: SessionConfig, device: str = "CPU",
     converts, the source layers whose data it converts)``. The bytes: its elements times the larger element size
     of its input and output (a kernel model's boundary reorder is counted at the model tensor's float32 size, as
     :func:`~layerscope.measure.kernels.time_kernels` counts it); 0 for a dynamic shape."""
-    return list(_executed_nodes(graph, config, device, options).reorders)
+    return list(_runtime_view(graph, config, device, options).reorders)
 
 
 @dataclass(frozen=True)
@@ -64,24 +64,25 @@ class _RuntimeView:
     reorders: tuple[tuple[str, int, tuple[str, ...]], ...]
 
 
-def _executed_nodes(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None,
-                    ) -> _RuntimeView:
+def _runtime_view(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None,
+                  ) -> _RuntimeView:
     """``graph`` compiled for ``device`` with profiling (read as ``profile`` reads it) and one inference run on
     random inputs (:class:`_RuntimeView`). The last graph's view is kept: a prediction asks for its kernels, then
     for its reorders, from one compilation."""
     key = (config.threads, device, options)
     if _LAST and _LAST[0][0] is graph and _LAST[0][1] == key:
         return _LAST[0][2]
-    view = _runtime_view(graph, config, device, options)
+    view = _compile_view(graph, config, device, options)
     _LAST[:] = [(graph, key, view)]
     return view
 
 
-#: :func:`_executed_nodes`' last graph, its settings and its view.
+#: :func:`_runtime_view`'s last graph, its settings and its view.
 _LAST: list[tuple[Graph, tuple[int, str, OpenVinoOptions | None], _RuntimeView]] = []
 
 
-def _runtime_view(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None) -> _RuntimeView:
+def _compile_view(graph: Graph, config: SessionConfig, device: str, options: OpenVinoOptions | None) -> _RuntimeView:
+    """:func:`_runtime_view`'s work, done anew."""
     from layerscope.runtimes.openvino import compile as ov
     from layerscope.runtimes.openvino.graph import runtime_nodes, source_layers_of_ops
 
