@@ -364,10 +364,10 @@ def test_layer_ids_of_rows(names: list[str], expected: list[str]) -> None:
 def test_the_models_sha256_is_hashlibs_whether_or_not_it_is_hashed_on_a_thread(size: int) -> None:
     import hashlib
 
-    from layerscope.model.load import _Sha256
+    from layerscope.model.digest import Sha256
 
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
-    assert _Sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert Sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
 
 
 def test_a_node_made_by_its_slots_is_the_one_its_constructor_makes() -> None:

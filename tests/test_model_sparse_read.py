@@ -146,14 +146,14 @@ def test_a_weight_whose_dims_do_not_match_its_values_is_refused_as_from_a_whole_
 
 
 def test_a_file_written_while_it_is_hashed_is_refused(tmp_path: Path) -> None:
-    from layerscope.model.load import _Sha256
+    from layerscope.model.digest import Sha256
 
     path = tmp_path / "m.onnx"
     path.write_bytes(_model().SerializeToString())
     before = os.stat(path)
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))  # another writer, same size
-    digest = _Sha256(path=path, stat=before)
+    digest = Sha256(path=path, stat=before)
     with pytest.raises(ModelError, match="changed while it was being read"):
         digest.hexdigest()
-    same = _Sha256(path=path, stat=os.stat(path))
+    same = Sha256(path=path, stat=os.stat(path))
     assert same.hexdigest() == hashlib.sha256(path.read_bytes()).hexdigest()

@@ -25,7 +25,6 @@ import hashlib
 import io
 import math
 import os
-import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
@@ -40,6 +39,7 @@ from onnx import TensorProto, helper, numpy_helper
 from layerscope import limits
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow, wire
+from layerscope.model.digest import Sha256, changed, changed_error
 from layerscope.model.random_inputs import random_ops_note
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.sparse_read import read_sparse
@@ -157,83 +157,13 @@ def sha256_file(path: Path) -> str:
 PROTOBUF_LIMIT_BYTES = 2**31
 
 
-class _Sha256:
-    """The SHA-256 of some bytes, or of a file, computed on a thread of its own from when it is made until
-    :meth:`hexdigest` is asked: ``hashlib`` (and reading a file) let other threads run, so a model's hash costs no
-    time where a second core parses and checks the model meanwhile. Bytes under :data:`_SHA256_THREAD_MIN_BYTES`
-    are hashed at once, on the caller's thread.
-
-    A file is given as its ``path`` and the ``os.stat_result`` its reader opened it with: :meth:`hexdigest` raises
-    ``ModelError`` when the file hashed is another, or was written meanwhile (:func:`_changed`): the hash would not
-    be of the bytes parsed."""
-
-    def __init__(self, data: bytes | None = None, *, path: Path | None = None, stat: os.stat_result | None = None,
-                 ) -> None:
-        self._digest = hashlib.sha256()
-        self._thread: threading.Thread | None = None
-        self._path = path
-        self._stat = stat
-        self._changed = False
-        if data is not None and len(data) < _SHA256_THREAD_MIN_BYTES:
-            self._digest.update(data)
-            return
-        work = functools.partial(self._digest.update, data) if data is not None else self._hash_file
-        # a daemon: a refusal while it runs does not wait for it
-        thread = threading.Thread(target=work, name="layerscope-sha256", daemon=True)
-        try:
-            thread.start()
-        except RuntimeError:  # no thread to be had: hashed here
-            work()
-        else:
-            self._thread = thread
-
-    def _hash_file(self) -> None:
-        """The file at ``path`` hashed by blocks (each read and hashed with other threads running), from a
-        descriptor of its own; ``_changed`` when it is not the file ``stat`` describes, once hashed."""
-        assert self._path is not None and self._stat is not None
-        try:
-            with self._path.open("rb", buffering=0) as f:
-                block = bytearray(_SHA256_BLOCK_BYTES)
-                view = memoryview(block)
-                while count := f.readinto(block):
-                    self._digest.update(view[:count])
-                self._changed = _changed(os.fstat(f.fileno()), self._stat)
-        except OSError:
-            self._changed = True
-
-    def hexdigest(self) -> str:
-        if self._thread is not None:
-            self._thread.join()
-        if self._changed:
-            raise _changed_error(self._path)
-        return self._digest.hexdigest()
-
-
-def _changed(now: os.stat_result, then: os.stat_result) -> bool:
-    """Whether ``now`` is another file than ``then``, or the same written since (its size or modification time)."""
-    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) != (then.st_dev, then.st_ino, then.st_size,
-                                                                        then.st_mtime_ns)
-
-
-def _changed_error(path: Path | None) -> ModelError:
-    return ModelError(f"{path}: the file changed while it was being read", hint="run again once the model is written")
-
-
-#: The block a file is hashed by (:class:`_Sha256`).
-_SHA256_BLOCK_BYTES = 16 << 20
-
-
-#: Files smaller than this are hashed on the caller's thread (:class:`_Sha256`): starting a thread costs more.
-_SHA256_THREAD_MIN_BYTES = 1 << 20
-
-
 class _Read(NamedTuple):
     """A model file as :func:`_read_model` read it."""
 
     #: The model, its large weights' values left out when ``stripped`` names any.
     model: onnx.ModelProto
     #: The SHA-256 of the file, being computed.
-    sha256: _Sha256
+    sha256: Sha256
     #: The file's bytes when it is binary protobuf (``None``: another format); those of the large weights' values
     #: zero when they were not read (:mod:`layerscope.model.sparse_read`).
     data: wire.ReadBuffer | None
@@ -243,7 +173,7 @@ class _Read(NamedTuple):
     stripped: tuple[int, ...]
 
 
-def _read_model(path: Path) -> _Read:
+def _read_model(path: Path, started: Sha256 | None = None) -> _Read:
     """The model at ``path`` (its weights' external data not read; its large weights' values, which loading never
     reads, left out when the file is laid out as :mod:`layerscope.model.wire` reads it), the SHA-256 of the file
     (being computed), and the file's bytes when it is binary protobuf (the format ``onnx.load_model`` reads from its
@@ -251,10 +181,11 @@ def _read_model(path: Path) -> _Read:
 
     A big binary file is read without those values (:mod:`layerscope.model.sparse_read`: they stay zero in the bytes
     returned) and hashed from the file on a thread; ``ModelError`` when the file is written or replaced meanwhile
-    (:func:`_changed`: the hash would not be of the bytes parsed). Any other file is read whole into one buffer and
-    hashed from it. The file is read, never mapped: a mapped file truncated by another process while it is read (a
-    model exported again over the one being estimated) kills the reader with SIGBUS, where a read gives bytes that
-    fail to parse with one line."""
+    (:func:`layerscope.model.digest.changed`: the hash would not be of the bytes parsed). Any other file is read whole
+    into one buffer and hashed from it. ``started``: the file's hash as :func:`layerscope.model.digest.prefetch`
+    started it, used in place of either when the file opened is the one it hashes. The file is read, never mapped: a
+    mapped file truncated by another process while it is read (a model exported again over the one being estimated)
+    kills the reader with SIGBUS, where a read gives bytes that fail to parse with one line."""
     if not path.exists():
         raise ModelError(f"{path}: no such file")
     if not path.is_file():
@@ -272,18 +203,24 @@ def _read_model(path: Path) -> _Read:
     try:
         with path.open("rb", buffering=0) as f:
             opened = os.fstat(f.fileno())
-            # a big model read without its large weights' values, hashed from the file on a thread from the first
-            # value it leaves unread
-            hashing: list[_Sha256] = []
+            # the hash started before the file was opened (prefetch) when it is of this file; else a big model read
+            # without its large weights' values is hashed from the file on a thread from the first value it leaves
+            # unread
+            hashing: list[Sha256] = [started] if started is not None and started.stat is not None and \
+                not changed(opened, started.stat) else []
+
+            def skipping() -> None:
+                if not hashing:
+                    hashing.append(Sha256(path=path, stat=opened))
+
             whole = b""
-            sparse = read_sparse(f, opened.st_size, skipping=lambda: hashing.append(
-                _Sha256(path=path, stat=opened))) if binary else None
+            sparse = read_sparse(f, opened.st_size, skipping=skipping) if binary else None
             if sparse is None:
                 f.seek(0)  # where the walk left off
                 whole = f.readall()
             file_hash = hashing[0] if hashing else None
-            if file_hash is not None and _changed(os.fstat(f.fileno()), opened):
-                raise _changed_error(path)
+            if file_hash is not None and changed(os.fstat(f.fileno()), opened):
+                raise changed_error(path)
         data: wire.ReadBuffer
         light: tuple[bytes, tuple[int, ...]] | None = None
         if sparse is not None:
@@ -292,7 +229,7 @@ def _read_model(path: Path) -> _Read:
             del sparse
         else:
             data = whole
-            sha256 = file_hash if file_hash is not None else _Sha256(whole)
+            sha256 = file_hash if file_hash is not None else Sha256(whole)
             layout = bytes_layout(whole) if binary else None
             light = without_large_raw_data(whole, layout) if layout is not None else None
         if layout is not None:  # counted in the file: a model of millions of nodes is refused before parsing
@@ -351,7 +288,7 @@ def _check_loop_trips(path: Path, protos: Iterable[onnx.NodeProto], values: Mapp
                                               f"runs {count:,} iterations")
 
 
-def _with_weights(model: onnx.ModelProto, path: Path, sha256: _Sha256, stripped: tuple[int, ...], layout: Layout,
+def _with_weights(model: onnx.ModelProto, path: Path, sha256: Sha256, stripped: tuple[int, ...], layout: Layout,
                   ) -> onnx.ModelProto:
     """``model`` with the values of the weights :func:`_read_model` left out (the initializers ``stripped``) put
     back, read again from ``path`` (``sha256``: the file's as first read, ``layout``: its spans); for executing it.
@@ -996,20 +933,23 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
 
 
 def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...]] | None = None,
-               dims: Mapping[str, int] | None = None, feeds: Feeds | None = None) -> Graph:
+               dims: Mapping[str, int] | None = None, feeds: Feeds | None = None, *,
+               digest: Sha256 | None = None) -> Graph:
     """Load, shape-resolve and constant-fold an ONNX model. See the module docstring for the contract.
 
     ``feeds``: the input values to run the model on when shapes must be observed (see
     :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
+    ``digest``: the file's hash, started by the caller (:func:`layerscope.model.digest.prefetch`) before it imported
+    this module; hashed here when it is ``None`` or of another file.
     """
-    graph = _load(Path(path), shapes, dims, feeds)
+    graph = _load(Path(path), shapes, dims, feeds, digest)
     return graph
 
 
 def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mapping[str, int] | None,
-          feeds: Feeds | None) -> Graph:
+          feeds: Feeds | None, digest: Sha256 | None) -> Graph:
     """:func:`load_model`."""
-    model, sha256, data, spans, stripped = _read_model(path)
+    model, sha256, data, spans, stripped = _read_model(path, digest)
     model_bytes = len(data) if data is not None else None
     # what ONNX's checker and shape inference read, cut from the file's bytes now, so that they are not held
     # through the check

@@ -114,13 +114,14 @@ def load_graph(model: PathLike, shapes: Mapping[str, tuple[int, ...]], dims: Map
     values) feed it only when its shapes must be observed by running it, which imports the inputs module only
     then. ``hooks.loaded`` is told."""
     from layerscope.model import load_model  # onnx: not for the use cases that read run files only
+    from layerscope.model.digest import started
 
     def feeds(tensors: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
         from layerscope.measure.inputs import feeder
 
         return feeder(inputs, seed)(tensors)
 
-    graph = load_model(model, dict(shapes), dict(dims), feeds=feeds)
+    graph = load_model(model, dict(shapes), dict(dims), feeds=feeds, digest=started(model))
     hooks.loaded(graph)
     return graph
 
