@@ -14,6 +14,7 @@ as "not installed") is reported as the interruption, with its exit code, not as 
 from __future__ import annotations
 
 import atexit
+import gc
 import importlib
 import os
 import signal
@@ -66,6 +67,8 @@ class _LazyGroup(click.Group):
             return None
         with collector_paused():  # the modules' objects are made to stay: nothing for a collection to find
             command = importlib.import_module(module).command
+            if _ENDS_PROCESS:  # nor need a later one walk them: every object made so far outlives the command
+                gc.freeze()
         assert isinstance(command, click.Command), module
         return command
 
@@ -196,8 +199,16 @@ def _main(args: list[str], received: list[int]) -> int:
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
+#: Whether the command line runs in a process of its own that ends with it (:func:`entry`): then the objects made
+#: before a command runs (the modules) are moved out of the cyclic collector's reach (``gc.freeze``) once the
+#: command's modules are imported. Never for :func:`main` called in a caller's process.
+_ENDS_PROCESS = False
+
+
 def entry() -> None:
     """Console-script entry point: :func:`main`'s code, then :func:`exit_now`."""
+    global _ENDS_PROCESS  # noqa: PLW0603 -- set once, by the entry that owns the process
+    _ENDS_PROCESS = True
     exit_now(main())
 
 
