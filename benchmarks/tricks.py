@@ -3,16 +3,22 @@
 Usage (from the repository root)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/tricks.py [--runs 5] [--runs-100k 3] [--sizes 700,10000,100000]
-        [--only exit,gc,wire,sparse,lazy,lazy-own] [--json out/tricks.json]
+        [--only exit,gc,freeze,prefetch,wire,sparse,lazy,lazy-own] [--json out/tricks.json]
 
 Nothing in ``src`` is edited: each run is a child process (``python -c WRAPPER VARIANT ARGS``) that applies the
-variant's patch, then calls ``layerscope.cli.main.entry`` with ARGS, as the console script does. The tricks and what
+variant's patch, then calls ``layerscope.cli.start.entry`` with ARGS, as the console script does. The tricks and what
 "without" means:
 
 - ``exit``: ``entry`` ends with ``exit_now`` (the ``atexit`` handlers, then ``os._exit``: no interpreter teardown);
   without: ``exit_now`` replaced by ``sys.exit``.
 - ``gc``: ``layerscope.collector.collector_paused`` (the cyclic collector off while many objects are made);
   without: a context manager that does nothing (patched before any module binds the name).
+- ``freeze``: the console entry's ``gc.freeze()`` once the command's modules are imported (``layerscope.cli.main``:
+  the objects made so far, which outlive the command, out of every later collection's walk); without: ``gc.freeze``
+  a function that does nothing.
+- ``prefetch``: the model file hashed from start-up, on a thread, while the modules are imported
+  (``layerscope.cli.start.hash_model``); without: ``hash_model`` does nothing, and the loader hashes the file from
+  the first weight its walk skips, as a Python caller's load does. It buys wall time on a second core, not CPU.
 - ``wire``: the protobuf wire-level reader (``layerscope.model.validate.bytes_layout``: the model parsed without
   its large weights' bytes, the checker given a model cut from the file's bytes); without: ``bytes_layout``
   returns ``None`` and the file is read whole (no ``sparse``), the loader's own fallback: the whole file parsed by
@@ -34,15 +40,16 @@ Models: ``benchmarks/run.py``'s 700-node detector (``yolov5s_deep``) and ``bench
 100k-layer graphs, built into ``benchmarks/.cache``. Command: ``estimate MODEL -t rdk-s100 -o RUN.json`` (a fresh
 run file each time). Each (trick, model) alternates with/without (the order flipped every round) for ``--runs``
 rounds (``--runs-100k`` at 100k layers); bytecode cached in a temporary ``PYTHONPYCACHEPREFIX`` filled by an
-untimed warm-up. Measured per child: CPU seconds (user + system, ``wait4``) and peak RSS (the child's ``VmHWM``,
-read by an ``atexit`` handler of the wrapper: ``ru_maxrss`` of a child keeps the high-water mark of the parent it
-was forked from).
+untimed warm-up. Measured per child: CPU seconds (user + system, ``wait4``), wall seconds (``perf_counter``) and
+peak RSS (the child's ``VmHWM``, read by an ``atexit`` handler of the wrapper: ``ru_maxrss`` of a child keeps the
+high-water mark of the parent it was forked from).
 
-Printed: per trick and model, the median CPU time and peak RSS with and without, what the trick buys (median of
-the paired differences without - with, in ms and % of the without median) and its spread (half the range of the
-paired differences), and a verdict: ``keep`` when on some model it buys more than its spread and at least 2% or
-20 ms of CPU (or 2% of peak RSS), else ``remove``. Cost: about 10 minutes of CPU with the defaults, most of it the
-100k-layer estimates.
+Printed: per trick and model, the median CPU time, wall time and peak RSS with and without, what the trick buys
+(median of the paired differences without - with, in ms and % of the without median) and its spread (half the
+interquartile range of the paired differences: unlike their range, it does not grow with the number of pairs, which
+one outlier of a shared machine widens), and a verdict: ``keep`` when on some model it buys more than its spread and
+at least 2% or 20 ms of CPU or of wall time (or 2% of peak RSS), else ``remove``. Cost: about 10 minutes of CPU with
+the defaults, most of it the 100k-layer estimates.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -66,7 +74,7 @@ from run import CACHE, bytecode_cached_env  # noqa: E402
 from scale import model_path as scale_model  # noqa: E402
 
 TARGET = "rdk-s100"
-TRICKS = ("exit", "gc", "wire", "sparse", "lazy", "lazy-own")
+TRICKS = ("exit", "gc", "freeze", "prefetch", "wire", "sparse", "lazy", "lazy-own")
 
 #: The child: apply VARIANT's patch (``sys.argv[1]``: ``TRICK:with`` or ``TRICK:without``), import the modules
 #: named in ``LAYERSCOPE_TRICKS_EAGER`` (one a line) for ``lazy:without``, then run the CLI on the rest of argv.
@@ -87,6 +95,12 @@ elif trick == "gc" and without:
     import contextlib
     import layerscope.collector as c
     c.collector_paused = contextlib.nullcontext
+elif trick == "freeze" and without:
+    import gc
+    gc.freeze = lambda: None
+elif trick == "prefetch" and without:
+    import layerscope.cli.start as start
+    start.hash_model = lambda args: None
 elif trick in ("wire", "sparse"):
     import layerscope.model.load as load
     import layerscope.model.sparse_read as sparse
@@ -102,7 +116,7 @@ elif trick.startswith("lazy") and without:
             importlib.import_module(name)
         except ImportError:
             pass
-from layerscope.cli.main import entry
+from layerscope.cli.start import entry
 sys.argv = ["layerscope", *sys.argv[2:]]
 entry()
 """
@@ -183,29 +197,35 @@ def eager_closure(start: Iterable[str], graph: dict[str, tuple[set[str], set[str
 
 @dataclass
 class Series:
-    """The runs of one (trick, case): CPU seconds and peak RSS (MB) with and without the trick, in pair order."""
+    """The runs of one (trick, case): CPU and wall seconds and peak RSS (MB) with and without the trick, in pair
+    order."""
 
     trick: str
     case: str
     cpu_with: list[float] = field(default_factory=list)
     cpu_without: list[float] = field(default_factory=list)
+    wall_with: list[float] = field(default_factory=list)
+    wall_without: list[float] = field(default_factory=list)
     rss_with: list[float] = field(default_factory=list)
     rss_without: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
-def run_child(variant: str, args: Sequence[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """One child: CPU seconds (user + system), peak RSS in MB, and its stderr's last line when it failed."""
+def run_child(variant: str, args: Sequence[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """One child: CPU seconds (user + system), wall seconds, peak RSS in MB, and its stderr's last line when it
+    failed."""
     with tempfile.TemporaryFile("w+") as err, tempfile.TemporaryDirectory() as tmp:
         peak = Path(tmp) / "peak"
+        started = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-c", WRAPPER, variant, *args], stdout=subprocess.DEVNULL,
                                 env={**env, "LAYERSCOPE_TRICKS_PEAK": str(peak)}, stderr=err, text=True)
         _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         failed = "" if proc.returncode == 0 else (err.read().strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         peak_mb = int(peak.read_text()) / 1024 if peak.is_file() else float("nan")
-    return usage.ru_utime + usage.ru_stime, peak_mb, failed
+    return usage.ru_utime + usage.ru_stime, wall, peak_mb, failed
 
 
 def measure(trick: str, case: str, args_of: Callable[[int], list[str]], rounds: int, env: dict[str, str]) -> Series:
@@ -214,10 +234,11 @@ def measure(trick: str, case: str, args_of: Callable[[int], list[str]], rounds: 
     for i in range(rounds):
         order = ("with", "without") if i % 2 == 0 else ("without", "with")
         for variant in order:
-            cpu, rss, error = run_child(f"{trick}:{variant}", args_of(i), env)
+            cpu, wall, rss, error = run_child(f"{trick}:{variant}", args_of(i), env)
             if error:
                 series.errors.append(f"{variant}: {error}")
             getattr(series, f"cpu_{variant}").append(cpu)
+            getattr(series, f"wall_{variant}").append(wall)
             getattr(series, f"rss_{variant}").append(rss)
     return series
 
@@ -231,6 +252,11 @@ class Figure:
     gain_ms: float
     gain_pct: float
     spread_ms: float
+    wall_with_ms: float
+    wall_without_ms: float
+    wall_gain_ms: float
+    wall_gain_pct: float
+    wall_spread_ms: float
     rss_with_mb: float
     rss_without_mb: float
     rss_gain_mb: float
@@ -238,22 +264,38 @@ class Figure:
 
     @property
     def earns(self) -> bool:
-        """More than its spread and at least 2% or 20 ms of CPU, or 2% of peak RSS beyond its spread."""
+        """More than its spread and at least 2% or 20 ms of CPU or of wall time, or 2% of peak RSS beyond its
+        spread."""
         cpu = self.gain_ms > self.spread_ms and (self.gain_pct >= 2.0 or self.gain_ms >= 20.0)
+        wall = self.wall_gain_ms > self.wall_spread_ms and (self.wall_gain_pct >= 2.0 or self.wall_gain_ms >= 20.0)
         rss = self.rss_gain_mb > self.rss_spread_mb and self.rss_gain_mb >= 0.02 * self.rss_without_mb
-        return cpu or rss
+        return cpu or wall or rss
 
 
 def figure(series: Series) -> Figure:
-    """Medians and paired differences (without - with) of ``series``; spread: half their range."""
+    """Medians and paired differences (without - with) of ``series``; spread: half their interquartile range."""
     cpu = [b - a for a, b in zip(series.cpu_with, series.cpu_without, strict=True)]
+    wall = [b - a for a, b in zip(series.wall_with, series.wall_without, strict=True)]
     rss = [b - a for a, b in zip(series.rss_with, series.rss_without, strict=True)]
     without = statistics.median(series.cpu_without)
+    wall_without = statistics.median(series.wall_without)
     return Figure(cpu_with_ms=1000 * statistics.median(series.cpu_with), cpu_without_ms=1000 * without,
                   gain_ms=1000 * statistics.median(cpu), gain_pct=100 * statistics.median(cpu) / without,
-                  spread_ms=1000 * (max(cpu) - min(cpu)) / 2,
+                  spread_ms=1000 * _half_iqr(cpu),
+                  wall_with_ms=1000 * statistics.median(series.wall_with), wall_without_ms=1000 * wall_without,
+                  wall_gain_ms=1000 * statistics.median(wall),
+                  wall_gain_pct=100 * statistics.median(wall) / wall_without,
+                  wall_spread_ms=1000 * _half_iqr(wall),
                   rss_with_mb=statistics.median(series.rss_with), rss_without_mb=statistics.median(series.rss_without),
-                  rss_gain_mb=statistics.median(rss), rss_spread_mb=(max(rss) - min(rss)) / 2)
+                  rss_gain_mb=statistics.median(rss), rss_spread_mb=_half_iqr(rss))
+
+
+def _half_iqr(values: Sequence[float]) -> float:
+    """Half the interquartile range of ``values`` (0 for a single value)."""
+    if len(values) < 2:
+        return 0.0
+    low, _, high = statistics.quantiles(values, n=4)
+    return (high - low) / 2
 
 
 def cases(sizes: Sequence[int]) -> dict[str, Path]:
@@ -268,12 +310,14 @@ def cases(sizes: Sequence[int]) -> dict[str, Path]:
 
 def table(rows: Sequence[tuple[str, str, Figure]]) -> str:
     head = (f"{'trick':<12}{'case':>10}{'CPU with':>10}{'without':>9}{'buys ms':>9}{'%':>7}{'+-':>7}"
+            f"{'wall with':>11}{'without':>9}{'buys ms':>9}{'%':>7}{'+-':>7}"
             f"{'RSS with':>10}{'without':>9}{'buys MB':>9}{'+-':>6}")
     lines = [head, "-" * len(head)]
     for trick, case, f in rows:
         lines.append(f"{trick:<12}{case:>10}{f.cpu_with_ms:>9.0f} {f.cpu_without_ms:>8.0f} {f.gain_ms:>8.0f} "
-                     f"{f.gain_pct:>6.1f} {f.spread_ms:>6.0f} {f.rss_with_mb:>9.0f} {f.rss_without_mb:>8.0f} "
-                     f"{f.rss_gain_mb:>8.1f} {f.rss_spread_mb:>5.1f}")
+                     f"{f.gain_pct:>6.1f} {f.spread_ms:>6.0f} {f.wall_with_ms:>10.0f} {f.wall_without_ms:>8.0f} "
+                     f"{f.wall_gain_ms:>8.0f} {f.wall_gain_pct:>6.1f} {f.wall_spread_ms:>6.0f} "
+                     f"{f.rss_with_mb:>9.0f} {f.rss_without_mb:>8.0f} {f.rss_gain_mb:>8.1f} {f.rss_spread_mb:>5.1f}")
     return "\n".join(lines)
 
 
