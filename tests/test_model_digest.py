@@ -1,4 +1,4 @@
-"""The model file's SHA-256 started before the loader runs (``layerscope.model.digest.prefetch``): the loader takes
+"""The model file's SHA-256 started before the loader runs (``layerscope.digest.prefetch``): the loader takes
 it for the file it opens, and hashes again a file that changed since; the console entry starts it for the model of
 a command that loads one; an in-process command line leaves the caller's collector as it was."""
 
@@ -15,8 +15,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.cli.start import hash_model
+from layerscope.digest import THREAD_MIN_BYTES, Sha256, prefetch, started
 from layerscope.model import load_model
-from layerscope.model.digest import THREAD_MIN_BYTES, Sha256, prefetch, started
 
 
 def _model(seed: int) -> onnx.ModelProto:

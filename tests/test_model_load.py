@@ -364,7 +364,7 @@ def test_layer_ids_of_rows(names: list[str], expected: list[str]) -> None:
 def test_the_models_sha256_is_hashlibs_whether_or_not_it_is_hashed_on_a_thread(size: int) -> None:
     import hashlib
 
-    from layerscope.model.digest import Sha256
+    from layerscope.digest import Sha256
 
     data = bytes(range(256)) * (size // 256) + b"x" * (size % 256)
     assert Sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()

@@ -146,7 +146,7 @@ def test_a_weight_whose_dims_do_not_match_its_values_is_refused_as_from_a_whole_
 
 
 def test_a_file_written_while_it_is_hashed_is_refused(tmp_path: Path) -> None:
-    from layerscope.model.digest import Sha256
+    from layerscope.digest import Sha256
 
     path = tmp_path / "m.onnx"
     path.write_bytes(_model().SerializeToString())

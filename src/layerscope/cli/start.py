@@ -30,11 +30,11 @@ def entry() -> None:
 
 def hash_model(args: list[str]) -> None:
     """The model file of a command of :data:`MODEL_COMMANDS` (the first argument after the command's name that ends
-    in ``.onnx``) hashed from now on, on a thread of its own (:func:`layerscope.model.digest.prefetch`: the loader
+    in ``.onnx``) hashed from now on, on a thread of its own (:func:`layerscope.digest.prefetch`: the loader
     uses the hash only for the file it opens)."""
     command = next((i for i, arg in enumerate(args) if arg in MODEL_COMMANDS), None)
     path = next((arg for arg in args[command + 1:] if arg.endswith(".onnx")), None) if command is not None else None
     if path is not None:
-        from layerscope.model.digest import prefetch
+        from layerscope.digest import prefetch
 
         prefetch(path)

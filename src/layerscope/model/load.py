@@ -37,9 +37,9 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope import limits
+from layerscope.digest import Sha256, changed, changed_error
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow, wire
-from layerscope.model.digest import Sha256, changed, changed_error
 from layerscope.model.random_inputs import random_ops_note
 from layerscope.model.shapes import Feeds, apply_dims, complete, declared_dims, input_hint, layer_source
 from layerscope.model.sparse_read import read_sparse
@@ -181,8 +181,8 @@ def _read_model(path: Path, started: Sha256 | None = None) -> _Read:
 
     A big binary file is read without those values (:mod:`layerscope.model.sparse_read`: they stay zero in the bytes
     returned) and hashed from the file on a thread; ``ModelError`` when the file is written or replaced meanwhile
-    (:func:`layerscope.model.digest.changed`: the hash would not be of the bytes parsed). Any other file is read whole
-    into one buffer and hashed from it. ``started``: the file's hash as :func:`layerscope.model.digest.prefetch`
+    (:func:`layerscope.digest.changed`: the hash would not be of the bytes parsed). Any other file is read whole
+    into one buffer and hashed from it. ``started``: the file's hash as :func:`layerscope.digest.prefetch`
     started it, used in place of either when the file opened is the one it hashes. The file is read, never mapped: a
     mapped file truncated by another process while it is read (a model exported again over the one being estimated)
     kills the reader with SIGBUS, where a read gives bytes that fail to parse with one line."""
@@ -939,7 +939,7 @@ def load_model(path: str | os.PathLike[str], shapes: Mapping[str, tuple[int, ...
 
     ``feeds``: the input values to run the model on when shapes must be observed (see
     :func:`layerscope.model.shapes.observe`; ``layerscope.measure.inputs.feeder`` makes one from ``--input``).
-    ``digest``: the file's hash, started by the caller (:func:`layerscope.model.digest.prefetch`) before it imported
+    ``digest``: the file's hash, started by the caller (:func:`layerscope.digest.prefetch`) before it imported
     this module; hashed here when it is ``None`` or of another file.
     """
     graph = _load(Path(path), shapes, dims, feeds, digest)

@@ -113,8 +113,8 @@ def load_graph(model: PathLike, shapes: Mapping[str, tuple[int, ...]], dims: Map
     """``model`` loaded with ``--shape`` and ``--dim`` values; ``inputs`` (``--input`` specs, the rest seeded random
     values) feed it only when its shapes must be observed by running it, which imports the inputs module only
     then. ``hooks.loaded`` is told."""
+    from layerscope.digest import started
     from layerscope.model import load_model  # onnx: not for the use cases that read run files only
-    from layerscope.model.digest import started
 
     def feeds(tensors: Sequence[TensorInfo]) -> dict[str, np.ndarray]:
         from layerscope.measure.inputs import feeder
