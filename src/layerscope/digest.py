@@ -71,6 +71,7 @@ class Sha256:
             self._changed = True
 
     def hexdigest(self) -> str:
+        """The hash, hex (waits for its thread); ``ModelError`` when the file changed while it was hashed."""
         if self._thread is not None:
             self._thread.join()
         if self._changed:
