@@ -180,9 +180,59 @@ def test_fused_elementwise_layers_keep_their_producer_output_on_chip(write_model
     assert conv1.ddr_write_bytes == 16_384 and sigmoid.ddr_read_bytes == 16_384 and mul.ddr_read_bytes == 2 * 16_384
     fused = dataclasses.replace(toy_profile(), fuse_elementwise=True)
     conv1, sigmoid, mul, conv2 = estimate_graph(graph, fused).layers
-    # fused: c and s never leave the chip; the Mul's output m is read by a Conv (not element-wise): stored
-    assert conv1.ddr_write_bytes == 0 and sigmoid.ddr_read_bytes == sigmoid.ddr_write_bytes == 0
-    assert mul.ddr_read_bytes == 0 and mul.ddr_write_bytes == 16_384 and conv2.ddr_read_bytes == 16_384 + 4_608
+    # fused: c and s never leave the chip; the SiLU runs in conv1's output stage, which stores its output m, read by a
+    # Conv (not element-wise)
+    assert sigmoid.ddr_read_bytes == sigmoid.ddr_write_bytes == mul.ddr_read_bytes == mul.ddr_write_bytes == 0
+    assert conv1.ddr_write_bytes == 16_384 and conv2.ddr_read_bytes == 16_384 + 4_608
+
+
+def _overhead_profile(fuse: bool = True) -> Profile:
+    """:func:`toy_profile` with 2 µs per layer, fusing element-wise layers or not."""
+    unit = dataclasses.replace(toy_profile().units[0], overhead_us=2.0)
+    return dataclasses.replace(toy_profile(), units=(unit,), fuse_elementwise=fuse)
+
+
+def test_a_fusing_compiler_runs_a_convolutions_activation_in_the_convolution(write_model: ModelWriter) -> None:
+    """The RDK X5's node lists: a Relu after a Conv compiles to no node of its own, and a SiLU's lookup after a Conv
+    costs no pass of its own (hbdk: YOLOv9t's 190 convolutions and 179 SiLUs take what YOLOv8n's 63 and 57 do). The
+    activation costs nothing apart, not even a layer's overhead; the Conv writes its output."""
+    conv, relu, pool = estimate_graph(three_layers(write_model), _overhead_profile()).layers
+    assert relu.unit == "-" and relu.latency_us == 0.0 and relu.overhead_us == 0.0 and relu.ddr_write_bytes == 0
+    # the Conv writes the Relu's output r (16x16x16x4 = 16,384 B), which the MaxPool reads
+    assert conv.ddr_write_bytes == 16_384 and pool.ddr_read_bytes == 16_384
+    assert conv.latency_us == pytest.approx(12.8 + 16.384 + 2.0)
+    conv1, sigmoid, mul, _ = estimate_graph(_silu_then_conv(write_model), _overhead_profile()).layers
+    assert conv1.overhead_us == 2.0 and sigmoid.unit == mul.unit == "-" and sigmoid.latency_us == mul.latency_us == 0.0
+    # without fusion each is a layer, its overhead included
+    plain = estimate_graph(_silu_then_conv(write_model), _overhead_profile(fuse=False)).layers
+    assert all(e.overhead_us == 2.0 and e.latency_us > 2.0 for e in plain)
+
+
+def test_a_gated_activation_off_a_convolution_is_one_lookup_and_a_gelu_stays_layers(write_model: ModelWriter) -> None:
+    """A SiLU of an Add (no convolution's output stage to run it) is one lookup, run by its Mul: its Sigmoid costs
+    nothing apart. An exported GELU (Div, Erf, Add, Mul by its input, Mul by 0.5) stays five layers, and so does a
+    Relu of a convolution's output that another layer also reads."""
+    scalar = {name: np.array(value, np.float32) for name, value in (("sqrt2", 1.4142135), ("one", 1.0), ("half", 0.5))}
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Add", ["c", "x2"], ["o2"], name="add_c"),
+        helper.make_node("Add", ["r", "x2"], ["a0"], name="add_r"),
+        helper.make_node("Sigmoid", ["a0"], ["s"], name="sigmoid"),
+        helper.make_node("Mul", ["a0", "s"], ["z"], name="silu"),
+        helper.make_node("Div", ["x2", "sqrt2"], ["d"], name="div"),
+        helper.make_node("Erf", ["d"], ["e"], name="erf"),
+        helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+        helper.make_node("Mul", ["x2", "a"], ["m"], name="mul"),
+        helper.make_node("Mul", ["m", "half"], ["g"], name="mul_1"),
+        helper.make_node("Add", ["z", "g"], ["y"], name="sum"),
+    ]
+    weights = {"w": np.zeros((16, 8, 3, 3), np.float32), **scalar}
+    path = write_model(nodes, [("x", F32, [1, 8, 16, 16]), ("x2", F32, [1, 16, 16, 16])],
+                       [("y", F32, None), ("o2", F32, None)], weights)
+    by_id = {e.layer_id: e for e in estimate_graph(load_model(path), _overhead_profile()).layers}
+    assert by_id["sigmoid"].unit == "-" and by_id["sigmoid"].latency_us == 0.0 and by_id["silu"].overhead_us == 2.0
+    assert all(by_id[k].overhead_us == 2.0 for k in ("relu", "div", "erf", "add", "mul", "mul_1"))
 
 
 def _residual(write_model: ModelWriter) -> Graph:

@@ -186,8 +186,9 @@ def _liveness(graph: Graph, estimate: Estimate, windows: Sequence[tuple[float, f
     identities = weight_identities(graph)
     dtype_float_bytes = _FloatBytes()
     weight_float = _FloatBytes(profile)
+    absorbed = estimate.absorbed  # run by another layer, which writes their outputs: no views
     for node, est, (begin, finish) in zip(graph.layers, estimate.layers, windows, strict=True):
-        if est.bound is Bound.NONE:  # a view: its outputs share its data input's buffer
+        if est.bound is Bound.NONE and node.id not in absorbed:  # a view: its outputs share its data input's buffer
             acts = [name for name in node.inputs if name in root]
             for name in node.outputs:
                 root[name] = root[acts[0]] if acts else name

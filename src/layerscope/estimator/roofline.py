@@ -20,6 +20,10 @@ The model, per layer (documented in the README, "What the estimate assumes"):
   several accelerator layers read (one tensor of the model by :func:`layerscope.costs.weights.weight_identities`: tied
   embeddings, an unrolled recurrence's matrix) is loaded from DDR once per inference when it stays on chip from its
   first reader to its last, else by every reader: :func:`plan_shared_weights` says which.
+- with ``fuse_elementwise``, the activations the NPU compiler runs inside another layer are no layers of their own
+  (:func:`absorbed_activations`: no time, no per-layer overhead): an activation of a convolution's output that
+  nothing else reads (its output stage runs it and writes the activation's output), and the gate of a gated
+  activation ``x * gate(x)`` elsewhere (its ``Mul`` runs it as one table lookup).
 - latency = max(compute, load + store) + the unit's per-layer overhead (DMA overlaps compute); the model's is the
   layers' sum plus the profile's per-inference ``task_overhead_us`` and, on a profile with ``output_bytes_per_s``,
   the runtime's hand-over of the model's outputs as float32 (:func:`output_conversion_us`; none with
@@ -391,6 +395,116 @@ def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCo
     return fused
 
 
+#: Element-wise ops a lookup table computes when each operand is one and the same tensor ``x`` or a scalar constant
+#: (:func:`lookup_chains`): an activation function of ``x`` alone, element by element.
+LOOKUP_OPS = frozenset({"Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh",
+                        "Softplus", "Softsign", "Mish", "Gelu", "Clip", "Exp", "Log", "Sqrt", "Erf", "Reciprocal",
+                        "Abs", "Neg", "Add", "Sub", "Mul", "Div", "Pow"})
+#: The gates of a gated activation ``x * gate(x)`` (SiLU: ``Sigmoid``; hard-swish: ``HardSigmoid``), as torch exports
+#: them: the gate, then a ``Mul`` of ``x`` by it. The RDK X5's compiler runs each as one lookup table named after its
+#: ``Mul``: its compiled YOLOv8n-CLS and YOLOv9t list one ``HzLut`` per SiLU and no ``Sigmoid`` node (57 for 57, 179
+#: for 179; hb_mapper_log_yolov8n_cls.txt, hb_mapper_log_yolov9t.txt in D-Robotics/rdk_model_zoo@be4f89bd178ffe9b668bd
+#: 3d431e0499df6b37fb1:samples/vision/ultralytics_yolo/source/reference_logs/).
+GATES = frozenset({"Sigmoid", "HardSigmoid"})
+#: The layers whose output stage runs an activation of their output (:func:`absorbed_activations`): a convolution,
+#: and a Gemm, which the RDK X5 compiles to one (``HzSQuantizedConv`` in the same node lists).
+_ACTIVATED_PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm"})
+
+
+@dataclass(frozen=True)
+class LookupChain:
+    """Accelerator layers of :data:`LOOKUP_OPS` that compute a function of one tensor ``x`` element by element
+    (:func:`lookup_chains`): ``layers``, their indices in graph order, the last of which, ``last``, is the only one
+    whose output anything else reads."""
+
+    x: str
+    layers: tuple[int, ...]
+    last: int
+
+
+def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> list[LookupChain]:
+    """The element-wise chains of a model that compute a function of one tensor alone.
+
+    A chain: the accelerator layers of :data:`LOOKUP_OPS` whose every operand is one tensor ``x`` (the chain's input),
+    a scalar constant or the output of another such layer on the same ``x`` (a lone ``Relu``; SiLU ``x * Sigmoid(x)``;
+    GELU ``x * 0.5 * (1 + Erf(x / sqrt 2))``), with exactly one layer whose output anything else reads (or that is a
+    model output): the chain's last layer. Layers on one ``x`` with several such ends are no chain."""
+    layers = graph.layers
+    readers = _readers(layers)
+    outputs = {t.name for t in graph.outputs}
+    constants = graph.constants
+    root: dict[str, str] = {}  # a chain member's output -> the chain's input x
+    members: dict[str, list[int]] = {}  # x -> the members on it, in graph order
+    for i, node in enumerate(layers):
+        if (on_cpu[i] or node.op_type not in LOOKUP_OPS or costs[i].unit_kind is not UnitKind.VECTOR
+                or len(node.outputs) != 1 or node.executions != 1):
+            continue
+        sources: set[str] = set()
+        for name in node.inputs:
+            if not name:
+                continue
+            if name in constants:
+                info = graph.tensor(name)
+                if info is None or info.elements != 1:
+                    sources.add("")  # a tensor of constants: not a function of x alone
+                continue
+            sources.add(root.get(name, name))
+        if len(sources) != 1 or "" in sources:
+            continue
+        x = sources.pop()
+        root[node.outputs[0]] = x
+        members.setdefault(x, []).append(i)
+    chains: list[LookupChain] = []
+    for x, chain in members.items():
+        within = set(chain)
+        ends = [i for i in chain if layers[i].outputs[0] in outputs or not readers.get(layers[i].outputs[0])
+                or any(j not in within for j in readers[layers[i].outputs[0]])]
+        if len(ends) == 1:
+            chains.append(LookupChain(x, tuple(chain), ends[0]))
+    return chains
+
+
+def _is_activation(graph: Graph, chain: LookupChain) -> bool:
+    """Whether ``chain`` is one activation layer or a gated activation (a :data:`GATES` gate of ``x``, then the
+    ``Mul`` of ``x`` by it)."""
+    if len(chain.layers) == 1:
+        return True
+    ops = [graph.layers[i].op_type for i in chain.layers]
+    return len(ops) == 2 and ops[0] in GATES and ops[1] == "Mul"
+
+
+def absorbed_activations(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> dict[str, str]:
+    """The activation layers an NPU compiler (``fuse_elementwise``) runs inside another layer, by id, each mapped to
+    the id of the layer that runs it:
+
+    - an activation (one layer of :data:`LOOKUP_OPS` on one tensor, or a gated activation ``x * gate(x)``:
+      :func:`lookup_chains`) of an accelerator convolution's output that nothing else reads: the convolution's output
+      stage runs it, and the convolution writes the activation's output. The RDK X5's compiled RepVGG-A2 lists its 22
+      convolutions and no Relu node (``hb_mapper`` node list, D-Robotics/rdk_model_zoo@be4f89bd178ffe9b668bd3d431e0499
+      df6b37fb1:samples/vision/classification/Model quantization deployment.md); its compiled YOLOv9t (190
+      convolutions, 179 SiLU lookups, 487 nodes) takes hbdk's 4.01 ms where YOLOv8n (63, 57, 175 nodes) takes
+      3.96 ms, at 8.2 against 8.7 GFLOPs and less DDR traffic (benchmarks/data/compiler_static.csv): its lookups
+      are no passes of their own;
+    - elsewhere, the gate of a gated activation (:data:`GATES`): its ``Mul`` runs ``x * gate(x)`` as one lookup.
+
+    Longer chains on one tensor (an exported GELU's Div, Erf, Add, Mul, Mul) stay layers."""
+    layers = graph.layers
+    readers = _readers(layers)
+    producer = {name: i for i, node in enumerate(layers) for name in node.outputs if name}
+    outputs = {t.name for t in graph.outputs}
+    found: dict[str, str] = {}
+    for chain in lookup_chains(graph, on_cpu, costs):
+        if not _is_activation(graph, chain):
+            continue
+        runner = layers[chain.last].id
+        j = producer.get(chain.x)
+        if (j is not None and not on_cpu[j] and layers[j].op_type in _ACTIVATED_PRODUCERS and chain.x not in outputs
+                and set(readers.get(chain.x, ())) <= set(chain.layers) and layers[j].executions == 1):
+            runner = layers[j].id
+        found.update((layers[i].id, runner) for i in chain.layers if layers[i].id != runner)
+    return found
+
+
 def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence[LayerCost],
                      on_cpu: Sequence[bool]) -> frozenset[str]:
     """Names of the activations that stay on chip (no store, no load) under the residency policy.
@@ -569,15 +683,16 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
     on_cpu = [r is not None for r in reasons]
     residency = _Residency(graph, profile, dtype, on_cpu, costs)
     shared = plan_shared_weights(graph, profile, dtype, costs, on_cpu)
+    absorbed = absorbed_activations_priced(graph, profile, on_cpu, costs)
     estimate_layer = _LayerEstimator(graph, profile, dtype, residency.resident, shared.loads,
-                                     streamed=residency.streamed)
+                                     streamed=residency.streamed, absorbed=absorbed)
     layers = estimate_layer.every_layer(costs, reasons, classes)
     handover_us = 0.0 if quantized_outputs else output_conversion_us(graph, profile)
     return Estimate(profile_name=profile.name, dtype=dtype, layers=layers, costs=costs,
                     resident=frozenset(residency.resident),
                     task_overhead_us=profile.task_overhead_us + handover_us,
                     fused=residency.fused & residency.resident, output_handover_us=handover_us,
-                    quantized_outputs=quantized_outputs)
+                    quantized_outputs=quantized_outputs, absorbed=frozenset(absorbed))
 
 
 #: Bytes of one float element of a model output the runtime hands to the caller (float32).
@@ -618,8 +733,15 @@ class _LayerEstimator:
 
     def __init__(self, graph: Graph, profile: Profile, dtype: str, resident: set[str],
                  loads: Mapping[str, Mapping[str, int]] | None = None, *,
-                 streamed: set[str] | None = None) -> None:
+                 streamed: set[str] | None = None, absorbed: Mapping[str, str] | None = None) -> None:
         self.graph, self.profile, self.dtype, self.resident = graph, profile, dtype, resident
+        #: the activation layers another layer runs (:func:`absorbed_activations`): no time of their own; the layer
+        #: that runs them writes their outputs (``carried``: by its id, the tensors it writes for them)
+        self.absorbed = frozenset(absorbed or ())
+        self.carried: dict[str, list[str]] = {}
+        layers = {node.id: node for node in graph.layers}
+        for layer_id, runner in (absorbed or {}).items():
+            self.carried.setdefault(runner, []).extend(layers[layer_id].outputs)
         #: the resident activations that move through on-chip memory in tiles, and their rate (bytes/s)
         self.streamed = streamed or set()
         self.stream_rate = profile.stream_bytes_per_s or 0.0
@@ -650,8 +772,9 @@ class _LayerEstimator:
         of them, whether it is a layout Transpose the profile prices apart)`` and renamed for the other layers with
         that key; computed for every layer of class ``None``."""
         resident, loads, layout, dropped, streamed = self.resident, self.loads, self.layout, self.dropped, self.streamed
-        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], tuple[bool, ...], int, int],
-                     LayerEstimate] = {}
+        absorbed, carried = self.absorbed, self.carried
+        by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], tuple[bool, ...], int, int,
+                           tuple[tuple[bool, bool], ...]], LayerEstimate] = {}
         estimates: list[LayerEstimate] = []
         for node, cost, reason, layer_class in zip(self.graph.layers, costs, reasons, classes, strict=True):
             if layer_class is None:
@@ -662,7 +785,10 @@ class _LayerEstimator:
                    tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else (),
                    tuple(map(streamed.__contains__, node.inputs + node.outputs)) if streamed else (),
                    tuple(map(shared.__contains__, node.inputs)) if shared else (),
-                   sum(shared.values()) if shared else 0, node.id in layout or 2 * (node.id in dropped))
+                   sum(shared.values()) if shared else 0,
+                   node.id in layout or 2 * (node.id in dropped) or 3 * (node.id in absorbed),
+                   tuple((name in resident, name in streamed) for name in carried[node.id])
+                   if node.id in carried else ())
             known = by_key.get(key)
             if known is None:
                 by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
@@ -675,7 +801,7 @@ class _LayerEstimator:
         graph, profile, dtype = self.graph, self.profile, self.dtype
         if reason is not None:
             return _on_cpu(graph, profile, node, cost, reason)
-        if cost.unit_kind is UnitKind.ZERO_COPY or node.id in self.dropped:
+        if cost.unit_kind is UnitKind.ZERO_COPY or node.id in self.dropped or node.id in self.absorbed:
             if self.cpu_kernels:
                 return _cpu_view(node.id, profile.unit_for(UnitKind.ZERO_COPY, dtype), dtype)
             return LayerEstimate(node.id, "-", dtype, 0.0, 0.0, 0.0, 0.0, 0.0, Bound.NONE, 0, 0)
@@ -725,7 +851,7 @@ class _LayerEstimator:
             act_in += (passes - 1) * (act_all - held)
         weight_read = weight_bytes + (sum(shared.values()) if shared else 0)
         written = 0
-        for name in node.outputs:
+        for name in (*node.outputs, *self.carried.get(node.id, ())):
             t = tensors.get(name) if name else None
             if t is not None and t.name not in resident:
                 size = t.elements * element_bytes(t, float_bytes)
@@ -786,6 +912,15 @@ def layout_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:
     if profile.layout_transpose_efficiency is None or is_cpu_profile(profile):
         return frozenset()
     return layout_transposes(graph)
+
+
+def absorbed_activations_priced(graph: Graph, profile: Profile, on_cpu: Sequence[bool],
+                                costs: Sequence[LayerCost]) -> dict[str, str]:
+    """:func:`absorbed_activations` where ``profile``'s compiler fuses element-wise layers into their producer (an
+    accelerator profile with ``fuse_elementwise``); empty elsewhere."""
+    if not profile.fuse_elementwise or is_cpu_profile(profile):
+        return {}
+    return absorbed_activations(graph, on_cpu, costs)
 
 
 def dropped_transposes_priced(graph: Graph, profile: Profile) -> frozenset[str]:

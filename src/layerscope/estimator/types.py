@@ -50,8 +50,10 @@ class Estimate:
     ``resident``: the activations the residency policy kept on chip (``None`` when not recorded), so that the
     timeline's memory plan does not work them out again; ``fused``: those of them never written anywhere, because
     the compiler fuses their readers into their producer (``fuse_elementwise``): the memory plan holds no buffer for
-    them. ``task_overhead_us``: the cost of one inference outside every layer, part of :attr:`latency_us`: the
-    profile's fixed ``task_overhead_us`` and the runtime's hand-over of the model's outputs
+    them; ``absorbed``: the ids of the activation layers another layer runs (:func:`layerscope.estimator.roofline.
+    absorbed_activations`), estimated as no time: the layer that runs one writes its outputs, so the memory plan
+    holds them as it holds any layer's. ``task_overhead_us``: the cost of one inference outside every layer, part of
+    :attr:`latency_us`: the profile's fixed ``task_overhead_us`` and the runtime's hand-over of the model's outputs
     (:func:`layerscope.estimator.roofline.output_conversion_us`), the latter also alone in ``output_handover_us``
     (0 with ``quantized_outputs``: the model deployed without its output Dequantize nodes, estimated so).
     """
@@ -65,6 +67,7 @@ class Estimate:
     fused: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     output_handover_us: float = 0.0
     quantized_outputs: bool = False
+    absorbed: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     @property
     def layers_us(self) -> float:
