@@ -38,9 +38,17 @@ class SafeConsole(Console):
         super().__init__(markup=markup, emoji=emoji, width=width, **kwargs)
         if width is None and not self.is_terminal and not os.getenv("COLUMNS"):
             self.width = WIDE_COLUMNS
+        self._rendering = False
 
-    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterable[Segment]:
-        return strip_line_ends(self._clean(renderable, options), keep_background=self.color_system is not None)
+    def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterator[Segment]:
+        if self._rendering:  # a part of the renderable being rendered (rich renders parts through this method)
+            yield from super().render(renderable, options)
+            return
+        self._rendering = True  # its segments are cleaned once, here, not at every level of nesting
+        try:
+            yield from strip_line_ends(self._clean(renderable, options), keep_background=self.color_system is not None)
+        finally:
+            self._rendering = False
 
     def _clean(self, renderable: RenderableType, options: ConsoleOptions | None) -> Iterator[Segment]:
         for segment in super().render(renderable, options):
