@@ -99,3 +99,22 @@ def test_strip_line_ends_keeps_what_shows() -> None:
     shaded = [Segment("ab"), Segment("  ", Style(bgcolor="red")), Segment("\n")]
     assert "".join(s.text for s in strip_line_ends(shaded, keep_background=True)) == "ab  \n"
     assert "".join(s.text for s in strip_line_ends(shaded)) == "ab\n"
+
+
+def test_a_render_on_another_thread_is_cleaned_while_one_is_under_way() -> None:
+    """A progress bar's refresh thread renders beside the main thread on one console: each thread's top-level render
+    cleans its own segments (the console cleans once per top-level render, not at every level of nesting)."""
+    import threading
+
+    console = SafeConsole(file=io.StringIO(), width=80, color_system=None)
+    table = Table("name")
+    table.add_row("conv\x1b1")
+    under_way = console.render(table)
+    first = next(under_way)  # the main thread is inside a render
+    other: list[str] = []
+    thread = threading.Thread(target=lambda: other.extend(s.text for s in console.render("relu\x07\x1b2")))
+    thread.start()
+    thread.join()
+    rest = "".join([first.text, *(s.text for s in under_way)])
+    assert "relu2" in "".join(other) and not any(c in "".join(other) for c in "\x07\x1b")
+    assert "conv1" in rest and "\x1b" not in rest

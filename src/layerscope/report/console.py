@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -38,17 +39,20 @@ class SafeConsole(Console):
         super().__init__(markup=markup, emoji=emoji, width=width, **kwargs)
         if width is None and not self.is_terminal and not os.getenv("COLUMNS"):
             self.width = WIDE_COLUMNS
-        self._rendering = False
+        #: per thread (a progress bar's refresh thread renders beside the main thread): whether this thread is
+        #: inside a top-level :meth:`render`
+        self._rendering = threading.local()
 
     def render(self, renderable: RenderableType, options: ConsoleOptions | None = None) -> Iterator[Segment]:
-        if self._rendering:  # a part of the renderable being rendered (rich renders parts through this method)
+        state = self._rendering
+        if getattr(state, "active", False):  # a part of the renderable being rendered (rich renders parts here)
             yield from super().render(renderable, options)
             return
-        self._rendering = True  # its segments are cleaned once, here, not at every level of nesting
+        state.active = True  # its segments are cleaned once, here, not at every level of nesting
         try:
             yield from strip_line_ends(self._clean(renderable, options), keep_background=self.color_system is not None)
         finally:
-            self._rendering = False
+            state.active = False
 
     def _clean(self, renderable: RenderableType, options: ConsoleOptions | None) -> Iterator[Segment]:
         for segment in super().render(renderable, options):
