@@ -52,7 +52,7 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from itertools import pairwise
 
@@ -422,16 +422,16 @@ class LookupChain:
     last: int
 
 
-def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost]) -> list[LookupChain]:
-    """The element-wise chains of a model that compute a function of one tensor alone.
+def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost], readers: Mapping[str, list[int]],
+                  outputs: Collection[str]) -> list[LookupChain]:
+    """The element-wise chains of a model that compute a function of one tensor alone (``readers``: :func:`_readers`
+    of its layers; ``outputs``: the names of its outputs).
 
     A chain: the accelerator layers of :data:`LOOKUP_OPS` whose every operand is one tensor ``x`` (the chain's input),
     a scalar constant or the output of another such layer on the same ``x`` (a lone ``Relu``; SiLU ``x * Sigmoid(x)``;
     GELU ``x * 0.5 * (1 + Erf(x / sqrt 2))``), with exactly one layer whose output anything else reads (or that is a
     model output): the chain's last layer. Layers on one ``x`` with several such ends are no chain."""
     layers = graph.layers
-    readers = _readers(layers)
-    outputs = {t.name for t in graph.outputs}
     constants = graph.constants
     root: dict[str, str] = {}  # a chain member's output -> the chain's input x
     members: dict[str, list[int]] = {}  # x -> the members on it, in graph order
@@ -490,14 +490,14 @@ def absorbed_activations(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[L
     Longer chains on one tensor (an exported GELU's Div, Erf, Add, Mul, Mul) stay layers."""
     layers = graph.layers
     readers = _readers(layers)
-    producer = {name: i for i, node in enumerate(layers) for name in node.outputs if name}
     outputs = {t.name for t in graph.outputs}
     found: dict[str, str] = {}
-    for chain in lookup_chains(graph, on_cpu, costs):
+    for chain in lookup_chains(graph, on_cpu, costs, readers, outputs):
         if not _is_activation(graph, chain):
             continue
         runner = layers[chain.last].id
-        j = producer.get(chain.x)
+        producer = graph.writers.get(chain.x)
+        j = graph.positions[producer.id] if producer is not None else None
         if (j is not None and not on_cpu[j] and layers[j].op_type in _ACTIVATED_PRODUCERS and chain.x not in outputs
                 and set(readers.get(chain.x, ())) <= set(chain.layers) and layers[j].executions == 1):
             runner = layers[j].id
@@ -739,9 +739,8 @@ class _LayerEstimator:
         #: that runs them writes their outputs (``carried``: by its id, the tensors it writes for them)
         self.absorbed = frozenset(absorbed or ())
         self.carried: dict[str, list[str]] = {}
-        layers = {node.id: node for node in graph.layers}
         for layer_id, runner in (absorbed or {}).items():
-            self.carried.setdefault(runner, []).extend(layers[layer_id].outputs)
+            self.carried.setdefault(runner, []).extend(graph.layers[graph.positions[layer_id]].outputs)
         #: the resident activations that move through on-chip memory in tiles, and their rate (bytes/s)
         self.streamed = streamed or set()
         self.stream_rate = profile.stream_bytes_per_s or 0.0
