@@ -47,6 +47,16 @@ def test_a_prefetched_hash_is_the_files_and_is_handed_out_once(tmp_path: Path) -
     assert started(path) is None
 
 
+def test_a_hash_prefetched_by_the_path_as_typed_is_handed_to_the_path_as_the_command_line_reads_it(
+        tmp_path: Path) -> None:
+    """The console entry sees the argument as typed (``dir//m.onnx``); the command hands on a ``pathlib`` path."""
+    path = tmp_path / "m.onnx"
+    expected = _write(path, 0)
+    prefetch(f"{tmp_path}//m.onnx")
+    digest = started(Path(f"{tmp_path}//m.onnx"))
+    assert digest is not None and digest.hexdigest() == expected
+
+
 @pytest.mark.parametrize("case", ["small", "missing", "folder"])
 def test_nothing_is_prefetched_for_a_small_file_a_missing_one_or_a_folder(tmp_path: Path, case: str) -> None:
     path = tmp_path / "m.onnx"

@@ -79,8 +79,9 @@ class Sha256:
         return self._digest.hexdigest()
 
 
-#: The hashes :func:`prefetch` started, by the path as given.
-_STARTED: dict[str, Sha256] = {}
+#: The hashes :func:`prefetch` started, by the path as ``pathlib`` reads it (``./m.onnx`` and ``m.onnx`` alike, as the
+#: command line hands its model path on).
+_STARTED: dict[Path, Sha256] = {}
 
 
 def prefetch(path: str) -> None:
@@ -90,13 +91,13 @@ def prefetch(path: str) -> None:
         stat = os.stat(path)
     except (OSError, ValueError):
         return
-    if S_ISREG(stat.st_mode) and stat.st_size >= THREAD_MIN_BYTES and path not in _STARTED:
-        _STARTED[path] = Sha256(path=Path(path), stat=stat)
+    if S_ISREG(stat.st_mode) and stat.st_size >= THREAD_MIN_BYTES and Path(path) not in _STARTED:
+        _STARTED[Path(path)] = Sha256(path=Path(path), stat=stat)
 
 
 def started(path: str | os.PathLike[str]) -> Sha256 | None:
     """The hash :func:`prefetch` started for ``path`` (handed out once), else ``None``."""
-    return _STARTED.pop(os.fspath(path), None)
+    return _STARTED.pop(Path(path), None)
 
 
 def changed(now: os.stat_result, then: os.stat_result) -> bool:
