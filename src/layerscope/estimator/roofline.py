@@ -52,6 +52,7 @@ The model, per layer (documented in the README, "What the estimate assumes"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from itertools import pairwise
@@ -171,7 +172,7 @@ class _Residency:
         position = _positions(layers, on_cpu, costs)
         # the position of the last layer reading each tensor (positions never decrease along the layers), and the
         # tensors a CPU layer reads
-        last_read = {name: at for node, at in zip(layers, position, strict=True) for name in node.inputs}
+        last_read = {name: position[reading[-1]] for name, reading in graph.reader_indices.items()}
         read_on_cpu = {name for node, cpu in zip(layers, on_cpu, strict=True) if cpu for name in node.inputs}
         outputs = {t.name for t in graph.outputs}
         tensors = graph.tensors
@@ -246,16 +247,6 @@ def _positions(layers: Sequence[Node], on_cpu: Sequence[bool], costs: Sequence[L
     return position
 
 
-def _readers(layers: Sequence[Node]) -> dict[str, list[int]]:
-    """Tensor name -> the indices of the layers that read it, in graph order."""
-    readers: dict[str, list[int]] = {}
-    for i, node in enumerate(layers):
-        for name in node.inputs:
-            if name:
-                readers.setdefault(name, []).append(i)
-    return readers
-
-
 def _cpu_epilogues(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
     """The activations a CPU runtime never writes out (:func:`is_cpu_profile`): the output of a convolution or matrix
     product, or of an element-wise layer that continues one, read by one layer only, the next computing one, which is
@@ -264,7 +255,7 @@ def _cpu_epilogues(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
     activation is read and written by its layers, at the DDR bandwidth: a cache is no scratchpad the runtime hands
     tensors through."""
     layers = graph.layers
-    readers = _readers(layers)
+    readers = graph.reader_indices
     computing = [i for i, cost in enumerate(costs) if cost.unit_kind is not UnitKind.ZERO_COPY]
     following = dict(pairwise(computing))
     outputs = {t.name for t in graph.outputs}
@@ -274,7 +265,7 @@ def _cpu_epilogues(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
         if not chained[i]:
             continue
         for name in layers[i].outputs:
-            reading = readers.get(name, [])
+            reading = readers.get(name, ())
             nxt = following.get(i)
             if (name in outputs or len(reading) != 1 or reading[0] != nxt or nxt is None
                     or costs[nxt].unit_kind is not UnitKind.VECTOR):
@@ -312,7 +303,7 @@ def cpu_fused_chains(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
       the product's alpha).
     """
     layers = graph.layers
-    readers = _readers(layers)
+    readers = graph.reader_indices
     position: list[int] = []
     k = 0
     for cost in costs:
@@ -335,7 +326,7 @@ def cpu_fused_chains(graph: Graph, costs: Sequence[LayerCost]) -> set[str]:
     resident: set[str] = set()
     for i, node in enumerate(layers):
         for name in node.outputs:
-            reading = readers.get(name, [])
+            reading = readers.get(name, ())
             if not name or name in outputs or not reading:
                 continue
             if member[i] and all(member[j] and 0 < position[j] - position[i] <= CPU_CHAIN_WINDOW
@@ -382,15 +373,19 @@ def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCo
                    ) -> set[str]:
     """Outputs of accelerator layers that the compiler keeps on chip by fusing their readers (``fuse_elementwise``):
     every reader is an element-wise (vector) accelerator layer within :data:`FUSION_WINDOW` layers."""
-    readers = _readers(graph.layers)
+    readers = graph.reader_indices
+    vector, zero_copy = UnitKind.VECTOR, UnitKind.ZERO_COPY
+    # each layer's position where it is an element-wise accelerator layer, else past every window
+    vector_at = [at if not cpu and cost.unit_kind is vector else math.inf
+                 for at, cpu, cost in zip(position, on_cpu, costs, strict=True)]
     fused: set[str] = set()
-    for i, node in enumerate(graph.layers):
-        if on_cpu[i] or costs[i].unit_kind is UnitKind.ZERO_COPY:
+    for node, cpu, cost, at in zip(graph.layers, on_cpu, costs, position, strict=True):
+        if cpu or cost.unit_kind is zero_copy:
             continue
+        window_end = at + FUSION_WINDOW
         for name in node.outputs:
             reading = readers.get(name)
-            if reading and all(not on_cpu[j] and costs[j].unit_kind is UnitKind.VECTOR
-                               and position[j] - position[i] <= FUSION_WINDOW for j in reading):
+            if reading and all(vector_at[j] <= window_end for j in reading):
                 fused.add(name)
     return fused
 
@@ -422,10 +417,10 @@ class LookupChain:
     last: int
 
 
-def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost], readers: Mapping[str, list[int]],
+def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCost],
                   outputs: Collection[str]) -> list[LookupChain]:
-    """The element-wise chains of a model that compute a function of one tensor alone (``readers``: :func:`_readers`
-    of its layers; ``outputs``: the names of its outputs).
+    """The element-wise chains of a model that compute a function of one tensor alone (``outputs``: the names of the
+    model's outputs).
 
     A chain: the accelerator layers of :data:`LOOKUP_OPS` whose every operand is one tensor ``x`` (the chain's input),
     a scalar constant or the output of another such layer on the same ``x`` (a lone ``Relu``; SiLU ``x * Sigmoid(x)``;
@@ -433,32 +428,38 @@ def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCos
     model output): the chain's last layer. Layers on one ``x`` with several such ends are no chain."""
     layers = graph.layers
     constants = graph.constants
+    readers = graph.reader_indices
     root: dict[str, str] = {}  # a chain member's output -> the chain's input x
     members: dict[str, list[int]] = {}  # x -> the members on it, in graph order
     for i, node in enumerate(layers):
-        if (on_cpu[i] or node.op_type not in LOOKUP_OPS or costs[i].unit_kind is not UnitKind.VECTOR
+        if (node.op_type not in LOOKUP_OPS or on_cpu[i] or costs[i].unit_kind is not UnitKind.VECTOR
                 or len(node.outputs) != 1 or node.executions != 1):
             continue
-        sources: set[str] = set()
+        x: str | None = None  # the one tensor the layer's operands are functions of
         for name in node.inputs:
             if not name:
                 continue
             if name in constants:
                 info = graph.tensor(name)
                 if info is None or info.elements != 1:
-                    sources.add("")  # a tensor of constants: not a function of x alone
+                    break  # a tensor of constants: not a function of x alone
                 continue
-            sources.add(root.get(name, name))
-        if len(sources) != 1 or "" in sources:
-            continue
-        x = sources.pop()
-        root[node.outputs[0]] = x
-        members.setdefault(x, []).append(i)
+            source = root.get(name, name)
+            if x is None:
+                x = source
+            elif source != x:
+                break
+        else:
+            if x is not None:
+                root[node.outputs[0]] = x
+                members.setdefault(x, []).append(i)
     chains: list[LookupChain] = []
     for x, chain in members.items():
-        within = set(chain)
-        ends = [i for i in chain if layers[i].outputs[0] in outputs or not readers.get(layers[i].outputs[0])
-                or any(j not in within for j in readers[layers[i].outputs[0]])]
+        if len(chain) == 1:  # a layer alone: its output is read elsewhere (no layer reads its own), or by nothing
+            chains.append(LookupChain(x, (chain[0],), chain[0]))
+            continue
+        ends = [i for i in chain if layers[i].outputs[0] in outputs
+                or not (reading := readers.get(layers[i].outputs[0])) or any(j not in chain for j in reading)]
         if len(ends) == 1:
             chains.append(LookupChain(x, tuple(chain), ends[0]))
     return chains
@@ -489,17 +490,17 @@ def absorbed_activations(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[L
 
     Longer chains on one tensor (an exported GELU's Div, Erf, Add, Mul, Mul) stay layers."""
     layers = graph.layers
-    readers = _readers(layers)
+    readers, writers, positions = graph.reader_indices, graph.writers, graph.positions
     outputs = {t.name for t in graph.outputs}
     found: dict[str, str] = {}
-    for chain in lookup_chains(graph, on_cpu, costs, readers, outputs):
+    for chain in lookup_chains(graph, on_cpu, costs, outputs):
         if not _is_activation(graph, chain):
             continue
         runner = layers[chain.last].id
-        producer = graph.writers.get(chain.x)
-        j = graph.positions[producer.id] if producer is not None else None
+        producer = writers.get(chain.x)
+        j = positions[producer.id] if producer is not None else None
         if (j is not None and not on_cpu[j] and layers[j].op_type in _ACTIVATED_PRODUCERS and chain.x not in outputs
-                and set(readers.get(chain.x, ())) <= set(chain.layers) and layers[j].executions == 1):
+                and all(r in chain.layers for r in readers.get(chain.x, ())) and layers[j].executions == 1):
             runner = layers[j].id
         found.update((layers[i].id, runner) for i in chain.layers if layers[i].id != runner)
     return found
@@ -780,9 +781,10 @@ class _LayerEstimator:
                 estimates.append(_repeated(self(node, cost, reason), node.executions))
                 continue
             shared = loads.get(node.id)
+            tensors = node.inputs + node.outputs
             key = (layer_class, node.executions, reason,
-                   tuple(map(resident.__contains__, node.inputs + node.outputs)) if resident else (),
-                   tuple(map(streamed.__contains__, node.inputs + node.outputs)) if streamed else (),
+                   tuple(map(resident.__contains__, tensors)) if resident else (),
+                   tuple(map(streamed.__contains__, tensors)) if streamed else (),
                    tuple(map(shared.__contains__, node.inputs)) if shared else (),
                    sum(shared.values()) if shared else 0,
                    node.id in layout or 2 * (node.id in dropped) or 3 * (node.id in absorbed),

@@ -9,7 +9,7 @@ is in topological order and every layer has a unique, stable ``id``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import PurePath
@@ -197,14 +197,22 @@ class Graph:
         return {o: n for n in self.layers for o in n.outputs if o}
 
     @cached_property
-    def readers(self) -> Mapping[str, tuple[str, ...]]:
-        """The ids of the layers that read each tensor, by the tensor's name (made once per graph)."""
-        out: dict[str, list[str]] = {}
-        for n in self.layers:
+    def reader_indices(self) -> Mapping[str, Sequence[int]]:
+        """The indices in :attr:`layers` of the layers that read each tensor, in graph order, by the tensor's name
+        (made once per graph, read-only; a layer reading a tensor at two of its inputs is listed twice)."""
+        out: dict[str, list[int]] = {}
+        for k, n in enumerate(self.layers):
             for i in n.inputs:
                 if i:
-                    out.setdefault(i, []).append(n.id)
-        return {name: tuple(ids) for name, ids in out.items()}
+                    out.setdefault(i, []).append(k)
+        return out
+
+    @cached_property
+    def readers(self) -> Mapping[str, tuple[str, ...]]:
+        """The ids of the layers that read each tensor, by the tensor's name (made once per graph; a layer reading a
+        tensor at two of its inputs is listed twice)."""
+        layers = self.layers
+        return {name: tuple(layers[k].id for k in indices) for name, indices in self.reader_indices.items()}
 
     def tensor(self, name: str) -> TensorInfo | None:
         """The tensor called ``name``.
