@@ -36,9 +36,11 @@ def test_nnls_matches_the_unconstrained_solution_when_it_is_positive_and_clips_o
 
 def _model(write_model: ModelWriter, name: str, channels: int, size: int) -> Path:
     w = np.full((channels, channels, 3, 3), 0.01, np.float32)
+    # a SiLU (Sigmoid, Mul), which an NPU runs in the convolution, and a Sigmoid of the pooled map: a vector layer
     return write_model([N("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
                         N("Sigmoid", ["c"], ["s"], name="sig"), N("Mul", ["c", "s"], ["m"], name="mul"),
-                        N("MaxPool", ["m"], ["y"], name="pool", kernel_shape=[2, 2], strides=[2, 2])],
+                        N("MaxPool", ["m"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+                        N("Sigmoid", ["p"], ["y"], name="gate")],
                        [("x", F32, [1, channels, size, size])], [("y", F32, [1, channels, size // 2, size // 2])],
                        {"w": w}, name=name)
 

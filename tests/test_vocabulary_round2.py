@@ -217,14 +217,13 @@ def test_calibrate_refuses_a_fit_outside_physical_bounds(write_model: ModelWrite
     assert main(["calibrate", *wild, "--base", S100, "-o", str(profile)]) == 2
     (error,) = capsys.readouterr().err.splitlines()  # a refusal is one line
     assert error.startswith("layerscope: error:") and "--force" in error
-    # the models' SiLU runs in their convolution (no vector layer left to fit): the memory factor is the one out
-    assert "not written: the fit has memory time x1000 (outside 0.01-100);" in error
+    assert "not written: the fit has AAE/aux compute x1000 (outside 0.01-100) (and 1 more)" in error
     assert not profile.exists()
     assert main(["calibrate", *wild, "--base", S100, "-o", str(profile), "--force"]) == 0
     (warning,) = [line for line in capsys.readouterr().err.splitlines() if "outside physical bounds" in line]
     assert warning.startswith("layerscope: warning:")
-    # the scale this fit sets out of bounds, x1000
-    assert warning.endswith("bounds: memory time x1000 (outside 0.01-100)")
+    # the scales this fit sets out of bounds, each x1000 (the pooling's unit, and the memory)
+    assert warning.endswith("bounds: AAE/aux compute x1000 (outside 0.01-100); memory time x1000 (outside 0.01-100)")
     assert profile.is_file()
     assert main(["calibrate", *sane, "--base", S100, "-o", str(tmp_path / "ok.toml")]) == 0
     assert "outside physical bounds" not in capsys.readouterr().err
