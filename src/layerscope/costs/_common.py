@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from layerscope.costs.types import LayerCost, UnitKind
-from layerscope.costs.weights import SETTING_INPUTS, learned_tensors
+from layerscope.costs.weights import SETTING_INPUTS, LearnedTensors, learned_tensors
 from layerscope.errors import LayerscopeError
 from layerscope.model.types import Graph, Node, TensorInfo
 
@@ -69,15 +69,17 @@ def tensor_signature(node: Node, graph: Graph) -> TensorSignature | None:
     inputs = node.inputs
     if len(set(inputs)) != len(inputs) and _repeats_a_name(inputs):
         return None
-    learned = learned_tensors(graph) if any(name in constants for name in inputs) else None
+    learned: LearnedTensors | None = None
     ins: list[PositionSignature] = []
     for name in inputs:
         info = tensors.get(name) if name else None
         if info is None:
             ins.append(None if name else "")
+        elif name in constants:
+            learned = learned or learned_tensors(graph)
+            ins.append((info.shape, info.dtype, learned.elements_behind(name)))
         else:
-            ins.append((info.shape, info.dtype, learned.behind((name,)) if learned is not None and name in constants
-                        else None))
+            ins.append((info.shape, info.dtype, None))
     outs: list[PositionSignature] = []
     for name in node.outputs:
         info = tensors.get(name) if name else None

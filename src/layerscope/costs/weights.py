@@ -123,6 +123,14 @@ class LearnedTensors:
     def __init__(self, elements: Mapping[str, int], sources: Mapping[str, frozenset[str]]) -> None:
         self.elements = elements
         self.sources = sources
+        self._behind_one: dict[str, int] = {}
+
+    def elements_behind(self, name: str) -> int:
+        """:meth:`behind` of the one constant ``name`` (kept: a signature per layer asks for each weight)."""
+        found = self._behind_one.get(name)
+        if found is None:
+            found = self._behind_one[name] = sum(self.elements[source] for source in self.sources.get(name, ()))
+        return found
 
     def behind(self, names: Iterable[str]) -> int:
         """Elements of the learned tensors the constants ``names`` are made of, each tensor once."""
