@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from layerscope.cli.start import hash_model
-from layerscope.digest import THREAD_MIN_BYTES, Sha256, prefetch, started
+from layerscope.digest import THREAD_MIN_BYTES, Sha256, prefetch, sha256_file, started
 from layerscope.model import load_model
 
 
@@ -35,6 +35,13 @@ def _write(path: Path, seed: int) -> str:
     assert len(data) >= THREAD_MIN_BYTES
     path.write_bytes(data)
     return hashlib.sha256(data).hexdigest()
+
+
+def test_a_file_hashed_at_once_and_on_a_thread_gives_the_hash_of_its_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+    expected = _write(path, 3)
+    assert sha256_file(path) == expected
+    assert Sha256(path=path, stat=os.stat(path)).hexdigest() == expected
 
 
 def test_a_prefetched_hash_is_the_files_and_is_handed_out_once(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ Contract:
 - a file is hashed with the ``os.stat_result`` it is known by: :meth:`Sha256.hexdigest` raises ``ModelError`` when
   the file hashed is another, or was written meanwhile (:func:`changed`): the hash would not be of the bytes parsed;
 - :func:`prefetch` starts a file's hash as soon as its path is known (before ``onnx`` is imported); the loader uses
-  it only when the file it opens is the one hashed (:func:`changed`), and hashes again otherwise.
+  it only when the file it opens is the one hashed (:func:`changed`), and hashes again otherwise;
+- :func:`sha256_file` hashes a file at once, on the caller's thread.
 
 The file is read, never mapped: a mapped file truncated by another process while it is hashed kills the reader with
 SIGBUS. This module imports neither ``onnx`` nor ``numpy``.
@@ -77,6 +78,13 @@ class Sha256:
         if self._changed:
             raise changed_error(self.path)
         return self._digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of the file at ``path``, hex, read on the caller's thread (a run's model file checked against the
+    hash the run recorded)."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 #: The hashes :func:`prefetch` started, by the path as ``pathlib`` reads it (``./m.onnx`` and ``m.onnx`` alike, as the

@@ -24,11 +24,11 @@ from pathlib import Path
 from layerscope.analysis.diagnose import Diagnosis, diagnose, diagnosis_section
 from layerscope.analysis.findings import findings_section
 from layerscope.analysis.rules import RULES, Advice, Rule, RuleContext, run_rules
+from layerscope.digest import sha256_file
 from layerscope.errors import ModelError, RunFileError
 from layerscope.measure.inputs import feeder
 from layerscope.measure.session import SessionConfig
 from layerscope.model import load_model
-from layerscope.model.load import sha256_file
 from layerscope.model.types import Graph
 from layerscope.runfile.models import Findings, RunFile
 from layerscope.runtimes import registry

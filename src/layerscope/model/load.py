@@ -145,14 +145,6 @@ def parse_shape_arg(text: str) -> tuple[str, tuple[int, ...]]:
     return name, shape
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 #: Protobuf cannot parse a message of 2 GiB or more: a bigger .onnx must keep its weights as external data.
 PROTOBUF_LIMIT_BYTES = 2**31
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import onnx
 
+from layerscope.digest import sha256_file
 from layerscope.errors import InputError
-from layerscope.model.load import sha256_file
 from layerscope.report.units import human_count, human_us
 from layerscope.report.views.common import Run
 from layerscope.report.views.layers import LayerRow, layer_rows
