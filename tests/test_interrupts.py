@@ -109,3 +109,36 @@ def test_a_sweep_stopped_anywhere_leaves_no_marker_or_temporary_file(tmp_path: P
         sweep_workflow._run([cell], tmp_path, address=None, num_cpus=None, no_ray=True, hooks=Hooks())
     assert not running.exists()
     assert sorted(p.name for p in runs.iterdir()) == ["other.json"]
+
+
+def test_a_stop_inside_a_deferred_block_is_raised_as_it_ends() -> None:
+    finished: list[str] = []
+    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        with interrupts.deferred():
+            assert interrupts.record(15)  # held: the handler raises nothing
+            finished.append("inner")
+        finished.append("outer")  # the inner block's end does not raise: the outer one is still open
+    assert finished == ["inner", "outer"]
+    assert not interrupts.record(15)  # outside any block: the handler raises at once
+
+
+def test_an_error_leaving_a_deferred_block_with_a_held_stop_becomes_the_stop() -> None:
+    with pytest.raises(KeyboardInterrupt) as caught, interrupts.deferred():
+        interrupts.record(15)
+        raise OSError("the clean-up failed")
+    assert isinstance(caught.value.__context__, OSError)
+
+
+def test_a_deferred_block_in_another_thread_holds_nothing() -> None:
+    import threading
+
+    held: list[bool] = []
+
+    def work() -> None:
+        with interrupts.deferred():
+            held.append(interrupts.record(15))
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert held == [False]

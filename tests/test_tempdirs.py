@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from onnx import TensorProto, helper
 from tests._cli_subprocess import cli_env, run_cli
 
@@ -49,7 +50,7 @@ def test_a_killed_process_folders_are_removed_and_nothing_else(tmp_path: Path) -
 
 def test_a_killed_run_leaves_a_folder_the_next_command_making_one_removes(tmp_path: Path) -> None:
     """A child making a scratch folder is killed with SIGKILL (no clean-up runs): the folder stays; ``estimate`` of
-    a static model (which makes no temporary folder) leaves it, and the next command that makes one (``profile``)
+    a static model on an NPU profile (which makes no temporary folder: the host profile's probe would) leaves it, and the next command that makes one (``profile``)
     removes it once the grace period has passed."""
     env = cli_env({"TMPDIR": str(tmp_path)})
     child = subprocess.Popen([sys.executable, "-c", "from layerscope.tempdirs import scratch\nimport time\n"
@@ -64,7 +65,7 @@ def test_a_killed_run_leaves_a_folder_the_next_command_making_one_removes(tmp_pa
     os.utime(folder, (old, old))
     model = tmp_path / "relu.onnx"
     model.write_bytes(_relu_model())
-    estimated = run_cli(["estimate", model, "--top", "0"], env={"TMPDIR": str(tmp_path)})
+    estimated = run_cli(["estimate", model, "--target", "rdk-x5", "--top", "0"], env={"TMPDIR": str(tmp_path)})
     assert estimated.returncode == 0, estimated.describe()
     assert folder.is_dir()  # estimate's start-up does not scan the temporary folder
     profiled = run_cli(["profile", model, "--runs", "2", "--warmup", "0", "--top", "0"], env={"TMPDIR": str(tmp_path)})
@@ -114,3 +115,25 @@ def test_remove_tree_of_a_missing_folder_is_done(tmp_path: Path) -> None:
     (tmp_path / "a" / "b").mkdir(parents=True)
     (tmp_path / "a" / "b" / "f").write_bytes(b"x")
     assert tempdirs.remove_tree(tmp_path / "a") and not (tmp_path / "a").exists()
+
+
+def test_a_stop_arriving_while_a_scratch_folder_is_removed_waits_for_the_removal(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM delivered the moment the folder's removal starts (the CLI's handlers installed): the removal
+    finishes, then the stop is raised."""
+    from layerscope.cli.main import _signals_interrupt
+
+    real_rmtree = tempdirs.shutil.rmtree
+
+    def signalled_rmtree(path: str) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # the handler runs at the next instruction, before the removal
+        real_rmtree(path)
+
+    monkeypatch.setattr(tempdirs.shutil, "rmtree", signalled_rmtree)
+    received: list[int] = []
+    made: list[str] = []
+    with _signals_interrupt(received), pytest.raises(KeyboardInterrupt), scratch("test") as folder:
+        made.append(folder)
+        Path(folder, "model.onnx").write_bytes(b"x")
+    assert received == [signal.SIGTERM]
+    assert not os.path.exists(made[0])

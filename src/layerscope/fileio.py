@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from layerscope import interrupts
 from layerscope.errors import InputError, OutputError
 
 #: The temporary file's name keeps at most this many characters of the target's, so that a target whose
@@ -52,7 +53,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str | Iterable[byte
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)
+        with interrupts.deferred():  # a second stop does not leave the temporary file
+            Path(tmp).unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
         raise

@@ -6,26 +6,78 @@ wrapped in an error of its own: an ``Exception``, which a loop that survives a f
 would count as that item's failure and go on. Such a loop asks :func:`caused` first and stops instead.
 
 The CLI's signal handlers :func:`record` each stop; :func:`clear` forgets them (each CLI call starts clean).
+
+A clean-up that must finish once begun (a temporary folder's removal, a half-written file's) runs inside
+:func:`deferred`: a stop arriving meanwhile is held, and raised as ``KeyboardInterrupt`` when the block ends, so that
+the clean-up is never cut in the middle.
 """
 
 from __future__ import annotations
 
-_received: list[int] = []
+import threading
+from types import TracebackType
 
 
-def record(signum: int) -> None:
-    """Note that signal ``signum`` asked this process to stop."""
-    _received.append(signum)
+class _State:
+    """The stops recorded since :func:`clear`, how many :func:`deferred` blocks the main thread is inside, and
+    whether a stop arrived in one of them."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.depth = 0
+        self.held = False
+
+
+_state = _State()
+
+
+def record(signum: int) -> bool:
+    """Note that signal ``signum`` asked this process to stop. ``True`` when the main thread is inside a
+    :func:`deferred` block, which then raises the stop as it ends: the handler calling this raises nothing."""
+    _state.received.append(signum)
+    _state.held = _state.held or _state.depth > 0
+    return _state.depth > 0
 
 
 def clear() -> None:
     """Forget the stops recorded so far."""
-    _received.clear()
+    _state.received.clear()
+    _state.held = False
 
 
 def requested() -> bool:
     """Whether a stop was recorded since the last :func:`clear`."""
-    return bool(_received)
+    return bool(_state.received)
+
+
+class _Deferred:
+    """A block a stop does not cut: in the main thread (where Python runs signal handlers), a stop the CLI's
+    handlers receive inside it is held (:func:`record`) and raised as ``KeyboardInterrupt`` when the outermost such
+    block ends: after the block's work, or in place of an exception leaving it (the stop is what the user asked
+    for). In other threads, or without the CLI's handlers, the block changes nothing."""
+
+    def __init__(self) -> None:
+        self._counted = False
+
+    def __enter__(self) -> None:
+        self._counted = threading.current_thread() is threading.main_thread()
+        if self._counted:
+            _state.depth += 1
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if not self._counted:
+            return
+        _state.depth -= 1
+        if _state.depth == 0 and _state.held:
+            _state.held = False
+            if not isinstance(exc, KeyboardInterrupt):
+                raise KeyboardInterrupt
+
+
+def deferred() -> _Deferred:
+    """A block a stop does not cut (:class:`_Deferred`): ``with interrupts.deferred(): remove_tree(folder)``."""
+    return _Deferred()
 
 
 def caused(exc: BaseException) -> bool:

@@ -2,7 +2,8 @@
 
 Every temporary folder layerscope makes is :func:`scratch`: ``<parent>/layerscope-<kind>-p<PID>-<random>`` (parent:
 the temporary folder, ``$TMPDIR``, unless given), removed when its ``with`` block ends (normally, on an error, on
-Ctrl-C or SIGTERM, which the CLI turns into an exception).
+Ctrl-C or SIGTERM, which the CLI turns into an exception); a stop that arrives while the folder is made or removed
+waits for that to finish (:func:`layerscope.interrupts.deferred`).
 
 A process killed outright (SIGKILL, the OOM killer, a power cut) cannot remove its own: :func:`remove_orphans`
 removes the folders of this form whose process is gone — on the same machine the PID names, after a grace period so
@@ -27,6 +28,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from layerscope import interrupts
 
 #: ``layerscope-<kind>-p<PID>-<random>``: the folders :func:`scratch` makes.
 _NAME = re.compile(r"^layerscope-[a-z0-9_]+-p(\d+)-[A-Za-z0-9_]+$")
@@ -53,11 +56,15 @@ def scratch(kind: str, parent: str | os.PathLike[str] | None = None) -> Iterator
     folder), removed with its contents on the way out, however the block ends. The first call of a process first
     removes the orphans of killed processes (:func:`remove_orphans`)."""
     _remove_orphans_once()
-    folder = tempfile.mkdtemp(prefix=f"layerscope-{kind}-p{os.getpid()}-", dir=parent)
+    folder = None
     try:
+        with interrupts.deferred():  # a stop between the folder's making and ``folder`` naming it would leave it
+            folder = tempfile.mkdtemp(prefix=f"layerscope-{kind}-p{os.getpid()}-", dir=parent)
         yield folder
     finally:
-        remove_tree(folder)
+        if folder is not None:
+            with interrupts.deferred():  # a second stop, or one arriving as the block ends, finishes the removal
+                remove_tree(folder)
 
 
 @contextmanager

@@ -118,8 +118,8 @@ def _signals_interrupt(received: list[int]) -> Iterator[None]:
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
-        interrupts.record(signum)
-        raise KeyboardInterrupt
+        if not interrupts.record(signum):  # else a clean-up that must finish holds it (interrupts.deferred)
+            raise KeyboardInterrupt
 
     previous = {}
     for name in TERMINATING_SIGNALS:

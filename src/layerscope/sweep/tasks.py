@@ -111,7 +111,8 @@ def run_cell(cell: Cell, out_dir: str | None = None, scratch_root: str | None = 
         return failure(cell, exc)
     finally:
         if marker is not None:
-            marker.unlink(missing_ok=True)
+            with interrupts.deferred():
+                marker.unlink(missing_ok=True)
 
 
 def _mark_running(marker: Path) -> bool:
