@@ -50,8 +50,8 @@ def test_a_killed_process_folders_are_removed_and_nothing_else(tmp_path: Path) -
 
 def test_a_killed_run_leaves_a_folder_the_next_command_making_one_removes(tmp_path: Path) -> None:
     """A child making a scratch folder is killed with SIGKILL (no clean-up runs): the folder stays; ``estimate`` of
-    a static model on an NPU profile (which makes no temporary folder: the host profile's probe would) leaves it, and the next command that makes one (``profile``)
-    removes it once the grace period has passed."""
+    a static model on an NPU profile (which makes no temporary folder; the host profile's probe would) leaves it,
+    and the next command that makes one (``profile``) removes it once the grace period has passed."""
     env = cli_env({"TMPDIR": str(tmp_path)})
     child = subprocess.Popen([sys.executable, "-c", "from layerscope.tempdirs import scratch\nimport time\n"
                               "with scratch('bisect') as f:\n    print(f, flush=True)\n    time.sleep(60)"],
