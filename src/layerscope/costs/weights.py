@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
+from typing import TypeVar
 
 from layerscope.model.types import Graph, Node
 
@@ -140,18 +141,26 @@ class LearnedTensors:
         return sum(self.elements[name] for name in found)
 
 
-#: One :class:`LearnedTensors` per live graph (by id; the entry goes with its graph).
+_T = TypeVar("_T")
+
+
+def _once_per_graph(cache: dict[int, _T], graph: Graph, make: Callable[[Graph], _T]) -> _T:
+    """``make(graph)``, kept in ``cache`` while ``graph`` lives (by id; the entry goes with its graph)."""
+    key = id(graph)
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = make(graph)
+        weakref.finalize(graph, cache.pop, key, None)
+    return found
+
+
+#: One :class:`LearnedTensors` per live graph.
 _LEARNED: dict[int, LearnedTensors] = {}
 
 
 def learned_tensors(graph: Graph) -> LearnedTensors:
     """The learned tensors of ``graph`` (see the module docstring); computed once per graph."""
-    key = id(graph)
-    found = _LEARNED.get(key)
-    if found is None:
-        found = _LEARNED[key] = _learned_tensors(graph)
-        weakref.finalize(graph, _LEARNED.pop, key, None)
-    return found
+    return _once_per_graph(_LEARNED, graph, _learned_tensors)
 
 
 def _learned_tensors(graph: Graph) -> LearnedTensors:
@@ -204,8 +213,18 @@ SAME_ELEMENTS_OPS = frozenset({"Identity", "Transpose", "Reshape", "Flatten", "S
                                "CastLike", "DequantizeLinear", "QuantizeLinear"})
 
 
-def weight_identities(graph: Graph) -> dict[str, str]:
-    """The identity (see the module docstring) of every constant a layer of ``graph`` reads, by constant name."""
+#: One map of :func:`weight_identities` per live graph.
+_IDENTITIES: dict[int, Mapping[str, str]] = {}
+
+
+def weight_identities(graph: Graph) -> Mapping[str, str]:
+    """The identity (see the module docstring) of every constant a layer of ``graph`` reads, by constant name;
+    computed once per graph."""
+    return _once_per_graph(_IDENTITIES, graph, _weight_identities)
+
+
+def _weight_identities(graph: Graph) -> Mapping[str, str]:
+    """:func:`weight_identities`, computed."""
     constants = graph.constants
     source: dict[str, str] = {}  # a folded same-elements output -> the constant it lays out
     for node in graph.folded:
@@ -213,7 +232,7 @@ def weight_identities(graph: Graph) -> dict[str, str]:
             source[node.outputs[0]] = node.inputs[0]
     read = {name for node in graph.layers for name in node.inputs}
     read.intersection_update(constants.keys())
-    return {name: _root(name, source) if name in source else name for name in read}
+    return MappingProxyType({name: _root(name, source) if name in source else name for name in read})
 
 
 def _root(name: str, source: Mapping[str, str]) -> str:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from itertools import pairwise
 
 import numpy as np
@@ -64,7 +64,7 @@ from layerscope.costs.movement import slice_read_bytes
 from layerscope.costs.types import LayerCost, UnitKind
 from layerscope.costs.weights import shared_weights, weight_identities
 from layerscope.estimator.layout import dropped_transposes, layout_transposes, output_transposes
-from layerscope.estimator.types import Bound, Estimate, LayerEstimate
+from layerscope.estimator.types import Bound, Estimate, LayerEstimate, SharedWeight, SharedWeightPlan
 from layerscope.model.types import DTYPE_BYTES, Graph, Node, TensorInfo
 from layerscope.targets import Profile
 from layerscope.targets.profile import ComputeUnit
@@ -522,54 +522,6 @@ def resident_tensors(graph: Graph, profile: Profile, dtype: str, costs: Sequence
 SHARED_MIN_BYTES = 64
 
 
-@dataclass(frozen=True)
-class SharedWeight:
-    """One tensor of the model that several accelerator layers read, and how the estimate loads it.
-
-    ``identity``: the tensor (:func:`layerscope.costs.weights.weight_identities`); ``layer_ids``: its readers, in
-    order; ``nbytes``: its whole size at the deployed dtype; ``resident``: loaded from DDR once per inference (kept
-    on chip from its first reader to its last), else by every reader; ``per_use_bytes``: what its readers read of it
-    (each read counted), ``ddr_read_bytes``: what the estimate loads of it from DDR (``per_use_bytes`` unless
-    resident).
-    """
-
-    identity: str
-    layer_ids: tuple[str, ...]
-    nbytes: int
-    resident: bool
-    per_use_bytes: int
-    ddr_read_bytes: int
-
-
-@dataclass(frozen=True)
-class SharedWeightPlan:
-    """How the estimate loads the weights several accelerator layers read (:func:`plan_shared_weights`).
-
-    ``budget_bytes``: the on-chip bytes for weights (:attr:`Profile.weight_budget_bytes`: by default half the
-    profile's ``sram_bytes``); ``loads``: for each layer
-    reading a resident weight, by constant name, the bytes it loads from DDR (what it reads of the tensor that its
-    earlier readers did not load: 0 once the whole tensor is on chip).
-    """
-
-    weights: tuple[SharedWeight, ...] = ()
-    budget_bytes: int = 0
-    loads: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-
-    @property
-    def resident(self) -> tuple[SharedWeight, ...]:
-        return tuple(w for w in self.weights if w.resident)
-
-    @property
-    def reader_count(self) -> int:
-        """Layers that read at least one shared weight."""
-        return len({layer for w in self.weights for layer in w.layer_ids})
-
-    @property
-    def ddr_bytes_saved(self) -> int:
-        """The DDR reads the resident weights save against loading every shared weight at every use."""
-        return sum(w.per_use_bytes - w.ddr_read_bytes for w in self.weights)
-
-
 def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Sequence[LayerCost],
                         on_cpu: Sequence[bool], *, identities: Mapping[str, str] | None = None) -> SharedWeightPlan:
     """Which weights read by several accelerator layers are loaded from DDR once per inference.
@@ -693,7 +645,7 @@ def estimate_graph(graph: Graph, profile: Profile, dtype: str | None = None,
                     resident=frozenset(residency.resident),
                     task_overhead_us=profile.task_overhead_us + handover_us,
                     fused=residency.fused & residency.resident, output_handover_us=handover_us,
-                    quantized_outputs=quantized_outputs, absorbed=frozenset(absorbed))
+                    quantized_outputs=quantized_outputs, absorbed=frozenset(absorbed), shared_weights=shared)
 
 
 #: Bytes of one float element of a model output the runtime hands to the caller (float32).

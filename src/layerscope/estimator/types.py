@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -44,6 +45,54 @@ class LayerEstimate:
 
 
 @dataclass(frozen=True)
+class SharedWeight:
+    """One tensor of the model that several accelerator layers read, and how the estimate loads it.
+
+    ``identity``: the tensor (:func:`layerscope.costs.weights.weight_identities`); ``layer_ids``: its readers, in
+    order; ``nbytes``: its whole size at the deployed dtype; ``resident``: loaded from DDR once per inference (kept
+    on chip from its first reader to its last), else by every reader; ``per_use_bytes``: what its readers read of it
+    (each read counted), ``ddr_read_bytes``: what the estimate loads of it from DDR (``per_use_bytes`` unless
+    resident).
+    """
+
+    identity: str
+    layer_ids: tuple[str, ...]
+    nbytes: int
+    resident: bool
+    per_use_bytes: int
+    ddr_read_bytes: int
+
+
+@dataclass(frozen=True)
+class SharedWeightPlan:
+    """How the estimate loads the weights several accelerator layers read (:func:`plan_shared_weights`).
+
+    ``budget_bytes``: the on-chip bytes for weights (:attr:`Profile.weight_budget_bytes`: by default half the
+    profile's ``sram_bytes``); ``loads``: for each layer
+    reading a resident weight, by constant name, the bytes it loads from DDR (what it reads of the tensor that its
+    earlier readers did not load: 0 once the whole tensor is on chip).
+    """
+
+    weights: tuple[SharedWeight, ...] = ()
+    budget_bytes: int = 0
+    loads: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    @property
+    def resident(self) -> tuple[SharedWeight, ...]:
+        return tuple(w for w in self.weights if w.resident)
+
+    @property
+    def reader_count(self) -> int:
+        """Layers that read at least one shared weight."""
+        return len({layer for w in self.weights for layer in w.layer_ids})
+
+    @property
+    def ddr_bytes_saved(self) -> int:
+        """The DDR reads the resident weights save against loading every shared weight at every use."""
+        return sum(w.per_use_bytes - w.ddr_read_bytes for w in self.weights)
+
+
+@dataclass(frozen=True)
 class Estimate:
     """A whole model's estimate on one profile: per layer, in graph order, and the totals.
 
@@ -56,6 +105,8 @@ class Estimate:
     :attr:`latency_us`: the profile's fixed ``task_overhead_us`` and the runtime's hand-over of the model's outputs
     (:func:`layerscope.estimator.roofline.output_conversion_us`), the latter also alone in ``output_handover_us``
     (0 with ``quantized_outputs``: the model deployed without its output Dequantize nodes, estimated so).
+    ``shared_weights``: how the estimate loaded the weights several accelerator layers read
+    (:func:`layerscope.estimator.roofline.plan_shared_weights`; ``None`` when not recorded).
     """
 
     profile_name: str
@@ -68,6 +119,7 @@ class Estimate:
     output_handover_us: float = 0.0
     quantized_outputs: bool = False
     absorbed: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    shared_weights: SharedWeightPlan | None = field(default=None, repr=False, compare=False)
 
     @property
     def layers_us(self) -> float:
