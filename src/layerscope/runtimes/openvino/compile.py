@@ -37,6 +37,7 @@ from layerscope.measure.session import SessionConfig
 from layerscope.model.ml_domain import openvino_ml_failure
 from layerscope.model.random_inputs import runtime_failure
 from layerscope.model.types import Graph
+from layerscope.runtimes.openvino.signal_stack import keeping_signal_stack
 
 __all__ = ["DEVICES", "PERFORMANCE_HINTS", "PRECISIONS", "InferSession", "ModelFile", "OpenVinoOptions",
            "available_devices", "compile_failure", "compile_for", "compiled_settings", "device_name", "folded_reader",
@@ -131,8 +132,9 @@ def compile_for(graph: ModelFile, config: SessionConfig, options: OpenVinoOption
     if options.precision:
         properties["INFERENCE_PRECISION_HINT"] = options.precision
     try:
-        return core.compile_model(model if model is not None else core.read_model(str(graph.path)), device,
-                                  properties)
+        with keeping_signal_stack():  # OpenVINO's CPU plugin leaves the thread a stack of its own (signal_stack)
+            return core.compile_model(model if model is not None else core.read_model(str(graph.path)), device,
+                                      properties)
     except Exception as exc:  # OpenVINO raises RuntimeError with multi-line messages
         precision = options.precision or _device_precision(core, device)
         raise openvino_ml_failure(PurePath(graph.path).name, graph.path, device) or compile_failure(
