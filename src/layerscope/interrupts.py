@@ -68,11 +68,12 @@ class _Deferred:
                  traceback: TracebackType | None) -> None:
         if not self._counted:
             return
-        _state.depth -= 1
-        if _state.depth == 0 and _state.held:
+        raise_held = _state.depth == 1 and _state.held  # read before the block stops counting: a stop arriving
+        if raise_held:  # after that raises at once
             _state.held = False
-            if not isinstance(exc, KeyboardInterrupt):
-                raise KeyboardInterrupt
+        _state.depth -= 1
+        if raise_held and not isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt
 
 
 def deferred() -> _Deferred:
