@@ -86,6 +86,21 @@ def _run_files_match_the_schema(monkeypatch: pytest.MonkeyPatch) -> None:
                         lambda run, as_read=None: iter([check("".join(original_parts(run, as_read)))]))
 
 
+def conv_chain(nodes: int) -> bytes:
+    """A serialized model of ``nodes`` 3x3 convolutions with ReLU on a 1x8x32x32 input (some milliseconds a run;
+    a bisect of a few seconds)."""
+    weights = numpy_helper.from_array(np.full((8, 8, 3, 3), 0.01, dtype=np.float32), "w")
+    layers = []
+    for i in range(nodes):
+        source = "x" if i == 0 else f"r{i - 1}"
+        layers += [helper.make_node("Conv", [source, "w"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
+                   helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
+    graph = helper.make_graph(layers, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              [helper.make_tensor_value_info(f"r{nodes - 1}", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              initializer=[weights])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
 def zoo(name: str) -> Path:
     """Path of a model-zoo network shipped with onnx, e.g. ``zoo("resnet50")``."""
     path = ZOO_DIR / f"light_{name}.onnx"

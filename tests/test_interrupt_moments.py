@@ -14,24 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from tests._cli_subprocess import cli_env, start_cli
 
-
-def _chain(nodes: int) -> bytes:
-    """``nodes`` 3x3 convolutions with ReLU on a 1x8x32x32 input: some milliseconds a run."""
-    weights = numpy_helper.from_array(np.full((8, 8, 3, 3), 0.01, dtype=np.float32), "w")
-    layers = []
-    for i in range(nodes):
-        source = "x" if i == 0 else f"r{i - 1}"
-        layers += [helper.make_node("Conv", [source, "w"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
-                   helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
-    graph = helper.make_graph(layers, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
-                              [helper.make_tensor_value_info(f"r{nodes - 1}", TensorProto.FLOAT, [1, 8, 32, 32])],
-                              initializer=[weights])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+from conftest import conv_chain
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +31,7 @@ def runtime_leftovers(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
 
 def _command(name: str, folder: Path) -> list[str | Path]:
     model = folder / "chain.onnx"
-    model.write_bytes(_chain(6))
+    model.write_bytes(conv_chain(6))
     if name == "profile":
         return ["profile", model, "--runs", "400", "--warmup", "5", "--top", "0", "-o", folder / "p.json"]
     return ["bisect", model, "--segments", "3", "--no-cache", "-o", folder / "b.json"]

@@ -11,11 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from tests._cli_subprocess import cli_env
 
+from conftest import conv_chain
 from layerscope.measure.session import SessionConfig
 from layerscope.runtimes.openvino import signal_stack
 from layerscope.runtimes.openvino.compile import OpenVinoOptions, compile_for
@@ -23,18 +22,8 @@ from layerscope.runtimes.openvino.compile import OpenVinoOptions, compile_for
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the alternate stack is kept on Linux")
 
 
-def _chain(path: Path, nodes: int = 6) -> Path:
-    """``nodes`` 3x3 convolutions with ReLU on a 1x8x32x32 input: a bisect of a few seconds."""
-    weights = numpy_helper.from_array(np.full((8, 8, 3, 3), 0.01, dtype=np.float32), "w")
-    layers = []
-    for i in range(nodes):
-        source = "x" if i == 0 else f"r{i - 1}"
-        layers += [helper.make_node("Conv", [source, "w"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
-                   helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}")]
-    graph = helper.make_graph(layers, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
-                              [helper.make_tensor_value_info(f"r{nodes - 1}", TensorProto.FLOAT, [1, 8, 32, 32])],
-                              initializer=[weights])
-    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+def _chain(path: Path) -> Path:
+    path.write_bytes(conv_chain(6))
     return path
 
 
