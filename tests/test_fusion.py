@@ -20,7 +20,9 @@ from layerscope.samples import sample_path
 def fusion_of(graph: Graph, tmp_path: Path, level: str) -> FusionMap:
     optimized = tmp_path / f"opt-{level}.onnx"
     make_session(graph.path, SessionConfig(opt_level=level), optimized_model_path=str(optimized))
-    return build_fusion_map(graph, onnx.load(str(optimized), load_external_data=False))
+    runtime_graph = onnx.load(str(optimized), load_external_data=False)
+    optimized.unlink()  # the optimized model holds the weights (vgg19's: 0.5 GB) and pytest keeps its folders
+    return build_fusion_map(graph, runtime_graph)
 
 
 def ops(graph: Graph, ids: tuple[str, ...]) -> list[str]:
