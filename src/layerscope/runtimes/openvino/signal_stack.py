@@ -43,37 +43,39 @@ def _sigaltstack() -> Callable[..., int] | None:
 _SIGALTSTACK = _sigaltstack()
 
 
-def current() -> tuple[int, int, int] | None:
-    """The calling thread's alternate signal stack: (address, flags, size); ``None`` where it cannot be read."""
+#: ``ss_flags``' bit saying the thread runs on the stack (reported by ``sigaltstack``, refused when set).
+_SS_ONSTACK = 1
+
+
+def _read() -> _StackT | None:
+    """The calling thread's alternate signal stack as ``sigaltstack`` reports it; ``None`` where it cannot be read."""
     if _SIGALTSTACK is None:
         return None
     stack = _StackT()
-    if _SIGALTSTACK(None, ctypes.byref(stack)) != 0:
-        return None
-    return stack.ss_sp or 0, stack.ss_flags, stack.ss_size
+    return stack if _SIGALTSTACK(None, ctypes.byref(stack)) == 0 else None
+
+
+def _install(stack: _StackT) -> None:
+    """Make ``stack`` the calling thread's alternate signal stack (``SS_ONSTACK`` is reported in ``ss_flags``,
+    never accepted there)."""
+    if _SIGALTSTACK is not None:
+        _SIGALTSTACK(ctypes.byref(_StackT(stack.ss_sp, stack.ss_flags & ~_SS_ONSTACK, stack.ss_size)), None)
+
+
+def current() -> tuple[int, int, int] | None:
+    """The calling thread's alternate signal stack: (address, flags, size); ``None`` where it cannot be read."""
+    stack = _read()
+    return None if stack is None else (stack.ss_sp or 0, stack.ss_flags, stack.ss_size)
 
 
 @contextmanager
 def keeping_signal_stack() -> Iterator[None]:
     """Inside, a library may change the calling thread's alternate signal stack; on the way out (however the block
-    ends) the stack found on entry is installed again, unless the thread is running on the current one (never while
-    the block's code runs, which is not a signal handler)."""
-    if _SIGALTSTACK is None:
-        yield
-        return
-    saved = _StackT()
-    if _SIGALTSTACK(None, ctypes.byref(saved)) != 0:
-        yield
-        return
+    ends) the stack found on entry is installed again. Where the stack cannot be read, nothing is done."""
+    saved = _read()
     try:
         yield
     finally:
-        now = _StackT()
-        if _SIGALTSTACK(None, ctypes.byref(now)) == 0 and (now.ss_sp, now.ss_size) != (saved.ss_sp, saved.ss_size):
-            # SS_ONSTACK is reported, never accepted, in ss_flags
-            restore = _StackT(saved.ss_sp, saved.ss_flags & ~_SS_ONSTACK, saved.ss_size)
-            _SIGALTSTACK(ctypes.byref(restore), None)
-
-
-#: ``ss_flags``' bit saying the thread runs on the stack (reported by ``sigaltstack``, refused when set).
-_SS_ONSTACK = 1
+        now = _read()
+        if saved is not None and now is not None and (now.ss_sp, now.ss_size) != (saved.ss_sp, saved.ss_size):
+            _install(saved)
