@@ -62,16 +62,14 @@ _CONSUMERS_KEEP = 4
 
 
 def consumers(graph: Graph) -> Mapping[str, tuple[Node, ...]]:
-    """Tensor name -> the layers that read it, in layer order (computed once per graph)."""
+    """Tensor name -> the layers that read it, in layer order, each once (:attr:`Graph.reader_indices`' layers;
+    computed once per graph)."""
     hit = _CONSUMERS.get(id(graph))
     if hit is not None and hit[0] is graph:
         return hit[1]
-    table: dict[str, list[Node]] = {}
-    for layer in graph.layers:
-        for name in dict.fromkeys(layer.inputs):
-            if name:
-                table.setdefault(name, []).append(layer)
-    result: Mapping[str, tuple[Node, ...]] = MappingProxyType({k: tuple(v) for k, v in table.items()})
+    layers = graph.layers
+    result: Mapping[str, tuple[Node, ...]] = MappingProxyType(
+        {name: tuple(layers[k] for k in dict.fromkeys(indices)) for name, indices in graph.reader_indices.items()})
     if len(_CONSUMERS) >= _CONSUMERS_KEEP:
         _CONSUMERS.pop(next(iter(_CONSUMERS)))
     _CONSUMERS[id(graph)] = (graph, result)
