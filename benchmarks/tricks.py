@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     PYTHONPATH=src .venv/bin/python benchmarks/tricks.py [--runs 5] [--runs-100k 3] [--sizes 700,10000,100000]
-        [--only exit,gc,freeze,prefetch,wire,sparse,lazy,lazy-own] [--json out/tricks.json]
+        [--only exit,gc,freeze,prefetch,wire,sparse,offload,lazy,lazy-own] [--json out/tricks.json]
 
 Nothing in ``src`` is edited: each run is a child process (``python -c WRAPPER VARIANT ARGS``) that applies the
 variant's patch, then calls ``layerscope.cli.start.entry`` with ARGS, as the console script does. The tricks and what
@@ -26,6 +26,11 @@ variant's patch, then calls ``layerscope.cli.start.entry`` with ARGS, as the con
 - ``sparse``: a big model's file read without its large weights' values (``layerscope.model.sparse_read``, the
   file hashed from disk on a thread meanwhile); without: ``SPARSE_MIN_BYTES`` raised past every file, which is then
   read whole into one buffer and hashed from it.
+- ``offload``: a big model's shape inference made in a forked child while the loader checks the model
+  (:mod:`layerscope.offload`, enabled by the console entry); without: ``offload.enable`` does nothing, and the
+  loader infers the shapes itself after its checks. It buys wall time on a second core, not CPU: the CPU column
+  counts the child too (``wait4`` of the command's process includes the children it reaped); the peak RSS is the
+  command's own, the child's (a copy of the parent's pages at the fork, most of them shared) is not in it.
 - ``lazy``: layerscope's function-local imports (beyond the CLI dispatcher, which stays lazy in both); without:
   every module the command's modules import inside functions, followed transitively (read from the source with
   ``ast``; ``if TYPE_CHECKING`` blocks left out), imported before ``entry`` runs, as if each were imported at the
@@ -74,7 +79,7 @@ from run import CACHE, bytecode_cached_env  # noqa: E402
 from scale import model_path as scale_model  # noqa: E402
 
 TARGET = "rdk-s100"
-TRICKS = ("exit", "gc", "freeze", "prefetch", "wire", "sparse", "lazy", "lazy-own")
+TRICKS = ("exit", "gc", "freeze", "prefetch", "wire", "sparse", "offload", "lazy", "lazy-own")
 
 #: The child: apply VARIANT's patch (``sys.argv[1]``: ``TRICK:with`` or ``TRICK:without``), import the modules
 #: named in ``LAYERSCOPE_TRICKS_EAGER`` (one a line) for ``lazy:without``, then run the CLI on the rest of argv.
@@ -109,6 +114,9 @@ elif trick in ("wire", "sparse"):
         sparse.SPARSE_MIN_BYTES = 1 << 62
     if trick == "wire" and without:
         load.bytes_layout = validate.bytes_layout = lambda data: None
+elif trick == "offload" and without:
+    import layerscope.offload as offload
+    offload.enable = lambda: None
 elif trick.startswith("lazy") and without:
     import importlib
     for name in os.environ["LAYERSCOPE_TRICKS_EAGER"].split():

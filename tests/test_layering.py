@@ -21,7 +21,7 @@ PACKAGE = Path(layerscope.__file__).parent
 #: Rank of each top-level unit of the package; a module may import units of its own rank or below.
 RANKS: dict[str, int] = {
     "errors": 0, "fileio": 0, "rounding": 0, "stats": 0, "textsafe": 0, "tracing": 0, "samples": 0, "_lazy": 0,
-    "collector": 0, "limits": 0, "tempdirs": 0, "version": 0, "interrupts": 0, "digest": 0,
+    "collector": 0, "limits": 0, "tempdirs": 0, "version": 0, "interrupts": 0, "digest": 0, "offload": 0,
     "model": 1,
     "costs": 2,
     "targets": 3,

@@ -27,7 +27,7 @@ from typing import NoReturn
 
 import click
 
-from layerscope import interrupts, limits
+from layerscope import interrupts, limits, offload
 from layerscope.collector import collector_paused
 from layerscope.errors import LayerscopeError
 from layerscope.textsafe import terminal_text
@@ -206,9 +206,11 @@ _ENDS_PROCESS = False
 
 
 def entry() -> None:
-    """Console-script entry point: :func:`main`'s code, then :func:`exit_now`."""
+    """Console-script entry point: :func:`main`'s code (work offloaded to a forked child where it pays:
+    :func:`layerscope.offload.enable`), then :func:`exit_now`."""
     global _ENDS_PROCESS  # noqa: PLW0603 -- set once, by the entry that owns the process
     _ENDS_PROCESS = True
+    offload.enable()
     exit_now(main())
 
 

@@ -16,6 +16,11 @@ Contract of :func:`load_model`:
   with ``shape_source`` ``"unknown"``: they are layers all the same, their cost unknown;
 - control-flow subgraphs (``If``/``Loop``/``Scan``) are expanded into layers for what ran
   (:mod:`layerscope.model.control_flow`).
+
+Where :mod:`layerscope.offload` forks (a process the command line owns, a second CPU), the shape inference of a
+model of :data:`OFFLOAD_MIN_NODES` nodes or more is made in a child process while the loader checks the model, and
+read back once the checks pass; the same result as made here, which the loader makes itself when the child gives
+none.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import math
 import os
 from collections import Counter
@@ -36,7 +42,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
-from layerscope import limits
+from layerscope import limits, offload
 from layerscope.digest import Sha256, changed, changed_error
 from layerscope.errors import ModelError, ShapeError
 from layerscope.model import control_flow, wire
@@ -60,6 +66,7 @@ from layerscope.model.validate import (
     bytes_layout,
     checker_bytes,
     file_layout,
+    guard_inference,
     is_shape_data_dims,
     node_fields,
     raw_data_bytes,
@@ -566,6 +573,81 @@ def _limit_notes(model: onnx.ModelProto, unfolded: Iterable[onnx.NodeProto]) -> 
     return tuple(notes)
 
 
+#: Nodes from which a model's shape inference is made in a child process beside the loader's checks
+#: (:mod:`layerscope.offload`: a second core's time; ``benchmarks/README.md`` gives what it buys): below, the fork
+#: costs more than the inference it moves.
+OFFLOAD_MIN_NODES = 10_000
+
+
+def _runtime_inputs(model: onnx.ModelProto, path: Path, initializers: list[_InitializerFields],
+                    shapes: Mapping[str, tuple[int, ...]] | None, dims: Mapping[str, int] | None,
+                    ) -> tuple[set[str], list[onnx.ValueInfoProto], tuple[str, ...]]:
+    """The initializers' names, the graph's inputs that are not initializers, with ``shapes`` then ``dims`` applied
+    to them in ``model`` (:func:`_apply_input_shapes`, :func:`apply_dims`), and the assumptions the dims made;
+    ``ShapeError`` for an unknown input in ``shapes`` or an input left with a dim not fixed."""
+    init_names = {name for name, _, _ in initializers}
+    runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
+    _apply_input_shapes(model, runtime_inputs, shapes or {})
+    declared = {vi.name: declared_dims(vi) for vi in runtime_inputs}
+    assumptions = apply_dims(runtime_inputs, dims or {})
+    _check_static_inputs(path, runtime_inputs, declared)
+    return init_names, runtime_inputs, assumptions
+
+
+def _inference_input(model: onnx.ModelProto, cut: _Cut | None, initializers: list[_InitializerFields],
+                     shape_data: list[bool], weights: Mapping[str, TensorInfo],
+                     ) -> tuple[onnx.ModelProto | bytes, bool, list[TensorInfo]]:
+    """What :func:`_infer` is given for ``model`` (its inputs as :func:`_runtime_inputs` left them): the model with
+    its weights typed as inputs (:func:`_light_bytes` from ``cut``, else :func:`_without_large_weights`), whether
+    data propagation is safe on it, and the typed weights' infos (``weights``: :func:`_initializer_infos`)."""
+    typed = _typed_weights(model, initializers, shape_data)
+    light = _light_bytes(model, cut, typed) if cut is not None else _without_large_weights(model, shape_data, typed)
+    return light, _light_data_prop_is_bounded(model, typed), [weights[weight.name] for weight in typed]
+
+
+def _inferred_in_child(model: onnx.ModelProto, path: Path, *, initializers: list[_InitializerFields],
+                       shape_data: list[bool], cut: _Cut | None, shapes: Mapping[str, tuple[int, ...]] | None,
+                       dims: Mapping[str, int] | None) -> bytes:
+    """:func:`_infer`'s result for ``model``, as the loader asks for it once its checks pass, in a child process
+    (:mod:`layerscope.offload`) while they run: :func:`_runtime_inputs` and :func:`_inference_input` made as the
+    loader makes them, after the checks that keep shape inference from running away (:func:`guard_inference`),
+    encoded by :func:`_infos_bytes`. Raises where the loader refuses the model (which it then does itself)."""
+    guard_inference(model, path)
+    _runtime_inputs(model, path, initializers, shapes, dims)
+    light, data_prop, typed_infos = _inference_input(model, cut, initializers, shape_data,
+                                                     _initializer_infos(initializers))
+    return _infos_bytes(_inference_key(light, data_prop), _infer(light, data_prop=data_prop, typed=typed_infos))
+
+
+def _inference_key(light: onnx.ModelProto | bytes, data_prop: bool) -> str:
+    """What identifies one shape inference (:func:`_infer` of ``light`` with ``data_prop``): a BLAKE2 hash of the
+    serialized model and the flag."""
+    data = light if isinstance(light, bytes) else light.SerializeToString()
+    return f"{hashlib.blake2b(data, digest_size=16).hexdigest()}:{int(data_prop)}"
+
+
+def _infos_bytes(key: str, infos: Mapping[str, TensorInfo]) -> bytes:
+    """``infos`` (each under its own name, as :func:`_infer` gives them) as JSON, with the ``key`` of the inference
+    that gave them (:func:`_inference_key`): the names in order, each with the index of its (shape, dtype) among the
+    few a model has."""
+    kinds: dict[tuple[tuple[int, ...], str], int] = {}
+    of = [kinds.setdefault((info.shape, info.dtype), len(kinds)) for info in infos.values()]
+    return json.dumps({"key": key, "kinds": list(kinds), "names": list(infos), "of": of}).encode()
+
+
+def _infos_from(data: bytes | None, light: onnx.ModelProto | bytes, data_prop: bool,
+                ) -> dict[str, TensorInfo] | None:
+    """The infos :func:`_infos_bytes` encoded in ``data``, when they are of the inference of ``light`` with
+    ``data_prop`` (else ``None``: the caller infers them itself)."""
+    if data is None:
+        return None
+    document = json.loads(data)
+    if document["key"] != _inference_key(light, data_prop):
+        return None
+    kinds = [TensorInfo("", tuple(shape), dtype) for shape, dtype in document["kinds"]]
+    return {name: kinds[k].renamed(name) for name, k in zip(document["names"], document["of"], strict=True)}
+
+
 #: A type :func:`_infer` has not read yet (``None`` is a type read, of no static shape).
 _UNSEEN = TensorInfo("", (), "")
 
@@ -955,29 +1037,26 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
         _left_out(model, shape_data) else None
     del data
     base_dir = path.resolve().parent
-    protos = list(model.graph.node)
-    rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
-    _check_external_data(model, base_dir, rows)
-    ordered = validate_model(model, path, base_dir, rows=rows, checked=checked, model_bytes=model_bytes,
-                             encoded_bytes=[span.end - span.value for span in layout.initializers] if layout else None,
-                             raw_bytes=raw_bytes)
-    del checked
+    # shape inference of a big model made in a child process while the checks run here (module docstring)
+    beside = functools.partial(_inferred_in_child, model, path, initializers=initializers, shape_data=shape_data,
+                               cut=cut, shapes=shapes, dims=dims)
+    with offload.started(beside, when=cut is not None and len(model.graph.node) >= OFFLOAD_MIN_NODES) as child:
+        del beside
+        protos = list(model.graph.node)
+        rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
+        _check_external_data(model, base_dir, rows)
+        ordered = validate_model(model, path, base_dir, rows=rows, checked=checked, model_bytes=model_bytes,
+                                 encoded_bytes=[span.end - span.value for span in layout.initializers] if layout
+                                 else None, raw_bytes=raw_bytes)
+        del checked
 
-    init_names = {name for name, _, _ in initializers}
-    runtime_inputs = [vi for vi in model.graph.input if vi.name not in init_names]
-    _apply_input_shapes(model, runtime_inputs, shapes or {})
-    declared = {vi.name: declared_dims(vi) for vi in runtime_inputs}
-    assumptions = apply_dims(runtime_inputs, dims or {})
-    _check_static_inputs(path, runtime_inputs, declared)
-
-    typed = _typed_weights(model, initializers, shape_data)
-    weights = _initializer_infos(initializers)  # the folder's constants and shape inference's typed inputs
-    typed_infos = [weights[weight.name] for weight in typed]
-    light: onnx.ModelProto | bytes = _light_bytes(model, cut, typed) if cut is not None else \
-        _without_large_weights(model, shape_data, typed)
-    data_prop = _light_data_prop_is_bounded(model, typed)
-    del cut, typed  # not held through shape inference, the peak of the load's memory
-    infos = _infer(light, data_prop=data_prop, typed=typed_infos)
+        init_names, runtime_inputs, assumptions = _runtime_inputs(model, path, initializers, shapes, dims)
+        weights = _initializer_infos(initializers)  # the folder's constants and shape inference's typed inputs
+        light, data_prop, typed_infos = _inference_input(model, cut, initializers, shape_data, weights)
+        del cut  # not held through shape inference, the peak of the load's memory
+        infos = _infos_from(child.result(), light, data_prop) if child is not None else None
+    if infos is None:
+        infos = _infer(light, data_prop=data_prop, typed=typed_infos)
     _check_tensor_sizes(path, infos)
     available = {vi.name for vi in runtime_inputs} | init_names
     nodes = _topological(protos, available, known_in_order=ordered)

@@ -109,8 +109,7 @@ def validate_model(model: onnx.ModelProto, path: Path, base_dir: Path, *,
     if rows is None:
         rows = node_fields(model.graph.node)
     _check_text(model, path, rows)
-    _check_opsets(model, path)
-    _check_function_expansion(model, path)
+    guard_inference(model, path)
     _check_unique_names(model.graph, path, rows)
     model_bytes = model.ByteSize() if model_bytes is None else model_bytes
     initializers = len(model.graph.initializer)
@@ -168,6 +167,14 @@ def expanded_nodes(model: onnx.ModelProto) -> int | None:
 
 class _CycleError(Exception):
     """A local function that calls itself, directly or through others."""
+
+
+def guard_inference(model: onnx.ModelProto, path: Path) -> None:
+    """The checks of :func:`validate_model` on what ONNX's shape inference does not know or would follow without
+    bound: an opset newer than the installed onnx, local functions that call each other or expand past
+    :data:`MAX_EXPANDED_NODES`. ``ModelError`` as :func:`validate_model` raises it."""
+    _check_opsets(model, path)
+    _check_function_expansion(model, path)
 
 
 def _check_function_expansion(model: onnx.ModelProto, path: Path) -> None:
