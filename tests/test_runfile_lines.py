@@ -136,3 +136,17 @@ def test_sections_given_as_read_are_written_so_in_place_of_the_runs_own() -> Non
     text = "".join(runfile_io.run_parts(run, as_read))
     assert text == runfile_io.dump_text({**run.to_json(), **as_read})
     assert '"p50_us": 7\n' in text and "".join(runfile_io.run_parts(run)) == runfile_io.dump_text(run.to_json())
+
+
+@pytest.mark.usefixtures("unchecked_trusted")
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # 1.0 in an int field: written as it is
+def test_output_shapes_whose_reprs_differ_are_written_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shapes are encoded once per distinct ``repr``: values JSON writes apart (``1``, ``1.0``, ``"1"``) never share a
+    text."""
+    monkeypatch.setattr(runfile_io, "_CHUNK", 4)
+    shapes: list[list[Any]] = [[[1, 8]], [[1.0, 8]], [["1", 8]], [[1, 8]], [[1, 8], [2]], [[1.0, 8]], [["1", 8]]]
+    layers = [_trusted(k, output_shapes=shape) for k, shape in enumerate(shapes)]
+    lines = _lines(layers)
+    assert lines == _one_by_one(layers)
+    assert [json.loads(line)["output_shapes"] for line in lines] == shapes
+    assert '"output_shapes":[[1.0,8]]' in lines[1] and '"output_shapes":[["1",8]]' in lines[2]
