@@ -1041,7 +1041,6 @@ def _load(path: Path, shapes: Mapping[str, tuple[int, ...]] | None, dims: Mappin
     beside = functools.partial(_inferred_in_child, model, path, initializers=initializers, shape_data=shape_data,
                                cut=cut, shapes=shapes, dims=dims)
     with offload.started(beside, when=cut is not None and len(model.graph.node) >= OFFLOAD_MIN_NODES) as child:
-        del beside
         protos = list(model.graph.node)
         rows = node_fields(protos)  # each node's fields read once, for the checks and the layers made below
         _check_external_data(model, base_dir, rows)
