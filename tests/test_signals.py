@@ -9,10 +9,13 @@ way (not before: an interrupt before anything was measured keeps nothing, by des
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -245,3 +248,30 @@ def test_an_error_an_interruption_causes_is_reported_as_the_interruption(case: t
                           capture_output=True, text=True, timeout=120, env=cli_env(), check=False)
     assert proc.returncode == code, proc.stderr
     assert line in proc.stderr and "not installed" not in proc.stderr
+
+
+def test_a_process_forked_under_the_commands_handlers_is_ended_by_sigterm() -> None:
+    """A library's worker forked from a thread while a command runs (OpenVINO's telemetry sender, any
+    ``multiprocessing`` fork) gets the handlers back that the command replaced: a SIGTERM ends it (its parent's
+    ``Process.terminate``), where the command's handler would have made it an interruption of its own."""
+    from layerscope.cli import main as cli_main
+
+    statuses: list[int] = []
+
+    def fork_and_terminate() -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: an interruption ends it with status 1, SIGTERM's default action with the signal
+            try:
+                while True:
+                    time.sleep(0.01)
+            finally:
+                os._exit(1)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGTERM)
+        statuses.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+
+    with cli_main._signals_interrupt([]):
+        worker = threading.Thread(target=fork_and_terminate)
+        worker.start()
+        worker.join(30)
+    assert statuses == [-signal.SIGTERM]

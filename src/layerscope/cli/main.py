@@ -21,9 +21,9 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -126,11 +126,35 @@ def _signals_interrupt(received: list[int]) -> Iterator[None]:
         number = getattr(signal, name, None)
         if number is not None and signal.getsignal(number) is not signal.SIG_IGN:  # Windows has no SIGHUP
             previous[number] = signal.signal(number, interrupt)
+    replaced = dict(_REPLACED)
+    _REPLACED.update(previous)
     try:
         yield
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+        _REPLACED.clear()
+        _REPLACED.update(replaced)
+
+
+#: The handlers :func:`_signals_interrupt` replaced while its block runs, by signal number (empty outside it).
+_REPLACED: dict[int, Any] = {}
+
+
+def _handlers_put_back_in_child() -> None:
+    """In a process forked while :func:`_signals_interrupt`'s handlers are installed (a library's worker: OpenVINO's
+    telemetry sender, any ``multiprocessing`` fork), the handlers they replaced, put back: the child is a process of
+    its own, which a SIGTERM ends as its parent expects (``Process.terminate``), not a copy of the command that would
+    turn it into an interruption held until the call it waits in returns (a name lookup without a network: tens of
+    seconds, the parent's exit waiting on it)."""
+    for number, handler in _REPLACED.items():
+        with suppress(ValueError, OSError, TypeError):
+            signal.signal(number, handler)
+    _REPLACED.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_handlers_put_back_in_child)
 
 
 def _interrupted(exc: BaseException, received: Sequence[int]) -> int:
