@@ -21,14 +21,51 @@ from layerscope.model import load
 from layerscope.model.load import load_model
 from layerscope.model.types import Graph
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
-                                reason="the child is forked on Linux with a second CPU only")
-
 
 @pytest.fixture()
 def enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``offload`` enabled as the console entry enables it, for this test only."""
+    """``offload`` enabled as the console entry enables it, for this test only (skipped where it never forks)."""
+    if not sys.platform.startswith("linux") or offload.usable_cpus() < 2:
+        pytest.skip("the child is forked on Linux with a second usable CPU only")
     monkeypatch.setattr(offload, "_enabled", True)
+
+
+def _cgroups(root: Path, cgroup: str, files: dict[str, str]) -> Path:
+    """A fake ``/proc/self/cgroup`` holding ``cgroup`` and control-group files under ``root/sys/fs/cgroup``."""
+    (root / "proc/self").mkdir(parents=True)
+    (root / "proc/self/cgroup").write_text(cgroup)
+    for name, text in files.items():
+        path = root / "sys/fs/cgroup" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux's CPU affinity")
+@pytest.mark.parametrize(("cgroup", "files", "quota"), [
+    ("0::/user.slice/job\n", {"user.slice/job/cpu.max": "150000 100000\n"}, 1),
+    ("0::/\n", {"cpu.max": "max 100000\n"}, None),
+    ("0::/in/a/namespace\n", {"cpu.max": "400000 100000\n"}, 4),  # the group's files at the mount's root
+    ("4:cpu,cpuacct:/docker/abc\n1:name=systemd:/\n", {"cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "100000\n",
+                                                         "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n"}, 1),
+    ("1:cpu:/\n0::/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+    ("garbled\n", {}, None),
+], ids=["v2-1.5-cpus", "v2-no-quota", "v2-namespaced", "v1-1-cpu", "v1-no-quota", "unreadable"])
+def test_the_usable_cpus_are_capped_by_the_control_groups_quota(tmp_path: Path, cgroup: str, files: dict[str, str],
+                                                                 quota: int | None) -> None:
+    affinity = len(os.sched_getaffinity(0))
+    usable = offload.usable_cpus(_cgroups(tmp_path, cgroup, files))
+    assert usable == (affinity if quota is None else max(1, min(affinity, quota)))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux's CPU affinity")
+def test_a_quota_of_one_cpu_forks_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = _cgroups(tmp_path, "0::/\n", {"cpu.max": "100000 100000\n"})
+    monkeypatch.setattr(offload, "_enabled", True)
+    usable_cpus = offload.usable_cpus
+    monkeypatch.setattr(offload, "usable_cpus", lambda: usable_cpus(root))
+    with offload.started(lambda: b"x") as child:
+        assert child is None
 
 
 def test_nothing_is_forked_unless_enabled() -> None:

@@ -4,7 +4,8 @@ Contract of :func:`started` (a context manager): it yields an :class:`Offload` w
 function returning bytes, or ``None`` when it has nothing to give) on a copy of the caller's memory as it is at the
 fork, or ``None`` when it does not fork: :func:`enable` was not called (the command line's console entry calls it:
 a process the command line owns, which no other library shares; never a caller's process, a Ray worker or a test),
-not on Linux, one usable CPU only, or ``when`` false. :meth:`Offload.result` waits for the child and gives its bytes,
+not on Linux, one usable CPU only (:func:`usable_cpus`: the affinity, and a container's CPU quota), or ``when``
+false. :meth:`Offload.result` waits for the child and gives its bytes,
 or ``None`` when the child failed in any way (an exception, a signal, a crash): the caller then does the work itself,
 so that any failure is the caller's own, with its own message. The child never runs the caller's signal handlers,
 ``atexit`` handlers or stream buffers (``os._exit``); a stop (Ctrl-C) sent to the process group ends it. When the
@@ -20,11 +21,13 @@ it buys.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from layerscope import interrupts
 
@@ -38,9 +41,62 @@ def enable() -> None:
 
 
 def available() -> bool:
-    """Whether :func:`started` forks when asked: enabled, on Linux, with more than one usable CPU."""
-    return _enabled and sys.platform.startswith("linux") and hasattr(os, "fork") and \
-        len(os.sched_getaffinity(0)) > 1
+    """Whether :func:`started` forks when asked: enabled, on Linux, with more than one usable CPU
+    (:func:`usable_cpus`)."""
+    return _enabled and sys.platform.startswith("linux") and hasattr(os, "fork") and usable_cpus() > 1
+
+
+def usable_cpus(root: Path = Path("/")) -> int:
+    """The CPUs this process may keep busy at once: those it may run on (its affinity), no more than its control
+    group's CPU quota allows in whole CPUs (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``:
+    a container's ``--cpus``), at least one. ``root``: where ``/proc`` and ``/sys`` are read from."""
+    count = len(os.sched_getaffinity(0))
+    quota = _cgroup_cpu_quota(root)
+    return count if quota is None else max(1, min(count, math.floor(quota)))
+
+
+def _cgroup_cpu_quota(root: Path) -> float | None:
+    """This process's control group's CPU quota in CPUs, or ``None`` when none is set or none can be read."""
+    try:
+        lines = (root / "proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, group = parts
+        if controllers == "":  # v2: "0::/path"
+            fields = _read_first(root / "sys/fs/cgroup", group, "cpu.max")
+            if fields is not None and len(fields) == 2 and fields[0] != "max":
+                return _ratio(fields[0], fields[1])
+        elif "cpu" in controllers.split(","):  # v1: "4:cpu,cpuacct:/path"
+            mount = root / "sys/fs/cgroup" / controllers
+            quota = _read_first(mount, group, "cpu.cfs_quota_us")
+            period = _read_first(mount, group, "cpu.cfs_period_us")
+            if quota and period and quota[0] != "-1":
+                return _ratio(quota[0], period[0])
+    return None
+
+
+def _read_first(mount: Path, group: str, name: str) -> list[str] | None:
+    """The fields of the file ``name`` of the control group ``group`` under ``mount``, or of the mount's own (a
+    container sees its group as the mount's root); ``None`` when neither can be read."""
+    for folder in (mount / group.lstrip("/"), mount):
+        try:
+            return (folder / name).read_text().split()
+        except OSError:
+            continue
+    return None
+
+
+def _ratio(quota: str, period: str) -> float | None:
+    """``quota / period`` as numbers, ``None`` when either is not a positive number."""
+    try:
+        value, over = float(quota), float(period)
+    except ValueError:
+        return None
+    return value / over if value > 0 and over > 0 else None
 
 
 class Offload:
