@@ -5,9 +5,9 @@ function returning bytes, or ``None`` when it has nothing to give) on a copy of 
 fork, or ``None`` when it does not fork: :func:`enable` was not called (the command line's console entry calls it:
 a process the command line owns, which no other library shares; never a caller's process, a Ray worker or a test),
 not on Linux, one usable CPU only (:func:`usable_cpus`: the affinity, and a container's CPU quota), or ``when``
-false. :meth:`Offload.result` waits for the child and gives its bytes,
-or ``None`` when the child failed in any way (an exception, a signal, a crash): the caller then does the work itself,
-so that any failure is the caller's own, with its own message. The child never runs the caller's signal handlers,
+false. :meth:`Offload.result` waits for the child and gives its bytes, or ``None`` when the child failed in any way
+(an exception, a signal, a crash): the caller then does the work itself, so that any failure is the caller's own,
+with its own message. The child never runs the caller's signal handlers,
 ``atexit`` handlers or stream buffers (``os._exit``); a stop (Ctrl-C) sent to the process group ends it. When the
 block ends, the child is killed if it still runs and always reaped, a stop arriving meanwhile held
 (:func:`layerscope.interrupts.deferred`): no child outlives the block, none is left a zombie.
