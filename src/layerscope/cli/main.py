@@ -127,7 +127,8 @@ def _signals_interrupt(received: list[int]) -> Iterator[None]:
         if number is not None and signal.getsignal(number) is not signal.SIG_IGN:  # Windows has no SIGHUP
             previous[number] = signal.signal(number, interrupt)
     replaced = dict(_REPLACED)
-    _REPLACED.update(previous)
+    for number, handler in previous.items():  # an inner block keeps what the outermost one replaced
+        _REPLACED.setdefault(number, handler)
     try:
         yield
     finally:
