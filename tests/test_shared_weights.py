@@ -5,16 +5,24 @@ else at every use, and says which."""
 from __future__ import annotations
 
 import dataclasses
+import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
 import pytest
 from onnx import helper
 
-from conftest import F32, I64, ModelWriter
+from conftest import F32, I64, ModelWriter, zoo
 from layerscope.cli.main import main
 from layerscope.costs import cost_graph
-from layerscope.costs.weights import shared_weights, unique_params, unique_weight_bytes, weight_identities
+from layerscope.costs.weights import (
+    learned_tensors,
+    shared_weights,
+    unique_params,
+    unique_weight_bytes,
+    weight_identities,
+)
 from layerscope.estimator import estimate_graph
 from layerscope.estimator.memory import static_bytes
 from layerscope.estimator.roofline import plan_shared_weights
@@ -22,6 +30,7 @@ from layerscope.model import load_model
 from layerscope.run import estimate_run
 from layerscope.runfile import load_document
 from layerscope.targets import load_profile
+from layerscope.targets.rules import consumers
 
 S = 16  # tokens
 D = 64  # embedding width
@@ -204,3 +213,26 @@ def test_estimate_says_how_shared_weights_are_loaded(write_model: ModelWriter, h
     assert "counted per use by the layers" in printed
     summary = load_document(out)["summary"]
     assert summary["params"] == hidden * hidden and summary["params_per_use"] == 4 * hidden * hidden
+
+
+def test_what_a_stage_derives_from_a_graph_is_made_once_per_graph_and_goes_with_it() -> None:
+    """``Graph.derived``: the learned tensors, weight identities and consumers each made once per graph, shared by
+    every caller, and another graph (equal or not) gets its own."""
+    made: list[int] = []
+
+    def count(graph: object) -> int:
+        made.append(id(graph))
+        return len(made)
+
+    path = zoo("squeezenet")
+    graph, again = load_model(path), load_model(path)
+    assert graph.derived(count) == graph.derived(count) == 1
+    assert again.derived(count) == 2  # an equal graph of its own: made again, for it
+    assert learned_tensors(graph) is learned_tensors(graph)
+    assert weight_identities(graph) is weight_identities(graph)
+    assert consumers(graph) is consumers(graph) and consumers(again) is not consumers(graph)
+    assert consumers(graph) == consumers(again)
+    gone = weakref.ref(graph)
+    del graph
+    gc.collect()
+    assert gone() is None  # nothing outside the graph keeps it (or what was derived from it) alive

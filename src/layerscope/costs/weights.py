@@ -41,11 +41,9 @@ Contracts:
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import TypeVar
 
 from layerscope.model.types import Graph, Node
 
@@ -141,26 +139,9 @@ class LearnedTensors:
         return sum(self.elements[name] for name in found)
 
 
-_T = TypeVar("_T")
-
-
-def _once_per_graph(cache: dict[int, _T], graph: Graph, make: Callable[[Graph], _T]) -> _T:
-    """``make(graph)``, kept in ``cache`` while ``graph`` lives (by id; the entry goes with its graph)."""
-    key = id(graph)
-    found = cache.get(key)
-    if found is None:
-        found = cache[key] = make(graph)
-        weakref.finalize(graph, cache.pop, key, None)
-    return found
-
-
-#: One :class:`LearnedTensors` per live graph.
-_LEARNED: dict[int, LearnedTensors] = {}
-
-
 def learned_tensors(graph: Graph) -> LearnedTensors:
     """The learned tensors of ``graph`` (see the module docstring); computed once per graph."""
-    return _once_per_graph(_LEARNED, graph, _learned_tensors)
+    return graph.derived(_learned_tensors)
 
 
 def _learned_tensors(graph: Graph) -> LearnedTensors:
@@ -213,14 +194,10 @@ SAME_ELEMENTS_OPS = frozenset({"Identity", "Transpose", "Reshape", "Flatten", "S
                                "CastLike", "DequantizeLinear", "QuantizeLinear"})
 
 
-#: One map of :func:`weight_identities` per live graph.
-_IDENTITIES: dict[int, Mapping[str, str]] = {}
-
-
 def weight_identities(graph: Graph) -> Mapping[str, str]:
     """The identity (see the module docstring) of every constant a layer of ``graph`` reads, by constant name;
     computed once per graph."""
-    return _once_per_graph(_IDENTITIES, graph, _weight_identities)
+    return graph.derived(_weight_identities)
 
 
 def _weight_identities(graph: Graph) -> Mapping[str, str]:

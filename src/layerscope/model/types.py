@@ -9,12 +9,12 @@ is in topological order and every layer has a unique, stable ``id``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import PurePath
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -146,6 +146,10 @@ def made_node(node_id: str, name: str, op_type: str, domain: str, inputs: tuple[
                                              "shape_source", "parent", "executions", "observed"))
 
 
+#: What :meth:`Graph.derived` makes.
+_Derived = TypeVar("_Derived")
+
+
 @dataclass(frozen=True)
 class Graph:
     """A loaded, shape-resolved, constant-folded model.
@@ -213,6 +217,16 @@ class Graph:
         tensor at two of its inputs is listed twice)."""
         layers = self.layers
         return {name: tuple(layers[k].id for k in indices) for name, indices in self.reader_indices.items()}
+
+    def derived(self, make: Callable[[Graph], _Derived]) -> _Derived:
+        """``make(self)``, made once per graph and kept with it (by ``make``; like :attr:`positions`, what a later
+        stage derives from a graph: the graph is frozen, so what is derived from it stays right, and goes with it).
+        The result is shared by every caller: it is read, never changed."""
+        made: dict[Callable[[Graph], Any], Any] = self.__dict__.setdefault("_derived", {})
+        if make not in made:
+            made[make] = make(self)
+        result: _Derived = made[make]
+        return result
 
     def tensor(self, name: str) -> TensorInfo | None:
         """The tensor called ``name``.

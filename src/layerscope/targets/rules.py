@@ -55,25 +55,17 @@ def _tensors(node: Node, graph: Graph) -> list[TensorInfo]:
     return [t for name in node.inputs + node.outputs if name and (t := tensors.get(name)) is not None]
 
 
-# A small cache of tensor -> consuming layers, keyed by the graph's identity. Graphs are frozen,
-# so a map computed once stays right; the ``is`` check guards against a reused ``id``.
-_CONSUMERS: dict[int, tuple[Graph, Mapping[str, tuple[Node, ...]]]] = {}
-_CONSUMERS_KEEP = 4
-
-
 def consumers(graph: Graph) -> Mapping[str, tuple[Node, ...]]:
     """Tensor name -> the layers that read it, in layer order, each once (:attr:`Graph.reader_indices`' layers;
-    computed once per graph)."""
-    hit = _CONSUMERS.get(id(graph))
-    if hit is not None and hit[0] is graph:
-        return hit[1]
+    made once per graph: :meth:`Graph.derived`)."""
+    return graph.derived(_consumers)
+
+
+def _consumers(graph: Graph) -> Mapping[str, tuple[Node, ...]]:
+    """:func:`consumers`, made."""
     layers = graph.layers
-    result: Mapping[str, tuple[Node, ...]] = MappingProxyType(
+    return MappingProxyType(
         {name: tuple(layers[k] for k in dict.fromkeys(indices)) for name, indices in graph.reader_indices.items()})
-    if len(_CONSUMERS) >= _CONSUMERS_KEEP:
-        _CONSUMERS.pop(next(iter(_CONSUMERS)))
-    _CONSUMERS[id(graph)] = (graph, result)
-    return result
 
 
 # ----------------------------------------------------------------------------- resize predicates
