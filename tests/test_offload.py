@@ -74,6 +74,30 @@ def test_nothing_is_forked_unless_enabled() -> None:
 
 
 @pytest.mark.usefixtures("enabled")
+@pytest.mark.parametrize("fails", ["pipe", "fork"])
+def test_a_fork_that_fails_leaves_the_work_to_the_caller(monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    opened: list[int] = []
+    pipe = os.pipe
+
+    def counted_pipe() -> tuple[int, int]:
+        fds = pipe()
+        opened.extend(fds)
+        return fds
+
+    def refused(*args: object) -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")  # EAGAIN: a process limit
+
+    monkeypatch.setattr(os, "pipe", refused if fails == "pipe" else counted_pipe)
+    if fails == "fork":
+        monkeypatch.setattr(os, "fork", refused)
+    with offload.started(lambda: b"x") as child:
+        assert child is None
+    for fd in opened:  # the pipe made for the child is closed again
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+
+@pytest.mark.usefixtures("enabled")
 def test_the_child_gives_its_bytes_and_is_reaped() -> None:
     with offload.started(lambda: str(os.getpid()).encode()) as child:
         assert child is not None

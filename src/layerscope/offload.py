@@ -1,16 +1,16 @@
 """A piece of work run in a forked child process, beside the caller's own: a second core's time, not less CPU.
 
-Contract of :func:`started` (a context manager): it yields an :class:`Offload` whose child runs ``work`` (a
-function returning bytes, or ``None`` when it has nothing to give) on a copy of the caller's memory as it is at the
-fork, or ``None`` when it does not fork: :func:`enable` was not called (the command line's console entry calls it:
-a process the command line owns, which no other library shares; never a caller's process, a Ray worker or a test),
-not on Linux, one usable CPU only (:func:`usable_cpus`: the affinity, and a container's CPU quota), or ``when``
-false. :meth:`Offload.result` waits for the child and gives its bytes, or ``None`` when the child failed in any way
-(an exception, a signal, a crash): the caller then does the work itself, so that any failure is the caller's own,
-with its own message. The child never runs the caller's signal handlers,
-``atexit`` handlers or stream buffers (``os._exit``); a stop (Ctrl-C) sent to the process group ends it. When the
-block ends, the child is killed if it still runs and always reaped, a stop arriving meanwhile held
-(:func:`layerscope.interrupts.deferred`): no child outlives the block, none is left a zombie.
+Contract of :func:`started` (a context manager): it yields an :class:`Offload` whose child runs ``work`` (a function
+returning bytes, or ``None`` when it has nothing to give) on a copy of the caller's memory as it is at the fork, or
+``None`` when it does not fork: :func:`enable` was not called (the command line's console entry calls it: a process the
+command line owns, which no other library shares; never a caller's process, a Ray worker or a test), not on Linux, one
+usable CPU only (:func:`usable_cpus`: the affinity, and a container's CPU quota), ``when`` false, or the fork failed (a
+process limit, memory). :meth:`Offload.result` waits for the child and gives its bytes, or ``None`` when the child
+failed in any way (an exception, a signal, a crash): the caller then does the work itself, so that any failure is the
+caller's own, with its own message. The child never runs the caller's signal handlers, ``atexit`` handlers or stream
+buffers (``os._exit``); a stop (Ctrl-C) sent to the process group ends it. When the block ends, the child is killed if
+it still runs and always reaped, a stop arriving meanwhile held (:func:`layerscope.interrupts.deferred`): no child
+outlives the block, none is left a zombie.
 
 ``work`` must read only what the caller will not change until it reads the result back (the child sees the memory of
 the fork), and must not take a lock another thread may hold at the fork: it runs alone in its process. The loader
@@ -146,13 +146,17 @@ _DONE = b"\x01"
 def started(work: Callable[[], bytes | None], *, when: bool = True) -> Iterator[Offload | None]:
     """``work`` run in a forked child (module docstring), or ``None`` when not forking; the child ended and reaped
     when the block ends."""
-    if not (when and available()):
+    pid = -1
+    if when and available():
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:  # out of file descriptors: the caller does the work
+            pass
+        else:
+            pid = _fork(read_fd, write_fd)
+    if pid < 0:  # not forking, or the fork failed (a process limit, memory): the caller does the work
         yield None
         return
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():  # Python 3.12+ warns of a fork beside threads: ``work`` takes no lock
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
     if pid == 0:  # pragma: no cover -- the child: measured by the tests through its result
         _run_child(work, read_fd, write_fd)
     os.close(write_fd)
@@ -161,6 +165,18 @@ def started(work: Callable[[], bytes | None], *, when: bool = True) -> Iterator[
         yield offload
     finally:
         offload.close()
+
+
+def _fork(read_fd: int, write_fd: int) -> int:
+    """``os.fork()``: the child's pid in the parent, 0 in the child; -1, the pipe closed, when the fork fails."""
+    try:
+        with warnings.catch_warnings():  # Python 3.12+ warns of a fork beside threads: ``work`` takes no lock
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return os.fork()
+    except OSError:
+        os.close(read_fd)
+        os.close(write_fd)
+        return -1
 
 
 def _run_child(work: Callable[[], bytes | None], read_fd: int, write_fd: int) -> None:
