@@ -223,3 +223,17 @@ def test_a_model_the_loader_refuses_is_refused_the_same_with_the_child(tmp_path:
     with pytest.raises(ModelError) as offloaded:
         load_model(path)
     assert str(offloaded.value) == str(here.value)
+
+
+def test_the_console_entry_enables_it_and_a_python_caller_does_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    from layerscope.cli import main as cli_main
+
+    monkeypatch.setattr(offload, "_enabled", False)
+    monkeypatch.setattr(cli_main, "_ENDS_PROCESS", False)
+    assert cli_main.main(["--version"]) == 0  # a Python caller's process: nothing forks
+    assert not offload._enabled
+    ended: list[int] = []
+    monkeypatch.setattr(cli_main, "main", lambda: 0)
+    monkeypatch.setattr(cli_main, "exit_now", ended.append)
+    cli_main.entry()  # the console script's process
+    assert offload._enabled and ended == [0]
