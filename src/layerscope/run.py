@@ -311,19 +311,18 @@ def _weights_summary(graph: Graph, estimate: Estimate, profile: Profile) -> dict
     (:mod:`layerscope.costs.weights`); ``params_per_use`` when the layers' own counts add up to more; and
     ``shared_weights`` when several accelerator layers read one tensor (:func:`plan_shared_weights`, as the
     estimate applied it: the one it carries, else made again)."""
-    from layerscope.costs.weights import unique_params, unique_weight_bytes, weight_identities
+    from layerscope.costs.weights import unique_params, unique_weight_bytes
     from layerscope.estimator.roofline import plan_shared_weights
 
-    identities = weight_identities(graph)
     per_use = sum(c.params for c in estimate.costs)
     params = unique_params(graph)
-    fields: dict[str, Any] = {"params": params, "weight_bytes": unique_weight_bytes(graph, identities)}
+    fields: dict[str, Any] = {"params": params, "weight_bytes": unique_weight_bytes(graph)}
     if per_use != params:
         fields["params_per_use"] = per_use
     plan = estimate.shared_weights
     if plan is None:
         plan = plan_shared_weights(graph, profile, estimate.dtype, estimate.costs,
-                                   [e.fallback_reason is not None for e in estimate.layers], identities=identities)
+                                   [e.fallback_reason is not None for e in estimate.layers])
     if plan.weights:
         fields["shared_weights"] = SharedWeights.trusted({
             "tensors": len(plan.weights), "layers": plan.reader_count, "resident": len(plan.resident),

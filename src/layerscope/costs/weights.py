@@ -221,11 +221,10 @@ def _root(name: str, source: Mapping[str, str]) -> str:
     return name
 
 
-def shared_weights(graph: Graph, identities: Mapping[str, str] | None = None) -> dict[str, tuple[int, ...]]:
+def shared_weights(graph: Graph) -> dict[str, tuple[int, ...]]:
     """The identities that more than one layer of ``graph`` reads, each with the indices (into ``graph.layers``, in
-    order) of the layers reading it; ``identities``: :func:`weight_identities`'s, when already known."""
-    if identities is None:
-        identities = weight_identities(graph)
+    order) of the layers reading it."""
+    identities = weight_identities(graph)
     # the names read more than once in all (a shared identity's reads are; a layer reading one twice too), then
     # the readers of those names' identities alone
     uses = Counter(name for node in graph.layers for name in node.inputs if name in identities)
@@ -250,11 +249,10 @@ def unique_params(graph: Graph) -> int:
     return sum(learned_tensors(graph).elements.values())
 
 
-def unique_weight_bytes(graph: Graph, identities: Mapping[str, str] | None = None) -> int:
-    """Bytes of the constants the layers read as stored in the model, each identity once (its largest member);
-    ``identities``: :func:`weight_identities`'s, when already known."""
+def unique_weight_bytes(graph: Graph) -> int:
+    """Bytes of the constants the layers read as stored in the model, each identity once (its largest member)."""
     sizes: dict[str, int] = {}
     constants = graph.constants
-    for name, identity in (weight_identities(graph) if identities is None else identities).items():
+    for name, identity in weight_identities(graph).items():
         sizes[identity] = max(sizes.get(identity, 0), constants[name].nbytes)
     return sum(sizes.values())

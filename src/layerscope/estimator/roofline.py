@@ -523,7 +523,7 @@ SHARED_MIN_BYTES = 64
 
 
 def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Sequence[LayerCost],
-                        on_cpu: Sequence[bool], *, identities: Mapping[str, str] | None = None) -> SharedWeightPlan:
+                        on_cpu: Sequence[bool]) -> SharedWeightPlan:
     """Which weights read by several accelerator layers are loaded from DDR once per inference.
 
     The readers are the layers on the profile's units (``on_cpu[i]``: ``graph.layers[i]`` falls back to the CPU,
@@ -537,15 +537,13 @@ def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Seque
     on-chip bytes, L2 and the cores' share of the last-level cache), so a reused weight that fits half of it is not
     read from DDR again; a profile with no on-chip memory (``sram_bytes`` 0) loads every shared weight per use.
     A tensor of fewer than :data:`SHARED_MIN_BYTES` at ``dtype`` (a scalar, a shape or axes operand) is not planned:
-    it keeps its per-use charge of a few bytes. ``identities``: :func:`~layerscope.costs.weights.weight_identities`'s,
-    when already known.
+    it keeps its per-use charge of a few bytes.
     """
     budget = profile.weight_budget_bytes
-    if identities is None:
-        identities = weight_identities(graph)
+    identities = weight_identities(graph)
     computing = [not cpu and cost.unit_kind is not UnitKind.ZERO_COPY
                  for cpu, cost in zip(on_cpu, costs, strict=True)]
-    shared = {identity: on_chip for identity, readers in shared_weights(graph, identities).items()
+    shared = {identity: on_chip for identity, readers in shared_weights(graph).items()
               if len(on_chip := [i for i in readers if computing[i]]) > 1}
     if not shared:
         return SharedWeightPlan(budget_bytes=budget)
