@@ -138,8 +138,8 @@ def test_a_child_still_running_when_its_block_ends_is_killed_and_reaped(tmp_path
         os.kill(int(marker.read_text()), 0)
 
 
-def _model_file(tmp_path: Path, model: bytes | onnx.ModelProto, name: str = "m.onnx") -> Path:
-    path = tmp_path / name
+def _model_file(tmp_path: Path, model: bytes | onnx.ModelProto) -> Path:
+    path = tmp_path / "m.onnx"
     path.write_bytes(model if isinstance(model, bytes) else model.SerializeToString())
     return path
 
