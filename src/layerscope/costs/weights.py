@@ -150,13 +150,25 @@ def _learned_tensors(graph: Graph) -> LearnedTensors:
     constants = graph.constants
     producer = {name: node for node in graph.folded if node.op_type != "Constant" for name in node.outputs
                 if not stands_in(node.op_type, node.inputs, name)}
-    reads: dict[str, list[tuple[str, int]]] = {}
-    for node in (*graph.layers, *graph.folded):
+    layers, readers = graph.layers, graph.reader_indices
+    folded_reads: dict[str, list[tuple[str, int]]] = {}
+    for node in graph.folded:
         for position, name in enumerate(node.inputs):
             if name in constants and name not in producer:
-                reads.setdefault(name, []).append((node.op_type, position))
-    elements = {name: info.elements for name, info in constants.items()
-                if name not in producer and is_learned(info.dtype, info.elements, reads.get(name, ()))}
+                folded_reads.setdefault(name, []).append((node.op_type, position))
+    judged: dict[tuple[str, tuple[tuple[str, int], ...]], bool] = {}  # is_learned by dtype and reads
+    elements: dict[str, int] = {}
+    for name, info in constants.items():
+        if name in producer or info.elements <= 1:
+            continue
+        reads = [(layers[k].op_type, position) for k in dict.fromkeys(readers.get(name, ()))
+                 for position, read in enumerate(layers[k].inputs) if read == name]
+        key = (info.dtype, (*reads, *folded_reads.get(name, ())))
+        learned = judged.get(key)
+        if learned is None:
+            learned = judged[key] = is_learned(info.dtype, info.elements, key[1])
+        if learned:
+            elements[name] = info.elements
     sources: dict[str, frozenset[str]] = {name: frozenset((name,)) if name in elements else frozenset()
                                           for name in constants if name not in producer}
     for name in constants:
@@ -207,9 +219,9 @@ def _weight_identities(graph: Graph) -> Mapping[str, str]:
     for node in graph.folded:
         if node.op_type in SAME_ELEMENTS_OPS and node.inputs and node.outputs and node.inputs[0] in constants:
             source[node.outputs[0]] = node.inputs[0]
-    read = {name for node in graph.layers for name in node.inputs}
-    read.intersection_update(constants.keys())
-    return MappingProxyType({name: _root(name, source) if name in source else name for name in read})
+    readers = graph.reader_indices
+    return MappingProxyType({name: _root(name, source) if name in source else name
+                             for name in constants if name in readers})
 
 
 def _root(name: str, source: Mapping[str, str]) -> str:
@@ -225,19 +237,21 @@ def shared_weights(graph: Graph) -> dict[str, tuple[int, ...]]:
     """The identities that more than one layer of ``graph`` reads, each with the indices (into ``graph.layers``, in
     order) of the layers reading it."""
     identities = weight_identities(graph)
-    # the names read more than once in all (a shared identity's reads are; a layer reading one twice too), then
-    # the readers of those names' identities alone
-    uses = Counter(name for node in graph.layers for name in node.inputs if name in identities)
-    by_identity = Counter(identities[name] for name in uses.elements())
-    candidates = {identity for identity, count in by_identity.items() if count > 1}
+    # the identities read more than once in all (a shared identity's reads are; a layer reading one twice too),
+    # then the readers of those identities alone
+    reads: Counter[str] = Counter()
+    reader_indices = graph.reader_indices
+    for name, read in identities.items():
+        reads[read] += len(reader_indices[name])
+    candidates = {identity for identity, count in reads.items() if count > 1}
     if not candidates:
         return {}
     readers: dict[str, list[int]] = {}
     for i, node in enumerate(graph.layers):
         for name in node.inputs:
-            identity = identities.get(name) if name else None
-            if identity in candidates:
-                at = readers.setdefault(identity, [])
+            found = identities.get(name) if name else None
+            if found in candidates:
+                at = readers.setdefault(found, [])
                 if not at or at[-1] != i:
                     at.append(i)
     return {identity: tuple(at) for identity, at in readers.items() if len(at) > 1}

@@ -385,7 +385,7 @@ def _fused_tensors(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCo
         window_end = at + FUSION_WINDOW
         for name in node.outputs:
             reading = readers.get(name)
-            if reading and all(vector_at[j] <= window_end for j in reading):
+            if reading and max(map(vector_at.__getitem__, reading)) <= window_end:
                 fused.add(name)
     return fused
 
@@ -429,10 +429,11 @@ def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCos
     layers = graph.layers
     constants = graph.constants
     readers = graph.reader_indices
+    vector = UnitKind.VECTOR
     root: dict[str, str] = {}  # a chain member's output -> the chain's input x
     members: dict[str, list[int]] = {}  # x -> the members on it, in graph order
     for i, node in enumerate(layers):
-        if (node.op_type not in LOOKUP_OPS or on_cpu[i] or costs[i].unit_kind is not UnitKind.VECTOR
+        if (node.op_type not in LOOKUP_OPS or on_cpu[i] or costs[i].unit_kind is not vector
                 or len(node.outputs) != 1 or node.executions != 1):
             continue
         x: str | None = None  # the one tensor the layer's operands are functions of
@@ -458,8 +459,9 @@ def lookup_chains(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[LayerCos
         if len(chain) == 1:  # a layer alone: its output is read elsewhere (no layer reads its own), or by nothing
             chains.append(LookupChain(x, (chain[0],), chain[0]))
             continue
-        ends = [i for i in chain if layers[i].outputs[0] in outputs
-                or not (reading := readers.get(layers[i].outputs[0])) or any(j not in chain for j in reading)]
+        inside = set(chain)
+        ends = [i for i in chain if (out := layers[i].outputs[0]) in outputs
+                or not (reading := readers.get(out)) or not inside.issuperset(reading)]
         if len(ends) == 1:
             chains.append(LookupChain(x, tuple(chain), ends[0]))
     return chains
@@ -500,9 +502,11 @@ def absorbed_activations(graph: Graph, on_cpu: Sequence[bool], costs: Sequence[L
         producer = writers.get(chain.x)
         j = positions[producer.id] if producer is not None else None
         if (j is not None and not on_cpu[j] and layers[j].op_type in _ACTIVATED_PRODUCERS and chain.x not in outputs
-                and all(r in chain.layers for r in readers.get(chain.x, ())) and layers[j].executions == 1):
+                and all(map(chain.layers.__contains__, readers.get(chain.x, ()))) and layers[j].executions == 1):
             runner = layers[j].id
-        found.update((layers[i].id, runner) for i in chain.layers if layers[i].id != runner)
+        for i in chain.layers:
+            if (layer_id := layers[i].id) != runner:
+                found[layer_id] = runner
     return found
 
 
@@ -721,8 +725,10 @@ class _LayerEstimator:
         of the layer's inputs and outputs stay on chip, which inputs are resident shared weights and what it loads
         of them, whether it is a layout Transpose the profile prices apart)`` and renamed for the other layers with
         that key; computed for every layer of class ``None``."""
-        resident, loads, layout, dropped, streamed = self.resident, self.loads, self.layout, self.dropped, self.streamed
-        absorbed, carried = self.absorbed, self.carried
+        resident, loads, streamed, carried = self.resident, self.loads, self.streamed, self.carried
+        # how a layer runs apart from its class: 1 a layout Transpose priced apart, 2 a dropped Transpose, 3 an
+        # absorbed activation, 0 none of them (the first that holds, in that order)
+        apart = dict.fromkeys(self.absorbed, 3) | dict.fromkeys(self.dropped, 2) | dict.fromkeys(self.layout, 1)
         by_key: dict[tuple[int, int, str | None, tuple[bool, ...], tuple[bool, ...], tuple[bool, ...], int, int,
                            tuple[tuple[bool, bool], ...]], LayerEstimate] = {}
         estimates: list[LayerEstimate] = []
@@ -730,22 +736,23 @@ class _LayerEstimator:
             if layer_class is None:
                 estimates.append(_repeated(self(node, cost, reason), node.executions))
                 continue
-            shared = loads.get(node.id)
+            layer_id = node.id
+            shared = loads.get(layer_id)
             tensors = node.inputs + node.outputs
+            carries = carried.get(layer_id)
             key = (layer_class, node.executions, reason,
                    tuple(map(resident.__contains__, tensors)) if resident else (),
                    tuple(map(streamed.__contains__, tensors)) if streamed else (),
                    tuple(map(shared.__contains__, node.inputs)) if shared else (),
                    sum(shared.values()) if shared else 0,
-                   node.id in layout or 2 * (node.id in dropped) or 3 * (node.id in absorbed),
-                   tuple((name in resident, name in streamed) for name in carried[node.id])
-                   if node.id in carried else ())
+                   apart.get(layer_id, 0),
+                   tuple([(name in resident, name in streamed) for name in carries]) if carries else ())
             known = by_key.get(key)
             if known is None:
                 by_key[key] = known = _repeated(self(node, cost, reason), node.executions)
                 estimates.append(known)
             else:
-                estimates.append(_renamed(known, node.id))
+                estimates.append(_renamed(known, layer_id))
         return tuple(estimates)
 
     def __call__(self, node: Node, cost: LayerCost, reason: str | None) -> LayerEstimate:
