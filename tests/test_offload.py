@@ -4,7 +4,6 @@ its block."""
 
 from __future__ import annotations
 
-import gzip
 import os
 import sys
 import time
@@ -21,11 +20,6 @@ from layerscope.errors import ModelError
 from layerscope.model import load
 from layerscope.model.load import load_model
 from layerscope.model.types import Graph
-from layerscope.run import save_run
-from layerscope.runfile import io as runfile_io
-from layerscope.runfile.io import run_text
-from layerscope.runfile.models import RunFile
-from layerscope.workflows.estimate import EstimateRequest, estimate
 
 
 @pytest.fixture()
@@ -243,83 +237,3 @@ def test_the_console_entry_enables_it_and_a_python_caller_does_not(monkeypatch: 
     monkeypatch.setattr(cli_main, "exit_now", ended.append)
     cli_main.entry()  # the console script's process
     assert offload._enabled and ended == [0]
-
-
-@pytest.fixture(scope="module")
-def squeezenet_timeline_run() -> RunFile:
-    """squeezenet estimated on rdk-s100 with its timeline: a run with layers and lists of rows (the spans)."""
-    return estimate(EstimateRequest(zoo("squeezenet"), target="rdk-s100", timeline=True)).run
-
-
-@pytest.fixture()
-def split_small(monkeypatch: pytest.MonkeyPatch) -> list[bytes | None]:
-    """The writer splits every list of sections of more than a few (chunks of 4), and the child's results are
-    recorded: what the child of each split gave (``b""``: it wrote its part)."""
-    monkeypatch.setattr(runfile_io, "_CHUNK", 4)
-    monkeypatch.setattr(runfile_io, "OFFLOAD_MIN_SECTIONS", 0)
-    results: list[bytes | None] = []
-    result = offload.Offload.result
-
-    def recorded(self: offload.Offload) -> bytes | None:
-        given = result(self)
-        results.append(given)
-        return given
-
-    monkeypatch.setattr(offload.Offload, "result", recorded)
-    return results
-
-
-@pytest.mark.usefixtures("enabled")
-def test_the_writer_with_a_child_writes_the_same_bytes(squeezenet_timeline_run: RunFile,
-                                                       split_small: list[bytes | None], tmp_path: Path) -> None:
-    run = squeezenet_timeline_run
-    alone = run_text(run)
-    text = run_text(run)
-    assert len(split_small) >= 2 and set(split_small) == {b""}  # the layers and the spans split, each child wrote
-    assert text == alone == run_text(run) and text.count("\n") > len(run.layers)
-    assert save_run(run, tmp_path / "run.json").read_text() == alone
-    assert gzip.decompress(save_run(run, tmp_path / "run.json.gz").read_bytes()).decode() == alone
-
-
-@pytest.mark.usefixtures("enabled")
-@pytest.mark.parametrize("fails", ["child", "temporary-file"])
-def test_a_writer_child_that_fails_leaves_its_part_to_the_caller(squeezenet_timeline_run: RunFile,
-                                                                 split_small: list[bytes | None],
-                                                                 monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
-    run = squeezenet_timeline_run
-    with monkeypatch.context() as alone:
-        alone.setattr(offload, "_enabled", False)
-        expected = run_text(run)
-    if fails == "child":
-        monkeypatch.setattr(runfile_io, "_spilled", lambda *_: 1 / 0)
-    else:
-        def no_file() -> None:
-            raise OSError(28, "No space left on device")
-
-        monkeypatch.setattr(runfile_io.tempfile, "TemporaryFile", no_file)
-    assert run_text(run) == expected
-    assert set(split_small) == ({None} if fails == "child" else set())
-
-
-@pytest.mark.usefixtures("enabled")
-def test_a_write_stopped_midway_leaves_no_child(squeezenet_timeline_run: RunFile,
-                                                split_small: list[bytes | None],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    forked: list[int] = []
-    fork = offload._fork
-
-    def recorded(read_fd: int, write_fd: int) -> int:
-        pid = fork(read_fd, write_fd)
-        if pid > 0:
-            forked.append(pid)
-        return pid
-
-    monkeypatch.setattr(offload, "_fork", recorded)
-    parts = runfile_io.run_parts(squeezenet_timeline_run)
-    while not forked:  # into the layers, their child forked
-        next(parts)
-    next(parts)
-    parts.close()  # the consumer stopped (a write that failed, a stop): the block ends, its child killed and reaped
-    assert not split_small  # its result never read
-    with pytest.raises(ChildProcessError):
-        os.waitpid(forked[0], os.WNOHANG)

@@ -13,10 +13,9 @@ it still runs and always reaped, a stop arriving meanwhile held (:func:`layersco
 outlives the block, none is left a zombie.
 
 ``work`` must read only what the caller will not change until it reads the result back (the child sees the memory of
-the fork), and must not take a lock another thread may hold at the fork: it runs alone in its process. Two uses:
-ONNX's shape inference of a big model, beside the loader's checks (:mod:`layerscope.model.load`), and the second half
-of a big run's layer lines, beside the writer's first (:mod:`layerscope.runfile.io`); ``benchmarks/README.md`` gives
-what each buys.
+the fork), and must not take a lock another thread may hold at the fork: it runs alone in its process. The loader
+uses it for ONNX's shape inference of a big model (:mod:`layerscope.model.load`); ``benchmarks/README.md`` gives what
+it buys.
 """
 
 from __future__ import annotations

@@ -16,9 +16,6 @@ Contract:
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import functools
 import gzip
 import json
 import math
@@ -26,7 +23,6 @@ import os
 import re
 import stat
 import struct
-import tempfile
 import zlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from functools import cache
@@ -38,7 +34,6 @@ from typing import Any, Final, Literal, NoReturn, Union, get_args, get_origin
 
 from pydantic import TypeAdapter, ValidationError
 
-from layerscope import offload
 from layerscope.collector import collector_paused
 from layerscope.errors import RunFileError
 from layerscope.fileio import Readable, read_limited
@@ -591,8 +586,11 @@ def _run_parts(value: Any, level: int = 0) -> Iterator[str]:
             yield "[]"
             return
         pad = " " * (level + 1)
-        yield "[\n" + pad
-        yield from _joined_lines(value.layers, ",\n" + pad)
+        joint = ",\n" + pad
+        opening = "[\n" + pad
+        for lines in _section_chunks(value.layers):
+            yield opening + joint.join(lines)
+            opening = joint
         yield "\n" + " " * level + "]"
     elif level < 2 and isinstance(value, Mapping) and value:
         pad = " " * (level + 1)
@@ -611,9 +609,11 @@ def _line_parts(value: Any) -> Iterator[str]:
     """``_LINE.encode(value)`` in parts, for a value of a section's dump that may hold :class:`_Rows` (each row's
     text from :func:`_section_chunks`) in :class:`_Object` s."""
     if type(value) is _Rows:
-        yield "["
-        yield from _joined_lines(value.rows, ",")
-        yield "]"
+        opening = "["
+        for lines in _section_chunks(value.rows):
+            yield opening + ",".join(lines)
+            opening = ","
+        yield "]" if value.rows else "[]"
     elif type(value) is _Object:
         for k, key in enumerate(sorted(value)):
             yield ("," if k else "{") + json.encoder.encode_basestring(key) + ":"
@@ -652,94 +652,27 @@ _LINE = json.JSONEncoder(sort_keys=True, ensure_ascii=False, allow_nan=False, se
 _CHUNK = 2048
 
 
-#: From this many sections in one list, the lines of the last ones are written by a forked child beside the caller's
-#: (:func:`_joined_lines`; ``benchmarks/README.md`` gives what it buys).
-OFFLOAD_MIN_SECTIONS = 40_000
-#: The share of the sections whose lines the child writes: less than half, as the child runs slower than the caller
-#: (each object it reads has its reference count written, so that the page holding it is copied first).
-_CHILD_SHARE = 0.45
-#: The child's text is read back this many bytes at a time.
-_READ_BACK_BYTES = 1 << 22
-
-
-def _joined_lines(sections: Sequence[Section], joint: str) -> Iterator[str]:
-    """``joint.join`` of the lines of ``sections`` (:func:`_section_chunks`), in parts. From
-    :data:`OFFLOAD_MIN_SECTIONS` sections, where :func:`layerscope.offload.started` forks, a child writes the lines of
-    the last sections (:data:`_CHILD_SHARE` of them) into an unnamed temporary file while the caller makes those of the
-    others, and the caller reads them back after its own; a child that fails leaves its part to the caller (the same
-    text either way)."""
-    count = len(sections)
-    cut = int(count * (1 - _CHILD_SHARE)) // _CHUNK * _CHUNK
-    if count < OFFLOAD_MIN_SECTIONS or not cut or not offload.available():
-        yield from _joined_range(sections, 0, count, joint, "")
-        return
-    with contextlib.ExitStack() as held:
-        try:
-            spill = held.enter_context(tempfile.TemporaryFile())
-        except OSError:  # no temporary file: the caller writes every line
-            yield from _joined_range(sections, 0, count, joint, "")
-            return
-        child = held.enter_context(offload.started(
-            functools.partial(_spilled, sections, cut, count, joint, spill.fileno())))
-        yield from _joined_range(sections, 0, cut if child is not None else count, joint, "")
-        if child is None:
-            return
-        if child.result() is None:
-            yield from _joined_range(sections, cut, count, joint, joint)
-            return
-        yield from _read_back(spill.fileno())
-
-
-def _joined_range(sections: Sequence[Section], start: int, stop: int, joint: str, opening: str) -> Iterator[str]:
-    """The lines of sections ``start:stop`` joined by ``joint``, after ``opening``, a chunk at a time."""
-    for lines in _section_chunks(sections, start, stop):
-        yield opening + joint.join(lines)
-        opening = joint
-
-
-def _spilled(sections: Sequence[Section], start: int, stop: int, joint: str, fd: int) -> bytes:
-    """The child's work in :func:`_joined_lines`: the lines of sections ``start:stop``, each after ``joint``, written
-    as UTF-8 to the file ``fd`` (a chunk at a time, never held whole)."""
-    for part in _joined_range(sections, start, stop, joint, joint):
-        data = memoryview(part.encode("utf-8"))
-        while data:
-            data = data[os.write(fd, data):]
-    return b""
-
-
-def _read_back(fd: int) -> Iterator[str]:
-    """The UTF-8 text of the file ``fd`` from its start, a part at a time."""
-    decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    while data := os.pread(fd, _READ_BACK_BYTES, offset):
-        offset += len(data)
-        yield decoder.decode(data)
-    yield decoder.decode(b"", final=True)
-
-
-def _section_chunks(sections: Sequence[Section], start: int = 0, stop: int | None = None) -> Iterator[list[str]]:
+def _section_chunks(sections: Sequence[Section]) -> Iterator[list[str]]:
     """``_LINE.encode(section.model_dump(mode="json", by_alias=True, exclude_unset=True))`` of each section, in
     order, a list of lines at a time: up to :data:`_CHUNK` consecutive sections of one shape (:func:`_common_shape`:
     a trusted run's layers are all of one) are encoded column by column through one ``%`` template of their keys
     in order; sections of mixed shapes are split in halves until they are of one, and a section of no shape, or a
     chunk holding a value the columns do not take, is written by its own dump. :class:`Rows` are written from their
-    columns (:func:`_column_chunks`). ``start``, ``stop``: the sections ``start:stop`` only (``start`` a multiple of
-    :data:`_CHUNK`)."""
-    stop = len(sections) if stop is None else stop
+    columns (:func:`_column_chunks`)."""
     if type(sections) is Rows:
-        yield from _column_chunks(sections, start, stop)
+        yield from _column_chunks(sections)
         return
-    for begin in range(start, stop, _CHUNK):
-        yield from _uniform_chunks(sections[begin:min(begin + _CHUNK, stop)])
+    for start in range(0, len(sections), _CHUNK):
+        yield from _uniform_chunks(sections[start:start + _CHUNK])
 
 
-def _column_chunks(rows: Rows[Section], first: int, last: int) -> Iterator[list[str]]:
+def _column_chunks(rows: Rows[Section]) -> Iterator[list[str]]:
     """:func:`_section_chunks` of the sections of ``rows`` (of a plain class, :func:`_written_from_columns`), written
     from its columns: up to :data:`_CHUNK` rows at a time through one ``%`` template of the names in order, each
     column as :func:`_column` writes it, a column of sections held as :class:`Rows` as its own object in the
-    template; a chunk holding a value the columns do not take is written by its sections. Rows ``first:last`` only."""
-    for start in range(first, last, _CHUNK):
-        stop = min(start + _CHUNK, last)
+    template; a chunk holding a value the columns do not take is written by its sections."""
+    for start in range(0, len(rows), _CHUNK):
+        stop = min(start + _CHUNK, len(rows))
         template: list[str] = []
         columns: list[Sequence[Any]] = []
         try:
