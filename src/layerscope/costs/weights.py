@@ -241,8 +241,8 @@ def shared_weights(graph: Graph) -> dict[str, tuple[int, ...]]:
     # then the readers of those identities alone
     reads: Counter[str] = Counter()
     reader_indices = graph.reader_indices
-    for name, read in identities.items():
-        reads[read] += len(reader_indices[name])
+    for name, identity in identities.items():
+        reads[identity] += len(reader_indices[name])
     candidates = {identity for identity, count in reads.items() if count > 1}
     if not candidates:
         return {}
