@@ -544,10 +544,13 @@ def plan_shared_weights(graph: Graph, profile: Profile, dtype: str, costs: Seque
     it keeps its per-use charge of a few bytes.
     """
     budget = profile.weight_budget_bytes
+    candidates = shared_weights(graph)
+    if not candidates:  # no tensor of the model has two readers
+        return SharedWeightPlan(budget_bytes=budget)
     identities = weight_identities(graph)
     computing = [not cpu and cost.unit_kind is not UnitKind.ZERO_COPY
                  for cpu, cost in zip(on_cpu, costs, strict=True)]
-    shared = {identity: on_chip for identity, readers in shared_weights(graph).items()
+    shared = {identity: on_chip for identity, readers in candidates.items()
               if len(on_chip := [i for i in readers if computing[i]]) > 1}
     if not shared:
         return SharedWeightPlan(budget_bytes=budget)
