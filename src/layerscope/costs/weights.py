@@ -24,7 +24,7 @@ zeros or an anchor grid made by ``Range``.
 
 Contracts:
 - :func:`is_learned`: the rule above for one tensor, given its dtype, element count and readers (``(op_type, input
-  position)``); :func:`reads_learned` for one read;
+  position)``); :func:`learned_by_reads` the same without the element count; :func:`reads_learned` for one read;
 - :func:`learned_tensors`: per constant of a loaded graph, the learned tensors of the model it is made of (a
   layer's ``params``: those behind its constant inputs, :func:`layerscope.costs._common.io_bytes`);
 - :func:`unique_params`: the model's params, each learned tensor once (shared, sliced and re-laid-out tensors
@@ -95,8 +95,11 @@ def is_learned(dtype: str, elements: int, reads: Iterable[tuple[str, int]]) -> b
     """Whether a tensor stored in the model is a learned tensor (see the module docstring): ``dtype`` its
     ``TensorInfo.dtype`` name, ``elements`` its element count, ``reads`` the ``(op_type, input position)`` of every
     node that reads it (none: judged on its dtype alone)."""
-    if elements <= 1:
-        return False
+    return elements > 1 and learned_by_reads(dtype, reads)
+
+
+def learned_by_reads(dtype: str, reads: Iterable[tuple[str, int]]) -> bool:
+    """:func:`is_learned` of a tensor of more than one element: judged on its ``dtype`` and ``reads`` alone."""
     reads = list(reads)
     if not reads:
         return dtype in LEARNED_DTYPES
@@ -156,17 +159,17 @@ def _learned_tensors(graph: Graph) -> LearnedTensors:
         for position, name in enumerate(node.inputs):
             if name in constants and name not in producer:
                 folded_reads.setdefault(name, []).append((node.op_type, position))
-    judged: dict[tuple[str, tuple[tuple[str, int], ...]], bool] = {}  # is_learned by dtype and reads
+    judged: dict[tuple[str, tuple[tuple[str, int], ...]], bool] = {}  # learned_by_reads, by its arguments
     elements: dict[str, int] = {}
     for name, info in constants.items():
-        if name in producer or info.elements <= 1:
+        if name in producer or info.elements <= 1:  # not learned (is_learned), whatever reads it
             continue
         reads = [(layers[k].op_type, position) for k in dict.fromkeys(readers.get(name, ()))
                  for position, read in enumerate(layers[k].inputs) if read == name]
         key = (info.dtype, (*reads, *folded_reads.get(name, ())))
         learned = judged.get(key)
         if learned is None:
-            learned = judged[key] = is_learned(info.dtype, info.elements, key[1])
+            learned = judged[key] = learned_by_reads(*key)
         if learned:
             elements[name] = info.elements
     sources: dict[str, frozenset[str]] = {name: frozenset((name,)) if name in elements else frozenset()
