@@ -5,6 +5,9 @@ model ─▶ costs ─▶ targets ─▶ estimator ─▶ runfile ─▶ measure
 (an importer of a runtime's profile maps its kernels with that runtime's fusion map, from ``measure``).
 Every import of a ``layerscope`` module counts, also one inside a function or under ``TYPE_CHECKING``: a type
 that points up the flow is a dependency that points up the flow.
+
+No module imports what another library marks private (a module or name starting with one underscore): its authors
+may change it in any release, and no version pin says which.
 """
 
 from __future__ import annotations
@@ -201,3 +204,32 @@ def test_runtime_libraries_are_imported_by_runtime_packages_only() -> None:
 def test_the_check_sees_a_runtime_import() -> None:
     tree = ast.parse("def f():\n    import openvino.runtime as ov\n    from onnxruntime import InferenceSession\n")
     assert _runtime_libraries(tree) == {"onnxruntime", "openvino"}
+
+
+def _private_imports(tree: ast.AST) -> list[str]:
+    """The modules and names of other libraries (the standard library's included) a module imports that their
+    authors mark private: a component of the dotted path, or an imported name, that starts with one underscore
+    (``pydantic._internal``, ``from onnx.helper import _attr``); ``__future__`` and dunder names are public."""
+    found = []
+    for node in ast.walk(tree):
+        paths: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            paths = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            paths = [a.name for a in node.names]
+        found.extend(path for path in paths if path.split(".")[0] != "layerscope"
+                     and any(part.startswith("_") and not part.startswith("__") for part in path.split(".")))
+    return found
+
+
+def test_no_import_of_another_librarys_private_module() -> None:
+    found = {p.relative_to(PACKAGE).as_posix(): imports for p in _modules()
+             if (imports := _private_imports(ast.parse(p.read_text(encoding="utf-8"))))}
+    assert found == {}
+
+
+def test_the_check_sees_a_private_import() -> None:
+    tree = ast.parse("from __future__ import annotations\nimport pydantic._internal._model_construction\n"
+                     "def f():\n    from onnx.helper import _attr_type\n    from layerscope._lazy import x\n"
+                     "    from numpy import __version__\n")
+    assert _private_imports(tree) == ["pydantic._internal._model_construction", "onnx.helper._attr_type"]
