@@ -13,6 +13,7 @@ may change it in any release, and no version pin says which.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,15 +50,21 @@ def _unit(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
+def _imports(tree: ast.AST) -> Iterator[tuple[str, list[str]]]:
+    """Every absolute import anywhere in ``tree``: ``(module, the names taken from it)``, one per module of an
+    ``import a, b`` (no names) and one per ``from module import x, y``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module, [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            yield from ((a.name, []) for a in node.names)
+
+
 def _imported_units(tree: ast.AST) -> set[str]:
     units = set()
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] if node.module != "layerscope" else [f"layerscope.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        units.update(n.split(".")[1] for n in names if n.startswith("layerscope.") and len(n.split(".")) > 1)
+    for module, names in _imports(tree):
+        paths = [module] if module != "layerscope" else [f"layerscope.{name}" for name in names]
+        units.update(p.split(".")[1] for p in paths if p.startswith("layerscope.") and len(p.split(".")) > 1)
     return units
 
 
@@ -97,13 +104,8 @@ def _imported_modules(path: Path, known: set[str]) -> set[str]:
     """The ``layerscope`` modules ``path`` imports (anywhere in it): ``from a.b import c`` is module ``a.b.c`` when
     that is a module, else ``a.b``; the package ``layerscope`` itself (run by every import) is left out."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [f"{node.module}.{a.name}" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        for name in names:
+    for imported, names in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for name in [f"{imported}.{n}" for n in names] if names else [imported]:
             module = name
             while module and module not in known:
                 module = module.rpartition(".")[0]
@@ -182,15 +184,7 @@ RUNTIME_IMPORTS: dict[str, str] = {
 
 def _runtime_libraries(tree: ast.AST) -> set[str]:
     """The runtime libraries (``onnxruntime``, ``openvino``) a module imports anywhere in it."""
-    found = set()
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        found.update(n.split(".")[0] for n in names if n.split(".")[0] in ("onnxruntime", "openvino"))
-    return found
+    return {library for module, _ in _imports(tree) if (library := module.split(".")[0]) in ("onnxruntime", "openvino")}
 
 
 def test_runtime_libraries_are_imported_by_runtime_packages_only() -> None:
@@ -210,16 +204,9 @@ def _private_imports(tree: ast.AST) -> list[str]:
     """The modules and names of other libraries (the standard library's included) a module imports that their
     authors mark private: a component of the dotted path, or an imported name, that starts with one underscore
     (``pydantic._internal``, ``from onnx.helper import _attr``); ``__future__`` and dunder names are public."""
-    found = []
-    for node in ast.walk(tree):
-        paths: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            paths = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.Import):
-            paths = [a.name for a in node.names]
-        found.extend(path for path in paths if path.split(".")[0] != "layerscope"
-                     and any(part.startswith("_") and not part.startswith("__") for part in path.split(".")))
-    return found
+    return [path for module, names in _imports(tree) for path in (module, *(f"{module}.{n}" for n in names))
+            if path.split(".")[0] != "layerscope"
+            and any(part.startswith("_") and not part.startswith("__") for part in path.split("."))]
 
 
 def test_no_import_of_another_librarys_private_module() -> None:
