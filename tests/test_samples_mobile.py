@@ -57,7 +57,8 @@ def folded_bn_channels(model: onnx.ModelProto) -> int:
 
 
 def test_registered_as_board_samples() -> None:
-    assert {f for f, _ in CASES} == set(mobile.SAMPLES)
+    # EfficientNet-Lite's counts are checked against the S100 zoo's compiler in test_samples_compiler_ops
+    assert {f for f, _ in CASES} | {"efficientnet_lite"} == set(mobile.SAMPLES)
     for name, fn in mobile.SAMPLES.items():
         assert BOARD_SAMPLES[name] is fn
         assert SAMPLES[name] is fn

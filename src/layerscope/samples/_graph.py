@@ -31,6 +31,8 @@ LAYERNORM_FORMS = ("fused", "decomposed")
 
 Shape = tuple[int, ...]
 IntOrPair = int | tuple[int, int]
+#: ONNX ``pads`` of a 2-D op: top, left, bottom, right.
+Pads = tuple[int, int, int, int]
 
 
 def _pair(v: IntOrPair) -> tuple[int, int]:
@@ -227,27 +229,32 @@ class GraphBuilder:
         return self.unary("Softmax", x, axis=axis)
 
     # ---------------------------------------------------------------------------------- CNN ops
-    def conv(self, x: str, cout: int, k: IntOrPair, s: IntOrPair = 1, p: IntOrPair | None = None,
+    def conv(self, x: str, cout: int, k: IntOrPair, s: IntOrPair = 1, p: IntOrPair | Pads | None = None,
              *, g: int = 1, bias: bool = True) -> str:
         """``Conv`` (BatchNorm folded into weight and bias, as the exporter does in eval mode).
 
-        ``p=None`` pads ``k // 2`` ("same" for odd kernels, like ultralytics ``autopad``).
+        ``p=None`` pads ``k // 2`` ("same" for odd kernels, like ultralytics ``autopad``); four values are ONNX's
+        ``pads`` (top, left, bottom, right: TensorFlow's asymmetric "same" padding).
         Weights are created under the current scope as ``<scope>.weight`` / ``<scope>.bias``.
         """
         n, cin, h, w = self.shape(x)
         kh, kw = _pair(k)
         sh, sw = _pair(s)
-        ph, pw = _pair(p) if p is not None else (kh // 2, kw // 2)
+        if isinstance(p, tuple) and len(p) == 4:
+            top, left, bottom, right = p
+        else:
+            ph, pw = _pair(p) if p is not None else (kh // 2, kw // 2)
+            top, left, bottom, right = ph, pw, ph, pw
         if cin % g or cout % g:
             raise ValueError(f"groups {g} must divide channels {cin}->{cout}")
         fan_in = cin // g * kh * kw
         ins = [x, self.weight("weight", (cout, cin // g, kh, kw), fan_in, gain=1.0)]
         if bias:
             ins.append(self.bias("bias", cout))
-        oh = (h + 2 * ph - kh) // sh + 1
-        ow = (w + 2 * pw - kw) // sw + 1
+        oh = (h + top + bottom - kh) // sh + 1
+        ow = (w + left + right - kw) // sw + 1
         return self.op("Conv", ins, (n, cout, oh, ow), dilations=[1, 1], group=g,
-                       kernel_shape=[kh, kw], pads=[ph, pw, ph, pw], strides=[sh, sw])
+                       kernel_shape=[kh, kw], pads=[top, left, bottom, right], strides=[sh, sw])
 
     def conv_transpose(self, x: str, cout: int, k: int, s: int, bias: bool = True) -> str:
         """``ConvTranspose`` with no padding (output = (in - 1) * s + k), as in DBNet's head."""

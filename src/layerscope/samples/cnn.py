@@ -227,11 +227,13 @@ def mobileone(variant: str = "s0", size: int = 224, num_classes: int = 1000) -> 
 _RESNET: dict[str, tuple[bool, tuple[int, int, int, int], int, int]] = {
     "resnet18": (False, (2, 2, 2, 2), 1, 64),
     "resnext50_32x4d": (True, (3, 4, 6, 3), 32, 4),
+    "resnet152": (True, (3, 8, 36, 3), 1, 64),
 }
 
 
 def resnet(variant: str = "resnet18", size: int = 224, num_classes: int = 1000) -> ModelProto:
-    """ResNet-18 (He et al. 2016) and ResNeXt-50 32x4d (Xie et al. 2017), torchvision/timm layout, BN folded.
+    """ResNet-18 and -152 (He et al. 2016) and ResNeXt-50 32x4d (Xie et al. 2017), torchvision/timm layout, BN
+    folded.
 
     Source: ``pytorch/vision`` ``torchvision/models/resnet.py`` and timm ``timm/models/resnet.py`` (same
     graph: ``conv1`` 7x7/2, ReLU, ``maxpool`` 3x3/2, ``layer1``-``layer4``; BasicBlock 3x3-3x3, Bottleneck
@@ -241,7 +243,10 @@ def resnet(variant: str = "resnet18", size: int = 224, num_classes: int = 1000) 
     Params (folded) / Conv+Gemm MACs at 224:
     resnet18 11,684,712 / 1.814 G (paper 1.8 G "FLOPs" = multiply-adds; torchvision 11,689,512 params
     unfolded, timm 1.82 GMACs);
-    resnext50_32x4d 24,994,792 / 4.231 G (paper 4.2 G; timm 25.03M unfolded, 4.26 GMACs; zoo 24.99, exact).
+    resnext50_32x4d 24,994,792 / 4.231 G (paper 4.2 G; timm 25.03M unfolded, 4.26 GMACs; zoo 24.99, exact);
+    resnet152 60,117,096 / 11.514 G (paper 11.3 G; torchvision 60,192,808 params unfolded, 11.51 GFLOPS, i.e.
+    multiply-adds; the RDK S100 zoo's ``resnet152_224x224_nv12.hbm``, the torchvision model, prints "BPU conv
+    original OPs per run: 22,564,831,232": 11.28 G MACs).
     The zoo's ResNet18 row (11.27, "Horizon reference algorithm", no ONNX published) is 3.6 % below the
     standard ResNet-18 that the zoo README points at (torchvision ``resnet.py``); nothing public says which
     layer differs, so this builder keeps the standard architecture.

@@ -25,12 +25,26 @@ MACs are tensor-engine MACs (Conv and Gemm); timm's ``results/benchmark-infer-*.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from onnx import ModelProto
 
+from layerscope.samples._graph import IntOrPair, Pads, _pair
 from layerscope.samples.cnn import CnnBuilder, _check_size, _pick, make_divisible
+
+
+def tf_same_pads(size: Sequence[int], kernel: tuple[int, int], stride: tuple[int, int]) -> Pads:
+    """TensorFlow's "same" padding of a 2-D convolution over ``size`` (H, W): the output is ``ceil(size /
+    stride)`` and the total padding ``max((out - 1) * stride + kernel - size, 0)`` per axis, its larger half after
+    (timm ``padding.get_same_padding``; ONNX ``pads`` order: top, left, bottom, right). A stride-2 3x3 on an even
+    size pads (0, 1): one row and column after, none before."""
+    before, after = [], []
+    for n, k, s in zip(size, kernel, stride, strict=True):
+        total = max((math.ceil(n / s) - 1) * s + k - n, 0)
+        before.append(total // 2)
+        after.append(total - total // 2)
+    return before[0], before[1], after[0], after[1]
 
 
 class Block(NamedTuple):
@@ -55,11 +69,27 @@ class Block(NamedTuple):
 
 
 class MobileBuilder(CnnBuilder):
-    """:class:`CnnBuilder` plus timm's efficientnet-builder blocks, exported with BatchNorm folded."""
+    """:class:`CnnBuilder` plus timm's efficientnet-builder blocks, exported with BatchNorm folded. With
+    ``tf_same``, every convolution pads as TensorFlow's "same" (timm's ``pad_type="same"`` of its ``tf_`` models:
+    :func:`tf_same_pads`)."""
+
+    tf_same = False
+    _clip_bounds: tuple[str, str] | None = None
+
+    def conv(self, x: str, cout: int, k: IntOrPair, s: IntOrPair = 1, p: IntOrPair | Pads | None = None,
+             *, g: int = 1, bias: bool = True) -> str:
+        if self.tf_same and p is None:
+            p = tf_same_pads(self.shape(x)[2:], _pair(k), _pair(s))
+        return super().conv(x, cout, k, s, p, g=g, bias=bias)
 
     def act(self, x: str, kind: str) -> str:
         """:meth:`CnnBuilder.act` plus ``hard_swish`` (``HardSigmoid`` then ``Mul``, torch's export below opset
-        14) and ``hard_sigmoid`` (``HardSigmoid(alpha=1/6, beta=0.5)``, torch's ``F.hardsigmoid``)."""
+        14) and ``hard_sigmoid`` (``HardSigmoid(alpha=1/6, beta=0.5)``, torch's ``F.hardsigmoid``); every
+        ``relu6`` ``Clip`` reads one pair of bounds (onnxsim merges torch's equal constants)."""
+        if kind == "relu6":
+            if self._clip_bounds is None:
+                self._clip_bounds = (self.scalar("clip_min", 0.0), self.scalar("clip_max", 6.0))
+            return self.op("Clip", [x, *self._clip_bounds], self.shape(x))
         if kind == "hard_sigmoid":
             return self.unary("HardSigmoid", x, alpha=1.0 / 6.0, beta=0.5)
         if kind == "hard_swish":
@@ -350,10 +380,67 @@ def efficientnet(variant: str = "b0", size: int = 224, num_classes: int = 1000) 
                     {"architecture": f"efficientnet_{variant}", "source": "timm/models/efficientnet.py"})
 
 
+#: variant -> (channel multiplier, depth multiplier) (timm ``tf_efficientnet_lite*``).
+_EFFICIENTNET_LITE: dict[str, tuple[float, float]] = {
+    "lite0": (1.0, 1.0),
+    "lite1": (1.0, 1.1),
+    "lite2": (1.1, 1.2),
+    "lite3": (1.2, 1.4),
+    "lite4": (1.4, 1.8),
+}
+
+
+def efficientnet_lite(variant: str = "lite0", size: int = 224, num_classes: int = 1000) -> ModelProto:
+    """EfficientNet-Lite0-4 (the EfficientNet paper's edge variants, tensorflow/tpu ``efficientnet/lite``), timm
+    ``tf_efficientnet_lite*``, BN folded: the RDK S100 zoo's ``efficientnet_lite*_<size>x<size>_nv12.hbm``.
+
+    timm ``_gen_efficientnet_lite``: EfficientNet-B0's stages without squeeze-excite (``ds`` k3 16; ``ir`` x2
+    k3/2 24; x2 k5/2 40; x3 k3/2 80; x3 k5 112; x4 k5/2 192; x1 k3 320, expansion 6), ReLU6 (``Clip(0, 6)``)
+    everywhere; widths ``round_channels(c * w)``, repeats ``ceil(n * d)`` except the first and last stage
+    (``fix_first_last``); stem 3x3/2 to 32 and ``conv_head`` 1x1 to 1280 not scaled (``fix_stem``,
+    ``num_features=1280``); ``global_pool``, ``classifier``. ``tf_`` padding: TensorFlow "same"
+    (:func:`tf_same_pads`: a strided convolution pads one row and column more after than before; the zoo's onnxsim
+    folds timm's ``Pad`` into the Conv's ``pads``).
+
+    Initializer elements (BatchNorm folded) against the S100 zoo's export log ("Total number of parameters in the
+    model", ``samples/Vision/EfficientNet/EfficientNet_lite*/README.md``; one ``Clip`` bound pair for the model)
+    and Conv+Gemm MACs at the native size against the Lite table of that README (MAdds, tensorflow/tpu, which
+    also count the element-wise layers: ours are 3-6 % lower): lite0 4,631,002 / 385 M at 224 (zoo 4,631,002;
+    407 M); lite1 5,389,850 / 600 M at 240 (5,389,850; 631 M); lite2 6,063,026 / 860 M at 260 (6,063,026; 899 M);
+    lite3 8,158,762 / 1,383 M at 280 (8,158,762; 1.44 B); lite4 12,950,386 / 2,553 M at 300 (12,950,386; 2.64 B).
+    The zoo compiles them at 224, 240, 260, 300 and 380.
+    """
+    _pick("efficientnet_lite", variant, _EFFICIENTNET_LITE)
+    if size < 32:
+        raise ValueError(f"size must be at least 32 (the largest stride), got {size}")
+    width, depth = _EFFICIENTNET_LITE[variant]
+    last = len(_EFFICIENTNET_B0) - 1
+    arch = tuple((lines[0]._replace(n=math.ceil(lines[0].n * depth), se=0.0),) if 0 < i < last
+                 else (lines[0]._replace(se=0.0),) for i, lines in enumerate(_EFFICIENTNET_B0))
+    b = MobileBuilder(f"efficientnet_{variant}", seed=24)
+    b.tf_same = True
+    fam = _Family(act="relu6", se_act="", se_gate="sigmoid", se_from_exp=False, se_round=round)
+    x = b.input("data", (1, 3, size, size))
+    x = b.conv_bn(x, 32, 3, 2, act="relu6", conv="conv_stem", bn="bn1")
+    x = _stages(b, x, arch, fam, width=width)
+    x = b.conv_bn(x, 1280, 1, act="relu6", conv="conv_head", bn="bn2")
+    with b.scope("global_pool"):
+        with b.scope("pool"):
+            x = b.global_avg_pool(x)
+        with b.scope("flatten"):
+            x = b.flatten(x)
+    with b.scope("classifier"):
+        y = b.gemm(x, num_classes)
+    return b.finish(y, f"EfficientNet-{variant.capitalize()} (timm tf_, BatchNorm folded) at {size}x{size}",
+                    {"architecture": f"tf_efficientnet_{variant}", "source": "timm/models/efficientnet.py"})
+
+
 SAMPLES: dict[str, Callable[..., ModelProto]] = {
     "mobilenetv3": mobilenetv3,
     "mobilenetv4": mobilenetv4,
     "efficientnet": efficientnet,
+    "efficientnet_lite": efficientnet_lite,
 }
 
-__all__ = ["SAMPLES", "Block", "MobileBuilder", "efficientnet", "mobilenetv3", "mobilenetv4"]
+__all__ = ["SAMPLES", "Block", "MobileBuilder", "efficientnet", "efficientnet_lite", "mobilenetv3", "mobilenetv4",
+           "tf_same_pads"]
