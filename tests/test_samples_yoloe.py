@@ -87,10 +87,14 @@ def test_runs_in_onnxruntime() -> None:
 def test_board_row_names_this_builder() -> None:
     with DATA.open(encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["sample"].split(":")[0] == "yoloe_segment"]
-    assert [(r["board"], r["model"], r["family"], r["input"], r["params_m"]) for r in rows] == [
-        ("rdk-x5", "YOLOE-11S-Seg", "yoloe", "640x640", "13.69")]
-    name, spec = parse_spec(rows[0]["sample"])
-    assert resolve_params(name, **spec) == {"scale": "s", "size": 640, "num_classes": 4585}
+    # the X5 zoo's YOLOE-11S; the S100 zoo's YOLOE-11 s, m, l on both S boards (its README's params column)
+    assert sorted((r["board"], r["model"], r["family"], r["input"], r["params_m"]) for r in rows) == sorted(
+        [("rdk-x5", "YOLOE-11S-Seg", "yoloe", "640x640", "13.69")] + [
+            (board, f"YOLOE-11{scale}-Seg", "yoloe", "640x640", params) for board in ("rdk-s100", "rdk-s100p")
+            for scale, params in (("s", "13.7"), ("m", "31.4"), ("l", "36.7"))])
+    for row in rows:
+        name, spec = parse_spec(row["sample"])
+        assert resolve_params(name, **spec) == {"scale": row["model"][8].lower(), "size": 640, "num_classes": 4585}
 
 
 def test_bad_parameters_are_rejected() -> None:

@@ -183,12 +183,13 @@ def test_runs_in_onnxruntime(scale: str, task: str) -> None:
 def test_board_rows_name_this_builder_with_the_published_figures() -> None:
     with DATA.open(encoding="utf-8", newline="") as handle:
         rows = [r for r in csv.DictReader(handle) if r["sample"].split(":")[0] == "yolov9"]
-    assert sorted(r["model"] for r in rows) == sorted(
-        ["YOLOv9t", "YOLOv9s", "YOLOv9m", "YOLOv9c", "YOLOv9e", "YOLOv9c-Seg", "YOLOv9e-Seg"])
+    models = ["YOLOv9t", "YOLOv9s", "YOLOv9m", "YOLOv9c", "YOLOv9e", "YOLOv9c-Seg", "YOLOv9e-Seg"]
+    assert sorted((r["board"], r["model"]) for r in rows) == sorted(
+        (board, model) for board in ("rdk-x5", "rdk-s100", "rdk-s100p") for model in models)
     for row in rows:
         name, spec = parse_spec(row["sample"])
         resolved = resolve_params(name, **spec)
-        assert row["board"] == "rdk-x5" and row["input"] == f"{resolved['size']}x{resolved['size']}"
+        assert row["input"] == f"{resolved['size']}x{resolved['size']}"
         assert row["family"] == ("yolov9_seg" if resolved["task"] == "segment" else "yolov9")
         assert (float(row["params_m"]), float(row["gflops"])) == PUBLISHED[str(resolved["scale"]),
                                                                            str(resolved["task"])]
