@@ -36,9 +36,12 @@ def test_estimate_resnet50_on_s100_writes_the_run_file(tmp_path: Path, capsys: p
         assert {"latency_us", "bound"} <= layer["estimate"].keys()
     # ResNet-50 at 224: 4.09 GMACs in Conv + Gemm (see test_costs_zoo for the independent count).
     assert abs(run["summary"]["tensor_macs"] - 4.089e9) / 4.089e9 < 0.02
-    # the layers one after another, and the profile's per-inference task overhead once
-    task = load_profile("rdk-s100").task_overhead_us
-    assert run["summary"]["est_task_overhead_us"] == pytest.approx(task, abs=1e-3) and task > 0
+    # the layers one after another, and the profile's per-inference part once: its task overhead and the hand-over
+    # of the (1, 1000) float32 output at its output rate
+    profile = load_profile("rdk-s100")
+    assert profile.output_bytes_per_s
+    task = profile.task_overhead_us + 1000 * 4 / profile.output_bytes_per_s * 1e6
+    assert run["summary"]["est_task_overhead_us"] == pytest.approx(task, abs=0.05) and profile.task_overhead_us > 0
     total = sum(layer["estimate"]["latency_us"] for layer in run["layers"]) + task
     assert run["summary"]["est_latency_us"] == pytest.approx(total, abs=1e-3 * len(run["layers"]))
     assert run["summary"]["est_fps"] == pytest.approx(1e6 / total, rel=1e-3)

@@ -60,7 +60,7 @@ def test_output_rate_reads_calibrates_with_the_task_factor_and_derives_by_cpu_cl
     assert load_profile_file(derived).output_bytes_per_s == pytest.approx(2.0e9 * 2.0 / 1.5)
     # a profile without the rate keeps none
     plain = tmp_path / "plain.toml"
-    plain.write_text(derive_profile(s100, "rdk-s100p"), encoding="utf-8")
+    plain.write_text(derive_profile(dataclasses.replace(s100, output_bytes_per_s=None), "rdk-s100p"), encoding="utf-8")
     assert load_profile_file(plain).output_bytes_per_s is None
 
 
