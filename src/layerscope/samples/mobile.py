@@ -208,6 +208,17 @@ def _stages(b: MobileBuilder, x: str, arch: tuple[tuple[Block, ...], ...], fam: 
     return x
 
 
+def _pooled_classifier(b: MobileBuilder, x: str, num_classes: int) -> str:
+    """EfficientNet's head after ``conv_head``: ``global_pool`` (pool, flatten), ``classifier``."""
+    with b.scope("global_pool"):
+        with b.scope("pool"):
+            x = b.global_avg_pool(x)
+        with b.scope("flatten"):
+            x = b.flatten(x)
+    with b.scope("classifier"):
+        return b.gemm(x, num_classes)
+
+
 def _pooled_conv_head(b: MobileBuilder, x: str, num_features: int, num_classes: int, act: str, *,
                       norm_head: bool) -> str:
     """MobileNetV3/V4 head: ``global_pool``, ``conv_head`` 1x1 on the pooled map (V3: bias, ``act2``; V4: no
@@ -369,25 +380,13 @@ def efficientnet(variant: str = "b0", size: int = 224, num_classes: int = 1000) 
     x = b.conv_bn(x, make_divisible(32 * width), 3, 2, act="swish", conv="conv_stem", bn="bn1")
     x = _stages(b, x, _EFFICIENTNET_B0, fam, width=width, depth=depth)
     x = b.conv_bn(x, make_divisible(1280 * width), 1, act="swish", conv="conv_head", bn="bn2")
-    with b.scope("global_pool"):
-        with b.scope("pool"):
-            x = b.global_avg_pool(x)
-        with b.scope("flatten"):
-            x = b.flatten(x)
-    with b.scope("classifier"):
-        y = b.gemm(x, num_classes)
+    y = _pooled_classifier(b, x, num_classes)
     return b.finish(y, f"EfficientNet-{variant.upper()} (timm, BatchNorm folded) at {size}x{size}",
                     {"architecture": f"efficientnet_{variant}", "source": "timm/models/efficientnet.py"})
 
 
-#: variant -> (channel multiplier, depth multiplier) (timm ``tf_efficientnet_lite*``).
-_EFFICIENTNET_LITE: dict[str, tuple[float, float]] = {
-    "lite0": (1.0, 1.0),
-    "lite1": (1.0, 1.1),
-    "lite2": (1.1, 1.2),
-    "lite3": (1.2, 1.4),
-    "lite4": (1.4, 1.8),
-}
+#: variant -> (channel multiplier, depth multiplier): timm's ``tf_efficientnet_lite0-4`` take B0-B4's.
+_EFFICIENTNET_LITE: dict[str, tuple[float, float]] = {f"lite{i}": _EFFICIENTNET[f"b{i}"] for i in range(5)}
 
 
 def efficientnet_lite(variant: str = "lite0", size: int = 224, num_classes: int = 1000) -> ModelProto:
@@ -424,13 +423,7 @@ def efficientnet_lite(variant: str = "lite0", size: int = 224, num_classes: int 
     x = b.conv_bn(x, 32, 3, 2, act="relu6", conv="conv_stem", bn="bn1")
     x = _stages(b, x, arch, fam, width=width)
     x = b.conv_bn(x, 1280, 1, act="relu6", conv="conv_head", bn="bn2")
-    with b.scope("global_pool"):
-        with b.scope("pool"):
-            x = b.global_avg_pool(x)
-        with b.scope("flatten"):
-            x = b.flatten(x)
-    with b.scope("classifier"):
-        y = b.gemm(x, num_classes)
+    y = _pooled_classifier(b, x, num_classes)
     return b.finish(y, f"EfficientNet-{variant.capitalize()} (timm tf_, BatchNorm folded) at {size}x{size}",
                     {"architecture": f"tf_efficientnet_{variant}", "source": "timm/models/efficientnet.py"})
 
