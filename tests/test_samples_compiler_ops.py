@@ -28,7 +28,7 @@ COMPILER_OPS = {
 LITE_PARAMS = {"lite0": 4_631_002, "lite1": 5_389_850, "lite2": 6_063_026, "lite3": 8_158_762, "lite4": 12_950_386}
 
 
-def build(spec: str):  # type: ignore[no-untyped-def]
+def build(spec: str) -> onnx.ModelProto:
     name, params = parse_spec(spec)
     return SAMPLES[name](**params)
 

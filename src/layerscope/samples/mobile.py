@@ -414,8 +414,8 @@ def efficientnet_lite(variant: str = "lite0", size: int = 224, num_classes: int 
         raise ValueError(f"size must be at least 32 (the largest stride), got {size}")
     width, depth = _EFFICIENTNET_LITE[variant]
     last = len(_EFFICIENTNET_B0) - 1
-    arch = tuple((lines[0]._replace(n=math.ceil(lines[0].n * depth), se=0.0),) if 0 < i < last
-                 else (lines[0]._replace(se=0.0),) for i, lines in enumerate(_EFFICIENTNET_B0))
+    arch = tuple((line._replace(n=math.ceil(line.n * depth) if 0 < i < last else line.n, se=0.0),)
+                 for i, (line,) in enumerate(_EFFICIENTNET_B0))
     b = MobileBuilder(f"efficientnet_{variant}", seed=24)
     b.tf_same = True
     fam = _Family(act="relu6", se_act="", se_gate="sigmoid", se_from_exp=False, se_round=round)
